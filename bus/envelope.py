@@ -1,0 +1,49 @@
+"""What crosses the bus: messages from platforms in, replies to platforms out."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from bus.message import WireModel, utc_now
+from bus.session_key import SessionKey
+
+
+class InboundMessage(WireModel):
+    """A message a channel received from a platform user."""
+
+    channel: str
+    sender_id: str
+    chat_id: str
+    content: str
+    timestamp: datetime = Field(default_factory=utc_now)
+    media: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    message_id: str | None = None
+
+    def session_key(self, profile: str | None = None, topic: str | None = None) -> SessionKey:
+        return SessionKey.for_chat(profile, self.channel, self.chat_id, topic)
+
+
+class OutboundMessage(WireModel):
+    """A reply on its way to a platform.
+
+    A streamed reply is a series of outbound messages that share `stream_id`: each carries the
+    whole text so far (a snapshot, never a delta, so a lost or merged update does no harm), and
+    the last one has `stream_final` set. A message without `stream_id` is a whole reply.
+    """
+
+    channel: str
+    chat_id: str
+    content: str
+    reply_to: str | None = None
+    media: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    stream_id: str | None = None
+    stream_final: bool = True
+
+    @property
+    def is_stream_snapshot(self) -> bool:
+        return self.stream_id is not None and not self.stream_final

@@ -1,0 +1,106 @@
+"""A bounded multi-producer, single-consumer pipe with Rust mpsc close semantics.
+
+Senders can be cloned; when the last one is closed, the receiver drains what is queued and then
+receives `None`, so a consumer stops without any other signal. A full pipe makes senders wait
+(backpressure): nothing is ever dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class PipeClosed(RuntimeError):
+    """Sent on a sender that was closed, or after the receiver went away."""
+
+
+class _Closed:
+    """Marker queued behind the last item when the last sender closes."""
+
+
+_CLOSED = _Closed()
+
+
+class _PipeState(Generic[T]):
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"pipe capacity must be at least 1, got {capacity}")
+        self.queue: asyncio.Queue[T | _Closed] = asyncio.Queue(capacity)
+        self.senders = 0
+        self.receiver_closed = False
+
+    def sender_gone(self) -> None:
+        self.senders -= 1
+        if self.senders == 0 and not self.queue.full():
+            # Wakes a receiver that waits on an empty queue. When the queue is full the
+            # receiver is not waiting, and finds the pipe closed once it has drained it.
+            self.queue.put_nowait(_CLOSED)
+
+
+class PipeSender(Generic[T]):
+    def __init__(self, state: _PipeState[T]) -> None:
+        self._state = state
+        self._open = True
+        state.senders += 1
+
+    async def send(self, item: T) -> None:
+        if not self._open:
+            raise PipeClosed("send on a closed sender")
+        if self._state.receiver_closed:
+            raise PipeClosed("the receiver has gone away")
+        await self._state.queue.put(item)
+
+    def clone(self) -> PipeSender[T]:
+        if not self._open:
+            raise PipeClosed("cannot clone a closed sender")
+        return PipeSender(self._state)
+
+    def close(self) -> None:
+        """Idempotent: closing twice counts once."""
+        if self._open:
+            self._open = False
+            self._state.sender_gone()
+
+    @property
+    def is_closed(self) -> bool:
+        return not self._open
+
+    def depth(self) -> int:
+        return self._state.queue.qsize()
+
+
+class PipeReceiver(Generic[T]):
+    def __init__(self, state: _PipeState[T]) -> None:
+        self._state = state
+
+    async def recv(self) -> T | None:
+        """The next item, or `None` once every sender is closed and the pipe is drained."""
+        queue = self._state.queue
+        if self._state.senders == 0 and queue.empty():
+            return None
+        item = await queue.get()
+        if isinstance(item, _Closed):
+            return None
+        return item
+
+    def close(self) -> None:
+        self._state.receiver_closed = True
+
+    def depth(self) -> int:
+        return self._state.queue.qsize()
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[T]:
+        while (item := await self.recv()) is not None:
+            yield item
+
+
+def pipe(capacity: int) -> tuple[PipeSender[T], PipeReceiver[T]]:
+    state: _PipeState[T] = _PipeState(capacity)
+    return PipeSender(state), PipeReceiver(state)

@@ -1,0 +1,86 @@
+"""The in-process bus: channels publish inbound messages, the agent side answers outbound.
+
+`create_bus` returns the two ends. Nothing above the bus may depend on it being in-process:
+the same two interfaces can run over a broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from bus.envelope import InboundMessage, OutboundMessage
+from bus.pipe import PipeReceiver, PipeSender, pipe
+
+DEFAULT_CAPACITY = 4096
+
+InboundSender = PipeSender[InboundMessage]
+
+
+class AgentHandle:
+    """The agent's end: receives inbound messages, sends outbound replies."""
+
+    def __init__(
+        self, inbound: PipeReceiver[InboundMessage], outbound: PipeSender[OutboundMessage]
+    ) -> None:
+        self._inbound = inbound
+        self._outbound = outbound
+
+    async def recv(self) -> InboundMessage | None:
+        """The next inbound message, or `None` once every channel's sender is closed."""
+        return await self._inbound.recv()
+
+    def __aiter__(self) -> AsyncIterator[InboundMessage]:
+        return aiter(self._inbound)
+
+    async def send(self, message: OutboundMessage) -> None:
+        await self._outbound.send(message)
+
+    def outbound_sender(self) -> PipeSender[OutboundMessage]:
+        return self._outbound.clone()
+
+    def close(self) -> None:
+        """No more replies: the publisher's `recv_outbound` returns `None` once drained."""
+        self._outbound.close()
+
+    def inbound_depth(self) -> int:
+        return self._inbound.depth()
+
+
+class BusPublisher:
+    """The channels' end: publishes inbound messages, receives outbound replies."""
+
+    def __init__(
+        self, inbound: PipeSender[InboundMessage], outbound: PipeReceiver[OutboundMessage]
+    ) -> None:
+        self._inbound = inbound
+        self._outbound = outbound
+
+    def inbound_sender(self) -> InboundSender:
+        """A sender of its own for one channel; close it when the channel stops."""
+        return self._inbound.clone()
+
+    async def publish(self, message: InboundMessage) -> None:
+        await self._inbound.send(message)
+
+    async def recv_outbound(self) -> OutboundMessage | None:
+        return await self._outbound.recv()
+
+    def outbound(self) -> AsyncIterator[OutboundMessage]:
+        return aiter(self._outbound)
+
+    def close(self) -> None:
+        """Closes the publisher's own inbound sender; clones handed to channels stay open."""
+        self._inbound.close()
+
+    def outbound_depth(self) -> int:
+        return self._outbound.depth()
+
+
+def create_bus(capacity: int = DEFAULT_CAPACITY) -> tuple[AgentHandle, BusPublisher]:
+    inbound_tx: PipeSender[InboundMessage]
+    inbound_rx: PipeReceiver[InboundMessage]
+    inbound_tx, inbound_rx = pipe(capacity)
+    outbound_tx: PipeSender[OutboundMessage]
+    outbound_rx: PipeReceiver[OutboundMessage]
+    outbound_tx, outbound_rx = pipe(capacity)
+    return AgentHandle(inbound_rx, outbound_tx), BusPublisher(inbound_tx, outbound_rx)

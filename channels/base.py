@@ -1,0 +1,115 @@
+"""The `Channel` base class: one chat platform, seen from the gateway.
+
+A channel needs three members: `name`, `start(inbound)` and `send(message)`. Everything else has
+a default that keeps the meaning of octos' 23-method trait, and a mature channel overrides what
+its platform can do (edits for streaming, typing, reactions, health).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar
+
+from bus import InboundSender, OutboundMessage
+from channels.allow import AllowList
+from channels.health import ChannelHealth
+from channels.limits import PlatformLimit
+
+#: Metadata key the manager sets on an outbound message whose content went through
+#: `format_outbound`; a channel sends it with its markup mode. Without it, plain text.
+FORMATTED = "octos.formatted"
+
+
+class Channel(ABC):
+    #: The platform's own limit, in its own unit; the manager splits replies to fit it.
+    limit: ClassVar[PlatformLimit] = PlatformLimit(4000, "chars")
+    #: The shortest time between two edits of one streamed message.
+    edit_interval_s: ClassVar[float] = 1.0
+    #: Who may talk to the bot; the manager sets it from the channel's `allow` config.
+    allow: AllowList = AllowList.everyone()
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The routing key: outbound messages whose `channel` equals it come here."""
+
+    @abstractmethod
+    async def start(self, inbound: InboundSender) -> None:
+        """Receive from the platform and publish to `inbound` until stopped or cancelled.
+
+        Raise `FatalChannelError` when trying again cannot help (a bad token); any other
+        exception is taken as transient and the supervisor restarts the channel.
+        """
+
+    @abstractmethod
+    async def send(self, message: OutboundMessage) -> None:
+        """Deliver one message that already fits `limit`."""
+
+    async def stop(self) -> None:
+        """Stop receiving and release connections; safe to call twice."""
+
+    def is_allowed(self, sender_id: str) -> bool:
+        return self.allow.allows(sender_id)
+
+    def max_message_length(self) -> int:
+        return self.limit.max_units
+
+    async def send_typing(self, chat_id: str) -> None:
+        """Show "typing"; the manager calls it again every few seconds while a turn runs."""
+
+    async def stop_typing(self, chat_id: str) -> None:
+        """Stop showing "typing" where the platform lets a bot do that."""
+
+    async def send_listening(self, chat_id: str) -> None:
+        await self.send_typing(chat_id)
+
+    def supports_edit(self) -> bool:
+        """Without edits a channel gets no stream snapshots, only the final reply."""
+        return False
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        """Send and return the platform's message id, for later edits."""
+        await self.send(message)
+        return None
+
+    async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
+        """Replace a sent message's text (a stream snapshot)."""
+
+    async def finish_stream(self, chat_id: str, message_id: str, content: str) -> None:
+        """The final text of a streamed message; by default one more edit."""
+        await self.edit_message(chat_id, message_id, content)
+
+    async def delete_message(self, chat_id: str, message_id: str) -> None:
+        """Delete a message the bot sent, where the platform allows it."""
+
+    def format_outbound(self, content: str) -> str:
+        """Render the agent's Markdown into the platform's markup; runs before splitting."""
+        return content
+
+    async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
+        """Add a reaction, where the platform has them."""
+
+    async def remove_reaction(self, chat_id: str, message_id: str, emoji: str) -> None:
+        """Take a reaction back."""
+
+    async def send_raw_sse(self, chat_id: str, payload: str) -> None:
+        """Pass a raw event to a client that speaks server-sent events (the HTTP API)."""
+
+    async def send_embed(
+        self,
+        chat_id: str,
+        title: str,
+        description: str,
+        fields: Sequence[tuple[str, str, bool]] = (),
+        color: int | None = None,
+    ) -> str | None:
+        """A titled card; by default plain Markdown sent as one message."""
+        lines = [f"**{title}**", description]
+        lines.extend(f"**{name}:** {value}" for name, value, _inline in fields)
+        return await self.send_with_id(
+            OutboundMessage(channel=self.name, chat_id=chat_id, content="\n".join(lines))
+        )
+
+    async def health_check(self) -> ChannelHealth:
+        return ChannelHealth.unknown()

@@ -1,0 +1,46 @@
+"""A channel's health as its supervisor and `/readyz` report it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class HealthStatus(StrEnum):
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+    DOWN = "down"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelHealth:
+    status: HealthStatus
+    reason: str = ""
+
+    @classmethod
+    def healthy(cls) -> ChannelHealth:
+        return cls(HealthStatus.HEALTHY)
+
+    @classmethod
+    def degraded(cls, reason: str) -> ChannelHealth:
+        return cls(HealthStatus.DEGRADED, reason)
+
+    @classmethod
+    def down(cls, reason: str) -> ChannelHealth:
+        return cls(HealthStatus.DOWN, reason)
+
+    @classmethod
+    def unknown(cls) -> ChannelHealth:
+        return cls(HealthStatus.UNKNOWN)
+
+    @property
+    def is_down(self) -> bool:
+        return self.status is HealthStatus.DOWN
+
+    def to_dict(self) -> dict[str, str]:
+        return (
+            {"status": self.status.value, "reason": self.reason}
+            if self.reason
+            else {"status": self.status.value}
+        )
