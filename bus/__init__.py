@@ -1,15 +1,17 @@
 """The domain language of octos-gateway (octos-core) and its in-process message bus."""
 
-from bus.envelope import InboundMessage, OutboundMessage
+from bus.envelope import TYPING, InboundMessage, OutboundMessage
 from bus.identity import ClientMessageId, ThreadId, TurnId, new_turn_id, thread_rooted_at
 from bus.message import Message, MessageRole, ToolCall, WireModel
 from bus.pipe import PipeClosed, PipeReceiver, PipeSender, pipe
 from bus.queue import AgentHandle, BusPublisher, InboundSender, create_bus
 from bus.session_key import KNOWN_CHANNELS, MAIN_PROFILE, SessionKey, is_channel_name
+from bus.usage import TokenUsage
 
 __all__ = [
     "KNOWN_CHANNELS",
     "MAIN_PROFILE",
+    "TYPING",
     "AgentHandle",
     "BusPublisher",
     "ClientMessageId",
@@ -23,6 +25,7 @@ __all__ = [
     "PipeSender",
     "SessionKey",
     "ThreadId",
+    "TokenUsage",
     "ToolCall",
     "TurnId",
     "WireModel",

@@ -27,6 +27,11 @@ class InboundMessage(WireModel):
         return SessionKey.for_chat(profile, self.channel, self.chat_id, topic)
 
 
+#: Outbound metadata key of a control message: "start" shows "typing" in the chat until the
+#: turn's final reply (or a "stop") arrives. Carries no content and is never sent as text.
+TYPING = "octos.typing"
+
+
 class OutboundMessage(WireModel):
     """A reply on its way to a platform.
 
@@ -47,3 +52,19 @@ class OutboundMessage(WireModel):
     @property
     def is_stream_snapshot(self) -> bool:
         return self.stream_id is not None and not self.stream_final
+
+    @classmethod
+    def typing(cls, channel: str, chat_id: str, *, active: bool = True) -> OutboundMessage:
+        """A control message that starts or stops the typing indicator of a chat."""
+        return cls(
+            channel=channel,
+            chat_id=chat_id,
+            content="",
+            metadata={TYPING: "start" if active else "stop"},
+        )
+
+    @property
+    def typing_signal(self) -> bool | None:
+        """True to start typing, False to stop, None when this is an ordinary message."""
+        value = self.metadata.get(TYPING)
+        return None if value is None else value == "start"

@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import ClassVar
 
+from aiohttp import web
+
 from bus import InboundSender, OutboundMessage
 from channels.allow import AllowList
 from channels.health import ChannelHealth
@@ -110,6 +112,10 @@ class Channel(ABC):
         return await self.send_with_id(
             OutboundMessage(channel=self.name, chat_id=chat_id, content="\n".join(lines))
         )
+
+    def web_routes(self) -> Sequence[web.AbstractRouteDef]:
+        """Routes the daemon's HTTP server mounts for this channel (webhooks); none by default."""
+        return ()
 
     async def health_check(self) -> ChannelHealth:
         return ChannelHealth.unknown()
