@@ -1,0 +1,114 @@
+"""`octos-gateway`: run the daemon, check a config, look at sessions."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from config import ConfigError, LoadedConfig, default_config, load_gateway
+from gateway.session_commands import add_session_commands
+
+EXIT_OK = 0
+EXIT_INVALID_CONFIG = 2
+
+
+def package_version() -> str:
+    try:
+        return version("octos-gateway")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0+unknown"
+
+
+def print_config_error(error: ConfigError) -> None:
+    for problem in error.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    count = len(error.problems)
+    print(f"{count} problem{'s' if count != 1 else ''} in the configuration", file=sys.stderr)
+
+
+def load(config_path: Path | None, data_dir: Path | None) -> LoadedConfig:
+    loaded = load_gateway(config_path) if config_path else default_config()
+    if data_dir is not None:
+        loaded = loaded.with_data_dir(data_dir)
+    return loaded
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gateway.daemon import Daemon
+    from gateway.logs import configure_logging
+
+    try:
+        loaded = load(args.config, args.data_dir)
+    except ConfigError as error:
+        print_config_error(error)
+        return EXIT_INVALID_CONFIG
+    configure_logging(loaded.gateway.logging.level, loaded.gateway.logging.format)
+    reload_config: Callable[[], LoadedConfig] | None = None
+    if args.config is not None:
+        config_path, data_dir = args.config, args.data_dir
+
+        def reload_config() -> LoadedConfig:
+            return load(config_path, data_dir)
+
+    return asyncio.run(Daemon(loaded, reload_config).run())
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        loaded = load(args.config, None)
+    except ConfigError as error:
+        print_config_error(error)
+        return EXIT_INVALID_CONFIG
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    profiles = ", ".join(loaded.profiles) or "none"
+    print(f"ok: {args.config} is valid ({len(loaded.profiles)} profiles: {profiles})")
+    return EXIT_OK
+
+
+def cmd_version(_args: argparse.Namespace) -> int:
+    print(f"octos-gateway {package_version()}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="octos-gateway",
+        description="Connects an AI agent to chat platforms; one YAML profile per bot.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser(
+        "run",
+        help="run the daemon",
+        description="Run the daemon. Without -c: one profile with the HTTP API channel and the "
+        "echo agent on http://127.0.0.1:8091, data in ./data.",
+    )
+    run.add_argument("-c", "--config", type=Path, help="gateway.yaml (default: embedded default)")
+    run.add_argument("--data-dir", type=Path, help="where sessions live (overrides data_dir)")
+    run.set_defaults(func=cmd_run)
+
+    check = commands.add_parser(
+        "check",
+        help="validate a configuration",
+        description="Validate gateway.yaml and every profile; exit 0 when valid, 2 when not.",
+    )
+    check.add_argument("-c", "--config", type=Path, required=True, help="gateway.yaml")
+    check.set_defaults(func=cmd_check)
+
+    add_session_commands(commands)
+
+    version_cmd = commands.add_parser("version", help="print the version")
+    version_cmd.set_defaults(func=cmd_version)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.func
+    return handler(args)

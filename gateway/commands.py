@@ -1,0 +1,152 @@
+"""Chat commands: topics (`/new`, `/s`, `/sessions`, `/back`, `/delete`), `/reset`, `/status`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bus import SessionKey
+from sessions import ActiveTopics, SessionManager, validate_topic_name
+
+HELP_TEXT = """Commands:
+/new [name] - start a new session (keeps the last few messages as context)
+/s NAME, /switch NAME - switch to a session
+/sessions - list your sessions
+/back, /b - back to the previous session
+/delete NAME, /d NAME - delete a session (its history is archived)
+/reset - clear the current session (its history is archived)
+/status - what the bot is doing
+/stop - cancel the running reply
+/help - this list"""
+
+#: Commands that only read state: answered at once, even while a turn runs.
+IMMEDIATE = frozenset({"/help", "/status", "/sessions", "/stop"})
+
+_ALIASES = {"/switch": "/s", "/b": "/back", "/d": "/delete"}
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """`("/name", "argument")` for a command, None for ordinary text.
+
+    `/cmd@BotName` (Telegram's form in groups) is read as `/cmd`.
+    """
+    stripped = text.strip()
+    if not stripped.startswith("/") or stripped.startswith("//"):
+        return None
+    head, _, argument = stripped.partition(" ")
+    name = head.split("@", 1)[0].lower()
+    return _ALIASES.get(name, name), argument.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class ChatStatus:
+    busy: bool
+    queue_mode: str
+    agent: str
+
+
+class Commands:
+    """Executes commands for one profile; returns the reply text."""
+
+    def __init__(
+        self,
+        sessions: SessionManager,
+        topics: ActiveTopics,
+        fork_copy: int,
+        status_of: Callable[[SessionKey], Awaitable[ChatStatus]],
+    ) -> None:
+        self._sessions = sessions
+        self._topics = topics
+        self._fork_copy = fork_copy
+        self._status_of = status_of
+
+    def current_key(self, chat: SessionKey) -> SessionKey:
+        return chat.with_topic(self._topics.active(chat.base_key()))
+
+    async def run(self, chat: SessionKey, name: str, argument: str) -> str:
+        handler = {
+            "/new": self._new,
+            "/s": self._switch,
+            "/sessions": self._list,
+            "/back": self._back,
+            "/delete": self._delete,
+            "/reset": self._reset,
+            "/status": self._status,
+        }.get(name)
+        if handler is None:
+            return HELP_TEXT if name == "/help" else f"Unknown command {name}.\n\n{HELP_TEXT}"
+        return await handler(chat, argument)
+
+    async def _topic_names(self, chat: SessionKey) -> dict[str | None, int]:
+        infos = await self._sessions.list_sessions(chat.base_key())
+        return {info.topic: info.message_count for info in infos}
+
+    async def _activate(self, chat: SessionKey, topic: str | None) -> None:
+        self._topics.switch(chat.base_key(), topic)
+        await self._topics.save()
+
+    async def _new(self, chat: SessionKey, name: str) -> str:
+        topic = name or datetime.now(UTC).strftime("s%m%d-%H%M%S")
+        try:
+            validate_topic_name(topic)
+        except ValueError as error:
+            return f"Cannot use that name: {error}"
+        if topic in await self._topic_names(chat):
+            return f"A session named {topic!r} exists already; /s {topic} switches to it."
+        parent = self.current_key(chat)
+        await self._sessions.fork(parent, chat.with_topic(topic), self._fork_copy)
+        await self._activate(chat, topic)
+        return f"New session {topic!r} (kept the last {self._fork_copy} messages as context)."
+
+    async def _switch(self, chat: SessionKey, name: str) -> str:
+        if not name:
+            return await self._list(chat, "")
+        topic = None if name.lower() == "default" else name
+        if topic not in await self._topic_names(chat) and topic is not None:
+            return f"No session named {name!r}. /new {name} creates it."
+        await self._activate(chat, topic)
+        recent = await self._sessions.history(chat.with_topic(topic), 2)
+        preview = "".join(
+            f"\n{message.role.value}: {message.content[:100]}" for message in recent
+        )
+        return f"Switched to {name!r}.{preview}"
+
+    async def _list(self, chat: SessionKey, _argument: str) -> str:
+        topics = await self._topic_names(chat)
+        active = self._topics.active(chat.base_key())
+        topics.setdefault(active, 0)
+        lines = [
+            f"{'*' if topic == active else '-'} {topic or 'default'} ({count} messages)"
+            for topic, count in sorted(topics.items(), key=lambda item: item[0] or "")
+        ]
+        return "Sessions (* = active):\n" + "\n".join(lines)
+
+    async def _back(self, chat: SessionKey, _argument: str) -> str:
+        previous = self._topics.back(chat.base_key())
+        await self._topics.save()
+        return f"Back to {previous or 'default'!r}."
+
+    async def _delete(self, chat: SessionKey, name: str) -> str:
+        if not name or name.lower() == "default":
+            return "Name the session to delete (the default session cannot be deleted)."
+        if name not in await self._topic_names(chat):
+            return f"No session named {name!r}."
+        await self._sessions.delete(chat.with_topic(name))
+        if self._topics.active(chat.base_key()) == name:
+            await self._activate(chat, None)
+        return f"Deleted {name!r} (its history is archived)."
+
+    async def _reset(self, chat: SessionKey, _argument: str) -> str:
+        await self._sessions.reset(self.current_key(chat))
+        return "Session cleared (the old history is archived)."
+
+    async def _status(self, chat: SessionKey, _argument: str) -> str:
+        key = self.current_key(chat)
+        status = await self._status_of(key)
+        count = len(await self._sessions.history(key, None))
+        state = "answering" if status.busy else "idle"
+        return (
+            f"Session: {key.topic() or 'default'} ({count} messages)\n"
+            f"State: {state}\nAgent: {status.agent}\nQueue mode: {status.queue_mode}"
+        )

@@ -1,0 +1,168 @@
+"""The daemon: every profile under one roof, the HTTP server, signals and reloads.
+
+SIGTERM or SIGINT stops intake, lets running turns finish within `shutdown_grace_s`, flushes
+sessions, closes clients and exits 0; a second signal exits at once. SIGHUP reloads the profiles
+(added, removed, changed) without touching the unchanged ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from channels.health import ChannelHealth
+from config import ConfigError, LoadedConfig, ProfileConfig
+from gateway.http_server import HttpServer, build_app
+from gateway.metrics import GatewayMetrics
+from gateway.profile import ProfileRuntime
+from gateway.webhooks import WebhookRoutes
+
+log = structlog.get_logger(__name__)
+
+#: Exit status when a second signal cuts the graceful shutdown short.
+EXIT_FORCED = 130
+
+
+class Daemon:
+    def __init__(
+        self, loaded: LoadedConfig, reload_config: Callable[[], LoadedConfig] | None = None
+    ) -> None:
+        self._loaded = loaded
+        self._reload_config = reload_config
+        self._registry = CollectorRegistry()
+        self._metrics = GatewayMetrics.create(self._registry)
+        self._webhooks = WebhookRoutes()
+        self._profiles: dict[str, tuple[ProfileRuntime, asyncio.Task[None]]] = {}
+        # Signal handlers set a flag and wake the main loop, which acts on it.
+        self._wake = asyncio.Event()
+        self._shutdown_requested = False
+        self._reload_requested = False
+        self._tasks: asyncio.TaskGroup | None = None
+        self.http: HttpServer | None = None
+
+    async def readiness(self) -> dict[str, dict[str, ChannelHealth]]:
+        return {pid: await runtime.health() for pid, (runtime, _task) in self._profiles.items()}
+
+    async def run(self) -> int:
+        settings = self._loaded.gateway
+        for warning in self._loaded.warnings:
+            log.warning("config warning", detail=str(warning))
+        self.http = HttpServer(
+            build_app(self._registry, self.readiness, self._webhooks),
+            settings.http.host,
+            settings.http.port,
+        )
+        await self.http.start()
+        log.info(
+            "http server listening",
+            url=f"http://{settings.http.host}:{self.http.bound_port}",
+            health="/healthz",
+        )
+        self._install_signals()
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                self._tasks = tasks
+                for profile_id, config in self._loaded.profiles.items():
+                    self._start_profile(profile_id, config)
+                await self._serve_until_shutdown()
+                await self._stop_all(settings.shutdown_grace_s)
+        finally:
+            await self.http.stop()
+        log.info("daemon stopped")
+        return 0
+
+    async def _serve_until_shutdown(self) -> None:
+        while not self._shutdown_requested:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._reload_requested and not self._shutdown_requested:
+                self._reload_requested = False
+                await self._apply_reload()
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def on_stop(signame: str) -> None:
+            if self._shutdown_requested:
+                log.warning("second signal: exiting at once", signal=signame)
+                os._exit(EXIT_FORCED)
+            log.info("shutting down", signal=signame)
+            self.request_shutdown()
+
+        def on_reload() -> None:
+            log.info("reload requested", signal="SIGHUP")
+            self._reload_requested = True
+            self._wake.set()
+
+        loop.add_signal_handler(signal.SIGTERM, on_stop, "SIGTERM")
+        loop.add_signal_handler(signal.SIGINT, on_stop, "SIGINT")
+        loop.add_signal_handler(signal.SIGHUP, on_reload)
+
+    def request_shutdown(self) -> None:
+        self._shutdown_requested = True
+        self._wake.set()
+
+    def _start_profile(self, profile_id: str, config: ProfileConfig) -> None:
+        assert self._tasks is not None
+        runtime = ProfileRuntime(
+            profile_id,
+            config,
+            Path(self._loaded.gateway.data_dir),
+            bus_capacity=self._loaded.gateway.bus.capacity,
+            metrics=self._metrics,
+            webhooks=self._webhooks,
+        )
+        task = self._tasks.create_task(self._supervise(runtime), name=f"profile:{profile_id}")
+        self._profiles[profile_id] = (runtime, task)
+
+    async def _supervise(self, runtime: ProfileRuntime) -> None:
+        try:
+            await runtime.run()
+        except Exception:
+            # Supervision point: one broken profile must not take the others down.
+            log.exception("profile failed", profile=runtime.profile_id)
+
+    async def _stop_profiles(self, profile_ids: list[str], grace_s: float) -> None:
+        entries = [self._profiles.pop(pid) for pid in profile_ids if pid in self._profiles]
+        for runtime, _task in entries:
+            runtime.request_stop()
+        tasks = [task for _runtime, task in entries]
+        if not tasks:
+            return
+        _done, late = await asyncio.wait(tasks, timeout=grace_s)
+        for task in late:
+            log.warning("profile did not stop within the grace period", task=task.get_name())
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+
+    async def _stop_all(self, grace_s: float) -> None:
+        await self._stop_profiles(list(self._profiles), grace_s)
+
+    async def _apply_reload(self) -> None:
+        if self._reload_config is None:
+            log.info("reload requested, but the daemon runs the embedded default config")
+            return
+        try:
+            fresh = self._reload_config()
+        except ConfigError as error:
+            for problem in error.problems:
+                log.error("reload refused: invalid config", problem=str(problem))
+            return
+        current = {pid: runtime.config for pid, (runtime, _t) in self._profiles.items()}
+        removed = [pid for pid in current if pid not in fresh.profiles]
+        changed = [
+            pid for pid, config in fresh.profiles.items() if pid in current and current[pid] != config
+        ]
+        added = [pid for pid in fresh.profiles if pid not in current]
+        log.info("reloading profiles", added=added, removed=removed, changed=changed)
+        await self._stop_profiles(removed + changed, self._loaded.gateway.shutdown_grace_s)
+        self._loaded = fresh
+        for pid in added + changed:
+            self._start_profile(pid, fresh.profiles[pid])

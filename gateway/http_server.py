@@ -1,0 +1,68 @@
+"""The daemon's HTTP server: `/healthz`, `/readyz`, `/metrics` and the channels' webhooks."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from channels.health import ChannelHealth
+from gateway.webhooks import WebhookRoutes
+
+#: profile -> channel -> health
+HealthReport = Mapping[str, Mapping[str, ChannelHealth]]
+
+
+def build_app(
+    registry: CollectorRegistry,
+    readiness: Callable[[], Awaitable[HealthReport]],
+    webhooks: WebhookRoutes,
+) -> web.Application:
+    async def healthz(_request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(_request: web.Request) -> web.Response:
+        report = await readiness()
+        channels = {
+            profile: {name: health.to_dict() for name, health in by_channel.items()}
+            for profile, by_channel in report.items()
+        }
+        down = any(health.is_down for by in report.values() for health in by.values())
+        return web.json_response(
+            {"status": "unavailable" if down else "ready", "profiles": channels},
+            status=503 if down else 200,
+        )
+
+    async def metrics(_request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        response = web.Response(body=body)
+        response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+        response.charset = "utf-8"
+        return response
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_route("*", "/{tail:.*}", webhooks.handle)
+    return app
+
+
+class HttpServer:
+    """Serves the app on host:port; `port` 0 picks a free port, readable after start."""
+
+    def __init__(self, app: web.Application, host: str, port: int) -> None:
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._host = host
+        self._port = port
+        self.bound_port: int | None = None
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        self.bound_port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()

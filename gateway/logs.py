@@ -1,0 +1,88 @@
+"""Structured logging: JSON in production, readable on a terminal, secrets redacted."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Literal
+
+import structlog
+
+# A bot token in a URL (Telegram puts it in the path), Slack tokens, and bearer credentials.
+_SECRET_PATTERNS = (
+    (re.compile(r"bot\d+:[A-Za-z0-9_-]{20,}"), "bot<redacted>"),
+    (re.compile(r"xox[abposre]-[A-Za-z0-9-]+"), "xox?-<redacted>"),
+    (re.compile(r"xapp-[A-Za-z0-9-]+"), "xapp-<redacted>"),
+    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(bearer|bot|basic)?\s*[^\s'\",}]+"),
+     r"\1<redacted>"),
+    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1<redacted>"),
+    (re.compile(r"sk-[A-Za-z0-9_-]{16,}"), "sk-<redacted>"),
+)
+
+#: SDK loggers that are chatty at INFO (httpx logs Telegram's token in every request URL).
+_NOISY_LOGGERS = ("httpx", "httpcore", "telegram", "discord", "slack_bolt", "slack_sdk",
+                  "aiohttp.access", "openai", "asyncio")
+
+
+def redact(text: str) -> str:
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {
+            key: "<redacted>" if str(key).lower() == "authorization" else _redact_value(item)
+            for key, item in value.items()
+        }
+    return value
+
+
+def redact_secrets(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor: no token survives into a log line, whichever field carries it."""
+    for key, value in list(event_dict.items()):
+        event_dict[key] = _redact_value(value)
+    return event_dict
+
+
+class _RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def configure_logging(level: str = "info", fmt: Literal["json", "console"] = "console") -> None:
+    numeric_level = logging.getLevelNamesMapping()[level.upper()]
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        redact_secrets,
+    ]
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
+    structlog.configure(
+        processors=[*shared, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    # Standard-library loggers (the SDKs') go through the same redaction, one level quieter.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(numeric_level)
+    for name in _NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(max(numeric_level, logging.WARNING))

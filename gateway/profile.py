@@ -1,0 +1,129 @@
+"""One profile at run time: its bus, channels, agent, sessions and dispatcher, started and
+stopped as a unit so that SIGHUP can replace one profile without touching the others."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import structlog
+
+from bus import create_bus
+from channels.health import ChannelHealth
+from channels.manager import ChannelManager
+from channels.metrics import ChannelMetrics
+from channels.registry import ChannelContext, build_channel
+from config import ProfileConfig
+from gateway.agents import create_agent
+from gateway.commands import ChatStatus, Commands
+from gateway.dispatcher import Dispatcher, DispatcherSettings
+from gateway.metrics import GatewayMetrics
+from gateway.turns import TurnRunner, TurnSettings
+from gateway.webhooks import WebhookRoutes
+from sessions import ActiveTopics, SessionActors, SessionManager, SessionStore
+
+log = structlog.get_logger(__name__)
+
+
+class ProfileRuntime:
+    def __init__(
+        self,
+        profile_id: str,
+        config: ProfileConfig,
+        data_dir: Path,
+        *,
+        bus_capacity: int,
+        metrics: GatewayMetrics,
+        webhooks: WebhookRoutes,
+    ) -> None:
+        self.profile_id = profile_id
+        self.config = config
+        self.root = data_dir / profile_id
+        self._bus_capacity = bus_capacity
+        self._metrics = metrics
+        self._webhooks = webhooks
+        self._channels: ChannelManager | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._stop = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def health(self) -> dict[str, ChannelHealth]:
+        if self._channels is None:
+            return {}
+        return await self._channels.health()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Run until `request_stop`, then finish running turns and deliver their replies."""
+        settings = self.config.sessions
+        async with AsyncExitStack() as stack:
+            store = await stack.enter_async_context(
+                SessionStore(
+                    self.root,
+                    fsync=settings.fsync,
+                    max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
+                )
+            )
+            agent = await stack.enter_async_context(create_agent(self.config.agent))
+            actors = await stack.enter_async_context(
+                SessionActors(
+                    max_concurrent=settings.max_concurrent_turns,
+                    idle_timeout_s=settings.idle_timeout_s,
+                )
+            )
+            sessions = SessionManager(store, max_open=settings.max_open)
+            topics = ActiveTopics(self.root)
+            await topics.load()
+            handle, publisher = create_bus(self._bus_capacity)
+            channels = ChannelManager(
+                self.profile_id,
+                publisher,
+                metrics=ChannelMetrics(self._metrics.registry, self.profile_id),
+            )
+            context = ChannelContext(profile=self.profile_id, data_dir=self.root)
+            for channel_config in self.config.channels:
+                channel = build_channel(channel_config, context)
+                channels.register(channel, edit_interval_s=channel_config.edit_interval_s)
+                self._webhooks.mount(self.profile_id, channel.web_routes())
+            stack.callback(self._webhooks.unmount, self.profile_id)
+            runner = TurnRunner(
+                TurnSettings(self.profile_id, settings.max_history),
+                agent,
+                sessions,
+                handle,
+                self._metrics,
+            )
+            commands = Commands(
+                sessions, topics, settings.fork_copy, lambda key: dispatcher.status_of(key)
+            )
+            dispatcher = Dispatcher(
+                DispatcherSettings(self.profile_id, self.config.queue_mode, self.config.agent.type),
+                handle,
+                channels.channel,
+                runner,
+                commands,
+                actors,
+                self._metrics,
+            )
+            self._channels, self._dispatcher = channels, dispatcher
+            async with asyncio.TaskGroup() as tasks:
+                channel_task = tasks.create_task(channels.run(), name=f"channels:{self.profile_id}")
+                dispatch_task = tasks.create_task(
+                    dispatcher.run(), name=f"dispatcher:{self.profile_id}"
+                )
+                self.started.set()
+                log.info("profile started", profile=self.profile_id,
+                         channels=[c.type for c in self.config.channels])
+                await self._stop.wait()
+                # Intake stops first; running turns finish and their replies are delivered.
+                dispatcher.stop_intake()
+                await dispatch_task
+                handle.close()
+                await channels.drain()
+                await channels.stop()
+                channel_task.cancel()
+            await topics.save()
+        log.info("profile stopped", profile=self.profile_id)

@@ -1,0 +1,123 @@
+"""Start the real daemon as a subprocess from a temporary config, for end-to-end tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WAIT_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def write_config(
+    directory: Path, profiles: dict[str, str], *, grace_s: float = 10.0, http_port: int = 0
+) -> Path:
+    """gateway.yaml plus one YAML file per profile (given as YAML text)."""
+    (directory / "profiles").mkdir(parents=True, exist_ok=True)
+    for name, text in profiles.items():
+        (directory / "profiles" / f"{name}.yaml").write_text(textwrap.dedent(text))
+    config = directory / "gateway.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            data_dir: data
+            profiles_dir: profiles
+            http: {{host: 127.0.0.1, port: {http_port or free_port()}}}
+            logging: {{level: debug, format: json}}
+            shutdown_grace_s: {grace_s}
+            """
+        )
+    )
+    return config
+
+
+class DaemonProcess:
+    """`python -m gateway run -c CONFIG`, with its JSON log lines readable as events."""
+
+    def __init__(self, config: Path, *extra_args: str, env: dict[str, str] | None = None) -> None:
+        self.config = config
+        self._args = extra_args
+        self._env = env or {}
+        self.process: asyncio.subprocess.Process | None = None
+        self.logs: list[dict[str, Any]] = []
+        self._log_event = asyncio.Condition()
+        self._reader: asyncio.Task[None] | None = None
+        self.http_url = ""
+
+    async def start(self) -> DaemonProcess:
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **self._env}
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gateway", "run", "-c", str(self.config), *self._args,
+            cwd=self.config.parent, env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        self._reader = asyncio.create_task(self._read_logs(), name="daemon-log-reader")
+        listening = await self.wait_log(lambda e: e.get("event") == "http server listening")
+        self.http_url = str(listening["url"])
+        return self
+
+    async def _read_logs(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        async for raw in self.process.stderr:
+            line = raw.decode(errors="replace").strip()
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                event = {"event": line, "raw": True}
+            async with self._log_event:
+                self.logs.append(event)
+                self._log_event.notify_all()
+
+    async def wait_log(self, matches: Any, timeout_s: float = WAIT_S) -> dict[str, Any]:
+        """The first log event (seen so far or later) for which `matches(event)` is true."""
+        async def find() -> dict[str, Any]:
+            async with self._log_event:
+                seen = 0
+                while True:
+                    for event in self.logs[seen:]:
+                        if matches(event):
+                            return event
+                    seen = len(self.logs)
+                    if self.process is not None and self.process.returncode is not None:
+                        raise AssertionError(f"daemon exited; logs: {self.logs[-20:]}")
+                    await self._log_event.wait()
+        return await asyncio.wait_for(find(), timeout_s)
+
+    async def get(self, path: str) -> tuple[int, str]:
+        async with aiohttp.ClientSession() as http, http.get(self.http_url + path) as response:
+            return response.status, await response.text()
+
+    def signal(self, signum: signal.Signals) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    async def wait(self, timeout_s: float = WAIT_S) -> int:
+        assert self.process is not None
+        code = await asyncio.wait_for(self.process.wait(), timeout_s)
+        if self._reader is not None:
+            await self._reader
+        return code
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        if self._reader is not None:
+            await self._reader
