@@ -45,6 +45,8 @@ class PipeSender(Generic[T]):
     def __init__(self, state: _PipeState[T]) -> None:
         self._state = state
         self._open = True
+        self._released = False
+        self._in_flight = 0
         state.senders += 1
 
     async def send(self, item: T) -> None:
@@ -52,7 +54,13 @@ class PipeSender(Generic[T]):
             raise PipeClosed("send on a closed sender")
         if self._state.receiver_closed:
             raise PipeClosed("the receiver has gone away")
-        await self._state.queue.put(item)
+        self._in_flight += 1
+        try:
+            await self._state.queue.put(item)
+        finally:
+            self._in_flight -= 1
+            if not self._open:
+                self._release()
 
     def clone(self) -> PipeSender[T]:
         if not self._open:
@@ -60,9 +68,17 @@ class PipeSender(Generic[T]):
         return PipeSender(self._state)
 
     def close(self) -> None:
-        """Idempotent: closing twice counts once."""
-        if self._open:
-            self._open = False
+        """Idempotent: closing twice counts once.
+
+        A send already waiting on a full pipe (in another task) still delivers its item; the
+        sender counts as gone only after it, so the receiver's `None` never overtakes it.
+        """
+        self._open = False
+        self._release()
+
+    def _release(self) -> None:
+        if not self._released and self._in_flight == 0:
+            self._released = True
             self._state.sender_gone()
 
     @property

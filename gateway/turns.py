@@ -50,6 +50,7 @@ class TurnRunner:
         profile = self._settings.profile
         started = time.perf_counter()
         stream_id = str(new_turn_id())
+        log.debug("turn started", session=str(key), stream=stream_id)
         await self._outbound.send(OutboundMessage.typing(trigger.channel, trigger.chat_id))
         history = await self._sessions.history(key, self._settings.max_history)
         user_message = Message.user(content, media=list(trigger.media))

@@ -69,3 +69,7 @@ class SocketChannel(Channel):
         if answer.get("kind") == "rate_limited":
             raise RateLimited(float(answer["retry_after_s"]), channel=self._name)
         raise TransientError(str(answer.get("detail", "hub refused")), channel=self._name)
+
+
+class FlakySocketChannel(SocketChannel):
+    """A second plugin class, so a profile can hold a failing channel beside a healthy one."""
