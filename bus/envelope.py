@@ -32,6 +32,14 @@ class InboundMessage(WireModel):
 TYPING = "octos.typing"
 
 
+#: Outbound metadata keys the gateway sets on a turn's replies: the platform message ids the
+#: reply answers (several when queued messages were collected into one turn), the session it
+#: belongs to, and whether the text is an apology for a failed turn rather than an answer.
+ANSWERS = "octos.answers"
+SESSION = "octos.session"
+FAILED = "octos.failed"
+
+
 class OutboundMessage(WireModel):
     """A reply on its way to a platform.
 

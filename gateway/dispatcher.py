@@ -159,7 +159,10 @@ class Dispatcher:
         chat = trigger.session_key(self._settings.profile)
         key = self._commands.current_key(chat)
         if isinstance(item, TurnItem):
-            await self._actors.submit(key, lambda: self._runner.run(key, trigger, item.content()))
+            answers = [m.message_id for m in item.messages if m.message_id is not None]
+            await self._actors.submit(
+                key, lambda: self._runner.run(key, trigger, item.content(), answers)
+            )
             return
         command = parse_command(trigger.content)
         assert command is not None

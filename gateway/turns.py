@@ -7,7 +7,17 @@ from dataclasses import dataclass
 
 import structlog
 
-from bus import AgentHandle, InboundMessage, Message, OutboundMessage, SessionKey, new_turn_id
+from bus import (
+    ANSWERS,
+    FAILED,
+    SESSION,
+    AgentHandle,
+    InboundMessage,
+    Message,
+    OutboundMessage,
+    SessionKey,
+    new_turn_id,
+)
 from gateway.agents import Agent, AgentError, AgentTurn
 from gateway.metrics import GatewayMetrics
 from sessions import SessionManager
@@ -45,8 +55,14 @@ class TurnRunner:
             time.perf_counter() - started
         )
 
-    async def run(self, key: SessionKey, trigger: InboundMessage, content: str) -> None:
-        """Answer `content` (one message, or several collected) in the chat `trigger` came from."""
+    async def run(
+        self, key: SessionKey, trigger: InboundMessage, content: str, answers: list[str]
+    ) -> None:
+        """Answer `content` (one message, or several collected) in the chat `trigger` came from.
+
+        `answers` are the platform ids of the messages this turn answers.
+        """
+        metadata = {ANSWERS: answers, SESSION: str(key)}
         profile = self._settings.profile
         started = time.perf_counter()
         stream_id = str(new_turn_id())
@@ -57,7 +73,9 @@ class TurnRunner:
         await self.append(key, user_message)
 
         async def show_snapshot(text: str) -> None:
-            await self._outbound.send(self._reply(trigger, text, stream_id, final=False))
+            await self._outbound.send(
+                self._reply(trigger, text, stream_id, metadata, final=False)
+            )
 
         turn = AgentTurn(profile=profile, session_key=key, history=history, message=user_message)
         try:
@@ -65,7 +83,10 @@ class TurnRunner:
         except AgentError as error:
             log.error("agent turn failed", session=str(key), error=str(error))
             self._metrics.turns.labels(profile, "agent_error").inc()
-            await self._outbound.send(self._reply(trigger, error.user_message, stream_id, final=True))
+            failed = {**metadata, FAILED: True}
+            await self._outbound.send(
+                self._reply(trigger, error.user_message, stream_id, failed, final=True)
+            )
             return
         except BaseException:
             # Cancelled (abort, interrupt, shutdown): the typing indicator must not linger.
@@ -75,14 +96,24 @@ class TurnRunner:
             raise
         # The reply is acknowledged (sent as final) only once it is durable.
         await self.append(key, Message.assistant(reply.content))
-        await self._outbound.send(self._reply(trigger, reply.content, stream_id, final=True))
+        await self._outbound.send(
+            self._reply(trigger, reply.content, stream_id, metadata, final=True)
+        )
         self._metrics.turns.labels(profile, "ok").inc()
         self._metrics.turn_latency.labels(profile).observe(time.perf_counter() - started)
         log.debug("turn done", session=str(key), tokens=reply.usage.total)
 
     @staticmethod
-    def _reply(trigger: InboundMessage, text: str, stream_id: str, *, final: bool) -> OutboundMessage:
+    def _reply(
+        trigger: InboundMessage,
+        text: str,
+        stream_id: str,
+        metadata: dict[str, object],
+        *,
+        final: bool,
+    ) -> OutboundMessage:
         return OutboundMessage(
+            metadata=metadata,
             channel=trigger.channel,
             chat_id=trigger.chat_id,
             content=text,

@@ -1,0 +1,13 @@
+"""The HTTP API channel (type `api`) with its web chat page."""
+
+from __future__ import annotations
+
+from channels.api.channel import ApiChannel
+from channels.registry import ChannelContext
+from config import ApiChannelConfig
+
+__all__ = ["ApiChannel", "create"]
+
+
+def create(config: ApiChannelConfig, context: ChannelContext) -> ApiChannel:
+    return ApiChannel(config, context.profile, context.history)

@@ -1,0 +1,228 @@
+"""The HTTP API channel: `POST /v1/chat` (JSON or server-sent events), session reading, and a
+small web chat page at `/`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import uuid
+from importlib import resources
+
+import structlog
+from aiohttp import web
+
+from bus import InboundMessage, InboundSender, OutboundMessage
+from channels.api.history import ChatHistory
+from channels.api.replies import PendingReply, ReplyEvent, ReplyRouter
+from channels.api.requests import BadRequest, error_response, parse_chat_request, read_json_body
+from channels.base import Channel
+from channels.errors import FatalChannelError
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS
+from config import ApiChannelConfig
+
+log = structlog.get_logger(__name__)
+
+STATIC_FILES = {"/": "index.html", "/static/app.js": "app.js", "/static/style.css": "style.css"}
+CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+#: How long a non-streamed request waits for its reply before answering 504.
+REPLY_TIMEOUT_S = 600.0
+
+
+class ApiChannel(Channel):
+    limit = PLATFORM_LIMITS["api"]
+    edit_interval_s = 0.1
+
+    def __init__(self, config: ApiChannelConfig, profile: str, history: ChatHistory | None) -> None:
+        self._config = config
+        self._profile = profile
+        self._history = history
+        self._token = config.auth_token.get_secret_value() if config.auth_token else None
+        self._replies = ReplyRouter()
+        self._inbound: InboundSender | None = None
+        self._runner: web.AppRunner | None = None
+        self._static: dict[str, bytes] = {}
+        self.bound_port: int | None = None
+
+    @property
+    def name(self) -> str:
+        return "api"
+
+    def supports_edit(self) -> bool:
+        return True
+
+    async def start(self, inbound: InboundSender) -> None:
+        self._inbound = inbound
+        self._static = await asyncio.to_thread(_read_static_files)
+        self._runner = web.AppRunner(self._build_app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._config.host, self._config.port)
+        try:
+            await site.start()
+        except OSError as error:
+            await self._runner.cleanup()
+            self._runner = None
+            raise FatalChannelError(
+                f"cannot listen on {self._config.host}:{self._config.port}: {error}",
+                channel="api",
+                suggestion="choose a free port in the api channel's `port`",
+            ) from error
+        self.bound_port = self._runner.addresses[0][1]
+        log.info("web chat ready", url=f"http://{self._config.host}:{self.bound_port}/")
+        try:
+            await asyncio.Event().wait()  # serve until cancelled or stopped
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            self._replies.fail_all("the server is shutting down")
+            await runner.cleanup()
+
+    async def health_check(self) -> ChannelHealth:
+        if self._runner is None:
+            return ChannelHealth.down("not listening")
+        return ChannelHealth.healthy()
+
+    # Outbound: the channel manager hands replies here; they go to the waiting requests.
+    async def send(self, message: OutboundMessage) -> None:
+        self._replies.final(message)
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        return self._replies.open_stream(message)
+
+    async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
+        self._replies.snapshot(message_id, content)
+
+    async def finish_stream(self, chat_id: str, message_id: str, content: str) -> None:
+        self._replies.finish(message_id, content)
+
+    # Inbound HTTP.
+    def _build_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._cors, self._auth])
+        app.router.add_post("/v1/chat", self._chat)
+        app.router.add_get("/v1/sessions", self._sessions)
+        app.router.add_get("/v1/sessions/{chat_id}/messages", self._messages)
+        for path in STATIC_FILES:
+            app.router.add_get(path, self._static_file)
+        return app
+
+    @web.middleware
+    async def _cors(self, request: web.Request, handler: web.Handler) -> web.StreamResponse:
+        origin = request.headers.get("Origin")
+        allowed = self._config.cors_origins
+        allow_origin = origin if origin and ("*" in allowed or origin in allowed) else None
+        if request.method == "OPTIONS" and allow_origin:
+            response: web.StreamResponse = web.Response(status=204)
+        else:
+            response = await handler(request)
+        if allow_origin:
+            response.headers["Access-Control-Allow-Origin"] = allow_origin
+            response.headers["Access-Control-Allow-Headers"] = "Authorization, Content-Type"
+            response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
+        return response
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: web.Handler) -> web.StreamResponse:
+        # The page itself is public; it asks for the token and sends it with every API call.
+        if self._token is None or request.path in STATIC_FILES or request.method == "OPTIONS":
+            return await handler(request)
+        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            presented.strip().encode(), self._token.encode()
+        ):
+            response = error_response(401, "missing or wrong bearer token")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="octos-gateway"'
+            return response
+        return await handler(request)
+
+    async def _static_file(self, request: web.Request) -> web.Response:
+        name = STATIC_FILES[request.path]
+        content_type = CONTENT_TYPES[name[name.rindex(".") :]]
+        return web.Response(body=self._static[name], content_type=content_type, charset="utf-8")
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        try:
+            chat = parse_chat_request(await read_json_body(request, self._config.max_body_bytes))
+        except BadRequest as error:
+            return error_response(400, str(error))
+        if self._inbound is None:
+            return error_response(503, "the channel is not running")
+        message_id = chat.client_message_id or uuid.uuid4().hex
+        pending = self._replies.wait_for(message_id)
+        inbound = InboundMessage(
+            channel="api",
+            sender_id=chat.chat_id,
+            chat_id=chat.chat_id,
+            content=chat.content,
+            message_id=message_id,
+        )
+        try:
+            await self._inbound.send(inbound)
+            if chat.stream:
+                return await self._stream(request, pending)
+            return await self._wait_whole(chat.chat_id, pending)
+        finally:
+            self._replies.forget(message_id)
+
+    def _default_session(self, chat_id: str) -> str:
+        return f"{self._profile}:api:{chat_id}"
+
+    async def _wait_whole(self, chat_id: str, pending: PendingReply) -> web.Response:
+        async with asyncio.timeout(REPLY_TIMEOUT_S):
+            event = await pending.events.get()
+            while event.kind == "snapshot":
+                event = await pending.events.get()
+        body = {
+            "reply": event.text,
+            "chat_id": chat_id,
+            "session": event.session or self._default_session(chat_id),
+        }
+        if event.kind == "error":
+            body["error"] = event.text
+        return web.json_response(body)
+
+    async def _stream(self, request: web.Request, pending: PendingReply) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Cache-Control": "no-cache"})
+        response.content_type = "text/event-stream"
+        await response.prepare(request)
+        try:
+            async with asyncio.timeout(REPLY_TIMEOUT_S):
+                while True:
+                    event = await pending.events.get()
+                    await response.write(_sse(event))
+                    if event.kind != "snapshot":
+                        break
+        except (ConnectionResetError, ConnectionError):
+            # The client left; the turn still completes and is stored.
+            log.info("api client disconnected mid-stream")
+            return response
+        await response.write_eof()
+        return response
+
+    async def _sessions(self, _request: web.Request) -> web.Response:
+        if self._history is None:
+            return error_response(503, "sessions are not available")
+        return web.json_response({"sessions": await self._history.sessions("api")})
+
+    async def _messages(self, request: web.Request) -> web.Response:
+        if self._history is None:
+            return error_response(503, "sessions are not available")
+        chat_id = request.match_info["chat_id"]
+        messages = await self._history.messages("api", chat_id)
+        return web.json_response(
+            {"chat_id": chat_id, "messages": [message.to_dict() for message in messages]}
+        )
+
+
+def _sse(event: ReplyEvent) -> bytes:
+    data = json.dumps({"text": event.text}, ensure_ascii=False)
+    return f"event: {event.kind}\ndata: {data}\n\n".encode()
+
+
+def _read_static_files() -> dict[str, bytes]:
+    folder = resources.files("channels.api") / "static"
+    return {name: (folder / name).read_bytes() for name in STATIC_FILES.values()}

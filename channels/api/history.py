@@ -1,0 +1,17 @@
+"""What the API channel may read of a profile's sessions; the gateway provides it."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bus import Message
+
+
+class ChatHistory(Protocol):
+    async def sessions(self, channel: str) -> list[dict[str, object]]:
+        """This profile's sessions on `channel`: key, chat id, topic, counts, updated_at."""
+        ...
+
+    async def messages(self, channel: str, chat_id: str) -> list[Message]:
+        """The active session's messages of one chat, oldest first."""
+        ...
