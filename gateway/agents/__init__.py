@@ -1,0 +1,41 @@
+"""The agents a profile can talk to, and `create_agent` to build one from its config."""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from config import AgentConfig, EchoAgentConfig, OpenAIAgentConfig, WebhookAgentConfig
+from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
+from gateway.agents.echo import EchoAgent
+from gateway.agents.errors import AgentError, AgentFailure
+from gateway.agents.openai_compat import OpenAICompatAgent
+from gateway.agents.snapshots import SnapshotStream
+from gateway.agents.webhook import SIGNATURE_HEADER, WebhookAgent, sign_body, verify_signature
+
+__all__ = [
+    "SIGNATURE_HEADER",
+    "Agent",
+    "AgentError",
+    "AgentFailure",
+    "AgentReply",
+    "AgentTurn",
+    "EchoAgent",
+    "OpenAICompatAgent",
+    "SnapshotSink",
+    "SnapshotStream",
+    "WebhookAgent",
+    "create_agent",
+    "sign_body",
+    "verify_signature",
+]
+
+
+def create_agent(config: AgentConfig) -> Agent:
+    """The agent a profile's `agent:` section describes; enter it (`async with`) to run turns."""
+    if isinstance(config, EchoAgentConfig):
+        return EchoAgent.from_config(config)
+    if isinstance(config, OpenAIAgentConfig):
+        return OpenAICompatAgent(config)
+    if isinstance(config, WebhookAgentConfig):
+        return WebhookAgent(config)
+    assert_never(config)

@@ -1,0 +1,68 @@
+"""The contract between the dispatcher and whatever produces a reply: echo, an LLM, a webhook.
+
+A turn goes in, a reply comes out; on the way the agent reports the reply as it grows through
+`on_snapshot`, always the whole text so far (never a delta), so a lost or merged snapshot does
+no harm downstream. The last snapshot an agent emits equals `AgentReply.content`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import ClassVar, Self
+
+from bus import Message, SessionKey, TokenUsage
+
+#: Receives the whole reply so far, never a delta.
+SnapshotSink = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTurn:
+    """One user message to answer, with the conversation it belongs to."""
+
+    profile: str
+    session_key: SessionKey
+    #: Earlier messages of the session, oldest first, already windowed by the caller.
+    history: Sequence[Message]
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReply:
+    content: str
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+class Agent(ABC):
+    """Produces the reply to a turn.
+
+    `run` may be called concurrently for different sessions and must be cancellable at any
+    await: cancellation propagates and releases the connection it was using. Failures are
+    raised as `gateway.agents.errors.AgentError`. Network clients are opened lazily (or in
+    `__aenter__`) and released by `aclose`, which is idempotent; a closed agent runs no more
+    turns.
+    """
+
+    #: The `type` of the agent's config, for logs and metrics.
+    kind: ClassVar[str]
+
+    @abstractmethod
+    async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
+        """Answer `turn`, reporting the growing reply to `on_snapshot`."""
+
+    async def aclose(self) -> None:
+        """Release network clients; safe to call more than once."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

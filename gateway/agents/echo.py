@@ -1,0 +1,92 @@
+"""The built-in agent: repeats the user's words, streamed in pieces like a slow model.
+
+It needs no network and no key, so a fresh install answers at once, and it exercises the whole
+streaming path (snapshots, edits, typing) the way a real model does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import regex
+
+from bus import TokenUsage
+from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
+from gateway.agents.snapshots import DEFAULT_SNAPSHOT_INTERVAL_S, SnapshotStream
+
+if TYPE_CHECKING:
+    from config import EchoAgentConfig
+
+_AFTER_WHITESPACE = regex.compile(r"(?<=\s)(?=\S)")
+_GRAPHEME = regex.compile(r"\X")
+
+
+def split_into_pieces(text: str, pieces: int) -> list[str]:
+    """Cut `text` into at most `pieces` consecutive non-empty pieces of about equal length.
+
+    Cuts fall before a word where the text has words; text without spaces (Chinese, Japanese)
+    is cut between grapheme clusters, so no emoji or accented letter is ever broken.
+    """
+    if not text:
+        return []
+    cut_points = [m.start() for m in _AFTER_WHITESPACE.finditer(text)]
+    if not cut_points:
+        cut_points = [m.start() for m in _GRAPHEME.finditer(text)][1:]
+    cuts: list[int] = []
+    candidate = 0
+    for index in range(1, max(1, pieces)):
+        target = len(text) * index / pieces
+        # The cut points are sorted and so are the targets: one forward scan finds them all.
+        while candidate + 1 < len(cut_points) and abs(cut_points[candidate + 1] - target) <= abs(
+            cut_points[candidate] - target
+        ):
+            candidate += 1
+        if candidate < len(cut_points) and (not cuts or cut_points[candidate] > cuts[-1]):
+            cuts.append(cut_points[candidate])
+    bounds = [0, *cuts, len(text)]
+    return [text[start:end] for start, end in itertools.pairwise(bounds)]
+
+
+def count_words(text: str) -> int:
+    return len(text.split())
+
+
+class EchoAgent(Agent):
+    """Answers with the user's own text, `pieces` pieces `delay_s` apart."""
+
+    kind = "echo"
+
+    def __init__(
+        self,
+        *,
+        delay_s: float = 0.0,
+        pieces: int = 3,
+        snapshot_interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._delay_s = max(0.0, delay_s)
+        self._pieces = max(1, pieces)
+        self._snapshot_interval_s = snapshot_interval_s
+        self._clock = clock
+
+    @classmethod
+    def from_config(cls, config: EchoAgentConfig) -> EchoAgent:
+        return cls(delay_s=config.delay_s, pieces=config.pieces)
+
+    async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
+        text = turn.message.content
+        stream = SnapshotStream(
+            on_snapshot, interval_s=self._snapshot_interval_s, clock=self._clock
+        )
+        for index, piece in enumerate(split_into_pieces(text, self._pieces)):
+            if index and self._delay_s:
+                # Stands in for the time a model takes to produce the next piece.
+                await asyncio.sleep(self._delay_s)
+            await stream.append(piece)
+        content = await stream.finish()
+        words = count_words(text)
+        return AgentReply(content, TokenUsage(input_tokens=words, output_tokens=words))

@@ -1,0 +1,282 @@
+"""The `openai` agent: any OpenAI-compatible `/v1/chat/completions` endpoint, streamed.
+
+Works with OpenAI itself and with the servers that speak its protocol (Ollama, vLLM, llama.cpp,
+LiteLLM...). The official SDK does the HTTP: retries with backoff (429s wait the server's
+`retry-after`), timeouts, SSE parsing. This module turns a turn into the request, the chunks into
+snapshots and usage, and the SDK's exceptions into `AgentError`s.
+
+Only the text of the conversation is sent: tool results are left out of the history (this agent
+offers the model no tools, so they could not be matched to a call) and so are media.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
+
+import openai
+import structlog
+from openai import AsyncOpenAI
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletionMessageParam
+
+from bus import Message, MessageRole, TokenUsage
+from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
+from gateway.agents.errors import (
+    AgentError,
+    AgentFailure,
+    excerpt,
+    failure_for_status,
+    parse_retry_after,
+    url_for_log,
+)
+from gateway.agents.snapshots import DEFAULT_SNAPSHOT_INTERVAL_S, SnapshotStream
+
+if TYPE_CHECKING:
+    from config import OpenAIAgentConfig
+
+log = structlog.get_logger(__name__)
+
+#: Sent when no key is configured: local servers (Ollama, llama.cpp) ignore it, the SDK needs one.
+PLACEHOLDER_API_KEY = "no-key"
+DEFAULT_MAX_RETRIES = 2
+
+
+class _SamplingParams(TypedDict, total=False):
+    # Only the parameters the profile sets are sent: some servers refuse an explicit null.
+    temperature: float
+    max_tokens: int
+
+
+@dataclass(slots=True)
+class _StreamOutcome:
+    usage: TokenUsage
+    finish_reason: str | None = None
+    chunks_received: int = 0
+
+
+def _legacy_transport_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
+    """(timeouts, other transport errors) of httpx, which openai<3 lets escape mid-stream.
+
+    Later versions wrap them in APITimeoutError / APIConnectionError.
+    """
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - only without the legacy transport installed
+        return (), ()
+    return (httpx.TimeoutException,), (httpx.TransportError,)
+
+
+_LEGACY_TIMEOUTS, _LEGACY_TRANSPORT_ERRORS = _legacy_transport_errors()
+_TIMEOUTS: tuple[type[Exception], ...] = (openai.APITimeoutError, *_LEGACY_TIMEOUTS)
+
+
+def chat_messages(
+    system_prompt: str | None, history: Sequence[Message], message: Message, max_history: int
+) -> list[ChatCompletionMessageParam]:
+    """The request's messages: system prompt, the last `max_history` turns, the user message."""
+    messages: list[ChatCompletionMessageParam] = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    window = history[-max_history:] if max_history > 0 else ()
+    for earlier in window:
+        if not earlier.content:
+            continue
+        match earlier.role:
+            case MessageRole.SYSTEM:
+                messages.append({"role": "system", "content": earlier.content})
+            case MessageRole.USER:
+                messages.append({"role": "user", "content": earlier.content})
+            case MessageRole.ASSISTANT:
+                messages.append({"role": "assistant", "content": earlier.content})
+            case MessageRole.TOOL:
+                continue
+    messages.append({"role": "user", "content": message.content})
+    return messages
+
+
+def usage_from(usage: CompletionUsage) -> TokenUsage:
+    """Map OpenAI's counters; `input_tokens` includes the cached ones, as OpenAI counts them."""
+    prompt_details = usage.prompt_tokens_details
+    completion_details = usage.completion_tokens_details
+    return TokenUsage(
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        reasoning_tokens=(completion_details.reasoning_tokens or 0) if completion_details else 0,
+        cache_read_tokens=(prompt_details.cached_tokens or 0) if prompt_details else 0,
+        cache_write_tokens=getattr(prompt_details, "cache_write_tokens", None) or 0,
+    )
+
+
+class OpenAICompatAgent(Agent):
+    """Streams chat completions from an OpenAI-compatible server."""
+
+    kind = "openai"
+
+    def __init__(
+        self,
+        config: OpenAIAgentConfig,
+        *,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        snapshot_interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        self._api_key = (
+            config.api_key.get_secret_value() if config.api_key is not None else None
+        ) or PLACEHOLDER_API_KEY
+        self._max_retries = max_retries
+        self._snapshot_interval_s = snapshot_interval_s
+        self._clock = clock
+        self._client: AsyncOpenAI | None = None
+        self._closed = False
+
+    async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
+        stream = SnapshotStream(
+            on_snapshot, interval_s=self._snapshot_interval_s, clock=self._clock
+        )
+        outcome = _StreamOutcome(usage=TokenUsage())
+        async with aclosing(self._deltas(turn, outcome)) as deltas:
+            async for delta in deltas:
+                await stream.append(delta)
+        content = await stream.finish()
+        if outcome.finish_reason not in ("stop", None):
+            log.info(
+                "openai reply ended early",
+                model=self._config.model,
+                finish_reason=outcome.finish_reason,
+            )
+        return AgentReply(content, outcome.usage)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    def _open_client(self) -> AsyncOpenAI:
+        if self._closed:
+            raise RuntimeError("the openai agent is closed")
+        if self._client is None:
+            self._client = AsyncOpenAI(
+                base_url=self._config.base_url,
+                api_key=self._api_key,
+                timeout=self._config.timeout_s,
+                max_retries=self._max_retries,
+            )
+        return self._client
+
+    def _sampling(self) -> _SamplingParams:
+        params = _SamplingParams()
+        if self._config.temperature is not None:
+            params["temperature"] = self._config.temperature
+        if self._config.max_tokens is not None:
+            params["max_tokens"] = self._config.max_tokens
+        return params
+
+    async def _deltas(self, turn: AgentTurn, outcome: _StreamOutcome) -> AsyncGenerator[str, None]:
+        """The reply's text deltas; records usage and finish reason; raises only AgentError.
+
+        Only the SDK's work sits inside the `try`: what the consumer does with a delta (the
+        snapshot sink) raises its own exceptions, untranslated.
+        """
+        client = self._open_client()
+        config = self._config
+        messages = chat_messages(
+            config.system_prompt, turn.history, turn.message, config.max_history
+        )
+        try:
+            chunks = await client.chat.completions.create(
+                model=config.model,
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+                **self._sampling(),
+            )
+            async with chunks:
+                async for chunk in chunks:
+                    outcome.chunks_received += 1
+                    if chunk.usage is not None:
+                        outcome.usage = usage_from(chunk.usage)
+                    for choice in chunk.choices:
+                        if choice.index != 0:
+                            continue
+                        if choice.finish_reason is not None:
+                            outcome.finish_reason = choice.finish_reason
+                        if choice.delta is not None and choice.delta.content:
+                            yield choice.delta.content
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from None
+        except _TIMEOUTS as exc:
+            raise self._error(
+                AgentFailure.TIMEOUT, f"no answer within {config.timeout_s} s"
+            ) from exc
+        except openai.APIConnectionError as exc:
+            raise self._connection_error(exc, outcome) from exc
+        except openai.APIError as exc:
+            # An error event inside an otherwise healthy stream.
+            raise self._error(
+                AgentFailure.UNAVAILABLE, f"stream error: {self._mask(exc.message)}"
+            ) from None
+        except _LEGACY_TRANSPORT_ERRORS as exc:
+            raise self._error(
+                AgentFailure.INTERRUPTED, f"connection lost mid-reply: {exc!r}"
+            ) from exc
+        if outcome.finish_reason is None:
+            raise self._error(
+                AgentFailure.INTERRUPTED, "the stream ended before the model finished"
+            )
+
+    def _where(self) -> str:
+        return f"openai agent (model {self._config.model} at {url_for_log(self._config.base_url)})"
+
+    def _mask(self, text: str) -> str:
+        return excerpt(text, (self._api_key,))
+
+    def _error(
+        self,
+        failure: AgentFailure,
+        detail: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> AgentError:
+        return AgentError(
+            detail,
+            failure=failure,
+            context=self._where(),
+            status=status,
+            retry_after_s=retry_after_s,
+        )
+
+    def _status_error(self, exc: openai.APIStatusError) -> AgentError:
+        body = json.dumps(exc.body) if exc.body is not None else exc.message
+        failure = failure_for_status(exc.status_code)
+        status = exc.status_code
+        # The statuses the SDK retries by itself.
+        retried = self._max_retries and (status in (408, 409, 429) or status >= 500)
+        attempts = f" after {self._max_retries} retries" if retried else ""
+        return self._error(
+            failure,
+            f"HTTP {exc.status_code}{attempts}: {self._mask(body)}",
+            status=exc.status_code,
+            retry_after_s=parse_retry_after(exc.response.headers.get("retry-after")),
+        )
+
+    def _connection_error(
+        self, exc: openai.APIConnectionError, outcome: _StreamOutcome
+    ) -> AgentError:
+        cause = exc.__cause__ or exc
+        if outcome.chunks_received:
+            return self._error(
+                AgentFailure.INTERRUPTED,
+                f"connection lost after {outcome.chunks_received} chunks: "
+                f"{self._mask(repr(cause))}",
+            )
+        return self._error(
+            AgentFailure.UNAVAILABLE, f"connection failed: {self._mask(repr(cause))}"
+        )

@@ -1,0 +1,297 @@
+"""The `webhook` agent: POSTs each turn to your own HTTP endpoint and relays its answer.
+
+Request: `POST url` with `Content-Type: application/json` and the body
+
+    {"profile": "work", "session_key": "work:telegram:42",
+     "message": {"role": "user", "content": "hi", ...},
+     "history": [{"role": "user", ...}, {"role": "assistant", ...}]}
+
+(messages in the session file's JSON form, oldest first), the configured headers, and, when a
+`secret` is set, `X-Octos-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes>`.
+
+Reply, chosen by the response's `Content-Type`:
+- `application/json`: `{"reply": "the whole answer", "usage": {...}}` (`usage` optional, with
+  the field names of `TokenUsage`: input_tokens, output_tokens, reasoning_tokens,
+  cache_read_tokens, cache_write_tokens);
+- `text/event-stream`: events `data: {"text": "<delta>"}`, optionally one
+  `data: {"usage": {...}}`, ended by `data: [DONE]`; an event `data: {"error": "..."}` fails
+  the turn;
+- `application/x-ndjson` (or `application/jsonl`): one such JSON object per line, no `[DONE]`;
+- `text/plain`: the body is the answer.
+Any other status than 2xx fails the turn (redirects are not followed). The request is not
+retried: a webhook may act on a turn, and acting twice is worse than apologising once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Self
+
+import aiohttp
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bus import TokenUsage
+from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
+from gateway.agents.errors import (
+    AgentError,
+    AgentFailure,
+    excerpt,
+    failure_for_status,
+    parse_retry_after,
+    secret_fragments,
+    url_for_log,
+)
+from gateway.agents.snapshots import DEFAULT_SNAPSHOT_INTERVAL_S, SnapshotStream
+from gateway.agents.stream_decode import NdjsonDecoder, SseDataDecoder, StreamFormatError
+
+if TYPE_CHECKING:
+    from config import WebhookAgentConfig
+
+SIGNATURE_HEADER: Final = "X-Octos-Signature"
+MAX_REPLY_BYTES: Final = 16 * 1024 * 1024
+_ERROR_BODY_BYTES: Final = 4096
+_DONE: Final = "[DONE]"
+_NDJSON_TYPES: Final = frozenset(
+    {"application/x-ndjson", "application/jsonl", "application/ndjson"}
+)
+_ACCEPT: Final = "application/json, text/event-stream, application/x-ndjson, text/plain"
+
+
+class WebhookJsonReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    reply: str
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+
+
+class WebhookStreamEvent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    text: str = ""
+    usage: TokenUsage | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class _StreamOutcome:
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    bytes_received: int = 0
+
+
+def encode_turn(turn: AgentTurn) -> bytes:
+    """The request body for a turn (compact UTF-8 JSON; the signature covers these bytes)."""
+    payload = {
+        "profile": turn.profile,
+        "session_key": str(turn.session_key),
+        "message": turn.message.to_dict(),
+        "history": [message.to_dict() for message in turn.history],
+    }
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def sign_body(secret: str, body: bytes) -> str:
+    """The `X-Octos-Signature` value for a body: `sha256=` and the hex HMAC-SHA256."""
+    digest = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def verify_signature(secret: str, body: bytes, header: str | None) -> bool:
+    """What a webhook server should do with the header: constant-time comparison."""
+    return header is not None and hmac.compare_digest(sign_body(secret, body), header)
+
+
+class WebhookAgent(Agent):
+    """Relays turns to an HTTP endpoint; see the module documentation for the protocol."""
+
+    kind = "webhook"
+
+    def __init__(
+        self,
+        config: WebhookAgentConfig,
+        *,
+        snapshot_interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
+    ) -> None:
+        self._url = config.url
+        self._url_for_log = url_for_log(config.url)
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=config.timeout_s, sock_read=config.timeout_s
+        )
+        self._timeout_s = config.timeout_s
+        self._secret = config.secret.get_secret_value() if config.secret is not None else None
+        self._headers = {
+            name: value if isinstance(value, str) else value.get_secret_value()
+            for name, value in config.headers.items()
+        }
+        self._secrets = secret_fragments(
+            [*self._headers.values(), *([self._secret] if self._secret else [])]
+        )
+        self._snapshot_interval_s = snapshot_interval_s
+        self._clock = clock
+        self._max_reply_bytes = max_reply_bytes
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> Self:
+        self._open_session()
+        return self
+
+    async def aclose(self) -> None:
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
+        stream = SnapshotStream(
+            on_snapshot, interval_s=self._snapshot_interval_s, clock=self._clock
+        )
+        outcome = _StreamOutcome()
+        async with aclosing(self._deltas(encode_turn(turn), outcome)) as deltas:
+            async for delta in deltas:
+                await stream.append(delta)
+        return AgentReply(await stream.finish(), outcome.usage)
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise RuntimeError("the webhook agent is closed")
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return self._session
+
+    def _request_headers(self, body: bytes) -> dict[str, str]:
+        headers = {"Accept": _ACCEPT, **self._headers, "Content-Type": "application/json"}
+        if self._secret:
+            headers[SIGNATURE_HEADER] = sign_body(self._secret, body)
+        return headers
+
+    async def _deltas(self, body: bytes, outcome: _StreamOutcome) -> AsyncGenerator[str, None]:
+        """The reply's text deltas; records usage; raises only AgentError.
+
+        Only the HTTP work sits inside the `try`: what the consumer does with a delta (the
+        snapshot sink) raises its own exceptions, untranslated.
+        """
+        session = self._open_session()
+        headers = self._request_headers(body)
+        try:
+            async with session.post(
+                self._url, data=body, headers=headers, allow_redirects=False
+            ) as response:
+                if not 200 <= response.status < 300:
+                    raise await self._status_error(response)
+                async with aclosing(self._reply_deltas(response, outcome)) as deltas:
+                    async for delta in deltas:
+                        yield delta
+        except TimeoutError as exc:
+            detail = f"no answer within {self._timeout_s} s"
+            raise self._error(AgentFailure.TIMEOUT, detail) from exc
+        except aiohttp.ClientPayloadError as exc:
+            detail = f"connection lost after {outcome.bytes_received} bytes of the reply: {exc}"
+            raise self._error(AgentFailure.INTERRUPTED, detail) from exc
+        except aiohttp.ClientError as exc:
+            failure = (
+                AgentFailure.INTERRUPTED if outcome.bytes_received else AgentFailure.UNAVAILABLE
+            )
+            raise self._error(failure, f"request failed: {self._mask(repr(exc))}") from exc
+        except StreamFormatError as exc:
+            raise self._error(AgentFailure.BAD_REPLY, str(exc)) from None
+
+    async def _reply_deltas(
+        self, response: aiohttp.ClientResponse, outcome: _StreamOutcome
+    ) -> AsyncGenerator[str, None]:
+        content_type = response.content_type
+        decoder: SseDataDecoder | NdjsonDecoder
+        if content_type == "text/event-stream":
+            decoder = SseDataDecoder()
+        elif content_type in _NDJSON_TYPES:
+            decoder = NdjsonDecoder()
+        elif content_type == "application/json":
+            reply = self._json_reply(await self._read_body(response, outcome))
+            outcome.usage = reply.usage
+            yield reply.reply
+            return
+        elif content_type == "text/plain":
+            body = await self._read_body(response, outcome)
+            yield body.decode(response.charset or "utf-8", errors="replace")
+            return
+        else:
+            detail = f"unsupported reply Content-Type {content_type!r}"
+            raise self._error(AgentFailure.BAD_REPLY, detail)
+        async for chunk in response.content.iter_any():
+            self._count(chunk, outcome)
+            for payload in decoder.feed(chunk):
+                if payload.strip() == _DONE:
+                    return
+                if delta := self._stream_event(payload, outcome):
+                    yield delta
+        for payload in decoder.finish():
+            if payload.strip() != _DONE and (delta := self._stream_event(payload, outcome)):
+                yield delta
+
+    async def _read_body(self, response: aiohttp.ClientResponse, outcome: _StreamOutcome) -> bytes:
+        chunks = []
+        async for chunk in response.content.iter_any():
+            self._count(chunk, outcome)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _count(self, chunk: bytes, outcome: _StreamOutcome) -> None:
+        outcome.bytes_received += len(chunk)
+        if outcome.bytes_received > self._max_reply_bytes:
+            raise StreamFormatError(f"the reply is larger than {self._max_reply_bytes} bytes")
+
+    def _stream_event(self, data: str, outcome: _StreamOutcome) -> str:
+        try:
+            event = WebhookStreamEvent.model_validate_json(data)
+        except ValidationError:
+            detail = f"a stream event is not the expected JSON: {self._mask(data)}"
+            raise self._error(AgentFailure.BAD_REPLY, detail) from None
+        if event.error is not None:
+            detail = f"the webhook reported an error: {self._mask(event.error)}"
+            raise self._error(AgentFailure.UNAVAILABLE, detail)
+        if event.usage is not None:
+            outcome.usage = event.usage
+        return event.text
+
+    def _json_reply(self, body: bytes) -> WebhookJsonReply:
+        try:
+            return WebhookJsonReply.model_validate_json(body)
+        except ValidationError:
+            detail = f"expected {{'reply': ...}}, got {self._mask(body.decode('utf-8', 'replace'))}"
+            raise self._error(AgentFailure.BAD_REPLY, detail) from None
+
+    async def _status_error(self, response: aiohttp.ClientResponse) -> AgentError:
+        raw = await response.content.read(_ERROR_BODY_BYTES)
+        body = self._mask(raw.decode("utf-8", errors="replace"))
+        return self._error(
+            failure_for_status(response.status),
+            f"HTTP {response.status}: {body}",
+            status=response.status,
+            retry_after_s=parse_retry_after(response.headers.get("Retry-After")),
+        )
+
+    def _mask(self, text: str) -> str:
+        return excerpt(text, self._secrets)
+
+    def _error(
+        self,
+        failure: AgentFailure,
+        detail: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> AgentError:
+        return AgentError(
+            detail,
+            failure=failure,
+            context=f"webhook agent ({self._url_for_log})",
+            status=status,
+            retry_after_s=retry_after_s,
+        )

@@ -1,0 +1,66 @@
+"""Local fake servers that speak real platforms' and providers' wire formats, for tests.
+
+`LocalHttpServer` runs an aiohttp application on 127.0.0.1 on a free port. Handlers are
+cancelled when their client disconnects (`handler_cancellation`), so a fake can notice a client
+that went away while it was holding a response open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Self
+
+from aiohttp import web
+
+
+class LocalHttpServer:
+    """`async with LocalHttpServer(app) as server: server.origin` -> "http://127.0.0.1:PORT"."""
+
+    def __init__(self, app: web.Application) -> None:
+        self._runner = web.AppRunner(app, handler_cancellation=True)
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the server is not running")
+        return self._port
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def __aenter__(self) -> Self:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = int(self._runner.addresses[0][1])
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._port = None
+        await self._runner.cleanup()
+
+
+class StreamControl:
+    """Lets a test pause a fake's streamed response and see whether the client went away.
+
+    A fake calls `await control.hold()` where its script says to pause: `holding` is set, and
+    the response waits for the test to set `release`. A fake sets `client_disconnected` when
+    the client drops a response before its end.
+    """
+
+    def __init__(self) -> None:
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+        self.client_disconnected = asyncio.Event()
+
+    async def hold(self) -> None:
+        self.holding.set()
+        await self.release.wait()

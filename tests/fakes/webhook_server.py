@@ -1,0 +1,142 @@
+"""A fake webhook agent endpoint: records each POSTed turn and answers as scripted.
+
+It answers in each reply format the webhook agent accepts: a JSON `{"reply", "usage"}`, a
+`text/event-stream` of `data: {"text": delta}` events ended by `data: [DONE]`, NDJSON lines, or
+plain text; or with an error status.
+
+    async with FakeWebhook() as fake:
+        fake.script(ScriptedReply(mode="sse", text="Hi there"))
+        ... WebhookAgent(WebhookAgentConfig(url=fake.url)) ...
+        fake.requests[0].json["message"]["content"]
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from aiohttp import web
+
+from tests.fakes import LocalHttpServer, StreamControl
+
+DEFAULT_REPLY = "Hello from the webhook."
+HOOK_PATH = "/hook"
+
+ReplyMode = Literal["json", "sse", "ndjson", "text"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedReply:
+    """What the fake does with one request."""
+
+    mode: ReplyMode = "json"
+    text: str = DEFAULT_REPLY
+    #: How a streamed text is cut into events; by default word by word.
+    deltas: tuple[str, ...] | None = None
+    usage: dict[str, int] | None = None
+    #: A status other than 200 answers with `error_body` as text/plain.
+    status: int = 200
+    error_body: str = "scripted failure"
+    #: Streamed modes: wait for `StreamControl.release` after this many events.
+    hold_after: int | None = None
+    #: Streamed modes: close the connection abruptly after this many events.
+    disconnect_after: int | None = None
+    #: SSE: leave out the final `data: [DONE]`.
+    omit_done: bool = False
+
+    def pieces(self) -> tuple[str, ...]:
+        if self.deltas is not None:
+            return self.deltas
+        words = self.text.split(" ")
+        return tuple(word if i == 0 else f" {word}" for i, word in enumerate(words))
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedPost:
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+_STREAM_TYPES = {"sse": "text/event-stream", "ndjson": "application/x-ndjson"}
+
+
+class FakeWebhook:
+    """The fake endpoint at `url`; requests take scripted replies in order, then `default`."""
+
+    def __init__(self) -> None:
+        self.default = ScriptedReply()
+        self.requests: list[RecordedPost] = []
+        self.control = StreamControl()
+        self._scripts: deque[ScriptedReply] = deque()
+        app = web.Application()
+        app.router.add_post(HOOK_PATH, self._hook)
+        self._server = LocalHttpServer(app)
+
+    @property
+    def url(self) -> str:
+        return f"{self._server.origin}{HOOK_PATH}"
+
+    def script(self, *replies: ScriptedReply) -> None:
+        self._scripts.extend(replies)
+
+    async def __aenter__(self) -> Self:
+        await self._server.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.control.release.set()
+        await self._server.__aexit__(exc_type, exc, tb)
+
+    async def _hook(self, request: web.Request) -> web.StreamResponse:
+        self.requests.append(RecordedPost(dict(request.headers), await request.read()))
+        script = self._scripts.popleft() if self._scripts else self.default
+        if script.status != 200:
+            return web.Response(status=script.status, text=script.error_body)
+        if script.mode == "json":
+            payload: dict[str, Any] = {"reply": script.text}
+            if script.usage is not None:
+                payload["usage"] = script.usage
+            return web.json_response(payload)
+        if script.mode == "text":
+            return web.Response(text=script.text)
+        return await self._stream(request, script)
+
+    async def _stream(self, request: web.Request, script: ScriptedReply) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": _STREAM_TYPES[script.mode]})
+        await response.prepare(request)
+        events: list[dict[str, Any]] = [{"text": piece} for piece in script.pieces()]
+        if script.usage is not None:
+            events.append({"usage": script.usage})
+        try:
+            for sent, event in enumerate(events):
+                if script.disconnect_after == sent:
+                    assert request.transport is not None
+                    request.transport.close()
+                    return response
+                if script.hold_after == sent:
+                    await self.control.hold()
+                await response.write(_frame(script.mode, json.dumps(event)))
+            if script.mode == "sse" and not script.omit_done:
+                await response.write(_frame("sse", "[DONE]"))
+            await response.write_eof()
+        except BaseException:
+            # Cancelled by aiohttp (handler_cancellation) or a failed write: the client left.
+            self.control.client_disconnected.set()
+            raise
+        return response
+
+
+def _frame(mode: ReplyMode, data: str) -> bytes:
+    return (f"data: {data}\n\n" if mode == "sse" else f"{data}\n").encode()
