@@ -1,0 +1,91 @@
+"""The agent a profile talks to: the built-in echo agent, an OpenAI-compatible API, a webhook."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Discriminator, Field, SecretStr, Tag
+
+from config.common import ConfigModel, HttpUrlText, OptionalSecret
+
+
+class EchoAgentConfig(ConfigModel):
+    type: Literal["echo"] = Field(
+        "echo", description="Agent kind: echo replies with the user's own text, streamed."
+    )
+    delay_s: float = Field(
+        0.0, ge=0, description="Pause between streamed pieces of the reply, in seconds."
+    )
+    pieces: int = Field(3, ge=1, description="Number of stream snapshots the reply is sent in.")
+
+
+class OpenAIAgentConfig(ConfigModel):
+    type: Literal["openai"] = Field(
+        "openai",
+        description="Agent kind: any OpenAI-compatible /chat/completions API "
+        "(OpenAI, Ollama, vLLM, llama.cpp).",
+    )
+    base_url: HttpUrlText = Field(
+        "https://api.openai.com/v1",
+        description="Base URL of the API; /chat/completions is appended.",
+    )
+    model: str = Field(min_length=1, description="Model name sent with every request.")
+    api_key: OptionalSecret = Field(
+        None, description="Bearer token for the API; leave unset for local servers."
+    )
+    system_prompt: str | None = Field(
+        None, description="System message put before the conversation history."
+    )
+    max_history: int = Field(
+        40, ge=0, description="Most recent session messages sent to the API with each request."
+    )
+    timeout_s: float = Field(
+        120, gt=0, description="Longest wait for the API to answer one request, in seconds."
+    )
+    temperature: float | None = Field(
+        None, ge=0, le=2, description="Sampling temperature; unset uses the server's default."
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, description="Upper bound on tokens in one reply; unset means no bound."
+    )
+
+
+class WebhookAgentConfig(ConfigModel):
+    type: Literal["webhook"] = Field(
+        "webhook", description="Agent kind: POSTs each turn as JSON to your own URL."
+    )
+    url: HttpUrlText = Field(description="URL the turn is POSTed to.")
+    # Left-to-right: every string becomes a SecretStr, since headers usually carry credentials.
+    headers: dict[str, Annotated[SecretStr | str, Field(union_mode="left_to_right")]] = Field(
+        default_factory=dict,
+        description="Extra HTTP headers sent with every request (values are kept secret).",
+    )
+    timeout_s: float = Field(
+        120, gt=0, description="Longest wait for the webhook to answer, in seconds."
+    )
+    secret: OptionalSecret = Field(
+        None,
+        description="Key for an HMAC-SHA256 signature of the request body, sent as "
+        "X-Octos-Signature: sha256=<hex>.",
+    )
+
+
+AGENT_TYPES = ("echo", "openai", "webhook")
+
+
+def _agent_type(value: object) -> str | None:
+    # A missing `type` means the default agent, so `agent: {delay_s: 1}` is an echo agent.
+    if isinstance(value, dict):
+        kind = value.get("type", "echo")
+        return kind if isinstance(kind, str) else None
+    kind = getattr(value, "type", None)
+    return kind if isinstance(kind, str) else None
+
+
+AgentConfig = Annotated[
+    Annotated[EchoAgentConfig, Tag("echo")]
+    | Annotated[OpenAIAgentConfig, Tag("openai")]
+    | Annotated[WebhookAgentConfig, Tag("webhook")],
+    Discriminator(_agent_type),
+]
+"""Any agent configuration, told apart by its `type` (default `echo`)."""

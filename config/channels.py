@@ -1,0 +1,219 @@
+"""One model per chat platform a profile connects to, told apart by `type`."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from config.common import (
+    AllowEntry,
+    ConfigModel,
+    HttpUrlText,
+    OptionalHttpUrlText,
+    OptionalSecret,
+    Port,
+    Secret,
+    UrlPath,
+    WebSocketUrlText,
+)
+from config.problems import ConfigValueError
+
+# Telegram's own rule for the X-Telegram-Bot-Api-Secret-Token header.
+_TELEGRAM_SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
+
+
+def _everyone() -> list[AllowEntry]:
+    return ["*"]
+
+
+class ChannelConfigBase(ConfigModel):
+    """Fields every channel has."""
+
+    allow: list[AllowEntry] = Field(
+        default_factory=list,
+        description='User ids or @usernames allowed to talk to the bot; "*" allows everyone, '
+        "an empty list nobody.",
+    )
+    edit_interval_s: float | None = Field(
+        None,
+        gt=0,
+        description="Shortest time between edits of a streamed reply; unset uses the "
+        "platform's own interval.",
+    )
+
+    @property
+    def routing_key(self) -> str:
+        """What tells this channel apart from the profile's others: its type."""
+        return str(getattr(self, "type", type(self).__name__))
+
+
+class TelegramConfig(ChannelConfigBase):
+    type: Literal["telegram"] = Field("telegram", description="Channel kind: a Telegram bot.")
+    token: Secret = Field(description="Bot token from @BotFather.")
+    base_url: HttpUrlText = Field(
+        "https://api.telegram.org/bot",
+        description="Bot API prefix the token is appended to (a local Bot API server, tests).",
+    )
+    base_file_url: HttpUrlText = Field(
+        "https://api.telegram.org/file/bot",
+        description="Prefix for downloading files sent to the bot.",
+    )
+    mode: Literal["polling", "webhook"] = Field(
+        "polling", description="Receive updates by long polling or by a webhook."
+    )
+    webhook_url: OptionalHttpUrlText = Field(
+        None, description="Public URL Telegram posts updates to (webhook mode)."
+    )
+    webhook_path: UrlPath = Field(
+        "/telegram/webhook",
+        description="Path on the gateway's HTTP server that receives webhook updates.",
+    )
+    secret_token: OptionalSecret = Field(
+        None,
+        description="Secret Telegram sends in X-Telegram-Bot-Api-Secret-Token with each "
+        "webhook update (1-256 of A-Z a-z 0-9 _ -).",
+    )
+    require_mention: bool = Field(
+        True, description="In groups, answer only messages that mention or reply to the bot."
+    )
+    parse_mode: Literal["html", "markdownv2", "none"] = Field(
+        "html", description="How formatted replies are marked up for Telegram."
+    )
+    poll_timeout_s: float = Field(
+        30, gt=0, description="Long-polling timeout of each getUpdates call, in seconds."
+    )
+
+    @field_validator("secret_token")
+    @classmethod
+    def _secret_token_charset(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not _TELEGRAM_SECRET_TOKEN.fullmatch(value.get_secret_value()):
+            raise ConfigValueError(
+                "may hold only 1 to 256 of A-Z, a-z, 0-9, _ and -",
+                "choose a token Telegram accepts, e.g. from `openssl rand -hex 32`",
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _webhook_needs_url(self) -> Self:
+        if self.mode == "webhook" and self.webhook_url is None:
+            raise ConfigValueError(
+                "webhook mode requires 'webhook_url'",
+                "add webhook_url: https://your.host/telegram/webhook, or use mode: polling",
+                at=("mode",),
+            )
+        return self
+
+
+class DiscordConfig(ChannelConfigBase):
+    type: Literal["discord"] = Field("discord", description="Channel kind: a Discord bot.")
+    token: Secret = Field(description="Bot token from the Discord developer portal.")
+    require_mention: bool = Field(
+        True, description="In servers, answer only messages that mention the bot."
+    )
+    api_base_url: HttpUrlText = Field(
+        "https://discord.com/api/v10", description="Discord REST API base URL."
+    )
+    gateway_url: WebSocketUrlText = Field(
+        "wss://gateway.discord.gg", description="Discord gateway websocket URL."
+    )
+
+
+class SlackConfig(ChannelConfigBase):
+    type: Literal["slack"] = Field("slack", description="Channel kind: a Slack app.")
+    bot_token: Secret = Field(description="Bot user OAuth token (xoxb-...).")
+    app_token: OptionalSecret = Field(
+        None, description="App-level token (xapp-...) for Socket Mode."
+    )
+    mode: Literal["socket", "http"] = Field(
+        "socket", description="Receive events over Socket Mode or as HTTP requests."
+    )
+    signing_secret: OptionalSecret = Field(
+        None, description="Signing secret that verifies HTTP event requests (http mode)."
+    )
+    base_url: HttpUrlText = Field("https://slack.com/api/", description="Slack Web API base URL.")
+    webhook_path: UrlPath = Field(
+        "/slack/events",
+        description="Path on the gateway's HTTP server that receives events (http mode).",
+    )
+
+    @model_validator(mode="after")
+    def _mode_credentials(self) -> Self:
+        if self.mode == "socket" and self.app_token is None:
+            raise ConfigValueError(
+                "socket mode requires 'app_token'",
+                "add app_token: ${SLACK_APP_TOKEN} (an xapp- token), or use mode: http",
+                at=("mode",),
+            )
+        if self.mode == "http" and self.signing_secret is None:
+            raise ConfigValueError(
+                "http mode requires 'signing_secret'",
+                "add signing_secret: ${SLACK_SIGNING_SECRET}, or use mode: socket",
+                at=("mode",),
+            )
+        return self
+
+
+class ApiChannelConfig(ChannelConfigBase):
+    type: Literal["api"] = Field(
+        "api", description="Channel kind: an HTTP API with a web chat page."
+    )
+    allow: list[AllowEntry] = Field(
+        default_factory=_everyone,
+        description='Client ids allowed to talk to the bot; default "*", since the bearer '
+        "token is the access control.",
+    )
+    host: str = Field("127.0.0.1", description="Address the API listens on.")
+    port: Port = Field(8091, description="TCP port the API listens on; 0 picks a free one.")
+    auth_token: OptionalSecret = Field(
+        None, description="Bearer token clients must send; unset means no authentication."
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list, description="Browser origins allowed to call the API (CORS)."
+    )
+    max_body_bytes: int = Field(
+        1_000_000, ge=1, description="Largest request body accepted, in bytes."
+    )
+
+
+class CliChannelConfig(ChannelConfigBase):
+    type: Literal["cli"] = Field("cli", description="Channel kind: the local terminal.")
+    allow: list[AllowEntry] = Field(
+        default_factory=_everyone,
+        description='Who may use the terminal; default "*", the terminal being local.',
+    )
+
+
+class PluginChannelConfig(ChannelConfigBase):
+    type: Literal["plugin"] = Field(
+        "plugin", description="Channel kind: a channel class of your own."
+    )
+    class_path: str = Field(
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description="Where the Channel subclass lives, as package.module:ClassName.",
+    )
+    # Not in repr: a plugin's options may well hold its credentials.
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        repr=False,
+        description="Keyword arguments passed to the plugin's constructor.",
+    )
+
+    @property
+    def routing_key(self) -> str:
+        return f"plugin:{self.class_path}"
+
+
+ChannelConfig = Annotated[
+    TelegramConfig
+    | DiscordConfig
+    | SlackConfig
+    | ApiChannelConfig
+    | CliChannelConfig
+    | PluginChannelConfig,
+    Field(discriminator="type"),
+]
+"""Any channel configuration, told apart by its `type`."""
+
+CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin")

@@ -1,0 +1,83 @@
+"""gateway.yaml: the daemon's own settings, shared by all profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from config.common import ConfigModel, Port
+
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+_LEVEL_ALIASES = {"warn": "warning", "fatal": "critical"}
+
+
+class HttpConfig(ConfigModel):
+    host: str = Field("127.0.0.1", description="Address of the health and metrics server.")
+    port: Port = Field(
+        8090, description="Port of the health and metrics server; 0 picks a free one."
+    )
+
+
+class LoggingConfig(ConfigModel):
+    level: LogLevel = Field(
+        "info", description="Least severe level logged: debug, info, warning, error, critical."
+    )
+    format: Literal["json", "console"] = Field(
+        "console", description="json for log collectors, console for people at a terminal."
+    )
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _level_any_case(cls, value: object) -> object:
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            return _LEVEL_ALIASES.get(lowered, lowered)
+        return value
+
+
+class BusConfig(ConfigModel):
+    backend: Literal["memory"] = Field(
+        "memory", description="Where messages between channels and agents travel: in memory."
+    )
+    capacity: int = Field(
+        4096, ge=1, description="Messages each bus queue holds before senders wait."
+    )
+
+
+class GatewayConfig(ConfigModel):
+    data_dir: Path = Field(
+        Path("./data"),
+        description="Directory of session files and other state; relative to gateway.yaml.",
+    )
+    profiles_dir: Path = Field(
+        Path("profiles"),
+        description="Directory of profile files (<id>.yaml); relative to gateway.yaml.",
+    )
+    http: HttpConfig = Field(
+        default_factory=HttpConfig, description="Health (/healthz, /readyz) and /metrics server."
+    )
+    logging: LoggingConfig = Field(
+        default_factory=LoggingConfig, description="Log level and format."
+    )
+    bus: BusConfig = Field(
+        default_factory=BusConfig, description="Message bus between channels and agents."
+    )
+    shutdown_grace_s: float = Field(
+        10.0, ge=0, description="Seconds running turns get to finish after SIGTERM."
+    )
+
+    def resolve_paths(self, base_dir: Path) -> GatewayConfig:
+        """A copy whose relative paths (and `~`) are resolved against `base_dir`."""
+
+        def resolve(path: Path) -> Path:
+            expanded = path.expanduser()
+            return expanded if expanded.is_absolute() else base_dir / expanded
+
+        return self.model_copy(
+            update={
+                "data_dir": resolve(self.data_dir),
+                "profiles_dir": resolve(self.profiles_dir),
+            }
+        )

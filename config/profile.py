@@ -1,0 +1,118 @@
+"""A profile: one bot, with its agent, its channels and its session settings."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Literal, NamedTuple
+
+from pydantic import Field, field_validator
+
+from config.agents import AgentConfig, EchoAgentConfig
+from config.channels import ApiChannelConfig, ChannelConfig
+from config.common import ConfigModel
+from config.problems import ConfigValueError, DataPath
+
+QueueMode = Literal["collect", "followup", "interrupt"]
+FsyncPolicy = Literal["always", "batch", "never"]
+
+
+class SessionsConfig(ConfigModel):
+    fsync: FsyncPolicy = Field(
+        "batch",
+        description="When appends reach the disk: every write, grouped every few ms, or "
+        "left to the OS.",
+    )
+    max_history: int = Field(
+        50, ge=1, description="Most recent messages of a session handed to the agent each turn."
+    )
+    fork_copy: int = Field(
+        10, ge=0, description="Recent messages copied into a new topic session by /new."
+    )
+    max_file_mb: float = Field(
+        10, gt=0, description="Size of a session file, in MB, at which it is compacted."
+    )
+    max_open: int = Field(1000, ge=1, description="Sessions kept open in memory (LRU).")
+    max_concurrent_turns: int = Field(
+        10, ge=1, description="Agent turns that may run at the same time in this profile."
+    )
+    idle_timeout_s: float = Field(
+        1800, gt=0, description="Seconds after which an idle session's actor stops."
+    )
+
+
+class ProfileWarning(NamedTuple):
+    """A doubtful but valid setting, at a path in the profile's YAML."""
+
+    at: DataPath
+    message: str
+
+
+class ProfileConfig(ConfigModel):
+    agent: AgentConfig = Field(
+        default_factory=EchoAgentConfig,
+        description="The agent that answers: echo (default), openai or webhook.",
+    )
+    channels: list[ChannelConfig] = Field(
+        default_factory=list,
+        description="Chat platforms this bot is on; at most one of each type.",
+    )
+    sessions: SessionsConfig = Field(
+        default_factory=SessionsConfig, description="How conversations are stored."
+    )
+    queue_mode: QueueMode = Field(
+        "collect",
+        description="Messages arriving during a turn: collect joins them into the next turn, "
+        "followup answers them one by one, interrupt cancels the running turn.",
+    )
+
+    @field_validator("channels")
+    @classmethod
+    def _one_channel_per_type(cls, channels: list[ChannelConfig]) -> list[ChannelConfig]:
+        # The type is the routing key of outbound messages: two would be indistinguishable.
+        first_index: dict[str, int] = {}
+        for index, channel in enumerate(channels):
+            key = channel.routing_key
+            if key in first_index:
+                raise ConfigValueError(
+                    f"channel '{key}' is already configured in channels[{first_index[key]}]",
+                    "a profile has one channel of each type; for a second bot add a profile",
+                    at=(index,),
+                )
+            first_index[key] = index
+        return channels
+
+    def warnings(self) -> list[ProfileWarning]:
+        """Settings that are valid but probably a mistake; the daemon logs them at start-up."""
+        found: list[ProfileWarning] = []
+        if not self.channels:
+            found.append(
+                ProfileWarning(("channels",), "no channels: this profile receives no messages")
+            )
+        for index, channel in enumerate(self.channels):
+            where = f"channels[{index}] ({channel.type})"
+            if not channel.allow:
+                found.append(
+                    ProfileWarning(
+                        ("channels", index, "allow"),
+                        f"{where} has an empty allow list: nobody can talk to this bot "
+                        'until you add user ids or "*"',
+                    )
+                )
+            if isinstance(channel, ApiChannelConfig) and _is_exposed(channel):
+                found.append(
+                    ProfileWarning(
+                        ("channels", index, "host"),
+                        f"{where} listens on {channel.host} without auth_token: anyone who "
+                        "can reach it can talk to the bot",
+                    )
+                )
+        return found
+
+
+def _is_exposed(channel: ApiChannelConfig) -> bool:
+    if channel.auth_token is not None or channel.host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(channel.host).is_loopback
+    except ValueError:
+        return True  # a host name that may resolve to anything
