@@ -150,7 +150,7 @@ class Daemon:
             log.info("reload requested, but the daemon runs the embedded default config")
             return
         try:
-            fresh = self._reload_config()
+            fresh = await asyncio.to_thread(self._reload_config)
         except ConfigError as error:
             for problem in error.problems:
                 log.error("reload refused: invalid config", problem=str(problem))
