@@ -17,7 +17,7 @@ from bus.agent_message import (
     TaskComplete,
     TaskUpdate,
 )
-from bus.envelope import TYPING, InboundMessage, OutboundMessage
+from bus.envelope import ANSWERS, FAILED, SESSION, TYPING, InboundMessage, OutboundMessage
 from bus.errors import ErrorKind, GatewayError, InvalidStateTransition, UnsupportedSchemaVersion
 from bus.identity import ClientMessageId, ThreadId, TurnId, new_turn_id, thread_rooted_at
 from bus.message import Message, MessageRole, ToolCall, WireModel
@@ -70,9 +70,12 @@ from bus.wire import TaggedModel, VersionedModel
 __all__ = [
     "ABORT_REPLIES",
     "ABORT_TRIGGERS",
+    "ANSWERS",
     "DEFAULT_TOOL_OUTPUT_LIMIT",
+    "FAILED",
     "KNOWN_CHANNELS",
     "MAIN_PROFILE",
+    "SESSION",
     "SESSION_SUMMARY_SCHEMA_VERSION",
     "TASK_RESULT_SCHEMA_VERSION",
     "TASK_TRANSITIONS",

@@ -54,9 +54,14 @@ class PipeSender(Generic[T]):
             raise PipeClosed("send on a closed sender")
         if self._state.receiver_closed:
             raise PipeClosed("the receiver has gone away")
+        queue = self._state.queue
+        if not queue.full():
+            # Nothing to wait for, so no window in which a close could overtake the item.
+            queue.put_nowait(item)
+            return
         self._in_flight += 1
         try:
-            await self._state.queue.put(item)
+            await queue.put(item)
         finally:
             self._in_flight -= 1
             if not self._open:
