@@ -16,6 +16,7 @@ class ChannelHub:
     def __init__(self) -> None:
         self._server: asyncio.Server | None = None
         self._writers: dict[str, asyncio.StreamWriter] = {}
+        self._all_writers: set[asyncio.StreamWriter] = set()
         self._outbound: asyncio.Queue[OutboundMessage] = asyncio.Queue()
         self._hellos: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._connected: dict[str, asyncio.Event] = {}
@@ -31,7 +32,7 @@ class ChannelHub:
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._server is not None
         self._server.close()
-        for writer in self._writers.values():
+        for writer in list(self._all_writers):
             writer.close()
         await self._server.wait_closed()
 
@@ -42,6 +43,18 @@ class ChannelHub:
         self._scripted_errors.append({"op": "error", "kind": kind, "retry_after_s": retry_after_s})
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._all_writers.add(writer)
+        try:
+            await self._serve_connection(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the daemon went away (killed, or restarting the channel): a normal ending
+        finally:
+            self._all_writers.discard(writer)
+            writer.close()
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         name = ""
         while line := await reader.readline():
             frame = json.loads(line)
