@@ -1,0 +1,275 @@
+"""The channel manager: one profile's channels, supervised, and every reply delivered.
+
+`run()` supervises each channel's receiver (restarted with backoff, Down when fatal or when it
+keeps failing) and routes the bus's outbound messages to their channel: typing signals to the
+typing loops, stream snapshots to the stream editor, whole replies split, formatted and sent
+under the one retry policy. `stop()` stops taking outbound messages, lets the ones in hand
+finish within `stop_grace_s`, stops every channel and ends all tasks within a bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import structlog
+
+from bus import BusPublisher, OutboundMessage
+from channels.base import Channel
+from channels.delivery import Delivery
+from channels.errors import DeliveryError
+from channels.health import ChannelHealth, HealthStatus
+from channels.metrics import ChannelMetrics
+from channels.retry import (
+    Clock,
+    Jitter,
+    Reason,
+    Retrier,
+    RetryPolicy,
+    Sleep,
+    equal_jitter,
+    full_jitter,
+)
+from channels.router import OutboundRouter
+from channels.streaming import StreamEditor
+from channels.supervisor import ChannelSupervisor, RestartPolicy
+from channels.typing_indicator import TypingIndicators
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Registration:
+    channel: Channel
+    edit_interval_s: float
+
+
+class ChannelManager:
+    def __init__(
+        self,
+        profile: str,
+        publisher: BusPublisher,
+        *,
+        metrics: ChannelMetrics | None = None,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        jitter: Jitter | None = None,
+        retry_policy: RetryPolicy | None = None,
+        restart_policy: RestartPolicy | None = None,
+        typing_interval_s: float = 4.0,
+        typing_timeout_s: float = 600.0,
+        stream_ttl_s: float = 600.0,
+        max_active_chats: int = 64,
+        max_queued_messages: int = 1024,
+        stop_grace_s: float = 5.0,
+        health_timeout_s: float = 5.0,
+    ) -> None:
+        """`clock`, `sleep` and `jitter` are injectable so tests run backoffs without waiting;
+        `jitter=None` keeps the defaults (full jitter for restarts, equal jitter for retries)."""
+        self.profile = profile
+        self.metrics = metrics or ChannelMetrics.private(profile)
+        self._publisher = publisher
+        self._clock = clock
+        self._sleep = sleep
+        self._restart_jitter = jitter or full_jitter
+        self._restart_policy = restart_policy or RestartPolicy()
+        self._max_active_chats = max_active_chats
+        self._max_queued_messages = max_queued_messages
+        self._stop_grace_s = stop_grace_s
+        self._health_timeout_s = health_timeout_s
+        retrier = Retrier(
+            retry_policy,
+            sleep=sleep,
+            jitter=jitter or equal_jitter,
+            on_retry=self.metrics.send_retried,
+        )
+        self._delivery = Delivery(retrier, self.metrics)
+        self.streams = StreamEditor(self._delivery, clock=clock, sleep=sleep, ttl_s=stream_ttl_s)
+        self.typing = TypingIndicators(
+            interval_s=typing_interval_s, max_duration_s=typing_timeout_s, clock=clock
+        )
+        self._registrations: dict[str, _Registration] = {}
+        self._supervisors: dict[str, ChannelSupervisor] = {}
+        self._router: OutboundRouter | None = None
+        self._running = False
+        self._stop_requested = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._finished.set()
+
+    # -- registry -------------------------------------------------------------------------
+
+    def register(self, channel: Channel, *, edit_interval_s: float | None = None) -> None:
+        """Add a channel before `run()`; a second channel with the same name replaces the first."""
+        if self._running:
+            raise RuntimeError("register channels before ChannelManager.run()")
+        if channel.name in self._registrations:
+            log.warning("channel replaced by a later one of the same name", channel=channel.name)
+        interval_s = channel.edit_interval_s if edit_interval_s is None else edit_interval_s
+        self._registrations[channel.name] = _Registration(channel, interval_s)
+        self._supervisors.pop(channel.name, None)
+        self.metrics.set_channel_up(channel.name, False)
+
+    def channel(self, name: str) -> Channel | None:
+        registration = self._registrations.get(name)
+        return None if registration is None else registration.channel
+
+    @property
+    def channels(self) -> list[Channel]:
+        return [registration.channel for registration in self._registrations.values()]
+
+    def supervisor(self, name: str) -> ChannelSupervisor | None:
+        return self._supervisors.get(name)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Supervise the channels and route outbound messages until `stop()` or cancellation."""
+        if self._running:
+            raise RuntimeError("ChannelManager.run() is already running")
+        self._running = True
+        self._finished.clear()
+        self._supervisors = {
+            name: ChannelSupervisor(
+                registration.channel,
+                self._publisher.inbound_sender,
+                self.metrics,
+                policy=self._restart_policy,
+                clock=self._clock,
+                sleep=self._sleep,
+                jitter=self._restart_jitter,
+            )
+            for name, registration in self._registrations.items()
+        }
+        router = OutboundRouter(
+            self._deliver_routed,
+            self._publisher.outbound_depth,
+            max_active_chats=self._max_active_chats,
+            max_queued=self._max_queued_messages,
+        )
+        self._router = router
+        try:
+            async with asyncio.TaskGroup() as group:
+                supervised = [
+                    group.create_task(supervisor.run(), name=f"channel:{name}")
+                    for name, supervisor in self._supervisors.items()
+                ]
+                routing = group.create_task(
+                    router.run(self._publisher.outbound()), name="outbound-router"
+                )
+                typing_loops = group.create_task(self.typing.run(), name="typing-indicators")
+                flusher = group.create_task(self.streams.run_flusher(), name="stream-flusher")
+                log.info("channels running", profile=self.profile, channels=list(self._supervisors))
+                await self._stop_requested.wait()
+                router.close_intake()
+                await self._within_grace("outbound-router", [routing])
+                self.typing.close()
+                await self._within_grace("typing-indicators", [typing_loops])
+                flusher.cancel()
+                await asyncio.gather(*(s.stop() for s in self._supervisors.values()))
+                await self._within_grace("channels", supervised)
+        finally:
+            self._running = False
+            self._stop_requested.clear()
+            self._finished.set()
+            log.info("channels stopped", profile=self.profile)
+
+    async def stop(self) -> None:
+        """Stop every channel and end `run()`, within a bound; safe to call more than once.
+
+        Without a running `run()` there is nothing to stop: it returns at once.
+        """
+        if self._running:
+            self._stop_requested.set()
+        await self._finished.wait()
+
+    async def drain(self) -> None:
+        """Until every outbound message published so far is delivered (or given up on)."""
+        router = self._router
+        if router is not None and self._running:
+            await router.wait_idle()
+
+    async def _within_grace(self, what: str, tasks: Collection[asyncio.Task[None]]) -> None:
+        if not tasks:
+            return
+        _done, late = await asyncio.wait(tasks, timeout=self._stop_grace_s)
+        if late:
+            log.warning(
+                "tasks did not end within the grace period; cancelling them",
+                profile=self.profile,
+                what=what,
+                tasks=sorted(task.get_name() for task in late),
+                grace_s=self._stop_grace_s,
+            )
+            for task in late:
+                task.cancel()
+            await asyncio.wait(late)
+
+    # -- health ---------------------------------------------------------------------------
+
+    async def health(self) -> dict[str, ChannelHealth]:
+        """Each channel's own health check, overruled by what its supervisor knows."""
+        names = list(self._registrations)
+        checks = await asyncio.gather(*(self._health_of(name) for name in names))
+        return dict(zip(names, checks, strict=True))
+
+    async def _health_of(self, name: str) -> ChannelHealth:
+        supervisor = self._supervisors.get(name)
+        if supervisor is None:
+            return ChannelHealth(HealthStatus.UNKNOWN, "not started")
+        if (override := supervisor.health_override()) is not None:
+            return override
+        try:
+            async with asyncio.timeout(self._health_timeout_s):
+                return await supervisor.channel.health_check()
+        except Exception as exc:
+            log.warning("channel health check failed", channel=name, error=str(exc))
+            return ChannelHealth.degraded(f"health check failed: {type(exc).__name__}: {exc}")
+
+    # -- delivery -------------------------------------------------------------------------
+
+    async def deliver(self, message: OutboundMessage) -> None:
+        """Deliver one outbound message; raises `DeliveryError` (logged and counted) on failure."""
+        registration = self._registrations.get(message.channel)
+        if registration is None:
+            error = DeliveryError(
+                f"no channel named {message.channel!r} in profile {self.profile!r}",
+                reason=Reason.NO_CHANNEL,
+                channel=message.channel,
+            )
+            self._delivery.record_failure(message.channel, message.chat_id, error)
+            raise error
+        try:
+            await self._dispatch(registration, message)
+        except DeliveryError as exc:
+            self._delivery.record_failure(message.channel, message.chat_id, exc)
+            raise
+
+    async def _dispatch(self, registration: _Registration, message: OutboundMessage) -> None:
+        channel = registration.channel
+        typing_signal = message.typing_signal
+        if typing_signal is not None:
+            if typing_signal:
+                self.typing.start(channel, message.chat_id)
+            else:
+                self.typing.stop(channel.name, message.chat_id)
+            return
+        streamed = message.stream_id is not None and not message.media
+        if streamed and message.is_stream_snapshot:
+            if channel.supports_edit():
+                await self.streams.snapshot(channel, message, registration.edit_interval_s)
+            return
+        # The reply itself is here: the indicator stops before it, or it would linger after.
+        self.typing.stop(channel.name, message.chat_id)
+        if streamed and channel.supports_edit():
+            await self.streams.final(channel, message)
+        else:
+            await self._delivery.send_message(channel, message)
+
+    async def _deliver_routed(self, message: OutboundMessage) -> None:
+        try:
+            await self.deliver(message)
+        except DeliveryError:
+            # Already logged with its context and counted by `deliver`; the router goes on.
+            return

@@ -1,0 +1,144 @@
+"""Which module builds each channel type, imported only when a profile uses that type.
+
+Platform SDKs are optional extras and slow to import: a profile without Discord never imports
+discord.py. A type maps to a `"module:factory"` string; the factory is called as
+`create(config, context) -> Channel`. Type `plugin` names a class of the user's own
+(`class_path: "pkg.module:Class"`), constructed as `Class(config, context)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Protocol
+
+from channels.allow import AllowList
+from channels.base import Channel
+from channels.errors import ChannelError
+
+CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
+    {
+        "telegram": "channels.telegram:create",
+        "discord": "channels.discord:create",
+        "slack": "channels.slack:create",
+        "api": "channels.api:create",
+        "cli": "channels.cli:create",
+    }
+)
+
+PLUGIN_TYPE = "plugin"
+
+#: The optional dependency behind a type: (top-level module it imports, distribution, extra).
+_OPTIONAL_SDKS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
+    {
+        "telegram": ("telegram", "python-telegram-bot", "telegram"),
+        "discord": ("discord", "discord.py", "discord"),
+        "slack": ("slack_bolt", "slack-bolt", "slack"),
+    }
+)
+
+
+class ChannelConfigLike(Protocol):
+    """What the registry reads of a channel's config (the `config` package's models)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def allow(self) -> Sequence[str | int]: ...
+
+    @property
+    def edit_interval_s(self) -> float | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelContext:
+    """What a channel may need beyond its config: whose it is and where it may keep files."""
+
+    profile: str
+    data_dir: Path
+
+
+class ChannelUnavailable(ChannelError):
+    """A configured channel type that cannot be built in this installation."""
+
+
+def build_channel(config: ChannelConfigLike, context: ChannelContext) -> Channel:
+    """Import the type's module (now, not before), build the channel, apply its allow list."""
+    if config.type == PLUGIN_TYPE:
+        target = _plugin_class_path(config)
+    else:
+        target = CHANNEL_TYPES.get(config.type, "")
+        if not target:
+            known = ", ".join([*CHANNEL_TYPES, PLUGIN_TYPE])
+            raise ChannelUnavailable(
+                f"unknown channel type {config.type!r}", suggestion=f"use one of: {known}"
+            )
+    factory = _load(config.type, target)
+    channel = factory(config, context)
+    if not isinstance(channel, Channel):
+        raise ChannelUnavailable(
+            f"{target} returned {type(channel).__name__}, not a Channel",
+            suggestion="the factory or plugin class must build a channels.base.Channel",
+        )
+    channel.allow = AllowList(config.allow)
+    return channel
+
+
+def _plugin_class_path(config: ChannelConfigLike) -> str:
+    class_path = getattr(config, "class_path", None)
+    if class_path is None:
+        options = getattr(config, "options", None)
+        if isinstance(options, Mapping):
+            class_path = options.get("class_path")
+        elif options is not None:
+            class_path = getattr(options, "class_path", None)
+    if not isinstance(class_path, str) or ":" not in class_path:
+        raise ChannelUnavailable(
+            "a plugin channel needs class_path",
+            suggestion='set class_path: "package.module:ClassName"',
+        )
+    return class_path
+
+
+def _load(channel_type: str, target: str) -> ChannelFactory:
+    module_name, _, attribute = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise _missing(channel_type, module_name, exc) from exc
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise ChannelUnavailable(
+            f"channel type {channel_type!r}: {module_name} has no {attribute}",
+            suggestion=f"check the name after the colon in {target!r}",
+        )
+    return factory  # type: ignore[no-any-return]
+
+
+def _missing(channel_type: str, module_name: str, exc: ModuleNotFoundError) -> ChannelUnavailable:
+    missing = exc.name or module_name
+    sdk = _OPTIONAL_SDKS.get(channel_type)
+    if sdk is not None and missing.partition(".")[0] == sdk[0]:
+        _, distribution, extra = sdk
+        return ChannelUnavailable(
+            f"channel type {channel_type!r} needs the optional dependency {distribution}",
+            suggestion=f"pip install 'octos-gateway[{extra}]'",
+        )
+    if channel_type == PLUGIN_TYPE:
+        return ChannelUnavailable(
+            f"plugin channel module {module_name!r} cannot be imported (no module {missing!r})",
+            suggestion="check class_path and that the plugin's package is installed",
+        )
+    return ChannelUnavailable(
+        f"channel type {channel_type!r} is not available in this installation "
+        f"(no module {missing!r})",
+        suggestion="install a release of octos-gateway that ships it, or remove the channel",
+    )
+
+
+class ChannelFactory(Protocol):
+    def __call__(self, config: ChannelConfigLike, context: ChannelContext, /) -> object: ...

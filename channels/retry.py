@@ -1,0 +1,206 @@
+"""The one retry policy every channel's sends and edits go through.
+
+Channels translate their SDK's failures into `channels.errors`; this module decides what each
+means: a rate limit waits the platform's own `retry_after`, a transient failure backs off
+exponentially with jitter, a refusal that re-sending cannot fix gives up at once. Whatever gives
+up leaves as a typed `DeliveryError` whose `reason` is a short label for metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import aiohttp
+import structlog
+
+from channels.errors import (
+    AuthError,
+    DeliveryError,
+    FormattingRejected,
+    MessageNotModified,
+    MessageTooLong,
+    RateLimited,
+    TransientError,
+)
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+#: Maps a computed backoff delay to the delay actually waited (randomised in production).
+Jitter = Callable[[float], float]
+
+
+class Reason:
+    """The labels `DeliveryError.reason` and the metrics use."""
+
+    RATE_LIMITED = "rate_limited"
+    TRANSIENT = "transient"
+    TOO_LONG = "too_long"
+    AUTH = "auth"
+    FORMATTING = "formatting"
+    NO_CHANNEL = "no_channel"
+    UNKNOWN = "unknown"
+
+
+def full_jitter(delay_s: float) -> float:
+    """Anywhere in [0, delay]: spreads reconnecting clients the most (AWS "full jitter")."""
+    return random.uniform(0.0, delay_s)
+
+
+def equal_jitter(delay_s: float) -> float:
+    """Half fixed, half random: never retries at once, still spreads retries out."""
+    return delay_s / 2 + random.uniform(0.0, delay_s / 2)
+
+
+def no_jitter(delay_s: float) -> float:
+    return delay_s
+
+
+def backoff_delay_s(attempt: int, base_s: float, cap_s: float) -> float:
+    """`base * 2**(attempt-1)`, capped; attempt 1 waits `base`."""
+    if attempt < 1:
+        return 0.0
+    # The exponent is bounded so a long failure streak cannot overflow a float.
+    return min(cap_s, base_s * 2.0 ** min(attempt - 1, 62))
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Failures worth trying again after a pause, including the ones a channel forgot to wrap."""
+    return isinstance(exc, TransientError | TimeoutError | OSError | aiohttp.ClientError)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 30.0
+    #: A platform asking for a longer pause than this is obeyed only this far.
+    max_retry_after_s: float = 300.0
+    #: Bounds each single attempt, in case a channel's own timeouts are missing.
+    attempt_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
+
+
+RetryListener = Callable[[str, str], None]
+"""Called as `(channel, reason)` before every retry, for metrics."""
+
+
+class Retrier:
+    """Runs one platform call under the retry policy."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy | None = None,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        jitter: Jitter = equal_jitter,
+        on_retry: RetryListener | None = None,
+    ) -> None:
+        self.policy = policy or RetryPolicy()
+        self._sleep = sleep
+        self._jitter = jitter
+        self._on_retry = on_retry
+
+    async def call(
+        self,
+        operation: Callable[[], Awaitable[T]],
+        *,
+        channel: str,
+        chat_id: str,
+        action: str,
+    ) -> T | None:
+        """The operation's result, or `None` when the platform said "not modified".
+
+        `FormattingRejected` is passed through untouched: only the caller knows the plain
+        text to fall back to. Every other failure that ends the attempts is a `DeliveryError`.
+        """
+        policy = self.policy
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with asyncio.timeout(policy.attempt_timeout_s):
+                    return await operation()
+            except MessageNotModified:
+                return None
+            except (FormattingRejected, DeliveryError):
+                raise
+            except RateLimited as exc:
+                reason, delay_s = (
+                    Reason.RATE_LIMITED,
+                    min(exc.retry_after_s, policy.max_retry_after_s),
+                )
+                error: Exception = exc
+            except (MessageTooLong, AuthError) as exc:
+                reason = Reason.TOO_LONG if isinstance(exc, MessageTooLong) else Reason.AUTH
+                raise self._give_up(exc, reason, channel, chat_id, action, attempt) from exc
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise self._give_up(
+                        exc, Reason.UNKNOWN, channel, chat_id, action, attempt
+                    ) from exc
+                reason, error = Reason.TRANSIENT, exc
+                delay_s = self._jitter(
+                    backoff_delay_s(attempt, policy.backoff_base_s, policy.backoff_cap_s)
+                )
+            if attempt >= policy.max_attempts:
+                raise self._give_up(error, reason, channel, chat_id, action, attempt) from error
+            log.info(
+                "channel call failed, retrying",
+                channel=channel,
+                chat_id=chat_id,
+                action=action,
+                attempt=attempt,
+                reason=reason,
+                delay_s=round(delay_s, 3),
+                error=str(error),
+            )
+            if self._on_retry is not None:
+                self._on_retry(channel, reason)
+            await self._sleep(delay_s)
+
+    @staticmethod
+    def _give_up(
+        exc: Exception, reason: str, channel: str, chat_id: str, action: str, attempts: int
+    ) -> DeliveryError:
+        described = f"{type(exc).__name__}: {exc}"
+        return DeliveryError(
+            f"{action} to chat {chat_id} failed after {attempts} attempt(s) ({described})",
+            reason=reason,
+            channel=channel,
+            attempts=attempts,
+        )
+
+
+async def sleep_unless_set(event: asyncio.Event, delay_s: float, sleep: Sleep) -> bool:
+    """Wait `delay_s` with `sleep`, or less if `event` is set first; True if it was set."""
+    if event.is_set():
+        return True
+
+    async def sleep_through() -> None:
+        await sleep(delay_s)
+
+    sleeper = asyncio.create_task(sleep_through(), name="sleep")
+    waker = asyncio.create_task(event.wait(), name="wake-on-event")
+    try:
+        await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (sleeper, waker):
+            task.cancel()
+        # Waiting (rather than awaiting each task) lets our own cancellation propagate
+        # while the children's expected CancelledError stays theirs.
+        await asyncio.wait({sleeper, waker})
+    for task in (sleeper, waker):
+        if not task.cancelled() and (error := task.exception()) is not None:
+            raise error
+    return event.is_set()

@@ -1,0 +1,150 @@
+"""The outbound router: from the bus to per-chat delivery lanes.
+
+Messages to one chat (channel, chat_id) are delivered one at a time, in order, by that chat's
+lane; different chats proceed concurrently, at most `max_active_chats` at once, so one slow chat
+(a rate limit, a long retry) does not hold the others back. At most `max_queued` messages wait
+in lanes; past that the router stops reading the bus, which pushes back on the agent instead of
+buffering without bound. A stream snapshot with a newer message of the same stream queued
+behind it is skipped: snapshots are whole texts, so only the newest matters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from bus import OutboundMessage
+
+log = structlog.get_logger(__name__)
+
+LaneKey = tuple[str, str]
+
+
+@dataclass(eq=False)
+class _Lane:
+    items: deque[tuple[int, OutboundMessage]] = field(default_factory=deque)
+    #: stream_id -> sequence number of that stream's newest message in this lane
+    newest: dict[str, int] = field(default_factory=dict)
+
+    def superseded(self, seq: int, message: OutboundMessage) -> bool:
+        stream_id = message.stream_id
+        if stream_id is None:
+            return False
+        newest = self.newest.get(stream_id, seq)
+        if newest == seq:
+            del self.newest[stream_id]
+        return message.is_stream_snapshot and newest > seq
+
+
+class OutboundRouter:
+    """Reads one outbound source and delivers it through per-chat lanes; one router per run."""
+
+    def __init__(
+        self,
+        deliver: Callable[[OutboundMessage], Awaitable[None]],
+        source_depth: Callable[[], int],
+        *,
+        max_active_chats: int = 64,
+        max_queued: int = 1024,
+    ) -> None:
+        self._deliver = deliver
+        self._source_depth = source_depth
+        self._active_chats = asyncio.Semaphore(max_active_chats)
+        self._queue_slots = asyncio.Semaphore(max_queued)
+        self._lanes: dict[LaneKey, _Lane] = {}
+        self._seq = 0
+        self._in_flight = 0
+        self._changed = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
+        self._finished = False
+
+    @property
+    def active_chats(self) -> int:
+        return len(self._lanes)
+
+    async def run(self, source: AsyncIterator[OutboundMessage]) -> None:
+        """Until the source ends (or `close_intake()`) and every lane has delivered."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._reader = group.create_task(self._read(source, group), name="outbound-reader")
+        finally:
+            self._finished = True
+            self._changed.set()
+
+    def close_intake(self) -> None:
+        """Stop reading the source; what the lanes already hold is still delivered."""
+        if self._reader is not None:
+            self._reader.cancel()
+
+    async def wait_idle(self) -> None:
+        """Until every message read so far is delivered and the source has nothing waiting,
+        or the router has finished."""
+        while True:
+            self._changed.clear()
+            if self._finished or (self._in_flight == 0 and self._source_depth() == 0):
+                return
+            await self._changed.wait()
+
+    async def _read(self, source: AsyncIterator[OutboundMessage], group: asyncio.TaskGroup) -> None:
+        async for message in source:
+            self._in_flight += 1
+            try:
+                lane = await self._lane_for(message, group)
+            except asyncio.CancelledError:
+                self._in_flight -= 1
+                self._changed.set()
+                raise
+            # No await between finding the lane and appending: a lane only closes when empty.
+            self._seq += 1
+            lane.items.append((self._seq, message))
+            if message.stream_id is not None:
+                lane.newest[message.stream_id] = self._seq
+
+    async def _lane_for(self, message: OutboundMessage, group: asyncio.TaskGroup) -> _Lane:
+        """The chat's lane, opened when needed, once the message has a queue slot."""
+        await self._queue_slots.acquire()
+        key = (message.channel, message.chat_id)
+        lane = self._lanes.get(key)
+        if lane is None:
+            try:
+                await self._active_chats.acquire()
+            except asyncio.CancelledError:
+                self._queue_slots.release()
+                raise
+            lane = _Lane()
+            self._lanes[key] = lane
+            group.create_task(self._drain(key, lane), name=f"deliver:{key[0]}:{key[1]}")
+        return lane
+
+    async def _drain(self, key: LaneKey, lane: _Lane) -> None:
+        try:
+            while lane.items:
+                seq, message = lane.items.popleft()
+                try:
+                    if not lane.superseded(seq, message):
+                        await self._deliver_one(message)
+                finally:
+                    self._queue_slots.release()
+                    self._in_flight -= 1
+                    self._changed.set()
+        finally:
+            del self._lanes[key]
+            self._active_chats.release()
+            self._changed.set()
+
+    async def _deliver_one(self, message: OutboundMessage) -> None:
+        try:
+            await self._deliver(message)
+        except Exception as exc:
+            # Supervision point (per message): one bad message must never stop the router.
+            log.error(
+                "outbound message failed",
+                channel=message.channel,
+                chat_id=message.chat_id,
+                error=f"{type(exc).__name__}: {exc}",
+                exc_info=exc,
+            )

@@ -1,0 +1,300 @@
+"""Stream editing: a streamed reply shown growing in one message, edited in place.
+
+The agent sends snapshots (the whole reply so far) sharing a `stream_id`; the last one has
+`stream_final`. On a channel that can edit, the first snapshot is sent and later ones edit that
+message, at most once per `edit_interval_s`. Snapshots arriving within the interval are
+coalesced: only the newest is kept, and the flusher shows it once the interval has passed (or
+the final replaces it). Identical edits are skipped. When the text would pass the platform's
+limit, measured after formatting, the message is finished at a natural break and the rest
+continues in a new message.
+
+Where a message starts: each message shows `carry + snapshot[offset:]`. At a rollover, `carry`
+becomes the raw text of the splitter's last chunk and `offset` the end of the snapshot, so the
+next message continues exactly where the splitter put the break (including a code fence the
+splitter reopened), without mapping chunks back onto the raw text. Snapshots are expected to
+grow by appending, which is what an LLM stream does.
+
+The final edits in place through `finish_stream`. When its text equals what is shown, no call is
+made, unless the channel overrides `finish_stream` (then the platform needs to hear the end of
+the stream, e.g. a finish flag, and gets exactly one call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import structlog
+
+from bus import OutboundMessage
+from channels.base import Channel
+from channels.delivery import Chunk, Delivery, fit_chunks
+from channels.errors import DeliveryError
+from channels.retry import Clock, Reason, Sleep, sleep_unless_set
+
+log = structlog.get_logger(__name__)
+
+StreamKey = tuple[str, str, str]
+"""(channel, chat_id, stream_id)"""
+
+
+_FENCE_STARTS = ("```", "~~~")
+
+
+def _continuation(tail: str, snapshot: str) -> str:
+    """The raw text the next message starts with: the splitter's last chunk, minus a fence
+    it closed at the very end (more code is still coming into that block)."""
+    carry = tail.rstrip()
+    body, _, last_line = carry.rpartition("\n")
+    closed_by_splitter = (
+        body
+        and last_line.lstrip().startswith(_FENCE_STARTS)
+        and not snapshot.rstrip().endswith(last_line)
+    )
+    return body.rstrip() if closed_by_splitter else carry
+
+
+def needs_finish_call(channel: Channel) -> bool:
+    """A channel that overrides `finish_stream` wants it called even for an unchanged text."""
+    return type(channel).finish_stream is not Channel.finish_stream
+
+
+@dataclass(eq=False)
+class _Stream:
+    channel: Channel
+    template: OutboundMessage
+    edit_interval_s: float
+    touched_at: float
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    message_id: str | None = None
+    #: What the current message shows, as the platform was sent it.
+    shown: str = ""
+    carry: str = ""
+    offset: int = 0
+    last_edit_at: float | None = None
+    #: The newest snapshot not yet shown, waiting for the edit interval to pass.
+    pending: str | None = None
+    #: The platform returned no id for a new message: only the final will be sent.
+    without_id: bool = False
+    sent_any: bool = False
+    closed: bool = False
+
+    @property
+    def chat_id(self) -> str:
+        return self.template.chat_id
+
+    def display(self, snapshot: str) -> str:
+        return self.carry + snapshot[self.offset :]
+
+    def edit_due_at(self) -> float:
+        return (
+            float("-inf") if self.last_edit_at is None else self.last_edit_at + self.edit_interval_s
+        )
+
+    def next_reply_to(self) -> str | None:
+        return None if self.sent_any else self.template.reply_to
+
+
+class StreamEditor:
+    """The state of every stream being shown, and the edits that show them."""
+
+    def __init__(
+        self,
+        delivery: Delivery,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        ttl_s: float = 600.0,
+    ) -> None:
+        self._delivery = delivery
+        self._clock = clock
+        self._sleep = sleep
+        self._ttl_s = ttl_s
+        self._streams: dict[StreamKey, _Stream] = {}
+        self._pending_added = asyncio.Event()
+        self._next_expiry_at = float("-inf")
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    async def snapshot(
+        self, channel: Channel, message: OutboundMessage, edit_interval_s: float
+    ) -> None:
+        """Show an intermediate snapshot, now or (coalesced) once the edit interval passed."""
+        assert message.stream_id is not None
+        self._expire_abandoned()
+        key = (channel.name, message.chat_id, message.stream_id)
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = _Stream(channel, message, edit_interval_s, touched_at=self._clock())
+            self._streams[key] = stream
+        async with stream.lock:
+            if stream.closed or stream.without_id:
+                return
+            now = self._clock()
+            stream.touched_at = now
+            if stream.message_id is not None and now < stream.edit_due_at():
+                stream.pending = message.content
+                self._pending_added.set()
+                return
+            stream.pending = None
+            await self._show(stream, message.content)
+
+    async def final(self, channel: Channel, message: OutboundMessage) -> None:
+        """Finish the stream with its final text; a stream never seen is sent as a reply."""
+        assert message.stream_id is not None
+        stream = self._streams.pop((channel.name, message.chat_id, message.stream_id), None)
+        if stream is None:
+            await self._delivery.send_message(channel, message)
+            return
+        async with stream.lock:
+            stream.closed = True
+            stream.pending = None
+            rest = stream.display(message.content)
+            if stream.without_id or stream.message_id is None:
+                await self._delivery.send_message(
+                    channel,
+                    message.model_copy(
+                        update={"content": rest, "reply_to": stream.next_reply_to()}
+                    ),
+                )
+                return
+            if not rest.strip():
+                return
+            chunks = fit_chunks(channel, rest)
+            await self._complete(stream, chunks[0], final=True)
+            await self._delivery.send_chunks(channel, stream.template, chunks[1:], first=False)
+
+    def next_flush_delay_s(self) -> float | None:
+        """Seconds until the earliest coalesced snapshot may be shown; None if there is none."""
+        due = [s.edit_due_at() for s in self._streams.values() if s.pending is not None]
+        if not due:
+            return None
+        return max(0.0, min(due) - self._clock())
+
+    async def flush_due(self) -> None:
+        """Show every coalesced snapshot whose edit interval has passed."""
+        now = self._clock()
+        for stream in list(self._streams.values()):
+            if stream.pending is None or stream.edit_due_at() > now:
+                continue
+            async with stream.lock:
+                # The lane may have shown a newer snapshot while this waited for the lock.
+                if stream.closed or stream.pending is None or stream.edit_due_at() > self._clock():
+                    continue
+                snapshot, stream.pending = stream.pending, None
+                try:
+                    await self._show(stream, snapshot)
+                except DeliveryError as exc:
+                    self._delivery.record_failure(stream.channel.name, stream.chat_id, exc)
+                except Exception as exc:
+                    # Supervision point (per message): a channel's bug must not end the flusher.
+                    log.error(
+                        "showing a stream snapshot failed",
+                        channel=stream.channel.name,
+                        chat_id=stream.chat_id,
+                        error=f"{type(exc).__name__}: {exc}",
+                        exc_info=exc,
+                    )
+
+    async def run_flusher(self) -> None:
+        """Show coalesced snapshots when they fall due, so a pause in the stream (a long tool
+        call) does not leave an old text on screen. Runs until cancelled."""
+        while True:
+            self._pending_added.clear()
+            delay_s = self.next_flush_delay_s()
+            if delay_s is None:
+                await self._pending_added.wait()
+            elif delay_s > 0:
+                await sleep_unless_set(self._pending_added, delay_s, self._sleep)
+            else:
+                await self.flush_due()
+            self._expire_abandoned()
+
+    async def _show(self, stream: _Stream, snapshot: str) -> None:
+        display = stream.display(snapshot)
+        if not display.strip():
+            return
+        channel = stream.channel
+        formatted = channel.format_outbound(display)
+        if not channel.limit.fits(formatted):
+            chunks = fit_chunks(channel, display, max_chunks=None)
+            if len(chunks) > 1:
+                await self._roll_over(stream, snapshot, chunks)
+                return
+        chunk = Chunk(display, formatted)
+        if stream.message_id is None:
+            await self._open(stream, chunk)
+        elif formatted != stream.shown:
+            await self._delivery.edit(channel, stream.chat_id, stream.message_id, chunk)
+            stream.shown = formatted
+            stream.last_edit_at = self._clock()
+
+    async def _roll_over(self, stream: _Stream, snapshot: str, chunks: list[Chunk]) -> None:
+        """Finish the current message at the splitter's first break; continue in a new one."""
+        head, middle, tail = chunks[0], chunks[1:-1], chunks[-1]
+        await self._complete(stream, head, final=False)
+        await self._delivery.send_chunks(stream.channel, stream.template, middle, first=False)
+        stream.message_id, stream.shown = None, ""
+        stream.carry = _continuation(tail.raw, snapshot)
+        stream.offset = len(snapshot.rstrip())
+        await self._open(stream, Chunk(stream.carry, stream.channel.format_outbound(stream.carry)))
+
+    async def _open(self, stream: _Stream, chunk: Chunk) -> None:
+        message_id = await self._delivery.send_chunk_with_id(
+            stream.channel, stream.template, chunk, reply_to=stream.next_reply_to()
+        )
+        stream.sent_any = True
+        stream.last_edit_at = self._clock()
+        if message_id is None:
+            stream.without_id = True
+            log.info(
+                "channel returned no message id; only the final reply will be sent",
+                channel=stream.channel.name,
+                chat_id=stream.chat_id,
+            )
+            return
+        stream.message_id, stream.shown = message_id, chunk.formatted
+
+    async def _complete(self, stream: _Stream, chunk: Chunk, *, final: bool) -> None:
+        """Give the current message its last text (or send it, if there is no message yet)."""
+        channel = stream.channel
+        if stream.message_id is None:
+            await self._delivery.send_chunk(
+                channel, stream.template, chunk, reply_to=stream.next_reply_to()
+            )
+            stream.sent_any = True
+            return
+        if chunk.formatted == stream.shown and not needs_finish_call(channel):
+            return
+        # The final may come right after an edit; it waits for its slot like any edit.
+        if (wait_s := stream.edit_due_at() - self._clock()) > 0:
+            await self._sleep(wait_s)
+        try:
+            await self._delivery.finish(channel, stream.chat_id, stream.message_id, chunk)
+        except DeliveryError as exc:
+            if not final or exc.reason != Reason.UNKNOWN:
+                raise
+            # The message may be gone (deleted by the user): the final text still gets out.
+            log.warning(
+                "finishing the streamed message failed; sending the final text anew",
+                channel=channel.name,
+                chat_id=stream.chat_id,
+                error=str(exc),
+            )
+            await self._delivery.send_chunk(channel, stream.template, chunk, reply_to=None)
+        stream.shown = chunk.formatted
+        stream.last_edit_at = self._clock()
+
+    def _expire_abandoned(self) -> None:
+        """Forget streams whose final never came; checked at most ten times per TTL."""
+        now = self._clock()
+        if now < self._next_expiry_at:
+            return
+        self._next_expiry_at = now + self._ttl_s / 10
+        expired = [k for k, s in self._streams.items() if now - s.touched_at > self._ttl_s]
+        for key in expired:
+            stream = self._streams.pop(key)
+            stream.closed = True
+            log.info("abandoned stream expired", channel=key[0], chat_id=key[1], stream_id=key[2])

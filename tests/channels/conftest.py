@@ -1,0 +1,114 @@
+"""Fixtures for the channel layer: a fake clock whose sleeps return at once, metrics, a bus."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from bus import AgentHandle, BusPublisher, create_bus
+from channels.manager import ChannelManager
+from channels.metrics import ChannelMetrics
+from channels.retry import no_jitter
+from tests.channels.recording import RecordingChannel
+
+PROFILE = "p1"
+
+
+class FakeClock:
+    """Monotonic time that moves only when told to, or when something sleeps on it."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += max(0.0, seconds)
+        # Still a scheduling point, as a real sleep is.
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def metrics(registry: CollectorRegistry) -> ChannelMetrics:
+    return ChannelMetrics(registry, PROFILE)
+
+
+@pytest.fixture
+def bus() -> tuple[AgentHandle, BusPublisher]:
+    return create_bus(64)
+
+
+ManagerFactory = Callable[..., ChannelManager]
+ChannelFactory = Callable[..., RecordingChannel]
+
+
+@pytest.fixture
+def make_channel(clock: FakeClock) -> ChannelFactory:
+    """Recording channels that timestamp their calls with the fake clock."""
+
+    def make(
+        *args: object, cls: type[RecordingChannel] = RecordingChannel, **kw: object
+    ) -> RecordingChannel:
+        return cls(*args, clock=clock, **kw)  # type: ignore[arg-type]
+
+    return make
+
+
+@pytest.fixture
+def make_manager(
+    clock: FakeClock, metrics: ChannelMetrics, bus: tuple[AgentHandle, BusPublisher]
+) -> ManagerFactory:
+    """A manager on the fake clock, without jitter, so every delay is exact."""
+
+    def make(**overrides: object) -> ChannelManager:
+        options: dict[str, object] = {
+            "metrics": metrics,
+            "clock": clock,
+            "sleep": clock.sleep,
+            "jitter": no_jitter,
+            "stop_grace_s": 1.0,
+        }
+        options.update(overrides)
+        return ChannelManager(PROFILE, bus[1], **options)  # type: ignore[arg-type]
+
+    return make
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Callable[[ChannelManager], asyncio.Task[None]]]:
+    """Start managers in the background; each is stopped (and awaited) at the end of the test."""
+    started: list[tuple[ChannelManager, asyncio.Task[None]]] = []
+
+    def start(manager: ChannelManager) -> asyncio.Task[None]:
+        task = asyncio.create_task(manager.run(), name="manager-under-test")
+        started.append((manager, task))
+        return task
+
+    yield start
+    for manager, task in started:
+        await asyncio.wait_for(manager.stop(), timeout=5)
+        await asyncio.wait_for(task, timeout=5)
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    value = registry.get_sample_value(name, {"profile": PROFILE, **labels})
+    return 0.0 if value is None else value

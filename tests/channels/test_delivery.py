@@ -1,0 +1,368 @@
+"""Delivery of whole replies: splitting, formatting and the one retry policy."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry
+
+from bus import OutboundMessage
+from channels.base import FORMATTED
+from channels.errors import (
+    AuthError,
+    DeliveryError,
+    FormattingRejected,
+    MessageNotModified,
+    MessageTooLong,
+    RateLimited,
+    TransientError,
+)
+from channels.limits import PlatformLimit
+from channels.retry import RetryPolicy
+from tests.channels.conftest import ChannelFactory, FakeClock, ManagerFactory, sample
+
+TEXT = (
+    "The first sentence is here. A second one follows it.\n\n"
+    "A new paragraph starts now, with several words in it."
+)
+
+
+def reply(content: str, **fields: object) -> OutboundMessage:
+    return OutboundMessage(channel="rec", chat_id="c1", content=content, **fields)
+
+
+def words(texts: list[str]) -> list[str]:
+    return " ".join(texts).split()
+
+
+async def test_splits_to_a_tiny_limit_in_order(
+    make_manager: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    channel = make_channel(limit=PlatformLimit(20, "chars"))
+    manager = make_manager()
+    manager.register(channel)
+
+    await manager.deliver(reply(TEXT, reply_to="in-7"))
+
+    sent = channel.of("send")
+    assert len(sent) > 3
+    assert all(len(call.content) <= 20 for call in sent)
+    assert words([call.content for call in sent]) == TEXT.split()
+    assert [call.message.reply_to for call in sent if call.message] == ["in-7"] + [None] * (
+        len(sent) - 1
+    )
+    assert not any(call.formatted for call in sent)
+
+
+async def test_resplits_when_formatting_grows_the_text(
+    make_manager: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    # Every "e" becomes three characters once formatted: raw chunks of 20 no longer fit.
+    channel = make_channel(
+        limit=PlatformLimit(20, "chars"), formatter=lambda text: text.replace("e", "<e>")
+    )
+    manager = make_manager()
+    manager.register(channel)
+
+    await manager.deliver(reply(TEXT))
+
+    sent = channel.of("send")
+    assert all(len(call.content) <= 20 for call in sent)
+    assert all(call.formatted for call in sent if "<e>" in call.content)
+    assert words([call.content.replace("<e>", "e") for call in sent]) == TEXT.split()
+
+
+async def test_limit_is_measured_in_the_platforms_unit(
+    make_manager: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    channel = make_channel(limit=PlatformLimit(12, "utf16"))
+    manager = make_manager()
+    manager.register(channel)
+
+    await manager.deliver(reply("😀😀😀😀 😀😀😀😀 😀😀😀😀"))
+
+    assert [call.content for call in channel.of("send")] == ["😀😀😀😀", "😀😀😀😀", "😀😀😀😀"]
+
+
+async def test_rate_limit_waits_exactly_retry_after_and_delivers_once(
+    make_manager: ManagerFactory,
+    make_channel: ChannelFactory,
+    clock: FakeClock,
+    registry: CollectorRegistry,
+) -> None:
+    channel = make_channel()
+    channel.fail("send", RateLimited(7.5))
+    manager = make_manager()
+    manager.register(channel)
+
+    await manager.deliver(reply("hello"))
+
+    assert clock.sleeps == [7.5]
+    assert channel.delivered == ["hello"]
+    assert len(channel.of("send", ok=False)) == 2
+    assert sample(registry, "octos_send_retries_total", channel="rec", reason="rate_limited") == 1
+    assert sample(registry, "octos_messages_out_total", channel="rec") == 1
+
+
+async def test_rate_limit_wait_is_capped(
+    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+) -> None:
+    channel = make_channel()
+    channel.fail("send", RateLimited(86_400))
+    manager = make_manager(retry_policy=RetryPolicy(max_retry_after_s=300))
+    manager.register(channel)
+
+    await manager.deliver(reply("hello"))
+
+    assert clock.sleeps == [300]
+    assert channel.delivered == ["hello"]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        TransientError("502 bad gateway"),
+        TimeoutError(),
+        ConnectionResetError("reset by peer"),
+        aiohttp.ServerDisconnectedError(),
+    ],
+    ids=["transient", "timeout", "oserror", "aiohttp"],
+)
+async def test_transient_errors_back_off_exponentially(
+    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock, error: Exception
+) -> None:
+    channel = make_channel()
+    channel.fail("send", error, error, error)
+    manager = make_manager()
+    manager.register(channel)
+
+    await manager.deliver(reply("hello"))
+
+    assert clock.sleeps == [1.0, 2.0, 4.0]
+    assert channel.delivered == ["hello"]
+
+
+async def test_gives_up_after_max_attempts_with_a_typed_error(
+    make_manager: ManagerFactory,
+    make_channel: ChannelFactory,
+    clock: FakeClock,
+    registry: CollectorRegistry,
+) -> None:
+    channel = make_channel()
+    channel.fail("send", *[TransientError("down")] * 5)
+    manager = make_manager(retry_policy=RetryPolicy(max_attempts=5, backoff_cap_s=5.0))
+    manager.register(channel)
+
+    with pytest.raises(DeliveryError) as caught:
+        await manager.deliver(reply("hello"))
+
+    assert caught.value.reason == "transient"
+    assert caught.value.attempts == 5
+    assert caught.value.channel == "rec"
+    assert clock.sleeps == [1.0, 2.0, 4.0, 5.0]
+    assert channel.delivered == []
+    assert sample(registry, "octos_send_errors_total", channel="rec", reason="transient") == 1
+    assert sample(registry, "octos_send_retries_total", channel="rec", reason="transient") == 4
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [(MessageTooLong("too long"), "too_long"), (AuthError("401"), "auth")],
+)
+async def test_refusals_are_never_retried(
+    make_manager: ManagerFactory,
+    make_channel: ChannelFactory,
+    clock: FakeClock,
+    registry: CollectorRegistry,
+    error: Exception,
+    reason: str,
+) -> None:
+    channel = make_channel()
+    channel.fail("send", error)
+    manager = make_manager()
+    manager.register(channel)
+
+    with pytest.raises(DeliveryError) as caught:
+        await manager.deliver(reply("hello"))
+
+    assert caught.value.reason == reason
+    assert caught.value.attempts == 1
+    assert clock.sleeps == []
+    assert len(channel.of("send", ok=False)) == 1
+    assert sample(registry, "octos_send_errors_total", channel="rec", reason=reason) == 1
+
+
+async def test_unexpected_errors_give_up_as_unknown(
+    make_manager: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    channel = make_channel()
+    channel.fail("send", ValueError("a bug in the channel"))
+    manager = make_manager()
+    manager.register(channel)
+
+    with pytest.raises(DeliveryError) as caught:
+        await manager.deliver(reply("hello"))
+
+    assert caught.value.reason == "unknown"
+    assert isinstance(caught.value.__cause__, ValueError)
+
+
+async def test_formatting_rejection_is_resent_as_plain_text(
+    make_manager: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    channel = make_channel(
+        formatter=lambda text: text.replace("**", "<b>", 1).replace("**", "</b>", 1)
+    )
+    channel.fail("send", FormattingRejected("can't parse entities"))
+    manager = make_manager()
+    manager.register(channel)
+
+    await manager.deliver(reply("a **bold** word", reply_to="in-1"))
+
+    rejected, accepted = channel.of("send", ok=False)
+    assert rejected.content == "a <b>bold</b> word"
+    assert rejected.formatted
+    assert accepted.content == "a **bold** word"
+    assert accepted.ok
+    assert not accepted.formatted
+    assert accepted.message is not None
+    assert accepted.message.reply_to == "in-1"
+
+
+async def test_formatting_rejection_of_plain_text_gives_up(
+    make_manager: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    channel = make_channel()
+    channel.fail("send", FormattingRejected("can't parse entities"))
+    manager = make_manager()
+    manager.register(channel)
+
+    with pytest.raises(DeliveryError) as caught:
+        await manager.deliver(reply("plain"))
+
+    assert caught.value.reason == "formatting"
+    assert len(channel.of("send", ok=False)) == 1
+
+
+async def test_not_modified_counts_as_success(
+    make_manager: ManagerFactory,
+    make_channel: ChannelFactory,
+    clock: FakeClock,
+    registry: CollectorRegistry,
+) -> None:
+    channel = make_channel(editable=True, edit_interval_s=1.0)
+    channel.fail("edit", MessageNotModified("message is not modified"))
+    manager = make_manager()
+    manager.register(channel)
+
+    await manager.deliver(reply("one", stream_id="s", stream_final=False))
+    clock.advance(1.0)
+    await manager.deliver(reply("one two", stream_id="s", stream_final=False))
+    await manager.deliver(reply("one two", stream_id="s"))
+
+    # One edit, refused as "not modified": taken as shown, so the equal final needs no call.
+    assert [call.kind for call in channel.calls] == ["send_with_id", "edit"]
+    assert clock.sleeps == []
+    assert sample(registry, "octos_send_errors_total", channel="rec", reason="unknown") == 0
+    assert len(manager.streams) == 0
+
+
+async def test_first_failure_stops_the_remaining_chunks(
+    make_manager: ManagerFactory, make_channel: ChannelFactory, registry: CollectorRegistry
+) -> None:
+    channel = make_channel(limit=PlatformLimit(20, "chars"))
+    channel.fail("send", None, MessageTooLong("no"))
+    manager = make_manager()
+    manager.register(channel)
+
+    with pytest.raises(DeliveryError):
+        await manager.deliver(reply(TEXT))
+
+    assert len(channel.of("send", ok=False)) == 2
+    assert len(channel.delivered) == 1
+    assert sample(registry, "octos_send_errors_total", channel="rec", reason="too_long") == 1
+
+
+async def test_media_is_sent_whole(
+    make_manager: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    channel = make_channel(limit=PlatformLimit(10, "chars"))
+    manager = make_manager()
+    manager.register(channel)
+
+    await manager.deliver(reply("a caption longer than ten", media=["/tmp/photo.png"]))
+
+    assert channel.delivered == ["a caption longer than ten"]
+
+
+async def test_empty_messages_are_skipped_unless_they_carry_metadata(
+    make_manager: ManagerFactory,
+    make_channel: ChannelFactory,
+) -> None:
+    channel = make_channel()
+    manager = make_manager()
+    manager.register(channel)
+
+    await manager.deliver(reply(""))
+    await manager.deliver(reply("   "))
+    await manager.deliver(reply("", metadata={"reaction": "👍"}))
+
+    sent = channel.of("send")
+    assert len(sent) == 1
+    assert sent[0].message is not None
+    assert sent[0].message.metadata == {"reaction": "👍"}
+
+
+async def test_formatted_flag_is_set_only_when_formatting_changed_the_text(
+    make_manager: ManagerFactory,
+    make_channel: ChannelFactory,
+) -> None:
+    channel = make_channel(formatter=str.upper)
+    manager = make_manager()
+    manager.register(channel)
+
+    await manager.deliver(reply("shout"))
+    await manager.deliver(reply("QUIET", metadata={FORMATTED: True}))
+
+    first, second = channel.of("send")
+    assert first.formatted
+    assert first.content == "SHOUT"
+    assert not second.formatted
+
+
+async def test_unknown_channel_is_a_typed_error(
+    make_manager: ManagerFactory, make_channel: ChannelFactory, registry: CollectorRegistry
+) -> None:
+    manager = make_manager()
+
+    with pytest.raises(DeliveryError) as caught:
+        await manager.deliver(OutboundMessage(channel="nowhere", chat_id="c", content="x"))
+
+    assert caught.value.reason == "no_channel"
+    assert sample(registry, "octos_send_errors_total", channel="nowhere", reason="no_channel") == 1
+
+
+async def test_cancellation_during_a_backoff_propagates(
+    make_manager: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    backing_off = asyncio.Event()
+
+    async def endless_sleep(seconds: float) -> None:
+        backing_off.set()
+        await asyncio.Event().wait()
+
+    channel = make_channel()
+    channel.fail("send", TransientError("down"))
+    manager = make_manager(sleep=endless_sleep)
+    manager.register(channel)
+
+    task = asyncio.create_task(manager.deliver(reply("hello")))
+    await asyncio.wait_for(backing_off.wait(), timeout=5)
+    task.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(channel.of("send", ok=False)) == 1
+    assert channel.delivered == []

@@ -1,0 +1,158 @@
+"""The outbound router: per-chat lanes, bounded concurrency, snapshot coalescing, drain."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+from bus import OutboundMessage
+from channels.router import OutboundRouter
+
+
+def out(content: str, chat_id: str = "c1", **fields: object) -> OutboundMessage:
+    return OutboundMessage(channel="rec", chat_id=chat_id, content=content, **fields)
+
+
+class Source:
+    """Yields the given messages, then says so and waits until released."""
+
+    def __init__(self, messages: list[OutboundMessage]) -> None:
+        self.messages = messages
+        self.all_taken = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(self) -> AsyncIterator[OutboundMessage]:
+        for message in self.messages:
+            yield message
+        # Reached only when the router asks for the next one: every message is in a lane.
+        self.all_taken.set()
+        await self.release.wait()
+
+
+class Deliveries:
+    def __init__(self) -> None:
+        self.delivered: list[OutboundMessage] = []
+        self.gates: dict[str, asyncio.Event] = {}
+        self.active = 0
+        self.most_active = 0
+        self.changed = asyncio.Event()
+
+    async def __call__(self, message: OutboundMessage) -> None:
+        self.active += 1
+        self.most_active = max(self.most_active, self.active)
+        self.changed.set()
+        try:
+            gate = self.gates.get(message.chat_id)
+            if gate is not None:
+                await gate.wait()
+            if message.content == "explode":
+                raise RuntimeError("a bug while delivering")
+            self.delivered.append(message)
+        finally:
+            self.active -= 1
+            self.changed.set()
+
+    def of(self, chat_id: str) -> list[str]:
+        return [m.content for m in self.delivered if m.chat_id == chat_id]
+
+    async def wait_for_count(self, count: int) -> None:
+        await self.wait_until(lambda: len(self.delivered) >= count)
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> None:
+        async with asyncio.timeout(5):
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+
+
+async def test_snapshots_superseded_in_a_lane_are_skipped() -> None:
+    deliveries = Deliveries()
+    gate = deliveries.gates["c1"] = asyncio.Event()
+    stream = [out("x" * n, stream_id="s", stream_final=False) for n in range(1, 30)]
+    source = Source([out("before"), *stream, out("x" * 30, stream_id="s"), out("after")])
+    router = OutboundRouter(deliveries, lambda: 0)
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(router.run(source()), name="router-under-test")
+        await asyncio.wait_for(source.all_taken.wait(), timeout=5)
+        gate.set()
+        await deliveries.wait_for_count(3)
+        source.release.set()
+
+    assert deliveries.of("c1") == ["before", "x" * 30, "after"]
+
+
+async def test_a_snapshot_of_another_stream_is_not_skipped() -> None:
+    deliveries = Deliveries()
+    gate = deliveries.gates["c1"] = asyncio.Event()
+    source = Source(
+        [
+            out("hold"),
+            out("a1", stream_id="a", stream_final=False),
+            out("b1", stream_id="b", stream_final=False),
+            out("a2", stream_id="a", stream_final=False),
+        ]
+    )
+    router = OutboundRouter(deliveries, lambda: 0)
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(router.run(source()), name="router-under-test")
+        await asyncio.wait_for(source.all_taken.wait(), timeout=5)
+        gate.set()
+        await deliveries.wait_for_count(3)
+        source.release.set()
+
+    assert deliveries.of("c1") == ["hold", "b1", "a2"]
+
+
+async def test_concurrency_is_bounded_and_order_kept_per_chat() -> None:
+    deliveries = Deliveries()
+    gates = {f"chat{n}": asyncio.Event() for n in range(6)}
+    deliveries.gates.update(gates)
+    messages = [out(f"{chat}-{i}", chat_id=chat) for i in range(5) for chat in gates]
+    source = Source(messages)
+    router = OutboundRouter(deliveries, lambda: 0, max_active_chats=2)
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(router.run(source()), name="router-under-test")
+        await deliveries.wait_until(lambda: deliveries.active == 2)
+        assert router.active_chats == 2
+        assert not source.all_taken.is_set()  # the router waits for a free chat slot
+        for gate in gates.values():
+            gate.set()
+        await deliveries.wait_for_count(len(messages))
+        source.release.set()
+
+    assert deliveries.most_active <= 2
+    for chat in gates:
+        assert deliveries.of(chat) == [f"{chat}-{i}" for i in range(5)]
+
+
+async def test_an_exception_in_delivery_does_not_stop_the_lane() -> None:
+    deliveries = Deliveries()
+    source = Source([out("one"), out("explode"), out("three")])
+    router = OutboundRouter(deliveries, lambda: 0)
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(router.run(source()), name="router-under-test")
+        await deliveries.wait_for_count(2)
+        source.release.set()
+
+    assert deliveries.of("c1") == ["one", "three"]
+
+
+async def test_close_intake_delivers_what_lanes_hold() -> None:
+    deliveries = Deliveries()
+    gate = deliveries.gates["c1"] = asyncio.Event()
+    source = Source([out("one"), out("two")])
+    router = OutboundRouter(deliveries, lambda: 0)
+
+    async with asyncio.TaskGroup() as group:
+        routing = group.create_task(router.run(source()), name="router-under-test")
+        await asyncio.wait_for(source.all_taken.wait(), timeout=5)
+        router.close_intake()
+        gate.set()
+        await asyncio.wait_for(routing, timeout=5)
+
+    assert deliveries.of("c1") == ["one", "two"]
+    await asyncio.wait_for(router.wait_idle(), timeout=5)

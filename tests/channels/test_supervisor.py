@@ -1,0 +1,224 @@
+"""Supervision of a channel's receiver: restarts with backoff, Down when fatal or hopeless."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from bus import AgentHandle, BusPublisher
+from channels.errors import FatalChannelError
+from channels.health import HealthStatus
+from channels.metrics import ChannelMetrics
+from channels.retry import no_jitter
+from channels.supervisor import ChannelSupervisor, RestartPolicy, SupervisorState
+from tests.channels.conftest import ChannelFactory, FakeClock, sample
+from tests.channels.recording import RETURN, RecordingChannel
+
+
+def supervise(
+    channel: RecordingChannel,
+    bus: tuple[AgentHandle, BusPublisher],
+    metrics: ChannelMetrics,
+    clock: FakeClock,
+    **policy: float,
+) -> ChannelSupervisor:
+    return ChannelSupervisor(
+        channel,
+        bus[1].inbound_sender,
+        metrics,
+        policy=RestartPolicy(**policy),  # type: ignore[arg-type]
+        clock=clock,
+        sleep=clock.sleep,
+        jitter=no_jitter,
+    )
+
+
+async def test_restarts_with_growing_backoff_then_gives_up(
+    make_channel: ChannelFactory,
+    bus: tuple[AgentHandle, BusPublisher],
+    metrics: ChannelMetrics,
+    clock: FakeClock,
+    registry: CollectorRegistry,
+) -> None:
+    channel = make_channel(start_script=[ConnectionError(f"drop {n}") for n in range(30)])
+    supervisor = supervise(channel, bus, metrics, clock, max_restarts=8)
+
+    await asyncio.wait_for(supervisor.run(), timeout=5)
+
+    assert clock.sleeps == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+    assert len(channel.of("start")) == 9
+    assert supervisor.state is SupervisorState.DOWN
+    assert "gave up after 8 restarts" in supervisor.reason
+    assert "drop 8" in supervisor.reason
+    health = supervisor.health_override()
+    assert health is not None
+    assert health.status is HealthStatus.DOWN
+    assert sample(registry, "octos_channel_restarts_total", channel="rec") == 8
+    assert sample(registry, "octos_channel_up", channel="rec") == 0
+
+
+async def test_default_policy_allows_twenty_restarts_an_hour(
+    make_channel: ChannelFactory,
+    bus: tuple[AgentHandle, BusPublisher],
+    metrics: ChannelMetrics,
+    clock: FakeClock,
+) -> None:
+    channel = make_channel(start_script=[OSError("flaky")] * 40)
+    supervisor = supervise(channel, bus, metrics, clock)
+
+    await asyncio.wait_for(supervisor.run(), timeout=5)
+
+    assert supervisor.restart_count == 20
+    assert supervisor.state is SupervisorState.DOWN
+    assert max(clock.sleeps) == 60.0
+
+
+async def test_restarts_spread_over_more_than_the_window_never_give_up(
+    make_channel: ChannelFactory,
+    bus: tuple[AgentHandle, BusPublisher],
+    metrics: ChannelMetrics,
+    clock: FakeClock,
+) -> None:
+    # Each start runs for an hour (the clock moves on) before it fails.
+    channel = make_channel(
+        start_script=[ConnectionError("hourly hiccup")] * 6,
+        on_start=lambda: clock.advance(3601),
+    )
+    supervisor = supervise(channel, bus, metrics, clock, max_restarts=2)
+    task = asyncio.create_task(supervisor.run())
+    await channel.wait_for(lambda: len(channel.of("start")) >= 7)
+
+    assert supervisor.health_override() is None  # running
+    # Each failure followed a long run, so the backoff starts over every time.
+    assert clock.sleeps == [1.0] * 6
+    await supervisor.stop()
+    await asyncio.wait_for(task, timeout=5)
+    assert supervisor.state is SupervisorState.STOPPED
+
+
+async def test_fatal_error_marks_down_at_once(
+    make_channel: ChannelFactory,
+    bus: tuple[AgentHandle, BusPublisher],
+    metrics: ChannelMetrics,
+    clock: FakeClock,
+) -> None:
+    channel = make_channel(start_script=[FatalChannelError("401 Unauthorized: check the token")])
+    supervisor = supervise(channel, bus, metrics, clock)
+
+    await asyncio.wait_for(supervisor.run(), timeout=5)
+
+    assert clock.sleeps == []
+    assert supervisor.state is SupervisorState.DOWN
+    assert "401 Unauthorized: check the token" in supervisor.reason
+
+
+async def test_fatal_error_inside_an_exception_group_is_fatal(
+    make_channel: ChannelFactory,
+    bus: tuple[AgentHandle, BusPublisher],
+    metrics: ChannelMetrics,
+    clock: FakeClock,
+) -> None:
+    group = ExceptionGroup("task group", [FatalChannelError("bad token")])
+    channel = make_channel(start_script=[group])
+    supervisor = supervise(channel, bus, metrics, clock)
+
+    await asyncio.wait_for(supervisor.run(), timeout=5)
+
+    assert supervisor.state is SupervisorState.DOWN
+    assert "bad token" in supervisor.reason
+
+
+async def test_start_returning_unexpectedly_is_restarted(
+    make_channel: ChannelFactory,
+    bus: tuple[AgentHandle, BusPublisher],
+    metrics: ChannelMetrics,
+    clock: FakeClock,
+) -> None:
+    channel = make_channel(start_script=[RETURN, RETURN])
+    supervisor = supervise(channel, bus, metrics, clock)
+    task = asyncio.create_task(supervisor.run())
+
+    await channel.wait_for(lambda: len(channel.of("start")) == 3)
+    assert clock.sleeps == [1.0, 2.0]
+    assert supervisor.state is SupervisorState.RUNNING
+    assert supervisor.health_override() is None
+
+    await supervisor.stop()
+    await asyncio.wait_for(task, timeout=5)
+    assert len(channel.of("stop")) == 1
+
+
+async def test_restarting_reports_degraded(
+    make_channel: ChannelFactory,
+    bus: tuple[AgentHandle, BusPublisher],
+    metrics: ChannelMetrics,
+) -> None:
+    backing_off = asyncio.Event()
+
+    async def endless_sleep(seconds: float) -> None:
+        backing_off.set()
+        await asyncio.Event().wait()
+
+    channel = make_channel(start_script=[ConnectionError("network unreachable")])
+    supervisor = ChannelSupervisor(
+        channel, bus[1].inbound_sender, metrics, sleep=endless_sleep, jitter=no_jitter
+    )
+    task = asyncio.create_task(supervisor.run())
+    await asyncio.wait_for(backing_off.wait(), timeout=5)
+
+    health = supervisor.health_override()
+    assert health is not None
+    assert health.status is HealthStatus.DEGRADED
+    assert "network unreachable" in health.reason
+
+    # A stop during the backoff ends the supervisor without waiting the backoff out.
+    await supervisor.stop()
+    await asyncio.wait_for(task, timeout=5)
+    assert supervisor.state is SupervisorState.STOPPED
+    assert len(channel.of("start")) == 1
+
+
+async def test_cancellation_propagates_and_stops_the_channel(
+    make_channel: ChannelFactory,
+    bus: tuple[AgentHandle, BusPublisher],
+    metrics: ChannelMetrics,
+    clock: FakeClock,
+) -> None:
+    channel = make_channel(ignore_stop=True)
+    supervisor = supervise(channel, bus, metrics, clock)
+    task = asyncio.create_task(supervisor.run())
+    await channel.wait_for(lambda: bool(channel.of("start")))
+    inbound = channel.inbound
+    assert inbound is not None
+
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert task.cancelled()
+    assert len(channel.of("stop")) == 1
+    assert inbound.is_closed
+    assert supervisor.state is SupervisorState.STOPPED
+
+
+async def test_inbound_messages_reach_the_agent(
+    make_channel: ChannelFactory,
+    bus: tuple[AgentHandle, BusPublisher],
+    metrics: ChannelMetrics,
+    clock: FakeClock,
+) -> None:
+    agent, _publisher = bus
+    channel = make_channel()
+    supervisor = supervise(channel, bus, metrics, clock)
+    task = asyncio.create_task(supervisor.run())
+    await channel.wait_for(lambda: bool(channel.of("start")))
+
+    await channel.receive("hello bot", chat_id="42")
+    received = await asyncio.wait_for(agent.recv(), timeout=5)
+
+    assert received is not None
+    assert (received.channel, received.chat_id, received.content) == ("rec", "42", "hello bot")
+    await supervisor.stop()
+    await asyncio.wait_for(task, timeout=5)
