@@ -9,7 +9,7 @@ discord.py. A type maps to a `"module:factory"` string; the factory is called as
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -18,6 +18,7 @@ from typing import Protocol
 from channels.allow import AllowList
 from channels.base import Channel
 from channels.errors import ChannelError
+from channels.history import ChatHistory
 
 CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
     {
@@ -54,12 +55,20 @@ class ChannelConfigLike(Protocol):
     def edit_interval_s(self) -> float | None: ...
 
 
+def _no_shutdown() -> None:
+    """Outside a daemon there is nothing to shut down."""
+
+
 @dataclass(frozen=True, slots=True)
 class ChannelContext:
     """What a channel may need beyond its config: whose it is and where it may keep files."""
 
     profile: str
     data_dir: Path
+    #: Read access to the profile's sessions (the HTTP API lists them); None outside a daemon.
+    history: ChatHistory | None = None
+    #: Asks the daemon to shut down cleanly (the terminal channel's `/quit`).
+    request_shutdown: Callable[[], None] = _no_shutdown
 
 
 class ChannelUnavailable(ChannelError):

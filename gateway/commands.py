@@ -107,9 +107,7 @@ class Commands:
             return f"No session named {name!r}. /new {name} creates it."
         await self._activate(chat, topic)
         recent = await self._sessions.history(chat.with_topic(topic), 2)
-        preview = "".join(
-            f"\n{message.role.value}: {message.content[:100]}" for message in recent
-        )
+        preview = "".join(f"\n{message.role.value}: {message.content[:100]}" for message in recent)
         return f"Switched to {name!r}.{preview}"
 
     async def _list(self, chat: SessionKey, _argument: str) -> str:

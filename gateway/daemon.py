@@ -117,6 +117,7 @@ class Daemon:
             bus_capacity=self._loaded.gateway.bus.capacity,
             metrics=self._metrics,
             webhooks=self._webhooks,
+            request_shutdown=self.request_shutdown,
         )
         task = self._tasks.create_task(self._supervise(runtime), name=f"profile:{profile_id}")
         self._profiles[profile_id] = (runtime, task)
@@ -158,7 +159,9 @@ class Daemon:
         current = {pid: runtime.config for pid, (runtime, _t) in self._profiles.items()}
         removed = [pid for pid in current if pid not in fresh.profiles]
         changed = [
-            pid for pid, config in fresh.profiles.items() if pid in current and current[pid] != config
+            pid
+            for pid, config in fresh.profiles.items()
+            if pid in current and current[pid] != config
         ]
         added = [pid for pid in fresh.profiles if pid not in current]
         log.info("reloading profiles", added=added, removed=removed, changed=changed)

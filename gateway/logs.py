@@ -15,15 +15,26 @@ _SECRET_PATTERNS = (
     (re.compile(r"bot\d+:[A-Za-z0-9_-]{20,}"), "bot<redacted>"),
     (re.compile(r"xox[abposre]-[A-Za-z0-9-]+"), "xox?-<redacted>"),
     (re.compile(r"xapp-[A-Za-z0-9-]+"), "xapp-<redacted>"),
-    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(bearer|bot|basic)?\s*[^\s'\",}]+"),
-     r"\1<redacted>"),
+    (
+        re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(bearer|bot|basic)?\s*[^\s'\",}]+"),
+        r"\1<redacted>",
+    ),
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1<redacted>"),
     (re.compile(r"sk-[A-Za-z0-9_-]{16,}"), "sk-<redacted>"),
 )
 
 #: SDK loggers that are chatty at INFO (httpx logs Telegram's token in every request URL).
-_NOISY_LOGGERS = ("httpx", "httpcore", "telegram", "discord", "slack_bolt", "slack_sdk",
-                  "aiohttp.access", "openai", "asyncio")
+_NOISY_LOGGERS = (
+    "httpx",
+    "httpcore",
+    "telegram",
+    "discord",
+    "slack_bolt",
+    "slack_sdk",
+    "aiohttp.access",
+    "openai",
+    "asyncio",
+)
 
 
 def redact(text: str) -> str:

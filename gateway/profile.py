@@ -4,6 +4,7 @@ stopped as a unit so that SIGHUP can replace one profile without touching the ot
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -16,8 +17,9 @@ from channels.metrics import ChannelMetrics
 from channels.registry import ChannelContext, build_channel
 from config import ProfileConfig
 from gateway.agents import create_agent
-from gateway.commands import ChatStatus, Commands
+from gateway.commands import Commands
 from gateway.dispatcher import Dispatcher, DispatcherSettings
+from gateway.history import ProfileHistory
 from gateway.metrics import GatewayMetrics
 from gateway.turns import TurnRunner, TurnSettings
 from gateway.webhooks import WebhookRoutes
@@ -36,6 +38,7 @@ class ProfileRuntime:
         bus_capacity: int,
         metrics: GatewayMetrics,
         webhooks: WebhookRoutes,
+        request_shutdown: Callable[[], None],
     ) -> None:
         self.profile_id = profile_id
         self.config = config
@@ -43,6 +46,7 @@ class ProfileRuntime:
         self._bus_capacity = bus_capacity
         self._metrics = metrics
         self._webhooks = webhooks
+        self._request_shutdown = request_shutdown
         self._channels: ChannelManager | None = None
         self._dispatcher: Dispatcher | None = None
         self._stop = asyncio.Event()
@@ -83,7 +87,12 @@ class ProfileRuntime:
                 publisher,
                 metrics=ChannelMetrics(self._metrics.registry, self.profile_id),
             )
-            context = ChannelContext(profile=self.profile_id, data_dir=self.root)
+            context = ChannelContext(
+                profile=self.profile_id,
+                data_dir=self.root,
+                history=ProfileHistory(self.profile_id, sessions, topics),
+                request_shutdown=self._request_shutdown,
+            )
             for channel_config in self.config.channels:
                 channel = build_channel(channel_config, context)
                 channels.register(channel, edit_interval_s=channel_config.edit_interval_s)
@@ -115,8 +124,11 @@ class ProfileRuntime:
                     dispatcher.run(), name=f"dispatcher:{self.profile_id}"
                 )
                 self.started.set()
-                log.info("profile started", profile=self.profile_id,
-                         channels=[c.type for c in self.config.channels])
+                log.info(
+                    "profile started",
+                    profile=self.profile_id,
+                    channels=[c.type for c in self.config.channels],
+                )
                 await self._stop.wait()
                 # Intake stops first; running turns finish and their replies are delivered.
                 dispatcher.stop_intake()

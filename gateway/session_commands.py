@@ -135,7 +135,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _line(message: Message) -> str:
-    return f"[{message.timestamp.isoformat(timespec='seconds')}] {message.role.value}: {message.content}"
+    stamp = message.timestamp.isoformat(timespec="seconds")
+    return f"[{stamp}] {message.role.value}: {message.content}"
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -62,7 +62,7 @@ class TurnRunner:
 
         `answers` are the platform ids of the messages this turn answers.
         """
-        metadata = {ANSWERS: answers, SESSION: str(key)}
+        metadata: dict[str, object] = {ANSWERS: answers, SESSION: str(key)}
         profile = self._settings.profile
         started = time.perf_counter()
         stream_id = str(new_turn_id())
@@ -73,9 +73,7 @@ class TurnRunner:
         await self.append(key, user_message)
 
         async def show_snapshot(text: str) -> None:
-            await self._outbound.send(
-                self._reply(trigger, text, stream_id, metadata, final=False)
-            )
+            await self._outbound.send(self._reply(trigger, text, stream_id, metadata, final=False))
 
         turn = AgentTurn(profile=profile, session_key=key, history=history, message=user_message)
         try:

@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from aiohttp import web
 
 
-
 class WebhookRoutes:
     def __init__(self) -> None:
         self._handlers: dict[tuple[str, str], tuple[str, web.RouteDef]] = {}

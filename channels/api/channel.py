@@ -12,14 +12,15 @@ from importlib import resources
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.api.history import ChatHistory
 from channels.api.replies import PendingReply, ReplyEvent, ReplyRouter
 from channels.api.requests import BadRequest, error_response, parse_chat_request, read_json_body
 from channels.base import Channel
 from channels.errors import FatalChannelError
 from channels.health import ChannelHealth
+from channels.history import ChatHistory
 from channels.limits import PLATFORM_LIMITS
 from config import ApiChannelConfig
 
@@ -111,7 +112,7 @@ class ApiChannel(Channel):
         return app
 
     @web.middleware
-    async def _cors(self, request: web.Request, handler: web.Handler) -> web.StreamResponse:
+    async def _cors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         origin = request.headers.get("Origin")
         allowed = self._config.cors_origins
         allow_origin = origin if origin and ("*" in allowed or origin in allowed) else None
@@ -126,7 +127,7 @@ class ApiChannel(Channel):
         return response
 
     @web.middleware
-    async def _auth(self, request: web.Request, handler: web.Handler) -> web.StreamResponse:
+    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         # The page itself is public; it asks for the token and sends it with every API call.
         if self._token is None or request.path in STATIC_FILES or request.method == "OPTIONS":
             return await handler(request)

@@ -58,7 +58,9 @@ def parse_chat_request(body: Any) -> ChatRequest:
     known = {"chat_id", "content", "client_message_id", "stream"}
     unknown = sorted(set(body) - known)
     if unknown:
-        raise BadRequest(f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise BadRequest(
+            f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
     chat_id = _field(body, "chat_id", str, required=True)
     content = _field(body, "content", str, required=True)
     if not chat_id.strip() or len(chat_id) > MAX_CHAT_ID_CHARS:

@@ -62,7 +62,8 @@ async def test_message_in_reply_out_and_both_stored(tmp_path: Path, hub: Channel
     lines = files[0].read_text().splitlines()
     assert '"session_key":"main:test:chat-1"' in lines[0].replace(" ", "")
     assert ['"role":"user"' in lines[1], '"role":"assistant"' in lines[2]] == [True, True]
-    assert "hello gateway" in lines[1] and "hello gateway" in lines[2]
+    assert "hello gateway" in lines[1]
+    assert "hello gateway" in lines[2]
 
 
 async def test_health_ready_and_metrics_answer(tmp_path: Path, hub: ChannelHub) -> None:
@@ -77,7 +78,9 @@ async def test_health_ready_and_metrics_answer(tmp_path: Path, hub: ChannelHub) 
         assert '"test"' in body
         status, body = await daemon.get("/metrics")
         assert status == 200
-        assert 'octos_messages_in_total{channel="test",outcome="accepted",profile="main"} 1.0' in body
+        assert (
+            'octos_messages_in_total{channel="test",outcome="accepted",profile="main"} 1.0' in body
+        )
         assert "octos_turn_latency_seconds_bucket" in body
     finally:
         await daemon.stop()
@@ -152,7 +155,10 @@ async def test_rate_limited_send_is_waited_out_and_delivered_once(
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gateway", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=60,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
     )
 
@@ -165,7 +171,8 @@ def test_bad_config_exits_2_naming_file_and_line(tmp_path: Path) -> None:
         result = run_cli(command, "-c", str(config), cwd=tmp_path)
         assert result.returncode == 2, result.stderr
         assert "broken.yaml:4:" in result.stderr
-        assert "alow" in result.stderr and "allow" in result.stderr
+        assert "alow" in result.stderr
+        assert "allow" in result.stderr
         assert "Traceback" not in result.stderr
 
 

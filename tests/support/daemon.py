@@ -63,10 +63,18 @@ class DaemonProcess:
     async def start(self) -> DaemonProcess:
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **self._env}
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway", "run", "-c", str(self.config), *self._args,
-            cwd=self.config.parent, env=env,
+            sys.executable,
+            "-m",
+            "gateway",
+            "run",
+            "-c",
+            str(self.config),
+            *self._args,
+            cwd=self.config.parent,
+            env=env,
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         self._reader = asyncio.create_task(self._read_logs(), name="daemon-log-reader")
         listening = await self.wait_log(lambda e: e.get("event") == "http server listening")
@@ -74,7 +82,8 @@ class DaemonProcess:
         return self
 
     async def _read_logs(self) -> None:
-        assert self.process is not None and self.process.stderr is not None
+        assert self.process is not None
+        assert self.process.stderr is not None
         async for raw in self.process.stderr:
             line = raw.decode(errors="replace").strip()
             try:
@@ -87,6 +96,7 @@ class DaemonProcess:
 
     async def wait_log(self, matches: Any, timeout_s: float = WAIT_S) -> dict[str, Any]:
         """The first log event (seen so far or later) for which `matches(event)` is true."""
+
         async def find() -> dict[str, Any]:
             async with self._log_event:
                 seen = 0
@@ -98,6 +108,7 @@ class DaemonProcess:
                     if self.process is not None and self.process.returncode is not None:
                         raise AssertionError(f"daemon exited; logs: {self.logs[-20:]}")
                     await self._log_event.wait()
+
         return await asyncio.wait_for(find(), timeout_s)
 
     async def get(self, path: str) -> tuple[int, str]:

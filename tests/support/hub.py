@@ -79,11 +79,21 @@ class ChannelHub:
     async def next_hello(self) -> dict[str, Any]:
         return await asyncio.wait_for(self._hellos.get(), WAIT_S)
 
-    async def say(self, text: str, *, chat_id: str = "chat-1", sender_id: str = "alice",
-                  channel: str = "test", message_id: str | None = None) -> None:
+    async def say(
+        self,
+        text: str,
+        *,
+        chat_id: str = "chat-1",
+        sender_id: str = "alice",
+        channel: str = "test",
+        message_id: str | None = None,
+    ) -> None:
         await asyncio.wait_for(self.connected(channel).wait(), WAIT_S)
         message = InboundMessage(
-            channel=channel, sender_id=sender_id, chat_id=chat_id, content=text,
+            channel=channel,
+            sender_id=sender_id,
+            chat_id=chat_id,
+            content=text,
             message_id=message_id,
         )
         writer = self._writers[channel]

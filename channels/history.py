@@ -1,4 +1,5 @@
-"""What the API channel may read of a profile's sessions; the gateway provides it."""
+"""What a channel may read of its profile's sessions (the HTTP API lists them); the gateway
+provides it."""
 
 from __future__ import annotations
 
