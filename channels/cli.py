@@ -50,6 +50,7 @@ class CliChannel(Channel):
         self._shown: dict[str, str] = {}
         self._next_id = 0
         self._counter = 0
+        self._stopped = asyncio.Event()
 
     @property
     def name(self) -> str:
@@ -82,7 +83,10 @@ class CliChannel(Channel):
             )
         self._on_quit()
         # The daemon is shutting down; wait here to be stopped rather than be restarted.
-        await asyncio.Event().wait()
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        self._stopped.set()
 
     def _write(self, text: str) -> None:
         self._stdout.write(text)

@@ -45,6 +45,7 @@ class ApiChannel(Channel):
         self._inbound: InboundSender | None = None
         self._runner: web.AppRunner | None = None
         self._static: dict[str, bytes] = {}
+        self._stopped = asyncio.Event()
         self.bound_port: int | None = None
 
     @property
@@ -56,6 +57,7 @@ class ApiChannel(Channel):
 
     async def start(self, inbound: InboundSender) -> None:
         self._inbound = inbound
+        self._stopped.clear()
         self._static = await asyncio.to_thread(_read_static_files)
         self._runner = web.AppRunner(self._build_app(), access_log=None, handle_signals=False)
         await self._runner.setup()
@@ -73,11 +75,12 @@ class ApiChannel(Channel):
         self.bound_port = self._runner.addresses[0][1]
         log.info("web chat ready", url=f"http://{self._config.host}:{self.bound_port}/")
         try:
-            await asyncio.Event().wait()  # serve until cancelled or stopped
+            await self._stopped.wait()
         finally:
             await self.stop()
 
     async def stop(self) -> None:
+        self._stopped.set()
         runner, self._runner = self._runner, None
         if runner is not None:
             self._replies.fail_all("the server is shutting down")
