@@ -1,0 +1,49 @@
+"""Discord (`type: discord`): a discord.py 2.x bot on the gateway.
+
+The registry imports this module only for profiles that use Discord, and calls `create`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+with warnings.catch_warnings():
+    # discord.py imports `audioop` for voice, which Python 3.11+ deprecates; no voice is used
+    # here, and a test run that turns warnings into errors must still import the library.
+    warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
+    import discord  # noqa: F401
+
+from channels.allow import AllowList
+from channels.discord.channel import DiscordChannel
+from channels.discord.routing import (
+    DEFAULT_API_BASE_URL,
+    DEFAULT_GATEWAY_URL,
+    DiscordEndpoints,
+)
+
+if TYPE_CHECKING:
+    from channels.registry import ChannelContext
+    from config import DiscordConfig
+
+__all__ = [
+    "DEFAULT_API_BASE_URL",
+    "DEFAULT_GATEWAY_URL",
+    "DiscordChannel",
+    "DiscordEndpoints",
+    "create",
+]
+
+
+def create(config: DiscordConfig, context: ChannelContext) -> DiscordChannel:
+    """Build the Discord channel of one profile from its validated config."""
+    channel = DiscordChannel(
+        token=config.token.get_secret_value(),
+        data_dir=context.data_dir,
+        endpoints=DiscordEndpoints(
+            api_base_url=config.api_base_url, gateway_url=config.gateway_url
+        ),
+        require_mention=config.require_mention,
+    )
+    channel.allow = AllowList(config.allow)
+    return channel

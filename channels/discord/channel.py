@@ -1,0 +1,364 @@
+"""The Discord channel: a discord.py bot on the gateway, replies over REST.
+
+Each `start()` runs a fresh `GatewayClient` until `stop()` or cancellation: discord.py keeps the
+gateway connected (heartbeats, RESUME after a drop, re-IDENTIFY when the session is gone), and the
+channel drains received messages in order, filters them (own and other bots' messages, guild
+messages without a mention) and publishes them. Every outbound call translates discord.py's
+exceptions into `channels.errors`, so the manager's single retry policy can act on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import aiohttp
+import discord
+import structlog
+from discord.backoff import ExponentialBackoff
+
+from bus import InboundSender, OutboundMessage, PipeClosed
+from channels.base import Channel
+from channels.discord.client import GatewayClient
+from channels.discord.errors import (
+    CHANNEL,
+    discord_call,
+    translate_gateway_error,
+    translate_http_error,
+)
+from channels.discord.inbound import InboundPolicy, should_answer, to_inbound
+from channels.discord.media import (
+    DEFAULT_MAX_ATTACHMENT_BYTES,
+    AttachmentStore,
+    batches,
+    load_files,
+)
+from channels.discord.routing import DiscordEndpoints
+from channels.errors import ChannelError, FatalChannelError, TransientError
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+
+log = structlog.get_logger(__name__)
+
+#: What decoding a broken gateway frame raises inside discord.py (bad JSON, a broken zlib stream,
+#: a frame that is not an object). The connection is dropped and opened again.
+_UNDECODABLE_FRAME = (ValueError, TypeError, AttributeError, KeyError, zlib.error)
+#: A second undecodable frame within this long of the first one reconnects with backoff.
+_QUIET_PERIOD_S = 60.0
+
+
+class DiscordChannel(Channel):
+    limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["discord"]
+    #: Discord allows five edits per five seconds in one channel.
+    edit_interval_s: ClassVar[float] = 1.0
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        data_dir: Path,
+        endpoints: DiscordEndpoints | None = None,
+        require_mention: bool = True,
+        request_timeout_s: float = 60.0,
+        close_timeout_s: float = 5.0,
+        guild_ready_timeout_s: float = 2.0,
+        max_attachment_bytes: int = DEFAULT_MAX_ATTACHMENT_BYTES,
+    ) -> None:
+        self._token = token
+        self._endpoints = endpoints or DiscordEndpoints()
+        self._require_mention = require_mention
+        self._request_timeout_s = request_timeout_s
+        self._close_timeout_s = close_timeout_s
+        self._guild_ready_timeout_s = guild_ready_timeout_s
+        self._attachments = AttachmentStore(
+            data_dir, max_bytes=max_attachment_bytes, timeout_s=request_timeout_s
+        )
+        self._client: GatewayClient | None = None
+        self._stopped = False
+        self._fatal: FatalChannelError | None = None
+        self._last_failure: str | None = None
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    def supports_edit(self) -> bool:
+        return True
+
+    # Lifecycle
+
+    async def start(self, inbound: InboundSender) -> None:
+        """Run the bot until `stop()` or cancellation; a stopped channel stays stopped."""
+        if self._stopped:
+            return
+        self._fatal = None
+        received: asyncio.Queue[discord.Message] = asyncio.Queue(maxsize=1024)
+        client = GatewayClient(
+            self._endpoints, received, guild_ready_timeout_s=self._guild_ready_timeout_s
+        )
+        self._client = client
+        gateway = asyncio.create_task(self._run_gateway(client), name="discord-gateway")
+        pump = asyncio.create_task(
+            self._pump_inbound(client, received, inbound), name="discord-inbound"
+        )
+        try:
+            done, _pending = await asyncio.wait(
+                {gateway, pump}, return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                task.result()
+        except ChannelError as error:
+            self._last_failure = str(error)
+            raise
+        finally:
+            for task in (gateway, pump):
+                task.cancel()
+            try:
+                # Collects the tasks we cancelled; our own cancellation still propagates after.
+                await asyncio.gather(gateway, pump, return_exceptions=True)
+            finally:
+                await self._close_client(client)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        client = self._client
+        if client is not None and not client.is_closed():
+            await self._close_client(client)
+
+    async def health_check(self) -> ChannelHealth:
+        if self._fatal is not None:
+            return ChannelHealth.down(str(self._fatal))
+        if self._stopped:
+            return ChannelHealth.down("stopped")
+        client = self._client
+        if client is None:
+            return ChannelHealth.unknown()
+        if client.is_closed():
+            return ChannelHealth.degraded(self._last_failure or "disconnected")
+        if client.is_ready() and client.gateway_connected:
+            return ChannelHealth.healthy()
+        if client.is_ready():
+            return ChannelHealth.degraded("reconnecting to the Discord gateway")
+        return ChannelHealth.degraded("connecting to the Discord gateway")
+
+    async def wait_connected(self) -> None:
+        """Return once the running client's gateway session is up (READY or RESUMED)."""
+        client = self._client
+        if client is None:
+            raise RuntimeError("the Discord channel has not been started")
+        await client.session_up.wait()
+
+    async def _run_gateway(self, client: GatewayClient) -> None:
+        try:
+            async with asyncio.timeout(self._request_timeout_s):
+                await client.login(self._token)
+            await self._connect(client)
+        except (
+            discord.ClientException,
+            discord.HTTPException,
+            aiohttp.ClientError,
+            OSError,
+            TimeoutError,
+            RuntimeError,
+        ) as error:
+            if self._stopped:
+                return  # stop() closed the client under a running request
+            failure = _gateway_failure(error)
+            if failure is None:
+                raise
+            if isinstance(failure, FatalChannelError):
+                self._fatal = failure
+            raise failure from error
+
+    async def _connect(self, client: GatewayClient) -> None:
+        backoff: ExponentialBackoff[bool] = ExponentialBackoff()
+        last_failure_s = -_QUIET_PERIOD_S
+        while not client.is_closed():
+            try:
+                await client.connect(reconnect=True)
+            except _UNDECODABLE_FRAME as error:
+                # discord.py ends `connect()` on a frame it cannot decode; a broken zlib stream
+                # cannot be read further either, so open a new connection: at once after a
+                # lone glitch, with backoff when the server keeps sending garbage.
+                log.warning("discord.undecodable_gateway_frame", error=repr(error))
+                await self._drop_socket(client)
+                now_s = time.monotonic()
+                if now_s - last_failure_s < _QUIET_PERIOD_S:
+                    await asyncio.sleep(backoff.delay())
+                last_failure_s = now_s
+
+    async def _drop_socket(self, client: GatewayClient) -> None:
+        ws = client.ws
+        if ws is None or not ws.open:
+            return
+        try:
+            async with asyncio.timeout(self._close_timeout_s):
+                await ws.close(code=4000)
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            log.warning("discord.socket_close_failed", error=repr(error))
+
+    async def _close_client(self, client: GatewayClient) -> None:
+        try:
+            async with asyncio.timeout(self._close_timeout_s):
+                await client.close()
+        except TimeoutError:
+            log.warning("discord.close_timed_out", timeout_s=self._close_timeout_s)
+
+    async def _pump_inbound(
+        self,
+        client: GatewayClient,
+        received: asyncio.Queue[discord.Message],
+        inbound: InboundSender,
+    ) -> None:
+        while True:
+            message = await received.get()
+            try:
+                await self._forward(client, message, inbound)
+            except PipeClosed:
+                raise
+            except Exception:
+                # Per-message supervision point: one message that cannot be handled is logged
+                # and the channel goes on with the next.
+                log.exception("discord.inbound_message_failed", message_id=message.id)
+
+    async def _forward(
+        self, client: GatewayClient, message: discord.Message, inbound: InboundSender
+    ) -> None:
+        user = client.user
+        if user is None:
+            return
+        policy = InboundPolicy(bot_user_id=user.id, require_mention=self._require_mention)
+        if not should_answer(message, policy):
+            return
+        media = await self._attachments.save_all(message)
+        await inbound.send(to_inbound(message, policy, media))
+
+    # Outbound
+
+    async def send(self, message: OutboundMessage) -> None:
+        await self.send_with_id(message)
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        signal = message.typing_signal
+        if signal is not None:
+            if signal:
+                await self.send_typing(message.chat_id)
+            return None
+        target = self._messageable(message.chat_id)
+        reference = _reference(message.chat_id, message.reply_to)
+        files = await load_files(message.media)
+        first_id: str | None = None
+        for index, group in enumerate(batches(files) or [[]]):
+            content = message.content if index == 0 else ""
+            if not content and not group:
+                continue
+            sent = await self._post(target, content, group, reference if index == 0 else None)
+            first_id = first_id or str(sent.id)
+        return first_id
+
+    async def _post(
+        self,
+        target: discord.PartialMessageable,
+        content: str,
+        files: list[discord.File],
+        reference: discord.MessageReference | None,
+    ) -> discord.Message:
+        # discord.py's overloads take `files` and `reference` only as real values, never None.
+        text = content or None
+        async with discord_call("send message", self._request_timeout_s):
+            if files and reference is not None:
+                return await target.send(text, files=files, reference=reference)
+            if files:
+                return await target.send(text, files=files)
+            if reference is not None:
+                return await target.send(text, reference=reference)
+            return await target.send(text)
+
+    async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
+        partial = self._partial_message(chat_id, message_id)
+        async with discord_call("edit message", self._request_timeout_s):
+            await partial.edit(content=content)
+
+    async def delete_message(self, chat_id: str, message_id: str) -> None:
+        partial = self._partial_message(chat_id, message_id)
+        async with discord_call("delete message", self._request_timeout_s):
+            try:
+                await partial.delete()
+            except discord.NotFound:
+                log.debug("discord.delete_already_gone", message_id=message_id)
+
+    async def send_typing(self, chat_id: str) -> None:
+        target = self._messageable(chat_id)
+        async with discord_call("trigger typing", self._request_timeout_s):
+            await target.typing()
+
+    async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
+        partial = self._partial_message(chat_id, message_id)
+        async with discord_call("add reaction", self._request_timeout_s):
+            await partial.add_reaction(emoji)
+
+    async def remove_reaction(self, chat_id: str, message_id: str, emoji: str) -> None:
+        client = self._require_client()
+        partial = self._partial_message(chat_id, message_id)
+        assert client.user is not None  # _require_client checked it
+        async with discord_call("remove reaction", self._request_timeout_s):
+            await partial.remove_reaction(emoji, client.user)
+
+    async def send_embed(
+        self,
+        chat_id: str,
+        title: str,
+        description: str,
+        fields: Sequence[tuple[str, str, bool]] = (),
+        color: int | None = None,
+    ) -> str | None:
+        embed = discord.Embed(title=title, description=description, colour=color)
+        for field_name, value, inline in fields:
+            embed.add_field(name=field_name, value=value, inline=inline)
+        target = self._messageable(chat_id)
+        async with discord_call("send embed", self._request_timeout_s):
+            sent = await target.send(embed=embed)
+        return str(sent.id)
+
+    def _require_client(self) -> GatewayClient:
+        client = self._client
+        if client is None or client.is_closed() or client.user is None:
+            raise TransientError("the Discord client is not logged in", channel=CHANNEL)
+        return client
+
+    def _messageable(self, chat_id: str) -> discord.PartialMessageable:
+        return self._require_client().get_partial_messageable(_snowflake(chat_id, "chat id"))
+
+    def _partial_message(self, chat_id: str, message_id: str) -> discord.PartialMessage:
+        return self._messageable(chat_id).get_partial_message(_snowflake(message_id, "message id"))
+
+
+def _snowflake(value: str, what: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ChannelError(f"{what} {value!r} is not a Discord id", channel=CHANNEL) from None
+
+
+def _reference(chat_id: str, reply_to: str | None) -> discord.MessageReference | None:
+    if reply_to is None or not reply_to.isdigit():
+        return None
+    # A reply to a message deleted meanwhile is still sent, as a plain message.
+    return discord.MessageReference(
+        message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False
+    )
+
+
+def _gateway_failure(error: BaseException) -> ChannelError | None:
+    """The channel error for a failed gateway run, or None to let the error through as is."""
+    if isinstance(error, discord.HTTPException):
+        return translate_http_error(error)
+    if isinstance(error, discord.ClientException):
+        return translate_gateway_error(error)
+    if isinstance(error, aiohttp.ClientError | OSError | TimeoutError):
+        return TransientError(f"cannot reach Discord: {error!r}", channel=CHANNEL)
+    return None

@@ -1,0 +1,113 @@
+"""discord.py's exceptions in the words the channel manager's retry policy acts on.
+
+What discord.py already does on its own, so the manager does not do it twice:
+- a 429 that carries a `Via` header (a genuine Discord rate limit) is waited out inside
+  `HTTPClient.request` and the request re-sent, up to `max_ratelimit_timeout`; a longer wait
+  raises `discord.RateLimited` instead, which becomes our `RateLimited`. A 429 without `Via`
+  (Cloudflare, or a proxy) is raised at once as an `HTTPException` with status 429.
+- 500, 502, 504 and 524 are tried up to five times in all (sleeping 1, 3, 5, 7 and 9 s after
+  each) before they surface as `DiscordServerError`; other 5xx surface at once. Both become
+  `TransientError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiohttp
+import discord
+
+from channels.errors import (
+    AuthError,
+    ChannelError,
+    FatalChannelError,
+    MessageTooLong,
+    RateLimited,
+    TransientError,
+)
+
+CHANNEL = "discord"
+
+#: Discord's "Invalid Form Body": the JSON error code of a field that failed validation.
+INVALID_FORM_BODY = 50035
+#: Gateway close codes after which reconnecting cannot help (bad token, bad intents, ...).
+FATAL_CLOSE_CODES = frozenset({4004, 4010, 4011, 4012, 4013, 4014})
+
+
+def translate_http_error(error: discord.HTTPException) -> ChannelError:
+    """The typed error the manager acts on, for one failed REST call."""
+    status = error.status
+    detail = f"HTTP {status} (code {error.code}): {error.text}".strip()
+    if status == 429:
+        return RateLimited(_retry_after_s(error), detail, channel=CHANNEL)
+    if status >= 500:
+        return TransientError(detail, channel=CHANNEL, suggestion="Discord is having trouble")
+    if status == 401:
+        return AuthError(detail, channel=CHANNEL, suggestion="check the bot token")
+    if status == 403:
+        return AuthError(
+            detail, channel=CHANNEL, suggestion="give the bot permission to post in this channel"
+        )
+    if status == 400 and error.code == INVALID_FORM_BODY and _is_length_error(error.text):
+        return MessageTooLong(detail, channel=CHANNEL)
+    return ChannelError(detail, channel=CHANNEL)
+
+
+def translate_gateway_error(error: discord.ClientException) -> ChannelError:
+    """The error `start()` raises when the gateway connection ends for good."""
+    if isinstance(error, discord.LoginFailure):
+        return FatalChannelError(
+            "Discord refused the bot token", channel=CHANNEL, suggestion="check the bot token"
+        )
+    if isinstance(error, discord.PrivilegedIntentsRequired):
+        return FatalChannelError(
+            "Discord refused the message content intent",
+            channel=CHANNEL,
+            suggestion="enable MESSAGE CONTENT INTENT for the bot in the Discord developer portal",
+        )
+    if isinstance(error, discord.ConnectionClosed) and error.code in FATAL_CLOSE_CODES:
+        return FatalChannelError(
+            f"the Discord gateway closed the connection with code {error.code}",
+            channel=CHANNEL,
+            suggestion="check the bot token and its intents",
+        )
+    return TransientError(f"the Discord gateway connection ended: {error}", channel=CHANNEL)
+
+
+@asynccontextmanager
+async def discord_call(what: str, timeout_s: float) -> AsyncIterator[None]:
+    """Run one REST call with a deadline, raising only `channels.errors` types."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield
+    except discord.RateLimited as error:
+        raise RateLimited(error.retry_after, f"{what}: {error}", channel=CHANNEL) from error
+    except discord.HTTPException as error:
+        raise translate_http_error(error) from error
+    except TimeoutError as error:
+        raise TransientError(f"{what} timed out after {timeout_s:g} s", channel=CHANNEL) from error
+    except (aiohttp.ClientError, OSError) as error:
+        raise TransientError(f"{what} failed: {error!r}", channel=CHANNEL) from error
+
+
+def _retry_after_s(error: discord.HTTPException) -> float:
+    header = error.response.headers.get("Retry-After") if error.response is not None else None
+    if header is not None:
+        try:
+            return float(header)
+        except ValueError:
+            pass
+    try:
+        body = json.loads(error.text)
+    except ValueError:
+        return 1.0
+    value = body.get("retry_after") if isinstance(body, dict) else None
+    return float(value) if isinstance(value, int | float) else 1.0
+
+
+def _is_length_error(text: str) -> bool:
+    lowered = text.casefold()
+    return "length" in lowered or "base_type_max_length" in lowered

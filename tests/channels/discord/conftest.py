@@ -1,0 +1,85 @@
+"""A running Discord channel (the real discord.py) against the fake Discord, on a real bus."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bus import AgentHandle, InboundMessage, create_bus
+from channels.discord import DiscordChannel
+from tests.fakes.discord_server import FakeDiscord, FakeUser
+
+WAIT_S = 10.0
+
+ALICE = FakeUser(id=111_111_111_111_111_111, username="alice", global_name="Alice")
+OTHER_BOT = FakeUser(id=222_222_222_222_222_222, username="helper-bot", bot=True)
+DM_CHANNEL = 300_000_000_000_000_001
+GUILD = 400_000_000_000_000_001
+GUILD_CHANNEL = 400_000_000_000_000_002
+
+
+def make_channel(
+    fake: FakeDiscord, data_dir: Path, *, token: str | None = None, require_mention: bool = True
+) -> DiscordChannel:
+    # READY waits this long for more GUILD_CREATEs; the fake sends them all at once.
+    return DiscordChannel(
+        token=token or fake.token,
+        data_dir=data_dir,
+        endpoints=fake.endpoints(),
+        require_mention=require_mention,
+        guild_ready_timeout_s=0.05,
+    )
+
+
+@dataclass
+class RunningBot:
+    fake: FakeDiscord
+    channel: DiscordChannel
+    agent: AgentHandle
+    task: asyncio.Task[None]
+    data_dir: Path
+
+    async def next_inbound(self) -> InboundMessage:
+        async with asyncio.timeout(WAIT_S):
+            message = await self.agent.recv()
+        assert message is not None
+        return message
+
+    def queued_inbound(self) -> int:
+        return self.agent.inbound_depth()
+
+
+@asynccontextmanager
+async def run_bot(
+    fake: FakeDiscord, data_dir: Path, *, require_mention: bool = True
+) -> AsyncIterator[RunningBot]:
+    """The channel started on a fresh bus, connected; stopped and awaited afterwards."""
+    agent, publisher = create_bus(64)
+    channel = make_channel(fake, data_dir, require_mention=require_mention)
+    task = asyncio.create_task(channel.start(publisher.inbound_sender()), name="discord-test")
+    try:
+        async with asyncio.timeout(WAIT_S):
+            await fake.wait_ready()
+            await channel.wait_connected()
+        yield RunningBot(fake, channel, agent, task, data_dir)
+    finally:
+        await channel.stop()
+        async with asyncio.timeout(WAIT_S):
+            await task
+
+
+@pytest.fixture
+async def fake_discord() -> AsyncIterator[FakeDiscord]:
+    async with FakeDiscord() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def bot(fake_discord: FakeDiscord, tmp_path: Path) -> AsyncIterator[RunningBot]:
+    async with run_bot(fake_discord, tmp_path) as running:
+        yield running
