@@ -1,0 +1,41 @@
+"""README.md stays true: the configuration reference and the test command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config.reference import END_MARKER, START_MARKER, markdown_reference
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+TEST_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]' && pytest"
+
+
+def test_config_reference_matches_the_models() -> None:
+    start = README.index(START_MARKER)
+    end = README.index(END_MARKER) + len(END_MARKER)
+    assert README[start:end] == markdown_reference(), (
+        "README.md's configuration reference is out of date: "
+        "replace it with the output of `python -m config.reference`"
+    )
+
+
+def test_every_config_key_is_in_the_readme() -> None:
+    from config import describe_config_keys
+
+    missing = [key for key, _kind, _text in describe_config_keys() if f"`{key}`" not in README]
+    assert missing == []
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    assert TEST_COMMAND in README
+    assert TEST_COMMAND in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_every_cli_command_is_documented() -> None:
+    from gateway.cli import build_parser
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for name in commands:
+        assert f"octos-gateway {name}" in README, name
