@@ -1,0 +1,302 @@
+"""The Telegram channel: python-telegram-bot's `Bot`, long polling or a webhook, and replies.
+
+`start()` checks the token (getMe), publishes the bot's commands (setMyCommands), then receives
+updates until `stop()` or cancellation: by long polling (its own loop, so offsets, backoff and
+shutdown are in our hands) or through the daemon's HTTP server (webhook mode). Each update is
+read, its files downloaded for allowed senders, and published on the bus. Sending, editing and
+the rest go through `TelegramSender`; the manager owns retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import structlog
+from aiohttp import web
+from telegram import Bot, BotCommand, Update
+from telegram.error import TelegramError
+from telegram.request import HTTPXRequest
+
+from bus import InboundSender, OutboundMessage, PipeClosed
+from channels.base import Channel
+from channels.errors import ChannelError, FatalChannelError, TransientError
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS
+from channels.telegram.errors import CHANNEL, is_fatal_at_start, translate, translated
+from channels.telegram.media import download, media_dir
+from channels.telegram.outbound import TelegramSender, telegram_message_id
+from channels.telegram.polling import (
+    ALLOWED_UPDATES,
+    GOODBYE_TIMEOUT_S,
+    Backoff,
+    UpdatePoller,
+    UpdatesRequest,
+)
+from channels.telegram.updates import BotIdentity, IncomingMessage, read_update
+from channels.telegram.webhook import WebhookReceiver
+from config import TelegramConfig
+
+log = structlog.get_logger(__name__)
+
+#: The gateway's commands, as Telegram offers them in the chat's "/" menu.
+DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("new", "Start a new conversation topic"),
+    ("s", "Switch to a topic"),
+    ("switch", "Switch to a topic"),
+    ("sessions", "List your topics"),
+    ("back", "Go back to the previous topic"),
+    ("delete", "Delete a topic"),
+    ("reset", "Clear the current conversation"),
+    ("status", "Show the session's status"),
+    ("help", "Show what the bot can do"),
+    ("stop", "Stop the current reply"),
+)
+
+_CONNECT_TIMEOUT_S = 30.0
+_SHUTDOWN_WAIT_S = 2.0
+_DOWNLOAD_TIMEOUT_S = 60.0
+
+
+class TelegramChannel(Channel):
+    limit = PLATFORM_LIMITS["telegram"]
+    edit_interval_s = 1.0
+
+    def __init__(
+        self,
+        config: TelegramConfig,
+        *,
+        data_dir: Path,
+        commands: Sequence[tuple[str, str]] = DEFAULT_COMMANDS,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self._config = config
+        self._data_dir = data_dir
+        self._commands = tuple(commands)
+        self._updates_request = UpdatesRequest(
+            connection_pool_size=1, read_timeout=10.0, connect_timeout=10.0, pool_timeout=5.0
+        )
+        self._request = HTTPXRequest(
+            connection_pool_size=32,
+            read_timeout=20.0,
+            write_timeout=20.0,
+            connect_timeout=10.0,
+            pool_timeout=5.0,
+            media_write_timeout=60.0,
+        )
+        self._bot = Bot(
+            config.token.get_secret_value(),
+            base_url=config.base_url,
+            base_file_url=config.base_file_url,
+            request=self._request,
+            get_updates_request=self._updates_request,
+        )
+        self._sender = TelegramSender(self._bot, config.parse_mode)
+        self._poller = UpdatePoller(
+            self._bot,
+            self._updates_request,
+            poll_timeout_s=config.poll_timeout_s,
+            backoff=backoff or Backoff(),
+            on_health=self._set_health,
+        )
+        secret = config.secret_token.get_secret_value() if config.secret_token else None
+        self._receiver = WebhookReceiver(self._bot, secret)
+        self._identity: BotIdentity | None = None
+        self._health = ChannelHealth.unknown()
+        self._stopping = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    # Receiving
+
+    async def start(self, inbound: InboundSender) -> None:
+        if self._stopping.is_set():
+            return
+        self._idle.clear()
+        try:
+            await self._connect()
+            await self._publish_commands()
+            if self._config.mode == "webhook":
+                await self._serve_webhook(inbound)
+            else:
+                await self._poll(inbound)
+        except FatalChannelError as exc:
+            self._health = ChannelHealth.down(str(exc))
+            raise
+        finally:
+            self._idle.set()
+
+    async def _connect(self) -> None:
+        try:
+            async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+                await self._bot.initialize()
+        except TimeoutError as exc:
+            self._health = ChannelHealth.degraded("getMe timed out")
+            raise TransientError(
+                f"getMe took over {_CONNECT_TIMEOUT_S} s", channel=CHANNEL
+            ) from exc
+        except TelegramError as exc:
+            if is_fatal_at_start(exc):
+                # PTB's message quotes the token: it must not reach the logs.
+                raise FatalChannelError(
+                    f"Telegram rejected the bot token ({type(exc).__name__})",
+                    channel=CHANNEL,
+                    suggestion="check the token from @BotFather in this profile's config",
+                ) from None
+            self._health = ChannelHealth.degraded(f"getMe failed: {exc.message}")
+            raise translate(exc, "getMe") from exc
+        self._identity = BotIdentity(self._bot.id, self._bot.username)
+        self._set_health(ChannelHealth.healthy())
+        log.info("telegram.connected", bot=self._bot.username, mode=self._config.mode)
+
+    async def _publish_commands(self) -> None:
+        commands = [BotCommand(command, text) for command, text in self._commands]
+        try:
+            with translated("setMyCommands"):
+                await self._bot.set_my_commands(commands)
+        except ChannelError as exc:
+            # The "/" menu is a convenience; the bot works without it.
+            log.warning("telegram.commands_not_published", error=str(exc))
+
+    async def _poll(self, inbound: InboundSender) -> None:
+        with translated("deleteWebhook"):
+            # A webhook left from an earlier run makes every getUpdates fail with 409.
+            await self._bot.delete_webhook(drop_pending_updates=False)
+        try:
+            await self._poller.run(partial(self._handle_update, inbound), self._stopping)
+        finally:
+            await self._poller.confirm()
+
+    async def _serve_webhook(self, inbound: InboundSender) -> None:
+        if not self._config.webhook_url:
+            raise FatalChannelError(
+                "webhook mode without webhook_url", channel=CHANNEL, suggestion="set webhook_url"
+            )
+        secret = self._config.secret_token
+        with translated("setWebhook"):
+            await self._bot.set_webhook(
+                self._config.webhook_url,
+                secret_token=secret.get_secret_value() if secret else None,
+                allowed_updates=ALLOWED_UPDATES,
+            )
+        if secret is None:
+            log.warning("telegram.webhook_without_secret", path=self._config.webhook_path)
+        self._receiver.handle = partial(self._handle_update, inbound)
+        self._set_health(ChannelHealth.healthy())
+        try:
+            await self._stopping.wait()
+        finally:
+            self._receiver.handle = None
+            await self._delete_webhook()
+
+    async def _delete_webhook(self) -> None:
+        try:
+            async with asyncio.timeout(GOODBYE_TIMEOUT_S):
+                await self._bot.delete_webhook()
+        except (TelegramError, TimeoutError) as exc:
+            log.warning("telegram.webhook_not_deleted", error=repr(exc))
+
+    async def _handle_update(self, inbound: InboundSender, update: Update) -> None:
+        identity = self._identity
+        if identity is None:
+            raise RuntimeError("updates arrive only after getMe")
+        try:
+            incoming = read_update(update, identity, require_mention=self._config.require_mention)
+            if incoming is None:
+                log.debug("telegram.update_ignored", update_id=update.update_id)
+                return
+            media = await self._download_media(incoming) if incoming.media else []
+            await inbound.send(incoming.to_inbound(media))
+        except PipeClosed:
+            raise
+        except Exception:  # supervision point: one update must not stop the channel
+            log.exception("telegram.update_failed", update_id=update.update_id)
+
+    async def _download_media(self, incoming: IncomingMessage) -> list[str]:
+        # A stranger's files are not fetched: the dispatcher will refuse the message anyway.
+        if not self.is_allowed(incoming.sender_id):
+            return []
+        directory = media_dir(self._data_dir, incoming.chat_id)
+        message_id = telegram_message_id(incoming.message_id)
+        paths: list[str] = []
+        for ref in incoming.media:
+            try:
+                path = await download(
+                    self._bot, ref, directory, message_id, timeout_s=_DOWNLOAD_TIMEOUT_S
+                )
+            except ChannelError as exc:
+                log.warning("telegram.media_not_downloaded", kind=ref.kind, error=str(exc))
+                incoming.metadata.setdefault("media_errors", []).append(f"{ref.kind}: {exc}")
+                continue
+            paths.append(str(path))
+        return paths
+
+    async def stop(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stopping.set()
+        try:
+            # Let a running start() confirm its offset before the HTTP clients close.
+            await asyncio.wait_for(self._idle.wait(), timeout=_SHUTDOWN_WAIT_S)
+        except TimeoutError:
+            log.warning("telegram.stop_timeout", waited_s=_SHUTDOWN_WAIT_S)
+        await self._bot.shutdown()
+        await asyncio.gather(self._updates_request.shutdown(), self._request.shutdown())
+        self._health = ChannelHealth.unknown()
+
+    def web_routes(self) -> Sequence[web.AbstractRouteDef]:
+        if self._config.mode != "webhook":
+            return ()
+        return (web.post(self._config.webhook_path, self._receiver.handle_request),)
+
+    def _set_health(self, health: ChannelHealth) -> None:
+        if not self._health.is_down:
+            self._health = health
+
+    async def health_check(self) -> ChannelHealth:
+        return self._health
+
+    # Sending
+
+    def supports_edit(self) -> bool:
+        return True
+
+    def format_outbound(self, content: str) -> str:
+        return self._sender.format(content)
+
+    async def send(self, message: OutboundMessage) -> None:
+        await self.send_with_id(message)
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        signal = message.typing_signal
+        if signal is not None:
+            if signal:
+                await self.send_typing(message.chat_id)
+            return None
+        return await self._sender.send(message)
+
+    async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
+        await self._sender.edit(chat_id, message_id, content)
+
+    async def delete_message(self, chat_id: str, message_id: str) -> None:
+        await self._sender.delete(chat_id, message_id)
+
+    async def send_typing(self, chat_id: str) -> None:
+        await self._sender.chat_action(chat_id, "typing")
+
+    async def send_listening(self, chat_id: str) -> None:
+        await self._sender.chat_action(chat_id, "record_voice")
+
+    async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
+        await self._sender.react(chat_id, message_id, emoji)
+
+    async def remove_reaction(self, chat_id: str, message_id: str, emoji: str) -> None:
+        await self._sender.react(chat_id, message_id, None)

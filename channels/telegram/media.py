@@ -1,0 +1,108 @@
+"""Files in both directions: downloads of what users send, uploads of what the agent sends.
+
+Received files are saved under `{data_dir}/media/telegram/<chat_id>/` and handed to the agent
+as paths. Disk reads and writes run in a worker thread, never on the event loop (PTB's own
+`File.download_to_drive` writes synchronously, so it is not used).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+from telegram import Bot, InputFile
+
+from channels.errors import ChannelError
+from channels.telegram.errors import CHANNEL, translated
+from channels.telegram.updates import MediaRef
+
+log = structlog.get_logger(__name__)
+
+#: The Bot API serves files up to 20 MB through getFile; larger ones cannot be fetched.
+MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
+#: The Bot API accepts photos up to 10 MB; anything larger goes as a document.
+MAX_PHOTO_BYTES = 10 * 1024 * 1024
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
+
+_DEFAULT_SUFFIX = {
+    "photo": ".jpg",
+    "voice": ".ogg",
+    "video": ".mp4",
+    "video_note": ".mp4",
+    "animation": ".mp4",
+}
+_SAFE_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def media_dir(data_dir: Path, chat_id: str) -> Path:
+    # Chat ids are integers (negative for groups); anything else is made safe for a path.
+    return data_dir / "media" / "telegram" / (_UNSAFE_NAME.sub("_", chat_id) or "_")
+
+
+def local_name(ref: MediaRef, message_id: int, server_path: str | None) -> str:
+    """A file name that is unique in its chat and keeps a document's own name readable."""
+    suffix = ""
+    for candidate in (ref.file_name, server_path):
+        if candidate and _SAFE_SUFFIX.fullmatch(Path(candidate).suffix):
+            suffix = Path(candidate).suffix.lower()
+            break
+    suffix = suffix or _DEFAULT_SUFFIX.get(ref.kind, "")
+    stem = _UNSAFE_NAME.sub("_", Path(ref.file_name).stem).strip("._") if ref.file_name else ""
+    return f"{message_id}-{stem[:60] or ref.file_unique_id}{suffix}"
+
+
+async def download(
+    bot: Bot, ref: MediaRef, directory: Path, message_id: int, *, timeout_s: float
+) -> Path:
+    """Fetch one file from Telegram and save it; raises a channel error on failure."""
+    if ref.file_size is not None and ref.file_size > MAX_DOWNLOAD_BYTES:
+        raise ChannelError(
+            f"{ref.kind} of {ref.file_size} bytes is over the Bot API's 20 MB download limit",
+            channel=CHANNEL,
+        )
+    with translated("getFile"):
+        remote = await bot.get_file(ref.file_id)
+    with translated("download file"):
+        data = await remote.download_as_bytearray(read_timeout=timeout_s)
+    path = directory / local_name(ref, message_id, remote.file_path)
+    await asyncio.to_thread(_write_file, path, bytes(data))
+    return path
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".part")
+    partial.write_bytes(data)
+    partial.replace(path)
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A local file read for sending, and whether Telegram should show it as a photo."""
+
+    file: InputFile
+    as_photo: bool
+
+
+async def load_upload(path_text: str) -> Upload:
+    path = Path(path_text)
+    try:
+        data = await asyncio.to_thread(path.read_bytes)
+    except OSError as exc:
+        raise ChannelError(
+            f"cannot read the file to send: {exc}",
+            channel=CHANNEL,
+            suggestion="the agent must pass paths this process can read",
+        ) from exc
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise ChannelError(
+            f"{path.name} is {len(data)} bytes; the Bot API takes files up to 50 MB",
+            channel=CHANNEL,
+        )
+    as_photo = path.suffix.lower() in PHOTO_SUFFIXES and len(data) <= MAX_PHOTO_BYTES
+    return Upload(InputFile(data, filename=path.name), as_photo)

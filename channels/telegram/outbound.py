@@ -1,0 +1,218 @@
+"""Everything the bot says: messages, files, edits of streamed replies, typing, reactions.
+
+Each call is one Bot API request whose failure is translated into a channel error; the channel
+manager decides about retries. Text marked as formatted (or recognised as this channel's own
+rendering) is sent with the configured parse mode, anything else as plain text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from typing import Literal
+
+import structlog
+from telegram import Bot, Message, ReactionTypeEmoji, ReplyParameters
+from telegram.constants import ChatAction, ParseMode
+
+from bus import OutboundMessage
+from channels.base import FORMATTED
+from channels.errors import FormattingRejected
+from channels.limits import utf16_units
+from channels.telegram.errors import translated
+from channels.telegram.media import Upload, load_upload
+from channels.telegram.render import ParseModeName, render
+
+log = structlog.get_logger(__name__)
+
+#: Telegram's limit for a photo or document caption, in UTF-16 units.
+CAPTION_LIMIT = 1024
+_PARSE_MODES: dict[ParseModeName, str | None] = {
+    "html": ParseMode.HTML,
+    "markdownv2": ParseMode.MARKDOWN_V2,
+    "none": None,
+}
+
+
+class RenderedTexts:
+    """Texts this channel rendered lately, each with its Markdown source.
+
+    An edit carries no "formatted" flag, so an edited text is either the manager's rendering
+    (from `format_outbound`) or raw Markdown; remembering renderings tells the two apart, and
+    gives the source back when Telegram refuses the markup.
+    """
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._capacity = capacity
+        self._sources: OrderedDict[bytes, str] = OrderedDict()
+
+    @staticmethod
+    def _key(rendered: str) -> bytes:
+        return hashlib.blake2b(rendered.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def remember(self, rendered: str, source: str) -> None:
+        key = self._key(rendered)
+        self._sources[key] = source
+        self._sources.move_to_end(key)
+        while len(self._sources) > self._capacity:
+            self._sources.popitem(last=False)
+
+    def source_of(self, text: str) -> str | None:
+        return self._sources.get(self._key(text))
+
+
+def chat_ref(chat_id: str) -> int | str:
+    """Telegram takes numeric chat ids, or `@channelname` for public channels."""
+    try:
+        return int(chat_id)
+    except ValueError:
+        return chat_id
+
+
+def telegram_message_id(message_id: str) -> int:
+    """A Telegram message id from ours: `"42"` or the inbound dedup form `"<chat>:42"`."""
+    return int(message_id.rsplit(":", 1)[-1])
+
+
+class TelegramSender:
+    def __init__(self, bot: Bot, parse_mode: ParseModeName) -> None:
+        self._bot = bot
+        self._mode: ParseModeName = parse_mode
+        self._parse_mode = _PARSE_MODES[parse_mode]
+        self._rendered = RenderedTexts()
+
+    def format(self, markdown: str) -> str:
+        rendered = render(markdown, self._mode)
+        if not rendered.strip():
+            # Markup around nothing (an empty code block): the source says more than nothing.
+            return markdown
+        if rendered != markdown:
+            self._rendered.remember(rendered, markdown)
+        return rendered
+
+    async def send(self, message: OutboundMessage) -> str | None:
+        """Deliver a message that already fits; the id of the message holding its text."""
+        parse_mode = self._parse_mode if message.metadata.get(FORMATTED) else None
+        reply = _reply_parameters(message.reply_to)
+        if message.media:
+            return await self._send_media(message, parse_mode, reply)
+        if not message.content.strip():
+            log.debug("telegram.empty_message_skipped", chat_id=message.chat_id)
+            return None
+        sent = await self._send_text(message.chat_id, message.content, parse_mode, reply)
+        return str(sent.message_id)
+
+    async def _send_text(
+        self,
+        chat_id: str,
+        text: str,
+        parse_mode: str | None,
+        reply: ReplyParameters | None,
+    ) -> Message:
+        with translated("sendMessage"):
+            return await self._bot.send_message(
+                chat_ref(chat_id), text, parse_mode=parse_mode, reply_parameters=reply
+            )
+
+    async def _send_media(
+        self, message: OutboundMessage, parse_mode: str | None, reply: ReplyParameters | None
+    ) -> str | None:
+        caption = message.content if message.content.strip() else None
+        text_id: str | None = None
+        if caption is not None and utf16_units(caption) > CAPTION_LIMIT:
+            sent = await self._send_text(message.chat_id, caption, parse_mode, reply)
+            text_id, caption, reply = str(sent.message_id), None, None
+        holder = text_id
+        for path in message.media:
+            upload = await load_upload(path)
+            sent = await self._send_file(message.chat_id, upload, caption, parse_mode, reply)
+            # Without a text message of its own, the first file carries the caption.
+            holder = holder or str(sent.message_id)
+            caption, reply = None, None
+        return holder
+
+    async def _send_file(
+        self,
+        chat_id: str,
+        upload: Upload,
+        caption: str | None,
+        parse_mode: str | None,
+        reply: ReplyParameters | None,
+    ) -> Message:
+        mode = parse_mode if caption else None
+        if upload.as_photo:
+            with translated("sendPhoto"):
+                return await self._bot.send_photo(
+                    chat_ref(chat_id),
+                    upload.file,
+                    caption=caption,
+                    parse_mode=mode,
+                    reply_parameters=reply,
+                )
+        with translated("sendDocument"):
+            return await self._bot.send_document(
+                chat_ref(chat_id),
+                upload.file,
+                caption=caption,
+                parse_mode=mode,
+                reply_parameters=reply,
+            )
+
+    async def edit(self, chat_id: str, message_id: str, content: str) -> None:
+        """Replace a streamed message's text: Markdown, or this channel's own rendering of it."""
+        if not content.strip():
+            return
+        source = self._rendered.source_of(content)
+        if source is not None or self._parse_mode is None:
+            text, fallback = content, source
+        else:
+            text, fallback = self.format(content), content
+        try:
+            await self._edit_text(chat_id, message_id, text, self._parse_mode)
+        except FormattingRejected:
+            if self._parse_mode is None or fallback is None:
+                raise
+            # The edit API has no "send it plain" flag for the manager to flip: do it here.
+            log.warning("telegram.edit_markup_rejected", chat_id=chat_id, message_id=message_id)
+            await self._edit_text(chat_id, message_id, fallback, None)
+
+    async def _edit_text(
+        self, chat_id: str, message_id: str, text: str, parse_mode: str | None
+    ) -> None:
+        with translated("editMessageText"):
+            await self._bot.edit_message_text(
+                text,
+                chat_id=chat_ref(chat_id),
+                message_id=telegram_message_id(message_id),
+                parse_mode=parse_mode,
+            )
+
+    async def delete(self, chat_id: str, message_id: str) -> None:
+        with translated("deleteMessage"):
+            await self._bot.delete_message(chat_ref(chat_id), telegram_message_id(message_id))
+
+    async def react(self, chat_id: str, message_id: str, emoji: str | None) -> None:
+        """Set the bot's reaction (Telegram allows one per bot); None takes it back."""
+        reaction = [ReactionTypeEmoji(emoji)] if emoji else []
+        with translated("setMessageReaction"):
+            await self._bot.set_message_reaction(
+                chat_ref(chat_id), telegram_message_id(message_id), reaction
+            )
+
+    async def chat_action(
+        self, chat_id: str, action: Literal["typing", "record_voice"] = "typing"
+    ) -> None:
+        with translated("sendChatAction"):
+            await self._bot.send_chat_action(chat_ref(chat_id), ChatAction(action))
+
+
+def _reply_parameters(reply_to: str | None) -> ReplyParameters | None:
+    if not reply_to:
+        return None
+    try:
+        message_id = telegram_message_id(reply_to)
+    except ValueError:
+        log.debug("telegram.reply_to_ignored", reply_to=reply_to)
+        return None
+    # A reply to a message deleted in the meantime is sent as a plain message, not refused.
+    return ReplyParameters(message_id, allow_sending_without_reply=True)

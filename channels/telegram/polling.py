@@ -1,0 +1,206 @@
+"""Long polling of getUpdates, with offsets, so that no update is handled twice.
+
+Telegram keeps an update until a later getUpdates asks for an offset past it. The poller asks
+for `offset = last handled + 1`, so a crash, a dropped connection or a restart re-delivers only
+what was never handled, and on the way out it confirms the offset with one last, non-waiting
+call. Errors back off from 5 s, doubling to 60 s (octos' figures); a rejected token ends polling.
+
+PTB parses a whole batch at once and fails it all on one malformed update. `UpdatesRequest`
+uses PTB's documented `parse_json_payload` hook to take such updates out of the batch (logged,
+and remembered so the offset still moves past them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import structlog
+from telegram import Bot, Update
+from telegram.error import TelegramError
+from telegram.request import HTTPXRequest
+
+from channels.errors import ChannelError, FatalChannelError, RateLimited
+from channels.health import ChannelHealth
+from channels.telegram.errors import CHANNEL, is_fatal_at_start, translate
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+ALLOWED_UPDATES = ("message",)
+#: The last calls on the way out (confirming the offset, deleting the webhook) must not hold
+#: up a shutdown: a cancelled channel ends within a second.
+GOODBYE_TIMEOUT_S = 0.75
+
+
+class UpdatesRequest(HTTPXRequest):
+    """The HTTP client of getUpdates; drops updates PTB could not parse from each batch."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._skipped: list[int] = []
+
+    def parse_json_payload(self, payload: bytes) -> dict[str, Any]:  # type: ignore[override]
+        data: dict[str, Any] = super().parse_json_payload(payload)
+        result = data.get("result")
+        if data.get("ok") is True and isinstance(result, list):
+            data["result"] = [item for item in result if self._parses(item)]
+        return data
+
+    def _parses(self, item: object) -> bool:
+        update_id = item.get("update_id") if isinstance(item, dict) else None
+        try:
+            if not isinstance(item, dict) or not isinstance(update_id, int):
+                raise TypeError("an update must be an object with an integer update_id")
+            Update.de_json(item, None)
+        except Exception as exc:  # supervision point: one malformed update
+            log.warning(
+                "telegram.malformed_update_skipped",
+                update_id=update_id,
+                error=repr(exc),
+                payload=repr(item)[:500],
+            )
+            if isinstance(update_id, int):
+                self._skipped.append(update_id)
+            return False
+        return True
+
+    def take_skipped(self) -> list[int]:
+        skipped, self._skipped = self._skipped, []
+        return skipped
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    initial_s: float = 5.0
+    max_s: float = 60.0
+
+    def next(self, delay_s: float) -> float:
+        return min(delay_s * 2, self.max_s)
+
+
+async def until_stopped(work: Coroutine[Any, Any, T], stopping: asyncio.Event) -> T | None:
+    """The result of `work`, or None once `stopping` is set first (then `work` is cancelled)."""
+    task = asyncio.create_task(work, name="telegram:poll-request")
+    watcher = asyncio.create_task(stopping.wait(), name="telegram:stop-watcher")
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, watcher):
+            pending.cancel()
+        # Both are ours and already finished or cancelled: waiting for them cannot hang.
+        await asyncio.gather(task, watcher, return_exceptions=True)
+    if task.cancelled():
+        return None
+    return task.result()
+
+
+async def sleep_unless_stopped(delay_s: float, stopping: asyncio.Event) -> bool:
+    """Wait `delay_s`; True if `stopping` was set meanwhile."""
+    try:
+        await asyncio.wait_for(stopping.wait(), timeout=delay_s)
+    except TimeoutError:
+        return False
+    return True
+
+
+class UpdatePoller:
+    def __init__(
+        self,
+        bot: Bot,
+        request: UpdatesRequest,
+        *,
+        poll_timeout_s: float,
+        backoff: Backoff,
+        on_health: Callable[[ChannelHealth], None],
+        confirm_timeout_s: float = GOODBYE_TIMEOUT_S,
+    ) -> None:
+        self._bot = bot
+        self._request = request
+        self._poll_timeout_s = poll_timeout_s
+        self._backoff = backoff
+        self._on_health = on_health
+        self._confirm_timeout_s = confirm_timeout_s
+        #: The next update id to ask for; everything below it has been handled.
+        self.next_offset: int | None = None
+        self._asked_offset: int | None = None
+
+    async def run(
+        self, handle: Callable[[Update], Awaitable[None]], stopping: asyncio.Event
+    ) -> None:
+        delay_s = self._backoff.initial_s
+        while not stopping.is_set():
+            try:
+                updates = await until_stopped(self._fetch(), stopping)
+            except FatalChannelError:
+                raise
+            except ChannelError as exc:
+                wait_s = delay_s
+                if isinstance(exc, RateLimited):
+                    wait_s = max(wait_s, exc.retry_after_s)
+                self._on_health(ChannelHealth.degraded(f"polling failed: {exc}"))
+                log.warning("telegram.poll_failed", error=str(exc), retry_in_s=wait_s)
+                if await sleep_unless_stopped(wait_s, stopping):
+                    return
+                delay_s = self._backoff.next(delay_s)
+                continue
+            if updates is None:
+                return
+            delay_s = self._backoff.initial_s
+            self._on_health(ChannelHealth.healthy())
+            await self._handle_batch(updates, handle, stopping)
+
+    async def _handle_batch(
+        self,
+        updates: tuple[Update, ...],
+        handle: Callable[[Update], Awaitable[None]],
+        stopping: asyncio.Event,
+    ) -> None:
+        """Handle in order, moving the offset past each; what is left is asked for again."""
+        for update in updates:
+            if stopping.is_set():
+                return
+            # Below the offset is a re-delivery (a server that lost our confirmation).
+            if self.next_offset is None or update.update_id >= self.next_offset:
+                await handle(update)
+            self._advance(update.update_id)
+        for update_id in self._request.take_skipped():
+            self._advance(update_id)
+
+    async def _fetch(self) -> tuple[Update, ...]:
+        offset = self.next_offset
+        try:
+            updates = await self._bot.get_updates(
+                offset=offset,
+                # Whole seconds, as Telegram takes them; 0 would turn long polling into a busy loop.
+                timeout=max(1, round(self._poll_timeout_s)),
+                allowed_updates=ALLOWED_UPDATES,
+            )
+        except TelegramError as exc:
+            if is_fatal_at_start(exc):
+                raise FatalChannelError(f"getUpdates: {exc.message}", channel=CHANNEL) from exc
+            raise translate(exc, "getUpdates") from exc
+        self._asked_offset = offset
+        return updates
+
+    def _advance(self, update_id: int) -> None:
+        if self.next_offset is None or update_id >= self.next_offset:
+            self.next_offset = update_id + 1
+
+    async def confirm(self) -> None:
+        """Tell Telegram everything below `next_offset` is handled (runs on the way out)."""
+        if self.next_offset is None or self.next_offset == self._asked_offset:
+            return
+        try:
+            async with asyncio.timeout(self._confirm_timeout_s):
+                await self._bot.get_updates(
+                    offset=self.next_offset, limit=1, timeout=0, allowed_updates=ALLOWED_UPDATES
+                )
+        except (TelegramError, TimeoutError) as exc:
+            log.warning("telegram.offset_not_confirmed", offset=self.next_offset, error=repr(exc))
+            return
+        self._asked_offset = self.next_offset
+        log.debug("telegram.offset_confirmed", offset=self.next_offset)

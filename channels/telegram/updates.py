@@ -1,0 +1,231 @@
+"""A Telegram `Update`, read into what the gateway needs to know about a user's message.
+
+Only new messages from people count: edits, channel posts and other bots are not turns. In a
+group with `require_mention`, a message goes through only when it is addressed to the bot (an
+@mention, a command for it, or a reply to one of its messages). The bot's own mention is cut
+out of the text in every chat. Entity offsets are in UTF-16 code units, as Telegram counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from telegram import Message, MessageEntity, Update, User
+from telegram.constants import ChatType
+
+from bus import InboundMessage
+
+CHANNEL = "telegram"
+_GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    """Who the bot is, from getMe: mentions and replies are matched against it."""
+
+    id: int
+    username: str
+
+
+@dataclass(frozen=True, slots=True)
+class MediaRef:
+    """A file attached to a message, still on Telegram's servers."""
+
+    kind: str
+    file_id: str
+    file_unique_id: str
+    file_name: str | None = None
+    file_size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """A message for the gateway, before its files are downloaded."""
+
+    chat_id: str
+    sender_id: str
+    content: str
+    #: Telegram numbers messages per chat; the chat id makes the id unique for dedup.
+    message_id: str
+    timestamp: datetime
+    metadata: dict[str, Any] = field(default_factory=dict)
+    media: tuple[MediaRef, ...] = ()
+
+    def to_inbound(self, media_paths: Sequence[str] = ()) -> InboundMessage:
+        return InboundMessage(
+            channel=CHANNEL,
+            sender_id=self.sender_id,
+            chat_id=self.chat_id,
+            content=self.content,
+            timestamp=self.timestamp,
+            media=list(media_paths),
+            metadata=dict(self.metadata),
+            message_id=self.message_id,
+        )
+
+
+def sender_id_of(user: User) -> str:
+    """`"id|username"` (or the id alone): allow lists may name either."""
+    return f"{user.id}|{user.username}" if user.username else str(user.id)
+
+
+def dedup_id(chat_id: int | str, message_id: int) -> str:
+    return f"{chat_id}:{message_id}"
+
+
+def read_update(
+    update: Update, bot: BotIdentity, *, require_mention: bool
+) -> IncomingMessage | None:
+    """The user's message in `update`, or None when the gateway should not see it."""
+    message = update.message
+    if message is None:
+        return None
+    user = message.from_user
+    if user is None or user.is_bot:
+        return None
+    text = message.text if message.text is not None else (message.caption or "")
+    entities = message.entities if message.text is not None else message.caption_entities
+    mentions = _mention_spans(text, entities, bot)
+    suffixes = _own_command_suffixes(text, entities, bot)
+    if (
+        message.chat.type in _GROUP_TYPES
+        and require_mention
+        and not (mentions or suffixes or _is_reply_to(message, bot))
+        and not _is_bare_command(text, entities)
+    ):
+        return None
+    text = _strip_spans(text, mentions + suffixes)
+    media = _media_of(message)
+    if not text.strip() and not media:
+        return None
+    return IncomingMessage(
+        chat_id=str(message.chat.id),
+        sender_id=sender_id_of(user),
+        content=text.strip(),
+        message_id=dedup_id(message.chat.id, message.message_id),
+        timestamp=message.date,
+        metadata=_metadata(message, user),
+        media=media,
+    )
+
+
+def _metadata(message: Message, user: User) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "chat_type": str(message.chat.type),
+        "telegram_message_id": message.message_id,
+        "sender_name": user.full_name,
+    }
+    if user.username:
+        metadata["username"] = user.username
+    if message.chat.title:
+        metadata["chat_title"] = message.chat.title
+    if message.reply_to_message is not None:
+        metadata["reply_to"] = str(message.reply_to_message.message_id)
+    if message.is_topic_message and message.message_thread_id is not None:
+        metadata["message_thread_id"] = message.message_thread_id
+    return metadata
+
+
+def _is_reply_to(message: Message, bot: BotIdentity) -> bool:
+    replied = message.reply_to_message
+    return replied is not None and replied.from_user is not None and replied.from_user.id == bot.id
+
+
+def _mention_spans(
+    text: str, entities: Sequence[MessageEntity], bot: BotIdentity
+) -> list[tuple[int, int]]:
+    spans = []
+    handle = f"@{bot.username}".casefold()
+    for entity in entities:
+        if entity.type == MessageEntity.MENTION:
+            if _utf16_slice(text, entity.offset, entity.length).casefold() == handle:
+                spans.append((entity.offset, entity.length))
+        elif (
+            entity.type == MessageEntity.TEXT_MENTION
+            and entity.user is not None
+            and entity.user.id == bot.id
+        ):
+            spans.append((entity.offset, entity.length))
+    return spans
+
+
+def _own_command_suffixes(
+    text: str, entities: Sequence[MessageEntity], bot: BotIdentity
+) -> list[tuple[int, int]]:
+    """The `@botname` of `/command@botname`, which the gateway's commands do not expect."""
+    spans = []
+    suffix = f"@{bot.username}".casefold()
+    for entity in entities:
+        if entity.type != MessageEntity.BOT_COMMAND:
+            continue
+        command = _utf16_slice(text, entity.offset, entity.length)
+        if command.casefold().endswith(suffix):
+            suffix_units = _utf16_len(command) - _utf16_len(command[: -len(suffix)])
+            spans.append((entity.offset + entity.length - suffix_units, suffix_units))
+    return spans
+
+
+def _is_bare_command(text: str, entities: Sequence[MessageEntity]) -> bool:
+    """A `/command` without a bot name at the start of a group message is for every bot."""
+    return any(
+        entity.type == MessageEntity.BOT_COMMAND
+        and entity.offset == 0
+        and "@" not in _utf16_slice(text, entity.offset, entity.length)
+        for entity in entities
+    )
+
+
+def _media_of(message: Message) -> tuple[MediaRef, ...]:
+    refs: list[MediaRef] = []
+    if message.photo:
+        largest = message.photo[-1]
+        refs.append(
+            MediaRef("photo", largest.file_id, largest.file_unique_id, None, largest.file_size)
+        )
+    for kind in ("document", "audio", "voice", "video", "video_note", "animation"):
+        attachment = getattr(message, kind, None)
+        if attachment is None or (kind == "document" and message.animation is not None):
+            continue
+        refs.append(
+            MediaRef(
+                kind,
+                attachment.file_id,
+                attachment.file_unique_id,
+                getattr(attachment, "file_name", None),
+                attachment.file_size,
+            )
+        )
+    return tuple(refs)
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _utf16_slice(text: str, offset: int, length: int) -> str:
+    encoded = text.encode("utf-16-le")
+    return encoded[offset * 2 : (offset + length) * 2].decode("utf-16-le", errors="replace")
+
+
+def _strip_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """`text` without the given UTF-16 spans, the space they leave collapsed."""
+    if not spans:
+        return text
+    encoded = text.encode("utf-16-le")
+    pieces: list[bytes] = []
+    cursor = 0
+    for offset, length in sorted(spans):
+        start = max(offset * 2, cursor)
+        pieces.append(encoded[cursor:start])
+        cursor = max(cursor, (offset + length) * 2)
+    pieces.append(encoded[cursor:])
+    kept = [piece.decode("utf-16-le", errors="replace") for piece in pieces]
+    joined = kept[0]
+    for piece in kept[1:]:
+        if joined.endswith((" ", "\n")) and piece.startswith(" "):
+            piece = piece[1:]
+        joined += piece
+    return joined.strip()

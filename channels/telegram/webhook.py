@@ -1,0 +1,92 @@
+"""Webhook mode: Telegram POSTs each update to the daemon's HTTP server.
+
+Telegram proves a request is its own with the `X-Telegram-Bot-Api-Secret-Token` header, equal to
+the `secret_token` given to setWebhook; it is compared in constant time. Telegram re-sends an
+update until it gets a 2xx, so a malformed update is answered 200 (and logged) rather than
+refused forever, and recent update ids are remembered so a re-sent update is handled once.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+from telegram import Bot, Update
+
+from bus import PipeClosed
+
+log = structlog.get_logger(__name__)
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+
+class RecentIds:
+    """A bounded memory of update ids already handled."""
+
+    def __init__(self, capacity: int = 2048) -> None:
+        self._capacity = capacity
+        self._ids: OrderedDict[int, None] = OrderedDict()
+
+    def add(self, update_id: int) -> bool:
+        """Remember `update_id`; False if it was already there."""
+        if update_id in self._ids:
+            return False
+        self._ids[update_id] = None
+        while len(self._ids) > self._capacity:
+            self._ids.popitem(last=False)
+        return True
+
+
+class WebhookReceiver:
+    """The aiohttp handler of the webhook route; `handle` is set while the channel runs."""
+
+    def __init__(self, bot: Bot, secret_token: str | None) -> None:
+        self._bot = bot
+        self._secret = secret_token.encode() if secret_token else None
+        self._seen = RecentIds()
+        self.handle: Callable[[Update], Awaitable[None]] | None = None
+
+    def _authorised(self, request: web.Request) -> web.Response | None:
+        if self._secret is None:
+            return None
+        offered = request.headers.get(SECRET_HEADER)
+        if offered is None:
+            return web.Response(status=401, text="missing secret token")
+        if not hmac.compare_digest(offered.encode(), self._secret):
+            return web.Response(status=403, text="wrong secret token")
+        return None
+
+    async def handle_request(self, request: web.Request) -> web.Response:
+        refused = self._authorised(request)
+        if refused is not None:
+            log.warning("telegram.webhook_refused", status=refused.status, remote=request.remote)
+            return refused
+        handle = self.handle
+        if handle is None:
+            return web.Response(status=503, text="channel not running")
+        try:
+            raw = await request.json()
+        except ValueError:
+            return web.Response(status=400, text="body is not JSON")
+        update = self._parse(raw)
+        if update is None or not self._seen.add(update.update_id):
+            return web.Response(text="ok")
+        try:
+            await handle(update)
+        except PipeClosed:
+            return web.Response(status=503, text="channel stopping")
+        return web.Response(text="ok")
+
+    def _parse(self, raw: object) -> Update | None:
+        try:
+            if not isinstance(raw, dict) or not isinstance(raw.get("update_id"), int):
+                raise TypeError("an update must be an object with an integer update_id")
+            return Update.de_json(raw, self._bot)
+        except Exception as exc:  # supervision point: one malformed update
+            log.warning(
+                "telegram.malformed_update_skipped", error=repr(exc), payload=repr(raw)[:500]
+            )
+            return None
