@@ -1,0 +1,340 @@
+"""The Slack channel: a slack-bolt `AsyncApp`, receiving over Socket Mode or HTTP events.
+
+`start()` checks the bot token (`auth.test`; a refused token is fatal), then receives until
+`stop()`: in socket mode over a `SocketConnection`, in http mode through the route
+`web_routes()` gives the daemon's HTTP server, where Bolt verifies each request's signature.
+
+Bolt hands `message` and `app_mention` events to `_take_event`, which only queues the raw event
+(`process_before_response` is on: the listener runs before Slack is answered, so an event is in
+the queue before Slack hears it was received, and Bolt starts no task of its own). The inbound
+pump, a task of `start()`, parses each queued event, drops duplicates (Slack's retries carry the
+same `event_id`; a mention in a channel arrives as both events with one `ts`), saves shared files
+and publishes. Replies go out with `chat.postMessage` in the thread the post belongs in (see
+`threads.py`); streamed replies are edited with `chat.update`.
+
+Typing: Slack shows no typing indicator for bots outside assistant threads, so `send_typing`
+stays the base class's no-op.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import structlog
+from aiohttp import web
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bus import InboundSender, OutboundMessage, PipeClosed
+from channels.base import FORMATTED, Channel
+from channels.dedup import InboundDedup
+from channels.errors import AuthError, ChannelError, FatalChannelError
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
+from channels.slack.errors import CHANNEL, slack_call
+from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
+from channels.slack.media import DEFAULT_MAX_FILE_BYTES, FileStore, read_uploads
+from channels.slack.mrkdwn import escape, render_mrkdwn
+from channels.slack.socket_mode import SocketConnection, proxy_for
+from channels.slack.threads import ThreadBook
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_BASE_URL = "https://slack.com/api/"
+Mode = Literal["socket", "http"]
+
+
+class SlackChannel(Channel):
+    limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["slack"]
+    #: chat.update is a Tier 3 method (about 50 calls a minute); one edit a second keeps a
+    #: streamed reply within it.
+    edit_interval_s: ClassVar[float] = 1.0
+
+    def __init__(
+        self,
+        *,
+        bot_token: str,
+        data_dir: Path,
+        mode: Mode = "socket",
+        app_token: str | None = None,
+        signing_secret: str | None = None,
+        base_url: str = DEFAULT_BASE_URL,
+        webhook_path: str = "/slack/events",
+        request_timeout_s: float = 30.0,
+        ping_interval_s: float = 5.0,
+        connect_timeout_s: float = 30.0,
+        enqueue_timeout_s: float = 2.0,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    ) -> None:
+        if mode == "socket" and not app_token:
+            raise ValueError("socket mode needs an app-level token (xapp-...)")
+        if mode == "http" and not signing_secret:
+            raise ValueError("http mode needs the app's signing secret")
+        self._mode = mode
+        self._app_token = app_token or ""
+        self._webhook_path = webhook_path
+        self._request_timeout_s = request_timeout_s
+        self._ping_interval_s = ping_interval_s
+        self._connect_timeout_s = connect_timeout_s
+        self._enqueue_timeout_s = enqueue_timeout_s
+        proxy = proxy_for(base_url)
+        self.web = AsyncWebClient(
+            token=bot_token,
+            base_url=base_url,
+            timeout=max(1, round(request_timeout_s)),
+            proxy=proxy,
+            # The manager's retry policy is the one retry layer (see errors.py).
+            retry_handlers=[],
+        )
+        # Given no proxy, slack_sdk falls back to HTTPS_PROXY even where NO_PROXY says not to.
+        self.web.proxy = proxy
+        self.app = build_app(
+            base_url=base_url,
+            proxy=proxy,
+            signing_secret=signing_secret or "",
+            bot_token=bot_token,
+            identity=lambda: self._identity,
+            take_event=self._take_event,
+        )
+        self._files = FileStore(data_dir, bot_token, proxy=proxy, max_bytes=max_file_bytes)
+        self._threads = ThreadBook()
+        self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
+        self._received: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=256)
+        self._identity: BotIdentity | None = None
+        self._connection: SocketConnection | None = None
+        self._accepting = False
+        self._fatal: FatalChannelError | None = None
+        self._stopping = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._receiving = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    @property
+    def identity(self) -> BotIdentity | None:
+        return self._identity
+
+    def supports_edit(self) -> bool:
+        return True
+
+    def format_outbound(self, content: str) -> str:
+        return render_mrkdwn(content)
+
+    # Lifecycle
+
+    async def start(self, inbound: InboundSender) -> None:
+        """Receive until `stop()` or cancellation; a stopped channel stays stopped."""
+        if self._stopping.is_set():
+            return
+        self._idle.clear()
+        receiving = asyncio.create_task(self._receive(inbound), name="slack-receive")
+        stopping = asyncio.create_task(self._stopping.wait(), name="slack-stop-requested")
+        try:
+            await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (receiving, stopping):
+                task.cancel()
+            # Collects the tasks we cancelled; our own cancellation still propagates.
+            await asyncio.gather(receiving, stopping, return_exceptions=True)
+            self._accepting = False
+            self._receiving.clear()
+            self._idle.set()
+        if not receiving.cancelled():
+            receiving.result()
+
+    async def stop(self) -> None:
+        """Stop receiving; returns once `start()` has closed its connection. Idempotent."""
+        self._stopping.set()
+        self._accepting = False
+        await self._idle.wait()
+
+    async def wait_receiving(self) -> None:
+        """Return once events are being received (socket connected, or http mode started)."""
+        await self._receiving.wait()
+
+    async def health_check(self) -> ChannelHealth:
+        if self._fatal is not None:
+            return ChannelHealth.down(str(self._fatal))
+        if self._stopping.is_set():
+            return ChannelHealth.down("stopped")
+        if self._identity is None:
+            return ChannelHealth.unknown()
+        if self._mode == "http":
+            return ChannelHealth.healthy() if self._accepting else ChannelHealth.degraded("idle")
+        connection = self._connection
+        if connection is None:
+            return ChannelHealth.degraded("connecting to Slack")
+        if await connection.is_connected():
+            return ChannelHealth.healthy()
+        return ChannelHealth.degraded("reconnecting to Slack")
+
+    async def _authenticate(self) -> BotIdentity:
+        try:
+            async with slack_call("auth.test", self._request_timeout_s):
+                response = await self.web.auth_test()
+        except AuthError as error:
+            raise self._fatal_error(error) from error
+        user_id = response.get("user_id")
+        if not isinstance(user_id, str) or not user_id:
+            raise ChannelError("auth.test did not name the bot user", channel=CHANNEL)
+        bot_id, team_id = response.get("bot_id"), response.get("team_id")
+        return BotIdentity(
+            user_id=user_id,
+            bot_id=bot_id if isinstance(bot_id, str) else None,
+            team_id=team_id if isinstance(team_id, str) else None,
+        )
+
+    def _fatal_error(self, error: ChannelError) -> FatalChannelError:
+        self._fatal = FatalChannelError(
+            f"Slack refused the credentials ({error})", channel=CHANNEL, suggestion=error.suggestion
+        )
+        return self._fatal
+
+    async def _receive(self, inbound: InboundSender) -> None:
+        """Authenticate, then receive until cancelled; the pump ends early only by failing."""
+        self._identity = await self._authenticate()
+        pump = asyncio.create_task(self._pump(inbound), name="slack-inbound")
+        # Set before connecting: Slack may send an envelope the moment the socket opens.
+        self._accepting = True
+        try:
+            if self._mode == "socket":
+                await self._receive_over_socket(pump)
+            else:
+                self._receiving.set()
+                await pump
+        finally:
+            pump.cancel()
+            await asyncio.gather(pump, return_exceptions=True)
+
+    async def _receive_over_socket(self, pump: asyncio.Task[None]) -> None:
+        connection = SocketConnection(
+            self.app,
+            self._app_token,
+            self.web,
+            ping_interval_s=self._ping_interval_s,
+            connect_timeout_s=self._connect_timeout_s,
+        )
+        try:
+            async with connection:
+                self._connection = connection
+                self._receiving.set()
+                await pump
+        except AuthError as error:
+            raise self._fatal_error(error) from error
+        finally:
+            self._connection = None
+
+    # Inbound
+
+    async def _take_event(self, body: dict[str, Any]) -> None:
+        """Bolt's listener: queue the event. Raising makes Bolt answer 500, so Slack re-sends
+        an event the channel could not take."""
+        if not self._accepting:
+            raise ChannelError("the Slack channel is not receiving", channel=CHANNEL)
+        try:
+            async with asyncio.timeout(self._enqueue_timeout_s):
+                await self._received.put(body)
+        except TimeoutError:
+            raise ChannelError(
+                f"inbound queue full for {self._enqueue_timeout_s:g} s", channel=CHANNEL
+            ) from None
+
+    async def _pump(self, inbound: InboundSender) -> None:
+        while True:
+            body = await self._received.get()
+            try:
+                await self._forward(body, inbound)
+            except PipeClosed:
+                raise
+            except MalformedEvent as error:
+                log.warning(
+                    "malformed slack event skipped", event_id=body.get("event_id"), error=str(error)
+                )
+            except Exception:
+                # Per-message supervision point: one event that cannot be handled is logged and
+                # the channel goes on with the next.
+                log.exception("slack event failed", event_id=body.get("event_id"))
+
+    async def _forward(self, body: dict[str, Any], inbound: InboundSender) -> None:
+        identity = self._identity
+        assert identity is not None  # set before the pump starts
+        post = parse_event(body, identity.user_id)
+        if post is None:
+            return
+        # Both keys are marked: a retry (same event_id) and the other event of a mention (same
+        # channel and ts) are each recognised.
+        seen = [self._dedup.seen(key) for key in post.dedup_keys]
+        if any(seen):
+            log.debug("duplicate slack event dropped", event_id=post.event_id, ts=post.ts)
+            return
+        media = await self._files.save_all(post.channel, post.files)
+        self._threads.remember(post.channel, post.ts, post.reply_thread_ts)
+        await inbound.send(to_inbound(post, identity.user_id, media))
+
+    # HTTP mode
+
+    def web_routes(self) -> list[web.RouteDef]:
+        if self._mode != "http":
+            return []
+        return [web.post(self._webhook_path, webhook_handler(self.app, lambda: self._accepting))]
+
+    # Outbound
+
+    async def send(self, message: OutboundMessage) -> None:
+        await self.send_with_id(message)
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        if message.typing_signal is not None:
+            return None
+        thread_ts = self._threads.thread_for(message)
+        if message.media:
+            await self._upload(message, thread_ts)
+            return None
+        text, mrkdwn = _outgoing_text(message)
+        if not text.strip():
+            return None
+        async with slack_call("chat.postMessage", self._request_timeout_s):
+            response = await self.web.chat_postMessage(
+                channel=message.chat_id, text=text, thread_ts=thread_ts, mrkdwn=mrkdwn
+            )
+        ts = response.get("ts")
+        return ts if isinstance(ts, str) else None
+
+    async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
+        async with slack_call("chat.update", self._request_timeout_s):
+            await self.web.chat_update(channel=chat_id, ts=message_id, text=content)
+
+    async def delete_message(self, chat_id: str, message_id: str) -> None:
+        async with slack_call("chat.delete", self._request_timeout_s):
+            await self.web.chat_delete(channel=chat_id, ts=message_id)
+
+    async def _upload(self, message: OutboundMessage, thread_ts: str | None) -> None:
+        uploads = await read_uploads(message.media)
+        comment = message.content
+        if comment and not message.metadata.get(FORMATTED):
+            comment = render_mrkdwn(comment)
+        # Three calls per file (URL, upload, completion): more time than one message.
+        async with slack_call("files_upload_v2", 3 * self._request_timeout_s):
+            await self.web.files_upload_v2(
+                file_uploads=uploads,
+                channel=message.chat_id,
+                thread_ts=thread_ts,
+                initial_comment=comment or None,
+            )
+
+
+def _outgoing_text(message: OutboundMessage) -> tuple[str, bool]:
+    """The text to post and whether Slack should read it as mrkdwn.
+
+    The manager flags text it formatted; text formatting leaves unchanged is mrkdwn as it is.
+    Anything else is the agent's raw text: sent escaped, as plain text.
+    """
+    content = message.content
+    if message.metadata.get(FORMATTED) or render_mrkdwn(content) == content:
+        return content, True
+    return escape(content), False

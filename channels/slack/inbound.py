@@ -1,0 +1,202 @@
+"""Which Slack events the bot answers, and what the gateway sees of them.
+
+The app listens to `message` and `app_mention`. A post that mentions the bot in a channel the
+bot is in arrives twice (once as each); both parse to the same `SlackPost` (same channel and
+`ts`), and the channel publishes only the first. Edits, deletions, joins and other subtypes are
+not addressed to the bot; neither are messages from bots (the bot itself included: two bots
+answering each other never stop).
+
+Slack sends text with `&`, `<` and `>` escaped and mentions as `<@U123>`: the bot's own mention
+is taken out, the entities decoded, so the agent reads what the user typed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bus import InboundMessage
+
+CHANNEL_NAME = "slack"
+
+ANSWERED_EVENTS = frozenset({"message", "app_mention"})
+#: Message subtypes a person writes to the bot; every other subtype is bookkeeping.
+_CONVERSATION_SUBTYPES = frozenset({"file_share", "thread_broadcast"})
+
+
+class MalformedEvent(ValueError):
+    """An event without the fields Slack always sends with a message."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlackFile:
+    id: str
+    name: str
+    url: str
+    size: int | None
+    mimetype: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlackPost:
+    """One user's message to the bot, from a `message` or an `app_mention` event."""
+
+    event_id: str | None
+    event_type: str
+    channel: str
+    user: str
+    text: str
+    ts: str
+    thread_ts: str | None
+    channel_type: str | None
+    team: str | None
+    files: tuple[SlackFile, ...] = ()
+
+    @property
+    def is_direct(self) -> bool:
+        # app_mention events carry no channel_type; a DM's id starts with D.
+        return self.channel_type == "im" or self.channel.startswith("D")
+
+    @property
+    def reply_thread_ts(self) -> str | None:
+        """Where the answer goes: the post's thread; in a channel, a thread on the post; in a
+        DM outside a thread, the conversation itself (None)."""
+        if self.thread_ts is not None:
+            return self.thread_ts
+        return None if self.is_direct else self.ts
+
+    @property
+    def dedup_keys(self) -> tuple[str, ...]:
+        post = f"slack:post:{self.channel}:{self.ts}"
+        return (post, f"slack:event:{self.event_id}") if self.event_id else (post,)
+
+
+def is_malformed_callback(body: object) -> bool:
+    """An event callback whose event is not an object: Bolt's own middleware would fail on it."""
+    if not isinstance(body, Mapping):
+        return True
+    return body.get("type") == "event_callback" and not isinstance(body.get("event"), Mapping)
+
+
+def parse_event(body: Mapping[str, object], bot_user_id: str) -> SlackPost | None:
+    """The post in an `event_callback` body, or None when it is not for the bot to answer.
+
+    Raises `MalformedEvent` when the event lacks what every message carries.
+    """
+    event = body.get("event")
+    if not isinstance(event, Mapping):
+        raise MalformedEvent("the event callback has no event object")
+    event_type = event.get("type")
+    if event_type not in ANSWERED_EVENTS:
+        return None
+    subtype = event.get("subtype")
+    if subtype is not None and (
+        not isinstance(subtype, str) or subtype not in _CONVERSATION_SUBTYPES
+    ):
+        return None
+    if event.get("bot_id"):
+        return None
+    user = _text_field(event, "user")
+    if user == bot_user_id:
+        return None
+    text = event.get("text") or ""
+    if not isinstance(text, str):
+        raise MalformedEvent("the message text is not a string")
+    files = _files(event.get("files"))
+    if not text.strip() and not files:
+        return None
+    event_id = body.get("event_id")
+    thread_ts = event.get("thread_ts")
+    channel_type = event.get("channel_type")
+    team = event.get("team") or body.get("team_id")
+    return SlackPost(
+        event_id=event_id if isinstance(event_id, str) else None,
+        event_type=str(event_type),
+        channel=_text_field(event, "channel"),
+        user=user,
+        text=text,
+        ts=_ts_field(event, "ts"),
+        thread_ts=thread_ts if isinstance(thread_ts, str) and thread_ts else None,
+        channel_type=channel_type if isinstance(channel_type, str) else None,
+        team=team if isinstance(team, str) else None,
+        files=files,
+    )
+
+
+def clean_text(text: str, bot_user_id: str) -> str:
+    """What the user typed: the bot's mention removed, Slack's entities decoded."""
+    without_mention = re.sub(rf"\s*<@{re.escape(bot_user_id)}(?:\|[^>]*)?>\s*", " ", text)
+    decoded = without_mention.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return decoded.strip()
+
+
+def to_inbound(post: SlackPost, bot_user_id: str, media: list[str]) -> InboundMessage:
+    """The bus message for one post. `message_id` is the post's `ts`, the id Slack edits,
+    threads and reacts by; `metadata["thread_ts"]` is where the answer goes (None: plainly)."""
+    return InboundMessage(
+        channel=CHANNEL_NAME,
+        sender_id=post.user,
+        chat_id=post.channel,
+        content=clean_text(post.text, bot_user_id),
+        timestamp=ts_to_datetime(post.ts),
+        media=media,
+        message_id=post.ts,
+        metadata={
+            "thread_ts": post.reply_thread_ts,
+            "is_dm": post.is_direct,
+            "team_id": post.team,
+            "event_id": post.event_id,
+            "sender_user_id": post.user,
+        },
+    )
+
+
+def ts_to_datetime(ts: str) -> datetime:
+    return datetime.fromtimestamp(float(ts), tz=UTC)
+
+
+def _text_field(event: Mapping[str, object], name: str) -> str:
+    value = event.get(name)
+    if not isinstance(value, str) or not value:
+        raise MalformedEvent(f"the event has no {name!r}")
+    return value
+
+
+def _ts_field(event: Mapping[str, object], name: str) -> str:
+    value = _text_field(event, name)
+    try:
+        float(value)
+    except ValueError:
+        raise MalformedEvent(f"the event's {name!r} is not a Slack timestamp") from None
+    return value
+
+
+def _files(raw: object) -> tuple[SlackFile, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise MalformedEvent("the event's files are not a list")
+    files = []
+    for entry in raw:
+        if not isinstance(entry, Mapping):
+            raise MalformedEvent("a file of the event is not an object")
+        url = entry.get("url_private_download") or entry.get("url_private")
+        file_id = entry.get("id")
+        if not isinstance(url, str) or not isinstance(file_id, str):
+            # Files shared from elsewhere can come without a URL ("file_access": "check_file_info").
+            continue
+        name = entry.get("name")
+        size = entry.get("size")
+        mimetype = entry.get("mimetype")
+        files.append(
+            SlackFile(
+                id=file_id,
+                name=name if isinstance(name, str) else file_id,
+                url=url,
+                size=size if isinstance(size, int) else None,
+                mimetype=mimetype if isinstance(mimetype, str) else "",
+            )
+        )
+    return tuple(files)

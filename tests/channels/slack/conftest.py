@@ -1,0 +1,126 @@
+"""A running Slack channel (the real slack-bolt and slack_sdk) against the fake Slack."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bus import AgentHandle, InboundMessage, create_bus
+from channels.slack import SlackChannel
+from channels.slack.channel import Mode
+from tests.fakes.slack_server import FakeSlack
+
+WAIT_S = 10.0
+ALICE = "UALICE0001"
+BOB = "UBOB000001"
+DM = "DALICE0001"
+GENERAL = "CGENERAL01"
+
+#: What slack_sdk and slack-bolt read from the environment by themselves.
+_AMBIENT = (
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "SLACK_BOT_TOKEN",
+    "SLACK_APP_TOKEN",
+    "SLACK_SIGNING_SECRET",
+    "SLACK_CLIENT_ID",
+    "SLACK_CLIENT_SECRET",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy or Slack credentials in the developer's environment must not reach the tests."""
+    for name in _AMBIENT:
+        monkeypatch.delenv(name, raising=False)
+
+
+def make_channel(
+    fake: FakeSlack, data_dir: Path, *, mode: Mode = "socket", **options: Any
+) -> SlackChannel:
+    settings: dict[str, Any] = {
+        "bot_token": fake.bot_token,
+        "app_token": fake.app_token if mode == "socket" else None,
+        "signing_secret": fake.signing_secret if mode == "http" else None,
+        "mode": mode,
+        "base_url": fake.base_url,
+        "data_dir": data_dir,
+        "request_timeout_s": 5.0,
+        "connect_timeout_s": 5.0,
+        # Short, so a dropped connection is noticed at once; pongs come back within 0.25 s.
+        "ping_interval_s": 0.5,
+    }
+    settings.update(options)
+    return SlackChannel(**settings)
+
+
+@dataclass
+class RunningSlack:
+    fake: FakeSlack
+    channel: SlackChannel
+    agent: AgentHandle
+    task: asyncio.Task[None]
+    data_dir: Path
+
+    async def next_inbound(self) -> InboundMessage:
+        async with asyncio.timeout(WAIT_S):
+            message = await self.agent.recv()
+        assert message is not None
+        return message
+
+    async def push_and_ack(
+        self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0
+    ) -> str:
+        """Push an event and wait for its ack, which comes once the channel has queued it."""
+        pushed_id, envelope_id = await self.fake.push_event(
+            event, event_id=event_id, retry_attempt=retry_attempt
+        )
+        await self.fake.wait_until(lambda: self.fake.acked(envelope_id), WAIT_S)
+        return pushed_id
+
+    async def say(self, channel: str, user: str, text: str, **kw: Any) -> InboundMessage:
+        """A user posts, the event goes out, the agent receives the inbound message."""
+        await self.fake.push_event(self.fake.user_message(channel, user, text, **kw))
+        return await self.next_inbound()
+
+
+@asynccontextmanager
+async def run_slack(fake: FakeSlack, data_dir: Path, **options: Any) -> AsyncIterator[RunningSlack]:
+    """The channel started on a fresh bus and receiving; stopped and awaited afterwards."""
+    agent, publisher = create_bus(64)
+    channel = make_channel(fake, data_dir, **options)
+    task = asyncio.create_task(channel.start(publisher.inbound_sender()), name="slack-under-test")
+    try:
+        async with asyncio.timeout(WAIT_S):
+            await channel.wait_receiving()
+        if options.get("mode", "socket") == "socket":
+            await fake.wait_connected(timeout_s=WAIT_S)
+        yield RunningSlack(fake, channel, agent, task, data_dir)
+    finally:
+        await channel.stop()
+        async with asyncio.timeout(WAIT_S):
+            await asyncio.wait({task})
+        if not task.cancelled():  # a test may have cancelled it on purpose
+            task.result()
+
+
+@pytest.fixture
+async def fake_slack() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def slack(fake_slack: FakeSlack, tmp_path: Path) -> AsyncIterator[RunningSlack]:
+    async with run_slack(fake_slack, tmp_path) as running:
+        yield running
