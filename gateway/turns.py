@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
@@ -18,11 +20,15 @@ from bus import (
     SessionKey,
     new_turn_id,
 )
-from gateway.agents import Agent, AgentError, AgentTurn
+from gateway.agents import Agent, AgentError, AgentReply, AgentTurn
 from gateway.metrics import GatewayMetrics
 from sessions import SessionManager
 
 log = structlog.get_logger(__name__)
+
+
+class Show(Protocol):
+    async def __call__(self, text: str, *, final: bool, failed: bool = False) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,43 +69,56 @@ class TurnRunner:
         `answers` are the platform ids of the messages this turn answers.
         """
         metadata: dict[str, object] = {ANSWERS: answers, SESSION: str(key)}
-        profile = self._settings.profile
         started = time.perf_counter()
         stream_id = str(new_turn_id())
         log.debug("turn started", session=str(key), stream=stream_id)
         await self._outbound.send(OutboundMessage.typing(trigger.channel, trigger.chat_id))
         history = await self._sessions.history(key, self._settings.max_history)
         user_message = Message.user(content, media=list(trigger.media))
-        await self.append(key, user_message)
+
+        async def show(text: str, *, final: bool, failed: bool = False) -> None:
+            extra = {**metadata, FAILED: True} if failed else metadata
+            await self._outbound.send(self._reply(trigger, text, stream_id, extra, final=final))
+
+        turn = AgentTurn(
+            profile=self._settings.profile, session_key=key, history=history, message=user_message
+        )
+        # The user's message is made durable while the agent thinks, not before it starts: the
+        # reply below waits for both, so nothing is acknowledged that is not on disk.
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.append(key, user_message), name=f"store-user-message:{key}")
+            reply = await self._answer(trigger, turn, show)
+        if reply is None:
+            return
+        await self.append(key, Message.assistant(reply.content))
+        await show(reply.content, final=True)
+        self._metrics.turns.labels(self._settings.profile, "ok").inc()
+        self._metrics.turn_latency.labels(self._settings.profile).observe(
+            time.perf_counter() - started
+        )
+        log.debug("turn done", session=str(key), tokens=reply.usage.total)
+
+    async def _answer(
+        self, trigger: InboundMessage, turn: AgentTurn, show: Show
+    ) -> AgentReply | None:
+        """The agent's reply, or None when it failed and the user was told so."""
 
         async def show_snapshot(text: str) -> None:
-            await self._outbound.send(self._reply(trigger, text, stream_id, metadata, final=False))
+            await show(text, final=False)
 
-        turn = AgentTurn(profile=profile, session_key=key, history=history, message=user_message)
         try:
-            reply = await self._agent.run(turn, show_snapshot)
+            return await self._agent.run(turn, show_snapshot)
         except AgentError as error:
-            log.error("agent turn failed", session=str(key), error=str(error))
-            self._metrics.turns.labels(profile, "agent_error").inc()
-            failed = {**metadata, FAILED: True}
-            await self._outbound.send(
-                self._reply(trigger, error.user_message, stream_id, failed, final=True)
-            )
-            return
+            log.error("agent turn failed", session=str(turn.session_key), error=str(error))
+            self._metrics.turns.labels(self._settings.profile, "agent_error").inc()
+            await show(error.user_message, final=True, failed=True)
+            return None
         except BaseException:
             # Cancelled (abort, interrupt, shutdown): the typing indicator must not linger.
             await self._outbound.send(
                 OutboundMessage.typing(trigger.channel, trigger.chat_id, active=False)
             )
             raise
-        # The reply is acknowledged (sent as final) only once it is durable.
-        await self.append(key, Message.assistant(reply.content))
-        await self._outbound.send(
-            self._reply(trigger, reply.content, stream_id, metadata, final=True)
-        )
-        self._metrics.turns.labels(profile, "ok").inc()
-        self._metrics.turn_latency.labels(profile).observe(time.perf_counter() - started)
-        log.debug("turn done", session=str(key), tokens=reply.usage.total)
 
     @staticmethod
     def _reply(
