@@ -107,13 +107,20 @@ class Lanes:
         while workers := [lane.worker for lane in self._lanes.values() if lane.worker]:
             await asyncio.wait(workers)
 
+    async def wait_idle_of(self, chat: str) -> None:
+        """Return once `chat`'s lane has nothing running or waiting."""
+        lane = self._lanes.get(chat)
+        if lane is not None and lane.worker is not None:
+            await asyncio.wait([lane.worker])
+
     def _next(self, lane: Lane) -> LaneItem:
         head = lane.pending.pop(0)
         if not isinstance(head, TurnItem) or self._mode != "collect":
             return head
         messages = list(head.messages)
-        while lane.pending and isinstance(lane.pending[0], TurnItem):
-            messages.extend(lane.pending.pop(0).messages)  # type: ignore[union-attr]
+        while lane.pending and isinstance(following := lane.pending[0], TurnItem):
+            lane.pending.pop(0)
+            messages.extend(following.messages)
         return TurnItem(tuple(messages))
 
     async def _guarded(self, chat: str, item: LaneItem) -> None:

@@ -1,0 +1,163 @@
+"""Per-chat lanes: order, queue modes, abort."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bus import InboundMessage
+from gateway.lanes import MAX_PENDING, CommandItem, LaneItem, Lanes, QueueMode, TurnItem
+
+
+def message(text: str) -> InboundMessage:
+    return InboundMessage(channel="test", sender_id="u", chat_id="c", content=text, message_id=text)
+
+
+def turn(text: str) -> TurnItem:
+    return TurnItem((message(text),))
+
+
+class Recorder:
+    """Runs lane items; the first one blocks until released, so others queue behind it."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.finished: list[str] = []
+        self.first_started = asyncio.Event()
+        self.release_first = asyncio.Event()
+        self.idle = asyncio.Event()
+
+    async def __call__(self, item: LaneItem) -> None:
+        text = item.content() if isinstance(item, TurnItem) else f"cmd:{item.message.content}"
+        self.started.append(text)
+        if len(self.started) == 1:
+            self.first_started.set()
+            await self.release_first.wait()
+        self.finished.append(text)
+
+
+async def run_lanes(mode: QueueMode, script: object) -> Recorder:
+    recorder = Recorder()
+    async with asyncio.TaskGroup() as tasks:
+        lanes = Lanes(mode, recorder, tasks)
+        await script(lanes, recorder)  # type: ignore[operator]
+        await asyncio.wait_for(lanes.wait_idle(), 5)
+        assert len(lanes) == 0
+    return recorder
+
+
+async def test_collect_joins_messages_that_waited() -> None:
+    async def script(lanes: Lanes, recorder: Recorder) -> None:
+        lanes.submit("c", turn("first"))
+        await recorder.first_started.wait()
+        lanes.submit("c", turn("second"))
+        lanes.submit("c", turn("third"))
+        recorder.release_first.set()
+
+    recorder = await run_lanes("collect", script)
+    assert recorder.finished == ["first", "second\n---\nQueued #2: third"]
+
+
+async def test_followup_answers_one_by_one_in_order() -> None:
+    async def script(lanes: Lanes, recorder: Recorder) -> None:
+        lanes.submit("c", turn("first"))
+        await recorder.first_started.wait()
+        lanes.submit("c", turn("second"))
+        lanes.submit("c", turn("third"))
+        recorder.release_first.set()
+
+    recorder = await run_lanes("followup", script)
+    assert recorder.finished == ["first", "second", "third"]
+
+
+async def test_interrupt_cancels_the_running_turn_and_keeps_the_newest() -> None:
+    async def script(lanes: Lanes, recorder: Recorder) -> None:
+        lanes.submit("c", turn("first"))
+        await recorder.first_started.wait()
+        lanes.submit("c", turn("second"))
+        lanes.submit("c", turn("third"))
+
+    recorder = await run_lanes("interrupt", script)
+    assert recorder.started == ["first", "third"]
+    assert recorder.finished == ["third"]
+
+
+async def test_commands_break_a_collected_batch_and_keep_their_place() -> None:
+    async def script(lanes: Lanes, recorder: Recorder) -> None:
+        lanes.submit("c", turn("first"))
+        await recorder.first_started.wait()
+        lanes.submit("c", turn("a"))
+        lanes.submit("c", CommandItem(message("/new x")))
+        lanes.submit("c", turn("b"))
+        recorder.release_first.set()
+
+    recorder = await run_lanes("collect", script)
+    assert recorder.finished == ["first", "a", "cmd:/new x", "b"]
+
+
+async def test_abort_cancels_running_and_drops_waiting() -> None:
+    async def script(lanes: Lanes, recorder: Recorder) -> None:
+        lanes.submit("c", turn("first"))
+        await recorder.first_started.wait()
+        lanes.submit("c", turn("second"))
+        assert lanes.busy("c")
+        assert lanes.abort("c") is True
+        assert lanes.abort("elsewhere") is False
+
+    recorder = await run_lanes("followup", script)
+    assert recorder.started == ["first"]
+    assert recorder.finished == []
+
+
+async def test_chats_run_independently() -> None:
+    async def script(lanes: Lanes, recorder: Recorder) -> None:
+        lanes.submit("slow", turn("first"))
+        await recorder.first_started.wait()
+        lanes.submit("fast", turn("other chat"))
+        await asyncio.wait_for(lanes.wait_idle_of("fast"), 5)
+        assert recorder.finished == ["other chat"]
+        recorder.release_first.set()
+
+    recorder = await run_lanes("followup", script)
+    assert recorder.finished == ["other chat", "first"]
+
+
+async def test_a_full_lane_refuses_more() -> None:
+    async def script(lanes: Lanes, recorder: Recorder) -> None:
+        lanes.submit("c", turn("first"))
+        await recorder.first_started.wait()
+        accepted = [lanes.submit("c", turn(f"m{i}")) for i in range(MAX_PENDING + 1)]
+        assert accepted == [True] * MAX_PENDING + [False]
+        recorder.release_first.set()
+
+    recorder = await run_lanes("followup", script)
+    assert len(recorder.finished) == MAX_PENDING + 1
+
+
+async def test_a_failing_item_does_not_stop_the_lane() -> None:
+    done: list[str] = []
+
+    async def run_item(item: LaneItem) -> None:
+        assert isinstance(item, TurnItem)
+        if item.content() == "boom":
+            raise RuntimeError("boom")
+        done.append(item.content())
+
+    async with asyncio.TaskGroup() as tasks:
+        lanes = Lanes("followup", run_item, tasks)
+        lanes.submit("c", turn("boom"))
+        lanes.submit("c", turn("after"))
+        await asyncio.wait_for(lanes.wait_idle(), 5)
+    assert done == ["after"]
+
+
+@pytest.mark.parametrize("mode", ["collect", "followup", "interrupt"])
+async def test_every_mode_drains_to_idle(mode: QueueMode) -> None:
+    async def script(lanes: Lanes, recorder: Recorder) -> None:
+        recorder.release_first.set()
+        for number in range(5):
+            lanes.submit(f"chat{number}", turn(f"m{number}"))
+
+    recorder = await run_lanes(mode, script)
+    assert sorted(recorder.finished) == [f"m{n}" for n in range(5)]
