@@ -1,0 +1,278 @@
+"""The coalescing splitter: a long reply becomes messages that each fit the platform's limit.
+
+Octos' five break levels, tried in order within the longest stretch that fits, each searched from
+the right so a chunk is as full as it can be: a paragraph break (a blank line), a line break, the
+end of a sentence (`.`, `!` or `?` before whitespace, or CJK `。！？`), a space, and last a hard
+cut. Past `max_chunks` chunks the rest is replaced by one notice chunk,
+`[message truncated - N characters omitted]`, N counting the code points not sent.
+
+Where we go further than octos:
+
+- The limit is counted in the platform's own unit (`PlatformLimit`: UTF-16 units, code points
+  or UTF-8 bytes), and no cut falls inside a grapheme cluster (an emoji ZWJ sequence, a flag,
+  a skin tone, a letter with its combining marks), not merely inside a code point.
+- Markdown fences: a cut inside a fenced code block is avoided whenever a break outside fences
+  exists in the stretch; when a block must be split, the chunk closes it and the next reopens
+  it with the same opener line (info string included), and both fence lines count toward the
+  limit. No cut ever falls inside a fence line.
+- Linear time: the text is never re-sliced as "the rest"; every step works on indices into it,
+  measures only the stretch it looks at and finds breaks with `str.rfind`.
+
+Whitespace at chunk edges is dropped (a chunk starting a new line keeps its indentation), so no
+chunk is empty or blank; an input of only whitespace gives no chunks. An input that fits is
+returned unchanged.
+
+Degenerate limits, the only exceptions to the rules above:
+
+- A grapheme cluster wider than the whole limit (a 7-code-point family emoji against a limit
+  of 4 UTF-16 units) is cut between its code points: no other choice keeps every chunk within
+  the limit. A single code point wider than the limit (under 4 bytes or 2 UTF-16 units) is sent
+  alone, over the limit, rather than dropped.
+- A fence is closed and reopened only when its two fence lines together take at most half the
+  limit; a fence with a longer opener line (or a limit too small for it) is split like plain text.
+- The truncation notice is sent whole even when the limit is shorter than the notice itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from channels.coalesce_fences import Fence, FenceMap
+from channels.coalesce_graphemes import GraphemeIndex
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+
+__all__ = ["MAX_CHUNKS", "PLATFORM_LIMITS", "PlatformLimit", "split_message", "truncation_notice"]
+
+#: How many chunks one reply may become before the rest is replaced by a notice (octos: 50).
+MAX_CHUNKS = 50
+
+_NON_SPACE = re.compile(r"\S")
+_FENCE_STARTS = ("```", "~~~")
+_SENTENCE_ENDS = (". ", "! ", "? ")
+_CJK_SENTENCE_ENDS = ("。", "！", "？")
+#: How far a hard cut steps back to avoid leaving a chunk that starts like a fence line.
+_HARD_CUT_RETREAT = 32
+
+
+def truncation_notice(omitted: int) -> str:
+    """The last chunk of a reply cut short by the chunk cap."""
+    return f"[message truncated - {omitted} characters omitted]"
+
+
+def split_message(
+    text: str, limit: PlatformLimit | int, *, max_chunks: int | None = MAX_CHUNKS
+) -> list[str]:
+    """Split `text` into chunks that each fit `limit` (an int counts characters).
+
+    With `max_chunks` (None: no cap), at most that many chunks are sent, then one notice chunk.
+    """
+    platform = limit if isinstance(limit, PlatformLimit) else PlatformLimit(limit, "chars")
+    if max_chunks is not None and max_chunks < 1:
+        raise ValueError(f"max_chunks must be at least 1 or None, got {max_chunks}")
+    if not text or text.isspace():
+        return []
+    # Every code point is at least one unit, so a longer text cannot fit.
+    if len(text) <= platform.max_units and platform.fits(text):
+        return [text]
+    return _Splitter(text, platform).split(max_chunks)
+
+
+class _Splitter:
+    """One split of one text: indices into it, its fences and its grapheme boundaries."""
+
+    def __init__(self, text: str, limit: PlatformLimit) -> None:
+        self._text = text
+        self._length = len(text)
+        self._limit = limit
+        self._graphemes = GraphemeIndex(text)
+        self._fences = FenceMap(text, keep=self._wrappable)
+
+    def split(self, max_chunks: int | None) -> list[str]:
+        chunks: list[str] = []
+        start = self._next_start(0)
+        while start < self._length:
+            if max_chunks is not None and len(chunks) >= max_chunks:
+                chunks.append(truncation_notice(self._length - start))
+                break
+            chunk, cut = self._take(start)
+            chunks.append(chunk)
+            start = self._next_start(cut)
+        return chunks
+
+    # -- one chunk ------------------------------------------------------------------------
+
+    def _take(self, start: int) -> tuple[str, int]:
+        """The chunk starting at `start` (a boundary before non-whitespace) and where it ends."""
+        reopened = self._fences.body_at(start)
+        prefix = reopened.opener + "\n" if reopened is not None else ""
+        budget = self._limit.max_units - self._limit.measure(prefix)
+        first = self._first_visible(start)
+        end = self._limit.fit_end(self._text, start, budget)
+        if self._graphemes.floor(end, known=start) <= first:
+            if start < first:
+                start = first  # the indentation leaves no room for the first cluster: drop it
+                end = self._limit.fit_end(self._text, start, budget)
+            if end <= first or (prefix and self._graphemes.floor(end, known=start) <= first):
+                return self._take_squeezed(first)
+        if end == self._length:
+            fence = self._fences.zone_at(self._length)
+            if fence is None:
+                return self._emit(prefix, start, end, None), end
+            if self._limit.fit_end(self._text, start, budget - self._suffix_units(fence)) == end:
+                return self._emit(prefix, start, end, fence), end
+        cut, fence = self._choose_cut(start, first + 1, end, budget)
+        chunk = self._emit(prefix, start, cut, fence)
+        if fence is not None and cut >= fence.content_end:
+            # Only blank lines were left of the block: the added closer stands for its own.
+            cut = fence.close_end
+        return chunk, cut
+
+    def _take_squeezed(self, first: int) -> tuple[str, int]:
+        """No room for the first visible cluster after the indentation or reopened fence.
+
+        The chunk is sent without them; only a cluster wider than the whole limit is cut.
+        """
+        end = self._limit.fit_end(self._text, first)
+        if end > first:
+            cut = self._graphemes.floor(end, known=first)
+            cut = cut if cut > first else end
+            return self._emit("", first, cut, None), cut
+        # A single code point wider than the whole limit: sent alone rather than dropped.
+        return self._text[first], first + 1
+
+    def _choose_cut(self, start: int, low: int, end: int, budget: int) -> tuple[int, Fence | None]:
+        """Where the chunk ends, and the fence it must close there if the cut is inside one.
+
+        `low` is the least cut that keeps a visible character in the chunk; `end` is where the
+        budget runs out.
+        """
+        graphemes = self._graphemes
+        high = graphemes.floor(end, known=start)
+        if high < low:
+            return end, None  # one cluster wider than the limit: cut between its code points
+        cut = self._natural_break(self._fences.gaps(low, high), start)
+        if cut is not None:
+            return cut, None
+        fence = self._fences.zone_at(high)
+        if fence is None:
+            return self._hard_cut(low, high, start), None
+        inner_end = self._limit.fit_end(self._text, start, budget - self._suffix_units(fence))
+        inner_high = graphemes.floor(min(inner_end, fence.content_end), known=start)
+        inner_low = max(low, fence.content_start + 1)
+        if inner_high >= inner_low:
+            stretch = [(inner_low, inner_high)]
+            cut = self._natural_break(stretch, start)
+            return (cut if cut is not None else self._hard_cut(inner_low, inner_high, start)), fence
+        if low <= fence.open_start:
+            return fence.open_start, None
+        blank_cut = graphemes.floor(inner_end, known=start)
+        if low <= blank_cut and fence.body_start <= blank_cut:
+            # The opener and blank lines fill the room: send them as an empty block and
+            # reopen it for the code (only a block padded with blank lines gets here).
+            return blank_cut, fence
+        # No room to split this block as a block: split it as plain text (documented above).
+        return high, None
+
+    def _emit(self, prefix: str, start: int, cut: int, fence: Fence | None) -> str:
+        body = self._text[start:cut].rstrip()
+        stop = start + len(body)
+        if stop < cut and not self._graphemes.is_boundary(stop, known=start):
+            # The stripped whitespace carried a mark of the cluster before it: keep the cluster.
+            body = self._text[start : self._graphemes.ceil(stop, known=start)]
+        suffix = "\n" + fence.closer if fence is not None else ""
+        return prefix + body + suffix
+
+    # -- breaks ---------------------------------------------------------------------------
+
+    def _natural_break(self, stretches: list[tuple[int, int]], start: int) -> int | None:
+        """The best natural cut within the stretches (rightmost first), or None."""
+        for level in (self._paragraph_cuts, self._line_cuts, self._sentence_cuts, self._space_cuts):
+            for low, high in stretches:
+                for candidate in level(low, high):
+                    # A line break after CR, a space after a Prepend mark: cut before the cluster.
+                    cut = self._graphemes.floor(candidate, known=start)
+                    if cut >= low and not self._looks_like_fence(cut):
+                        return cut
+        return None
+
+    def _hard_cut(self, low: int, high: int, start: int) -> int:
+        """The rightmost cut in `[low, high]` (a boundary) that does not start a fake fence."""
+        cut = high
+        for _ in range(_HARD_CUT_RETREAT):
+            if cut < low:
+                break
+            if not self._looks_like_fence(cut):
+                return cut
+            cut = self._graphemes.floor(cut - 1, known=start)
+        return high
+
+    def _paragraph_cuts(self, low: int, high: int) -> Iterator[int]:
+        return _rightmost(self._text, ("\n\n", "\r\n\r\n"), low, high, 0)
+
+    def _line_cuts(self, low: int, high: int) -> Iterator[int]:
+        # A CRLF is one cluster: cutting before its CR keeps the line break whole.
+        return _rightmost(self._text, ("\n", "\r\n"), low, high, 0)
+
+    def _sentence_cuts(self, low: int, high: int) -> Iterator[int]:
+        # The cut falls after the punctuation mark; the whitespace after it starts the gap.
+        return _rightmost(self._text, _SENTENCE_ENDS + _CJK_SENTENCE_ENDS, low, high, 1)
+
+    def _space_cuts(self, low: int, high: int) -> Iterator[int]:
+        return _rightmost(self._text, (" ",), low, high, 0)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _first_visible(self, index: int) -> int:
+        found = _NON_SPACE.search(self._text, index)
+        return self._length if found is None else found.start()
+
+    def _next_start(self, cut: int) -> int:
+        """Where the chunk after a cut at `cut` starts: its first visible line or character."""
+        first = self._first_visible(cut)
+        if first >= self._length:
+            return self._length
+        newline = self._text.rfind("\n", cut, first)
+        if newline >= 0:
+            return newline + 1  # a new line keeps its indentation
+        if first > cut and not self._graphemes.is_boundary(first, known=cut):
+            return max(cut, self._graphemes.floor(first, known=cut))
+        return first
+
+    def _looks_like_fence(self, cut: int) -> bool:
+        """Whether the next chunk would start mid-line with what reads as a fence line."""
+        first = self._first_visible(cut)
+        if not self._text.startswith(_FENCE_STARTS, first):
+            return False
+        return self._text.rfind("\n", cut, first) < 0
+
+    def _suffix_units(self, fence: Fence) -> int:
+        return self._limit.measure("\n" + fence.closer)
+
+    def _wrappable(self, fence: Fence) -> bool:
+        fence_lines = self._limit.measure(fence.opener + "\n") + self._suffix_units(fence)
+        return fence_lines <= self._limit.max_units // 2
+
+
+def _rightmost(
+    text: str, separators: tuple[str, ...], low: int, high: int, cut_after: int
+) -> Iterator[int]:
+    """Cuts at occurrences of any separator, rightmost first, within `[low, high]`.
+
+    An occurrence at `p` cuts at `p + cut_after`; the separator itself may run past `high`,
+    since it is dropped between chunks.
+    """
+    next_hit: dict[str, int] = {}
+    for separator in separators:
+        hit = text.rfind(separator, max(low - cut_after, 0), high - cut_after + len(separator))
+        if hit >= 0:
+            next_hit[separator] = hit
+    while next_hit:
+        separator = max(next_hit, key=next_hit.__getitem__)
+        hit = next_hit[separator]
+        yield hit + cut_after
+        earlier = text.rfind(separator, max(low - cut_after, 0), hit + len(separator) - 1)
+        if earlier >= 0:
+            next_hit[separator] = earlier
+        else:
+            del next_hit[separator]

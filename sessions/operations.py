@@ -1,0 +1,121 @@
+"""Whole-file operations on one session, blocking: the store runs each in a worker thread
+while it holds that session's lock, with no append in flight and no descriptor open on it.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import structlog
+
+from bus import SessionKey
+from sessions.compaction import compact_file
+from sessions.errors import EmptyRewriteRefused, SessionExists
+from sessions.fileops import atomic_write, fsync_dir, make_dirs, move_aside, write_all
+from sessions.layout import SessionLayout, archived_path
+from sessions.meta import SessionMeta
+from sessions.migration import ensure_migrated
+from sessions.recovery import SessionFile, check_tail, load_file
+from sessions.session import Session
+
+log = structlog.get_logger(__name__)
+
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+
+
+def open_for_append(
+    layout: SessionLayout, key: SessionKey, initial: SessionMeta, *, durable: bool
+) -> tuple[int, int]:
+    """A descriptor positioned for appending, and the file's size; creates the file if needed.
+
+    A new file gets its meta line (`initial`) before any message, made durable with its
+    directory entry unless `durable` is false.
+    """
+    ensure_migrated(layout, key)
+    path = layout.path_for(key)
+    tail = check_tail(path, key, name_was_cut=layout.name_was_cut(key))
+    if tail is not None:
+        return os.open(path, _APPEND_FLAGS), tail.size
+    make_dirs(path.parent, durable=durable)
+    fd = os.open(path, _APPEND_FLAGS | os.O_CREAT, 0o644)
+    try:
+        line = initial.to_line()
+        write_all(fd, line)
+        if durable:
+            os.fsync(fd)
+            fsync_dir(path.parent)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, len(line)
+
+
+def load_session(
+    layout: SessionLayout, key: SessionKey, *, repair: bool = True
+) -> SessionFile | None:
+    """The session's file, repaired and migrated; read only (legacy file as is) without repair."""
+    if repair:
+        ensure_migrated(layout, key)
+    path = layout.path_for(key)
+    if repair or path.exists() or layout.migration_marker(key).exists():
+        return load_file(path, key, name_was_cut=layout.name_was_cut(key), repair=repair)
+    legacy = layout.legacy_path_for(key)
+    return load_file(legacy, key, name_was_cut=layout.legacy_name_was_cut(key), repair=False)
+
+
+def _has_messages(path: Path) -> bool:
+    try:
+        with open(path, "rb") as file:
+            file.readline()
+            return any(line.strip() for line in file)
+    except FileNotFoundError:
+        return False
+
+
+def write_session(layout: SessionLayout, session: Session, *, create_only: bool) -> int:
+    """Write the whole session atomically; returns its size in bytes.
+
+    `create_only` refuses when the session exists already (fork). A rewrite never replaces a
+    session that has messages with an empty one: that is what `archive_session` is for.
+    """
+    ensure_migrated(layout, session.key)
+    path = layout.path_for(session.key)
+    if create_only and path.exists() and path.stat().st_size > 0:
+        raise SessionExists(str(session.key), path)
+    if not session.messages and _has_messages(path):
+        raise EmptyRewriteRefused(str(session.key), path)
+    make_dirs(path.parent, durable=True)
+    meta = session.meta.current_schema()
+    lines = (message.to_json().encode() + b"\n" for message in session.messages)
+    return atomic_write(path, [meta.to_line(), *lines])
+
+
+def archive_session(layout: SessionLayout, key: SessionKey) -> Path | None:
+    """Move the live file aside under a timestamped name; None when there was none."""
+    ensure_migrated(layout, key)
+    path = layout.path_for(key)
+    if not path.exists():
+        return None
+    while True:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        target = archived_path(path, stamp)
+        try:
+            move_aside(path, target)
+        except FileExistsError:
+            continue
+        log.info("archived a session", key=str(key), archived_as=str(target))
+        return target
+
+
+def compact_session(
+    layout: SessionLayout, key: SessionKey, *, keep_bytes: int, incoming_bytes: int
+) -> bool:
+    return compact_file(
+        layout.path_for(key),
+        key,
+        keep_bytes=keep_bytes,
+        incoming_bytes=incoming_bytes,
+        name_was_cut=layout.name_was_cut(key),
+    )

@@ -1,0 +1,347 @@
+"""`SessionStore`: durable JSONL sessions with O(1) appends that never block the event loop.
+
+Each session file is touched by one operation at a time (a per-file lock), but an append holds
+the lock only to queue its line: the disk writer thread writes and group-commits it, and many
+appends, to one session or many, can wait for the same fsync. Order is kept: lines of one
+session reach the file in the order `append` was called. Whole-file operations (load, rewrite,
+compaction, archive) first close the session's descriptor through the writer, which also waits
+for every append queued before, so they never race an append or write to a replaced file.
+
+Open descriptors are bounded (`max_open_files`, least recently used closed first); a session
+whose descriptor was closed costs no memory here and is reopened, with a cheap tail check, on
+its next append.
+
+A store opened `read_only` (a CLI looking at the data of a running daemon) never writes: it
+neither repairs nor migrates, and refuses every change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Self, TypeVar
+
+import structlog
+
+from bus import Message, SessionKey
+from sessions.errors import SessionError, SessionStoreClosed, SessionWriteError
+from sessions.fileops import make_dirs
+from sessions.keyed_lock import KeyedLocks
+from sessions.layout import SessionLayout
+from sessions.listing import list_sessions
+from sessions.meta import SessionMeta
+from sessions.operations import (
+    archive_session,
+    compact_session,
+    load_session,
+    open_for_append,
+    write_session,
+)
+from sessions.session import Session, SessionInfo
+from sessions.writer import AppendTarget, DiskWriter, FsyncPolicy
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
+MIN_MAX_FILE_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class AppendReceipt:
+    """What an append did besides appending: `compacted` means older messages were archived,
+    so a cached copy of the session no longer matches its file."""
+
+    compacted: bool = False
+
+
+class _OpenFile:
+    __slots__ = ("size", "target")
+
+    def __init__(self, target: AppendTarget, size: int) -> None:
+        self.target = target
+        self.size = size  # what the file will hold once every queued append is written
+
+
+class SessionStore:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        fsync: FsyncPolicy = "batch",
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_open_files: int = 256,
+        read_only: bool = False,
+    ) -> None:
+        if max_file_bytes < MIN_MAX_FILE_BYTES:
+            raise ValueError(f"max_file_bytes must be at least {MIN_MAX_FILE_BYTES}")
+        if max_open_files < 1:
+            raise ValueError("max_open_files must be at least 1")
+        self.root = root
+        self.fsync: FsyncPolicy = fsync
+        self.max_file_bytes = max_file_bytes
+        self.max_open_files = max_open_files
+        self.read_only = read_only
+        self._layout = SessionLayout(root)
+        self._writer = DiskWriter(fsync)
+        self._locks: KeyedLocks[Path] = KeyedLocks()
+        self._open: OrderedDict[Path, _OpenFile] = OrderedDict()
+        self._closing: dict[Path, asyncio.Future[None]] = {}
+        self._running = False
+        self._operations = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # Lifecycle
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        if not self.read_only:
+            await asyncio.to_thread(make_dirs, self.root, durable=self.fsync != "never")
+            self._writer.start()
+        self._running = True
+
+    async def close(self) -> None:
+        """Refuse new work, finish what runs, close every file, stop the writer."""
+        if not self._running:
+            return
+        self._running = False
+        await self._idle.wait()
+        closes = [self._writer.close(entry.target) for entry in self._open.values()]
+        self._open.clear()
+        closes.extend(self._closing.values())
+        if closes:
+            await asyncio.wait(closes)
+        if not self.read_only:
+            await self._writer.stop()
+
+    # Public operations
+
+    def path_for(self, key: SessionKey) -> Path:
+        return self._layout.path_for(key)
+
+    @property
+    def open_file_count(self) -> int:
+        return len(self._open)
+
+    async def append(self, key: SessionKey, message: Message) -> None:
+        """Store one message; returns once it is durable under the fsync policy."""
+        await self.append_all(key, [message])
+
+    async def append_all(self, key: SessionKey, messages: Sequence[Message]) -> AppendReceipt:
+        """Store messages in order, as one write; returns once they are durable."""
+        if not messages:
+            return AppendReceipt()
+        data = b"".join(message.to_json().encode() + b"\n" for message in messages)
+        path = self._layout.path_for(key)
+        with self._operation(writes=True):
+            async with self._locks.hold(path):
+                entry = await self._entry_for_append(key, path, messages[0])
+                compacted = False
+                if entry.size + len(data) > self.max_file_bytes:
+                    compacted = await self._compact(key, path, len(data))
+                    entry = await self._entry_for_append(key, path, messages[0])
+                waiter = self._writer.append(entry.target, data)
+                entry.size += len(data)
+            try:
+                # Shielded: a cancelled caller must not hide a write that is still queued.
+                await asyncio.shield(waiter)
+            except SessionWriteError:
+                entry.size -= len(data)
+                raise
+        return AppendReceipt(compacted=compacted)
+
+    async def load(self, key: SessionKey) -> Session | None:
+        """The session as on disk (repairing a torn or corrupt file), None if there is none."""
+        path = self._layout.path_for(key)
+        with self._operation():
+            async with self._locks.hold(path):
+                await self._quiesce(path)
+                loading = partial(load_session, self._layout, key, repair=not self.read_only)
+                loaded = await _to_completion(loading)
+        return None if loaded is None else Session(key, loaded.meta, loaded.messages)
+
+    async def rewrite(self, session: Session) -> None:
+        """Replace the session's file atomically with `session` (temp, fsync, rename, fsync dir)."""
+        await self._write_whole(session, create_only=False)
+
+    async def fork(self, parent: SessionKey, child: SessionKey, copy_messages: int) -> Session:
+        """A new session `child` that records `parent` and starts with its last N messages."""
+        source = await self.load(parent)
+        copied = [] if source is None or copy_messages <= 0 else source.messages[-copy_messages:]
+        meta = SessionMeta.new(child, parent_key=parent)
+        for message in copied:
+            meta = meta.titled_by(message)
+        session = Session(child, meta, list(copied))
+        await self._write_whole(session, create_only=True)
+        return session
+
+    async def archive(self, key: SessionKey) -> Path | None:
+        """Move the session's file aside (history is kept); returns where it went."""
+        path = self._layout.path_for(key)
+        with self._operation(writes=True):
+            async with self._locks.hold(path):
+                await self._quiesce(path)
+                return await _to_completion(partial(archive_session, self._layout, key))
+
+    async def list(self, base_key: str | None = None) -> list[SessionInfo]:
+        """Every session on disk (of one chat if `base_key` is given), without loading them."""
+        with self._operation():
+            return await asyncio.to_thread(list_sessions, self._layout, base_key)
+
+    def release(self, key: SessionKey) -> None:
+        """Close the session's file soon (after its queued appends); no I/O on the caller."""
+        path = self._layout.path_for(key)
+        if path in self._open and not self._locks.in_use(path):
+            self._close_later(path)
+
+    # Internals
+
+    def _operation(self, *, writes: bool = False) -> _Operation:
+        if not self._running:
+            raise SessionStoreClosed()
+        if writes and self.read_only:
+            raise SessionError(f"the session store at {self.root} was opened read-only")
+        return _Operation(self)
+
+    async def _write_whole(self, session: Session, *, create_only: bool) -> None:
+        path = self._layout.path_for(session.key)
+        with self._operation(writes=True):
+            async with self._locks.hold(path):
+                await self._quiesce(path)
+                await _to_completion(
+                    partial(write_session, self._layout, session, create_only=create_only)
+                )
+
+    async def _entry_for_append(self, key: SessionKey, path: Path, first: Message) -> _OpenFile:
+        entry = self._open.get(path)
+        if entry is not None and entry.target.broken is None:
+            self._open.move_to_end(path)
+            return entry
+        await self._quiesce(path)
+        initial = SessionMeta.new(key).titled_by(first)
+        opening = partial(
+            open_for_append, self._layout, key, initial, durable=self.fsync != "never"
+        )
+        # Registered even if our caller is cancelled meanwhile: the descriptor must be owned.
+        fd, size = await _to_completion(opening, partial(self._register, path))
+        return self._register(path, (fd, size))
+
+    def _register(self, path: Path, opened: tuple[int, int]) -> _OpenFile:
+        fd, size = opened
+        entry = _OpenFile(AppendTarget(path, fd), size)
+        self._open[path] = entry
+        self._close_idle_files()
+        return entry
+
+    async def _compact(self, key: SessionKey, path: Path, incoming_bytes: int) -> bool:
+        await self._quiesce(path)
+        compacted = await _to_completion(
+            partial(
+                compact_session,
+                self._layout,
+                key,
+                keep_bytes=self.max_file_bytes // 2,
+                incoming_bytes=incoming_bytes,
+            )
+        )
+        if not compacted:
+            log.warning(
+                "session file passes its size cap: nothing older left to archive",
+                key=str(key),
+                max_file_bytes=self.max_file_bytes,
+            )
+        return compacted
+
+    async def _quiesce(self, path: Path) -> None:
+        """Close the descriptor of `path` once its queued appends are done (caller holds lock)."""
+        entry = self._open.pop(path, None)
+        if entry is not None:
+            self._close_later(path, entry)
+        closing = self._closing.get(path)
+        if closing is not None:
+            await asyncio.wait([closing])
+
+    def _close_later(self, path: Path, entry: _OpenFile | None = None) -> None:
+        entry = entry or self._open.pop(path)
+        closing = self._writer.close(entry.target)
+        self._closing[path] = closing
+
+        def forget(done: asyncio.Future[None]) -> None:
+            if self._closing.get(path) is done:
+                del self._closing[path]
+
+        closing.add_done_callback(forget)
+
+    def _close_idle_files(self) -> None:
+        excess = len(self._open) - self.max_open_files
+        if excess <= 0:
+            return
+        idle = [path for path in self._open if not self._locks.in_use(path)][:excess]
+        for path in idle:
+            self._close_later(path)
+
+
+async def _to_completion(
+    work: Callable[[], T], on_abandoned: Callable[[T], object] | None = None
+) -> T:
+    """Run blocking file work in a thread and see it finish, even if the caller is cancelled.
+
+    A thread cannot be stopped halfway, and the caller's lock on the session must outlive the
+    work, or the next operation would race it. The cancellation is re-raised once the work is
+    done; `on_abandoned` receives a result nobody else will (a descriptor to keep track of).
+    """
+    task = asyncio.create_task(asyncio.to_thread(work), name="session-file-work")
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            try:
+                await asyncio.wait([task])
+            except asyncio.CancelledError:
+                continue  # already leaving with a CancelledError: raised below
+        if on_abandoned is not None and not task.cancelled() and task.exception() is None:
+            on_abandoned(task.result())
+        raise
+
+
+class _Operation:
+    """Counts running operations so `close()` can wait for them; never suspends."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        store = self._store
+        store._operations += 1
+        store._idle.clear()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        store = self._store
+        store._operations -= 1
+        if store._operations == 0:
+            store._idle.set()

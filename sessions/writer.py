@@ -1,0 +1,257 @@
+"""The disk writer: one thread that appends every session line, group-committing fsyncs.
+
+Appends are queued from the event loop and resolved back on it, so file I/O never blocks the
+loop. Under the `batch` policy the thread takes everything queued at once, writes it, fsyncs each
+file it touched once, and only then resolves the waiters: appends that arrive while an fsync
+runs share the next one (group commit), with no timer to add latency when the disk is idle.
+`always` fsyncs after every append; `never` leaves flushing to the kernel (a process crash loses
+nothing, a power cut may). When a batch touches several files, their writes and fsyncs run on a
+small pool of threads at once: the file system commits concurrent fsyncs together, and one
+session's slow disk flush no longer queues every other session behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import queue
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import structlog
+
+from sessions.errors import SessionWriteError
+from sessions.fileops import sync_data, write_all
+
+log = structlog.get_logger(__name__)
+
+FsyncPolicy = Literal["always", "batch", "never"]
+FSYNC_POLICIES: tuple[FsyncPolicy, ...] = ("always", "batch", "never")
+
+
+class AppendTarget:
+    """A session file open for appending; only the writer thread touches `fd` once queued."""
+
+    __slots__ = ("broken", "fd", "path")
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.broken: SessionWriteError | None = None
+
+
+@dataclass(slots=True)
+class _Append:
+    target: AppendTarget
+    data: bytes
+    waiter: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class _Close:
+    target: AppendTarget
+    waiter: asyncio.Future[None]
+
+
+_Command = _Append | _Close
+_Outcome = tuple[asyncio.Future[None], SessionWriteError | None]
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    # A waiter whose caller went away must not log "exception was never retrieved".
+    if not future.cancelled():
+        future.exception()
+
+
+class DiskWriter:
+    def __init__(self, policy: FsyncPolicy, *, sync_threads: int = 8) -> None:
+        if policy not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {policy!r}")
+        self.policy: FsyncPolicy = policy
+        self.sync_threads = sync_threads
+        self._queue: queue.SimpleQueue[_Command | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self.policy != "never" and self.sync_threads > 1:
+            self._pool = ThreadPoolExecutor(self.sync_threads, thread_name_prefix="session-sync")
+        # daemon: a process that forgets to close its store must still be able to exit.
+        self._thread = threading.Thread(target=self._run, name="session-writer", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        """Finish everything queued, then end the threads."""
+        if self._thread is None:
+            return
+        self._queue.put(None)
+        await asyncio.to_thread(self._thread.join)
+        self._thread = None
+        if self._pool is not None:
+            await asyncio.to_thread(self._pool.shutdown)
+            self._pool = None
+
+    def append(self, target: AppendTarget, data: bytes) -> asyncio.Future[None]:
+        """Queue `data`; the future resolves once it is written (and synced, per policy)."""
+        waiter = self._new_waiter()
+        self._queue.put(_Append(target, data, waiter))
+        return waiter
+
+    def close(self, target: AppendTarget) -> asyncio.Future[None]:
+        """Close the file after everything queued for it before; resolves once closed."""
+        waiter = self._new_waiter()
+        self._queue.put(_Close(target, waiter))
+        return waiter
+
+    def _new_waiter(self) -> asyncio.Future[None]:
+        if self._loop is None or self._thread is None:
+            raise RuntimeError("the disk writer is not running")
+        waiter = self._loop.create_future()
+        waiter.add_done_callback(_retrieve)
+        return waiter
+
+    # Everything below runs on the writer thread.
+
+    def _run(self) -> None:
+        while True:
+            command = self._queue.get()
+            if command is None:
+                return
+            batch = [command]
+            stopping = False
+            while True:
+                try:
+                    queued = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if queued is None:
+                    stopping = True
+                    break
+                batch.append(queued)
+            self._commit_supervised(batch)
+            if stopping:
+                return
+
+    def _commit_supervised(self, batch: list[_Command]) -> None:
+        try:
+            self._commit(batch)
+        except Exception as error:
+            # The writer's supervision point: a bug must fail this batch's waiters, not leave
+            # them (and every later append) waiting for a thread that died.
+            log.exception("session writer failed a batch", commands=len(batch))
+            cause = OSError(errno.EIO, f"session writer error: {error!r}")
+            self._resolve(
+                [
+                    (command.waiter, SessionWriteError(command.target.path, cause))
+                    for command in batch
+                ]
+            )
+
+    def _commit(self, batch: list[_Command]) -> None:
+        by_file: dict[AppendTarget, list[_Command]] = {}
+        for command in batch:
+            by_file.setdefault(command.target, []).append(command)
+        if self._pool is None or len(by_file) == 1:
+            results = [self._commit_file(commands) for commands in by_file.values()]
+        else:
+            results = list(self._pool.map(self._commit_file, by_file.values()))
+        self._resolve([outcome for outcomes in results for outcome in outcomes])
+
+    def _commit_file(self, commands: Sequence[_Command]) -> list[_Outcome]:
+        """One file's share of a batch, in order: writes, its fsync(s), maybe its close."""
+        target = commands[0].target
+        outcomes: list[_Outcome] = []
+        unsynced: list[int] = []
+        for command in commands:
+            if isinstance(command, _Close):
+                self._sync_pending(target, unsynced, outcomes)
+                unsynced = []
+                outcomes.append((command.waiter, self._close(target)))
+                continue
+            error = self._write(target, command.data)
+            if error is None and self.policy == "always":
+                error = self._sync(target)
+            outcomes.append((command.waiter, error))
+            if error is None and self.policy == "batch":
+                unsynced.append(len(outcomes) - 1)
+        self._sync_pending(target, unsynced, outcomes)
+        return outcomes
+
+    def _write(self, target: AppendTarget, data: bytes) -> SessionWriteError | None:
+        if target.broken is not None:
+            return target.broken
+        start = -1
+        try:
+            start = os.lseek(target.fd, 0, os.SEEK_END)
+            write_all(target.fd, data)
+        except OSError as error:
+            failure = SessionWriteError(target.path, error)
+            self._undo_partial_write(target, start, failure)
+            return failure
+        return None
+
+    def _undo_partial_write(
+        self, target: AppendTarget, start: int, failure: SessionWriteError
+    ) -> None:
+        # Half a line must not stay: the next append would be glued onto it.
+        try:
+            if start >= 0:
+                os.ftruncate(target.fd, start)
+                return
+        except OSError:
+            pass
+        target.broken = failure
+        log.error("session file left with a partial line", path=str(target.path))
+
+    def _sync(self, target: AppendTarget) -> SessionWriteError | None:
+        try:
+            sync_data(target.fd)
+        except OSError as error:
+            # After a failed fsync the kernel may have dropped the dirty pages: stop trusting
+            # this descriptor; the store reopens (and re-checks) the file.
+            target.broken = SessionWriteError(target.path, error)
+            return target.broken
+        return None
+
+    def _sync_pending(
+        self, target: AppendTarget, indexes: list[int], outcomes: list[_Outcome]
+    ) -> None:
+        if not indexes:
+            return
+        error = self._sync(target)
+        if error is not None:
+            for index in indexes:
+                outcomes[index] = (outcomes[index][0], error)
+
+    def _close(self, target: AppendTarget) -> SessionWriteError | None:
+        try:
+            os.close(target.fd)
+        except OSError as error:
+            return SessionWriteError(target.path, error)
+        return None
+
+    def _resolve(self, outcomes: list[_Outcome]) -> None:
+        loop = self._loop
+        assert loop is not None
+        try:
+            loop.call_soon_threadsafe(_settle, outcomes)
+        except RuntimeError:
+            log.error("event loop closed before session writes were acknowledged")
+
+
+def _settle(outcomes: list[_Outcome]) -> None:
+    for waiter, error in outcomes:
+        if waiter.done():
+            continue
+        if error is None:
+            waiter.set_result(None)
+        else:
+            # One exception object per waiter: raising a shared one would pile up tracebacks.
+            waiter.set_exception(SessionWriteError(error.path, error.cause))
