@@ -62,7 +62,7 @@ async def list_sessions(data_dir: Path, only_profile: str | None) -> list[str]:
     for profile, root in profile_roots(data_dir).items():
         if only_profile and profile != only_profile:
             continue
-        async with SessionStore(root) as store:
+        async with SessionStore(root, read_only=True) as store:
             for info in await store.list():
                 lines.append(
                     f"{info.key}\t{info.message_count} messages\t{info.size} bytes\t"
@@ -79,7 +79,7 @@ async def load_session(data_dir: Path, text: str) -> Session | None:
         root = profiles.get(profile or "")
         if root is None:
             continue
-        async with SessionStore(root) as store:
+        async with SessionStore(root, read_only=True) as store:
             session = await store.load(key)
         if session is not None:
             return session
