@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cache
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
+
+from channels.markdown_tree import is_linkable, plain_text, table_text
 
 _MARKERS = {"strong": "*", "em": "_", "s": "~"}
 #: Schemes Slack turns into a clickable link; anything else is shown as text.
@@ -70,7 +72,7 @@ class _Renderer:
         if kind == "hr":
             return _RULE
         if kind == "table":
-            return _preformatted(_table_text(node))
+            return _preformatted(table_text(node))
         # html_block cannot occur with html disabled; anything unforeseen is shown as text.
         return escape(node.content.strip())
 
@@ -131,12 +133,12 @@ class _Renderer:
     def _link(self, href: str, children: list[SyntaxTreeNode], ctx: _Context) -> str:
         # A link's label is plain text in Slack: styles and code inside it are dropped.
         label = self._inline_of_nodes(children, replace(ctx, in_link=True))
-        if ctx.in_link or not _is_linkable(href):
-            if not href or _plain_text(children) == href:
+        if ctx.in_link or not is_linkable(href, _LINK_SCHEMES):
+            if not href or plain_text(children) == href:
                 return label
             return f"{label} ({escape(href)})" if label else escape(href)
         url = escape(quote(href, safe=_URL_SAFE))
-        if not label or _plain_text(children) == href:
+        if not label or plain_text(children) == href:
             return f"<{url}>"
         return f"<{url}|{label}>"
 
@@ -160,46 +162,6 @@ def _preformatted(code: str) -> str:
     if not body.strip():
         return ""
     return f"```\n{escape(body)}\n```"
-
-
-def _is_linkable(href: str) -> bool:
-    if not href or any(ch.isspace() for ch in href):
-        return False
-    try:
-        parts = urlsplit(href)
-    except ValueError:
-        return False
-    return parts.scheme.lower() in _LINK_SCHEMES and bool(parts.netloc or parts.path)
-
-
-def _plain_text(nodes: list[SyntaxTreeNode]) -> str:
-    out: list[str] = []
-    for node in nodes:
-        if node.type in ("text", "code_inline"):
-            out.append(node.content)
-        elif node.type in ("softbreak", "hardbreak"):
-            out.append(" ")
-        else:
-            out.append(_plain_text(node.children))
-    return "".join(out)
-
-
-def _table_text(table: SyntaxTreeNode) -> str:
-    rows = [
-        [_plain_text(cell.children).strip() for cell in row.children]
-        for section in table.children
-        for row in section.children
-    ]
-    if not rows:
-        return ""
-    columns = len(rows[0])
-    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(columns)]
-    lines = [
-        " | ".join(cell.ljust(widths[i]) for i, cell in enumerate(row) if i < columns).rstrip()
-        for row in rows
-    ]
-    lines.insert(1, "-+-".join("-" * width for width in widths))
-    return "\n".join(lines)
 
 
 def render_mrkdwn(markdown: str) -> str:

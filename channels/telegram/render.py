@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Literal
-from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
+from channels.markdown_tree import is_linkable, plain_text, table_text
 from channels.telegram.dialects import (
     Dialect,
     HtmlDialect,
@@ -80,7 +80,7 @@ class _Renderer:
         if kind == "hr":
             return self._dialect.text(_RULE)
         if kind == "table":
-            return self._preformatted(_table_text(node), "", ctx)
+            return self._preformatted(table_text(node), "", ctx)
         # html_block cannot occur with html disabled; anything unforeseen is shown as text.
         return self._dialect.text(node.content.strip())
 
@@ -159,51 +159,13 @@ class _Renderer:
         return self._dialect.style(style, inner) if inner else ""
 
     def _link(self, href: str, children: list[SyntaxTreeNode], ctx: _Context) -> str:
-        linkable = not ctx.in_link and _is_linkable(href)
+        linkable = not ctx.in_link and is_linkable(href, _LINK_SCHEMES)
         inner = self._inline_children(children, replace(ctx, in_link=True))
         if not linkable:
-            if not href or _plain_text(children) == href:
+            if not href or plain_text(children) == href:
                 return inner
             return inner + self._dialect.text(f" ({href})") if inner else self._dialect.text(href)
         return self._dialect.link(inner or self._dialect.text(href), href)
-
-
-def _is_linkable(href: str) -> bool:
-    if not href or any(ch.isspace() for ch in href):
-        return False
-    try:
-        parts = urlsplit(href)
-    except ValueError:
-        return False
-    return parts.scheme.lower() in _LINK_SCHEMES and bool(parts.netloc or parts.path)
-
-
-def _plain_text(nodes: list[SyntaxTreeNode]) -> str:
-    out: list[str] = []
-    for node in nodes:
-        if node.type in ("text", "code_inline"):
-            out.append(node.content)
-        elif node.type in ("softbreak", "hardbreak"):
-            out.append(" ")
-        else:
-            out.append(_plain_text(node.children))
-    return "".join(out)
-
-
-def _table_text(table: SyntaxTreeNode) -> str:
-    rows: list[list[str]] = []
-    for section in table.children:
-        for row in section.children:
-            rows.append([_plain_text(cell.children).strip() for cell in row.children])
-    if not rows:
-        return ""
-    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(rows[0]))]
-    lines = [
-        " | ".join(cell.ljust(widths[i]) for i, cell in enumerate(row) if i < len(widths)).rstrip()
-        for row in rows
-    ]
-    lines.insert(1, "-+-".join("-" * width for width in widths))
-    return "\n".join(lines)
 
 
 def render_html(markdown: str) -> str:
