@@ -2,9 +2,9 @@
 
 Octos' five break levels, tried in order within the longest stretch that fits, each searched from
 the right so a chunk is as full as it can be: a paragraph break (a blank line), a line break, the
-end of a sentence (`.`, `!` or `?` before whitespace, or CJK `。！？`), a space, and last a hard
-cut. Past `max_chunks` chunks the rest is replaced by one notice chunk,
-`[message truncated - N characters omitted]`, N counting the code points not sent.
+end of a sentence (`.`, `!` or `?` before a space or tab, or CJK `。！？` with nothing after it),
+a space or tab, and last a hard cut. Past `max_chunks` chunks the rest is replaced by one notice
+chunk, `[message truncated - N characters omitted]`, N counting the code points not sent.
 
 Where we go further than octos:
 
@@ -49,7 +49,7 @@ MAX_CHUNKS = 50
 
 _NON_SPACE = re.compile(r"\S")
 _FENCE_STARTS = ("```", "~~~")
-_SENTENCE_ENDS = (". ", "! ", "? ")
+_SENTENCE_ENDS = (". ", "! ", "? ", ".\t", "!\t", "?\t")
 _CJK_SENTENCE_ENDS = ("。", "！", "？")
 #: How far a hard cut steps back to avoid leaving a chunk that starts like a fence line.
 _HARD_CUT_RETREAT = 32
@@ -219,7 +219,7 @@ class _Splitter:
         return _rightmost(self._text, _SENTENCE_ENDS + _CJK_SENTENCE_ENDS, low, high, 1)
 
     def _space_cuts(self, low: int, high: int) -> Iterator[int]:
-        return _rightmost(self._text, (" ",), low, high, 0)
+        return _rightmost(self._text, (" ", "\t"), low, high, 0)
 
     # -- helpers --------------------------------------------------------------------------
 

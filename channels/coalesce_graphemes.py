@@ -87,7 +87,7 @@ class GraphemeIndex:
         segment = self._segment
         if segment[0] <= index <= segment[-1]:
             return segment
-        floor = max(known, 0)
+        floor = known if 0 <= known <= index else 0
         if segment[-1] <= index:
             floor = max(floor, segment[-1])
         anchor = index - 1
