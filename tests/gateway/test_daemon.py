@@ -198,3 +198,53 @@ async def test_the_bus_ordering_survives_many_chats(tmp_path: Path, hub: Channel
         assert sum(len(v) for v in by_chat.values()) == 20
     finally:
         await daemon.stop()
+
+
+async def test_strangers_get_one_notice_and_the_agent_never_sees_them(
+    tmp_path: Path, hub: ChannelHub
+) -> None:
+    profile = socket_profile(hub.port).replace('allow: ["*"]', 'allow: ["alice"]')
+    daemon = await start_daemon(tmp_path, profile)
+    try:
+        await hub.say("let me in", sender_id="mallory", chat_id="evil")
+        notice = await hub.reply()
+        assert "mallory" in notice.content
+        await hub.say("please", sender_id="mallory", chat_id="evil")
+        await hub.say("hello", sender_id="alice")
+        assert (await hub.reply()).content == "hello"  # no second notice came before it
+        _status, metrics = await daemon.get("/metrics")
+        refused = 'octos_messages_in_total{channel="test",outcome="refused",profile="main"} 2.0'
+        assert refused in metrics
+    finally:
+        await daemon.stop()
+    assert not [path for path in (tmp_path / "data").rglob("*.jsonl") if "evil" in str(path)]
+
+
+async def test_a_redelivered_message_is_answered_once(tmp_path: Path, hub: ChannelHub) -> None:
+    daemon = await start_daemon(tmp_path, socket_profile(hub.port, queue_mode="followup"))
+    try:
+        await hub.say("once", message_id="platform-7")
+        await hub.say("once", message_id="platform-7")
+        await hub.say("twice?", message_id="platform-8")
+        assert (await hub.reply()).content == "once"
+        assert (await hub.reply()).content == "twice?"
+    finally:
+        await daemon.stop()
+
+
+async def test_readyz_is_503_when_a_channel_is_down(tmp_path: Path, hub: ChannelHub) -> None:
+    broken = f"""\
+  - type: plugin
+            class_path: tests.support.socket_channel:FlakySocketChannel
+            options: {{port: {hub.port}, name: broken, fatal: true}}
+            allow: ["*"]"""
+    daemon = await start_daemon(tmp_path, socket_profile(hub.port, extra_channels=broken))
+    try:
+        await daemon.wait_log(lambda e: e.get("event") == "channel down")
+        status, body = await daemon.get("/readyz")
+        assert status == 503
+        assert '"broken": {"status": "down"' in body
+        await hub.say("the others still work")
+        assert (await hub.reply()).content == "the others still work"
+    finally:
+        await daemon.stop()
