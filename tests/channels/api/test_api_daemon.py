@@ -34,9 +34,7 @@ class Api:
         self.base_url = base_url
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
-    async def request(
-        self, method: str, path: str, **kwargs: Any
-    ) -> tuple[int, dict[str, Any]]:
+    async def request(self, method: str, path: str, **kwargs: Any) -> tuple[int, dict[str, Any]]:
         async with (
             aiohttp.ClientSession(headers=self.headers) as http,
             http.request(method, self.base_url + path, **kwargs) as response,
