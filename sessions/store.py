@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from itertools import islice
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
@@ -294,7 +295,9 @@ class SessionStore:
         excess = len(self._open) - self.max_open_files
         if excess <= 0:
             return
-        idle = [path for path in self._open if not self._locks.in_use(path)][:excess]
+        # `_open` runs from least to most recently used: the first idle ones are the ones to go,
+        # and the scan stops as soon as enough are found.
+        idle = list(islice((path for path in self._open if not self._locks.in_use(path)), excess))
         for path in idle:
             self._close_later(path)
 
