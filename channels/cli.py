@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import os
 import sys
 from collections.abc import Callable
 from typing import TextIO
 
 from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.base import Channel
+from channels.errors import ChannelError
 from channels.limits import PLATFORM_LIMITS
 from channels.registry import ChannelContext
 from config import CliChannelConfig
 
 QUIT_COMMANDS = frozenset({"/quit", "/exit"})
 CHAT_ID = "local"
+#: How long stopping waits for a paused or slow terminal to take the last of the output.
+OUTPUT_FLUSH_S = 5.0
 
 
 async def _line_source(stream: TextIO) -> asyncio.StreamReader | None:
@@ -30,6 +34,93 @@ async def _line_source(stream: TextIO) -> asyncio.StreamReader | None:
     except (ValueError, OSError):
         return None
     return reader
+
+
+class _WriteFlow(asyncio.Protocol):
+    """Flow control of the stdout transport: writers wait while the terminal is not reading."""
+
+    def __init__(self) -> None:
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self.closed = asyncio.Event()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed.set()
+        self.writable.set()
+
+
+class _Output:
+    """Text to stdout that neither blocks the event loop nor gets lost.
+
+    On a terminal, stdin and stdout are one open file, so reading stdin without blocking makes
+    stdout non-blocking too: a plain write to a slow or paused (Ctrl-S) terminal then fails, or
+    with PYTHONUNBUFFERED drops the text silently. A write transport buffers and waits instead.
+    A regular file (output redirected to one) never blocks and is written directly.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._encoding = getattr(stream, "encoding", None) or "utf-8"
+        self._transport: asyncio.WriteTransport | None = None
+        self._flow = _WriteFlow()
+        self._restore_blocking: int | None = None
+
+    async def open(self) -> None:
+        if self._transport is not None and not self._flow.closed.is_set():
+            return
+        self._transport = None
+        try:
+            fd = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return  # not backed by a file descriptor (tests hand in a StringIO)
+        self._stream.flush()
+        was_blocking = os.get_blocking(fd)
+        # A duplicate, so closing the transport leaves sys.stdout itself open.
+        pipe = os.fdopen(os.dup(fd), "wb", buffering=0)
+        self._flow = _WriteFlow()
+        flow = self._flow
+        try:
+            transport, _ = await asyncio.get_running_loop().connect_write_pipe(lambda: flow, pipe)
+        except (ValueError, OSError):
+            pipe.close()
+            return
+        self._transport = transport
+        self._restore_blocking = fd if was_blocking else None
+
+    async def write(self, text: str) -> None:
+        if self._transport is None:
+            self._stream.write(text)
+            self._stream.flush()
+            return
+        if self._flow.closed.is_set():
+            # Not worth retrying: whatever read our output has closed it.
+            raise ChannelError("stdout is closed: the terminal or pipe is gone", channel="cli")
+        # Wait before writing, not after: a write that times out here was never shown, so
+        # the retry that follows does not print it twice.
+        await self._flow.writable.wait()
+        self._transport.write(text.encode(self._encoding, errors="replace"))
+
+    async def close(self) -> None:
+        transport, self._transport = self._transport, None
+        if transport is None:
+            return
+        transport.close()  # sends what is buffered first
+        try:
+            async with asyncio.timeout(OUTPUT_FLUSH_S):
+                await self._flow.closed.wait()
+        except TimeoutError:
+            transport.abort()
+        finally:
+            # The terminal is shared with the shell that started us: leave it as we found it.
+            if self._restore_blocking is not None:
+                os.set_blocking(self._restore_blocking, True)
+                self._restore_blocking = None
 
 
 class CliChannel(Channel):
@@ -46,6 +137,7 @@ class CliChannel(Channel):
         self._on_quit = on_quit
         self._stdin = stdin or sys.stdin
         self._stdout = stdout or sys.stdout
+        self._output = _Output(self._stdout)
         self._user = getpass.getuser()
         self._shown: dict[str, str] = {}
         self._next_id = 0
@@ -60,6 +152,7 @@ class CliChannel(Channel):
         return self._stdout.isatty()
 
     async def start(self, inbound: InboundSender) -> None:
+        await self._output.open()
         reader = await _line_source(self._stdin)
         while True:
             if reader is not None:
@@ -87,34 +180,34 @@ class CliChannel(Channel):
 
     async def stop(self) -> None:
         self._stopped.set()
+        await self._output.close()
 
-    def _write(self, text: str) -> None:
-        self._stdout.write(text)
-        self._stdout.flush()
+    async def _write(self, text: str) -> None:
+        await self._output.write(text)
 
     async def send(self, message: OutboundMessage) -> None:
-        self._write(message.content + "\n")
+        await self._write(message.content + "\n")
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
         self._next_id += 1
         message_id = str(self._next_id)
         self._shown[message_id] = message.content
-        self._write(message.content)
+        await self._write(message.content)
         return message_id
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
         shown = self._shown.get(message_id, "")
         if content.startswith(shown):
-            self._write(content[len(shown) :])
+            await self._write(content[len(shown) :])
         else:
             # The text changed, not only grew: show the new version on a fresh line.
-            self._write("\n" + content)
+            await self._write("\n" + content)
         self._shown[message_id] = content
 
     async def finish_stream(self, chat_id: str, message_id: str, content: str) -> None:
         await self.edit_message(chat_id, message_id, content)
         self._shown.pop(message_id, None)
-        self._write("\n")
+        await self._write("\n")
 
 
 def create(config: CliChannelConfig, context: ChannelContext) -> CliChannel:

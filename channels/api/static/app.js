@@ -63,6 +63,8 @@ async function api(path, options = {}) {
 
 async function loadHistory() {
   log.replaceChildren();
+  // Busy until the history is shown, so assistive technology (and tests) know when it is final.
+  log.setAttribute("aria-busy", "true");
   try {
     const response = await api(`/v1/sessions/${encodeURIComponent(chatId())}/messages`);
     const body = await response.json();
@@ -72,6 +74,8 @@ async function loadHistory() {
     showError("");
   } catch (error) {
     showError("Could not load the history: " + error.message);
+  } finally {
+    log.setAttribute("aria-busy", "false");
   }
 }
 
@@ -133,7 +137,8 @@ form.addEventListener("submit", (event) => {
 });
 
 input.addEventListener("keydown", (event) => {
-  if (event.key === "Enter" && !event.shiftKey) {
+  // Enter while an input method is composing (Chinese, Japanese...) picks a candidate; it must not send.
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
     form.requestSubmit();
   }
