@@ -62,6 +62,8 @@ class Dispatcher:
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=600.0)
         self._refusals = InboundDedup(max_entries=10_000, ttl_s=REFUSAL_NOTICE_INTERVAL_S)
         self._intake: asyncio.Task[None] | None = None
+        self._stop_requested = False
+        self._waiting_for_message = False
         self._lanes: Lanes | None = None
 
     async def run(self) -> None:
@@ -75,15 +77,27 @@ class Dispatcher:
             await self._lanes.wait_idle()
 
     def stop_intake(self) -> None:
-        """Take no more messages; turns already running or queued still finish."""
-        if self._intake is not None:
+        """Take no more messages; turns already running or queued still finish.
+
+        Only a wait for the next message is cancelled: a message being dispatched is seen
+        through, so none is lost between the bus and its lane.
+        """
+        self._stop_requested = True
+        if self._intake is not None and self._waiting_for_message:
             self._intake.cancel()
 
     def busy(self) -> bool:
         return self._lanes is not None and len(self._lanes) > 0
 
     async def _intake_loop(self) -> None:
-        async for message in self._handle:
+        while not self._stop_requested:
+            self._waiting_for_message = True
+            try:
+                message = await self._handle.recv()
+            finally:
+                self._waiting_for_message = False
+            if message is None:
+                return
             with structlog.contextvars.bound_contextvars(
                 profile=self._settings.profile, channel=message.channel, chat=message.chat_id
             ):

@@ -34,6 +34,8 @@ _NOISY_LOGGERS = (
     "aiohttp.access",
     "openai",
     "asyncio",
+    # Logs every block rule it tries at DEBUG: hundreds of lines per rendered reply.
+    "markdown_it",
 )
 
 
