@@ -25,15 +25,28 @@ CHAT_ID = "local"
 OUTPUT_FLUSH_S = 5.0
 
 
-async def _line_source(stream: TextIO) -> asyncio.StreamReader | None:
-    """A non-blocking reader over stdin when it is a pipe or a terminal; None for a file."""
+_LineSource = tuple[asyncio.StreamReader, asyncio.BaseTransport]
+
+
+async def _line_source(stream: TextIO) -> _LineSource | None:
+    """A non-blocking reader over stdin when it is a pipe or a terminal; None for a file.
+
+    It reads a duplicate of the descriptor, so closing its transport leaves sys.stdin open.
+    """
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
+        pipe = os.fdopen(os.dup(stream.fileno()), "rb", buffering=0)
+    except (AttributeError, OSError, ValueError):
+        return None  # not backed by a file descriptor (tests hand in a StringIO)
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
     except (ValueError, OSError):
+        pipe.close()
         return None
-    return reader
+    return reader, transport
 
 
 class _WriteFlow(asyncio.Protocol):
@@ -105,6 +118,9 @@ class _Output:
         # the retry that follows does not print it twice.
         await self._flow.writable.wait()
         self._transport.write(text.encode(self._encoding, errors="replace"))
+        if self._transport.is_closing():
+            # The write itself found the reader gone: the text was not shown.
+            raise ChannelError("stdout is closed: the terminal or pipe is gone", channel="cli")
 
     async def close(self) -> None:
         transport, self._transport = self._transport, None
@@ -153,30 +169,49 @@ class CliChannel(Channel):
 
     async def start(self, inbound: InboundSender) -> None:
         await self._output.open()
-        reader = await _line_source(self._stdin)
-        while True:
-            if reader is not None:
-                raw = (await reader.readline()).decode(errors="replace")
-            else:
-                raw = await asyncio.to_thread(self._stdin.readline)
-            line = raw.strip()
-            if not raw or line.lower() in QUIT_COMMANDS:
-                break
-            if not line:
-                continue
-            self._counter += 1
-            await inbound.send(
-                InboundMessage(
-                    channel="cli",
-                    sender_id=self._user,
-                    chat_id=CHAT_ID,
-                    content=line,
-                    message_id=str(self._counter),
+        source = await _line_source(self._stdin)
+        try:
+            while (raw := await self._next_line(source)) is not None:
+                line = raw.strip()
+                if not raw or line.lower() in QUIT_COMMANDS:
+                    self._on_quit()
+                    break
+                if not line:
+                    continue
+                self._counter += 1
+                await inbound.send(
+                    InboundMessage(
+                        channel="cli",
+                        sender_id=self._user,
+                        chat_id=CHAT_ID,
+                        content=line,
+                        message_id=str(self._counter),
+                    )
                 )
-            )
-        self._on_quit()
+        finally:
+            if source is not None:
+                source[1].close()
         # The daemon is shutting down; wait here to be stopped rather than be restarted.
         await self._stopped.wait()
+
+    async def _next_line(self, source: _LineSource | None) -> str | None:
+        """The next line typed ("" at the end of input), or None once `stop()` was called."""
+        if self._stopped.is_set():
+            return None
+        if source is None:
+            return await asyncio.to_thread(self._stdin.readline)  # a file: never waits long
+        reading = asyncio.create_task(source[0].readline(), name="cli-read-line")
+        stopping = asyncio.create_task(self._stopped.wait(), name="cli-stop-requested")
+        try:
+            await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reading, stopping):
+                task.cancel()
+            # Collects the tasks cancelled here; our own cancellation still propagates after.
+            await asyncio.gather(reading, stopping, return_exceptions=True)
+        if reading.cancelled():
+            return None
+        return reading.result().decode(errors="replace")
 
     async def stop(self) -> None:
         self._stopped.set()

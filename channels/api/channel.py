@@ -18,7 +18,7 @@ from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.api.replies import PendingReply, ReplyEvent, ReplyRouter
 from channels.api.requests import BadRequest, error_response, parse_chat_request, read_json_body
 from channels.base import Channel
-from channels.errors import FatalChannelError
+from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.history import ChatHistory
 from channels.limits import PLATFORM_LIMITS
@@ -93,16 +93,25 @@ class ApiChannel(Channel):
 
     # Outbound: the channel manager hands replies here; they go to the waiting requests.
     async def send(self, message: OutboundMessage) -> None:
+        self._require_running()
         self._replies.final(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
+        self._require_running()
         return self._replies.open_stream(message)
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
+        self._require_running()
         self._replies.snapshot(message_id, content)
 
     async def finish_stream(self, chat_id: str, message_id: str, content: str) -> None:
+        self._require_running()
         self._replies.finish(message_id, content)
+
+    def _require_running(self) -> None:
+        # A reply for a closed server has no request left to take it: say so, do not drop it.
+        if self._runner is None:
+            raise ChannelError("the API server is not running", channel="api")
 
     # Inbound HTTP.
     def _build_app(self) -> web.Application:

@@ -42,18 +42,22 @@ class SocketChannel(Channel):
         self._starts += 1
         reader, writer = await asyncio.open_connection(self._host, self._port)
         self._writer = writer
-        await self._write({"op": "hello", "name": self._name, "start": self._starts})
-        if self._fatal:
-            raise FatalChannelError("the test asked for a fatal start", channel=self._name)
-        if self._starts <= self._fail_starts:
-            raise RuntimeError(f"start attempt {self._starts} fails on purpose")
-        while line := await reader.readline():
-            frame = json.loads(line)
-            if frame["op"] == "inbound":
-                await inbound.send(InboundMessage.model_validate(frame["message"]))
-            else:
-                await self._acks.put(frame)
-        raise ConnectionError("the hub closed the connection")
+        try:
+            await self._write({"op": "hello", "name": self._name, "start": self._starts})
+            if self._fatal:
+                raise FatalChannelError("the test asked for a fatal start", channel=self._name)
+            if self._starts <= self._fail_starts:
+                raise RuntimeError(f"start attempt {self._starts} fails on purpose")
+            while line := await reader.readline():
+                frame = json.loads(line)
+                if frame["op"] == "inbound":
+                    await inbound.send(InboundMessage.model_validate(frame["message"]))
+                else:
+                    await self._acks.put(frame)
+            raise ConnectionError("the hub closed the connection")
+        finally:
+            # Each start has its own connection: a restart or a cancellation must not leak it.
+            writer.close()
 
     async def _write(self, frame: dict[str, Any]) -> None:
         assert self._writer is not None, "send before start"

@@ -6,7 +6,7 @@ import json
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -63,6 +63,8 @@ class RecordedRequest:
     json: Any
     files: tuple[RecordedFile, ...]
     status: int
+    #: When the fake answered it (`time.monotonic()`), to check the pace of edits.
+    at: float = field(default_factory=time.monotonic)
 
     @property
     def content(self) -> str | None:

@@ -1,0 +1,88 @@
+"""The daemon subprocess with platform profiles, and what the platform tests read back from it.
+
+Each platform module runs one daemon for most of its tests (module scope, each test in a chat of
+its own), because a daemon takes seconds to start; tests that stop the daemon start their own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.daemon import DaemonProcess, write_config
+
+WAIT_S = 30.0
+#: The edit interval the platform profiles configure, and the clock tolerance of the check.
+EDIT_INTERVAL_S = 1.0
+CLOCK_TOLERANCE_S = 0.05
+#: Loopback is never proxied, whatever the developer's environment says.
+DAEMON_ENV = {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+
+
+@asynccontextmanager
+async def running_daemon(
+    directory: Path, profiles: Mapping[str, str], *, grace_s: float = 10.0
+) -> AsyncIterator[DaemonProcess]:
+    """The daemon on a fresh config, killed on the way out if a test left it running."""
+    daemon = DaemonProcess(write_config(directory, dict(profiles), grace_s=grace_s), env=DAEMON_ENV)
+    try:
+        await daemon.start()
+        yield daemon
+    finally:
+        await daemon.stop()
+
+
+async def stop_cleanly(daemon: DaemonProcess) -> int:
+    """SIGTERM, then the exit status once the daemon has shut down."""
+    daemon.signal(signal.SIGTERM)
+    return await daemon.wait(WAIT_S)
+
+
+def logged(event_name: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda event: event.get("event") == event_name
+
+
+def count_logged(daemon: DaemonProcess, event_name: str) -> int:
+    return sum(1 for event in daemon.logs if event.get("event") == event_name)
+
+
+async def wait_logged(daemon: DaemonProcess, event_name: str, *, more_than: int) -> None:
+    """Wait until the daemon has logged `event_name` more than `more_than` times."""
+    await daemon.wait_log(lambda _event: count_logged(daemon, event_name) > more_than)
+
+
+async def metric(daemon: DaemonProcess, name: str, **labels: str) -> float:
+    """The value of one sample on the daemon's /metrics (0 when it was never counted)."""
+    status, body = await daemon.get("/metrics")
+    assert status == 200, body
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+def session_keys(data_dir: Path) -> set[str]:
+    """The keys of every session the daemon stored (from each file's meta line)."""
+    keys: set[str] = set()
+    for path in data_dir.rglob("*.jsonl"):
+        with path.open(encoding="utf-8") as lines:
+            first = lines.readline()
+        if first.strip():
+            keys.add(str(json.loads(first).get("session_key", "")))
+    return keys
+
+
+def gaps_s(times: list[float]) -> list[float]:
+    return [later - earlier for earlier, later in itertools.pairwise(times)]
+
+
+def no_repeats(texts: list[str]) -> bool:
+    return all(earlier != later for earlier, later in itertools.pairwise(texts))
