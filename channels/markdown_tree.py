@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from functools import cache
 from urllib.parse import urlsplit
 
+from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
+
+
+@cache
+def markdown_parser() -> MarkdownIt:
+    """CommonMark with strikethrough and tables. Raw HTML in the agent's text is shown, not
+    interpreted: no chat platform takes arbitrary HTML."""
+    return MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
 
 
 def is_linkable(href: str, schemes: Collection[str]) -> bool:

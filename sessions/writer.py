@@ -205,8 +205,8 @@ class DiskWriter:
             if start >= 0:
                 os.ftruncate(target.fd, start)
                 return
-        except OSError:
-            pass
+        except OSError as error:
+            log.error("cannot take back a partial write", path=str(target.path), error=str(error))
         target.broken = failure
         log.error("session file left with a partial line", path=str(target.path))
 

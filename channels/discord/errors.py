@@ -99,7 +99,7 @@ def _retry_after_s(error: discord.HTTPException) -> float:
         try:
             return float(header)
         except ValueError:
-            pass
+            header = None  # malformed: the body's `retry_after` says the same thing
     try:
         body = json.loads(error.text)
     except ValueError:

@@ -11,13 +11,11 @@ the only raw `<` and `>` in the output are the links and quote markers the walk 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cache
 from urllib.parse import quote
 
-from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from channels.markdown_tree import is_linkable, plain_text, table_text
+from channels.markdown_tree import is_linkable, markdown_parser, plain_text, table_text
 
 _MARKERS = {"strong": "*", "em": "_", "s": "~"}
 #: Schemes Slack turns into a clickable link; anything else is shown as text.
@@ -31,12 +29,6 @@ _URL_SAFE = "".join(chr(code) for code in range(33, 127) if chr(code) not in "<>
 def escape(text: str) -> str:
     """Text as Slack shows it literally: its three control characters as entities."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-@cache
-def _parser() -> MarkdownIt:
-    # Raw HTML in the agent's text is shown, not interpreted: Slack has no HTML.
-    return MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,5 +158,5 @@ def _preformatted(code: str) -> str:
 
 def render_mrkdwn(markdown: str) -> str:
     """Markdown to Slack mrkdwn, ready for `chat.postMessage`'s `text`."""
-    tree = SyntaxTreeNode(_parser().parse(markdown))
+    tree = SyntaxTreeNode(markdown_parser().parse(markdown))
     return _Renderer().document(tree)

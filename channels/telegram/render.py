@@ -11,13 +11,11 @@ dialect's escaping, so any input renders into markup Telegram accepts.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cache
 from typing import Literal
 
-from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from channels.markdown_tree import is_linkable, plain_text, table_text
+from channels.markdown_tree import is_linkable, markdown_parser, plain_text, table_text
 from channels.telegram.dialects import (
     Dialect,
     HtmlDialect,
@@ -34,12 +32,6 @@ _LINK_SCHEMES = frozenset({"http", "https", "tg", "mailto"})
 _BULLET = "•"
 _OWN_LINE_BLOCKS = frozenset({"bullet_list", "ordered_list", "blockquote"})
 _RULE = "———"
-
-
-@cache
-def _parser() -> MarkdownIt:
-    # Raw HTML in the agent's text is shown, not interpreted: Telegram would refuse most tags.
-    return MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,13 +162,13 @@ class _Renderer:
 
 def render_html(markdown: str) -> str:
     """Markdown to Telegram HTML (`parse_mode="HTML"`)."""
-    tree = SyntaxTreeNode(_parser().parse(markdown))
+    tree = SyntaxTreeNode(markdown_parser().parse(markdown))
     return _Renderer(HtmlDialect(), pre_in_quote=True).document(tree)
 
 
 def render_markdown_v2(markdown: str) -> str:
     """Markdown to Telegram MarkdownV2 (`parse_mode="MarkdownV2"`)."""
-    tree = SyntaxTreeNode(_parser().parse(markdown))
+    tree = SyntaxTreeNode(markdown_parser().parse(markdown))
     # A ``` block cannot sit inside `>`-prefixed quote lines: quoted code becomes quoted text.
     return _Renderer(MarkdownV2Dialect(), pre_in_quote=False).document(tree)
 
