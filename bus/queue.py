@@ -45,6 +45,9 @@ class AgentHandle:
     def inbound_depth(self) -> int:
         return self._inbound.depth()
 
+    def outbound_depth(self) -> int:
+        return self._outbound.depth()
+
 
 class BusPublisher:
     """The channels' end: publishes inbound messages, receives outbound replies."""

@@ -106,9 +106,9 @@ class Dispatcher:
                 except Exception:
                     # Supervision point (per message): log it and keep dispatching.
                     log.exception("dispatching a message failed")
-            self._metrics.queue_depth.labels(self._settings.profile, "inbound").set(
-                self._handle.inbound_depth()
-            )
+            depth = self._metrics.queue_depth
+            depth.labels(self._settings.profile, "inbound").set(self._handle.inbound_depth())
+            depth.labels(self._settings.profile, "outbound").set(self._handle.outbound_depth())
 
     def _count(self, message: InboundMessage, outcome: str) -> None:
         self._metrics.messages_in.labels(self._settings.profile, message.channel, outcome).inc()

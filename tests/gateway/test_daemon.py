@@ -82,6 +82,7 @@ async def test_health_ready_and_metrics_answer(tmp_path: Path, hub: ChannelHub) 
             'octos_messages_in_total{channel="test",outcome="accepted",profile="main"} 1.0' in body
         )
         assert "octos_turn_latency_seconds_bucket" in body
+        assert 'octos_queue_depth{direction="outbound",profile="main"}' in body
     finally:
         await daemon.stop()
 
