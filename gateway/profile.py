@@ -60,6 +60,18 @@ class ProfileRuntime:
     def request_stop(self) -> None:
         self._stop.set()
 
+    def _add_channels(self, channels: ChannelManager, history: ProfileHistory) -> None:
+        context = ChannelContext(
+            profile=self.profile_id,
+            data_dir=self.root,
+            history=history,
+            request_shutdown=self._request_shutdown,
+        )
+        for channel_config in self.config.channels:
+            channel = build_channel(channel_config, context)
+            channels.register(channel, edit_interval_s=channel_config.edit_interval_s)
+            self._webhooks.mount(self.profile_id, channel.web_routes())
+
     async def run(self) -> None:
         """Run until `request_stop`, then finish running turns and deliver their replies."""
         settings = self.config.sessions
@@ -87,17 +99,8 @@ class ProfileRuntime:
                 publisher,
                 metrics=ChannelMetrics(self._metrics.registry, self.profile_id),
             )
-            context = ChannelContext(
-                profile=self.profile_id,
-                data_dir=self.root,
-                history=ProfileHistory(self.profile_id, sessions, topics),
-                request_shutdown=self._request_shutdown,
-            )
-            for channel_config in self.config.channels:
-                channel = build_channel(channel_config, context)
-                channels.register(channel, edit_interval_s=channel_config.edit_interval_s)
-                self._webhooks.mount(self.profile_id, channel.web_routes())
             stack.callback(self._webhooks.unmount, self.profile_id)
+            self._add_channels(channels, ProfileHistory(self.profile_id, sessions, topics))
             runner = TurnRunner(
                 TurnSettings(self.profile_id, settings.max_history),
                 agent,
