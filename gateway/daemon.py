@@ -27,6 +27,8 @@ log = structlog.get_logger(__name__)
 
 #: Exit status when a second signal cuts the graceful shutdown short.
 EXIT_FORCED = 130
+#: Exit status when the health and metrics server cannot listen (EX_UNAVAILABLE).
+EXIT_NO_HTTP = 69
 
 
 class Daemon:
@@ -58,7 +60,16 @@ class Daemon:
             settings.http.host,
             settings.http.port,
         )
-        await self.http.start()
+        try:
+            await self.http.start()
+        except OSError as error:
+            log.error(
+                "cannot start the HTTP server",
+                address=f"{settings.http.host}:{settings.http.port}",
+                error=str(error),
+                suggestion="choose a free port in gateway.yaml's http.port (0 picks one)",
+            )
+            return EXIT_NO_HTTP
         log.info(
             "http server listening",
             url=f"http://{settings.http.host}:{self.http.bound_port}",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -249,3 +251,16 @@ async def test_readyz_is_503_when_a_channel_is_down(tmp_path: Path, hub: Channel
         assert (await hub.reply()).content == "the others still work"
     finally:
         await daemon.stop()
+
+
+async def test_a_taken_http_port_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = write_config(tmp_path, {"main": "channels: []\n"}, http_port=port)
+        result = await asyncio.to_thread(run_cli, "run", "-c", str(config), cwd=tmp_path)
+    assert result.returncode == 69
+    assert "cannot start the HTTP server" in result.stderr
+    assert "http.port" in result.stderr
+    assert "Traceback" not in result.stderr
