@@ -64,3 +64,27 @@ class StreamControl:
     async def hold(self) -> None:
         self.holding.set()
         await self.release.wait()
+
+
+class HoldableFake:
+    """Base of a fake that serves one aiohttp app and can hold its responses (`control`).
+
+    Leaving the context releases any held response first, so the server can shut down.
+    """
+
+    def __init__(self, app: web.Application) -> None:
+        self.control = StreamControl()
+        self._server = LocalHttpServer(app)
+
+    async def __aenter__(self) -> Self:
+        await self._server.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.control.release.set()
+        await self._server.__aexit__(exc_type, exc, tb)

@@ -19,12 +19,11 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
 
-from tests.fakes import LocalHttpServer, StreamControl
+from tests.fakes import HoldableFake
 
 DEFAULT_REPLY = "Hello from the fake model."
 
@@ -69,7 +68,7 @@ _ERROR_TYPES = {
 }
 
 
-class FakeOpenAI:
+class FakeOpenAI(HoldableFake):
     """The fake server; requests take scripted completions in order, then `default`."""
 
     def __init__(self, *, api_key: str | None = None, model: str = "fake-model") -> None:
@@ -77,12 +76,11 @@ class FakeOpenAI:
         self.model = model
         self.default = ScriptedCompletion()
         self.requests: list[RecordedRequest] = []
-        self.control = StreamControl()
         self.streams_completed = 0
         self._scripts: deque[ScriptedCompletion] = deque()
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat_completions)
-        self._server = LocalHttpServer(app)
+        super().__init__(app)
 
     @property
     def base_url(self) -> str:
@@ -101,19 +99,6 @@ class FakeOpenAI:
                 for _ in range(times)
             )
         )
-
-    async def __aenter__(self) -> Self:
-        await self._server.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.control.release.set()
-        await self._server.__aexit__(exc_type, exc, tb)
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

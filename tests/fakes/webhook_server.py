@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 from aiohttp import web
 
-from tests.fakes import LocalHttpServer, StreamControl
+from tests.fakes import HoldableFake
 
 DEFAULT_REPLY = "Hello from the webhook."
 HOOK_PATH = "/hook"
@@ -67,17 +66,16 @@ class RecordedPost:
 _STREAM_TYPES = {"sse": "text/event-stream", "ndjson": "application/x-ndjson"}
 
 
-class FakeWebhook:
+class FakeWebhook(HoldableFake):
     """The fake endpoint at `url`; requests take scripted replies in order, then `default`."""
 
     def __init__(self) -> None:
         self.default = ScriptedReply()
         self.requests: list[RecordedPost] = []
-        self.control = StreamControl()
         self._scripts: deque[ScriptedReply] = deque()
         app = web.Application()
         app.router.add_post(HOOK_PATH, self._hook)
-        self._server = LocalHttpServer(app)
+        super().__init__(app)
 
     @property
     def url(self) -> str:
@@ -85,19 +83,6 @@ class FakeWebhook:
 
     def script(self, *replies: ScriptedReply) -> None:
         self._scripts.extend(replies)
-
-    async def __aenter__(self) -> Self:
-        await self._server.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.control.release.set()
-        await self._server.__aexit__(exc_type, exc, tb)
 
     async def _hook(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(RecordedPost(dict(request.headers), await request.read()))
