@@ -20,9 +20,10 @@ from bus.agent_message import (
 from bus.envelope import ANSWERS, FAILED, SESSION, TYPING, InboundMessage, OutboundMessage
 from bus.errors import ErrorKind, GatewayError, InvalidStateTransition, UnsupportedSchemaVersion
 from bus.identity import ClientMessageId, ThreadId, TurnId, new_turn_id, thread_rooted_at
+from bus.intake import InboundRefused, InboundSender, RefusalScope
 from bus.message import Message, MessageRole, ToolCall, WireModel
 from bus.pipe import PipeClosed, PipeReceiver, PipeSender, pipe
-from bus.queue import AgentHandle, BusPublisher, InboundSender, create_bus
+from bus.queue import AgentHandle, BusPublisher, create_bus
 from bus.session_key import KNOWN_CHANNELS, MAIN_PROFILE, SessionKey, is_channel_name
 from bus.summary import (
     SESSION_SUMMARY_SCHEMA_VERSION,
@@ -103,6 +104,7 @@ __all__ = [
     "GitState",
     "InProgressStatus",
     "InboundMessage",
+    "InboundRefused",
     "InboundSender",
     "InvalidStateTransition",
     "Message",
@@ -113,6 +115,7 @@ __all__ = [
     "PipeReceiver",
     "PipeSender",
     "PlanKind",
+    "RefusalScope",
     "ReviewKind",
     "SessionKey",
     "SessionSummary",

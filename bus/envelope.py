@@ -56,6 +56,10 @@ class OutboundMessage(WireModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     stream_id: str | None = None
     stream_final: bool = True
+    #: Stable across re-deliveries after a crash (the turn's id, then `.N` for the N-th part
+    #: the splitter made): a platform with an idempotency key (Discord nonce, Matrix txnId,
+    #: LINE X-Line-Retry-Key) derives it from this, so a resend is not shown twice.
+    delivery_id: str | None = None
 
     @property
     def is_stream_snapshot(self) -> bool:

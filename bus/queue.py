@@ -13,8 +13,6 @@ from bus.pipe import PipeReceiver, PipeSender, pipe
 
 DEFAULT_CAPACITY = 4096
 
-InboundSender = PipeSender[InboundMessage]
-
 
 class AgentHandle:
     """The agent's end: receives inbound messages, sends outbound replies."""
@@ -58,7 +56,7 @@ class BusPublisher:
         self._inbound = inbound
         self._outbound = outbound
 
-    def inbound_sender(self) -> InboundSender:
+    def inbound_sender(self) -> PipeSender[InboundMessage]:
         """A sender of its own for one channel; close it when the channel stops."""
         return self._inbound.clone()
 

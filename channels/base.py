@@ -40,6 +40,14 @@ class Channel(ABC):
     async def start(self, inbound: InboundSender) -> None:
         """Receive from the platform and publish to `inbound` until stopped or cancelled.
 
+        `await inbound.send(message)` returns once the message is durable: acknowledge the
+        platform (webhook 2xx, polling offset, Socket Mode ack, IMAP `\\Seen`) only after it
+        returns, never before. Give each message the platform's own id as `message_id` (update
+        id, event id, message sid): a platform retry with the same id is recognised, across
+        restarts, and not answered twice. `InboundRefused` (backlog full, nothing stored) is
+        answered with `channels.acknowledge.refused_response` by webhooks; pollers wait its
+        `retry_after_s` and ask again.
+
         Raise `FatalChannelError` when trying again cannot help (a bad token); any other
         exception is taken as transient and the supervisor restarts the channel.
         """
