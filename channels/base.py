@@ -127,3 +127,12 @@ class Channel(ABC):
 
     async def health_check(self) -> ChannelHealth:
         return ChannelHealth.unknown()
+
+    async def probe(self) -> str | None:
+        """Check the credentials against the platform without receiving anything (`doctor`).
+
+        Return who the bot is there (e.g. "@my_bot (id 123)"); raise `AuthError` when the
+        platform rejects the credentials and another `ChannelError` when it cannot be reached.
+        The default, None, means the channel has nothing to probe. Must finish within seconds.
+        """
+        return None
