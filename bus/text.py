@@ -140,3 +140,12 @@ def truncate_head_tail(s: str, max_bytes: int, head_ratio: float = 0.5) -> str:
 def tool_output_limit(tool_name: str) -> int:
     """How many characters of `tool_name`'s output to keep (50,000 for unknown tools)."""
     return TOOL_OUTPUT_LIMITS.get(tool_name, DEFAULT_TOOL_OUTPUT_LIMIT)
+
+
+def scrub_surrogates(text: str) -> str:
+    """`text` with lone surrogates (which no UTF-8 file or JSON encoder takes) as U+FFFD."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text

@@ -30,6 +30,10 @@ class Channel(ABC):
     edit_interval_s: ClassVar[float] = 1.0
     #: Who may talk to the bot; the manager sets it from the channel's `allow` config.
     allow: AllowList = AllowList.everyone()
+    #: True where each message is a request waiting for its reply (the HTTP API): a retry of
+    #: an answered message is sent the first reply again. Elsewhere a retry is only
+    #: acknowledged, never answered twice.
+    replies_to_retries: ClassVar[bool] = False
 
     @property
     @abstractmethod

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import structlog
 
-from bus import BusPublisher, OutboundMessage
+from bus import BusPublisher, InboundSender, OutboundMessage
 from channels.base import Channel
 from channels.delivery import Delivery
 from channels.errors import DeliveryError
@@ -38,6 +38,11 @@ from channels.supervisor import ChannelSupervisor, RestartPolicy
 from channels.typing_indicator import TypingIndicators
 
 log = structlog.get_logger(__name__)
+
+
+#: Told of each reply that carries a `delivery_id` once it is delivered (error None) or
+#: given up on: the journal records it, so a restart does not deliver it again.
+DeliveryHook = Callable[[OutboundMessage, DeliveryError | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,8 @@ class ChannelManager:
         max_queued_messages: int = 1024,
         stop_grace_s: float = 5.0,
         health_timeout_s: float = 5.0,
+        on_delivered: DeliveryHook | None = None,
+        intake: Callable[[], InboundSender] | None = None,
     ) -> None:
         """`clock`, `sleep` and `jitter` are injectable so tests run backoffs without waiting;
         `jitter=None` keeps the defaults (full jitter for restarts, equal jitter for retries)."""
@@ -79,6 +86,9 @@ class ChannelManager:
         self._max_queued_messages = max_queued_messages
         self._stop_grace_s = stop_grace_s
         self._health_timeout_s = health_timeout_s
+        self._on_delivered = on_delivered
+        #: Where channels send what they receive; by default the bus's inbound pipe.
+        self._open_intake: Callable[[], InboundSender] = intake or publisher.inbound_sender
         retrier = Retrier(
             retry_policy,
             sleep=sleep,
@@ -133,7 +143,7 @@ class ChannelManager:
         self._supervisors = {
             name: ChannelSupervisor(
                 registration.channel,
-                self._publisher.inbound_sender,
+                self._open_intake,
                 self.metrics,
                 policy=self._restart_policy,
                 clock=self._clock,
@@ -268,8 +278,11 @@ class ChannelManager:
             await self._delivery.send_message(channel, message)
 
     async def _deliver_routed(self, message: OutboundMessage) -> None:
+        error: DeliveryError | None = None
         try:
             await self.deliver(message)
-        except DeliveryError:
+        except DeliveryError as exc:
             # Already logged with its context and counted by `deliver`; the router goes on.
-            return
+            error = exc
+        if self._on_delivered is not None and message.delivery_id is not None:
+            self._on_delivered(message, error)

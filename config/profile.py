@@ -19,8 +19,9 @@ FsyncPolicy = Literal["always", "batch", "never"]
 class SessionsConfig(ConfigModel):
     fsync: FsyncPolicy = Field(
         "batch",
-        description="When appends reach the disk: every write, grouped every few ms, or "
-        "left to the OS.",
+        description="When the profile's write-ahead log reaches the disk before a platform is "
+        "told a message is handled: each record (always), grouped (batch), or left to the OS "
+        "(never: a killed process loses nothing, a power cut may lose acknowledged messages).",
     )
     max_history: int = Field(
         50, ge=1, description="Most recent messages of a session handed to the agent each turn."
@@ -36,7 +37,22 @@ class SessionsConfig(ConfigModel):
         10, ge=1, description="Agent turns that may run at the same time in this profile."
     )
     idle_timeout_s: float = Field(
-        1800, gt=0, description="Seconds after which an idle session's actor stops."
+        1800,
+        gt=0,
+        description="Ignored: idle chats hold no task or timer since turns run on the "
+        "write-ahead log; accepted so that older files still load.",
+    )
+    max_backlog_per_chat: int = Field(
+        256,
+        ge=1,
+        description="Messages one chat may have waiting or running; past it new ones are "
+        "refused (HTTP 429 with Retry-After; pollers wait) and nothing is stored.",
+    )
+    max_backlog: int = Field(
+        10_000,
+        ge=1,
+        description="Messages the whole profile may have waiting or running; past it new ones "
+        "are refused (HTTP 503 with Retry-After; pollers wait) and nothing is stored.",
     )
 
 

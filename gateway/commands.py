@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -54,17 +53,20 @@ class Commands:
         sessions: SessionManager,
         topics: ActiveTopics,
         fork_copy: int,
-        status_of: Callable[[SessionKey], Awaitable[ChatStatus]],
     ) -> None:
         self._sessions = sessions
         self._topics = topics
         self._fork_copy = fork_copy
-        self._status_of = status_of
 
     def current_key(self, chat: SessionKey) -> SessionKey:
         return chat.with_topic(self._topics.active(chat.base_key()))
 
-    async def run(self, chat: SessionKey, name: str, argument: str) -> str:
+    async def run(
+        self, chat: SessionKey, name: str, argument: str, *, status: ChatStatus | None = None
+    ) -> str:
+        """The reply to a command; `/status` reports `status` (what the dispatcher knows)."""
+        if name == "/status":
+            return await self._status(chat, status or ChatStatus(False, "?", "?"))
         handler = {
             "/new": self._new,
             "/s": self._switch,
@@ -72,7 +74,6 @@ class Commands:
             "/back": self._back,
             "/delete": self._delete,
             "/reset": self._reset,
-            "/status": self._status,
         }.get(name)
         if handler is None:
             return HELP_TEXT if name == "/help" else f"Unknown command {name}.\n\n{HELP_TEXT}"
@@ -139,9 +140,8 @@ class Commands:
         await self._sessions.reset(self.current_key(chat))
         return "Session cleared (the old history is archived)."
 
-    async def _status(self, chat: SessionKey, _argument: str) -> str:
+    async def _status(self, chat: SessionKey, status: ChatStatus) -> str:
         key = self.current_key(chat)
-        status = await self._status_of(key)
         count = len(await self._sessions.history(key, None))
         state = "answering" if status.busy else "idle"
         return (

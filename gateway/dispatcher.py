@@ -1,9 +1,13 @@
 """The dispatcher: what happens to each inbound message of one profile.
 
-In order: the channel's allow list (a stranger gets at most one "your id is ..." notice an hour
-and the agent never sees them), dedup by platform message id, abort triggers (cancel the running
-turn at once, answer in the trigger's language), commands, then the chat's lane, which runs turns
-one at a time through the session actors.
+Channels hand messages to `intake` (the profile's `InboundSender`). In order: the channel's
+allow list (a stranger gets at most one "your id is ..." notice an hour and the agent never
+sees them), dedup by platform id against the journal (a retry returns at once; a channel whose
+replies answer requests, the HTTP API, gets the first reply again), the backlog bound
+(`InboundRefused`: nothing stored), then the message is written to the journal and, once it is
+durable, the sender returns (the channel acknowledges the platform) and the message is routed:
+abort triggers cancel the chat's running turn, immediate commands answer at once, everything
+else waits in the chat's lane. Every answer is an outcome in the journal before it is sent.
 """
 
 from __future__ import annotations
@@ -13,16 +17,33 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
+from prometheus_client import Counter
 
-from bus import AgentHandle, InboundMessage, OutboundMessage, SessionKey
+from bus import (
+    ANSWERS,
+    FAILED,
+    SESSION,
+    AgentHandle,
+    InboundMessage,
+    InboundRefused,
+    Message,
+    OutboundMessage,
+    PipeClosed,
+    SessionKey,
+    TokenUsage,
+    new_turn_id,
+)
 from bus.abort import abort_response, is_abort_trigger
+from bus.text import scrub_surrogates
 from channels.base import Channel
 from channels.dedup import InboundDedup
 from gateway.commands import IMMEDIATE, ChatStatus, Commands, parse_command
+from gateway.journal import Journal, Outcome, Received, Recovery, restore_sessions
 from gateway.lanes import CommandItem, LaneItem, Lanes, QueueMode, TurnItem
 from gateway.metrics import GatewayMetrics
-from gateway.turns import TurnRunner
-from sessions import SessionActors
+from gateway.turn_task import turn_task
+from gateway.turns import FAILED_TURN_REPLY, TurnResult, TurnRunner
+from sessions import SessionManager
 
 log = structlog.get_logger(__name__)
 
@@ -30,8 +51,10 @@ REFUSAL_NOTICE = (
     "Sorry, this bot does not know you yet. Your id is {sender_id}: ask its owner to add it "
     "to the allow list."
 )
-QUEUE_FULL_NOTICE = "Still working on your earlier messages; please wait for the reply."
+ALREADY_ANSWERED = "This message was answered already; its reply is in the chat's history."
 REFUSAL_NOTICE_INTERVAL_S = 3600.0
+#: Commands after which older journal records must not be replayed into session files.
+ARCHIVING_COMMANDS = frozenset({"/reset", "/delete"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,149 +62,384 @@ class DispatcherSettings:
     profile: str
     queue_mode: QueueMode
     agent_name: str
+    max_backlog_per_chat: int = 256
+    max_backlog: int = 10_000
+    max_concurrent_turns: int = 10
+    retry_after_s: float = 5.0
 
 
 class Dispatcher:
     def __init__(
         self,
         settings: DispatcherSettings,
+        journal: Journal,
         handle: AgentHandle,
         channel_named: Callable[[str], Channel | None],
         runner: TurnRunner,
         commands: Commands,
-        actors: SessionActors,
+        sessions: SessionManager,
         metrics: GatewayMetrics,
     ) -> None:
         self._settings = settings
+        self._journal = journal
         self._handle = handle
         self._channel_named = channel_named
         self._runner = runner
         self._commands = commands
-        self._actors = actors
+        self._sessions = sessions
         self._metrics = metrics
-        self._dedup = InboundDedup(max_entries=10_000, ttl_s=600.0)
         self._refusals = InboundDedup(max_entries=10_000, ttl_s=REFUSAL_NOTICE_INTERVAL_S)
-        self._intake: asyncio.Task[None] | None = None
-        self._stop_requested = False
-        self._waiting_for_message = False
+        self._turn_slots = asyncio.Semaphore(settings.max_concurrent_turns)
         self._lanes: Lanes | None = None
+        self._tasks: asyncio.TaskGroup | None = None
+        self._ready = asyncio.Event()
+        self._stopping = False
+        self._stopped = asyncio.Event()
+        self._checkpoint_wanted = asyncio.Event()
+        #: journal id -> the write that makes it durable, while it is in flight
+        self._in_flight: dict[int, asyncio.Future[None]] = {}
+        self._counters: dict[tuple[str, str], Counter] = {}
+        depth = metrics.queue_depth
+        self._inbound_depth = depth.labels(settings.profile, "inbound")
+        self._outbound_depth = depth.labels(settings.profile, "outbound")
 
-    async def run(self) -> None:
-        """Dispatch until the bus closes or `stop_intake` is called, then finish queued work."""
+    # Lifecycle
+
+    async def run(self, recovery: Recovery) -> None:
+        """Dispatch until `stop_intake`, then finish what runs and waits (within the daemon's
+        grace period; whatever is cut off stays in the journal and runs at the next start)."""
         async with asyncio.TaskGroup() as tasks:
-            self._lanes = Lanes(self._settings.queue_mode, self._run_item, tasks)
-            self._intake = tasks.create_task(
-                self._intake_loop(), name=f"intake:{self._settings.profile}"
+            self._tasks = tasks
+            self._lanes = Lanes(self._settings.queue_mode, self._run_item, tasks, self._dropped)
+            await self._recover(recovery)
+            self._ready.set()
+            checkpoints = tasks.create_task(
+                self._checkpoint_loop(), name=f"journal-checkpoints:{self._settings.profile}"
             )
-            await asyncio.wait([self._intake])
+            await self._stopped.wait()
             await self._lanes.wait_idle()
+            checkpoints.cancel()
 
     def stop_intake(self) -> None:
-        """Take no more messages; turns already running or queued still finish.
-
-        Only a wait for the next message is cancelled: a message being dispatched is seen
-        through, so none is lost between the bus and its lane.
-        """
-        self._stop_requested = True
-        if self._intake is not None and self._waiting_for_message:
-            self._intake.cancel()
+        """Take no more messages; what is running or waiting still finishes."""
+        self._stopping = True
+        self._stopped.set()
 
     def busy(self) -> bool:
         return self._lanes is not None and len(self._lanes) > 0
 
-    async def _intake_loop(self) -> None:
-        while not self._stop_requested:
-            self._waiting_for_message = True
-            try:
-                message = await self._handle.recv()
-            finally:
-                self._waiting_for_message = False
-            if message is None:
-                return
-            with structlog.contextvars.bound_contextvars(
-                profile=self._settings.profile, channel=message.channel, chat=message.chat_id
-            ):
-                try:
-                    await self.dispatch(message)
-                except Exception:
-                    # Supervision point (per message): log it and keep dispatching.
-                    log.exception("dispatching a message failed")
-            depth = self._metrics.queue_depth
-            depth.labels(self._settings.profile, "inbound").set(self._handle.inbound_depth())
-            depth.labels(self._settings.profile, "outbound").set(self._handle.outbound_depth())
+    async def _recover(self, recovery: Recovery) -> None:
+        if recovery.fixups:
+            await restore_sessions(self._sessions, recovery.fixups)
+        for outcome in recovery.fixups:
+            self._journal.record_written(outcome.turn)
+        for outcome in recovery.undelivered:
+            assert outcome.reply is not None
+            await self._handle.send(outcome.reply)
+        for received in recovery.pending:
+            self._route(received)
+        if recovery.pending or recovery.undelivered:
+            log.info(
+                "dispatcher.resumed",
+                profile=self._settings.profile,
+                turns=len(recovery.pending),
+                replies=len(recovery.undelivered),
+            )
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await self._checkpoint_wanted.wait()
+            self._checkpoint_wanted.clear()
+            await self.checkpoint()
+
+    async def checkpoint(self) -> None:
+        await self._journal.checkpoint(self._sessions.store.sync)
+
+    def _maybe_checkpoint(self) -> None:
+        if self._journal.wants_checkpoint():
+            self._checkpoint_wanted.set()
+
+    # Intake
 
     def _count(self, message: InboundMessage, outcome: str) -> None:
-        self._metrics.messages_in.labels(self._settings.profile, message.channel, outcome).inc()
+        counter = self._counters.get((message.channel, outcome))
+        if counter is None:
+            counter = self._metrics.messages_in.labels(
+                self._settings.profile, message.channel, outcome
+            )
+            self._counters[(message.channel, outcome)] = counter
+        counter.inc()
 
-    async def dispatch(self, message: InboundMessage) -> None:
+    async def receive(self, message: InboundMessage) -> None:
+        """The `InboundSender.send` of every channel of this profile."""
         channel = self._channel_named(message.channel)
         if channel is None:
-            log.warning("message from an unknown channel dropped")
+            log.warning("dispatcher.unknown_channel", channel=message.channel)
             self._count(message, "unknown_channel")
             return
         if not channel.is_allowed(message.sender_id):
             self._count(message, "refused")
             await self._refuse(message)
             return
-        if message.message_id is not None and self._dedup.seen(
-            f"{message.channel}:{message.chat_id}:{message.message_id}"
-        ):
+        if self._stopping:
+            raise PipeClosed("the gateway is stopping and takes no more messages")
+        if not self._ready.is_set():
+            await self._ready.wait()  # recovery of the previous run comes first
+        message = _scrubbed(message)
+        known = self._journal.seen(message)
+        if known is not None:
             self._count(message, "duplicate")
+            await self._duplicate(channel, message, known)
             return
+        self._check_backlog(message)
+        received, durable = self._journal.accept(message)
+        self._in_flight[received.id] = durable
+        durable.add_done_callback(lambda done: self._durable(received, done))
+        # Shielded: a channel that gives up waiting must not hide a write still in flight.
+        await asyncio.shield(durable)
         self._count(message, "accepted")
-        await self._route(message)
 
-    async def _route(self, message: InboundMessage) -> None:
+    def _durable(self, received: Received, done: asyncio.Future[None]) -> None:
+        del self._in_flight[received.id]
+        if done.cancelled() or done.exception() is not None:
+            self._journal.forget(received)
+            return
+        self._route(received)
+        self._maybe_checkpoint()
+        self._inbound_depth.set(len(self._journal.state.received))
+        self._outbound_depth.set(self._handle.outbound_depth())
+
+    def _check_backlog(self, message: InboundMessage) -> None:
         assert self._lanes is not None
-        chat = message.session_key(self._settings.profile)
-        lane = chat.base_key()
-        if is_abort_trigger(message.content):
-            self._lanes.abort(lane)
-            await self.reply(message, abort_response(message.content))
-            return
-        command = parse_command(message.content)
-        if command is not None and command[0] in IMMEDIATE:
-            name, argument = command
-            if name == "/stop":
-                self._lanes.abort(lane)
-                await self.reply(message, abort_response("stop"))
-            else:
-                await self.reply(message, await self._commands.run(chat, name, argument))
-            return
-        item: LaneItem = CommandItem(message) if command else TurnItem((message,))
-        if not self._lanes.submit(lane, item):
-            await self.reply(message, QUEUE_FULL_NOTICE)
+        settings = self._settings
+        lane = message.session_key(settings.profile).base_key()
+        if self._lanes.backlog(lane) >= settings.max_backlog_per_chat:
+            raise InboundRefused(
+                "chat",
+                settings.retry_after_s,
+                f"chat {message.chat_id} has {settings.max_backlog_per_chat} messages waiting",
+            )
+        if len(self._journal.state.received) >= settings.max_backlog:
+            raise InboundRefused(
+                "global", settings.retry_after_s, f"{settings.max_backlog} messages are waiting"
+            )
+
+    async def _duplicate(self, channel: Channel, message: InboundMessage, known: int) -> None:
+        in_flight = self._in_flight.get(known)
+        if in_flight is not None:
+            # The first copy is not durable yet: acknowledge this one no sooner.
+            await asyncio.shield(in_flight)
+        if not channel.replies_to_retries or known in self._journal.state.received:
+            return  # still waiting or running: its reply reaches this request too
+        outcome = self._journal.state.outcome_for(known)
+        if outcome is not None and outcome.reply is not None:
+            await self._handle.send(outcome.reply)
+        else:
+            await self._send(message, ALREADY_ANSWERED, failed=True)
 
     async def _refuse(self, message: InboundMessage) -> None:
         if self._refusals.seen(f"{message.channel}:{message.sender_id}"):
             return
-        log.info("refused a sender not on the allow list", sender=message.sender_id)
-        await self.reply(message, REFUSAL_NOTICE.format(sender_id=message.sender_id))
+        log.info("dispatcher.stranger_refused", sender=message.sender_id)
+        await self._send(message, REFUSAL_NOTICE.format(sender_id=message.sender_id))
 
-    async def reply(self, message: InboundMessage, text: str) -> None:
+    async def _send(self, message: InboundMessage, text: str, *, failed: bool = False) -> None:
+        """A notice that is not an answer (nothing to record): refusals."""
+        metadata: dict[str, object] = {FAILED: True} if failed else {}
+        if message.message_id is not None:
+            metadata[ANSWERS] = [message.message_id]
         await self._handle.send(
             OutboundMessage(
                 channel=message.channel,
                 chat_id=message.chat_id,
                 content=text,
                 reply_to=message.message_id,
+                metadata=metadata,
             )
         )
 
+    # Routing (synchronous: runs as soon as a message is durable, live or on recovery)
+
+    def _route(self, received: Received) -> None:
+        assert self._lanes is not None
+        assert self._tasks is not None
+        message = received.message
+        chat = message.session_key(self._settings.profile)
+        lane = chat.base_key()
+        if is_abort_trigger(message.content):
+            self._lanes.abort(lane)
+            self._spawn_answer(received, abort_response(message.content))
+            return
+        command = parse_command(message.content)
+        if command is not None and command[0] in IMMEDIATE:
+            name, argument = command
+            if name == "/stop":
+                self._lanes.abort(lane)
+                self._spawn_answer(received, abort_response("stop"))
+            else:
+                self._tasks.create_task(
+                    self._run_immediate(received, chat, name, argument), name=f"command:{lane}"
+                )
+            return
+        item: LaneItem = CommandItem(received) if command else TurnItem((received,))
+        self._lanes.submit(lane, item)
+
+    def _spawn_answer(self, received: Received, text: str) -> None:
+        assert self._tasks is not None
+        self._tasks.create_task(
+            self._answer([received], text, messages=[]), name=f"answer:{received.id}"
+        )
+
+    async def _run_immediate(
+        self, received: Received, chat: SessionKey, name: str, arg: str
+    ) -> None:
+        try:
+            status = await self.status_of(self._commands.current_key(chat))
+            text = await self._commands.run(chat, name, arg, status=status)
+        except Exception as error:
+            # Supervision point (per message): a failing command is answered, never left open.
+            log.exception("dispatcher.command_failed", command=name)
+            text = FAILED_TURN_REPLY.format(reason=f"{type(error).__name__}: {error}")
+        await self._answer([received], text, messages=[])
+
+    def _dropped(self, items: list[LaneItem]) -> None:
+        """Messages an abort or an interrupt took away: recorded as answered by nothing."""
+        unanswered = self._journal.state.received
+        for item in items:
+            ids = [i for i in item.ids if i in unanswered]
+            if not ids:
+                continue
+            trigger = item.trigger.message
+            self._journal.record_outcome(
+                Outcome(
+                    turn=str(new_turn_id()),
+                    answers=ids,
+                    session=str(trigger.session_key(self._settings.profile)),
+                    messages=[],
+                    reply=None,
+                )
+            )
+
+    # Running an item (in its lane's task)
+
     async def _run_item(self, item: LaneItem) -> None:
-        trigger = item.trigger if isinstance(item, TurnItem) else item.message
+        trigger = item.trigger.message
         chat = trigger.session_key(self._settings.profile)
         key = self._commands.current_key(chat)
-        if isinstance(item, TurnItem):
-            answers = [m.message_id for m in item.messages if m.message_id is not None]
-            await self._actors.submit(
-                key, lambda: self._runner.run(key, trigger, item.content(), answers)
-            )
+        if isinstance(item, CommandItem):
+            command = parse_command(trigger.content)
+            assert command is not None
+            await self._run_command(item, chat, command)
             return
-        command = parse_command(trigger.content)
-        assert command is not None
-        text = await self._actors.submit(key, lambda: self._commands.run(chat, *command))
-        await self.reply(trigger, text)
+        async with self._turn_slots:
+            turn_id = str(new_turn_id())
+            channel = self._channel_named(trigger.channel)
+            try:
+                result = await self._runner.run(
+                    key,
+                    trigger,
+                    item.content(),
+                    [r.message.message_id for r in item.received if r.message.message_id],
+                    stream_id=turn_id,
+                    streams=channel is not None and channel.supports_edit(),
+                )
+            except Exception as error:
+                # Supervision point (per message): the turn is answered with the reason.
+                log.exception("dispatcher.turn_failed", session=str(key))
+                reason = f"{type(error).__name__}: {error}"
+                result = TurnResult(
+                    Message.user(item.content()),
+                    FAILED_TURN_REPLY.format(reason=reason),
+                    usage=_no_usage(),
+                    failed=True,
+                    error=reason,
+                )
+        messages = [result.user_message]
+        if not result.failed:
+            messages.append(Message.assistant(result.reply))
+        await asyncio.shield(
+            self._answer(
+                list(item.received),
+                result.reply,
+                messages=messages,
+                key=key,
+                turn_id=turn_id,
+                failed=result.failed,
+                result=result,
+            )
+        )
+
+    async def _run_command(
+        self, item: CommandItem, chat: SessionKey, command: tuple[str, str]
+    ) -> None:
+        name, argument = command
+        try:
+            text = await self._commands.run(chat, name, argument)
+        except Exception as error:
+            log.exception("dispatcher.command_failed", command=name)
+            text = FAILED_TURN_REPLY.format(reason=f"{type(error).__name__}: {error}")
+        await asyncio.shield(self._answer([item.received], text, messages=[]))
+        if name in ARCHIVING_COMMANDS:
+            # Older outcomes must never be replayed into the session that was just archived.
+            await self.checkpoint()
+
+    async def _answer(
+        self,
+        received: list[Received],
+        text: str,
+        *,
+        messages: list[Message],
+        key: SessionKey | None = None,
+        turn_id: str | None = None,
+        failed: bool = False,
+        result: TurnResult | None = None,
+    ) -> None:
+        """Record the outcome, write the session behind it, then send the reply."""
+        unanswered = self._journal.state.received
+        if not any(r.id in unanswered for r in received):
+            return  # an abort or an interrupt got there first
+        trigger = received[-1].message
+        session = key or self._commands.current_key(trigger.session_key(self._settings.profile))
+        turn = turn_id or str(new_turn_id())
+        metadata: dict[str, object] = {
+            ANSWERS: [r.message.message_id for r in received if r.message.message_id],
+            SESSION: str(session),
+        }
+        if failed:
+            metadata[FAILED] = True
+        reply = OutboundMessage(
+            channel=trigger.channel,
+            chat_id=trigger.chat_id,
+            content=scrub_surrogates(text),
+            reply_to=trigger.message_id,
+            metadata=metadata,
+            stream_id=turn if result is not None else None,
+            delivery_id=turn,
+        )
+        outcome = Outcome(
+            turn=turn,
+            answers=[r.id for r in received],
+            session=str(session),
+            messages=messages,
+            reply=reply,
+            task=turn_task(turn, self._settings.agent_name, result),
+        )
+        await self._journal.record_outcome(outcome)
+        if messages:
+            try:
+                await self._sessions.append_all(session, messages)
+            except Exception:
+                # Supervision point: the journal keeps the messages and replays them into the
+                # session file at the next start; the reply still goes out.
+                log.exception("dispatcher.session_write_failed", session=str(session))
+            else:
+                self._journal.record_written(turn)
+            if result is not None:
+                log.debug("turn.done", session=str(session), tokens=result.usage.total)
+        else:
+            self._journal.record_written(turn)
+        await self._handle.send(reply)
+        self._maybe_checkpoint()
 
     async def status_of(self, key: SessionKey) -> ChatStatus:
         lanes = self._lanes
@@ -189,3 +447,41 @@ class Dispatcher:
         return ChatStatus(
             busy=busy, queue_mode=self._settings.queue_mode, agent=self._settings.agent_name
         )
+
+
+def _no_usage() -> TokenUsage:
+    return TokenUsage()
+
+
+def _scrubbed(message: InboundMessage) -> InboundMessage:
+    """The message with lone surrogates (unencodable, from a platform's JSON) replaced."""
+    fields = {
+        "content": message.content,
+        "chat_id": message.chat_id,
+        "sender_id": message.sender_id,
+    }
+    clean = {name: scrub_surrogates(value) for name, value in fields.items()}
+    if clean == fields:
+        return message
+    return message.model_copy(update=clean)
+
+
+class ProfileIntake:
+    """The `InboundSender` every channel of a profile gets: `send` returns once durable.
+
+    Built before the dispatcher (channels are registered first) and connected to it after.
+    """
+
+    def __init__(self) -> None:
+        self._dispatcher: Dispatcher | None = None
+
+    def connect(self, dispatcher: Dispatcher) -> None:
+        self._dispatcher = dispatcher
+
+    async def send(self, message: InboundMessage) -> None:
+        if self._dispatcher is None:
+            raise PipeClosed("the profile is not running")
+        await self._dispatcher.receive(message)
+
+    def close(self) -> None:
+        """Channels share the profile's intake; closing one channel's view is a no-op."""

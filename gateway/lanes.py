@@ -1,9 +1,15 @@
-"""Per-chat lanes: one item at a time per chat, the rest queued by the profile's queue mode.
+"""Per-chat lanes: the one ordering mechanism of a profile's turns.
 
 A lane holds a chat's pending work in arrival order: agent turns and the commands that change
-which session the chat talks to (so "/new x" followed by "hello" sends hello to x). While a turn
-runs, new messages wait: `collect` joins consecutive waiting messages into one turn, `followup`
-runs them one by one, `interrupt` cancels the running turn and keeps only the newest message.
+which session the chat talks to (so "/new x" followed by "hello" sends hello to x). A chat's
+sessions all belong to its lane, so one item at a time per lane also orders each session's
+writes. While a turn runs, new messages wait: `collect` joins consecutive waiting messages into
+one turn, `followup` runs them one by one, `interrupt` cancels the running turn and keeps only
+the newest message. A lane exists only while it has work: an idle chat costs no task.
+
+Every item is already durable in the journal; the lane holds no more than the intake's backlog
+bound lets in. Items dropped (abort, interrupt) are handed to `on_dropped`, so the journal can
+record that they will not be answered.
 """
 
 from __future__ import annotations
@@ -15,56 +21,70 @@ from typing import Literal
 
 import structlog
 
-from bus import InboundMessage
+from gateway.journal import Received
 
 log = structlog.get_logger(__name__)
 
 QueueMode = Literal["collect", "followup", "interrupt"]
 
-#: How many items may wait behind a running one; octos keeps a per-session inbox of 32.
-MAX_PENDING = 32
-
 
 @dataclass(frozen=True, slots=True)
 class TurnItem:
-    messages: tuple[InboundMessage, ...]
+    received: tuple[Received, ...]
 
     @property
-    def trigger(self) -> InboundMessage:
-        return self.messages[-1]
+    def trigger(self) -> Received:
+        return self.received[-1]
+
+    @property
+    def ids(self) -> list[int]:
+        return [item.id for item in self.received]
 
     def content(self) -> str:
-        first, *rest = self.messages
+        first, *rest = self.received
         queued = "".join(
-            f"\n---\nQueued #{number}: {message.content}"
-            for number, message in enumerate(rest, start=2)
+            f"\n---\nQueued #{number}: {item.message.content}"
+            for number, item in enumerate(rest, start=2)
         )
-        return first.content + queued
+        return first.message.content + queued
 
 
 @dataclass(frozen=True, slots=True)
 class CommandItem:
-    message: InboundMessage
+    received: Received
+
+    @property
+    def trigger(self) -> Received:
+        return self.received
+
+    @property
+    def ids(self) -> list[int]:
+        return [self.received.id]
 
 
 LaneItem = TurnItem | CommandItem
 Runner = Callable[[LaneItem], Awaitable[None]]
+Dropped = Callable[[list[LaneItem]], None]
 
 
 @dataclass(eq=False)
 class Lane:
     pending: list[LaneItem] = field(default_factory=list)
     current: asyncio.Task[None] | None = None
+    current_item: LaneItem | None = None
     worker: asyncio.Task[None] | None = None
 
 
 class Lanes:
     """All chats' lanes of one profile; workers live in the task group the owner passes in."""
 
-    def __init__(self, mode: QueueMode, run_item: Runner, tasks: asyncio.TaskGroup) -> None:
+    def __init__(
+        self, mode: QueueMode, run_item: Runner, tasks: asyncio.TaskGroup, on_dropped: Dropped
+    ) -> None:
         self._mode = mode
         self._run_item = run_item
         self._tasks = tasks
+        self._on_dropped = on_dropped
         self._lanes: dict[str, Lane] = {}
 
     def __len__(self) -> int:
@@ -74,33 +94,46 @@ class Lanes:
         lane = self._lanes.get(chat)
         return lane is not None and lane.current is not None
 
-    def pending_count(self) -> int:
-        return sum(len(lane.pending) for lane in self._lanes.values())
+    def backlog(self, chat: str) -> int:
+        """How many messages of `chat` wait or run."""
+        lane = self._lanes.get(chat)
+        if lane is None:
+            return 0
+        waiting = sum(len(item.ids) for item in lane.pending)
+        return waiting + (len(lane.current_item.ids) if lane.current_item is not None else 0)
 
-    def submit(self, chat: str, item: LaneItem) -> bool:
-        """Queue `item`; False when the lane is full and the item was refused."""
+    def submit(self, chat: str, item: LaneItem) -> None:
+        """Queue `item` behind the chat's earlier work."""
         lane = self._lanes.setdefault(chat, Lane())
         if isinstance(item, TurnItem) and self._mode == "interrupt" and lane.current is not None:
+            dropped: list[LaneItem] = [q for q in lane.pending if isinstance(q, TurnItem)]
             lane.pending = [queued for queued in lane.pending if not isinstance(queued, TurnItem)]
-            lane.current.cancel()
-        if len(lane.pending) >= MAX_PENDING:
-            return False
+            self._cancel_current(lane, dropped)
         lane.pending.append(item)
         if lane.worker is None:
             lane.worker = self._tasks.create_task(self._drain(chat, lane), name=f"lane:{chat}")
-        return True
 
     def abort(self, chat: str) -> bool:
         """Cancel the running item and drop what waits; True if something was cancelled."""
         lane = self._lanes.get(chat)
         if lane is None:
             return False
-        dropped = bool(lane.pending)
-        lane.pending.clear()
+        dropped, lane.pending = lane.pending, []
         if lane.current is not None:
-            lane.current.cancel()
+            self._cancel_current(lane, dropped)
             return True
-        return dropped
+        if dropped:
+            self._on_dropped(dropped)
+        return bool(dropped)
+
+    def _cancel_current(self, lane: Lane, dropped: list[LaneItem]) -> None:
+        assert lane.current is not None
+        if lane.current_item is not None and not lane.current.done():
+            dropped = [lane.current_item, *dropped]
+            lane.current_item = None
+        lane.current.cancel()
+        if dropped:
+            self._on_dropped(dropped)
 
     async def wait_idle(self) -> None:
         """Return once no lane has running or waiting work."""
@@ -117,11 +150,11 @@ class Lanes:
         head = lane.pending.pop(0)
         if not isinstance(head, TurnItem) or self._mode != "collect":
             return head
-        messages = list(head.messages)
+        received = list(head.received)
         while lane.pending and isinstance(following := lane.pending[0], TurnItem):
             lane.pending.pop(0)
-            messages.extend(following.messages)
-        return TurnItem(tuple(messages))
+            received.extend(following.received)
+        return TurnItem(tuple(received))
 
     async def _guarded(self, chat: str, item: LaneItem) -> None:
         # Supervision point (per message): one failing item must not take the lane, or the
@@ -129,12 +162,13 @@ class Lanes:
         try:
             await self._run_item(item)
         except Exception:
-            log.exception("lane item failed", chat=chat)
+            log.exception("lane.item_failed", chat=chat)
 
     async def _drain(self, chat: str, lane: Lane) -> None:
         try:
             while lane.pending:
                 item = self._next(lane)
+                lane.current_item = item
                 lane.current = self._tasks.create_task(
                     self._guarded(chat, item), name=f"lane-item:{chat}"
                 )
@@ -142,8 +176,9 @@ class Lanes:
                 # cancelled (abort, interrupt): the lane goes on with what waits.
                 await asyncio.wait([lane.current])
                 if lane.current.cancelled():
-                    log.info("lane item cancelled", chat=chat)
+                    log.info("lane.item_cancelled", chat=chat)
                 lane.current = None
+                lane.current_item = None
         finally:
             lane.worker = None
             if not lane.pending:

@@ -1,5 +1,11 @@
-"""One profile at run time: its bus, channels, agent, sessions and dispatcher, started and
-stopped as a unit so that SIGHUP can replace one profile without touching the others."""
+"""One profile at run time: its journal, channels, agent, sessions and dispatcher, started and
+stopped as a unit so that SIGHUP can replace one profile without touching the others.
+
+Start-up order: the session store and the journal open (the journal replays what the last run
+left unfinished), the dispatcher recovers it, and channels start only then, so a platform is
+never acknowledged before the profile can take its messages. Shutdown: intake stops, running
+turns finish, their replies are delivered, a checkpoint cuts the log, files close.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,8 @@ from pathlib import Path
 
 import structlog
 
-from bus import create_bus
+from bus import OutboundMessage, create_bus
+from channels.errors import DeliveryError
 from channels.health import ChannelHealth
 from channels.manager import ChannelManager
 from channels.metrics import ChannelMetrics
@@ -18,14 +25,17 @@ from channels.registry import ChannelContext, build_channel
 from config import ProfileConfig
 from gateway.agents import create_agent
 from gateway.commands import Commands
-from gateway.dispatcher import Dispatcher, DispatcherSettings
+from gateway.dispatcher import Dispatcher, DispatcherSettings, ProfileIntake
 from gateway.history import ProfileHistory
+from gateway.journal import Journal, Recovery
 from gateway.metrics import GatewayMetrics
 from gateway.turns import TurnRunner, TurnSettings
 from gateway.webhooks import WebhookRoutes
-from sessions import ActiveTopics, SessionActors, SessionManager, SessionStore
+from sessions import ActiveTopics, SessionManager, SessionStore
 
 log = structlog.get_logger(__name__)
+
+JOURNAL_DIR = "journal"
 
 
 class ProfileRuntime:
@@ -76,28 +86,35 @@ class ProfileRuntime:
         """Run until `request_stop`, then finish running turns and deliver their replies."""
         settings = self.config.sessions
         async with AsyncExitStack() as stack:
+            # The journal is the durable copy: session files are written behind it and synced
+            # at its checkpoints, so their appends need not wait for the disk.
             store = await stack.enter_async_context(
                 SessionStore(
                     self.root,
-                    fsync=settings.fsync,
+                    fsync="never",
                     max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
                 )
             )
+            journal = Journal(self.root / JOURNAL_DIR, fsync=settings.fsync)
+            recovery = await journal.open()
+            stack.push_async_callback(journal.close)
             agent = await stack.enter_async_context(create_agent(self.config.agent))
-            actors = await stack.enter_async_context(
-                SessionActors(
-                    max_concurrent=settings.max_concurrent_turns,
-                    idle_timeout_s=settings.idle_timeout_s,
-                )
-            )
             sessions = SessionManager(store, max_open=settings.max_open)
             topics = ActiveTopics(self.root)
             await topics.load()
             handle, publisher = create_bus(self._bus_capacity)
+
+            def delivered(message: OutboundMessage, error: DeliveryError | None) -> None:
+                assert message.delivery_id is not None
+                journal.record_delivered(message.delivery_id, failed=error is not None)
+
+            intake = ProfileIntake()
             channels = ChannelManager(
                 self.profile_id,
                 publisher,
                 metrics=ChannelMetrics(self._metrics.registry, self.profile_id),
+                on_delivered=delivered,
+                intake=lambda: intake,
             )
             stack.callback(self._webhooks.unmount, self.profile_id)
             self._add_channels(channels, ProfileHistory(self.profile_id, sessions, topics))
@@ -108,37 +125,53 @@ class ProfileRuntime:
                 handle,
                 self._metrics,
             )
-            commands = Commands(
-                sessions, topics, settings.fork_copy, lambda key: dispatcher.status_of(key)
-            )
             dispatcher = Dispatcher(
-                DispatcherSettings(self.profile_id, self.config.queue_mode, self.config.agent.type),
+                DispatcherSettings(
+                    self.profile_id,
+                    self.config.queue_mode,
+                    self.config.agent.type,
+                    max_backlog_per_chat=settings.max_backlog_per_chat,
+                    max_backlog=settings.max_backlog,
+                    max_concurrent_turns=settings.max_concurrent_turns,
+                ),
+                journal,
                 handle,
                 channels.channel,
                 runner,
-                commands,
-                actors,
+                Commands(sessions, topics, settings.fork_copy),
+                sessions,
                 self._metrics,
             )
+            intake.connect(dispatcher)
             self._channels, self._dispatcher = channels, dispatcher
-            async with asyncio.TaskGroup() as tasks:
-                channel_task = tasks.create_task(channels.run(), name=f"channels:{self.profile_id}")
-                dispatch_task = tasks.create_task(
-                    dispatcher.run(), name=f"dispatcher:{self.profile_id}"
-                )
-                self.started.set()
-                log.info(
-                    "profile started",
-                    profile=self.profile_id,
-                    channels=[c.type for c in self.config.channels],
-                )
-                await self._stop.wait()
-                # Intake stops first; running turns finish and their replies are delivered.
-                dispatcher.stop_intake()
-                await dispatch_task
-                handle.close()
-                await channels.drain()
-                await channels.stop()
-                channel_task.cancel()
+            await self._serve(channels, dispatcher, handle.close, recovery)
+            await dispatcher.checkpoint()
             await topics.save()
-        log.info("profile stopped", profile=self.profile_id)
+        log.info("profile.stopped", profile=self.profile_id)
+
+    async def _serve(
+        self,
+        channels: ChannelManager,
+        dispatcher: Dispatcher,
+        close_outbound: Callable[[], None],
+        recovery: Recovery,
+    ) -> None:
+        async with asyncio.TaskGroup() as tasks:
+            dispatch_task = tasks.create_task(
+                dispatcher.run(recovery), name=f"dispatcher:{self.profile_id}"
+            )
+            channel_task = tasks.create_task(channels.run(), name=f"channels:{self.profile_id}")
+            self.started.set()
+            log.info(
+                "profile.started",
+                profile=self.profile_id,
+                channels=[c.type for c in self.config.channels],
+            )
+            await self._stop.wait()
+            # Intake stops first; running turns finish and their replies are delivered.
+            dispatcher.stop_intake()
+            await dispatch_task
+            close_outbound()
+            await channels.drain()
+            await channels.stop()
+            channel_task.cancel()

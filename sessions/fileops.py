@@ -26,6 +26,23 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def sync_files(paths: Iterable[Path]) -> None:
+    """fsync each file that still exists, and each of their directories once."""
+    directories: set[Path] = set()
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue  # archived or compacted away since: its replacement was written durably
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        directories.add(path.parent)
+    for directory in directories:
+        fsync_dir(directory)
+
+
 def make_dirs(directory: Path, *, durable: bool) -> None:
     """Create `directory` and its missing parents, syncing each new entry into its parent."""
     missing: list[Path] = []

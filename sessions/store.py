@@ -31,7 +31,7 @@ import structlog
 
 from bus import Message, SessionKey
 from sessions.errors import SessionError, SessionStoreClosed, SessionWriteError
-from sessions.fileops import make_dirs
+from sessions.fileops import make_dirs, sync_files
 from sessions.keyed_lock import KeyedLocks
 from sessions.layout import SessionLayout
 from sessions.listing import list_sessions
@@ -95,6 +95,8 @@ class SessionStore:
         self._open: OrderedDict[Path, _OpenFile] = OrderedDict()
         self._closing: dict[Path, asyncio.Future[None]] = {}
         self._running = False
+        #: Files appended to since the last `sync` (whose data may be only in the page cache).
+        self._dirty: set[Path] = set()
         self._operations = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -161,6 +163,7 @@ class SessionStore:
                     entry = await self._entry_for_append(key, path, messages[0])
                 waiter = self._writer.append(entry.target, data)
                 entry.size += len(data)
+                self._dirty.add(path)
             try:
                 # Shielded: a cancelled caller must not hide a write that is still queued.
                 await asyncio.shield(waiter)
@@ -168,6 +171,19 @@ class SessionStore:
                 entry.size -= len(data)
                 raise
         return AppendReceipt(compacted=compacted)
+
+    async def sync(self) -> None:
+        """Every append made so far is on disk and synced, whatever the fsync policy.
+
+        The write-ahead log calls this before it drops the records these appends came from:
+        until then the log is the durable copy, so the appends themselves need not wait.
+        """
+        if self.read_only or not self._running:
+            return
+        paths, self._dirty = self._dirty, set()
+        await self._writer.barrier()
+        if paths:
+            await asyncio.to_thread(sync_files, paths)
 
     async def load(self, key: SessionKey) -> Session | None:
         """The session as on disk (repairing a torn or corrupt file), None if there is none."""

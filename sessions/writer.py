@@ -58,6 +58,11 @@ class _Close:
     waiter: asyncio.Future[None]
 
 
+@dataclass(slots=True)
+class _Barrier:
+    waiter: asyncio.Future[None]
+
+
 _Command = _Append | _Close
 _Outcome = tuple[asyncio.Future[None], SessionWriteError | None]
 
@@ -74,7 +79,7 @@ class DiskWriter:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {policy!r}")
         self.policy: FsyncPolicy = policy
         self.sync_threads = sync_threads
-        self._queue: queue.SimpleQueue[_Command | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Command | _Barrier | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -110,6 +115,12 @@ class DiskWriter:
         self._queue.put(_Close(target, waiter))
         return waiter
 
+    def barrier(self) -> asyncio.Future[None]:
+        """Resolves once everything queued before it has been written."""
+        waiter = self._new_waiter()
+        self._queue.put(_Barrier(waiter))
+        return waiter
+
     def _new_waiter(self) -> asyncio.Future[None]:
         if self._loop is None or self._thread is None:
             raise RuntimeError("the disk writer is not running")
@@ -124,9 +135,14 @@ class DiskWriter:
             command = self._queue.get()
             if command is None:
                 return
-            batch = [command]
+            batch: list[_Command] = []
+            barriers: list[_Barrier] = []
             stopping = False
             while True:
+                if isinstance(command, _Barrier):
+                    barriers.append(command)
+                else:
+                    batch.append(command)
                 try:
                     queued = self._queue.get_nowait()
                 except queue.Empty:
@@ -134,8 +150,11 @@ class DiskWriter:
                 if queued is None:
                     stopping = True
                     break
-                batch.append(queued)
-            self._commit_supervised(batch)
+                command = queued
+            if batch:
+                self._commit_supervised(batch)
+            if barriers:
+                self._resolve([(barrier.waiter, None) for barrier in barriers])
             if stopping:
                 return
 

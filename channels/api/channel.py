@@ -35,6 +35,7 @@ REPLY_TIMEOUT_S = 600.0
 class ApiChannel(Channel):
     limit = PLATFORM_LIMITS["api"]
     edit_interval_s = 0.1
+    replies_to_retries = True
 
     def __init__(self, config: ApiChannelConfig, profile: str, history: ChatHistory | None) -> None:
         self._config = config

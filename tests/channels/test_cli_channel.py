@@ -286,7 +286,7 @@ async def test_a_paused_terminal_gets_the_whole_reply_once_resumed(tmp_path: Pat
         # Ctrl-S stops the terminal's output before the line is read; the daemon must wait
         # for it rather than fail or drop text (stdout is non-blocking: it shares stdin's file).
         await terminal.write_input(STOP_OUTPUT + text.encode() + b"\n")
-        await terminal.stderr.shows(b'"turn done"')
+        await terminal.stderr.shows(b'"turn.done"')
         assert bytes(terminal.stdout.data) == b""
 
         await terminal.write_input(START_OUTPUT)
@@ -314,7 +314,7 @@ async def test_replies_redirected_to_a_file_are_written_whole(tmp_path: Path) ->
         assert process.stdin is not None
         process.stdin.write(b"into the file\n")
         await process.stdin.drain()
-        await stderr.shows(b'"turn done"')
+        await stderr.shows(b'"turn.done"')
         process.stdin.write(b"/quit\n")
         await process.stdin.drain()
         assert await asyncio.wait_for(process.wait(), WAIT_S) == 0

@@ -45,7 +45,7 @@ async def start_daemon(tmp_path: Path, profile: str, **config: float) -> DaemonP
 
 
 def turn_started(event: dict[str, object]) -> bool:
-    return event.get("event") == "turn started"
+    return event.get("event") == "turn.started"
 
 
 async def test_message_in_reply_out_and_both_stored(tmp_path: Path, hub: ChannelHub) -> None:
@@ -108,7 +108,7 @@ async def test_abort_trigger_cancels_a_slow_turn(tmp_path: Path, hub: ChannelHub
         await daemon.wait_log(turn_started)
         await hub.say("停止")
         assert (await hub.reply()).content == "🛑 已取消。"
-        await daemon.wait_log(lambda e: e.get("event") == "lane item cancelled")
+        await daemon.wait_log(lambda e: e.get("event") == "lane.item_cancelled")
         assert hub.pending_replies() == 0
     finally:
         await daemon.stop()

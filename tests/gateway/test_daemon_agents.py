@@ -63,7 +63,7 @@ channels:
             apology = (await hub.reply()).content
             assert apology.startswith("Sorry")
             assert API_KEY not in apology
-            failure = await daemon.wait_log(lambda e: e.get("event") == "agent turn failed")
+            failure = await daemon.wait_log(lambda e: e.get("event") == "turn.agent_failed")
             assert "401" in str(failure["error"])
             assert API_KEY not in str(daemon.logs)
         finally:

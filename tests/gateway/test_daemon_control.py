@@ -61,7 +61,7 @@ async def test_sighup_reloads_changed_and_added_profiles_only(
         (profiles / "gamma.yaml").unlink()
         daemon.signal(signal.SIGHUP)
         await daemon.wait_log(
-            lambda e: e.get("event") == "profile stopped" and e.get("profile") == "gamma"
+            lambda e: e.get("event") == "profile.stopped" and e.get("profile") == "gamma"
         )
         await hub.say("still here", channel="a")
         assert (await hub.reply()).content == "still here"
@@ -91,7 +91,7 @@ async def test_a_second_signal_exits_at_once(tmp_path: Path, hub: ChannelHub) ->
     config = write_config(tmp_path, {"alpha": profile(hub.port, "a", delay_s=30.0)}, grace_s=60)
     daemon = await DaemonProcess(config).start()
     await hub.say("a very slow reply", channel="a")
-    await daemon.wait_log(event_named("turn started"))
+    await daemon.wait_log(event_named("turn.started"))
     daemon.signal(signal.SIGTERM)
     await daemon.wait_log(event_named("shutting down"))
     daemon.signal(signal.SIGTERM)

@@ -1,4 +1,4 @@
-"""Per-chat lanes: order, queue modes, abort."""
+"""Per-chat lanes: order, queue modes, abort, backlog counts, what abort and interrupt drop."""
 
 from __future__ import annotations
 
@@ -6,16 +6,32 @@ import asyncio
 
 import pytest
 
+import itertools
+
 from bus import InboundMessage
-from gateway.lanes import MAX_PENDING, CommandItem, LaneItem, Lanes, QueueMode, TurnItem
+from gateway.journal import Received
+from gateway.lanes import CommandItem, LaneItem, Lanes, QueueMode, TurnItem
+
+_ids = itertools.count(1)
 
 
-def message(text: str) -> InboundMessage:
-    return InboundMessage(channel="test", sender_id="u", chat_id="c", content=text, message_id=text)
+def message(text: str) -> Received:
+    inbound = InboundMessage(
+        channel="test", sender_id="u", chat_id="c", content=text, message_id=text
+    )
+    return Received(next(_ids), inbound, 0.0)
 
 
 def turn(text: str) -> TurnItem:
     return TurnItem((message(text),))
+
+
+def texts(items: list[LaneItem]) -> list[str]:
+    return [
+        r.message.content
+        for item in items
+        for r in (item.received if isinstance(item, TurnItem) else (item.received,))
+    ]
 
 
 class Recorder:
@@ -29,7 +45,9 @@ class Recorder:
         self.idle = asyncio.Event()
 
     async def __call__(self, item: LaneItem) -> None:
-        text = item.content() if isinstance(item, TurnItem) else f"cmd:{item.message.content}"
+        text = (
+            item.content() if isinstance(item, TurnItem) else f"cmd:{item.received.message.content}"
+        )
         self.started.append(text)
         if len(self.started) == 1:
             self.first_started.set()
@@ -37,10 +55,11 @@ class Recorder:
         self.finished.append(text)
 
 
-async def run_lanes(mode: QueueMode, script: object) -> Recorder:
+async def run_lanes(mode: QueueMode, script: object, dropped: list[str] | None = None) -> Recorder:
     recorder = Recorder()
+    sink = dropped if dropped is not None else []
     async with asyncio.TaskGroup() as tasks:
-        lanes = Lanes(mode, recorder, tasks)
+        lanes = Lanes(mode, recorder, tasks, lambda items: sink.extend(texts(items)))
         await script(lanes, recorder)  # type: ignore[operator]
         await asyncio.wait_for(lanes.wait_idle(), 5)
         assert len(lanes) == 0
@@ -78,9 +97,11 @@ async def test_interrupt_cancels_the_running_turn_and_keeps_the_newest() -> None
         lanes.submit("c", turn("second"))
         lanes.submit("c", turn("third"))
 
-    recorder = await run_lanes("interrupt", script)
+    dropped: list[str] = []
+    recorder = await run_lanes("interrupt", script, dropped)
     assert recorder.started == ["first", "third"]
     assert recorder.finished == ["third"]
+    assert dropped == ["first", "second"]
 
 
 async def test_commands_break_a_collected_batch_and_keep_their_place() -> None:
@@ -102,12 +123,15 @@ async def test_abort_cancels_running_and_drops_waiting() -> None:
         await recorder.first_started.wait()
         lanes.submit("c", turn("second"))
         assert lanes.busy("c")
+        assert lanes.backlog("c") == 2
         assert lanes.abort("c") is True
         assert lanes.abort("elsewhere") is False
 
-    recorder = await run_lanes("followup", script)
+    dropped: list[str] = []
+    recorder = await run_lanes("followup", script, dropped)
     assert recorder.started == ["first"]
     assert recorder.finished == []
+    assert dropped == ["first", "second"]
 
 
 async def test_chats_run_independently() -> None:
@@ -123,16 +147,18 @@ async def test_chats_run_independently() -> None:
     assert recorder.finished == ["other chat", "first"]
 
 
-async def test_a_full_lane_refuses_more() -> None:
+async def test_backlog_counts_every_waiting_and_running_message() -> None:
     async def script(lanes: Lanes, recorder: Recorder) -> None:
         lanes.submit("c", turn("first"))
         await recorder.first_started.wait()
-        accepted = [lanes.submit("c", turn(f"m{i}")) for i in range(MAX_PENDING + 1)]
-        assert accepted == [True] * MAX_PENDING + [False]
+        for index in range(40):
+            lanes.submit("c", turn(f"m{index}"))
+        assert lanes.backlog("c") == 41
+        assert lanes.backlog("other") == 0
         recorder.release_first.set()
 
     recorder = await run_lanes("followup", script)
-    assert len(recorder.finished) == MAX_PENDING + 1
+    assert len(recorder.finished) == 41
 
 
 async def test_a_failing_item_does_not_stop_the_lane() -> None:
@@ -145,7 +171,7 @@ async def test_a_failing_item_does_not_stop_the_lane() -> None:
         done.append(item.content())
 
     async with asyncio.TaskGroup() as tasks:
-        lanes = Lanes("followup", run_item, tasks)
+        lanes = Lanes("followup", run_item, tasks, lambda _items: None)
         lanes.submit("c", turn("boom"))
         lanes.submit("c", turn("after"))
         await asyncio.wait_for(lanes.wait_idle(), 5)

@@ -179,7 +179,7 @@ async def test_client_disconnect_mid_stream_still_completes_and_stores(tmp_path:
             first = await response.content.readline()
             assert first.startswith(b"event: snapshot")
             response.close()  # drop the connection mid-stream
-        await daemon.wait_log(lambda e: e.get("event") == "turn done")
+        await daemon.wait_log(lambda e: e.get("event") == "turn.done")
         _status, stored = await api.request("GET", "/v1/sessions/frank/messages")
         assert [m["content"] for m in stored["messages"]] == [text, text]
         # The daemon is still answering afterwards.

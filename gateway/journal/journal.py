@@ -1,0 +1,149 @@
+"""`Journal`: the profile's write-ahead log and the state folded from it, kept in step.
+
+Every change goes through here: the state is updated when a record is appended (so questions
+asked meanwhile see it), and the caller awaits the returned future when it must not go on
+before the record is durable (acknowledging a platform, delivering a reply). A checkpoint
+first makes the session files durable, then restates what is unfinished in a new segment and
+drops the older ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from bus import InboundMessage
+from gateway.journal.records import Outcome, Received, decode, encode_sent
+from gateway.journal.state import JournalState, platform_key
+from sessions.wal import WriteAheadLog
+from sessions.writer import FsyncPolicy
+
+log = structlog.get_logger(__name__)
+
+#: A checkpoint is taken once the log holds this many records or bytes since the last one.
+CHECKPOINT_RECORDS = 50_000
+CHECKPOINT_BYTES = 64 * 1024 * 1024
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """What the previous run left unfinished."""
+
+    #: Accepted but never answered, in arrival order: their turns run again.
+    pending: list[Received]
+    #: Answered but not confirmed delivered: their replies are delivered.
+    undelivered: list[Outcome]
+    #: Outcomes whose messages may be missing from their session files.
+    fixups: list[Outcome]
+
+
+class Journal:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        fsync: FsyncPolicy = "batch",
+        clock: Clock = time.time,
+        checkpoint_records: int = CHECKPOINT_RECORDS,
+        checkpoint_bytes: int = CHECKPOINT_BYTES,
+    ) -> None:
+        self.state = JournalState()
+        self._log = WriteAheadLog(directory, fsync=fsync)
+        self._clock = clock
+        self._checkpoint_records = checkpoint_records
+        self._checkpoint_bytes = checkpoint_bytes
+        self._checkpointing = asyncio.Lock()
+
+    async def open(self) -> Recovery:
+        payloads = await self._log.open()
+        skipped = 0
+        for payload in payloads:
+            try:
+                self.state.apply(decode(payload), replaying=True)
+            except (ValueError, KeyError, TypeError) as error:
+                # Framed and checksummed, yet not a record we can read: a newer build wrote it,
+                # or a bug did. Reported; the rest of the log still counts.
+                skipped += 1
+                log.error("journal.unreadable_record", error=str(error), record=payload[:200])
+        fixups, self.state.fixups = self.state.fixups, []
+        recovery = Recovery(
+            pending=sorted(self.state.received.values(), key=lambda r: r.id),
+            undelivered=self.state.undelivered(),
+            fixups=fixups,
+        )
+        if payloads:
+            log.info(
+                "journal.replayed",
+                records=len(payloads),
+                unreadable=skipped,
+                pending=len(recovery.pending),
+                undelivered=len(recovery.undelivered),
+            )
+        return recovery
+
+    async def close(self) -> None:
+        await self._log.close()
+
+    # Records
+
+    def seen(self, message: InboundMessage) -> int | None:
+        """The journal id under which this platform message was already accepted, if it was."""
+        if message.message_id is None:
+            return None
+        return self.state.seen(platform_key(message.channel, message.chat_id, message.message_id))
+
+    def accept(self, message: InboundMessage) -> tuple[Received, asyncio.Future[None]]:
+        """Give `message` a journal id and log it; the future resolves once it is durable."""
+        received = Received(self.state.next_id, message, self._clock())
+        self.state.add_received(received)
+        return received, self._log.append(received.encode())
+
+    def forget(self, received: Received) -> None:
+        """A message whose record could not be written: as if it never came."""
+        self.state.received.pop(received.id, None)
+
+    def record_outcome(self, outcome: Outcome) -> asyncio.Future[None]:
+        self.state.add_outcome(outcome)
+        return self._log.append(outcome.encode())
+
+    def record_written(self, turn: str) -> None:
+        self.state.mark_written(turn)
+
+    def record_delivered(self, turn: str, *, failed: bool = False) -> None:
+        """Delivered, or given up on; if this record is lost, the reply is delivered again."""
+        if turn not in self.state.outcomes:
+            return
+        self.state.mark_delivered(turn)
+        self._log.append(encode_sent(turn, failed=failed))
+
+    # Checkpoints
+
+    def wants_checkpoint(self) -> bool:
+        return (
+            self._log.records_since_checkpoint >= self._checkpoint_records
+            or self._log.size_bytes >= self._checkpoint_bytes
+        )
+
+    async def checkpoint(self, sync_sessions: Callable[[], Awaitable[None]]) -> None:
+        """Make session files durable, then cut the log down to what is unfinished."""
+        async with self._checkpointing:
+            written = [turn for turn, o in self.state.outcomes.items() if o.written]
+            await sync_sessions()
+            self.state.mark_synced(written)
+            self.state.expire(self._clock())
+            # No await between building the snapshot and queueing it: it reflects every
+            # record queued before it.
+            await self._log.checkpoint(self.state.snapshot())
+            log.debug(
+                "journal.checkpointed",
+                pending=len(self.state.received),
+                unfinished=len(self.state.outcomes),
+                dedup=len(self.state.dedup),
+            )

@@ -1,0 +1,102 @@
+"""The journal's records, as they are written to the log (one compact JSON object each).
+
+- `in`: an inbound message the gateway accepted, with its journal id (acknowledged to the
+  platform once this is durable).
+- `done`: a turn's outcome: the inbound ids it answers, the session it ran in, the messages to
+  write to that session, the reply to deliver (None when there is none: a cancelled turn), and
+  the turn as a `bus.Task`.
+- `sent`: the reply of a turn was delivered (or given up on, with `failed`).
+- `snap`: the first record of a checkpoint: the next journal id and the dedup table; the live
+  `in`, `done` and `sent` records follow it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from bus import InboundMessage, Message, OutboundMessage, Task
+
+
+@dataclass(slots=True)
+class Received:
+    id: int
+    message: InboundMessage
+    at: float
+
+    def encode(self) -> bytes:
+        return _dumps({"k": "in", "id": self.id, "at": self.at, "m": self.message.to_dict()})
+
+
+@dataclass(slots=True)
+class Outcome:
+    turn: str
+    answers: list[int]
+    session: str
+    messages: list[Message]
+    reply: OutboundMessage | None
+    task: Task | None = None
+    #: In memory only: the session file has these messages (written, maybe not yet synced).
+    written: bool = False
+    delivered: bool = False
+    synced: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        record: dict[str, Any] = {
+            "k": "done",
+            "turn": self.turn,
+            "ids": self.answers,
+            "session": self.session,
+            "msgs": [message.to_dict() for message in self.messages],
+        }
+        if self.reply is not None:
+            record["reply"] = self.reply.to_dict()
+        if self.task is not None:
+            record["task"] = self.task.to_dict()
+        return _dumps(record)
+
+
+def encode_sent(turn: str, *, failed: bool = False) -> bytes:
+    record: dict[str, Any] = {"k": "sent", "turn": turn}
+    if failed:
+        record["failed"] = True
+    return _dumps(record)
+
+
+def encode_snapshot(next_id: int, dedup: list[tuple[str, int, float]]) -> bytes:
+    return _dumps({"k": "snap", "next": next_id, "dedup": dedup})
+
+
+Record = dict[str, Any]
+
+
+def decode(payload: bytes) -> Record:
+    record = json.loads(payload)
+    if not isinstance(record, dict) or not isinstance(record.get("k"), str):
+        raise ValueError("a journal record must be an object with a kind")
+    return record
+
+
+def received_from(record: Record) -> Received:
+    return Received(
+        int(record["id"]), InboundMessage.model_validate(record["m"]), float(record["at"])
+    )
+
+
+def outcome_from(record: Record) -> Outcome:
+    reply = record.get("reply")
+    task = record.get("task")
+    return Outcome(
+        turn=str(record["turn"]),
+        answers=[int(i) for i in record["ids"]],
+        session=str(record["session"]),
+        messages=[Message.model_validate(m) for m in record.get("msgs", [])],
+        reply=None if reply is None else OutboundMessage.model_validate(reply),
+        task=None if task is None else Task.model_validate(task),
+    )
+
+
+def _dumps(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, separators=(",", ":")).encode()

@@ -1,0 +1,149 @@
+"""`JournalState`: the journal's records folded into what is still unfinished.
+
+The same fold runs live (each record as it is appended) and on replay (each record read back),
+so a restarted daemon knows exactly what the one before it knew: which accepted messages were
+never answered, which answers were never delivered, which platform ids were already seen.
+Any prefix of a log folds to a consistent state: a `done` without its `in` (cut by a checkpoint)
+or a `sent` without its `done` changes nothing it cannot account for.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from gateway.journal.records import (
+    Outcome,
+    Received,
+    Record,
+    encode_sent,
+    encode_snapshot,
+    outcome_from,
+    received_from,
+)
+
+#: How long a platform id is remembered, and how many at most (the oldest go first).
+DEDUP_TTL_S = 24 * 3600.0
+DEDUP_MAX_ENTRIES = 200_000
+#: Replies kept to answer a client's retry of an already answered request (the HTTP API).
+RECENT_REPLIES_MAX = 10_000
+
+
+@dataclass(slots=True)
+class JournalState:
+    next_id: int = 1
+    #: Accepted and not yet answered, in arrival order.
+    received: dict[int, Received] = field(default_factory=dict)
+    #: Answered, and not yet both delivered and synced to the session file.
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    #: platform key -> (journal id, when it arrived)
+    dedup: OrderedDict[str, tuple[int, float]] = field(default_factory=OrderedDict)
+    #: journal id -> the outcome that answered it, for the most recently answered ids (a
+    #: client that retries an answered request gets this reply again, not a second turn)
+    recent: OrderedDict[int, Outcome] = field(default_factory=OrderedDict)
+    #: Outcomes seen on replay whose messages may be missing from their session file.
+    fixups: list[Outcome] = field(default_factory=list)
+
+    # The fold
+
+    def apply(self, record: Record, *, replaying: bool) -> None:
+        kind = record["k"]
+        if kind == "in":
+            self.add_received(received_from(record))
+        elif kind == "done":
+            outcome = outcome_from(record)
+            self.add_outcome(outcome)
+            if replaying:
+                self.fixups.append(outcome)
+        elif kind == "sent":
+            self.mark_delivered(str(record["turn"]))
+        elif kind == "snap":
+            self.next_id = max(self.next_id, int(record["next"]))
+            for key, inbound_id, at in record["dedup"]:
+                self.dedup[str(key)] = (int(inbound_id), float(at))
+
+    def add_received(self, received: Received) -> None:
+        self.received[received.id] = received
+        self.next_id = max(self.next_id, received.id + 1)
+        key = dedup_key(received)
+        if key is not None:
+            self.dedup[key] = (received.id, received.at)
+            self.dedup.move_to_end(key)
+            while len(self.dedup) > DEDUP_MAX_ENTRIES:
+                self.dedup.popitem(last=False)
+
+    def add_outcome(self, outcome: Outcome) -> None:
+        for inbound_id in outcome.answers:
+            self.received.pop(inbound_id, None)
+            self.recent[inbound_id] = outcome
+        while len(self.recent) > RECENT_REPLIES_MAX:
+            self.recent.popitem(last=False)
+        if outcome.reply is None:
+            outcome.delivered = True
+        self.outcomes[outcome.turn] = outcome
+
+    def mark_delivered(self, turn: str) -> None:
+        outcome = self.outcomes.get(turn)
+        if outcome is not None:
+            outcome.delivered = True
+            self._retire(outcome)
+
+    def mark_written(self, turn: str) -> None:
+        outcome = self.outcomes.get(turn)
+        if outcome is not None:
+            outcome.written = True
+
+    def mark_synced(self, turns: list[str]) -> None:
+        for turn in turns:
+            outcome = self.outcomes.get(turn)
+            if outcome is not None:
+                outcome.synced = True
+                self._retire(outcome)
+
+    def _retire(self, outcome: Outcome) -> None:
+        if outcome.delivered and outcome.synced:
+            del self.outcomes[outcome.turn]
+
+    # Questions
+
+    def seen(self, key: str) -> int | None:
+        """The journal id of an already accepted message with this platform key."""
+        entry = self.dedup.get(key)
+        return None if entry is None else entry[0]
+
+    def outcome_for(self, inbound_id: int) -> Outcome | None:
+        return self.recent.get(inbound_id)
+
+    def undelivered(self) -> list[Outcome]:
+        return [o for o in self.outcomes.values() if not o.delivered and o.reply is not None]
+
+    # Checkpoints
+
+    def expire(self, now: float) -> None:
+        while self.dedup:
+            key, (_inbound_id, at) = next(iter(self.dedup.items()))
+            if now - at < DEDUP_TTL_S:
+                break
+            del self.dedup[key]
+
+    def snapshot(self) -> list[bytes]:
+        """Records that restate this state; a log of only these folds back to it."""
+        dedup = [(key, inbound_id, at) for key, (inbound_id, at) in self.dedup.items()]
+        records = [encode_snapshot(self.next_id, dedup)]
+        records.extend(received.encode() for received in self.received.values())
+        for outcome in self.outcomes.values():
+            records.append(outcome.encode())
+            if outcome.delivered and outcome.reply is not None:
+                records.append(encode_sent(outcome.turn))
+        return records
+
+
+def platform_key(channel: str, chat_id: str, message_id: str) -> str:
+    return f"{channel}\x1f{chat_id}\x1f{message_id}"
+
+
+def dedup_key(received: Received) -> str | None:
+    message = received.message
+    if message.message_id is None:
+        return None
+    return platform_key(message.channel, message.chat_id, message.message_id)

@@ -1,0 +1,300 @@
+"""`WriteAheadLog`: append-only segment files, one writer thread, one fdatasync per batch.
+
+`append` queues a framed record and returns a future that resolves once the record is durable
+under the fsync policy: `batch` writes everything queued at once and syncs once for all of it
+(group commit, no timer, so an idle disk adds no latency), `always` syncs after each record,
+`never` leaves flushing to the kernel (a killed process loses nothing, a power cut may).
+
+`checkpoint(snapshot)` starts a new segment holding `snapshot` (records that restate all live
+state), and once that segment is durable deletes the older ones: the log stays as small as
+what is still unfinished. Opening the log replays every segment in order; a torn tail (the
+process died mid-write) is cut off and kept in a `.torn` side file, a corrupt frame and what
+follows it in its segment go to a `.corrupt` side file and are reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from sessions.fileops import append_side_file, fsync_dir, make_dirs, sync_data, write_all
+from sessions.wal.framing import encode_record, scan_records
+from sessions.writer import FSYNC_POLICIES, FsyncPolicy
+
+log = structlog.get_logger(__name__)
+
+SEGMENT_SUFFIX = ".wal"
+
+
+class LogWriteError(OSError):
+    """The log could not be written; nothing queued after it is trusted either."""
+
+
+@dataclass(slots=True)
+class _Append:
+    data: bytes
+    waiter: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class _Rotate:
+    snapshot: list[bytes]
+    waiter: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class _Stop:
+    waiter: asyncio.Future[None]
+
+
+_Command = _Append | _Rotate | _Stop
+
+
+@dataclass(slots=True)
+class _Segment:
+    number: int
+    path: Path
+    fd: int = -1
+    size: int = 0
+
+
+@dataclass(slots=True)
+class Replay:
+    payloads: list[bytes] = field(default_factory=list)
+    segments: list[_Segment] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def segment_path(directory: Path, number: int) -> Path:
+    return directory / f"{number:012d}{SEGMENT_SUFFIX}"
+
+
+def _segment_numbers(directory: Path) -> list[int]:
+    numbers = []
+    for path in directory.iterdir():
+        if path.suffix == SEGMENT_SUFFIX and path.stem.isdigit():
+            numbers.append(int(path.stem))
+    return sorted(numbers)
+
+
+def read_segments(directory: Path, *, repair: bool) -> Replay:
+    """Every valid record of every segment, in order; with `repair`, damage is cut off."""
+    replay = Replay()
+    for number in _segment_numbers(directory):
+        path = segment_path(directory, number)
+        data = path.read_bytes()
+        scanned = scan_records(data)
+        replay.payloads.extend(scanned.payloads)
+        if scanned.damage != "none":
+            what = f"{path.name}: {scanned.damage} record at byte {scanned.valid_bytes}"
+            replay.damaged.append(what)
+            if repair:
+                side = path.with_name(f"{path.name}.{scanned.damage}")
+                append_side_file(side, what, data[scanned.valid_bytes :])
+                with open(path, "r+b") as handle:
+                    handle.truncate(scanned.valid_bytes)
+                    os.fsync(handle.fileno())
+        replay.segments.append(_Segment(number, path, size=scanned.valid_bytes))
+    return replay
+
+
+class WriteAheadLog:
+    def __init__(self, directory: Path, *, fsync: FsyncPolicy = "batch") -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
+        self.directory = directory
+        self.policy: FsyncPolicy = fsync
+        self._queue: queue.SimpleQueue[_Command] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._segments: list[_Segment] = []
+        self._broken: LogWriteError | None = None
+        #: Bytes in the segments, counting what is queued (the checkpoint trigger reads it).
+        self.size_bytes = 0
+        self.records_since_checkpoint = 0
+
+    async def open(self) -> list[bytes]:
+        """Replay the log (repairing a damaged tail) and start the writer; the payloads."""
+        durable = self.policy != "never"
+        await asyncio.to_thread(make_dirs, self.directory, durable=durable)
+        replay = await asyncio.to_thread(read_segments, self.directory, repair=True)
+        for damage in replay.damaged:
+            log.error("wal.damaged_record_quarantined", damage=damage)
+        self._segments = replay.segments
+        if not self._segments:
+            self._segments = [_Segment(1, segment_path(self.directory, 1))]
+        last = self._segments[-1]
+        last.fd = await asyncio.to_thread(self._open_segment, last.path)
+        self.size_bytes = sum(segment.size for segment in self._segments)
+        self.records_since_checkpoint = len(replay.payloads)
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, name="wal-writer", daemon=True)
+        self._thread.start()
+        return replay.payloads
+
+    def append(self, payload: bytes) -> asyncio.Future[None]:
+        """Queue one record; the future resolves once it is durable (raises LogWriteError)."""
+        data = encode_record(payload)
+        waiter = self._new_waiter()
+        if self._broken is not None:
+            waiter.set_exception(LogWriteError(self._broken.errno, str(self._broken)))
+            return waiter
+        self.size_bytes += len(data)
+        self.records_since_checkpoint += 1
+        self._queue.put(_Append(data, waiter))
+        return waiter
+
+    async def checkpoint(self, snapshot: list[bytes]) -> None:
+        """A new segment that starts with `snapshot`; older segments go once it is durable.
+
+        The caller builds `snapshot` from state that already reflects every record appended
+        before this call, with no await in between.
+        """
+        waiter = self._new_waiter()
+        self.size_bytes = sum(len(encode_record(p)) for p in snapshot)
+        self.records_since_checkpoint = len(snapshot)
+        self._queue.put(_Rotate(snapshot, waiter))
+        await waiter
+
+    async def close(self) -> None:
+        """Write and sync everything queued, close the segment, stop the writer."""
+        if self._thread is None:
+            return
+        waiter = self._new_waiter()
+        self._queue.put(_Stop(waiter))
+        await asyncio.wait([waiter])
+        await asyncio.to_thread(self._thread.join)
+        self._thread = None
+
+    def _new_waiter(self) -> asyncio.Future[None]:
+        if self._loop is None:
+            raise RuntimeError("the write-ahead log is not open")
+        waiter = self._loop.create_future()
+        waiter.add_done_callback(_retrieve)
+        return waiter
+
+    # Everything below runs on the writer thread (and `_open_segment` in `open`).
+
+    def _open_segment(self, path: Path) -> int:
+        existed = path.exists()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        if not existed and self.policy != "never":
+            fsync_dir(path.parent)
+        return fd
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if self._commit(batch):
+                return
+
+    def _commit(self, batch: list[_Command]) -> bool:
+        """Run a batch in order; True once a stop was handled."""
+        pending: list[_Append] = []
+        for command in batch:
+            if isinstance(command, _Append):
+                pending.append(command)
+                continue
+            self._flush(pending)
+            pending = []
+            if isinstance(command, _Rotate):
+                self._resolve([command.waiter], self._rotate(command.snapshot))
+                continue
+            self._close_current()
+            self._resolve([command.waiter], None)
+            return True
+        self._flush(pending)
+        return False
+
+    def _flush(self, appends: list[_Append]) -> None:
+        if not appends:
+            return
+        segment = self._segments[-1]
+        error: LogWriteError | None = self._broken
+        if error is None:
+            try:
+                if self.policy == "always":
+                    for append in appends:
+                        write_all(segment.fd, append.data)
+                        sync_data(segment.fd)
+                else:
+                    write_all(segment.fd, b"".join(append.data for append in appends))
+                    if self.policy == "batch":
+                        sync_data(segment.fd)
+            except OSError as exc:
+                error = self._break(exc)
+        self._resolve([append.waiter for append in appends], error)
+
+    def _rotate(self, snapshot: list[bytes]) -> LogWriteError | None:
+        if self._broken is not None:
+            return self._broken
+        old = list(self._segments)
+        number = old[-1].number + 1
+        segment = _Segment(number, segment_path(self.directory, number))
+        try:
+            segment.fd = self._open_segment(segment.path)
+            write_all(segment.fd, b"".join(encode_record(payload) for payload in snapshot))
+            if self.policy != "never":
+                sync_data(segment.fd)
+            self._segments = [segment]
+            for previous in old:
+                if previous.fd >= 0:
+                    os.close(previous.fd)
+                previous.path.unlink(missing_ok=True)
+            if self.policy != "never":
+                fsync_dir(self.directory)
+        except OSError as exc:
+            return self._break(exc)
+        return None
+
+    def _close_current(self) -> None:
+        for segment in self._segments:
+            if segment.fd >= 0:
+                try:
+                    if self.policy != "never":
+                        sync_data(segment.fd)
+                    os.close(segment.fd)
+                except OSError as exc:
+                    self._break(exc)
+                segment.fd = -1
+
+    def _break(self, exc: OSError) -> LogWriteError:
+        code = exc.errno if exc.errno is not None else errno.EIO
+        self._broken = LogWriteError(code, f"write-ahead log {self.directory}: {exc}")
+        log.error("wal.write_failed", directory=str(self.directory), error=str(exc))
+        return self._broken
+
+    def _resolve(self, waiters: list[asyncio.Future[None]], error: LogWriteError | None) -> None:
+        loop = self._loop
+        assert loop is not None
+        try:
+            loop.call_soon_threadsafe(_settle, waiters, error)
+        except RuntimeError:
+            log.error("wal.loop_closed_before_ack", records=len(waiters))
+
+
+def _settle(waiters: list[asyncio.Future[None]], error: LogWriteError | None) -> None:
+    for waiter in waiters:
+        if waiter.done():
+            continue
+        if error is None:
+            waiter.set_result(None)
+        else:
+            waiter.set_exception(LogWriteError(error.errno, str(error)))

@@ -1,0 +1,173 @@
+"""The journal: replay after a crash, dedup across restarts, checkpoints, session fix-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bus import InboundMessage, Message, OutboundMessage, SessionKey
+from gateway.journal import Journal, Outcome, restore_sessions
+from gateway.journal.fixup import missing_suffix
+from sessions import SessionManager, SessionStore
+
+_turns = itertools.count(1)
+
+
+def inbound(text: str, message_id: str | None = None) -> InboundMessage:
+    return InboundMessage(
+        channel="telegram", sender_id="u", chat_id="c", content=text, message_id=message_id
+    )
+
+
+def outcome(ids: list[int], text: str | None) -> Outcome:
+    reply = None if text is None else OutboundMessage(channel="telegram", chat_id="c", content=text)
+    return Outcome(
+        turn=f"turn-{next(_turns)}",
+        answers=ids,
+        session="p:telegram:c",
+        messages=[Message.user("q"), Message.assistant(text or "")],
+        reply=reply,
+    )
+
+
+async def no_sessions() -> None:
+    return None
+
+
+async def test_a_restart_knows_what_was_unanswered_and_undelivered(tmp_path: Path) -> None:
+    journal = Journal(tmp_path)
+    await journal.open()
+    first, durable = journal.accept(inbound("answered and delivered", "1"))
+    await durable
+    second, durable = journal.accept(inbound("answered, not delivered", "2"))
+    await durable
+    third, durable = journal.accept(inbound("never answered", "3"))
+    await durable
+    done = outcome([first.id], "reply one")
+    await journal.record_outcome(done)
+    journal.record_delivered(done.turn)
+    await journal.record_outcome(outcome([second.id], "reply two"))
+    await journal.close()
+
+    again = Journal(tmp_path)
+    recovery = await again.open()
+    assert [r.message.content for r in recovery.pending] == ["never answered"]
+    assert [o.reply.content for o in recovery.undelivered if o.reply] == ["reply two"]
+    assert again.seen(inbound("x", "1")) == first.id
+    assert again.seen(inbound("x", "3")) == third.id
+    assert again.seen(inbound("x", "4")) is None
+    await again.close()
+
+
+async def test_a_checkpoint_keeps_dedup_and_unfinished_work(tmp_path: Path) -> None:
+    journal = Journal(tmp_path)
+    await journal.open()
+    ids = []
+    for index in range(20):
+        received, durable = journal.accept(inbound(f"m{index}", f"id{index}"))
+        await durable
+        ids.append(received.id)
+    for inbound_id in ids[:15]:
+        done = outcome([inbound_id], f"reply {inbound_id}")
+        await journal.record_outcome(done)
+        journal.record_written(done.turn)
+        journal.record_delivered(done.turn)
+    await journal.checkpoint(no_sessions)
+    await journal.close()
+    assert len(list(tmp_path.glob("*.wal"))) == 1
+
+    again = Journal(tmp_path)
+    recovery = await again.open()
+    assert [r.id for r in recovery.pending] == ids[15:]
+    assert recovery.undelivered == []
+    assert all(again.seen(inbound("x", f"id{index}")) is not None for index in range(20))
+    received, _durable = again.accept(inbound("next"))
+    assert received.id == ids[-1] + 1
+    await again.close()
+
+
+@st.composite
+def journal_script(draw: st.DrawFn) -> list[tuple[str, int]]:
+    steps: list[tuple[str, int]] = []
+    accepted = 0
+    for _ in range(draw(st.integers(1, 25))):
+        action = draw(st.sampled_from(["accept", "answer", "deliver", "checkpoint"]))
+        if action == "accept" or accepted == 0:
+            accepted += 1
+            steps.append(("accept", accepted))
+        else:
+            steps.append((action, draw(st.integers(1, accepted))))
+    return steps
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(script=journal_script(), cut=st.integers(min_value=0))
+def test_any_prefix_of_the_log_replays_to_a_consistent_state(
+    tmp_path_factory: object, script: list[tuple[str, int]], cut: int
+) -> None:
+    directory = Path(str(tmp_path_factory.mktemp("journal")))  # type: ignore[attr-defined]
+
+    async def scenario() -> None:
+        journal = Journal(directory, fsync="never")
+        await journal.open()
+        id_of: dict[int, int] = {}
+        turn_of: dict[int, str] = {}
+        for action, number in script:
+            if action == "accept":
+                received, durable = journal.accept(inbound(f"m{number}", f"p{number}"))
+                await durable
+                id_of[number] = received.id
+            elif action == "answer" and id_of[number] in journal.state.received:
+                done = outcome([id_of[number]], f"r{number}")
+                turn_of[number] = done.turn
+                await journal.record_outcome(done)
+            elif action == "deliver" and number in turn_of:
+                journal.record_delivered(turn_of[number])
+            elif action == "checkpoint":
+                await journal.checkpoint(no_sessions)
+        await journal.close()
+        [segment] = sorted(directory.glob("*.wal"))
+        data = segment.read_bytes()
+        segment.write_bytes(data[: cut % (len(data) + 1)])
+
+        again = Journal(directory, fsync="never")
+        recovery = await again.open()
+        pending = {r.id for r in recovery.pending}
+        undelivered = {o.turn for o in recovery.undelivered}
+        answered = {i for o in again.state.outcomes.values() for i in o.answers}
+        # Nothing is both waiting and answered; every waiting message is deduplicated; every
+        # undelivered reply belongs to an outcome the state holds.
+        assert not pending & answered
+        assert all(again.seen(r.message) == r.id for r in recovery.pending)
+        assert undelivered <= set(again.state.outcomes)
+        # The journal goes on from past every id it has seen.
+        assert all(again.state.next_id > i for i in pending | answered)
+        await again.close()
+
+    asyncio.run(scenario())
+
+
+def test_missing_suffix_finds_what_a_session_file_lacks() -> None:
+    a, b, c = Message.user("a"), Message.assistant("b"), Message.user("c")
+    assert missing_suffix([], [a, b]) == [a, b]
+    assert missing_suffix([a], [a, b]) == [b]
+    assert missing_suffix([a, b], [a, b]) == []
+    assert missing_suffix([c, a, b], [a, b, c]) == [c]
+
+
+async def test_restoring_sessions_twice_appends_nothing_the_second_time(tmp_path: Path) -> None:
+    async with SessionStore(tmp_path, fsync="never") as store:
+        sessions = SessionManager(store)
+        key = SessionKey.parse("p:telegram:c")
+        first = outcome([1], "one")
+        second = outcome([2], "two")
+        await sessions.append_all(key, first.messages)
+        assert await restore_sessions(sessions, [first, second]) == 2
+        assert await restore_sessions(sessions, [first, second]) == 0
+        assert (await sessions.get(key)).messages == first.messages + second.messages
