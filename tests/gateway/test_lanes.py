@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
-
-import itertools
 
 from bus import InboundMessage
 from gateway.journal import Received
