@@ -44,6 +44,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.turn_task import turn_task
 from gateway.turns import FAILED_TURN_REPLY, TurnResult, TurnRunner
 from sessions import SessionManager
+from sessions.wal import LogWriteError
 
 log = structlog.get_logger(__name__)
 
@@ -195,8 +196,14 @@ class Dispatcher:
         received, durable = self._journal.accept(message)
         self._in_flight[received.id] = durable
         durable.add_done_callback(lambda done: self._durable(received, done))
-        # Shielded: a channel that gives up waiting must not hide a write still in flight.
-        await asyncio.shield(durable)
+        try:
+            # Shielded: a channel that gives up waiting must not hide a write still in flight.
+            await asyncio.shield(durable)
+        except LogWriteError as error:
+            # Nothing was stored: the platform is told to try again later, as when full.
+            raise InboundRefused(
+                "global", self._settings.retry_after_s, f"the journal cannot be written: {error}"
+            ) from error
         self._count(message, "accepted")
 
     def _durable(self, received: Received, done: asyncio.Future[None]) -> None:

@@ -92,6 +92,7 @@ class ProfileRuntime:
                 SessionStore(
                     self.root,
                     fsync="never",
+                    track_unsynced=settings.fsync != "never",
                     max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
                 )
             )

@@ -79,7 +79,10 @@ class SessionStore:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         max_open_files: int = 256,
         read_only: bool = False,
+        track_unsynced: bool = False,
     ) -> None:
+        """`track_unsynced`: remember which files were appended to, so `sync` can make them
+        durable later (a store written behind a write-ahead log, with `fsync="never"`)."""
         if max_file_bytes < MIN_MAX_FILE_BYTES:
             raise ValueError(f"max_file_bytes must be at least {MIN_MAX_FILE_BYTES}")
         if max_open_files < 1:
@@ -97,6 +100,7 @@ class SessionStore:
         self._running = False
         #: Files appended to since the last `sync` (whose data may be only in the page cache).
         self._dirty: set[Path] = set()
+        self._track_unsynced = track_unsynced
         self._operations = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -163,7 +167,8 @@ class SessionStore:
                     entry = await self._entry_for_append(key, path, messages[0])
                 waiter = self._writer.append(entry.target, data)
                 entry.size += len(data)
-                self._dirty.add(path)
+                if self._track_unsynced:
+                    self._dirty.add(path)
             try:
                 # Shielded: a cancelled caller must not hide a write that is still queued.
                 await asyncio.shield(waiter)

@@ -4,13 +4,13 @@
 `stop()`: in socket mode over a `SocketConnection`, in http mode through the route
 `web_routes()` gives the daemon's HTTP server, where Bolt verifies each request's signature.
 
-Bolt hands `message` and `app_mention` events to `_take_event`, which only queues the raw event
-(`process_before_response` is on: the listener runs before Slack is answered, so an event is in
-the queue before Slack hears it was received, and Bolt starts no task of its own). The inbound
-pump, a task of `start()`, parses each queued event, drops duplicates (Slack's retries carry the
-same `event_id`; a mention in a channel arrives as both events with one `ts`), saves shared files
-and publishes. Replies go out with `chat.postMessage` in the thread the post belongs in (see
-`threads.py`); streamed replies are edited with `chat.update`.
+Bolt hands `message` and `app_mention` events to `_take_event` (`process_before_response` is
+on: the listener runs before Slack is answered, and Bolt starts no task of its own). It drops
+duplicates (Slack's retries carry the same `event_id`; a mention in a channel arrives as both
+events with one `ts`), saves shared files and hands the post to the gateway, returning once it
+is durable: only then does Slack hear the event was received. Replies go out with
+`chat.postMessage` in the thread the post belongs in (see `threads.py`); streamed replies are
+edited with `chat.update`.
 
 Typing: Slack shows no typing indicator for bots outside assistant threads, so `send_typing`
 stays the base class's no-op.
@@ -26,7 +26,7 @@ import structlog
 from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bus import InboundSender, OutboundMessage, PipeClosed
+from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.base import FORMATTED, Channel
 from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
@@ -101,7 +101,9 @@ class SlackChannel(Channel):
         self._files = FileStore(data_dir, bot_token, proxy=proxy, max_bytes=max_file_bytes)
         self._threads = ThreadBook()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
-        self._received: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=256)
+        self._inbound: InboundSender | None = None
+        #: Set when the gateway stops taking messages: the channel's receive loop ends.
+        self._intake_closed = asyncio.Event()
         self._identity: BotIdentity | None = None
         self._connection: SocketConnection | None = None
         self._accepting = False
@@ -198,7 +200,9 @@ class SlackChannel(Channel):
     async def _receive(self, inbound: InboundSender) -> None:
         """Authenticate, then receive until cancelled; the pump ends early only by failing."""
         self._identity = await self._authenticate()
-        pump = asyncio.create_task(self._pump(inbound), name="slack-inbound")
+        self._inbound = inbound
+        self._intake_closed.clear()
+        pump = asyncio.create_task(self._intake_closed.wait(), name="slack-intake-open")
         # Set before connecting: Slack may send an envelope the moment the socket opens.
         self._accepting = True
         try:
@@ -211,7 +215,7 @@ class SlackChannel(Channel):
             pump.cancel()
             await asyncio.gather(pump, return_exceptions=True)
 
-    async def _receive_over_socket(self, pump: asyncio.Task[None]) -> None:
+    async def _receive_over_socket(self, pump: asyncio.Task[bool]) -> None:
         connection = SocketConnection(
             self.app,
             self._app_token,
@@ -232,33 +236,30 @@ class SlackChannel(Channel):
     # Inbound
 
     async def _take_event(self, body: dict[str, Any]) -> None:
-        """Bolt's listener: queue the event. Raising makes Bolt answer 500, so Slack re-sends
-        an event the channel could not take."""
-        if not self._accepting:
+        """Bolt's listener, run before Slack is answered: the event goes to the gateway and
+        returns once it is durable. Raising makes Bolt answer 500 (Socket Mode: no ack), so
+        Slack re-sends an event the gateway could not take."""
+        inbound = self._inbound
+        if not self._accepting or inbound is None:
             raise ChannelError("the Slack channel is not receiving", channel=CHANNEL)
         try:
             async with asyncio.timeout(self._enqueue_timeout_s):
-                await self._received.put(body)
+                await self._forward(body, inbound)
+        except MalformedEvent as error:
+            # Acknowledged: a retry of the same payload would be just as malformed.
+            log.warning(
+                "slack.malformed_event_skipped", event_id=body.get("event_id"), error=str(error)
+            )
+        except PipeClosed as error:
+            self._intake_closed.set()
+            raise ChannelError("the gateway is stopping", channel=CHANNEL) from error
+        except InboundRefused as error:
+            raise ChannelError(f"not taken now: {error.message}", channel=CHANNEL) from error
         except TimeoutError:
             raise ChannelError(
-                f"inbound queue full for {self._enqueue_timeout_s:g} s", channel=CHANNEL
+                f"the gateway did not take the event within {self._enqueue_timeout_s:g} s",
+                channel=CHANNEL,
             ) from None
-
-    async def _pump(self, inbound: InboundSender) -> None:
-        while True:
-            body = await self._received.get()
-            try:
-                await self._forward(body, inbound)
-            except PipeClosed:
-                raise
-            except MalformedEvent as error:
-                log.warning(
-                    "malformed slack event skipped", event_id=body.get("event_id"), error=str(error)
-                )
-            except Exception:
-                # Per-message supervision point: one event that cannot be handled is logged and
-                # the channel goes on with the next.
-                log.exception("slack event failed", event_id=body.get("event_id"))
 
     async def _forward(self, body: dict[str, Any], inbound: InboundSender) -> None:
         identity = self._identity
@@ -268,13 +269,16 @@ class SlackChannel(Channel):
             return
         # Both keys are marked: a retry (same event_id) and the other event of a mention (same
         # channel and ts) are each recognised.
-        seen = [self._dedup.seen(key) for key in post.dedup_keys]
-        if any(seen):
-            log.debug("duplicate slack event dropped", event_id=post.event_id, ts=post.ts)
+        # Marked only once the gateway has the event: a retry of one it could not take must
+        # get through. The gateway's own dedup (by channel and ts) survives restarts.
+        if any(key in self._dedup for key in post.dedup_keys):
+            log.debug("slack.duplicate_event_dropped", event_id=post.event_id, ts=post.ts)
             return
         media = await self._files.save_all(post.channel, post.files)
         self._threads.remember(post.channel, post.ts, post.reply_thread_ts)
         await inbound.send(to_inbound(post, identity.user_id, media))
+        for key in post.dedup_keys:
+            self._dedup.seen(key)
 
     # HTTP mode
 

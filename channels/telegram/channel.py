@@ -20,7 +20,7 @@ from telegram import Bot, BotCommand, Update
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
-from bus import InboundSender, OutboundMessage, PipeClosed
+from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.base import Channel
 from channels.errors import ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
@@ -214,8 +214,8 @@ class TelegramChannel(Channel):
                 return
             media = await self._download_media(incoming) if incoming.media else []
             await inbound.send(incoming.to_inbound(media))
-        except PipeClosed:
-            raise
+        except (PipeClosed, InboundRefused):
+            raise  # not handled: the offset stays before this update, Telegram keeps it
         except Exception:  # supervision point: one update must not stop the channel
             log.exception("telegram.update_failed", update_id=update.update_id)
 

@@ -22,6 +22,7 @@ from telegram import Bot, Update
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
+from bus import InboundRefused
 from channels.errors import ChannelError, FatalChannelError, RateLimited
 from channels.health import ChannelHealth
 from channels.telegram.errors import CHANNEL, is_fatal_at_start, translate
@@ -151,7 +152,15 @@ class UpdatePoller:
                 return
             delay_s = self._backoff.initial_s
             self._on_health(ChannelHealth.healthy())
-            await self._handle_batch(updates, handle, stopping)
+            try:
+                await self._handle_batch(updates, handle, stopping)
+            except InboundRefused as refused:
+                # The gateway's backlog is full: stop polling for a while. The offset stays
+                # before the refused update, so Telegram hands it (and what follows) over again.
+                wait_s = refused.retry_after_s or self._backoff.initial_s
+                log.warning("telegram.poll_paused", reason=refused.message, retry_in_s=wait_s)
+                if await sleep_unless_stopped(wait_s, stopping):
+                    return
 
     async def _handle_batch(
         self,

@@ -5,6 +5,13 @@ delivered; session files are written behind it and the log is cut at checkpoints
 """
 
 from sessions.wal.framing import FrameError, ScanResult, encode_record, scan_records
-from sessions.wal.log import WriteAheadLog
+from sessions.wal.log import LogWriteError, WriteAheadLog
 
-__all__ = ["FrameError", "ScanResult", "WriteAheadLog", "encode_record", "scan_records"]
+__all__ = [
+    "FrameError",
+    "LogWriteError",
+    "ScanResult",
+    "WriteAheadLog",
+    "encode_record",
+    "scan_records",
+]
