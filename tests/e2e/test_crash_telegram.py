@@ -27,8 +27,9 @@ USER = 4201
 CHATS = 16
 MESSAGES_PER_CHAT = 14
 KILLS = 4
-#: A copy shown twice is explained by a kill when its first copy was sent this soon before it.
-KILL_WINDOW_S = 1.0
+#: A text shown twice (or a streamed half left behind) is explained by a kill when its first
+#: copy was shown this soon before it (generous: a loaded machine delays the log's records).
+KILL_WINDOW_S = 2.0
 
 
 def profile(fake: FakeTelegram) -> str:
@@ -91,9 +92,11 @@ async def test_every_message_is_answered_once_in_order_across_sigkills(tmp_path:
             await daemon.stop()
 
         assert len(sent) == CHATS * MESSAGES_PER_CHAT
+        # When each text was first shown in each chat: sent, or edited into a streamed message.
+        shown_calls = fake.calls("sendMessage") + fake.calls("editMessageText")
         sends = {
             (str(call.params.get("chat_id")), str(call.params.get("text"))): call.at
-            for call in reversed(fake.calls("sendMessage"))
+            for call in sorted(shown_calls, key=lambda call: -call.at)
         }
         for chat in chats:
             expected = [text for to, text in sent if to == chat]
