@@ -77,15 +77,24 @@ def _fit(channel: Channel, raw: str) -> list[Chunk]:
 
 
 def chunk_message(
-    template: OutboundMessage, chunk: Chunk, *, reply_to: str | None
+    template: OutboundMessage, chunk: Chunk, *, reply_to: str | None, part: int = 0
 ) -> OutboundMessage:
-    """A copy of `template` carrying one chunk, flagged when it went through formatting."""
+    """A copy of `template` carrying one chunk, flagged when it went through formatting.
+
+    `part` numbers the platform messages of one reply: the chunk's `delivery_id` is the
+    reply's with `.part` appended, the same on every resend of that part.
+    """
     metadata = {key: value for key, value in template.metadata.items() if key != FORMATTED}
     if chunk.is_formatted:
         metadata[FORMATTED] = True
-    return template.model_copy(
-        update={"content": chunk.formatted, "reply_to": reply_to, "metadata": metadata}
-    )
+    update: dict[str, object] = {
+        "content": chunk.formatted,
+        "reply_to": reply_to,
+        "metadata": metadata,
+    }
+    if template.delivery_id is not None:
+        update["delivery_id"] = f"{template.delivery_id}.{part}"
+    return template.model_copy(update=update)
 
 
 class Delivery:
@@ -115,26 +124,41 @@ class Delivery:
         chunks: list[Chunk],
         *,
         first: bool = True,
+        first_part: int = 0,
     ) -> None:
         """Each chunk as its own message; only the reply's first message keeps `reply_to`."""
         for index, chunk in enumerate(chunks):
             reply_to = template.reply_to if first and index == 0 else None
-            await self.send_chunk(channel, template, chunk, reply_to=reply_to)
+            await self.send_chunk(
+                channel, template, chunk, reply_to=reply_to, part=first_part + index
+            )
 
     async def send_chunk(
-        self, channel: Channel, template: OutboundMessage, chunk: Chunk, *, reply_to: str | None
+        self,
+        channel: Channel,
+        template: OutboundMessage,
+        chunk: Chunk,
+        *,
+        reply_to: str | None,
+        part: int = 0,
     ) -> None:
         async def send(message: OutboundMessage) -> None:
             await channel.send(message)
 
-        await self._send_with_fallback(channel, template, chunk, reply_to, send)
+        await self._send_with_fallback(channel, template, chunk, reply_to, send, part)
 
     async def send_chunk_with_id(
-        self, channel: Channel, template: OutboundMessage, chunk: Chunk, *, reply_to: str | None
+        self,
+        channel: Channel,
+        template: OutboundMessage,
+        chunk: Chunk,
+        *,
+        reply_to: str | None,
+        part: int = 0,
     ) -> str | None:
         """Send and return the platform's id of the new message (None if it gave none)."""
         return await self._send_with_fallback(
-            channel, template, chunk, reply_to, channel.send_with_id
+            channel, template, chunk, reply_to, channel.send_with_id, part
         )
 
     async def edit(self, channel: Channel, chat_id: str, message_id: str, chunk: Chunk) -> None:
@@ -162,8 +186,9 @@ class Delivery:
         chunk: Chunk,
         reply_to: str | None,
         send: Callable[[OutboundMessage], Awaitable[T]],
+        part: int,
     ) -> T | None:
-        message = chunk_message(template, chunk, reply_to=reply_to)
+        message = chunk_message(template, chunk, reply_to=reply_to, part=part)
         try:
             result = await self._call(
                 channel, template.chat_id, "send", functools.partial(send, message)
@@ -177,7 +202,9 @@ class Delivery:
                 chat_id=template.chat_id,
                 error=str(exc),
             )
-            plain = chunk_message(template, Chunk(chunk.raw, chunk.raw), reply_to=reply_to)
+            plain = chunk_message(
+                template, Chunk(chunk.raw, chunk.raw), reply_to=reply_to, part=part
+            )
             try:
                 result = await self._call(
                     channel, template.chat_id, "send", functools.partial(send, plain)

@@ -79,6 +79,12 @@ class _Stream:
     without_id: bool = False
     sent_any: bool = False
     closed: bool = False
+    #: Platform messages this stream has opened: the next one's part number.
+    parts: int = 0
+
+    def next_part(self) -> int:
+        self.parts += 1
+        return self.parts - 1
 
     @property
     def chat_id(self) -> str:
@@ -235,7 +241,10 @@ class StreamEditor:
         """Finish the current message at the splitter's first break; continue in a new one."""
         head, middle, tail = chunks[0], chunks[1:-1], chunks[-1]
         await self._complete(stream, head, final=False)
-        await self._delivery.send_chunks(stream.channel, stream.template, middle, first=False)
+        await self._delivery.send_chunks(
+            stream.channel, stream.template, middle, first=False, first_part=stream.parts
+        )
+        stream.parts += len(middle)
         stream.message_id, stream.shown = None, ""
         stream.carry = _continuation(tail.raw, snapshot)
         stream.offset = len(snapshot.rstrip())
@@ -243,7 +252,11 @@ class StreamEditor:
 
     async def _open(self, stream: _Stream, chunk: Chunk) -> None:
         message_id = await self._delivery.send_chunk_with_id(
-            stream.channel, stream.template, chunk, reply_to=stream.next_reply_to()
+            stream.channel,
+            stream.template,
+            chunk,
+            reply_to=stream.next_reply_to(),
+            part=stream.next_part(),
         )
         stream.sent_any = True
         stream.last_edit_at = self._clock()
@@ -262,7 +275,11 @@ class StreamEditor:
         channel = stream.channel
         if stream.message_id is None:
             await self._delivery.send_chunk(
-                channel, stream.template, chunk, reply_to=stream.next_reply_to()
+                channel,
+                stream.template,
+                chunk,
+                reply_to=stream.next_reply_to(),
+                part=stream.next_part(),
             )
             stream.sent_any = True
             return
@@ -283,7 +300,9 @@ class StreamEditor:
                 chat_id=stream.chat_id,
                 error=str(exc),
             )
-            await self._delivery.send_chunk(channel, stream.template, chunk, reply_to=None)
+            await self._delivery.send_chunk(
+                channel, stream.template, chunk, reply_to=None, part=stream.next_part()
+            )
         stream.shown = chunk.formatted
         stream.last_edit_at = self._clock()
 

@@ -106,6 +106,7 @@ class TurnRunner:
                             metadata=metadata,
                             stream_id=stream_id,
                             stream_final=False,
+                            delivery_id=stream_id,
                         )
                     )
 

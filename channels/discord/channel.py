@@ -10,11 +10,12 @@ exceptions into `channels.errors`, so the manager's single retry policy can act 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import aiohttp
 import discord
@@ -256,7 +257,10 @@ class DiscordChannel(Channel):
             content = message.content if index == 0 else ""
             if not content and not group:
                 continue
-            sent = await self._post(target, content, group, reference if index == 0 else None)
+            nonce = delivery_nonce(message.delivery_id, index)
+            sent = await self._post(
+                target, content, group, reference if index == 0 else None, nonce
+            )
             first_id = first_id or str(sent.id)
         return first_id
 
@@ -266,17 +270,21 @@ class DiscordChannel(Channel):
         content: str,
         files: list[discord.File],
         reference: discord.MessageReference | None,
+        nonce: str | None,
     ) -> discord.Message:
-        # discord.py's overloads take `files` and `reference` only as real values, never None.
+        # discord.py's overloads take `files`, `reference` and `nonce` only as real values.
+        # With a nonce it also sends `enforce_nonce`: Discord answers a resend of the same
+        # nonce (a retry, a redelivery after a crash) with the message it already created.
         text = content or None
+        extra: dict[str, Any] = {}
+        if files:
+            extra["files"] = files
+        if reference is not None:
+            extra["reference"] = reference
+        if nonce is not None:
+            extra["nonce"] = nonce
         async with discord_call("send message", self._request_timeout_s):
-            if files and reference is not None:
-                return await target.send(text, files=files, reference=reference)
-            if files:
-                return await target.send(text, files=files)
-            if reference is not None:
-                return await target.send(text, reference=reference)
-            return await target.send(text)
+            return await target.send(text, **extra)
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
         partial = self._partial_message(chat_id, message_id)
@@ -362,3 +370,11 @@ def _gateway_failure(error: BaseException) -> ChannelError | None:
     if isinstance(error, aiohttp.ClientError | OSError | TimeoutError):
         return TransientError(f"cannot reach Discord: {error!r}", channel=CHANNEL)
     return None
+
+
+def delivery_nonce(delivery_id: str | None, batch: int) -> str | None:
+    """Discord's nonce (at most 25 characters) for one message of a delivery."""
+    if delivery_id is None:
+        return None
+    digest = hashlib.blake2b(f"{delivery_id}/{batch}".encode(), digest_size=12).hexdigest()
+    return digest[:25]

@@ -246,3 +246,24 @@ async def test_edits_past_discords_budget_are_waited_out_and_all_land(tmp_path: 
         edits = fake.requests_to("PATCH", rf"/channels/{DM_CHANNEL}/messages/{message_id}")
         assert [r.status for r in edits] == [200, 200, 429, 200]
         assert [m["content"] for m in fake.bot_messages(DM_CHANNEL)] == ["1 2 3 4"]
+
+
+async def test_a_resent_delivery_is_one_message_thanks_to_the_nonce(bot: RunningBot) -> None:
+    # A reply delivered again after a crash carries the same delivery id: Discord answers the
+    # repeated nonce with the message it already made.
+    await bot.fake.push_message(DM_CHANNEL, ALICE, "hi")
+    await bot.next_inbound()
+    message = reply(DM_CHANNEL, "exactly once", delivery_id="0193-turn.0")
+    first = await bot.channel.send_with_id(message)
+    again = await bot.channel.send_with_id(message)
+
+    assert first == again
+    assert [m["content"] for m in bot.fake.bot_messages(DM_CHANNEL)] == ["exactly once"]
+    requests = bot.fake.requests_to("POST", MESSAGES)
+    assert [r.json["enforce_nonce"] for r in requests] == [True, True]
+    assert len({r.json["nonce"] for r in requests}) == 1
+    assert all(len(r.json["nonce"]) <= 25 for r in requests)
+    other = await bot.channel.send_with_id(
+        reply(DM_CHANNEL, "next part", delivery_id="0193-turn.1")
+    )
+    assert other != first
