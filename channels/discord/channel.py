@@ -22,8 +22,9 @@ import discord
 import structlog
 from discord.backoff import ExponentialBackoff
 
-from bus import InboundSender, OutboundMessage, PipeClosed
+from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.base import Channel
+from channels.discord.catchup import CATCH_UP_LIMIT, HandledBook
 from channels.discord.client import GatewayClient
 from channels.discord.errors import (
     CHANNEL,
@@ -78,6 +79,7 @@ class DiscordChannel(Channel):
         self._attachments = AttachmentStore(
             data_dir, max_bytes=max_attachment_bytes, timeout_s=request_timeout_s
         )
+        self._handled = HandledBook(data_dir / "discord" / "handled.json")
         self._client: GatewayClient | None = None
         self._stopped = False
         self._fatal: FatalChannelError | None = None
@@ -106,6 +108,7 @@ class DiscordChannel(Channel):
         pump = asyncio.create_task(
             self._pump_inbound(client, received, inbound), name="discord-inbound"
         )
+        catch_up = asyncio.create_task(self._catch_up(client, received), name="discord-catch-up")
         try:
             done, _pending = await asyncio.wait(
                 {gateway, pump}, return_when=asyncio.FIRST_COMPLETED
@@ -116,13 +119,14 @@ class DiscordChannel(Channel):
             self._last_failure = str(error)
             raise
         finally:
-            for task in (gateway, pump):
+            for task in (gateway, pump, catch_up):
                 task.cancel()
             try:
                 # Collects the tasks we cancelled; our own cancellation still propagates after.
-                await asyncio.gather(gateway, pump, return_exceptions=True)
+                await asyncio.gather(gateway, pump, catch_up, return_exceptions=True)
             finally:
                 await self._close_client(client)
+                await self._handled.save()
 
     async def stop(self) -> None:
         self._stopped = True
@@ -209,6 +213,34 @@ class DiscordChannel(Channel):
         except TimeoutError:
             log.warning("discord.close_timed_out", timeout_s=self._close_timeout_s)
 
+    async def _catch_up(
+        self, client: GatewayClient, received: asyncio.Queue[discord.Message]
+    ) -> None:
+        """Once connected, read back what chats handled lately got while the bot was away."""
+        await self._handled.load()
+        await client.session_up.wait()
+        for chat_id, last in self._handled.recent().items():
+            try:
+                async with discord_call("read history", self._request_timeout_s):
+                    # The channel itself, not a partial one: a message read from history must
+                    # know whether it is a DM (answered without a mention) or a guild channel.
+                    target = await client.fetch_channel(int(chat_id))
+                    if not isinstance(target, discord.abc.Messageable):
+                        continue
+                    missed = [
+                        message
+                        async for message in target.history(
+                            after=discord.Object(id=last), limit=CATCH_UP_LIMIT, oldest_first=True
+                        )
+                    ]
+            except ChannelError as error:
+                log.warning("discord.catch_up_failed", chat_id=chat_id, error=str(error))
+                continue
+            for message in missed:
+                await received.put(message)
+            if missed:
+                log.info("discord.caught_up", chat_id=chat_id, messages=len(missed))
+
     async def _pump_inbound(
         self,
         client: GatewayClient,
@@ -218,13 +250,29 @@ class DiscordChannel(Channel):
         while True:
             message = await received.get()
             try:
-                await self._forward(client, message, inbound)
+                await self._forward_when_taken(client, message, inbound)
             except PipeClosed:
                 raise
             except Exception:
                 # Per-message supervision point: one message that cannot be handled is logged
                 # and the channel goes on with the next.
                 log.exception("discord.inbound_message_failed", message_id=message.id)
+
+    async def _forward_when_taken(
+        self, client: GatewayClient, message: discord.Message, inbound: InboundSender
+    ) -> None:
+        """Discord does not send a message again: while the gateway's backlog is full, wait."""
+        while True:
+            try:
+                await self._forward(client, message, inbound)
+                return
+            except InboundRefused as refused:
+                log.warning(
+                    "discord.inbound_paused",
+                    reason=refused.message,
+                    retry_in_s=refused.retry_after_s,
+                )
+                await asyncio.sleep(refused.retry_after_s or 1.0)
 
     async def _forward(
         self, client: GatewayClient, message: discord.Message, inbound: InboundSender
@@ -237,6 +285,8 @@ class DiscordChannel(Channel):
             return
         media = await self._attachments.save_all(message)
         await inbound.send(to_inbound(message, policy, media))
+        self._handled.handled(str(message.channel.id), message.id)
+        await self._handled.save_soon()
 
     # Outbound
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,3 +251,38 @@ async def retries(daemon: DaemonProcess) -> float:
     return await metric(
         daemon, "octos_send_retries_total", channel="discord", reason="rate_limited"
     )
+
+
+async def test_messages_posted_while_the_daemon_was_down_are_caught_up_once(
+    tmp_path: Path,
+) -> None:
+    dm = 300_000_000_000_000_201
+    async with FakeDiscord() as fake:
+        profiles = {"main": discord_profile(fake, delay_s=0.05, pieces=1)}
+        async with running_daemon(tmp_path, profiles) as daemon:
+            await connected(daemon, fake)
+            await fake.push_message(dm, ALICE, "before the outage")
+            await fake.wait_until(lambda: contents(fake, dm) == ["before the outage"], WAIT_S)
+            # The book of handled chats is written at the first message, then at most once a
+            # second and on the way out: a SIGKILL now still finds this chat in it.
+            book = tmp_path / "data" / "main" / "discord" / "handled.json"
+            await fake.wait_until(book.exists, WAIT_S)
+            daemon.signal(signal.SIGKILL)
+            await daemon.wait()
+        # Discord keeps nothing for a bot that is away: these exist only in the history.
+        await fake.post_while_offline(dm, ALICE, "while you were away")
+        await fake.post_while_offline(dm, ALICE, "and once more")
+        async with running_daemon(tmp_path, profiles) as daemon:
+            await connected(daemon, fake)
+            await fake.wait_until(
+                lambda: contents(fake, dm)[-2:] == ["while you were away", "and once more"],
+                WAIT_S,
+            )
+            await fake.push_message(dm, ALICE, "live again")
+            await fake.wait_until(lambda: contents(fake, dm)[-1:] == ["live again"], WAIT_S)
+        assert contents(fake, dm) == [
+            "before the outage",
+            "while you were away",
+            "and once more",
+            "live again",
+        ]

@@ -225,6 +225,13 @@ class FakeDiscord:
         await self.push_dispatch("MESSAGE_CREATE", message)
         return message
 
+    async def post_while_offline(
+        self, channel_id: int, author: FakeUser, content: str, *, guild_id: int | None = None
+    ) -> JsonObject:
+        """A user writes while the bot is not connected: the message is only in the history."""
+        await self._ensure_channel(channel_id, author, guild_id)
+        return self._world.create_message(channel_id, author, content)
+
     async def _ensure_channel(
         self, channel_id: int, author: FakeUser, guild_id: int | None
     ) -> None:

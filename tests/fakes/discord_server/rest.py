@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,7 @@ class RestApi:
         self.requests: list[RecordedRequest] = []
         self.failures: list[Failure] = []
         self._by_nonce: dict[str, int] = {}
+        self._query: Mapping[str, str] = {}
         self._gateway_url = gateway_url
         self._on_change = on_change
 
@@ -68,6 +69,7 @@ class RestApi:
             if request.headers.get("Authorization") != f"Bot {self.world.token}":
                 response = json_response({"message": "401: Unauthorized", "code": 0}, 401)
             else:
+                self._query = request.query
                 response = await self._route(request.method, path, body, files)
         self.requests.append(
             RecordedRequest(
@@ -107,11 +109,26 @@ class RestApi:
         yield "POST", r"/users/@me/channels", self._create_dm
         yield "GET", r"/channels/(\d+)", self._get_channel
         yield "POST", r"/channels/(\d+)/messages", self._create_message
+        yield "GET", r"/channels/(\d+)/messages", self._list_messages
         yield "PATCH", r"/channels/(\d+)/messages/(\d+)", self._edit_message
         yield "DELETE", r"/channels/(\d+)/messages/(\d+)", self._delete_message
         yield "POST", r"/channels/(\d+)/typing", self._typing
         yield "PUT", r"/channels/(\d+)/messages/(\d+)/reactions/([^/]+)/@me", self._react
         yield "DELETE", r"/channels/(\d+)/messages/(\d+)/reactions/([^/]+)/@me", self._unreact
+
+    async def _list_messages(self, _body: Any, _files: Any, channel_id: str) -> web.Response:
+        """Channel history as Discord serves it: with `after`, the `limit` messages right after
+        it, newest first (discord.py reverses them for `oldest_first`)."""
+        if int(channel_id) not in self.world.channels:
+            return unknown("Channel", 10003)
+        after = int(self._query.get("after", "0"))
+        limit = min(100, int(self._query.get("limit", "50")))
+        newer = sorted(
+            (m for m in self.world.messages.values() if m["channel_id"] == channel_id),
+            key=lambda m: int(m["id"]),
+        )
+        chosen = [m for m in newer if int(m["id"]) > after][:limit]
+        return json_response(list(reversed(chosen)))
 
     async def _get_me(self, _body: Any, _files: Any) -> web.Response:
         return json_response(self.world.bot_payload())
