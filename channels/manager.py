@@ -284,5 +284,8 @@ class ChannelManager:
         except DeliveryError as exc:
             # Already logged with its context and counted by `deliver`; the router goes on.
             error = exc
-        if self._on_delivered is not None and message.delivery_id is not None:
+        # A stream snapshot shares its reply's delivery id but is not the reply: only the
+        # final message counts as delivered.
+        delivered_reply = message.delivery_id is not None and not message.is_stream_snapshot
+        if self._on_delivered is not None and delivered_reply:
             self._on_delivered(message, error)

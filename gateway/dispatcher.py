@@ -238,9 +238,9 @@ class Dispatcher:
             await asyncio.shield(in_flight)
         if not channel.replies_to_retries or known in self._journal.state.received:
             return  # still waiting or running: its reply reaches this request too
-        outcome = self._journal.state.outcome_for(known)
-        if outcome is not None and outcome.reply is not None:
-            await self._handle.send(outcome.reply)
+        reply = self._journal.state.reply_for(known)
+        if reply is not None:
+            await self._handle.send(reply)
         else:
             await self._send(message, ALREADY_ANSWERED, failed=True)
 

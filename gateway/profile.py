@@ -96,9 +96,6 @@ class ProfileRuntime:
                     max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
                 )
             )
-            journal = Journal(self.root / JOURNAL_DIR, fsync=settings.fsync)
-            recovery = await journal.open()
-            stack.push_async_callback(journal.close)
             agent = await stack.enter_async_context(create_agent(self.config.agent))
             sessions = SessionManager(store, max_open=settings.max_open)
             topics = ActiveTopics(self.root)
@@ -119,6 +116,15 @@ class ProfileRuntime:
             )
             stack.callback(self._webhooks.unmount, self.profile_id)
             self._add_channels(channels, ProfileHistory(self.profile_id, sessions, topics))
+            journal = Journal(
+                self.root / JOURNAL_DIR,
+                fsync=settings.fsync,
+                keeps_replies=frozenset(
+                    channel.name for channel in channels.channels if channel.replies_to_retries
+                ),
+            )
+            recovery = await journal.open()
+            stack.push_async_callback(journal.close)
             runner = TurnRunner(
                 TurnSettings(self.profile_id, settings.max_history),
                 agent,

@@ -18,16 +18,19 @@ from pathlib import Path
 import structlog
 
 from bus import InboundMessage
+from gateway.journal.dedup_file import append_entries, read_entries, rewrite_entries
 from gateway.journal.records import Outcome, Received, decode, encode_sent
-from gateway.journal.state import JournalState, platform_key
+from gateway.journal.state import DEDUP_TTL_S, JournalState, platform_key
 from sessions.wal import WriteAheadLog
 from sessions.writer import FsyncPolicy
 
 log = structlog.get_logger(__name__)
 
-#: A checkpoint is taken once the log holds this many records or bytes since the last one.
-CHECKPOINT_RECORDS = 50_000
-CHECKPOINT_BYTES = 64 * 1024 * 1024
+#: A checkpoint is taken once the log holds this many records or bytes since the last one:
+#: often enough that the outcomes held in memory until then stay few.
+CHECKPOINT_RECORDS = 10_000
+CHECKPOINT_BYTES = 32 * 1024 * 1024
+DEDUP_FILE = "dedup.keys"
 
 Clock = Callable[[], float]
 
@@ -53,9 +56,13 @@ class Journal:
         clock: Clock = time.time,
         checkpoint_records: int = CHECKPOINT_RECORDS,
         checkpoint_bytes: int = CHECKPOINT_BYTES,
+        keeps_replies: frozenset[str] = frozenset(),
     ) -> None:
-        self.state = JournalState()
+        self.state = JournalState(keeps_replies=keeps_replies)
         self._log = WriteAheadLog(directory, fsync=fsync)
+        self._dedup_path = directory / DEDUP_FILE
+        self._durable = fsync != "never"
+        self._dedup_lines = 0
         self._clock = clock
         self._checkpoint_records = checkpoint_records
         self._checkpoint_bytes = checkpoint_bytes
@@ -63,6 +70,7 @@ class Journal:
 
     async def open(self) -> Recovery:
         payloads = await self._log.open()
+        await self._load_dedup()
         skipped = 0
         for payload in payloads:
             try:
@@ -90,6 +98,14 @@ class Journal:
 
     async def close(self) -> None:
         await self._log.close()
+
+    async def _load_dedup(self) -> None:
+        entries = await asyncio.to_thread(lambda: list(read_entries(self._dedup_path)))
+        cutoff = self._clock() - DEDUP_TTL_S
+        for key, inbound_id, at in entries:
+            if at >= cutoff:
+                self.state.remember(key, inbound_id, at)
+        self._dedup_lines = len(entries)
 
     # Records
 
@@ -125,6 +141,20 @@ class Journal:
 
     # Checkpoints
 
+    async def _save_dedup(self) -> None:
+        """The keys the log is about to drop go to the dedup file first (synced)."""
+        fresh, self.state.fresh_dedup = self.state.fresh_dedup, []
+        live = len(self.state.dedup)
+        if self._dedup_lines + len(fresh) > 2 * max(live, 1000):
+            entries = self.state.live_dedup()
+            await asyncio.to_thread(rewrite_entries, self._dedup_path, entries)
+            self._dedup_lines = len(entries)
+        elif fresh:
+            path, durable = self._dedup_path, self._durable
+            self._dedup_lines += await asyncio.to_thread(
+                append_entries, path, fresh, durable=durable
+            )
+
     def wants_checkpoint(self) -> bool:
         return (
             self._log.records_since_checkpoint >= self._checkpoint_records
@@ -138,6 +168,7 @@ class Journal:
             await sync_sessions()
             self.state.mark_synced(written)
             self.state.expire(self._clock())
+            await self._save_dedup()
             # No await between building the snapshot and queueing it: it reflects every
             # record queued before it.
             await self._log.checkpoint(self.state.snapshot())

@@ -6,8 +6,8 @@
   write to that session, the reply to deliver (None when there is none: a cancelled turn), and
   the turn as a `bus.Task`.
 - `sent`: the reply of a turn was delivered (or given up on, with `failed`).
-- `snap`: the first record of a checkpoint: the next journal id and the dedup table; the live
-  `in`, `done` and `sent` records follow it.
+- `snap`: the first record of a checkpoint: the next journal id; the live `in`, `done` and
+  `sent` records follow it (the dedup table is in its own file, see `dedup_file`).
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def encode_sent(turn: str, *, failed: bool = False) -> bytes:
     return _dumps(record)
 
 
-def encode_snapshot(next_id: int, dedup: list[tuple[str, int, float]]) -> bytes:
-    return _dumps({"k": "snap", "next": next_id, "dedup": dedup})
+def encode_snapshot(next_id: int) -> bytes:
+    return _dumps({"k": "snap", "next": next_id})
 
 
 Record = dict[str, Any]

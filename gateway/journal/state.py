@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from bus import OutboundMessage
 from gateway.journal.records import (
     Outcome,
     Received,
@@ -38,9 +39,14 @@ class JournalState:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     #: platform key -> (journal id, when it arrived)
     dedup: OrderedDict[str, tuple[int, float]] = field(default_factory=OrderedDict)
-    #: journal id -> the outcome that answered it, for the most recently answered ids (a
-    #: client that retries an answered request gets this reply again, not a second turn)
-    recent: OrderedDict[int, Outcome] = field(default_factory=OrderedDict)
+    #: journal id -> the reply that answered it, for the most recent answers on channels
+    #: whose messages are requests (a client that retries an answered request gets this reply
+    #: again, not a second turn)
+    recent: OrderedDict[int, OutboundMessage] = field(default_factory=OrderedDict)
+    #: Channels whose replies `recent` keeps.
+    keeps_replies: frozenset[str] = frozenset()
+    #: Dedup entries accepted since the last checkpoint (not yet in the dedup file).
+    fresh_dedup: list[tuple[str, int, float]] = field(default_factory=list)
     #: Outcomes seen on replay whose messages may be missing from their session file.
     fixups: list[Outcome] = field(default_factory=list)
 
@@ -59,23 +65,27 @@ class JournalState:
             self.mark_delivered(str(record["turn"]))
         elif kind == "snap":
             self.next_id = max(self.next_id, int(record["next"]))
-            for key, inbound_id, at in record["dedup"]:
-                self.dedup[str(key)] = (int(inbound_id), float(at))
 
     def add_received(self, received: Received) -> None:
         self.received[received.id] = received
         self.next_id = max(self.next_id, received.id + 1)
         key = dedup_key(received)
         if key is not None:
-            self.dedup[key] = (received.id, received.at)
-            self.dedup.move_to_end(key)
-            while len(self.dedup) > DEDUP_MAX_ENTRIES:
-                self.dedup.popitem(last=False)
+            self.remember(key, received.id, received.at)
+            self.fresh_dedup.append((key, received.id, received.at))
+
+    def remember(self, key: str, inbound_id: int, at: float) -> None:
+        self.dedup[key] = (inbound_id, at)
+        self.dedup.move_to_end(key)
+        while len(self.dedup) > DEDUP_MAX_ENTRIES:
+            self.dedup.popitem(last=False)
 
     def add_outcome(self, outcome: Outcome) -> None:
+        keep = outcome.reply is not None and outcome.reply.channel in self.keeps_replies
         for inbound_id in outcome.answers:
             self.received.pop(inbound_id, None)
-            self.recent[inbound_id] = outcome
+            if keep and outcome.reply is not None:
+                self.recent[inbound_id] = outcome.reply
         while len(self.recent) > RECENT_REPLIES_MAX:
             self.recent.popitem(last=False)
         if outcome.reply is None:
@@ -111,7 +121,7 @@ class JournalState:
         entry = self.dedup.get(key)
         return None if entry is None else entry[0]
 
-    def outcome_for(self, inbound_id: int) -> Outcome | None:
+    def reply_for(self, inbound_id: int) -> OutboundMessage | None:
         return self.recent.get(inbound_id)
 
     def undelivered(self) -> list[Outcome]:
@@ -126,10 +136,12 @@ class JournalState:
                 break
             del self.dedup[key]
 
+    def live_dedup(self) -> list[tuple[str, int, float]]:
+        return [(key, inbound_id, at) for key, (inbound_id, at) in self.dedup.items()]
+
     def snapshot(self) -> list[bytes]:
-        """Records that restate this state; a log of only these folds back to it."""
-        dedup = [(key, inbound_id, at) for key, (inbound_id, at) in self.dedup.items()]
-        records = [encode_snapshot(self.next_id, dedup)]
+        """Records that restate this state but for the dedup table (kept in its own file)."""
+        records = [encode_snapshot(self.next_id)]
         records.extend(received.encode() for received in self.received.values())
         for outcome in self.outcomes.values():
             records.append(outcome.encode())

@@ -373,3 +373,35 @@ async def test_typing_has_a_safety_timeout(
     assert not manager.typing.is_typing("rec", "c1")
     # The failed first call did not end the loop.
     assert [call.ok for call in channel.of("typing", ok=False)][:2] == [False, True]
+
+
+async def test_only_a_final_reply_is_reported_delivered_never_its_snapshots(
+    make_manager: ManagerFactory,
+    make_channel: ChannelFactory,
+    bus: tuple[AgentHandle, BusPublisher],
+    running: Start,
+) -> None:
+    agent, _ = bus
+    delivered: list[tuple[str | None, bool]] = []
+    channel = make_channel(editable=True)
+    manager = make_manager(
+        on_delivered=lambda message, error: delivered.append((message.delivery_id, error is None))
+    )
+    manager.register(channel)
+    running(manager)
+    snapshot = OutboundMessage(
+        channel="rec",
+        chat_id="c1",
+        content="half",
+        stream_id="t1",
+        stream_final=False,
+        delivery_id="t1",
+    )
+    final = snapshot.model_copy(update={"content": "half and whole", "stream_final": True})
+    untracked = out("a notice without a delivery id")
+    for message in (snapshot, final, untracked):
+        await agent.send(message)
+    await asyncio.wait_for(manager.drain(), timeout=5)
+
+    # The journal must not take a delivered snapshot for the delivered reply.
+    assert delivered == [("t1", True)]
