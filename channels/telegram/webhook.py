@@ -50,12 +50,12 @@ class WebhookReceiver:
         self.handle: Callable[[Update], Awaitable[None]] | None = None
 
     def _authorised(self, request: web.Request) -> web.Response | None:
-        if self._secret is None:
-            return None
+        if self._secret is None:  # never accept unsigned updates
+            return web.Response(status=403, text="webhook mode needs a secret_token")
         offered = request.headers.get(SECRET_HEADER)
         if offered is None:
             return web.Response(status=401, text="missing secret token")
-        if not hmac.compare_digest(offered.encode(), self._secret):
+        if not offered.isascii() or not hmac.compare_digest(offered.encode(), self._secret):
             return web.Response(status=403, text="wrong secret token")
         return None
 

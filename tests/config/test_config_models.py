@@ -166,9 +166,25 @@ def test_telegram_webhook_mode_requires_webhook_url() -> None:
     assert "webhook_url" in raised.message
     assert raised.at == ("mode",)
     webhook = TelegramConfig.model_validate(
-        {"token": "1:a", "mode": "webhook", "webhook_url": "https://bot.example/tg"}
+        {
+            "token": "1:a",
+            "mode": "webhook",
+            "webhook_url": "https://bot.example/tg",
+            "secret_token": "s3cret",
+        }
     )
     assert webhook.webhook_url == "https://bot.example/tg"
+
+
+def test_telegram_webhook_mode_requires_a_secret_token() -> None:
+    with pytest.raises(ValidationError) as caught:
+        TelegramConfig.model_validate(
+            {"token": "1:a", "mode": "webhook", "webhook_url": "https://bot.example/tg"}
+        )
+    raised = caught.value.errors()[0]["ctx"]["error"]
+    assert isinstance(raised, ConfigValueError)
+    assert "secret_token" in raised.message
+    assert raised.at == ("mode",)
 
 
 def test_telegram_secret_token_must_use_telegrams_charset() -> None:
