@@ -37,6 +37,8 @@ log = structlog.get_logger(__name__)
 
 #: A listener keeps at most this share of the process's open-file limit.
 FD_SHARE = 4
+#: How long a turned-away connection stays half-open for its client to read the 503.
+LINGER_S = 1.0
 
 
 def effective_max_connections(configured: int) -> int:
@@ -73,17 +75,30 @@ class GuardedConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._state = _State.HEADERS
         self._refused = False
+        self._lingers = False
         self.requests = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
         if not self._guard.admit(self):
             self._refused = True
-            self._transport.write(self._guard.full_response)
-            self._transport.close()
+            self._turn_away(self._transport)
             return
         self._arm(self._guard.limits.header_timeout_s)
         self._inner.connection_made(transport)
+
+    def _turn_away(self, transport: asyncio.Transport) -> None:
+        """503, then a half-close: the client reads the answer and EOF instead of a reset
+        (closing a socket whose client is still sending resets it). The socket lingers for
+        `LINGER_S` at most, and not at all when too many already linger."""
+        transport.write(self._guard.full_response)
+        if self._guard.lingering >= self._guard.max_connections or not transport.can_write_eof():
+            transport.close()
+            return
+        self._guard.lingering += 1
+        self._lingers = True
+        transport.write_eof()
+        self._timer = asyncio.get_running_loop().call_later(LINGER_S, transport.abort)
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -98,6 +113,8 @@ class GuardedConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._lingers:
+            self._guard.lingering -= 1
         if self._refused:
             return
         self._guard.release(self)
@@ -157,6 +174,8 @@ class ConnectionGuard:
                 suggestion="raise the open-file limit (ulimit -n) or lower max_connections",
             )
         self._open: dict[asyncio.BaseTransport, GuardedConnection] = {}
+        #: Turned-away connections still half-open (see `GuardedConnection._turn_away`).
+        self.lingering = 0
         interval_s = limits.accept_error_interval_s
         self.refusals = IntervalLog("http.connections_refused", interval_s, log)
         self.timeouts = IntervalLog("http.header_timeout", interval_s, log)
@@ -229,6 +248,19 @@ class ConnectionGuard:
 def _too_large(limit: int) -> web.Response:
     return web.json_response(
         {"error": f"body is over the limit of {limit} bytes; send less"}, status=413
+    )
+
+
+def guarded_runner(app: web.Application, guard: ConnectionGuard) -> web.AppRunner:
+    """aiohttp's runner with its own settings matched to the guard: its idle timeout, and how
+    long it reads on to discard the rest of a refused body before closing (no longer than a
+    turned-away connection lingers)."""
+    return web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        keepalive_timeout=guard.limits.keepalive_timeout_s,
+        lingering_time=LINGER_S,
     )
 
 

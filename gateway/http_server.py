@@ -9,7 +9,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from channels.health import ChannelHealth
-from channels.http_guard import ConnectionGuard, GuardedSite
+from channels.http_guard import ConnectionGuard, GuardedSite, guarded_runner
 from channels.http_names import HostCheck
 from config import ProfileConfig
 from gateway.webhooks import WebhookRoutes
@@ -61,12 +61,7 @@ class HttpServer:
     """Serves the app on host:port; `port` 0 picks a free port, readable after start."""
 
     def __init__(self, app: web.Application, host: str, port: int, guard: ConnectionGuard) -> None:
-        self._runner = web.AppRunner(
-            app,
-            access_log=None,
-            handle_signals=False,
-            keepalive_timeout=guard.limits.keepalive_timeout_s,
-        )
+        self._runner = guarded_runner(app, guard)
         self._host = host
         self._port = port
         self._guard = guard

@@ -28,7 +28,7 @@ from channels.base import Channel
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.history import ChatHistory, HistoryUnavailable
-from channels.http_guard import ConnectionGuard, GuardedSite
+from channels.http_guard import ConnectionGuard, GuardedSite, guarded_runner
 from channels.http_names import HostCheck, listener_names, origin_allowed
 from channels.limits import PLATFORM_LIMITS
 from config import ApiChannelConfig
@@ -70,12 +70,7 @@ class ApiChannel(Channel):
         self._inbound = inbound
         self._stopped.clear()
         self._static = await asyncio.to_thread(_read_static_files)
-        self._runner = web.AppRunner(
-            self._build_app(),
-            access_log=None,
-            handle_signals=False,
-            keepalive_timeout=self._config.limits.keepalive_timeout_s,
-        )
+        self._runner = guarded_runner(self._build_app(), self._guard)
         await self._runner.setup()
         site = GuardedSite(self._runner, self._config.host, self._config.port, self._guard)
         try:
