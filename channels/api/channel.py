@@ -58,6 +58,8 @@ class ApiChannel(Channel):
         self._static: dict[str, bytes] = {}
         self._stopped = asyncio.Event()
         self.bound_port: int | None = None
+        #: Set once the listener accepts connections (`bound_port` is known).
+        self.listening = asyncio.Event()
 
     @property
     def name(self) -> str:
@@ -84,6 +86,7 @@ class ApiChannel(Channel):
                 suggestion="choose a free port in the api channel's `port`",
             ) from error
         self.bound_port = self._runner.addresses[0][1]
+        self.listening.set()
         log.info("web chat ready", url=f"http://{self._config.host}:{self.bound_port}/")
         try:
             await self._stopped.wait()
@@ -92,6 +95,7 @@ class ApiChannel(Channel):
 
     async def stop(self) -> None:
         self._stopped.set()
+        self.listening.clear()
         runner, self._runner = self._runner, None
         if runner is not None:
             self._replies.fail_all("the server is shutting down")
