@@ -234,7 +234,9 @@ class ApiChannel(Channel):
             "session": event.session or self._default_session(chat_id),
         }
         if event.kind == "error":
+            # The turn failed (the agent, the session): its apology is the reason.
             body["error"] = event.text
+            return web.json_response(body, status=500)
         return web.json_response(body)
 
     async def _stream(self, request: web.Request, pending: PendingReply) -> web.StreamResponse:

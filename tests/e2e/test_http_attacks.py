@@ -390,3 +390,19 @@ async def test_a_session_file_of_a_future_schema_is_a_json_409(surface: Surface)
     )
     assert outcome.status == 409
     assert "schema_version 99" in json_error(outcome)["error"]
+
+
+@pytest.mark.parametrize(
+    "chat",
+    ["%ED%A0%80", "%FF", "..%2F..%2Fetc%2Fpasswd", "%00", "a%23topic", "x" * 300, "y" * 9000],
+)
+async def test_hostile_chat_ids_in_the_messages_path_are_answered_in_time(
+    surface: Surface, chat: str
+) -> None:
+    url = surface.api(f"/v1/sessions/{chat}/messages")
+    outcome = await send(
+        Route("GET", url), f"chat {chat[:20]}", None, {"Authorization": f"Bearer {TOKEN}"}
+    )
+    assert outcome.status in (200, 400, 404, 414, 431, 0), outcome
+    if outcome.status == 200:
+        assert json.loads(outcome.body)["messages"] == []

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bus import ANSWERS, InboundMessage, InboundRefused, OutboundMessage, PipeClosed
+from bus import ANSWERS, FAILED, InboundMessage, InboundRefused, OutboundMessage, PipeClosed
 from channels.api import ApiChannel
 from config import ApiChannelConfig
 
@@ -151,3 +151,19 @@ async def test_a_stream_ends_with_error_when_the_channel_stops(running: Running)
     kind, data = frame.split("\n")
     assert kind == "event: error"
     assert "shutting down" in json.loads(data.removeprefix("data: "))["text"]
+
+
+async def test_a_failed_turn_is_a_json_500_with_its_apology(running: Running) -> None:
+    request = asyncio.create_task(running.post({"chat_id": "f", "content": "hi"}))
+    message = await running.inbound.next_message(1)
+    await running.channel.send(
+        OutboundMessage(
+            channel="api",
+            chat_id="f",
+            content="Sorry, the model is not available.",
+            metadata={ANSWERS: [message.message_id], FAILED: True},
+        )
+    )
+    status, _headers, body = await request
+    assert status == 500
+    assert body["error"] == "Sorry, the model is not available."
