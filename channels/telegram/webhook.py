@@ -69,7 +69,7 @@ class WebhookReceiver:
             return web.Response(status=503, text="channel not running")
         try:
             raw = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
             return web.Response(status=400, text="body is not JSON")
         update = self._parse(raw)
         if update is None or not self._seen.add(update.update_id):

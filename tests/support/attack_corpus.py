@@ -120,16 +120,47 @@ def _forged(headers: Mapping[str, str], names: tuple[str, ...]) -> dict[str, str
 def fixed_cases(route: Route, genuine: bytes) -> list[tuple[str, bytes | None, dict[str, str]]]:
     """(case, body, headers): the hand-picked hostile requests."""
     json_type = {"Content-Type": "application/json"}
-    signed = {**json_type, **_signed(route, genuine)}
-    cases: list[tuple[str, bytes | None, dict[str, str]]] = [
-        ("no body", None, {}),
-        ("empty json body", b"", {**json_type, **_signed(route, b"")}),
-        ("random bytes", bytes(range(256)) * 4, {**json_type, **_signed(route, b"x")}),
-        ("invalid utf-8 json", b'{"a": "\xff\xfe"}', json_type),
-        ("not json", b"hello", {**json_type, **_signed(route, b"hello")}),
-        ("json list", b"[1, 2, 3]", {**json_type, **_signed(route, b"[1, 2, 3]")}),
-        ("deep nesting", b"[" * 100_000 + b"]" * 100_000, json_type),
-        ("lone surrogate", b'{"text": "\\ud800"}', {**json_type, **_signed(route, b"x")}),
+
+    def genuine_headers(body: bytes) -> dict[str, str]:
+        # Signed like the platform would: each body case gets past the signature check.
+        return {**json_type, **_signed(route, body)}
+
+    signed = genuine_headers(genuine)
+    bodies = {
+        "empty json body": b"",
+        "random bytes": bytes(range(256)) * 4,
+        "invalid utf-8 json": b'{"a": "\xff\xfe"}',
+        "not json": b"hello",
+        "json list": b"[1, 2, 3]",
+        "json number": b"1e999",
+        "json null": b"null",
+        "deep nesting": b"[" * 100_000 + b"]" * 100_000,
+        "deep object nesting": b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+        "lone surrogate": b'{"text": "\\ud800", "chat_id": "\\udfff"}',
+        "odd field types": json.dumps(
+            {
+                "update_id": "1",
+                "message": 5,
+                "type": [],
+                "event": "x",
+                "challenge": {},
+                "chat_id": None,
+                "content": 1e308,
+            }
+        ).encode(),
+        "odd nested types": json.dumps(
+            {
+                "update_id": 1,
+                "message": {"chat": None, "text": []},
+                "type": "event_callback",
+                "event": {"type": "message", "channel": [], "user": {}, "text": None},
+            }
+        ).encode(),
+        "url verification without challenge": b'{"type": "url_verification"}',
+    }
+    cases: list[tuple[str, bytes | None, dict[str, str]]] = [("no body", None, {})]
+    cases += [(name, body, genuine_headers(body)) for name, body in bodies.items()]
+    cases += [
         ("oversized body", b"x" * 3_000_000, json_type),
         ("wrong content type", genuine, {**signed, "Content-Type": "text/plain"}),
         ("non-ascii header", genuine, {**signed, "Authorization": "Bearer t\u00e9st"}),
