@@ -86,18 +86,21 @@ class HostCheck:
         return refused if refused is not None else await handler(request)
 
 
-def own_origin(request: web.Request) -> str | None:
-    header = request.headers.get("Host")
-    return f"{request.scheme}://{header.strip().lower()}" if header else None
-
-
 def origin_allowed(request: web.Request, cors_origins: Iterable[str]) -> bool:
-    """No Origin (not a browser's cross-site request), the page's own, or a listed one."""
+    """No Origin (not a browser's cross-site request), the page's own, or a listed one.
+
+    The page's own origin is the one whose host and port are the request's `Host` (already
+    checked against the listener's names); the scheme is not compared, since behind a proxy
+    that ends TLS the page is https while the request arriving here is http.
+    """
     origin = request.headers.get("Origin")
     if origin is None:
         return True
     listed = set(cors_origins)
     if "*" in listed or origin in listed:
         return True
-    parts = urlsplit(origin.strip().lower()) if origin.isascii() else None
-    return parts is not None and f"{parts.scheme}://{parts.netloc}" == own_origin(request)
+    host = request.headers.get("Host")
+    if host is None or not origin.isascii():
+        return False
+    parts = urlsplit(origin.strip().lower())
+    return parts.scheme in ("http", "https") and parts.netloc == host.strip().lower()
