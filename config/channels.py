@@ -18,7 +18,12 @@ from config.common import (
     UrlPath,
     WebSocketUrlText,
 )
-from config.http_limits import ALLOWED_HOSTS_DESCRIPTION, HttpLimitsConfig, loopback_hosts
+from config.http_limits import (
+    ALLOWED_HOSTS_DESCRIPTION,
+    AllowedHost,
+    HttpLimitsConfig,
+    loopback_hosts,
+)
 from config.problems import ConfigValueError
 
 # Telegram's own rule for the X-Telegram-Bot-Api-Secret-Token header.
@@ -184,7 +189,7 @@ class ApiChannelConfig(ChannelConfigBase):
     max_body_bytes: int = Field(
         1_000_000, ge=1, description="Largest request body accepted, in bytes."
     )
-    allowed_hosts: list[str] = Field(
+    allowed_hosts: list[AllowedHost] = Field(
         default_factory=loopback_hosts, description=ALLOWED_HOSTS_DESCRIPTION
     )
     reply_timeout_s: float = Field(

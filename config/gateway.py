@@ -8,7 +8,12 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from config.common import ConfigModel, Port
-from config.http_limits import ALLOWED_HOSTS_DESCRIPTION, HttpLimitsConfig, loopback_hosts
+from config.http_limits import (
+    ALLOWED_HOSTS_DESCRIPTION,
+    AllowedHost,
+    HttpLimitsConfig,
+    loopback_hosts,
+)
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 _LEVEL_ALIASES = {"warn": "warning", "fatal": "critical"}
@@ -19,7 +24,7 @@ class HttpConfig(ConfigModel):
     port: Port = Field(
         8090, description="Port of the health and metrics server; 0 picks a free one."
     )
-    allowed_hosts: list[str] = Field(
+    allowed_hosts: list[AllowedHost] = Field(
         default_factory=loopback_hosts,
         description=ALLOWED_HOSTS_DESCRIPTION + " The host names of the channels' "
         "`webhook_url`s are added; behind a proxy that keeps the public Host (Slack http "

@@ -6,7 +6,10 @@ channel) take the same `limits`, and each has its own `allowed_hosts`.
 
 from __future__ import annotations
 
-from pydantic import Field
+import ipaddress
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
 
 from config.common import ConfigModel
 
@@ -42,6 +45,31 @@ class HttpLimitsConfig(ConfigModel):
         description="Repeated accept errors (out of file descriptors) are logged once per this "
         "many seconds, with their count.",
     )
+
+
+def _host_name(text: str) -> str:
+    name = text.strip().lower().rstrip(".")
+    # What must be a plain name: all of it, or what follows a leading "*.".
+    rest = "x" if name == "*" else name.removeprefix("*.")
+    if ":" in rest:
+        try:
+            ipaddress.IPv6Address(rest)
+        except ValueError:
+            raise ValueError(
+                f"{text!r} is not a host name: write the name alone, without scheme or port "
+                "(e.g. chat.example.com)"
+            ) from None
+        return name
+    if not rest or "/" in rest or "[" in rest or " " in rest or "*" in rest:
+        raise ValueError(
+            f"{text!r} is not a host name: write the name alone (chat.example.com), "
+            '"*.example.com" for its subdomains or "*" for any'
+        )
+    return name
+
+
+#: A name a listener answers to, as the `Host` header carries it (without the port).
+AllowedHost = Annotated[str, AfterValidator(_host_name)]
 
 
 def loopback_hosts() -> list[str]:

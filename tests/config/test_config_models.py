@@ -15,6 +15,7 @@ from config import (
     DiscordConfig,
     EchoAgentConfig,
     GatewayConfig,
+    HttpConfig,
     OpenAIAgentConfig,
     PluginChannelConfig,
     ProfileConfig,
@@ -335,3 +336,16 @@ def test_warning_for_api_open_to_the_network_without_token() -> None:
     )
     assert guarded.warnings() == []
     assert ProfileConfig(channels=[ApiChannelConfig(host="::1")]).warnings() == []
+
+
+@pytest.mark.parametrize("bad", ["http://chat.example.com", "chat.example.com:8080", "", "[::1]"])
+def test_allowed_hosts_are_plain_names(bad: str) -> None:
+    with pytest.raises(ValidationError, match="is not a host name"):
+        HttpConfig(allowed_hosts=[bad])
+    with pytest.raises(ValidationError, match="is not a host name"):
+        ApiChannelConfig(allowed_hosts=[bad])
+
+
+def test_allowed_hosts_are_lower_case_names_wildcards_or_addresses() -> None:
+    config = HttpConfig(allowed_hosts=["Chat.Example.com.", "*.x.org", "*", "::1", "10.0.0.1"])
+    assert config.allowed_hosts == ["chat.example.com", "*.x.org", "*", "::1", "10.0.0.1"]
