@@ -28,8 +28,9 @@ EventKind = Literal["snapshot", "done", "error"]
 #: (chat_id, message_id): what a waiting request is known by.
 RequestKey = tuple[str, str]
 
-#: How many final replies are remembered for late retries, and for how long.
+#: How many final replies are remembered for late retries, their total size, and for how long.
 RECENT_REPLIES = 4096
+RECENT_REPLY_CHARS = 16_000_000
 RECENT_REPLY_TTL_S = 600.0
 
 
@@ -49,24 +50,35 @@ class PendingReply:
 
 
 class RecentReplies:
-    """Final replies by request key, bounded in count and age."""
+    """Final replies by request key, bounded in count, total size and age."""
 
     def __init__(
         self,
         capacity: int = RECENT_REPLIES,
+        max_chars: int = RECENT_REPLY_CHARS,
         ttl_s: float = RECENT_REPLY_TTL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._capacity = capacity
+        self._max_chars = max_chars
         self._ttl_s = ttl_s
         self._clock = clock
         self._replies: OrderedDict[RequestKey, tuple[float, ReplyEvent]] = OrderedDict()
+        self._chars = 0
 
     def put(self, key: RequestKey, event: ReplyEvent) -> None:
+        self._drop(key)
         self._replies[key] = (self._clock(), event)
-        self._replies.move_to_end(key)
-        while len(self._replies) > self._capacity:
-            self._replies.popitem(last=False)
+        self._chars += len(event.text)
+        while self._replies and (
+            len(self._replies) > self._capacity or self._chars > self._max_chars
+        ):
+            self._drop(next(iter(self._replies)))
+
+    def _drop(self, key: RequestKey) -> None:
+        entry = self._replies.pop(key, None)
+        if entry is not None:
+            self._chars -= len(entry[1].text)
 
     def get(self, key: RequestKey) -> ReplyEvent | None:
         entry = self._replies.get(key)
@@ -74,7 +86,7 @@ class RecentReplies:
             return None
         stored_at, event = entry
         if self._clock() - stored_at > self._ttl_s:
-            del self._replies[key]
+            self._drop(key)
             return None
         return event
 
