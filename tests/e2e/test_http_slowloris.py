@@ -39,6 +39,11 @@ channels:
 """
 
 
+#: What a slow client saw when the server reset its connection: beyond the cap, once as many
+#: turned-away connections linger half-open as the cap allows, the rest are closed at once.
+RESET = b"HTTP/1.1 RESET"
+
+
 async def slow_client(port: int) -> bytes:
     """Connect and send half a request's headers, then nothing: what the server answers."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -46,6 +51,8 @@ async def slow_client(port: int) -> bytes:
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         await writer.drain()
         return await reader.read()  # until the server closes the connection
+    except ConnectionResetError:
+        return RESET
     finally:
         writer.close()
 
@@ -74,14 +81,15 @@ async def test_a_slowloris_is_turned_away_and_cut_off_while_the_other_listener_a
         attack = [asyncio.create_task(slow_client(attacked)) for _ in range(ATTACKERS)]
         # Those beyond the cap are answered 503 at once, while the others still hang on.
         done, _pending = await asyncio.wait(attack, return_when=asyncio.FIRST_COMPLETED)
-        assert next(iter(done)).result().startswith(b"HTTP/1.1 503")
+        assert next(iter(done)).result().split(b" ")[1] in (b"503", b"RESET")
         assert await get_status(other) == 200
         async with asyncio.timeout(ANSWERED_WITHIN_S):
             answers = await asyncio.gather(*attack)
         statuses = sorted(answer.split(b" ", 2)[1] for answer in answers)
-        assert statuses.count(b"503") >= ATTACKERS - CAP
+        assert statuses.count(b"503") >= CAP  # at least as many as may linger
+        assert statuses.count(b"503") + statuses.count(b"RESET") >= ATTACKERS - CAP
         assert statuses.count(b"408") >= 1
-        assert set(statuses) <= {b"408", b"503"}
+        assert set(statuses) <= {b"408", b"503", b"RESET"}
         # The attacked listener answers again, and the floods were logged in a few lines.
         url = (
             daemon.http_url + "/healthz" if target == "health" else f"http://127.0.0.1:{api_port}/"
