@@ -20,7 +20,7 @@ from telegram import Bot, BotCommand, Update
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
-from bus import InboundSender, OutboundMessage, PipeClosed
+from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.base import Channel
 from channels.errors import ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
@@ -216,8 +216,8 @@ class TelegramChannel(Channel):
                 return
             media = await self._download_media(incoming) if incoming.media else []
             await inbound.send(incoming.to_inbound(media))
-        except PipeClosed:
-            raise
+        except (PipeClosed, InboundRefused):
+            raise  # nothing was stored: the update must be offered again, not acknowledged
         except Exception:  # supervision point: one update must not stop the channel
             log.exception("telegram.update_failed", update_id=update.update_id)
 

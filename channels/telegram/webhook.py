@@ -16,7 +16,8 @@ import structlog
 from aiohttp import web
 from telegram import Bot, Update
 
-from bus import PipeClosed
+from bus import InboundRefused, PipeClosed
+from channels.acknowledge import refused_response
 
 log = structlog.get_logger(__name__)
 
@@ -38,6 +39,10 @@ class RecentIds:
         while len(self._ids) > self._capacity:
             self._ids.popitem(last=False)
         return True
+
+    def forget(self, update_id: int) -> None:
+        """`update_id` was not taken after all: its retry must be handled."""
+        self._ids.pop(update_id, None)
 
 
 class WebhookReceiver:
@@ -76,7 +81,12 @@ class WebhookReceiver:
             return web.Response(text="ok")
         try:
             await handle(update)
+        except InboundRefused as error:
+            # The backlog is full and nothing was stored: Telegram retries later.
+            self._seen.forget(update.update_id)
+            return refused_response(error)
         except PipeClosed:
+            self._seen.forget(update.update_id)
             return web.Response(status=503, text="channel stopping")
         return web.Response(text="ok")
 
