@@ -126,3 +126,30 @@ def test_an_unreadable_data_directory_is_a_one_line_error(
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: cannot list the sessions in")
     assert len(err.splitlines()) == 1
+
+
+def test_the_program_itself_prints_one_line_and_no_traceback_for_a_future_file(
+    data_dir: Path,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (path,) = [p for p in data_dir.rglob("*.jsonl") if "travel" in p.name]
+    head, *rest = path.read_text().splitlines(keepends=True)
+    path.write_text(json.dumps({**json.loads(head), "schema_version": 7}) + "\n" + "".join(rest))
+    root = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-m", "gateway", "sessions", "--data-dir", str(data_dir)]
+    shown = subprocess.run(
+        [*command, "show", "work:telegram:42#travel"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 1
+    assert shown.stdout == ""
+    (line,) = shown.stderr.strip().splitlines()
+    assert str(path) in line
+    assert "schema_version 7" in line
