@@ -56,12 +56,12 @@ class WebhookReceiver:
 
     def _authorised(self, request: web.Request) -> web.Response | None:
         if self._secret is None:  # never accept unsigned updates
-            return web.Response(status=403, text="webhook mode needs a secret_token")
+            return _error(403, "webhook mode needs a secret_token")
         offered = request.headers.get(SECRET_HEADER)
         if offered is None:
-            return web.Response(status=401, text="missing secret token")
+            return _error(401, "missing secret token")
         if not offered.isascii() or not hmac.compare_digest(offered.encode(), self._secret):
-            return web.Response(status=403, text="wrong secret token")
+            return _error(403, "wrong secret token")
         return None
 
     async def handle_request(self, request: web.Request) -> web.Response:
@@ -71,11 +71,11 @@ class WebhookReceiver:
             return refused
         handle = self.handle
         if handle is None:
-            return web.Response(status=503, text="channel not running")
+            return _error(503, "channel not running")
         try:
             raw = await request.json()
         except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
-            return web.Response(status=400, text="body is not JSON")
+            return _error(400, "body is not JSON")
         update = self._parse(raw)
         if update is None or not self._seen.add(update.update_id):
             return web.Response(text="ok")
@@ -87,7 +87,7 @@ class WebhookReceiver:
             return refused_response(error)
         except PipeClosed:
             self._seen.forget(update.update_id)
-            return web.Response(status=503, text="channel stopping")
+            return _error(503, "channel stopping")
         return web.Response(text="ok")
 
     def _parse(self, raw: object) -> Update | None:
@@ -100,3 +100,7 @@ class WebhookReceiver:
                 "telegram.malformed_update_skipped", error=repr(exc), payload=repr(raw)[:500]
             )
             return None
+
+
+def _error(status: int, reason: str) -> web.Response:
+    return web.json_response({"error": reason}, status=status)
