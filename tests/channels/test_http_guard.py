@@ -7,8 +7,12 @@ the limits a daemon test would need minutes or huge bodies for.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import resource
+import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -27,6 +31,7 @@ from channels.interval_log import IntervalLog
 from config.http_limits import HttpLimitsConfig
 
 MAX_BODY = 1000
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 async def echo_length(request: web.Request) -> web.Response:
@@ -169,3 +174,44 @@ async def test_accept_errors_are_logged_once_per_interval_and_others_pass_on() -
         assert passed_on == ["something else"]
     finally:
         loop.set_exception_handler(previous)
+
+
+async def test_a_listener_out_of_file_descriptors_logs_its_accept_errors_once() -> None:
+    """A real EMFILE in a child process: asyncio reports every failed accept; one line."""
+    root = REPO_ROOT
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.support.accept_flood",
+        "3",
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    clients: list[asyncio.StreamWriter] = []
+    try:
+        async with asyncio.timeout(30):
+            port = int(await child.stdout.readline())
+            for _ in range(10):
+                try:
+                    _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                except ConnectionRefusedError:
+                    break  # it has seen enough failures and stopped listening
+                clients.append(writer)
+            out, err = await child.communicate()
+    finally:
+        for writer in clients:
+            writer.close()
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+    assert child.returncode == 0, err.decode()
+    # asyncio retries the accept many times a second, reporting each failure ...
+    assert int(out.decode().strip().removeprefix("accept failures: ")) >= 3
+    # ... and they are one line.
+    lines = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
+    failed = [line for line in lines if line["event"] == "http.accept_failed"]
+    assert len(failed) == 1
+    assert "Too many open files" in failed[0]["error"]
