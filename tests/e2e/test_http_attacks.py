@@ -332,6 +332,14 @@ async def test_browser_attacks_are_refused(surface: Surface) -> None:
     )
     assert outcome.status == 421
     assert "http.allowed_hosts" in json_error(outcome)["error"]
+    # ... and answers to the host name of a channel's webhook_url (a proxy keeping the Host).
+    public = await send(
+        Route("GET", surface.daemon.http_url + "/healthz"),
+        "public",
+        None,
+        {"Host": "bot.example.com"},
+    )
+    assert public.status == 200
 
 
 async def test_a_late_reply_is_a_json_504_with_a_reason(surface: Surface) -> None:
