@@ -126,7 +126,14 @@ class Channel(ABC):
         )
 
     def web_routes(self) -> Sequence[web.AbstractRouteDef]:
-        """Routes the daemon's HTTP server mounts for this channel (webhooks); none by default."""
+        """Routes the daemon's HTTP server mounts for this channel (webhooks); none by default.
+
+        A webhook verifies the platform's signature (in constant time, refusing a non-ASCII
+        header with 401/403, never a 500), and its signing secret is never optional: a config
+        without it is a `check` error naming the key. The server has read the whole body (within
+        its size and time limits) before the handler runs. Run the attack corpus
+        (`tests/support/attack_corpus.py`) over every route a channel adds.
+        """
         return ()
 
     async def health_check(self) -> ChannelHealth:

@@ -18,6 +18,12 @@ from config.common import (
     UrlPath,
     WebSocketUrlText,
 )
+from config.http_limits import (
+    ALLOWED_HOSTS_DESCRIPTION,
+    AllowedHost,
+    HttpLimitsConfig,
+    loopback_hosts,
+)
 from config.problems import ConfigValueError
 
 # Telegram's own rule for the X-Telegram-Bot-Api-Secret-Token header.
@@ -73,7 +79,7 @@ class TelegramConfig(ChannelConfigBase):
     secret_token: OptionalSecret = Field(
         None,
         description="Secret Telegram sends in X-Telegram-Bot-Api-Secret-Token with each "
-        "webhook update (1-256 of A-Z a-z 0-9 _ -).",
+        "webhook update (1-256 of A-Z a-z 0-9 _ -); required in webhook mode.",
     )
     require_mention: bool = Field(
         True, description="In groups, answer only messages that mention or reply to the bot."
@@ -101,6 +107,14 @@ class TelegramConfig(ChannelConfigBase):
             raise ConfigValueError(
                 "webhook mode requires 'webhook_url'",
                 "add webhook_url: https://your.host/telegram/webhook, or use mode: polling",
+                at=("mode",),
+            )
+        if self.mode == "webhook" and self.secret_token is None:
+            # Without it anyone who finds the URL can post forged updates as any user.
+            raise ConfigValueError(
+                "webhook mode requires 'secret_token' (it proves an update comes from Telegram)",
+                "add secret_token: ${TELEGRAM_SECRET_TOKEN} (e.g. from `openssl rand -hex 32`), "
+                "or use mode: polling",
                 at=("mode",),
             )
         return self
@@ -174,6 +188,19 @@ class ApiChannelConfig(ChannelConfigBase):
     )
     max_body_bytes: int = Field(
         1_000_000, ge=1, description="Largest request body accepted, in bytes."
+    )
+    allowed_hosts: list[AllowedHost] = Field(
+        default_factory=loopback_hosts, description=ALLOWED_HOSTS_DESCRIPTION
+    )
+    reply_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds a request waits for its reply before a JSON 504 (or an SSE "
+        "`error` event).",
+    )
+    limits: HttpLimitsConfig = Field(
+        default_factory=HttpLimitsConfig,
+        description="Timeouts and connection caps against slow or too many clients.",
     )
 
 

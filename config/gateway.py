@@ -8,6 +8,12 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from config.common import ConfigModel, Port
+from config.http_limits import (
+    ALLOWED_HOSTS_DESCRIPTION,
+    AllowedHost,
+    HttpLimitsConfig,
+    loopback_hosts,
+)
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 _LEVEL_ALIASES = {"warn": "warning", "fatal": "critical"}
@@ -17,6 +23,19 @@ class HttpConfig(ConfigModel):
     host: str = Field("127.0.0.1", description="Address of the health and metrics server.")
     port: Port = Field(
         8090, description="Port of the health and metrics server; 0 picks a free one."
+    )
+    allowed_hosts: list[AllowedHost] = Field(
+        default_factory=loopback_hosts,
+        description=ALLOWED_HOSTS_DESCRIPTION + " The host names of the channels' "
+        "`webhook_url`s are added; behind a proxy that keeps the public Host (Slack http "
+        "mode), add that name.",
+    )
+    max_body_bytes: int = Field(
+        1_000_000, ge=1, description="Largest webhook request body accepted, in bytes (413)."
+    )
+    limits: HttpLimitsConfig = Field(
+        default_factory=HttpLimitsConfig,
+        description="Timeouts and connection caps against slow or too many clients.",
     )
 
 

@@ -16,9 +16,12 @@ from pathlib import Path
 import structlog
 from prometheus_client import CollectorRegistry
 
+from channels.accept_errors import install_accept_error_log
 from channels.health import ChannelHealth
+from channels.http_guard import ConnectionGuard
+from channels.http_names import HostCheck, listener_names
 from config import ConfigError, LoadedConfig, ProfileConfig
-from gateway.http_server import HttpServer, build_app
+from gateway.http_server import HttpServer, build_app, webhook_hosts
 from gateway.metrics import GatewayMetrics
 from gateway.profile import ProfileRuntime
 from gateway.webhooks import WebhookRoutes
@@ -47,6 +50,7 @@ class Daemon:
         self._reload_requested = False
         self._tasks: asyncio.TaskGroup | None = None
         self.http: HttpServer | None = None
+        self._hosts = HostCheck(set(), "gateway.yaml http.allowed_hosts")
 
     async def readiness(self) -> dict[str, dict[str, ChannelHealth]]:
         return {pid: await runtime.health() for pid, (runtime, _task) in self._profiles.items()}
@@ -55,10 +59,15 @@ class Daemon:
         settings = self._loaded.gateway
         for warning in self._loaded.warnings:
             log.warning("config warning", detail=str(warning))
+        http = settings.http
+        install_accept_error_log(asyncio.get_running_loop(), http.limits.accept_error_interval_s)
+        guard = ConnectionGuard(http.limits, "http", http.max_body_bytes)
+        self._hosts = HostCheck(self._http_names(), "gateway.yaml http.allowed_hosts")
         self.http = HttpServer(
-            build_app(self._registry, self.readiness, self._webhooks),
-            settings.http.host,
-            settings.http.port,
+            build_app(self._registry, self.readiness, self._webhooks, guard, self._hosts),
+            http.host,
+            http.port,
+            guard,
         )
         try:
             await self.http.start()
@@ -87,6 +96,10 @@ class Daemon:
             await self.http.stop()
         log.info("daemon stopped")
         return 0
+
+    def _http_names(self) -> set[str]:
+        http = self._loaded.gateway.http
+        return listener_names(http.host, http.allowed_hosts, webhook_hosts(self._loaded.profiles))
 
     async def _serve_until_shutdown(self) -> None:
         while not self._shutdown_requested:
@@ -178,5 +191,6 @@ class Daemon:
         log.info("reloading profiles", added=added, removed=removed, changed=changed)
         await self._stop_profiles(removed + changed, self._loaded.gateway.shutdown_grace_s)
         self._loaded = fresh
+        self._hosts.allowed = self._http_names()
         for pid in added + changed:
             self._start_profile(pid, fresh.profiles[pid])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from bus import Message, SessionKey
+from channels.history import HistoryUnavailable
 from sessions import ActiveTopics, SessionManager
+from sessions.errors import SessionError, UnsupportedSessionSchema
 
 
 class ProfileHistory:
@@ -35,4 +37,13 @@ class ProfileHistory:
         ]
 
     async def messages(self, channel: str, chat_id: str) -> list[Message]:
-        return await self._sessions.history(self._active_key(channel, chat_id), None)
+        try:
+            return await self._sessions.history(self._active_key(channel, chat_id), None)
+        except UnsupportedSessionSchema as error:
+            # The client is told why, without the server's paths.
+            raise HistoryUnavailable(
+                f"this chat's session file has schema_version {error.found}; this build reads "
+                f"{error.supported} or older: upgrade octos-gateway to read it"
+            ) from error
+        except SessionError as error:
+            raise HistoryUnavailable(f"this chat's session cannot be read: {error}") from error

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from channels.health import ChannelHealth
+from channels.http_guard import ConnectionGuard, GuardedSite, guarded_runner
+from channels.http_names import HostCheck
+from config import ProfileConfig
 from gateway.webhooks import WebhookRoutes
 
 #: profile -> channel -> health
@@ -18,6 +22,8 @@ def build_app(
     registry: CollectorRegistry,
     readiness: Callable[[], Awaitable[HealthReport]],
     webhooks: WebhookRoutes,
+    guard: ConnectionGuard,
+    hosts: HostCheck,
 ) -> web.Application:
     async def healthz(_request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -41,7 +47,9 @@ def build_app(
         response.charset = "utf-8"
         return response
 
-    app = web.Application()
+    app = web.Application(
+        middlewares=[guard.middleware, hosts.middleware], client_max_size=guard.max_body_bytes
+    )
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
@@ -52,17 +60,30 @@ def build_app(
 class HttpServer:
     """Serves the app on host:port; `port` 0 picks a free port, readable after start."""
 
-    def __init__(self, app: web.Application, host: str, port: int) -> None:
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    def __init__(self, app: web.Application, host: str, port: int, guard: ConnectionGuard) -> None:
+        self._runner = guarded_runner(app, guard)
         self._host = host
         self._port = port
+        self._guard = guard
         self.bound_port: int | None = None
 
     async def start(self) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
+        site = GuardedSite(self._runner, self._host, self._port, self._guard)
         await site.start()
         self.bound_port = self._runner.addresses[0][1]
 
     async def stop(self) -> None:
         await self._runner.cleanup()
+
+
+def webhook_hosts(profiles: Mapping[str, ProfileConfig]) -> set[str]:
+    """The host names of every channel's public `webhook_url`: Host headers the server answers."""
+    names: set[str] = set()
+    for profile in profiles.values():
+        for channel in profile.channels:
+            url = getattr(channel, "webhook_url", None)
+            host = urlsplit(url).hostname if isinstance(url, str) else None
+            if host:
+                names.add(host)
+    return names

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from bus import Message, SessionKey
 from config import ConfigError, default_config, load_gateway
 from sessions import Session, SessionStore
+from sessions.errors import SessionError
 
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
@@ -65,24 +67,47 @@ async def list_sessions(data_dir: Path, only_profile: str | None) -> list[str]:
         async with SessionStore(root, read_only=True) as store:
             for info in await store.list():
                 lines.append(
-                    f"{info.key}\t{info.message_count} messages\t{info.size} bytes\t"
+                    f"{display_key(info.key)}\t{info.message_count} messages\t{info.size} bytes\t"
                     f"{info.updated_at.isoformat(timespec='seconds')}"
                 )
     return lines
 
 
-async def load_session(data_dir: Path, text: str) -> Session | None:
+def display_key(key: SessionKey) -> str:
+    """The key as `list` prints it and `show` reads it back: a `#` inside the chat id (which
+    would read as the start of a topic) is written `%23`, and `%` there as `%25`."""
+    if "#" not in key.chat_id:
+        return str(key)
+    chat_id = key.chat_id.replace("%", "%25").replace("#", "%23")
+    return str(SessionKey.for_chat(key.profile, key.channel, chat_id, key.topic()))
+
+
+def key_readings(text: str) -> list[SessionKey]:
+    """The keys `text` can name: as written, then with `%23`/`%25` in the chat id decoded."""
     key = SessionKey.parse(text)
+    readings = [key]
+    if "%" in key.chat_id:
+        chat_id = _ESCAPED.sub(lambda found: _UNESCAPED[found.group(0)], key.chat_id)
+        readings.append(SessionKey.for_chat(key.profile, key.channel, chat_id, key.topic()))
+    return readings
+
+
+_ESCAPED = re.compile("%23|%25")
+_UNESCAPED = {"%23": "#", "%25": "%"}
+
+
+async def load_session(data_dir: Path, text: str) -> Session | None:
     profiles = profile_roots(data_dir)
-    candidates = [key.profile] if key.profile else list(profiles)
-    for profile in candidates:
-        root = profiles.get(profile or "")
-        if root is None:
-            continue
-        async with SessionStore(root, read_only=True) as store:
-            session = await store.load(key)
-        if session is not None:
-            return session
+    for key in key_readings(text):
+        candidates = [key.profile] if key.profile else list(profiles)
+        for profile in candidates:
+            root = profiles.get(profile or "")
+            if root is None:
+                continue
+            async with SessionStore(root, read_only=True) as store:
+                session = await store.load(key)
+            if session is not None:
+                return session
     return None
 
 
@@ -109,7 +134,9 @@ def _find(args: argparse.Namespace) -> tuple[int, Session | None]:
         return EXIT_INVALID_CONFIG, None
     try:
         session = asyncio.run(load_session(data_dir, args.key))
-    except ValueError as error:
+    except (ValueError, SessionError) as error:
+        # A key that cannot be parsed, or a file this build cannot read (newer schema_version,
+        # a key collision): the message names the file and what was found there.
         print(f"error: {error}", file=sys.stderr)
         return EXIT_NOT_FOUND, None
     if session is None:
@@ -129,7 +156,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
-    lines = asyncio.run(list_sessions(data_dir, args.profile))
+    try:
+        lines = asyncio.run(list_sessions(data_dir, args.profile))
+    except (ValueError, SessionError, OSError) as error:
+        print(f"error: cannot list the sessions in {data_dir}: {error}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     print("\n".join(lines) if lines else f"no sessions in {data_dir}")
     return EXIT_OK
 

@@ -1,5 +1,11 @@
 """The HTTP API channel: `POST /v1/chat` (JSON or server-sent events), session reading, and a
 small web chat page at `/`.
+
+Every request is answered within `reply_timeout_s`: a reply, a JSON error (400 for input that
+cannot be served, 429/503 with Retry-After when the gateway's backlog is full, 504 when the reply
+is late), and a stream always ends with a `done` or an `error` event. The listener runs under a
+`ConnectionGuard` (timeouts, connection cap) and checks `Host` and `Origin` (DNS rebinding,
+cross-site posts).
 """
 
 from __future__ import annotations
@@ -14,13 +20,16 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from bus import InboundMessage, InboundSender, OutboundMessage
+from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from channels.acknowledge import refused_response
 from channels.api.replies import PendingReply, ReplyEvent, ReplyRouter
 from channels.api.requests import BadRequest, error_response, parse_chat_request, read_json_body
 from channels.base import Channel
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
-from channels.history import ChatHistory
+from channels.history import ChatHistory, HistoryUnavailable
+from channels.http_guard import ConnectionGuard, GuardedSite, guarded_runner
+from channels.http_names import HostCheck, listener_names, origin_allowed
 from channels.limits import PLATFORM_LIMITS
 from config import ApiChannelConfig
 
@@ -28,8 +37,6 @@ log = structlog.get_logger(__name__)
 
 STATIC_FILES = {"/": "index.html", "/static/app.js": "app.js", "/static/style.css": "style.css"}
 CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
-#: How long a non-streamed request waits for its reply before answering 504.
-REPLY_TIMEOUT_S = 600.0
 
 
 class ApiChannel(Channel):
@@ -43,11 +50,17 @@ class ApiChannel(Channel):
         self._history = history
         self._token = config.auth_token.get_secret_value() if config.auth_token else None
         self._replies = ReplyRouter()
+        self._guard = ConnectionGuard(config.limits, "api", config.max_body_bytes)
+        self._hosts = HostCheck(
+            listener_names(config.host, config.allowed_hosts), "the api channel's allowed_hosts"
+        )
         self._inbound: InboundSender | None = None
         self._runner: web.AppRunner | None = None
         self._static: dict[str, bytes] = {}
         self._stopped = asyncio.Event()
         self.bound_port: int | None = None
+        #: Set once the listener accepts connections (`bound_port` is known).
+        self.listening = asyncio.Event()
 
     @property
     def name(self) -> str:
@@ -60,9 +73,9 @@ class ApiChannel(Channel):
         self._inbound = inbound
         self._stopped.clear()
         self._static = await asyncio.to_thread(_read_static_files)
-        self._runner = web.AppRunner(self._build_app(), access_log=None, handle_signals=False)
+        self._runner = guarded_runner(self._build_app(), self._guard)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._config.host, self._config.port)
+        site = GuardedSite(self._runner, self._config.host, self._config.port, self._guard)
         try:
             await site.start()
         except OSError as error:
@@ -74,6 +87,7 @@ class ApiChannel(Channel):
                 suggestion="choose a free port in the api channel's `port`",
             ) from error
         self.bound_port = self._runner.addresses[0][1]
+        self.listening.set()
         log.info("web chat ready", url=f"http://{self._config.host}:{self.bound_port}/")
         try:
             await self._stopped.wait()
@@ -82,6 +96,7 @@ class ApiChannel(Channel):
 
     async def stop(self) -> None:
         self._stopped.set()
+        self.listening.clear()
         runner, self._runner = self._runner, None
         if runner is not None:
             self._replies.fail_all("the server is shutting down")
@@ -116,7 +131,10 @@ class ApiChannel(Channel):
 
     # Inbound HTTP.
     def _build_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._cors, self._auth])
+        app = web.Application(
+            middlewares=[self._guard.middleware, self._hosts.middleware, self._cors, self._auth],
+            client_max_size=self._config.max_body_bytes,
+        )
         app.router.add_post("/v1/chat", self._chat)
         app.router.add_get("/v1/sessions", self._sessions)
         app.router.add_get("/v1/sessions/{chat_id}/messages", self._messages)
@@ -128,6 +146,13 @@ class ApiChannel(Channel):
     async def _cors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         origin = request.headers.get("Origin")
         allowed = self._config.cors_origins
+        if not origin_allowed(request, allowed):
+            log.info("api.origin_refused", origin=repr(origin)[:100])
+            return error_response(
+                403,
+                "this origin may not call the API; add it to the api channel's cors_origins "
+                "if it should",
+            )
         allow_origin = origin if origin and ("*" in allowed or origin in allowed) else None
         if request.method == "OPTIONS" and allow_origin:
             response: web.StreamResponse = web.Response(status=204)
@@ -145,8 +170,10 @@ class ApiChannel(Channel):
         if self._token is None or request.path in STATIC_FILES or request.method == "OPTIONS":
             return await handler(request)
         scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            presented.strip().encode(), self._token.encode()
+        if (
+            scheme.lower() != "bearer"
+            or not presented.isascii()
+            or not hmac.compare_digest(presented.strip().encode(), self._token.encode())
         ):
             response = error_response(401, "missing or wrong bearer token")
             response.headers["WWW-Authenticate"] = 'Bearer realm="octos-gateway"'
@@ -162,11 +189,11 @@ class ApiChannel(Channel):
         try:
             chat = parse_chat_request(await read_json_body(request, self._config.max_body_bytes))
         except BadRequest as error:
-            return error_response(400, str(error))
+            return error_response(error.status, str(error))
         if self._inbound is None:
             return error_response(503, "the channel is not running")
         message_id = chat.client_message_id or uuid.uuid4().hex
-        pending = self._replies.wait_for(message_id)
+        pending = self._replies.wait_for(chat.chat_id, message_id)
         inbound = InboundMessage(
             channel="api",
             sender_id=chat.chat_id,
@@ -176,45 +203,61 @@ class ApiChannel(Channel):
         )
         try:
             await self._inbound.send(inbound)
+        except InboundRefused as error:
+            self._replies.forget(pending)
+            return refused_response(error)
+        except PipeClosed:
+            self._replies.forget(pending)
+            return error_response(503, "the gateway is shutting down; retry shortly")
+        try:
             if chat.stream:
                 return await self._stream(request, pending)
             return await self._wait_whole(chat.chat_id, pending)
         finally:
-            self._replies.forget(message_id)
+            self._replies.forget(pending)
 
     def _default_session(self, chat_id: str) -> str:
         return f"{self._profile}:api:{chat_id}"
 
     async def _wait_whole(self, chat_id: str, pending: PendingReply) -> web.Response:
-        async with asyncio.timeout(REPLY_TIMEOUT_S):
-            event = await pending.events.get()
-            while event.kind == "snapshot":
+        timeout_s = self._config.reply_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
                 event = await pending.events.get()
+                while event.kind == "snapshot":
+                    event = await pending.events.get()
+        except TimeoutError:
+            log.warning("api.reply_timeout", chat=chat_id, timeout_s=timeout_s)
+            return error_response(504, _late(timeout_s))
         body = {
             "reply": event.text,
             "chat_id": chat_id,
             "session": event.session or self._default_session(chat_id),
         }
         if event.kind == "error":
+            # The turn failed (the agent, the session): its apology is the reason.
             body["error"] = event.text
+            return web.json_response(body, status=500)
         return web.json_response(body)
 
     async def _stream(self, request: web.Request, pending: PendingReply) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Cache-Control": "no-cache"})
         response.content_type = "text/event-stream"
-        await response.prepare(request)
+        timeout_s = self._config.reply_timeout_s
         try:
-            async with asyncio.timeout(REPLY_TIMEOUT_S):
-                while True:
-                    event = await pending.events.get()
-                    await response.write(_sse(event))
-                    if event.kind != "snapshot":
-                        break
-        except (ConnectionResetError, ConnectionError):
-            # The client left; the turn still completes and is stored.
+            await response.prepare(request)
+            try:
+                async with asyncio.timeout(timeout_s):
+                    event = await _next_final_or_snapshot(pending, response)
+            except TimeoutError:
+                log.warning("api.reply_timeout", chat=pending.key[0], timeout_s=timeout_s)
+                event = ReplyEvent("error", _late(timeout_s))
+            async with asyncio.timeout(self._config.limits.body_timeout_s):
+                await response.write(_sse(event))
+                await response.write_eof()
+        except (ConnectionResetError, ConnectionError, TimeoutError):
+            # The client left (or stopped reading); the turn still completes and is stored.
             log.info("api client disconnected mid-stream")
-            return response
-        await response.write_eof()
         return response
 
     async def _sessions(self, _request: web.Request) -> web.Response:
@@ -226,10 +269,31 @@ class ApiChannel(Channel):
         if self._history is None:
             return error_response(503, "sessions are not available")
         chat_id = request.match_info["chat_id"]
-        messages = await self._history.messages("api", chat_id)
+        try:
+            messages = await self._history.messages("api", chat_id)
+        except HistoryUnavailable as error:
+            return error_response(409, str(error))
         return web.json_response(
             {"chat_id": chat_id, "messages": [message.to_dict() for message in messages]}
         )
+
+
+async def _next_final_or_snapshot(
+    pending: PendingReply, response: web.StreamResponse
+) -> ReplyEvent:
+    """Write snapshots as they come; return the final event (done or error) unwritten."""
+    while True:
+        event = await pending.events.get()
+        if event.kind != "snapshot":
+            return event
+        await response.write(_sse(event))
+
+
+def _late(timeout_s: float) -> str:
+    return (
+        f"no reply within {timeout_s:g} s; the message was received and its reply will be "
+        "in the session (GET /v1/sessions/{chat_id}/messages)"
+    )
 
 
 def _sse(event: ReplyEvent) -> bytes:

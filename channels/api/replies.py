@@ -1,15 +1,37 @@
-"""Matching the gateway's replies to the HTTP requests that wait for them."""
+"""Matching the gateway's replies to the HTTP requests that wait for them.
+
+A request is known by its chat and the message id it sent (the client's `client_message_id`,
+or one the server made up): `(chat_id, message_id)`. A client id means something only inside
+its chat, so a reply is routed by both, never by the client id alone: chat "attacker" sending
+chat "victim"'s client id waits for a reply of its own and never sees the victim's.
+
+Several requests may wait for one key (a client retrying while its first request still waits):
+every one of them gets every event. A final reply is kept for a while after it was delivered, so
+a retry that arrives after the answer (the gateway recognises it as a duplicate and runs no
+second turn) is answered with the same reply at once instead of waiting for one that never
+comes.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from bus import ANSWERS, FAILED, SESSION, OutboundMessage
 
 EventKind = Literal["snapshot", "done", "error"]
+#: (chat_id, message_id): what a waiting request is known by.
+RequestKey = tuple[str, str]
+
+#: How many final replies are remembered for late retries, their total size, and for how long.
+RECENT_REPLIES = 4096
+RECENT_REPLY_CHARS = 16_000_000
+RECENT_REPLY_TTL_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,50 +45,104 @@ class ReplyEvent:
 class PendingReply:
     """One request's view of its reply: snapshots as they grow, then done or error."""
 
+    key: RequestKey
     events: asyncio.Queue[ReplyEvent] = field(default_factory=asyncio.Queue)
 
 
+class RecentReplies:
+    """Final replies by request key, bounded in count, total size and age."""
+
+    def __init__(
+        self,
+        capacity: int = RECENT_REPLIES,
+        max_chars: int = RECENT_REPLY_CHARS,
+        ttl_s: float = RECENT_REPLY_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._capacity = capacity
+        self._max_chars = max_chars
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._replies: OrderedDict[RequestKey, tuple[float, ReplyEvent]] = OrderedDict()
+        self._chars = 0
+
+    def put(self, key: RequestKey, event: ReplyEvent) -> None:
+        self._drop(key)
+        self._replies[key] = (self._clock(), event)
+        self._chars += len(event.text)
+        while self._replies and (
+            len(self._replies) > self._capacity or self._chars > self._max_chars
+        ):
+            self._drop(next(iter(self._replies)))
+
+    def _drop(self, key: RequestKey) -> None:
+        entry = self._replies.pop(key, None)
+        if entry is not None:
+            self._chars -= len(entry[1].text)
+
+    def get(self, key: RequestKey) -> ReplyEvent | None:
+        entry = self._replies.get(key)
+        if entry is None:
+            return None
+        stored_at, event = entry
+        if self._clock() - stored_at > self._ttl_s:
+            self._drop(key)
+            return None
+        return event
+
+
 class ReplyRouter:
-    """Routes outbound messages to waiting requests by the platform message ids they answer.
+    """Routes outbound messages to waiting requests by chat and the message ids they answer.
 
     A streamed reply is one platform "message" the manager sends once and then edits; the
     router remembers which requests each such message belongs to.
     """
 
     def __init__(self) -> None:
-        self._waiting: dict[str, PendingReply] = {}
-        self._streams: dict[str, tuple[list[str], str | None]] = {}
+        self._waiting: dict[RequestKey, list[PendingReply]] = {}
+        self._streams: dict[str, tuple[list[RequestKey], str | None]] = {}
+        self._recent = RecentReplies()
         self._ids = itertools.count(1)
 
-    def wait_for(self, message_id: str) -> PendingReply:
-        pending = PendingReply()
-        self._waiting[message_id] = pending
+    def wait_for(self, chat_id: str, message_id: str) -> PendingReply:
+        """A new waiter; if the reply was already given, it is there at once."""
+        key = (chat_id, message_id)
+        pending = PendingReply(key)
+        answered = self._recent.get(key)
+        if answered is not None:
+            pending.events.put_nowait(answered)
+        self._waiting.setdefault(key, []).append(pending)
         return pending
 
-    def forget(self, message_id: str) -> None:
-        self._waiting.pop(message_id, None)
+    def forget(self, pending: PendingReply) -> None:
+        waiters = self._waiting.get(pending.key)
+        if waiters is None:
+            return
+        if pending in waiters:
+            waiters.remove(pending)
+        if not waiters:
+            del self._waiting[pending.key]
 
     @staticmethod
-    def _answered_ids(message: OutboundMessage) -> list[str]:
+    def _answered_keys(message: OutboundMessage) -> list[RequestKey]:
         answers = message.metadata.get(ANSWERS)
         ids = [str(item) for item in answers] if isinstance(answers, list) else []
         if message.reply_to is not None and message.reply_to not in ids:
             ids.append(message.reply_to)
-        return ids
+        return [(message.chat_id, message_id) for message_id in ids]
 
-    def _emit(self, request_ids: list[str], event: ReplyEvent) -> None:
-        for request_id in request_ids:
-            pending = self._waiting.get(request_id)
-            if pending is not None:
-                pending.events.put_nowait(event)
+    def _emit(self, keys: list[RequestKey], event: ReplyEvent) -> None:
+        for key in keys:
             if event.kind != "snapshot":
-                self._waiting.pop(request_id, None)
+                self._recent.put(key, event)
+            for pending in self._waiting.get(key, ()):
+                pending.events.put_nowait(event)
 
     def final(self, message: OutboundMessage) -> None:
         kind: EventKind = "error" if message.metadata.get(FAILED) else "done"
         session = message.metadata.get(SESSION)
         event = ReplyEvent(kind, message.content, str(session) if session else None)
-        self._emit(self._answered_ids(message), event)
+        self._emit(self._answered_keys(message), event)
 
     def open_stream(self, message: OutboundMessage) -> str:
         """A new platform message id for a streamed reply, remembered for its edits."""
@@ -75,20 +151,23 @@ class ReplyRouter:
             self.final(message)
             return stream_message_id
         session = message.metadata.get(SESSION)
-        request_ids = self._answered_ids(message)
-        self._streams[stream_message_id] = (request_ids, str(session) if session else None)
-        self._emit(request_ids, ReplyEvent("snapshot", message.content))
+        keys = self._answered_keys(message)
+        self._streams[stream_message_id] = (keys, str(session) if session else None)
+        self._emit(keys, ReplyEvent("snapshot", message.content))
         return stream_message_id
 
     def snapshot(self, stream_message_id: str, text: str) -> None:
-        request_ids, _session = self._streams.get(stream_message_id, ([], None))
-        self._emit(request_ids, ReplyEvent("snapshot", text))
+        keys, _session = self._streams.get(stream_message_id, ([], None))
+        self._emit(keys, ReplyEvent("snapshot", text))
 
     def finish(self, stream_message_id: str, text: str) -> None:
-        request_ids, session = self._streams.pop(stream_message_id, ([], None))
-        self._emit(request_ids, ReplyEvent("done", text, session))
+        keys, session = self._streams.pop(stream_message_id, ([], None))
+        self._emit(keys, ReplyEvent("done", text, session))
 
     def fail_all(self, reason: str) -> None:
         """The channel is stopping: every waiting request gets an error event."""
-        for request_id in list(self._waiting):
-            self._emit([request_id], ReplyEvent("error", reason))
+        event = ReplyEvent("error", reason)
+        for waiters in self._waiting.values():
+            for pending in waiters:
+                pending.events.put_nowait(event)
+        self._streams.clear()

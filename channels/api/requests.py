@@ -1,4 +1,10 @@
-"""Reading and checking the JSON bodies of the HTTP API."""
+"""Reading and checking the JSON bodies of the HTTP API.
+
+Whatever the server could not serve is refused here, at once, as 400 with a reason: bodies that
+are not JSON, too deeply nested, not an object, with wrong or unknown fields, or with text that
+is not valid Unicode (a lone surrogate such as "\\ud800", which JSON allows but no file, log or
+platform can hold).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +15,16 @@ from typing import Any
 from aiohttp import web
 
 MAX_CHAT_ID_CHARS = 256
+MAX_CLIENT_MESSAGE_ID_CHARS = 256
+JSON_TYPES = ("application/json",)
 
 
 class BadRequest(Exception):
-    """Answered with 400 and `{"error": message}`."""
+    """Answered with `status` (400 unless told) and `{"error": message}`."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def error_response(status: int, message: str) -> web.Response:
@@ -28,17 +40,38 @@ class ChatRequest:
 
 
 async def read_json_body(request: web.Request, max_bytes: int) -> Any:
+    """The whole body (up to `max_bytes`), parsed as JSON."""
+    if request.content_type not in JSON_TYPES:
+        raise BadRequest(
+            f"Content-Type is {request.content_type!r}; send the body as application/json", 415
+        )
     if request.content_length is not None and request.content_length > max_bytes:
-        raise BadRequest(f"body is {request.content_length} bytes; the limit is {max_bytes}")
-    body = await request.content.read(max_bytes + 1)
+        raise BadRequest(f"body is {request.content_length} bytes; the limit is {max_bytes}", 413)
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise BadRequest(f"body is over the limit of {max_bytes} bytes", 413) from None
     if len(body) > max_bytes:
-        raise BadRequest(f"body is over the limit of {max_bytes} bytes")
+        raise BadRequest(f"body is over the limit of {max_bytes} bytes", 413)
     if not body:
         raise BadRequest('empty body; send JSON like {"chat_id": "...", "content": "..."}')
     try:
         return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise BadRequest(f"body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise BadRequest("body is nested too deeply; send a flat JSON object") from None
+
+
+def _valid_text(name: str, value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = value[error.start : error.end].encode("unicode_escape").decode()
+        raise BadRequest(
+            f"field {name!r} holds {bad}, half of a UTF-16 surrogate pair; send valid Unicode text"
+        ) from None
+    return value
 
 
 def _field(body: dict[str, Any], name: str, kind: type, *, required: bool) -> Any:
@@ -49,7 +82,7 @@ def _field(body: dict[str, Any], name: str, kind: type, *, required: bool) -> An
     value = body[name]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise BadRequest(f"field {name!r} must be a {kind.__name__}, got {type(value).__name__}")
-    return value
+    return _valid_text(name, value) if isinstance(value, str) else value
 
 
 def parse_chat_request(body: Any) -> ChatRequest:
@@ -58,18 +91,22 @@ def parse_chat_request(body: Any) -> ChatRequest:
     known = {"chat_id", "content", "client_message_id", "stream"}
     unknown = sorted(set(body) - known)
     if unknown:
-        raise BadRequest(
-            f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-        )
+        shown = ", ".join(repr(name.encode("unicode_escape").decode())[1:-1] for name in unknown)
+        raise BadRequest(f"unknown field(s) {shown[:300]}; known: {', '.join(sorted(known))}")
     chat_id = _field(body, "chat_id", str, required=True)
     content = _field(body, "content", str, required=True)
+    client_message_id = _field(body, "client_message_id", str, required=False)
     if not chat_id.strip() or len(chat_id) > MAX_CHAT_ID_CHARS:
         raise BadRequest(f"chat_id must be 1 to {MAX_CHAT_ID_CHARS} characters")
+    if client_message_id is not None and not (
+        0 < len(client_message_id) <= MAX_CLIENT_MESSAGE_ID_CHARS
+    ):
+        raise BadRequest(f"client_message_id must be 1 to {MAX_CLIENT_MESSAGE_ID_CHARS} characters")
     if not content.strip():
         raise BadRequest("content is empty")
     return ChatRequest(
         chat_id=chat_id,
         content=content,
-        client_message_id=_field(body, "client_message_id", str, required=False),
+        client_message_id=client_message_id,
         stream=bool(_field(body, "stream", bool, required=False)),
     )

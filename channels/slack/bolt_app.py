@@ -100,13 +100,22 @@ def webhook_handler(app: AsyncApp, accepting: Callable[[], bool]) -> WebhookHand
             return web.json_response({"error": "not receiving"}, status=503)
         if not _is_integer(request.headers.get("X-Slack-Request-Timestamp", "")):
             return web.json_response({"error": "invalid request"}, status=401)
+        if not request.headers.get("X-Slack-Signature", "").isascii():
+            # Bolt compares it with hmac.compare_digest, which fails on non-ASCII text (500).
+            return web.json_response({"error": "invalid signature"}, status=401)
         try:
             bolt_request = await to_bolt_request(request)
-        except ValueError as error:
-            log.warning("slack webhook body is not JSON; refused", error=str(error))
+        except (ValueError, AttributeError, TypeError, RecursionError) as error:
+            # Bolt's parser takes any JSON (or form payload) for an object: a list or a number
+            # fails inside it with AttributeError; JSON nested too deeply, with RecursionError.
+            log.warning("slack webhook body is not a JSON object; refused", error=str(error))
             return web.json_response({"error": "invalid body"}, status=400)
         if not isinstance(bolt_request.body, dict):
             log.warning("slack webhook body is not a JSON object; refused")
+            return web.json_response({"error": "invalid body"}, status=400)
+        if not isinstance(bolt_request.body.get("event", {}), dict):
+            # Bolt's own self-event filter reads body["event"] as an object, whatever the type.
+            log.warning("slack webhook event is not a JSON object; refused")
             return web.json_response({"error": "invalid body"}, status=400)
         response = await app.async_dispatch(bolt_request)
         return await to_aiohttp_response(response)

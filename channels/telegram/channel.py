@@ -180,14 +180,16 @@ class TelegramChannel(Channel):
                 "webhook mode without webhook_url", channel=CHANNEL, suggestion="set webhook_url"
             )
         secret = self._config.secret_token
+        if secret is None:  # the config model requires it; a hand-built config may not
+            raise FatalChannelError(
+                "webhook mode without secret_token", channel=CHANNEL, suggestion="set secret_token"
+            )
         with translated("setWebhook"):
             await self._bot.set_webhook(
                 self._config.webhook_url,
-                secret_token=secret.get_secret_value() if secret else None,
+                secret_token=secret.get_secret_value(),
                 allowed_updates=ALLOWED_UPDATES,
             )
-        if secret is None:
-            log.warning("telegram.webhook_without_secret", path=self._config.webhook_path)
         self._receiver.handle = partial(self._handle_update, inbound)
         self._set_health(ChannelHealth.healthy())
         try:
@@ -215,7 +217,7 @@ class TelegramChannel(Channel):
             media = await self._download_media(incoming) if incoming.media else []
             await inbound.send(incoming.to_inbound(media))
         except (PipeClosed, InboundRefused):
-            raise  # not handled: the offset stays before this update, Telegram keeps it
+            raise  # nothing was stored: the update must be offered again, not acknowledged
         except Exception:  # supervision point: one update must not stop the channel
             log.exception("telegram.update_failed", update_id=update.update_id)
 

@@ -16,7 +16,8 @@ import structlog
 from aiohttp import web
 from telegram import Bot, Update
 
-from bus import PipeClosed
+from bus import InboundRefused, PipeClosed
+from channels.acknowledge import refused_response
 
 log = structlog.get_logger(__name__)
 
@@ -39,6 +40,10 @@ class RecentIds:
             self._ids.popitem(last=False)
         return True
 
+    def forget(self, update_id: int) -> None:
+        """`update_id` was not taken after all: its retry must be handled."""
+        self._ids.pop(update_id, None)
+
 
 class WebhookReceiver:
     """The aiohttp handler of the webhook route; `handle` is set while the channel runs."""
@@ -50,13 +55,13 @@ class WebhookReceiver:
         self.handle: Callable[[Update], Awaitable[None]] | None = None
 
     def _authorised(self, request: web.Request) -> web.Response | None:
-        if self._secret is None:
-            return None
+        if self._secret is None:  # never accept unsigned updates
+            return _error(403, "webhook mode needs a secret_token")
         offered = request.headers.get(SECRET_HEADER)
         if offered is None:
-            return web.Response(status=401, text="missing secret token")
-        if not hmac.compare_digest(offered.encode(), self._secret):
-            return web.Response(status=403, text="wrong secret token")
+            return _error(401, "missing secret token")
+        if not offered.isascii() or not hmac.compare_digest(offered.encode(), self._secret):
+            return _error(403, "wrong secret token")
         return None
 
     async def handle_request(self, request: web.Request) -> web.Response:
@@ -66,18 +71,23 @@ class WebhookReceiver:
             return refused
         handle = self.handle
         if handle is None:
-            return web.Response(status=503, text="channel not running")
+            return _error(503, "channel not running")
         try:
             raw = await request.json()
-        except ValueError:
-            return web.Response(status=400, text="body is not JSON")
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
+            return _error(400, "body is not JSON")
         update = self._parse(raw)
         if update is None or not self._seen.add(update.update_id):
             return web.Response(text="ok")
         try:
             await handle(update)
+        except InboundRefused as error:
+            # The backlog is full and nothing was stored: Telegram retries later.
+            self._seen.forget(update.update_id)
+            return refused_response(error)
         except PipeClosed:
-            return web.Response(status=503, text="channel stopping")
+            self._seen.forget(update.update_id)
+            return _error(503, "channel stopping")
         return web.Response(text="ok")
 
     def _parse(self, raw: object) -> Update | None:
@@ -90,3 +100,7 @@ class WebhookReceiver:
                 "telegram.malformed_update_skipped", error=repr(exc), payload=repr(raw)[:500]
             )
             return None
+
+
+def _error(status: int, reason: str) -> web.Response:
+    return web.json_response({"error": reason}, status=status)

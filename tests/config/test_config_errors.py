@@ -367,3 +367,21 @@ def test_error_text_has_no_pydantic_dump(write_yaml: WriteYaml) -> None:
     for pydantic_word in ("validation error", "input_value", "errors.pydantic.dev", "type="):
         assert pydantic_word not in text
     assert len(caught.value.problems) == 2
+
+
+def test_telegram_webhook_mode_requires_a_secret_token(write_yaml: WriteYaml) -> None:
+    path = write_yaml(
+        "bot.yaml",
+        """
+        channels:
+          - type: telegram
+            token: "1:a"
+            mode: webhook
+            webhook_url: https://bot.example.com/telegram/webhook
+        """,
+    )
+    problems = problems_of(path)
+    assert len(problems) == 1
+    assert problems[0].line == 4
+    assert "webhook mode requires 'secret_token'" in problems[0].message
+    assert "secret_token:" in str(problems[0])

@@ -15,6 +15,7 @@ from config import (
     DiscordConfig,
     EchoAgentConfig,
     GatewayConfig,
+    HttpConfig,
     OpenAIAgentConfig,
     PluginChannelConfig,
     ProfileConfig,
@@ -166,9 +167,25 @@ def test_telegram_webhook_mode_requires_webhook_url() -> None:
     assert "webhook_url" in raised.message
     assert raised.at == ("mode",)
     webhook = TelegramConfig.model_validate(
-        {"token": "1:a", "mode": "webhook", "webhook_url": "https://bot.example/tg"}
+        {
+            "token": "1:a",
+            "mode": "webhook",
+            "webhook_url": "https://bot.example/tg",
+            "secret_token": "s3cret",
+        }
     )
     assert webhook.webhook_url == "https://bot.example/tg"
+
+
+def test_telegram_webhook_mode_requires_a_secret_token() -> None:
+    with pytest.raises(ValidationError) as caught:
+        TelegramConfig.model_validate(
+            {"token": "1:a", "mode": "webhook", "webhook_url": "https://bot.example/tg"}
+        )
+    raised = caught.value.errors()[0]["ctx"]["error"]
+    assert isinstance(raised, ConfigValueError)
+    assert "secret_token" in raised.message
+    assert raised.at == ("mode",)
 
 
 def test_telegram_secret_token_must_use_telegrams_charset() -> None:
@@ -319,3 +336,16 @@ def test_warning_for_api_open_to_the_network_without_token() -> None:
     )
     assert guarded.warnings() == []
     assert ProfileConfig(channels=[ApiChannelConfig(host="::1")]).warnings() == []
+
+
+@pytest.mark.parametrize("bad", ["http://chat.example.com", "chat.example.com:8080", "", "[::1]"])
+def test_allowed_hosts_are_plain_names(bad: str) -> None:
+    with pytest.raises(ValidationError, match="is not a host name"):
+        HttpConfig(allowed_hosts=[bad])
+    with pytest.raises(ValidationError, match="is not a host name"):
+        ApiChannelConfig(allowed_hosts=[bad])
+
+
+def test_allowed_hosts_are_lower_case_names_wildcards_or_addresses() -> None:
+    config = HttpConfig(allowed_hosts=["Chat.Example.com.", "*.x.org", "*", "::1", "10.0.0.1"])
+    assert config.allowed_hosts == ["chat.example.com", "*.x.org", "*", "::1", "10.0.0.1"]

@@ -68,3 +68,88 @@ def test_unknown_session_exits_1_and_says_how_to_find_keys(
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["version"]) == 0
     assert capsys.readouterr().out.startswith("octos-gateway ")
+
+
+def test_every_listed_key_opens_with_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = [
+        SessionKey.for_chat("web", "api", "room#1"),  # a chat id with "#", no topic
+        SessionKey.for_chat("web", "api", "room", "1"),  # chat "room", topic "1"
+        SessionKey.for_chat("web", "api", "a:b#c", "x#y"),
+        SessionKey.for_chat("web", "api", "plain", "research"),
+    ]
+
+    async def fill() -> None:
+        async with SessionStore(tmp_path / "web") as store:
+            for index, key in enumerate(keys):
+                await store.append(key, Message.user(f"message {index}"))
+
+    asyncio.run(fill())
+    assert main(["sessions", "--data-dir", str(tmp_path), "list"]) == 0
+    listed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    assert sorted(listed) == sorted(
+        ["web:api:room%231", "web:api:room#1", "web:api:a:b%23c#x#y", "web:api:plain#research"]
+    )
+    shown = set()
+    for key in listed:
+        assert main(["sessions", "--data-dir", str(tmp_path), "show", key]) == 0, key
+        (line,) = capsys.readouterr().out.splitlines()
+        shown.add(line.split(": ", 1)[1])
+    # Each listed key opened a session of its own, not a look-alike.
+    assert len(shown) == len(keys)
+
+
+def test_a_future_schema_file_is_a_one_line_error_naming_it(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (path,) = [p for p in data_dir.rglob("*.jsonl") if "travel" in p.name]
+    head, *rest = path.read_text().splitlines(keepends=True)
+    meta = json.loads(head)
+    meta["schema_version"] = 99
+    path.write_text(json.dumps(meta) + "\n" + "".join(rest))
+    code = main(["sessions", "--data-dir", str(data_dir), "show", "work:telegram:42#travel"])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert str(path) in err
+    assert "schema_version 99" in err
+    assert "Traceback" not in err
+
+
+def test_an_unreadable_data_directory_is_a_one_line_error(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (data_dir / "work" / "users" / "no-colon" / "sessions").mkdir(parents=True)
+    (data_dir / "work" / "users" / "no-colon" / "sessions" / "default.jsonl").write_text("x\n")
+    assert main(["sessions", "--data-dir", str(data_dir), "list"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: cannot list the sessions in")
+    assert len(err.splitlines()) == 1
+
+
+def test_the_program_itself_prints_one_line_and_no_traceback_for_a_future_file(
+    data_dir: Path,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (path,) = [p for p in data_dir.rglob("*.jsonl") if "travel" in p.name]
+    head, *rest = path.read_text().splitlines(keepends=True)
+    path.write_text(json.dumps({**json.loads(head), "schema_version": 7}) + "\n" + "".join(rest))
+    root = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-m", "gateway", "sessions", "--data-dir", str(data_dir)]
+    shown = subprocess.run(
+        [*command, "show", "work:telegram:42#travel"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 1
+    assert shown.stdout == ""
+    (line,) = shown.stderr.strip().splitlines()
+    assert str(path) in line
+    assert "schema_version 7" in line

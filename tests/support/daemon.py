@@ -26,7 +26,12 @@ def free_port() -> int:
 
 
 def write_config(
-    directory: Path, profiles: dict[str, str], *, grace_s: float = 10.0, http_port: int = 0
+    directory: Path,
+    profiles: dict[str, str],
+    *,
+    grace_s: float = 10.0,
+    http_port: int = 0,
+    http_settings: str = "",
 ) -> Path:
     """gateway.yaml plus one YAML file per profile (given as YAML text)."""
     (directory / "profiles").mkdir(parents=True, exist_ok=True)
@@ -38,7 +43,7 @@ def write_config(
             f"""\
             data_dir: data
             profiles_dir: profiles
-            http: {{host: 127.0.0.1, port: {http_port or free_port()}}}
+            http: {{host: 127.0.0.1, port: {http_port or free_port()}{http_settings}}}
             logging: {{level: debug, format: json}}
             shutdown_grace_s: {grace_s}
             """
