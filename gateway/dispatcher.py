@@ -52,6 +52,7 @@ REFUSAL_NOTICE = (
     "Sorry, this bot does not know you yet. Your id is {sender_id}: ask its owner to add it "
     "to the allow list."
 )
+CANCELLED_NOTICE = "Cancelled: a stop or a newer message ended this turn before its reply."
 ALREADY_ANSWERED = "This message was answered already; its reply is in the chat's history."
 REFUSAL_NOTICE_INTERVAL_S = 3600.0
 #: Commands after which older journal records must not be replayed into session files.
@@ -310,13 +311,23 @@ class Dispatcher:
         await self._answer([received], text, messages=[])
 
     def _dropped(self, items: list[LaneItem]) -> None:
-        """Messages an abort or an interrupt took away: recorded as answered by nothing."""
+        """Messages an abort or an interrupt took away: answered by nothing, except on
+        channels where a request waits for them (the HTTP API), which are told at once."""
+        assert self._tasks is not None
         unanswered = self._journal.state.received
         for item in items:
             ids = [i for i in item.ids if i in unanswered]
             if not ids:
                 continue
             trigger = item.trigger.message
+            channel = self._channel_named(trigger.channel)
+            if channel is not None and channel.replies_to_retries:
+                waiting = [r for r in _received_of(item) if r.id in ids]
+                self._tasks.create_task(
+                    self._answer(waiting, CANCELLED_NOTICE, messages=[], failed=True),
+                    name=f"cancelled:{ids[0]}",
+                )
+                continue
             self._journal.record_outcome(
                 Outcome(
                     turn=str(new_turn_id()),
@@ -454,6 +465,10 @@ class Dispatcher:
         return ChatStatus(
             busy=busy, queue_mode=self._settings.queue_mode, agent=self._settings.agent_name
         )
+
+
+def _received_of(item: LaneItem) -> tuple[Received, ...]:
+    return item.received if isinstance(item, TurnItem) else (item.received,)
 
 
 def _no_usage() -> TokenUsage:

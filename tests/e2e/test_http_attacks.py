@@ -221,7 +221,7 @@ async def post_chat(
 
 def turn_started_for(chat: str) -> Any:
     return lambda e: (
-        e.get("event") == "turn started" and str(e.get("session", "")).endswith(f":api:{chat}")
+        e.get("event") == "turn.started" and str(e.get("session", "")).endswith(f":api:{chat}")
     )
 
 
