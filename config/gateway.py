@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from config.common import ConfigModel, Port
+from config.common import ConfigModel, OptionalSecret, Port, is_loopback_host
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 _LEVEL_ALIASES = {"warn": "warning", "fatal": "critical"}
@@ -18,6 +18,15 @@ class HttpConfig(ConfigModel):
     port: Port = Field(
         8090, description="Port of the health and metrics server; 0 picks a free one."
     )
+    token: OptionalSecret = Field(
+        None,
+        description="Bearer token the status page (GET /) asks for; required to see it when "
+        "host is not a loopback address.",
+    )
+
+    @property
+    def is_loopback(self) -> bool:
+        return is_loopback_host(self.host)
 
 
 class LoggingConfig(ConfigModel):
@@ -67,6 +76,15 @@ class GatewayConfig(ConfigModel):
     shutdown_grace_s: float = Field(
         10.0, ge=0, description="Seconds running turns get to finish after SIGTERM."
     )
+
+    def warnings(self) -> list[str]:
+        """Settings that are valid but probably a mistake; `check`, `doctor` and `run` say so."""
+        if not self.http.is_loopback and self.http.token is None:
+            return [
+                f"http listens on {self.http.host} without http.token: the status page stays "
+                "closed (403) until you set one"
+            ]
+        return []
 
     def resolve_paths(self, base_dir: Path) -> GatewayConfig:
         """A copy whose relative paths (and `~`) are resolved against `base_dir`."""

@@ -10,6 +10,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from config import ConfigError, LoadedConfig, default_config, load_gateway
+from gateway.config_hint import explain_config_error
+from gateway.doctor import add_doctor_command
 from gateway.session_commands import add_session_commands
 
 EXIT_OK = 0
@@ -31,7 +33,10 @@ def print_config_error(error: ConfigError) -> None:
 
 
 def load(config_path: Path | None, data_dir: Path | None) -> LoadedConfig:
-    loaded = load_gateway(config_path) if config_path else default_config()
+    try:
+        loaded = load_gateway(config_path) if config_path else default_config()
+    except ConfigError as error:
+        raise explain_config_error(config_path, error) if config_path else error from None
     if data_dir is not None:
         loaded = loaded.with_data_dir(data_dir)
     return loaded
@@ -66,7 +71,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     profiles = ", ".join(loaded.profiles) or "none"
-    print(f"ok: {args.config} is valid ({len(loaded.profiles)} profiles: {profiles})")
+    count = len(loaded.profiles)
+    print(f"ok: {args.config} is valid ({count} profile{'' if count == 1 else 's'}: {profiles})")
     return EXIT_OK
 
 
@@ -102,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     add_session_commands(commands)
+    add_doctor_command(commands)
 
     version_cmd = commands.add_parser("version", help="print the version")
     version_cmd.set_defaults(func=cmd_version)
