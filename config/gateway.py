@@ -77,15 +77,6 @@ class GatewayConfig(ConfigModel):
         10.0, ge=0, description="Seconds running turns get to finish after SIGTERM."
     )
 
-    def warnings(self) -> list[str]:
-        """Settings that are valid but probably a mistake; `check`, `doctor` and `run` say so."""
-        if not self.http.is_loopback and self.http.token is None:
-            return [
-                f"http listens on {self.http.host} without http.token: the status page stays "
-                "closed (403) until you set one"
-            ]
-        return []
-
     def resolve_paths(self, base_dir: Path) -> GatewayConfig:
         """A copy whose relative paths (and `~`) are resolved against `base_dir`."""
 

@@ -210,7 +210,6 @@ def load_gateway(path: Path, env: Mapping[str, str] | None = None) -> LoadedConf
             sources[profile_path.stem] = profile_path
     if problems:
         raise ConfigError(problems)
-    warnings[:0] = [ConfigWarning(path, None, text) for text in gateway.warnings()]
     ordered = dict(sorted(profiles.items()))
     return LoadedConfig(gateway, ordered, sources, warnings, source=path)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Awaitable, Iterable
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -95,7 +95,7 @@ async def _live_probes(loaded: LoadedConfig, timeout_s: float) -> list[ProbeResu
 
 def _probes(
     loaded: LoadedConfig, timeout_s: float
-) -> Iterable[tuple[str, Awaitable[ProbeResult]]]:
+) -> Iterable[tuple[str, Coroutine[None, None, ProbeResult]]]:
     gateway = loaded.gateway
     data_dir = Path(gateway.data_dir)
     for profile_id, profile in loaded.profiles.items():

@@ -149,10 +149,8 @@ async def test_an_unknown_model_warns_and_a_busy_port_fails(fakes: Fakes, tmp_pa
 
 async def test_an_unreachable_agent_fails_and_invalid_config_is_listed(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
-    config = write_config(
-        tmp_path,
-        {"bot": f'agent: {{type: openai, base_url: "{dead}", model: m}}\nchannels: [{{type: cli}}]'},
-    )
+    agent = f'agent: {{type: openai, base_url: "{dead}", model: m}}\n'
+    config = write_config(tmp_path, {"bot": agent + "channels: [{type: cli}]"})
     result = await run_cli("doctor", "-c", str(config), "--timeout", "3", cwd=tmp_path)
     assert result.code == 1
     assert f"cannot reach {dead}" in lines_of(result, "bot: agent openai")[0]

@@ -22,7 +22,8 @@ async def test_probe_names_the_bot_and_receives_nothing(
     finally:
         await channel.stop()
     assert who is not None
-    assert who.startswith("@") and "(id " in who
+    assert who.startswith("@")
+    assert "(id " in who
     assert [call.method for call in fake.requests] == ["getMe"]
 
 
