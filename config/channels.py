@@ -42,6 +42,11 @@ class ChannelConfigBase(ConfigModel):
         description="Shortest time between edits of a streamed reply; unset uses the "
         "platform's own interval.",
     )
+    pairing: bool = Field(
+        False,
+        description="Answer a stranger with a one-time code; `octos-gateway pair CODE` then "
+        "adds them to the allow list without editing this file.",
+    )
 
     @property
     def routing_key(self) -> str:

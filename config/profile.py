@@ -90,12 +90,12 @@ class ProfileConfig(ConfigModel):
             )
         for index, channel in enumerate(self.channels):
             where = f"channels[{index}] ({channel.type})"
-            if not channel.allow:
+            if not channel.allow and not channel.pairing:
                 found.append(
                     ProfileWarning(
                         ("channels", index, "allow"),
                         f"{where} has an empty allow list: nobody can talk to this bot "
-                        'until you add user ids or "*"',
+                        'until you add user ids or "*" (or set pairing: true)',
                     )
                 )
             if isinstance(channel, TelegramConfig) and _webhook_without_secret(channel):

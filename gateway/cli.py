@@ -12,6 +12,8 @@ from pathlib import Path
 from config import ConfigError, LoadedConfig, default_config, load_gateway
 from gateway.config_hint import explain_config_error
 from gateway.doctor import add_doctor_command
+from gateway.env_file import environment_for
+from gateway.init_command import add_init_command
 from gateway.session_commands import add_session_commands
 
 EXIT_OK = 0
@@ -34,7 +36,10 @@ def print_config_error(error: ConfigError) -> None:
 
 def load(config_path: Path | None, data_dir: Path | None) -> LoadedConfig:
     try:
-        loaded = load_gateway(config_path) if config_path else default_config()
+        if config_path is None:
+            loaded = default_config()
+        else:
+            loaded = load_gateway(config_path, environment_for(config_path))
     except ConfigError as error:
         raise explain_config_error(config_path, error) if config_path else error from None
     if data_dir is not None:
@@ -109,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_session_commands(commands)
     add_doctor_command(commands)
+    add_init_command(commands)
 
     version_cmd = commands.add_parser("version", help="print the version")
     version_cmd.set_defaults(func=cmd_version)

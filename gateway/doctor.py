@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from config import ApiChannelConfig, ConfigError, LoadedConfig, load_gateway
 from gateway.config_hint import explain_config_error
+from gateway.env_file import environment_for
 from gateway.doctor_probes import (
     DEFAULT_TIMEOUT_S,
     Outcome,
@@ -66,7 +67,7 @@ def _count(number: int, noun: str) -> str:
 
 def run_doctor(config_path: Path, timeout_s: float) -> list[ProbeResult]:
     try:
-        loaded = load_gateway(config_path)
+        loaded = load_gateway(config_path, environment_for(config_path))
     except ConfigError as error:
         return [
             ProbeResult(f"config {config_path}", Outcome.FAIL, problem.message, problem.suggestion)
