@@ -17,7 +17,6 @@ from typing import Any, TextIO
 
 from config import ApiChannelConfig, ConfigError, LoadedConfig, load_gateway
 from gateway.config_hint import explain_config_error
-from gateway.env_file import environment_for
 from gateway.doctor_probes import (
     DEFAULT_TIMEOUT_S,
     Outcome,
@@ -28,6 +27,7 @@ from gateway.doctor_probes import (
     probe_port,
     probe_postgres,
 )
+from gateway.env_file import environment_for
 
 EXIT_HEALTHY = 0
 EXIT_UNHEALTHY = 1

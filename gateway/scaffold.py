@@ -105,7 +105,8 @@ def profile_yaml(choices: ScaffoldChoices) -> str:
     else:
         agent = "agent:\n  type: echo                        # repeats what you say\n"
     channels = "".join(_CHANNELS[name][0] for name in choices.channels)
-    return f"# The bot {choices.profile!r} (written by octos-gateway init)\n{agent}channels:\n{channels}"
+    heading = f"# The bot {choices.profile!r} (written by octos-gateway init)\n"
+    return f"{heading}{agent}channels:\n{channels}"
 
 
 def secrets_of(choices: ScaffoldChoices) -> list[SecretVar]:
