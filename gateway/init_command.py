@@ -117,8 +117,10 @@ def _ask_channels(ask: Ask) -> tuple[str, ...]:
 def _ask_choice(ask: Ask, question: str, default: AgentChoice) -> AgentChoice:
     while True:
         answer = ask(f"{question} [{default}]: ").strip().lower() or default
-        if answer == "echo" or answer == "openai":
-            return answer
+        if answer == "echo":
+            return "echo"
+        if answer == "openai":
+            return "openai"
         print("answer echo or openai")
 
 
