@@ -14,6 +14,7 @@ from gateway.config_hint import explain_config_error
 from gateway.doctor import add_doctor_command
 from gateway.env_file import environment_for
 from gateway.init_command import add_init_command
+from gateway.pair_commands import add_pair_commands
 from gateway.session_commands import add_session_commands
 
 EXIT_OK = 0
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_session_commands(commands)
     add_doctor_command(commands)
     add_init_command(commands)
+    add_pair_commands(commands)
 
     version_cmd = commands.add_parser("version", help="print the version")
     version_cmd.set_defaults(func=cmd_version)

@@ -9,7 +9,7 @@ one at a time through the session actors.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
@@ -42,6 +42,9 @@ class DispatcherSettings:
 
 
 class Dispatcher:
+    #: What to tell a refused sender instead of the plain notice (a pairing code); None: plain.
+    stranger_notice: Callable[[InboundMessage], Awaitable[str | None]] | None = None
+
     def __init__(
         self,
         settings: DispatcherSettings,
@@ -156,7 +159,8 @@ class Dispatcher:
         if self._refusals.seen(f"{message.channel}:{message.sender_id}"):
             return
         log.info("refused a sender not on the allow list", sender=message.sender_id)
-        await self.reply(message, REFUSAL_NOTICE.format(sender_id=message.sender_id))
+        notice = await self.stranger_notice(message) if self.stranger_notice else None
+        await self.reply(message, notice or REFUSAL_NOTICE.format(sender_id=message.sender_id))
 
     async def reply(self, message: InboundMessage, text: str) -> None:
         await self._handle.send(

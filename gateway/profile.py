@@ -21,6 +21,7 @@ from gateway.commands import Commands
 from gateway.dispatcher import Dispatcher, DispatcherSettings
 from gateway.history import ProfileHistory
 from gateway.metrics import GatewayMetrics
+from gateway.pairing import Pairing
 from gateway.turns import TurnRunner, TurnSettings
 from gateway.webhooks import WebhookRoutes
 from sessions import ActiveTopics, SessionActors, SessionManager, SessionStore
@@ -60,15 +61,20 @@ class ProfileRuntime:
     def request_stop(self) -> None:
         self._stop.set()
 
-    def _add_channels(self, channels: ChannelManager, history: ProfileHistory) -> None:
+    def _add_channels(
+        self, channels: ChannelManager, history: ProfileHistory, pairing: Pairing
+    ) -> None:
         context = ChannelContext(
             profile=self.profile_id,
             data_dir=self.root,
             history=history,
             request_shutdown=self._request_shutdown,
+            allow_overlay=pairing.overlay,
         )
         for channel_config in self.config.channels:
             channel = build_channel(channel_config, context)
+            if channel_config.pairing:
+                pairing.enable(channel.name)
             channels.register(channel, edit_interval_s=channel_config.edit_interval_s)
             self._webhooks.mount(self.profile_id, channel.web_routes())
 
@@ -100,7 +106,9 @@ class ProfileRuntime:
                 metrics=ChannelMetrics(self._metrics.registry, self.profile_id),
             )
             stack.callback(self._webhooks.unmount, self.profile_id)
-            self._add_channels(channels, ProfileHistory(self.profile_id, sessions, topics))
+            pairing = Pairing(self.profile_id, self.root)
+            await pairing.load()
+            self._add_channels(channels, ProfileHistory(self.profile_id, sessions, topics), pairing)
             runner = TurnRunner(
                 TurnSettings(self.profile_id, settings.max_history),
                 agent,
@@ -120,11 +128,15 @@ class ProfileRuntime:
                 actors,
                 self._metrics,
             )
+            dispatcher.stranger_notice = pairing.stranger_notice
             self._channels, self._dispatcher = channels, dispatcher
             async with asyncio.TaskGroup() as tasks:
                 channel_task = tasks.create_task(channels.run(), name=f"channels:{self.profile_id}")
                 dispatch_task = tasks.create_task(
                     dispatcher.run(), name=f"dispatcher:{self.profile_id}"
+                )
+                overlay_task = tasks.create_task(
+                    pairing.watch(), name=f"allow-overlay:{self.profile_id}"
                 )
                 self.started.set()
                 log.info(
@@ -140,5 +152,6 @@ class ProfileRuntime:
                 await channels.drain()
                 await channels.stop()
                 channel_task.cancel()
+                overlay_task.cancel()
             await topics.save()
         log.info("profile stopped", profile=self.profile_id)
