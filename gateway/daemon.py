@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from config import ConfigError, LoadedConfig, ProfileConfig
 from gateway.http_server import HttpServer, build_app
 from gateway.metrics import GatewayMetrics
 from gateway.profile import ProfileRuntime
+from gateway.recent_failures import recent_failures
+from gateway.status_page import ProfileFacts, StatusPage, build_snapshot
 from gateway.webhooks import WebhookRoutes
 
 log = structlog.get_logger(__name__)
@@ -47,6 +50,16 @@ class Daemon:
         self._reload_requested = False
         self._tasks: asyncio.TaskGroup | None = None
         self.http: HttpServer | None = None
+        self._started_at = time.monotonic()
+
+    async def status_snapshot(self) -> dict[str, object]:
+        facts = {
+            pid: ProfileFacts(
+                runtime.config.agent.type, await runtime.health(), runtime.open_sessions()
+            )
+            for pid, (runtime, _task) in self._profiles.items()
+        }
+        return build_snapshot(facts, self._registry, recent_failures, self._started_at)
 
     async def readiness(self) -> dict[str, dict[str, ChannelHealth]]:
         return {pid: await runtime.health() for pid, (runtime, _task) in self._profiles.items()}
@@ -55,8 +68,10 @@ class Daemon:
         settings = self._loaded.gateway
         for warning in self._loaded.warnings:
             log.warning("config warning", detail=str(warning))
+        token = settings.http.token.get_secret_value() if settings.http.token else None
+        status = StatusPage(self.status_snapshot, token=token, loopback=settings.http.is_loopback)
         self.http = HttpServer(
-            build_app(self._registry, self.readiness, self._webhooks),
+            build_app(self._registry, self.readiness, self._webhooks, status),
             settings.http.host,
             settings.http.port,
         )

@@ -1,4 +1,4 @@
-"""The daemon's HTTP server: `/healthz`, `/readyz`, `/metrics` and the channels' webhooks."""
+"""The daemon's HTTP server: `/healthz`, `/readyz`, `/metrics`, the status page and webhooks."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from channels.health import ChannelHealth
+from gateway.status_page import StatusPage
 from gateway.webhooks import WebhookRoutes
 
 #: profile -> channel -> health
@@ -18,6 +19,7 @@ def build_app(
     registry: CollectorRegistry,
     readiness: Callable[[], Awaitable[HealthReport]],
     webhooks: WebhookRoutes,
+    status_page: StatusPage | None = None,
 ) -> web.Application:
     async def healthz(_request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -45,6 +47,8 @@ def build_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    if status_page is not None:
+        status_page.mount(app)
     app.router.add_route("*", "/{tail:.*}", webhooks.handle)
     return app
 

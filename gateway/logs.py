@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 import structlog
 
+from gateway.recent_failures import recent_failures
+
 # A bot token in a URL (Telegram puts it in the path), Slack tokens, and bearer credentials.
 _SECRET_PATTERNS = (
     (re.compile(r"bot\d+:[A-Za-z0-9_-]{20,}"), "bot<redacted>"),
@@ -65,11 +67,6 @@ def redact_secrets(
     return event_dict
 
 
-class _RedactingFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
-
-
 def configure_logging(level: str = "info", fmt: Literal["json", "console"] = "console") -> None:
     numeric_level = logging.getLevelNamesMapping()[level.upper()]
     shared: list[Any] = [
@@ -78,6 +75,7 @@ def configure_logging(level: str = "info", fmt: Literal["json", "console"] = "co
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.format_exc_info,
         redact_secrets,
+        recent_failures,
     ]
     renderer: Any = (
         structlog.processors.JSONRenderer()
@@ -90,9 +88,15 @@ def configure_logging(level: str = "info", fmt: Literal["json", "console"] = "co
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    # Standard-library loggers (the SDKs') go through the same redaction, one level quieter.
+    # Standard-library loggers (the SDKs', aiohttp's, httpx's) are rendered by the same
+    # processors, so their lines are JSON too, redacted, and named by their logger.
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
+    )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric_level)

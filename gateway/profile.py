@@ -50,6 +50,7 @@ class ProfileRuntime:
         self._request_shutdown = request_shutdown
         self._channels: ChannelManager | None = None
         self._dispatcher: Dispatcher | None = None
+        self._sessions: SessionManager | None = None
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
 
@@ -57,6 +58,10 @@ class ProfileRuntime:
         if self._channels is None:
             return {}
         return await self._channels.health()
+
+    def open_sessions(self) -> int:
+        """Sessions held open in memory now (the status page)."""
+        return len(self._sessions) if self._sessions is not None else 0
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -97,6 +102,7 @@ class ProfileRuntime:
                 )
             )
             sessions = SessionManager(store, max_open=settings.max_open)
+            self._sessions = sessions
             topics = ActiveTopics(self.root)
             await topics.load()
             handle, publisher = create_bus(self._bus_capacity)
