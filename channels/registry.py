@@ -72,6 +72,8 @@ class ChannelContext:
     request_shutdown: Callable[[], None] = _no_shutdown
     #: Senders approved by pairing, by channel name; None outside a daemon.
     allow_overlay: AllowOverlay | None = None
+    #: The profile's agent type (the web chat page says who answers).
+    agent: str = ""
 
 
 class ChannelUnavailable(ChannelError):

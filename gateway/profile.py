@@ -75,6 +75,7 @@ class ProfileRuntime:
             history=history,
             request_shutdown=self._request_shutdown,
             allow_overlay=pairing.overlay,
+            agent=self.config.agent.type,
         )
         for channel_config in self.config.channels:
             channel = build_channel(channel_config, context)
