@@ -15,10 +15,13 @@ from gateway.doctor import add_doctor_command
 from gateway.env_file import environment_for
 from gateway.init_command import add_init_command
 from gateway.pair_commands import add_pair_commands
+from gateway.run_overrides import busy_api_port, with_listen_overrides
 from gateway.session_commands import add_session_commands
 
 EXIT_OK = 0
 EXIT_INVALID_CONFIG = 2
+#: A port the daemon must listen on is taken (EX_UNAVAILABLE, as for the health port).
+EXIT_PORT_BUSY = 69
 
 
 def package_version() -> str:
@@ -52,18 +55,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gateway.daemon import Daemon
     from gateway.logs import configure_logging
 
+    listen = {
+        "api_host": args.api_host,
+        "api_port": args.api_port,
+        "http_host": args.http_host,
+        "http_port": args.http_port,
+    }
     try:
-        loaded = load(args.config, args.data_dir)
+        loaded = with_listen_overrides(load(args.config, args.data_dir), **listen)
     except ConfigError as error:
         print_config_error(error)
         return EXIT_INVALID_CONFIG
+    if (busy := busy_api_port(loaded)) is not None:
+        print(f"error: {busy}", file=sys.stderr)
+        return EXIT_PORT_BUSY
     configure_logging(loaded.gateway.logging.level, loaded.gateway.logging.format)
     reload_config: Callable[[], LoadedConfig] | None = None
     if args.config is not None:
         config_path, data_dir = args.config, args.data_dir
 
         def reload_config() -> LoadedConfig:
-            return load(config_path, data_dir)
+            return with_listen_overrides(load(config_path, data_dir), **listen)
 
     return asyncio.run(Daemon(loaded, reload_config).run())
 
@@ -87,6 +99,16 @@ def cmd_version(_args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0-65535; 0 picks a free one)")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="octos-gateway",
@@ -103,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("-c", "--config", type=Path, help="gateway.yaml (default: embedded default)")
     run.add_argument("--data-dir", type=Path, help="where sessions live (overrides data_dir)")
+    run.add_argument("--api-host", metavar="HOST", help="address of the web chat and HTTP API")
+    run.add_argument("--api-port", type=_port, metavar="PORT", help="port of the web chat and API")
+    run.add_argument("--http-host", metavar="HOST", help="address of the status/health server")
+    run.add_argument("--http-port", type=_port, metavar="PORT", help="port of the status server")
     run.set_defaults(func=cmd_run)
 
     check = commands.add_parser(

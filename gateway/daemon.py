@@ -18,7 +18,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from channels.health import ChannelHealth
-from config import ConfigError, LoadedConfig, ProfileConfig
+from config import ApiChannelConfig, ConfigError, LoadedConfig, ProfileConfig
 from gateway.http_server import HttpServer, build_app
 from gateway.metrics import GatewayMetrics
 from gateway.profile import ProfileRuntime
@@ -91,6 +91,7 @@ class Daemon:
             health="/healthz",
         )
         self._install_signals()
+        self._announce(self.http.bound_port)
         try:
             async with asyncio.TaskGroup() as tasks:
                 self._tasks = tasks
@@ -102,6 +103,22 @@ class Daemon:
             await self.http.stop()
         log.info("daemon stopped")
         return 0
+
+    def _announce(self, http_port: int | None) -> None:
+        """One start-up line with every URL a user may open, and how to stop."""
+        settings = self._loaded.gateway
+        chats = [
+            f"{opened_url(channel.host, channel.port)} ({pid})"
+            for pid, profile in self._loaded.profiles.items()
+            for channel in profile.channels
+            if isinstance(channel, ApiChannelConfig) and channel.port
+        ]
+        log.info(
+            "gateway.started",
+            status_page=opened_url(settings.http.host, http_port or settings.http.port),
+            web_chat=chats,
+            stop="Ctrl+C, or SIGTERM (docker stop)",
+        )
 
     async def _serve_until_shutdown(self) -> None:
         while not self._shutdown_requested:
@@ -195,3 +212,10 @@ class Daemon:
         self._loaded = fresh
         for pid in added + changed:
             self._start_profile(pid, fresh.profiles[pid])
+
+
+def opened_url(host: str, port: int) -> str:
+    """The URL to open for a listener: one on every interface is opened on this machine."""
+    if host in ("0.0.0.0", "::", ""):
+        return f"http://127.0.0.1:{port}/"
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import importlib
-import socket
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -21,6 +20,7 @@ import aiohttp
 from channels.errors import AuthError, ChannelError
 from channels.registry import ChannelConfigLike, ChannelContext, build_channel
 from config import AgentConfig, OpenAIAgentConfig
+from gateway.run_overrides import bind_error
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -193,7 +193,7 @@ async def probe_port(
     check = f"port {host}:{port} ({what})"
     if port == 0:
         return ProbeResult(check, Outcome.OK, "0: a free port is picked at start")
-    error = await asyncio.to_thread(_bind_error, host, port)
+    error = await asyncio.to_thread(bind_error, host, port)
     if error is None:
         return ProbeResult(check, Outcome.OK, "free")
     if error.errno != errno.EADDRINUSE:
@@ -206,17 +206,6 @@ async def probe_port(
         "already in use by another program",
         "stop it, or choose another port in the config (run --http-port / --api-port)",
     )
-
-
-def _bind_error(host: str, port: int) -> OSError | None:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as error:
-            return error
-    return None
 
 
 async def _is_our_daemon(health_url: str, timeout_s: float) -> bool:

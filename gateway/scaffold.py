@@ -103,7 +103,7 @@ def profile_yaml(choices: ScaffoldChoices) -> str:
             "  api_key: ${OPENAI_API_KEY:-}     # empty for local servers (Ollama, llama.cpp)\n"
         )
     else:
-        agent = "agent:\n  type: echo                        # repeats what you say\n"
+        agent = "agent: {type: echo, delay_s: 0.15, pieces: 6}   # repeats what you say\n"
     channels = "".join(_CHANNELS[name][0] for name in choices.channels)
     heading = f"# The bot {choices.profile!r} (written by octos-gateway init)\n"
     return f"{heading}{agent}channels:\n{channels}"
