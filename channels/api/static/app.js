@@ -166,16 +166,21 @@ async function command(text) {
   return body.reply;
 }
 
+// The running reply's request: Stop ends it once the gateway has cancelled the turn.
+let running = null;
+
 async function send(text) {
   bubble("user", text);
   const reply = bubble("assistant streaming", "");
   sendButton.disabled = true;
   stopButton.hidden = false;
   showError("");
+  running = new AbortController();
   try {
     const response = await api("/v1/chat", {
       method: "POST",
       body: JSON.stringify({ chat_id: chatId(), content: text, stream: true }),
+      signal: running.signal,
     });
     for await (const event of serverEvents(response)) {
       if (event.data.text !== undefined) render(reply, "assistant", event.data.text);
@@ -184,9 +189,14 @@ async function send(text) {
       if (event.kind !== "snapshot") break;
     }
   } catch (error) {
-    reply.classList.add("failed");
-    showError("Sending failed: " + error.message);
+    if (error.name === "AbortError") {
+      reply.classList.add("stopped");
+    } else {
+      reply.classList.add("failed");
+      showError("Sending failed: " + error.message);
+    }
   } finally {
+    running = null;
     reply.classList.remove("streaming");
     sendButton.disabled = false;
     stopButton.hidden = true;
@@ -212,8 +222,12 @@ input.addEventListener("keydown", (event) => {
 });
 
 // "stop" sent as a message of its own: the gateway cancels the running turn at once.
-stopButton.addEventListener("click", () => {
-  command("stop").catch((error) => showError("Stopping failed: " + error.message));
+stopButton.addEventListener("click", async () => {
+  const stopping = running;
+  try {
+    await command("stop");
+    if (stopping) stopping.abort();
+  } catch (error) { showError("Stopping failed: " + error.message); }
 });
 
 topicSelect.addEventListener("change", async () => {
