@@ -17,22 +17,12 @@ from typing import Any
 from channels.allow_overlay import AllowOverlay
 from channels.pairing_codes import PairingCodes, normalise_code
 from config import ConfigError, default_config, load_gateway
+from gateway.cli_args import add_location_arguments
 from gateway.env_file import environment_for
 
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
 EXIT_INVALID_CONFIG = 2
-
-
-def add_location_arguments(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
-    """`-c` and `--data-dir`; on an action (`nested`) they must not reset the parent's value."""
-    default: Any = argparse.SUPPRESS if nested else None
-    parser.add_argument(
-        "-c", "--config", type=Path, default=default, help="gateway.yaml (for its data_dir)"
-    )
-    parser.add_argument(
-        "--data-dir", type=Path, default=default, help="the data directory (overrides -c)"
-    )
 
 
 def add_pair_commands(commands: Any) -> None:

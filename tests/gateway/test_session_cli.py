@@ -31,7 +31,7 @@ def test_list_shows_every_session(data_dir: Path, capsys: pytest.CaptureFixture[
     assert main(["sessions", "--data-dir", str(data_dir), "list"]) == 0
     out = capsys.readouterr().out
     assert "work:telegram:42\t2 messages" in out
-    assert "work:telegram:42#travel\t1 messages" in out
+    assert "work:telegram:42#travel\t1 message\t" in out
 
 
 def test_show_prints_the_messages(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,3 +68,25 @@ def test_unknown_session_exits_1_and_says_how_to_find_keys(
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["version"]) == 0
     assert capsys.readouterr().out.startswith("octos-gateway ")
+
+
+def test_location_after_the_action_and_a_wrong_profile(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sessions", "list", "--data-dir", str(data_dir)]) == 0
+    assert "work:telegram:42\t2 messages" in capsys.readouterr().out
+    assert main(["sessions", "show", "work:telegram:42", "--data-dir", str(data_dir)]) == 0
+    assert "what is the weather?" in capsys.readouterr().out
+    assert main(["sessions", "list", "--profile", "nope", "--data-dir", str(data_dir)]) == 1
+    err = capsys.readouterr().err
+    assert "no profile 'nope'" in err
+    assert "profiles with data: work" in err
+
+
+def test_a_malformed_key_names_the_real_form(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sessions", "--data-dir", str(data_dir), "show", "garbage"]) == 1
+    err = capsys.readouterr().err
+    assert "'garbage' is not a session key" in err
+    assert "PROFILE:CHANNEL:CHAT_ID" in err
