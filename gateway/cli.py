@@ -17,6 +17,7 @@ from gateway.init_command import add_init_command
 from gateway.pair_commands import add_pair_commands
 from gateway.run_overrides import busy_api_port, with_listen_overrides
 from gateway.session_commands import add_session_commands
+from gateway.terminal_logs import terminal_log_file
 
 EXIT_OK = 0
 EXIT_INVALID_CONFIG = 2
@@ -69,7 +70,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if (busy := busy_api_port(loaded)) is not None:
         print(f"error: {busy}", file=sys.stderr)
         return EXIT_PORT_BUSY
-    configure_logging(loaded.gateway.logging.level, loaded.gateway.logging.format)
+    log_stream = terminal_log_file(loaded)
+    configure_logging(loaded.gateway.logging.level, loaded.gateway.logging.format, log_stream)
     reload_config: Callable[[], LoadedConfig] | None = None
     if args.config is not None:
         config_path, data_dir = args.config, args.data_dir
@@ -77,7 +79,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         def reload_config() -> LoadedConfig:
             return with_listen_overrides(load(config_path, data_dir), **listen)
 
-    return asyncio.run(Daemon(loaded, reload_config).run())
+    try:
+        return asyncio.run(Daemon(loaded, reload_config).run())
+    finally:
+        if log_stream is not None:
+            log_stream.close()
 
 
 def cmd_check(args: argparse.Namespace) -> int:
