@@ -180,6 +180,11 @@ class ApiChannelConfig(ChannelConfigBase):
     max_body_bytes: int = Field(
         1_000_000, ge=1, description="Largest request body accepted, in bytes."
     )
+    expose_without_token: bool = Field(
+        False,
+        description="Listen beyond loopback without auth_token on purpose (a container whose "
+        "port is published only on the host's loopback): no start-up warning about it.",
+    )
 
 
 class CliChannelConfig(ChannelConfigBase):

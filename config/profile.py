@@ -118,7 +118,9 @@ class ProfileConfig(ConfigModel):
 
 
 def _is_exposed(channel: ApiChannelConfig) -> bool:
-    if channel.auth_token is not None or channel.host == "localhost":
+    if channel.auth_token is not None or channel.expose_without_token:
+        return False
+    if channel.host == "localhost":
         return False
     try:
         return not ipaddress.ip_address(channel.host).is_loopback
