@@ -15,7 +15,7 @@ from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
-from config import ApiChannelConfig, ConfigError, LoadedConfig, load_gateway
+from config import ApiChannelConfig, ConfigError, ConfigProblem, LoadedConfig, load_gateway
 from gateway.config_hint import explain_config_error
 from gateway.doctor_probes import (
     DEFAULT_TIMEOUT_S,
@@ -70,12 +70,17 @@ def run_doctor(config_path: Path, timeout_s: float) -> list[ProbeResult]:
         loaded = load_gateway(config_path, environment_for(config_path))
     except ConfigError as error:
         return [
-            ProbeResult(f"config {config_path}", Outcome.FAIL, problem.message, problem.suggestion)
+            ProbeResult(f"config {config_path}", Outcome.FAIL, _where(problem), problem.suggestion)
             for problem in explain_config_error(config_path, error).problems
         ]
     static = [_config_line(config_path, loaded)]
     static += [ProbeResult("warning", Outcome.WARN, str(w)) for w in loaded.warnings]
     return static + asyncio.run(_live_probes(loaded, timeout_s))
+
+
+def _where(problem: ConfigProblem) -> str:
+    place = f"{problem.file}:{problem.line}" if problem.line is not None else str(problem.file)
+    return f"{place}: {problem.message}"
 
 
 def _config_line(path: Path, loaded: LoadedConfig) -> ProbeResult:

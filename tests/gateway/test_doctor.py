@@ -158,5 +158,6 @@ async def test_an_unreachable_agent_fails_and_invalid_config_is_listed(tmp_path:
     (tmp_path / "profiles" / "bot.yaml").write_text("channels: [{type: telegram}]\n")
     result = await run_cli("doctor", "-c", str(config), cwd=tmp_path)
     assert result.code == 1
-    assert "token" in result.out
-    assert "FAIL" in result.out
+    [line] = [line for line in result.out.splitlines() if "FAIL" in line]
+    assert f"{tmp_path / 'profiles' / 'bot.yaml'}:1:" in line
+    assert "token" in line
