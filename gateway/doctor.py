@@ -73,7 +73,7 @@ def run_doctor(config_path: Path, timeout_s: float) -> list[ProbeResult]:
             ProbeResult(f"config {config_path}", Outcome.FAIL, _where(problem), problem.suggestion)
             for problem in explain_config_error(config_path, error).problems
         ]
-    static = [_config_line(config_path, loaded)]
+    static = [_config_line(config_path, loaded), _status_page_line(loaded)]
     static += [ProbeResult("warning", Outcome.WARN, str(w)) for w in loaded.warnings]
     return static + asyncio.run(_live_probes(loaded, timeout_s))
 
@@ -81,6 +81,21 @@ def run_doctor(config_path: Path, timeout_s: float) -> list[ProbeResult]:
 def _where(problem: ConfigProblem) -> str:
     place = f"{problem.file}:{problem.line}" if problem.line is not None else str(problem.file)
     return f"{place}: {problem.message}"
+
+
+def _status_page_line(loaded: LoadedConfig) -> ProbeResult:
+    http = loaded.gateway.http
+    url = f"http://{_url_host(http.host)}:{http.port}/"
+    if http.token is not None:
+        return ProbeResult("status page", Outcome.OK, f"{url} behind http.token")
+    if http.is_loopback:
+        return ProbeResult("status page", Outcome.OK, f"{url} open on this machine")
+    return ProbeResult(
+        "status page",
+        Outcome.WARN,
+        f"{url} stays closed: http listens on {http.host} without http.token",
+        "set http.token in gateway.yaml to open it (the page asks for the token once)",
+    )
 
 
 def _config_line(path: Path, loaded: LoadedConfig) -> ProbeResult:

@@ -54,6 +54,7 @@ async def test_doctor_lists_them_and_knows_the_running_daemon_owns_its_ports(
         result = await run_cli("doctor", "-c", str(daemon.config), cwd=tmp_path)
     assert result.code == 0, result.out
     lines = result.out.splitlines()
+    assert "open on this machine" in next(line for line in lines if line.startswith("status"))
     ports = [line for line in lines if line.startswith("port ")]
     assert len(ports) == 2
     assert all("in use by a running octos-gateway" in line for line in ports), ports
@@ -70,3 +71,19 @@ def test_nats_and_postgresql_are_probed_only_when_configured(tmp_path: Path) -> 
 
 async def _both(nats_url: str, dsn: str) -> list[ProbeResult]:
     return [await probe_nats(nats_url, 2.0), await probe_postgres(dsn, 2.0)]
+
+
+def test_doctor_says_the_status_page_stays_closed_beyond_loopback(tmp_path: Path) -> None:
+    from gateway.doctor import run_doctor
+
+    config = write_config(tmp_path, {"cli-bot": "channels: [{type: cli}]\n"})
+    text = config.read_text().replace("host: 127.0.0.1", "host: 0.0.0.0")
+    config.write_text(text)
+    [status] = [r for r in run_doctor(config, 2.0) if r.check == "status page"]
+    assert status.outcome is Outcome.WARN
+    assert "without http.token" in status.detail
+    assert "set http.token" in status.fix
+    config.write_text(text.replace("port:", "token: s3cret, port:"))
+    [status] = [r for r in run_doctor(config, 2.0) if r.check == "status page"]
+    assert status.outcome is Outcome.OK
+    assert "behind http.token" in status.detail

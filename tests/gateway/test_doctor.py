@@ -91,6 +91,7 @@ async def test_good_credentials_pass_every_probe(fakes: Fakes, tmp_path: Path) -
     result = await run_cli("doctor", "-c", str(config), cwd=tmp_path)
     assert result.code == 0, result.out + result.err
     assert "ok      valid, 1 profile: bot" in lines_of(result, "config ")[0]
+    assert "open on this machine" in lines_of(result, "status page")[0]
     assert f"@{fakes.discord.bot.username}" in lines_of(result, "bot: channel discord")[0]
     assert " ok " in lines_of(result, "bot: channel telegram")[0]
     assert "@octos" in lines_of(result, "bot: channel slack")[0]
