@@ -1,4 +1,4 @@
-"""`octos-gateway`: run the daemon, check a config, look at sessions."""
+"""`octos-gateway`: run the daemon; init, check and doctor a config; pairing; sessions."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from channels.registry import ChannelConfigLike, ChannelContext, build_channel
 from config import AgentConfig, OpenAIAgentConfig
 from gateway.run_overrides import bind_error
 
+#: Longest wait of one probe unless `doctor --timeout` says otherwise.
 DEFAULT_TIMEOUT_S = 10.0
 
 

@@ -74,7 +74,7 @@ async def _both(nats_url: str, dsn: str) -> list[ProbeResult]:
 
 
 def test_doctor_says_the_status_page_stays_closed_beyond_loopback(tmp_path: Path) -> None:
-    from gateway.doctor import run_doctor
+    from gateway.doctor_report import run_doctor
 
     config = write_config(tmp_path, {"cli-bot": "channels: [{type: cli}]\n"})
     text = config.read_text().replace("host: 127.0.0.1", "host: 0.0.0.0")
