@@ -26,6 +26,9 @@ USER octos
 VOLUME /data
 # 8090: health and metrics; 8091: the HTTP API channel and its web chat page.
 EXPOSE 8090 8091
+# The HEALTHCHECK reflects "alive" (/healthz), not "ready" (/readyz): a channel that is down
+# because of a bad token is not fixed by restarting the container, and an orchestrator that
+# restarts unhealthy containers would loop. Point load balancers and readiness probes at /readyz.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8090/healthz', timeout=4).status == 200 else 1)"]
 

@@ -1,6 +1,8 @@
 """The terminal channel: lines from stdin in, replies on stdout (streamed in place on a TTY).
 
-`/quit`, `/exit` or the end of input stops the daemon cleanly.
+On a terminal it shows a prompt and marks each reply, so what the bot says stands apart from
+what was typed; piped or redirected, the output is the replies alone, for scripts. `/quit`,
+`/exit` or the end of input stops the daemon cleanly.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ QUIT_COMMANDS = frozenset({"/quit", "/exit"})
 CHAT_ID = "local"
 #: How long stopping waits for a paused or slow terminal to take the last of the output.
 OUTPUT_FLUSH_S = 5.0
+#: On a terminal: the prompt before what the user types, and the mark before each reply.
+PROMPT = "\x1b[1;32myou ›\x1b[0m "
+REPLY_MARK = "\x1b[1;36mbot ›\x1b[0m "
 
 
 _LineSource = tuple[asyncio.StreamReader, asyncio.BaseTransport]
@@ -167,8 +172,20 @@ class CliChannel(Channel):
     def supports_edit(self) -> bool:
         return self._stdout.isatty()
 
+    @property
+    def _decorated(self) -> bool:
+        return self._stdout.isatty()
+
+    def _mark(self) -> str:
+        return REPLY_MARK if self._decorated else ""
+
+    def _after_reply(self) -> str:
+        return "\n" + PROMPT if self._decorated else "\n"
+
     async def start(self, inbound: InboundSender) -> None:
         await self._output.open()
+        if self._decorated:
+            await self._write(PROMPT)
         source = await _line_source(self._stdin)
         try:
             while (raw := await self._next_line(source)) is not None:
@@ -221,13 +238,13 @@ class CliChannel(Channel):
         await self._output.write(text)
 
     async def send(self, message: OutboundMessage) -> None:
-        await self._write(message.content + "\n")
+        await self._write(self._mark() + message.content + self._after_reply())
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
         self._next_id += 1
         message_id = str(self._next_id)
         self._shown[message_id] = message.content
-        await self._write(message.content)
+        await self._write(self._mark() + message.content)
         return message_id
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
@@ -236,13 +253,13 @@ class CliChannel(Channel):
             await self._write(content[len(shown) :])
         else:
             # The text changed, not only grew: show the new version on a fresh line.
-            await self._write("\n" + content)
+            await self._write("\n" + self._mark() + content)
         self._shown[message_id] = content
 
     async def finish_stream(self, chat_id: str, message_id: str, content: str) -> None:
         await self.edit_message(chat_id, message_id, content)
         self._shown.pop(message_id, None)
-        await self._write("\n")
+        await self._write(self._after_reply())
 
 
 def create(config: CliChannelConfig, context: ChannelContext) -> CliChannel:

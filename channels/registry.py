@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from channels.allow import AllowList
+from channels.allow_overlay import AllowOverlay
 from channels.base import Channel
 from channels.errors import ChannelError
 from channels.history import ChatHistory
@@ -69,6 +70,10 @@ class ChannelContext:
     history: ChatHistory | None = None
     #: Asks the daemon to shut down cleanly (the terminal channel's `/quit`).
     request_shutdown: Callable[[], None] = _no_shutdown
+    #: Senders approved by pairing, by channel name; None outside a daemon.
+    allow_overlay: AllowOverlay | None = None
+    #: The profile's agent type (the web chat page says who answers).
+    agent: str = ""
 
 
 class ChannelUnavailable(ChannelError):
@@ -93,7 +98,8 @@ def build_channel(config: ChannelConfigLike, context: ChannelContext) -> Channel
             f"{target} returned {type(channel).__name__}, not a Channel",
             suggestion="the factory or plugin class must build a channels.base.Channel",
         )
-    channel.allow = AllowList(config.allow)
+    overlay = context.allow_overlay
+    channel.allow = AllowList(config.allow, overlay.view(channel.name) if overlay else None)
     return channel
 
 

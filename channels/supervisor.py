@@ -148,7 +148,9 @@ class ChannelSupervisor:
                     )
                     return
                 failure = f"{type(exc).__name__}: {exc}"
-                log.warning("channel failed", channel=self.name, error=failure, exc_info=exc)
+                # One line per retry at warning; the (often long, chained) traceback at debug.
+                log.warning("channel failed", channel=self.name, error=failure)
+                log.debug("channel failure traceback", channel=self.name, exc_info=exc)
             if self._stop_requested.is_set():
                 return
             failures = (

@@ -48,6 +48,11 @@ class ChannelConfigBase(ConfigModel):
         description="Shortest time between edits of a streamed reply; unset uses the "
         "platform's own interval.",
     )
+    pairing: bool = Field(
+        False,
+        description="Answer a stranger with a one-time code; `octos-gateway pair CODE` then "
+        "adds them to the allow list without editing this file.",
+    )
 
     @property
     def routing_key(self) -> str:
@@ -201,6 +206,11 @@ class ApiChannelConfig(ChannelConfigBase):
     limits: HttpLimitsConfig = Field(
         default_factory=HttpLimitsConfig,
         description="Timeouts and connection caps against slow or too many clients.",
+    )
+    expose_without_token: bool = Field(
+        False,
+        description="Listen beyond loopback without auth_token on purpose (a container whose "
+        "port is published only on the host's loopback): no start-up warning about it.",
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from typing import Annotated
 from urllib.parse import urlsplit
@@ -67,3 +68,13 @@ Port = Annotated[int, Field(ge=0, le=65535)]
 #: An allow-list entry: a user id (number or string) or a username. Strict int, so a YAML
 #: boolean (`yes`) is rejected rather than read as 1.
 AllowEntry = str | StrictInt
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a listen address is reachable only from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name that may resolve to anything

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from config.common import ConfigModel, Port
+from config.common import ConfigModel, OptionalSecret, Port, is_loopback_host
 from config.http_limits import (
     ALLOWED_HOSTS_DESCRIPTION,
     AllowedHost,
@@ -37,6 +37,15 @@ class HttpConfig(ConfigModel):
         default_factory=HttpLimitsConfig,
         description="Timeouts and connection caps against slow or too many clients.",
     )
+    token: OptionalSecret = Field(
+        None,
+        description="Bearer token the status page (GET /) asks for; required to see it when "
+        "host is not a loopback address.",
+    )
+
+    @property
+    def is_loopback(self) -> bool:
+        return is_loopback_host(self.host)
 
 
 class LoggingConfig(ConfigModel):

@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from bus import is_channel_name
+from config.agents import EchoAgentConfig
 from config.channels import ApiChannelConfig
 from config.explain import explain_validation_error
 from config.gateway import GatewayConfig
@@ -27,6 +28,9 @@ from config.yaml_source import YAML_SUFFIXES, YamlDocument, read_yaml
 
 _PROFILE_ID = re.compile(r"[A-Za-z0-9_-]+")
 DEFAULT_PROFILE_ID = "default"
+#: The embedded default's echo agent: a few pieces far enough apart to be seen growing.
+EMBEDDED_ECHO_DELAY_S = 0.15
+EMBEDDED_ECHO_PIECES = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +234,10 @@ def default_config(data_dir: Path = Path("./data")) -> LoadedConfig:
     page) on 127.0.0.1:8091, open to everyone who can reach it; health on 127.0.0.1:8090.
     """
     gateway = GatewayConfig(data_dir=data_dir)
-    profile = ProfileConfig(channels=[ApiChannelConfig(host="127.0.0.1", port=8091)])
+    profile = ProfileConfig(
+        # Paced so that the web chat visibly streams (one snapshot per piece).
+        agent=EchoAgentConfig(delay_s=EMBEDDED_ECHO_DELAY_S, pieces=EMBEDDED_ECHO_PIECES),
+        channels=[ApiChannelConfig(host="127.0.0.1", port=8091)],
+    )
     warnings = [ConfigWarning(None, None, warning.message) for warning in profile.warnings()]
     return LoadedConfig(gateway, {DEFAULT_PROFILE_ID: profile}, {}, warnings)

@@ -8,7 +8,7 @@ from typing import Literal, NamedTuple
 from pydantic import Field, field_validator
 
 from config.agents import AgentConfig, EchoAgentConfig
-from config.channels import ApiChannelConfig, ChannelConfig
+from config.channels import ApiChannelConfig, ChannelConfig, TelegramConfig
 from config.common import ConfigModel
 from config.problems import ConfigValueError, DataPath
 
@@ -106,12 +106,20 @@ class ProfileConfig(ConfigModel):
             )
         for index, channel in enumerate(self.channels):
             where = f"channels[{index}] ({channel.type})"
-            if not channel.allow:
+            if not channel.allow and not channel.pairing:
                 found.append(
                     ProfileWarning(
                         ("channels", index, "allow"),
                         f"{where} has an empty allow list: nobody can talk to this bot "
-                        'until you add user ids or "*"',
+                        'until you add user ids or "*" (or set pairing: true)',
+                    )
+                )
+            if isinstance(channel, TelegramConfig) and _webhook_without_secret(channel):
+                found.append(
+                    ProfileWarning(
+                        ("channels", index, "mode"),
+                        f"{where} receives a webhook without secret_token: anyone who finds "
+                        "the URL can post fake updates; set secret_token",
                     )
                 )
             if isinstance(channel, ApiChannelConfig) and _is_exposed(channel):
@@ -126,9 +134,15 @@ class ProfileConfig(ConfigModel):
 
 
 def _is_exposed(channel: ApiChannelConfig) -> bool:
-    if channel.auth_token is not None or channel.host == "localhost":
+    if channel.auth_token is not None or channel.expose_without_token:
+        return False
+    if channel.host == "localhost":
         return False
     try:
         return not ipaddress.ip_address(channel.host).is_loopback
     except ValueError:
         return True  # a host name that may resolve to anything
+
+
+def _webhook_without_secret(channel: TelegramConfig) -> bool:
+    return channel.mode == "webhook" and channel.secret_token is None

@@ -1,4 +1,4 @@
-"""`octos-gateway`: run the daemon, check a config, look at sessions."""
+"""`octos-gateway`: run the daemon; init, check and doctor a config; pairing; sessions."""
 
 from __future__ import annotations
 
@@ -10,10 +10,19 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from config import ConfigError, LoadedConfig, default_config, load_gateway
+from gateway.config_hint import explain_config_error
+from gateway.doctor import add_doctor_command
+from gateway.env_file import environment_for
+from gateway.init_command import add_init_command
+from gateway.pair_commands import add_pair_commands
+from gateway.run_overrides import busy_api_port, with_listen_overrides
 from gateway.session_commands import add_session_commands
+from gateway.terminal_logs import terminal_log_file
 
 EXIT_OK = 0
 EXIT_INVALID_CONFIG = 2
+#: A port the daemon must listen on is taken (EX_UNAVAILABLE, as for the health port).
+EXIT_PORT_BUSY = 69
 
 
 def package_version() -> str:
@@ -31,7 +40,13 @@ def print_config_error(error: ConfigError) -> None:
 
 
 def load(config_path: Path | None, data_dir: Path | None) -> LoadedConfig:
-    loaded = load_gateway(config_path) if config_path else default_config()
+    try:
+        if config_path is None:
+            loaded = default_config()
+        else:
+            loaded = load_gateway(config_path, environment_for(config_path))
+    except ConfigError as error:
+        raise explain_config_error(config_path, error) if config_path else error from None
     if data_dir is not None:
         loaded = loaded.with_data_dir(data_dir)
     return loaded
@@ -41,20 +56,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gateway.daemon import Daemon
     from gateway.logs import configure_logging
 
+    listen = {
+        "api_host": args.api_host,
+        "api_port": args.api_port,
+        "http_host": args.http_host,
+        "http_port": args.http_port,
+    }
     try:
-        loaded = load(args.config, args.data_dir)
+        loaded = with_listen_overrides(load(args.config, args.data_dir), **listen)
     except ConfigError as error:
         print_config_error(error)
         return EXIT_INVALID_CONFIG
-    configure_logging(loaded.gateway.logging.level, loaded.gateway.logging.format)
+    if (busy := busy_api_port(loaded)) is not None:
+        print(f"error: {busy}", file=sys.stderr)
+        return EXIT_PORT_BUSY
+    log_stream = terminal_log_file(loaded)
+    configure_logging(loaded.gateway.logging.level, loaded.gateway.logging.format, log_stream)
     reload_config: Callable[[], LoadedConfig] | None = None
     if args.config is not None:
         config_path, data_dir = args.config, args.data_dir
 
         def reload_config() -> LoadedConfig:
-            return load(config_path, data_dir)
+            return with_listen_overrides(load(config_path, data_dir), **listen)
 
-    return asyncio.run(Daemon(loaded, reload_config).run())
+    try:
+        return asyncio.run(Daemon(loaded, reload_config).run())
+    finally:
+        if log_stream is not None:
+            log_stream.close()
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -66,13 +95,24 @@ def cmd_check(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     profiles = ", ".join(loaded.profiles) or "none"
-    print(f"ok: {args.config} is valid ({len(loaded.profiles)} profiles: {profiles})")
+    count = len(loaded.profiles)
+    print(f"ok: {args.config} is valid ({count} profile{'' if count == 1 else 's'}: {profiles})")
     return EXIT_OK
 
 
 def cmd_version(_args: argparse.Namespace) -> int:
     print(f"octos-gateway {package_version()}")
     return EXIT_OK
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0-65535; 0 picks a free one)")
+    return port
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("-c", "--config", type=Path, help="gateway.yaml (default: embedded default)")
     run.add_argument("--data-dir", type=Path, help="where sessions live (overrides data_dir)")
+    run.add_argument("--api-host", metavar="HOST", help="address of the web chat and HTTP API")
+    run.add_argument("--api-port", type=_port, metavar="PORT", help="port of the web chat and API")
+    run.add_argument("--http-host", metavar="HOST", help="address of the status/health server")
+    run.add_argument("--http-port", type=_port, metavar="PORT", help="port of the status server")
     run.set_defaults(func=cmd_run)
 
     check = commands.add_parser(
@@ -102,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     add_session_commands(commands)
+    add_doctor_command(commands)
+    add_init_command(commands)
+    add_pair_commands(commands)
 
     version_cmd = commands.add_parser("version", help="print the version")
     version_cmd.set_defaults(func=cmd_version)

@@ -96,9 +96,13 @@ class Commands:
         if topic in await self._topic_names(chat):
             return f"A session named {topic!r} exists already; /s {topic} switches to it."
         parent = self.current_key(chat)
-        await self._sessions.fork(parent, chat.with_topic(topic), self._fork_copy)
+        session = await self._sessions.fork(parent, chat.with_topic(topic), self._fork_copy)
         await self._activate(chat, topic)
-        return f"New session {topic!r} (kept the last {self._fork_copy} messages as context)."
+        kept = len(session.messages)
+        if not kept:
+            return f"New session {topic!r} (no earlier messages to keep)."
+        noun = "message" if kept == 1 else f"{kept} messages"
+        return f"New session {topic!r} (kept the last {noun} as context)."
 
     async def _switch(self, chat: SessionKey, name: str) -> str:
         if not name:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,10 +21,12 @@ from channels.accept_errors import install_accept_error_log
 from channels.health import ChannelHealth
 from channels.http_guard import ConnectionGuard
 from channels.http_names import HostCheck, listener_names
-from config import ConfigError, LoadedConfig, ProfileConfig
+from config import ApiChannelConfig, ConfigError, LoadedConfig, ProfileConfig
 from gateway.http_server import HttpServer, build_app, webhook_hosts
 from gateway.metrics import GatewayMetrics
 from gateway.profile import ProfileRuntime
+from gateway.recent_failures import recent_failures
+from gateway.status_page import ProfileFacts, StatusPage, build_snapshot
 from gateway.webhooks import WebhookRoutes
 
 log = structlog.get_logger(__name__)
@@ -51,6 +54,16 @@ class Daemon:
         self._tasks: asyncio.TaskGroup | None = None
         self.http: HttpServer | None = None
         self._hosts = HostCheck(set(), "gateway.yaml http.allowed_hosts")
+        self._started_at = time.monotonic()
+
+    async def status_snapshot(self) -> dict[str, object]:
+        facts = {
+            pid: ProfileFacts(
+                runtime.config.agent.type, await runtime.health(), runtime.open_sessions()
+            )
+            for pid, (runtime, _task) in self._profiles.items()
+        }
+        return build_snapshot(facts, self._registry, recent_failures, self._started_at)
 
     async def readiness(self) -> dict[str, dict[str, ChannelHealth]]:
         return {pid: await runtime.health() for pid, (runtime, _task) in self._profiles.items()}
@@ -63,8 +76,10 @@ class Daemon:
         install_accept_error_log(asyncio.get_running_loop(), http.limits.accept_error_interval_s)
         guard = ConnectionGuard(http.limits, "http", http.max_body_bytes)
         self._hosts = HostCheck(self._http_names(), "gateway.yaml http.allowed_hosts")
+        token = http.token.get_secret_value() if http.token else None
+        status = StatusPage(self.status_snapshot, token=token, loopback=http.is_loopback)
         self.http = HttpServer(
-            build_app(self._registry, self.readiness, self._webhooks, guard, self._hosts),
+            build_app(self._registry, self.readiness, self._webhooks, guard, self._hosts, status),
             http.host,
             http.port,
             guard,
@@ -85,6 +100,7 @@ class Daemon:
             health="/healthz",
         )
         self._install_signals()
+        self._announce(self.http.bound_port)
         try:
             async with asyncio.TaskGroup() as tasks:
                 self._tasks = tasks
@@ -100,6 +116,22 @@ class Daemon:
     def _http_names(self) -> set[str]:
         http = self._loaded.gateway.http
         return listener_names(http.host, http.allowed_hosts, webhook_hosts(self._loaded.profiles))
+
+    def _announce(self, http_port: int | None) -> None:
+        """One start-up line with every URL a user may open, and how to stop."""
+        settings = self._loaded.gateway
+        chats = [
+            f"{opened_url(channel.host, channel.port)} ({pid})"
+            for pid, profile in self._loaded.profiles.items()
+            for channel in profile.channels
+            if isinstance(channel, ApiChannelConfig) and channel.port
+        ]
+        log.info(
+            "gateway.started",
+            status_page=opened_url(settings.http.host, http_port or settings.http.port),
+            web_chat=chats,
+            stop="Ctrl+C, or SIGTERM (docker stop)",
+        )
 
     async def _serve_until_shutdown(self) -> None:
         while not self._shutdown_requested:
@@ -194,3 +226,10 @@ class Daemon:
         self._hosts.allowed = self._http_names()
         for pid in added + changed:
             self._start_profile(pid, fresh.profiles[pid])
+
+
+def opened_url(host: str, port: int) -> str:
+    """The URL to open for a listener: one on every interface is opened on this machine."""
+    if host in ("0.0.0.0", "::", ""):
+        return f"http://127.0.0.1:{port}/"
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"

@@ -13,7 +13,7 @@ else waits in the chat's lane. Every answer is an outcome in the journal before 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
@@ -71,6 +71,9 @@ class DispatcherSettings:
 
 
 class Dispatcher:
+    #: What to tell a refused sender instead of the plain notice (a pairing code); None: plain.
+    stranger_notice: Callable[[InboundMessage], Awaitable[str | None]] | None = None
+
     def __init__(
         self,
         settings: DispatcherSettings,
@@ -249,7 +252,8 @@ class Dispatcher:
         if self._refusals.seen(f"{message.channel}:{message.sender_id}"):
             return
         log.info("dispatcher.stranger_refused", sender=message.sender_id)
-        await self._send(message, REFUSAL_NOTICE.format(sender_id=message.sender_id))
+        notice = await self.stranger_notice(message) if self.stranger_notice else None
+        await self._send(message, notice or REFUSAL_NOTICE.format(sender_id=message.sender_id))
 
     async def _send(self, message: InboundMessage, text: str, *, failed: bool = False) -> None:
         """A notice that is not an answer (nothing to record): refusals."""

@@ -1,4 +1,4 @@
-"""The daemon's HTTP server: `/healthz`, `/readyz`, `/metrics` and the channels' webhooks."""
+"""The daemon's HTTP server: `/healthz`, `/readyz`, `/metrics`, the status page and webhooks."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from channels.health import ChannelHealth
 from channels.http_guard import ConnectionGuard, GuardedSite, guarded_runner
 from channels.http_names import HostCheck
 from config import ProfileConfig
+from gateway.status_page import StatusPage
 from gateway.webhooks import WebhookRoutes
 
 #: profile -> channel -> health
@@ -24,6 +25,7 @@ def build_app(
     webhooks: WebhookRoutes,
     guard: ConnectionGuard,
     hosts: HostCheck,
+    status_page: StatusPage | None = None,
 ) -> web.Application:
     async def healthz(_request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -53,6 +55,8 @@ def build_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    if status_page is not None:
+        status_page.mount(app)
     app.router.add_route("*", "/{tail:.*}", webhooks.handle)
     return app
 

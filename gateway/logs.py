@@ -6,9 +6,11 @@ import logging
 import re
 import sys
 from collections.abc import Mapping, MutableMapping
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import structlog
+
+from gateway.recent_failures import recent_failures
 
 # A bot token in a URL (Telegram puts it in the path), Slack tokens, and bearer credentials.
 _SECRET_PATTERNS = (
@@ -65,12 +67,11 @@ def redact_secrets(
     return event_dict
 
 
-class _RedactingFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
-
-
-def configure_logging(level: str = "info", fmt: Literal["json", "console"] = "console") -> None:
+def configure_logging(
+    level: str = "info", fmt: Literal["json", "console"] = "console", stream: TextIO | None = None
+) -> None:
+    """Configure structlog and the standard library's logging to write to `stream` (stderr)."""
+    out = stream or sys.stderr
     numeric_level = logging.getLevelNamesMapping()[level.upper()]
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -78,21 +79,28 @@ def configure_logging(level: str = "info", fmt: Literal["json", "console"] = "co
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.format_exc_info,
         redact_secrets,
+        recent_failures,
     ]
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        else structlog.dev.ConsoleRenderer(colors=out.isatty())
     )
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
-    # Standard-library loggers (the SDKs') go through the same redaction, one level quieter.
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # Standard-library loggers (the SDKs', aiohttp's, httpx's) are rendered by the same
+    # processors, so their lines are JSON too, redacted, and named by their logger.
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
+    )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric_level)

@@ -29,6 +29,7 @@ from gateway.dispatcher import Dispatcher, DispatcherSettings, ProfileIntake
 from gateway.history import ProfileHistory
 from gateway.journal import Journal, Recovery
 from gateway.metrics import GatewayMetrics
+from gateway.pairing import Pairing
 from gateway.turns import TurnRunner, TurnSettings
 from gateway.webhooks import WebhookRoutes
 from sessions import ActiveTopics, SessionManager, SessionStore
@@ -59,6 +60,7 @@ class ProfileRuntime:
         self._request_shutdown = request_shutdown
         self._channels: ChannelManager | None = None
         self._dispatcher: Dispatcher | None = None
+        self._sessions: SessionManager | None = None
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
 
@@ -67,18 +69,28 @@ class ProfileRuntime:
             return {}
         return await self._channels.health()
 
+    def open_sessions(self) -> int:
+        """Sessions held open in memory now (the status page)."""
+        return len(self._sessions) if self._sessions is not None else 0
+
     def request_stop(self) -> None:
         self._stop.set()
 
-    def _add_channels(self, channels: ChannelManager, history: ProfileHistory) -> None:
+    def _add_channels(
+        self, channels: ChannelManager, history: ProfileHistory, pairing: Pairing
+    ) -> None:
         context = ChannelContext(
             profile=self.profile_id,
             data_dir=self.root,
             history=history,
             request_shutdown=self._request_shutdown,
+            allow_overlay=pairing.overlay,
+            agent=self.config.agent.type,
         )
         for channel_config in self.config.channels:
             channel = build_channel(channel_config, context)
+            if channel_config.pairing:
+                pairing.enable(channel.name)
             channels.register(channel, edit_interval_s=channel_config.edit_interval_s)
             self._webhooks.mount(self.profile_id, channel.web_routes())
 
@@ -98,6 +110,7 @@ class ProfileRuntime:
             )
             agent = await stack.enter_async_context(create_agent(self.config.agent))
             sessions = SessionManager(store, max_open=settings.max_open)
+            self._sessions = sessions
             topics = ActiveTopics(self.root)
             await topics.load()
             handle, publisher = create_bus(self._bus_capacity)
@@ -115,7 +128,9 @@ class ProfileRuntime:
                 intake=lambda: intake,
             )
             stack.callback(self._webhooks.unmount, self.profile_id)
-            self._add_channels(channels, ProfileHistory(self.profile_id, sessions, topics))
+            pairing = Pairing(self.profile_id, self.root)
+            await pairing.load()
+            self._add_channels(channels, ProfileHistory(self.profile_id, sessions, topics), pairing)
             journal = Journal(
                 self.root / JOURNAL_DIR,
                 fsync=settings.fsync,
@@ -150,8 +165,9 @@ class ProfileRuntime:
                 self._metrics,
             )
             intake.connect(dispatcher)
+            dispatcher.stranger_notice = pairing.stranger_notice
             self._channels, self._dispatcher = channels, dispatcher
-            await self._serve(channels, dispatcher, handle.close, recovery)
+            await self._serve(channels, dispatcher, handle.close, recovery, pairing)
             await dispatcher.checkpoint()
             await topics.save()
         log.info("profile.stopped", profile=self.profile_id)
@@ -162,12 +178,16 @@ class ProfileRuntime:
         dispatcher: Dispatcher,
         close_outbound: Callable[[], None],
         recovery: Recovery,
+        pairing: Pairing,
     ) -> None:
         async with asyncio.TaskGroup() as tasks:
             dispatch_task = tasks.create_task(
                 dispatcher.run(recovery), name=f"dispatcher:{self.profile_id}"
             )
             channel_task = tasks.create_task(channels.run(), name=f"channels:{self.profile_id}")
+            overlay_task = tasks.create_task(
+                pairing.watch(), name=f"allow-overlay:{self.profile_id}"
+            )
             self.started.set()
             log.info(
                 "profile.started",
@@ -182,3 +202,4 @@ class ProfileRuntime:
             await channels.drain()
             await channels.stop()
             channel_task.cancel()
+            overlay_task.cancel()

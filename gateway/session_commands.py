@@ -12,12 +12,19 @@ from typing import Any
 
 from bus import Message, SessionKey
 from config import ConfigError, default_config, load_gateway
+from gateway.cli_args import add_location_arguments, plural
+from gateway.env_file import environment_for
 from sessions import Session, SessionStore
 from sessions.errors import SessionError
 
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
 EXIT_INVALID_CONFIG = 2
+KEY_FORM = (
+    "{key!r} is not a session key; keys look like PROFILE:CHANNEL:CHAT_ID or "
+    "PROFILE:CHANNEL:CHAT_ID#TOPIC, e.g. default:api:web-1a2b3c4d (`octos-gateway sessions "
+    "list` shows them)"
+)
 
 
 def add_session_commands(commands: Any) -> None:
@@ -32,23 +39,28 @@ def add_session_commands(commands: Any) -> None:
 
     listing = actions.add_parser("list", help="every session: key, messages, size, last update")
     listing.add_argument("--profile", help="only this profile's sessions")
+    add_location_arguments(listing, nested=True)
     listing.set_defaults(func=cmd_list)
 
     show = actions.add_parser("show", help="print one session's messages")
     show.add_argument("key", help="session key, e.g. default:api:alice or work:telegram:1#topic")
+    add_location_arguments(show, nested=True)
     show.set_defaults(func=cmd_show)
 
     export = actions.add_parser("export", help="write one session as JSONL or Markdown")
     export.add_argument("key", help="session key")
     export.add_argument("--format", choices=("jsonl", "markdown"), default="jsonl")
     export.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+    add_location_arguments(export, nested=True)
     export.set_defaults(func=cmd_export)
 
 
 def data_dir_of(args: argparse.Namespace) -> Path:
     if args.data_dir is not None:
         return Path(args.data_dir)
-    loaded = load_gateway(args.config) if args.config else default_config()
+    loaded = (
+        load_gateway(args.config, environment_for(args.config)) if args.config else default_config()
+    )
     return Path(loaded.gateway.data_dir)
 
 
@@ -67,7 +79,8 @@ async def list_sessions(data_dir: Path, only_profile: str | None) -> list[str]:
         async with SessionStore(root, read_only=True) as store:
             for info in await store.list():
                 lines.append(
-                    f"{display_key(info.key)}\t{info.message_count} messages\t{info.size} bytes\t"
+                    f"{display_key(info.key)}\t{plural(info.message_count, 'message')}\t"
+                    f"{info.size} bytes\t"
                     f"{info.updated_at.isoformat(timespec='seconds')}"
                 )
     return lines
@@ -134,10 +147,13 @@ def _find(args: argparse.Namespace) -> tuple[int, Session | None]:
         return EXIT_INVALID_CONFIG, None
     try:
         session = asyncio.run(load_session(data_dir, args.key))
-    except (ValueError, SessionError) as error:
-        # A key that cannot be parsed, or a file this build cannot read (newer schema_version,
-        # a key collision): the message names the file and what was found there.
+    except SessionError as error:
+        # A file this build cannot read (newer schema_version, a key collision): the message
+        # names the file and what was found there.
         print(f"error: {error}", file=sys.stderr)
+        return EXIT_NOT_FOUND, None
+    except ValueError:
+        print(f"error: {KEY_FORM.format(key=args.key)}", file=sys.stderr)
         return EXIT_NOT_FOUND, None
     if session is None:
         print(
@@ -156,6 +172,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
+    if args.profile and args.profile not in (known := profile_roots(data_dir)):
+        names = ", ".join(known) or "none"
+        print(
+            f"error: no profile {args.profile!r} in {data_dir} (profiles with data: {names})",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_FOUND
     try:
         lines = asyncio.run(list_sessions(data_dir, args.profile))
     except (ValueError, SessionError, OSError) as error:

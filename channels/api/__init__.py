@@ -10,4 +10,6 @@ __all__ = ["ApiChannel", "create"]
 
 
 def create(config: ApiChannelConfig, context: ChannelContext) -> ApiChannel:
-    return ApiChannel(config, context.profile, context.history)
+    channel = ApiChannel(config, context.profile, context.history)
+    channel.agent = context.agent
+    return channel

@@ -35,14 +35,30 @@ from config import ApiChannelConfig
 
 log = structlog.get_logger(__name__)
 
-STATIC_FILES = {"/": "index.html", "/static/app.js": "app.js", "/static/style.css": "style.css"}
-CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+STATIC_FILES = {
+    "/": "index.html",
+    "/static/app.js": "app.js",
+    "/static/style.css": "style.css",
+    "/static/markdown-it.min.js": "markdown-it.min.js",
+    "/static/favicon.svg": "favicon.svg",
+    "/favicon.ico": "favicon.svg",
+}
+CONTENT_TYPES = {
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".svg": "image/svg+xml",
+}
+#: How long a non-streamed request waits for its reply before answering 504.
+REPLY_TIMEOUT_S = 600.0
 
 
 class ApiChannel(Channel):
     limit = PLATFORM_LIMITS["api"]
     edit_interval_s = 0.1
     replies_to_retries = True
+    #: The profile's agent type, which the empty page names (GET /v1/info).
+    agent: str = ""
 
     def __init__(self, config: ApiChannelConfig, profile: str, history: ChatHistory | None) -> None:
         self._config = config
@@ -138,6 +154,7 @@ class ApiChannel(Channel):
         app.router.add_post("/v1/chat", self._chat)
         app.router.add_get("/v1/sessions", self._sessions)
         app.router.add_get("/v1/sessions/{chat_id}/messages", self._messages)
+        app.router.add_get("/v1/info", self._info)
         for path in STATIC_FILES:
             app.router.add_get(path, self._static_file)
         return app
@@ -264,6 +281,9 @@ class ApiChannel(Channel):
         if self._history is None:
             return error_response(503, "sessions are not available")
         return web.json_response({"sessions": await self._history.sessions("api")})
+
+    async def _info(self, _request: web.Request) -> web.Response:
+        return web.json_response({"profile": self._profile, "agent": self.agent})
 
     async def _messages(self, request: web.Request) -> web.Response:
         if self._history is None:

@@ -25,7 +25,7 @@ from discord.backoff import ExponentialBackoff
 from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.base import Channel
 from channels.discord.catchup import CATCH_UP_LIMIT, HandledBook
-from channels.discord.client import GatewayClient
+from channels.discord.client import MAX_RATELIMIT_WAIT_S, GatewayClient
 from channels.discord.errors import (
     CHANNEL,
     discord_call,
@@ -39,8 +39,8 @@ from channels.discord.media import (
     batches,
     load_files,
 )
-from channels.discord.routing import DiscordEndpoints
-from channels.errors import ChannelError, FatalChannelError, TransientError
+from channels.discord.routing import DiscordEndpoints, RoutedHTTPClient
+from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 
@@ -51,6 +51,8 @@ log = structlog.get_logger(__name__)
 _UNDECODABLE_FRAME = (ValueError, TypeError, AttributeError, KeyError, zlib.error)
 #: A second undecodable frame within this long of the first one reconnects with backoff.
 _QUIET_PERIOD_S = 60.0
+#: How long `probe()` waits for Discord to answer.
+_PROBE_TIMEOUT_S = 10.0
 
 
 class DiscordChannel(Channel):
@@ -149,6 +151,26 @@ class DiscordChannel(Channel):
         if client.is_ready():
             return ChannelHealth.degraded("reconnecting to the Discord gateway")
         return ChannelHealth.degraded("connecting to the Discord gateway")
+
+    async def probe(self) -> str | None:
+        """GET /users/@me with the token (`doctor`); AuthError when Discord refuses it."""
+        http = RoutedHTTPClient(
+            asyncio.get_running_loop(),
+            self._endpoints,
+            max_ratelimit_timeout_s=MAX_RATELIMIT_WAIT_S,
+        )
+        try:
+            async with discord_call("GET /users/@me", _PROBE_TIMEOUT_S):
+                me = await http.static_login(self._token)
+        except discord.LoginFailure:
+            raise AuthError(
+                "Discord rejected the bot token (401)",
+                channel=CHANNEL,
+                suggestion="copy the token again from the developer portal (Bot, Reset Token)",
+            ) from None
+        finally:
+            await http.close()
+        return f"@{me['username']} (id {me['id']})"
 
     async def wait_connected(self) -> None:
         """Return once the running client's gateway session is up (READY or RESUMED)."""

@@ -43,6 +43,8 @@ from channels.slack.threads import ThreadBook
 log = structlog.get_logger(__name__)
 
 DEFAULT_BASE_URL = "https://slack.com/api/"
+#: How long `probe()` waits for auth.test.
+_PROBE_TIMEOUT_S = 10.0
 Mode = Literal["socket", "http"]
 
 
@@ -190,6 +192,16 @@ class SlackChannel(Channel):
             bot_id=bot_id if isinstance(bot_id, str) else None,
             team_id=team_id if isinstance(team_id, str) else None,
         )
+
+    async def probe(self) -> str | None:
+        """auth.test with the bot token (`doctor`); AuthError when Slack refuses it."""
+        async with slack_call("auth.test", min(self._request_timeout_s, _PROBE_TIMEOUT_S)):
+            response = await self.web.auth_test()
+            if self._mode == "socket":
+                # The app-level token is checked too: Socket Mode needs both.
+                await self.web.apps_connections_open(app_token=self._app_token)
+        user, team = response.get("user"), response.get("team")
+        return f"@{user} (id {response.get('user_id')}) in {team}"
 
     def _fatal_error(self, error: ChannelError) -> FatalChannelError:
         self._fatal = FatalChannelError(

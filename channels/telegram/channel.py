@@ -22,7 +22,7 @@ from telegram.request import HTTPXRequest
 
 from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.base import Channel
-from channels.errors import ChannelError, FatalChannelError, TransientError
+from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS
 from channels.telegram.errors import CHANNEL, is_fatal_at_start, translate, translated
@@ -58,6 +58,7 @@ DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
 _CONNECT_TIMEOUT_S = 30.0
 _SHUTDOWN_WAIT_S = 2.0
 _DOWNLOAD_TIMEOUT_S = 60.0
+_PROBE_TIMEOUT_S = 10.0
 
 
 class TelegramChannel(Channel):
@@ -258,6 +259,28 @@ class TelegramChannel(Channel):
         if self._config.mode != "webhook":
             return ()
         return (web.post(self._config.webhook_path, self._receiver.handle_request),)
+
+    async def probe(self) -> str | None:
+        """getMe: who the token belongs to (`doctor`); AuthError when Telegram refuses it."""
+        try:
+            async with asyncio.timeout(_PROBE_TIMEOUT_S):
+                me = await self._bot.get_me()
+        except TimeoutError as exc:
+            raise TransientError(
+                f"getMe took over {_PROBE_TIMEOUT_S} s",
+                channel=CHANNEL,
+                suggestion="check that base_url is reachable from this machine",
+            ) from exc
+        except TelegramError as exc:
+            if is_fatal_at_start(exc):
+                # PTB's message quotes the token: it must not reach the output.
+                raise AuthError(
+                    f"Telegram rejected the bot token ({type(exc).__name__})",
+                    channel=CHANNEL,
+                    suggestion="check the token from @BotFather in this profile's config",
+                ) from None
+            raise translate(exc, "getMe") from None
+        return f"@{me.username} (id {me.id})"
 
     def _set_health(self, health: ChannelHealth) -> None:
         if not self._health.is_down:

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from channels.cli import PROMPT as CLI_PROMPT
+from channels.cli import REPLY_MARK
 from tests.support.daemon import REPO_ROOT, WAIT_S, write_config
 
 pytestmark = pytest.mark.slow
@@ -27,6 +29,8 @@ Predicate = Callable[[bytes], bool]
 #: What a terminal user types to pause and resume the output (flow control: Ctrl-S, Ctrl-Q).
 STOP_OUTPUT = b"\x13"
 START_OUTPUT = b"\x11"
+PROMPT = CLI_PROMPT.encode()
+MARK = REPLY_MARK.encode()
 
 
 def terminal_profile(*, delay_s: float = 0.0, pieces: int = 3) -> str:
@@ -262,13 +266,17 @@ async def test_on_a_terminal_the_reply_grows_in_place(tmp_path: Path) -> None:
     text = "the quick brown fox jumps over the lazy dog"
     try:
         await terminal.type_line(text)
-        # The terminal driver turns the final newline into CR LF.
-        shown = await terminal.stdout.wait_for(lambda data: data.endswith(b"\r\n"))
-        assert shown == text.encode() + b"\r\n"  # the final text once: grown, never reprinted
+        # The terminal driver turns the final newline into CR LF; then the prompt is back.
+        shown = await terminal.stdout.wait_for(lambda data: data.endswith(b"\r\n" + PROMPT))
+        # The final text once, marked as the bot's: grown, never reprinted.
+        assert shown == PROMPT + MARK + text.encode() + b"\r\n" + PROMPT
+        head = PROMPT + MARK
         growing = [
             state
             for state in terminal.stdout.states
-            if 0 < len(state) < len(text) and text.encode().startswith(state)
+            if state.startswith(head)
+            and 0 < len(state) - len(head) < len(text)
+            and text.encode().startswith(state[len(head) :])
         ]
         assert growing, terminal.stdout.states
 
@@ -287,11 +295,11 @@ async def test_a_paused_terminal_gets_the_whole_reply_once_resumed(tmp_path: Pat
         # for it rather than fail or drop text (stdout is non-blocking: it shares stdin's file).
         await terminal.write_input(STOP_OUTPUT + text.encode() + b"\n")
         await terminal.stderr.shows(b'"turn.done"')
-        assert bytes(terminal.stdout.data) == b""
+        assert bytes(terminal.stdout.data) in (b"", PROMPT)
 
         await terminal.write_input(START_OUTPUT)
-        shown = await terminal.stdout.wait_for(lambda data: data.endswith(b"\r\n"))
-        assert shown == text.encode() + b"\r\n"
+        shown = await terminal.stdout.wait_for(lambda data: data.endswith(b"\r\n" + PROMPT))
+        assert shown == PROMPT + MARK + text.encode() + b"\r\n" + PROMPT
         await terminal.end_input()
         assert await terminal.exit_code() == 0
     finally:
@@ -326,3 +334,36 @@ async def test_replies_redirected_to_a_file_are_written_whole(tmp_path: Path) ->
         if process.stdin is not None:
             process.stdin.close()
         stderr_transport.close()
+
+
+async def test_on_a_terminal_logs_go_to_a_file_not_into_the_chat(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"term": terminal_profile()})
+    master, slave = pty.openpty()
+    attributes = termios.tcgetattr(slave)
+    attributes[3] &= ~termios.ECHO
+    termios.tcsetattr(slave, termios.TCSANOW, attributes)
+    try:
+        process = await spawn(config, stdin=slave, stdout=slave, stderr=slave)
+    finally:
+        os.close(slave)
+    typing_fd = os.dup(master)
+    screen, transport = await record(master)
+    try:
+        await screen.shows(b"logs go to ")
+        await screen.shows(PROMPT)
+        os.write(typing_fd, b"hello there\n")
+        await screen.shows(MARK + b"hello there\r\n" + PROMPT)
+        os.write(typing_fd, b"/quit\n")
+        assert await asyncio.wait_for(process.wait(), WAIT_S) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        transport.close()
+        os.close(typing_fd)
+    shown = bytes(screen.data).decode()
+    assert '"event"' not in shown
+    log_file = tmp_path / "data" / "octos-gateway.log"
+    assert str(log_file) in shown
+    events = [json.loads(line) for line in log_file.read_text().splitlines()]
+    assert events[-1]["event"] == "daemon stopped"

@@ -340,6 +340,9 @@ def test_default_config() -> None:
     assert list(loaded.profiles) == [DEFAULT_PROFILE_ID]
     profile = loaded.profiles[DEFAULT_PROFILE_ID]
     assert isinstance(profile.agent, EchoAgentConfig)
+    # Streams visibly: each piece a snapshot of its own (snapshots are 0.1 s apart at most).
+    assert profile.agent.pieces > 1
+    assert profile.agent.delay_s > 0.1
     (api,) = profile.channels
     assert isinstance(api, ApiChannelConfig)
     assert (api.host, api.port, api.allow) == ("127.0.0.1", 8091, ["*"])

@@ -80,6 +80,7 @@ class FakeOpenAI(HoldableFake):
         self._scripts: deque[ScriptedCompletion] = deque()
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat_completions)
+        app.router.add_get("/v1/models", self._models)
         super().__init__(app)
 
     @property
@@ -99,6 +100,15 @@ class FakeOpenAI(HoldableFake):
                 for _ in range(times)
             )
         )
+
+    async def _models(self, request: web.Request) -> web.Response:
+        self.requests.append(RecordedRequest(request.path, dict(request.headers)))
+        if self.api_key is not None and request.headers.get("Authorization") != (
+            f"Bearer {self.api_key}"
+        ):
+            return _error(401, "Incorrect API key provided.")
+        model = {"id": self.model, "object": "model", "created": 0, "owned_by": "octos-tests"}
+        return web.json_response({"object": "list", "data": [model]})
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

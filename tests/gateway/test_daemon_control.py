@@ -108,7 +108,8 @@ async def test_topic_commands(tmp_path: Path, hub: ChannelHub) -> None:
 
     try:
         assert await ask("remember this") == "remember this"
-        assert "research" in await ask("/new research")
+        # The fork keeps what there was (one exchange), and says so truthfully.
+        assert "kept the last 2 messages" in await ask("/new research")
         assert await ask("in research") == "in research"
         listing = await ask("/sessions")
         assert "* research" in listing

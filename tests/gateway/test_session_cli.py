@@ -31,7 +31,7 @@ def test_list_shows_every_session(data_dir: Path, capsys: pytest.CaptureFixture[
     assert main(["sessions", "--data-dir", str(data_dir), "list"]) == 0
     out = capsys.readouterr().out
     assert "work:telegram:42\t2 messages" in out
-    assert "work:telegram:42#travel\t1 messages" in out
+    assert "work:telegram:42#travel\t1 message\t" in out
 
 
 def test_show_prints_the_messages(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,3 +153,25 @@ def test_the_program_itself_prints_one_line_and_no_traceback_for_a_future_file(
     (line,) = shown.stderr.strip().splitlines()
     assert str(path) in line
     assert "schema_version 7" in line
+
+
+def test_location_after_the_action_and_a_wrong_profile(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sessions", "list", "--data-dir", str(data_dir)]) == 0
+    assert "work:telegram:42\t2 messages" in capsys.readouterr().out
+    assert main(["sessions", "show", "work:telegram:42", "--data-dir", str(data_dir)]) == 0
+    assert "what is the weather?" in capsys.readouterr().out
+    assert main(["sessions", "list", "--profile", "nope", "--data-dir", str(data_dir)]) == 1
+    err = capsys.readouterr().err
+    assert "no profile 'nope'" in err
+    assert "profiles with data: work" in err
+
+
+def test_a_malformed_key_names_the_real_form(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sessions", "--data-dir", str(data_dir), "show", "garbage"]) == 1
+    err = capsys.readouterr().err
+    assert "'garbage' is not a session key" in err
+    assert "PROFILE:CHANNEL:CHAT_ID" in err

@@ -1,4 +1,5 @@
-// The web chat: streams replies from POST /v1/chat (server-sent events) as they grow.
+// The web chat: streams replies from POST /v1/chat (server-sent events) as they grow, renders
+// the agent's Markdown safely (markdown-it with raw HTML off), lists the chat's topics.
 "use strict";
 
 const CHAT_KEY = "octos.chat_id";
@@ -7,12 +8,33 @@ const log = document.getElementById("log");
 const input = document.getElementById("input");
 const form = document.getElementById("composer");
 const sendButton = document.getElementById("send");
+const stopButton = document.getElementById("stop");
 const errorBox = document.getElementById("error");
+const emptyNote = document.getElementById("empty");
+const topicSelect = document.getElementById("topics");
+
+// Raw HTML in a reply is shown as text, never parsed; markdown-it refuses javascript: links.
+const markdown = window.markdownit({ html: false, linkify: true, breaks: true });
+const defaultLinkOpen = markdown.renderer.rules.link_open ||
+  ((tokens, index, options, _env, self) => self.renderToken(tokens, index, options));
+markdown.renderer.rules.link_open = (tokens, index, options, env, self) => {
+  tokens[index].attrSet("target", "_blank");
+  tokens[index].attrSet("rel", "noopener noreferrer");
+  return defaultLinkOpen(tokens, index, options, env, self);
+};
+
+// crypto.randomUUID exists only on secure origins (https, localhost); a server reached by IP
+// over http has getRandomValues only.
+function randomId() {
+  if (typeof crypto.randomUUID === "function") return crypto.randomUUID().slice(0, 8);
+  const bytes = crypto.getRandomValues(new Uint8Array(4));
+  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, "0")).join("");
+}
 
 function chatId() {
   let id = localStorage.getItem(CHAT_KEY);
   if (!id) {
-    id = "web-" + crypto.randomUUID().slice(0, 8);
+    id = "web-" + randomId();
     localStorage.setItem(CHAT_KEY, id);
   }
   document.getElementById("chat-label").textContent = "chat " + id;
@@ -31,12 +53,19 @@ function showError(text) {
   errorBox.hidden = !text;
 }
 
+function render(element, role, text) {
+  if (role.startsWith("assistant")) element.innerHTML = markdown.render(text).trim();
+  else element.textContent = text;
+  element.dataset.text = text;
+}
+
 function bubble(role, text) {
   const element = document.createElement("div");
   element.className = "message " + role;
-  element.textContent = text;
+  render(element, role, text);
   log.appendChild(element);
   log.scrollTop = log.scrollHeight;
+  emptyNote.hidden = true;
   return element;
 }
 
@@ -61,6 +90,29 @@ async function api(path, options = {}) {
   return response;
 }
 
+async function showWhoAnswers() {
+  try {
+    const info = await (await api("/v1/info")).json();
+    const what = info.agent === "echo" ? "the echo agent (it repeats what you write)"
+      : `the ${info.agent} agent`;
+    emptyNote.textContent = `Profile ${info.profile}: your messages are answered by ${what}.`;
+  } catch (_) {
+    emptyNote.textContent = "Write a message to start.";
+  }
+  emptyNote.hidden = log.children.length > 0;
+}
+
+async function loadTopics() {
+  try {
+    const body = await (await api("/v1/sessions")).json();
+    const mine = body.sessions.filter((session) => session.chat_id === chatId());
+    const names = new Set(["default", ...mine.map((session) => session.topic || "default")]);
+    const chosen = topicSelect.value || localStorage.getItem(CHAT_KEY + ".topic") || "default";
+    topicSelect.replaceChildren(...Array.from(names, (name) => new Option(name, name)));
+    topicSelect.value = names.has(chosen) ? chosen : "default";
+  } catch (_) { /* the topics are a convenience */ }
+}
+
 async function loadHistory() {
   log.replaceChildren();
   // Busy until the history is shown, so assistive technology (and tests) know when it is final.
@@ -77,6 +129,7 @@ async function loadHistory() {
   } finally {
     log.setAttribute("aria-busy", "false");
   }
+  await Promise.all([showWhoAnswers(), loadTopics()]);
 }
 
 // Reads "event: x\ndata: {...}\n\n" frames from a fetch body.
@@ -102,29 +155,53 @@ async function* serverEvents(response) {
   }
 }
 
+// A command or the abort word, answered in one JSON reply and shown as a note.
+async function command(text) {
+  const response = await api("/v1/chat", {
+    method: "POST",
+    body: JSON.stringify({ chat_id: chatId(), content: text }),
+  });
+  const body = await response.json();
+  bubble("note", body.reply);
+  return body.reply;
+}
+
+// The running reply's request: Stop ends it once the gateway has cancelled the turn.
+let running = null;
+
 async function send(text) {
   bubble("user", text);
   const reply = bubble("assistant streaming", "");
   sendButton.disabled = true;
+  stopButton.hidden = false;
   showError("");
+  running = new AbortController();
   try {
     const response = await api("/v1/chat", {
       method: "POST",
       body: JSON.stringify({ chat_id: chatId(), content: text, stream: true }),
+      signal: running.signal,
     });
     for await (const event of serverEvents(response)) {
-      reply.textContent = event.data.text ?? reply.textContent;
+      if (event.data.text !== undefined) render(reply, "assistant", event.data.text);
       log.scrollTop = log.scrollHeight;
       if (event.kind === "error") { reply.classList.add("failed"); showError(event.data.text); }
       if (event.kind !== "snapshot") break;
     }
   } catch (error) {
-    reply.classList.add("failed");
-    showError("Sending failed: " + error.message);
+    if (error.name === "AbortError") {
+      reply.classList.add("stopped");
+    } else {
+      reply.classList.add("failed");
+      showError("Sending failed: " + error.message);
+    }
   } finally {
+    running = null;
     reply.classList.remove("streaming");
     sendButton.disabled = false;
+    stopButton.hidden = true;
     input.focus();
+    loadTopics();
   }
 }
 
@@ -144,8 +221,39 @@ input.addEventListener("keydown", (event) => {
   }
 });
 
+// "stop" sent as a message of its own: the gateway cancels the running turn at once.
+stopButton.addEventListener("click", async () => {
+  const stopping = running;
+  try {
+    await command("stop");
+    if (stopping) stopping.abort();
+  } catch (error) { showError("Stopping failed: " + error.message); }
+});
+
+topicSelect.addEventListener("change", async () => {
+  const topic = topicSelect.value;
+  localStorage.setItem(CHAT_KEY + ".topic", topic);
+  try {
+    await command("/s " + topic);
+    await loadHistory();
+  } catch (error) { showError("Switching failed: " + error.message); }
+});
+
+document.getElementById("new-topic").addEventListener("click", async () => {
+  const name = window.prompt("Name of the new topic (letters, digits, - and _):");
+  if (!name) return;
+  try {
+    await command("/new " + name.trim());
+    localStorage.setItem(CHAT_KEY + ".topic", name.trim());
+    await loadTopics();
+    topicSelect.value = name.trim();
+  } catch (error) { showError("Creating the topic failed: " + error.message); }
+});
+
 document.getElementById("new-chat").addEventListener("click", () => {
   localStorage.removeItem(CHAT_KEY);
+  localStorage.removeItem(CHAT_KEY + ".topic");
+  topicSelect.value = "";
   loadHistory();
 });
 

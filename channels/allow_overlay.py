@@ -1,0 +1,149 @@
+"""The allow-list overlay: senders the owner approved by pairing, kept in the data directory.
+
+One file per profile, `{profile data}/pairing/allowed.json`, written by `octos-gateway pair`
+and `allow remove` and read by the running daemon, which reloads it when its mtime changes (no
+YAML edit, no SIGHUP). Writers take an exclusive `fcntl` lock on `pairing/.lock` and replace the
+file atomically, so the daemon never reads half a file and two writers never lose an entry.
+
+All methods do blocking file I/O: the daemon calls them through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from channels.allow import AllowList
+
+PAIRING_DIR = "pairing"
+ALLOWED_FILE = "allowed.json"
+LOCK_FILE = ".lock"
+
+
+@contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """An exclusive lock on `directory/.lock`, shared by every process that writes there."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / LOCK_FILE).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Replace `path` atomically: a temp file in the same directory, fsync, rename."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True, slots=True)
+class OverlayEntry:
+    channel: str
+    sender_id: str
+    added_at: str
+
+
+class AllowOverlay:
+    """The approved senders of one profile, by channel name."""
+
+    def __init__(self, profile_root: Path) -> None:
+        self.directory = profile_root / PAIRING_DIR
+        self.path = self.directory / ALLOWED_FILE
+        self._by_channel: dict[str, AllowList] = {}
+        self._version: tuple[int, int, int] | None = None
+
+    # The daemon's side: an in-memory view, refreshed when the file changes.
+
+    def allows(self, channel: str, sender_id: str) -> bool:
+        allow = self._by_channel.get(channel)
+        return allow is not None and allow.allows(sender_id)
+
+    def view(self, channel: str) -> Callable[[str], bool]:
+        """What a channel's `AllowList` consults besides its configured entries."""
+        return lambda sender_id: self.allows(channel, sender_id)
+
+    def refresh(self) -> bool:
+        """Reload when the file changed (each write is a new inode); True when it did."""
+        try:
+            stat = self.path.stat()
+            version: tuple[int, int, int] | None = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        except FileNotFoundError:
+            version = None
+        if version == self._version:
+            return False
+        self._version = version
+        grouped: dict[str, list[str]] = {}
+        for entry in self.entries():
+            grouped.setdefault(entry.channel, []).append(entry.sender_id)
+        self._by_channel = {channel: AllowList(ids) for channel, ids in grouped.items()}
+        return True
+
+    # The command line's side: read and change the file.
+
+    def entries(self) -> list[OverlayEntry]:
+        channels = read_json(self.path).get("channels", {})
+        return [
+            OverlayEntry(channel, str(item["sender_id"]), str(item.get("added_at", "")))
+            for channel, items in sorted(channels.items())
+            for item in items
+            if isinstance(item, dict) and "sender_id" in item
+        ]
+
+    def add(self, channel: str, sender_id: str) -> bool:
+        """Approve a sender; False when they already were."""
+        with locked(self.directory):
+            data = read_json(self.path)
+            items = data.setdefault("channels", {}).setdefault(channel, [])
+            if any(item.get("sender_id") == sender_id for item in items):
+                return False
+            added_at = datetime.now(UTC).isoformat(timespec="seconds")
+            items.append({"sender_id": sender_id, "added_at": added_at})
+            write_json(self.path, data)
+        return True
+
+    def remove(self, sender_id: str, channel: str | None = None) -> list[OverlayEntry]:
+        """Withdraw a sender's approval (in one channel or all); the entries removed."""
+        wanted = AllowList([sender_id])
+        removed: list[OverlayEntry] = []
+        with locked(self.directory):
+            data = read_json(self.path)
+            channels: dict[str, list[dict[str, Any]]] = data.get("channels", {})
+            for name, items in channels.items():
+                if channel is not None and name != channel:
+                    continue
+                keep = [item for item in items if not wanted.allows(str(item.get("sender_id")))]
+                removed += [
+                    OverlayEntry(name, str(item["sender_id"]), str(item.get("added_at", "")))
+                    for item in items
+                    if item not in keep
+                ]
+                channels[name] = keep
+            if removed:
+                write_json(self.path, data)
+        return removed

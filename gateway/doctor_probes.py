@@ -1,0 +1,222 @@
+"""The live checks of `octos-gateway doctor`: each one a coroutine that returns a `ProbeResult`.
+
+Every probe finishes within its timeout and never raises: a failure is a result with the fix a
+user should try. Channels are probed through their own `Channel.probe()` (built by the registry,
+so a channel added later is probed without code here); the agent through its model list; NATS
+and PostgreSQL when a URL or DSN is configured; the ports by binding them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import importlib
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+import aiohttp
+
+from channels.errors import AuthError, ChannelError
+from channels.registry import ChannelConfigLike, ChannelContext, build_channel
+from config import AgentConfig, OpenAIAgentConfig
+from gateway.run_overrides import bind_error
+
+#: Longest wait of one probe unless `doctor --timeout` says otherwise.
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class Outcome(Enum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "FAIL"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """One line of the doctor's table; `fix` says what to do when it is not ok."""
+
+    check: str
+    outcome: Outcome
+    detail: str
+    fix: str = ""
+
+
+async def probe_channel(
+    profile: str, config: ChannelConfigLike, data_dir: Path, timeout_s: float
+) -> ProbeResult:
+    check = f"{profile}: channel {config.type}"
+    try:
+        channel = build_channel(config, ChannelContext(profile=profile, data_dir=data_dir))
+    except ChannelError as error:
+        return ProbeResult(check, Outcome.FAIL, str(error).split("; ")[0], error.suggestion)
+    try:
+        async with asyncio.timeout(timeout_s):
+            who = await channel.probe()
+    except TimeoutError:
+        return ProbeResult(
+            check,
+            Outcome.FAIL,
+            f"no answer within {timeout_s:g} s",
+            "check the network and the channel's base URL",
+        )
+    except AuthError as error:
+        return ProbeResult(check, Outcome.FAIL, _without_suggestion(error), error.suggestion)
+    except ChannelError as error:
+        return ProbeResult(
+            check,
+            Outcome.FAIL,
+            _without_suggestion(error),
+            error.suggestion or "check the network and the channel's base URL",
+        )
+    finally:
+        await channel.stop()
+    if who is None:
+        return ProbeResult(check, Outcome.SKIP, "nothing to probe (no remote credentials)")
+    return ProbeResult(check, Outcome.OK, who)
+
+
+def _without_suggestion(error: ChannelError) -> str:
+    text = ChannelError.__str__(error)
+    return text.removesuffix(f"; {error.suggestion}") if error.suggestion else text
+
+
+async def probe_agent(profile: str, config: AgentConfig, timeout_s: float) -> ProbeResult:
+    check = f"{profile}: agent {config.type}"
+    if isinstance(config, OpenAIAgentConfig):
+        return await _probe_openai(check, config, timeout_s)
+    if config.type == "echo":
+        return ProbeResult(check, Outcome.OK, "built in, nothing to reach")
+    return ProbeResult(check, Outcome.SKIP, "not probed: a request would run a turn")
+
+
+async def _probe_openai(check: str, config: OpenAIAgentConfig, timeout_s: float) -> ProbeResult:
+    import openai  # the agent's own SDK, already a dependency
+
+    key = config.api_key.get_secret_value() if config.api_key else "no-key"
+    client = openai.AsyncOpenAI(
+        base_url=config.base_url, api_key=key, timeout=timeout_s, max_retries=0
+    )
+    try:
+        async with asyncio.timeout(timeout_s):
+            models = [model.id async for model in client.models.list()]
+    except openai.AuthenticationError:
+        return ProbeResult(
+            check,
+            Outcome.FAIL,
+            f"{config.base_url} refused the API key (401)",
+            "check api_key (or the environment variable it names)",
+        )
+    except openai.NotFoundError:
+        return ProbeResult(
+            check,
+            Outcome.WARN,
+            f"{config.base_url} answers but has no model list",
+            "fine for servers without GET /models; send a message to be sure",
+        )
+    except (openai.APIConnectionError, TimeoutError):
+        return ProbeResult(
+            check,
+            Outcome.FAIL,
+            f"cannot reach {config.base_url} within {timeout_s:g} s",
+            "check base_url and that the server is running",
+        )
+    except openai.APIStatusError as error:
+        return ProbeResult(
+            check,
+            Outcome.FAIL,
+            f"{config.base_url} answered HTTP {error.status_code}",
+            "check base_url and the server's logs",
+        )
+    finally:
+        await client.close()
+    if config.model not in models:
+        shown = ", ".join(models[:5]) or "none"
+        return ProbeResult(
+            check,
+            Outcome.WARN,
+            f"model {config.model!r} is not in the server's list ({shown})",
+            "check the model name in the profile's agent.model",
+        )
+    return ProbeResult(check, Outcome.OK, f"model {config.model} at {config.base_url}")
+
+
+async def probe_nats(url: str, timeout_s: float) -> ProbeResult:
+    """Connect to NATS with nats-py (imported only when a NATS bus is configured)."""
+    check = f"nats {url}"
+    try:
+        nats = importlib.import_module("nats")
+        nats_errors = importlib.import_module("nats.errors")
+    except ModuleNotFoundError:
+        return ProbeResult(
+            check, Outcome.FAIL, "nats-py is not installed", "pip install 'octos-gateway[nats]'"
+        )
+    try:
+        async with asyncio.timeout(timeout_s):
+            client = await nats.connect(url, connect_timeout=timeout_s, allow_reconnect=False)
+            await client.close()
+    except (OSError, TimeoutError, nats_errors.Error) as error:
+        return ProbeResult(
+            check,
+            Outcome.FAIL,
+            f"cannot connect: {type(error).__name__}",
+            "check the NATS URL and that the server runs",
+        )
+    return ProbeResult(check, Outcome.OK, "connected")
+
+
+async def probe_postgres(dsn: str, timeout_s: float) -> ProbeResult:
+    """Connect to PostgreSQL with asyncpg (imported only when a DSN is configured)."""
+    check = "postgresql"
+    try:
+        asyncpg = importlib.import_module("asyncpg")
+    except ModuleNotFoundError:
+        return ProbeResult(check, Outcome.FAIL, "asyncpg is not installed", "pip install asyncpg")
+    try:
+        async with asyncio.timeout(timeout_s):
+            connection = await asyncpg.connect(dsn, timeout=timeout_s)
+            await connection.close()
+    except (OSError, TimeoutError, asyncpg.PostgresError) as error:
+        return ProbeResult(
+            check,
+            Outcome.FAIL,
+            f"cannot connect: {type(error).__name__}",
+            "check the DSN and that PostgreSQL runs",
+        )
+    return ProbeResult(check, Outcome.OK, "connected")
+
+
+async def probe_port(
+    what: str, host: str, port: int, timeout_s: float, *, health_url: str | None = None
+) -> ProbeResult:
+    """A port the daemon will listen on: free, or already served by a running daemon."""
+    check = f"port {host}:{port} ({what})"
+    if port == 0:
+        return ProbeResult(check, Outcome.OK, "0: a free port is picked at start")
+    error = await asyncio.to_thread(bind_error, host, port)
+    if error is None:
+        return ProbeResult(check, Outcome.OK, "free")
+    if error.errno != errno.EADDRINUSE:
+        return ProbeResult(check, Outcome.FAIL, f"cannot listen: {error.strerror}", "check host")
+    if health_url is not None and await _is_our_daemon(health_url, timeout_s):
+        return ProbeResult(check, Outcome.OK, "in use by a running octos-gateway")
+    return ProbeResult(
+        check,
+        Outcome.FAIL,
+        "already in use by another program",
+        "stop it, or choose another port in the config (run --http-port / --api-port)",
+    )
+
+
+async def _is_our_daemon(health_url: str, timeout_s: float) -> bool:
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as http,
+            http.get(health_url) as response,
+        ):
+            body = await response.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return False
+    return isinstance(body, dict) and body.get("status") == "ok"

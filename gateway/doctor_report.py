@@ -1,0 +1,142 @@
+"""What `octos-gateway doctor` reports: everything `check` does, then live probes, as one table.
+
+Each line is one check: the configuration, each warning `run` would print, every channel's
+credentials (through `Channel.probe()`), every agent, NATS and PostgreSQL when configured, and
+the ports the daemon will listen on. A failed line says how to fix it. Exit status 0 when nothing
+failed (warnings allowed), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Coroutine, Iterable
+from pathlib import Path
+from typing import TextIO
+
+from config import ApiChannelConfig, ConfigError, ConfigProblem, LoadedConfig, load_gateway
+from gateway.config_hint import explain_config_error
+from gateway.doctor_probes import (
+    Outcome,
+    ProbeResult,
+    probe_agent,
+    probe_channel,
+    probe_nats,
+    probe_port,
+    probe_postgres,
+)
+from gateway.env_file import environment_for
+
+EXIT_HEALTHY = 0
+EXIT_UNHEALTHY = 1
+
+
+def doctor_exit_status(config_path: Path, timeout_s: float) -> int:
+    """Run every check, print the table and the totals; 0 when nothing failed, 1 otherwise."""
+    results = run_doctor(config_path, timeout_s)
+    print_table(results, sys.stdout)
+    failed = sum(1 for result in results if result.outcome is Outcome.FAIL)
+    warned = sum(1 for result in results if result.outcome is Outcome.WARN)
+    print(f"\n{_count(failed, 'failure')}, {_count(warned, 'warning')}")
+    return EXIT_UNHEALTHY if failed else EXIT_HEALTHY
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def run_doctor(config_path: Path, timeout_s: float) -> list[ProbeResult]:
+    try:
+        loaded = load_gateway(config_path, environment_for(config_path))
+    except ConfigError as error:
+        return [
+            ProbeResult(f"config {config_path}", Outcome.FAIL, _where(problem), problem.suggestion)
+            for problem in explain_config_error(config_path, error).problems
+        ]
+    static = [_config_line(config_path, loaded), _status_page_line(loaded)]
+    static += [ProbeResult("warning", Outcome.WARN, str(w)) for w in loaded.warnings]
+    return static + asyncio.run(_live_probes(loaded, timeout_s))
+
+
+def _where(problem: ConfigProblem) -> str:
+    place = f"{problem.file}:{problem.line}" if problem.line is not None else str(problem.file)
+    return f"{place}: {problem.message}"
+
+
+def _status_page_line(loaded: LoadedConfig) -> ProbeResult:
+    http = loaded.gateway.http
+    url = f"http://{_url_host(http.host)}:{http.port}/"
+    if http.token is not None:
+        return ProbeResult("status page", Outcome.OK, f"{url} behind http.token")
+    if http.is_loopback:
+        return ProbeResult("status page", Outcome.OK, f"{url} open on this machine")
+    return ProbeResult(
+        "status page",
+        Outcome.WARN,
+        f"{url} stays closed: http listens on {http.host} without http.token",
+        "set http.token in gateway.yaml to open it (the page asks for the token once)",
+    )
+
+
+def _config_line(path: Path, loaded: LoadedConfig) -> ProbeResult:
+    names = ", ".join(loaded.profiles) or "none"
+    return ProbeResult(
+        f"config {path}", Outcome.OK, f"valid, {_count(len(loaded.profiles), 'profile')}: {names}"
+    )
+
+
+async def _live_probes(loaded: LoadedConfig, timeout_s: float) -> list[ProbeResult]:
+    async with asyncio.TaskGroup() as tasks:
+        running = [
+            tasks.create_task(probe, name=f"doctor:{name}")
+            for name, probe in _probes(loaded, timeout_s)
+        ]
+    return [task.result() for task in running]
+
+
+def _probes(
+    loaded: LoadedConfig, timeout_s: float
+) -> Iterable[tuple[str, Coroutine[None, None, ProbeResult]]]:
+    gateway = loaded.gateway
+    data_dir = Path(gateway.data_dir)
+    for profile_id, profile in loaded.profiles.items():
+        for channel in profile.channels:
+            probe = probe_channel(profile_id, channel, data_dir / profile_id, timeout_s)
+            yield f"{profile_id}:{channel.type}", probe
+        yield f"{profile_id}:agent", probe_agent(profile_id, profile.agent, timeout_s)
+    # Another bus backend adds these settings; they are probed once they exist.
+    nats_url = getattr(gateway.bus, "url", None) or getattr(gateway.bus, "nats_url", None)
+    if isinstance(nats_url, str) and nats_url:
+        yield "nats", probe_nats(nats_url, timeout_s)
+    dsn = getattr(gateway, "postgres_dsn", None) or getattr(gateway.bus, "postgres_dsn", None)
+    if dsn is not None:
+        secret = getattr(dsn, "get_secret_value", None)
+        yield "postgresql", probe_postgres(secret() if secret else str(dsn), timeout_s)
+    http = gateway.http
+    health_url = f"http://{_url_host(http.host)}:{http.port}/healthz"
+    yield "port:http", probe_port("health", http.host, http.port, timeout_s, health_url=health_url)
+    for profile_id, profile in loaded.profiles.items():
+        for channel in profile.channels:
+            if isinstance(channel, ApiChannelConfig):
+                what = f"{profile_id} api"
+                yield (
+                    f"port:{profile_id}:api",
+                    probe_port(what, channel.host, channel.port, timeout_s, health_url=health_url),
+                )
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def print_table(results: list[ProbeResult], out: TextIO) -> None:
+    width = max([len("CHECK"), *(len(result.check) for result in results)])
+    out.write(f"{'CHECK':<{width}}  RESULT  DETAIL\n")
+    for result in results:
+        out.write(f"{result.check:<{width}}  {result.outcome.value:<6}  {result.detail}\n")
+        if result.fix and result.outcome in (Outcome.FAIL, Outcome.WARN):
+            out.write(f"{'':<{width}}          fix: {result.fix}\n")

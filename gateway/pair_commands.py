@@ -1,0 +1,140 @@
+"""`octos-gateway pair CODE` and `octos-gateway allow list|remove`: the allow-list overlay.
+
+`pair` redeems the one-time code a stranger got from a channel with `pairing: true` and adds
+them to their profile's overlay in the data directory; the running daemon notices within a
+second (no YAML edit, no SIGHUP). `allow list` shows every approved sender, `allow remove`
+withdraws an approval. Like `sessions`, each takes `-c FILE` or `--data-dir DIR`, before or
+after the action.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from channels.allow_overlay import AllowOverlay
+from channels.pairing_codes import PairingCodes, normalise_code
+from config import ConfigError, default_config, load_gateway
+from gateway.cli_args import add_location_arguments
+from gateway.env_file import environment_for
+
+EXIT_OK = 0
+EXIT_NOT_FOUND = 1
+EXIT_INVALID_CONFIG = 2
+
+
+def add_pair_commands(commands: Any) -> None:
+    pair = commands.add_parser(
+        "pair",
+        help="approve a stranger by the code the bot gave them",
+        description="Redeem a pairing code (valid an hour, once) and add its sender to the "
+        "allow-list overlay in the data directory; the running daemon applies it at once.",
+    )
+    pair.add_argument("code", help="the code, e.g. K7PQ-4XMZ (dashes and case do not matter)")
+    add_location_arguments(pair)
+    pair.set_defaults(func=cmd_pair)
+
+    allow = commands.add_parser(
+        "allow",
+        help="list or remove senders approved by pairing",
+        description="The allow-list overlay: senders approved with `pair`, by profile and "
+        "channel (the allow lists in the profiles are not changed).",
+    )
+    add_location_arguments(allow)
+    actions = allow.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="every approved sender")
+    listing.add_argument("--profile", help="only this profile")
+    add_location_arguments(listing, nested=True)
+    listing.set_defaults(func=cmd_allow_list)
+    remove = actions.add_parser("remove", help="withdraw a sender's approval")
+    remove.add_argument("sender", help="the sender id, as `allow list` shows it")
+    remove.add_argument("--profile", help="only in this profile")
+    remove.add_argument("--channel", help="only on this channel")
+    add_location_arguments(remove, nested=True)
+    remove.set_defaults(func=cmd_allow_remove)
+
+
+def _data_dir(args: argparse.Namespace) -> Path:
+    if args.data_dir is not None:
+        return Path(args.data_dir)
+    config: Path | None = args.config
+    loaded = load_gateway(config, environment_for(config)) if config else default_config()
+    return Path(loaded.gateway.data_dir)
+
+
+def _profile_roots(data_dir: Path, only: str | None = None) -> dict[str, Path]:
+    if not data_dir.is_dir():
+        return {}
+    return {
+        path.name: path
+        for path in sorted(data_dir.iterdir())
+        if path.is_dir() and (only is None or path.name == only)
+    }
+
+
+def _located(args: argparse.Namespace) -> Path | None:
+    try:
+        return _data_dir(args)
+    except ConfigError as error:
+        for problem in error.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return None
+
+
+def cmd_pair(args: argparse.Namespace) -> int:
+    data_dir = _located(args)
+    if data_dir is None:
+        return EXIT_INVALID_CONFIG
+    code = normalise_code(args.code)
+    for profile, root in _profile_roots(data_dir).items():
+        pending = PairingCodes(root).redeem(code)
+        if pending is None:
+            continue
+        # Telegram's sender id is "id|username": the id is stable, the username is not.
+        sender = pending.sender_id.split("|")[0]
+        AllowOverlay(root).add(pending.channel, sender)
+        print(
+            f"paired: {pending.channel} sender {sender} may now talk to profile {profile} "
+            f"(undo with: octos-gateway allow remove {sender})"
+        )
+        return EXIT_OK
+    print(
+        f"error: no valid pairing code {args.code!r} in {data_dir}; codes work once and expire "
+        "after an hour: ask the sender to write to the bot again for a new one",
+        file=sys.stderr,
+    )
+    return EXIT_NOT_FOUND
+
+
+def cmd_allow_list(args: argparse.Namespace) -> int:
+    data_dir = _located(args)
+    if data_dir is None:
+        return EXIT_INVALID_CONFIG
+    count = 0
+    for profile, root in _profile_roots(data_dir, args.profile).items():
+        for entry in AllowOverlay(root).entries():
+            print(f"{profile}\t{entry.channel}\t{entry.sender_id}\tadded {entry.added_at}")
+            count += 1
+    if not count:
+        print("no senders approved by pairing", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_allow_remove(args: argparse.Namespace) -> int:
+    data_dir = _located(args)
+    if data_dir is None:
+        return EXIT_INVALID_CONFIG
+    removed = 0
+    for profile, root in _profile_roots(data_dir, args.profile).items():
+        for entry in AllowOverlay(root).remove(args.sender, args.channel):
+            print(f"removed: {profile} {entry.channel} {entry.sender_id}")
+            removed += 1
+    if not removed:
+        print(
+            f"error: {args.sender!r} is not approved by pairing; see `octos-gateway allow list`",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_FOUND
+    return EXIT_OK

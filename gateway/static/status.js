@@ -1,0 +1,120 @@
+// The status page: fetches /status.json every few seconds and renders it with text nodes only
+// (no HTML from the server is ever parsed). Read-only.
+"use strict";
+
+const TOKEN_KEY = "octos-status-token";
+const state = { refreshS: 3, timer: null };
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function token() {
+  const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromHash) {
+    localStorage.setItem(TOKEN_KEY, fromHash);
+    history.replaceState(null, "", location.pathname);
+  }
+  return localStorage.getItem(TOKEN_KEY);
+}
+
+function showError(text) {
+  const box = document.getElementById("error");
+  box.textContent = text;
+  box.hidden = !text;
+}
+
+function counts(mapping) {
+  const entries = Object.entries(mapping || {});
+  if (!entries.length) return "0";
+  return entries.map(([key, value]) => `${value} ${key}`).join(", ");
+}
+
+function figure(label, value, name) {
+  return el("span", { "data-figure": name }, el("span", { class: "muted" }, `${label}: `), value);
+}
+
+function renderProfile(profile) {
+  const rows = profile.channels.map((channel) =>
+    el("tr", { "data-channel": channel.name },
+      el("td", {}, channel.name),
+      el("td", { class: `status ${channel.status}` }, channel.status),
+      el("td", {}, channel.reason || ""),
+      el("td", {}, String((profile.messages_out || {})[channel.name] || 0)),
+      el("td", {}, String((profile.restarts || {})[channel.name] || 0))));
+  const table = el("table", {},
+    el("thead", {}, el("tr", {}, el("th", {}, "channel"), el("th", {}, "health"),
+      el("th", {}, "last error"), el("th", {}, "sent"), el("th", {}, "restarts"))),
+    el("tbody", {}, ...rows));
+  const queue = profile.queue || {};
+  return el("section", { class: "profile", "data-profile": profile.id },
+    el("h2", {}, profile.id, el("span", { class: "muted" }, ` · agent ${profile.agent}`)),
+    el("div", { class: "figures" },
+      figure("open sessions", String(profile.open_sessions), "sessions"),
+      figure("turns", counts(profile.turns), "turns"),
+      figure("messages in", counts(profile.messages_in), "messages_in"),
+      figure("send errors", counts(profile.send_errors), "send_errors"),
+      figure("queue", `${queue.inbound || 0} in, ${queue.outbound || 0} out`, "queue")),
+    table);
+}
+
+function renderFailures(failures) {
+  const table = document.getElementById("failures");
+  const body = table.querySelector("tbody");
+  body.replaceChildren(...failures.map((failure) =>
+    el("tr", {},
+      el("td", {}, failure.time.replace("T", " ").slice(0, 19)),
+      el("td", { class: `level ${failure.level}` }, failure.level),
+      el("td", {}, failure.event),
+      el("td", {}, failure.detail))));
+  table.hidden = failures.length === 0;
+  document.getElementById("no-failures").hidden = failures.length !== 0;
+}
+
+function render(data) {
+  state.refreshS = data.refresh_s || state.refreshS;
+  document.getElementById("profiles").replaceChildren(...data.profiles.map(renderProfile));
+  renderFailures(data.failures || []);
+  document.getElementById("updated").textContent =
+    `updated ${new Date().toLocaleTimeString()} · up ${data.uptime_s} s · refreshes every ${state.refreshS} s`;
+  document.body.dataset.loaded = data.generated_at;
+}
+
+async function refresh() {
+  const headers = {};
+  const saved = token();
+  if (saved) headers.Authorization = `Bearer ${saved}`;
+  try {
+    const response = await fetch("/status.json", { headers, cache: "no-store" });
+    const data = await response.json();
+    if (response.status === 401) {
+      localStorage.removeItem(TOKEN_KEY);
+      document.getElementById("token-form").hidden = false;
+      showError(saved ? "That token was refused." : "");
+      return;
+    }
+    if (!response.ok) {
+      showError(`${data.error}: ${data.suggestion || ""}`);
+      return;
+    }
+    document.getElementById("token-form").hidden = true;
+    showError("");
+    render(data);
+  } catch (error) {
+    showError(`The daemon does not answer (${error.message}); retrying.`);
+  } finally {
+    clearTimeout(state.timer);
+    state.timer = setTimeout(refresh, state.refreshS * 1000);
+  }
+}
+
+document.getElementById("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  localStorage.setItem(TOKEN_KEY, document.getElementById("token-input").value.trim());
+  refresh();
+});
+
+refresh();

@@ -1,0 +1,89 @@
+"""`check` and `doctor` print the warnings `run` logs; `check` still exits 0 on warnings only."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import main
+from gateway.doctor_probes import Outcome, ProbeResult, probe_nats, probe_postgres
+from tests.e2e.conftest import running_daemon
+from tests.support.cli import run_cli
+from tests.support.daemon import free_port, write_config
+
+DOUBTFUL = {
+    "quiet": "channels: []\n",
+    "loud": """\
+channels:
+  - type: telegram
+    token: "123:abc"
+    mode: webhook
+    webhook_url: https://bot.example.org/telegram/webhook
+  - type: api
+    host: 0.0.0.0
+    port: 0
+""",
+}
+
+
+def test_check_prints_every_warning_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, DOUBTFUL)
+    assert main(["check", "-c", str(config)]) == 0
+    captured = capsys.readouterr()
+    assert "is valid (2 profiles: loud, quiet)" in captured.out
+    warnings = [line for line in captured.err.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 4, warnings
+    text = "\n".join(warnings)
+    assert "no channels: this profile receives no messages" in text
+    assert "channels[0] (telegram) has an empty allow list" in text
+    assert "receives a webhook without secret_token" in text
+    assert "listens on 0.0.0.0 without auth_token" in text
+
+
+async def test_doctor_lists_them_and_knows_the_running_daemon_owns_its_ports(
+    tmp_path: Path,
+) -> None:
+    api_port = free_port()
+    profile = f"channels: [{{type: api, port: {api_port}}}]\n"
+    async with running_daemon(tmp_path, {"web": profile}) as daemon:
+        await daemon.wait_log(lambda event: event.get("event") == "web chat ready")
+        result = await run_cli("doctor", "-c", str(daemon.config), cwd=tmp_path)
+    assert result.code == 0, result.out
+    lines = result.out.splitlines()
+    assert "open on this machine" in next(line for line in lines if line.startswith("status"))
+    ports = [line for line in lines if line.startswith("port ")]
+    assert len(ports) == 2
+    assert all("in use by a running octos-gateway" in line for line in ports), ports
+
+
+def test_nats_and_postgresql_are_probed_only_when_configured(tmp_path: Path) -> None:
+    # Nothing configures them yet: the probes stand ready, and fail clearly when asked.
+    for result in asyncio.run(
+        _both(f"nats://127.0.0.1:{free_port()}", f"postgresql://127.0.0.1:{free_port()}/x")
+    ):
+        assert result.outcome is Outcome.FAIL
+        assert result.fix
+
+
+async def _both(nats_url: str, dsn: str) -> list[ProbeResult]:
+    return [await probe_nats(nats_url, 2.0), await probe_postgres(dsn, 2.0)]
+
+
+def test_doctor_says_the_status_page_stays_closed_beyond_loopback(tmp_path: Path) -> None:
+    from gateway.doctor_report import run_doctor
+
+    config = write_config(tmp_path, {"cli-bot": "channels: [{type: cli}]\n"})
+    text = config.read_text().replace("host: 127.0.0.1", "host: 0.0.0.0")
+    config.write_text(text)
+    [status] = [r for r in run_doctor(config, 2.0) if r.check == "status page"]
+    assert status.outcome is Outcome.WARN
+    assert "without http.token" in status.detail
+    assert "set http.token" in status.fix
+    config.write_text(text.replace("port:", "token: s3cret, port:"))
+    [status] = [r for r in run_doctor(config, 2.0) if r.check == "status page"]
+    assert status.outcome is Outcome.OK
+    assert "behind http.token" in status.detail
