@@ -51,9 +51,12 @@ def _matches(name: str, allowed: set[str]) -> bool:
         return True
     try:
         ipaddress.ip_address(name)
-        return False  # an address matches only exactly
     except ValueError:
         pass
+    else:
+        # A Host that is an address literal cannot come from DNS rebinding, which needs a name
+        # the attacker controls: a page reached by IP (a server on the LAN) is its own origin.
+        return True
     parts = name.split(".")
     return any("*." + ".".join(parts[i:]) in allowed for i in range(1, len(parts)))
 

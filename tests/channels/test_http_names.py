@@ -39,8 +39,11 @@ def test_loopback_names_and_the_listeners_own_address_are_allowed() -> None:
     names = listener_names("192.168.1.5", LOOPBACK_HOSTS)
     for host in ("localhost:1", "app.localhost", "127.0.0.1", "[::1]:9", "192.168.1.5:8091"):
         assert check(names, host) is None, host
-    for host in ("evil.example", "localhost.evil.example", "127.0.0.2", "caf\u00e9"):
+    for host in ("evil.example", "localhost.evil.example", "caf\u00e9"):
         assert check(names, host) == 421, host
+    # An address literal cannot be a rebinding (that needs a name): a page reached by IP works.
+    for host in ("127.0.0.2", "10.1.2.3:8091", "[fe80::1]:80"):
+        assert check(names, host) is None, host
     assert check(names, None) is None  # HTTP/1.0 without Host is no browser
 
 

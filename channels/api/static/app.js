@@ -168,6 +168,9 @@ async function command(text) {
 
 // The running reply's request: Stop ends it once the gateway has cancelled the turn.
 let running = null;
+// Set while Stop is being handled: the gateway ends the cancelled reply's stream with an
+// error event, which then means "stopped", not "failed".
+let stopRequested = false;
 
 async function send(text) {
   bubble("user", text);
@@ -183,6 +186,7 @@ async function send(text) {
       signal: running.signal,
     });
     for await (const event of serverEvents(response)) {
+      if (event.kind === "error" && stopRequested) { reply.classList.add("stopped"); break; }
       if (event.data.text !== undefined) render(reply, "assistant", event.data.text);
       log.scrollTop = log.scrollHeight;
       if (event.kind === "error") { reply.classList.add("failed"); showError(event.data.text); }
@@ -197,6 +201,7 @@ async function send(text) {
     }
   } finally {
     running = null;
+    stopRequested = false;
     reply.classList.remove("streaming");
     sendButton.disabled = false;
     stopButton.hidden = true;
@@ -224,6 +229,7 @@ input.addEventListener("keydown", (event) => {
 // "stop" sent as a message of its own: the gateway cancels the running turn at once.
 stopButton.addEventListener("click", async () => {
   const stopping = running;
+  stopRequested = stopping !== null;
   try {
     await command("stop");
     if (stopping) stopping.abort();
