@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -16,6 +17,7 @@ from channels.allow import AllowList
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.twilio import TwilioChannel, TwilioSignature, Verdict, parse_sms
+from tests.channels.refusing_sender import RefusingSender
 from tests.fakes import LocalHttpServer
 from tests.fakes.twilio_server import FakeTwilio, post_form, twilio_signature
 
@@ -216,3 +218,28 @@ async def test_a_refused_auth_token_makes_the_channel_down(tmp_path: Path) -> No
         assert (await channel.health_check()).status is HealthStatus.DOWN
         await channel.stop()
         assert agent.inbound_depth() == 0
+
+
+async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_taken(
+    tmp_path: Path,
+) -> None:
+    async with FakeTwilio() as fake:
+        channel = make_channel(fake, tmp_path)
+        sender = RefusingSender(refusals=1)
+        app = web.Application()
+        app.add_routes(channel.web_routes())
+        async with LocalHttpServer(app) as server, aiohttp.ClientSession() as http:
+            task = asyncio.create_task(channel.start(sender), name="twilio")
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+            form = fake.webhook_form(ALICE, "busy?")
+            fields = [(name, value) for name, values in form.items() for value in values]
+            headers = fake.signed_headers(PUBLIC_URL, form)
+            url = server.origin + "/twilio/sms"
+            async with http.post(url, data=fields, headers=headers) as refused:
+                assert refused.status == 429
+                assert refused.headers["Retry-After"] == "7"
+            async with http.post(url, data=fields, headers=headers) as taken:
+                assert taken.status == 200
+            assert [message.content for message in sender.taken] == ["busy?"]
+            await channel.stop()
+            await asyncio.wait_for(task, WAIT_S)

@@ -19,6 +19,7 @@ from channels.allow import AllowList
 from channels.errors import ChannelError, DeliveryError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, parse_notification
+from tests.channels.refusing_sender import RefusingSender
 from tests.fakes import LocalHttpServer
 from tests.fakes.whatsapp_server import FakeWhatsApp, post_json
 
@@ -229,3 +230,26 @@ async def test_a_rejected_token_at_start_is_fatal(tmp_path: Path) -> None:
             await asyncio.wait_for(channel.start(publisher.inbound_sender()), WAIT_S)
         assert (await channel.health_check()).status is HealthStatus.DOWN
         await channel.stop()
+
+
+async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_taken(
+    tmp_path: Path,
+) -> None:
+    async with FakeWhatsApp() as fake:
+        channel = make_channel(fake, tmp_path)
+        sender = RefusingSender(refusals=1)
+        app = web.Application()
+        app.add_routes(channel.web_routes())
+        async with LocalHttpServer(app) as server, aiohttp.ClientSession() as http:
+            task = asyncio.create_task(channel.start(sender), name="whatsapp")
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+            body = fake.text_notification(ALICE, "busy?")
+            headers = {**fake.signed_headers(body), "Content-Type": "application/json"}
+            async with http.post(server.origin + PATH, data=body, headers=headers) as refused:
+                assert refused.status == 429
+                assert refused.headers["Retry-After"] == "7"
+            async with http.post(server.origin + PATH, data=body, headers=headers) as taken:
+                assert taken.status == 200
+            assert [message.content for message in sender.taken] == ["busy?"]
+            await channel.stop()
+            await asyncio.wait_for(task, WAIT_S)
