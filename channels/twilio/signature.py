@@ -4,7 +4,8 @@ The signature is base64(HMAC-SHA1(auth_token, url + each POST parameter's name a
 sorted by name)), over the exact URL Twilio called (`public_url`: behind a proxy the daemon
 sees another one). The twilio library's `RequestValidator` computes it; the comparison is
 `hmac.compare_digest`, in constant time. Twilio signs some URLs with the port and some without
-(an inconsistency its own validator allows for), so both forms are accepted.
+(an inconsistency its own validator allows for), so both forms are accepted. A fragment
+(Twilio's connection overrides, `#rc=3&rp=all`) is not part of the signed URL.
 
 A request without the header is refused: octos checked the signature only when the header was
 present, so leaving it out was enough to forge a message.
@@ -33,7 +34,8 @@ class TwilioSignature:
 
     def __init__(self, auth_token: str, public_url: str) -> None:
         self._validator = RequestValidator(auth_token)
-        parsed = urlsplit(public_url)
+        # Connection overrides (`#rc=3&rp=all`) live in the fragment, which is never sent.
+        parsed = urlsplit(public_url)._replace(fragment="")
         self._urls = tuple(dict.fromkeys([remove_port(parsed), add_port(parsed)]))
 
     def sign(self, params: Mapping[str, Sequence[str]], url: str | None = None) -> str:

@@ -86,6 +86,8 @@ def test_the_signature_is_twilios_and_covers_the_url_and_every_parameter() -> No
     assert signature.check(form, "") is Verdict.MISSING
     assert signature.check({**form, "Body": ["hi!"]}, good) is Verdict.WRONG
     assert signature.check(form, twilio_signature("other", PUBLIC_URL, form)) is Verdict.WRONG
+    with_overrides = TwilioSignature(token, PUBLIC_URL + "#rc=3&rp=all")
+    assert with_overrides.check(form, good) is Verdict.VALID
     other_url = twilio_signature(token, "https://old.example.com/twilio/sms", form)
     assert signature.check(form, other_url) is Verdict.WRONG
 
