@@ -8,8 +8,9 @@ durable). MMS attachments are downloaded with basic auth (`account_sid:auth_toke
 senders only. Carrier keywords (STOP, HELP, ...) are Twilio's: acknowledged, never answered.
 
 Replies go out through the twilio library's async client, pointed at `api_base_url`: one
-`POST /2010-04-01/Accounts/{sid}/Messages.json` per chunk of at most 1,600 characters. SMS has
-no edits and no typing indicator. Outbound media must be public URLs (Twilio fetches them).
+`POST /2010-04-01/Accounts/{sid}/Messages.json` per chunk of at most 1,600 characters; a
+token rejected while sending makes the channel Down too. SMS has no edits and no typing
+indicator. Outbound media must be public URLs (Twilio fetches them).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class TwilioChannel(Channel):
         self._http: TwilioHttp | None = None
         self._inbound: InboundSender | None = None
         self._fatal: FatalChannelError | None = None
+        self._auth_rejected = asyncio.Event()
         self._stopping = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -92,7 +94,8 @@ class TwilioChannel(Channel):
     # Lifecycle
 
     async def start(self, inbound: InboundSender) -> None:
-        """Check the credentials, then take webhooks until `stop()` or cancellation."""
+        """Check the credentials, then take webhooks until `stop()`, cancellation or a
+        rejected token."""
         if self._stopping.is_set():
             return
         self._idle.clear()
@@ -100,20 +103,33 @@ class TwilioChannel(Channel):
             try:
                 await self.probe()
             except AuthError as error:
-                self._fatal = FatalChannelError(
-                    f"Twilio refused the credentials ({error})",
-                    channel=CHANNEL,
-                    suggestion=error.suggestion,
-                )
-                raise self._fatal from error
+                raise self._credentials_dead(error) from error
             self._inbound = inbound
             self._receiving.set()
             log.info("twilio.receiving", path=self._webhook_path)
-            await self._stopping.wait()
+            stopping = asyncio.create_task(self._stopping.wait(), name="twilio-stop")
+            rejected = asyncio.create_task(self._auth_rejected.wait(), name="twilio-auth")
+            try:
+                await asyncio.wait({stopping, rejected}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (stopping, rejected):
+                    task.cancel()
+                await asyncio.wait({stopping, rejected})
+            if self._fatal is not None and not self._stopping.is_set():
+                raise self._fatal
         finally:
             self._inbound = None
             self._receiving.clear()
             self._idle.set()
+
+    def _credentials_dead(self, error: AuthError) -> FatalChannelError:
+        self._fatal = FatalChannelError(
+            f"Twilio refused the credentials ({error})",
+            channel=CHANNEL,
+            suggestion=error.suggestion,
+        )
+        self._auth_rejected.set()
+        return self._fatal
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP client; idempotent."""
@@ -227,7 +243,12 @@ class TwilioChannel(Channel):
             return
         extra: dict[str, Any] = {"media_url": media_urls} if media_urls else {}
         client = self._rest()
-        async with twilio_call("messages.create", self._timeout_s):
-            await client.messages.create_async(
-                to=message.chat_id, body=message.content, **self._sender, **extra
-            )
+        try:
+            async with twilio_call("messages.create", self._timeout_s):
+                await client.messages.create_async(
+                    to=message.chat_id, body=message.content, **self._sender, **extra
+                )
+        except AuthError as error:
+            # The token was revoked or rotated while running: the channel is Down.
+            self._credentials_dead(error)
+            raise

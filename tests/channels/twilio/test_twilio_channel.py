@@ -46,6 +46,7 @@ class Running:
     channel: TwilioChannel
     agent: AgentHandle
     url: str
+    task: asyncio.Task[None]
 
     async def post(self, form: dict[str, list[str]]) -> tuple[int, str, str]:
         return await post_form(self.url, form, self.fake.signed_headers(PUBLIC_URL, form))
@@ -67,10 +68,11 @@ async def running(tmp_path: Path) -> AsyncIterator[Running]:
             task = asyncio.create_task(channel.start(publisher.inbound_sender()), name="twilio")
             await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
             try:
-                yield Running(fake, channel, agent, server.origin + "/twilio/sms")
+                yield Running(fake, channel, agent, server.origin + "/twilio/sms", task)
             finally:
                 await channel.stop()
-                await asyncio.wait_for(task, WAIT_S)
+                await asyncio.wait({task}, timeout=WAIT_S)
+                assert task.done()
 
 
 def test_the_signature_is_twilios_and_covers_the_url_and_every_parameter() -> None:
@@ -245,3 +247,28 @@ async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_take
             assert [message.content for message in sender.taken] == ["busy?"]
             await channel.stop()
             await asyncio.wait_for(task, WAIT_S)
+
+
+async def test_a_token_revoked_while_running_makes_the_channel_down(running: Running) -> None:
+    running.fake.auth_token = "rotated-elsewhere"
+    with pytest.raises(AuthError):
+        await running.channel.send(OutboundMessage(channel="twilio", chat_id=ALICE, content="x"))
+    assert (await running.channel.health_check()).status is HealthStatus.DOWN
+    await asyncio.wait({running.task}, timeout=WAIT_S)
+    assert isinstance(running.task.exception(), FatalChannelError)
+
+
+async def test_replies_can_come_from_a_messaging_service(tmp_path: Path) -> None:
+    service = "MG" + "ab" * 16
+    async with FakeTwilio() as fake:
+        channel = TwilioChannel(
+            account_sid=fake.account_sid,
+            auth_token=fake.auth_token,
+            public_url=PUBLIC_URL,
+            data_dir=tmp_path,
+            messaging_service_sid=service,
+            api_base_url=fake.base_url,
+        )
+        await channel.send(OutboundMessage(channel="twilio", chat_id=ALICE, content="hi"))
+        await channel.stop()
+    assert [(sent.sender, sent.body) for sent in fake.sent] == [(service, "hi")]
