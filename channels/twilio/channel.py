@@ -10,7 +10,8 @@ senders only. Carrier keywords (STOP, HELP, ...) are Twilio's: acknowledged, nev
 Replies go out through the twilio library's async client, pointed at `api_base_url`: one
 `POST /2010-04-01/Accounts/{sid}/Messages.json` per chunk of at most 1,600 characters; a
 token rejected while sending makes the channel Down too. SMS has no edits and no typing
-indicator. Outbound media must be public URLs (Twilio fetches them).
+indicator; the agent's Markdown is sent as plain text. Outbound media must be public URLs
+(Twilio fetches them).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.media_files import MediaStore
+from channels.phone_markup import render_phone_text
 from channels.twilio.errors import CHANNEL, twilio_call
 from channels.twilio.http import TwilioHttp, basic_auth_header
 from channels.twilio.inbound import Sms
@@ -90,6 +92,9 @@ class TwilioChannel(Channel):
     @property
     def name(self) -> str:
         return CHANNEL
+
+    def format_outbound(self, content: str) -> str:
+        return render_phone_text(content, "sms")
 
     # Lifecycle
 

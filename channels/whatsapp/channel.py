@@ -10,7 +10,8 @@ Meta's 7-day retry window is a replay: acknowledged and dropped.
 
 While a turn runs, the user's last message is marked read with the typing indicator (it lasts
 25 s, so it is renewed at most every 20 s). Replies are text messages of at most 4,096
-characters; media goes out by upload. No edits. A reply outside the 24-hour customer-service
+characters, the agent's Markdown in WhatsApp's markup (`*bold*`, `_italic_`, ...); media goes
+out by upload. No edits. A reply outside the 24-hour customer-service
 window (131047) is not retried: one log line and `octos_send_errors_total{reason=
 "outside_window"}`. A token rejected while sending also makes the channel Down.
 """
@@ -35,6 +36,7 @@ from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.media_files import MediaStore, read_file
+from channels.phone_markup import render_phone_text
 from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenRejected
 from channels.whatsapp.graph import GraphClient
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
@@ -110,6 +112,9 @@ class WhatsAppChannel(Channel):
     @property
     def name(self) -> str:
         return CHANNEL
+
+    def format_outbound(self, content: str) -> str:
+        return render_phone_text(content, "whatsapp")
 
     # Lifecycle
 

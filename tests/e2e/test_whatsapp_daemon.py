@@ -130,6 +130,13 @@ async def test_a_long_mixed_reply_arrives_complete_within_the_limit(bot: WhatsAp
     assert_split_well(text, chunks, fences_shown=True)
 
 
+async def test_markdown_arrives_in_whatsapps_markup(bot: WhatsAppBot) -> None:
+    fake, alice = bot.fake, next(bot.numbers)
+    assert await bot.say(alice, "**Done**: see [the docs](https://docs.example.com)") == 200
+    await fake.wait_until(lambda: fake.texts_to(alice), WAIT_S)
+    assert fake.texts_to(alice) == ["*Done*: see the docs (https://docs.example.com)"]
+
+
 async def test_a_throughput_limit_is_waited_out_and_the_reply_delivered_once(
     bot: WhatsAppBot,
 ) -> None:
