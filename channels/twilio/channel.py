@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
@@ -42,6 +43,11 @@ from channels.twilio.webhook import TwilioWebhook
 log = structlog.get_logger(__name__)
 
 DEFAULT_API_BASE_URL = "https://api.twilio.com"
+
+
+def _same_origin(url: str, other: str) -> bool:
+    first, second = urlsplit(url), urlsplit(other)
+    return (first.scheme, first.netloc) == (second.scheme, second.netloc)
 
 
 class TwilioChannel(Channel):
@@ -224,7 +230,8 @@ class TwilioChannel(Channel):
                         ref.url,
                         chat_id=sms.sender,
                         name=f"{sms.sid}-{index}",
-                        headers=auth,
+                        # The credentials go only to Twilio's own API host.
+                        headers=auth if _same_origin(ref.url, self._api_base_url) else None,
                     )
                 except ChannelError as error:
                     log.warning("twilio.media_download_failed", sid=sms.sid, error=str(error))

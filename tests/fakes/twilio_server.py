@@ -250,10 +250,10 @@ class FakeTwilio:
         return web.json_response(resource, status=201)
 
     async def _fetch_media(self, request: web.Request) -> web.Response:
-        if not self._authorised(request):
-            return web.Response(status=401, text="Authenticate")
         media_id = request.match_info["media_id"]
         self.media_fetches.append(media_id)
+        if not self._authorised(request):
+            return web.Response(status=401, text="Authenticate")
         if media_id not in self.media:
             return web.Response(status=404)
         data, content_type = self.media[media_id]

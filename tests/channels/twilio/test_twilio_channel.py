@@ -272,3 +272,14 @@ async def test_replies_can_come_from_a_messaging_service(tmp_path: Path) -> None
         await channel.send(OutboundMessage(channel="twilio", chat_id=ALICE, content="hi"))
         await channel.stop()
     assert [(sent.sender, sent.body) for sent in fake.sent] == [(service, "hi")]
+
+
+async def test_media_elsewhere_is_fetched_without_the_credentials(running: Running) -> None:
+    fake = running.fake
+    # The same fake under another origin name: Twilio's credentials must not go there.
+    elsewhere = fake.host_media(b"x", "image/png").replace("127.0.0.1", "localhost")
+    form = fake.webhook_form(ALICE, "from a CDN", media=[(elsewhere, "image/png")])
+    assert (await running.post(form))[0] == 200
+    message = await running.received()
+    assert message.media == []  # the fake refused it (401): no credentials were sent
+    assert len(fake.media_fetches) == 1
