@@ -98,6 +98,7 @@ class FakeTwilio:
         self.media: dict[str, tuple[bytes, str]] = {}
         self.media_fetches: list[str] = []
         self._rate_limited = 0
+        self._retry_after_s: int | None = None
         self._clock = clock
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
@@ -142,8 +143,10 @@ class FakeTwilio:
 
     # The world
 
-    def rate_limit_next(self, count: int = 1) -> None:
+    def rate_limit_next(self, count: int = 1, *, retry_after_s: int | None = None) -> None:
+        """Refuse the next `count` sends with 429/20429 (and `Retry-After`, when given)."""
         self._rate_limited += count
+        self._retry_after_s = retry_after_s
 
     def host_media(self, data: bytes, content_type: str) -> str:
         """Serve a file as Twilio serves MMS media (basic auth); returns its URL."""
@@ -192,7 +195,14 @@ class FakeTwilio:
         expected = "Basic " + base64.b64encode(pair).decode()
         return hmac.compare_digest(request.headers.get("Authorization", ""), expected)
 
-    async def _error(self, request: web.Request, status: int, code: int, text: str) -> web.Response:
+    async def _error(
+        self,
+        request: web.Request,
+        status: int,
+        code: int,
+        text: str,
+        headers: dict[str, str] | None = None,
+    ) -> web.Response:
         await self._record(request, status, code)
         body = {
             "code": code,
@@ -200,7 +210,7 @@ class FakeTwilio:
             "more_info": f"https://www.twilio.com/docs/errors/{code}",
             "status": status,
         }
-        return web.json_response(body, status=status)
+        return web.json_response(body, status=status, headers=headers)
 
     async def _record(self, request: web.Request, status: int, code: int | None) -> None:
         self.calls.append(RecordedCall(request.path, status, code, self._clock()))
@@ -222,7 +232,9 @@ class FakeTwilio:
         sender = str(form.get("From") or form.get("MessagingServiceSid") or "")
         if self._rate_limited > 0:
             self._rate_limited -= 1
-            return await self._error(request, 429, 20429, "Too Many Requests")
+            wait = self._retry_after_s
+            headers = {"Retry-After": str(wait)} if wait is not None else None
+            return await self._error(request, 429, 20429, "Too Many Requests", headers)
         if not to.startswith("+") or not to[1:].isdigit():
             return await self._error(request, 400, 21211, f"The 'To' number {to} is not valid.")
         if not sender:

@@ -204,8 +204,13 @@ async def test_sends_go_through_the_messages_api_and_failures_are_typed(
     assert fake.texts_to(ALICE) == ["a reply"]
     assert fake.sent[0].sender == fake.number
     fake.rate_limit_next()
-    with pytest.raises(RateLimited):
+    with pytest.raises(RateLimited) as limited:
         await channel.send(OutboundMessage(channel="twilio", chat_id=ALICE, content="later"))
+    assert limited.value.retry_after_s == 1.0
+    fake.rate_limit_next(retry_after_s=3)
+    with pytest.raises(RateLimited) as told:
+        await channel.send(OutboundMessage(channel="twilio", chat_id=ALICE, content="later"))
+    assert told.value.retry_after_s == 3.0
     with pytest.raises(ChannelError, match="21211"):
         await channel.send(OutboundMessage(channel="twilio", chat_id="not-a-number", content="x"))
     assert "Fake Twilio account" in (await channel.probe() or "")
