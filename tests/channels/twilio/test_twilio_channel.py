@@ -4,6 +4,7 @@ webhook route served by a local aiohttp server, as the daemon serves it."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,9 @@ from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
 from channels.allow import AllowList
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
+from channels.registry import ChannelContext, ChannelUnavailable, build_channel
 from channels.twilio import TwilioChannel, TwilioSignature, Verdict, parse_sms
+from config import TwilioConfig
 from tests.channels.refusing_sender import RefusingSender
 from tests.fakes import LocalHttpServer
 from tests.fakes.twilio_server import FakeTwilio, post_form, twilio_signature
@@ -288,3 +291,20 @@ async def test_media_elsewhere_is_fetched_without_the_credentials(running: Runni
     message = await running.received()
     assert message.media == []  # the fake refused it (401): no credentials were sent
     assert len(fake.media_fetches) == 1
+
+
+def test_without_the_twilio_library_the_error_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in list(sys.modules):
+        if name == "twilio" or name.startswith(("twilio.", "channels.twilio")):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "twilio", None)  # import twilio -> ModuleNotFoundError
+    config = TwilioConfig(
+        account_sid="AC" + "0" * 32,
+        auth_token="t",
+        from_number="+15005550006",
+        public_url=PUBLIC_URL,
+    )
+    with pytest.raises(ChannelUnavailable, match=r"pip install 'octos-gateway\[twilio\]'"):
+        build_channel(config, ChannelContext("p", tmp_path))
