@@ -10,6 +10,7 @@ the final name.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import mimetypes
 import re
 from dataclasses import dataclass
@@ -59,9 +60,11 @@ class MediaStore:
         chat_id: str,
         name: str,
         headers: dict[str, str] | None = None,
+        sha256: str | None = None,
     ) -> Path:
         """Download `url` and save it; the name gets a suffix from the content type if it has
-        none. Raises `ChannelError` on any failure (status, size, network, time)."""
+        none. With `sha256` (hex), the bytes must have that digest. Raises `ChannelError` on any
+        failure (status, size, digest, network, time)."""
         try:
             async with (
                 asyncio.timeout(self.timeout_s),
@@ -85,6 +88,10 @@ class MediaStore:
             raise ChannelError(
                 f"media download took over {self.timeout_s:g} s", channel=self.channel
             ) from error
+        if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256.lower():
+            raise ChannelError(
+                "media download: the SHA-256 digest does not match", channel=self.channel
+            )
         if not Path(name).suffix:
             name += suffix_for(content_type)
         target = self.path_for(chat_id, name)

@@ -187,6 +187,8 @@ class WhatsAppChannel(Channel):
         ]
 
     async def _take(self, notification: Notification) -> None:
+        if notification.foreign:
+            log.debug("whatsapp.other_number_ignored", changes=notification.foreign)
         for status in notification.statuses:
             self._note_status(status)
         for message in notification.messages:
@@ -259,8 +261,13 @@ class WhatsAppChannel(Channel):
             if not isinstance(url, str):
                 raise ChannelError("the media lookup gave no url", channel=CHANNEL)
             name = ref.media_id + (f"-{ref.file_name}" if ref.file_name else "")
+            digest = located.get("sha256")
             path = await self._media.fetch(
-                self.graph.session, url, chat_id=message.sender, name=name
+                self.graph.session,
+                url,
+                chat_id=message.sender,
+                name=name,
+                sha256=digest if isinstance(digest, str) else None,
             )
         except ChannelError as error:
             log.warning("whatsapp.media_download_failed", wamid=message.wamid, error=str(error))

@@ -103,6 +103,8 @@ class FakeWhatsApp:
         self.uploads: dict[str, tuple[bytes, str, str]] = {}
         self.media: dict[str, tuple[bytes, str]] = {}
         self.media_downloads: list[str] = []
+        #: Media ids whose download the fake corrupts (a digest mismatch to detect).
+        self.corrupt_media: set[str] = set()
         self._failures: list[int] = []
         self._clock = clock
         self._ids = itertools.count(1)
@@ -314,4 +316,6 @@ class FakeWhatsApp:
         media_id = request.match_info["media_id"]
         self.media_downloads.append(media_id)
         data, mime_type = self.media[media_id]
+        if media_id in self.corrupt_media:
+            data = data[::-1]
         return web.Response(body=data, content_type=mime_type)

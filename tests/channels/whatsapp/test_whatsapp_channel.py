@@ -176,6 +176,13 @@ async def test_media_is_downloaded_for_allowed_senders_only(running: Running) ->
     assert await running.post(fake.message_notification(MALLORY, "image", image)) == 200
     assert (await running.received()).media == []
     assert fake.media_downloads == [media_id]
+    # A download that does not match the digest WhatsApp gave is not handed to the agent.
+    corrupt = fake.host_media(b"\xff\xd8 another jpeg", "image/jpeg")
+    fake.corrupt_media.add(corrupt)
+    broken = {"id": corrupt, "mime_type": "image/jpeg", "caption": "broken"}
+    assert await running.post(fake.message_notification(ALICE, "image", broken)) == 200
+    damaged = await running.received()
+    assert (damaged.content, damaged.media) == ("broken", [])
 
 
 async def test_typing_marks_the_last_message_read_and_replies_are_text(
