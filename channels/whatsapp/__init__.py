@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from channels.allow import AllowList
-from channels.whatsapp.channel import DEFAULT_API_BASE_URL, WhatsAppChannel, media_kind
+from channels.whatsapp.channel import DEFAULT_API_BASE_URL, WhatsAppChannel
 from channels.whatsapp.errors import graph_error
 from channels.whatsapp.inbound import parse_notification
+from channels.whatsapp.media import media_kind
 from channels.whatsapp.signature import SIGNATURE_HEADER, Verdict, check, sign
 
 if TYPE_CHECKING:

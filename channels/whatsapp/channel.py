@@ -19,7 +19,6 @@ window (131047) is not retried: one log line and `octos_send_errors_total{reason
 from __future__ import annotations
 
 import asyncio
-import mimetypes
 import time
 from collections import OrderedDict
 from datetime import UTC, datetime
@@ -35,11 +34,12 @@ from channels.dedup import InboundDedup
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.media_files import MediaStore, read_file
+from channels.media_files import MediaStore
 from channels.phone_markup import render_phone_text
 from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenRejected
 from channels.whatsapp.graph import GraphClient
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
+from channels.whatsapp.media import download, send_file
 from channels.whatsapp.webhook import WhatsAppWebhook
 
 log = structlog.get_logger(__name__)
@@ -51,18 +51,6 @@ MAX_MESSAGE_AGE_S = 7 * 24 * 3600.0
 TYPING_RENEW_S = 20.0
 #: Message types that are not something to answer.
 _NOT_MESSAGES = frozenset({"reaction", "system", "unsupported", "request_welcome"})
-_IMAGE_TYPES = frozenset({"image/jpeg", "image/png"})
-_VIDEO_TYPES = frozenset({"video/mp4", "video/3gpp"})
-
-
-def media_kind(mime_type: str) -> str:
-    if mime_type in _IMAGE_TYPES:
-        return "image"
-    if mime_type in _VIDEO_TYPES:
-        return "video"
-    if mime_type.startswith("audio/"):
-        return "audio"
-    return "document"
 
 
 class WhatsAppChannel(Channel):
@@ -252,23 +240,10 @@ class WhatsAppChannel(Channel):
             log.debug("whatsapp.status", wamid=status.wamid, status=status.status)
 
     async def _save_media(self, message: WhatsAppMessage) -> list[str]:
-        ref = message.media
-        if ref is None:
+        if message.media is None:
             return []
         try:
-            located = await self.graph.media_url(ref.media_id)
-            url = located.get("url")
-            if not isinstance(url, str):
-                raise ChannelError("the media lookup gave no url", channel=CHANNEL)
-            name = ref.media_id + (f"-{ref.file_name}" if ref.file_name else "")
-            digest = located.get("sha256")
-            path = await self._media.fetch(
-                self.graph.session,
-                url,
-                chat_id=message.sender,
-                name=name,
-                sha256=digest if isinstance(digest, str) else None,
-            )
+            path = await download(self.graph, self._media, message.media, message.sender)
         except ChannelError as error:
             log.warning("whatsapp.media_download_failed", wamid=message.wamid, error=str(error))
             return []
@@ -297,7 +272,7 @@ class WhatsAppChannel(Channel):
         try:
             wamid = None
             for path in message.media:
-                wamid = await self._send_file(message.chat_id, path)
+                wamid = await send_file(self.graph, message.chat_id, path)
             if message.content.strip():
                 wamid = await self.graph.send(
                     message.chat_id, "text", {"preview_url": False, "body": message.content}
@@ -314,14 +289,3 @@ class WhatsAppChannel(Channel):
                     hint="the user last wrote over 24 hours ago; only a template can reach them",
                 )
             raise
-
-    async def _send_file(self, chat_id: str, path_text: str) -> str | None:
-        data = await read_file(path_text, channel=CHANNEL)
-        name = Path(path_text).name
-        mime_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        media_id = await self.graph.upload(data, name, mime_type)
-        kind = media_kind(mime_type)
-        content: dict[str, object] = {"id": media_id}
-        if kind == "document":
-            content["filename"] = name
-        return await self.graph.send(chat_id, kind, content)
