@@ -28,6 +28,8 @@ CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
         "slack": "channels.slack:create",
         "api": "channels.api:create",
         "cli": "channels.cli:create",
+        "twilio": "channels.twilio:create",
+        "whatsapp": "channels.whatsapp:create",
     }
 )
 
@@ -39,6 +41,7 @@ _OPTIONAL_SDKS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
         "telegram": ("telegram", "python-telegram-bot", "telegram"),
         "discord": ("discord", "discord.py", "discord"),
         "slack": ("slack_bolt", "slack-bolt", "slack"),
+        "twilio": ("twilio", "twilio", "twilio"),
     }
 )
 

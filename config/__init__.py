@@ -23,6 +23,7 @@ from config.channels import (
     SlackConfig,
     TelegramConfig,
 )
+from config.channels_phone import TwilioConfig, WhatsAppConfig
 from config.common import ConfigModel
 from config.describe import (
     describe_config_keys,
@@ -72,7 +73,9 @@ __all__ = [
     "SessionsConfig",
     "SlackConfig",
     "TelegramConfig",
+    "TwilioConfig",
     "WebhookAgentConfig",
+    "WhatsAppConfig",
     "default_config",
     "describe_config_keys",
     "describe_gateway_keys",

@@ -242,15 +242,20 @@ class PluginChannelConfig(ChannelConfigBase):
         return f"plugin:{self.class_path}"
 
 
+# The phone channels' models live in their own module, which builds on ChannelConfigBase above.
+from config.channels_phone import TwilioConfig, WhatsAppConfig  # noqa: E402
+
 ChannelConfig = Annotated[
     TelegramConfig
     | DiscordConfig
     | SlackConfig
     | ApiChannelConfig
     | CliChannelConfig
-    | PluginChannelConfig,
+    | PluginChannelConfig
+    | TwilioConfig
+    | WhatsAppConfig,
     Field(discriminator="type"),
 ]
 """Any channel configuration, told apart by its `type`."""
 
-CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin")
+CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin", "twilio", "whatsapp")

@@ -33,6 +33,8 @@ _NOISY_LOGGERS = (
     "discord",
     "slack_bolt",
     "slack_sdk",
+    # Logs every request's URL and headers at INFO.
+    "twilio",
     "aiohttp.access",
     "openai",
     "asyncio",

@@ -21,7 +21,9 @@ from config import (
     SessionsConfig,
     SlackConfig,
     TelegramConfig,
+    TwilioConfig,
     WebhookAgentConfig,
+    WhatsAppConfig,
     describe_config_keys,
     describe_gateway_keys,
     describe_profile_keys,
@@ -43,6 +45,8 @@ ALL_MODELS: list[type[BaseModel]] = [
     ApiChannelConfig,
     CliChannelConfig,
     PluginChannelConfig,
+    TwilioConfig,
+    WhatsAppConfig,
 ]
 
 
@@ -70,6 +74,8 @@ def test_every_variant_field_is_listed() -> None:
         "api": ApiChannelConfig,
         "cli": CliChannelConfig,
         "plugin": PluginChannelConfig,
+        "twilio": TwilioConfig,
+        "whatsapp": WhatsAppConfig,
     }
     assert set(channel_models) == set(CHANNEL_TYPES)
     for tag, model in channel_models.items():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from config import ConfigError, ConfigProblem, load_gateway, load_profile
+from config import CHANNEL_TYPES, ConfigError, ConfigProblem, load_gateway, load_profile
 
 WriteYaml = Callable[[str, str], Path]
 
@@ -140,8 +140,9 @@ def test_unknown_channel_type_lists_the_known_ones(write_yaml: WriteYaml) -> Non
     assert problem.line == 3
     assert problem.message == "unknown channel type 'telegarm' in channels[1]"
     assert problem.suggestion == (
-        "did you mean 'telegram'? known types: telegram, discord, slack, api, cli, plugin"
+        f"did you mean 'telegram'? known types: {', '.join(CHANNEL_TYPES)}"
     )
+    assert CHANNEL_TYPES[:6] == ("telegram", "discord", "slack", "api", "cli", "plugin")
 
 
 def test_channel_without_type(write_yaml: WriteYaml) -> None:

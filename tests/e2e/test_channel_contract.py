@@ -27,6 +27,8 @@ from channels.discord import DiscordChannel
 from channels.errors import ChannelError
 from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE, ChannelContext, build_channel
 from channels.slack import SlackChannel
+from channels.twilio import TwilioChannel
+from channels.whatsapp import WhatsAppChannel
 from config import (
     ApiChannelConfig,
     CliChannelConfig,
@@ -34,10 +36,14 @@ from config import (
     PluginChannelConfig,
     SlackConfig,
     TelegramConfig,
+    TwilioConfig,
+    WhatsAppConfig,
 )
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.twilio_server import FakeTwilio
+from tests.fakes.whatsapp_server import FakeWhatsApp
 from tests.support.hub import ChannelHub
 
 pytestmark = pytest.mark.slow
@@ -54,6 +60,8 @@ AnyChannelConfig = (
     | ApiChannelConfig
     | CliChannelConfig
     | PluginChannelConfig
+    | TwilioConfig
+    | WhatsAppConfig
 )
 
 
@@ -141,6 +149,51 @@ async def slack_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig
             allow=["UALICE0001"],
         )
         yield Rig(config, ready, failing, allowed="UALICE0001", stranger="UMALLORY01")
+
+
+@asynccontextmanager
+async def twilio_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeTwilio() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, TwilioChannel)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("twilio", "not-a-phone-number")  # Twilio error 21211
+
+        config = TwilioConfig(
+            account_sid=fake.account_sid,
+            auth_token=fake.auth_token,
+            from_number=fake.number,
+            public_url="https://sms.example.com/twilio/sms",
+            api_base_url=fake.base_url,
+            allow=["+15550001111"],
+        )
+        yield Rig(config, ready, failing, allowed="+15550001111", stranger="+15550009999")
+
+
+@asynccontextmanager
+async def whatsapp_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeWhatsApp() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, WhatsAppChannel)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            fake.fail_next(131047)  # outside the 24-hour window: not retried
+            return message("whatsapp", "15550001111")
+
+        config = WhatsAppConfig(
+            access_token=fake.access_token,
+            phone_number_id=fake.phone_number_id,
+            app_secret=fake.app_secret,
+            verify_token=fake.verify_token,
+            api_base_url=fake.base_url,
+            allow=["15550001111"],
+        )
+        yield Rig(config, ready, failing, allowed="15550001111", stranger="15550009999")
 
 
 class LogWatch:
@@ -244,6 +297,8 @@ RIGS: dict[str, RigFactory] = {
     "api": api_rig,
     "cli": cli_rig,
     PLUGIN_TYPE: plugin_rig,
+    "twilio": twilio_rig,
+    "whatsapp": whatsapp_rig,
 }
 
 

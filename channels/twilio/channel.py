@@ -1,0 +1,266 @@
+"""Twilio SMS and MMS: a signed form webhook in, the Messages API out.
+
+`start()` checks the credentials (fetching the account; a refused token is fatal, so the
+channel is Down rather than restarted forever), then takes the webhooks `web_routes()` gives
+the daemon's HTTP server until `stop()`. Each inbound message is handed to the gateway with its
+`MessageSid` as `message_id`; Twilio is answered only after that returns (the message is
+durable). MMS attachments are downloaded with basic auth (`account_sid:auth_token`), for allowed
+senders only. Carrier keywords (STOP, HELP, ...) are Twilio's: acknowledged, never answered.
+
+Replies go out through the twilio library's async client, pointed at `api_base_url`: one
+`POST /2010-04-01/Accounts/{sid}/Messages.json` per chunk of at most 1,600 characters; a
+token rejected while sending makes the channel Down too. SMS has no edits and no typing
+indicator; the agent's Markdown is sent as plain text. Outbound media must be public URLs
+(Twilio fetches them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+import aiohttp
+import structlog
+from aiohttp import web
+from twilio.rest import Client
+
+from bus import InboundMessage, InboundSender, OutboundMessage
+from channels.base import Channel
+from channels.dedup import InboundDedup
+from channels.errors import AuthError, ChannelError, FatalChannelError
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.media_files import MediaStore
+from channels.phone_markup import render_phone_text
+from channels.twilio.errors import CHANNEL, twilio_call
+from channels.twilio.http import TwilioHttp, basic_auth_header
+from channels.twilio.inbound import Sms
+from channels.twilio.signature import TwilioSignature
+from channels.twilio.webhook import TwilioWebhook
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_API_BASE_URL = "https://api.twilio.com"
+
+
+def _same_origin(url: str, other: str) -> bool:
+    first, second = urlsplit(url), urlsplit(other)
+    return (first.scheme, first.netloc) == (second.scheme, second.netloc)
+
+
+class TwilioChannel(Channel):
+    limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["twilio"]
+
+    def __init__(
+        self,
+        *,
+        account_sid: str,
+        auth_token: str,
+        public_url: str,
+        data_dir: Path,
+        from_number: str | None = None,
+        messaging_service_sid: str | None = None,
+        webhook_path: str = "/twilio/sms",
+        api_base_url: str = DEFAULT_API_BASE_URL,
+        stranger_notice: bool = True,
+        request_timeout_s: float = 30.0,
+    ) -> None:
+        if (from_number is None) == (messaging_service_sid is None):
+            raise ValueError("give exactly one of from_number and messaging_service_sid")
+        self._account_sid = account_sid
+        self._auth_token = auth_token
+        self._sender: dict[str, Any] = (
+            {"from_": from_number}
+            if from_number is not None
+            else {"messaging_service_sid": messaging_service_sid}
+        )
+        self._webhook_path = webhook_path
+        self._api_base_url = api_base_url.rstrip("/")
+        self._stranger_notice = stranger_notice
+        self._timeout_s = request_timeout_s
+        self._media = MediaStore.under(data_dir, CHANNEL)
+        self._webhook = TwilioWebhook(
+            TwilioSignature(auth_token, public_url), self._take, lambda: self._inbound is not None
+        )
+        self._recent = InboundDedup(max_entries=10_000, ttl_s=3600.0)
+        self._client: Client | None = None
+        self._http: TwilioHttp | None = None
+        self._inbound: InboundSender | None = None
+        self._fatal: FatalChannelError | None = None
+        self._auth_rejected = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._receiving = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    def format_outbound(self, content: str) -> str:
+        return render_phone_text(content, "sms")
+
+    # Lifecycle
+
+    async def start(self, inbound: InboundSender) -> None:
+        """Check the credentials, then take webhooks until `stop()`, cancellation or a
+        rejected token."""
+        if self._stopping.is_set():
+            return
+        self._idle.clear()
+        try:
+            try:
+                await self.probe()
+            except AuthError as error:
+                raise self._credentials_dead(error) from error
+            self._inbound = inbound
+            self._receiving.set()
+            log.info("twilio.receiving", path=self._webhook_path)
+            stopping = asyncio.create_task(self._stopping.wait(), name="twilio-stop")
+            rejected = asyncio.create_task(self._auth_rejected.wait(), name="twilio-auth")
+            try:
+                await asyncio.wait({stopping, rejected}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (stopping, rejected):
+                    task.cancel()
+                await asyncio.wait({stopping, rejected})
+            if self._fatal is not None and not self._stopping.is_set():
+                raise self._fatal
+        finally:
+            self._inbound = None
+            self._receiving.clear()
+            self._idle.set()
+
+    def _credentials_dead(self, error: AuthError) -> FatalChannelError:
+        self._fatal = FatalChannelError(
+            f"Twilio refused the credentials ({error})",
+            channel=CHANNEL,
+            suggestion=error.suggestion,
+        )
+        self._auth_rejected.set()
+        return self._fatal
+
+    async def stop(self) -> None:
+        """Stop taking webhooks and close the HTTP client; idempotent."""
+        self._stopping.set()
+        await self._idle.wait()
+        http, self._http, self._client = self._http, None, None
+        if http is not None:
+            await http.close()
+
+    async def wait_receiving(self) -> None:
+        await self._receiving.wait()
+
+    async def health_check(self) -> ChannelHealth:
+        if self._fatal is not None:
+            return ChannelHealth.down(str(self._fatal))
+        if self._stopping.is_set():
+            return ChannelHealth.down("stopped")
+        if self._inbound is None:
+            return ChannelHealth.unknown()
+        return ChannelHealth.healthy()
+
+    async def probe(self) -> str | None:
+        client = self._rest()
+        async with twilio_call("fetch account", self._timeout_s):
+            account = await client.api.v2010.accounts(self._account_sid).fetch_async()
+        sender = self._sender.get("from_") or self._sender.get("messaging_service_sid")
+        return f"{account.friendly_name} ({self._account_sid}), sending as {sender}"
+
+    def _rest(self) -> Client:
+        """The REST client, made inside the event loop (its aiohttp session needs one)."""
+        if self._client is None:
+            self._http = TwilioHttp(self._timeout_s)
+            client = Client(
+                self._account_sid, self._auth_token, self._account_sid, http_client=self._http
+            )
+            # Nothing but api_base_url decides where requests go (TWILIO_EDGE would rewrite it).
+            client.edge = client.region = None
+            client.api.base_url = self._api_base_url
+            self._client = client
+        return self._client
+
+    # Inbound
+
+    def web_routes(self) -> list[web.RouteDef]:
+        return [web.post(self._webhook_path, self._webhook.handle)]
+
+    async def _take(self, sms: Sms) -> None:
+        """One signed inbound message: returns once the gateway has it (or it needs nothing)."""
+        inbound = self._inbound
+        if inbound is None:
+            raise ChannelError("the Twilio channel is not receiving", channel=CHANNEL)
+        if sms.is_carrier_keyword:
+            log.info("twilio.carrier_keyword", sid=sms.sid, keyword=sms.body.strip().upper())
+            return
+        if sms.sid in self._recent:
+            log.debug("twilio.duplicate_webhook", sid=sms.sid)
+            return
+        allowed = self.is_allowed(sms.sender)
+        if not allowed and not self._stranger_notice:
+            log.info("twilio.stranger_ignored", sid=sms.sid, sender=sms.sender)
+            self._recent.seen(sms.sid)
+            return
+        media = await self._save_media(sms) if allowed else []
+        await inbound.send(
+            InboundMessage(
+                channel=CHANNEL,
+                sender_id=sms.sender,
+                chat_id=sms.sender,
+                content=sms.body,
+                media=media,
+                metadata={"to": sms.to},
+                message_id=sms.sid,
+            )
+        )
+        self._recent.seen(sms.sid)
+
+    async def _save_media(self, sms: Sms) -> list[str]:
+        if not sms.media:
+            return []
+        paths: list[str] = []
+        auth = {"Authorization": basic_auth_header(self._account_sid, self._auth_token)}
+        async with aiohttp.ClientSession() as session:
+            for index, ref in enumerate(sms.media):
+                try:
+                    path = await self._media.fetch(
+                        session,
+                        ref.url,
+                        chat_id=sms.sender,
+                        name=f"{sms.sid}-{index}",
+                        # The credentials go only to Twilio's own API host.
+                        headers=auth if _same_origin(ref.url, self._api_base_url) else None,
+                    )
+                except ChannelError as error:
+                    log.warning("twilio.media_download_failed", sid=sms.sid, error=str(error))
+                    continue
+                paths.append(str(path))
+        return paths
+
+    # Outbound
+
+    async def send(self, message: OutboundMessage) -> None:
+        if message.typing_signal is not None:
+            return
+        media_urls = [item for item in message.media if item.startswith(("https://", "http://"))]
+        if len(media_urls) < len(message.media):
+            log.warning(
+                "twilio.media_needs_public_url",
+                skipped=len(message.media) - len(media_urls),
+                hint="Twilio fetches MMS media itself: pass https:// URLs, not local paths",
+            )
+        if not message.content.strip() and not media_urls:
+            return
+        extra: dict[str, Any] = {"media_url": media_urls} if media_urls else {}
+        client = self._rest()
+        try:
+            async with twilio_call("messages.create", self._timeout_s):
+                await client.messages.create_async(
+                    to=message.chat_id, body=message.content, **self._sender, **extra
+                )
+        except AuthError as error:
+            # The token was revoked or rotated while running: the channel is Down.
+            self._credentials_dead(error)
+            raise

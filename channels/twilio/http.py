@@ -1,0 +1,96 @@
+"""The HTTP client the twilio library's REST classes use here: aiohttp, owned by the channel.
+
+The library's own `AsyncTwilioHttpClient` passes credentials as `aiohttp.BasicAuth`
+(deprecated in aiohttp 3.14), ignores its `timeout` (twilio-python #925), opens its session
+outside any `async with` (#866) and sends a repeated parameter (`MediaUrl`) in a form aiohttp
+refuses. This one keeps the library's request building, error parsing and resources and does
+only the transport: one session per channel, closed with it; a deadline per request; the
+`Authorization` header built from the library's `(sid, token)` pair; repeated parameters as
+repeated fields. A 429 is raised at once as `RateLimited` with Twilio's `Retry-After` (the
+library's exception would lose the header).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Mapping
+
+import aiohttp
+from twilio.http import AsyncHttpClient
+from twilio.http.response import Response
+
+from channels.errors import RateLimited
+from channels.twilio.errors import CHANNEL, DEFAULT_RETRY_AFTER_S
+
+_log = logging.getLogger("twilio.http_client")
+
+Fields = list[tuple[str, str]]
+
+
+def basic_auth_header(login: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{login}:{password}".encode()).decode("ascii")
+
+
+def _fields(values: Mapping[str, object] | None) -> Fields | None:
+    """Parameters as (name, value) pairs, one pair per value of a list."""
+    if not values:
+        return None
+    pairs: Fields = []
+    for name, value in values.items():
+        items = value if isinstance(value, list | tuple) else [value]
+        pairs.extend((name, str(item)) for item in items if item is not None)
+    return pairs
+
+
+def _retry_after_s(headers: Mapping[str, str]) -> float:
+    try:
+        return max(0.0, float(headers.get("Retry-After", DEFAULT_RETRY_AFTER_S)))
+    except ValueError:
+        return DEFAULT_RETRY_AFTER_S
+
+
+class TwilioHttp(AsyncHttpClient):  # type: ignore[misc]
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(_log, True, timeout_s)
+        self._timeout_s = timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    async def request(
+        self,
+        method: str,
+        uri: str,
+        params: dict[str, object] | None = None,
+        data: dict[str, object] | None = None,
+        headers: dict[str, str] | None = None,
+        auth: tuple[str, str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (the library's interface)
+        allow_redirects: bool = False,
+    ) -> Response:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        sent_headers = dict(headers or {})
+        if auth is not None:
+            sent_headers["Authorization"] = basic_auth_header(*auth)
+        async with self._session.request(
+            method.upper(),
+            uri,
+            params=_fields(params),
+            data=_fields(data),
+            headers=sent_headers,
+            allow_redirects=allow_redirects,
+            timeout=aiohttp.ClientTimeout(total=timeout or self._timeout_s),
+        ) as answer:
+            text = await answer.text()
+            if answer.status == 429:
+                raise RateLimited(
+                    _retry_after_s(answer.headers),
+                    f"{method.upper()} {answer.url.path}: HTTP 429 ({text[:200]})",
+                    channel=CHANNEL,
+                )
+            return Response(answer.status, text, answer.headers)
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()

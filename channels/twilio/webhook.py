@@ -1,0 +1,75 @@
+"""The route Twilio posts inbound messages to, on the daemon's HTTP server.
+
+Order matters: the signature is checked before anything else is looked at (a request without
+`X-Twilio-Signature` is refused, unlike octos); only a signed request is parsed and handed to the
+channel, and only once the channel has made it durable is Twilio answered, with empty TwiML
+(`<Response/>`, so Twilio sends nothing itself). A full backlog answers 429/503 with
+`Retry-After`; a channel that is not running answers 503.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+from twilio.twiml.messaging_response import MessagingResponse
+
+from bus import InboundRefused, PipeClosed
+from channels.acknowledge import refused_response
+from channels.twilio.inbound import MalformedWebhook, Params, Sms, parse_sms
+from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature, Verdict
+
+log = structlog.get_logger(__name__)
+
+_REFUSAL_STATUS = {Verdict.MISSING: 401, Verdict.WRONG: 403}
+
+
+def empty_twiml() -> web.Response:
+    return web.Response(text=str(MessagingResponse()), content_type="text/xml")
+
+
+async def form_params(request: web.Request) -> dict[str, list[str]]:
+    """The POST parameters, each with all its values (a name may repeat)."""
+    form = await request.post()
+    params: dict[str, list[str]] = {}
+    for name, value in form.items():
+        if isinstance(value, str):
+            params.setdefault(name, []).append(value)
+    return params
+
+
+class TwilioWebhook:
+    def __init__(
+        self,
+        signature: TwilioSignature,
+        take: Callable[[Sms], Awaitable[None]],
+        accepting: Callable[[], bool],
+    ) -> None:
+        self._signature = signature
+        self._take = take
+        self._accepting = accepting
+
+    async def handle(self, request: web.Request) -> web.Response:
+        params: Params = await form_params(request)
+        verdict = self._signature.check(params, request.headers.get(SIGNATURE_HEADER))
+        if verdict is not Verdict.VALID:
+            log.warning("twilio.webhook_refused", reason=verdict.value, remote=request.remote)
+            return web.Response(status=_REFUSAL_STATUS[verdict], text=f"signature {verdict}")
+        if not self._accepting():
+            return web.Response(status=503, text="channel not running")
+        try:
+            sms = parse_sms(params)
+        except MalformedWebhook as error:
+            # Signed by Twilio but not a message (a status callback sent here by mistake):
+            # answered, so Twilio does not retry what can never be handled.
+            log.warning("twilio.malformed_webhook", error=str(error), params=sorted(params))
+            return empty_twiml()
+        try:
+            await self._take(sms)
+        except InboundRefused as error:
+            log.info("twilio.webhook_backlog_full", sid=sms.sid, retry_after_s=error.retry_after_s)
+            return refused_response(error)
+        except PipeClosed:
+            return web.Response(status=503, text="channel stopping")
+        return empty_twiml()

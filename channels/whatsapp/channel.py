@@ -1,0 +1,291 @@
+"""The WhatsApp Cloud API: a signed webhook in, the Graph API out.
+
+`start()` checks the access token (fetching the phone number; a rejected token, error 190, is
+fatal, so the channel is Down rather than restarted forever), then takes the webhooks
+`web_routes()` gives the daemon's HTTP server until `stop()`. Each message is handed to the
+gateway with its wamid as `message_id`, and Meta is answered only after that returns. Media is
+downloaded (`GET /{media-id}`, then its URL with the bearer token) for allowed senders only.
+Statuses (sent, delivered, read, failed) are logged, never answered. A message older than
+Meta's 7-day retry window is a replay: acknowledged and dropped.
+
+While a turn runs, the user's last message is marked read with the typing indicator (it lasts
+25 s, so it is renewed at most every 20 s). Replies are text messages of at most 4,096
+characters, the agent's Markdown in WhatsApp's markup (`*bold*`, `_italic_`, ...); media goes
+out by upload. No edits. A reply outside the 24-hour customer-service
+window (131047) is not retried: one log line and `octos_send_errors_total{reason=
+"outside_window"}`. A token rejected while sending also makes the channel Down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ClassVar
+
+import structlog
+from aiohttp import web
+
+from bus import InboundMessage, InboundSender, OutboundMessage
+from channels.base import Channel
+from channels.dedup import InboundDedup
+from channels.errors import ChannelError, DeliveryError, FatalChannelError
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.media_files import MediaStore
+from channels.phone_markup import render_phone_text
+from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenRejected
+from channels.whatsapp.graph import GraphClient
+from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
+from channels.whatsapp.media import download, send_file
+from channels.whatsapp.webhook import WhatsAppWebhook
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_API_BASE_URL = "https://graph.facebook.com/v21.0"
+#: Meta retries a webhook it could not deliver for up to 7 days; anything older is a replay.
+MAX_MESSAGE_AGE_S = 7 * 24 * 3600.0
+#: The typing indicator shows for 25 s; renewing it a little earlier keeps it steady.
+TYPING_RENEW_S = 20.0
+#: Message types that are not something to answer.
+_NOT_MESSAGES = frozenset({"reaction", "system", "unsupported", "request_welcome"})
+
+
+class WhatsAppChannel(Channel):
+    limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["whatsapp"]
+
+    def __init__(
+        self,
+        *,
+        access_token: str,
+        phone_number_id: str,
+        app_secret: str,
+        verify_token: str,
+        data_dir: Path,
+        webhook_path: str = "/whatsapp/webhook",
+        api_base_url: str = DEFAULT_API_BASE_URL,
+        request_timeout_s: float = 30.0,
+        max_message_age_s: float = MAX_MESSAGE_AGE_S,
+    ) -> None:
+        self.graph = GraphClient(
+            base_url=api_base_url,
+            access_token=access_token,
+            phone_number_id=phone_number_id,
+            timeout_s=request_timeout_s,
+        )
+        self._webhook_path = webhook_path
+        self._max_age_s = max_message_age_s
+        self._media = MediaStore.under(data_dir, CHANNEL)
+        self._webhook = WhatsAppWebhook(
+            app_secret=app_secret,
+            verify_token=verify_token,
+            phone_number_id=phone_number_id,
+            take=self._take,
+            accepting=lambda: self._inbound is not None,
+        )
+        self._recent = InboundDedup(max_entries=10_000, ttl_s=3600.0)
+        #: chat -> the wamid of its latest message (what "read" and "typing" refer to).
+        self._last_inbound: OrderedDict[str, str] = OrderedDict()
+        self._typing_shown: dict[str, float] = {}
+        self._inbound: InboundSender | None = None
+        self._fatal: FatalChannelError | None = None
+        self._token_rejected = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._receiving = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    def format_outbound(self, content: str) -> str:
+        return render_phone_text(content, "whatsapp")
+
+    # Lifecycle
+
+    async def start(self, inbound: InboundSender) -> None:
+        """Check the token, then take webhooks until `stop()`, cancellation or a dead token."""
+        if self._stopping.is_set():
+            return
+        self._idle.clear()
+        try:
+            try:
+                await self.probe()
+            except TokenRejected as error:
+                raise self._token_dead(error) from error
+            self._inbound = inbound
+            self._receiving.set()
+            log.info("whatsapp.receiving", path=self._webhook_path)
+            stopping = asyncio.create_task(self._stopping.wait(), name="whatsapp-stop")
+            rejected = asyncio.create_task(self._token_rejected.wait(), name="whatsapp-token")
+            try:
+                await asyncio.wait({stopping, rejected}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (stopping, rejected):
+                    task.cancel()
+                await asyncio.wait({stopping, rejected})
+            if self._fatal is not None and not self._stopping.is_set():
+                raise self._fatal
+        finally:
+            self._inbound = None
+            self._receiving.clear()
+            self._idle.set()
+
+    async def stop(self) -> None:
+        """Stop taking webhooks and close the HTTP session; idempotent."""
+        self._stopping.set()
+        await self._idle.wait()
+        await self.graph.close()
+
+    async def wait_receiving(self) -> None:
+        await self._receiving.wait()
+
+    async def health_check(self) -> ChannelHealth:
+        if self._fatal is not None:
+            return ChannelHealth.down(str(self._fatal))
+        if self._stopping.is_set():
+            return ChannelHealth.down("stopped")
+        return ChannelHealth.healthy() if self._inbound is not None else ChannelHealth.unknown()
+
+    async def probe(self) -> str | None:
+        number = await self.graph.whoami()
+        name = number.get("verified_name") or "WhatsApp number"
+        return (
+            f"{name} ({number.get('display_phone_number', '?')}, id {self.graph.phone_number_id})"
+        )
+
+    def _token_dead(self, error: ChannelError) -> FatalChannelError:
+        self._fatal = FatalChannelError(
+            f"WhatsApp rejected the access token ({error})",
+            channel=CHANNEL,
+            suggestion="replace access_token with a valid one",
+        )
+        self._token_rejected.set()
+        return self._fatal
+
+    # Inbound
+
+    def web_routes(self) -> list[web.RouteDef]:
+        return [
+            web.get(self._webhook_path, self._webhook.verify, allow_head=False),
+            web.post(self._webhook_path, self._webhook.receive),
+        ]
+
+    async def _take(self, notification: Notification) -> None:
+        if notification.foreign:
+            log.debug("whatsapp.other_number_ignored", changes=notification.foreign)
+        for status in notification.statuses:
+            self._note_status(status)
+        for message in notification.messages:
+            await self._take_message(message)
+
+    async def _take_message(self, message: WhatsAppMessage) -> None:
+        inbound = self._inbound
+        if inbound is None:
+            raise ChannelError("the WhatsApp channel is not receiving", channel=CHANNEL)
+        if message.kind in _NOT_MESSAGES or message.wamid in self._recent:
+            log.debug("whatsapp.not_answered", wamid=message.wamid, kind=message.kind)
+            return
+        age_s = time.time() - message.timestamp
+        if message.timestamp and age_s > self._max_age_s:
+            log.warning("whatsapp.stale_message_dropped", wamid=message.wamid, age_s=round(age_s))
+            self._recent.seen(message.wamid)
+            return
+        allowed = self.is_allowed(message.sender)
+        media = await self._save_media(message) if allowed else []
+        metadata: dict[str, object] = {"type": message.kind}
+        if message.profile_name:
+            metadata["profile_name"] = message.profile_name
+        if message.context_id:
+            metadata["reply_to"] = message.context_id
+        sent_at = (
+            datetime.fromtimestamp(message.timestamp, UTC)
+            if message.timestamp
+            else datetime.now(UTC)
+        )
+        await inbound.send(
+            InboundMessage(
+                channel=CHANNEL,
+                sender_id=message.sender,
+                chat_id=message.sender,
+                content=message.text,
+                timestamp=sent_at,
+                media=media,
+                metadata=metadata,
+                message_id=message.wamid,
+            )
+        )
+        self._recent.seen(message.wamid)
+        self._remember_latest(message.sender, message.wamid)
+
+    def _remember_latest(self, chat_id: str, wamid: str) -> None:
+        self._last_inbound[chat_id] = wamid
+        self._last_inbound.move_to_end(chat_id)
+        while len(self._last_inbound) > 10_000:
+            stale_chat, _ = self._last_inbound.popitem(last=False)
+            self._typing_shown.pop(stale_chat, None)
+
+    def _note_status(self, status: DeliveryStatus) -> None:
+        if status.status == "failed":
+            log.warning(
+                "whatsapp.delivery_failed",
+                wamid=status.wamid,
+                recipient=status.recipient,
+                errors=list(status.error_codes),
+            )
+        else:
+            log.debug("whatsapp.status", wamid=status.wamid, status=status.status)
+
+    async def _save_media(self, message: WhatsAppMessage) -> list[str]:
+        if message.media is None:
+            return []
+        try:
+            path = await download(self.graph, self._media, message.media, message.sender)
+        except ChannelError as error:
+            log.warning("whatsapp.media_download_failed", wamid=message.wamid, error=str(error))
+            return []
+        return [str(path)]
+
+    # Outbound
+
+    async def send_typing(self, chat_id: str) -> None:
+        wamid = self._last_inbound.get(chat_id)
+        shown_at = self._typing_shown.get(chat_id, 0.0)
+        if wamid is None or time.monotonic() - shown_at < TYPING_RENEW_S:
+            return
+        self._typing_shown[chat_id] = time.monotonic()
+        await self.graph.mark_read(wamid, typing=True)
+
+    async def stop_typing(self, chat_id: str) -> None:
+        # WhatsApp hides the indicator with the reply (or after 25 s); nothing to call.
+        self._typing_shown.pop(chat_id, None)
+
+    async def send(self, message: OutboundMessage) -> None:
+        await self.send_with_id(message)
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        if message.typing_signal is not None:
+            return None
+        try:
+            wamid = None
+            for path in message.media:
+                wamid = await send_file(self.graph, message.chat_id, path)
+            if message.content.strip():
+                wamid = await self.graph.send(
+                    message.chat_id, "text", {"preview_url": False, "body": message.content}
+                )
+            return wamid
+        except TokenRejected as error:
+            self._token_dead(error)
+            raise
+        except DeliveryError as error:
+            if error.reason == OUTSIDE_WINDOW_REASON:
+                log.warning(
+                    "whatsapp.outside_24h_window",
+                    chat_id=message.chat_id,
+                    hint="the user last wrote over 24 hours ago; only a template can reach them",
+                )
+            raise

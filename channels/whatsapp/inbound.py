@@ -1,0 +1,154 @@
+"""What a WhatsApp `messages` webhook says.
+
+One POST may carry several entries and changes; each change's `value` has `metadata`
+(`phone_number_id`: which business number it is for), `contacts` (profile names), `messages`
+(what users sent) and/or `statuses` (what became of the bot's own messages: sent, delivered,
+read, failed). Statuses are not messages and are never answered.
+
+Message types: `text` (`text.body`), media (`image`, `video`, `audio`, `document`, `sticker`,
+each with an `id` to download and maybe a `caption`), `interactive` (a button or list reply),
+`button` (a template's quick reply), `location`, `reaction`; anything else is kept as its type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MEDIA_KINDS = frozenset({"image", "video", "audio", "document", "sticker"})
+
+
+class MalformedWebhook(ValueError):
+    """A signed body that is not a WhatsApp webhook payload."""
+
+
+@dataclass(frozen=True, slots=True)
+class MediaRef:
+    media_id: str
+    mime_type: str
+    file_name: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WhatsAppMessage:
+    wamid: str
+    sender: str
+    timestamp: int
+    kind: str
+    text: str
+    media: MediaRef | None
+    profile_name: str | None
+    context_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryStatus:
+    wamid: str
+    status: str
+    recipient: str
+    error_codes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    messages: tuple[WhatsAppMessage, ...]
+    statuses: tuple[DeliveryStatus, ...]
+    #: Changes for other business numbers of the same app (not ours to answer).
+    foreign: int
+
+
+def _dicts(value: object) -> list[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
+def _text_of(kind: str, message: Mapping[str, Any]) -> str:
+    body = message.get(kind)
+    part: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
+    if kind == "text":
+        return str(part.get("body", ""))
+    if kind in MEDIA_KINDS:
+        return str(part.get("caption", ""))
+    if kind == "interactive":
+        for reply in ("button_reply", "list_reply"):
+            chosen = part.get(reply)
+            if isinstance(chosen, Mapping):
+                return str(chosen.get("title", ""))
+    if kind == "button":
+        return str(part.get("text", ""))
+    if kind == "location":
+        where = ", ".join(str(part[k]) for k in ("name", "address") if part.get(k))
+        coordinates = f"{part.get('latitude')},{part.get('longitude')}"
+        return f"[location {coordinates}{' ' + where if where else ''}]"
+    return ""
+
+
+def _media_of(kind: str, message: Mapping[str, Any]) -> MediaRef | None:
+    part = message.get(kind)
+    if kind not in MEDIA_KINDS or not isinstance(part, Mapping) or not part.get("id"):
+        return None
+    name = part.get("filename")
+    return MediaRef(str(part["id"]), str(part.get("mime_type", "")), str(name) if name else None)
+
+
+def _message(raw: Mapping[str, Any], names: Mapping[str, str]) -> WhatsAppMessage | None:
+    wamid, sender, kind = raw.get("id"), raw.get("from"), str(raw.get("type", ""))
+    if not isinstance(wamid, str) or not isinstance(sender, str) or not wamid or not sender:
+        return None
+    try:
+        timestamp = int(raw.get("timestamp", 0))
+    except (TypeError, ValueError):
+        timestamp = 0
+    context = raw.get("context")
+    context_id = context.get("id") if isinstance(context, Mapping) else None
+    return WhatsAppMessage(
+        wamid=wamid,
+        sender=sender,
+        timestamp=timestamp,
+        kind=kind,
+        text=_text_of(kind, raw),
+        media=_media_of(kind, raw),
+        profile_name=names.get(sender),
+        context_id=str(context_id) if context_id else None,
+    )
+
+
+def _status(raw: Mapping[str, Any]) -> DeliveryStatus:
+    codes = tuple(
+        error["code"] for error in _dicts(raw.get("errors")) if isinstance(error.get("code"), int)
+    )
+    return DeliveryStatus(
+        str(raw.get("id", "")), str(raw.get("status", "")), str(raw.get("recipient_id", "")), codes
+    )
+
+
+def parse_notification(payload: object, phone_number_id: str) -> Notification:
+    """Messages and statuses for our number, in the order WhatsApp sent them."""
+    if not isinstance(payload, Mapping) or not isinstance(payload.get("entry"), list):
+        raise MalformedWebhook("a webhook payload is an object with an 'entry' list")
+    messages: list[WhatsAppMessage] = []
+    statuses: list[DeliveryStatus] = []
+    foreign = 0
+    values: Sequence[Mapping[str, Any]] = [
+        change["value"]
+        for entry in _dicts(payload["entry"])
+        for change in _dicts(entry.get("changes"))
+        if change.get("field", "messages") == "messages"
+        and isinstance(change.get("value"), Mapping)
+    ]
+    for value in values:
+        metadata = value.get("metadata")
+        number = metadata.get("phone_number_id") if isinstance(metadata, Mapping) else None
+        if str(number) != phone_number_id:
+            foreign += 1
+            continue
+        names = {
+            str(contact.get("wa_id")): str(profile.get("name"))
+            for contact in _dicts(value.get("contacts"))
+            if isinstance(profile := contact.get("profile"), Mapping) and profile.get("name")
+        }
+        messages.extend(
+            parsed for raw in _dicts(value.get("messages")) if (parsed := _message(raw, names))
+        )
+        statuses.extend(_status(raw) for raw in _dicts(value.get("statuses")))
+    return Notification(tuple(messages), tuple(statuses), foreign)

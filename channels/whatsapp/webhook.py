@@ -1,0 +1,82 @@
+"""The routes Meta calls for WhatsApp, on the daemon's HTTP server.
+
+`GET` is the verification handshake: `hub.mode=subscribe` with the configured
+`hub.verify_token` is answered with `hub.challenge` as plain text; anything else with 403.
+
+`POST` carries notifications. The `X-Hub-Signature-256` HMAC of the raw body is checked before
+the body is parsed (a missing header is a refusal); a signed notification is handed to the
+channel, and Meta is answered 200 only once every message in it is durable. A full backlog
+answers 429/503 with `Retry-After` (Meta retries the whole notification; the messages already
+taken are recognised by their wamid); a channel that is not running answers 503.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+
+from bus import InboundRefused, PipeClosed
+from channels.acknowledge import refused_response
+from channels.whatsapp.inbound import MalformedWebhook, Notification, parse_notification
+from channels.whatsapp.signature import SIGNATURE_HEADER, Verdict, check
+
+log = structlog.get_logger(__name__)
+
+_REFUSAL_STATUS = {Verdict.MISSING: 401, Verdict.WRONG: 403}
+
+
+class WhatsAppWebhook:
+    def __init__(
+        self,
+        *,
+        app_secret: str,
+        verify_token: str,
+        phone_number_id: str,
+        take: Callable[[Notification], Awaitable[None]],
+        accepting: Callable[[], bool],
+    ) -> None:
+        self._app_secret = app_secret
+        self._verify_token = verify_token.encode()
+        self._phone_number_id = phone_number_id
+        self._take = take
+        self._accepting = accepting
+
+    async def verify(self, request: web.Request) -> web.Response:
+        query = request.query
+        offered = query.get("hub.verify_token", "").encode()
+        challenge = query.get("hub.challenge", "")
+        token_ok = hmac.compare_digest(offered, self._verify_token)
+        if query.get("hub.mode") == "subscribe" and token_ok and challenge:
+            log.info("whatsapp.webhook_verified")
+            return web.Response(text=challenge, content_type="text/plain")
+        log.warning(
+            "whatsapp.verification_refused", mode=query.get("hub.mode"), remote=request.remote
+        )
+        return web.Response(status=403, text="verification refused")
+
+    async def receive(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        verdict = check(self._app_secret, body, request.headers.get(SIGNATURE_HEADER))
+        if verdict is not Verdict.VALID:
+            log.warning("whatsapp.webhook_refused", reason=verdict.value, remote=request.remote)
+            return web.Response(status=_REFUSAL_STATUS[verdict], text=f"signature {verdict}")
+        if not self._accepting():
+            return web.Response(status=503, text="channel not running")
+        try:
+            notification = parse_notification(json.loads(body), self._phone_number_id)
+        except (ValueError, MalformedWebhook) as error:
+            # Signed by Meta, so a retry would bring the same bytes: answered and logged.
+            log.warning("whatsapp.malformed_webhook", error=str(error), size=len(body))
+            return web.Response(text="ok")
+        try:
+            await self._take(notification)
+        except InboundRefused as error:
+            log.info("whatsapp.webhook_backlog_full", retry_after_s=error.retry_after_s)
+            return refused_response(error)
+        except PipeClosed:
+            return web.Response(status=503, text="channel stopping")
+        return web.Response(text="ok")

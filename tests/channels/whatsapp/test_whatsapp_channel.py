@@ -1,0 +1,262 @@
+"""The WhatsApp channel in process: its Graph client against the fake Cloud API, and its
+webhook routes served by a local aiohttp server, as the daemon serves them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
+from channels.allow import AllowList
+from channels.errors import ChannelError, DeliveryError, FatalChannelError, RateLimited
+from channels.health import HealthStatus
+from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, parse_notification
+from tests.channels.refusing_sender import RefusingSender
+from tests.fakes import LocalHttpServer
+from tests.fakes.whatsapp_server import FakeWhatsApp, post_json
+
+ALICE, MALLORY = "15550001111", "15550009999"
+PATH = "/whatsapp/webhook"
+WAIT_S = 10.0
+
+
+def make_channel(
+    fake: FakeWhatsApp, tmp_path: Path, *, token: str | None = None
+) -> WhatsAppChannel:
+    channel = WhatsAppChannel(
+        access_token=token or fake.access_token,
+        phone_number_id=fake.phone_number_id,
+        app_secret=fake.app_secret,
+        verify_token=fake.verify_token,
+        data_dir=tmp_path,
+        api_base_url=fake.base_url,
+    )
+    channel.allow = AllowList([ALICE])
+    return channel
+
+
+@dataclass
+class Running:
+    fake: FakeWhatsApp
+    channel: WhatsAppChannel
+    agent: AgentHandle
+    url: str
+    task: asyncio.Task[None]
+
+    async def post(self, body: bytes) -> int:
+        return (await post_json(self.url, body, self.fake.signed_headers(body)))[0]
+
+    async def received(self) -> InboundMessage:
+        message = await asyncio.wait_for(self.agent.recv(), WAIT_S)
+        assert isinstance(message, InboundMessage)
+        return message
+
+
+@pytest.fixture
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
+    async with FakeWhatsApp() as fake:
+        channel = make_channel(fake, tmp_path)
+        agent, publisher = create_bus(16)
+        app = web.Application()
+        app.add_routes(channel.web_routes())
+        async with LocalHttpServer(app) as server:
+            task = asyncio.create_task(channel.start(publisher.inbound_sender()), name="whatsapp")
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+            try:
+                yield Running(fake, channel, agent, server.origin + PATH, task)
+            finally:
+                await channel.stop()
+                await asyncio.wait({task}, timeout=WAIT_S)
+                assert task.done()
+
+
+def test_the_signature_is_an_hmac_of_the_raw_body() -> None:
+    body = b'{"entry": []}'
+    good = "sha256=" + __import__("hmac").new(b"s3cret", body, "sha256").hexdigest()
+    assert check("s3cret", body, good) is Verdict.VALID
+    assert check("s3cret", body, None) is Verdict.MISSING
+    assert check("s3cret", body + b" ", good) is Verdict.WRONG
+    assert check("other", body, good) is Verdict.WRONG
+    assert check("s3cret", body, good.removeprefix("sha256=")) is Verdict.WRONG
+
+
+def test_notifications_are_parsed_for_our_number_only() -> None:
+    fake = FakeWhatsApp()
+    payload = json.loads(fake.text_notification(ALICE, "hi", name="Alice A."))
+    [message] = parse_notification(payload, fake.phone_number_id).messages
+    assert (message.sender, message.text, message.profile_name) == (ALICE, "hi", "Alice A.")
+    other = parse_notification(payload, "999")
+    assert other.messages == ()
+    assert other.foreign == 1
+    statuses = parse_notification(
+        json.loads(fake.status_notification("wamid.1", ALICE)), fake.phone_number_id
+    )
+    assert statuses.messages == ()
+    assert statuses.statuses[0].status == "delivered"
+
+
+def test_graph_error_codes_become_the_retry_policys_words() -> None:
+    def error(code: int, status: int = 400) -> ChannelError:
+        return graph_error(status, {"error": {"code": code, "message": "m"}}, "send")
+
+    assert isinstance(error(130429), RateLimited)
+    assert isinstance(error(131056), RateLimited)
+    outside = error(131047)
+    assert isinstance(outside, DeliveryError)
+    assert outside.reason == "outside_window"
+    assert type(error(190, 401)).__name__ == "TokenRejected"
+    assert type(error(131000, 500)).__name__ == "TransientError"
+
+
+async def test_the_handshake_echoes_the_challenge_only_for_the_right_token(
+    running: Running,
+) -> None:
+    async with aiohttp.ClientSession() as http:
+
+        async def verify(**query: str) -> tuple[int, str]:
+            async with http.get(running.url, params=query) as answer:
+                return answer.status, await answer.text()
+
+        token = running.fake.verify_token
+        assert await verify(
+            **{"hub.mode": "subscribe", "hub.verify_token": token, "hub.challenge": "1158201444"}
+        ) == (200, "1158201444")
+        assert (
+            await verify(
+                **{"hub.mode": "subscribe", "hub.verify_token": "guess", "hub.challenge": "1"}
+            )
+        )[0] == 403
+        assert (
+            await verify(
+                **{"hub.mode": "unsubscribe", "hub.verify_token": token, "hub.challenge": "1"}
+            )
+        )[0] == 403
+        assert (await verify(**{"hub.challenge": "1"}))[0] == 403
+
+
+async def test_a_signed_message_is_published_and_a_forged_one_refused(running: Running) -> None:
+    fake = running.fake
+    body = fake.text_notification(ALICE, "hello on whatsapp")
+    assert (await post_json(running.url, body))[0] == 401
+    assert (await post_json(running.url, body, fake.signed_headers(body, app_secret="x")))[0] == 403
+    assert running.agent.inbound_depth() == 0
+    assert await running.post(body) == 200
+    message = await running.received()
+    assert (message.channel, message.sender_id, message.chat_id) == ("whatsapp", ALICE, ALICE)
+    assert message.content == "hello on whatsapp"
+    assert message.message_id is not None
+    assert message.message_id.startswith("wamid.")
+    # Redelivered by Meta: answered 200, published once.
+    assert await running.post(body) == 200
+    assert await running.post(fake.status_notification("wamid.X", ALICE)) == 200
+    stale = fake.text_notification(ALICE, "from last month", timestamp=time.time() - 30 * 86400)
+    assert await running.post(stale) == 200
+    assert await running.post(fake.text_notification(ALICE, "next")) == 200
+    assert (await running.received()).content == "next"
+    assert running.agent.inbound_depth() == 0
+
+
+async def test_media_is_downloaded_for_allowed_senders_only(running: Running) -> None:
+    fake = running.fake
+    media_id = fake.host_media(b"\xff\xd8 fake jpeg", "image/jpeg")
+    image = {"id": media_id, "mime_type": "image/jpeg", "caption": "look"}
+    assert await running.post(fake.message_notification(ALICE, "image", image)) == 200
+    message = await running.received()
+    assert message.content == "look"
+    [path] = message.media
+    assert await asyncio.to_thread(Path(path).read_bytes) == b"\xff\xd8 fake jpeg"
+    assert await running.post(fake.message_notification(MALLORY, "image", image)) == 200
+    assert (await running.received()).media == []
+    assert fake.media_downloads == [media_id]
+    # A download that does not match the digest WhatsApp gave is not handed to the agent.
+    corrupt = fake.host_media(b"\xff\xd8 another jpeg", "image/jpeg")
+    fake.corrupt_media.add(corrupt)
+    broken = {"id": corrupt, "mime_type": "image/jpeg", "caption": "broken"}
+    assert await running.post(fake.message_notification(ALICE, "image", broken)) == 200
+    damaged = await running.received()
+    assert (damaged.content, damaged.media) == ("broken", [])
+
+
+async def test_typing_marks_the_last_message_read_and_replies_are_text(
+    running: Running, tmp_path: Path
+) -> None:
+    fake, channel = running.fake, running.channel
+    assert await running.post(fake.text_notification(ALICE, "typing?")) == 200
+    inbound = await running.received()
+    await channel.send_typing(ALICE)
+    await channel.send_typing(ALICE)  # renewed at most every 20 s
+    assert [(r.message_id, r.typing) for r in fake.reads] == [(inbound.message_id, True)]
+    wamid = await channel.send_with_id(
+        OutboundMessage(channel="whatsapp", chat_id=ALICE, content="yes")
+    )
+    assert fake.texts_to(ALICE) == ["yes"]
+    assert wamid == fake.sent[-1].wamid
+    picture = tmp_path / "chart.png"
+    picture.write_bytes(b"\x89PNG chart")
+    await channel.send(
+        OutboundMessage(channel="whatsapp", chat_id=ALICE, content="", media=[str(picture)])
+    )
+    sent = fake.sent[-1]
+    assert sent.kind == "image"
+    assert fake.uploads[sent.content["id"]][:2] == (b"\x89PNG chart", "chart.png")
+
+
+async def test_send_failures_are_typed_and_a_dead_token_makes_the_channel_down(
+    running: Running,
+) -> None:
+    fake, channel = running.fake, running.channel
+    reply = OutboundMessage(channel="whatsapp", chat_id=ALICE, content="hi")
+    fake.fail_next(131056)
+    with pytest.raises(RateLimited):
+        await channel.send(reply)
+    fake.fail_next(131047)
+    with pytest.raises(DeliveryError, match="131047"):
+        await channel.send(reply)
+    fake.fail_next(190)
+    with pytest.raises(ChannelError, match="190"):
+        await channel.send(reply)
+    assert (await channel.health_check()).status is HealthStatus.DOWN
+    # start() ends with the fatal error, so the supervisor marks the channel Down.
+    await asyncio.wait({running.task}, timeout=WAIT_S)
+    assert isinstance(running.task.exception(), FatalChannelError)
+
+
+async def test_a_rejected_token_at_start_is_fatal(tmp_path: Path) -> None:
+    async with FakeWhatsApp() as fake:
+        channel = make_channel(fake, tmp_path, token="expired")
+        _agent, publisher = create_bus(4)
+        with pytest.raises(FatalChannelError):
+            await asyncio.wait_for(channel.start(publisher.inbound_sender()), WAIT_S)
+        assert (await channel.health_check()).status is HealthStatus.DOWN
+        await channel.stop()
+
+
+async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_taken(
+    tmp_path: Path,
+) -> None:
+    async with FakeWhatsApp() as fake:
+        channel = make_channel(fake, tmp_path)
+        sender = RefusingSender(refusals=1)
+        app = web.Application()
+        app.add_routes(channel.web_routes())
+        async with LocalHttpServer(app) as server, aiohttp.ClientSession() as http:
+            task = asyncio.create_task(channel.start(sender), name="whatsapp")
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+            body = fake.text_notification(ALICE, "busy?")
+            headers = {**fake.signed_headers(body), "Content-Type": "application/json"}
+            async with http.post(server.origin + PATH, data=body, headers=headers) as refused:
+                assert refused.status == 429
+                assert refused.headers["Retry-After"] == "7"
+            async with http.post(server.origin + PATH, data=body, headers=headers) as taken:
+                assert taken.status == 200
+            assert [message.content for message in sender.taken] == ["busy?"]
+            await channel.stop()
+            await asyncio.wait_for(task, WAIT_S)
