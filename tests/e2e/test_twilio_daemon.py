@@ -223,7 +223,6 @@ async def test_mms_media_reaches_the_agent_and_an_empty_body_is_still_answered(
 # What needs the write-ahead log: a message acknowledged to Twilio survives the daemon.
 
 
-@pytest.mark.xfail(reason="needs the write-ahead log", strict=False)
 async def test_an_acknowledged_sms_survives_a_sigkill_and_is_answered_once(
     tmp_path: Path,
 ) -> None:
@@ -246,7 +245,6 @@ async def test_an_acknowledged_sms_survives_a_sigkill_and_is_answered_once(
             assert await stop_cleanly(daemon) == 0
 
 
-@pytest.mark.xfail(reason="needs the write-ahead log (dedup durable across restarts)", strict=False)
 async def test_a_webhook_replayed_after_a_restart_is_recognised(tmp_path: Path) -> None:
     alice = ALLOWED[-2]
     async with FakeTwilio() as fake:

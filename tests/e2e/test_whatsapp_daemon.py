@@ -243,7 +243,6 @@ async def test_a_rejected_token_marks_the_channel_down(tmp_path: Path) -> None:
 # What needs the write-ahead log: a message acknowledged to Meta survives the daemon.
 
 
-@pytest.mark.xfail(reason="needs the write-ahead log", strict=False)
 async def test_an_acknowledged_message_survives_a_sigkill_and_is_answered_once(
     tmp_path: Path,
 ) -> None:
@@ -263,7 +262,6 @@ async def test_an_acknowledged_message_survives_a_sigkill_and_is_answered_once(
             assert await stop_cleanly(daemon) == 0
 
 
-@pytest.mark.xfail(reason="needs the write-ahead log (dedup durable across restarts)", strict=False)
 async def test_a_webhook_replayed_after_a_restart_is_recognised(tmp_path: Path) -> None:
     alice = ALLOWED[-2]
     async with FakeWhatsApp() as fake:
