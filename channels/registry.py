@@ -27,6 +27,8 @@ CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
         "slack": "channels.slack:create",
         "api": "channels.api:create",
         "cli": "channels.cli:create",
+        "line": "channels.line:create",
+        "matrix": "channels.matrix:create",
     }
 )
 
@@ -38,6 +40,8 @@ _OPTIONAL_SDKS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
         "telegram": ("telegram", "python-telegram-bot", "telegram"),
         "discord": ("discord", "discord.py", "discord"),
         "slack": ("slack_bolt", "slack-bolt", "slack"),
+        "line": ("linebot", "line-bot-sdk", "line"),
+        "matrix": ("nio", "matrix-nio", "matrix"),
     }
 )
 

@@ -205,15 +205,21 @@ class PluginChannelConfig(ChannelConfigBase):
         return f"plugin:{self.class_path}"
 
 
+# Platform models kept in modules of their own; they build on ChannelConfigBase above.
+from config.channels_line import LineConfig  # noqa: E402
+from config.channels_matrix import MatrixConfig  # noqa: E402
+
 ChannelConfig = Annotated[
     TelegramConfig
     | DiscordConfig
     | SlackConfig
     | ApiChannelConfig
     | CliChannelConfig
-    | PluginChannelConfig,
+    | PluginChannelConfig
+    | LineConfig
+    | MatrixConfig,
     Field(discriminator="type"),
 ]
 """Any channel configuration, told apart by its `type`."""
 
-CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin")
+CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin", "line", "matrix")
