@@ -25,17 +25,20 @@ from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
 from channels.base import Channel
 from channels.discord import DiscordChannel
 from channels.errors import ChannelError
+from channels.line import LineChannel
 from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE, ChannelContext, build_channel
 from channels.slack import SlackChannel
 from config import (
     ApiChannelConfig,
     CliChannelConfig,
     DiscordConfig,
+    LineConfig,
     PluginChannelConfig,
     SlackConfig,
     TelegramConfig,
 )
 from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.line_server import FakeLine
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.hub import ChannelHub
@@ -54,6 +57,7 @@ AnyChannelConfig = (
     | ApiChannelConfig
     | CliChannelConfig
     | PluginChannelConfig
+    | LineConfig
 )
 
 
@@ -141,6 +145,30 @@ async def slack_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig
             allow=["UALICE0001"],
         )
         yield Rig(config, ready, failing, allowed="UALICE0001", stranger="UMALLORY01")
+
+
+@asynccontextmanager
+async def line_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeLine() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, LineChannel)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("line", "not-a-line-chat")  # LINE refuses to push there
+
+        alice = "U1111111111111111111111111111a11"
+        config = LineConfig(
+            channel_secret=fake.channel_secret,
+            channel_access_token=fake.access_token,
+            api_base_url=fake.api_base_url,
+            data_api_base_url=fake.data_api_base_url,
+            allow=[alice],
+        )
+        yield Rig(
+            config, ready, failing, allowed=alice, stranger="U6666666666666666666666666666m66"
+        )
 
 
 class LogWatch:
@@ -241,6 +269,7 @@ RIGS: dict[str, RigFactory] = {
     "telegram": telegram_rig,
     "discord": discord_rig,
     "slack": slack_rig,
+    "line": line_rig,
     "api": api_rig,
     "cli": cli_rig,
     PLUGIN_TYPE: plugin_rig,
