@@ -205,9 +205,11 @@ class MatrixChannel(Channel):
                 await asyncio.sleep(delay_s)
                 continue
             failures, self._trouble = 0, None
-            await self._handle(response, inbound)
-            await self._since.save(response.next_batch)
-            since = response.next_batch
+            published = await self._handle(response, inbound)
+            since = str(response.next_batch)
+            await self._since.save(since)
+            if published:
+                log.info("matrix.since_advanced", published=published, next_batch=since)
 
     async def _sync(self, since: str | None, timeout_s: float) -> SyncResponse:
         client = self._nio()
@@ -238,8 +240,10 @@ class MatrixChannel(Channel):
 
     # Inbound
 
-    async def _handle(self, response: SyncResponse, inbound: InboundSender) -> None:
+    async def _handle(self, response: SyncResponse, inbound: InboundSender) -> int:
+        """Handle a sync response's invites and messages; how many messages were published."""
         await self._accept_invites(response)
+        published = 0
         for post in posts(response, self.user_id):
             if post.event_id in self._dedup:
                 continue
@@ -247,7 +251,9 @@ class MatrixChannel(Channel):
                 await self._notice_encrypted(post)
             elif self._addressed(post):
                 await self._publish(inbound, _to_inbound(post))
+                published += 1
             self._dedup.seen(post.event_id)
+        return published
 
     def _addressed(self, post: MatrixPost) -> bool:
         if not self._require_mention or post.mentions_bot:

@@ -26,6 +26,7 @@ from channels.base import Channel
 from channels.discord import DiscordChannel
 from channels.errors import ChannelError
 from channels.line import LineChannel
+from channels.matrix import MatrixChannel
 from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE, ChannelContext, build_channel
 from channels.slack import SlackChannel
 from config import (
@@ -33,12 +34,14 @@ from config import (
     CliChannelConfig,
     DiscordConfig,
     LineConfig,
+    MatrixConfig,
     PluginChannelConfig,
     SlackConfig,
     TelegramConfig,
 )
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.line_server import FakeLine
+from tests.fakes.matrix_server import FakeMatrix
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.hub import ChannelHub
@@ -58,6 +61,7 @@ AnyChannelConfig = (
     | CliChannelConfig
     | PluginChannelConfig
     | LineConfig
+    | MatrixConfig
 )
 
 
@@ -171,6 +175,27 @@ async def line_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]
         )
 
 
+@asynccontextmanager
+async def matrix_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeMatrix() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, MatrixChannel)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+            await fake.wait_until(lambda: fake.long_polls_waiting > 0, timeout_s=WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("matrix", "!not-joined:fake.local")  # M_FORBIDDEN
+
+        config = MatrixConfig(
+            homeserver=fake.homeserver,
+            user_id=fake.bot_user_id,
+            access_token=fake.access_token,
+            allow=["@alice:fake.local"],
+        )
+        yield Rig(config, ready, failing, "@alice:fake.local", "@mallory:fake.local")
+
+
 class LogWatch:
     """A structlog processor that wakes a waiter when an event with a given name is logged."""
 
@@ -270,6 +295,7 @@ RIGS: dict[str, RigFactory] = {
     "discord": discord_rig,
     "slack": slack_rig,
     "line": line_rig,
+    "matrix": matrix_rig,
     "api": api_rig,
     "cli": cli_rig,
     PLUGIN_TYPE: plugin_rig,
