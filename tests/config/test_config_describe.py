@@ -14,7 +14,9 @@ from config import (
     EchoAgentConfig,
     GatewayConfig,
     HttpConfig,
+    LineConfig,
     LoggingConfig,
+    MatrixConfig,
     OpenAIAgentConfig,
     PluginChannelConfig,
     ProfileConfig,
@@ -70,6 +72,8 @@ def test_every_variant_field_is_listed() -> None:
         "api": ApiChannelConfig,
         "cli": CliChannelConfig,
         "plugin": PluginChannelConfig,
+        "line": LineConfig,
+        "matrix": MatrixConfig,
     }
     assert set(channel_models) == set(CHANNEL_TYPES)
     for tag, model in channel_models.items():
