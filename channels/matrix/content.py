@@ -78,8 +78,12 @@ def edit_content(new: Content, original_event_id: str) -> Content:
     }
     fallback = "* " + str(new.get("body", ""))
     edit["body"] = fallback
-    # JSON escapes make the body grow on the wire: cut it until the whole edit fits.
-    while (excess := size_of(edit) - MAX_EDIT_CONTENT_BYTES) > 0 and edit["body"]:
-        budget = max(0, len(str(edit["body"]).encode("utf-8")) - excess - 3)
-        edit["body"] = truncate_utf8(fallback, budget, "…")
+    # JSON escapes make the body grow on the wire: cut it, in proportion, until the edit fits.
+    while (total := size_of(edit)) > MAX_EDIT_CONTENT_BYTES and edit["body"] != "*":
+        body = str(edit["body"])
+        in_json = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
+        room = in_json - (total - MAX_EDIT_CONTENT_BYTES)
+        raw = len(body.encode("utf-8", "surrogatepass"))
+        budget = min(raw - 1, raw * max(0, room) // max(1, in_json))
+        edit["body"] = truncate_utf8(fallback, max(0, budget), "…") or "*"
     return edit
