@@ -160,8 +160,13 @@ class LineChannel(Channel):
         return ChannelHealth.unknown()
 
     async def probe(self) -> str | None:
-        async with line_call("get_bot_info", self._timeout_s):
-            info = await self._api().get_bot_info()
+        try:
+            async with line_call("get_bot_info", self._timeout_s):
+                info = await self._api().get_bot_info()
+        finally:
+            if self._idle.is_set():
+                # Probed outside start() (`doctor`): nothing else will close the clients.
+                await self._close_clients()
         return f"{info.display_name} ({info.basic_id}, {info.user_id})"
 
     def web_routes(self) -> list[web.RouteDef]:

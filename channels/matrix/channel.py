@@ -166,8 +166,13 @@ class MatrixChannel(Channel):
         return ChannelHealth.healthy() if self._receiving.is_set() else ChannelHealth.unknown()
 
     async def probe(self) -> str | None:
-        async with matrix_call("whoami", self._timeout_s):
-            response = await self._nio().whoami()
+        try:
+            async with matrix_call("whoami", self._timeout_s):
+                response = await self._nio().whoami()
+        finally:
+            if self._idle.is_set():
+                # Probed outside start() (`doctor`): nothing else will close the client.
+                await self._close_client()
         if not isinstance(response, WhoamiResponse):
             raise translate(response, "whoami")
         if response.user_id != self.user_id:

@@ -158,3 +158,9 @@ async def test_stop_ends_start_and_closes_the_clients(fake: FakeLine, tmp_path: 
     await channel.stop()
     await asyncio.wait_for(task, WAIT_S)
     assert task.exception() is None
+
+
+async def test_probe_outside_start_leaves_no_client_open(fake: FakeLine, tmp_path: Path) -> None:
+    channel = make_channel(fake, tmp_path)
+    assert await channel.probe() == "Fake LINE bot (@123fake, U0000000000000000000000000000b0t)"
+    assert channel._clients is None

@@ -164,3 +164,9 @@ def test_inbound_messages_are_plain_models() -> None:
         channel="matrix", sender_id=ALICE, chat_id="!r:x", content="hi", message_id="$1"
     )
     assert message.session_key("p").base_key().endswith("matrix:!r:x")
+
+
+async def test_probe_outside_start_leaves_no_client_open(fake: FakeMatrix, tmp_path: Path) -> None:
+    channel = make_channel(fake, tmp_path)
+    assert await channel.probe() == "@octos:fake.local (device FAKEDEVICE)"
+    assert channel._client is None
