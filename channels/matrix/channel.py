@@ -35,7 +35,13 @@ from nio import (
 from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage
 from channels.base import FORMATTED, Channel
 from channels.dedup import InboundDedup
-from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
+from channels.errors import (
+    AuthError,
+    ChannelError,
+    FatalChannelError,
+    RateLimited,
+    TransientError,
+)
 from channels.health import ChannelHealth
 from channels.idempotency import delivery_key
 from channels.limits import PlatformLimit
@@ -202,10 +208,14 @@ class MatrixChannel(Channel):
         while True:
             try:
                 response = await self._sync(since, self._sync_timeout_s)
-            except TransientError as error:
+            except (TransientError, RateLimited) as error:
                 failures += 1
                 self._trouble = f"sync failing: {error}"
-                delay_s = full_jitter(backoff_delay_s(failures, 1.0, 30.0))
+                delay_s = (
+                    error.retry_after_s
+                    if isinstance(error, RateLimited)
+                    else full_jitter(backoff_delay_s(failures, 1.0, 30.0))
+                )
                 log.warning("matrix.sync_failed", error=str(error), retry_in_s=round(delay_s, 2))
                 await asyncio.sleep(delay_s)
                 continue
@@ -228,9 +238,9 @@ class MatrixChannel(Channel):
         if isinstance(error, AuthError):
             self._fatal = FatalChannelError(str(error), channel=CHANNEL)
             raise self._fatal from error
-        if isinstance(error, TransientError):
+        if isinstance(error, TransientError | RateLimited):
             raise error
-        # A rate limit or another refusal: wait and sync again.
+        # Another refusal: back off and sync again.
         raise TransientError(str(error), channel=CHANNEL) from error
 
     async def _skip_backlog(self) -> str:

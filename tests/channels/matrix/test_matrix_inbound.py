@@ -160,3 +160,14 @@ async def test_a_stop_before_an_event_was_durable_gets_it_again_with_the_same_id
         assert (message.content, message.message_id) == ("caught mid-flight", event_id)
     finally:
         await second.stop()
+
+
+async def test_a_rate_limited_sync_waits_the_server_s_time_and_goes_on(
+    matrix: RunningMatrix,
+) -> None:
+    fake, room = matrix.fake, matrix.fake.create_room([ALICE])
+    fake.rate_limit_next("sync", retry_after_ms=50)
+    fake.say(room, ALICE, "after the pause")
+    [message] = await matrix.inbound.wait_for(1)
+    assert message.content == "after the pause"
+    assert [c.status for c in fake.calls_to("GET", "/sync")].count(429) == 1
