@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from channels.allow import AllowList
-from channels.matrix.channel import ENCRYPTED_NOTICE, MatrixChannel
+from channels.matrix.channel import MatrixChannel
+from channels.matrix.receiver import ENCRYPTED_NOTICE
 
 if TYPE_CHECKING:
     from channels.registry import ChannelContext

@@ -7,8 +7,8 @@ in the gateway by then (see `since.py`). A first start without a token skips the
 
 Each message is published with its event id as `message_id`, the room as the chat. In rooms of
 more than two members only messages that mention the bot are taken (`require_mention`);
-invites from allowed users are accepted (`auto_join`). An encrypted room cannot be read: it
-gets one clear notice and a log line.
+invites from allowed users are accepted (`auto_join`); see `receiver.py`. An encrypted room
+cannot be read: it gets one clear notice and a log line.
 
 Replies are `m.room.message` with the Markdown as `body` and its HTML as `formatted_body`, sent
 with a transaction id derived from the reply's `delivery_id`, so a resend after a crash is the
@@ -32,12 +32,10 @@ from nio import (
     WhoamiResponse,
 )
 
-from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage
+from bus import InboundSender, OutboundMessage
 from channels.base import FORMATTED, Channel
-from channels.dedup import InboundDedup
 from channels.errors import (
     AuthError,
-    ChannelError,
     FatalChannelError,
     RateLimited,
     TransientError,
@@ -54,16 +52,13 @@ from channels.matrix.content import (
     encode,
 )
 from channels.matrix.errors import CHANNEL, matrix_call, translate
-from channels.matrix.inbound import MatrixPost, invites, posts
+from channels.matrix.inbound import posts
+from channels.matrix.receiver import SyncHandler
 from channels.matrix.since import SinceStore, since_path
 from channels.retry import backoff_delay_s, full_jitter
 
 log = structlog.get_logger(__name__)
 
-ENCRYPTED_NOTICE = (
-    "🔒 This room is end-to-end encrypted, and this bot cannot read encrypted messages. "
-    "Please write to it in a room without encryption."
-)
 #: Keep the timeline of each room in a sync short; presence is not needed.
 SYNC_FILTER = {"presence": {"types": []}, "room": {"timeline": {"limit": 50}}}
 
@@ -88,13 +83,18 @@ class MatrixChannel(Channel):
         self._homeserver = homeserver.rstrip("/")
         self.user_id = user_id
         self._token = access_token
-        self._require_mention = require_mention
-        self._auto_join = auto_join
         self._sync_timeout_s = sync_timeout_s
         self._timeout_s = request_timeout_s
         self._since = SinceStore(since_path(data_dir, user_id))
-        self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
-        self._noticed_rooms: set[str] = set()
+        self._handler = SyncHandler(
+            self._nio,
+            user_id,
+            allowed=self.is_allowed,
+            send=self._room_send,
+            require_mention=require_mention,
+            auto_join=auto_join,
+            timeout_s=request_timeout_s,
+        )
         self._client: AsyncClient | None = None
         self._fatal: FatalChannelError | None = None
         self._trouble: str | None = None
@@ -220,7 +220,7 @@ class MatrixChannel(Channel):
                 await asyncio.sleep(delay_s)
                 continue
             failures, self._trouble = 0, None
-            published = await self._handle(response, inbound)
+            published = await self._handler.handle(response, inbound)
             since = str(response.next_batch)
             await self._since.save(since)
             if published:
@@ -246,68 +246,12 @@ class MatrixChannel(Channel):
     async def _skip_backlog(self) -> str:
         """A first start: learn the rooms and accept invites, but answer nothing old."""
         response = await self._sync(None, 0.0)
-        await self._accept_invites(response)
+        await self._handler.accept_invites(response)
         skipped = sum(1 for _ in posts(response, self.user_id))
         log.info("matrix.initial_sync", skipped_messages=skipped)
         token = str(response.next_batch)
         await self._since.save(token)
         return token
-
-    # Inbound
-
-    async def _handle(self, response: SyncResponse, inbound: InboundSender) -> int:
-        """Handle a sync response's invites and messages; how many messages were published."""
-        await self._accept_invites(response)
-        published = 0
-        for post in posts(response, self.user_id):
-            if post.event_id in self._dedup:
-                continue
-            if post.encrypted:
-                await self._notice_encrypted(post)
-            elif self._addressed(post):
-                await self._publish(inbound, _to_inbound(post))
-                published += 1
-            self._dedup.seen(post.event_id)
-        return published
-
-    def _addressed(self, post: MatrixPost) -> bool:
-        if not self._require_mention or post.mentions_bot:
-            return True
-        room = self._nio().rooms.get(post.room_id)
-        return room is None or room.member_count <= 2
-
-    async def _publish(self, inbound: InboundSender, message: InboundMessage) -> None:
-        """Until the message is durable; a full backlog is waited out, as a poller does."""
-        while True:
-            try:
-                await inbound.send(message)
-                return
-            except InboundRefused as refused:
-                log.info("matrix.backpressure", retry_after_s=refused.retry_after_s)
-                await asyncio.sleep(refused.retry_after_s or 1.0)
-
-    async def _accept_invites(self, response: SyncResponse) -> None:
-        for invite in invites(response, self.user_id):
-            if not self._auto_join or not self.is_allowed(invite.inviter):
-                log.info("matrix.invite_ignored", room_id=invite.room_id, inviter=invite.inviter)
-                continue
-            async with matrix_call("join", self._timeout_s):
-                joined = await self._nio().join(invite.room_id)
-            if isinstance(joined, ErrorResponse):
-                log.warning("matrix.join_failed", room_id=invite.room_id, error=str(joined))
-            else:
-                log.info("matrix.joined", room_id=invite.room_id, inviter=invite.inviter)
-
-    async def _notice_encrypted(self, post: MatrixPost) -> None:
-        log.warning("matrix.encrypted_room", room_id=post.room_id, sender=post.sender)
-        if post.room_id in self._noticed_rooms:
-            return
-        self._noticed_rooms.add(post.room_id)
-        notice: Content = {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE}
-        try:
-            await self._room_send(post.room_id, notice, f"encrypted-notice.{post.event_id}")
-        except ChannelError as error:
-            log.warning("matrix.encrypted_notice_failed", room_id=post.room_id, error=str(error))
 
     # Outbound
 
@@ -349,15 +293,3 @@ class MatrixChannel(Channel):
             response = await self._nio().room_typing(room_id, active, timeout=30_000)
         if isinstance(response, ErrorResponse):
             raise translate(response, "typing")
-
-
-def _to_inbound(post: MatrixPost) -> InboundMessage:
-    return InboundMessage(
-        channel=CHANNEL,
-        sender_id=post.sender,
-        chat_id=post.room_id,
-        content=post.body,
-        timestamp=post.sent_at,
-        message_id=post.event_id,
-        metadata={"msgtype": post.msgtype},
-    )
