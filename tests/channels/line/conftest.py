@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 
-from bus import InboundMessage, InboundRefused
 from channels.allow import AllowList
 from channels.line import LineChannel
 from tests.fakes import LocalHttpServer
 from tests.fakes.line_server import FakeLine
+from tests.support.inbound import RecordingInbound
 
 WAIT_S = 10.0
 ALICE = "U1111111111111111111111111111a11"
@@ -29,38 +29,6 @@ def _no_ambient_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     # line-bot-sdk's aiohttp session trusts the environment (HTTPS_PROXY).
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
-
-
-@dataclass
-class RecordingInbound:
-    """An `InboundSender` that records messages; it can hold each send or refuse the next."""
-
-    messages: list[InboundMessage] = field(default_factory=list)
-    hold: asyncio.Event | None = None
-    refuse_next: InboundRefused | None = None
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    #: Set once a send is waiting on `hold`.
-    entered: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def send(self, message: InboundMessage) -> None:
-        if self.refuse_next is not None:
-            refusal, self.refuse_next = self.refuse_next, None
-            raise refusal
-        if self.hold is not None:
-            self.entered.set()
-            await self.hold.wait()
-        self.messages.append(message)
-        self.changed.set()
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-    async def wait_for(self, count: int) -> list[InboundMessage]:
-        async with asyncio.timeout(WAIT_S):
-            while len(self.messages) < count:
-                self.changed.clear()
-                await self.changed.wait()
-        return self.messages
 
 
 @dataclass

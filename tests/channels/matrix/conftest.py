@@ -12,8 +12,8 @@ import pytest
 
 from channels.allow import AllowList
 from channels.matrix import MatrixChannel
-from tests.channels.line.conftest import RecordingInbound
 from tests.fakes.matrix_server import SERVER, FakeMatrix
+from tests.support.inbound import RecordingInbound
 
 WAIT_S = 10.0
 ALICE = f"@alice:{SERVER}"

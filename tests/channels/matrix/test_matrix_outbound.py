@@ -13,9 +13,9 @@ from channels.delivery import fit_chunks
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.matrix.content import MAX_EVENT_BYTES
-from tests.channels.line.conftest import RecordingInbound
 from tests.channels.matrix.conftest import ALICE, WAIT_S, RunningMatrix, make_channel
 from tests.fakes.matrix_server import FakeMatrix
+from tests.support.inbound import RecordingInbound
 
 
 def formatted(matrix: RunningMatrix, room: str, text: str, **fields: object) -> OutboundMessage:
