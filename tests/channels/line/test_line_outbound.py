@@ -21,11 +21,11 @@ from tests.channels.line.conftest import (
     ALICE,
     GROUP,
     WAIT_S,
-    RecordingInbound,
     RunningLine,
     make_channel,
 )
 from tests.fakes.line_server import FakeLine
+from tests.support.inbound import RecordingInbound
 
 
 async def received(line: RunningLine, text: str, **options: object) -> str:
