@@ -89,6 +89,7 @@ class MatrixChannel(Channel):
         self._handler = SyncHandler(
             self._nio,
             user_id,
+            data_dir,
             allowed=self.is_allowed,
             send=self._room_send,
             require_mention=require_mention,

@@ -17,6 +17,8 @@ from nio import InviteMemberEvent, MegolmEvent, RoomMessage, SyncResponse
 
 #: Message types answered; anything else (files, locations) is described by its `body`.
 TEXT_TYPES = frozenset({"m.text", "m.emote"})
+#: Message types whose `url` is a file to fetch for the agent.
+MEDIA_TYPES = frozenset({"m.image", "m.file", "m.audio", "m.video"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,9 @@ class MatrixPost:
     #: The bot was mentioned: in `m.mentions`, by its user id, or by a link to it.
     mentions_bot: bool
     encrypted: bool = False
+    #: The `mxc://` URI of a file the message carries (images, files, audio, video).
+    media_url: str | None = None
+    file_name: str | None = None
 
     @property
     def sent_at(self) -> datetime:
@@ -95,6 +100,10 @@ def _message(room_id: str, source: dict[str, Any], bot_user_id: str) -> MatrixPo
     if isinstance(relates, dict) and relates.get("rel_type") == "m.replace":
         return None  # an edit of an earlier message; the original was already answered
     text = body if msgtype in TEXT_TYPES else f"[{msgtype}] {body}"
+    url = content.get("url")
+    media_url = url if msgtype in MEDIA_TYPES and isinstance(url, str) else None
+    if media_url is not None and not media_url.startswith("mxc://"):
+        media_url = None
     return MatrixPost(
         event_id=str(source.get("event_id", "")),
         room_id=room_id,
@@ -103,6 +112,8 @@ def _message(room_id: str, source: dict[str, Any], bot_user_id: str) -> MatrixPo
         msgtype=msgtype,
         timestamp_ms=int(source.get("origin_server_ts", 0)),
         mentions_bot=_mentions(content, bot_user_id),
+        media_url=media_url,
+        file_name=body if media_url else None,
     )
 
 

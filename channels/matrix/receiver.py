@@ -3,7 +3,8 @@
 A message is published with its event id as `message_id` and its room as the chat, and only
 once `inbound.send` returned is it counted (the caller then advances the `since` token). In
 rooms of more than two members only messages that mention the bot are taken (`require_mention`).
-Invites from allowed users are accepted (`auto_join`). An encrypted room cannot be read (no
+Invites from allowed users are accepted (`auto_join`); files allowed users post are downloaded
+(`media.py`). An encrypted room cannot be read (no
 end-to-end encryption here): it gets one clear notice per run and a warning in the log.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import structlog
 from nio import AsyncClient, ErrorResponse, SyncResponse
@@ -21,6 +23,7 @@ from channels.errors import ChannelError
 from channels.matrix.content import Content
 from channels.matrix.errors import CHANNEL, matrix_call
 from channels.matrix.inbound import MatrixPost, invites, posts
+from channels.matrix.media import download
 
 log = structlog.get_logger(__name__)
 
@@ -38,6 +41,7 @@ class SyncHandler:
         self,
         client: Callable[[], AsyncClient],
         user_id: str,
+        data_dir: Path,
         *,
         allowed: Callable[[str], bool],
         send: RoomSend,
@@ -47,6 +51,7 @@ class SyncHandler:
     ) -> None:
         self._client = client
         self._user_id = user_id
+        self._data_dir = data_dir
         self._allowed = allowed
         self._send = send
         self._require_mention = require_mention
@@ -65,7 +70,13 @@ class SyncHandler:
             if post.encrypted:
                 await self._notice_encrypted(post)
             elif self._addressed(post):
-                await self._publish(inbound, _to_inbound(post))
+                media: list[str] = []
+                if post.media_url is not None and self._allowed(post.sender):
+                    saved = await download(
+                        self._client(), post, self._data_dir, timeout_s=self._timeout_s
+                    )
+                    media = [saved] if saved else []
+                await self._publish(inbound, _to_inbound(post, media))
                 published += 1
             self._dedup.seen(post.event_id)
         return published
@@ -110,7 +121,7 @@ class SyncHandler:
             log.warning("matrix.encrypted_notice_failed", room_id=post.room_id, error=str(error))
 
 
-def _to_inbound(post: MatrixPost) -> InboundMessage:
+def _to_inbound(post: MatrixPost, media: list[str]) -> InboundMessage:
     return InboundMessage(
         channel=CHANNEL,
         sender_id=post.sender,
@@ -118,5 +129,6 @@ def _to_inbound(post: MatrixPost) -> InboundMessage:
         content=post.body,
         timestamp=post.sent_at,
         message_id=post.event_id,
+        media=media,
         metadata={"msgtype": post.msgtype},
     )

@@ -97,6 +97,8 @@ class FakeMatrix:
         self._entries: list[_Entry] = []
         self._txns: dict[str, str] = {}
         self._failures: list[_Failure] = []
+        self.media: dict[str, tuple[bytes, str]] = {}
+        self.downloads: list[str] = []
         self._ids = itertools.count(1)
         self._changed = asyncio.Event()
         self._server = LocalHttpServer(self._app())
@@ -108,6 +110,10 @@ class FakeMatrix:
         app.router.add_put(f"{PREFIX}/rooms/{{room}}/send/{{type}}/{{txn}}", self._send)
         app.router.add_put(f"{PREFIX}/rooms/{{room}}/typing/{{user}}", self._typing)
         app.router.add_post(f"{PREFIX}/join/{{room}}", self._join)
+        app.router.add_get("/_matrix/client/v1/media/download/{server}/{media_id}", self._download)
+        app.router.add_get(
+            "/_matrix/client/v1/media/download/{server}/{media_id}/{name}", self._download
+        )
         return app
 
     async def __aenter__(self) -> Self:
@@ -210,6 +216,23 @@ class FakeMatrix:
         content: JsonObject = {"msgtype": msgtype, "body": body}
         if mention_bot:
             content["m.mentions"] = {"user_ids": [self.bot_user_id]}
+        event = self._event(room_id, sender, "m.room.message", content)
+        self._append(room_id, event)
+        return str(event["event_id"])
+
+    def say_file(
+        self, room_id: str, sender: str, data: bytes, *, name: str, mimetype: str = "image/png"
+    ) -> str:
+        """An `m.image` (or `m.file` for anything not an image) whose bytes the fake serves."""
+        media_id = f"media{next(self._ids)}"
+        self.media[media_id] = (data, mimetype)
+        msgtype = "m.image" if mimetype.startswith("image/") else "m.file"
+        content = {
+            "msgtype": msgtype,
+            "body": name,
+            "url": f"mxc://{SERVER}/{media_id}",
+            "info": {"mimetype": mimetype, "size": len(data)},
+        }
         event = self._event(room_id, sender, "m.room.message", content)
         self._append(room_id, event)
         return str(event["event_id"])
@@ -355,6 +378,17 @@ class FakeMatrix:
             return 200, {"room_id": room_id}
 
         return await self._answer(request, "join", handle)
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        media_id = request.match_info["media_id"]
+        self.downloads.append(media_id)
+        self._notify()
+        if not self._authorised(request):
+            return web.json_response(_error("M_UNKNOWN_TOKEN", "Invalid access token"), status=401)
+        found = self.media.get(media_id)
+        if found is None:
+            return web.json_response(_error("M_NOT_FOUND", "Not found"), status=404)
+        return web.Response(body=found[0], content_type=found[1])
 
     async def _sync(self, request: web.Request) -> web.Response:
         since_text = request.query.get("since", "")

@@ -171,3 +171,18 @@ async def test_a_rate_limited_sync_waits_the_server_s_time_and_goes_on(
     [message] = await matrix.inbound.wait_for(1)
     assert message.content == "after the pause"
     assert [c.status for c in fake.calls_to("GET", "/sync")].count(429) == 1
+
+
+async def test_files_are_downloaded_for_allowed_senders_only(matrix: RunningMatrix) -> None:
+    fake = matrix.fake
+    direct = fake.create_room([ALICE])
+    fake.say_file(direct, ALICE, b"\x89PNG alice's picture", name="cat.png")
+    stranger = fake.create_room([MALLORY])
+    fake.say_file(stranger, MALLORY, b"mallory's", name="evil.png")
+    alice, mallory = await matrix.inbound.wait_for(2)
+    assert alice.content == "[m.image] cat.png"
+    [path] = alice.media
+    assert path.endswith(".png")
+    assert Path(path).read_bytes() == b"\x89PNG alice's picture"  # noqa: ASYNC240
+    assert mallory.media == []
+    assert len(fake.downloads) == 1
