@@ -30,6 +30,8 @@ CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
         "cli": "channels.cli:create",
         "twilio": "channels.twilio:create",
         "whatsapp": "channels.whatsapp:create",
+        "line": "channels.line:create",
+        "matrix": "channels.matrix:create",
     }
 )
 
@@ -42,6 +44,8 @@ _OPTIONAL_SDKS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
         "discord": ("discord", "discord.py", "discord"),
         "slack": ("slack_bolt", "slack-bolt", "slack"),
         "twilio": ("twilio", "twilio", "twilio"),
+        "line": ("linebot", "line-bot-sdk", "line"),
+        "matrix": ("nio", "matrix-nio", "matrix"),
     }
 )
 

@@ -23,6 +23,8 @@ from config.channels import (
     SlackConfig,
     TelegramConfig,
 )
+from config.channels_line import LineConfig
+from config.channels_matrix import MatrixConfig
 from config.channels_phone import TwilioConfig, WhatsAppConfig
 from config.common import ConfigModel
 from config.describe import (
@@ -62,9 +64,11 @@ __all__ = [
     "FsyncPolicy",
     "GatewayConfig",
     "HttpConfig",
+    "LineConfig",
     "LoadedConfig",
     "LogLevel",
     "LoggingConfig",
+    "MatrixConfig",
     "OpenAIAgentConfig",
     "PluginChannelConfig",
     "ProfileConfig",

@@ -242,7 +242,9 @@ class PluginChannelConfig(ChannelConfigBase):
         return f"plugin:{self.class_path}"
 
 
-# The phone channels' models live in their own module, which builds on ChannelConfigBase above.
+# Platform models kept in modules of their own; they build on ChannelConfigBase above.
+from config.channels_line import LineConfig  # noqa: E402
+from config.channels_matrix import MatrixConfig  # noqa: E402
 from config.channels_phone import TwilioConfig, WhatsAppConfig  # noqa: E402
 
 ChannelConfig = Annotated[
@@ -253,9 +255,22 @@ ChannelConfig = Annotated[
     | CliChannelConfig
     | PluginChannelConfig
     | TwilioConfig
-    | WhatsAppConfig,
+    | WhatsAppConfig
+    | LineConfig
+    | MatrixConfig,
     Field(discriminator="type"),
 ]
 """Any channel configuration, told apart by its `type`."""
 
-CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin", "twilio", "whatsapp")
+CHANNEL_TYPES = (
+    "telegram",
+    "discord",
+    "slack",
+    "api",
+    "cli",
+    "plugin",
+    "twilio",
+    "whatsapp",
+    "line",
+    "matrix",
+)

@@ -40,6 +40,9 @@ _NOISY_LOGGERS = (
     "asyncio",
     # Logs every block rule it tries at DEBUG: hundreds of lines per rendered reply.
     "markdown_it",
+    # Log whole response bodies at DEBUG (nio every parsed /sync: users' messages, 100 KB lines).
+    "nio",
+    "linebot",
 )
 
 

@@ -110,6 +110,8 @@ def test_every_registered_type_names_a_factory() -> None:
         "cli",
         "twilio",
         "whatsapp",
+        "line",
+        "matrix",
     }
     for target in registry.CHANNEL_TYPES.values():
         module, _, factory = target.partition(":")
@@ -131,7 +133,7 @@ def test_platform_sdks_are_imported_only_when_used() -> None:
         manager = ChannelManager("work", publisher)
         config = FakeConfig("plugin", allow=["*"], class_path={PLUGIN!r})
         manager.register(build_channel(config, ChannelContext("work", Path("data"))))
-        sdks = ["discord", "telegram", "slack_bolt", "slack_sdk", "twilio"]
+        sdks = ["discord", "telegram", "slack_bolt", "slack_sdk", "twilio", "linebot", "nio"]
         print(",".join(name for name in sdks if name in sys.modules))
         """
     )

@@ -14,7 +14,9 @@ from config import (
     EchoAgentConfig,
     GatewayConfig,
     HttpConfig,
+    LineConfig,
     LoggingConfig,
+    MatrixConfig,
     OpenAIAgentConfig,
     PluginChannelConfig,
     ProfileConfig,
@@ -76,6 +78,8 @@ def test_every_variant_field_is_listed() -> None:
         "plugin": PluginChannelConfig,
         "twilio": TwilioConfig,
         "whatsapp": WhatsAppConfig,
+        "line": LineConfig,
+        "matrix": MatrixConfig,
     }
     assert set(channel_models) == set(CHANNEL_TYPES)
     for tag, model in channel_models.items():

@@ -25,6 +25,8 @@ from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
 from channels.base import Channel
 from channels.discord import DiscordChannel
 from channels.errors import ChannelError
+from channels.line import LineChannel
+from channels.matrix import MatrixChannel
 from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE, ChannelContext, build_channel
 from channels.slack import SlackChannel
 from channels.twilio import TwilioChannel
@@ -33,6 +35,8 @@ from config import (
     ApiChannelConfig,
     CliChannelConfig,
     DiscordConfig,
+    LineConfig,
+    MatrixConfig,
     PluginChannelConfig,
     SlackConfig,
     TelegramConfig,
@@ -40,6 +44,8 @@ from config import (
     WhatsAppConfig,
 )
 from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.line_server import FakeLine
+from tests.fakes.matrix_server import FakeMatrix
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.twilio_server import FakeTwilio
@@ -62,6 +68,8 @@ AnyChannelConfig = (
     | PluginChannelConfig
     | TwilioConfig
     | WhatsAppConfig
+    | LineConfig
+    | MatrixConfig
 )
 
 
@@ -196,6 +204,51 @@ async def whatsapp_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[
         yield Rig(config, ready, failing, allowed="15550001111", stranger="15550009999")
 
 
+@asynccontextmanager
+async def line_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeLine() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, LineChannel)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("line", "not-a-line-chat")  # LINE refuses to push there
+
+        alice = "U1111111111111111111111111111a11"
+        config = LineConfig(
+            channel_secret=fake.channel_secret,
+            channel_access_token=fake.access_token,
+            api_base_url=fake.api_base_url,
+            data_api_base_url=fake.data_api_base_url,
+            allow=[alice],
+        )
+        yield Rig(
+            config, ready, failing, allowed=alice, stranger="U6666666666666666666666666666m66"
+        )
+
+
+@asynccontextmanager
+async def matrix_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeMatrix() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, MatrixChannel)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+            await fake.wait_until(lambda: fake.long_polls_waiting > 0, timeout_s=WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("matrix", "!not-joined:fake.local")  # M_FORBIDDEN
+
+        config = MatrixConfig(
+            homeserver=fake.homeserver,
+            user_id=fake.bot_user_id,
+            access_token=fake.access_token,
+            allow=["@alice:fake.local"],
+        )
+        yield Rig(config, ready, failing, "@alice:fake.local", "@mallory:fake.local")
+
+
 class LogWatch:
     """A structlog processor that wakes a waiter when an event with a given name is logged."""
 
@@ -294,6 +347,8 @@ RIGS: dict[str, RigFactory] = {
     "telegram": telegram_rig,
     "discord": discord_rig,
     "slack": slack_rig,
+    "line": line_rig,
+    "matrix": matrix_rig,
     "api": api_rig,
     "cli": cli_rig,
     PLUGIN_TYPE: plugin_rig,

@@ -220,7 +220,7 @@ async def test_mms_media_reaches_the_agent_and_an_empty_body_is_still_answered(
     assert [path.read_bytes() for path in saved] == [b"\xff\xd8 a photo"]
 
 
-# What needs the write-ahead log: a message acknowledged to Twilio survives the daemon.
+# On the write-ahead log: a message acknowledged to Twilio survives the daemon.
 
 
 async def test_an_acknowledged_sms_survives_a_sigkill_and_is_answered_once(

@@ -240,7 +240,7 @@ async def test_a_rejected_token_marks_the_channel_down(tmp_path: Path) -> None:
         assert "access token" in body
 
 
-# What needs the write-ahead log: a message acknowledged to Meta survives the daemon.
+# On the write-ahead log: a message acknowledged to Meta survives the daemon.
 
 
 async def test_an_acknowledged_message_survives_a_sigkill_and_is_answered_once(

@@ -1,0 +1,269 @@
+"""The LINE channel: a webhook in, the Messaging API out, through line-bot-sdk v3 (async).
+
+`start()` checks the channel access token (`GET /v2/bot/info`; a refused token is fatal), then
+takes webhook requests (see `webhook.py`) until `stop()`. Each message event is published with
+its `webhookEventId` as `message_id`, and the request is answered 200 only once every event in
+it is durable.
+
+Replies use the event's reply token while it is valid (free), otherwise a push with an
+`X-Line-Retry-Key` derived from the reply's `delivery_id`, so a resend after a crash is not
+shown twice (LINE answers a repeated key with 409: already delivered). LINE cannot edit a
+message, so replies are never streamed; its loading animation shows while a turn runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import ClassVar
+
+import structlog
+from aiohttp import web
+from linebot.v3.messaging import (
+    AsyncApiClient,
+    AsyncMessagingApi,
+    AsyncMessagingApiBlob,
+    Configuration,
+    PushMessageRequest,
+    ReplyMessageRequest,
+    ShowLoadingAnimationRequest,
+    TextMessage,
+)
+
+from bus import InboundMessage, InboundSender, OutboundMessage
+from channels.base import Channel
+from channels.dedup import InboundDedup
+from channels.errors import AuthError, FatalChannelError, RateLimited
+from channels.health import ChannelHealth
+from channels.idempotency import delivery_uuid
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.line.errors import CHANNEL, LineApiError, line_call
+from channels.line.events import LinePost
+from channels.line.media import download
+from channels.line.replies import ReplyTokens
+from channels.line.webhook import LineWebhook
+
+log = structlog.get_logger(__name__)
+
+#: The loading animation lasts this long (5-60 s, a multiple of 5) unless a message ends it.
+LOADING_SECONDS = 20
+#: Shown again at most this often while a turn runs (the manager asks every few seconds).
+LOADING_REFRESH_S = 15.0
+
+
+class LineChannel(Channel):
+    limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["line"]
+
+    def __init__(
+        self,
+        *,
+        channel_secret: str,
+        channel_access_token: str,
+        data_dir: Path,
+        webhook_path: str = "/line/webhook",
+        api_base_url: str = "https://api.line.me",
+        data_api_base_url: str = "https://api-data.line.me",
+        request_timeout_s: float = 30.0,
+    ) -> None:
+        if not channel_secret:
+            raise ValueError("LINE needs the channel secret to verify webhook signatures")
+        self._token = channel_access_token
+        self._api_base_url = api_base_url.rstrip("/")
+        self._data_api_base_url = data_api_base_url.rstrip("/")
+        self._data_dir = data_dir
+        self._webhook_path = webhook_path
+        self._timeout_s = request_timeout_s
+        self.webhook = LineWebhook(channel_secret)
+        self._replies = ReplyTokens()
+        self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
+        self._loading_shown: dict[str, float] = {}
+        self._clients: tuple[AsyncApiClient, AsyncApiClient] | None = None
+        self._inbound: InboundSender | None = None
+        self._fatal: FatalChannelError | None = None
+        self._stopping = asyncio.Event()
+        self._receiving = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    # Clients (built inside the event loop: each owns an aiohttp session)
+
+    def _api(self) -> AsyncMessagingApi:
+        return AsyncMessagingApi(self._open_clients()[0])
+
+    def _blob(self) -> AsyncMessagingApiBlob:
+        return AsyncMessagingApiBlob(self._open_clients()[1])
+
+    def _open_clients(self) -> tuple[AsyncApiClient, AsyncApiClient]:
+        if self._clients is None:
+            self._clients = (
+                AsyncApiClient(Configuration(host=self._api_base_url, access_token=self._token)),
+                # The blob API's default host is hard-coded; a host in its configuration wins.
+                AsyncApiClient(
+                    Configuration(host=self._data_api_base_url, access_token=self._token)
+                ),
+            )
+        return self._clients
+
+    async def _close_clients(self) -> None:
+        clients, self._clients = self._clients, None
+        if clients is not None:
+            await asyncio.gather(*(client.close() for client in clients))
+
+    # Lifecycle
+
+    async def start(self, inbound: InboundSender) -> None:
+        if self._stopping.is_set():
+            return
+        self._idle.clear()
+        try:
+            try:
+                await self.probe()
+            except AuthError as error:
+                self._fatal = FatalChannelError(
+                    f"LINE refused the channel access token ({error})",
+                    channel=CHANNEL,
+                    suggestion=error.suggestion,
+                )
+                raise self._fatal from error
+            self._inbound = inbound
+            self.webhook.take = self._take
+            self._receiving.set()
+            log.info("line.receiving", path=self._webhook_path)
+            await self._stopping.wait()
+        finally:
+            self.webhook.take = None
+            self._inbound = None
+            self._receiving.clear()
+            await asyncio.shield(self._close_clients())
+            self._idle.set()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        await self._idle.wait()
+        await self._close_clients()
+
+    async def wait_receiving(self) -> None:
+        await self._receiving.wait()
+
+    async def health_check(self) -> ChannelHealth:
+        if self._fatal is not None:
+            return ChannelHealth.down(str(self._fatal))
+        if self._stopping.is_set():
+            return ChannelHealth.down("stopped")
+        if self._receiving.is_set():
+            return ChannelHealth.healthy()
+        return ChannelHealth.unknown()
+
+    async def probe(self) -> str | None:
+        try:
+            async with line_call("get_bot_info", self._timeout_s):
+                info = await self._api().get_bot_info()
+        finally:
+            if self._idle.is_set():
+                # Probed outside start() (`doctor`): nothing else will close the clients.
+                await self._close_clients()
+        return f"{info.display_name} ({info.basic_id}, {info.user_id})"
+
+    def web_routes(self) -> list[web.RouteDef]:
+        return [web.post(self._webhook_path, self.webhook.handle_request)]
+
+    # Inbound
+
+    async def _take(self, posts: list[LinePost]) -> None:
+        """Publish a request's events in order; returns once all are durable."""
+        inbound = self._inbound
+        if inbound is None:
+            raise RuntimeError("the LINE channel is not receiving")
+        for post in posts:
+            if post.event_id in self._dedup:
+                log.debug("line.duplicate_event", event_id=post.event_id)
+                continue
+            await inbound.send(await self._to_inbound(post))
+            self._dedup.seen(post.event_id)
+            if post.reply_token and not post.is_redelivery:
+                self._replies.remember(post.event_id, post.reply_token)
+
+    async def _to_inbound(self, post: LinePost) -> InboundMessage:
+        media: list[str] = []
+        if post.media_kind is not None and self.is_allowed(post.sender_id):
+            path = await download(self._blob(), post, self._data_dir, timeout_s=self._timeout_s)
+            media = [path] if path else []
+        content = post.text or (f"[{post.media_kind}]" if post.media_kind else "")
+        return InboundMessage(
+            channel=CHANNEL,
+            sender_id=post.sender_id,
+            chat_id=post.chat_id,
+            content=content,
+            timestamp=post.sent_at,
+            media=media,
+            message_id=post.event_id,
+            metadata={"line_message_id": post.message_id, "is_redelivery": post.is_redelivery},
+        )
+
+    # Outbound
+
+    async def send(self, message: OutboundMessage) -> None:
+        if message.typing_signal is not None:
+            return
+        if message.media:
+            log.warning("line.media_not_sent", chat_id=message.chat_id, files=len(message.media))
+        if not message.content.strip():
+            return
+        text = TextMessage(text=message.content)
+        token = self._replies.take(message.reply_to)
+        replied = (
+            token is not None
+            and message.reply_to is not None
+            and await self._reply(message.reply_to, token, text)
+        )
+        if replied:
+            return
+        await self._push(message, text)
+
+    async def _reply(self, event_id: str, token: str, text: TextMessage) -> bool:
+        """True once sent; False when LINE no longer takes the token (then push)."""
+        request = ReplyMessageRequest(replyToken=token, messages=[text])
+        try:
+            async with line_call("reply_message", self._timeout_s):
+                await self._api().reply_message(request)
+        except RateLimited:
+            self._replies.give_back(event_id, token)
+            raise
+        except LineApiError as error:
+            if error.status != 400:
+                raise
+            log.info("line.reply_token_refused", event_id=event_id, error=error.detail)
+            return False
+        return True
+
+    async def _push(self, message: OutboundMessage, text: TextMessage) -> None:
+        request = PushMessageRequest(to=message.chat_id, messages=[text])
+        try:
+            async with line_call("push_message", self._timeout_s):
+                await self._api().push_message(request, x_line_retry_key=delivery_uuid(message))
+        except LineApiError as error:
+            if error.status != 409:
+                raise
+            # The retry key was accepted before: this part was delivered already.
+            log.info("line.push_already_accepted", chat_id=message.chat_id)
+
+    async def send_typing(self, chat_id: str) -> None:
+        # LINE shows the loading animation only in one-on-one chats (user ids start with U).
+        if not chat_id.startswith("U"):
+            return
+        now = time.monotonic()
+        if now - self._loading_shown.get(chat_id, float("-inf")) < LOADING_REFRESH_S:
+            return
+        self._loading_shown[chat_id] = now
+        request = ShowLoadingAnimationRequest(chatId=chat_id, loadingSeconds=LOADING_SECONDS)
+        async with line_call("show_loading_animation", self._timeout_s):
+            await self._api().show_loading_animation(request)
+
+    async def stop_typing(self, chat_id: str) -> None:
+        # The animation ends by itself when the reply arrives.
+        self._loading_shown.pop(chat_id, None)

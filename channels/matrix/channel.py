@@ -1,0 +1,296 @@
+"""The Matrix channel: a matrix-nio client on `/sync` long polling, edits for streaming.
+
+`start()` checks the access token (`whoami`; a refused token, or one of another user, is fatal),
+then syncs until `stop()`. The `since` token is kept in the channel's data directory and
+advanced only once every event of a sync response was handled: published messages are durable
+in the gateway by then (see `since.py`). A first start without a token skips the backlog.
+
+Each message is published with its event id as `message_id`, the room as the chat. In rooms of
+more than two members only messages that mention the bot are taken (`require_mention`);
+invites from allowed users are accepted (`auto_join`); see `receiver.py`. An encrypted room
+cannot be read: it gets one clear notice and a log line.
+
+Replies are `m.room.message` with the Markdown as `body` and its HTML as `formatted_body`, sent
+with a transaction id derived from the reply's `delivery_id`, so a resend after a crash is the
+same event. Streamed replies are edited (`m.replace`); typing shows while a turn runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+from typing import ClassVar
+
+import structlog
+from nio import (
+    AsyncClient,
+    AsyncClientConfig,
+    ErrorResponse,
+    RoomSendResponse,
+    SyncResponse,
+    WhoamiResponse,
+)
+
+from bus import InboundSender, OutboundMessage
+from channels.base import FORMATTED, Channel
+from channels.errors import (
+    AuthError,
+    FatalChannelError,
+    RateLimited,
+    TransientError,
+)
+from channels.health import ChannelHealth
+from channels.idempotency import delivery_key
+from channels.limits import PlatformLimit
+from channels.matrix.content import (
+    MAX_CONTENT_BYTES,
+    Content,
+    canonical,
+    decode,
+    edit_content,
+    encode,
+)
+from channels.matrix.errors import CHANNEL, matrix_call, translate
+from channels.matrix.inbound import posts
+from channels.matrix.receiver import SyncHandler
+from channels.matrix.since import SinceStore, since_path
+from channels.retry import backoff_delay_s, full_jitter
+
+log = structlog.get_logger(__name__)
+
+#: Keep the timeline of each room in a sync short; presence is not needed.
+SYNC_FILTER = {"presence": {"types": []}, "room": {"timeline": {"limit": 50}}}
+
+
+class MatrixChannel(Channel):
+    limit: ClassVar[PlatformLimit] = PlatformLimit(MAX_CONTENT_BYTES, "bytes")
+    #: Synapse's default message rate limit is 0.2/s with a burst of 10: edits every 2 s.
+    edit_interval_s: ClassVar[float] = 2.0
+
+    def __init__(
+        self,
+        *,
+        homeserver: str,
+        user_id: str,
+        access_token: str,
+        data_dir: Path,
+        require_mention: bool = True,
+        auto_join: bool = True,
+        sync_timeout_s: float = 30.0,
+        request_timeout_s: float = 30.0,
+    ) -> None:
+        self._homeserver = homeserver.rstrip("/")
+        self.user_id = user_id
+        self._token = access_token
+        self._sync_timeout_s = sync_timeout_s
+        self._timeout_s = request_timeout_s
+        self._since = SinceStore(since_path(data_dir, user_id))
+        self._handler = SyncHandler(
+            self._nio,
+            user_id,
+            data_dir,
+            allowed=self.is_allowed,
+            send=self._room_send,
+            require_mention=require_mention,
+            auto_join=auto_join,
+            timeout_s=request_timeout_s,
+        )
+        self._client: AsyncClient | None = None
+        self._fatal: FatalChannelError | None = None
+        self._trouble: str | None = None
+        self._stopping = asyncio.Event()
+        self._receiving = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    def supports_edit(self) -> bool:
+        return True
+
+    def format_outbound(self, content: str) -> str:
+        return encode(content)
+
+    def _nio(self) -> AsyncClient:
+        if self._client is None:
+            config = AsyncClientConfig(
+                # No sleeping or retrying inside nio: the manager's retry policy is the one layer.
+                max_limit_exceeded=0,
+                max_timeouts=0,
+                request_timeout=self._timeout_s,
+                encryption_enabled=False,
+                store_sync_tokens=False,
+            )
+            client = AsyncClient(self._homeserver, self.user_id, config=config)
+            client.access_token = self._token
+            client.user_id = self.user_id
+            self._client = client
+        return self._client
+
+    async def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    # Lifecycle
+
+    async def start(self, inbound: InboundSender) -> None:
+        if self._stopping.is_set():
+            return
+        self._idle.clear()
+        syncing = asyncio.create_task(self._run(inbound), name="matrix-sync")
+        stopping = asyncio.create_task(self._stopping.wait(), name="matrix-stop-requested")
+        try:
+            await asyncio.wait({syncing, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (syncing, stopping):
+                task.cancel()
+            await asyncio.gather(syncing, stopping, return_exceptions=True)
+            self._receiving.clear()
+            await asyncio.shield(self._close_client())
+            self._idle.set()
+        if not syncing.cancelled():
+            syncing.result()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        await self._idle.wait()
+        await self._close_client()
+
+    async def wait_receiving(self) -> None:
+        await self._receiving.wait()
+
+    async def health_check(self) -> ChannelHealth:
+        if self._fatal is not None:
+            return ChannelHealth.down(str(self._fatal))
+        if self._stopping.is_set():
+            return ChannelHealth.down("stopped")
+        if self._trouble is not None:
+            return ChannelHealth.degraded(self._trouble)
+        return ChannelHealth.healthy() if self._receiving.is_set() else ChannelHealth.unknown()
+
+    async def probe(self) -> str | None:
+        try:
+            async with matrix_call("whoami", self._timeout_s):
+                response = await self._nio().whoami()
+        finally:
+            if self._idle.is_set():
+                # Probed outside start() (`doctor`): nothing else will close the client.
+                await self._close_client()
+        if not isinstance(response, WhoamiResponse):
+            raise translate(response, "whoami")
+        if response.user_id != self.user_id:
+            raise AuthError(
+                f"the access token belongs to {response.user_id}, not {self.user_id}",
+                channel=CHANNEL,
+                suggestion="set user_id to the token's user, or use that user's token",
+            )
+        return f"{response.user_id} (device {response.device_id})"
+
+    async def _run(self, inbound: InboundSender) -> None:
+        try:
+            await self.probe()
+        except AuthError as error:
+            self._fatal = FatalChannelError(
+                f"the homeserver refused the credentials ({error})",
+                channel=CHANNEL,
+                suggestion=error.suggestion,
+            )
+            raise self._fatal from error
+        since = await self._since.load()
+        if since is None:
+            since = await self._skip_backlog()
+        self._receiving.set()
+        log.info("matrix.receiving", user_id=self.user_id)
+        failures = 0
+        while True:
+            try:
+                response = await self._sync(since, self._sync_timeout_s)
+            except (TransientError, RateLimited) as error:
+                failures += 1
+                self._trouble = f"sync failing: {error}"
+                delay_s = (
+                    error.retry_after_s
+                    if isinstance(error, RateLimited)
+                    else full_jitter(backoff_delay_s(failures, 1.0, 30.0))
+                )
+                log.warning("matrix.sync_failed", error=str(error), retry_in_s=round(delay_s, 2))
+                await asyncio.sleep(delay_s)
+                continue
+            failures, self._trouble = 0, None
+            published = await self._handler.handle(response, inbound)
+            since = str(response.next_batch)
+            await self._since.save(since)
+            if published:
+                log.info("matrix.since_advanced", published=published, next_batch=since)
+
+    async def _sync(self, since: str | None, timeout_s: float) -> SyncResponse:
+        client = self._nio()
+        async with matrix_call("sync", timeout_s + self._timeout_s):
+            response = await client.sync(
+                timeout=int(timeout_s * 1000), since=since, sync_filter=SYNC_FILTER
+            )
+        if isinstance(response, SyncResponse):
+            return response
+        error = translate(response, "sync")
+        if isinstance(error, AuthError):
+            self._fatal = FatalChannelError(str(error), channel=CHANNEL)
+            raise self._fatal from error
+        if isinstance(error, TransientError | RateLimited):
+            raise error
+        # Another refusal: back off and sync again.
+        raise TransientError(str(error), channel=CHANNEL) from error
+
+    async def _skip_backlog(self) -> str:
+        """A first start: learn the rooms and accept invites, but answer nothing old."""
+        response = await self._sync(None, 0.0)
+        await self._handler.accept_invites(response)
+        skipped = sum(1 for _ in posts(response, self.user_id))
+        log.info("matrix.initial_sync", skipped_messages=skipped)
+        token = str(response.next_batch)
+        await self._since.save(token)
+        return token
+
+    # Outbound
+
+    async def _room_send(self, room_id: str, content: Content, txn_id: str) -> str:
+        async with matrix_call("send", self._timeout_s):
+            response = await self._nio().room_send(room_id, "m.room.message", content, tx_id=txn_id)
+        if not isinstance(response, RoomSendResponse):
+            raise translate(response, "send")
+        return str(response.event_id)
+
+    async def send(self, message: OutboundMessage) -> None:
+        await self.send_with_id(message)
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        if message.typing_signal is not None:
+            return None
+        if message.media:
+            log.warning("matrix.media_not_sent", chat_id=message.chat_id, files=len(message.media))
+        text = message.content
+        content = decode(text) if message.metadata.get(FORMATTED) else None
+        content = content or {"msgtype": "m.text", "body": text}
+        if not str(content.get("body", "")).strip():
+            return None
+        return await self._room_send(message.chat_id, content, delivery_key(message))
+
+    async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
+        new = decode(content)
+        digest = hashlib.sha256((message_id + canonical(new)).encode("utf-8")).hexdigest()
+        await self._room_send(chat_id, edit_content(new, message_id), f"edit.{digest[:32]}")
+
+    async def send_typing(self, chat_id: str) -> None:
+        await self._typing(chat_id, True)
+
+    async def stop_typing(self, chat_id: str) -> None:
+        await self._typing(chat_id, False)
+
+    async def _typing(self, room_id: str, active: bool) -> None:
+        async with matrix_call("typing", self._timeout_s):
+            response = await self._nio().room_typing(room_id, active, timeout=30_000)
+        if isinstance(response, ErrorResponse):
+            raise translate(response, "typing")

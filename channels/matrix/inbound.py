@@ -1,0 +1,129 @@
+"""What a `/sync` response holds for the channel: messages, invites, encrypted rooms.
+
+Built from matrix-nio's parsed sync response. Messages come per joined room in timeline order;
+the bot's own events are left out. Notices (`m.notice`) are what bots send each other and are
+not answered, as the spec recommends. An `m.room.encrypted` event cannot be read (this gateway
+has no end-to-end encryption): it is reported so the room gets a clear notice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from nio import InviteMemberEvent, MegolmEvent, RoomMessage, SyncResponse
+
+#: Message types answered; anything else (files, locations) is described by its `body`.
+TEXT_TYPES = frozenset({"m.text", "m.emote"})
+#: Message types whose `url` is a file to fetch for the agent.
+MEDIA_TYPES = frozenset({"m.image", "m.file", "m.audio", "m.video"})
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixPost:
+    event_id: str
+    room_id: str
+    sender: str
+    body: str
+    msgtype: str
+    timestamp_ms: int
+    #: The bot was mentioned: in `m.mentions`, by its user id, or by a link to it.
+    mentions_bot: bool
+    encrypted: bool = False
+    #: The `mxc://` URI of a file the message carries (images, files, audio, video).
+    media_url: str | None = None
+    file_name: str | None = None
+
+    @property
+    def sent_at(self) -> datetime:
+        return datetime.fromtimestamp(self.timestamp_ms / 1000, UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Invite:
+    room_id: str
+    inviter: str
+
+
+def invites(response: SyncResponse, bot_user_id: str) -> list[Invite]:
+    found = []
+    for room_id, info in response.rooms.invite.items():
+        for event in info.invite_state:
+            if (
+                isinstance(event, InviteMemberEvent)
+                and event.state_key == bot_user_id
+                and event.membership == "invite"
+            ):
+                found.append(Invite(room_id, event.sender))
+                break
+    return found
+
+
+def posts(response: SyncResponse, bot_user_id: str) -> Iterator[MatrixPost]:
+    for room_id, info in response.rooms.join.items():
+        for event in info.timeline.events:
+            if getattr(event, "sender", bot_user_id) == bot_user_id:
+                continue
+            if isinstance(event, MegolmEvent) or _event_type(event) == "m.room.encrypted":
+                yield MatrixPost(
+                    event_id=event.event_id,
+                    room_id=room_id,
+                    sender=event.sender,
+                    body="",
+                    msgtype="m.room.encrypted",
+                    timestamp_ms=event.server_timestamp,
+                    mentions_bot=False,
+                    encrypted=True,
+                )
+            elif isinstance(event, RoomMessage):
+                post = _message(room_id, event.source, bot_user_id)
+                if post is not None:
+                    yield post
+
+
+def _event_type(event: object) -> str:
+    source = getattr(event, "source", None)
+    return str(source.get("type", "")) if isinstance(source, dict) else ""
+
+
+def _message(room_id: str, source: dict[str, Any], bot_user_id: str) -> MatrixPost | None:
+    content = source.get("content")
+    if not isinstance(content, dict):
+        return None
+    msgtype = content.get("msgtype")
+    body = content.get("body")
+    if not isinstance(msgtype, str) or not isinstance(body, str) or msgtype == "m.notice":
+        return None
+    relates = content.get("m.relates_to")
+    if isinstance(relates, dict) and relates.get("rel_type") == "m.replace":
+        return None  # an edit of an earlier message; the original was already answered
+    text = body if msgtype in TEXT_TYPES else f"[{msgtype}] {body}"
+    url = content.get("url")
+    media_url = url if msgtype in MEDIA_TYPES and isinstance(url, str) else None
+    if media_url is not None and not media_url.startswith("mxc://"):
+        media_url = None
+    return MatrixPost(
+        event_id=str(source.get("event_id", "")),
+        room_id=room_id,
+        sender=str(source.get("sender", "")),
+        body=text,
+        msgtype=msgtype,
+        timestamp_ms=int(source.get("origin_server_ts", 0)),
+        mentions_bot=_mentions(content, bot_user_id),
+        media_url=media_url,
+        file_name=body if media_url else None,
+    )
+
+
+def _mentions(content: dict[str, Any], bot_user_id: str) -> bool:
+    mentions = content.get("m.mentions")
+    if isinstance(mentions, dict):
+        user_ids = mentions.get("user_ids")
+        if isinstance(user_ids, list) and bot_user_id in user_ids:
+            return True
+    formatted = content.get("formatted_body")
+    if isinstance(formatted, str) and f"matrix.to/#/{bot_user_id}" in formatted:
+        return True
+    return bot_user_id in str(content.get("body", ""))

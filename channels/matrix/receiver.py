@@ -1,0 +1,134 @@
+"""What one `/sync` response means: invites accepted, messages published, in order.
+
+A message is published with its event id as `message_id` and its room as the chat, and only
+once `inbound.send` returned is it counted (the caller then advances the `since` token). In
+rooms of more than two members only messages that mention the bot are taken (`require_mention`).
+Invites from allowed users are accepted (`auto_join`); files allowed users post are downloaded
+(`media.py`). An encrypted room cannot be read (no
+end-to-end encryption here): it gets one clear notice per run and a warning in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import structlog
+from nio import AsyncClient, ErrorResponse, SyncResponse
+
+from bus import InboundMessage, InboundRefused, InboundSender
+from channels.dedup import InboundDedup
+from channels.errors import ChannelError
+from channels.matrix.content import Content
+from channels.matrix.errors import CHANNEL, matrix_call
+from channels.matrix.inbound import MatrixPost, invites, posts
+from channels.matrix.media import download
+
+log = structlog.get_logger(__name__)
+
+ENCRYPTED_NOTICE = (
+    "🔒 This room is end-to-end encrypted, and this bot cannot read encrypted messages. "
+    "Please write to it in a room without encryption."
+)
+
+#: Sends `content` to a room with a transaction id; returns the event id.
+RoomSend = Callable[[str, Content, str], Awaitable[str]]
+
+
+class SyncHandler:
+    def __init__(
+        self,
+        client: Callable[[], AsyncClient],
+        user_id: str,
+        data_dir: Path,
+        *,
+        allowed: Callable[[str], bool],
+        send: RoomSend,
+        require_mention: bool,
+        auto_join: bool,
+        timeout_s: float,
+    ) -> None:
+        self._client = client
+        self._user_id = user_id
+        self._data_dir = data_dir
+        self._allowed = allowed
+        self._send = send
+        self._require_mention = require_mention
+        self._auto_join = auto_join
+        self._timeout_s = timeout_s
+        self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
+        self._noticed_rooms: set[str] = set()
+
+    async def handle(self, response: SyncResponse, inbound: InboundSender) -> int:
+        """Handle a sync response's invites and messages; how many messages were published."""
+        await self.accept_invites(response)
+        published = 0
+        for post in posts(response, self._user_id):
+            if post.event_id in self._dedup:
+                continue
+            if post.encrypted:
+                await self._notice_encrypted(post)
+            elif self._addressed(post):
+                media: list[str] = []
+                if post.media_url is not None and self._allowed(post.sender):
+                    saved = await download(
+                        self._client(), post, self._data_dir, timeout_s=self._timeout_s
+                    )
+                    media = [saved] if saved else []
+                await self._publish(inbound, _to_inbound(post, media))
+                published += 1
+            self._dedup.seen(post.event_id)
+        return published
+
+    def _addressed(self, post: MatrixPost) -> bool:
+        if not self._require_mention or post.mentions_bot:
+            return True
+        room = self._client().rooms.get(post.room_id)
+        return room is None or room.member_count <= 2
+
+    async def _publish(self, inbound: InboundSender, message: InboundMessage) -> None:
+        """Until the message is durable; a full backlog is waited out, as a poller does."""
+        while True:
+            try:
+                await inbound.send(message)
+                return
+            except InboundRefused as refused:
+                log.info("matrix.backpressure", retry_after_s=refused.retry_after_s)
+                await asyncio.sleep(refused.retry_after_s or 1.0)
+
+    async def accept_invites(self, response: SyncResponse) -> None:
+        for invite in invites(response, self._user_id):
+            if not self._auto_join or not self._allowed(invite.inviter):
+                log.info("matrix.invite_ignored", room_id=invite.room_id, inviter=invite.inviter)
+                continue
+            async with matrix_call("join", self._timeout_s):
+                joined = await self._client().join(invite.room_id)
+            if isinstance(joined, ErrorResponse):
+                log.warning("matrix.join_failed", room_id=invite.room_id, error=str(joined))
+            else:
+                log.info("matrix.joined", room_id=invite.room_id, inviter=invite.inviter)
+
+    async def _notice_encrypted(self, post: MatrixPost) -> None:
+        log.warning("matrix.encrypted_room", room_id=post.room_id, sender=post.sender)
+        if post.room_id in self._noticed_rooms:
+            return
+        self._noticed_rooms.add(post.room_id)
+        notice: Content = {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE}
+        try:
+            await self._send(post.room_id, notice, f"encrypted-notice.{post.event_id}")
+        except ChannelError as error:
+            log.warning("matrix.encrypted_notice_failed", room_id=post.room_id, error=str(error))
+
+
+def _to_inbound(post: MatrixPost, media: list[str]) -> InboundMessage:
+    return InboundMessage(
+        channel=CHANNEL,
+        sender_id=post.sender,
+        chat_id=post.room_id,
+        content=post.body,
+        timestamp=post.sent_at,
+        message_id=post.event_id,
+        media=media,
+        metadata={"msgtype": post.msgtype},
+    )

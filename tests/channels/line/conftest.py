@@ -1,0 +1,77 @@
+"""A running LINE channel (the real line-bot-sdk) against the fake LINE Platform, its webhook
+route served on 127.0.0.1 as the daemon's HTTP server would serve it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from channels.allow import AllowList
+from channels.line import LineChannel
+from tests.fakes import LocalHttpServer
+from tests.fakes.line_server import FakeLine
+from tests.support.inbound import RecordingInbound
+
+WAIT_S = 10.0
+ALICE = "U1111111111111111111111111111a11"
+MALLORY = "U6666666666666666666666666666m66"
+GROUP = "C0000000000000000000000000000g01"
+PATH = "/line/webhook"
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # line-bot-sdk's aiohttp session trusts the environment (HTTPS_PROXY).
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@dataclass
+class RunningLine:
+    fake: FakeLine
+    channel: LineChannel
+    inbound: RecordingInbound
+    url: str
+    task: asyncio.Task[None]
+
+
+def make_channel(fake: FakeLine, data_dir: Path, *, token: str | None = None) -> LineChannel:
+    channel = LineChannel(
+        channel_secret=fake.channel_secret,
+        channel_access_token=token or fake.access_token,
+        data_dir=data_dir,
+        webhook_path=PATH,
+        api_base_url=fake.api_base_url,
+        data_api_base_url=fake.data_api_base_url,
+        request_timeout_s=5.0,
+    )
+    channel.allow = AllowList([ALICE])
+    return channel
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeLine]:
+    async with FakeLine() as server:
+        yield server
+
+
+@pytest.fixture
+async def line(fake: FakeLine, tmp_path: Path) -> AsyncIterator[RunningLine]:
+    channel = make_channel(fake, tmp_path)
+    app = web.Application()
+    app.add_routes(channel.web_routes())
+    inbound = RecordingInbound()
+    async with LocalHttpServer(app) as server:
+        task = asyncio.create_task(channel.start(inbound), name="line-under-test")
+        async with asyncio.timeout(WAIT_S):
+            await channel.wait_receiving()
+        try:
+            yield RunningLine(fake, channel, inbound, server.origin + PATH, task)
+        finally:
+            await channel.stop()
+            await asyncio.wait_for(task, WAIT_S)

@@ -1,0 +1,166 @@
+"""LINE replies: the reply token while valid, then pushes with an idempotent retry key."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from bus import OutboundMessage
+from channels.errors import (
+    AuthError,
+    ChannelError,
+    FatalChannelError,
+    MessageTooLong,
+    RateLimited,
+    TransientError,
+)
+from channels.health import HealthStatus
+from tests.channels.line.conftest import (
+    ALICE,
+    GROUP,
+    WAIT_S,
+    RunningLine,
+    make_channel,
+)
+from tests.fakes.line_server import FakeLine
+from tests.support.inbound import RecordingInbound
+
+
+async def received(line: RunningLine, text: str, **options: object) -> str:
+    """Deliver a text event; its webhookEventId (what a reply names as reply_to)."""
+    event = line.fake.text_event(ALICE, text, **options)  # type: ignore[arg-type]
+    assert await line.fake.deliver(line.url, [event]) == 200
+    return str(event["webhookEventId"])
+
+
+def reply(
+    text: str, *, chat: str = ALICE, reply_to: str | None = None, delivery_id: str | None = None
+) -> OutboundMessage:
+    return OutboundMessage(
+        channel="line", chat_id=chat, content=text, reply_to=reply_to, delivery_id=delivery_id
+    )
+
+
+async def test_the_first_part_uses_the_reply_token_and_the_rest_is_pushed(
+    line: RunningLine,
+) -> None:
+    event_id = await received(line, "two parts please")
+    await line.channel.send(reply("part one", reply_to=event_id, delivery_id="turn-1"))
+    await line.channel.send(reply("part two", delivery_id="turn-1"))
+    delivered = line.fake.delivered_to(ALICE)
+    assert [(d.message["text"], d.via) for d in delivered] == [
+        ("part one", "reply"),
+        ("part two", "push"),
+    ]
+    assert delivered[1].retry_key is not None
+
+
+async def test_a_resend_after_a_crash_is_not_shown_twice(line: RunningLine) -> None:
+    again = reply("exactly once", delivery_id="turn-7.0")
+    await line.channel.send(again)
+    # The same part of the same reply, sent again (a restart re-delivers it): LINE says 409.
+    await line.channel.send(again)
+    assert line.fake.texts_to(ALICE) == ["exactly once"]
+    statuses = [call.status for call in line.fake.calls_to("/v2/bot/message/push")]
+    assert statuses == [200, 409]
+    keys = {call.headers["X-Line-Retry-Key"] for call in line.fake.calls_to("/v2/bot/message/push")}
+    assert len(keys) == 1
+
+
+async def test_two_parts_of_one_reply_get_different_retry_keys(line: RunningLine) -> None:
+    await line.channel.send(reply("first", delivery_id="turn-9"))
+    await line.channel.send(reply("second", delivery_id="turn-9"))
+    assert line.fake.texts_to(ALICE) == ["first", "second"]
+
+
+async def test_without_a_delivery_id_each_push_gets_a_fresh_key(line: RunningLine) -> None:
+    await line.channel.send(reply("same text"))
+    await line.channel.send(reply("same text"))
+    assert line.fake.texts_to(ALICE) == ["same text", "same text"]
+
+
+async def test_an_expired_or_used_reply_token_falls_back_to_a_push(line: RunningLine) -> None:
+    line.fake.reply_token_ttl_s = -1.0  # every token the fake hands out is already expired
+    event_id = await received(line, "late")
+    await line.channel.send(reply("answer", reply_to=event_id))
+    assert [(d.message["text"], d.via) for d in line.fake.delivered_to(ALICE)] == [
+        ("answer", "push")
+    ]
+
+
+async def test_a_redelivered_event_s_token_is_not_used(line: RunningLine) -> None:
+    event_id = await received(line, "again", redelivery=True)
+    await line.channel.send(reply("answer", reply_to=event_id))
+    assert not line.fake.calls_to("/v2/bot/message/reply")
+    assert line.fake.texts_to(ALICE) == ["answer"]
+
+
+async def test_a_429_is_a_rate_limit_and_the_token_survives_for_the_retry(
+    line: RunningLine,
+) -> None:
+    event_id = await received(line, "hurry")
+    line.fake.rate_limit_next("/v2/bot/message/reply")
+    with pytest.raises(RateLimited):
+        await line.channel.send(reply("answer", reply_to=event_id))
+    await line.channel.send(reply("answer", reply_to=event_id))
+    assert [d.via for d in line.fake.delivered_to(ALICE)] == ["reply"]
+
+
+async def test_refusals_are_typed(line: RunningLine) -> None:
+    line.fake.fail_next("/v2/bot/message/push", 500, "Internal error")
+    with pytest.raises(TransientError):
+        await line.channel.send(reply("x"))
+    with pytest.raises(ChannelError) as refused:
+        await line.channel.send(reply("x", chat="not-a-line-chat"))
+    assert "Failed to send messages" in str(refused.value)
+
+
+async def test_too_long_text_is_refused_as_too_long(line: RunningLine) -> None:
+    with pytest.raises(MessageTooLong):
+        await line.channel.send(reply("字" * 5001))
+
+
+async def test_the_loading_animation_shows_in_one_on_one_chats_only(line: RunningLine) -> None:
+    await line.channel.send_typing(ALICE)
+    await line.channel.send_typing(ALICE)  # within the refresh interval: not asked again
+    await line.channel.send_typing(GROUP)
+    assert line.fake.loading == [{"chatId": ALICE, "loadingSeconds": 20}]
+
+
+async def test_probe_names_the_bot(line: RunningLine) -> None:
+    assert await line.channel.probe() == (
+        "Fake LINE bot (@123fake, U0000000000000000000000000000b0t)"
+    )
+    health = await line.channel.health_check()
+    assert health.status is HealthStatus.HEALTHY
+
+
+async def test_a_wrong_access_token_is_fatal_and_marks_the_channel_down(
+    fake: FakeLine, tmp_path: Path
+) -> None:
+    channel = make_channel(fake, tmp_path, token="revoked-token")
+    with pytest.raises(AuthError):
+        await channel.probe()
+    with pytest.raises(FatalChannelError) as fatal:
+        await channel.start(RecordingInbound())
+    assert "channel_access_token" in str(fatal.value)
+    assert (await channel.health_check()).status is HealthStatus.DOWN
+    await channel.stop()
+
+
+async def test_stop_ends_start_and_closes_the_clients(fake: FakeLine, tmp_path: Path) -> None:
+    channel = make_channel(fake, tmp_path)
+    task = asyncio.create_task(channel.start(RecordingInbound()))
+    await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+    await channel.stop()
+    await channel.stop()
+    await asyncio.wait_for(task, WAIT_S)
+    assert task.exception() is None
+
+
+async def test_probe_outside_start_leaves_no_client_open(fake: FakeLine, tmp_path: Path) -> None:
+    channel = make_channel(fake, tmp_path)
+    assert await channel.probe() == "Fake LINE bot (@123fake, U0000000000000000000000000000b0t)"
+    assert channel._clients is None

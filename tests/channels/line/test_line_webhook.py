@@ -1,0 +1,117 @@
+"""LINE's webhook: signatures checked before parsing, 200 only once events are durable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+import pytest
+from structlog.testing import capture_logs
+
+from bus import InboundRefused
+from tests.channels.line.attacks import ATTACK_NAMES, attack_cases
+from tests.channels.line.conftest import ALICE, GROUP, MALLORY, WAIT_S, RunningLine
+
+
+async def test_a_signed_text_event_is_published_with_its_webhook_event_id(
+    line: RunningLine,
+) -> None:
+    event = line.fake.text_event(ALICE, "hello LINE")
+    assert await line.fake.deliver(line.url, [event]) == 200
+    [message] = line.inbound.messages
+    assert message.channel == "line"
+    assert message.content == "hello LINE"
+    assert message.sender_id == ALICE
+    assert message.chat_id == ALICE
+    assert message.message_id == event["webhookEventId"]
+    assert message.metadata["line_message_id"] == event["message"]["id"]
+
+
+async def test_a_group_message_is_in_the_group_chat(line: RunningLine) -> None:
+    event = line.fake.text_event(ALICE, "hi all", group_id=GROUP)
+    assert await line.fake.deliver(line.url, [event]) == 200
+    [message] = line.inbound.messages
+    assert (message.sender_id, message.chat_id) == (ALICE, GROUP)
+
+
+async def test_the_answer_waits_until_the_event_is_durable(line: RunningLine) -> None:
+    line.inbound.hold = asyncio.Event()
+    event = line.fake.text_event(ALICE, "wait for me")
+    posting = asyncio.create_task(line.fake.deliver(line.url, [event]))
+    await asyncio.wait_for(line.inbound.entered.wait(), WAIT_S)
+    assert not posting.done(), "LINE was answered before the event was durable"
+    line.inbound.hold.set()
+    assert await asyncio.wait_for(posting, WAIT_S) == 200
+    assert [m.content for m in line.inbound.messages] == ["wait for me"]
+
+
+@pytest.mark.parametrize("name", ATTACK_NAMES)
+async def test_forged_stale_and_unsigned_requests_are_refused(line: RunningLine, name: str) -> None:
+    [case] = [case for case in attack_cases(line.fake) if case.name == name]
+    with capture_logs() as logs:
+        status = await line.fake.post_webhook(line.url, case.body, case.headers)
+    assert status == case.status, case.name
+    assert line.inbound.messages == [], case.name
+    refusals = [e for e in logs if e["event"] == "line.webhook_refused"]
+    assert [e["reason"] for e in refusals] == [case.reason], case.name
+
+
+async def test_a_signed_body_that_is_not_line_s_shape_is_a_400(line: RunningLine) -> None:
+    for body in (b"[1, 2]", b'{"events": "no"}', b"not json"):
+        assert await line.fake.post_webhook(line.url, body, line.fake.sign(body)) == 400
+    assert line.inbound.messages == []
+
+
+async def test_a_redelivered_event_is_published_once(line: RunningLine) -> None:
+    event = line.fake.text_event(ALICE, "once")
+    assert await line.fake.deliver(line.url, [event]) == 200
+    again = json.loads(json.dumps(event))
+    again["deliveryContext"]["isRedelivery"] = True
+    assert await line.fake.deliver(line.url, [again]) == 200
+    assert [m.content for m in line.inbound.messages] == ["once"]
+
+
+async def test_a_full_backlog_is_answered_with_retry_after_and_the_retry_is_taken(
+    line: RunningLine,
+) -> None:
+    line.inbound.refuse_next = InboundRefused("global", 3.0, "backlog full")
+    event = line.fake.text_event(ALICE, "busy?")
+    body = line.fake.body_of([event])
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(line.url, data=body, headers=line.fake.sign(body)) as response,
+    ):
+        assert response.status == 503
+        assert response.headers["Retry-After"] == "3"
+    assert line.inbound.messages == []
+    assert await line.fake.deliver(line.url, [event]) == 200
+    assert [m.content for m in line.inbound.messages] == ["busy?"]
+
+
+async def test_non_message_events_and_malformed_events_are_skipped(line: RunningLine) -> None:
+    fake = line.fake
+    follow = {**fake.text_event(ALICE, "x"), "type": "follow", "follow": {"isUnblocked": False}}
+    follow.pop("message")
+    broken = {"type": "message", "mode": "active"}
+    standby = {**fake.text_event(ALICE, "not mine"), "mode": "standby"}
+    assert (
+        await fake.deliver(line.url, [follow, broken, standby, fake.text_event(ALICE, "ok")]) == 200
+    )
+    assert [m.content for m in line.inbound.messages] == ["ok"]
+
+
+async def test_images_are_downloaded_from_the_data_api_for_allowed_senders_only(
+    line: RunningLine,
+) -> None:
+    fake = line.fake
+    mine = fake.image_event(ALICE, b"\xff\xd8 alice's photo")
+    theirs = fake.image_event(MALLORY, b"\xff\xd8 mallory's photo")
+    assert await fake.deliver(line.url, [mine, theirs]) == 200
+    alice, mallory = line.inbound.messages
+    assert fake.content_requests == [mine["message"]["id"]]
+    [path] = alice.media
+    with open(path, "rb") as saved:  # noqa: ASYNC230 (a small local file in a test)
+        assert saved.read() == b"\xff\xd8 alice's photo"
+    assert alice.content == "[image]"
+    assert mallory.media == []

@@ -1,0 +1,82 @@
+"""A running Matrix channel (the real matrix-nio) against the fake homeserver."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels.allow import AllowList
+from channels.matrix import MatrixChannel
+from tests.fakes.matrix_server import SERVER, FakeMatrix
+from tests.support.inbound import RecordingInbound
+
+WAIT_S = 10.0
+ALICE = f"@alice:{SERVER}"
+BOB = f"@bob:{SERVER}"
+MALLORY = f"@mallory:{SERVER}"
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def make_channel(fake: FakeMatrix, data_dir: Path, **options: Any) -> MatrixChannel:
+    settings: dict[str, Any] = {
+        "homeserver": fake.homeserver,
+        "user_id": fake.bot_user_id,
+        "access_token": fake.access_token,
+        "data_dir": data_dir,
+        "sync_timeout_s": 5.0,
+        "request_timeout_s": 5.0,
+    }
+    settings.update(options)
+    channel = MatrixChannel(**settings)
+    channel.allow = AllowList([ALICE, BOB])
+    return channel
+
+
+@dataclass
+class RunningMatrix:
+    fake: FakeMatrix
+    channel: MatrixChannel
+    inbound: RecordingInbound
+    task: asyncio.Task[None]
+    data_dir: Path
+
+    async def stop(self) -> None:
+        await self.channel.stop()
+        await asyncio.wait_for(self.task, WAIT_S)
+
+
+async def run_channel(fake: FakeMatrix, data_dir: Path, **options: Any) -> RunningMatrix:
+    """Started, past its first sync and waiting in a long poll."""
+    channel = make_channel(fake, data_dir, **options)
+    inbound = RecordingInbound()
+    polls = fake.syncs
+    task = asyncio.create_task(channel.start(inbound), name="matrix-under-test")
+    async with asyncio.timeout(WAIT_S):
+        await channel.wait_receiving()
+    await fake.wait_until(lambda: fake.long_polls_waiting > 0 and fake.syncs > polls, WAIT_S)
+    return RunningMatrix(fake, channel, inbound, task, data_dir)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeMatrix]:
+    async with FakeMatrix() as server:
+        yield server
+
+
+@pytest.fixture
+async def matrix(fake: FakeMatrix, tmp_path: Path) -> AsyncIterator[RunningMatrix]:
+    running = await run_channel(fake, tmp_path)
+    try:
+        yield running
+    finally:
+        await running.stop()

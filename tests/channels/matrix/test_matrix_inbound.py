@@ -1,0 +1,188 @@
+"""Matrix in: /sync long polling, the durable since token, mentions, invites, encryption."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from bus import InboundRefused
+from channels.matrix import ENCRYPTED_NOTICE
+from channels.matrix.since import since_path
+from tests.channels.matrix.conftest import (
+    ALICE,
+    BOB,
+    MALLORY,
+    WAIT_S,
+    RunningMatrix,
+    run_channel,
+)
+from tests.fakes.matrix_server import FakeMatrix
+
+
+def stored_since(running: RunningMatrix) -> str | None:
+    path = since_path(running.data_dir, running.fake.bot_user_id)
+    if not path.exists():
+        return None
+    return str(json.loads(path.read_text())["next_batch"])
+
+
+async def test_a_first_start_skips_the_backlog_and_takes_new_messages(
+    fake: FakeMatrix, tmp_path: Path
+) -> None:
+    room = fake.create_room([ALICE])
+    fake.say(room, ALICE, "said before the bot ever ran")
+    running = await run_channel(fake, tmp_path)
+    try:
+        event_id = fake.say(room, ALICE, "hello bot")
+        [message] = await running.inbound.wait_for(1)
+        assert message.channel == "matrix"
+        assert message.content == "hello bot"
+        assert (message.sender_id, message.chat_id) == (ALICE, room)
+        assert message.message_id == event_id
+    finally:
+        await running.stop()
+
+
+async def test_the_since_token_advances_only_once_the_events_are_durable(
+    matrix: RunningMatrix,
+) -> None:
+    fake, room = matrix.fake, matrix.fake.create_room([ALICE])
+    await matrix.fake.wait_until(lambda: stored_since(matrix) == fake.next_batch)
+    before = stored_since(matrix)
+    matrix.inbound.hold = asyncio.Event()
+    fake.say(room, ALICE, "hold on")
+    await asyncio.wait_for(matrix.inbound.entered.wait(), WAIT_S)
+    assert stored_since(matrix) == before, "advanced past an event that is not durable yet"
+    matrix.inbound.hold.set()
+    await matrix.inbound.wait_for(1)
+    await fake.wait_until(lambda: stored_since(matrix) != before)
+    assert stored_since(matrix) == fake.next_batch
+
+
+async def test_a_restart_resumes_from_the_stored_token_without_answering_twice(
+    fake: FakeMatrix, tmp_path: Path
+) -> None:
+    room = fake.create_room([ALICE])
+    first = await run_channel(fake, tmp_path)
+    fake.say(room, ALICE, "one")
+    await first.inbound.wait_for(1)
+    await fake.wait_until(lambda: stored_since(first) == fake.next_batch)
+    await first.stop()
+    fake.say(room, ALICE, "two, while the bot was down")
+    second = await run_channel(fake, tmp_path)
+    try:
+        [message] = await second.inbound.wait_for(1)
+        assert message.content == "two, while the bot was down"
+    finally:
+        await second.stop()
+
+
+async def test_in_a_group_only_mentions_are_taken_in_a_direct_chat_everything(
+    matrix: RunningMatrix,
+) -> None:
+    fake = matrix.fake
+    group = fake.create_room([ALICE, BOB])
+    direct = fake.create_room([ALICE])
+    fake.say(group, ALICE, "talking to bob")
+    fake.say(group, BOB, "hey octos, a question", mention_bot=True)
+    fake.say(group, ALICE, f"and {fake.bot_user_id} by name")
+    fake.say(direct, ALICE, "just us")
+    messages = await matrix.inbound.wait_for(3)
+    assert [m.content for m in messages] == [
+        "hey octos, a question",
+        f"and {fake.bot_user_id} by name",
+        "just us",
+    ]
+
+
+async def test_notices_edits_and_the_bot_s_own_messages_are_not_taken(
+    matrix: RunningMatrix,
+) -> None:
+    fake, room = matrix.fake, matrix.fake.create_room([ALICE])
+    fake.say(room, ALICE, "a bot's notice", msgtype="m.notice")
+    fake.say(room, fake.bot_user_id, "my own words")
+    fake.say(room, ALICE, "the real one")
+    [message] = await matrix.inbound.wait_for(1)
+    assert message.content == "the real one"
+
+
+async def test_an_allowed_user_s_invite_is_accepted_a_stranger_s_ignored(
+    matrix: RunningMatrix,
+) -> None:
+    fake = matrix.fake
+    welcome = fake.create_room([ALICE], with_bot=False)
+    unknown = fake.create_room([MALLORY], with_bot=False)
+    fake.invite_bot(unknown, MALLORY)
+    fake.invite_bot(welcome, ALICE)
+    await fake.wait_until(lambda: fake.joins == [welcome])
+    fake.say(welcome, ALICE, "thanks for joining")
+    [message] = await matrix.inbound.wait_for(1)
+    assert message.chat_id == welcome
+    assert fake.joins == [welcome]
+
+
+async def test_an_encrypted_room_gets_one_clear_notice(matrix: RunningMatrix) -> None:
+    fake = matrix.fake
+    room = fake.create_room([ALICE], encrypted=True)
+    fake.say_encrypted(room, ALICE)
+    fake.say_encrypted(room, ALICE)
+    plain = fake.create_room([ALICE])
+    fake.say(plain, ALICE, "after the secrets")
+    await matrix.inbound.wait_for(1)
+    assert fake.shown(room) == [ENCRYPTED_NOTICE]
+    assert [m.content for m in matrix.inbound.messages] == ["after the secrets"]
+    [notice] = fake.bot_events(room)
+    assert notice["content"]["msgtype"] == "m.notice"
+
+
+async def test_a_full_backlog_is_waited_out_and_the_message_kept(matrix: RunningMatrix) -> None:
+    fake, room = matrix.fake, matrix.fake.create_room([ALICE])
+    matrix.inbound.refuse_next = InboundRefused("chat", 0.05, "backlog full")
+    fake.say(room, ALICE, "still there after the wait")
+    [message] = await matrix.inbound.wait_for(1)
+    assert message.content == "still there after the wait"
+    assert matrix.inbound.refuse_next is None
+
+
+async def test_a_stop_before_an_event_was_durable_gets_it_again_with_the_same_id(
+    fake: FakeMatrix, tmp_path: Path
+) -> None:
+    room = fake.create_room([ALICE])
+    first = await run_channel(fake, tmp_path)
+    first.inbound.hold = asyncio.Event()
+    event_id = fake.say(room, ALICE, "caught mid-flight")
+    await asyncio.wait_for(first.inbound.entered.wait(), WAIT_S)
+    await first.stop()  # the send never returned: the token must not have moved past it
+    second = await run_channel(fake, tmp_path)
+    try:
+        [message] = await second.inbound.wait_for(1)
+        assert (message.content, message.message_id) == ("caught mid-flight", event_id)
+    finally:
+        await second.stop()
+
+
+async def test_a_rate_limited_sync_waits_the_server_s_time_and_goes_on(
+    matrix: RunningMatrix,
+) -> None:
+    fake, room = matrix.fake, matrix.fake.create_room([ALICE])
+    fake.rate_limit_next("sync", retry_after_ms=50)
+    fake.say(room, ALICE, "after the pause")
+    [message] = await matrix.inbound.wait_for(1)
+    assert message.content == "after the pause"
+    assert [c.status for c in fake.calls_to("GET", "/sync")].count(429) == 1
+
+
+async def test_files_are_downloaded_for_allowed_senders_only(matrix: RunningMatrix) -> None:
+    fake = matrix.fake
+    direct = fake.create_room([ALICE])
+    fake.say_file(direct, ALICE, b"\x89PNG alice's picture", name="cat.png")
+    stranger = fake.create_room([MALLORY])
+    fake.say_file(stranger, MALLORY, b"mallory's", name="evil.png")
+    alice, mallory = await matrix.inbound.wait_for(2)
+    assert alice.content == "[m.image] cat.png"
+    [path] = alice.media
+    assert path.endswith(".png")
+    assert Path(path).read_bytes() == b"\x89PNG alice's picture"  # noqa: ASYNC240
+    assert mallory.media == []
+    assert len(fake.downloads) == 1
