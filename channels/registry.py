@@ -27,6 +27,7 @@ CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
         "slack": "channels.slack:create",
         "api": "channels.api:create",
         "cli": "channels.cli:create",
+        "email": "channels.email:create",
     }
 )
 
@@ -38,6 +39,7 @@ _OPTIONAL_SDKS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
         "telegram": ("telegram", "python-telegram-bot", "telegram"),
         "discord": ("discord", "discord.py", "discord"),
         "slack": ("slack_bolt", "slack-bolt", "slack"),
+        "email": ("imap_tools", "imap-tools", "email"),
     }
 )
 

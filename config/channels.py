@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from config.channels_email import EmailConfigFields
 from config.common import (
     AllowEntry,
     ConfigModel,
@@ -205,15 +206,22 @@ class PluginChannelConfig(ChannelConfigBase):
         return f"plugin:{self.class_path}"
 
 
+class EmailConfig(EmailConfigFields, ChannelConfigBase):
+    type: Literal["email"] = Field(
+        "email", description="Channel kind: a mailbox, read over IMAP and answered over SMTP."
+    )
+
+
 ChannelConfig = Annotated[
     TelegramConfig
     | DiscordConfig
     | SlackConfig
     | ApiChannelConfig
     | CliChannelConfig
-    | PluginChannelConfig,
+    | PluginChannelConfig
+    | EmailConfig,
     Field(discriminator="type"),
 ]
 """Any channel configuration, told apart by its `type`."""
 
-CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin")
+CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin", "email")
