@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import imaplib
+import selectors
 import socket
 import ssl
 from collections.abc import Callable
@@ -189,14 +190,54 @@ class ImapConnection:
     def _idle(self, timeout_s: float) -> bool:
         box = self._mailbox()
         box.idle.start()  # type: ignore[no-untyped-call]
-        responses = box.idle.poll(timeout=timeout_s)
+        lines = self._idle_responses(box, timeout_s)
         if self._interrupted:
             raise Interrupted("idle")
+        if any(line.startswith(b"* BYE") for line in lines):
+            raise TransientError("the IMAP server ended the connection", channel=CHANNEL)
         box.idle.stop()  # type: ignore[no-untyped-call]
-        return any(b"EXISTS" in line or b"RECENT" in line for line in responses)
+        return any(b"EXISTS" in line or b"RECENT" in line for line in lines)
+
+    def _idle_responses(self, box: BaseMailBox, timeout_s: float) -> list[bytes]:
+        """What the server says during IDLE: the first line within `timeout_s`, then any
+        that follow at once.
+
+        Not imap-tools' `IdleManager.poll`: it waits on the socket only, so a line that came
+        in the same packet as IDLE's `+` (and sits in imaplib's read buffer) is missed until
+        the timeout. Here the buffers are looked at first, and each line is read whole with
+        the socket's normal timeout.
+        """
+        client = box.client
+        lines: list[bytes] = []
+        wait_s = timeout_s
+        while _readable(client, wait_s):
+            lines.append(client._get_line())
+            wait_s = 0.0
+        return lines
 
     def _close(self) -> None:
         box, self._box = self._box, None
         if box is not None:
             with contextlib.suppress(OSError, imaplib.IMAP4.error):
                 box.client.shutdown()
+
+
+def _readable(client: imaplib.IMAP4, timeout_s: float) -> bool:
+    """Whether a response line is there to read, waiting up to `timeout_s` for one."""
+    sock = client.sock
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    previous = sock.gettimeout()
+    sock.settimeout(0)
+    peek = getattr(client.file, "peek", None)
+    try:
+        # Non-blocking: what imaplib's buffered reader holds, or what the socket has now.
+        if callable(peek) and peek():
+            return True
+    except OSError:
+        pass
+    finally:
+        sock.settimeout(previous)
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, selectors.EVENT_READ)
+        return bool(selector.select(timeout_s))
