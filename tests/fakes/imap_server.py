@@ -219,7 +219,9 @@ class FakeImap:
             "LOGOUT": self._logout,
         }
 
-    async def _ok(self, session: _Session, _r: asyncio.StreamReader, tag: bytes, _a: list[str]) -> bool:
+    async def _ok(
+        self, session: _Session, _r: asyncio.StreamReader, tag: bytes, _a: list[str]
+    ) -> bool:
         await session.write(tag + b" OK done")
         return True
 

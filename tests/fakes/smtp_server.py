@@ -106,7 +106,12 @@ class FakeSmtp:
         return AuthResult(success=ok)
 
     async def handle_RCPT(
-        self, _server: SMTP, _session: Session, envelope: Envelope, address: str, _options: list[str]
+        self,
+        _server: SMTP,
+        _session: Session,
+        envelope: Envelope,
+        address: str,
+        _options: list[str],
     ) -> str:
         if self._failures.get("RCPT"):
             return self._failures["RCPT"].pop(0)

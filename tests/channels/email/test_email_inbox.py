@@ -48,7 +48,9 @@ async def test_a_message_is_marked_seen_only_after_the_gateway_has_it(
     inbound.durable.clear()
     async with running(make_config(), data_dir, inbound) as (_channel, task):
         await idling(imap, task)
-        uid = await imap.deliver(make_mail(f"Alice <{ALICE}>", "What time is it?", message_id="<q1@client.example>"))
+        uid = await imap.deliver(
+            make_mail(f"Alice <{ALICE}>", "What time is it?", message_id="<q1@client.example>")
+        )
         await inbound.wait_until(lambda: len(inbound.offered) == 1)
         assert not imap.is_seen(uid)
         assert not any(command.startswith("UID STORE") for command in imap.commands)
@@ -162,7 +164,8 @@ async def test_automatic_mail_and_the_bots_own_mail_are_not_answered(
         real = await imap.deliver(make_mail(ALICE, "a real question"))
         await imap.wait_until(lambda: imap.is_seen(real), WAIT_S)
     assert [m.content for m in inbound.received] == ["a real question"]
-    assert not imap.is_seen(vacation) and not imap.is_seen(own)
+    assert not imap.is_seen(vacation)
+    assert not imap.is_seen(own)
 
 
 async def test_a_refused_login_is_fatal_and_marks_the_channel_down(
@@ -204,5 +207,6 @@ async def test_stop_ends_an_idle_at_once(
     await idling(imap, task)
     await asyncio.wait_for(channel.stop(), 1.0)
     await asyncio.wait({task}, timeout=1.0)
-    assert task.done() and task.exception() is None
+    assert task.done()
+    assert task.exception() is None
     await imap.wait_until(lambda: imap.connections == 0, WAIT_S)
