@@ -33,12 +33,12 @@ class SentMail:
     @property
     def text(self) -> str:
         part = self.message.get_body(preferencelist=("plain",))
-        return "" if part is None else str(part.get_content())
+        return "" if part is None else str(part.get_content()).replace("\r\n", "\n")
 
     @property
     def html(self) -> str:
         part = self.message.get_body(preferencelist=("html",))
-        return "" if part is None else str(part.get_content())
+        return "" if part is None else str(part.get_content()).replace("\r\n", "\n")
 
 
 class FakeSmtp:
@@ -103,7 +103,8 @@ class FakeSmtp:
             and data.login.decode() == self.username
             and data.password.decode() == self.password
         )
-        return AuthResult(success=ok)
+        # handled=False: aiosmtpd itself answers (235, or 535 on failure).
+        return AuthResult(success=ok, handled=False)
 
     async def handle_RCPT(
         self,
