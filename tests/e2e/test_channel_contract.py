@@ -31,12 +31,15 @@ from config import (
     ApiChannelConfig,
     CliChannelConfig,
     DiscordConfig,
+    EmailConfig,
     PluginChannelConfig,
     SlackConfig,
     TelegramConfig,
 )
 from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.imap_server import FakeImap
 from tests.fakes.slack_server import FakeSlack
+from tests.fakes.smtp_server import FakeSmtp
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.hub import ChannelHub
 
@@ -54,6 +57,7 @@ AnyChannelConfig = (
     | ApiChannelConfig
     | CliChannelConfig
     | PluginChannelConfig
+    | EmailConfig
 )
 
 
@@ -141,6 +145,37 @@ async def slack_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig
             allow=["UALICE0001"],
         )
         yield Rig(config, ready, failing, allowed="UALICE0001", stranger="UMALLORY01")
+
+
+@asynccontextmanager
+async def email_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeImap() as imap, FakeSmtp() as smtp:
+
+        async def ready(_channel: Channel, _agent: AgentHandle) -> None:
+            await imap.wait_until(lambda: imap.idling > 0, timeout_s=WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("email", "nobody@invalid.example")  # the fake refuses this RCPT
+
+        config = EmailConfig.model_validate(
+            {
+                "address": imap.username,
+                "imap": {
+                    "host": "127.0.0.1",
+                    "port": imap.port,
+                    "security": "none",
+                    "password": imap.password,
+                },
+                "smtp": {
+                    "host": "127.0.0.1",
+                    "port": smtp.port,
+                    "security": "none",
+                    "password": smtp.password,
+                },
+                "allow": ["alice@example.org", "*@friends.example"],
+            }
+        )
+        yield Rig(config, ready, failing, "bob@friends.example", "mallory@evil.example")
 
 
 class LogWatch:
@@ -244,6 +279,7 @@ RIGS: dict[str, RigFactory] = {
     "api": api_rig,
     "cli": cli_rig,
     PLUGIN_TYPE: plugin_rig,
+    "email": email_rig,
 }
 
 
