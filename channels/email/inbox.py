@@ -86,7 +86,9 @@ class InboxReader:
             except Interrupted:
                 return
             except AuthError as exc:
-                raise FatalChannelError(str(exc), channel="email") from exc
+                raise FatalChannelError(
+                    str(exc.args[0]), channel=exc.channel, suggestion=exc.suggestion
+                ) from exc
             except FatalChannelError:
                 raise
             except (TransientError, ChannelError) as exc:
@@ -145,10 +147,12 @@ class InboxReader:
             if self._stopping.is_set():
                 return mark
             raw = await connection.fetch(uid)
-            if raw is not None and await handle(folder.uidvalidity, uid, raw):
+            handed_over = raw is not None and await handle(folder.uidvalidity, uid, raw)
+            if handed_over:
                 await connection.mark_seen(uid)
             mark = UidMark(folder.uidvalidity, uid)
             await self._store.save(mark)
+            log.debug("email.message_done", uid=uid, acknowledged=handed_over)
         if fresh and folder.uidnext is not None:
             # What was already seen when we connected is not new: the mark starts there.
             baseline = folder.uidnext - 1
