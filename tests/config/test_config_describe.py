@@ -12,6 +12,7 @@ from config import (
     CliChannelConfig,
     DiscordConfig,
     EchoAgentConfig,
+    EmailConfig,
     GatewayConfig,
     HttpConfig,
     LoggingConfig,
@@ -70,6 +71,7 @@ def test_every_variant_field_is_listed() -> None:
         "api": ApiChannelConfig,
         "cli": CliChannelConfig,
         "plugin": PluginChannelConfig,
+        "email": EmailConfig,
     }
     assert set(channel_models) == set(CHANNEL_TYPES)
     for tag, model in channel_models.items():
