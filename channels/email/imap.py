@@ -159,6 +159,8 @@ class ImapConnection:
         validity = _first_int(client.response("UIDVALIDITY")[1])
         if validity is None:
             raise TransientError("the IMAP server sent no UIDVALIDITY", channel=CHANNEL)
+        # SELECT's own EXISTS is not news: the search that follows sees those messages.
+        _take_news(client)
         return SelectedFolder(
             uidvalidity=validity,
             uidnext=_first_int(client.response("UIDNEXT")[1]),
@@ -189,6 +191,10 @@ class ImapConnection:
 
     def _idle(self, timeout_s: float) -> bool:
         box = self._mailbox()
+        if _take_news(box.client):
+            # The server told us of new mail along with an earlier command's answer (imaplib
+            # keeps such lines aside); it will not say so again in IDLE.
+            return True
         box.idle.start()  # type: ignore[no-untyped-call]
         lines = self._idle_responses(box, timeout_s)
         if self._interrupted:
@@ -241,3 +247,9 @@ def _readable(client: imaplib.IMAP4, timeout_s: float) -> bool:
     with selectors.DefaultSelector() as selector:
         selector.register(sock, selectors.EVENT_READ)
         return bool(selector.select(timeout_s))
+
+
+def _take_news(client: imaplib.IMAP4) -> bool:
+    """Whether untagged EXISTS or RECENT lines came with earlier answers; forgets them."""
+    news = [client.untagged_responses.pop(key, None) for key in ("EXISTS", "RECENT")]
+    return any(news)

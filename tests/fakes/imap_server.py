@@ -198,6 +198,10 @@ class FakeImap:
         if scripted:
             await session.write(tag + b" " + scripted.pop(0).encode())
             return True
+        if name != "IDLE":
+            # Like a real server, news goes out with the answer to whatever command comes next.
+            while not session.news.empty():
+                await session.write(session.news.get_nowait())
         handler = self._handlers().get(name)
         if handler is None:
             await session.write(tag + b" BAD unknown command " + name.encode())

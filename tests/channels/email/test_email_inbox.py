@@ -67,6 +67,26 @@ async def test_a_message_is_marked_seen_only_after_the_gateway_has_it(
     assert any("BODY.PEEK[]" in command for command in imap.commands)
 
 
+async def test_mail_announced_with_an_earlier_answer_is_not_left_until_the_next_idle(
+    imap: FakeImap, make_config: Callable[..., EmailConfig], data_dir: Path
+) -> None:
+    inbound = ScriptedInbound()
+    inbound.durable.clear()
+    # IDLE would wait far longer than this test: only the announcement can wake the reader.
+    config = make_config()
+    async with running(config, data_dir, inbound) as (channel, task):
+        channel._reader._idle_timeout_s = 600.0
+        await idling(imap, task)
+        first = await imap.deliver(make_mail(ALICE, "first"))
+        await inbound.wait_until(lambda: len(inbound.offered) == 1)
+        # Arrives while the first is being handled: the server says "* 2 EXISTS" along
+        # with its answer to the STORE that follows, not during IDLE.
+        second = await imap.deliver(make_mail(ALICE, "second"))
+        inbound.durable.set()
+        await imap.wait_until(lambda: imap.is_seen(first) and imap.is_seen(second), WAIT_S)
+    assert [m.content for m in inbound.received] == ["first", "second"]
+
+
 async def test_a_full_backlog_is_waited_out_and_the_message_handed_over_once(
     imap: FakeImap, make_config: Callable[..., EmailConfig], data_dir: Path
 ) -> None:
