@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -73,7 +74,13 @@ class FakeImap:
         folder: str = "INBOX",
         supports_idle: bool = True,
         uidvalidity: int = 1000,
+        tls: ssl.SSLContext | None = None,
+        tls_mode: str = "ssl",
     ) -> None:
+        """With `tls`, the server speaks TLS from the start (`tls_mode="ssl"`, port 993's
+        way) or after STARTTLS (`tls_mode="starttls"`)."""
+        self.tls = tls
+        self.tls_mode = tls_mode
         self.username = username
         self.password = password
         self.folder = folder
@@ -93,7 +100,8 @@ class FakeImap:
     # -- lifecycle -----------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        implicit = self.tls if self.tls_mode == "ssl" else None
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=implicit)
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self
 
@@ -179,7 +187,12 @@ class FakeImap:
             await self._notify()
 
     def _capabilities(self) -> bytes:
-        return b"CAPABILITY IMAP4rev1 UIDPLUS" + (b" IDLE" if self.supports_idle else b"")
+        starttls = self.tls is not None and self.tls_mode == "starttls"
+        return (
+            b"CAPABILITY IMAP4rev1 UIDPLUS"
+            + (b" IDLE" if self.supports_idle else b"")
+            + (b" STARTTLS" if starttls else b"")
+        )
 
     async def _command(self, session: _Session, reader: asyncio.StreamReader, line: bytes) -> bool:
         tokens = _TOKEN.findall(line)
@@ -211,6 +224,7 @@ class FakeImap:
     def _handlers(self) -> dict[str, _Handler]:
         return {
             "CAPABILITY": self._capability,
+            "STARTTLS": self._starttls,
             "NOOP": self._ok,
             "LOGIN": self._login,
             "SELECT": self._select,
@@ -233,6 +247,16 @@ class FakeImap:
         self, session: _Session, _r: asyncio.StreamReader, tag: bytes, _a: list[str]
     ) -> bool:
         await session.write(b"* " + self._capabilities(), tag + b" OK CAPABILITY completed")
+        return True
+
+    async def _starttls(
+        self, session: _Session, _r: asyncio.StreamReader, tag: bytes, _a: list[str]
+    ) -> bool:
+        if self.tls is None or self.tls_mode != "starttls":
+            await session.write(tag + b" BAD STARTTLS is not offered")
+            return True
+        await session.write(tag + b" OK begin TLS negotiation now")
+        await session.writer.start_tls(self.tls)
         return True
 
     async def _login(

@@ -9,6 +9,7 @@ against a real SMTP conversation.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from email import policy
@@ -42,7 +43,18 @@ class SentMail:
 
 
 class FakeSmtp:
-    def __init__(self, *, username: str = "bot@example.org", password: str = "smtp-secret") -> None:
+    def __init__(
+        self,
+        *,
+        username: str = "bot@example.org",
+        password: str = "smtp-secret",
+        tls: ssl.SSLContext | None = None,
+        tls_mode: str = "ssl",
+    ) -> None:
+        """With `tls`, TLS from the start (`tls_mode="ssl"`, port 465's way) or STARTTLS
+        required before anything else (`tls_mode="starttls"`)."""
+        self.tls = tls
+        self.tls_mode = tls_mode
         self.username = username
         self.password = password
         self.sent: list[SentMail] = []
@@ -56,15 +68,19 @@ class FakeSmtp:
 
     async def __aenter__(self) -> Self:
         loop = asyncio.get_running_loop()
+        starttls = self.tls if self.tls_mode == "starttls" else None
         factory = partial(
             SMTP,
             self,
             hostname=HOSTNAME,
-            auth_require_tls=False,
+            tls_context=starttls,
+            require_starttls=starttls is not None,
+            auth_require_tls=starttls is not None,
             authenticator=self._authenticate,
             loop=loop,
         )
-        self._server = await loop.create_server(factory, "127.0.0.1", 0)
+        implicit = self.tls if self.tls_mode == "ssl" else None
+        self._server = await loop.create_server(factory, "127.0.0.1", 0, ssl=implicit)
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self
 
