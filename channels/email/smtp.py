@@ -22,7 +22,7 @@ SMTP_TIMEOUT_S = 30.0
 DEFAULT_RATE_LIMIT_WAIT_S = 30.0
 _ENHANCED_RATE = re.compile(r"\b4\.7\.\d{1,3}\b")
 _RATE_WORDS = re.compile(r"rate|too many|slow down|throttl", re.IGNORECASE)
-_SECONDS = re.compile(r"(\d{1,5})\s*(?:s\b|sec|second)", re.IGNORECASE)
+_WAIT = re.compile(r"(\d{1,5})\s*(s\b|sec|second|m\b|min)", re.IGNORECASE)
 
 
 class MailRejected(ChannelError):
@@ -55,8 +55,7 @@ def _from_reply(code: int, text: str) -> ChannelError:
     described = f"SMTP {code} {text}".strip()
     if 400 <= code < 500:
         if _ENHANCED_RATE.search(text) or _RATE_WORDS.search(text):
-            seconds = _SECONDS.search(text)
-            wait_s = float(seconds.group(1)) if seconds else DEFAULT_RATE_LIMIT_WAIT_S
+            wait_s = _named_wait_s(text)
             return RateLimited(wait_s, described, channel=CHANNEL)
         return TransientError(described, channel=CHANNEL)
     if code == 552 or "5.3.4" in text:
@@ -64,6 +63,15 @@ def _from_reply(code: int, text: str) -> ChannelError:
     if code in (530, 534, 535):
         return AuthError(described, channel=CHANNEL, suggestion="check smtp.username/password")
     return MailRejected(described, channel=CHANNEL, suggestion="the server will not take it")
+
+
+def _named_wait_s(text: str) -> float:
+    """The pause a "try again in 30 seconds" / "in 2 minutes" reply names, else our default."""
+    found = _WAIT.search(text)
+    if found is None:
+        return DEFAULT_RATE_LIMIT_WAIT_S
+    unit_s = 60.0 if found.group(2).lower().startswith("m") else 1.0
+    return float(found.group(1)) * unit_s
 
 
 class SmtpSender:

@@ -10,7 +10,7 @@ import pytest
 
 from bus import ANSWERS, OutboundMessage
 from channels.email import EmailChannel
-from channels.email.smtp import MailRejected
+from channels.email.smtp import DEFAULT_RATE_LIMIT_WAIT_S, MailRejected
 from channels.errors import AuthError, MessageTooLong, RateLimited, TransientError
 from config import EmailConfig
 from tests.channels.email.conftest import ALICE, BOT
@@ -86,6 +86,14 @@ async def test_smtp_replies_map_to_the_retry_layers_errors(
     with pytest.raises(RateLimited) as limited:
         await channel.send(reply("one", reply_to=None))
     assert limited.value.retry_after_s == 7
+    smtp.fail_next("RCPT", "450 4.7.1 Too many messages, slow down for 2 minutes")
+    with pytest.raises(RateLimited) as limited:
+        await channel.send(reply("one again", reply_to=None))
+    assert limited.value.retry_after_s == 120
+    smtp.fail_next("DATA", "421 4.7.0 Try again later")
+    with pytest.raises(RateLimited) as limited:
+        await channel.send(reply("one more", reply_to=None))
+    assert limited.value.retry_after_s == DEFAULT_RATE_LIMIT_WAIT_S
     smtp.fail_next("DATA", "451 4.3.0 Temporary local problem")
     with pytest.raises(TransientError):
         await channel.send(reply("two", reply_to=None))
