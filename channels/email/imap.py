@@ -1,8 +1,8 @@
 """One IMAP connection (imap-tools over the standard library's imaplib), off the event loop.
 
-imaplib blocks, so every call runs in a worker thread of this connection's own (one thread:
-an IMAP connection is a conversation, never two commands at once, and a long IDLE does not
-hold a thread of the shared default pool). Each call is bounded by a timeout. `interrupt()`,
+imaplib blocks, so every call runs in a thread of this connection's own (`BlockingWorker`: one
+thread, since an IMAP connection is a conversation, never two commands at once). Each call is
+bounded by a timeout. `interrupt()`,
 called from the event loop, shuts the socket down, which ends a blocking IDLE at once; that
 is how stopping or cancelling the channel ends within a second.
 """
@@ -17,13 +17,13 @@ import selectors
 import socket
 import ssl
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
 from imap_tools import BaseMailBox, MailBox, MailBoxStartTls, MailBoxUnencrypted
 from imap_tools.errors import ImapToolsError, MailboxFolderSelectError, MailboxLoginError
 
+from channels.email.worker import BlockingWorker
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from config.channels_email import ImapSettings
 
@@ -60,7 +60,7 @@ class ImapConnection:
     def __init__(self, settings: ImapSettings, address: str) -> None:
         self._settings = settings
         self._username = settings.username or address
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="email-imap")
+        self._worker = BlockingWorker(f"email-imap:{self._username}")
         self._box: BaseMailBox | None = None
         self._interrupted = False
 
@@ -69,10 +69,9 @@ class ImapConnection:
     async def _run(self, call: Callable[[], T], *, timeout_s: float, what: str) -> T:
         if self._interrupted:
             raise Interrupted(what)
-        future = asyncio.get_running_loop().run_in_executor(self._executor, call)
         try:
             async with asyncio.timeout(timeout_s):
-                return await future
+                return await self._worker.run(call)
         except TimeoutError as exc:
             self.interrupt()
             raise TransientError(f"IMAP {what} took over {timeout_s:g} s", channel=CHANNEL) from exc
@@ -129,11 +128,10 @@ class ImapConnection:
 
     async def close(self) -> None:
         self.interrupt()
-        future = asyncio.get_running_loop().run_in_executor(self._executor, self._close)
-        with contextlib.suppress(TimeoutError, OSError):
+        with contextlib.suppress(TimeoutError, OSError, imaplib.IMAP4.error):
             async with asyncio.timeout(1.0):
-                await future
-        self._executor.shutdown(wait=False, cancel_futures=True)
+                await self._worker.run(self._close)
+        self._worker.close()
 
     # -- in the worker thread ---------------------------------------------------------
 
