@@ -68,6 +68,7 @@ class InboxReader:
         self._backoff = backoff or Backoff()
         self._idle_timeout_s = idle_timeout_s
         self._connection: ImapConnection | None = None
+        self._connected = False
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -80,6 +81,7 @@ class InboxReader:
         while not self._stopping.is_set():
             connection = ImapConnection(self._settings, self._address)
             self._connection = connection
+            self._connected = False
             try:
                 await self._session(connection, handle)
                 return
@@ -92,6 +94,9 @@ class InboxReader:
             except FatalChannelError:
                 raise
             except (TransientError, ChannelError) as exc:
+                if self._connected:
+                    # The connection worked and then dropped: back off from the start.
+                    delay_s = self._backoff.initial_s
                 self._on_health(ChannelHealth.degraded(f"IMAP: {exc}"))
                 log.warning("email.imap_failed", error=str(exc), retry_in_s=delay_s)
             finally:
@@ -105,6 +110,7 @@ class InboxReader:
         if self._stopping.is_set():
             return
         folder = await connection.connect()
+        self._connected = True
         self._on_health(ChannelHealth.healthy())
         log.info(
             "email.imap_connected",
