@@ -16,38 +16,13 @@ import contextlib
 import re
 import ssl
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
-SEEN = "\\Seen"
+from tests.fakes.imap_mailbox import SEEN, StoredMail, by_uid, matching, unquote
+
+#: One IMAP argument: a quoted string, a parenthesised list, or an atom.
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|\([^)]*\)|\S+')
-
-
-@dataclass
-class StoredMail:
-    uid: int
-    raw: bytes
-    flags: set[str] = field(default_factory=set)
-
-
-def _unquote(token: bytes) -> str:
-    text = token.decode("utf-8", "replace")
-    if len(text) >= 2 and text[0] == text[-1] == '"':
-        return re.sub(r"\\(.)", r"\1", text[1:-1])
-    return text
-
-
-def _uid_set(spec: str, highest: int) -> set[int]:
-    """`1,3:5,7:*` as a set of numbers; `*` is the highest UID in the mailbox."""
-    numbers: set[int] = set()
-    for part in spec.split(","):
-        low_text, _, high_text = part.partition(":")
-        low = highest if low_text == "*" else int(low_text)
-        high = low if not high_text else (highest if high_text == "*" else int(high_text))
-        low, high = min(low, high), max(low, high)
-        numbers.update(range(low, high + 1))
-    return numbers
 
 
 class _Session:
@@ -202,7 +177,7 @@ class FakeImap:
         tag, name, args = tokens[0], tokens[1].decode().upper(), tokens[2:]
         if name == "UID" and args:
             name, args = f"UID {args[0].decode().upper()}", args[1:]
-        shown = "LOGIN " + _unquote(args[0]) if name == "LOGIN" and args else name
+        shown = "LOGIN " + unquote(args[0]) if name == "LOGIN" and args else name
         if name != "LOGIN":
             shown = " ".join([name, *(arg.decode("utf-8", "replace") for arg in args)])
         self.commands.append(shown)
@@ -219,7 +194,7 @@ class FakeImap:
         if handler is None:
             await session.write(tag + b" BAD unknown command " + name.encode())
             return True
-        return await handler(session, reader, tag, [_unquote(arg) for arg in args])
+        return await handler(session, reader, tag, [unquote(arg) for arg in args])
 
     def _handlers(self) -> dict[str, _Handler]:
         return {
@@ -290,23 +265,6 @@ class FakeImap:
         )
         return True
 
-    def _matching(self, criteria: list[str]) -> list[StoredMail]:
-        found = list(self.mails)
-        highest = max((mail.uid for mail in self.mails), default=0)
-        words = iter(criteria)
-        for word in words:
-            key = word.upper()
-            if key == "UNSEEN":
-                found = [mail for mail in found if SEEN not in mail.flags]
-            elif key == "SEEN":
-                found = [mail for mail in found if SEEN in mail.flags]
-            elif key == "UID":
-                wanted = _uid_set(next(words), highest)
-                found = [mail for mail in found if mail.uid in wanted]
-            elif key != "ALL":
-                raise ValueError(f"search key {word!r} is not supported by the fake")
-        return found
-
     async def _search(
         self, session: _Session, _r: asyncio.StreamReader, tag: bytes, args: list[str]
     ) -> bool:
@@ -314,7 +272,7 @@ class FakeImap:
             await session.write(tag + b" BAD select a mailbox first")
             return True
         try:
-            found = self._matching(args)
+            found = matching(self.mails, args)
         except (ValueError, StopIteration) as exc:
             await session.write(tag + b" BAD " + str(exc).encode())
             return True
@@ -322,16 +280,11 @@ class FakeImap:
         await session.write(f"* SEARCH {numbers}".rstrip().encode(), tag + b" OK SEARCH completed")
         return True
 
-    def _by_uid(self, spec: str) -> list[tuple[int, StoredMail]]:
-        highest = max((mail.uid for mail in self.mails), default=0)
-        wanted = _uid_set(spec, highest)
-        return [(n, mail) for n, mail in enumerate(self.mails, start=1) if mail.uid in wanted]
-
     async def _fetch(
         self, session: _Session, _r: asyncio.StreamReader, tag: bytes, args: list[str]
     ) -> bool:
         items = args[1].upper() if len(args) > 1 else ""
-        for number, mail in self._by_uid(args[0]):
+        for number, mail in by_uid(self.mails, args[0]):
             parts = [f"UID {mail.uid}".encode()]
             if "FLAGS" in items:
                 parts.append(b"FLAGS (" + " ".join(sorted(mail.flags)).encode() + b")")
@@ -348,7 +301,7 @@ class FakeImap:
         self, session: _Session, _r: asyncio.StreamReader, tag: bytes, args: list[str]
     ) -> bool:
         action, flags = args[1].upper(), set(args[2].strip("()").split())
-        for number, mail in self._by_uid(args[0]):
+        for number, mail in by_uid(self.mails, args[0]):
             if action.startswith("+FLAGS"):
                 mail.flags |= flags
             elif action.startswith("-FLAGS"):
