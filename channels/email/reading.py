@@ -22,6 +22,9 @@ from channels.email.addresses import bare_address, display_name
 #: Longest text handed to the agent from one email (octos: 10,000 characters).
 MAX_TEXT_CHARS = 20_000
 _TRUNCATED = "\n[... the rest of the email was cut off]"
+_QUOTED_HTML = (
+    '//blockquote | //*[contains(concat(" ", normalize-space(@class), " "), " gmail_quote ")]'
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +91,21 @@ def _new_text(message: EmailMessage) -> str:
         text = _content(plain)
     else:
         html = message.get_body(preferencelist=("html",))
-        text = html_text.extract_text(_content(html)) if html is not None else ""
+        text = _html_to_text(_content(html)) if html is not None else ""
     reply: str = EmailReplyParser.parse_reply(text.replace("\r\n", "\n"))
     return reply.strip()
+
+
+def _html_to_text(html: str) -> str:
+    """The text of an HTML body without its quoted history (which in HTML mail is not marked
+    with `>` but wrapped: `<blockquote>`, Gmail's `gmail_quote`)."""
+    if not html.strip():
+        return ""
+    tree = html_text.parse_html(html)
+    for quoted in tree.xpath(_QUOTED_HTML):
+        if quoted.getparent() is not None:
+            quoted.drop_tree()
+    return str(html_text.extract_text(tree))
 
 
 def _content(part: Message) -> str:

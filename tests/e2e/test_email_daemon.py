@@ -67,6 +67,7 @@ class EmailBot:
     imap: FakeImap
     smtp: FakeSmtp
     daemon: DaemonProcess
+    data_dir: Path
     numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def new_correspondent(self) -> str:
@@ -101,7 +102,7 @@ async def bot(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmailBo
         running_daemon(directory, {"main": email_profile(imap, smtp)}) as daemon,
     ):
         await connected(daemon, imap)
-        yield EmailBot(imap, smtp, daemon)
+        yield EmailBot(imap, smtp, daemon, directory / "data")
 
 
 async def test_an_allowed_sender_gets_the_echo_a_stranger_one_notice_and_sigterm_exits_0(
@@ -156,6 +157,23 @@ async def test_a_long_mixed_reply_arrives_whole_in_one_email(bot: EmailBot) -> N
     assert code_block() in reply.text
     assert fences_balanced(reply.text)
     assert '<code class="language-python">' in reply.html
+
+
+async def test_html_only_mail_is_read_as_text_and_its_attachment_saved(bot: EmailBot) -> None:
+    sender = bot.new_correspondent()
+    html = "<p>Please see the <b>attached</b> plan.</p><blockquote>old quoted</blockquote>"
+    raw = make_mail(
+        sender,
+        None,
+        html=html,
+        attachments=(("plan.txt", "text/plain", b"step one\nstep two\n"),),
+    )
+    await bot.imap.deliver(raw)
+    [reply] = await bot.replies(sender, 1)
+
+    assert reply.text.strip() == "Please see the attached plan."  # the quote is left out
+    saved = list((bot.data_dir / "main" / "media" / "email" / sender).glob("*-plan.txt"))
+    assert [path.read_bytes() for path in saved] == [b"step one\nstep two\n"]
 
 
 async def test_a_rate_limited_send_is_waited_out_and_the_reply_delivered_once(

@@ -47,6 +47,17 @@ def test_html_only_mail_is_turned_into_text() -> None:
     assert mail.text == "Hello there,\n\nsee the list:\n\none\ntwo"
 
 
+def test_quoted_history_in_html_mail_is_left_out() -> None:
+    html = (
+        "<div>Yes, Tuesday works.</div>"
+        '<div class="gmail_quote">On Mon, Bot wrote:<blockquote>Does Tuesday work?</blockquote>'
+        "</div>"
+        '<blockquote type="cite">an Apple Mail quote</blockquote>'
+    )
+    mail = read_mail(make_mail("alice@example.org", None, html=html))
+    assert mail.text == "Yes, Tuesday works."
+
+
 def test_an_empty_body_falls_back_to_the_subject() -> None:
     mail = read_mail(make_mail("alice@example.org", "", subject="Call me tomorrow"))
     assert mail.text == "Call me tomorrow"
