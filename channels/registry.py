@@ -32,6 +32,7 @@ CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
         "whatsapp": "channels.whatsapp:create",
         "line": "channels.line:create",
         "matrix": "channels.matrix:create",
+        "email": "channels.email:create",
     }
 )
 
@@ -46,6 +47,7 @@ _OPTIONAL_SDKS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
         "twilio": ("twilio", "twilio", "twilio"),
         "line": ("linebot", "line-bot-sdk", "line"),
         "matrix": ("nio", "matrix-nio", "matrix"),
+        "email": ("imap_tools", "imap-tools", "email"),
     }
 )
 

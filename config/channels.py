@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from config.channels_email import EmailConfigFields
 from config.common import (
     AllowEntry,
     ConfigModel,
@@ -247,6 +248,13 @@ from config.channels_line import LineConfig  # noqa: E402
 from config.channels_matrix import MatrixConfig  # noqa: E402
 from config.channels_phone import TwilioConfig, WhatsAppConfig  # noqa: E402
 
+
+class EmailConfig(EmailConfigFields, ChannelConfigBase):
+    type: Literal["email"] = Field(
+        "email", description="Channel kind: a mailbox, read over IMAP and answered over SMTP."
+    )
+
+
 ChannelConfig = Annotated[
     TelegramConfig
     | DiscordConfig
@@ -257,7 +265,8 @@ ChannelConfig = Annotated[
     | TwilioConfig
     | WhatsAppConfig
     | LineConfig
-    | MatrixConfig,
+    | MatrixConfig
+    | EmailConfig,
     Field(discriminator="type"),
 ]
 """Any channel configuration, told apart by its `type`."""
@@ -273,4 +282,5 @@ CHANNEL_TYPES = (
     "whatsapp",
     "line",
     "matrix",
+    "email",
 )

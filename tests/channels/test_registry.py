@@ -112,6 +112,7 @@ def test_every_registered_type_names_a_factory() -> None:
         "whatsapp",
         "line",
         "matrix",
+        "email",
     }
     for target in registry.CHANNEL_TYPES.values():
         module, _, factory = target.partition(":")
@@ -133,7 +134,17 @@ def test_platform_sdks_are_imported_only_when_used() -> None:
         manager = ChannelManager("work", publisher)
         config = FakeConfig("plugin", allow=["*"], class_path={PLUGIN!r})
         manager.register(build_channel(config, ChannelContext("work", Path("data"))))
-        sdks = ["discord", "telegram", "slack_bolt", "slack_sdk", "twilio", "linebot", "nio"]
+        sdks = [
+            "discord",
+            "telegram",
+            "slack_bolt",
+            "slack_sdk",
+            "twilio",
+            "linebot",
+            "nio",
+            "imap_tools",
+            "aiosmtplib",
+        ]
         print(",".join(name for name in sdks if name in sys.modules))
         """
     )

@@ -12,6 +12,7 @@ from config import (
     CliChannelConfig,
     DiscordConfig,
     EchoAgentConfig,
+    EmailConfig,
     GatewayConfig,
     HttpConfig,
     LineConfig,
@@ -80,6 +81,7 @@ def test_every_variant_field_is_listed() -> None:
         "whatsapp": WhatsAppConfig,
         "line": LineConfig,
         "matrix": MatrixConfig,
+        "email": EmailConfig,
     }
     assert set(channel_models) == set(CHANNEL_TYPES)
     for tag, model in channel_models.items():

@@ -35,6 +35,7 @@ from config import (
     ApiChannelConfig,
     CliChannelConfig,
     DiscordConfig,
+    EmailConfig,
     LineConfig,
     MatrixConfig,
     PluginChannelConfig,
@@ -44,9 +45,11 @@ from config import (
     WhatsAppConfig,
 )
 from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.imap_server import FakeImap
 from tests.fakes.line_server import FakeLine
 from tests.fakes.matrix_server import FakeMatrix
 from tests.fakes.slack_server import FakeSlack
+from tests.fakes.smtp_server import FakeSmtp
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.twilio_server import FakeTwilio
 from tests.fakes.whatsapp_server import FakeWhatsApp
@@ -70,6 +73,7 @@ AnyChannelConfig = (
     | WhatsAppConfig
     | LineConfig
     | MatrixConfig
+    | EmailConfig
 )
 
 
@@ -249,6 +253,37 @@ async def matrix_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Ri
         yield Rig(config, ready, failing, "@alice:fake.local", "@mallory:fake.local")
 
 
+@asynccontextmanager
+async def email_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeImap() as imap, FakeSmtp() as smtp:
+
+        async def ready(_channel: Channel, _agent: AgentHandle) -> None:
+            await imap.wait_until(lambda: imap.idling > 0, timeout_s=WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("email", "nobody@invalid.example")  # the fake refuses this RCPT
+
+        config = EmailConfig.model_validate(
+            {
+                "address": imap.username,
+                "imap": {
+                    "host": "127.0.0.1",
+                    "port": imap.port,
+                    "security": "none",
+                    "password": imap.password,
+                },
+                "smtp": {
+                    "host": "127.0.0.1",
+                    "port": smtp.port,
+                    "security": "none",
+                    "password": smtp.password,
+                },
+                "allow": ["alice@example.org", "*@friends.example"],
+            }
+        )
+        yield Rig(config, ready, failing, "bob@friends.example", "mallory@evil.example")
+
+
 class LogWatch:
     """A structlog processor that wakes a waiter when an event with a given name is logged."""
 
@@ -354,6 +389,7 @@ RIGS: dict[str, RigFactory] = {
     PLUGIN_TYPE: plugin_rig,
     "twilio": twilio_rig,
     "whatsapp": whatsapp_rig,
+    "email": email_rig,
 }
 
 

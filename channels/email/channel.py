@@ -1,0 +1,204 @@
+"""The email channel: a mailbox read over IMAP (IDLE, by UID) and answered over SMTP.
+
+Receiving (`InboxReader`): each new message is read, its threading headers remembered on disk,
+its attachments saved (allowed senders only), and handed to the gateway; `\\Seen` is set only
+once that returned. Automatic mail (out-of-office, bounces, lists) and the bot's own messages
+are never answered. Sending: one email per reply, Markdown as a plain-text and an HTML part,
+threaded under the message it answers. No edits, so no streaming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import uuid
+from pathlib import Path
+
+import structlog
+
+from bus import ANSWERS, InboundMessage, InboundRefused, InboundSender, OutboundMessage
+from channels.base import Channel
+from channels.email.addresses import EmailAllowList
+from channels.email.composing import Envelope, compose_reply
+from channels.email.imap import ImapConnection, Interrupted
+from channels.email.inbox import InboxReader, wait_unless_stopped
+from channels.email.media import attach_files, media_dir, save_attachments
+from channels.email.reading import ReceivedMail, read_mail
+from channels.email.smtp import SmtpSender
+from channels.email.state import ThreadInfo, ThreadStore, UidStore
+from channels.errors import ChannelError, FatalChannelError
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS
+from config import EmailConfig
+
+log = structlog.get_logger(__name__)
+
+CHANNEL = "email"
+_SHUTDOWN_WAIT_S = 2.0
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+class EmailChannel(Channel):
+    limit = PLATFORM_LIMITS["email"]
+
+    def __init__(self, config: EmailConfig, *, data_dir: Path) -> None:
+        self._config = config
+        self._address = config.address.casefold()
+        self._data_dir = data_dir
+        self._allow_list = EmailAllowList(config.allow)
+        state_dir = data_dir / "email"
+        self._threads = ThreadStore(state_dir / "threads.json")
+        self._reader = InboxReader(
+            config.imap,
+            config.address,
+            UidStore(state_dir / "uid-state.json"),
+            poll_interval_s=config.poll_interval_s,
+            on_health=self._set_health,
+        )
+        self._smtp = SmtpSender(config.smtp, config.address)
+        self._health = ChannelHealth.unknown()
+        self._stopping = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    def is_allowed(self, sender_id: str) -> bool:
+        return self._allow_list.allows(sender_id)
+
+    # Receiving
+
+    async def start(self, inbound: InboundSender) -> None:
+        if self._stopping.is_set():
+            return
+        self._idle.clear()
+        try:
+            self._warn_if_plaintext()
+            await self._threads.load()
+            await self._reader.run(functools.partial(self._handle, inbound))
+        except FatalChannelError as exc:
+            self._health = ChannelHealth.down(str(exc))
+            raise
+        finally:
+            self._idle.set()
+
+    def _warn_if_plaintext(self) -> None:
+        for role, settings in (("imap", self._config.imap), ("smtp", self._config.smtp)):
+            if settings.security == "none" and settings.host not in _LOOPBACK:
+                log.warning("email.plaintext_connection", server=role, host=settings.host)
+
+    async def _handle(self, inbound: InboundSender, uidvalidity: int, uid: int, raw: bytes) -> bool:
+        """Hand one message to the gateway; False when it is not one to answer."""
+        try:
+            mail = read_mail(raw)
+        except Exception:  # supervision point: one unreadable message must not stop the inbox
+            log.exception("email.message_unreadable", uid=uid)
+            return False
+        if not mail.sender or mail.sender == self._address:
+            log.debug("email.message_ignored", uid=uid, reason="own or no sender")
+            return False
+        if mail.automatic:
+            log.info("email.automatic_message_ignored", uid=uid, sender=mail.sender)
+            return False
+        domain = self._address.rpartition("@")[2]
+        message_id = mail.message_id or f"uid-{uidvalidity}-{uid}@{domain}"
+        thread = ThreadInfo(mail.sender, message_id, mail.subject, mail.references)
+        # On disk before the gateway has the message: a reply after a restart finds it.
+        await self._threads.remember(thread)
+        message = await self._inbound_message(mail, message_id)
+        while True:
+            try:
+                await inbound.send(message)
+            except InboundRefused as refused:
+                wait_s = refused.retry_after_s or 1.0
+                log.info("email.inbound_refused", uid=uid, retry_in_s=wait_s)
+                if await wait_unless_stopped(wait_s, self._stopping):
+                    raise Interrupted("stopping while the gateway was full") from refused
+                continue
+            log.debug("email.message_received", uid=uid, message_id=message_id)
+            return True
+
+    async def _inbound_message(self, mail: ReceivedMail, message_id: str) -> InboundMessage:
+        metadata: dict[str, object] = {"subject": mail.subject}
+        if mail.sender_name:
+            metadata["sender_name"] = mail.sender_name
+        media: list[str] = []
+        # A stranger's files are not stored: the dispatcher refuses the message anyway.
+        if mail.attachments and self.is_allowed(mail.sender):
+            directory = media_dir(self._data_dir, mail.sender)
+            media, errors = await save_attachments(directory, message_id, mail.attachments)
+            if errors:
+                metadata["media_errors"] = errors
+        return InboundMessage(
+            channel=CHANNEL,
+            sender_id=mail.sender,
+            chat_id=mail.sender,
+            content=mail.text,
+            media=media,
+            metadata=metadata,
+            message_id=message_id,
+        )
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self._reader.stop()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=_SHUTDOWN_WAIT_S)
+        except TimeoutError:
+            log.warning("email.stop_timeout", waited_s=_SHUTDOWN_WAIT_S)
+        self._health = ChannelHealth.unknown()
+
+    def _set_health(self, health: ChannelHealth) -> None:
+        if not self._health.is_down:
+            self._health = health
+
+    async def health_check(self) -> ChannelHealth:
+        return self._health
+
+    async def probe(self) -> str | None:
+        connection = ImapConnection(self._config.imap, self._config.address)
+        try:
+            folder = await connection.connect()
+        finally:
+            await connection.close()
+        greeting = await self._smtp.probe()
+        return (
+            f"{self._config.address} (IMAP {self._config.imap.host} {self._config.imap.folder}, "
+            f"UIDVALIDITY {folder.uidvalidity}; SMTP {greeting})"
+        )
+
+    # Sending
+
+    def _thread_for(self, message: OutboundMessage) -> ThreadInfo | None:
+        answers = message.metadata.get(ANSWERS)
+        candidates = [message.reply_to]
+        if isinstance(answers, list):
+            candidates.extend(str(answer) for answer in reversed(answers))
+        for candidate in candidates:
+            if candidate and (thread := self._threads.get(candidate)) is not None:
+                return thread
+        return self._threads.latest(message.chat_id.casefold())
+
+    async def send(self, message: OutboundMessage) -> None:
+        if message.typing_signal is not None:
+            return
+        recipient = message.chat_id.strip()
+        if "@" not in recipient:
+            raise ChannelError(
+                f"{recipient!r} is not an email address",
+                channel=CHANNEL,
+                suggestion="an email chat id is the correspondent's address",
+            )
+        await self._threads.load()
+        envelope = Envelope(self._config.address, recipient, self._config.subject_prefix)
+        email = compose_reply(
+            envelope,
+            message.content,
+            self._thread_for(message),
+            delivery_id=message.delivery_id or str(uuid.uuid4()),
+        )
+        if message.media:
+            await attach_files(email, message.media)
+        await self._smtp.send(email, recipient)

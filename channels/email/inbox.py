@@ -1,0 +1,168 @@
+"""Receiving: the mailbox read by UID, each message handed over, then marked `\\Seen`.
+
+The loop: connect and select the folder; take the messages past the last handled UID (or,
+without a usable mark, the unseen ones); for each, hand it to the gateway and only once that
+returned (the message is durable) set `\\Seen` and move the mark past it; then wait for news
+with IDLE (or `poll_interval_s` where the server lacks IDLE) and go round again. A dropped
+connection reconnects with backoff (5 s doubling to 60 s); a refused login is fatal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import structlog
+
+from channels.email.imap import ImapConnection, Interrupted, SelectedFolder
+from channels.email.state import UidMark, UidStore
+from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
+from channels.health import ChannelHealth
+from config.channels_email import ImapSettings
+
+log = structlog.get_logger(__name__)
+
+#: RFC 2177 asks clients to re-issue IDLE at least every 29 minutes; sooner also notices a
+#: connection that died silently.
+IDLE_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    initial_s: float = 5.0
+    max_s: float = 60.0
+
+
+#: Hands one message (by UID, with its raw bytes) to the gateway; returns once it is durable,
+#: or False when the message was not handed over and must not be marked `\Seen`.
+Handler = Callable[[int, int, bytes], Awaitable[bool]]
+
+
+async def wait_unless_stopped(delay_s: float, stopping: asyncio.Event) -> bool:
+    """Wait `delay_s`; True if `stopping` was set meanwhile."""
+    try:
+        await asyncio.wait_for(stopping.wait(), timeout=delay_s)
+    except TimeoutError:
+        return False
+    return True
+
+
+class InboxReader:
+    def __init__(
+        self,
+        settings: ImapSettings,
+        address: str,
+        store: UidStore,
+        *,
+        poll_interval_s: float,
+        on_health: Callable[[ChannelHealth], None],
+        backoff: Backoff | None = None,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+    ) -> None:
+        self._settings = settings
+        self._address = address
+        self._store = store
+        self._poll_interval_s = poll_interval_s
+        self._on_health = on_health
+        self._backoff = backoff or Backoff()
+        self._idle_timeout_s = idle_timeout_s
+        self._connection: ImapConnection | None = None
+        self._connected = False
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._connection is not None:
+            self._connection.interrupt()
+
+    async def run(self, handle: Handler) -> None:
+        delay_s = self._backoff.initial_s
+        while not self._stopping.is_set():
+            connection = ImapConnection(self._settings, self._address)
+            self._connection = connection
+            self._connected = False
+            try:
+                await self._session(connection, handle)
+                return
+            except Interrupted:
+                return
+            except AuthError as exc:
+                raise FatalChannelError(
+                    str(exc.args[0]), channel=exc.channel, suggestion=exc.suggestion
+                ) from exc
+            except FatalChannelError:
+                raise
+            except (TransientError, ChannelError) as exc:
+                if self._connected:
+                    # The connection worked and then dropped: back off from the start.
+                    delay_s = self._backoff.initial_s
+                self._on_health(ChannelHealth.degraded(f"IMAP: {exc}"))
+                log.warning("email.imap_failed", error=str(exc), retry_in_s=delay_s)
+            finally:
+                self._connection = None
+                await connection.close()
+            if await wait_unless_stopped(delay_s, self._stopping):
+                return
+            delay_s = min(delay_s * 2, self._backoff.max_s)
+
+    async def _session(self, connection: ImapConnection, handle: Handler) -> None:
+        if self._stopping.is_set():
+            return
+        folder = await connection.connect()
+        self._connected = True
+        self._on_health(ChannelHealth.healthy())
+        log.info(
+            "email.imap_connected",
+            folder=self._settings.folder,
+            uidvalidity=folder.uidvalidity,
+            idle=folder.supports_idle,
+        )
+        mark = await self._store.load()
+        if mark is not None and mark.uidvalidity != folder.uidvalidity:
+            log.warning("email.uidvalidity_changed", was=mark.uidvalidity, now=folder.uidvalidity)
+            mark = None
+        mark = await self._catch_up(connection, folder, mark, handle)
+        while not self._stopping.is_set():
+            if folder.supports_idle:
+                await connection.idle(self._idle_timeout_s)
+            elif await wait_unless_stopped(self._poll_interval_s, self._stopping):
+                return
+            if self._stopping.is_set():
+                return
+            mark = await self._catch_up(connection, folder, mark, handle)
+
+    async def _catch_up(
+        self,
+        connection: ImapConnection,
+        folder: SelectedFolder,
+        mark: UidMark | None,
+        handle: Handler,
+    ) -> UidMark | None:
+        """Handle every new message in UID order; the mark after the last one handled."""
+        fresh = mark is None
+        if mark is None:
+            # No usable mark (first start, or UIDVALIDITY changed): the unseen messages are
+            # the ones still waiting; the gateway's dedup recognises any it already has.
+            uids = await connection.search("UNSEEN")
+        else:
+            found = await connection.search(f"UID {mark.last_uid + 1}:*")
+            # "N:*" always includes the highest UID, even when it is below N.
+            uids = [uid for uid in found if uid > mark.last_uid]
+        for uid in uids:
+            if self._stopping.is_set():
+                return mark
+            raw = await connection.fetch(uid)
+            handed_over = raw is not None and await handle(folder.uidvalidity, uid, raw)
+            if handed_over:
+                await connection.mark_seen(uid)
+            mark = UidMark(folder.uidvalidity, uid)
+            await self._store.save(mark)
+            log.debug("email.message_done", uid=uid, acknowledged=handed_over)
+        if fresh and folder.uidnext is not None:
+            # What was already seen when we connected is not new: the mark starts there.
+            baseline = folder.uidnext - 1
+            if mark is None or mark.last_uid < baseline:
+                mark = UidMark(folder.uidvalidity, baseline)
+                await self._store.save(mark)
+        return mark

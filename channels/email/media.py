@@ -1,0 +1,104 @@
+"""Attachments in both directions: files users send are saved, files the agent sends attached.
+
+Received attachments are saved under `{data_dir}/media/email/<sender>/` (only for allowed
+senders: the channel does not store a stranger's files) and handed to the agent as paths.
+Disk reads and writes run in a worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import mimetypes
+import re
+from dataclasses import dataclass
+from email.message import EmailMessage
+from pathlib import Path
+
+from channels.email.reading import Attachment
+from channels.errors import ChannelError
+
+CHANNEL = "email"
+#: Attachments larger than this are not saved (the agent is told); 25 MB is what most
+#: providers accept in one email.
+MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
+_UNSAFE = re.compile(r"[^A-Za-z0-9._@-]+")
+
+
+def media_dir(data_dir: Path, sender: str) -> Path:
+    return data_dir / "media" / "email" / (_UNSAFE.sub("_", sender).strip("._") or "_")
+
+
+def local_name(prefix: str, index: int, attachment: Attachment) -> str:
+    name = Path(attachment.filename).name if attachment.filename else ""
+    stem = _UNSAFE.sub("_", Path(name).stem).strip("._")[:60]
+    suffix = _UNSAFE.sub("", Path(name).suffix)[:11].lower()
+    if not suffix:
+        suffix = mimetypes.guess_extension(attachment.content_type) or ".bin"
+    return f"{prefix}-{index}-{stem or 'attachment'}{suffix}"
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".part")
+    partial.write_bytes(data)
+    partial.replace(path)
+
+
+async def save_attachments(
+    directory: Path, message_key: str, attachments: tuple[Attachment, ...]
+) -> tuple[list[str], list[str]]:
+    """Saved paths, and a note for each attachment that was not saved."""
+    prefix = hashlib.sha256(message_key.encode()).hexdigest()[:16]
+    paths: list[str] = []
+    errors: list[str] = []
+    for index, attachment in enumerate(attachments, start=1):
+        if len(attachment.payload) > MAX_ATTACHMENT_BYTES:
+            errors.append(f"{attachment.filename or 'attachment'}: over 25 MB, not saved")
+            continue
+        path = directory / local_name(prefix, index, attachment)
+        try:
+            await asyncio.to_thread(_write_file, path, attachment.payload)
+        except OSError as exc:
+            errors.append(f"{attachment.filename or 'attachment'}: {exc}")
+            continue
+        paths.append(str(path))
+    return paths, errors
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingFile:
+    name: str
+    maintype: str
+    subtype: str
+    data: bytes
+
+
+def _read_file(path: Path) -> OutgoingFile:
+    data = path.read_bytes()
+    if len(data) > MAX_ATTACHMENT_BYTES:
+        raise ChannelError(
+            f"{path.name} is {len(data)} bytes; email takes attachments up to 25 MB",
+            channel=CHANNEL,
+        )
+    content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    maintype, _, subtype = content_type.partition("/")
+    return OutgoingFile(path.name, maintype, subtype, data)
+
+
+async def attach_files(message: EmailMessage, paths: list[str]) -> None:
+    for text in paths:
+        try:
+            outgoing = await asyncio.to_thread(_read_file, Path(text))
+        except OSError as exc:
+            raise ChannelError(
+                f"cannot read the file to send: {exc}",
+                channel=CHANNEL,
+                suggestion="the agent must pass paths this process can read",
+            ) from exc
+        message.add_attachment(
+            outgoing.data,
+            maintype=outgoing.maintype,
+            subtype=outgoing.subtype,
+            filename=outgoing.name,
+        )

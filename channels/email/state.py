@@ -1,0 +1,149 @@
+"""What the channel keeps on disk: the last handled UID of the mailbox, and reply threads.
+
+Both are small JSON files in the channel's data directory, replaced atomically (a temporary
+file in the same directory, fsync, `os.replace`, fsync of the directory) and always written
+in a worker thread, never on the event loop. A torn or unreadable file counts as absent: the
+channel then falls back to the unseen messages, and the gateway's dedup by Message-ID keeps
+anything already handled from being answered twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+#: Threads remembered for replies; older ones are answered without the original subject.
+MAX_THREADS = 2000
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("email.state_unreadable", path=str(path), error=repr(exc))
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class UidMark:
+    """Every message up to `last_uid` of the folder with this UIDVALIDITY has been handled."""
+
+    uidvalidity: int
+    last_uid: int
+
+
+class UidStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    async def load(self) -> UidMark | None:
+        data = await asyncio.to_thread(_read_json, self.path)
+        if not isinstance(data, dict):
+            return None
+        validity, last = data.get("uidvalidity"), data.get("last_uid")
+        if not isinstance(validity, int) or not isinstance(last, int):
+            log.warning("email.state_unreadable", path=str(self.path), error="missing fields")
+            return None
+        return UidMark(validity, last)
+
+    async def save(self, mark: UidMark) -> None:
+        data = json.dumps(asdict(mark)).encode()
+        await asyncio.to_thread(write_atomically, self.path, data)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """What a reply to one received message needs to land in the sender's thread."""
+
+    chat_id: str
+    message_id: str
+    subject: str
+    references: tuple[str, ...]
+
+
+class ThreadStore:
+    """Received messages' threading headers by Message-ID, bounded, kept across restarts.
+
+    A reply may be sent after a restart (the gateway answers what it received before a
+    crash), so the subject and references of what it answers are on disk before the message
+    is handed to the gateway.
+    """
+
+    def __init__(self, path: Path, max_entries: int = MAX_THREADS) -> None:
+        self.path = path
+        self._max_entries = max_entries
+        self._threads: OrderedDict[str, ThreadInfo] = OrderedDict()
+        self._loaded = False
+        self._lock = asyncio.Lock()
+
+    async def load(self) -> None:
+        async with self._lock:
+            if self._loaded:
+                return
+            data = await asyncio.to_thread(_read_json, self.path)
+            for item in data.get("threads", []) if isinstance(data, dict) else []:
+                try:
+                    info = ThreadInfo(
+                        str(item["chat_id"]),
+                        str(item["message_id"]),
+                        str(item["subject"]),
+                        tuple(str(ref) for ref in item["references"]),
+                    )
+                except (KeyError, TypeError) as exc:
+                    log.warning("email.thread_entry_skipped", error=repr(exc))
+                    continue
+                self._threads[info.message_id] = info
+            self._loaded = True
+
+    def get(self, message_id: str) -> ThreadInfo | None:
+        return self._threads.get(message_id)
+
+    def latest(self, chat_id: str) -> ThreadInfo | None:
+        """The most recent message received in the chat (for replies that name none)."""
+        for info in reversed(self._threads.values()):
+            if info.chat_id == chat_id:
+                return info
+        return None
+
+    async def remember(self, info: ThreadInfo) -> None:
+        await self.load()
+        async with self._lock:
+            self._threads[info.message_id] = info
+            self._threads.move_to_end(info.message_id)
+            while len(self._threads) > self._max_entries:
+                self._threads.popitem(last=False)
+            items = [asdict(entry) for entry in self._threads.values()]
+            payload = json.dumps({"threads": items}).encode()
+            await asyncio.to_thread(write_atomically, self.path, payload)
