@@ -27,6 +27,8 @@ CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
         "slack": "channels.slack:create",
         "api": "channels.api:create",
         "cli": "channels.cli:create",
+        "feishu": "channels.feishu:create",
+        "wecom": "channels.wecom:create",
     }
 )
 
@@ -38,6 +40,7 @@ _OPTIONAL_SDKS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
         "telegram": ("telegram", "python-telegram-bot", "telegram"),
         "discord": ("discord", "discord.py", "discord"),
         "slack": ("slack_bolt", "slack-bolt", "slack"),
+        "feishu": ("google", "protobuf", "feishu"),
     }
 )
 

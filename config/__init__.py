@@ -19,9 +19,11 @@ from config.channels import (
     ChannelConfigBase,
     CliChannelConfig,
     DiscordConfig,
+    FeishuConfig,
     PluginChannelConfig,
     SlackConfig,
     TelegramConfig,
+    WeComConfig,
 )
 from config.common import ConfigModel
 from config.describe import (
@@ -58,6 +60,7 @@ __all__ = [
     "ConfigWarning",
     "DiscordConfig",
     "EchoAgentConfig",
+    "FeishuConfig",
     "FsyncPolicy",
     "GatewayConfig",
     "HttpConfig",
@@ -72,6 +75,7 @@ __all__ = [
     "SessionsConfig",
     "SlackConfig",
     "TelegramConfig",
+    "WeComConfig",
     "WebhookAgentConfig",
     "default_config",
     "describe_config_keys",

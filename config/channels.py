@@ -205,15 +205,21 @@ class PluginChannelConfig(ChannelConfigBase):
         return f"plugin:{self.class_path}"
 
 
+# Platforms whose models live in modules of their own (they build on ChannelConfigBase above).
+from config.channels_feishu import FeishuConfig  # noqa: E402
+from config.channels_wecom import WeComConfig  # noqa: E402
+
 ChannelConfig = Annotated[
     TelegramConfig
     | DiscordConfig
     | SlackConfig
     | ApiChannelConfig
     | CliChannelConfig
-    | PluginChannelConfig,
+    | PluginChannelConfig
+    | FeishuConfig
+    | WeComConfig,
     Field(discriminator="type"),
 ]
 """Any channel configuration, told apart by its `type`."""
 
-CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin")
+CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin", "feishu", "wecom")

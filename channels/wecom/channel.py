@@ -1,0 +1,106 @@
+"""The WeCom application channel: callbacks in through the daemon's HTTP server, replies out
+with `message/send`.
+
+`start()` fetches an access token (bad credentials are fatal), then serves the callback route
+until stopped. Replies are Markdown messages (WeCom's Markdown subset; text for unformatted
+content) to the user who wrote, at most 2,048 UTF-8 bytes each: the manager splits to that.
+WeCom cannot edit a sent message, so streamed replies arrive whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import structlog
+from aiohttp import web
+
+from bus import InboundSender, OutboundMessage
+from channels.base import FORMATTED, Channel
+from channels.errors import AuthError, FatalChannelError
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.wecom.api import CHANNEL, WeComApi
+from channels.wecom.callback import CallbackReceiver
+from channels.wecom.crypto import WeComCrypto
+from channels.wecom.messages import WeComMessage
+from config import WeComConfig
+
+log = structlog.get_logger(__name__)
+
+
+class WeComChannel(Channel):
+    limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["wecom"]
+
+    def __init__(self, config: WeComConfig) -> None:
+        self._config = config
+        self._api = WeComApi(config.api_base_url, config.corp_id, config.secret.get_secret_value())
+        crypto = WeComCrypto(
+            config.token.get_secret_value(),
+            config.encoding_aes_key.get_secret_value(),
+            config.corp_id,
+        )
+        self._receiver = CallbackReceiver(crypto)
+        self._health = ChannelHealth.unknown()
+        self._stopping = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    async def start(self, inbound: InboundSender) -> None:
+        if self._stopping.is_set():
+            return
+        try:
+            await self._api.tokens.get()
+        except AuthError as exc:
+            self._health = ChannelHealth.down(str(exc))
+            raise FatalChannelError(
+                f"WeCom refused the credentials ({exc})", channel=CHANNEL, suggestion=exc.suggestion
+            ) from exc
+
+        async def take(message: WeComMessage) -> None:
+            await inbound.send(message.to_inbound())
+
+        self._receiver.handle = take
+        self._health = ChannelHealth.healthy()
+        log.info("wecom.receiving", path=self._config.webhook_path, agent_id=self._config.agent_id)
+        try:
+            await self._stopping.wait()
+        finally:
+            self._receiver.handle = None
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self._receiver.handle = None
+        await self._api.close()
+
+    def web_routes(self) -> Sequence[web.AbstractRouteDef]:
+        path = self._config.webhook_path
+        return (web.get(path, self._receiver.verify_url), web.post(path, self._receiver.receive))
+
+    async def health_check(self) -> ChannelHealth:
+        return self._health
+
+    async def probe(self) -> str | None:
+        await self._api.tokens.get()
+        return f"corp {self._config.corp_id}, agent {self._config.agent_id}"
+
+    async def send(self, message: OutboundMessage) -> None:
+        if message.typing_signal is not None or not message.content.strip():
+            return
+        await self._api.call("/cgi-bin/message/send", "message/send", self._payload(message))
+
+    def _payload(self, message: OutboundMessage) -> dict[str, Any]:
+        kind = "markdown" if message.metadata.get(FORMATTED) else "text"
+        return {
+            "touser": message.chat_id,
+            "msgtype": kind,
+            "agentid": self._config.agent_id,
+            kind: {"content": message.content},
+        }
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        await self.send(message)
+        return None
