@@ -58,7 +58,8 @@ class CallbackReceiver:
     def _query(self, request: web.Request, *names: str) -> list[str]:
         values = [request.query.get(name, "") for name in names]
         if not all(values):
-            raise _Refused(401, "unsigned: " + ", ".join(n for n, v in zip(names, values) if not v))
+            missing = [name for name, value in zip(names, values, strict=True) if not value]
+            raise _Refused(401, "unsigned: no " + ", ".join(missing))
         timestamp = values[1]
         if not timestamp.isdigit() or abs(self._clock() - int(timestamp)) > MAX_SKEW_S:
             raise _Refused(401, "stale timestamp")
