@@ -19,12 +19,12 @@ from config.channels import (
     ChannelConfigBase,
     CliChannelConfig,
     DiscordConfig,
-    FeishuConfig,
     PluginChannelConfig,
     SlackConfig,
     TelegramConfig,
-    WeComConfig,
 )
+from config.channels_feishu import FeishuConfig
+from config.channels_wecom import WeComConfig
 from config.common import ConfigModel
 from config.describe import (
     describe_config_keys,
