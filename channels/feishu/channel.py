@@ -47,6 +47,7 @@ class FeishuChannel(Channel):
         self._inbound: InboundSender | None = None
         self._health = ChannelHealth.unknown()
         self._stopping = asyncio.Event()
+        self._accepting = asyncio.Event()
         self.connection = LongConnection(
             self._api, self._take_frame, on_health=self._set_health, backoff_base_s=backoff_base_s
         )
@@ -63,6 +64,13 @@ class FeishuChannel(Channel):
     def name(self) -> str:
         return CHANNEL
 
+    async def wait_receiving(self) -> None:
+        """Return once events are being received (connected, or webhook mode started)."""
+        if self._receiver is not None:
+            await self._accepting.wait()
+        else:
+            await self.connection.connected.wait()
+
     # Receiving
 
     async def start(self, inbound: InboundSender) -> None:
@@ -76,6 +84,7 @@ class FeishuChannel(Channel):
         try:
             if self._receiver is not None:
                 self._receiver.handle = self._take
+                self._accepting.set()
                 self._set_health(ChannelHealth.healthy())
                 log.info("feishu.receiving", mode="webhook", path=self._config.webhook_path)
                 await self._stopping.wait()
@@ -87,6 +96,7 @@ class FeishuChannel(Channel):
         finally:
             if self._receiver is not None:
                 self._receiver.handle = None
+            self._accepting.clear()
             self._inbound = None
 
     async def _run_connection(self) -> None:
