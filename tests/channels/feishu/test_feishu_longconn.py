@@ -28,7 +28,8 @@ async def test_an_event_is_acknowledged_only_once_it_is_durable(fake: FakeFeishu
         [message] = running.inbound.messages
         assert (message.channel, message.sender_id, message.chat_id) == ("feishu", ALICE, DM)
         assert message.content == "你好 Feishu"
-        assert message.message_id is not None and message.message_id != frame_id
+        assert message.message_id is not None
+        assert message.message_id != frame_id
         assert fake.acks[frame_id]["biz_rt"].isdigit()
 
 
@@ -105,5 +106,6 @@ async def test_stop_ends_start_while_connected(fake: FakeFeishu) -> None:
         assert await running.channel.health_check() == ChannelHealth.healthy()
         await running.channel.stop()
         await asyncio.wait({running.task}, timeout=2)
-        assert running.task.done() and running.task.exception() is None
+        assert running.task.done()
+        assert running.task.exception() is None
     await fake.wait_until(lambda: fake.open_connections == 0, 5)
