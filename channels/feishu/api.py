@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from json import dumps
 from typing import Any
 
 import aiohttp
@@ -118,11 +119,17 @@ class FeishuApi:
         token: str | None = None,
     ) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        data = None
+        if json is not None:
+            # UTF-8 as is: Feishu's 30 KB body limit would count each CJK character as a
+            # 6-byte \u escape otherwise (aiohttp's json= escapes everything non-ASCII).
+            data = dumps(json, ensure_ascii=False, separators=(",", ":")).encode()
+            headers["Content-Type"] = "application/json; charset=utf-8"
         try:
             async with (
                 asyncio.timeout(REQUEST_TIMEOUT_S),
                 self.http().request(
-                    method, self.base_url + path, params=params, json=json, headers=headers
+                    method, self.base_url + path, params=params, data=data, headers=headers
                 ) as response,
             ):
                 status, reset = response.status, response.headers.get("x-ogw-ratelimit-reset")

@@ -88,3 +88,12 @@ async def test_probe_names_the_bot_and_refuses_a_wrong_secret(fake: FakeFeishu) 
     bad = FeishuChannel(config_for(fake, app_secret="wrong"))
     with pytest.raises(AuthError):
         await bad.probe()
+
+
+async def test_a_card_at_the_limit_fits_feishus_body_limit(
+    fake: FakeFeishu, channel: FeishuChannel
+) -> None:
+    text = "长回复\n" * (channel.limit.max_units // 10)
+    assert channel.limit.fits(text)
+    await channel.send(reply(text))
+    assert fake.texts(DM) == [text]
