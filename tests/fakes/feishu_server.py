@@ -57,6 +57,8 @@ class FeishuMessage:
     msg_type: str
     content: JsonObject
     updates: list[float] = field(default_factory=list)
+    #: The text shown after the creation and after each update, in order.
+    shown: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -204,9 +206,11 @@ class FakeFeishu:
         if key and key in self._uuids:
             return self._answer(request, {"code": 0, "data": {"message_id": self._uuids[key]}})
         message_id = f"om_{next(self._ids):020d}"
-        self.messages[message_id] = FeishuMessage(
+        created = FeishuMessage(
             message_id, chat_id, str(body.get("msg_type")), json.loads(body["content"])
         )
+        created.shown.append(created.text)
+        self.messages[message_id] = created
         if key:
             self._uuids[key] = message_id
         return self._answer(
@@ -234,6 +238,7 @@ class FakeFeishu:
         body = await request.json()
         message.content = json.loads(body["content"])
         message.updates.append(now)
+        message.shown.append(message.text)
         return self._answer(request, {"code": 0, "msg": "success", "data": {}})
 
     def rate_limit_next(self, kind: str, count: int = 1) -> None:
