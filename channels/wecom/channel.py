@@ -44,10 +44,15 @@ class WeComChannel(Channel):
         self._receiver = CallbackReceiver(crypto)
         self._health = ChannelHealth.unknown()
         self._stopping = asyncio.Event()
+        self._receiving = asyncio.Event()
 
     @property
     def name(self) -> str:
         return CHANNEL
+
+    async def wait_receiving(self) -> None:
+        """Return once callbacks are taken (the credentials were accepted)."""
+        await self._receiving.wait()
 
     async def start(self, inbound: InboundSender) -> None:
         if self._stopping.is_set():
@@ -64,12 +69,14 @@ class WeComChannel(Channel):
             await inbound.send(message.to_inbound())
 
         self._receiver.handle = take
+        self._receiving.set()
         self._health = ChannelHealth.healthy()
         log.info("wecom.receiving", path=self._config.webhook_path, agent_id=self._config.agent_id)
         try:
             await self._stopping.wait()
         finally:
             self._receiver.handle = None
+            self._receiving.clear()
 
     async def stop(self) -> None:
         self._stopping.set()

@@ -24,20 +24,26 @@ from structlog.typing import EventDict, WrappedLogger
 from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
 from channels.base import Channel
 from channels.discord import DiscordChannel
+from channels.feishu import FeishuChannel
 from channels.errors import ChannelError
 from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE, ChannelContext, build_channel
 from channels.slack import SlackChannel
+from channels.wecom import WeComChannel
 from config import (
     ApiChannelConfig,
     CliChannelConfig,
     DiscordConfig,
+    FeishuConfig,
     PluginChannelConfig,
     SlackConfig,
     TelegramConfig,
+    WeComConfig,
 )
 from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.wecom_server import FakeWeCom
 from tests.support.hub import ChannelHub
 
 pytestmark = pytest.mark.slow
@@ -54,6 +60,8 @@ AnyChannelConfig = (
     | ApiChannelConfig
     | CliChannelConfig
     | PluginChannelConfig
+    | FeishuConfig
+    | WeComConfig
 )
 
 
@@ -141,6 +149,49 @@ async def slack_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig
             allow=["UALICE0001"],
         )
         yield Rig(config, ready, failing, allowed="UALICE0001", stranger="UMALLORY01")
+
+
+@asynccontextmanager
+async def feishu_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeFeishu() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, FeishuChannel)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("feishu", "chat-the-bot-is-not-in")
+
+        config = FeishuConfig(
+            app_id=fake.app_id,
+            app_secret=fake.app_secret,
+            base_url=fake.base_url,
+            allow=["ou_alice"],
+        )
+        yield Rig(config, ready, failing, allowed="ou_alice", stranger="ou_mallory")
+
+
+@asynccontextmanager
+async def wecom_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeWeCom() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, WeComChannel)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("wecom", "no-such-user")
+
+        config = WeComConfig(
+            corp_id=fake.corp_id,
+            agent_id=fake.agent_id,
+            secret=fake.secret,
+            token=fake.token,
+            encoding_aes_key=fake.encoding_aes_key,
+            api_base_url=fake.base_url,
+            allow=["alice"],
+        )
+        yield Rig(config, ready, failing, allowed="alice", stranger="mallory")
 
 
 class LogWatch:
@@ -244,6 +295,8 @@ RIGS: dict[str, RigFactory] = {
     "api": api_rig,
     "cli": cli_rig,
     PLUGIN_TYPE: plugin_rig,
+    "feishu": feishu_rig,
+    "wecom": wecom_rig,
 }
 
 
