@@ -12,6 +12,7 @@ from config import (
     CliChannelConfig,
     DiscordConfig,
     EchoAgentConfig,
+    FeishuConfig,
     GatewayConfig,
     HttpConfig,
     LoggingConfig,
@@ -22,6 +23,7 @@ from config import (
     SlackConfig,
     TelegramConfig,
     WebhookAgentConfig,
+    WeComConfig,
     describe_config_keys,
     describe_gateway_keys,
     describe_profile_keys,
@@ -70,6 +72,8 @@ def test_every_variant_field_is_listed() -> None:
         "api": ApiChannelConfig,
         "cli": CliChannelConfig,
         "plugin": PluginChannelConfig,
+        "feishu": FeishuConfig,
+        "wecom": WeComConfig,
     }
     assert set(channel_models) == set(CHANNEL_TYPES)
     for tag, model in channel_models.items():

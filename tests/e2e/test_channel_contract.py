@@ -24,8 +24,8 @@ from structlog.typing import EventDict, WrappedLogger
 from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
 from channels.base import Channel
 from channels.discord import DiscordChannel
-from channels.feishu import FeishuChannel
 from channels.errors import ChannelError
+from channels.feishu import FeishuChannel
 from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE, ChannelContext, build_channel
 from channels.slack import SlackChannel
 from channels.wecom import WeComChannel
