@@ -46,7 +46,6 @@ class AccessTokenCache:
         self._value: str | None = None
         self._refresh_at = 0.0
         self._lock = asyncio.Lock()
-        self.fetches = 0
 
     async def get(self) -> str:
         """A token valid for a while yet; fetches a new one when needed."""
@@ -59,7 +58,6 @@ class AccessTokenCache:
             if value is not None:
                 return value
             issued = await self._fetch()
-            self.fetches += 1
             margin = min(self._early_refresh_s, issued.expires_in_s / 5)
             self._value = issued.value
             self._refresh_at = self._clock() + max(0.0, issued.expires_in_s - margin)
