@@ -427,6 +427,22 @@ class FakeFeishu:
             }
         return headers, raw
 
+    def forgeries(self, payload: JsonObject) -> dict[str, tuple[dict[str, str], bytes]]:
+        """Requests a webhook must refuse (401), by name: for a shared webhook attack corpus."""
+        headers, body = self.sealed(payload)
+        header = payload.get("header") or {}
+        return {
+            "forged_signature": ({**headers, "X-Lark-Signature": "0" * 64}, body),
+            "tampered_body": (headers, body.replace(b'"}', b'x"}')),
+            "stale": self.sealed(payload, timestamp=int(time.time()) - 3600),
+            "unsigned": self.sealed(payload, signed=False),
+            "wrong_encrypt_key": self.sealed(payload, encrypt_key="not the key"),
+            "wrong_verification_token": self.sealed(
+                payload | {"header": {**header, "token": "guess"}}
+            ),
+            "unencrypted": ({"Content-Type": "application/json"}, json.dumps(payload).encode()),
+        }
+
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> tuple[int, str]:
         async with aiohttp.ClientSession() as http, http.post(url, data=body, headers=headers) as r:
             return r.status, await r.text()

@@ -203,6 +203,20 @@ class FakeWeCom:
         ).encode()
         return query, body
 
+    def forgeries(self, plain: bytes) -> dict[str, tuple[int, dict[str, str], bytes]]:
+        """Callbacks the application must refuse, by name, with the status each gets: for a
+        shared webhook attack corpus."""
+        query, body = self.sealed(plain)
+        other_key = WeComCrypto(self.token, "B" * 43, self.corp_id)
+        other_corp = WeComCrypto(self.token, self.encoding_aes_key, "ww_someone_else")
+        return {
+            "forged_signature": (401, {**query, "msg_signature": "0" * 40}, body),
+            "unsigned": (401, {k: v for k, v in query.items() if k != "msg_signature"}, body),
+            "stale": (401, *self.sealed(plain, timestamp=int(time.time()) - 3600)),
+            "wrong_aes_key": (403, *self.sealed(plain, crypto=other_key)),
+            "other_corp": (403, *self.sealed(plain, crypto=other_corp)),
+        }
+
     async def post_callback(self, url: str, query: dict[str, str], body: bytes) -> tuple[int, str]:
         async with (
             aiohttp.ClientSession() as http,
