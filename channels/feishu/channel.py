@@ -164,6 +164,12 @@ class FeishuChannel(Channel):
             return False
         except (MalformedEvent, ValueError) as exc:
             log.warning("feishu.malformed_event_skipped", error=str(exc))
+        except PipeClosed:
+            raise
+        except Exception:  # supervision point: one event must not end the connection
+            # Not acknowledged: Feishu delivers it again (a bounded number of times).
+            log.exception("feishu.event_failed")
+            return False
         return True
 
     async def stop(self) -> None:

@@ -2,9 +2,11 @@
 with `message/send`.
 
 `start()` fetches an access token (bad credentials are fatal), then serves the callback route
-until stopped. Replies are Markdown messages (WeCom's Markdown subset; text for unformatted
-content) to the user who wrote, at most 2,048 UTF-8 bytes each: the manager splits to that.
-WeCom cannot edit a sent message, so streamed replies arrive whole.
+until stopped. Replies go to the user who wrote as text messages (plain text shows everywhere,
+the WeChat plug-in included; content the manager marks as formatted goes as WeCom Markdown), at
+most 2,048 UTF-8 bytes each: the manager splits to that. No more than 30 go to one member a
+minute (`pacing.py`: WeCom drops the rest silently). WeCom cannot edit a sent message, so
+streamed replies arrive whole.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from aiohttp import web
 
 from bus import InboundSender, OutboundMessage
 from channels.base import FORMATTED, Channel
-from channels.errors import AuthError, FatalChannelError
+from channels.errors import AuthError, FatalChannelError, RateLimited
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.wecom.api import CHANNEL, WeComApi
 from channels.wecom.callback import CallbackReceiver
 from channels.wecom.crypto import WeComCrypto
 from channels.wecom.messages import WeComMessage
+from channels.wecom.pacing import SendWindow
 from config import WeComConfig
 
 log = structlog.get_logger(__name__)
@@ -33,8 +36,9 @@ log = structlog.get_logger(__name__)
 class WeComChannel(Channel):
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["wecom"]
 
-    def __init__(self, config: WeComConfig) -> None:
+    def __init__(self, config: WeComConfig, *, window: SendWindow | None = None) -> None:
         self._config = config
+        self._window = window or SendWindow()
         self._api = WeComApi(config.api_base_url, config.corp_id, config.secret.get_secret_value())
         crypto = WeComCrypto(
             config.token.get_secret_value(),
@@ -97,6 +101,11 @@ class WeComChannel(Channel):
     async def send(self, message: OutboundMessage) -> None:
         if message.typing_signal is not None or not message.content.strip():
             return
+        wait_s = self._window.reserve(message.chat_id)
+        if wait_s > 0:
+            raise RateLimited(
+                wait_s, "WeCom takes 30 messages a minute per member", channel=CHANNEL
+            )
         await self._api.call("/cgi-bin/message/send", "message/send", self._payload(message))
 
     def _payload(self, message: OutboundMessage) -> dict[str, Any]:

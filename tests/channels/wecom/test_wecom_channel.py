@@ -13,7 +13,9 @@ from bus import OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.wecom import WeComChannel
+from channels.wecom.pacing import SendWindow
 from config import WeComConfig
+from tests.channels.conftest import FakeClock
 from tests.channels.inbound_gate import GatedInbound
 from tests.fakes import LocalHttpServer
 from tests.fakes.wecom_server import FakeWeCom
@@ -181,5 +183,34 @@ async def test_probe_names_the_corp_and_agent(fake: FakeWeCom) -> None:
     channel = WeComChannel(config_for(fake))
     try:
         assert await channel.probe() == f"corp {fake.corp_id}, agent {fake.agent_id}"
+    finally:
+        await channel.stop()
+
+
+def test_the_send_window_counts_30_a_minute_per_member() -> None:
+    clock = FakeClock()
+    window = SendWindow(clock=clock)
+    waits = []
+    for _ in range(30):
+        waits.append(window.reserve("alice"))
+        clock.advance(1.0)
+    assert waits == [0.0] * 30
+    assert window.reserve("alice") == pytest.approx(30.0)  # the first send ages out at 60 s
+    assert window.reserve("bob") == 0.0
+    clock.advance(30.0)
+    assert window.reserve("alice") == 0.0
+
+
+async def test_the_31st_message_in_a_minute_waits_instead_of_being_dropped(
+    fake: FakeWeCom,
+) -> None:
+    channel = WeComChannel(config_for(fake), window=SendWindow(max_sends=2))
+    try:
+        for text in ("one", "two"):
+            await channel.send(OutboundMessage(channel="wecom", chat_id="alice", content=text))
+        with pytest.raises(RateLimited) as limited:
+            await channel.send(OutboundMessage(channel="wecom", chat_id="alice", content="3"))
+        assert 0 < limited.value.retry_after_s <= 60
+        assert fake.texts("alice") == ["one", "two"]
     finally:
         await channel.stop()
