@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from channels.feishu.channel import CARD_TEXT_LIMIT
 from tests.e2e.conftest import (
     DAEMON_ENV,
     WAIT_S,
@@ -141,6 +142,7 @@ async def test_a_10000_character_reply_arrives_complete(bot: FeishuBot) -> None:
     await bot.barrier(chat)
 
     *cards, _barrier = bot.fake.texts(chat)
+    assert all(len(card.encode()) <= CARD_TEXT_LIMIT.max_units for card in cards)
     assert non_space(without_fences("".join(cards))) == non_space(without_fences(text))
     refused = [c for c in bot.fake.calls if c.status != 200 and c.path.startswith("/open-apis/im")]
     assert not refused, refused
@@ -153,6 +155,7 @@ async def test_a_longer_reply_rolls_over_to_new_cards_at_natural_breaks(bot: Fei
     await bot.barrier(chat)
 
     *cards, _barrier = bot.fake.texts(chat)
+    assert all(len(card.encode()) <= CARD_TEXT_LIMIT.max_units for card in cards)
     assert_split_well(text, cards, fences_shown=True)
     refused = [c for c in bot.fake.calls if c.status != 200 and c.path.startswith("/open-apis/im")]
     assert not refused, refused
