@@ -132,14 +132,8 @@ class FeishuChannel(Channel):
         return error
 
     async def _identify(self) -> str:
-        body = await self._api.call("GET", "/open-apis/bot/v3/info", "bot/v3/info")
-        bot = body.get("bot")
-        open_id = bot.get("open_id") if isinstance(bot, dict) else None
-        if not isinstance(open_id, str) or not open_id:
-            raise ChannelError("bot/v3/info did not name the bot", channel=CHANNEL)
-        self._bot_open_id = open_id
-        name = bot.get("app_name", "") if isinstance(bot, dict) else ""
-        return f"{name} ({open_id})"
+        name, self._bot_open_id = await bot_identity(self._api)
+        return f"{name} ({self._bot_open_id})"
 
     async def _take(self, envelope: EventEnvelope) -> None:
         """Hand one event's message to the gateway; returns once it is durable."""
@@ -191,10 +185,14 @@ class FeishuChannel(Channel):
         return self._health
 
     async def probe(self) -> str | None:
+        # Its own client: a probe neither disturbs nor outlives a running channel's session.
+        config = self._config
+        api = FeishuApi(config.base_url, config.app_id, config.app_secret.get_secret_value())
         try:
-            return await self._identify()
+            name, open_id = await bot_identity(api)
         finally:
-            await self._api.close()
+            await api.close()
+        return f"{name} ({open_id})"
 
     # Sending
 
@@ -230,3 +228,13 @@ class FeishuChannel(Channel):
             "im/v1/messages PATCH",
             json={"content": card_content(content)},
         )
+
+
+async def bot_identity(api: FeishuApi) -> tuple[str, str]:
+    """The bot's name and open id (`bot/v3/info`)."""
+    body = await api.call("GET", "/open-apis/bot/v3/info", "bot/v3/info")
+    bot = body.get("bot")
+    open_id = bot.get("open_id") if isinstance(bot, dict) else None
+    if not isinstance(bot, dict) or not isinstance(open_id, str) or not open_id:
+        raise ChannelError("bot/v3/info did not name the bot", channel=CHANNEL)
+    return str(bot.get("app_name", "")), open_id

@@ -95,8 +95,14 @@ class WeComChannel(Channel):
         return self._health
 
     async def probe(self) -> str | None:
-        await self._api.tokens.get()
-        return f"corp {self._config.corp_id}, agent {self._config.agent_id}"
+        # Its own client: a probe neither disturbs nor outlives a running channel's session.
+        config = self._config
+        api = WeComApi(config.api_base_url, config.corp_id, config.secret.get_secret_value())
+        try:
+            await api.tokens.get()
+        finally:
+            await api.close()
+        return f"corp {config.corp_id}, agent {config.agent_id}"
 
     async def send(self, message: OutboundMessage) -> None:
         if message.typing_signal is not None or not message.content.strip():
