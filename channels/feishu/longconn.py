@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,7 +22,7 @@ import aiohttp
 import structlog
 from google.protobuf.message import DecodeError
 
-from channels.errors import AuthError, ChannelError, FatalChannelError
+from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.feishu import frames
 from channels.feishu.api import CHANNEL, FeishuApi
 from channels.health import ChannelHealth
@@ -90,8 +90,11 @@ class LongConnection:
         url = str(endpoint["URL"])
         self._configure(endpoint.get("ClientConfig"))
         service_id = int(parse_qs(urlsplit(url).query).get("service_id", ["0"])[0] or 0)
-        async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            ws = await self._api.http().ws_connect(url, autoping=True, heartbeat=None)
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                ws = await self._api.http().ws_connect(url, autoping=True, heartbeat=None)
+        except aiohttp.WSServerHandshakeError as exc:
+            raise handshake_error(exc) from exc
         async with ws:
             self.connections += 1
             self.connected.set()
@@ -151,6 +154,23 @@ class LongConnection:
             elapsed_ms = int((time.monotonic() - started) * 1000)
             async with asyncio.timeout(SEND_TIMEOUT_S):
                 await ws.send_bytes(frames.acknowledgement(frame, elapsed_ms))
+
+
+def handshake_error(exc: aiohttp.WSServerHandshakeError) -> ChannelError:
+    """Feishu refuses an upgrade with `handshake-status` (403: the app may not use the long
+    connection; 514: authentication failed) and `handshake-msg` headers."""
+    headers: Mapping[str, str] = exc.headers or {}
+    status, message = headers.get("handshake-status", ""), headers.get("handshake-msg", "")
+    detail = f"long connection refused: HTTP {exc.status}, handshake-status {status} ({message})"
+    if status == "403":
+        return AuthError(
+            detail,
+            channel=CHANNEL,
+            suggestion="enable event delivery over a persistent connection for the app, "
+            "or use mode: webhook",
+        )
+    # 514 with too many connections, or Feishu's own trouble: worth another try later.
+    return TransientError(detail, channel=CHANNEL)
 
 
 def _json(payload: bytes) -> Any:

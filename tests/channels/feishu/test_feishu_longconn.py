@@ -109,3 +109,20 @@ async def test_stop_ends_start_while_connected(fake: FakeFeishu) -> None:
         assert running.task.done()
         assert running.task.exception() is None
     await fake.wait_until(lambda: fake.open_connections == 0, 5)
+
+
+async def test_a_refused_upgrade_is_fatal_when_the_app_may_not_connect(fake: FakeFeishu) -> None:
+    fake.refuse_handshakes("403", "long connection not enabled")
+    channel = FeishuChannel(config_for(fake))
+    with pytest.raises(FatalChannelError, match="403"):
+        await asyncio.wait_for(channel.start(GatedInbound()), 5)
+    await channel.stop()
+
+
+async def test_a_busy_refusal_is_retried(fake: FakeFeishu) -> None:
+    fake.refuse_handshakes("514", "exceeded connection limit")
+    async with run_feishu(fake) as running:
+        await fake.wait_until(lambda: fake.handshakes_refused >= 2, 10)
+        assert not running.task.done()
+        fake.refuse_handshakes("")  # accepted again
+        await asyncio.wait_for(running.channel.wait_receiving(), 10)

@@ -101,6 +101,8 @@ class FakeFeishu(FeishuEventSender):
         self.pings = 0
         self.acks: dict[str, JsonObject] = {}
         self.connections_opened = 0
+        self.handshakes_refused = 0
+        self._refusal: tuple[str, str] | None = None
         self._sockets: list[web.WebSocketResponse] = []
         self._tokens: set[str] = set()
         self._uuids: dict[str, str] = {}
@@ -278,7 +280,18 @@ class FakeFeishu(FeishuEventSender):
             "PingInterval": self.ping_interval_s,
         }
 
-    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+    def refuse_handshakes(self, status: str, message: str = "refused") -> None:
+        """Refuse upgrades as Feishu does (`handshake-status`: 403, 514, ...); "" accepts."""
+        self._refusal = (status, message) if status else None
+
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        if self._refusal is not None:
+            status, message = self._refusal
+            self.handshakes_refused += 1
+            self._changed.set()
+            return web.Response(
+                status=400, headers={"handshake-status": status, "handshake-msg": message}
+            )
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         self._sockets.append(ws)
