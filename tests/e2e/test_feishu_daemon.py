@@ -257,3 +257,14 @@ async def test_an_acknowledged_event_survives_sigkill_and_is_answered_once(
         finally:
             await second.stop()
         assert fake.texts(chat) == ["survive this"]
+
+
+async def test_malformed_frames_are_skipped_and_the_connection_kept(bot: FeishuBot) -> None:
+    fake, chat = bot.fake, bot.new_chat()
+    opened = fake.connections_opened
+    await fake.push_raw(b"\xff\x00 not protobuf")
+    broken = await fake.push_event({"schema": "2.0", "header": {"event_type": "x"}})
+    await fake.wait_until(lambda: fake.acked(broken), WAIT_S)
+    await bot.say(chat, "still answering?")
+    await bot.reply_shown(chat, "still answering?")
+    assert fake.connections_opened == opened

@@ -178,3 +178,16 @@ async def test_an_acknowledged_message_survives_sigkill_and_is_answered_once(
         finally:
             await second.stop()
         assert fake.texts("alice") == ["survive this"]
+
+
+async def test_malformed_callbacks_are_refused_and_the_channel_keeps_answering(
+    bot: WeComBot,
+) -> None:
+    fake, user = bot.fake, bot.new_user()
+    query, _body = fake.sealed(fake.text_message(user, "x"))
+    assert (await fake.post_callback(bot.url, query, b"<xml><Encrypt>"))[0] == 400
+    assert (await fake.post_callback(bot.url, query, b"not xml at all"))[0] == 400
+    # Signed and encrypted, but not a message: acknowledged, so WeCom does not retry it.
+    assert await fake.post_message(bot.url, b"<xml><oops") == (200, "")
+    await bot.barrier(user)
+    assert fake.texts(user)[:-1] == []

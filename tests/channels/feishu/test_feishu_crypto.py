@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from channels.feishu.crypto import DecryptError, FeishuCipher, signature, signature_matches
 
@@ -50,3 +52,9 @@ def test_the_signature_covers_timestamp_nonce_key_and_body() -> None:
         ("1700000000", "n0nce", "test key", body + b" "),
     ):
         assert not signature_matches(good, *args)
+
+
+@given(plain=st.binary(max_size=300), iv=st.binary(min_size=16, max_size=16))
+def test_any_payload_round_trips(plain: bytes, iv: bytes) -> None:
+    cipher = FeishuCipher("test key")
+    assert cipher.decrypt(cipher.encrypt(plain, iv=iv)) == plain

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from channels.wecom.crypto import CryptoError, SignatureMismatch, WeComCrypto, aes_key, signature
 from channels.wecom.messages import MalformedCallback, encrypted_field, read_message
@@ -111,3 +113,9 @@ def test_a_bad_key_is_an_error_not_a_zero_key() -> None:
 def test_malformed_envelopes_are_refused(xml: bytes) -> None:
     with pytest.raises(MalformedCallback):
         encrypted_field(xml)
+
+
+@given(message=st.binary(max_size=300), prefix=st.binary(min_size=16, max_size=16))
+def test_any_message_round_trips(message: bytes, prefix: bytes) -> None:
+    crypto = WeComCrypto(DOC_TOKEN, DOC_ENCODING_AES_KEY, DOC_CORP_ID)
+    assert crypto.decrypt(crypto.encrypt(message, random_prefix=prefix)) == message
