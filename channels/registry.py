@@ -33,6 +33,8 @@ CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
         "line": "channels.line:create",
         "matrix": "channels.matrix:create",
         "email": "channels.email:create",
+        "feishu": "channels.feishu:create",
+        "wecom": "channels.wecom:create",
     }
 )
 
@@ -48,6 +50,7 @@ _OPTIONAL_SDKS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
         "line": ("linebot", "line-bot-sdk", "line"),
         "matrix": ("nio", "matrix-nio", "matrix"),
         "email": ("imap_tools", "imap-tools", "email"),
+        "feishu": ("google", "protobuf", "feishu"),
     }
 )
 

@@ -24,9 +24,11 @@ from config.channels import (
     SlackConfig,
     TelegramConfig,
 )
+from config.channels_feishu import FeishuConfig
 from config.channels_line import LineConfig
 from config.channels_matrix import MatrixConfig
 from config.channels_phone import TwilioConfig, WhatsAppConfig
+from config.channels_wecom import WeComConfig
 from config.common import ConfigModel
 from config.describe import (
     describe_config_keys,
@@ -63,6 +65,7 @@ __all__ = [
     "DiscordConfig",
     "EchoAgentConfig",
     "EmailConfig",
+    "FeishuConfig",
     "FsyncPolicy",
     "GatewayConfig",
     "HttpConfig",
@@ -80,6 +83,7 @@ __all__ = [
     "SlackConfig",
     "TelegramConfig",
     "TwilioConfig",
+    "WeComConfig",
     "WebhookAgentConfig",
     "WhatsAppConfig",
     "default_config",

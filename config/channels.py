@@ -255,6 +255,9 @@ class EmailConfig(EmailConfigFields, ChannelConfigBase):
     )
 
 
+from config.channels_feishu import FeishuConfig  # noqa: E402
+from config.channels_wecom import WeComConfig  # noqa: E402
+
 ChannelConfig = Annotated[
     TelegramConfig
     | DiscordConfig
@@ -266,7 +269,9 @@ ChannelConfig = Annotated[
     | WhatsAppConfig
     | LineConfig
     | MatrixConfig
-    | EmailConfig,
+    | EmailConfig
+    | FeishuConfig
+    | WeComConfig,
     Field(discriminator="type"),
 ]
 """Any channel configuration, told apart by its `type`."""
@@ -283,4 +288,6 @@ CHANNEL_TYPES = (
     "line",
     "matrix",
     "email",
+    "feishu",
+    "wecom",
 )

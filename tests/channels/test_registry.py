@@ -113,6 +113,8 @@ def test_every_registered_type_names_a_factory() -> None:
         "line",
         "matrix",
         "email",
+        "feishu",
+        "wecom",
     }
     for target in registry.CHANNEL_TYPES.values():
         module, _, factory = target.partition(":")
@@ -144,6 +146,9 @@ def test_platform_sdks_are_imported_only_when_used() -> None:
             "nio",
             "imap_tools",
             "aiosmtplib",
+            "google.protobuf",
+            "channels.feishu",
+            "channels.wecom",
         ]
         print(",".join(name for name in sdks if name in sys.modules))
         """

@@ -13,6 +13,7 @@ from config import (
     DiscordConfig,
     EchoAgentConfig,
     EmailConfig,
+    FeishuConfig,
     GatewayConfig,
     HttpConfig,
     LineConfig,
@@ -26,6 +27,7 @@ from config import (
     TelegramConfig,
     TwilioConfig,
     WebhookAgentConfig,
+    WeComConfig,
     WhatsAppConfig,
     describe_config_keys,
     describe_gateway_keys,
@@ -82,6 +84,8 @@ def test_every_variant_field_is_listed() -> None:
         "line": LineConfig,
         "matrix": MatrixConfig,
         "email": EmailConfig,
+        "feishu": FeishuConfig,
+        "wecom": WeComConfig,
     }
     assert set(channel_models) == set(CHANNEL_TYPES)
     for tag, model in channel_models.items():

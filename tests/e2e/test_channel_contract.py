@@ -25,26 +25,31 @@ from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
 from channels.base import Channel
 from channels.discord import DiscordChannel
 from channels.errors import ChannelError
+from channels.feishu import FeishuChannel
 from channels.line import LineChannel
 from channels.matrix import MatrixChannel
 from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE, ChannelContext, build_channel
 from channels.slack import SlackChannel
 from channels.twilio import TwilioChannel
+from channels.wecom import WeComChannel
 from channels.whatsapp import WhatsAppChannel
 from config import (
     ApiChannelConfig,
     CliChannelConfig,
     DiscordConfig,
     EmailConfig,
+    FeishuConfig,
     LineConfig,
     MatrixConfig,
     PluginChannelConfig,
     SlackConfig,
     TelegramConfig,
     TwilioConfig,
+    WeComConfig,
     WhatsAppConfig,
 )
 from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.imap_server import FakeImap
 from tests.fakes.line_server import FakeLine
 from tests.fakes.matrix_server import FakeMatrix
@@ -52,6 +57,7 @@ from tests.fakes.slack_server import FakeSlack
 from tests.fakes.smtp_server import FakeSmtp
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.twilio_server import FakeTwilio
+from tests.fakes.wecom_server import FakeWeCom
 from tests.fakes.whatsapp_server import FakeWhatsApp
 from tests.support.hub import ChannelHub
 
@@ -74,6 +80,8 @@ AnyChannelConfig = (
     | LineConfig
     | MatrixConfig
     | EmailConfig
+    | FeishuConfig
+    | WeComConfig
 )
 
 
@@ -284,6 +292,49 @@ async def email_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig
         yield Rig(config, ready, failing, "bob@friends.example", "mallory@evil.example")
 
 
+@asynccontextmanager
+async def feishu_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeFeishu() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, FeishuChannel)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("feishu", "chat-the-bot-is-not-in")
+
+        config = FeishuConfig(
+            app_id=fake.app_id,
+            app_secret=fake.app_secret,
+            base_url=fake.base_url,
+            allow=["ou_alice"],
+        )
+        yield Rig(config, ready, failing, allowed="ou_alice", stranger="ou_mallory")
+
+
+@asynccontextmanager
+async def wecom_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeWeCom() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, WeComChannel)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("wecom", "no-such-user")
+
+        config = WeComConfig(
+            corp_id=fake.corp_id,
+            agent_id=fake.agent_id,
+            secret=fake.secret,
+            token=fake.token,
+            encoding_aes_key=fake.encoding_aes_key,
+            api_base_url=fake.base_url,
+            allow=["alice"],
+        )
+        yield Rig(config, ready, failing, allowed="alice", stranger="mallory")
+
+
 class LogWatch:
     """A structlog processor that wakes a waiter when an event with a given name is logged."""
 
@@ -390,6 +441,8 @@ RIGS: dict[str, RigFactory] = {
     "twilio": twilio_rig,
     "whatsapp": whatsapp_rig,
     "email": email_rig,
+    "feishu": feishu_rig,
+    "wecom": wecom_rig,
 }
 
 

@@ -1,0 +1,74 @@
+"""A platform access token, fetched once, shared by every call, refreshed before it expires.
+
+Feishu's `tenant_access_token` and WeCom's `access_token` both come from a credentials call that
+says how long the token lives (`expire` / `expires_in`, in seconds; about two hours). Fetching one
+per request would hit the platforms' own rate limits on the token call, so one cached token
+serves everyone: it is refreshed a margin before its end (so no request goes out with a token
+about to lapse), and at once when the platform says a token is invalid (`invalidate`).
+Concurrent callers wait on one refresh rather than each fetching their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+Clock = Callable[[], float]
+
+#: Refresh this long before the platform's expiry, or at a fifth of a short lifetime.
+DEFAULT_EARLY_REFRESH_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    """What a credentials call returned: the token and how many seconds it is valid."""
+
+    value: str
+    expires_in_s: float
+
+
+Fetch = Callable[[], Awaitable[IssuedToken]]
+
+
+class AccessTokenCache:
+    def __init__(
+        self,
+        fetch: Fetch,
+        *,
+        early_refresh_s: float = DEFAULT_EARLY_REFRESH_S,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self._fetch = fetch
+        self._early_refresh_s = early_refresh_s
+        self._clock = clock
+        self._value: str | None = None
+        self._refresh_at = 0.0
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> str:
+        """A token valid for a while yet; fetches a new one when needed."""
+        value = self._current()
+        if value is not None:
+            return value
+        async with self._lock:
+            # Another caller may have refreshed it while this one waited for the lock.
+            value = self._current()
+            if value is not None:
+                return value
+            issued = await self._fetch()
+            margin = min(self._early_refresh_s, issued.expires_in_s / 5)
+            self._value = issued.value
+            self._refresh_at = self._clock() + max(0.0, issued.expires_in_s - margin)
+            return issued.value
+
+    def invalidate(self, value: str) -> None:
+        """The platform refused `value`: the next `get` fetches anew (unless already done)."""
+        if self._value == value:
+            self._value = None
+
+    def _current(self) -> str | None:
+        if self._value is not None and self._clock() < self._refresh_at:
+            return self._value
+        return None

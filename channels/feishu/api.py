@@ -1,0 +1,181 @@
+"""Feishu/Lark's open API over aiohttp, with failures in the manager's words.
+
+Every answer is JSON `{"code", "msg", ...}`, code 0 on success. The tenant access token is
+cached for its `expire` and refetched early, or at once on an invalid-token code (then the call
+is repeated once). A rate limit is HTTP 429 (400 on old APIs) with code 99991400 and the
+seconds to wait in `x-ogw-ratelimit-reset`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from json import dumps
+from typing import Any
+
+import aiohttp
+
+from channels.access_token import AccessTokenCache, IssuedToken
+from channels.errors import (
+    AuthError,
+    ChannelError,
+    FormattingRejected,
+    MessageTooLong,
+    RateLimited,
+    TransientError,
+)
+
+CHANNEL = "feishu"
+TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
+ENDPOINT_PATH = "/callback/ws/endpoint"
+
+INVALID_TOKEN = frozenset({99991661, 99991663, 99991664, 99991668})
+RATE_LIMITED = frozenset({99991400, 11232, 230020})
+#: Wrong app id or secret, app not enabled, bot capability off, long connection not allowed.
+CREDENTIALS = {
+    10003: "check app_id",
+    10014: "check app_secret",
+    99991401: "add this server's IP to the app's allow list",
+    99991672: "grant the app the scopes it needs (im:message, im:message:send_as_bot)",
+    230006: "enable the app's bot capability",
+    403: "enable long-connection event subscription for the app, or use mode: webhook",
+    514: "check app_id and app_secret",
+}
+TOO_LONG = frozenset({230025})
+CARD_REJECTED = frozenset({230099, 11310})
+DEFAULT_RETRY_AFTER_S = 1.0
+REQUEST_TIMEOUT_S = 15.0
+
+
+class FeishuApi:
+    def __init__(self, base_url: str, app_id: str, app_secret: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.app_id = app_id
+        self._app_secret = app_secret
+        self._session: aiohttp.ClientSession | None = None
+        self.tokens = AccessTokenCache(self._fetch_token)
+
+    def http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _fetch_token(self) -> IssuedToken:
+        credentials = {"app_id": self.app_id, "app_secret": self._app_secret}
+        body = await self._request("POST", TOKEN_PATH, "tenant_access_token", json=credentials)
+        token, expire = body.get("tenant_access_token"), body.get("expire", 7200)
+        if not isinstance(token, str) or not token:
+            raise ChannelError("tenant_access_token missing from the answer", channel=CHANNEL)
+        return IssuedToken(token, float(expire) if isinstance(expire, int) else 7200.0)
+
+    async def ws_endpoint(self) -> dict[str, Any]:
+        """The long connection's URL and client settings (`data{URL, ClientConfig}`)."""
+        credentials = {"AppID": self.app_id, "AppSecret": self._app_secret}
+        body = await self._request("POST", ENDPOINT_PATH, "ws endpoint", json=credentials)
+        data = body.get("data")
+        if not isinstance(data, dict) or not isinstance(data.get("URL"), str):
+            raise TransientError("the ws endpoint answer has no URL", channel=CHANNEL)
+        return data
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """An authorised call; a refused token is refetched and the call repeated once."""
+        for attempt in (1, 2):
+            token = await self.tokens.get()
+            try:
+                return await self._request(
+                    method, path, what, params=params, json=json, token=token
+                )
+            except _InvalidToken:
+                self.tokens.invalidate(token)
+                if attempt == 2:
+                    raise AuthError(
+                        f"{what}: Feishu refused a fresh tenant access token", channel=CHANNEL
+                    ) from None
+        raise AssertionError("unreachable")
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json: Mapping[str, Any] | None = None,
+        token: str | None = None,
+    ) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        data = None
+        if json is not None:
+            # UTF-8 as is: Feishu's 30 KB body limit would count each CJK character as a
+            # 6-byte \u escape otherwise (aiohttp's json= escapes everything non-ASCII).
+            data = dumps(json, ensure_ascii=False, separators=(",", ":")).encode()
+            headers["Content-Type"] = "application/json; charset=utf-8"
+        try:
+            async with (
+                asyncio.timeout(REQUEST_TIMEOUT_S),
+                self.http().request(
+                    method, self.base_url + path, params=params, data=data, headers=headers
+                ) as response,
+            ):
+                status, reset = response.status, response.headers.get("x-ogw-ratelimit-reset")
+                try:
+                    body = await response.json(content_type=None)
+                except ValueError:
+                    body = None
+        except TimeoutError as exc:
+            raise TransientError(f"{what} timed out", channel=CHANNEL) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise TransientError(f"{what} failed: {exc!r}", channel=CHANNEL) from exc
+        if not isinstance(body, dict):
+            if status == 429:
+                raise RateLimited(_seconds(reset), f"{what}: HTTP 429", channel=CHANNEL)
+            raise TransientError(f"{what}: HTTP {status}, not Feishu's JSON", channel=CHANNEL)
+        check(body, status, reset, what)
+        return body
+
+
+class _InvalidToken(ChannelError):
+    pass
+
+
+def _seconds(value: str | None) -> float:
+    try:
+        return max(0.0, float(value)) if value is not None else DEFAULT_RETRY_AFTER_S
+    except ValueError:
+        return DEFAULT_RETRY_AFTER_S
+
+
+def check(body: Mapping[str, Any], status: int, reset: str | None, what: str) -> None:
+    """Raise the typed error a Feishu answer stands for; return for success."""
+    code = body.get("code", 0)
+    if code == 0 and status < 400:
+        return
+    detail = f"{what}: HTTP {status}, code {code} ({body.get('msg', '')})"
+    if status == 429 or code in RATE_LIMITED:
+        raise RateLimited(_seconds(reset), detail, channel=CHANNEL)
+    if code in INVALID_TOKEN:
+        raise _InvalidToken(detail, channel=CHANNEL)
+    if isinstance(code, int) and code in CREDENTIALS:
+        raise AuthError(detail, channel=CHANNEL, suggestion=CREDENTIALS[code])
+    if code in TOO_LONG:
+        raise MessageTooLong(detail, channel=CHANNEL)
+    if code in CARD_REJECTED:
+        raise FormattingRejected(detail, channel=CHANNEL)
+    if status >= 500:
+        raise TransientError(detail, channel=CHANNEL, suggestion="Feishu is having trouble")
+    raise ChannelError(detail, channel=CHANNEL)

@@ -1,0 +1,240 @@
+"""The Feishu/Lark channel: events over the long connection or a webhook, replies as cards.
+
+`start()` fetches a tenant access token and the bot's identity (`bot/v3/info`: its open id
+tells a mention of the bot apart; refused credentials are fatal), then receives: over the
+long connection (`longconn.py`, the default: no public URL needed) or through the daemon's
+HTTP server (`webhook.py`). Either way an event reaches `_take`, which reads the message and
+hands it to the gateway; the platform is acknowledged after that returns.
+
+Replies are interactive cards with one Markdown element and `update_multi`, so a streamed
+reply is shown growing by updating the card (PATCH, at most 5 a second per message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import ClassVar
+
+import structlog
+from aiohttp import web
+
+from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from channels.base import Channel
+from channels.errors import AuthError, ChannelError, FatalChannelError
+from channels.feishu.api import CHANNEL, FeishuApi
+from channels.feishu.card import card_content, request_uuid
+from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope, read_message
+from channels.feishu.longconn import LongConnection
+from channels.feishu.webhook import WebhookReceiver
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from config import FeishuConfig
+
+log = structlog.get_logger(__name__)
+
+
+#: Feishu refuses card request bodies over 30 KB, and the card's text is JSON-escaped twice on
+#: the way (the card is a string inside the request): a newline costs 3 bytes there, a quote 4.
+#: The 30,000 bytes of `PLATFORM_LIMITS["feishu"]` leave no room for that, so cards carry at
+#: most two thirds of it.
+CARD_TEXT_LIMIT = PlatformLimit(PLATFORM_LIMITS["feishu"].max_units * 2 // 3, "bytes")
+
+
+class FeishuChannel(Channel):
+    limit: ClassVar[PlatformLimit] = CARD_TEXT_LIMIT
+    #: Feishu allows 5 card updates a second per message; 4 leaves room for clock skew.
+    edit_interval_s: ClassVar[float] = 0.25
+
+    def __init__(self, config: FeishuConfig, *, backoff_base_s: float = 1.0) -> None:
+        self._config = config
+        self._api = FeishuApi(config.base_url, config.app_id, config.app_secret.get_secret_value())
+        self._bot_open_id: str | None = None
+        self._inbound: InboundSender | None = None
+        self._health = ChannelHealth.unknown()
+        self._stopping = asyncio.Event()
+        self._accepting = asyncio.Event()
+        self.connection = LongConnection(
+            self._api, self._take_frame, on_health=self._set_health, backoff_base_s=backoff_base_s
+        )
+        self._receiver: WebhookReceiver | None = None
+        if config.mode == "webhook":
+            if config.encrypt_key is None or config.verification_token is None:
+                raise ValueError("webhook mode needs encrypt_key and verification_token")
+            self._receiver = WebhookReceiver(
+                config.encrypt_key.get_secret_value(),
+                config.verification_token.get_secret_value(),
+            )
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    async def wait_receiving(self) -> None:
+        """Return once events are being received (connected, or webhook mode started)."""
+        if self._receiver is not None:
+            await self._accepting.wait()
+        else:
+            await self.connection.connected.wait()
+
+    # Receiving
+
+    async def start(self, inbound: InboundSender) -> None:
+        if self._stopping.is_set():
+            return
+        try:
+            await self._identify()
+        except AuthError as exc:
+            raise self._fatal(exc) from exc
+        self._inbound = inbound
+        try:
+            if self._receiver is not None:
+                self._receiver.handle = self._take
+                self._accepting.set()
+                self._set_health(ChannelHealth.healthy())
+                log.info("feishu.receiving", mode="webhook", path=self._config.webhook_path)
+                await self._stopping.wait()
+            else:
+                await self._run_connection()
+        except FatalChannelError as exc:
+            self._health = ChannelHealth.down(str(exc))
+            raise
+        finally:
+            if self._receiver is not None:
+                self._receiver.handle = None
+            self._accepting.clear()
+            self._inbound = None
+
+    async def _run_connection(self) -> None:
+        """The long connection until it fails fatally or `stop()` is called."""
+        receiving = asyncio.create_task(
+            self.connection.run(self._stopping), name="feishu-long-connection"
+        )
+        stopping = asyncio.create_task(self._stopping.wait(), name="feishu-stop-requested")
+        try:
+            await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (receiving, stopping):
+                task.cancel()
+            # Collects the tasks cancelled here; our own cancellation still propagates.
+            await asyncio.gather(receiving, stopping, return_exceptions=True)
+        if not receiving.cancelled():
+            receiving.result()
+
+    def _fatal(self, exc: AuthError) -> FatalChannelError:
+        error = FatalChannelError(
+            f"Feishu refused the app credentials ({exc})",
+            channel=CHANNEL,
+            suggestion=exc.suggestion or "check app_id and app_secret",
+        )
+        self._health = ChannelHealth.down(str(error))
+        return error
+
+    async def _identify(self) -> str:
+        name, self._bot_open_id = await bot_identity(self._api)
+        return f"{name} ({self._bot_open_id})"
+
+    async def _take(self, envelope: EventEnvelope) -> None:
+        """Hand one event's message to the gateway; returns once it is durable."""
+        inbound = self._inbound
+        if inbound is None:
+            raise PipeClosed("the Feishu channel is not receiving")
+        message = read_message(
+            envelope, self._bot_open_id, require_mention=self._config.require_mention
+        )
+        if message is None:
+            log.debug("feishu.event_ignored", event_type=envelope.event_type)
+            return
+        await inbound.send(message)
+
+    async def _take_frame(self, payload: bytes) -> bool:
+        """An event from the long connection; True once it may be acknowledged."""
+        try:
+            await self._take(read_envelope(json.loads(payload)))
+        except InboundRefused as exc:
+            # Not acknowledged: Feishu delivers the event again later.
+            log.warning("feishu.event_deferred", retry_after_s=exc.retry_after_s)
+            return False
+        except (MalformedEvent, ValueError) as exc:
+            log.warning("feishu.malformed_event_skipped", error=str(exc))
+        except PipeClosed:
+            raise
+        except Exception:  # supervision point: one event must not end the connection
+            # Not acknowledged: Feishu delivers it again (a bounded number of times).
+            log.exception("feishu.event_failed")
+            return False
+        return True
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._receiver is not None:
+            self._receiver.handle = None
+        await self._api.close()
+
+    def web_routes(self) -> Sequence[web.AbstractRouteDef]:
+        if self._receiver is None:
+            return ()
+        return (web.post(self._config.webhook_path, self._receiver.handle_request),)
+
+    def _set_health(self, health: ChannelHealth) -> None:
+        if not self._health.is_down:
+            self._health = health
+
+    async def health_check(self) -> ChannelHealth:
+        return self._health
+
+    async def probe(self) -> str | None:
+        # Its own client: a probe neither disturbs nor outlives a running channel's session.
+        config = self._config
+        api = FeishuApi(config.base_url, config.app_id, config.app_secret.get_secret_value())
+        try:
+            name, open_id = await bot_identity(api)
+        finally:
+            await api.close()
+        return f"{name} ({open_id})"
+
+    # Sending
+
+    def supports_edit(self) -> bool:
+        return True
+
+    async def send(self, message: OutboundMessage) -> None:
+        await self.send_with_id(message)
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        if message.typing_signal is not None or not message.content.strip():
+            return None
+        body = await self._api.call(
+            "POST",
+            "/open-apis/im/v1/messages",
+            "im/v1/messages",
+            params={"receive_id_type": "chat_id"},
+            json={
+                "receive_id": message.chat_id,
+                "msg_type": "interactive",
+                "content": card_content(message.content),
+                "uuid": request_uuid(message.delivery_id, message.content),
+            },
+        )
+        data = body.get("data")
+        message_id = data.get("message_id") if isinstance(data, dict) else None
+        return message_id if isinstance(message_id, str) else None
+
+    async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
+        await self._api.call(
+            "PATCH",
+            f"/open-apis/im/v1/messages/{message_id}",
+            "im/v1/messages PATCH",
+            json={"content": card_content(content)},
+        )
+
+
+async def bot_identity(api: FeishuApi) -> tuple[str, str]:
+    """The bot's name and open id (`bot/v3/info`)."""
+    body = await api.call("GET", "/open-apis/bot/v3/info", "bot/v3/info")
+    bot = body.get("bot")
+    open_id = bot.get("open_id") if isinstance(bot, dict) else None
+    if not isinstance(bot, dict) or not isinstance(open_id, str) or not open_id:
+        raise ChannelError("bot/v3/info did not name the bot", channel=CHANNEL)
+    return str(bot.get("app_name", "")), open_id

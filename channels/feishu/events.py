@@ -1,0 +1,129 @@
+"""Feishu event payloads (schema 2.0) and the messages the gateway reads from them.
+
+`im.message.receive_v1` carries `header{event_id, event_type, token}` and
+`event{sender{sender_id{open_id}, sender_type}, message{message_id, chat_id, chat_type,
+message_type, content, mentions}}`; `content` is itself a JSON string: `{"text"}` for text,
+`{"title", "content": [[{"tag", "text"}...]]}` for rich text ("post"). Mentions appear in the
+text as keys (`@_user_1`) listed in `mentions` with the mentioned user's ids.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from bus import InboundMessage
+
+CHANNEL = "feishu"
+MESSAGE_RECEIVED = "im.message.receive_v1"
+
+
+class MalformedEvent(ValueError):
+    """An event payload Feishu would not send."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventEnvelope:
+    event_id: str
+    event_type: str
+    token: str
+    event: dict[str, Any] = field(repr=False)
+
+
+def read_envelope(payload: object) -> EventEnvelope:
+    if not isinstance(payload, dict):
+        raise MalformedEvent("an event is a JSON object")
+    header = payload.get("header")
+    event = payload.get("event")
+    if payload.get("schema") != "2.0" or not isinstance(header, dict):
+        raise MalformedEvent("only schema 2.0 events are read")
+    event_id = header.get("event_id")
+    if not isinstance(event_id, str) or not event_id:
+        raise MalformedEvent("header.event_id is missing")
+    return EventEnvelope(
+        event_id=event_id,
+        event_type=str(header.get("event_type", "")),
+        token=str(header.get("token", "")),
+        event=event if isinstance(event, dict) else {},
+    )
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _post_text(content: dict[str, Any]) -> str:
+    body = content.get("content")
+    if not isinstance(body, list):
+        # A post may come keyed by language: {"zh_cn": {"title", "content"}}.
+        body = next((v.get("content") for v in content.values() if isinstance(v, dict)), [])
+    lines = []
+    for line in body if isinstance(body, list) else []:
+        parts = (
+            [str(p.get("text", "")) for p in line if isinstance(p, dict)]
+            if isinstance(line, list)
+            else []
+        )
+        lines.append("".join(parts))
+    title = content.get("title")
+    return "\n".join([title, *lines] if isinstance(title, str) and title else lines).strip()
+
+
+def message_text(message: dict[str, Any], bot_open_id: str | None) -> tuple[str, bool] | None:
+    """The message's text with mention keys resolved, and whether it mentions the bot; None
+    for message types the agent cannot read."""
+    kind = message.get("message_type")
+    try:
+        content = _dict(json.loads(str(message.get("content", "{}"))))
+    except ValueError as exc:
+        raise MalformedEvent("message.content is not JSON") from exc
+    if kind == "text":
+        text = str(content.get("text", ""))
+    elif kind == "post":
+        text = _post_text(content)
+    else:
+        return None
+    mentioned_bot = False
+    for mention in message.get("mentions") or []:
+        mention = _dict(mention)
+        key, open_id = str(mention.get("key", "")), _dict(mention.get("id")).get("open_id")
+        if not key:
+            continue
+        if bot_open_id is not None and open_id == bot_open_id:
+            mentioned_bot = True
+            text = text.replace(key, "")
+        else:
+            text = text.replace(key, f"@{mention.get('name', '')}")
+    return " ".join(text.split(" ")).strip(), mentioned_bot
+
+
+def read_message(
+    envelope: EventEnvelope, bot_open_id: str | None, *, require_mention: bool
+) -> InboundMessage | None:
+    """The gateway's message for a received-message event; None when it is not for the agent
+    (another event, a bot's message, a group message that does not mention the bot)."""
+    if envelope.event_type != MESSAGE_RECEIVED:
+        return None
+    sender, message = _dict(envelope.event.get("sender")), _dict(envelope.event.get("message"))
+    if sender.get("sender_type", "user") != "user":
+        return None
+    open_id = _dict(sender.get("sender_id")).get("open_id")
+    chat_id, message_id = message.get("chat_id"), message.get("message_id")
+    if not all(isinstance(v, str) and v for v in (open_id, chat_id, message_id)):
+        raise MalformedEvent("a message needs sender open_id, chat_id and message_id")
+    read = message_text(message, bot_open_id)
+    if read is None:
+        return None
+    text, mentioned = read
+    chat_type = str(message.get("chat_type", "p2p"))
+    if chat_type != "p2p" and require_mention and not mentioned:
+        return None
+    return InboundMessage(
+        channel=CHANNEL,
+        sender_id=str(open_id),
+        chat_id=str(chat_id),
+        content=text,
+        message_id=envelope.event_id,
+        metadata={"feishu_message_id": message_id, "feishu_chat_type": chat_type},
+    )

@@ -1,0 +1,180 @@
+"""Websocket mode: Feishu's long connection, over aiohttp under the daemon's own event loop.
+
+lark-oapi's client captures an event loop when imported and runs its own, so it cannot live in
+a running daemon; this client speaks the same protocol: `POST /callback/ws/endpoint` with the
+app's credentials gives a `wss://` URL (its query names `service_id`) and client settings; the
+socket carries protobuf frames (`frames.py`). Pings go out every `PingInterval` seconds; an
+event frame is acknowledged only after `on_event` returns True (the message is durable), so a
+crash before that leaves Feishu to redeliver. A connection that fails or goes silent is
+replaced, with exponential backoff and jitter; refused credentials are fatal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import aiohttp
+import structlog
+from google.protobuf.message import DecodeError
+
+from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
+from channels.feishu import frames
+from channels.feishu.api import CHANNEL, FeishuApi
+from channels.health import ChannelHealth
+from channels.retry import backoff_delay_s, full_jitter, sleep_unless_set
+
+log = structlog.get_logger(__name__)
+
+EventHandler = Callable[[bytes], Awaitable[bool]]
+HealthListener = Callable[[ChannelHealth], None]
+
+DEFAULT_PING_INTERVAL_S = 120.0
+CONNECT_TIMEOUT_S = 15.0
+SEND_TIMEOUT_S = 10.0
+#: A connection that says nothing (not even a pong) for this many ping intervals is dead.
+SILENT_PINGS = 3
+
+
+class LongConnection:
+    def __init__(
+        self,
+        api: FeishuApi,
+        on_event: EventHandler,
+        *,
+        on_health: HealthListener,
+        backoff_base_s: float = 1.0,
+        backoff_cap_s: float = 60.0,
+    ) -> None:
+        self._api = api
+        self._on_event = on_event
+        self._on_health = on_health
+        self._backoff_base_s = backoff_base_s
+        self._backoff_cap_s = backoff_cap_s
+        self._ping_interval_s = DEFAULT_PING_INTERVAL_S
+        self._parts = frames.Reassembler()
+        self.connected = asyncio.Event()
+        self.connections = 0
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Stay connected until `stopping` is set or this task is cancelled."""
+        failures = 0
+        while not stopping.is_set():
+            try:
+                await self._connect_once()
+                failures = 0
+            except AuthError as exc:
+                raise FatalChannelError(
+                    f"Feishu refused the app credentials ({exc})",
+                    channel=CHANNEL,
+                    suggestion=exc.suggestion or "check app_id and app_secret",
+                ) from exc
+            except (ChannelError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                failures += 1
+                log.warning("feishu.ws_failed", error=str(exc), failures=failures)
+            finally:
+                self.connected.clear()
+            self._on_health(ChannelHealth.degraded("reconnecting to Feishu"))
+            delay_s = full_jitter(
+                backoff_delay_s(max(failures, 1), self._backoff_base_s, self._backoff_cap_s)
+            )
+            if await sleep_unless_set(stopping, delay_s, asyncio.sleep):
+                return
+
+    async def _connect_once(self) -> None:
+        endpoint = await self._api.ws_endpoint()
+        url = str(endpoint["URL"])
+        self._configure(endpoint.get("ClientConfig"))
+        service_id = int(parse_qs(urlsplit(url).query).get("service_id", ["0"])[0] or 0)
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                ws = await self._api.http().ws_connect(url, autoping=True, heartbeat=None)
+        except aiohttp.WSServerHandshakeError as exc:
+            raise handshake_error(exc) from exc
+        async with ws:
+            self.connections += 1
+            self.connected.set()
+            self._on_health(ChannelHealth.healthy())
+            log.info("feishu.ws_connected", service_id=service_id)
+            pinger = asyncio.create_task(self._ping(ws, service_id), name="feishu-ws-ping")
+            try:
+                await self._receive(ws)
+            finally:
+                pinger.cancel()
+                await asyncio.gather(pinger, return_exceptions=True)
+        log.info("feishu.ws_closed", code=ws.close_code)
+
+    def _configure(self, config: Any) -> None:
+        if isinstance(config, dict):
+            interval = config.get("PingInterval")
+            if isinstance(interval, int | float) and interval > 0:
+                self._ping_interval_s = float(interval)
+
+    async def _ping(self, ws: aiohttp.ClientWebSocketResponse, service_id: int) -> None:
+        while True:
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                await ws.send_bytes(frames.ping(service_id))
+            await asyncio.sleep(self._ping_interval_s)
+
+    async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        while True:
+            message = await ws.receive(timeout=SILENT_PINGS * self._ping_interval_s)
+            if message.type == aiohttp.WSMsgType.BINARY:
+                await self._frame(ws, message.data)
+            elif message.type in (
+                aiohttp.WSMsgType.CLOSE,
+                aiohttp.WSMsgType.CLOSING,
+                aiohttp.WSMsgType.CLOSED,
+                aiohttp.WSMsgType.ERROR,
+            ):
+                return
+            else:
+                log.debug("feishu.ws_frame_ignored", kind=message.type.name)
+
+    async def _frame(self, ws: aiohttp.ClientWebSocketResponse, data: bytes) -> None:
+        try:
+            frame = frames.parse(data)
+            if frame.method == frames.CONTROL:
+                if frames.header(frame, "type") == "pong" and frame.payload:
+                    self._configure(_json(frame.payload))
+                return
+            payload = self._parts.add(frame)
+        except (DecodeError, ValueError) as exc:
+            log.warning("feishu.malformed_frame_skipped", error=str(exc))
+            return
+        if payload is None:
+            return
+        started = time.monotonic()
+        durable = await self._on_event(payload) if frames.header(frame, "type") == "event" else True
+        if durable:
+            elapsed_ms = int((time.monotonic() - started) * 1000)
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                await ws.send_bytes(frames.acknowledgement(frame, elapsed_ms))
+
+
+def handshake_error(exc: aiohttp.WSServerHandshakeError) -> ChannelError:
+    """Feishu refuses an upgrade with `handshake-status` (403: the app may not use the long
+    connection; 514: authentication failed) and `handshake-msg` headers."""
+    headers: Mapping[str, str] = exc.headers or {}
+    status, message = headers.get("handshake-status", ""), headers.get("handshake-msg", "")
+    detail = f"long connection refused: HTTP {exc.status}, handshake-status {status} ({message})"
+    if status == "403":
+        return AuthError(
+            detail,
+            channel=CHANNEL,
+            suggestion="enable event delivery over a persistent connection for the app, "
+            "or use mode: webhook",
+        )
+    # 514 with too many connections, or Feishu's own trouble: worth another try later.
+    return TransientError(detail, channel=CHANNEL)
+
+
+def _json(payload: bytes) -> Any:
+    try:
+        return json.loads(payload)
+    except ValueError:
+        return None

@@ -1,0 +1,134 @@
+"""Webhook mode: Feishu POSTs each event to the daemon's HTTP server.
+
+With an Encrypt Key set (required here), Feishu encrypts every body (`{"encrypt": ...}`) and
+signs every event with `X-Lark-Signature` over timestamp, nonce, key and the raw body. The URL
+check (`url_verification`) is answered with its challenge only when its token is ours; every
+other event must be signed, recent (`MAX_SKEW_S`), and carry our verification token. The 200
+goes back once the message is durable (Feishu wants it within 3 s and retries otherwise; a
+retry has the same `event_id` and is answered as usual).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from bus import InboundRefused, PipeClosed
+from channels.acknowledge import refused_response
+from channels.dedup import InboundDedup
+from channels.feishu.crypto import DecryptError, FeishuCipher, signature_matches
+from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope
+
+log = structlog.get_logger(__name__)
+
+TIMESTAMP_HEADER = "X-Lark-Request-Timestamp"
+NONCE_HEADER = "X-Lark-Request-Nonce"
+SIGNATURE_HEADER = "X-Lark-Signature"
+#: How far an event's timestamp may be from our clock, in seconds, before it is a replay (U:
+#: Feishu documents no window; its retries are signed anew).
+MAX_SKEW_S = 300.0
+
+Handler = Callable[[EventEnvelope], Awaitable[None]]
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class WebhookReceiver:
+    """The aiohttp handler of the event path; `handle` is set while the channel runs."""
+
+    def __init__(
+        self, encrypt_key: str, verification_token: str, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._encrypt_key = encrypt_key
+        self._cipher = FeishuCipher(encrypt_key)
+        self._token = verification_token.encode()
+        self._clock = clock
+        self._recent = InboundDedup(max_entries=4096, ttl_s=3600.0)
+        self.handle: Handler | None = None
+
+    async def handle_request(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            payload = self._open(raw)
+            if payload.get("type") == "url_verification":
+                return self._challenge(request, raw, payload)
+            self._check_signature(request, raw)
+            envelope = read_envelope(payload)
+            self._check_token(envelope.token)
+        except _Refused as refused:
+            log.warning(
+                "feishu.webhook_refused",
+                status=refused.status,
+                reason=refused.reason,
+                remote=request.remote,
+            )
+            return web.Response(status=refused.status, text=refused.reason)
+        except MalformedEvent as exc:
+            # Signed and ours, but unreadable: retrying cannot help, so it is acknowledged.
+            log.warning("feishu.malformed_event_skipped", error=str(exc))
+            return web.json_response({})
+        return await self._deliver(envelope)
+
+    def _open(self, raw: bytes) -> dict[str, Any]:
+        try:
+            outer = json.loads(raw)
+        except ValueError:
+            raise _Refused(400, "the body is not JSON") from None
+        if not isinstance(outer, dict) or not isinstance(outer.get("encrypt"), str):
+            raise _Refused(401, "unencrypted: the app has an Encrypt Key, so Feishu encrypts")
+        try:
+            payload = json.loads(self._cipher.decrypt(outer["encrypt"]))
+        except (DecryptError, ValueError):
+            raise _Refused(401, "does not decrypt with our encrypt_key") from None
+        if not isinstance(payload, dict):
+            raise _Refused(400, "the decrypted payload is not an object")
+        return payload
+
+    def _challenge(self, request: web.Request, raw: bytes, payload: dict[str, Any]) -> web.Response:
+        if request.headers.get(SIGNATURE_HEADER) is not None:
+            self._check_signature(request, raw)
+        self._check_token(str(payload.get("token", "")))
+        log.info("feishu.url_verified")
+        return web.json_response({"challenge": payload.get("challenge", "")})
+
+    def _check_signature(self, request: web.Request, raw: bytes) -> None:
+        timestamp = request.headers.get(TIMESTAMP_HEADER, "")
+        nonce = request.headers.get(NONCE_HEADER, "")
+        offered = request.headers.get(SIGNATURE_HEADER, "")
+        if not (timestamp and nonce and offered):
+            raise _Refused(401, "unsigned")
+        if not signature_matches(offered, timestamp, nonce, self._encrypt_key, raw):
+            raise _Refused(401, "wrong signature")
+        if not timestamp.isdigit() or abs(self._clock() - int(timestamp)) > MAX_SKEW_S:
+            raise _Refused(401, "stale timestamp")
+
+    def _check_token(self, token: str) -> None:
+        if not hmac.compare_digest(token.encode(), self._token):
+            raise _Refused(401, "wrong verification token")
+
+    async def _deliver(self, envelope: EventEnvelope) -> web.Response:
+        handle = self.handle
+        if handle is None:
+            return web.Response(status=503, text="channel not running")
+        if envelope.event_id in self._recent:
+            return web.json_response({})
+        try:
+            await handle(envelope)
+        except InboundRefused as exc:
+            log.warning("feishu.event_deferred", retry_after_s=exc.retry_after_s)
+            return refused_response(exc)
+        except PipeClosed:
+            return web.Response(status=503, text="channel stopping")
+        self._recent.seen(envelope.event_id)
+        return web.json_response({})

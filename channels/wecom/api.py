@@ -1,0 +1,136 @@
+"""WeCom's server API over aiohttp: `gettoken` and `message/send`, errors in the manager's words.
+
+WeCom answers HTTP 200 with `{"errcode", "errmsg"}` for nearly everything: 0 is success,
+40014/42001 an invalid or expired access token (refetched once, then the call is repeated),
+45009 and its kin a frequency limit (waited out by the retry layer), 40001/40013/60020 bad
+credentials or a server IP not on the app's list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from channels.access_token import AccessTokenCache, IssuedToken
+from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
+
+CHANNEL = "wecom"
+
+INVALID_TOKEN = frozenset({40014, 42001})
+#: 45009 "api freq out of limit", 45033 too many concurrent calls, 45047 too many unread
+#: messages per member (U), -1 "system busy".
+RATE_LIMITED = frozenset({45009, 45033, 45047})
+BUSY = frozenset({-1})
+CREDENTIALS = {
+    40001: "check secret: it is the application's Secret, not the corp's",
+    40013: "check corp_id (My Company > Corp ID)",
+    40056: "check agent_id",
+    60020: "add this server's IP to the application's trusted IPs",
+    301002: "check agent_id: the secret belongs to another application",
+}
+TOO_LONG = frozenset({44004, 45002})
+#: WeCom says nothing of when to try again; its limits are counted per minute.
+RATE_LIMIT_WAIT_S = 3.0
+REQUEST_TIMEOUT_S = 15.0
+
+
+class WeComApi:
+    def __init__(self, base_url: str, corp_id: str, secret: str) -> None:
+        self._base_url = base_url.rstrip("/")
+        self._corp_id = corp_id
+        self._secret = secret
+        self._session: aiohttp.ClientSession | None = None
+        self.tokens = AccessTokenCache(self._fetch_token)
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _fetch_token(self) -> IssuedToken:
+        params = {"corpid": self._corp_id, "corpsecret": self._secret}
+        body = await self._request("GET", "/cgi-bin/gettoken", "gettoken", params=params)
+        token, expires_in = body.get("access_token"), body.get("expires_in", 7200)
+        if not isinstance(token, str) or not token:
+            raise ChannelError("gettoken returned no access_token", channel=CHANNEL)
+        return IssuedToken(token, float(expires_in) if isinstance(expires_in, int) else 7200.0)
+
+    async def call(self, path: str, what: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """POST `payload` with the cached access token; a refused token is refetched once."""
+        for attempt in (1, 2):
+            token = await self.tokens.get()
+            try:
+                return await self._request(
+                    "POST", path, what, params={"access_token": token}, json=payload
+                )
+            except _InvalidToken:
+                self.tokens.invalidate(token)
+                if attempt == 2:
+                    raise AuthError(
+                        f"{what}: WeCom refused a fresh access token", channel=CHANNEL
+                    ) from None
+        raise AssertionError("unreachable")
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        *,
+        params: Mapping[str, str],
+        json: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        url = self._base_url + path
+        try:
+            async with (
+                asyncio.timeout(REQUEST_TIMEOUT_S),
+                self._http().request(method, url, params=params, json=json) as response,
+            ):
+                if response.status >= 500:
+                    raise TransientError(f"{what}: HTTP {response.status}", channel=CHANNEL)
+                if response.status == 429:
+                    raise RateLimited(RATE_LIMIT_WAIT_S, f"{what}: HTTP 429", channel=CHANNEL)
+                body = await response.json(content_type=None)
+        except TimeoutError as exc:
+            raise TransientError(f"{what} timed out", channel=CHANNEL) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise TransientError(f"{what} failed: {exc!r}", channel=CHANNEL) from exc
+        except ValueError as exc:
+            raise TransientError(f"{what}: the answer is not JSON", channel=CHANNEL) from exc
+        if not isinstance(body, dict):
+            raise TransientError(f"{what}: the answer is not a JSON object", channel=CHANNEL)
+        check(body, what)
+        return body
+
+
+class _InvalidToken(ChannelError):
+    pass
+
+
+def check(body: Mapping[str, Any], what: str) -> None:
+    """Raise the typed error an `errcode` stands for; return for 0."""
+    code = body.get("errcode", 0)
+    if code == 0:
+        return
+    detail = f"{what}: errcode {code} ({body.get('errmsg', '')})"
+    if code in INVALID_TOKEN:
+        raise _InvalidToken(detail, channel=CHANNEL)
+    if code in RATE_LIMITED:
+        raise RateLimited(RATE_LIMIT_WAIT_S, detail, channel=CHANNEL)
+    if code in BUSY:
+        raise TransientError(detail, channel=CHANNEL, suggestion="WeCom is busy")
+    if isinstance(code, int) and code in CREDENTIALS:
+        raise AuthError(detail, channel=CHANNEL, suggestion=CREDENTIALS[code])
+    if code in TOO_LONG:
+        raise MessageTooLong(detail, channel=CHANNEL)
+    raise ChannelError(detail, channel=CHANNEL)

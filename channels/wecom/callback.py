@@ -1,0 +1,130 @@
+"""The WeCom callback URL on the daemon's HTTP server: URL verification and message callbacks.
+
+`GET ?msg_signature&timestamp&nonce&echostr`: the signature is checked, `echostr` decrypted, and
+its plaintext answered (WeCom waits one second). `POST ?msg_signature&timestamp&nonce` with XML
+`<Encrypt>`: the signature is checked, the payload decrypted and checked to be for our corp id,
+and the message handed to the gateway; the empty 200 goes back only once `inbound.send` has
+returned (the message is durable). WeCom retries a callback three times within seconds; a retry
+carries the same MsgId and is answered as usual (the gateway and a small memory here dedup).
+
+Refused: a missing or wrong signature, a timestamp outside `MAX_SKEW_S` (a replay), a payload
+for another corp. A full backlog answers 429/503 with Retry-After, so WeCom retries.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+
+from bus import InboundRefused, PipeClosed
+from channels.acknowledge import refused_response
+from channels.dedup import InboundDedup
+from channels.wecom.crypto import CryptoError, SignatureMismatch, WeComCrypto
+from channels.wecom.messages import (
+    TEXT_TYPES,
+    MalformedCallback,
+    WeComMessage,
+    encrypted_field,
+    read_message,
+)
+
+log = structlog.get_logger(__name__)
+
+#: How far a callback's timestamp may be from our clock, in seconds, before it is a replay.
+MAX_SKEW_S = 300.0
+
+Handler = Callable[[WeComMessage], Awaitable[None]]
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class CallbackReceiver:
+    """The aiohttp handlers of the callback path; `handle` is set while the channel runs."""
+
+    def __init__(self, crypto: WeComCrypto, *, clock: Callable[[], float] = time.time) -> None:
+        self._crypto = crypto
+        self._clock = clock
+        self._recent = InboundDedup(max_entries=4096, ttl_s=3600.0)
+        self.handle: Handler | None = None
+
+    def _query(self, request: web.Request, *names: str) -> list[str]:
+        values = [request.query.get(name, "") for name in names]
+        if not all(values):
+            missing = [name for name, value in zip(names, values, strict=True) if not value]
+            raise _Refused(401, "unsigned: no " + ", ".join(missing))
+        timestamp = values[1]
+        if not timestamp.isdigit() or abs(self._clock() - int(timestamp)) > MAX_SKEW_S:
+            raise _Refused(401, "stale timestamp")
+        return values
+
+    def _open(self, signature: str, timestamp: str, nonce: str, encrypted: str) -> bytes:
+        try:
+            self._crypto.verify(signature, timestamp, nonce, encrypted)
+            return self._crypto.decrypt(encrypted)
+        except SignatureMismatch:
+            raise _Refused(401, "wrong signature") from None
+        except CryptoError as exc:
+            raise _Refused(403, f"cannot decrypt: {exc}") from None
+
+    async def verify_url(self, request: web.Request) -> web.Response:
+        try:
+            signature, timestamp, nonce, echostr = self._query(
+                request, "msg_signature", "timestamp", "nonce", "echostr"
+            )
+            plain = self._open(signature, timestamp, nonce, echostr)
+        except _Refused as refused:
+            return _refusal(request, refused)
+        log.info("wecom.url_verified")
+        return web.Response(body=plain, content_type="text/plain")
+
+    async def receive(self, request: web.Request) -> web.Response:
+        try:
+            signature, timestamp, nonce = self._query(
+                request, "msg_signature", "timestamp", "nonce"
+            )
+            try:
+                encrypted = encrypted_field(await request.read())
+            except MalformedCallback as exc:
+                raise _Refused(400, str(exc)) from None
+            plain = self._open(signature, timestamp, nonce, encrypted)
+        except _Refused as refused:
+            return _refusal(request, refused)
+        handle = self.handle
+        if handle is None:
+            return web.Response(status=503, text="channel not running")
+        try:
+            message = read_message(plain)
+        except MalformedCallback as exc:
+            # Signed by WeCom but unreadable: retrying cannot help, so it is acknowledged.
+            log.warning("wecom.malformed_callback_skipped", error=str(exc))
+            return web.Response(text="")
+        if message.msg_type not in TEXT_TYPES or message.dedup_id in self._recent:
+            log.debug("wecom.callback_skipped", msg_type=message.msg_type, id=message.dedup_id)
+            return web.Response(text="")
+        try:
+            await handle(message)
+        except InboundRefused as exc:
+            log.warning("wecom.callback_deferred", retry_after_s=exc.retry_after_s)
+            return refused_response(exc)
+        except PipeClosed:
+            return web.Response(status=503, text="channel stopping")
+        self._recent.seen(message.dedup_id)
+        return web.Response(text="")
+
+
+def _refusal(request: web.Request, refused: _Refused) -> web.Response:
+    log.warning(
+        "wecom.callback_refused",
+        status=refused.status,
+        reason=refused.reason,
+        remote=request.remote,
+    )
+    return web.Response(status=refused.status, text=refused.reason)

@@ -1,0 +1,128 @@
+"""The WeCom application channel: callbacks in through the daemon's HTTP server, replies out
+with `message/send`.
+
+`start()` fetches an access token (bad credentials are fatal), then serves the callback route
+until stopped. Replies go to the user who wrote as text messages (plain text shows everywhere,
+the WeChat plug-in included; content the manager marks as formatted goes as WeCom Markdown), at
+most 2,048 UTF-8 bytes each: the manager splits to that. No more than 30 go to one member a
+minute (`pacing.py`: WeCom drops the rest silently). WeCom cannot edit a sent message, so
+streamed replies arrive whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import structlog
+from aiohttp import web
+
+from bus import InboundSender, OutboundMessage
+from channels.base import FORMATTED, Channel
+from channels.errors import AuthError, FatalChannelError, RateLimited
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.wecom.api import CHANNEL, WeComApi
+from channels.wecom.callback import CallbackReceiver
+from channels.wecom.crypto import WeComCrypto
+from channels.wecom.messages import WeComMessage
+from channels.wecom.pacing import SendWindow
+from config import WeComConfig
+
+log = structlog.get_logger(__name__)
+
+
+class WeComChannel(Channel):
+    limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["wecom"]
+
+    def __init__(self, config: WeComConfig, *, window: SendWindow | None = None) -> None:
+        self._config = config
+        self._window = window or SendWindow()
+        self._api = WeComApi(config.api_base_url, config.corp_id, config.secret.get_secret_value())
+        crypto = WeComCrypto(
+            config.token.get_secret_value(),
+            config.encoding_aes_key.get_secret_value(),
+            config.corp_id,
+        )
+        self._receiver = CallbackReceiver(crypto)
+        self._health = ChannelHealth.unknown()
+        self._stopping = asyncio.Event()
+        self._receiving = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    async def wait_receiving(self) -> None:
+        """Return once callbacks are taken (the credentials were accepted)."""
+        await self._receiving.wait()
+
+    async def start(self, inbound: InboundSender) -> None:
+        if self._stopping.is_set():
+            return
+        try:
+            await self._api.tokens.get()
+        except AuthError as exc:
+            self._health = ChannelHealth.down(str(exc))
+            raise FatalChannelError(
+                f"WeCom refused the credentials ({exc})", channel=CHANNEL, suggestion=exc.suggestion
+            ) from exc
+
+        async def take(message: WeComMessage) -> None:
+            await inbound.send(message.to_inbound())
+
+        self._receiver.handle = take
+        self._receiving.set()
+        self._health = ChannelHealth.healthy()
+        log.info("wecom.receiving", path=self._config.webhook_path, agent_id=self._config.agent_id)
+        try:
+            await self._stopping.wait()
+        finally:
+            self._receiver.handle = None
+            self._receiving.clear()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self._receiver.handle = None
+        await self._api.close()
+
+    def web_routes(self) -> Sequence[web.AbstractRouteDef]:
+        path = self._config.webhook_path
+        return (web.get(path, self._receiver.verify_url), web.post(path, self._receiver.receive))
+
+    async def health_check(self) -> ChannelHealth:
+        return self._health
+
+    async def probe(self) -> str | None:
+        # Its own client: a probe neither disturbs nor outlives a running channel's session.
+        config = self._config
+        api = WeComApi(config.api_base_url, config.corp_id, config.secret.get_secret_value())
+        try:
+            await api.tokens.get()
+        finally:
+            await api.close()
+        return f"corp {config.corp_id}, agent {config.agent_id}"
+
+    async def send(self, message: OutboundMessage) -> None:
+        if message.typing_signal is not None or not message.content.strip():
+            return
+        wait_s = self._window.reserve(message.chat_id)
+        if wait_s > 0:
+            raise RateLimited(
+                wait_s, "WeCom takes 30 messages a minute per member", channel=CHANNEL
+            )
+        await self._api.call("/cgi-bin/message/send", "message/send", self._payload(message))
+
+    def _payload(self, message: OutboundMessage) -> dict[str, Any]:
+        kind = "markdown" if message.metadata.get(FORMATTED) else "text"
+        return {
+            "touser": message.chat_id,
+            "msgtype": kind,
+            "agentid": self._config.agent_id,
+            kind: {"content": message.content},
+        }
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        await self.send(message)
+        return None

@@ -1,0 +1,66 @@
+"""The Feishu/Lark channel's configuration (`type: feishu`)."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import Field, model_validator
+
+from config.channels import ChannelConfigBase
+from config.common import AllowEntry, HttpUrlText, OptionalSecret, Secret, UrlPath
+from config.problems import ConfigValueError
+
+
+class FeishuConfig(ChannelConfigBase):
+    type: Literal["feishu"] = Field("feishu", description="Channel kind: a Feishu/Lark app bot.")
+    allow: list[AllowEntry] = Field(
+        default_factory=list,
+        description='Open ids (ou_...) allowed to talk to the bot; "*" allows everyone, an '
+        "empty list nobody.",
+    )
+    app_id: str = Field(min_length=1, description="App ID of the Feishu/Lark app (cli_...).")
+    app_secret: Secret = Field(description="App secret of the Feishu/Lark app.")
+    mode: Literal["websocket", "webhook"] = Field(
+        "websocket",
+        description="Receive events over Feishu's long connection (no public URL needed) or "
+        "as HTTP requests to webhook_path.",
+    )
+    encrypt_key: OptionalSecret = Field(
+        None,
+        description="Encrypt Key of the event subscription: decrypts events and checks "
+        "X-Lark-Signature (required in webhook mode).",
+    )
+    verification_token: OptionalSecret = Field(
+        None,
+        description="Verification Token of the event subscription, checked in every webhook "
+        "event (required in webhook mode).",
+    )
+    webhook_path: UrlPath = Field(
+        "/feishu/events",
+        description="Path on the gateway's HTTP server that receives events (webhook mode).",
+    )
+    base_url: HttpUrlText = Field(
+        "https://open.feishu.cn",
+        description="Open platform base URL; Lark: https://open.larksuite.com.",
+    )
+    require_mention: bool = Field(
+        True, description="In group chats, answer only messages that mention the bot."
+    )
+
+    @model_validator(mode="after")
+    def _webhook_secrets(self) -> Self:
+        if self.mode != "webhook":
+            return self
+        needed = (
+            ("encrypt_key", "FEISHU_ENCRYPT_KEY"),
+            ("verification_token", "FEISHU_VERIFICATION_TOKEN"),
+        )
+        for key, env in needed:
+            if getattr(self, key) is None:
+                raise ConfigValueError(
+                    f"webhook mode requires '{key}'",
+                    f"add {key}: ${{{env}}} (from the app's Events and Callbacks page), "
+                    "or use mode: websocket",
+                    at=(key,),
+                )
+        return self

@@ -1,0 +1,56 @@
+"""A Feishu channel started against the fake Feishu, with an inbound sender the test controls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import pytest
+
+from channels.feishu import FeishuChannel
+from config import FeishuConfig
+from tests.channels.inbound_gate import GatedInbound
+from tests.fakes.feishu_server import FakeFeishu
+
+ALICE, MALLORY = "ou_alice0000000000000001", "ou_mallory00000000000001"
+DM, GROUP = "oc_dm0000000000000000001", "oc_group0000000000000001"
+
+
+def config_for(fake: FakeFeishu, **overrides: object) -> FeishuConfig:
+    values: dict[str, object] = {
+        "app_id": fake.app_id,
+        "app_secret": fake.app_secret,
+        "base_url": fake.base_url,
+        "allow": [ALICE],
+    }
+    values.update(overrides)
+    return FeishuConfig.model_validate(values)
+
+
+@dataclass
+class RunningFeishu:
+    fake: FakeFeishu
+    channel: FeishuChannel
+    inbound: GatedInbound
+    task: asyncio.Task[None]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeFeishu]:
+    async with FakeFeishu(ping_interval_s=1) as server:
+        yield server
+
+
+@asynccontextmanager
+async def run_feishu(fake: FakeFeishu, **overrides: object) -> AsyncIterator[RunningFeishu]:
+    channel = FeishuChannel(config_for(fake, **overrides), backoff_base_s=0.05)
+    inbound = GatedInbound()
+    task = asyncio.create_task(channel.start(inbound), name="feishu-under-test")
+    try:
+        yield RunningFeishu(fake, channel, inbound, task)
+    finally:
+        await channel.stop()
+        await asyncio.wait({task}, timeout=5)
+        assert task.done()

@@ -1,0 +1,128 @@
+"""Websocket mode against the fake Feishu: events acknowledged once durable, parts joined,
+pings, reconnects, mentions in groups, and credentials refused."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from channels.errors import FatalChannelError
+from channels.feishu import FeishuChannel
+from channels.health import ChannelHealth
+from tests.channels.feishu.conftest import ALICE, DM, GROUP, config_for, run_feishu
+from tests.channels.inbound_gate import GatedInbound
+from tests.fakes.feishu_server import FakeFeishu
+
+
+async def test_an_event_is_acknowledged_only_once_it_is_durable(fake: FakeFeishu) -> None:
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        running.inbound.hold()
+        frame_id = await fake.push_event(fake.message_event(ALICE, DM, "你好 Feishu"))
+        await asyncio.wait_for(running.inbound.holding.wait(), 5)
+        assert frame_id not in fake.acks, "Feishu was answered before the message was durable"
+        running.inbound.release.set()
+        await fake.wait_until(lambda: fake.acked(frame_id), 5)
+
+        [message] = running.inbound.messages
+        assert (message.channel, message.sender_id, message.chat_id) == ("feishu", ALICE, DM)
+        assert message.content == "你好 Feishu"
+        assert message.message_id is not None
+        assert message.message_id != frame_id
+        assert fake.acks[frame_id]["biz_rt"].isdigit()
+
+
+async def test_a_payload_in_several_frames_is_joined(fake: FakeFeishu) -> None:
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        text = "分片 " * 400
+        frame_id = await fake.push_event(fake.message_event(ALICE, DM, text), parts=3)
+        await fake.wait_until(lambda: fake.acked(frame_id), 5)
+        assert [m.content for m in running.inbound.messages] == [text.strip()]
+
+
+async def test_a_refused_event_is_left_unacknowledged_for_feishu_to_redeliver(
+    fake: FakeFeishu,
+) -> None:
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        running.inbound.refuse_next()
+        event = fake.message_event(ALICE, DM, "later")
+        refused = await fake.push_event(event)
+        redelivered = await fake.push_event(event)
+        await fake.wait_until(lambda: fake.acked(redelivered), 5)
+        assert refused not in fake.acks
+        assert [m.content for m in running.inbound.messages] == ["later"]
+
+
+async def test_in_groups_only_mentions_of_the_bot_reach_the_agent(fake: FakeFeishu) -> None:
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        chatter = await fake.push_event(
+            fake.message_event(ALICE, GROUP, "just chatting", chat_type="group")
+        )
+        asked = await fake.push_event(
+            fake.message_event(ALICE, GROUP, "what time is it", chat_type="group", mention_bot=True)
+        )
+        await fake.wait_until(lambda: fake.acked(chatter) and fake.acked(asked), 5)
+        assert [m.content for m in running.inbound.messages] == ["what time is it"]
+
+
+async def test_pings_are_sent_and_a_dropped_connection_is_replaced(fake: FakeFeishu) -> None:
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        await fake.wait_until(lambda: fake.pings >= 2, 10)  # the fake's PingInterval is 1 s
+        await fake.drop_connections()
+        await fake.wait_connected(count=2)
+        frame_id = await fake.push_event(fake.message_event(ALICE, DM, "still there?"))
+        await fake.wait_until(lambda: fake.acked(frame_id), 5)
+        assert [m.content for m in running.inbound.messages] == ["still there?"]
+        assert running.channel.connection.connections == 2
+
+
+async def test_malformed_frames_and_events_are_skipped(fake: FakeFeishu) -> None:
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        await fake.push_raw(b"\xff\x00 not protobuf")
+        broken = await fake.push_event({"schema": "2.0", "header": {}})
+        frame_id = await fake.push_event(fake.message_event(ALICE, DM, "after the junk"))
+        await fake.wait_until(lambda: fake.acked(frame_id), 5)
+        assert fake.acked(broken)  # unreadable for good: acknowledged so it is not resent
+        assert [m.content for m in running.inbound.messages] == ["after the junk"]
+
+
+async def test_a_wrong_secret_is_fatal_and_the_channel_down(fake: FakeFeishu) -> None:
+    channel = FeishuChannel(config_for(fake, app_secret="wrong"))
+    with pytest.raises(FatalChannelError, match="10014"):
+        await asyncio.wait_for(channel.start(GatedInbound()), 5)
+    assert (await channel.health_check()).is_down
+    await channel.stop()
+
+
+async def test_stop_ends_start_while_connected(fake: FakeFeishu) -> None:
+    async with run_feishu(fake) as running:
+        await asyncio.wait_for(running.channel.wait_receiving(), 5)
+        assert await running.channel.health_check() == ChannelHealth.healthy()
+        await running.channel.stop()
+        await asyncio.wait({running.task}, timeout=2)
+        assert running.task.done()
+        assert running.task.exception() is None
+    await fake.wait_until(lambda: fake.open_connections == 0, 5)
+
+
+async def test_a_refused_upgrade_is_fatal_when_the_app_may_not_connect(fake: FakeFeishu) -> None:
+    fake.refuse_handshakes("403", "long connection not enabled")
+    channel = FeishuChannel(config_for(fake))
+    with pytest.raises(FatalChannelError, match="403"):
+        await asyncio.wait_for(channel.start(GatedInbound()), 5)
+    await channel.stop()
+
+
+async def test_a_busy_refusal_is_retried(fake: FakeFeishu) -> None:
+    fake.refuse_handshakes("514", "exceeded connection limit")
+    async with run_feishu(fake) as running:
+        await fake.wait_until(lambda: fake.handshakes_refused >= 2, 10)
+        assert not running.task.done()
+        fake.refuse_handshakes("")  # accepted again
+        await asyncio.wait_for(running.channel.wait_receiving(), 10)

@@ -1,0 +1,99 @@
+"""Replies to the fake Feishu: cards with update_multi, updates in place, rate limits, tokens."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bus import OutboundMessage
+from channels.errors import AuthError, ChannelError, RateLimited
+from channels.feishu import FeishuChannel
+from tests.channels.feishu.conftest import DM, config_for
+from tests.fakes.feishu_server import FakeFeishu
+
+
+@pytest.fixture
+async def channel(fake: FakeFeishu) -> AsyncIterator[FeishuChannel]:
+    built = FeishuChannel(config_for(fake))
+    yield built
+    await built.stop()
+
+
+def reply(text: str, delivery_id: str | None = None) -> OutboundMessage:
+    return OutboundMessage(channel="feishu", chat_id=DM, content=text, delivery_id=delivery_id)
+
+
+async def test_a_reply_is_an_updatable_markdown_card(
+    fake: FakeFeishu, channel: FeishuChannel
+) -> None:
+    message_id = await channel.send_with_id(reply("**粗体** and `code`"))
+    [sent] = fake.chat_messages(DM)
+    assert sent.message_id == message_id
+    assert sent.msg_type == "interactive"
+    assert sent.updatable
+    assert sent.content["elements"] == [{"tag": "markdown", "content": "**粗体** and `code`"}]
+
+
+async def test_a_streamed_reply_updates_the_card_in_place(
+    fake: FakeFeishu, channel: FeishuChannel
+) -> None:
+    message_id = await channel.send_with_id(reply("Hel"))
+    assert message_id is not None
+    await channel.edit_message(DM, message_id, "Hello")
+    await channel.finish_stream(DM, message_id, "Hello, world")
+    assert fake.texts(DM) == ["Hello, world"]
+    assert len(fake.messages[message_id].updates) == 2
+
+
+async def test_a_resent_delivery_is_one_message(fake: FakeFeishu, channel: FeishuChannel) -> None:
+    first = await channel.send_with_id(reply("once", delivery_id="d-1"))
+    again = await channel.send_with_id(reply("once", delivery_id="d-1"))
+    other = await channel.send_with_id(reply("second chunk", delivery_id="d-1"))
+    assert first == again != other
+    assert fake.texts(DM) == ["once", "second chunk"]
+
+
+async def test_a_rate_limit_says_how_long_to_wait(fake: FakeFeishu, channel: FeishuChannel) -> None:
+    fake.rate_limit_next("send")
+    with pytest.raises(RateLimited) as limited:
+        await channel.send(reply("x"))
+    assert limited.value.retry_after_s == 1.0
+    message_id = await channel.send_with_id(reply("x"))
+    assert message_id is not None
+    fake.rate_limit_next("patch")
+    with pytest.raises(RateLimited):
+        await channel.edit_message(DM, message_id, "y")
+
+
+async def test_an_invalid_token_is_refetched_and_the_call_repeated(
+    fake: FakeFeishu, channel: FeishuChannel
+) -> None:
+    await channel.send(reply("first"))
+    before = fake.token_calls
+    fake.expire_tokens()
+    await channel.send(reply("second"))
+    assert fake.token_calls == before + 1
+    assert fake.texts(DM) == ["first", "second"]
+
+
+async def test_a_chat_the_bot_is_not_in_is_a_typed_refusal(channel: FeishuChannel) -> None:
+    with pytest.raises(ChannelError, match="230002"):
+        await channel.send(OutboundMessage(channel="feishu", chat_id="nowhere", content="x"))
+
+
+async def test_probe_names_the_bot_and_refuses_a_wrong_secret(fake: FakeFeishu) -> None:
+    good = FeishuChannel(config_for(fake))
+    assert await good.probe() == f"Fake Bot ({fake.bot_open_id})"
+    bad = FeishuChannel(config_for(fake, app_secret="wrong"))
+    with pytest.raises(AuthError):
+        await bad.probe()
+
+
+async def test_a_card_at_the_limit_fits_feishus_body_limit(
+    fake: FakeFeishu, channel: FeishuChannel
+) -> None:
+    text = "长回复\n" * (channel.limit.max_units // 10)
+    assert channel.limit.fits(text)
+    await channel.send(reply(text))
+    assert fake.texts(DM) == [text]

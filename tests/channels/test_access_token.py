@@ -1,0 +1,70 @@
+"""The shared access-token cache: one fetch for many callers, early refresh, invalidation."""
+
+from __future__ import annotations
+
+import asyncio
+
+from channels.access_token import AccessTokenCache, IssuedToken
+from tests.channels.conftest import FakeClock
+
+
+class Issuer:
+    def __init__(self, expires_in_s: float = 7200.0) -> None:
+        self.expires_in_s = expires_in_s
+        self.issued = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def __call__(self) -> IssuedToken:
+        await self.gate.wait()
+        self.issued += 1
+        return IssuedToken(f"token-{self.issued}", self.expires_in_s)
+
+
+async def test_the_token_is_fetched_once_and_reused(clock: FakeClock) -> None:
+    issuer = Issuer()
+    cache = AccessTokenCache(issuer, clock=clock)
+    assert [await cache.get() for _ in range(3)] == ["token-1"] * 3
+    assert issuer.issued == 1
+
+
+async def test_concurrent_callers_share_one_fetch(clock: FakeClock) -> None:
+    issuer = Issuer()
+    issuer.gate.clear()
+    cache = AccessTokenCache(issuer, clock=clock)
+    waiting = [asyncio.create_task(cache.get(), name=f"get-{n}") for n in range(5)]
+    await asyncio.sleep(0)
+    issuer.gate.set()
+    assert await asyncio.gather(*waiting) == ["token-1"] * 5
+    assert issuer.issued == 1
+
+
+async def test_it_is_refreshed_before_it_expires(clock: FakeClock) -> None:
+    issuer = Issuer(expires_in_s=7200)
+    cache = AccessTokenCache(issuer, early_refresh_s=300, clock=clock)
+    assert await cache.get() == "token-1"
+    clock.advance(7200 - 301)
+    assert await cache.get() == "token-1"
+    clock.advance(2)  # within the last 300 s of its life
+    assert await cache.get() == "token-2"
+
+
+async def test_a_short_lived_token_is_refreshed_at_four_fifths_of_its_life(
+    clock: FakeClock,
+) -> None:
+    cache = AccessTokenCache(Issuer(expires_in_s=100), early_refresh_s=300, clock=clock)
+    assert await cache.get() == "token-1"
+    clock.advance(79)
+    assert await cache.get() == "token-1"
+    clock.advance(2)
+    assert await cache.get() == "token-2"
+
+
+async def test_an_invalidated_token_is_refetched_once(clock: FakeClock) -> None:
+    issuer = Issuer()
+    cache = AccessTokenCache(issuer, clock=clock)
+    stale = await cache.get()
+    cache.invalidate(stale)
+    fresh = await cache.get()
+    cache.invalidate(stale)  # a second caller reporting the same old token changes nothing
+    assert (fresh, await cache.get(), issuer.issued) == ("token-2", "token-2", 2)

@@ -1,0 +1,216 @@
+"""The WeCom channel against the fake WeCom: callbacks through its routes, replies by the API."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from aiohttp import web
+
+from bus import OutboundMessage
+from channels.base import FORMATTED
+from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
+from channels.wecom import WeComChannel
+from channels.wecom.pacing import SendWindow
+from config import WeComConfig
+from tests.channels.conftest import FakeClock
+from tests.channels.inbound_gate import GatedInbound
+from tests.fakes import LocalHttpServer
+from tests.fakes.wecom_server import FakeWeCom
+
+PATH = "/wecom/callback"
+
+
+def config_for(fake: FakeWeCom, **overrides: object) -> WeComConfig:
+    values: dict[str, object] = {
+        "corp_id": fake.corp_id,
+        "agent_id": fake.agent_id,
+        "secret": fake.secret,
+        "token": fake.token,
+        "encoding_aes_key": fake.encoding_aes_key,
+        "api_base_url": fake.base_url,
+        "allow": ["alice"],
+    }
+    values.update(overrides)
+    return WeComConfig.model_validate(values)
+
+
+@dataclass
+class Running:
+    fake: FakeWeCom
+    channel: WeComChannel
+    inbound: GatedInbound
+    url: str
+    task: asyncio.Task[None]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeWeCom]:
+    async with FakeWeCom() as server:
+        yield server
+
+
+@pytest.fixture
+async def running(fake: FakeWeCom) -> AsyncIterator[Running]:
+    channel = WeComChannel(config_for(fake))
+    inbound = GatedInbound()
+    app = web.Application()
+    app.add_routes(channel.web_routes())
+    async with LocalHttpServer(app) as server:
+        task = asyncio.create_task(channel.start(inbound), name="wecom-under-test")
+        await fake.wait_until(lambda: fake.token_calls >= 1)
+        try:
+            yield Running(fake, channel, inbound, server.origin + PATH, task)
+        finally:
+            await channel.stop()
+            await asyncio.wait_for(task, 5)
+
+
+async def test_the_url_check_is_answered_with_the_decrypted_echo(running: Running) -> None:
+    status, text = await running.fake.verify_url(running.url)
+    assert (status, text) == (200, "1616140317555161061")
+
+
+async def test_a_message_is_published_and_acknowledged_only_once_durable(
+    running: Running,
+) -> None:
+    fake, inbound = running.fake, running.inbound
+    inbound.hold()
+    posting = asyncio.create_task(
+        fake.post_message(running.url, fake.text_message("alice", "你好 WeCom", msg_id=77)),
+        name="post",
+    )
+    await asyncio.wait_for(inbound.holding.wait(), 5)
+    await asyncio.sleep(0)
+    assert not posting.done(), "WeCom was answered before the message was durable"
+    inbound.release.set()
+    assert await asyncio.wait_for(posting, 5) == (200, "")
+    [message] = inbound.messages
+    assert (message.channel, message.sender_id, message.chat_id) == ("wecom", "alice", "alice")
+    assert (message.content, message.message_id) == ("你好 WeCom", "77")
+
+
+async def test_a_retried_callback_is_answered_and_published_once(running: Running) -> None:
+    fake = running.fake
+    plain = fake.text_message("alice", "once", msg_id=88)
+    assert await fake.post_message(running.url, plain) == (200, "")
+    assert await fake.post_message(running.url, plain) == (200, "")
+    assert [m.message_id for m in running.inbound.messages] == ["88"]
+
+
+async def test_a_full_backlog_asks_wecom_to_retry(running: Running) -> None:
+    fake = running.fake
+    running.inbound.refuse_next()
+    plain = fake.text_message("alice", "later", msg_id=99)
+    status, _ = await fake.post_message(running.url, plain)
+    assert status == 503
+    assert not running.inbound.messages
+    assert await fake.post_message(running.url, plain) == (200, "")
+    assert [m.content for m in running.inbound.messages] == ["later"]
+
+
+async def test_events_and_non_text_messages_are_acknowledged_and_skipped(
+    running: Running,
+) -> None:
+    fake = running.fake
+    event = (
+        f"<xml><ToUserName>{fake.corp_id}</ToUserName><FromUserName>alice</FromUserName>"
+        "<CreateTime>1</CreateTime><MsgType>event</MsgType><Event>enter_agent</Event>"
+        f"<AgentID>{fake.agent_id}</AgentID></xml>"
+    ).encode()
+    assert await fake.post_message(running.url, event) == (200, "")
+    assert await fake.post_message(running.url, b"<xml><oops") == (200, "")
+    assert not running.inbound.messages
+
+
+async def test_forged_stale_unsigned_and_foreign_callbacks_are_refused(running: Running) -> None:
+    fake = running.fake
+    forgeries = fake.forgeries(fake.text_message("alice", "forged"))
+    for name, (expected, query, body) in forgeries.items():
+        status, _ = await fake.post_callback(running.url, query, body)
+        assert status == expected, name
+    assert not running.inbound.messages
+
+
+async def test_replies_are_markdown_when_formatted_and_text_otherwise(running: Running) -> None:
+    fake, channel = running.fake, running.channel
+    await channel.send(
+        OutboundMessage(
+            channel="wecom", chat_id="alice", content="**hi**", metadata={FORMATTED: True}
+        )
+    )
+    await channel.send(OutboundMessage(channel="wecom", chat_id="alice", content="plain"))
+    assert [(m.msgtype, m.content, m.agentid) for m in fake.delivered("alice")] == [
+        ("markdown", "**hi**", fake.agent_id),
+        ("text", "plain", fake.agent_id),
+    ]
+
+
+async def test_an_expired_token_is_refetched_and_the_send_repeated(running: Running) -> None:
+    fake = running.fake
+    before = fake.token_calls
+    fake.expire_tokens()
+    await running.channel.send(OutboundMessage(channel="wecom", chat_id="alice", content="x"))
+    assert fake.token_calls == before + 1
+    assert fake.texts("alice") == ["x"]
+
+
+async def test_a_rate_limit_is_a_typed_wait_and_an_unknown_user_a_refusal(
+    running: Running,
+) -> None:
+    fake = running.fake
+    fake.rate_limit_next()
+    with pytest.raises(RateLimited) as limited:
+        await running.channel.send(OutboundMessage(channel="wecom", chat_id="alice", content="x"))
+    assert limited.value.retry_after_s > 0
+    with pytest.raises(ChannelError):
+        await running.channel.send(OutboundMessage(channel="wecom", chat_id="nobody", content="x"))
+
+
+async def test_wrong_credentials_are_fatal_at_start(fake: FakeWeCom) -> None:
+    channel = WeComChannel(config_for(fake, secret="not-the-secret"))
+    with pytest.raises(FatalChannelError, match="40001"):
+        await asyncio.wait_for(channel.start(GatedInbound()), 5)
+    with pytest.raises(AuthError):
+        await channel.probe()
+    assert (await channel.health_check()).is_down
+    await channel.stop()
+
+
+async def test_probe_names_the_corp_and_agent(fake: FakeWeCom) -> None:
+    channel = WeComChannel(config_for(fake))
+    try:
+        assert await channel.probe() == f"corp {fake.corp_id}, agent {fake.agent_id}"
+    finally:
+        await channel.stop()
+
+
+def test_the_send_window_counts_30_a_minute_per_member() -> None:
+    clock = FakeClock()
+    window = SendWindow(clock=clock)
+    waits = []
+    for _ in range(30):
+        waits.append(window.reserve("alice"))
+        clock.advance(1.0)
+    assert waits == [0.0] * 30
+    assert window.reserve("alice") == pytest.approx(30.0)  # the first send ages out at 60 s
+    assert window.reserve("bob") == 0.0
+    clock.advance(30.0)
+    assert window.reserve("alice") == 0.0
+
+
+async def test_the_31st_message_in_a_minute_waits_instead_of_being_dropped(
+    fake: FakeWeCom,
+) -> None:
+    channel = WeComChannel(config_for(fake), window=SendWindow(max_sends=2))
+    try:
+        for text in ("one", "two"):
+            await channel.send(OutboundMessage(channel="wecom", chat_id="alice", content=text))
+        with pytest.raises(RateLimited) as limited:
+            await channel.send(OutboundMessage(channel="wecom", chat_id="alice", content="3"))
+        assert 0 < limited.value.retry_after_s <= 60
+        assert fake.texts("alice") == ["one", "two"]
+    finally:
+        await channel.stop()

@@ -1,0 +1,125 @@
+"""What Feishu sends a bot: `im.message.receive_v1` events, and webhook requests carrying them
+(encrypted with the Encrypt Key, signed), including forgeries a webhook must refuse."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import uuid
+from typing import Any
+
+import aiohttp
+
+from channels.feishu.crypto import FeishuCipher, signature
+
+#: The Encrypt Key of Feishu's documentation example ("test key" decrypts
+#: P37w+VZImNgPEO1RBhJ6RtKl7n6zymIbEG1pReEzghk= to "hello world").
+DOC_ENCRYPT_KEY = "test key"
+JsonObject = dict[str, Any]
+
+
+class FeishuEventSender:
+    """Builds events for an app; the fake server mixes it in."""
+
+    app_id: str
+    bot_open_id: str
+    encrypt_key: str
+    verification_token: str
+    _ids: itertools.count[int]
+
+    def message_event(
+        self,
+        sender_open_id: str,
+        chat_id: str,
+        text: str,
+        *,
+        chat_type: str = "p2p",
+        mention_bot: bool = False,
+        event_id: str | None = None,
+    ) -> JsonObject:
+        mentions = []
+        if mention_bot:
+            text = f"@_user_1 {text}"
+            mentions.append(
+                {"key": "@_user_1", "id": {"open_id": self.bot_open_id}, "name": "Fake Bot"}
+            )
+        number = next(self._ids)
+        return {
+            "schema": "2.0",
+            "header": {
+                "event_id": event_id or uuid.uuid4().hex,
+                "event_type": "im.message.receive_v1",
+                "create_time": str(int(time.time() * 1000)),
+                "token": self.verification_token,
+                "app_id": self.app_id,
+                "tenant_key": "tenant-fake",
+            },
+            "event": {
+                "sender": {"sender_id": {"open_id": sender_open_id}, "sender_type": "user"},
+                "message": {
+                    "message_id": f"om_in{number:017d}",
+                    "chat_id": chat_id,
+                    "chat_type": chat_type,
+                    "message_type": "text",
+                    "content": json.dumps({"text": text}, ensure_ascii=False),
+                    "mentions": mentions,
+                },
+            },
+        }
+
+    def sealed(
+        self,
+        payload: JsonObject,
+        *,
+        timestamp: int | None = None,
+        encrypt_key: str | None = None,
+        signed: bool = True,
+    ) -> tuple[dict[str, str], bytes]:
+        """Headers and body of a webhook request carrying `payload`, as Feishu sends it."""
+        key = self.encrypt_key if encrypt_key is None else encrypt_key
+        body = json.dumps({"encrypt": FeishuCipher(key).encrypt(json.dumps(payload).encode())})
+        raw = body.encode()
+        headers = {"Content-Type": "application/json"}
+        if signed:
+            stamp, nonce = (
+                str(int(time.time()) if timestamp is None else timestamp),
+                uuid.uuid4().hex,
+            )
+            headers |= {
+                "X-Lark-Request-Timestamp": stamp,
+                "X-Lark-Request-Nonce": nonce,
+                "X-Lark-Signature": signature(stamp, nonce, key, raw),
+            }
+        return headers, raw
+
+    def forgeries(self, payload: JsonObject) -> dict[str, tuple[dict[str, str], bytes]]:
+        """Requests a webhook must refuse (401), by name: for a shared webhook attack corpus."""
+        headers, body = self.sealed(payload)
+        header = payload.get("header") or {}
+        return {
+            "forged_signature": ({**headers, "X-Lark-Signature": "0" * 64}, body),
+            "tampered_body": (headers, body.replace(b'"}', b'x"}')),
+            "stale": self.sealed(payload, timestamp=int(time.time()) - 3600),
+            "unsigned": self.sealed(payload, signed=False),
+            "wrong_encrypt_key": self.sealed(payload, encrypt_key="not the key"),
+            "wrong_verification_token": self.sealed(
+                payload | {"header": {**header, "token": "guess"}}
+            ),
+            "unencrypted": ({"Content-Type": "application/json"}, json.dumps(payload).encode()),
+        }
+
+    async def post(self, url: str, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+        async with aiohttp.ClientSession() as http, http.post(url, data=body, headers=headers) as r:
+            return r.status, await r.text()
+
+    async def post_event(self, url: str, payload: JsonObject) -> tuple[int, str]:
+        headers, body = self.sealed(payload)
+        return await self.post(url, headers, body)
+
+    def url_verification(self, token: str | None = None) -> JsonObject:
+        return {
+            "challenge": "ajls384kdjx98XX",
+            "token": self.verification_token if token is None else token,
+            "type": "url_verification",
+        }

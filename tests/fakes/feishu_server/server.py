@@ -1,0 +1,368 @@
+"""A fake Feishu/Lark open platform on 127.0.0.1: the REST API the channel calls, the long
+connection (protobuf frames over a websocket) and signed, encrypted webhook events.
+
+    async with FakeFeishu() as fake:
+        config = FeishuConfig(app_id=fake.app_id, app_secret=fake.app_secret,
+                              base_url=fake.base_url, allow=[...])
+        await fake.wait_connected()
+        frame_id = await fake.push_event(fake.message_event("ou_alice", "oc_chat", "hi"))
+        await fake.wait_until(lambda: fake.acked(frame_id))
+        await fake.wait_until(lambda: fake.texts("oc_chat"))
+
+REST (`{base_url}/open-apis/...`, JSON `{"code", "msg", ...}`, `Authorization: Bearer t-...`):
+tenant_access_token/internal (10014 for a wrong secret), bot/v3/info, im/v1/messages (create:
+`interactive` cards or `text`; a `uuid` already seen returns the first message again; bodies
+over 30 KB get 230025) and PATCH im/v1/messages/{id} (only cards with `update_multi`; more than
+5 updates a second on one message, or `rate_limit_next`, get HTTP 429 with code 99991400 and
+`x-ogw-ratelimit-reset`). A token from `expire_tokens` gets 99991663.
+
+Long connection: `POST /callback/ws/endpoint {AppID, AppSecret}` returns the socket URL; pings
+are answered with pongs carrying `ClientConfig`; `push_event` sends an event as one frame or as
+`parts` frames; the client's acknowledgements are recorded by frame message id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Self
+
+from aiohttp import WSMsgType, web
+
+from channels.feishu import frames
+from channels.feishu.crypto import FeishuCipher
+from channels.feishu.pbbp2_pb2 import Frame, Header
+from tests.fakes import LocalHttpServer
+from tests.fakes.feishu_server.events import DOC_ENCRYPT_KEY, FeishuEventSender, JsonObject
+
+MAX_BODY_BYTES = 30 * 1024
+UPDATES_PER_SECOND = 5
+
+
+@dataclass
+class FeishuMessage:
+    message_id: str
+    chat_id: str
+    msg_type: str
+    content: JsonObject
+    updates: list[float] = field(default_factory=list)
+    #: The text shown after the creation and after each update, in order.
+    shown: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        if self.msg_type == "text":
+            return str(self.content.get("text", ""))
+        elements = self.content.get("elements") or []
+        return "".join(str(e.get("content", "")) for e in elements if isinstance(e, dict))
+
+    @property
+    def updatable(self) -> bool:
+        return bool((self.content.get("config") or {}).get("update_multi"))
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    method: str
+    path: str
+    status: int
+    code: int
+    at: float
+    body: JsonObject
+
+
+class FakeFeishu(FeishuEventSender):
+    def __init__(
+        self,
+        *,
+        app_id: str = "cli_fake00000001",
+        app_secret: str = "fake-feishu-app-secret",
+        encrypt_key: str = DOC_ENCRYPT_KEY,
+        verification_token: str = "fake-verification-token",
+        ping_interval_s: int = 120,
+    ) -> None:
+        self.app_id = app_id
+        self.app_secret = app_secret
+        self.encrypt_key = encrypt_key
+        self.verification_token = verification_token
+        self.ping_interval_s = ping_interval_s
+        self.bot_open_id = "ou_bot0000000000000001"
+        self.cipher = FeishuCipher(encrypt_key)
+        self.calls: list[Call] = []
+        self.messages: dict[str, FeishuMessage] = {}
+        self.token_calls = 0
+        self.pings = 0
+        self.acks: dict[str, JsonObject] = {}
+        self.connections_opened = 0
+        self.handshakes_refused = 0
+        self._refusal: tuple[str, str] | None = None
+        self._sockets: list[web.WebSocketResponse] = []
+        self._tokens: set[str] = set()
+        self._uuids: dict[str, str] = {}
+        self._rate_limits: dict[str, int] = {}
+        self._ids = itertools.count(1)
+        self._changed = asyncio.Event()
+        app = web.Application(client_max_size=4 * MAX_BODY_BYTES)
+        app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
+        app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
+        app.router.add_post("/open-apis/im/v1/messages", self._create)
+        app.router.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch)
+        app.router.add_post("/callback/ws/endpoint", self._endpoint)
+        app.router.add_get("/ws", self._socket)
+        self._server = LocalHttpServer(app)
+
+    async def __aenter__(self) -> Self:
+        await self._server.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for ws in list(self._sockets):
+            await ws.close()
+        await self._server.__aexit__(exc_type, exc, tb)
+
+    @property
+    def base_url(self) -> str:
+        return self._server.origin
+
+    # REST
+
+    def _answer(
+        self, request: web.Request, body: JsonObject, status: int = 200, **headers: str
+    ) -> web.Response:
+        self.calls.append(
+            Call(
+                request.method,
+                request.path,
+                status,
+                int(body.get("code", 0)),
+                time.monotonic(),
+                body,
+            )
+        )
+        self._changed.set()
+        return web.json_response(body, status=status, headers=headers)
+
+    def _authorised(self, request: web.Request) -> bool:
+        return request.headers.get("Authorization", "").removeprefix("Bearer ") in self._tokens
+
+    def _invalid_token(self, request: web.Request) -> web.Response:
+        body = {"code": 99991663, "msg": "Invalid access token for authorization."}
+        return self._answer(request, body, status=400)
+
+    async def _token(self, request: web.Request) -> web.Response:
+        self.token_calls += 1
+        body = await request.json()
+        if body.get("app_id") != self.app_id or body.get("app_secret") != self.app_secret:
+            return self._answer(request, {"code": 10014, "msg": "app secret invalid"})
+        token = "t-" + hashlib.sha256(f"{self.token_calls}{time.time()}".encode()).hexdigest()[:32]
+        self._tokens.add(token)
+        return self._answer(
+            request, {"code": 0, "msg": "ok", "tenant_access_token": token, "expire": 7200}
+        )
+
+    async def _bot_info(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return self._invalid_token(request)
+        bot = {"activate_status": 2, "app_name": "Fake Bot", "open_id": self.bot_open_id}
+        return self._answer(request, {"code": 0, "msg": "ok", "bot": bot})
+
+    def _limited(self, request: web.Request, kind: str) -> web.Response | None:
+        if self._rate_limits.get(kind, 0) <= 0:
+            return None
+        self._rate_limits[kind] -= 1
+        body = {"code": 99991400, "msg": "request trigger frequency limit"}
+        return self._answer(request, body, status=429, **{"x-ogw-ratelimit-reset": "1"})
+
+    async def _create(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return self._invalid_token(request)
+        raw = await request.read()
+        body = json.loads(raw)
+        if request.query.get("receive_id_type") != "chat_id":
+            return self._answer(request, {"code": 99992402, "msg": "receive_id_type"}, status=400)
+        if len(raw) > MAX_BODY_BYTES:
+            return self._answer(request, {"code": 230025, "msg": "message too long"}, status=400)
+        limited = self._limited(request, "send")
+        if limited is not None:
+            return limited
+        chat_id = str(body.get("receive_id", ""))
+        if not chat_id.startswith("oc_"):
+            return self._answer(request, {"code": 230002, "msg": "bot not in chat"}, status=400)
+        key = str(body.get("uuid") or "")
+        if key and key in self._uuids:
+            return self._answer(request, {"code": 0, "data": {"message_id": self._uuids[key]}})
+        message_id = f"om_{next(self._ids):020d}"
+        created = FeishuMessage(
+            message_id, chat_id, str(body.get("msg_type")), json.loads(body["content"])
+        )
+        created.shown.append(created.text)
+        self.messages[message_id] = created
+        if key:
+            self._uuids[key] = message_id
+        return self._answer(
+            request, {"code": 0, "msg": "success", "data": {"message_id": message_id}}
+        )
+
+    async def _patch(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return self._invalid_token(request)
+        message = self.messages.get(request.match_info["message_id"])
+        if message is None:
+            return self._answer(request, {"code": 230011, "msg": "message not found"}, status=400)
+        if not message.updatable:
+            return self._answer(
+                request, {"code": 230031, "msg": "card not update_multi"}, status=400
+            )
+        now = time.monotonic()
+        recent = [at for at in message.updates if now - at < 1.0]
+        limited = self._limited(request, "patch")
+        if limited is not None:
+            return limited
+        if len(recent) >= UPDATES_PER_SECOND:
+            body = {"code": 99991400, "msg": "too many updates of one message"}
+            return self._answer(request, body, status=429, **{"x-ogw-ratelimit-reset": "1"})
+        body = await request.json()
+        message.content = json.loads(body["content"])
+        message.updates.append(now)
+        message.shown.append(message.text)
+        return self._answer(request, {"code": 0, "msg": "success", "data": {}})
+
+    def rate_limit_next(self, kind: str, count: int = 1) -> None:
+        """`kind` is "send" or "patch"."""
+        self._rate_limits[kind] = self._rate_limits.get(kind, 0) + count
+
+    def expire_tokens(self) -> None:
+        self._tokens.clear()
+
+    def chat_messages(self, chat_id: str) -> list[FeishuMessage]:
+        return [m for m in self.messages.values() if m.chat_id == chat_id]
+
+    def texts(self, chat_id: str) -> list[str]:
+        return [m.text for m in self.chat_messages(chat_id)]
+
+    def statuses(self, path_prefix: str) -> list[int]:
+        return [c.status for c in self.calls if c.path.startswith(path_prefix)]
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+        async with asyncio.timeout(timeout_s):
+            while not condition():
+                self._changed.clear()
+                await self._changed.wait()
+
+    # The long connection
+
+    async def _endpoint(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if body.get("AppID") != self.app_id or body.get("AppSecret") != self.app_secret:
+            return self._answer(request, {"code": 514, "msg": "auth failed"})
+        url = f"ws://127.0.0.1:{self._server.port}/ws?device_id=dev1&service_id=77"
+        return self._answer(
+            request, {"code": 0, "msg": "ok", "data": {"URL": url, "ClientConfig": self._config()}}
+        )
+
+    def _config(self) -> JsonObject:
+        return {
+            "ReconnectCount": -1,
+            "ReconnectInterval": 120,
+            "ReconnectNonce": 30,
+            "PingInterval": self.ping_interval_s,
+        }
+
+    def refuse_handshakes(self, status: str, message: str = "refused") -> None:
+        """Refuse upgrades as Feishu does (`handshake-status`: 403, 514, ...); "" accepts."""
+        self._refusal = (status, message) if status else None
+
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        if self._refusal is not None:
+            status, message = self._refusal
+            self.handshakes_refused += 1
+            self._changed.set()
+            return web.Response(
+                status=400, headers={"handshake-status": status, "handshake-msg": message}
+            )
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self._sockets.append(ws)
+        self.connections_opened += 1
+        self._changed.set()
+        try:
+            async for message in ws:
+                if message.type == WSMsgType.BINARY:
+                    await self._client_frame(ws, frames.parse(message.data))
+        finally:
+            self._sockets.remove(ws)
+            self._changed.set()
+        return ws
+
+    async def _client_frame(self, ws: web.WebSocketResponse, frame: Frame) -> None:
+        if frame.method == frames.CONTROL and frames.header(frame, "type") == "ping":
+            self.pings += 1
+            pong = Frame(
+                SeqID=0,
+                LogID=0,
+                service=frame.service,
+                method=frames.CONTROL,
+                headers=[Header(key="type", value="pong")],
+                payload=json.dumps(self._config()).encode(),
+            )
+            await ws.send_bytes(pong.SerializeToString())
+        elif frame.method == frames.DATA:
+            ack = json.loads(frame.payload) | {"biz_rt": frames.header(frame, "biz_rt")}
+            self.acks[frames.header(frame, "message_id")] = ack
+        self._changed.set()
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._sockets)
+
+    async def wait_connected(self, count: int = 1, timeout_s: float = 30.0) -> None:
+        await self.wait_until(
+            lambda: self.connections_opened >= count and self.open_connections > 0, timeout_s
+        )
+
+    def acked(self, frame_id: str) -> bool:
+        return self.acks.get(frame_id, {}).get("code") == 200
+
+    async def push_event(self, event: JsonObject, *, parts: int = 1, frame_id: str = "") -> str:
+        """Send `event` to every open connection, cut into `parts` frames; the frame id."""
+        frame_id = frame_id or uuid.uuid4().hex
+        payload = json.dumps(event, ensure_ascii=False).encode()
+        size = -(-len(payload) // parts)
+        for seq in range(parts):
+            frame = Frame(
+                SeqID=seq,
+                LogID=next(self._ids),
+                service=77,
+                method=frames.DATA,
+                headers=[
+                    Header(key="type", value="event"),
+                    Header(key="message_id", value=frame_id),
+                    Header(key="sum", value=str(parts)),
+                    Header(key="seq", value=str(seq)),
+                    Header(key="trace_id", value=uuid.uuid4().hex),
+                ],
+                payload=payload[seq * size : (seq + 1) * size],
+            )
+            for ws in list(self._sockets):
+                await ws.send_bytes(frame.SerializeToString())
+        return frame_id
+
+    async def push_raw(self, data: bytes) -> None:
+        for ws in list(self._sockets):
+            await ws.send_bytes(data)
+
+    async def drop_connections(self) -> None:
+        for ws in list(self._sockets):
+            await ws.close(code=1011, message=b"fake went away")

@@ -1,0 +1,241 @@
+"""A fake WeCom (企业微信) on 127.0.0.1: the server API the application channel calls, and the
+callbacks WeCom makes to the application's URL.
+
+    async with FakeWeCom() as fake:
+        config = WeComConfig(corp_id=fake.corp_id, agent_id=fake.agent_id, secret=fake.secret,
+                             token=fake.token, encoding_aes_key=fake.encoding_aes_key,
+                             api_base_url=fake.base_url, ...)
+        status = await fake.post_message(callback_url, fake.text_message("alice", "hi"))
+        await fake.wait_until(lambda: fake.texts("alice"))
+
+Server API (`{base_url}/cgi-bin/...`, answers HTTP 200 with `{"errcode", "errmsg", ...}` as WeCom
+does): `GET gettoken?corpid&corpsecret` (40013 unknown corp, 40001 wrong secret) and
+`POST message/send?access_token` (42001 expired or unknown token; 45009 on `rate_limit_next`;
+45002 when the content is over 2,048 UTF-8 bytes; 81013 for an unknown user).
+
+Callbacks are encrypted and signed the way WeCom does (`channels.wecom.crypto` is the same
+documented algorithm); the defaults are the keys of WeCom's documentation example.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
+from aiohttp import web
+
+from channels.wecom.crypto import WeComCrypto
+from tests.fakes import LocalHttpServer
+
+#: WeCom's documentation example (developer.work.weixin.qq.com, 加解密方案说明).
+DOC_CORP_ID = "wx5823bf96d3bd56c7"
+DOC_TOKEN = "QDG6eK"
+DOC_ENCODING_AES_KEY = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
+MAX_CONTENT_BYTES = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class SentMessage:
+    touser: str
+    msgtype: str
+    content: str
+    agentid: object
+    errcode: int
+    at: float
+
+
+class FakeWeCom:
+    def __init__(
+        self,
+        *,
+        corp_id: str = DOC_CORP_ID,
+        token: str = DOC_TOKEN,
+        encoding_aes_key: str = DOC_ENCODING_AES_KEY,
+        agent_id: int = 1000002,
+        secret: str = "fake-wecom-app-secret",
+        users: tuple[str, ...] = ("alice", "mallory", "bob"),
+    ) -> None:
+        self.corp_id = corp_id
+        self.token = token
+        self.encoding_aes_key = encoding_aes_key
+        self.agent_id = agent_id
+        self.secret = secret
+        self.users = set(users)
+        self.crypto = WeComCrypto(token, encoding_aes_key, corp_id)
+        self.sent: list[SentMessage] = []
+        self.token_calls = 0
+        self._tokens: set[str] = set()
+        self._rate_limits = 0
+        self._msg_ids = itertools.count(4561255354251345929)
+        self._changed = asyncio.Event()
+        app = web.Application()
+        app.router.add_get("/cgi-bin/gettoken", self._gettoken)
+        app.router.add_post("/cgi-bin/message/send", self._send)
+        self._server = LocalHttpServer(app)
+
+    async def __aenter__(self) -> Self:
+        await self._server.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._server.__aexit__(exc_type, exc, tb)
+
+    @property
+    def base_url(self) -> str:
+        return self._server.origin
+
+    # The server API
+
+    def _answer(self, body: dict[str, Any]) -> web.Response:
+        self._changed.set()
+        return web.json_response(body)
+
+    async def _gettoken(self, request: web.Request) -> web.Response:
+        self.token_calls += 1
+        if request.query.get("corpid") != self.corp_id:
+            return self._answer({"errcode": 40013, "errmsg": "invalid corpid"})
+        if request.query.get("corpsecret") != self.secret:
+            return self._answer({"errcode": 40001, "errmsg": "invalid credential"})
+        token = hashlib.sha256(f"{self.token_calls}:{time.time()}".encode()).hexdigest()
+        self._tokens.add(token)
+        return self._answer(
+            {"errcode": 0, "errmsg": "ok", "access_token": token, "expires_in": 7200}
+        )
+
+    async def _send(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        msgtype = str(body.get("msgtype", ""))
+        content = str((body.get(msgtype) or {}).get("content", ""))
+        errcode, errmsg = self._judge(request.query.get("access_token", ""), body, content)
+        self.sent.append(
+            SentMessage(
+                str(body.get("touser", "")),
+                msgtype,
+                content,
+                body.get("agentid"),
+                errcode,
+                time.monotonic(),
+            )
+        )
+        answer: dict[str, Any] = {"errcode": errcode, "errmsg": errmsg}
+        if errcode == 0:
+            answer |= {"invaliduser": "", "msgid": f"msg{next(self._msg_ids)}"}
+        return self._answer(answer)
+
+    def _judge(self, token: str, body: dict[str, Any], content: str) -> tuple[int, str]:
+        if token not in self._tokens:
+            return 42001, "access_token expired"
+        if self._rate_limits:
+            self._rate_limits -= 1
+            return 45009, "api freq out of limit"
+        if body.get("agentid") != self.agent_id:
+            return 40056, "invalid agentid"
+        if body.get("msgtype") not in ("text", "markdown"):
+            return 40008, "invalid message type"
+        if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
+            return 45002, "content size out of limit"
+        if body.get("touser") not in self.users:
+            return 81013, "user & party & tag all invalid"
+        return 0, "ok"
+
+    def rate_limit_next(self, count: int = 1) -> None:
+        self._rate_limits += count
+
+    def expire_tokens(self) -> None:
+        """Every token handed out so far stops working (WeCom answers 42001)."""
+        self._tokens.clear()
+
+    def delivered(self, user: str) -> list[SentMessage]:
+        return [m for m in self.sent if m.touser == user and m.errcode == 0]
+
+    def texts(self, user: str) -> list[str]:
+        return [m.content for m in self.delivered(user)]
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+        async with asyncio.timeout(timeout_s):
+            while not condition():
+                self._changed.clear()
+                await self._changed.wait()
+
+    # Callbacks to the application
+
+    def text_message(self, sender: str, text: str, *, msg_id: int | None = None) -> bytes:
+        """The decrypted XML of a user's text message, as WeCom writes it."""
+        number = next(self._msg_ids) if msg_id is None else msg_id
+        return (
+            f"<xml><ToUserName><![CDATA[{self.corp_id}]]></ToUserName>"
+            f"<FromUserName><![CDATA[{sender}]]></FromUserName>"
+            f"<CreateTime>{int(time.time())}</CreateTime>"
+            "<MsgType><![CDATA[text]]></MsgType>"
+            f"<Content><![CDATA[{text}]]></Content>"
+            f"<MsgId>{number}</MsgId><AgentID>{self.agent_id}</AgentID></xml>"
+        ).encode()
+
+    def sealed(
+        self, plain: bytes, *, timestamp: int | None = None, crypto: WeComCrypto | None = None
+    ) -> tuple[dict[str, str], bytes]:
+        """Query parameters and body of a callback carrying `plain`, signed and encrypted."""
+        crypto = crypto or self.crypto
+        stamp = str(int(time.time()) if timestamp is None else timestamp)
+        nonce = str(next(self._msg_ids) % 1_000_000_000)
+        encrypted = crypto.encrypt(plain)
+        query = {
+            "msg_signature": crypto.sign(stamp, nonce, encrypted),
+            "timestamp": stamp,
+            "nonce": nonce,
+        }
+        body = (
+            f"<xml><ToUserName><![CDATA[{self.corp_id}]]></ToUserName>"
+            f"<Encrypt><![CDATA[{encrypted}]]></Encrypt>"
+            f"<AgentID><![CDATA[{self.agent_id}]]></AgentID></xml>"
+        ).encode()
+        return query, body
+
+    def forgeries(self, plain: bytes) -> dict[str, tuple[int, dict[str, str], bytes]]:
+        """Callbacks the application must refuse, by name, with the status each gets: for a
+        shared webhook attack corpus."""
+        query, body = self.sealed(plain)
+        other_key = WeComCrypto(self.token, "B" * 43, self.corp_id)
+        other_corp = WeComCrypto(self.token, self.encoding_aes_key, "ww_someone_else")
+        return {
+            "forged_signature": (401, {**query, "msg_signature": "0" * 40}, body),
+            "unsigned": (401, {k: v for k, v in query.items() if k != "msg_signature"}, body),
+            "stale": (401, *self.sealed(plain, timestamp=int(time.time()) - 3600)),
+            "wrong_aes_key": (403, *self.sealed(plain, crypto=other_key)),
+            "other_corp": (403, *self.sealed(plain, crypto=other_corp)),
+        }
+
+    async def post_callback(self, url: str, query: dict[str, str], body: bytes) -> tuple[int, str]:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(url, params=query, data=body, headers={"Content-Type": "text/xml"}) as r,
+        ):
+            return r.status, await r.text()
+
+    async def post_message(self, url: str, plain: bytes) -> tuple[int, str]:
+        query, body = self.sealed(plain)
+        return await self.post_callback(url, query, body)
+
+    async def verify_url(self, url: str, echo: bytes = b"1616140317555161061") -> tuple[int, str]:
+        stamp, nonce = str(int(time.time())), "263014780"
+        echostr = self.crypto.encrypt(echo)
+        query = {
+            "msg_signature": self.crypto.sign(stamp, nonce, echostr),
+            "timestamp": stamp,
+            "nonce": nonce,
+            "echostr": echostr,
+        }
+        async with aiohttp.ClientSession() as http, http.get(url, params=query) as response:
+            return response.status, await response.text()
