@@ -27,6 +27,8 @@ CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
         "slack": "channels.slack:create",
         "api": "channels.api:create",
         "cli": "channels.cli:create",
+        "wecom-bot": "channels.wecom_bot:create",
+        "qq-bot": "channels.qq:create",
     }
 )
 

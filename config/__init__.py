@@ -23,6 +23,7 @@ from config.channels import (
     SlackConfig,
     TelegramConfig,
 )
+from config.channels_wecom_bot_qq import QQBotConfig, WecomBotConfig
 from config.common import ConfigModel
 from config.describe import (
     describe_config_keys,
@@ -68,11 +69,13 @@ __all__ = [
     "PluginChannelConfig",
     "ProfileConfig",
     "ProfileWarning",
+    "QQBotConfig",
     "QueueMode",
     "SessionsConfig",
     "SlackConfig",
     "TelegramConfig",
     "WebhookAgentConfig",
+    "WecomBotConfig",
     "default_config",
     "describe_config_keys",
     "describe_gateway_keys",

@@ -205,15 +205,20 @@ class PluginChannelConfig(ChannelConfigBase):
         return f"plugin:{self.class_path}"
 
 
+# Imported here, below ChannelConfigBase, which these models extend.
+from config.channels_wecom_bot_qq import QQBotConfig, WecomBotConfig  # noqa: E402
+
 ChannelConfig = Annotated[
     TelegramConfig
     | DiscordConfig
     | SlackConfig
     | ApiChannelConfig
     | CliChannelConfig
-    | PluginChannelConfig,
+    | PluginChannelConfig
+    | WecomBotConfig
+    | QQBotConfig,
     Field(discriminator="type"),
 ]
 """Any channel configuration, told apart by its `type`."""
 
-CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin")
+CHANNEL_TYPES = ("telegram", "discord", "slack", "api", "cli", "plugin", "wecom-bot", "qq-bot")

@@ -1,0 +1,162 @@
+"""The QQ bot channel (API v2): signed webhook events in, passive replies out.
+
+QQ POSTs events to `webhook_path` on the daemon's HTTP server (see `webhook.py`: Ed25519
+signatures checked, op 12 acknowledgement only once the message is durable). `start()` checks
+the credentials (a token QQ refuses is fatal) and takes events until stopped.
+
+Replies: QQ bots may only answer a user's message (`msg_id`, see `passive.py`), at most five
+times, so a long reply is split into at most four messages and a notice that the rest was cut
+(`max_reply_messages`). Plain text (`msg_type` 0): QQ renders Markdown only through templates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import aiohttp
+import structlog
+from aiohttp import web
+
+from bus import InboundMessage, InboundSender, OutboundMessage
+from channels.answers import answered_ids
+from channels.base import Channel
+from channels.dedup import InboundDedup
+from channels.errors import AuthError, ChannelError, FatalChannelError
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
+from channels.qq.events import MalformedEvent, parse_message, target
+from channels.qq.passive import MAX_REPLIES, PassiveReplies
+from channels.qq.token import CHANNEL, AccessToken
+from channels.qq.webhook import QQWebhook
+
+log = structlog.get_logger(__name__)
+
+
+class QQBotChannel(Channel):
+    limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["qq-bot"]
+    max_reply_messages: ClassVar[int | None] = MAX_REPLIES
+
+    def __init__(
+        self,
+        *,
+        app_id: str,
+        app_secret: str,
+        webhook_path: str = "/qq/callback",
+        api_base_url: str = "https://api.sgroup.qq.com",
+        token_url: str = "https://bots.qq.com/app/getAppAccessToken",
+        request_timeout_s: float = 10.0,
+    ) -> None:
+        if not app_id or not app_secret:
+            raise ValueError("the QQ bot needs its app_id and app_secret")
+        self._webhook_path = webhook_path
+        self._http_session: aiohttp.ClientSession | None = None
+        self._token = AccessToken(
+            self._http,
+            token_url=token_url,
+            app_id=app_id,
+            app_secret=app_secret,
+            timeout_s=request_timeout_s,
+        )
+        self._api = QQApi(
+            self._http, self._token, base_url=api_base_url, timeout_s=request_timeout_s
+        )
+        self._webhook = QQWebhook(app_secret)
+        self._replies = PassiveReplies()
+        self._dedup = InboundDedup(max_entries=10_000, ttl_s=24 * 3600.0)
+        self._stopping = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._http_session is None or self._http_session.closed:
+            self._http_session = aiohttp.ClientSession()
+        return self._http_session
+
+    def web_routes(self) -> Sequence[web.AbstractRouteDef]:
+        return [web.post(self._webhook_path, self._webhook.handle_request)]
+
+    async def start(self, inbound: InboundSender) -> None:
+        self._stopping.clear()
+        try:
+            await self._token.get()
+        except AuthError as exc:
+            raise FatalChannelError(str(exc), channel=CHANNEL, suggestion=exc.suggestion) from exc
+
+        async def take(payload: dict[str, Any]) -> None:
+            await self._take(inbound, payload)
+
+        self._webhook.handle = take
+        log.info("qq.webhook_ready", path=self._webhook_path)
+        try:
+            await self._stopping.wait()
+        finally:
+            self._webhook.handle = None
+            await self._close_http()
+
+    async def _take(self, inbound: InboundSender, payload: dict[str, Any]) -> None:
+        try:
+            message = parse_message(payload)
+        except MalformedEvent as exc:
+            # Acknowledged all the same: QQ would only send the same malformed event again.
+            log.warning("qq.malformed_event_skipped", error=str(exc), event=payload.get("t"))
+            return
+        if message is None:
+            log.debug("qq.event_ignored", event=payload.get("t"))
+            return
+        if message.event_id in self._dedup:
+            log.info("qq.duplicate_skipped", event_id=message.event_id)
+            return
+        self._replies.received(message.msg_id, message.kind)
+        if message.text:
+            await inbound.send(
+                InboundMessage(
+                    channel=CHANNEL,
+                    sender_id=message.sender_id,
+                    chat_id=message.chat_id,
+                    content=message.text,
+                    message_id=message.msg_id,
+                    metadata={"chat_type": message.kind},
+                )
+            )
+        self._dedup.seen(message.event_id)
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self._webhook.handle = None
+        await self._close_http()
+
+    async def _close_http(self) -> None:
+        session, self._http_session = self._http_session, None
+        if session is not None:
+            await session.close()
+
+    async def send(self, message: OutboundMessage) -> None:
+        try:
+            kind, openid = target(message.chat_id)
+        except ValueError as exc:
+            raise ChannelError(str(exc), channel=CHANNEL) from exc
+        msg_ids = answered_ids(message)
+        if not msg_ids:
+            raise ReplyWindowClosed(
+                "QQ bots can only reply to a user's message, and this names none",
+                channel=CHANNEL,
+            )
+        msg_id = msg_ids[0]
+        seq = self._replies.next_seq(msg_id, kind, message.delivery_id)
+        path = f"/v2/users/{openid}/messages" if kind == "c2c" else f"/v2/groups/{openid}/messages"
+        body = {"content": message.content, "msg_type": 0, "msg_id": msg_id, "msg_seq": seq}
+        try:
+            await self._api.post_message(path, body)
+        except AlreadyDelivered:
+            log.info("qq.reply_already_delivered", msg_id=msg_id, msg_seq=seq)
+
+    async def probe(self) -> str | None:
+        try:
+            me = await self._api.me()
+        finally:
+            await self._close_http()
+        return f"QQ bot {me.get('username', '?')} (id {me.get('id', '?')})"
