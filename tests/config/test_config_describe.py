@@ -18,10 +18,12 @@ from config import (
     OpenAIAgentConfig,
     PluginChannelConfig,
     ProfileConfig,
+    QQBotConfig,
     SessionsConfig,
     SlackConfig,
     TelegramConfig,
     WebhookAgentConfig,
+    WecomBotConfig,
     describe_config_keys,
     describe_gateway_keys,
     describe_profile_keys,
@@ -37,12 +39,14 @@ ALL_MODELS: list[type[BaseModel]] = [
     EchoAgentConfig,
     OpenAIAgentConfig,
     WebhookAgentConfig,
+    WecomBotConfig,
     TelegramConfig,
     DiscordConfig,
     SlackConfig,
     ApiChannelConfig,
     CliChannelConfig,
     PluginChannelConfig,
+    QQBotConfig,
 ]
 
 
@@ -70,6 +74,8 @@ def test_every_variant_field_is_listed() -> None:
         "api": ApiChannelConfig,
         "cli": CliChannelConfig,
         "plugin": PluginChannelConfig,
+        "wecom-bot": WecomBotConfig,
+        "qq-bot": QQBotConfig,
     }
     assert set(channel_models) == set(CHANNEL_TYPES)
     for tag, model in channel_models.items():

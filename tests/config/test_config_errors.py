@@ -140,7 +140,8 @@ def test_unknown_channel_type_lists_the_known_ones(write_yaml: WriteYaml) -> Non
     assert problem.line == 3
     assert problem.message == "unknown channel type 'telegarm' in channels[1]"
     assert problem.suggestion == (
-        "did you mean 'telegram'? known types: telegram, discord, slack, api, cli, plugin"
+        "did you mean 'telegram'? known types: telegram, discord, slack, api, cli, plugin, "
+        "wecom-bot, qq-bot"
     )
 
 
