@@ -66,15 +66,34 @@ class AibotConnection:
         return self._closed.is_set() or self._socket.closed
 
     async def subscribe(self, bot_id: str, secret: str) -> None:
-        """Authenticate; the first frame of every connection. Raises AuthError when refused."""
+        """Authenticate: the first frame of a connection, before `run()` reads. Raises
+        AuthError when WeCom refuses the credentials."""
         req_id, text = frames.subscribe(bot_id, secret)
-        ack = await self._request(req_id, text)
+        async with asyncio.timeout(self._ack_timeout_s):
+            await self._socket.send_str(text)
+            ack = await self._first_ack(req_id)
         if ack.errcode != 0:
             raise AuthError(
                 f"aibot_subscribe refused: errcode {ack.errcode} ({ack.errmsg})",
                 channel=CHANNEL,
                 suggestion="check bot_id and secret in the WeCom admin (AI bot, API mode)",
             )
+
+    async def _first_ack(self, req_id: str) -> Frame:
+        while True:
+            message = await self._socket.receive()
+            if message.type != aiohttp.WSMsgType.TEXT:
+                raise ConnectionClosed(
+                    f"the websocket closed before aibot_subscribe was answered ({message.type})",
+                    channel=CHANNEL,
+                )
+            try:
+                frame = frames.parse_frame(message.data)
+            except MalformedFrame as exc:
+                log.warning("wecom_bot.malformed_frame_skipped", error=str(exc))
+                continue
+            if frame.req_id == req_id:
+                return frame
 
     async def respond(self, req_id: str, text: str) -> None:
         """Send a frame answering callback `req_id`, after the previous one was acknowledged."""
