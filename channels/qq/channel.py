@@ -81,17 +81,19 @@ class QQBotChannel(Channel):
 
     async def start(self, inbound: InboundSender) -> None:
         self._stopping.clear()
-        try:
-            await self._token.get()
-        except AuthError as exc:
-            raise FatalChannelError(str(exc), channel=CHANNEL, suggestion=exc.suggestion) from exc
 
         async def take(payload: dict[str, Any]) -> None:
             await self._take(inbound, payload)
 
-        self._webhook.handle = take
-        log.info("qq.webhook_ready", path=self._webhook_path)
         try:
+            try:
+                await self._token.get()
+            except AuthError as exc:
+                raise FatalChannelError(
+                    str(exc), channel=CHANNEL, suggestion=exc.suggestion
+                ) from exc
+            self._webhook.handle = take
+            log.info("qq.webhook_ready", path=self._webhook_path)
             await self._stopping.wait()
         finally:
             self._webhook.handle = None
