@@ -209,26 +209,30 @@ class WecomBotChannel(Channel):
         return True
 
     async def send(self, message: OutboundMessage) -> None:
-        req_id = self._book.claim(answered_ids(message), message.chat_id)
-        if req_id is None:
+        callback = self._book.available(answered_ids(message), message.chat_id)
+        if callback is None:
             await self._send_own(message.chat_id, message.content)
             return
+        msg_id, req_id = callback
         stream_id = message.delivery_id or uuid.uuid4().hex
         await self._live().respond(
             req_id, frames.stream_reply(req_id, stream_id, message.content, finish=True)
         )
+        self._book.use(msg_id)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        """Open a streamed message on the callback's `req_id`; None when there is none
-        (then the manager sends only the final text)."""
-        req_id = self._book.claim(answered_ids(message), message.chat_id)
-        if req_id is None:
-            await self._send_own(message.chat_id, message.content)
+        """Open a streamed message on the callback's `req_id`. When there is none, send nothing
+        and return None: the manager then sends the rest of the reply, from here on, as
+        whole messages once it is final."""
+        callback = self._book.available(answered_ids(message), message.chat_id)
+        if callback is None:
             return None
+        msg_id, req_id = callback
         stream_id = message.delivery_id or uuid.uuid4().hex
         await self._live().respond(
             req_id, frames.stream_reply(req_id, stream_id, message.content, finish=False)
         )
+        self._book.use(msg_id)
         self._book.open_stream(stream_id, req_id, message.chat_id)
         return stream_id
 

@@ -57,8 +57,11 @@ class ReplyBook:
         while len(self._callbacks) > self._capacity:
             self._callbacks.popitem(last=False)
 
-    def claim(self, msg_ids: Iterable[str], chat_id: str) -> str | None:
-        """The `req_id` a new streamed message may use, marked used; None if there is none."""
+    def available(self, msg_ids: Iterable[str], chat_id: str) -> tuple[str, str] | None:
+        """(msg_id, req_id) of the callback a new streamed message may answer, if any.
+
+        Marked used only by `use`, once its first frame was acknowledged: a frame the retry
+        layer sends again (after a rate limit) still finds the callback free."""
         now = self._clock()
         for msg_id in msg_ids:
             pending = self._callbacks.get(msg_id)
@@ -66,9 +69,13 @@ class ReplyBook:
                 continue
             if pending.used or now - pending.received_at > self._window_s:
                 return None
-            pending.used = True
-            return pending.req_id
+            return msg_id, pending.req_id
         return None
+
+    def use(self, msg_id: str) -> None:
+        pending = self._callbacks.get(msg_id)
+        if pending is not None:
+            pending.used = True
 
     def open_stream(self, stream_id: str, req_id: str, chat_id: str) -> None:
         self._streams[stream_id] = OpenStream(req_id, chat_id)
