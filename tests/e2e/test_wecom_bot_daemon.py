@@ -76,7 +76,8 @@ async def test_an_allowed_user_gets_the_echo_and_a_stranger_one_notice(bot: Weco
     notice = await bot.answered(first)
     assert MALLORY in notice
     await bot.barrier(MALLORY + "-never")  # a group the stranger is not in: all dispatched
-    assert fake.frames(second) == [] and fake.markdown_to(MALLORY) == []
+    assert fake.frames(second) == []
+    assert fake.markdown_to(MALLORY) == []
     refused = await metric(
         bot.daemon, "octos_messages_in_total", channel="wecom-bot", outcome="refused"
     )
