@@ -26,18 +26,24 @@ from channels.base import Channel
 from channels.discord import DiscordChannel
 from channels.errors import ChannelError
 from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE, ChannelContext, build_channel
+from channels.qq import QQBotChannel
 from channels.slack import SlackChannel
+from channels.wecom_bot import WecomBotChannel
 from config import (
     ApiChannelConfig,
     CliChannelConfig,
     DiscordConfig,
     PluginChannelConfig,
+    QQBotConfig,
     SlackConfig,
     TelegramConfig,
+    WecomBotConfig,
 )
 from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.qq_server import FakeQQ
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.wecom_bot_server import FakeWecomBot
 from tests.support.hub import ChannelHub
 
 pytestmark = pytest.mark.slow
@@ -54,6 +60,8 @@ AnyChannelConfig = (
     | ApiChannelConfig
     | CliChannelConfig
     | PluginChannelConfig
+    | WecomBotConfig
+    | QQBotConfig
 )
 
 
@@ -141,6 +149,45 @@ async def slack_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig
             allow=["UALICE0001"],
         )
         yield Rig(config, ready, failing, allowed="UALICE0001", stranger="UMALLORY01")
+
+
+@asynccontextmanager
+async def wecom_bot_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeWecomBot() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, WecomBotChannel)
+            await asyncio.wait_for(channel.wait_connected(), WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            fake.rate_limit_next()  # the next frame is refused with errcode 45009
+            return message("wecom-bot", "alice")
+
+        config = WecomBotConfig(
+            bot_id=fake.bot_id, secret=fake.secret, ws_url=fake.ws_url, allow=["alice"]
+        )
+        yield Rig(config, ready, failing, allowed="alice", stranger="mallory")
+
+
+@asynccontextmanager
+async def qq_bot_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeQQ() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, QQBotChannel)
+            await fake.wait_until(lambda: fake.token_requests >= 1, WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("qq-bot", "c2c:alice-openid")  # answers no message: QQ refuses
+
+        config = QQBotConfig(
+            app_id=fake.app_id,
+            app_secret=fake.app_secret,
+            api_base_url=fake.api_base_url,
+            token_url=fake.token_url,
+            allow=["alice-openid"],
+        )
+        yield Rig(config, ready, failing, allowed="alice-openid", stranger="mallory-openid")
 
 
 class LogWatch:
@@ -244,6 +291,8 @@ RIGS: dict[str, RigFactory] = {
     "api": api_rig,
     "cli": cli_rig,
     PLUGIN_TYPE: plugin_rig,
+    "wecom-bot": wecom_bot_rig,
+    "qq-bot": qq_bot_rig,
 }
 
 
