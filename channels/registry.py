@@ -40,6 +40,7 @@ _OPTIONAL_SDKS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
         "telegram": ("telegram", "python-telegram-bot", "telegram"),
         "discord": ("discord", "discord.py", "discord"),
         "slack": ("slack_bolt", "slack-bolt", "slack"),
+        "qq-bot": ("cryptography", "cryptography", "qq"),
     }
 )
 
