@@ -102,7 +102,15 @@ def test_plugin_errors_are_clear(class_path: str | None, expected: str) -> None:
 
 
 def test_every_registered_type_names_a_factory() -> None:
-    assert set(registry.CHANNEL_TYPES) == {"telegram", "discord", "slack", "api", "cli"}
+    assert set(registry.CHANNEL_TYPES) == {
+        "telegram",
+        "discord",
+        "slack",
+        "api",
+        "cli",
+        "wecom-bot",
+        "qq-bot",
+    }
     for target in registry.CHANNEL_TYPES.values():
         module, _, factory = target.partition(":")
         assert module.startswith("channels.")
@@ -123,7 +131,7 @@ def test_platform_sdks_are_imported_only_when_used() -> None:
         manager = ChannelManager("work", publisher)
         config = FakeConfig("plugin", allow=["*"], class_path={PLUGIN!r})
         manager.register(build_channel(config, ChannelContext("work", Path("data"))))
-        sdks = ["discord", "telegram", "slack_bolt", "slack_sdk"]
+        sdks = ["discord", "telegram", "slack_bolt", "slack_sdk", "cryptography"]
         print(",".join(name for name in sdks if name in sys.modules))
         """
     )
