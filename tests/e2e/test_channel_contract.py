@@ -25,8 +25,8 @@ from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
 from channels.base import Channel
 from channels.discord import DiscordChannel
 from channels.errors import ChannelError
-from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE, ChannelContext, build_channel
 from channels.qq import QQBotChannel
+from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE, ChannelContext, build_channel
 from channels.slack import SlackChannel
 from channels.wecom_bot import WecomBotChannel
 from config import (

@@ -15,7 +15,7 @@ records each breach in `violations`: a frame answering a `req_id` before the pre
 that `req_id` was acknowledged, a frame for an unknown `req_id`, a second stream on one `req_id`,
 a frame after a stream's `finish`, stream content over 20,480 bytes, Markdown over 4,096 bytes.
 
-`ack_delay_s` holds every acknowledgement of a reply that long (so an impatient client shows);
+`answer_pings = False` leaves pings unanswered; `ack_delay_s` holds every acknowledgement of a reply that long (so an impatient client shows);
 `rate_limit_next` answers the next reply frame with errcode 45009; `drop_connections` cuts the
 socket; `push_raw` sends anything.
 """
@@ -65,6 +65,8 @@ class FakeWecomBot:
         self.bot_id = bot_id
         self.secret = secret
         self.ack_delay_s = 0.0
+        #: False: pings go unanswered, as on a half-dead connection.
+        self.answer_pings = True
         self.violations: list[str] = []
         self.subscribes: list[JsonObject] = []
         self.pings = 0
@@ -213,7 +215,8 @@ class FakeWecomBot:
             self.violations.append(f"{cmd} before a successful aibot_subscribe")
         elif cmd == "ping":
             self.pings += 1
-            await self._ack(socket, req_id)
+            if self.answer_pings:
+                await self._ack(socket, req_id)
         elif cmd == "aibot_respond_msg":
             await self._respond(socket, req_id, body)
         elif cmd == "aibot_send_msg":
