@@ -15,9 +15,9 @@ records each breach in `violations`: a frame answering a `req_id` before the pre
 that `req_id` was acknowledged, a frame for an unknown `req_id`, a second stream on one `req_id`,
 a frame after a stream's `finish`, stream content over 20,480 bytes, Markdown over 4,096 bytes.
 
-`answer_pings = False` leaves pings unanswered; `ack_delay_s` holds every acknowledgement of a reply that long (so an impatient client shows);
-`rate_limit_next` answers the next reply frame with errcode 45009; `drop_connections` cuts the
-socket; `push_raw` sends anything.
+`answer_pings = False` leaves pings unanswered; `ack_delay_s` holds every acknowledgement of
+a reply that long (so an impatient client shows); `rate_limit_next` answers the next reply
+frame with errcode 45009; `drop_connections` cuts the socket; `push_raw` sends anything.
 """
 
 from __future__ import annotations
