@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from config.channels import ChannelConfigBase
 from config.common import HttpUrlText, Secret, UrlPath, WebSocketUrlText
-from config.problems import ConfigValueError
 
 
 class WecomBotConfig(ChannelConfigBase):
@@ -30,8 +29,8 @@ class QQBotConfig(ChannelConfigBase):
     )
     mode: Literal["webhook", "websocket"] = Field(
         "webhook",
-        description="How events arrive; only webhook is implemented (QQ is retiring its "
-        "websocket gateway).",
+        description="How events arrive: signed webhooks on the gateway's HTTP server, or the "
+        "websocket gateway QQ is retiring.",
     )
     webhook_path: UrlPath = Field(
         "/qq/callback",
@@ -44,14 +43,3 @@ class QQBotConfig(ChannelConfigBase):
         "https://bots.qq.com/app/getAppAccessToken",
         description="Where access tokens are fetched from.",
     )
-
-    @model_validator(mode="after")
-    def _webhook_only(self) -> Self:
-        if self.mode == "websocket":
-            raise ConfigValueError(
-                "mode: websocket is not implemented (QQ is retiring its websocket gateway)",
-                "use mode: webhook and set the bot's callback URL in the QQ open platform to "
-                f"https://your.host{self.webhook_path}",
-                at=("mode",),
-            )
-        return self

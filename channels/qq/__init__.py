@@ -24,6 +24,7 @@ def create(config: QQBotConfig, context: ChannelContext) -> QQBotChannel:
     channel = QQBotChannel(
         app_id=config.app_id,
         app_secret=config.app_secret.get_secret_value(),
+        mode=config.mode,
         webhook_path=config.webhook_path,
         api_base_url=config.api_base_url,
         token_url=config.token_url,

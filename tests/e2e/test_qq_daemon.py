@@ -30,12 +30,13 @@ PATH = "/qq/callback"
 QQ_LIMIT_CHARS = 4000
 
 
-def profile(fake: FakeQQ, *, delay_s: float = 0.05) -> str:
+def profile(fake: FakeQQ, *, delay_s: float = 0.05, mode: str = "webhook") -> str:
     return f"""\
 queue_mode: followup
 agent: {{type: echo, delay_s: {delay_s}, pieces: 2}}
 channels:
   - type: qq-bot
+    mode: {mode}
     app_id: "{fake.app_id}"
     app_secret: "{fake.app_secret}"
     api_base_url: {fake.api_base_url}
@@ -181,6 +182,23 @@ async def test_a_redelivered_event_is_answered_once(bot: QQBot) -> None:
     await bot.say("after the repeat")
     await fake.wait_until(lambda: "after the repeat" in fake.replies_to(f"c2c:{ALICE}"), WAIT_S)
     assert fake.replies_to(f"c2c:{ALICE}").count("just once") == 1
+
+
+async def test_websocket_mode_answers_over_the_gateway(tmp_path: Path) -> None:
+    async with FakeQQ() as fake:
+        profiles = {"ws": profile(fake, mode="websocket")}
+        async with running_daemon(tmp_path, profiles) as daemon:
+            await fake.wait_until(lambda: fake.identifies, WAIT_S)
+            await fake.push_gateway(fake.c2c_message(MALLORY, "me too"))
+            await fake.push_gateway(fake.c2c_message(ALICE, "over the gateway"))
+            await fake.wait_until(lambda: fake.replies_to(f"c2c:{ALICE}"), WAIT_S)
+            await fake.wait_until(lambda: fake.replies_to(f"c2c:{MALLORY}"), WAIT_S)
+            status, _ = await fake.post(daemon.http_url + PATH, b"{}", fake.sign(b"{}"))
+            assert status == 404  # no webhook route in websocket mode
+            assert await stop_cleanly(daemon) == 0
+        assert fake.replies_to(f"c2c:{ALICE}") == ["over the gateway"]
+        [notice] = fake.replies_to(f"c2c:{MALLORY}")
+        assert MALLORY in notice
 
 
 @pytest.mark.xfail(reason="needs the write-ahead log", strict=False)

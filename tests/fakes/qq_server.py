@@ -16,6 +16,13 @@ replies per `msg_id`, `GET /users/@me` names the bot. Errors have QQ's shape `{c
 `rate_limit_next` answers the next send 429 with code 22009; `expire_token` makes the current
 token refused (code 11241), as when it expired early.
 
+Websocket gateway (`mode: websocket`): `GET /gateway` names `/websocket`, which opens with op 10
+(heartbeat interval `heartbeat_interval_ms`), takes op 2 Identify (token and the C2C/group
+intent checked; a bad token is closed with 4004) or op 6 Resume (events after the resumed
+sequence number are sent again, as QQ does), answers op 1 heartbeats with op 11 and records the
+sequence each reported. `push_gateway(event)` dispatches an event with the next sequence number,
+`drop_gateway` cuts the connection.
+
 Webhook side: the fake signs like QQ, with the Ed25519 key seeded from the app secret (the
 secret repeated to 32 bytes): `sign(body, timestamp)` gives the headers, `deliver` posts an
 event and `validate` the op 13 callback-URL check. The key is made with `cryptography`.
@@ -83,6 +90,15 @@ class FakeQQ:
         app.router.add_post("/v2/users/{openid}/messages", self._c2c_send)
         app.router.add_post("/v2/groups/{openid}/messages", self._group_send)
         app.router.add_get("/users/@me", self._me)
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/websocket", self._websocket)
+        self.heartbeat_interval_ms = 41250
+        self.identifies: list[JsonObject] = []
+        self.resumes: list[JsonObject] = []
+        self.heartbeats: list[int | None] = []
+        self._gateway_sockets: set[web.WebSocketResponse] = set()
+        self._dispatched: list[JsonObject] = []
+        self._session_id = ""
         self._server = LocalHttpServer(app)
 
     async def __aenter__(self) -> Self:
@@ -95,6 +111,8 @@ class FakeQQ:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        for socket in list(self._gateway_sockets):
+            await socket.close()
         await self._server.__aexit__(exc_type, exc, tb)
 
     @property
@@ -253,3 +271,69 @@ class FakeQQ:
             return 400, 22009, "msg limit exceed"
         used.add(seq)
         return 200, None, ""
+
+    # -- the websocket gateway --------------------------------------------------------------
+
+    @property
+    def gateway_connections(self) -> int:
+        return len(self._gateway_sockets)
+
+    async def push_gateway(self, event: JsonObject) -> JsonObject:
+        """Dispatch `event` (from c2c_message / group_message) over the gateway."""
+        frame = {**event, "s": len(self._dispatched) + 2}  # READY was 1
+        self._dispatched.append(frame)
+        for socket in list(self._gateway_sockets):
+            await socket.send_str(json.dumps(frame, ensure_ascii=False))
+        return frame
+
+    async def drop_gateway(self) -> None:
+        for socket in list(self._gateway_sockets):
+            await socket.close(code=4009)
+
+    async def _gateway(self, request: web.Request) -> web.Response:
+        refused = self._authorised(request)
+        if refused is not None:
+            return refused
+        return web.json_response({"url": f"ws://127.0.0.1:{self._server.port}/websocket"})
+
+    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        await socket.send_json({"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms}})
+        try:
+            async for message in socket:
+                if message.type == aiohttp.WSMsgType.TEXT:
+                    await self._gateway_frame(socket, json.loads(message.data))
+        finally:
+            self._gateway_sockets.discard(socket)
+            await self._notify()
+        return socket
+
+    async def _gateway_frame(self, socket: web.WebSocketResponse, frame: JsonObject) -> None:
+        op, data = frame.get("op"), frame.get("d")
+        if op in (2, 6) and isinstance(data, dict):
+            if data.get("token") != f"QQBot {self._token}":
+                await socket.close(code=4004)
+                return
+            if op == 2:
+                self.identifies.append(data)
+                if not int(data.get("intents", 0)) & (1 << 25):
+                    self.violations.append(f"identify without the C2C/group intent: {data}")
+                self._session_id = uuid.uuid4().hex
+                self._gateway_sockets.add(socket)
+                ready = {"session_id": self._session_id, "user": {"id": "bot-openid"}}
+                await socket.send_json({"op": 0, "s": 1, "t": "READY", "d": ready})
+            else:
+                self.resumes.append(data)
+                if data.get("session_id") != self._session_id:
+                    await socket.send_json({"op": 9, "d": False})
+                    return
+                self._gateway_sockets.add(socket)
+                await socket.send_json({"op": 0, "s": 1, "t": "RESUMED", "d": ""})
+                for missed in self._dispatched:
+                    if missed["s"] > int(data.get("seq") or 0):
+                        await socket.send_str(json.dumps(missed, ensure_ascii=False))
+        elif op == 1:
+            self.heartbeats.append(data if isinstance(data, int) else None)
+            await socket.send_json({"op": 11})
+        await self._notify()
