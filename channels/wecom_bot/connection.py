@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import aiohttp
 import structlog
@@ -32,6 +33,14 @@ RATE_LIMIT_WAIT_S = 2.0
 MISSED_PINGS_ALLOWED = 2
 
 FrameHandler = Callable[[Frame], Awaitable[None]]
+
+
+@dataclass(eq=False)
+class _ReplyLane:
+    """Serialises the frames answering one callback; forgotten when nobody uses it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
 
 
 class ConnectionClosed(TransientError):
@@ -58,7 +67,7 @@ class AibotConnection:
         self._ack_timeout_s = ack_timeout_s
         self._ping_interval_s = ping_interval_s
         self._acks: dict[str, asyncio.Future[Frame]] = {}
-        self._reply_locks: dict[str, asyncio.Lock] = {}
+        self._reply_lanes: dict[str, _ReplyLane] = {}
         self._closed = asyncio.Event()
 
     @property
@@ -97,13 +106,17 @@ class AibotConnection:
 
     async def respond(self, req_id: str, text: str) -> None:
         """Send a frame answering callback `req_id`, after the previous one was acknowledged."""
-        lock = self._reply_locks.setdefault(req_id, asyncio.Lock())
+        lane = self._reply_lanes.get(req_id)
+        if lane is None:
+            lane = self._reply_lanes[req_id] = _ReplyLane()
+        lane.users += 1
         try:
-            async with lock:
+            async with lane.lock:
                 ack = await self._request(req_id, text)
         finally:
-            if not lock.locked() and self._reply_locks.get(req_id) is lock:
-                del self._reply_locks[req_id]
+            lane.users -= 1
+            if lane.users == 0:
+                del self._reply_lanes[req_id]
         if ack.errcode != 0:
             raise ack_error(ack, frames.RESPOND)
 

@@ -101,11 +101,18 @@ async def test_a_stream_waits_for_each_acknowledgement_and_finishes_once(
     await asyncio.gather(
         running.channel.edit_message("alice", stream_id, "one two"),
         running.channel.edit_message("alice", stream_id, "one two three"),
+        running.channel.edit_message("alice", stream_id, "one two three four"),
     )
-    await running.channel.finish_stream("alice", stream_id, "one two three four")
+    await running.channel.finish_stream("alice", stream_id, "one two three four five")
     frames = running.fake.frames(req_id)
-    assert [f.content for f in frames] == ["one", "one two", "one two three", "one two three four"]
-    assert [f.finish for f in frames] == [False, False, False, True]
+    assert [f.content for f in frames] == [
+        "one",
+        "one two",
+        "one two three",
+        "one two three four",
+        "one two three four five",
+    ]
+    assert [f.finish for f in frames] == [False, False, False, False, True]
     assert {f.stream_id for f in frames} == {stream_id}
     assert running.fake.violations == []
 
