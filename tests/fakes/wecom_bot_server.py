@@ -160,6 +160,18 @@ class FakeWecomBot:
         await self._push({"cmd": "aibot_msg_callback", "headers": {"req_id": req_id}, "body": body})
         return req_id, msg_id
 
+    async def push_event(self, event_type: str) -> None:
+        """An `aibot_event_callback` (enter_chat, disconnected_event...)."""
+        body = {
+            "msgid": f"ev{uuid.uuid4().hex}",
+            "msgtype": "event",
+            "event": {"eventtype": event_type},
+        }
+        req_id = f"ev_{next(self._numbers)}"
+        await self._push(
+            {"cmd": "aibot_event_callback", "headers": {"req_id": req_id}, "body": body}
+        )
+
     async def push_raw(self, text: str) -> None:
         for socket in list(self._subscribed):
             await socket.send_str(text)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from bus import InboundMessage, InboundRefused
+from channels.errors import FatalChannelError
 from channels.wecom_bot import WecomBotChannel
 from tests.fakes.wecom_bot_server import FakeWecomBot
 
@@ -57,4 +60,15 @@ async def test_pings_keep_the_connection_and_unanswered_ones_replace_it() -> Non
             assert inbound.calls == 2
         finally:
             await channel.stop()
+            await asyncio.wait_for(task, WAIT_S)
+
+
+async def test_another_connection_taking_the_bot_over_is_fatal() -> None:
+    async with FakeWecomBot() as fake:
+        channel = WecomBotChannel(bot_id=fake.bot_id, secret=fake.secret, ws_url=fake.ws_url)
+        task = asyncio.create_task(channel.start(RefusingOnce()), name="test:wecom-bot")
+        await asyncio.wait_for(channel.wait_connected(), WAIT_S)
+        await fake.push_event("enter_chat")  # ignored
+        await fake.push_event("disconnected_event")
+        with pytest.raises(FatalChannelError, match="another one subscribed"):
             await asyncio.wait_for(task, WAIT_S)
