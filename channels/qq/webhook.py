@@ -1,11 +1,14 @@
 """QQ's webhook: signed events POSTed to the daemon's HTTP server.
 
-Every request must carry `X-Signature-Timestamp` and `X-Signature-Ed25519`, the bot key's
+Every event must carry `X-Signature-Timestamp` and `X-Signature-Ed25519`, the bot key's
 signature of timestamp + raw body, and the timestamp must be recent (a replayed capture is
-refused); anything else is answered 401 before its body is looked at. Then:
+refused); anything else is answered 401. A request that carries the headers is checked whatever
+it holds. Then:
 - op 13 (callback URL validation) is answered `{plain_token, signature}`, the signature of
-  `event_ts + plain_token`. Both must be short plain tokens, so the answer can never be the
-  signature of something that reads as an event (no signing oracle);
+  `event_ts + plain_token`. QQ sends it without signature headers (its own SDK, botgo, answers
+  it unsigned), so it is the one request taken unsigned. Both fields must be short plain tokens,
+  so the answer can never be the signature of something that reads as an event: no signing
+  oracle for forged events;
 - op 0 (an event) is handed to the channel, and only once that returned (the message is
   durable) answered with the op 12 acknowledgement. A full backlog answers 429/503 with
   Retry-After, and QQ delivers the event again later.
@@ -58,7 +61,7 @@ class QQWebhook:
         signature = request.headers.get(SIGNATURE_HEADER)
         timestamp = request.headers.get(TIMESTAMP_HEADER)
         if not signature or not timestamp:
-            return "unsigned"
+            return "half-signed"
         if not _DIGITS.fullmatch(timestamp):
             return "bad timestamp"
         if abs(self._clock() - int(timestamp)) > self._max_age_s:
@@ -69,16 +72,20 @@ class QQWebhook:
 
     async def handle_request(self, request: web.Request) -> web.Response:
         body = await request.read()
-        refusal = self._refusal(request, body)
+        signed = SIGNATURE_HEADER in request.headers or TIMESTAMP_HEADER in request.headers
+        refusal = self._refusal(request, body) if signed else None
         if refusal is not None:
-            log.warning("qq.webhook_refused", reason=refusal, remote=request.remote)
-            return web.json_response({"error": f"{refusal} request"}, status=401)
+            return self._refused(request, refusal)
         try:
             payload = json.loads(body)
         except ValueError:
-            return web.json_response({"error": "body is not JSON"}, status=400)
+            payload = None
         if not isinstance(payload, dict):
+            if not signed:
+                return self._refused(request, "unsigned")
             return web.json_response({"error": "body is not a JSON object"}, status=400)
+        if not signed and payload.get("op") != OP_VALIDATION:
+            return self._refused(request, "unsigned")
         op = payload.get("op")
         if op == OP_VALIDATION:
             return self._validate(payload.get("d"))
@@ -94,6 +101,11 @@ class QQWebhook:
         except PipeClosed:
             return web.json_response({"error": "channel stopping"}, status=503)
         return web.json_response({"op": OP_ACK, "d": 0})
+
+    @staticmethod
+    def _refused(request: web.Request, reason: str) -> web.Response:
+        log.warning("qq.webhook_refused", reason=reason, remote=request.remote)
+        return web.json_response({"error": f"{reason} request"}, status=401)
 
     def _validate(self, data: object) -> web.Response:
         plain_token = data.get("plain_token") if isinstance(data, dict) else None

@@ -57,6 +57,7 @@ def webhook_attacks(fake: FakeQQ, body: bytes) -> dict[str, dict[str, str]]:
         "stale": fake.sign(body, timestamp=int(time.time()) - 3600),
         "future": fake.sign(body, timestamp=int(time.time()) + 3600),
         "unsigned": {"Content-Type": "application/json"},
+        "signature only": {"X-Signature-Ed25519": fake.sign(body)["X-Signature-Ed25519"]},
         "timestamp swapped": {**fake.sign(body), "X-Signature-Timestamp": str(int(now) - 1)},
     }
 
@@ -166,7 +167,10 @@ async def test_forged_stale_and_unsigned_webhooks_are_refused(bot: QQBot) -> Non
         status, _ = await fake.post(bot.url, body, headers)
         assert status == 401, name
     assert await metric(bot.daemon, "octos_messages_in_total", channel="qq-bot") == before
-    # The callback URL check is answered with the signature QQ expects.
+    # The callback URL check (unsigned, as QQ sends it) is answered with the signature QQ
+    # expects; an unsigned event is not.
+    status, _ = await fake.post(bot.url, body, {"Content-Type": "application/json"})
+    assert status == 401
     status, answer = await fake.validate(bot.url, "Arq0D5A61EgUu4OxUvOp", "1725442341")
     assert status == 200
     fake.key.public_key().verify(

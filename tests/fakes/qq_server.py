@@ -25,7 +25,8 @@ sequence each reported. `push_gateway(event)` dispatches an event with the next 
 
 Webhook side: the fake signs like QQ, with the Ed25519 key seeded from the app secret (the
 secret repeated to 32 bytes): `sign(body, timestamp)` gives the headers, `deliver` posts an
-event and `validate` the op 13 callback-URL check. The key is made with `cryptography`.
+event and `validate` the op 13 callback-URL check (unsigned, as QQ's own SDK takes it). The
+key is made with `cryptography`.
 """
 
 from __future__ import annotations
@@ -198,8 +199,10 @@ class FakeQQ:
         return await self.post(url, body, self.sign(body))
 
     async def validate(self, url: str, plain_token: str, event_ts: str) -> tuple[int, JsonObject]:
+        """The op 13 callback-URL check, sent as QQ sends it: without signature headers."""
         body = json.dumps({"op": 13, "d": {"plain_token": plain_token, "event_ts": event_ts}})
-        return await self.post(url, body.encode(), self.sign(body.encode()))
+        headers = {"Content-Type": "application/json", "X-Bot-Appid": self.app_id}
+        return await self.post(url, body.encode(), headers)
 
     # -- the server -------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
 from channels.delivery import fit_chunks
 from channels.errors import FatalChannelError, RateLimited
-from channels.qq import QQBotChannel, seed_from_secret
+from channels.qq import QQBotChannel, seed_from_secret, sign_hex, signing_key
 from channels.qq.api import ReplyWindowClosed
 from tests.fakes import LocalHttpServer
 from tests.fakes.qq_server import FakeQQ, qq_seed
@@ -76,6 +76,15 @@ def answer(message: InboundMessage, text: str, delivery_id: str | None = None) -
     )
 
 
+def test_the_documented_validation_example_is_signed_as_qq_documents() -> None:
+    # QQ's webhook documentation: secret, plain_token and event_ts, and the expected signature.
+    key = signing_key("DG5g3B4j9X2KOErG")
+    assert sign_hex(key, b"1725442341Arq0D5A61EgUu4OxUvOp") == (
+        "87befc99c42c651b3aac0278e71ada338433ae26fcb24307bdc5ad38c1adc2d0"
+        "1bcfcadc0842edac85e85205028a1132afe09280305f13aa6909ffc2d652c706"
+    )
+
+
 def test_the_seed_repeats_the_secret_to_32_bytes_like_qq_documents() -> None:
     assert seed_from_secret("abc") == (b"abc" * 11)[:32]
     assert seed_from_secret("naOC0ocQE3shWLAfffVLB1rhYPG7") == qq_seed(
@@ -129,9 +138,12 @@ async def test_forged_stale_and_unsigned_events_are_refused(running: Running) ->
         assert status == 401
     status, _ = await fake.post(running.url, body.replace(b"forged", b"FORGED"), tampered)
     assert status == 401
-    # Validation requests are signed too; a signing oracle for event bodies is refused.
+    # An unsigned request is taken only as the op 13 check, and that signs no event body.
     oracle = json.dumps({"op": 13, "d": {"plain_token": '{"op":0}', "event_ts": "1"}}).encode()
-    assert (await fake.post(running.url, oracle, fake.sign(oracle)))[0] == 400
+    assert (await fake.post(running.url, oracle, unsigned))[0] == 400
+    validation = json.dumps({"op": 13, "d": {"plain_token": "abc", "event_ts": "1"}}).encode()
+    bad = {**fake.sign(validation), "X-Signature-Ed25519": "ab" * 64}
+    assert (await fake.post(running.url, validation, bad))[0] == 401  # signed, so checked
     # Nothing got through.
     await fake.deliver(running.url, fake.c2c_message("alice-openid", "real"))
     assert (await running.received()).content == "real"
