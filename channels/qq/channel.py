@@ -15,6 +15,7 @@ times, so a long reply is split into at most four messages and a notice that the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -189,7 +190,8 @@ class QQBotChannel(Channel):
             )
             await session.run()
         finally:
-            await socket.close()
+            with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+                await asyncio.wait_for(socket.close(), 2.0)
 
     async def _take(self, inbound: InboundSender, payload: dict[str, Any]) -> None:
         try:

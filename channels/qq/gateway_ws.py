@@ -34,6 +34,7 @@ OP_RECONNECT, OP_INVALID_SESSION, OP_HELLO, OP_HEARTBEAT_ACK = 7, 9, 10, 11
 INTENTS = 1 << 25
 #: Close codes after which identifying again with the same credentials cannot help.
 FATAL_CLOSE_CODES = frozenset({4004, 4010, 4011, 4012, 4013, 4014, 4914, 4915})
+MISSED_HEARTBEATS_ALLOWED = 2
 
 DispatchHandler = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -65,6 +66,8 @@ class GatewaySession:
         self._on_dispatch = on_dispatch
         self._hello_timeout_s = hello_timeout_s
         self._on_ready = on_ready
+        #: Heartbeats sent since the last op 11; two unanswered count the connection as dead.
+        self._unanswered = 0
 
     async def run(self) -> None:
         hello = await asyncio.wait_for(self._receive(), self._hello_timeout_s)
@@ -127,6 +130,8 @@ class GatewaySession:
             op = payload.get("op")
             if op == OP_DISPATCH:
                 await self._dispatch(payload)
+            elif op == OP_HEARTBEAT_ACK:
+                self._unanswered = 0
             elif op == OP_RECONNECT:
                 log.info("qq.gateway_reconnect_requested")
                 return
@@ -155,5 +160,11 @@ class GatewaySession:
     async def _heartbeats(self, interval_s: float) -> None:
         while True:
             await asyncio.sleep(interval_s)
+            if self._unanswered >= MISSED_HEARTBEATS_ALLOWED:
+                log.warning("qq.gateway_heartbeats_unanswered", missed=self._unanswered)
+                with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+                    await asyncio.wait_for(self._socket.close(), 2.0)
+                return
+            self._unanswered += 1
             with contextlib.suppress(ConnectionResetError):
                 await self._send({"op": OP_HEARTBEAT, "d": self._state.seq})

@@ -19,9 +19,9 @@ token refused (code 11241), as when it expired early.
 Websocket gateway (`mode: websocket`): `GET /gateway` names `/websocket`, which opens with op 10
 (heartbeat interval `heartbeat_interval_ms`), takes op 2 Identify (token and the C2C/group
 intent checked; a bad token is closed with 4004) or op 6 Resume (events after the resumed
-sequence number are sent again, as QQ does), answers op 1 heartbeats with op 11 and records the
-sequence each reported. `push_gateway(event)` dispatches an event with the next sequence number,
-`drop_gateway` cuts the connection.
+sequence number are sent again, as QQ does), answers op 1 heartbeats with op 11 (unless
+`answer_heartbeats` is False) and records the sequence each reported. `push_gateway(event)`
+dispatches an event with the next sequence number, `drop_gateway` cuts the connection.
 
 Webhook side: the fake signs like QQ, with the Ed25519 key seeded from the app secret (the
 secret repeated to 32 bytes): `sign(body, timestamp)` gives the headers, `deliver` posts an
@@ -94,6 +94,8 @@ class FakeQQ:
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/websocket", self._websocket)
         self.heartbeat_interval_ms = 41250
+        #: False: heartbeats go unanswered, as on a half-dead connection.
+        self.answer_heartbeats = True
         self.identifies: list[JsonObject] = []
         self.resumes: list[JsonObject] = []
         self.heartbeats: list[int | None] = []
@@ -338,5 +340,6 @@ class FakeQQ:
                         await socket.send_str(json.dumps(missed, ensure_ascii=False))
         elif op == 1:
             self.heartbeats.append(data if isinstance(data, int) else None)
-            await socket.send_json({"op": 11})
+            if self.answer_heartbeats:
+                await socket.send_json({"op": 11})
         await self._notify()

@@ -77,3 +77,12 @@ async def test_a_dropped_gateway_resumes_and_missed_events_arrive_once(running: 
     assert resume["seq"] == 2
     await fake.push_gateway(fake.c2c_message("alice-openid", "after"))
     assert (await running.received()).content == "after"
+
+
+async def test_unanswered_heartbeats_replace_the_connection(running: Running) -> None:
+    fake = running.fake
+    fake.answer_heartbeats = False
+    await fake.wait_until(lambda: fake.resumes, WAIT_S)
+    fake.answer_heartbeats = True
+    await fake.push_gateway(fake.c2c_message("alice-openid", "back again"))
+    assert (await running.received()).content == "back again"
