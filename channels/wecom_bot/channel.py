@@ -29,7 +29,7 @@ from channels.coalesce import split_message
 from channels.dedup import InboundDedup
 from channels.errors import AuthError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
-from channels.limits import PlatformLimit
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.retry import backoff_delay_s
 from channels.wecom_bot import frames
 from channels.wecom_bot.connection import CHANNEL, AibotConnection
@@ -39,7 +39,7 @@ from channels.wecom_bot.replies import ReplyBook
 log = structlog.get_logger(__name__)
 
 #: A stream frame's `content` may hold at most 20,480 bytes (UTF-8).
-STREAM_LIMIT = PlatformLimit(20_480, "bytes")
+STREAM_LIMIT = PLATFORM_LIMITS["wecom-bot"]
 #: A Markdown message sent of the bot's own accord: WeCom's Markdown limit, 4,096 bytes.
 MARKDOWN_LIMIT = PlatformLimit(4_096, "bytes")
 
