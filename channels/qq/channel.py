@@ -231,6 +231,10 @@ class QQBotChannel(Channel):
             await session.close()
 
     async def send(self, message: OutboundMessage) -> None:
+        if not message.content.strip():
+            # Media would need QQ's rich-media upload first; not built yet.
+            log.warning("qq.media_not_sent", chat_id=message.chat_id, media=len(message.media))
+            return
         try:
             kind, openid = target(message.chat_id)
         except ValueError as exc:

@@ -209,6 +209,10 @@ class WecomBotChannel(Channel):
         return True
 
     async def send(self, message: OutboundMessage) -> None:
+        if not message.content.strip():
+            # Media would need WeCom's chunked upload first; not built yet.
+            log.warning("wecom_bot.media_not_sent", chat_id=message.chat_id)
+            return
         callback = self._book.available(answered_ids(message), message.chat_id)
         if callback is None:
             await self._send_own(message.chat_id, message.content)
