@@ -28,6 +28,9 @@ class Channel(ABC):
     limit: ClassVar[PlatformLimit] = PlatformLimit(4000, "chars")
     #: The shortest time between two edits of one streamed message.
     edit_interval_s: ClassVar[float] = 1.0
+    #: The most messages one reply may take on this platform (QQ: five per user message),
+    #: the splitter's truncation notice included; None leaves it to the splitter's own cap.
+    max_reply_messages: ClassVar[int | None] = None
     #: Who may talk to the bot; the manager sets it from the channel's `allow` config.
     allow: AllowList = AllowList.everyone()
     #: True where each message is a request waiting for its reply (the HTTP API): a retry of

@@ -44,6 +44,9 @@ class Chunk:
 
 def fit_chunks(channel: Channel, text: str, *, max_chunks: int | None = MAX_CHUNKS) -> list[Chunk]:
     """`text` in chunks whose formatted form fits `channel.limit`, in order."""
+    if max_chunks is not None and channel.max_reply_messages is not None:
+        # Room for the truncation notice the splitter adds past the cap.
+        max_chunks = max(1, min(max_chunks, channel.max_reply_messages - 1))
     chunks: list[Chunk] = []
     for raw in split_message(text, channel.limit, max_chunks=max_chunks):
         chunks.extend(_fit(channel, raw))

@@ -95,9 +95,10 @@ PLATFORM_LIMITS: Mapping[str, PlatformLimit] = MappingProxyType(
         # WeCom (企业微信) message/send and the group-robot webhook, text content:
         # "最长不超过2048个字节" (at most 2048 bytes, UTF-8).
         "wecom": PlatformLimit(2048, "bytes"),
-        # WeCom group robot webhook, markdown: "markdown内容，最长不超过4096个字节" (4096 bytes,
-        # UTF-8). We found no separate figure for the AI bot's stream frames; octos uses 4096 too.
-        "wecom-bot": PlatformLimit(4096, "bytes"),
+        # WeCom AI bot, stream reply (aibot_respond_msg `stream.content`): at most 20,480 bytes,
+        # UTF-8 (octos used 4096, the group robot's Markdown limit, which the AI bot's own
+        # Markdown messages, aibot_send_msg, keep: see channels/wecom_bot).
+        "wecom-bot": PlatformLimit(20_480, "bytes"),
         # Matrix client-server spec, "Size limits": the complete event, in federation format as
         # canonical JSON, must not exceed 65536 bytes. A message carries the text twice (body and
         # formatted_body) plus JSON escaping and the envelope, so we leave each copy under half.

@@ -35,6 +35,8 @@ CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
         "email": "channels.email:create",
         "feishu": "channels.feishu:create",
         "wecom": "channels.wecom:create",
+        "wecom-bot": "channels.wecom_bot:create",
+        "qq-bot": "channels.qq:create",
     }
 )
 

@@ -29,6 +29,7 @@ from config.channels_line import LineConfig
 from config.channels_matrix import MatrixConfig
 from config.channels_phone import TwilioConfig, WhatsAppConfig
 from config.channels_wecom import WeComConfig
+from config.channels_wecom_bot_qq import QQBotConfig, WecomBotConfig
 from config.common import ConfigModel
 from config.describe import (
     describe_config_keys,
@@ -78,6 +79,7 @@ __all__ = [
     "PluginChannelConfig",
     "ProfileConfig",
     "ProfileWarning",
+    "QQBotConfig",
     "QueueMode",
     "SessionsConfig",
     "SlackConfig",
@@ -85,6 +87,7 @@ __all__ = [
     "TwilioConfig",
     "WeComConfig",
     "WebhookAgentConfig",
+    "WecomBotConfig",
     "WhatsAppConfig",
     "default_config",
     "describe_config_keys",

@@ -243,20 +243,19 @@ class PluginChannelConfig(ChannelConfigBase):
         return f"plugin:{self.class_path}"
 
 
-# Platform models kept in modules of their own; they build on ChannelConfigBase above.
-from config.channels_line import LineConfig  # noqa: E402
-from config.channels_matrix import MatrixConfig  # noqa: E402
-from config.channels_phone import TwilioConfig, WhatsAppConfig  # noqa: E402
-
-
 class EmailConfig(EmailConfigFields, ChannelConfigBase):
     type: Literal["email"] = Field(
         "email", description="Channel kind: a mailbox, read over IMAP and answered over SMTP."
     )
 
 
+# Platform models kept in modules of their own; they build on ChannelConfigBase above.
 from config.channels_feishu import FeishuConfig  # noqa: E402
+from config.channels_line import LineConfig  # noqa: E402
+from config.channels_matrix import MatrixConfig  # noqa: E402
+from config.channels_phone import TwilioConfig, WhatsAppConfig  # noqa: E402
 from config.channels_wecom import WeComConfig  # noqa: E402
+from config.channels_wecom_bot_qq import QQBotConfig, WecomBotConfig  # noqa: E402
 
 ChannelConfig = Annotated[
     TelegramConfig
@@ -271,7 +270,9 @@ ChannelConfig = Annotated[
     | MatrixConfig
     | EmailConfig
     | FeishuConfig
-    | WeComConfig,
+    | WeComConfig
+    | WecomBotConfig
+    | QQBotConfig,
     Field(discriminator="type"),
 ]
 """Any channel configuration, told apart by its `type`."""
@@ -290,4 +291,6 @@ CHANNEL_TYPES = (
     "email",
     "feishu",
     "wecom",
+    "wecom-bot",
+    "qq-bot",
 )

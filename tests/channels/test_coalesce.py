@@ -206,6 +206,7 @@ def test_an_int_limit_counts_characters() -> None:
         ("whatsapp", 4096, "chars"),
         ("line", 5000, "utf16"),
         ("wecom", 2048, "bytes"),
+        ("wecom-bot", 20_480, "bytes"),
     ],
 )
 def test_documented_platform_limits(name: str, max_units: int, unit: str) -> None:

@@ -115,6 +115,8 @@ def test_every_registered_type_names_a_factory() -> None:
         "email",
         "feishu",
         "wecom",
+        "wecom-bot",
+        "qq-bot",
     }
     for target in registry.CHANNEL_TYPES.values():
         module, _, factory = target.partition(":")
@@ -149,6 +151,7 @@ def test_platform_sdks_are_imported_only_when_used() -> None:
             "google.protobuf",
             "channels.feishu",
             "channels.wecom",
+            "cryptography",
         ]
         print(",".join(name for name in sdks if name in sys.modules))
         """

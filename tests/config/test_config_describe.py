@@ -22,11 +22,13 @@ from config import (
     OpenAIAgentConfig,
     PluginChannelConfig,
     ProfileConfig,
+    QQBotConfig,
     SessionsConfig,
     SlackConfig,
     TelegramConfig,
     TwilioConfig,
     WebhookAgentConfig,
+    WecomBotConfig,
     WeComConfig,
     WhatsAppConfig,
     describe_config_keys,
@@ -44,6 +46,7 @@ ALL_MODELS: list[type[BaseModel]] = [
     EchoAgentConfig,
     OpenAIAgentConfig,
     WebhookAgentConfig,
+    WecomBotConfig,
     TelegramConfig,
     DiscordConfig,
     SlackConfig,
@@ -52,6 +55,7 @@ ALL_MODELS: list[type[BaseModel]] = [
     PluginChannelConfig,
     TwilioConfig,
     WhatsAppConfig,
+    QQBotConfig,
 ]
 
 
@@ -86,6 +90,8 @@ def test_every_variant_field_is_listed() -> None:
         "email": EmailConfig,
         "feishu": FeishuConfig,
         "wecom": WeComConfig,
+        "wecom-bot": WecomBotConfig,
+        "qq-bot": QQBotConfig,
     }
     assert set(channel_models) == set(CHANNEL_TYPES)
     for tag, model in channel_models.items():

@@ -28,10 +28,12 @@ from channels.errors import ChannelError
 from channels.feishu import FeishuChannel
 from channels.line import LineChannel
 from channels.matrix import MatrixChannel
+from channels.qq import QQBotChannel
 from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE, ChannelContext, build_channel
 from channels.slack import SlackChannel
 from channels.twilio import TwilioChannel
 from channels.wecom import WeComChannel
+from channels.wecom_bot import WecomBotChannel
 from channels.whatsapp import WhatsAppChannel
 from config import (
     ApiChannelConfig,
@@ -42,9 +44,11 @@ from config import (
     LineConfig,
     MatrixConfig,
     PluginChannelConfig,
+    QQBotConfig,
     SlackConfig,
     TelegramConfig,
     TwilioConfig,
+    WecomBotConfig,
     WeComConfig,
     WhatsAppConfig,
 )
@@ -53,10 +57,12 @@ from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.imap_server import FakeImap
 from tests.fakes.line_server import FakeLine
 from tests.fakes.matrix_server import FakeMatrix
+from tests.fakes.qq_server import FakeQQ
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.smtp_server import FakeSmtp
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.twilio_server import FakeTwilio
+from tests.fakes.wecom_bot_server import FakeWecomBot
 from tests.fakes.wecom_server import FakeWeCom
 from tests.fakes.whatsapp_server import FakeWhatsApp
 from tests.support.hub import ChannelHub
@@ -82,6 +88,8 @@ AnyChannelConfig = (
     | EmailConfig
     | FeishuConfig
     | WeComConfig
+    | WecomBotConfig
+    | QQBotConfig
 )
 
 
@@ -335,6 +343,45 @@ async def wecom_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig
         yield Rig(config, ready, failing, allowed="alice", stranger="mallory")
 
 
+@asynccontextmanager
+async def wecom_bot_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeWecomBot() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, WecomBotChannel)
+            await asyncio.wait_for(channel.wait_connected(), WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            fake.rate_limit_next()  # the next frame is refused with errcode 45009
+            return message("wecom-bot", "alice")
+
+        config = WecomBotConfig(
+            bot_id=fake.bot_id, secret=fake.secret, ws_url=fake.ws_url, allow=["alice"]
+        )
+        yield Rig(config, ready, failing, allowed="alice", stranger="mallory")
+
+
+@asynccontextmanager
+async def qq_bot_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    async with FakeQQ() as fake:
+
+        async def ready(channel: Channel, _agent: AgentHandle) -> None:
+            assert isinstance(channel, QQBotChannel)
+            await fake.wait_until(lambda: fake.token_requests >= 1, WAIT_S)
+
+        async def failing(_channel: Channel) -> OutboundMessage:
+            return message("qq-bot", "c2c:alice-openid")  # answers no message: QQ refuses
+
+        config = QQBotConfig(
+            app_id=fake.app_id,
+            app_secret=fake.app_secret,
+            api_base_url=fake.api_base_url,
+            token_url=fake.token_url,
+            allow=["alice-openid"],
+        )
+        yield Rig(config, ready, failing, allowed="alice-openid", stranger="mallory-openid")
+
+
 class LogWatch:
     """A structlog processor that wakes a waiter when an event with a given name is logged."""
 
@@ -443,6 +490,8 @@ RIGS: dict[str, RigFactory] = {
     "email": email_rig,
     "feishu": feishu_rig,
     "wecom": wecom_rig,
+    "wecom-bot": wecom_bot_rig,
+    "qq-bot": qq_bot_rig,
 }
 
 

@@ -1,0 +1,33 @@
+"""QQ bot (`type: qq-bot`): Ed25519-signed webhook events, passive replies through API v2.
+
+`create(config, context)` is the factory the channel registry calls; the registry imports this
+module (and `cryptography`) only for profiles that use the QQ bot.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from channels.allow import AllowList
+from channels.qq.channel import QQBotChannel
+from channels.qq.signing import seed_from_secret, sign_hex, signing_key
+
+if TYPE_CHECKING:
+    from channels.registry import ChannelContext
+    from config import QQBotConfig
+
+__all__ = ["QQBotChannel", "create", "seed_from_secret", "sign_hex", "signing_key"]
+
+
+def create(config: QQBotConfig, context: ChannelContext) -> QQBotChannel:
+    del context  # nothing kept on disk
+    channel = QQBotChannel(
+        app_id=config.app_id,
+        app_secret=config.app_secret.get_secret_value(),
+        mode=config.mode,
+        webhook_path=config.webhook_path,
+        api_base_url=config.api_base_url,
+        token_url=config.token_url,
+    )
+    channel.allow = AllowList(config.allow)
+    return channel

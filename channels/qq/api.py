@@ -1,0 +1,126 @@
+"""The QQ bot OpenAPI (v2) calls the channel makes, and what their errors mean.
+
+Every call carries `Authorization: QQBot <access token>`; a refused token is fetched anew once.
+Errors come as `{"code" | "err_code", "message"}`: 429 and code 22009 ("msg limit exceed") are
+rate limits, a repeated `msg_id` + `msg_seq` (40054005) means QQ already has that reply, the
+passive-reply window codes mean the message can no longer be answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+
+from channels.errors import AuthError, ChannelError, RateLimited, TransientError
+from channels.qq.token import CHANNEL, AccessToken
+
+RATE_LIMIT_CODES = frozenset({22009})
+DUPLICATE_CODES = frozenset({40054005})
+WINDOW_CLOSED_CODES = frozenset({304103, 40034005, 40034128})
+TOKEN_CODES = frozenset({11241, 11242, 11243, 11244})
+#: QQ sends no Retry-After; a short pause, then the retry layer tries again.
+DEFAULT_RETRY_AFTER_S = 1.0
+
+
+class ReplyWindowClosed(ChannelError):
+    """QQ no longer takes replies to that message (or its five are used up)."""
+
+
+class AlreadyDelivered(Exception):
+    """QQ has this very reply (`msg_id` + `msg_seq`) already: a resend, nothing to do."""
+
+
+def _code(data: object) -> int | None:
+    if not isinstance(data, dict):
+        return None
+    for key in ("code", "err_code"):
+        value = data.get(key)
+        if isinstance(value, int) and value != 0:
+            return value
+    return None
+
+
+def _retry_after(headers: Any) -> float:
+    try:
+        return max(0.0, float(headers.get("Retry-After", DEFAULT_RETRY_AFTER_S)))
+    except (TypeError, ValueError):
+        return DEFAULT_RETRY_AFTER_S
+
+
+class QQApi:
+    def __init__(
+        self,
+        http: Callable[[], aiohttp.ClientSession],
+        token: AccessToken,
+        *,
+        base_url: str,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self._http = http
+        self._token = token
+        self._base_url = base_url.rstrip("/")
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+
+    async def me(self) -> dict[str, Any]:
+        return await self.call("GET", "/users/@me")
+
+    async def post_message(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.call("POST", path, body)
+
+    async def call(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        for attempt in (1, 2):
+            token = await self._token.get()
+            status, headers, data = await self._request(method, path, body, token)
+            code = _code(data)
+            if status == 401 or code in TOKEN_CODES:
+                self._token.invalidate(token)
+                if attempt == 1:
+                    continue
+                raise AuthError(
+                    f"{method} {path}: the access token was refused ({data!r})",
+                    channel=CHANNEL,
+                    suggestion="check app_id and app_secret in the QQ bot open platform",
+                )
+            if 200 <= status < 300 and code is None:
+                return data if isinstance(data, dict) else {}
+            raise self._error(method, path, status, headers, data, code)
+        raise AssertionError("unreachable")
+
+    async def _request(
+        self, method: str, path: str, body: dict[str, Any] | None, token: str
+    ) -> tuple[int, Any, object]:
+        headers = {"Authorization": f"QQBot {token}"}
+        try:
+            async with self._http().request(
+                method, self._base_url + path, json=body, headers=headers, timeout=self._timeout
+            ) as reply:
+                text = await reply.text()
+                try:
+                    data: object = await reply.json(content_type=None) if text else {}
+                except ValueError:
+                    data = {"message": text[:200]}
+                return reply.status, reply.headers, data
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise TransientError(f"{method} {path} failed: {exc}", channel=CHANNEL) from exc
+
+    @staticmethod
+    def _error(
+        method: str, path: str, status: int, headers: Any, data: object, code: int | None
+    ) -> Exception:
+        message = data.get("message") if isinstance(data, dict) else None
+        text = f"{method} {path}: {status} code {code} ({message})"
+        if status == 429 or code in RATE_LIMIT_CODES:
+            return RateLimited(_retry_after(headers), text, channel=CHANNEL)
+        if code in DUPLICATE_CODES:
+            return AlreadyDelivered(text)
+        if code in WINDOW_CLOSED_CODES:
+            return ReplyWindowClosed(text, channel=CHANNEL)
+        if status >= 500:
+            return TransientError(text, channel=CHANNEL)
+        if status == 403:
+            return AuthError(text, channel=CHANNEL, suggestion="check the bot's permissions")
+        return ChannelError(text, channel=CHANNEL)

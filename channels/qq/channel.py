@@ -1,0 +1,262 @@
+"""The QQ bot channel (API v2): signed webhook events (or the websocket gateway) in, passive
+replies out.
+
+In webhook mode QQ POSTs events to `webhook_path` on the daemon's HTTP server (see
+`webhook.py`: Ed25519 signatures checked, op 12 acknowledgement only once the message is
+durable). In websocket mode `start()` keeps a gateway connection (see `gateway_ws.py`),
+reconnecting with backoff and resuming the session. Either way `start()` first checks the
+credentials (a token QQ refuses is fatal) and takes events until stopped.
+
+Replies: QQ bots may only answer a user's message (`msg_id`, see `passive.py`), at most five
+times, so a long reply is split into at most four messages and a notice that the rest was cut
+(`max_reply_messages`). Plain text (`msg_type` 0): QQ renders Markdown only through templates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+import aiohttp
+import structlog
+from aiohttp import web
+
+from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage
+from channels.answers import answered_ids
+from channels.base import Channel
+from channels.dedup import InboundDedup
+from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
+from channels.qq.events import MalformedEvent, parse_message, target
+from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionState
+from channels.qq.passive import MAX_REPLIES, PassiveReplies
+from channels.qq.token import CHANNEL, AccessToken
+from channels.qq.webhook import QQWebhook
+from channels.retry import backoff_delay_s
+
+log = structlog.get_logger(__name__)
+
+Mode = Literal["webhook", "websocket"]
+
+
+class QQBotChannel(Channel):
+    limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["qq-bot"]
+    max_reply_messages: ClassVar[int | None] = MAX_REPLIES
+
+    def __init__(
+        self,
+        *,
+        app_id: str,
+        app_secret: str,
+        mode: Mode = "webhook",
+        webhook_path: str = "/qq/callback",
+        api_base_url: str = "https://api.sgroup.qq.com",
+        token_url: str = "https://bots.qq.com/app/getAppAccessToken",
+        request_timeout_s: float = 10.0,
+        reconnect_base_s: float = 1.0,
+        reconnect_cap_s: float = 60.0,
+    ) -> None:
+        if not app_id or not app_secret:
+            raise ValueError("the QQ bot needs its app_id and app_secret")
+        self._mode = mode
+        self._reconnect_base_s = reconnect_base_s
+        self._reconnect_cap_s = reconnect_cap_s
+        self._gateway_state = SessionState()
+        self._receiving = asyncio.Event()
+        self._webhook_path = webhook_path
+        self._http_session: aiohttp.ClientSession | None = None
+        self._token = AccessToken(
+            self._http,
+            token_url=token_url,
+            app_id=app_id,
+            app_secret=app_secret,
+            timeout_s=request_timeout_s,
+        )
+        self._api = QQApi(
+            self._http, self._token, base_url=api_base_url, timeout_s=request_timeout_s
+        )
+        self._webhook = QQWebhook(app_secret)
+        self._replies = PassiveReplies()
+        self._dedup = InboundDedup(max_entries=10_000, ttl_s=24 * 3600.0)
+        self._stopping = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._http_session is None or self._http_session.closed:
+            self._http_session = aiohttp.ClientSession()
+        return self._http_session
+
+    def web_routes(self) -> Sequence[web.AbstractRouteDef]:
+        if self._mode != "webhook":
+            return ()
+        return [web.post(self._webhook_path, self._webhook.handle_request)]
+
+    async def wait_receiving(self) -> None:
+        """Return once events are taken (the webhook is live, or the gateway said READY)."""
+        await self._receiving.wait()
+
+    async def health_check(self) -> ChannelHealth:
+        if self._receiving.is_set():
+            return ChannelHealth.healthy()
+        return ChannelHealth.degraded("not receiving QQ events")
+
+    async def start(self, inbound: InboundSender) -> None:
+        self._stopping.clear()
+
+        async def take(payload: dict[str, Any]) -> None:
+            await self._take(inbound, payload)
+
+        try:
+            try:
+                await self._token.get()
+            except AuthError as exc:
+                raise FatalChannelError(
+                    str(exc), channel=CHANNEL, suggestion=exc.suggestion
+                ) from exc
+            if self._mode == "websocket":
+                await self._gateway_until_stopped(inbound)
+            else:
+                self._webhook.handle = take
+                self._receiving.set()
+                log.info("qq.webhook_ready", path=self._webhook_path)
+                await self._stopping.wait()
+        finally:
+            self._receiving.clear()
+            self._webhook.handle = None
+            await self._close_http()
+
+    async def _gateway_until_stopped(self, inbound: InboundSender) -> None:
+        async def take(payload: dict[str, Any]) -> None:
+            while True:
+                try:
+                    await self._take(inbound, payload)
+                    return
+                except InboundRefused as refused:
+                    log.warning("qq.inbound_refused", retry_after_s=refused.retry_after_s)
+                    await asyncio.sleep(refused.retry_after_s or 1.0)
+
+        failures = 0
+        while not self._stopping.is_set():
+            stop_watch = asyncio.create_task(self._stopping.wait(), name="qq:stop-watch")
+            session = asyncio.create_task(self._gateway_session(take), name="qq:gateway")
+            try:
+                await asyncio.wait({stop_watch, session}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (stop_watch, session):
+                    task.cancel()
+                results = await asyncio.gather(stop_watch, session, return_exceptions=True)
+            self._receiving.clear()
+            error = results[1]
+            if isinstance(error, AuthError):
+                raise FatalChannelError(str(error), channel=CHANNEL, suggestion=error.suggestion)
+            if isinstance(error, BaseException) and not isinstance(error, asyncio.CancelledError):
+                if not isinstance(error, TransientError | aiohttp.ClientError | OSError):
+                    raise error
+                failures += 1
+                log.warning("qq.gateway_failed", error=str(error), failures=failures)
+            else:
+                failures = 0
+            if self._stopping.is_set():
+                return
+            delay_s = backoff_delay_s(
+                max(failures, 1), self._reconnect_base_s, self._reconnect_cap_s
+            )
+            try:
+                await asyncio.wait_for(self._stopping.wait(), delay_s)
+            except TimeoutError:
+                continue
+
+    async def _gateway_session(self, take: DispatchHandler) -> None:
+        gateway = await self._api.call("GET", "/gateway")
+        url = gateway.get("url")
+        if not isinstance(url, str) or not url:
+            raise TransientError(f"GET /gateway named no url: {gateway!r}", channel=CHANNEL)
+        token = await self._token.get()
+        socket = await asyncio.wait_for(self._http().ws_connect(url), 10.0)
+        try:
+            session = GatewaySession(
+                socket,
+                self._gateway_state,
+                token=token,
+                on_dispatch=take,
+                on_ready=self._receiving.set,
+            )
+            await session.run()
+        finally:
+            with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+                await asyncio.wait_for(socket.close(), 2.0)
+
+    async def _take(self, inbound: InboundSender, payload: dict[str, Any]) -> None:
+        try:
+            message = parse_message(payload)
+        except MalformedEvent as exc:
+            # Acknowledged all the same: QQ would only send the same malformed event again.
+            log.warning("qq.malformed_event_skipped", error=str(exc), event=payload.get("t"))
+            return
+        if message is None:
+            log.debug("qq.event_ignored", event=payload.get("t"))
+            return
+        if message.event_id in self._dedup:
+            log.info("qq.duplicate_skipped", event_id=message.event_id)
+            return
+        self._replies.received(message.msg_id, message.kind)
+        if message.text:
+            await inbound.send(
+                InboundMessage(
+                    channel=CHANNEL,
+                    sender_id=message.sender_id,
+                    chat_id=message.chat_id,
+                    content=message.text,
+                    message_id=message.msg_id,
+                    metadata={"chat_type": message.kind},
+                )
+            )
+        self._dedup.seen(message.event_id)
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self._webhook.handle = None
+        await self._close_http()
+
+    async def _close_http(self) -> None:
+        session, self._http_session = self._http_session, None
+        if session is not None:
+            await session.close()
+
+    async def send(self, message: OutboundMessage) -> None:
+        if not message.content.strip():
+            # Media would need QQ's rich-media upload first; not built yet.
+            log.warning("qq.media_not_sent", chat_id=message.chat_id, media=len(message.media))
+            return
+        try:
+            kind, openid = target(message.chat_id)
+        except ValueError as exc:
+            raise ChannelError(str(exc), channel=CHANNEL) from exc
+        msg_ids = answered_ids(message)
+        if not msg_ids:
+            raise ReplyWindowClosed(
+                "QQ bots can only reply to a user's message, and this names none",
+                channel=CHANNEL,
+            )
+        msg_id = msg_ids[0]
+        seq = self._replies.next_seq(msg_id, kind, message.delivery_id)
+        path = f"/v2/users/{openid}/messages" if kind == "c2c" else f"/v2/groups/{openid}/messages"
+        body = {"content": message.content, "msg_type": 0, "msg_id": msg_id, "msg_seq": seq}
+        try:
+            await self._api.post_message(path, body)
+        except AlreadyDelivered:
+            log.info("qq.reply_already_delivered", msg_id=msg_id, msg_seq=seq)
+
+    async def probe(self) -> str | None:
+        try:
+            me = await self._api.me()
+        finally:
+            await self._close_http()
+        return f"QQ bot {me.get('username', '?')} (id {me.get('id', '?')})"

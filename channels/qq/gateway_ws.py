@@ -1,0 +1,170 @@
+"""QQ's websocket gateway (`mode: websocket`), which QQ is retiring in favour of webhooks.
+
+`GET /gateway` names the websocket; the server opens with op 10 (Hello, the heartbeat interval),
+the client identifies (op 2: `QQBot <access token>`, intents for C2C and group messages) or
+resumes a session it had (op 6), then receives dispatches (op 0) and heartbeats (op 1, carrying
+the last sequence number; answered op 11) until the server asks for a reconnect (op 7), calls
+the session invalid (op 9) or closes.
+
+There is no per-event acknowledgement in this protocol: the sequence number the heartbeat
+reports, and a resume continues from, is what tells QQ how far the bot got. So it moves past an
+event only once the channel's handler returned, i.e. once the message is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import structlog
+
+from channels.errors import AuthError, TransientError
+from channels.qq.token import CHANNEL
+
+log = structlog.get_logger(__name__)
+
+OP_DISPATCH, OP_HEARTBEAT, OP_IDENTIFY, OP_RESUME = 0, 1, 2, 6
+OP_RECONNECT, OP_INVALID_SESSION, OP_HELLO, OP_HEARTBEAT_ACK = 7, 9, 10, 11
+#: C2C messages and group @-mentions (GROUP_AND_C2C_EVENT).
+INTENTS = 1 << 25
+#: Close codes after which identifying again with the same credentials cannot help.
+FATAL_CLOSE_CODES = frozenset({4004, 4010, 4011, 4012, 4013, 4014, 4914, 4915})
+MISSED_HEARTBEATS_ALLOWED = 2
+
+DispatchHandler = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass
+class SessionState:
+    """What a resume needs: the session and the last event handled."""
+
+    session_id: str | None = None
+    seq: int | None = None
+
+
+class GatewaySession:
+    """One websocket connection; `run` returns when it ends and the caller should reconnect."""
+
+    def __init__(
+        self,
+        socket: aiohttp.ClientWebSocketResponse,
+        state: SessionState,
+        *,
+        token: str,
+        on_dispatch: DispatchHandler,
+        on_ready: Callable[[], None],
+        hello_timeout_s: float = 10.0,
+    ) -> None:
+        self._socket = socket
+        self._state = state
+        self._token = token
+        self._on_dispatch = on_dispatch
+        self._hello_timeout_s = hello_timeout_s
+        self._on_ready = on_ready
+        #: Heartbeats sent since the last op 11; two unanswered count the connection as dead.
+        self._unanswered = 0
+
+    async def run(self) -> None:
+        hello = await asyncio.wait_for(self._receive(), self._hello_timeout_s)
+        if hello is None or hello.get("op") != OP_HELLO:
+            raise TransientError(f"expected op 10 Hello, got {hello!r}", channel=CHANNEL)
+        interval_ms = (hello.get("d") or {}).get("heartbeat_interval", 41250)
+        await self._hand_in()
+        beater = asyncio.create_task(
+            self._heartbeats(float(interval_ms) / 1000), name="qq:heartbeat"
+        )
+        try:
+            await self._read()
+        finally:
+            beater.cancel()
+            await asyncio.gather(beater, return_exceptions=True)
+
+    async def _hand_in(self) -> None:
+        token = f"QQBot {self._token}"
+        if self._state.session_id is not None and self._state.seq is not None:
+            payload: dict[str, Any] = {
+                "op": OP_RESUME,
+                "d": {"token": token, "session_id": self._state.session_id, "seq": self._state.seq},
+            }
+        else:
+            payload = {
+                "op": OP_IDENTIFY,
+                "d": {"token": token, "intents": INTENTS, "shard": [0, 1], "properties": {}},
+            }
+        await self._send(payload)
+
+    async def _send(self, payload: dict[str, Any]) -> None:
+        await asyncio.wait_for(self._socket.send_str(json.dumps(payload)), 10.0)
+
+    async def _receive(self) -> dict[str, Any] | None:
+        message = await self._socket.receive()
+        if message.type != aiohttp.WSMsgType.TEXT:
+            self._check_close()
+            return None
+        try:
+            payload = json.loads(message.data)
+        except ValueError:
+            log.warning("qq.malformed_gateway_frame_skipped", frame=str(message.data)[:200])
+            return {}
+        return payload if isinstance(payload, dict) else {}
+
+    def _check_close(self) -> None:
+        code = self._socket.close_code
+        if code in FATAL_CLOSE_CODES:
+            raise AuthError(
+                f"the QQ gateway closed the connection with code {code}",
+                channel=CHANNEL,
+                suggestion="check app_id, app_secret and the bot's intents (C2C and groups)",
+            )
+
+    async def _read(self) -> None:
+        while True:
+            payload = await self._receive()
+            if payload is None:
+                return
+            op = payload.get("op")
+            if op == OP_DISPATCH:
+                await self._dispatch(payload)
+            elif op == OP_HEARTBEAT_ACK:
+                self._unanswered = 0
+            elif op == OP_RECONNECT:
+                log.info("qq.gateway_reconnect_requested")
+                return
+            elif op == OP_INVALID_SESSION:
+                log.info("qq.gateway_session_invalid")
+                self._state.session_id, self._state.seq = None, None
+                return
+
+    async def _dispatch(self, payload: dict[str, Any]) -> None:
+        kind = payload.get("t")
+        if kind == "READY":
+            data = payload.get("d") or {}
+            self._state.session_id = str(data.get("session_id") or "") or None
+            self._on_ready()
+            log.info("qq.gateway_ready")
+        elif kind == "RESUMED":
+            self._on_ready()
+            log.info("qq.gateway_resumed")
+        else:
+            await self._on_dispatch(payload)
+        seq = payload.get("s")
+        if isinstance(seq, int):
+            # Past this event only now that it is handled (durable).
+            self._state.seq = seq
+
+    async def _heartbeats(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            if self._unanswered >= MISSED_HEARTBEATS_ALLOWED:
+                log.warning("qq.gateway_heartbeats_unanswered", missed=self._unanswered)
+                with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+                    await asyncio.wait_for(self._socket.close(), 2.0)
+                return
+            self._unanswered += 1
+            with contextlib.suppress(ConnectionResetError):
+                await self._send({"op": OP_HEARTBEAT, "d": self._state.seq})

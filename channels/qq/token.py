@@ -1,0 +1,90 @@
+"""The QQ bot's access token: fetched from `token_url`, cached, refreshed before it expires.
+
+`POST token_url {"appId", "clientSecret"}` answers `{"access_token", "expires_in"}`, where
+`expires_in` is a string of seconds ("7200"). The token is refreshed `refresh_margin_s` before
+it expires (QQ hands out a new one within the last minute), or at once after the API refused it
+(`invalidate`). Concurrent callers share one fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import aiohttp
+import structlog
+
+from channels.errors import AuthError, ChannelError, TransientError
+
+log = structlog.get_logger(__name__)
+
+CHANNEL = "qq-bot"
+
+
+class AccessToken:
+    def __init__(
+        self,
+        http: Callable[[], aiohttp.ClientSession],
+        *,
+        token_url: str,
+        app_id: str,
+        app_secret: str,
+        timeout_s: float = 10.0,
+        refresh_margin_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._http = http
+        self._token_url = token_url
+        self._app_id = app_id
+        self._app_secret = app_secret
+        self._timeout_s = timeout_s
+        self._refresh_margin_s = refresh_margin_s
+        self._clock = clock
+        self._token: str | None = None
+        self._refresh_at = 0.0
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> str:
+        async with self._lock:
+            if self._token is None or self._clock() >= self._refresh_at:
+                self._token, lifetime_s = await self._fetch()
+                margin_s = min(self._refresh_margin_s, lifetime_s / 2)
+                self._refresh_at = self._clock() + lifetime_s - margin_s
+            return self._token
+
+    def invalidate(self, token: str) -> None:
+        """The API refused `token`: the next `get` fetches a new one."""
+        if self._token == token:
+            self._token = None
+
+    async def _fetch(self) -> tuple[str, float]:
+        payload = {"appId": self._app_id, "clientSecret": self._app_secret}
+        timeout = aiohttp.ClientTimeout(total=self._timeout_s)
+        try:
+            async with self._http().post(self._token_url, json=payload, timeout=timeout) as reply:
+                status = reply.status
+                data = await reply.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise TransientError(
+                f"fetching the access token failed: {exc}", channel=CHANNEL
+            ) from exc
+        except ValueError as exc:
+            raise TransientError(f"the token answer is not JSON ({exc})", channel=CHANNEL) from exc
+        if status >= 500:
+            raise TransientError(f"the token endpoint answered {status}", channel=CHANNEL)
+        token = data.get("access_token") if isinstance(data, dict) else None
+        if not isinstance(token, str) or not token:
+            message = data.get("message") if isinstance(data, dict) else None
+            error = AuthError if status in (200, 400, 401, 403) else ChannelError
+            raise error(
+                f"no access token: {message or data!r}",
+                channel=CHANNEL,
+                suggestion="check app_id and app_secret in the QQ bot open platform",
+            )
+        try:
+            lifetime_s = float(data.get("expires_in", 7200))
+        except (TypeError, ValueError):
+            lifetime_s = 7200.0
+        log.debug("qq.access_token_fetched", expires_in_s=lifetime_s)
+        return token, max(lifetime_s, 1.0)

@@ -1,0 +1,27 @@
+"""WeCom AI bot (`type: wecom-bot`): the bot's own websocket to WeCom, streamed replies.
+
+`create(config, context)` is the factory the channel registry calls; the registry imports this
+module only for profiles that use the WeCom AI bot.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from channels.allow import AllowList
+from channels.wecom_bot.channel import MARKDOWN_LIMIT, STREAM_LIMIT, WecomBotChannel
+
+if TYPE_CHECKING:
+    from channels.registry import ChannelContext
+    from config import WecomBotConfig
+
+__all__ = ["MARKDOWN_LIMIT", "STREAM_LIMIT", "WecomBotChannel", "create"]
+
+
+def create(config: WecomBotConfig, context: ChannelContext) -> WecomBotChannel:
+    del context  # nothing kept on disk
+    channel = WecomBotChannel(
+        bot_id=config.bot_id, secret=config.secret.get_secret_value(), ws_url=config.ws_url
+    )
+    channel.allow = AllowList(config.allow)
+    return channel

@@ -1,0 +1,282 @@
+"""The WeCom AI bot channel (企业微信智能机器人): a websocket the bot opens to WeCom.
+
+`start()` connects to `ws_url`, subscribes with the bot id and secret (a refusal is fatal),
+then reads callbacks until stopped, reconnecting with exponential backoff when the connection
+drops. Callbacks are queued by the reader and published, one at a time in arrival order, by the
+inbound pump; a message counts as handled (remembered for dedup) only once `inbound.send`
+returned, i.e. once it is durable. The protocol has no acknowledgement of callbacks by the
+client, so that is all "acknowledging" means here.
+
+Replies answer the callback's `req_id` with streamed `aibot_respond_msg` frames (the whole text
+so far each time, `finish` on the last), each frame sent only after the previous one for that
+`req_id` was acknowledged. What cannot answer a callback (see `replies.py`) is sent with
+`aibot_send_msg` as Markdown, split to that message's smaller limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import ClassVar
+
+import aiohttp
+import structlog
+
+from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from channels.answers import answered_ids
+from channels.base import Channel
+from channels.coalesce import split_message
+from channels.dedup import InboundDedup
+from channels.errors import AuthError, FatalChannelError, TransientError
+from channels.health import ChannelHealth
+from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.retry import backoff_delay_s
+from channels.wecom_bot import frames
+from channels.wecom_bot.connection import CHANNEL, AibotConnection
+from channels.wecom_bot.frames import Callback, Frame, MalformedFrame
+from channels.wecom_bot.replies import ReplyBook
+
+log = structlog.get_logger(__name__)
+
+#: A stream frame's `content` may hold at most 20,480 bytes (UTF-8).
+STREAM_LIMIT = PLATFORM_LIMITS["wecom-bot"]
+#: A Markdown message sent of the bot's own accord: WeCom's Markdown limit, 4,096 bytes.
+MARKDOWN_LIMIT = PlatformLimit(4_096, "bytes")
+
+
+class WecomBotChannel(Channel):
+    limit: ClassVar[PlatformLimit] = STREAM_LIMIT
+    #: Each frame waits for its acknowledgement anyway; half a second keeps a stream lively.
+    edit_interval_s: ClassVar[float] = 0.5
+
+    def __init__(
+        self,
+        *,
+        bot_id: str,
+        secret: str,
+        ws_url: str = "wss://openws.work.weixin.qq.com",
+        ping_interval_s: float = 30.0,
+        ack_timeout_s: float = 5.0,
+        connect_timeout_s: float = 10.0,
+        reconnect_base_s: float = 1.0,
+        reconnect_cap_s: float = 30.0,
+    ) -> None:
+        if not bot_id or not secret:
+            raise ValueError("the WeCom AI bot needs its bot_id and secret")
+        self._bot_id = bot_id
+        self._secret = secret
+        self._ws_url = ws_url
+        self._ping_interval_s = ping_interval_s
+        self._ack_timeout_s = ack_timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._reconnect_base_s = reconnect_base_s
+        self._reconnect_cap_s = reconnect_cap_s
+        self._book = ReplyBook()
+        self._dedup = InboundDedup(max_entries=10_000, ttl_s=24 * 3600.0)
+        self._received: asyncio.Queue[Frame] = asyncio.Queue(maxsize=256)
+        self._connection: AibotConnection | None = None
+        self._connected = asyncio.Event()
+        self._stopping = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    async def wait_connected(self) -> None:
+        """Return once subscribed (for tests and the contract suite)."""
+        await self._connected.wait()
+
+    # -- receiving --------------------------------------------------------------------------
+
+    async def start(self, inbound: InboundSender) -> None:
+        self._stopping.clear()
+        async with aiohttp.ClientSession() as http:
+            # Not a TaskGroup: a FatalChannelError must reach the supervisor as itself.
+            pump = asyncio.create_task(self._pump(inbound), name="wecom-bot:inbound-pump")
+            try:
+                await self._connect_until_stopped(http)
+            finally:
+                pump.cancel()
+                await asyncio.gather(pump, return_exceptions=True)
+
+    async def _connect_until_stopped(self, http: aiohttp.ClientSession) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                await self._session(http)
+                failures = 0
+            except AuthError as exc:
+                raise FatalChannelError(str(exc), channel=CHANNEL) from exc
+            except (TransientError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                failures += 1
+                log.warning("wecom_bot.connection_failed", error=str(exc), failures=failures)
+            if self._stopping.is_set():
+                return
+            delay_s = backoff_delay_s(
+                max(failures, 1), self._reconnect_base_s, self._reconnect_cap_s
+            )
+            log.info("wecom_bot.reconnecting", delay_s=delay_s)
+            try:
+                await asyncio.wait_for(self._stopping.wait(), delay_s)
+            except TimeoutError:
+                continue
+
+    async def _session(self, http: aiohttp.ClientSession) -> None:
+        socket = await asyncio.wait_for(http.ws_connect(self._ws_url), self._connect_timeout_s)
+        connection = AibotConnection(
+            socket, ack_timeout_s=self._ack_timeout_s, ping_interval_s=self._ping_interval_s
+        )
+        try:
+            await connection.subscribe(self._bot_id, self._secret)
+            self._connection = connection
+            self._connected.set()
+            log.info("wecom_bot.subscribed", bot_id=self._bot_id)
+            await connection.run(self._take)
+        finally:
+            self._connected.clear()
+            self._connection = None
+            await connection.close()
+        log.info("wecom_bot.disconnected")
+
+    async def _take(self, frame: Frame) -> None:
+        """The reader's hand-off: frames are published by the pump, in order."""
+        if frame.cmd == frames.EVENT_CALLBACK:
+            event = frame.body.get("event")
+            if isinstance(event, dict) and event.get("eventtype") == frames.DISCONNECTED_EVENT:
+                log.error("wecom_bot.replaced_by_another_connection", bot_id=self._bot_id)
+                raise FatalChannelError(
+                    "WeCom closed this connection: another one subscribed with this bot id",
+                    channel=CHANNEL,
+                    suggestion="run one gateway (one profile) per WeCom AI bot",
+                )
+            return
+        await self._received.put(frame)
+
+    async def _pump(self, inbound: InboundSender) -> None:
+        while True:
+            frame = await self._received.get()
+            try:
+                callback = frames.parse_callback(frame)
+            except MalformedFrame as exc:
+                log.warning("wecom_bot.malformed_callback_skipped", error=str(exc))
+                continue
+            await self._publish(inbound, callback)
+
+    async def _publish(self, inbound: InboundSender, callback: Callback) -> None:
+        key = f"{callback.chat_id}:{callback.msg_id}"
+        if key in self._dedup:
+            log.info("wecom_bot.duplicate_skipped", msg_id=callback.msg_id)
+            return
+        if not callback.text.strip():
+            log.info("wecom_bot.unsupported_message_skipped", msg_type=callback.msg_type)
+            return
+        # Known before publishing: the reply may come back before `send` returns.
+        self._book.received(callback.msg_id, callback.req_id, callback.chat_id)
+        message = InboundMessage(
+            channel=CHANNEL,
+            sender_id=callback.sender_id,
+            chat_id=callback.chat_id,
+            content=callback.text,
+            message_id=callback.msg_id,
+            metadata={"chat_type": callback.chat_type},
+        )
+        while True:
+            try:
+                await inbound.send(message)
+                break
+            except InboundRefused as refused:
+                log.warning("wecom_bot.inbound_refused", retry_after_s=refused.retry_after_s)
+                await asyncio.sleep(refused.retry_after_s or 1.0)
+            except PipeClosed:
+                return
+        self._dedup.seen(key)
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        connection = self._connection
+        if connection is not None:
+            await connection.close()
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def _live(self) -> AibotConnection:
+        connection = self._connection
+        if connection is None or connection.closed:
+            raise TransientError("not connected to WeCom", channel=CHANNEL)
+        return connection
+
+    def supports_edit(self) -> bool:
+        return True
+
+    async def send(self, message: OutboundMessage) -> None:
+        if not message.content.strip():
+            # Media would need WeCom's chunked upload first; not built yet.
+            log.warning("wecom_bot.media_not_sent", chat_id=message.chat_id)
+            return
+        callback = self._book.available(answered_ids(message), message.chat_id)
+        if callback is None:
+            await self._send_own(message.chat_id, message.content)
+            return
+        msg_id, req_id = callback
+        stream_id = message.delivery_id or uuid.uuid4().hex
+        await self._live().respond(
+            req_id, frames.stream_reply(req_id, stream_id, message.content, finish=True)
+        )
+        self._book.use(msg_id)
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        """Open a streamed message on the callback's `req_id`. When there is none, send nothing
+        and return None: the manager then sends the rest of the reply, from here on, as
+        whole messages once it is final."""
+        callback = self._book.available(answered_ids(message), message.chat_id)
+        if callback is None:
+            return None
+        msg_id, req_id = callback
+        stream_id = message.delivery_id or uuid.uuid4().hex
+        await self._live().respond(
+            req_id, frames.stream_reply(req_id, stream_id, message.content, finish=False)
+        )
+        self._book.use(msg_id)
+        self._book.open_stream(stream_id, req_id, message.chat_id)
+        return stream_id
+
+    async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
+        await self._stream_frame(message_id, content, finish=False)
+
+    async def finish_stream(self, chat_id: str, message_id: str, content: str) -> None:
+        await self._stream_frame(message_id, content, finish=True)
+        self._book.close_stream(message_id)
+
+    async def _stream_frame(self, stream_id: str, content: str, *, finish: bool) -> None:
+        stream = self._book.stream(stream_id)
+        if stream is None:
+            raise TransientError(f"no open stream {stream_id}", channel=CHANNEL)
+        frame = frames.stream_reply(stream.req_id, stream_id, content, finish=finish)
+        await self._live().respond(stream.req_id, frame)
+
+    async def _send_own(self, chat_id: str, content: str) -> None:
+        connection = self._live()
+        for piece in split_message(content, MARKDOWN_LIMIT, max_chunks=None):
+            req_id, frame = frames.markdown_message(chat_id, piece)
+            await connection.send(req_id, frame)
+
+    # -- health -----------------------------------------------------------------------------
+
+    async def health_check(self) -> ChannelHealth:
+        if self._connected.is_set():
+            return ChannelHealth.healthy()
+        return ChannelHealth.degraded("not connected to WeCom")
+
+    async def probe(self) -> str | None:
+        """Subscribe once and leave. WeCom keeps one connection per bot, so a probe while a
+        gateway serves the bot takes the connection over from it."""
+        async with aiohttp.ClientSession() as http:
+            socket = await asyncio.wait_for(http.ws_connect(self._ws_url), self._connect_timeout_s)
+            connection = AibotConnection(
+                socket, ack_timeout_s=self._ack_timeout_s, ping_interval_s=self._ping_interval_s
+            )
+            try:
+                await connection.subscribe(self._bot_id, self._secret)
+            finally:
+                await connection.close()
+        return f"WeCom AI bot {self._bot_id}"

@@ -1,0 +1,212 @@
+"""The QQ bot channel: its webhook on a local server, its replies against the fake QQ."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
+from channels.delivery import fit_chunks
+from channels.errors import FatalChannelError, RateLimited
+from channels.qq import QQBotChannel, seed_from_secret, sign_hex, signing_key
+from channels.qq.api import ReplyWindowClosed
+from tests.fakes import LocalHttpServer
+from tests.fakes.qq_server import FakeQQ, qq_seed
+
+WAIT_S = 10.0
+PATH = "/qq/callback"
+
+
+@dataclass
+class Running:
+    fake: FakeQQ
+    channel: QQBotChannel
+    agent: AgentHandle
+    url: str
+
+    async def received(self) -> InboundMessage:
+        message = await asyncio.wait_for(self.agent.recv(), WAIT_S)
+        assert isinstance(message, InboundMessage)
+        return message
+
+
+def make_channel(fake: FakeQQ, secret: str | None = None) -> QQBotChannel:
+    return QQBotChannel(
+        app_id=fake.app_id,
+        app_secret=secret or fake.app_secret,
+        webhook_path=PATH,
+        api_base_url=fake.api_base_url,
+        token_url=fake.token_url,
+    )
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Running]:
+    async with FakeQQ() as fake:
+        channel = make_channel(fake)
+        app = web.Application()
+        app.add_routes(channel.web_routes())
+        agent, publisher = create_bus(16)
+        sender = publisher.inbound_sender()
+        async with LocalHttpServer(app) as server:
+            task = asyncio.create_task(channel.start(sender), name="test:qq")
+            await fake.wait_until(lambda: fake.token_requests >= 1)
+            try:
+                yield Running(fake, channel, agent, server.origin + PATH)
+            finally:
+                await channel.stop()
+                await asyncio.wait_for(task, WAIT_S)
+                sender.close()
+
+
+def answer(message: InboundMessage, text: str, delivery_id: str | None = None) -> OutboundMessage:
+    return OutboundMessage(
+        channel="qq-bot",
+        chat_id=message.chat_id,
+        content=text,
+        reply_to=message.message_id,
+        delivery_id=delivery_id,
+    )
+
+
+def test_the_documented_validation_example_is_signed_as_qq_documents() -> None:
+    # QQ's webhook documentation: secret, plain_token and event_ts, and the expected signature.
+    key = signing_key("DG5g3B4j9X2KOErG")
+    assert sign_hex(key, b"1725442341Arq0D5A61EgUu4OxUvOp") == (
+        "87befc99c42c651b3aac0278e71ada338433ae26fcb24307bdc5ad38c1adc2d0"
+        "1bcfcadc0842edac85e85205028a1132afe09280305f13aa6909ffc2d652c706"
+    )
+
+
+def test_the_seed_repeats_the_secret_to_32_bytes_like_qq_documents() -> None:
+    assert seed_from_secret("abc") == (b"abc" * 11)[:32]
+    assert seed_from_secret("naOC0ocQE3shWLAfffVLB1rhYPG7") == qq_seed(
+        "naOC0ocQE3shWLAfffVLB1rhYPG7"
+    )
+    long = "x" * 40
+    assert seed_from_secret(long) == b"x" * 32
+
+
+async def test_op_13_is_answered_with_the_signature_of_event_ts_and_plain_token(
+    running: Running,
+) -> None:
+    status, body = await running.fake.validate(running.url, "Arq0D5A61EgUu4OxUvOp", "1725442341")
+    assert status == 200
+    assert body["plain_token"] == "Arq0D5A61EgUu4OxUvOp"
+    public = Ed25519PrivateKey.from_private_bytes(qq_seed(running.fake.app_secret)).public_key()
+    public.verify(bytes.fromhex(body["signature"]), b"1725442341Arq0D5A61EgUu4OxUvOp")
+
+
+async def test_a_c2c_message_is_published_then_acknowledged_with_op_12(running: Running) -> None:
+    event = running.fake.c2c_message("alice-openid", "hello qq")
+    status, body = await running.fake.deliver(running.url, event)
+    assert (status, body) == (200, {"op": 12, "d": 0})
+    message = await running.received()
+    assert (message.chat_id, message.sender_id, message.content) == (
+        "c2c:alice-openid",
+        "alice-openid",
+        "hello qq",
+    )
+    assert message.message_id == event["d"]["id"]
+
+
+async def test_a_group_mention_is_in_the_group_chat(running: Running) -> None:
+    await running.fake.deliver(running.url, running.fake.group_message("G1", "bob", "hi bot"))
+    message = await running.received()
+    assert (message.chat_id, message.sender_id, message.content) == ("group:G1", "bob", "hi bot")
+
+
+async def test_forged_stale_and_unsigned_events_are_refused(running: Running) -> None:
+    fake = running.fake
+    body = json.dumps(fake.c2c_message("alice-openid", "forged")).encode()
+    other_key = Ed25519PrivateKey.from_private_bytes(qq_seed("someone-else's-secret"))
+    stamp = str(int(time.time()))
+    forged = {**fake.sign(body), "X-Signature-Ed25519": other_key.sign(stamp.encode() + body).hex()}
+    forged["X-Signature-Timestamp"] = stamp
+    tampered = fake.sign(body)
+    stale = fake.sign(body, timestamp=int(time.time()) - 3600)
+    unsigned = {"Content-Type": "application/json"}
+    for headers in (forged, stale, unsigned):
+        status, _ = await fake.post(running.url, body, headers)
+        assert status == 401
+    status, _ = await fake.post(running.url, body.replace(b"forged", b"FORGED"), tampered)
+    assert status == 401
+    # An unsigned request is taken only as the op 13 check, and that signs no event body.
+    oracle = json.dumps({"op": 13, "d": {"plain_token": '{"op":0}', "event_ts": "1"}}).encode()
+    assert (await fake.post(running.url, oracle, unsigned))[0] == 400
+    validation = json.dumps({"op": 13, "d": {"plain_token": "abc", "event_ts": "1"}}).encode()
+    bad = {**fake.sign(validation), "X-Signature-Ed25519": "ab" * 64}
+    assert (await fake.post(running.url, validation, bad))[0] == 401  # signed, so checked
+    # Nothing got through.
+    await fake.deliver(running.url, fake.c2c_message("alice-openid", "real"))
+    assert (await running.received()).content == "real"
+
+
+async def test_a_redelivered_event_is_published_once(running: Running) -> None:
+    event = running.fake.c2c_message("alice-openid", "only once")
+    assert (await running.fake.deliver(running.url, event))[0] == 200
+    assert (await running.fake.deliver(running.url, event))[0] == 200
+    await running.fake.deliver(running.url, running.fake.c2c_message("alice-openid", "next"))
+    assert [(await running.received()).content for _ in range(2)] == ["only once", "next"]
+
+
+async def test_replies_count_msg_seq_per_message_and_stop_at_five(running: Running) -> None:
+    fake = running.fake
+    await fake.deliver(running.url, fake.c2c_message("alice-openid", "one"))
+    await fake.deliver(running.url, fake.c2c_message("alice-openid", "two"))
+    first, second = await running.received(), await running.received()
+    for n in range(5):
+        await running.channel.send(answer(first, f"first {n}"))
+    await running.channel.send(answer(second, "second 0"))
+    with pytest.raises(ReplyWindowClosed):
+        await running.channel.send(answer(first, "a sixth"))
+    seqs = [(r.msg_id, r.msg_seq) for r in fake.replies]
+    assert seqs == [*((first.message_id, n) for n in range(1, 6)), (second.message_id, 1)]
+    assert fake.violations == []
+
+
+async def test_a_resent_part_repeats_its_pair_and_is_not_shown_twice(running: Running) -> None:
+    fake = running.fake
+    await fake.deliver(running.url, fake.c2c_message("alice-openid", "resend"))
+    message = await running.received()
+    await running.channel.send(answer(message, "part one", delivery_id="turn-1.0"))
+    await running.channel.send(answer(message, "part one", delivery_id="turn-1.0"))
+    assert fake.replies_to("c2c:alice-openid") == ["part one"]
+    assert [r.code for r in fake.replies] == [None, 40054005]
+
+
+async def test_rate_limit_and_refused_token(running: Running) -> None:
+    fake = running.fake
+    await fake.deliver(running.url, fake.c2c_message("alice-openid", "go"))
+    message = await running.received()
+    fake.rate_limit_next()
+    with pytest.raises(RateLimited):
+        await running.channel.send(answer(message, "too soon"))
+    fake.expire_token()
+    await running.channel.send(answer(message, "with a fresh token"))
+    assert fake.replies_to("c2c:alice-openid") == ["with a fresh token"]
+    assert fake.token_requests == 2
+
+
+async def test_a_long_reply_takes_at_most_five_messages_the_last_a_notice(running: Running) -> None:
+    chunks = fit_chunks(running.channel, "word " * 5000)
+    assert len(chunks) == 5
+    assert all(len(chunk.formatted) <= 4000 for chunk in chunks)
+    assert "truncated" in chunks[-1].formatted.lower() or "omitted" in chunks[-1].formatted
+
+
+async def test_a_wrong_secret_is_fatal_and_probe_names_the_bot() -> None:
+    async with FakeQQ() as fake:
+        _agent, publisher = create_bus(4)
+        with pytest.raises(FatalChannelError):
+            await asyncio.wait_for(
+                make_channel(fake, "wrong-secret").start(publisher.inbound_sender()), WAIT_S
+            )
+        assert await make_channel(fake).probe() == "QQ bot octos-test-bot (id bot-openid)"

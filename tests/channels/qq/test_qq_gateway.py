@@ -1,0 +1,88 @@
+"""QQ's websocket gateway (`mode: websocket`) against the fake QQ."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from bus import AgentHandle, InboundMessage, create_bus
+from channels.qq import QQBotChannel
+from tests.fakes.qq_server import FakeQQ
+
+WAIT_S = 10.0
+
+
+@dataclass
+class Running:
+    fake: FakeQQ
+    channel: QQBotChannel
+    agent: AgentHandle
+
+    async def received(self) -> InboundMessage:
+        message = await asyncio.wait_for(self.agent.recv(), WAIT_S)
+        assert isinstance(message, InboundMessage)
+        return message
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Running]:
+    async with FakeQQ() as fake:
+        fake.heartbeat_interval_ms = 50
+        channel = QQBotChannel(
+            app_id=fake.app_id,
+            app_secret=fake.app_secret,
+            mode="websocket",
+            api_base_url=fake.api_base_url,
+            token_url=fake.token_url,
+            reconnect_base_s=0.05,
+        )
+        agent, publisher = create_bus(16)
+        sender = publisher.inbound_sender()
+        task = asyncio.create_task(channel.start(sender), name="test:qq-gateway")
+        await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+        try:
+            yield Running(fake, channel, agent)
+        finally:
+            await channel.stop()
+            await asyncio.wait_for(task, WAIT_S)
+            sender.close()
+
+
+async def test_identifies_takes_events_and_reports_the_handled_sequence(running: Running) -> None:
+    fake = running.fake
+    assert running.channel.web_routes() == ()
+    [identify] = fake.identifies
+    assert identify["token"].startswith("QQBot token-")
+    assert identify["intents"] & (1 << 25)
+    frame = await fake.push_gateway(fake.c2c_message("alice-openid", "hello gateway"))
+    message = await running.received()
+    assert (message.chat_id, message.content) == ("c2c:alice-openid", "hello gateway")
+    await fake.wait_until(lambda: frame["s"] in fake.heartbeats, WAIT_S)
+    assert fake.violations == []
+
+
+async def test_a_dropped_gateway_resumes_and_missed_events_arrive_once(running: Running) -> None:
+    fake = running.fake
+    await fake.push_gateway(fake.group_message("G1", "bob", "before"))
+    assert (await running.received()).content == "before"
+    await fake.drop_gateway()
+    await fake.wait_until(lambda: fake.gateway_connections == 0, WAIT_S)
+    await fake.push_gateway(fake.c2c_message("alice-openid", "while away"))
+    await fake.wait_until(lambda: fake.resumes, WAIT_S)
+    assert (await running.received()).content == "while away"
+    [resume] = fake.resumes
+    assert resume["seq"] == 2
+    await fake.push_gateway(fake.c2c_message("alice-openid", "after"))
+    assert (await running.received()).content == "after"
+
+
+async def test_unanswered_heartbeats_replace_the_connection(running: Running) -> None:
+    fake = running.fake
+    fake.answer_heartbeats = False
+    await fake.wait_until(lambda: fake.resumes, WAIT_S)
+    fake.answer_heartbeats = True
+    await fake.push_gateway(fake.c2c_message("alice-openid", "back again"))
+    assert (await running.received()).content == "back again"

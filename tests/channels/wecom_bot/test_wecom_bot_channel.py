@@ -1,0 +1,188 @@
+"""The WeCom AI bot channel against the fake WeCom websocket server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
+from bus.envelope import ANSWERS
+from channels.errors import FatalChannelError, RateLimited
+from channels.wecom_bot import WecomBotChannel
+from channels.wecom_bot.frames import MalformedFrame, parse_callback, parse_frame
+from tests.fakes.wecom_bot_server import FakeWecomBot
+
+WAIT_S = 10.0
+
+
+@dataclass
+class Running:
+    fake: FakeWecomBot
+    channel: WecomBotChannel
+    agent: AgentHandle
+
+    async def received(self) -> InboundMessage:
+        message = await asyncio.wait_for(self.agent.recv(), WAIT_S)
+        assert isinstance(message, InboundMessage)
+        return message
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Running]:
+    async with FakeWecomBot() as fake:
+        channel = WecomBotChannel(
+            bot_id=fake.bot_id, secret=fake.secret, ws_url=fake.ws_url, reconnect_base_s=0.05
+        )
+        agent, publisher = create_bus(16)
+        sender = publisher.inbound_sender()
+        task = asyncio.create_task(channel.start(sender), name="test:wecom-bot")
+        await asyncio.wait_for(channel.wait_connected(), WAIT_S)
+        try:
+            yield Running(fake, channel, agent)
+        finally:
+            await channel.stop()
+            await asyncio.wait_for(task, WAIT_S)
+            sender.close()
+
+
+def reply(message: InboundMessage, text: str) -> OutboundMessage:
+    return OutboundMessage(
+        channel="wecom-bot",
+        chat_id=message.chat_id,
+        content=text,
+        reply_to=message.message_id,
+        metadata={ANSWERS: [message.message_id]},
+    )
+
+
+async def test_subscribes_with_the_bot_credentials_and_publishes_a_text_message(
+    running: Running,
+) -> None:
+    assert running.fake.subscribes == [{"bot_id": "aibFAKEBOT01", "secret": "fake-bot-secret"}]
+    _req_id, msg_id = await running.fake.push_text("alice", "hello bot")
+    message = await running.received()
+    assert (message.sender_id, message.chat_id, message.content) == ("alice", "alice", "hello bot")
+    assert message.message_id == msg_id
+    assert message.metadata["chat_type"] == "single"
+
+
+async def test_a_group_message_is_in_the_group_chat(running: Running) -> None:
+    await running.fake.push_text("bob", "hi all", chat_id="wrGROUP1")
+    message = await running.received()
+    assert (message.sender_id, message.chat_id) == ("bob", "wrGROUP1")
+
+
+async def test_a_whole_reply_answers_the_callback_as_one_finished_stream(
+    running: Running,
+) -> None:
+    req_id, _ = await running.fake.push_text("alice", "ping")
+    message = await running.received()
+    await running.channel.send(reply(message, "pong"))
+    [frame] = running.fake.frames(req_id)
+    assert (frame.content, frame.finish) == ("pong", True)
+    # A second message for the same callback cannot take its req_id again: it is sent anew.
+    await running.channel.send(reply(message, "and more"))
+    assert running.fake.markdown_to("alice") == ["and more"]
+    assert running.fake.violations == []
+
+
+async def test_a_stream_waits_for_each_acknowledgement_and_finishes_once(
+    running: Running,
+) -> None:
+    running.fake.ack_delay_s = 0.05
+    req_id, _ = await running.fake.push_text("alice", "stream please")
+    message = await running.received()
+    stream_id = await running.channel.send_with_id(reply(message, "one"))
+    assert stream_id is not None
+    # Frames sent concurrently still go out one acknowledgement at a time, in order.
+    await asyncio.gather(
+        running.channel.edit_message("alice", stream_id, "one two"),
+        running.channel.edit_message("alice", stream_id, "one two three"),
+        running.channel.edit_message("alice", stream_id, "one two three four"),
+    )
+    await running.channel.finish_stream("alice", stream_id, "one two three four five")
+    frames = running.fake.frames(req_id)
+    assert [f.content for f in frames] == [
+        "one",
+        "one two",
+        "one two three",
+        "one two three four",
+        "one two three four five",
+    ]
+    assert [f.finish for f in frames] == [False, False, False, False, True]
+    assert {f.stream_id for f in frames} == {stream_id}
+    assert running.fake.violations == []
+
+
+async def test_concurrent_turns_answer_their_own_callbacks(running: Running) -> None:
+    first_req, _ = await running.fake.push_text("alice", "first")
+    second_req, _ = await running.fake.push_text("alice", "second")
+    first, second = await running.received(), await running.received()
+    await asyncio.gather(
+        running.channel.send(reply(second, "answer to second")),
+        running.channel.send(reply(first, "answer to first")),
+    )
+    assert running.fake.finished_text(first_req) == "answer to first"
+    assert running.fake.finished_text(second_req) == "answer to second"
+
+
+async def test_a_rate_limited_frame_raises_rate_limited(running: Running) -> None:
+    await running.fake.push_text("alice", "slow down")
+    message = await running.received()
+    running.fake.rate_limit_next()
+    with pytest.raises(RateLimited):
+        await running.channel.send(reply(message, "too fast"))
+
+
+async def test_a_long_own_message_is_split_to_the_markdown_limit(running: Running) -> None:
+    text = "长回复会被拆分。" * 700  # 16,800 bytes
+    await running.channel.send(OutboundMessage(channel="wecom-bot", chat_id="carol", content=text))
+    pieces = running.fake.markdown_to("carol")
+    assert len(pieces) > 1
+    assert all(len(piece.encode()) <= 4096 for piece in pieces)
+    assert "".join(pieces) == text
+    assert running.fake.violations == []
+
+
+async def test_a_duplicate_callback_is_published_once_and_malformed_frames_skipped(
+    running: Running,
+) -> None:
+    await running.fake.push_text("alice", "once", msg_id="msgDUP1")
+    assert (await running.received()).content == "once"
+    await running.fake.push_text("alice", "once", msg_id="msgDUP1")
+    await running.fake.push_raw("not json")
+    await running.fake.push_raw('{"cmd": "aibot_msg_callback", "headers": {"req_id": "x"}}')
+    await running.fake.push_text("alice", "after")
+    assert (await running.received()).content == "after"
+
+
+async def test_a_dropped_connection_reconnects_and_subscribes_again(running: Running) -> None:
+    await running.fake.drop_connections()
+    await running.fake.wait_subscribed(count=2, timeout_s=WAIT_S)
+    await running.fake.push_text("alice", "still there?")
+    assert (await running.received()).content == "still there?"
+
+
+async def test_a_wrong_secret_is_fatal() -> None:
+    async with FakeWecomBot() as fake:
+        channel = WecomBotChannel(bot_id=fake.bot_id, secret="wrong", ws_url=fake.ws_url)
+        _agent, publisher = create_bus(4)
+        with pytest.raises(FatalChannelError, match="40058"):
+            await asyncio.wait_for(channel.start(publisher.inbound_sender()), WAIT_S)
+
+
+async def test_probe_names_the_bot() -> None:
+    async with FakeWecomBot() as fake:
+        channel = WecomBotChannel(bot_id=fake.bot_id, secret=fake.secret, ws_url=fake.ws_url)
+        assert await channel.probe() == "WeCom AI bot aibFAKEBOT01"
+
+
+def test_frames_without_the_protocol_fields_are_malformed() -> None:
+    with pytest.raises(MalformedFrame):
+        parse_frame('{"cmd": "aibot_msg_callback"}')
+    frame = parse_frame('{"cmd": "aibot_msg_callback", "headers": {"req_id": "r"}, "body": {}}')
+    with pytest.raises(MalformedFrame, match="msgid"):
+        parse_callback(frame)

@@ -1,0 +1,345 @@
+"""A fake QQ bot open platform on 127.0.0.1: token URL, API v2 messages, signed webhooks.
+
+    async with FakeQQ() as fake:
+        channel = QQBotChannel(app_id=fake.app_id, app_secret=fake.app_secret,
+                               api_base_url=fake.api_base_url, token_url=fake.token_url)
+        ...
+        event = fake.c2c_message("alice-openid", "hi")
+        status, answer = await fake.deliver(webhook_url, event)  # signed like QQ signs
+        await fake.wait_until(lambda: fake.replies_to("c2c:alice-openid"))
+
+`POST /app/getAppAccessToken {appId, clientSecret}` answers `{access_token, expires_in: "7200"}`
+(a string, as QQ sends it). `POST /v2/users/{openid}/messages` and `/v2/groups/{id}/messages`
+need `Authorization: QQBot <token>` and a `msg_id` of a message the fake delivered; they check
+what QQ enforces: `msg_seq` unique per `msg_id` (a repeat is error 40054005), at most five
+replies per `msg_id`, `GET /users/@me` names the bot. Errors have QQ's shape `{code, message}`.
+`rate_limit_next` answers the next send 429 with code 22009; `expire_token` makes the current
+token refused (code 11241), as when it expired early.
+
+Websocket gateway (`mode: websocket`): `GET /gateway` names `/websocket`, which opens with op 10
+(heartbeat interval `heartbeat_interval_ms`), takes op 2 Identify (token and the C2C/group
+intent checked; a bad token is closed with 4004) or op 6 Resume (events after the resumed
+sequence number are sent again, as QQ does), answers op 1 heartbeats with op 11 (unless
+`answer_heartbeats` is False) and records the sequence each reported. `push_gateway(event)`
+dispatches an event with the next sequence number, `drop_gateway` cuts the connection.
+
+Webhook side: the fake signs like QQ, with the Ed25519 key seeded from the app secret (the
+secret repeated to 32 bytes): `sign(body, timestamp)` gives the headers, `deliver` posts an
+event and `validate` the op 13 callback-URL check (unsigned, as QQ's own SDK takes it). The
+key is made with `cryptography`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
+from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from tests.fakes import LocalHttpServer
+
+JsonObject = dict[str, Any]
+MAX_REPLIES = 5
+
+
+def qq_seed(secret: str) -> bytes:
+    """QQ's documented seed: the secret repeated until it has 32 bytes, cut to 32."""
+    seed = secret
+    while len(seed) < 32:
+        seed = seed * 2
+    return seed[:32].encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    chat_id: str
+    content: str
+    msg_id: str
+    msg_seq: int
+    status: int
+    code: int | None
+    at: float
+
+
+class FakeQQ:
+    def __init__(
+        self, *, app_id: str = "102000001", app_secret: str = "naOC0ocQE3shWLAfffVLB1rhYPG7"
+    ) -> None:
+        self.app_id = app_id
+        self.app_secret = app_secret
+        self.key = Ed25519PrivateKey.from_private_bytes(qq_seed(app_secret))
+        self.token_requests = 0
+        self.replies: list[Reply] = []
+        self.violations: list[str] = []
+        self._token = ""
+        self._rate_limits = 0
+        self._delivered: dict[str, str] = {}  # msg_id -> chat id
+        self._seqs: dict[str, set[int]] = {}
+        self._changed = asyncio.Condition()
+        self._numbers = itertools.count(1)
+        app = web.Application()
+        app.router.add_post("/app/getAppAccessToken", self._access_token)
+        app.router.add_post("/v2/users/{openid}/messages", self._c2c_send)
+        app.router.add_post("/v2/groups/{openid}/messages", self._group_send)
+        app.router.add_get("/users/@me", self._me)
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/websocket", self._websocket)
+        self.heartbeat_interval_ms = 41250
+        #: False: heartbeats go unanswered, as on a half-dead connection.
+        self.answer_heartbeats = True
+        self.identifies: list[JsonObject] = []
+        self.resumes: list[JsonObject] = []
+        self.heartbeats: list[int | None] = []
+        self._gateway_sockets: set[web.WebSocketResponse] = set()
+        self._dispatched: list[JsonObject] = []
+        self._session_id = ""
+        self._server = LocalHttpServer(app)
+
+    async def __aenter__(self) -> Self:
+        await self._server.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for socket in list(self._gateway_sockets):
+            await socket.close()
+        await self._server.__aexit__(exc_type, exc, tb)
+
+    @property
+    def api_base_url(self) -> str:
+        return self._server.origin
+
+    @property
+    def token_url(self) -> str:
+        return f"{self._server.origin}/app/getAppAccessToken"
+
+    # -- what a test reads and arranges -----------------------------------------------------
+
+    async def wait_until(self, predicate: Callable[[], object], timeout_s: float = 10.0) -> None:
+        async with asyncio.timeout(timeout_s), self._changed:
+            await self._changed.wait_for(lambda: bool(predicate()))
+
+    def replies_to(self, chat_id: str) -> list[str]:
+        """The texts QQ accepted for `chat_id`, in order."""
+        return [r.content for r in self.replies if r.chat_id == chat_id and r.status == 200]
+
+    def rate_limit_next(self) -> None:
+        self._rate_limits += 1
+
+    def expire_token(self) -> None:
+        self._token = "expired-" + self._token
+
+    # -- the webhook sender -----------------------------------------------------------------
+
+    def sign(self, body: bytes, timestamp: int | None = None) -> dict[str, str]:
+        stamp = str(int(time.time()) if timestamp is None else timestamp)
+        signature = self.key.sign(stamp.encode() + body).hex()
+        return {
+            "X-Signature-Ed25519": signature,
+            "X-Signature-Timestamp": stamp,
+            "X-Signature-Method": "Ed25519",
+            "X-Bot-Appid": self.app_id,
+            "User-Agent": "QQBot-Callback",
+            "Content-Type": "application/json",
+        }
+
+    def c2c_message(self, user: str, text: str, *, msg_id: str | None = None) -> JsonObject:
+        msg_id = msg_id or f"ROBOT1.0_{uuid.uuid4().hex}"
+        self._delivered[msg_id] = f"c2c:{user}"
+        data = {
+            "id": msg_id,
+            "content": text,
+            "timestamp": "2026-12-01T12:00:00+08:00",
+            "author": {"id": user, "user_openid": user},
+        }
+        return self._dispatch("C2C_MESSAGE_CREATE", data)
+
+    def group_message(self, group: str, member: str, text: str) -> JsonObject:
+        msg_id = f"ROBOT1.0_{uuid.uuid4().hex}"
+        self._delivered[msg_id] = f"group:{group}"
+        data = {
+            "id": msg_id,
+            "content": f" {text}",
+            "timestamp": "2026-12-01T12:00:00+08:00",
+            "group_openid": group,
+            "author": {"id": member, "member_openid": member},
+        }
+        return self._dispatch("GROUP_AT_MESSAGE_CREATE", data)
+
+    def _dispatch(self, event_type: str, data: JsonObject) -> JsonObject:
+        return {
+            "id": f"{event_type}:{uuid.uuid4().hex}",
+            "op": 0,
+            "d": data,
+            "s": 1,
+            "t": event_type,
+        }
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, JsonObject]:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(url, data=body, headers=headers) as response,
+        ):
+            text = await response.text()
+            return response.status, (json.loads(text) if text.startswith("{") else {})
+
+    async def deliver(self, url: str, event: JsonObject) -> tuple[int, JsonObject]:
+        body = json.dumps(event, ensure_ascii=False).encode()
+        return await self.post(url, body, self.sign(body))
+
+    async def validate(self, url: str, plain_token: str, event_ts: str) -> tuple[int, JsonObject]:
+        """The op 13 callback-URL check, sent as QQ sends it: without signature headers."""
+        body = json.dumps({"op": 13, "d": {"plain_token": plain_token, "event_ts": event_ts}})
+        headers = {"Content-Type": "application/json", "X-Bot-Appid": self.app_id}
+        return await self.post(url, body.encode(), headers)
+
+    # -- the server -------------------------------------------------------------------------
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _access_token(self, request: web.Request) -> web.Response:
+        payload = await request.json()
+        self.token_requests += 1
+        if payload.get("appId") != self.app_id or payload.get("clientSecret") != self.app_secret:
+            return web.json_response({"code": 100016, "message": "invalid appid or secret"})
+        self._token = f"token-{next(self._numbers)}"
+        await self._notify()
+        return web.json_response({"access_token": self._token, "expires_in": "7200"})
+
+    def _authorised(self, request: web.Request) -> web.Response | None:
+        if not self._token or request.headers.get("Authorization") != f"QQBot {self._token}":
+            return web.json_response({"code": 11241, "message": "token not exist"}, status=401)
+        return None
+
+    async def _me(self, request: web.Request) -> web.Response:
+        refused = self._authorised(request)
+        if refused is not None:
+            return refused
+        return web.json_response({"id": "bot-openid", "username": "octos-test-bot"})
+
+    async def _c2c_send(self, request: web.Request) -> web.Response:
+        return await self._send(request, f"c2c:{request.match_info['openid']}")
+
+    async def _group_send(self, request: web.Request) -> web.Response:
+        return await self._send(request, f"group:{request.match_info['openid']}")
+
+    async def _send(self, request: web.Request, chat_id: str) -> web.Response:
+        refused = self._authorised(request)
+        if refused is not None:
+            return refused
+        body = await request.json()
+        msg_id, seq = str(body.get("msg_id", "")), body.get("msg_seq")
+        content = str(body.get("content", ""))
+        status, code, message = self._judge(chat_id, msg_id, seq, body)
+        self.replies.append(
+            Reply(chat_id, content, msg_id, int(seq or 0), status, code, time.monotonic())
+        )
+        await self._notify()
+        if status != 200:
+            return web.json_response(
+                {"code": code, "err_code": code, "message": message}, status=status
+            )
+        return web.json_response({"id": uuid.uuid4().hex, "timestamp": "2026-12-01T12:00:01+08:00"})
+
+    def _judge(
+        self, chat_id: str, msg_id: str, seq: object, body: JsonObject
+    ) -> tuple[int, int | None, str]:
+        if self._delivered.get(msg_id) != chat_id:
+            self.violations.append(f"reply to unknown msg_id {msg_id!r} in {chat_id}")
+            return 400, 40034024, "proactive messages are not allowed"
+        if not isinstance(seq, int) or seq < 1 or body.get("msg_type") != 0:
+            self.violations.append(f"bad msg_seq or msg_type: {body}")
+            return 400, 40034006, "bad request"
+        if self._rate_limits:
+            self._rate_limits -= 1
+            return 429, 22009, "msg limit exceed"
+        used = self._seqs.setdefault(msg_id, set())
+        if seq in used:
+            return 400, 40054005, "消息被去重，请检查请求msgseq"
+        if len(used) >= MAX_REPLIES:
+            self.violations.append(f"a sixth reply to {msg_id}")
+            return 400, 22009, "msg limit exceed"
+        used.add(seq)
+        return 200, None, ""
+
+    # -- the websocket gateway --------------------------------------------------------------
+
+    @property
+    def gateway_connections(self) -> int:
+        return len(self._gateway_sockets)
+
+    async def push_gateway(self, event: JsonObject) -> JsonObject:
+        """Dispatch `event` (from c2c_message / group_message) over the gateway."""
+        frame = {**event, "s": len(self._dispatched) + 2}  # READY was 1
+        self._dispatched.append(frame)
+        for socket in list(self._gateway_sockets):
+            await socket.send_str(json.dumps(frame, ensure_ascii=False))
+        return frame
+
+    async def drop_gateway(self) -> None:
+        for socket in list(self._gateway_sockets):
+            await socket.close(code=4009)
+
+    async def _gateway(self, request: web.Request) -> web.Response:
+        refused = self._authorised(request)
+        if refused is not None:
+            return refused
+        return web.json_response({"url": f"ws://127.0.0.1:{self._server.port}/websocket"})
+
+    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        await socket.send_json({"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms}})
+        try:
+            async for message in socket:
+                if message.type == aiohttp.WSMsgType.TEXT:
+                    await self._gateway_frame(socket, json.loads(message.data))
+        finally:
+            self._gateway_sockets.discard(socket)
+            await self._notify()
+        return socket
+
+    async def _gateway_frame(self, socket: web.WebSocketResponse, frame: JsonObject) -> None:
+        op, data = frame.get("op"), frame.get("d")
+        if op in (2, 6) and isinstance(data, dict):
+            if data.get("token") != f"QQBot {self._token}":
+                await socket.close(code=4004)
+                return
+            if op == 2:
+                self.identifies.append(data)
+                if not int(data.get("intents", 0)) & (1 << 25):
+                    self.violations.append(f"identify without the C2C/group intent: {data}")
+                self._session_id = uuid.uuid4().hex
+                self._gateway_sockets.add(socket)
+                ready = {"session_id": self._session_id, "user": {"id": "bot-openid"}}
+                await socket.send_json({"op": 0, "s": 1, "t": "READY", "d": ready})
+            else:
+                self.resumes.append(data)
+                if data.get("session_id") != self._session_id:
+                    await socket.send_json({"op": 9, "d": False})
+                    return
+                self._gateway_sockets.add(socket)
+                await socket.send_json({"op": 0, "s": 1, "t": "RESUMED", "d": ""})
+                for missed in self._dispatched:
+                    if missed["s"] > int(data.get("seq") or 0):
+                        await socket.send_str(json.dumps(missed, ensure_ascii=False))
+        elif op == 1:
+            self.heartbeats.append(data if isinstance(data, int) else None)
+            if self.answer_heartbeats:
+                await socket.send_json({"op": 11})
+        await self._notify()
