@@ -8,7 +8,7 @@ from typing import Literal, NamedTuple
 from pydantic import Field, field_validator
 
 from config.agents import AgentConfig, EchoAgentConfig
-from config.channels import ApiChannelConfig, ChannelConfig, TelegramConfig
+from config.channels import ApiChannelConfig, ChannelConfig
 from config.common import ConfigModel
 from config.problems import ConfigValueError, DataPath
 
@@ -114,14 +114,6 @@ class ProfileConfig(ConfigModel):
                         'until you add user ids or "*" (or set pairing: true)',
                     )
                 )
-            if isinstance(channel, TelegramConfig) and _webhook_without_secret(channel):
-                found.append(
-                    ProfileWarning(
-                        ("channels", index, "mode"),
-                        f"{where} receives a webhook without secret_token: anyone who finds "
-                        "the URL can post fake updates; set secret_token",
-                    )
-                )
             if isinstance(channel, ApiChannelConfig) and _is_exposed(channel):
                 found.append(
                     ProfileWarning(
@@ -143,6 +135,3 @@ def _is_exposed(channel: ApiChannelConfig) -> bool:
     except ValueError:
         return True  # a host name that may resolve to anything
 
-
-def _webhook_without_secret(channel: TelegramConfig) -> bool:
-    return channel.mode == "webhook" and channel.secret_token is None

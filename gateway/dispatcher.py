@@ -221,10 +221,13 @@ class Dispatcher:
         self._outbound_depth.set(self._handle.outbound_depth())
 
     def _check_backlog(self, message: InboundMessage) -> None:
-        assert self._lanes is not None
         settings = self._settings
-        lane = message.session_key(settings.profile).base_key()
-        if self._lanes.backlog(lane) >= settings.max_backlog_per_chat:
+        state = self._journal.state
+        # Counted from the journal: messages still on their way to the disk count too.
+        if (
+            state.pending_by_chat[(message.channel, message.chat_id)]
+            >= settings.max_backlog_per_chat
+        ):
             raise InboundRefused(
                 "chat",
                 settings.retry_after_s,

@@ -1,18 +1,16 @@
-"""Durable sessions: JSONL store, file layouts, key encoding, LRU manager, per-session actors."""
+"""Durable sessions: JSONL store, file layouts, key encoding, LRU manager, topics; and the
+write-ahead log (`sessions.wal`) the turn pipeline records everything in first."""
 
-from sessions.actor import SessionActor, SessionActors
 from sessions.compaction import is_compaction_summary
 from sessions.errors import (
     EmptyRewriteRefused,
     InvalidTopicName,
-    SessionActorsStopped,
     SessionError,
     SessionExists,
     SessionKeyCollision,
     SessionStoreClosed,
     SessionWriteError,
     UnsupportedSessionSchema,
-    WorkItemCancelled,
 )
 from sessions.manager import SessionManager
 from sessions.meta import CURRENT_SCHEMA_VERSION, SessionMeta
@@ -29,9 +27,6 @@ __all__ = [
     "FsyncPolicy",
     "InvalidTopicName",
     "Session",
-    "SessionActor",
-    "SessionActors",
-    "SessionActorsStopped",
     "SessionError",
     "SessionExists",
     "SessionInfo",
@@ -42,7 +37,6 @@ __all__ = [
     "SessionStoreClosed",
     "SessionWriteError",
     "UnsupportedSessionSchema",
-    "WorkItemCancelled",
     "is_compaction_summary",
     "validate_topic_name",
 ]

@@ -78,20 +78,5 @@ class SessionStoreClosed(SessionError):
         super().__init__("the session store is not open; use `async with SessionStore(...)`")
 
 
-class SessionActorsStopped(SessionError):
-    """Work submitted to session actors that are stopping or stopped."""
-
-    def __init__(self) -> None:
-        super().__init__("session actors are stopped; the work item was not run")
-
-
-class WorkItemCancelled(SessionError):
-    """A work item was cancelled while it ran (an abort, or shutdown past its grace)."""
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-        super().__init__(f"the work item of session {key!r} was cancelled before it finished")
-
-
 class InvalidTopicName(SessionError, ValueError):
     """A topic name a user typed that cannot name a session."""

@@ -76,10 +76,14 @@ def _checked(name: str) -> str:
 class SessionLayout:
     """Pure path arithmetic under one data directory; never touches the disk."""
 
+    #: Paths remembered (encoding a key costs microseconds, and a turn asks several times).
+    PATH_CACHE_SIZE = 4096
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.users_dir = root / "users"
         self.legacy_dir = root / "sessions"
+        self._paths: dict[SessionKey, Path] = {}
 
     def user_dir(self, base_key: str) -> Path:
         return self.users_dir / _checked(bounded_name(base_key))
@@ -88,8 +92,14 @@ class SessionLayout:
         return self.user_dir(key.base_key()) / "sessions"
 
     def path_for(self, key: SessionKey) -> Path:
-        stem = _checked(topic_stem(key.topic()))
-        return self.sessions_dir(key) / f"{stem}{SESSION_SUFFIX}"
+        path = self._paths.get(key)
+        if path is None:
+            stem = _checked(topic_stem(key.topic()))
+            path = self.sessions_dir(key) / f"{stem}{SESSION_SUFFIX}"
+            if len(self._paths) >= self.PATH_CACHE_SIZE:
+                self._paths.clear()  # cheap to rebuild; a bound, not an LRU
+            self._paths[key] = path
+        return path
 
     def name_was_cut(self, key: SessionKey) -> bool:
         topic = key.topic()

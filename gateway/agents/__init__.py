@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import assert_never
+from typing import TYPE_CHECKING, assert_never
 
 from config import AgentConfig, EchoAgentConfig, OpenAIAgentConfig, WebhookAgentConfig
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.echo import EchoAgent
 from gateway.agents.errors import AgentError, AgentFailure
-from gateway.agents.openai_compat import OpenAICompatAgent
 from gateway.agents.snapshots import SnapshotStream
 from gateway.agents.webhook import SIGNATURE_HEADER, WebhookAgent, sign_body, verify_signature
+
+if TYPE_CHECKING:
+    from gateway.agents.openai_compat import OpenAICompatAgent
 
 __all__ = [
     "SIGNATURE_HEADER",
@@ -35,7 +37,18 @@ def create_agent(config: AgentConfig) -> Agent:
     if isinstance(config, EchoAgentConfig):
         return EchoAgent.from_config(config)
     if isinstance(config, OpenAIAgentConfig):
+        # The openai SDK takes most of a second to import: only profiles that use it pay.
+        from gateway.agents.openai_compat import OpenAICompatAgent
+
         return OpenAICompatAgent(config)
     if isinstance(config, WebhookAgentConfig):
         return WebhookAgent(config)
     assert_never(config)
+
+
+def __getattr__(name: str) -> object:
+    if name == "OpenAICompatAgent":
+        from gateway.agents.openai_compat import OpenAICompatAgent
+
+        return OpenAICompatAgent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

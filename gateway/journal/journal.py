@@ -123,7 +123,7 @@ class Journal:
 
     def forget(self, received: Received) -> None:
         """A message whose record could not be written: as if it never came."""
-        self.state.received.pop(received.id, None)
+        self.state.drop_received(received.id)
 
     def record_outcome(self, outcome: Outcome) -> asyncio.Future[None]:
         self.state.add_outcome(outcome)

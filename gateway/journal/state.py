@@ -9,7 +9,7 @@ or a `sent` without its `done` changes nothing it cannot account for.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 from bus import OutboundMessage
@@ -47,6 +47,8 @@ class JournalState:
     keeps_replies: frozenset[str] = frozenset()
     #: Dedup entries accepted since the last checkpoint (not yet in the dedup file).
     fresh_dedup: list[tuple[str, int, float]] = field(default_factory=list)
+    #: How many accepted, unanswered messages each chat (channel, chat id) has.
+    pending_by_chat: Counter[tuple[str, str]] = field(default_factory=Counter)
     #: Outcomes seen on replay whose messages may be missing from their session file.
     fixups: list[Outcome] = field(default_factory=list)
 
@@ -68,11 +70,20 @@ class JournalState:
 
     def add_received(self, received: Received) -> None:
         self.received[received.id] = received
+        self.pending_by_chat[_chat_of(received)] += 1
         self.next_id = max(self.next_id, received.id + 1)
         key = dedup_key(received)
         if key is not None:
             self.remember(key, received.id, received.at)
             self.fresh_dedup.append((key, received.id, received.at))
+
+    def drop_received(self, inbound_id: int) -> None:
+        received = self.received.pop(inbound_id, None)
+        if received is not None:
+            chat = _chat_of(received)
+            self.pending_by_chat[chat] -= 1
+            if self.pending_by_chat[chat] <= 0:
+                del self.pending_by_chat[chat]
 
     def remember(self, key: str, inbound_id: int, at: float) -> None:
         self.dedup[key] = (inbound_id, at)
@@ -83,7 +94,7 @@ class JournalState:
     def add_outcome(self, outcome: Outcome) -> None:
         keep = outcome.reply is not None and outcome.reply.channel in self.keeps_replies
         for inbound_id in outcome.answers:
-            self.received.pop(inbound_id, None)
+            self.drop_received(inbound_id)
             if keep and outcome.reply is not None:
                 self.recent[inbound_id] = outcome.reply
         while len(self.recent) > RECENT_REPLIES_MAX:
@@ -148,6 +159,10 @@ class JournalState:
             if outcome.delivered and outcome.reply is not None:
                 records.append(encode_sent(outcome.turn))
         return records
+
+
+def _chat_of(received: Received) -> tuple[str, str]:
+    return received.message.channel, received.message.chat_id
 
 
 def platform_key(channel: str, chat_id: str, message_id: str) -> str:
