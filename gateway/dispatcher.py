@@ -125,6 +125,10 @@ class Dispatcher:
             await self._lanes.wait_idle()
             checkpoints.cancel()
 
+    async def wait_ready(self) -> None:
+        """Until what the previous run left unfinished has been taken up again."""
+        await self._ready.wait()
+
     def stop_intake(self) -> None:
         """Take no more messages; what is running or waiting still finishes."""
         self._stopping = True

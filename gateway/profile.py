@@ -63,6 +63,8 @@ class ProfileRuntime:
         self._sessions: SessionManager | None = None
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
+        #: Set once the journal's unfinished work is taken up again and intake is open.
+        self.ready = asyncio.Event()
 
     async def health(self) -> dict[str, ChannelHealth]:
         if self._channels is None:
@@ -189,6 +191,8 @@ class ProfileRuntime:
                 pairing.watch(), name=f"allow-overlay:{self.profile_id}"
             )
             self.started.set()
+            await dispatcher.wait_ready()
+            self.ready.set()
             log.info(
                 "profile.started",
                 profile=self.profile_id,

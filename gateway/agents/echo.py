@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -21,7 +22,9 @@ from gateway.agents.snapshots import DEFAULT_SNAPSHOT_INTERVAL_S, SnapshotStream
 if TYPE_CHECKING:
     from config import EchoAgentConfig
 
-_AFTER_WHITESPACE = regex.compile(r"(?<=\s)(?=\S)")
+#: Where a word starts after white space: the end of each run of white space. The standard
+#: library's engine: `regex`'s look-behind at every position costs tens of microseconds a line.
+_WHITESPACE_RUN = re.compile(r"\s+(?=\S)")
 _GRAPHEME = regex.compile(r"\X")
 
 
@@ -33,7 +36,9 @@ def split_into_pieces(text: str, pieces: int) -> list[str]:
     """
     if not text:
         return []
-    cut_points = [m.start() for m in _AFTER_WHITESPACE.finditer(text)]
+    if pieces <= 1:
+        return [text]
+    cut_points = [m.end() for m in _WHITESPACE_RUN.finditer(text)]
     if not cut_points:
         cut_points = [m.start() for m in _GRAPHEME.finditer(text)][1:]
     cuts: list[int] = []
