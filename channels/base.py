@@ -75,6 +75,10 @@ class Channel(ABC):
     async def send_typing(self, chat_id: str) -> None:
         """Show "typing"; the manager calls it again every few seconds while a turn runs."""
 
+    def shows_typing(self) -> bool:
+        """Whether `send_typing` does anything: the gateway sends no typing signals otherwise."""
+        return type(self).send_typing is not Channel.send_typing
+
     async def stop_typing(self, chat_id: str) -> None:
         """Stop showing "typing" where the platform lets a bot do that."""
 

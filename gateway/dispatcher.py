@@ -371,6 +371,7 @@ class Dispatcher:
                     [r.message.message_id for r in item.received if r.message.message_id],
                     stream_id=turn_id,
                     streams=channel is not None and channel.supports_edit(),
+                    shows_typing=channel is not None and channel.shows_typing(),
                 )
             except Exception as error:
                 # Supervision point (per message): the turn is answered with the reason.

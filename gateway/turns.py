@@ -75,15 +75,18 @@ class TurnRunner:
         *,
         stream_id: str,
         streams: bool,
+        shows_typing: bool = True,
     ) -> TurnResult:
         """Answer `content` (one message, or several collected) in the chat `trigger` came from.
 
         `answers` are the platform ids of the messages this turn answers; snapshots of the
-        growing reply are sent only when the channel can show them (`streams`).
+        growing reply are sent only when the channel can show them (`streams`), and typing
+        signals only to a channel that shows typing.
         """
         started = time.perf_counter()
         log.debug("turn.started", session=str(key), stream=stream_id)
-        await self._outbound.send(OutboundMessage.typing(trigger.channel, trigger.chat_id))
+        if shows_typing:
+            await self._outbound.send(OutboundMessage.typing(trigger.channel, trigger.chat_id))
         user_message = Message.user(content, media=list(trigger.media))
         metadata: dict[str, object] = {ANSWERS: answers, SESSION: str(key)}
         try:
@@ -119,9 +122,10 @@ class TurnRunner:
             )
         except BaseException:
             # Cancelled (abort, interrupt, shutdown): the typing indicator must not linger.
-            await self._outbound.send(
-                OutboundMessage.typing(trigger.channel, trigger.chat_id, active=False)
-            )
+            if shows_typing:
+                await self._outbound.send(
+                    OutboundMessage.typing(trigger.channel, trigger.chat_id, active=False)
+                )
             raise
         self._turns_ok.inc()
         self._turn_latency.observe(time.perf_counter() - started)
