@@ -174,6 +174,7 @@ class Daemon:
             metrics=self._metrics,
             webhooks=self._webhooks,
             request_shutdown=self.request_shutdown,
+            store=self._loaded.gateway.store,
         )
         task = self._tasks.create_task(self._supervise(runtime), name=f"profile:{profile_id}")
         self._profiles[profile_id] = (runtime, task)

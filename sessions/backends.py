@@ -1,0 +1,54 @@
+"""Which session store a profile gets: the JSONL files (default) or PostgreSQL (`store:`).
+
+PostgreSQL's module (and asyncpg) is imported only when a configuration asks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from config.store import StoreConfig
+from sessions.store import SessionStore
+from sessions.store_protocol import SessionStoreProtocol
+
+
+def session_store(
+    config: StoreConfig,
+    root: Path,
+    *,
+    read_only: bool = False,
+    jsonl: Callable[[], SessionStore] | None = None,
+) -> SessionStoreProtocol:
+    """The store of the profile whose data directory is `root` (its name is the profile id).
+
+    `jsonl` builds the file store with the caller's options (the daemon's fsync policy and
+    size cap); by default a plain one.
+    """
+    if config.backend == "postgres":
+        from sessions.postgres import PostgresSessionStore
+
+        assert config.dsn is not None  # the config model requires it with this backend
+        return PostgresSessionStore(
+            config.dsn.get_secret_value(),
+            root.name,
+            read_only=read_only,
+            pool_size=config.pool_size,
+            connect_timeout_s=config.connect_timeout_s,
+        )
+    if jsonl is not None:
+        return jsonl()
+    return SessionStore(root, read_only=read_only)
+
+
+async def check_store(config: StoreConfig) -> None:
+    """Reach the configured database and create its schema; StoreUnavailable when it cannot."""
+    if config.backend != "postgres":
+        return
+    from sessions.postgres import PostgresSessionStore
+
+    assert config.dsn is not None
+    async with PostgresSessionStore(
+        config.dsn.get_secret_value(), "", pool_size=1, connect_timeout_s=config.connect_timeout_s
+    ):
+        pass

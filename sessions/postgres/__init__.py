@@ -1,0 +1,14 @@
+"""Sessions in PostgreSQL (asyncpg): imported only when gateway.yaml says `store: postgres`."""
+
+from sessions.postgres.connect import StoreUnavailable
+from sessions.postgres.schema import SCHEMA_VERSION, StoreSchemaTooNew, ensure_schema
+from sessions.postgres.store import PostgresSessionStore, UnsupportedStoredSchema
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresSessionStore",
+    "StoreSchemaTooNew",
+    "StoreUnavailable",
+    "UnsupportedStoredSchema",
+    "ensure_schema",
+]

@@ -1,0 +1,377 @@
+"""`PostgresSessionStore`: the sessions of one profile in PostgreSQL, same contract as the files.
+
+Every append is one committed transaction (upsert the session row, one INSERT of the batch,
+update its counters), so `sync()` has nothing left to do. Appends to one session keep their call
+order (a per-session lock here, the session row's lock in the database across processes).
+`fork` and `rewrite` run in transactions; `archive` and `rewrite` stamp the old row archived and
+keep its messages. A store opened `read_only` never creates or changes anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Self
+
+import asyncpg
+import structlog
+
+from bus import Message, SessionKey
+from bus.message import utc_now
+from config.store import redact_dsn
+from sessions.errors import (
+    EmptyRewriteRefused,
+    SessionError,
+    SessionExists,
+    SessionStoreClosed,
+    UnsupportedSessionSchema,
+)
+from sessions.keyed_lock import KeyedLocks
+from sessions.meta import CURRENT_SCHEMA_VERSION, SessionMeta
+from sessions.postgres.connect import DATABASE_ERRORS, StoreUnavailable, close_pool, create_pool
+from sessions.postgres.schema import SCHEMA_VERSION, StoreSchemaTooNew, applied_version
+from sessions.postgres.schema import ensure_schema as ensure_schema
+from sessions.session import Session, SessionInfo
+from sessions.store import AppendReceipt
+
+log = structlog.get_logger(__name__)
+
+_LIVE_ROW = """
+SELECT id, schema_version, meta::text AS meta, updated_at, message_count
+FROM octos_sessions WHERE scope = $1 AND session_key = $2 AND archived_at IS NULL
+"""
+_UPSERT_ROW = """
+INSERT INTO octos_sessions (scope, session_key, base_key, topic, schema_version, meta, title,
+                            parent_key, created_at, updated_at, bytes)
+VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11)
+ON CONFLICT (scope, session_key) WHERE archived_at IS NULL
+DO UPDATE SET updated_at = EXCLUDED.updated_at
+RETURNING id, next_seq, schema_version
+"""
+_INSERT_MESSAGES = """
+INSERT INTO octos_messages (session_id, seq, fingerprint, message)
+SELECT $1, $2 + item.ord - 1, item.fingerprint, item.message::json
+FROM unnest($3::bytea[], $4::text[]) WITH ORDINALITY AS item(fingerprint, message, ord)
+ON CONFLICT (session_id, fingerprint) DO NOTHING
+RETURNING seq
+"""
+_COUNT_APPENDED = """
+UPDATE octos_sessions SET next_seq = next_seq + $2, message_count = message_count + $3,
+    bytes = bytes + $4 WHERE id = $1
+"""
+_LIST = """
+SELECT session_key, topic, message_count, bytes, updated_at, title, parent_key, schema_version, id
+FROM octos_sessions WHERE scope = $1 AND archived_at IS NULL AND ($2::text IS NULL OR base_key = $2)
+ORDER BY base_key, session_key
+"""
+
+
+def fingerprint(encoded: str) -> bytes:
+    return hashlib.sha256(encoded.encode()).digest()
+
+
+def _line_bytes(encoded: str) -> int:
+    return len(encoded.encode()) + 1  # as a JSONL line, so `size` reads like the file's
+
+
+class UnsupportedStoredSchema(UnsupportedSessionSchema):
+    """A session row written by a newer build (the same refusal as a newer session file)."""
+
+    def __init__(self, where: str, found: int) -> None:
+        SessionError.__init__(
+            self,
+            f"session {where} has schema_version {found}; this build reads schema_version "
+            f"{CURRENT_SCHEMA_VERSION} or older. Upgrade octos-gateway to open it (the row was "
+            "left untouched).",
+        )
+        self.path = where
+        self.found = found
+        self.supported = CURRENT_SCHEMA_VERSION
+
+
+class PostgresSessionStore:
+    def __init__(
+        self,
+        dsn: str,
+        scope: str,
+        *,
+        read_only: bool = False,
+        pool_size: int = 4,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        """`scope` names whose sessions these are (the profile id): one database, many profiles."""
+        self.dsn = dsn
+        self.scope = scope
+        self.pool_size = pool_size
+        self.connect_timeout_s = connect_timeout_s
+        self._read_only = read_only
+        self._pool: asyncpg.Pool | None = None
+        self._tables = False  # whether the session tables exist (a read-only store may find none)
+        self._locks: KeyedLocks[SessionKey] = KeyedLocks()
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    @property
+    def where(self) -> str:
+        """The database, password redacted, as messages name it."""
+        return redact_dsn(self.dsn)
+
+    # Lifecycle
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Connect; create or migrate the schema (unless read-only). StoreUnavailable if not."""
+        pool = await create_pool(
+            self.dsn, max_size=self.pool_size, connect_timeout_s=self.connect_timeout_s
+        )
+        try:
+            async with pool.acquire(timeout=self.connect_timeout_s) as connection:
+                if self._read_only:
+                    version = await applied_version(connection)
+                    if version > SCHEMA_VERSION:
+                        raise StoreSchemaTooNew(self.where, version)
+                    self._tables = version > 0
+                else:
+                    await ensure_schema(connection, self.where)
+                    self._tables = True
+        except DATABASE_ERRORS as error:
+            await close_pool(pool)
+            raise StoreUnavailable(self.dsn, error) from error
+        except BaseException:
+            await close_pool(pool)
+            raise
+        self._pool = pool
+        log.debug("sessions.postgres_opened", database=self.where, scope=self.scope)
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await close_pool(pool)
+
+    def _connected(self, *, writes: bool = False) -> asyncpg.Pool:
+        if self._pool is None:
+            raise SessionStoreClosed()
+        if writes and self._read_only:
+            raise SessionError(f"the session store at {self.where} was opened read-only")
+        return self._pool
+
+    # Operations
+
+    async def append(self, key: SessionKey, message: Message) -> None:
+        await self.append_all(key, [message])
+
+    async def append_all(self, key: SessionKey, messages: Sequence[Message]) -> AppendReceipt:
+        """Store messages in order in one transaction; a message stored already is skipped."""
+        if not messages:
+            return AppendReceipt()
+        pool = self._connected(writes=True)
+        encoded = [message.to_json() for message in messages]
+        initial = SessionMeta.new(key).titled_by(messages[0])
+        async with self._locks.hold(key):
+            try:
+                async with pool.acquire(timeout=self.connect_timeout_s) as connection:
+                    await self._append(connection, key, initial, encoded)
+            except DATABASE_ERRORS as error:
+                raise StoreUnavailable(self.dsn, error) from error
+        return AppendReceipt()
+
+    async def _append(
+        self,
+        connection: asyncpg.Connection,
+        key: SessionKey,
+        initial: SessionMeta,
+        encoded: list[str],
+    ) -> None:
+        async with connection.transaction():
+            row = await connection.fetchrow(*self._upsert_args(key, initial, utc_now()))
+            assert row is not None
+            if row["schema_version"] > CURRENT_SCHEMA_VERSION:
+                raise UnsupportedStoredSchema(self._name(key), row["schema_version"])
+            inserted = await connection.fetch(
+                _INSERT_MESSAGES,
+                row["id"],
+                row["next_seq"],
+                [fingerprint(text) for text in encoded],
+                encoded,
+            )
+            first = row["next_seq"]
+            size = sum(_line_bytes(encoded[record["seq"] - first]) for record in inserted)
+            await connection.execute(_COUNT_APPENDED, row["id"], len(encoded), len(inserted), size)
+
+    def _upsert_args(self, key: SessionKey, meta: SessionMeta, now: datetime) -> list[object]:
+        meta_text = meta.to_json()
+        return [
+            _UPSERT_ROW,
+            self.scope,
+            str(key),
+            key.base_key(),
+            key.topic(),
+            meta.schema_version,
+            meta_text,
+            meta.title,
+            meta.parent_key,
+            meta.created_at,
+            now,
+            _line_bytes(meta_text),
+        ]
+
+    async def sync(self) -> None:
+        """Nothing to do: every append was committed before it returned."""
+
+    async def load(self, key: SessionKey) -> Session | None:
+        pool = self._connected()
+        if not self._tables:
+            return None
+        try:
+            async with (
+                pool.acquire(timeout=self.connect_timeout_s) as connection,
+                connection.transaction(isolation="repeatable_read", readonly=True),
+            ):
+                return await self._load(connection, key)
+        except DATABASE_ERRORS as error:
+            raise StoreUnavailable(self.dsn, error) from error
+
+    async def _load(self, connection: asyncpg.Connection, key: SessionKey) -> Session | None:
+        row = await connection.fetchrow(_LIVE_ROW, self.scope, str(key))
+        if row is None:
+            return None
+        if row["schema_version"] > CURRENT_SCHEMA_VERSION:
+            raise UnsupportedStoredSchema(self._name(key), row["schema_version"])
+        meta = SessionMeta.model_validate_json(row["meta"])
+        meta = meta.model_copy(update={"updated_at": row["updated_at"]})
+        records = await connection.fetch(
+            "SELECT message::text AS message FROM octos_messages WHERE session_id = $1 "
+            "ORDER BY seq",
+            row["id"],
+        )
+        return Session(key, meta, [Message.from_json(record["message"]) for record in records])
+
+    async def rewrite(self, session: Session) -> None:
+        """Replace the session atomically: the old row is archived (kept), a new one holds it."""
+        await self._write_whole(session, create_only=False)
+
+    async def fork(self, parent: SessionKey, child: SessionKey, copy_messages: int) -> Session:
+        source = await self.load(parent)
+        copied = [] if source is None or copy_messages <= 0 else source.messages[-copy_messages:]
+        meta = SessionMeta.new(child, parent_key=parent)
+        for message in copied:
+            meta = meta.titled_by(message)
+        session = Session(child, meta, list(copied))
+        await self._write_whole(session, create_only=True)
+        return session
+
+    async def _write_whole(self, session: Session, *, create_only: bool) -> None:
+        pool = self._connected(writes=True)
+        key = session.key
+        async with self._locks.hold(key):
+            try:
+                async with (
+                    pool.acquire(timeout=self.connect_timeout_s) as connection,
+                    connection.transaction(),
+                ):
+                    await self._replace(connection, session, create_only=create_only)
+            except DATABASE_ERRORS as error:
+                raise StoreUnavailable(self.dsn, error) from error
+
+    async def _replace(
+        self, connection: asyncpg.Connection, session: Session, *, create_only: bool
+    ) -> None:
+        key = session.key
+        row = await connection.fetchrow(_LIVE_ROW + " FOR UPDATE", self.scope, str(key))
+        if row is not None:
+            if create_only:
+                raise SessionExists(str(key), self._name(key))
+            if not session.messages and row["message_count"] > 0:
+                raise EmptyRewriteRefused(str(key), self._name(key))
+            await self._archive_row(connection, row["id"], "rewritten")
+        meta = session.meta.current_schema()
+        now = utc_now()
+        row = await connection.fetchrow(*self._upsert_args(key, meta, now))
+        assert row is not None
+        encoded = [message.to_json() for message in session.messages]
+        inserted = await connection.fetch(
+            _INSERT_MESSAGES, row["id"], 0, [fingerprint(text) for text in encoded], encoded
+        )
+        size = sum(_line_bytes(encoded[record["seq"]]) for record in inserted)
+        await connection.execute(_COUNT_APPENDED, row["id"], len(encoded), len(inserted), size)
+
+    async def archive(self, key: SessionKey) -> str | None:
+        """Stamp the live session archived (its messages stay); where it is now, None if none."""
+        pool = self._connected(writes=True)
+        async with self._locks.hold(key):
+            try:
+                async with (
+                    pool.acquire(timeout=self.connect_timeout_s) as connection,
+                    connection.transaction(),
+                ):
+                    row = await connection.fetchrow(_LIVE_ROW + " FOR UPDATE", self.scope, str(key))
+                    if row is None:
+                        return None
+                    await self._archive_row(connection, row["id"], "archived")
+            except DATABASE_ERRORS as error:
+                raise StoreUnavailable(self.dsn, error) from error
+        where = f"{self.where} octos_sessions id {row['id']}"
+        log.info("sessions.archived", key=str(key), archived_as=where)
+        return where
+
+    @staticmethod
+    async def _archive_row(connection: asyncpg.Connection, session_id: int, reason: str) -> None:
+        await connection.execute(
+            "UPDATE octos_sessions SET archived_at = now(), archive_reason = $2 WHERE id = $1",
+            session_id,
+            reason,
+        )
+
+    async def list(self, base_key: str | None = None) -> list[SessionInfo]:
+        pool = self._connected()
+        if not self._tables:
+            return []
+        try:
+            async with pool.acquire(timeout=self.connect_timeout_s) as connection:
+                rows = await connection.fetch(_LIST, self.scope, base_key)
+        except DATABASE_ERRORS as error:
+            raise StoreUnavailable(self.dsn, error) from error
+        infos = []
+        for row in rows:
+            if row["schema_version"] > CURRENT_SCHEMA_VERSION:
+                log.warning(
+                    "sessions.newer_schema_skipped",
+                    key=row["session_key"],
+                    schema_version=row["schema_version"],
+                )
+                continue
+            key = SessionKey.parse(row["session_key"])
+            infos.append(
+                SessionInfo(
+                    key=key,
+                    topic=key.topic(),
+                    message_count=row["message_count"],
+                    size=row["bytes"],
+                    updated_at=row["updated_at"],
+                    path=f"{self.where} octos_sessions id {row['id']}",
+                    title=row["title"],
+                    parent_key=row["parent_key"],
+                )
+            )
+        return infos
+
+    def release(self, key: SessionKey) -> None:
+        """Nothing is held per session between operations."""
+
+    def _name(self, key: SessionKey) -> str:
+        return f"{str(key)!r} in {self.where}"
