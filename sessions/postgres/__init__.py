@@ -1,12 +1,13 @@
 """Sessions in PostgreSQL (asyncpg): imported only when gateway.yaml says `store: postgres`."""
 
-from sessions.postgres.connect import StoreUnavailable
+from sessions.postgres.connect import StoreRefused, StoreUnavailable
 from sessions.postgres.schema import SCHEMA_VERSION, StoreSchemaTooNew, ensure_schema
 from sessions.postgres.store import PostgresSessionStore, UnsupportedStoredSchema
 
 __all__ = [
     "SCHEMA_VERSION",
     "PostgresSessionStore",
+    "StoreRefused",
     "StoreSchemaTooNew",
     "StoreUnavailable",
     "UnsupportedStoredSchema",

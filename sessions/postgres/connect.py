@@ -29,6 +29,30 @@ class StoreUnavailable(SessionError):
         )
 
 
+class StoreRefused(SessionError):
+    """PostgreSQL is there but refused a statement (bad data, a constraint, permissions)."""
+
+    def __init__(self, dsn: str, cause: BaseException) -> None:
+        self.dsn = redact_dsn(dsn)
+        self.cause = cause
+        super().__init__(f"PostgreSQL at {self.dsn} refused the operation: {_describe(cause)}")
+
+
+#: SQLSTATE classes meaning "the database cannot be used now" rather than "this was refused":
+#: connection exceptions, invalid authorization, invalid catalog name, insufficient resources,
+#: operator intervention (shutdown, restart).
+_UNAVAILABLE_CLASSES = frozenset({"08", "28", "3D", "53", "57"})
+
+
+def database_error(dsn: str, error: BaseException) -> SessionError:
+    """The typed error for a failure of one of `DATABASE_ERRORS`."""
+    if isinstance(error, asyncpg.PostgresError):
+        state = str(getattr(error, "sqlstate", "") or "")
+        if state[:2] not in _UNAVAILABLE_CLASSES:
+            return StoreRefused(dsn, error)
+    return StoreUnavailable(dsn, error)
+
+
 def _describe(cause: BaseException) -> str:
     text = str(cause).strip() or type(cause).__name__
     if isinstance(cause, TimeoutError):
@@ -47,7 +71,7 @@ async def create_pool(dsn: str, *, max_size: int, connect_timeout_s: float) -> a
             command_timeout=COMMAND_TIMEOUT_S,
         )
     except DATABASE_ERRORS as error:
-        raise StoreUnavailable(dsn, error) from error
+        raise database_error(dsn, error) from error
     assert pool is not None
     return pool
 

@@ -30,7 +30,7 @@ from sessions.errors import (
 )
 from sessions.keyed_lock import KeyedLocks
 from sessions.meta import CURRENT_SCHEMA_VERSION, SessionMeta
-from sessions.postgres.connect import DATABASE_ERRORS, StoreUnavailable, close_pool, create_pool
+from sessions.postgres.connect import DATABASE_ERRORS, close_pool, create_pool, database_error
 from sessions.postgres.schema import SCHEMA_VERSION, StoreSchemaTooNew, applied_version
 from sessions.postgres.schema import ensure_schema as ensure_schema
 from sessions.session import Session, SessionInfo
@@ -151,7 +151,7 @@ class PostgresSessionStore:
                     self._tables = True
         except DATABASE_ERRORS as error:
             await close_pool(pool)
-            raise StoreUnavailable(self.dsn, error) from error
+            raise database_error(self.dsn, error) from error
         except BaseException:
             await close_pool(pool)
             raise
@@ -187,7 +187,7 @@ class PostgresSessionStore:
                 async with pool.acquire(timeout=self.connect_timeout_s) as connection:
                     await self._append(connection, key, initial, encoded)
             except DATABASE_ERRORS as error:
-                raise StoreUnavailable(self.dsn, error) from error
+                raise database_error(self.dsn, error) from error
         return AppendReceipt()
 
     async def _append(
@@ -223,7 +223,7 @@ class PostgresSessionStore:
             key.topic(),
             meta.schema_version,
             meta_text,
-            meta.title,
+            None if meta.title is None else meta.title.replace("\x00", ""),  # text has no NUL
             meta.parent_key,
             meta.created_at,
             now,
@@ -244,7 +244,7 @@ class PostgresSessionStore:
             ):
                 return await self._load(connection, key)
         except DATABASE_ERRORS as error:
-            raise StoreUnavailable(self.dsn, error) from error
+            raise database_error(self.dsn, error) from error
 
     async def _load(self, connection: asyncpg.Connection, key: SessionKey) -> Session | None:
         row = await connection.fetchrow(_LIVE_ROW, self.scope, str(key))
@@ -286,7 +286,7 @@ class PostgresSessionStore:
                 ):
                     await self._replace(connection, session, create_only=create_only)
             except DATABASE_ERRORS as error:
-                raise StoreUnavailable(self.dsn, error) from error
+                raise database_error(self.dsn, error) from error
 
     async def _replace(
         self, connection: asyncpg.Connection, session: Session, *, create_only: bool
@@ -324,7 +324,7 @@ class PostgresSessionStore:
                         return None
                     await self._archive_row(connection, row["id"], "archived")
             except DATABASE_ERRORS as error:
-                raise StoreUnavailable(self.dsn, error) from error
+                raise database_error(self.dsn, error) from error
         where = f"{self.where} octos_sessions id {row['id']}"
         log.info("sessions.archived", key=str(key), archived_as=where)
         return where
@@ -345,7 +345,7 @@ class PostgresSessionStore:
             async with pool.acquire(timeout=self.connect_timeout_s) as connection:
                 rows = await connection.fetch(_LIST, self.scope, base_key)
         except DATABASE_ERRORS as error:
-            raise StoreUnavailable(self.dsn, error) from error
+            raise database_error(self.dsn, error) from error
         infos = []
         for row in rows:
             if row["schema_version"] > CURRENT_SCHEMA_VERSION:
