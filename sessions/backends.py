@@ -5,6 +5,7 @@ PostgreSQL's module (and asyncpg) is imported only when a configuration asks for
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,3 +53,26 @@ async def check_store(config: StoreConfig) -> None:
         config.dsn.get_secret_value(), "", pool_size=1, connect_timeout_s=config.connect_timeout_s
     ):
         pass
+
+
+async def stored_profiles(config: StoreConfig, data_dir: Path) -> dict[str, Path]:
+    """Each profile with stored sessions, and its data directory (`{data_dir}/{profile}`)."""
+    if config.backend != "postgres":
+        return await asyncio.to_thread(_profile_dirs, data_dir)
+    from sessions.postgres import PostgresSessionStore
+
+    assert config.dsn is not None
+    async with PostgresSessionStore(
+        config.dsn.get_secret_value(),
+        "",
+        read_only=True,
+        pool_size=1,
+        connect_timeout_s=config.connect_timeout_s,
+    ) as store:
+        return {scope: data_dir / scope for scope in await store.scopes()}
+
+
+def _profile_dirs(data_dir: Path) -> dict[str, Path]:
+    if not data_dir.is_dir():
+        return {}
+    return {path.name: path for path in sorted(data_dir.iterdir()) if path.is_dir()}

@@ -9,7 +9,7 @@ keep its messages. A store opened `read_only` never creates or changes anything.
 
 from __future__ import annotations
 
-import hashlib
+import builtins
 from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
@@ -33,47 +33,19 @@ from sessions.meta import CURRENT_SCHEMA_VERSION, SessionMeta
 from sessions.postgres.connect import DATABASE_ERRORS, close_pool, create_pool, database_error
 from sessions.postgres.schema import SCHEMA_VERSION, StoreSchemaTooNew, applied_version
 from sessions.postgres.schema import ensure_schema as ensure_schema
+from sessions.postgres.sql import (
+    COUNT_APPENDED,
+    INSERT_MESSAGES,
+    LIST,
+    LIVE_ROW,
+    UPSERT_ROW,
+    fingerprint,
+    line_bytes,
+)
 from sessions.session import Session, SessionInfo
 from sessions.store import AppendReceipt
 
 log = structlog.get_logger(__name__)
-
-_LIVE_ROW = """
-SELECT id, schema_version, meta::text AS meta, updated_at, message_count
-FROM octos_sessions WHERE scope = $1 AND session_key = $2 AND archived_at IS NULL
-"""
-_UPSERT_ROW = """
-INSERT INTO octos_sessions (scope, session_key, base_key, topic, schema_version, meta, title,
-                            parent_key, created_at, updated_at, bytes)
-VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11)
-ON CONFLICT (scope, session_key) WHERE archived_at IS NULL
-DO UPDATE SET updated_at = EXCLUDED.updated_at
-RETURNING id, next_seq, schema_version
-"""
-_INSERT_MESSAGES = """
-INSERT INTO octos_messages (session_id, seq, fingerprint, message)
-SELECT $1, $2 + item.ord - 1, item.fingerprint, item.message::json
-FROM unnest($3::bytea[], $4::text[]) WITH ORDINALITY AS item(fingerprint, message, ord)
-ON CONFLICT (session_id, fingerprint) DO NOTHING
-RETURNING seq
-"""
-_COUNT_APPENDED = """
-UPDATE octos_sessions SET next_seq = next_seq + $2, message_count = message_count + $3,
-    bytes = bytes + $4 WHERE id = $1
-"""
-_LIST = """
-SELECT session_key, topic, message_count, bytes, updated_at, title, parent_key, schema_version, id
-FROM octos_sessions WHERE scope = $1 AND archived_at IS NULL AND ($2::text IS NULL OR base_key = $2)
-ORDER BY base_key, session_key
-"""
-
-
-def fingerprint(encoded: str) -> bytes:
-    return hashlib.sha256(encoded.encode()).digest()
-
-
-def _line_bytes(encoded: str) -> int:
-    return len(encoded.encode()) + 1  # as a JSONL line, so `size` reads like the file's
 
 
 class UnsupportedStoredSchema(UnsupportedSessionSchema):
@@ -203,20 +175,20 @@ class PostgresSessionStore:
             if row["schema_version"] > CURRENT_SCHEMA_VERSION:
                 raise UnsupportedStoredSchema(self._name(key), row["schema_version"])
             inserted = await connection.fetch(
-                _INSERT_MESSAGES,
+                INSERT_MESSAGES,
                 row["id"],
                 row["next_seq"],
                 [fingerprint(text) for text in encoded],
                 encoded,
             )
             first = row["next_seq"]
-            size = sum(_line_bytes(encoded[record["seq"] - first]) for record in inserted)
-            await connection.execute(_COUNT_APPENDED, row["id"], len(encoded), len(inserted), size)
+            size = sum(line_bytes(encoded[record["seq"] - first]) for record in inserted)
+            await connection.execute(COUNT_APPENDED, row["id"], len(encoded), len(inserted), size)
 
     def _upsert_args(self, key: SessionKey, meta: SessionMeta, now: datetime) -> list[object]:
         meta_text = meta.to_json()
         return [
-            _UPSERT_ROW,
+            UPSERT_ROW,
             self.scope,
             str(key),
             key.base_key(),
@@ -227,7 +199,7 @@ class PostgresSessionStore:
             meta.parent_key,
             meta.created_at,
             now,
-            _line_bytes(meta_text),
+            line_bytes(meta_text),
         ]
 
     async def sync(self) -> None:
@@ -247,7 +219,7 @@ class PostgresSessionStore:
             raise database_error(self.dsn, error) from error
 
     async def _load(self, connection: asyncpg.Connection, key: SessionKey) -> Session | None:
-        row = await connection.fetchrow(_LIVE_ROW, self.scope, str(key))
+        row = await connection.fetchrow(LIVE_ROW, self.scope, str(key))
         if row is None:
             return None
         if row["schema_version"] > CURRENT_SCHEMA_VERSION:
@@ -292,7 +264,7 @@ class PostgresSessionStore:
         self, connection: asyncpg.Connection, session: Session, *, create_only: bool
     ) -> None:
         key = session.key
-        row = await connection.fetchrow(_LIVE_ROW + " FOR UPDATE", self.scope, str(key))
+        row = await connection.fetchrow(LIVE_ROW + " FOR UPDATE", self.scope, str(key))
         if row is not None:
             if create_only:
                 raise SessionExists(str(key), self._name(key))
@@ -305,10 +277,10 @@ class PostgresSessionStore:
         assert row is not None
         encoded = [message.to_json() for message in session.messages]
         inserted = await connection.fetch(
-            _INSERT_MESSAGES, row["id"], 0, [fingerprint(text) for text in encoded], encoded
+            INSERT_MESSAGES, row["id"], 0, [fingerprint(text) for text in encoded], encoded
         )
-        size = sum(_line_bytes(encoded[record["seq"]]) for record in inserted)
-        await connection.execute(_COUNT_APPENDED, row["id"], len(encoded), len(inserted), size)
+        size = sum(line_bytes(encoded[record["seq"]]) for record in inserted)
+        await connection.execute(COUNT_APPENDED, row["id"], len(encoded), len(inserted), size)
 
     async def archive(self, key: SessionKey) -> str | None:
         """Stamp the live session archived (its messages stay); where it is now, None if none."""
@@ -319,7 +291,7 @@ class PostgresSessionStore:
                     pool.acquire(timeout=self.connect_timeout_s) as connection,
                     connection.transaction(),
                 ):
-                    row = await connection.fetchrow(_LIVE_ROW + " FOR UPDATE", self.scope, str(key))
+                    row = await connection.fetchrow(LIVE_ROW + " FOR UPDATE", self.scope, str(key))
                     if row is None:
                         return None
                     await self._archive_row(connection, row["id"], "archived")
@@ -343,7 +315,7 @@ class PostgresSessionStore:
             return []
         try:
             async with pool.acquire(timeout=self.connect_timeout_s) as connection:
-                rows = await connection.fetch(_LIST, self.scope, base_key)
+                rows = await connection.fetch(LIST, self.scope, base_key)
         except DATABASE_ERRORS as error:
             raise database_error(self.dsn, error) from error
         infos = []
@@ -369,6 +341,21 @@ class PostgresSessionStore:
                 )
             )
         return infos
+
+    async def scopes(self) -> builtins.list[str]:
+        """Every scope (profile) with a live session in the database."""
+        pool = self._connected()
+        if not self._tables:
+            return []
+        try:
+            async with pool.acquire(timeout=self.connect_timeout_s) as connection:
+                rows = await connection.fetch(
+                    "SELECT DISTINCT scope FROM octos_sessions WHERE archived_at IS NULL "
+                    "ORDER BY scope"
+                )
+        except DATABASE_ERRORS as error:
+            raise database_error(self.dsn, error) from error
+        return [str(row["scope"]) for row in rows]
 
     def release(self, key: SessionKey) -> None:
         """Nothing is held per session between operations."""
