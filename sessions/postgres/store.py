@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Self
@@ -46,6 +47,8 @@ from sessions.session import Session, SessionInfo
 from sessions.store import AppendReceipt
 
 log = structlog.get_logger(__name__)
+
+_Acquire = AbstractAsyncContextManager[asyncpg.Connection]
 
 
 class UnsupportedStoredSchema(UnsupportedSessionSchema):
@@ -134,6 +137,10 @@ class PostgresSessionStore:
         pool, self._pool = self._pool, None
         if pool is not None:
             await close_pool(pool)
+
+    def connection(self) -> _Acquire:
+        """A pooled connection for work beyond the store's own (`store migrate`)."""
+        return self._connected(writes=True).acquire(timeout=self.connect_timeout_s)  # type: ignore[no-any-return]
 
     def _connected(self, *, writes: bool = False) -> asyncpg.Pool:
         if self._pool is None:

@@ -1,0 +1,94 @@
+"""Copying one session file into PostgreSQL, once: `octos-gateway store migrate`.
+
+Each file is copied in one transaction that also records it in `octos_migrated_files`, so a
+run that is killed leaves every file either copied and recorded or untouched, and the next run
+skips what is recorded: resumable and idempotent. A live session that PostgreSQL holds already
+(written by a daemon running on PostgreSQL) is left alone and reported as a conflict.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import asyncpg
+
+from bus.message import utc_now
+from sessions.meta import SessionMeta
+from sessions.postgres.sql import (
+    COUNT_APPENDED,
+    INSERT_MESSAGES,
+    LIVE_ROW,
+    fingerprint,
+    line_bytes,
+)
+from sessions.session import Session
+
+_INSERT_ROW = """
+INSERT INTO octos_sessions (scope, session_key, base_key, topic, schema_version, meta, title,
+                            parent_key, created_at, updated_at, bytes, archived_at,
+                            archive_reason)
+VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11, $12, $13)
+RETURNING id
+"""
+
+
+class Copied(StrEnum):
+    COPIED = "copied"
+    ALREADY = "already copied"
+    CONFLICT = "exists in PostgreSQL already"
+
+
+async def import_session(
+    connection: asyncpg.Connection,
+    scope: str,
+    source: str,
+    session: Session,
+    *,
+    archived: str | None = None,
+) -> Copied:
+    """Copy `session` (read from the file `source`) unless done; `archived` gives its reason."""
+    key = session.key
+    async with connection.transaction():
+        # Two runs at once copy each file once: the second waits for the first to commit.
+        await connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", source)
+        done = await connection.fetchval(
+            "SELECT messages FROM octos_migrated_files WHERE source = $1", source
+        )
+        if done is not None:
+            return Copied.ALREADY
+        if archived is None and await connection.fetchrow(LIVE_ROW, scope, str(key)):
+            return Copied.CONFLICT
+        meta: SessionMeta = session.meta.current_schema()
+        meta_text = meta.to_json()
+        updated = session.messages[-1].timestamp if session.messages else meta.updated_at
+        session_id = await connection.fetchval(
+            _INSERT_ROW,
+            scope,
+            str(key),
+            key.base_key(),
+            key.topic(),
+            meta.schema_version,
+            meta_text,
+            None if meta.title is None else meta.title.replace("\x00", ""),
+            meta.parent_key,
+            meta.created_at,
+            max(updated, meta.updated_at),
+            line_bytes(meta_text),
+            None if archived is None else utc_now(),
+            archived,
+        )
+        encoded = [message.to_json() for message in session.messages]
+        inserted = await connection.fetch(
+            INSERT_MESSAGES, session_id, 0, [fingerprint(text) for text in encoded], encoded
+        )
+        size = sum(line_bytes(encoded[record["seq"]]) for record in inserted)
+        await connection.execute(COUNT_APPENDED, session_id, len(encoded), len(inserted), size)
+        await connection.execute(
+            "INSERT INTO octos_migrated_files (source, scope, session_key, messages) "
+            "VALUES ($1, $2, $3, $4)",
+            source,
+            scope,
+            str(key),
+            len(inserted),
+        )
+    return Copied.COPIED
