@@ -131,7 +131,6 @@ class PostgresSessionStore:
             await close_pool(pool)
             raise
         self._pool = pool
-        log.debug("sessions.postgres_opened", database=self.where, scope=self.scope)
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
