@@ -63,3 +63,13 @@ def postgres_dsn() -> Iterator[str]:
 def fresh_scope() -> str:
     """A profile id no other test uses, so tests share the run's database without meeting."""
     return f"p{secrets.token_hex(4)}"
+
+
+@pytest.fixture
+def own_database_dsn() -> Iterator[str]:
+    """A database of one test's own, for tests that count every row (dropped afterwards)."""
+    name = create_database()
+    try:
+        yield dsn_for(name)
+    finally:
+        drop_database(name)
