@@ -5,8 +5,10 @@
     octos_messages           one row per message: (session id, seq) and the message as JSON
     octos_migrated_files     session files `store migrate` copied already (resumable)
 
-A live session is the row of its (scope, key) with `archived_at` null (a partial unique index);
-`archive` stamps it, so the history stays. Messages are unique per session by a fingerprint (the
+An append is one call of `octos_append` (one statement, one round trip, atomic): it upserts the
+session row, inserts the batch with one INSERT and counts what was new. A live session is the
+row of its (scope, key) with `archived_at` null (a partial unique index); `archive` stamps it,
+so the history stays. Messages are unique per session by a fingerprint (the
 SHA-256 of their JSON, which includes their timestamp), so a replayed append adds nothing.
 Messages are `json`, not `jsonb`: kept byte for byte, and `\\u0000` in a text is accepted.
 """
@@ -56,6 +58,47 @@ _MIGRATIONS: Final[dict[int, str]] = {
         PRIMARY KEY (session_id, seq),
         UNIQUE (session_id, fingerprint)
     );
+    CREATE OR REPLACE FUNCTION octos_append(
+        p_scope text, p_key text, p_base text, p_topic text, p_schema integer, p_meta json,
+        p_title text, p_parent text, p_created timestamptz, p_now timestamptz,
+        p_meta_bytes bigint, p_supported integer, p_fingerprints bytea[], p_messages text[],
+        p_sizes bigint[]
+    ) RETURNS integer LANGUAGE plpgsql AS $$
+    DECLARE
+        v_id bigint;
+        v_next bigint;
+        v_schema integer;
+        v_count bigint;
+        v_bytes bigint;
+    BEGIN
+        SELECT schema_version INTO v_schema FROM octos_sessions
+            WHERE scope = p_scope AND session_key = p_key AND archived_at IS NULL FOR UPDATE;
+        IF v_schema > p_supported THEN
+            RETURN v_schema;  -- a newer build's session: left untouched
+        END IF;
+        INSERT INTO octos_sessions (scope, session_key, base_key, topic, schema_version, meta,
+                                    title, parent_key, created_at, updated_at, bytes)
+        VALUES (p_scope, p_key, p_base, p_topic, p_schema, p_meta, p_title, p_parent,
+                p_created, p_now, p_meta_bytes)
+        ON CONFLICT (scope, session_key) WHERE archived_at IS NULL
+        DO UPDATE SET updated_at = EXCLUDED.updated_at
+        RETURNING id, next_seq, schema_version INTO v_id, v_next, v_schema;
+        WITH inserted AS (
+            INSERT INTO octos_messages (session_id, seq, fingerprint, message)
+            SELECT v_id, v_next + item.ord - 1, item.fingerprint, item.message::json
+            FROM unnest(p_fingerprints, p_messages) WITH ORDINALITY
+                AS item(fingerprint, message, ord)
+            ON CONFLICT (session_id, fingerprint) DO NOTHING
+            RETURNING seq
+        )
+        SELECT count(*), coalesce(sum(p_sizes[seq - v_next + 1]), 0)
+            INTO v_count, v_bytes FROM inserted;
+        UPDATE octos_sessions SET next_seq = next_seq + cardinality(p_messages),
+            message_count = message_count + v_count, bytes = bytes + v_bytes
+            WHERE id = v_id;
+        RETURN v_schema;
+    END
+    $$;
     CREATE TABLE IF NOT EXISTS octos_migrated_files (
         source text PRIMARY KEY,
         scope text NOT NULL,

@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
+APPEND: Final = (
+    "SELECT octos_append($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+)
 LIVE_ROW: Final = """
 SELECT id, schema_version, meta::text AS meta, updated_at, message_count
 FROM octos_sessions WHERE scope = $1 AND session_key = $2 AND archived_at IS NULL

@@ -35,6 +35,7 @@ from sessions.postgres.connect import DATABASE_ERRORS, close_pool, create_pool, 
 from sessions.postgres.schema import SCHEMA_VERSION, StoreSchemaTooNew, applied_version
 from sessions.postgres.schema import ensure_schema as ensure_schema
 from sessions.postgres.sql import (
+    APPEND,
     COUNT_APPENDED,
     INSERT_MESSAGES,
     LIST,
@@ -49,6 +50,11 @@ from sessions.store import AppendReceipt
 log = structlog.get_logger(__name__)
 
 _Acquire = AbstractAsyncContextManager[asyncpg.Connection]
+
+
+def _title_column(meta: SessionMeta) -> str | None:
+    # A `text` column cannot hold NUL (the meta's JSON keeps the title as it is).
+    return None if meta.title is None else meta.title.replace("\x00", "")
 
 
 class UnsupportedStoredSchema(UnsupportedSessionSchema):
@@ -175,21 +181,27 @@ class PostgresSessionStore:
         initial: SessionMeta,
         encoded: list[str],
     ) -> None:
-        async with connection.transaction():
-            row = await connection.fetchrow(*self._upsert_args(key, initial, utc_now()))
-            assert row is not None
-            if row["schema_version"] > CURRENT_SCHEMA_VERSION:
-                raise UnsupportedStoredSchema(self._name(key), row["schema_version"])
-            inserted = await connection.fetch(
-                INSERT_MESSAGES,
-                row["id"],
-                row["next_seq"],
-                [fingerprint(text) for text in encoded],
-                encoded,
-            )
-            first = row["next_seq"]
-            size = sum(line_bytes(encoded[record["seq"] - first]) for record in inserted)
-            await connection.execute(COUNT_APPENDED, row["id"], len(encoded), len(inserted), size)
+        meta_text = initial.to_json()
+        found = await connection.fetchval(
+            APPEND,
+            self.scope,
+            str(key),
+            key.base_key(),
+            key.topic(),
+            initial.schema_version,
+            meta_text,
+            _title_column(initial),
+            initial.parent_key,
+            initial.created_at,
+            utc_now(),
+            line_bytes(meta_text),
+            CURRENT_SCHEMA_VERSION,
+            [fingerprint(text) for text in encoded],
+            encoded,
+            [line_bytes(text) for text in encoded],
+        )
+        if found > CURRENT_SCHEMA_VERSION:
+            raise UnsupportedStoredSchema(self._name(key), found)
 
     def _upsert_args(self, key: SessionKey, meta: SessionMeta, now: datetime) -> list[object]:
         meta_text = meta.to_json()
@@ -201,7 +213,7 @@ class PostgresSessionStore:
             key.topic(),
             meta.schema_version,
             meta_text,
-            None if meta.title is None else meta.title.replace("\x00", ""),  # text has no NUL
+            _title_column(meta),
             meta.parent_key,
             meta.created_at,
             now,
