@@ -8,10 +8,33 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from config.store import StoreConfig
+from sessions.errors import SessionError
 from sessions.store import SessionStore
 from sessions.store_protocol import SessionStoreProtocol
+
+if TYPE_CHECKING:
+    from sessions.postgres import PostgresSessionStore
+
+
+class StoreBackendMissing(SessionError):
+    """`store: postgres` without asyncpg installed."""
+
+    def __init__(self, missing: str) -> None:
+        super().__init__(
+            f"store backend postgres needs asyncpg (no module {missing!r}); install it with "
+            "pip install 'octos-gateway[postgres]'"
+        )
+
+
+def _postgres() -> type[PostgresSessionStore]:
+    try:
+        from sessions.postgres import PostgresSessionStore
+    except ModuleNotFoundError as error:
+        raise StoreBackendMissing(error.name or "asyncpg") from error
+    return PostgresSessionStore
 
 
 def session_store(
@@ -27,10 +50,8 @@ def session_store(
     size cap); by default a plain one.
     """
     if config.backend == "postgres":
-        from sessions.postgres import PostgresSessionStore
-
         assert config.dsn is not None  # the config model requires it with this backend
-        return PostgresSessionStore(
+        return _postgres()(
             config.dsn.get_secret_value(),
             root.name,
             read_only=read_only,
@@ -46,10 +67,8 @@ async def check_store(config: StoreConfig) -> None:
     """Reach the configured database and create its schema; StoreUnavailable when it cannot."""
     if config.backend != "postgres":
         return
-    from sessions.postgres import PostgresSessionStore
-
     assert config.dsn is not None
-    async with PostgresSessionStore(
+    async with _postgres()(
         config.dsn.get_secret_value(), "", pool_size=1, connect_timeout_s=config.connect_timeout_s
     ):
         pass
@@ -59,10 +78,8 @@ async def stored_profiles(config: StoreConfig, data_dir: Path) -> dict[str, Path
     """Each profile with stored sessions, and its data directory (`{data_dir}/{profile}`)."""
     if config.backend != "postgres":
         return await asyncio.to_thread(_profile_dirs, data_dir)
-    from sessions.postgres import PostgresSessionStore
-
     assert config.dsn is not None
-    async with PostgresSessionStore(
+    async with _postgres()(
         config.dsn.get_secret_value(),
         "",
         read_only=True,
