@@ -1,8 +1,9 @@
 """`PostgresSessionStore`: the sessions of one profile in PostgreSQL, same contract as the files.
 
 Every append is one committed statement (`octos_append`: upsert the session row, one INSERT of
-the batch, update its counters), so `sync()` has nothing left to do. Appends to one session keep their call
-order (a per-session lock here, the session row's lock in the database across processes).
+the batch, update its counters), so `sync()` has nothing left to do. Appends to one session
+keep their call order (a per-session lock here, the session row's lock in the database across
+processes).
 `fork` and `rewrite` run in transactions; `archive` and `rewrite` stamp the old row archived and
 keep its messages. A store opened `read_only` never creates or changes anything.
 """

@@ -143,3 +143,36 @@ async def test_an_unreachable_postgres_stops_run_with_exit_69(tmp_path: Path) ->
     assert "hunter2secret" not in result.err + result.out
     assert f"postgresql://octos:***@127.0.0.1:{dsn.rsplit(':', 1)[1]}" in result.err
     assert "check that the server runs" in result.err
+
+
+async def test_a_reload_keeps_the_store_the_daemon_started_with(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    profile, port = fresh_scope(), free_port()
+    config = with_postgres(tmp_path, profile, port, postgres_dsn, 0)
+    daemon = await started(config)
+    try:
+        # The store is switched back to the files and a profile added, then SIGHUP.
+        text = config.read_text(encoding="utf-8")
+        config.write_text(text.replace("backend: postgres", "backend: jsonl"), encoding="utf-8")
+        added, added_port = fresh_scope(), free_port()
+        (tmp_path / "profiles" / f"{added}.yaml").write_text(
+            f"channels: [{{type: api, port: {added_port}}}]\n", encoding="utf-8"
+        )
+        daemon.signal(signal.SIGHUP)
+        await daemon.wait_log(lambda event: event.get("event") == "reload.store_unchanged")
+        await daemon.wait_log(
+            lambda event: event.get("event") == "profile.started" and event.get("profile") == added
+        )
+        await daemon.wait_log(
+            lambda event: event.get("event") == "web chat ready" and str(added_port) in str(event)
+        )
+        answer = await chat(added_port, {"chat_id": "after-reload", "content": "still postgres"})
+        assert answer["reply"] == "still postgres"
+    finally:
+        await daemon.stop()
+    assert await stored_messages(postgres_dsn, added, f"{added}:api:after-reload") == [
+        ("user", "still postgres"),
+        ("assistant", "still postgres"),
+    ]
+    assert session_keys(tmp_path / "data") == set()
