@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 import asyncpg
 
 from config.store import redact_dsn
 from sessions.errors import SessionError
+
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+    #: A connection of its own or one lent by a pool: the store uses either alike.
+    Connection: TypeAlias = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
 
 #: Seconds any one statement may take before it is abandoned.
 COMMAND_TIMEOUT_S: Final = 30.0

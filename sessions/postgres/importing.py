@@ -9,8 +9,7 @@ skips what is recorded: resumable and idempotent. A live session that PostgreSQL
 from __future__ import annotations
 
 from enum import StrEnum
-
-import asyncpg
+from typing import TYPE_CHECKING
 
 from bus.message import utc_now
 from sessions.meta import SessionMeta
@@ -22,6 +21,9 @@ from sessions.postgres.sql import (
     line_bytes,
 )
 from sessions.session import Session
+
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
 
 _INSERT_ROW = """
 INSERT INTO octos_sessions (scope, session_key, base_key, topic, schema_version, meta, title,
@@ -39,7 +41,7 @@ class Copied(StrEnum):
 
 
 async def import_session(
-    connection: asyncpg.Connection,
+    connection: Connection,
     scope: str,
     source: str,
     session: Session,

@@ -3,7 +3,7 @@ the caller's transaction. `where` names the database (password redacted) in erro
 
 from __future__ import annotations
 
-import asyncpg
+from typing import TYPE_CHECKING
 
 from bus import Message, SessionKey
 from bus.message import utc_now
@@ -25,6 +25,9 @@ from sessions.postgres.sql import (
     line_bytes,
 )
 from sessions.session import Session, SessionInfo
+
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
 
 
 class UnsupportedStoredSchema(UnsupportedSessionSchema):
@@ -52,7 +55,7 @@ def _named(key: SessionKey, where: str) -> str:
 
 
 async def append_messages(
-    connection: asyncpg.Connection,
+    connection: Connection,
     scope: str,
     key: SessionKey,
     initial: SessionMeta,
@@ -84,7 +87,7 @@ async def append_messages(
 
 
 async def load_session(
-    connection: asyncpg.Connection, scope: str, key: SessionKey, where: str
+    connection: Connection, scope: str, key: SessionKey, where: str
 ) -> Session | None:
     row = await connection.fetchrow(LIVE_ROW, scope, str(key))
     if row is None:
@@ -101,7 +104,7 @@ async def load_session(
 
 
 async def replace_session(
-    connection: asyncpg.Connection,
+    connection: Connection,
     scope: str,
     session: Session,
     where: str,
@@ -142,7 +145,7 @@ async def replace_session(
     await connection.execute(COUNT_APPENDED, created["id"], len(encoded), len(inserted), size)
 
 
-async def archive_live(connection: asyncpg.Connection, scope: str, key: SessionKey) -> int | None:
+async def archive_live(connection: Connection, scope: str, key: SessionKey) -> int | None:
     """Stamp the live row archived (in a transaction); its id, None when there was none."""
     row = await connection.fetchrow(LIVE_ROW + " FOR UPDATE", scope, str(key))
     if row is None:
@@ -152,7 +155,7 @@ async def archive_live(connection: asyncpg.Connection, scope: str, key: SessionK
     return session_id
 
 
-async def archive_row(connection: asyncpg.Connection, session_id: int, reason: str) -> None:
+async def archive_row(connection: Connection, session_id: int, reason: str) -> None:
     await connection.execute(
         "UPDATE octos_sessions SET archived_at = now(), archive_reason = $2 WHERE id = $1",
         session_id,
@@ -161,7 +164,7 @@ async def archive_row(connection: asyncpg.Connection, session_id: int, reason: s
 
 
 async def list_infos(
-    connection: asyncpg.Connection, scope: str, base_key: str | None, where: str
+    connection: Connection, scope: str, base_key: str | None, where: str
 ) -> tuple[list[SessionInfo], list[str]]:
     """The live sessions' rows, and the keys skipped for a newer schema."""
     infos, skipped = [], []
@@ -185,7 +188,7 @@ async def list_infos(
     return infos, skipped
 
 
-async def list_scopes(connection: asyncpg.Connection) -> list[str]:
+async def list_scopes(connection: Connection) -> list[str]:
     rows = await connection.fetch(
         "SELECT DISTINCT scope FROM octos_sessions WHERE archived_at IS NULL ORDER BY scope"
     )

@@ -15,11 +15,12 @@ Messages are `json`, not `jsonb`: kept byte for byte, and `\\u0000` in a text is
 
 from __future__ import annotations
 
-from typing import Final
-
-import asyncpg
+from typing import TYPE_CHECKING, Final
 
 from sessions.errors import SessionError
+
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
 
 #: The newest schema this build creates and reads.
 SCHEMA_VERSION: Final = 1
@@ -122,7 +123,7 @@ class StoreSchemaTooNew(SessionError):
         )
 
 
-async def applied_version(connection: asyncpg.Connection) -> int:
+async def applied_version(connection: Connection) -> int:
     """The newest migration applied to the database; 0 when it has no session tables yet."""
     exists = await connection.fetchval("SELECT to_regclass('octos_schema_migrations')")
     if exists is None:
@@ -131,7 +132,7 @@ async def applied_version(connection: asyncpg.Connection) -> int:
     return int(version or 0)
 
 
-async def ensure_schema(connection: asyncpg.Connection, where: str) -> int:
+async def ensure_schema(connection: Connection, where: str) -> int:
     """Apply what is missing (in one transaction, under an advisory lock); the version now."""
     async with connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)

@@ -14,7 +14,7 @@ import builtins
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import asyncpg
 import structlog
@@ -30,6 +30,9 @@ from sessions.postgres.schema import SCHEMA_VERSION, StoreSchemaTooNew, applied_
 from sessions.postgres.schema import ensure_schema as ensure_schema
 from sessions.session import Session, SessionInfo
 from sessions.store import AppendReceipt
+
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
 
 log = structlog.get_logger(__name__)
 
@@ -106,13 +109,13 @@ class PostgresSessionStore:
             await close_pool(pool)
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+    async def connection(self) -> AsyncIterator[Connection]:
         """A pooled connection for work beyond the store's own (`store migrate`)."""
         async with self._connection(writes=True) as connection:
             yield connection
 
     @asynccontextmanager
-    async def _connection(self, *, writes: bool = False) -> AsyncIterator[asyncpg.Connection]:
+    async def _connection(self, *, writes: bool = False) -> AsyncIterator[Connection]:
         """A pooled connection; a failure of the database becomes the store's typed error."""
         pool = self._connected(writes=writes)
         try:
