@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 
 import asyncpg
 import pytest
@@ -90,8 +91,10 @@ async def test_concurrent_appends_keep_every_message_in_call_order(
             tasks.create_task(writer(first, "a"), name="writer-a")
             tasks.create_task(writer(second, "b"), name="writer-b")
             # Appends of one store to one session, called at once, are stored in call order.
-            batch = [first.append(key, Message.user(f"c {index}")) for index in range(25)]
-            tasks.create_task(_all(batch), name="writer-c")
+            tasks.create_task(
+                _gathered([first.append(key, Message.user(f"c {index}")) for index in range(25)]),
+                name="writer-c",
+            )
         session = await first.load(key)
     assert session is not None
     texts = contents(session.messages)
@@ -102,8 +105,8 @@ async def test_concurrent_appends_keep_every_message_in_call_order(
         ]
 
 
-async def _all(appends: list[object]) -> None:
-    await asyncio.gather(*appends)  # type: ignore[arg-type]
+async def _gathered(appends: list[Coroutine[None, None, None]]) -> None:
+    await asyncio.gather(*appends)
 
 
 async def test_list_reports_live_sessions_of_the_scope_only(postgres_dsn: str) -> None:
