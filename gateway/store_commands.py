@@ -14,7 +14,7 @@ import asyncio
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bus import SessionKey
 from config import ConfigError, LoadedConfig, load_gateway
@@ -27,6 +27,9 @@ from sessions.errors import SessionError
 from sessions.layout import SESSION_SUFFIX
 from sessions.meta import read_meta_line
 from sessions.recovery import load_file
+
+if TYPE_CHECKING:
+    from sessions.postgres.importing import Imported
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -74,13 +77,34 @@ class Counts:
     copied: int = 0
     messages: int = 0
     already: int = 0
+    caught_up: int = 0
     archives: int = 0
     problems: list[str] = field(default_factory=list)
 
+    def add(self, source: str, session: Session, archive: bool, result: Imported) -> None:
+
+        from sessions.postgres.importing import Copied  # asyncpg: only when migrating
+
+        self.messages += result.messages
+        if result.outcome is Copied.COPIED:
+            self.copied += not archive
+            self.archives += archive
+            _say(f"copied {source} ({plural(len(session.messages), 'message')})")
+        elif result.outcome is Copied.CAUGHT_UP:
+            self.caught_up += 1
+            _say(f"caught up {source} ({plural(result.messages, 'new message')})")
+        elif result.outcome is Copied.ALREADY:
+            self.already += 1
+        else:
+            self.problems.append(
+                f"{source}: session {session.key} {result.outcome}; left alone (it was written "
+                "there by a daemon running on PostgreSQL)"
+            )
+
     def summary(self) -> str:
         text = (
-            f"{plural(self.copied, 'session')} copied ({plural(self.messages, 'message')}), "
-            f"{self.already} already copied"
+            f"{plural(self.copied, 'session')} copied, {self.already} already copied, "
+            f"{self.caught_up} caught up ({plural(self.messages, 'message')} written)"
         )
         if self.archives:
             text += f", {plural(self.archives, 'archive')} copied"
@@ -95,7 +119,7 @@ async def migrate(
     data_dir: Path, config: StoreConfig, *, archives: bool, only_profile: str | None
 ) -> Counts:
     from sessions.postgres import PostgresSessionStore
-    from sessions.postgres.importing import Copied, import_session
+    from sessions.postgres.importing import import_session
 
     assert config.dsn is not None
     counts = Counts()
@@ -126,18 +150,7 @@ async def migrate(
                 result = await import_session(
                     connection, profile, source, session, archived=archived
                 )
-                if result is Copied.COPIED:
-                    counts.copied += archived is None
-                    counts.archives += archived is not None
-                    counts.messages += len(session.messages)
-                    _say(f"copied {source} ({plural(len(session.messages), 'message')})")
-                elif result is Copied.ALREADY:
-                    counts.already += 1
-                else:
-                    counts.problems.append(
-                        f"{source}: session {session.key} {result}; left alone (it was written "
-                        "there by a daemon running on PostgreSQL)"
-                    )
+                counts.add(source, session, archived is not None, result)
     return counts
 
 

@@ -2,12 +2,16 @@
 
 Each file is copied in one transaction that also records it in `octos_migrated_files`, so a
 run that is killed leaves every file either copied and recorded or untouched, and the next run
-skips what is recorded: resumable and idempotent. A live session that PostgreSQL holds already
-(written by a daemon running on PostgreSQL) is left alone and reported as a conflict.
+skips what is recorded: resumable and idempotent. A live file that grew since it was copied (a
+daemon still ran on the files) has its new messages appended to its copy, so a migration run
+while the daemon runs is finished by a second run once it is stopped. A live session that
+PostgreSQL holds already (written by a daemon running on PostgreSQL) is left alone and reported
+as a conflict.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -36,8 +40,15 @@ RETURNING id
 
 class Copied(StrEnum):
     COPIED = "copied"
+    CAUGHT_UP = "new messages copied"
     ALREADY = "already copied"
     CONFLICT = "exists in PostgreSQL already"
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    outcome: Copied
+    messages: int = 0  # messages written to PostgreSQL by this call
 
 
 async def import_session(
@@ -47,19 +58,23 @@ async def import_session(
     session: Session,
     *,
     archived: str | None = None,
-) -> Copied:
+) -> Imported:
     """Copy `session` (read from the file `source`) unless done; `archived` gives its reason."""
     key = session.key
     async with connection.transaction():
         # Two runs at once copy each file once: the second waits for the first to commit.
         await connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", source)
-        done = await connection.fetchval(
-            "SELECT messages FROM octos_migrated_files WHERE source = $1", source
+        done = await connection.fetchrow(
+            "SELECT session_id, messages FROM octos_migrated_files WHERE source = $1", source
         )
         if done is not None:
-            return Copied.ALREADY
+            if archived is not None or len(session.messages) <= done["messages"]:
+                return Imported(Copied.ALREADY)
+            return await _catch_up(
+                connection, source, session, done["session_id"], done["messages"]
+            )
         if archived is None and await connection.fetchrow(LIVE_ROW, scope, str(key)):
-            return Copied.CONFLICT
+            return Imported(Copied.CONFLICT)
         meta: SessionMeta = session.meta.current_schema()
         meta_text = meta.to_json()
         updated = session.messages[-1].timestamp if session.messages else meta.updated_at
@@ -86,11 +101,36 @@ async def import_session(
         size = sum(line_bytes(encoded[record["seq"]]) for record in inserted)
         await connection.execute(COUNT_APPENDED, session_id, len(encoded), len(inserted), size)
         await connection.execute(
-            "INSERT INTO octos_migrated_files (source, scope, session_key, messages) "
-            "VALUES ($1, $2, $3, $4)",
+            "INSERT INTO octos_migrated_files (source, scope, session_key, session_id, messages) "
+            "VALUES ($1, $2, $3, $4, $5)",
             source,
             scope,
             str(key),
-            len(inserted),
+            session_id,
+            len(session.messages),
         )
-    return Copied.COPIED
+    return Imported(Copied.COPIED, len(inserted))
+
+
+async def _catch_up(
+    connection: Connection, source: str, session: Session, session_id: int, copied: int
+) -> Imported:
+    """Append what the file gained since its copy, if that copy is still the live session."""
+    live = await connection.fetchval(
+        "SELECT next_seq FROM octos_sessions WHERE id = $1 AND archived_at IS NULL FOR UPDATE",
+        session_id,
+    )
+    if live is None:  # archived in PostgreSQL since: the file's news have no session to join
+        return Imported(Copied.ALREADY)
+    encoded = [message.to_json() for message in session.messages[copied:]]
+    inserted = await connection.fetch(
+        INSERT_MESSAGES, session_id, live, [fingerprint(text) for text in encoded], encoded
+    )
+    size = sum(line_bytes(encoded[record["seq"] - live]) for record in inserted)
+    await connection.execute(COUNT_APPENDED, session_id, len(encoded), len(inserted), size)
+    await connection.execute(
+        "UPDATE octos_migrated_files SET messages = $2, migrated_at = now() WHERE source = $1",
+        source,
+        len(session.messages),
+    )
+    return Imported(Copied.CAUGHT_UP, len(inserted))

@@ -3,7 +3,7 @@
     octos_schema_migrations  one row per applied migration (its version)
     octos_sessions           one row per session: its meta, counters; archived rows are kept
     octos_messages           one row per message: (session id, seq) and the message as JSON
-    octos_migrated_files     session files `store migrate` copied already (resumable)
+    octos_migrated_files     session files `store migrate` copied, how many of their messages
 
 An append is one call of `octos_append` (one statement, one round trip, atomic): it upserts the
 session row, inserts the batch with one INSERT and counts what was new. A live session is the
@@ -104,6 +104,7 @@ _MIGRATIONS: Final[dict[int, str]] = {
         source text PRIMARY KEY,
         scope text NOT NULL,
         session_key text NOT NULL,
+        session_id bigint NOT NULL REFERENCES octos_sessions (id),
         messages bigint NOT NULL,
         migrated_at timestamptz NOT NULL DEFAULT now()
     );

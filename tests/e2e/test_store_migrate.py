@@ -2,7 +2,8 @@
 
 Session files of two profiles (topics, an archived session) are copied into the real
 PostgreSQL; a second run copies nothing; a run SIGKILLed part-way is finished by the next one,
-each session copied exactly once; `sessions show` then reads the copy from the database.
+each session copied exactly once; a file that grew after its copy gets only its new messages
+appended by the next run; `sessions show` then reads the copy from the database.
 """
 
 from __future__ import annotations
@@ -76,7 +77,10 @@ async def test_migrate_copies_every_profile_and_topic_once(
     args = ("store", "migrate", "--from", "jsonl", "--to", "postgres", "-c", str(config))
     first = await run_cli(*args, cwd=tmp_path)
     assert first.code == 0, first.err
-    assert "4 sessions copied (5 messages), 0 already copied, 0 problems" in first.out
+    assert (
+        "4 sessions copied, 0 already copied, 0 caught up (5 messages written), 0 problems"
+        in first.out
+    )
     assert await live_sessions(dsn) == {
         "work:telegram:42": 2,
         "work:telegram:42#travel": 1,
@@ -85,10 +89,13 @@ async def test_migrate_copies_every_profile_and_topic_once(
     }
     second = await run_cli(*args, cwd=tmp_path)
     assert second.code == 0, second.err
-    assert "0 sessions copied (0 messages), 4 already copied, 0 problems" in second.out
+    assert (
+        "0 sessions copied, 4 already copied, 0 caught up (0 messages written), 0 problems"
+        in second.out
+    )
     archives = await run_cli(*args, "--archives", cwd=tmp_path)
     assert archives.code == 0, archives.err
-    assert "4 already copied, 1 archive copied" in archives.out
+    assert "4 already copied, 0 caught up (1 message written), 1 archive copied" in archives.out
     shown = await run_cli("sessions", "-c", str(config), "show", "work:telegram:42", cwd=tmp_path)
     assert shown.code == 0, shown.err
     assert shown.out.splitlines()[1].endswith("assistant: hi there")
@@ -154,3 +161,30 @@ async def test_a_killed_migration_is_finished_by_the_next_run(
     assert f"{len(partial)} already copied" in resumed.out
     finished = await live_sessions(dsn)
     assert finished == {f"bulk:telegram:{chat}": 2 for chat in range(MANY)}
+
+
+async def test_a_file_that_grew_since_its_copy_is_caught_up(
+    tmp_path: Path, own_database_dsn: str
+) -> None:
+    config = gateway_yaml(tmp_path, own_database_dsn)
+    key = SessionKey.parse("work:telegram:9")
+    async with SessionStore(tmp_path / "data" / "work") as store:
+        await store.append_all(key, [Message.user("one"), Message.assistant("two")])
+    args = ("store", "migrate", "--from", "jsonl", "--to", "postgres", "-c", str(config))
+    assert (await run_cli(*args, cwd=tmp_path)).code == 0
+    # The daemon still ran on the files meanwhile: the session grew.
+    async with SessionStore(tmp_path / "data" / "work") as store:
+        await store.append_all(key, [Message.user("three"), Message.assistant("four")])
+    again = await run_cli(*args, cwd=tmp_path)
+    assert again.code == 0, again.err
+    assert "caught up work/" in again.out
+    assert "0 sessions copied, 0 already copied, 1 caught up (2 messages written)" in again.out
+    third = await run_cli(*args, cwd=tmp_path)
+    assert "0 sessions copied, 1 already copied, 0 caught up (0 messages written)" in third.out
+    shown = await run_cli("sessions", "-c", str(config), "show", str(key), cwd=tmp_path)
+    assert [line.split("] ", 1)[1] for line in shown.out.splitlines()] == [
+        "user: one",
+        "assistant: two",
+        "user: three",
+        "assistant: four",
+    ]
