@@ -82,7 +82,6 @@ class Counts:
     problems: list[str] = field(default_factory=list)
 
     def add(self, source: str, session: Session, archive: bool, result: Imported) -> None:
-
         from sessions.postgres.importing import Copied  # asyncpg: only when migrating
 
         self.messages += result.messages
