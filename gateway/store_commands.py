@@ -94,10 +94,15 @@ class Counts:
             _say(f"caught up {source} ({plural(result.messages, 'new message')})")
         elif result.outcome is Copied.ALREADY:
             self.already += 1
-        else:
+        elif result.outcome is Copied.CONFLICT:
             self.problems.append(
                 f"{source}: session {session.key} {result.outcome}; left alone (it was written "
                 "there by a daemon running on PostgreSQL)"
+            )
+        else:
+            self.problems.append(
+                f"{source}: session {session.key} {result.outcome}; its new messages were not "
+                "copied (compare `sessions show` with the file)"
             )
 
     def summary(self) -> str:

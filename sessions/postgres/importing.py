@@ -43,6 +43,7 @@ class Copied(StrEnum):
     CAUGHT_UP = "new messages copied"
     ALREADY = "already copied"
     CONFLICT = "exists in PostgreSQL already"
+    UNMATCHED = "changed since its copy (its copy's last message is no longer in the file)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +69,9 @@ async def import_session(
             "SELECT session_id, messages FROM octos_migrated_files WHERE source = $1", source
         )
         if done is not None:
-            if archived is not None or len(session.messages) <= done["messages"]:
+            if archived is not None:
                 return Imported(Copied.ALREADY)
-            return await _catch_up(
-                connection, source, session, done["session_id"], done["messages"]
-            )
+            return await _catch_up(connection, source, session, done["session_id"])
         if archived is None and await connection.fetchrow(LIVE_ROW, scope, str(key)):
             return Imported(Copied.CONFLICT)
         meta: SessionMeta = session.meta.current_schema()
@@ -113,21 +112,36 @@ async def import_session(
 
 
 async def _catch_up(
-    connection: Connection, source: str, session: Session, session_id: int, copied: int
+    connection: Connection, source: str, session: Session, session_id: int
 ) -> Imported:
-    """Append what the file gained since its copy, if that copy is still the live session."""
-    live = await connection.fetchval(
-        "SELECT next_seq FROM octos_sessions WHERE id = $1 AND archived_at IS NULL FOR UPDATE",
+    """Append what the file gained after the copy's last message, if the copy is still live.
+
+    The copy's last message is looked up in the file by fingerprint: what follows it is new. If
+    the file no longer holds it (compacted since), nothing is guessed: a problem is reported.
+    """
+    live = await connection.fetchrow(
+        "SELECT next_seq, (SELECT fingerprint FROM octos_messages WHERE session_id = $1 "
+        "ORDER BY seq DESC LIMIT 1) AS last FROM octos_sessions "
+        "WHERE id = $1 AND archived_at IS NULL FOR UPDATE",
         session_id,
     )
     if live is None:  # archived in PostgreSQL since: the file's news have no session to join
         return Imported(Copied.ALREADY)
-    encoded = [message.to_json() for message in session.messages[copied:]]
+    encoded = [message.to_json() for message in session.messages]
+    prints = [fingerprint(text) for text in encoded]
+    start = 0
+    if live["last"] is not None:
+        if live["last"] not in prints:
+            return Imported(Copied.UNMATCHED)
+        start = len(prints) - prints[::-1].index(live["last"])
+    if start == len(encoded):
+        return Imported(Copied.ALREADY)
+    first: int = live["next_seq"]
     inserted = await connection.fetch(
-        INSERT_MESSAGES, session_id, live, [fingerprint(text) for text in encoded], encoded
+        INSERT_MESSAGES, session_id, first, prints[start:], encoded[start:]
     )
-    size = sum(line_bytes(encoded[record["seq"] - live]) for record in inserted)
-    await connection.execute(COUNT_APPENDED, session_id, len(encoded), len(inserted), size)
+    size = sum(line_bytes(encoded[start + record["seq"] - first]) for record in inserted)
+    await connection.execute(COUNT_APPENDED, session_id, len(encoded) - start, len(inserted), size)
     await connection.execute(
         "UPDATE octos_migrated_files SET messages = $2, migrated_at = now() WHERE source = $1",
         source,
