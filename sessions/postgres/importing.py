@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from bus.message import utc_now
 from sessions.meta import SessionMeta
+from sessions.postgres.queries import title_column
 from sessions.postgres.sql import (
     COUNT_APPENDED,
     INSERT_MESSAGES,
@@ -85,7 +86,7 @@ async def import_session(
             key.topic(),
             meta.schema_version,
             meta_text,
-            None if meta.title is None else meta.title.replace("\x00", ""),
+            title_column(meta),
             meta.parent_key,
             meta.created_at,
             max(updated, meta.updated_at),
