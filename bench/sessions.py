@@ -6,6 +6,8 @@
   run, interleaved: an O(1) append keeps this near 1 (a peer rewrites the whole file per turn,
   which makes it about a thousand). Measured with fsync `never` too, where no disk wait hides
   CPU work that grows with the session.
+- The same append latencies with the PostgreSQL store (`bench.sessions_postgres`), and its p50
+  against JSONL's under fsync `batch`, when a server answers.
 - Loading a 10 MB session, against the floor of parsing its lines with `json.loads`.
 - Memory (traced Python allocations) per session loaded in the manager, and what is left per
   session once the manager has evicted it (nothing should be).
@@ -17,6 +19,7 @@ import asyncio
 import gc
 import json
 import statistics
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -26,6 +29,7 @@ from bench.report import Figure
 from bus import Message, SessionKey
 from sessions import FsyncPolicy, Session, SessionManager, SessionStore
 from sessions.meta import SessionMeta
+from sessions.store_protocol import SessionStoreProtocol
 
 SUITE = "sessions"
 MAX_RATIO = 1.5
@@ -55,33 +59,35 @@ def _percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def _latencies(root: Path, fsync: FsyncPolicy, sessions: int, appends: int) -> list[float]:
+async def _latencies(store: SessionStoreProtocol, sessions: int, appends: int) -> list[float]:
     samples: list[float] = []
-    async with SessionStore(root, fsync=fsync) as store:
-        for chat in range(sessions):  # files exist: the first append is not a creation
-            await store.append(_key(chat), _turn(0))
+    for chat in range(sessions):  # sessions exist: the first append is not a creation
+        await store.append(_key(chat), _turn(0))
 
-        async def session_appends(chat: int) -> None:
-            for index in range(1, appends + 1):
-                message = _turn(index)
-                started = time.perf_counter()
-                await store.append(_key(chat), message)
-                samples.append(time.perf_counter() - started)
+    async def session_appends(chat: int) -> None:
+        for index in range(1, appends + 1):
+            message = _turn(index)
+            started = time.perf_counter()
+            await store.append(_key(chat), message)
+            samples.append(time.perf_counter() - started)
 
-        async with asyncio.TaskGroup() as group:
-            for chat in range(sessions):
-                group.create_task(session_appends(chat), name=f"bench-appender-{chat}")
+    async with asyncio.TaskGroup() as group:
+        for chat in range(sessions):
+            group.create_task(session_appends(chat), name=f"bench-appender-{chat}")
     return samples
 
 
 async def _latency_figures(root: Path) -> list[Figure]:
     figures = []
+    cases = [
+        (1, SINGLE_APPENDS, "one session"),
+        (CONCURRENT_SESSIONS, APPENDS_PER_SESSION, f"{CONCURRENT_SESSIONS} sessions at once"),
+    ]
+    batch_p50_ms: dict[str, float] = {}
     for fsync in ("batch", "always"):
-        for sessions, appends, label in (
-            (1, SINGLE_APPENDS, "one session"),
-            (CONCURRENT_SESSIONS, APPENDS_PER_SESSION, f"{CONCURRENT_SESSIONS} sessions at once"),
-        ):
-            samples = await _latencies(root / f"{fsync}-{sessions}", fsync, sessions, appends)
+        for sessions, appends, label in cases:
+            async with SessionStore(root / f"{fsync}-{sessions}", fsync=fsync) as store:
+                samples = await _latencies(store, sessions, appends)
             for name, fraction in (("p50", 0.5), ("p99", 0.99)):
                 value_ms = _percentile(samples, fraction) * 1000
                 figures.append(
@@ -89,6 +95,14 @@ async def _latency_figures(root: Path) -> list[Figure]:
                         SUITE, f"append {name}, fsync {fsync}, {label}", round(value_ms, 3), "ms"
                     )
                 )
+            if fsync == "batch":
+                batch_p50_ms[label] = _percentile(samples, 0.5) * 1000
+    try:
+        from bench.sessions_postgres import postgres_latency_figures
+    except ModuleNotFoundError as missing:  # asyncpg: the `postgres` extra
+        print(f"sessions: PostgreSQL figures left out ({missing})", file=sys.stderr)
+        return figures
+    figures += await postgres_latency_figures(SUITE, _latencies, cases, _percentile, batch_p50_ms)
     return figures
 
 

@@ -14,6 +14,7 @@ from config.http_limits import (
     HttpLimitsConfig,
     loopback_hosts,
 )
+from config.store import StoreConfig
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 _LEVEL_ALIASES = {"warn": "warning", "fatal": "critical"}
@@ -91,6 +92,10 @@ class GatewayConfig(ConfigModel):
     )
     bus: BusConfig = Field(
         default_factory=BusConfig, description="Message bus between channels and agents."
+    )
+    store: StoreConfig = Field(
+        default_factory=StoreConfig,
+        description="Session storage: JSONL files (default) or PostgreSQL.",
     )
     shutdown_grace_s: float = Field(
         10.0, ge=0, description="Seconds running turns get to finish after SIGTERM."

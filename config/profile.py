@@ -134,4 +134,3 @@ def _is_exposed(channel: ApiChannelConfig) -> bool:
         return not ipaddress.ip_address(channel.host).is_loopback
     except ValueError:
         return True  # a host name that may resolve to anything
-

@@ -17,6 +17,7 @@ from gateway.init_command import add_init_command
 from gateway.pair_commands import add_pair_commands
 from gateway.run_overrides import busy_api_port, with_listen_overrides
 from gateway.session_commands import add_session_commands
+from gateway.store_commands import add_store_commands, store_unreachable
 from gateway.terminal_logs import terminal_log_file
 
 EXIT_OK = 0
@@ -70,6 +71,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if (busy := busy_api_port(loaded)) is not None:
         print(f"error: {busy}", file=sys.stderr)
         return EXIT_PORT_BUSY
+    if (unreachable := store_unreachable(loaded)) is not None:
+        print(f"error: {unreachable}", file=sys.stderr)
+        return EXIT_PORT_BUSY  # the same EX_UNAVAILABLE: a service the daemon needs is not there
     log_stream = terminal_log_file(loaded)
     configure_logging(loaded.gateway.logging.level, loaded.gateway.logging.format, log_stream)
     reload_config: Callable[[], LoadedConfig] | None = None
@@ -146,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     add_session_commands(commands)
+    add_store_commands(commands)
     add_doctor_command(commands)
     add_init_command(commands)
     add_pair_commands(commands)

@@ -43,6 +43,8 @@ class Daemon:
         self, loaded: LoadedConfig, reload_config: Callable[[], LoadedConfig] | None = None
     ) -> None:
         self._loaded = loaded
+        # The session store is chosen once: a reload must not move some profiles elsewhere.
+        self._store = loaded.gateway.store
         self._reload_config = reload_config
         self._registry = CollectorRegistry()
         self._metrics = GatewayMetrics.create(self._registry)
@@ -186,6 +188,7 @@ class Daemon:
             metrics=self._metrics,
             webhooks=self._webhooks,
             request_shutdown=self.request_shutdown,
+            store=self._store,
         )
         task = self._tasks.create_task(self._supervise(runtime), name=f"profile:{profile_id}")
         self._profiles[profile_id] = (runtime, task)
@@ -224,6 +227,11 @@ class Daemon:
             for problem in error.problems:
                 log.error("reload refused: invalid config", problem=str(problem))
             return
+        if fresh.gateway.store != self._store:
+            log.warning(
+                "reload.store_unchanged",
+                detail="gateway.yaml's store changed: it takes effect at the next start",
+            )
         current = {pid: runtime.config for pid, (runtime, _t) in self._profiles.items()}
         removed = [pid for pid in current if pid not in fresh.profiles]
         changed = [

@@ -108,7 +108,7 @@ def _probes(
     nats_url = getattr(gateway.bus, "url", None) or getattr(gateway.bus, "nats_url", None)
     if isinstance(nats_url, str) and nats_url:
         yield "nats", probe_nats(nats_url, timeout_s)
-    dsn = getattr(gateway, "postgres_dsn", None) or getattr(gateway.bus, "postgres_dsn", None)
+    dsn = gateway.store.dsn or getattr(gateway.bus, "postgres_dsn", None)
     if dsn is not None:
         secret = getattr(dsn, "get_secret_value", None)
         yield "postgresql", probe_postgres(secret() if secret else str(dsn), timeout_s)

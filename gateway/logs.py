@@ -23,6 +23,8 @@ _SECRET_PATTERNS = (
     ),
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1<redacted>"),
     (re.compile(r"sk-[A-Za-z0-9_-]{16,}"), "sk-<redacted>"),
+    # The password of a PostgreSQL DSN (gateway.yaml's store.dsn).
+    (re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)[^@\s]+@"), r"\1<redacted>@"),
 )
 
 #: SDK loggers that are chatty at INFO (httpx logs Telegram's token in every request URL).

@@ -23,6 +23,7 @@ from channels.manager import ChannelManager
 from channels.metrics import ChannelMetrics
 from channels.registry import ChannelContext, build_channel
 from config import ProfileConfig
+from config.store import StoreConfig
 from gateway.agents import create_agent
 from gateway.commands import Commands
 from gateway.dispatcher import Dispatcher, DispatcherSettings, ProfileIntake
@@ -33,6 +34,7 @@ from gateway.pairing import Pairing
 from gateway.turns import TurnRunner, TurnSettings
 from gateway.webhooks import WebhookRoutes
 from sessions import ActiveTopics, SessionManager, SessionStore
+from sessions.backends import session_store
 
 log = structlog.get_logger(__name__)
 
@@ -50,8 +52,10 @@ class ProfileRuntime:
         metrics: GatewayMetrics,
         webhooks: WebhookRoutes,
         request_shutdown: Callable[[], None],
+        store: StoreConfig | None = None,
     ) -> None:
         self.profile_id = profile_id
+        self._store = store or StoreConfig()
         self.config = config
         self.root = data_dir / profile_id
         self._bus_capacity = bus_capacity
@@ -102,12 +106,17 @@ class ProfileRuntime:
         async with AsyncExitStack() as stack:
             # The journal is the durable copy: session files are written behind it and synced
             # at its checkpoints, so their appends need not wait for the disk.
+            # (PostgreSQL, when configured, commits every append: nothing to sync.)
             store = await stack.enter_async_context(
-                SessionStore(
+                session_store(
+                    self._store,
                     self.root,
-                    fsync="never",
-                    track_unsynced=settings.fsync != "never",
-                    max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
+                    jsonl=lambda: SessionStore(
+                        self.root,
+                        fsync="never",
+                        track_unsynced=settings.fsync != "never",
+                        max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
+                    ),
                 )
             )
             agent = await stack.enter_async_context(create_agent(self.config.agent))

@@ -12,9 +12,11 @@ from typing import Any
 
 from bus import Message, SessionKey
 from config import ConfigError, default_config, load_gateway
+from config.store import StoreConfig
 from gateway.cli_args import add_location_arguments, plural
 from gateway.env_file import environment_for
-from sessions import Session, SessionStore
+from sessions import Session
+from sessions.backends import session_store, stored_profiles
 from sessions.errors import SessionError
 
 EXIT_OK = 0
@@ -55,29 +57,25 @@ def add_session_commands(commands: Any) -> None:
     export.set_defaults(func=cmd_export)
 
 
-def data_dir_of(args: argparse.Namespace) -> Path:
-    if args.data_dir is not None:
-        return Path(args.data_dir)
+def location_of(args: argparse.Namespace) -> tuple[Path, StoreConfig]:
+    """The data directory (`--data-dir` wins over gateway.yaml's) and the session store."""
     loaded = (
         load_gateway(args.config, environment_for(args.config)) if args.config else default_config()
     )
-    return Path(loaded.gateway.data_dir)
+    data_dir = Path(args.data_dir) if args.data_dir is not None else loaded.gateway.data_dir
+    return Path(data_dir), loaded.gateway.store
 
 
-def profile_roots(data_dir: Path) -> dict[str, Path]:
-    """Each profile keeps its sessions in `{data_dir}/{profile}/`."""
-    if not data_dir.is_dir():
-        return {}
-    return {path.name: path for path in sorted(data_dir.iterdir()) if path.is_dir()}
-
-
-async def list_sessions(data_dir: Path, only_profile: str | None) -> list[str]:
+async def list_sessions(
+    data_dir: Path, only_profile: str | None, store: StoreConfig | None = None
+) -> list[str]:
+    store = store or StoreConfig()
     lines = []
-    for profile, root in profile_roots(data_dir).items():
+    for profile, root in (await stored_profiles(store, data_dir)).items():
         if only_profile and profile != only_profile:
             continue
-        async with SessionStore(root, read_only=True) as store:
-            for info in await store.list():
+        async with session_store(store, root, read_only=True) as opened:
+            for info in await opened.list():
                 lines.append(
                     f"{display_key(info.key)}\t{plural(info.message_count, 'message')}\t"
                     f"{info.size} bytes\t"
@@ -109,16 +107,19 @@ _ESCAPED = re.compile("%23|%25")
 _UNESCAPED = {"%23": "#", "%25": "%"}
 
 
-async def load_session(data_dir: Path, text: str) -> Session | None:
-    profiles = profile_roots(data_dir)
+async def load_session(
+    data_dir: Path, text: str, store: StoreConfig | None = None
+) -> Session | None:
+    store = store or StoreConfig()
+    profiles = await stored_profiles(store, data_dir)
     for key in key_readings(text):
         candidates = [key.profile] if key.profile else list(profiles)
         for profile in candidates:
             root = profiles.get(profile or "")
             if root is None:
                 continue
-            async with SessionStore(root, read_only=True) as store:
-                session = await store.load(key)
+            async with session_store(store, root, read_only=True) as opened:
+                session = await opened.load(key)
             if session is not None:
                 return session
     return None
@@ -140,13 +141,13 @@ def as_jsonl(session: Session) -> str:
 
 def _find(args: argparse.Namespace) -> tuple[int, Session | None]:
     try:
-        data_dir = data_dir_of(args)
+        data_dir, store = location_of(args)
     except ConfigError as error:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
         return EXIT_INVALID_CONFIG, None
     try:
-        session = asyncio.run(load_session(data_dir, args.key))
+        session = asyncio.run(load_session(data_dir, args.key, store))
     except SessionError as error:
         # A file this build cannot read (newer schema_version, a key collision): the message
         # names the file and what was found there.
@@ -167,24 +168,30 @@ def _find(args: argparse.Namespace) -> tuple[int, Session | None]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     try:
-        data_dir = data_dir_of(args)
+        data_dir, store = location_of(args)
     except ConfigError as error:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
-    if args.profile and args.profile not in (known := profile_roots(data_dir)):
+    where = store.redacted_dsn if store.backend == "postgres" else str(data_dir)
+    try:
+        known = asyncio.run(stored_profiles(store, data_dir))
+    except (SessionError, OSError) as error:
+        print(f"error: cannot list the sessions in {where}: {error}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    if args.profile and args.profile not in known:
         names = ", ".join(known) or "none"
         print(
-            f"error: no profile {args.profile!r} in {data_dir} (profiles with data: {names})",
+            f"error: no profile {args.profile!r} in {where} (profiles with data: {names})",
             file=sys.stderr,
         )
         return EXIT_NOT_FOUND
     try:
-        lines = asyncio.run(list_sessions(data_dir, args.profile))
+        lines = asyncio.run(list_sessions(data_dir, args.profile, store))
     except (ValueError, SessionError, OSError) as error:
-        print(f"error: cannot list the sessions in {data_dir}: {error}", file=sys.stderr)
+        print(f"error: cannot list the sessions in {where}: {error}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    print("\n".join(lines) if lines else f"no sessions in {data_dir}")
+    print("\n".join(lines) if lines else f"no sessions in {where}")
     return EXIT_OK
 
 

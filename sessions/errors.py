@@ -12,7 +12,7 @@ class SessionError(Exception):
 class UnsupportedSessionSchema(SessionError):
     """A session file written by a newer build: reading it could lose what we do not know."""
 
-    def __init__(self, path: Path, found: int, supported: int) -> None:
+    def __init__(self, path: Path | str, found: int, supported: int) -> None:
         self.path = path
         self.found = found
         self.supported = supported
@@ -39,7 +39,7 @@ class SessionKeyCollision(SessionError):
 class SessionExists(SessionError):
     """A fork or create would overwrite a session that already has history."""
 
-    def __init__(self, key: str, path: Path) -> None:
+    def __init__(self, key: str, path: Path | str) -> None:
         self.key = key
         self.path = path
         super().__init__(
@@ -50,7 +50,7 @@ class SessionExists(SessionError):
 class EmptyRewriteRefused(SessionError):
     """A rewrite would replace a session that has messages with an empty one."""
 
-    def __init__(self, key: str, path: Path) -> None:
+    def __init__(self, key: str, path: Path | str) -> None:
         self.key = key
         self.path = path
         super().__init__(

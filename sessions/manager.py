@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from bus import Message, SessionKey
 from sessions.keyed_lock import KeyedLocks
 from sessions.session import Session, SessionInfo
-from sessions.store import SessionStore
+from sessions.store_protocol import SessionStoreProtocol
 
 
 class SessionManager:
-    def __init__(self, store: SessionStore, max_open: int = 1000) -> None:
+    def __init__(self, store: SessionStoreProtocol, max_open: int = 1000) -> None:
         if max_open < 1:
             raise ValueError("max_open must be at least 1")
         self.store = store

@@ -53,6 +53,6 @@ class SessionInfo:
     message_count: int
     size: int  # bytes of the live file
     updated_at: datetime
-    path: Path
+    path: Path | str  # the live file, or where a PostgreSQL store keeps it
     title: str | None = None
     parent_key: str | None = None

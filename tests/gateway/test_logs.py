@@ -22,6 +22,7 @@ TELEGRAM_URL = "https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K
         ("Authorization: Bearer sk-live-abcdefghijklmnop", "sk-live-abcdefghijklmnop"),
         ("{'Authorization': 'Bot MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ'}", "MTk4NjIyNDgzNDcxOTI1MjQ4"),
         ("key sk-proj-ABCDEFGHIJKLMNOPQRSTUV", "sk-proj-ABCDEFGHIJKLMNOPQRSTUV"),
+        ("dsn postgresql://octos:pa55word@db:5432/octos", "pa55word"),
     ],
 )
 def test_redact_removes_the_secret(text: str, secret: str) -> None:

@@ -1,0 +1,195 @@
+"""The store's work on one connection: each function is one operation, atomic by itself or in
+the caller's transaction. `where` names the database (password redacted) in errors."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bus import Message, SessionKey
+from bus.message import utc_now
+from sessions.errors import (
+    EmptyRewriteRefused,
+    SessionError,
+    SessionExists,
+    UnsupportedSessionSchema,
+)
+from sessions.meta import CURRENT_SCHEMA_VERSION, SessionMeta
+from sessions.postgres.sql import (
+    APPEND,
+    COUNT_APPENDED,
+    INSERT_MESSAGES,
+    LIST,
+    LIVE_ROW,
+    UPSERT_ROW,
+    fingerprint,
+    line_bytes,
+)
+from sessions.session import Session, SessionInfo
+
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
+
+
+class UnsupportedStoredSchema(UnsupportedSessionSchema):
+    """A session row written by a newer build (the same refusal as a newer session file)."""
+
+    def __init__(self, where: str, found: int) -> None:
+        SessionError.__init__(
+            self,
+            f"session {where} has schema_version {found}; this build reads schema_version "
+            f"{CURRENT_SCHEMA_VERSION} or older. Upgrade octos-gateway to open it (the row was "
+            "left untouched).",
+        )
+        self.path = where
+        self.found = found
+        self.supported = CURRENT_SCHEMA_VERSION
+
+
+def title_column(meta: SessionMeta) -> str | None:
+    # A `text` column cannot hold NUL (the meta's JSON keeps the title as it is).
+    return None if meta.title is None else meta.title.replace("\x00", "")
+
+
+def _named(key: SessionKey, where: str) -> str:
+    return f"{str(key)!r} in {where}"
+
+
+async def append_messages(
+    connection: Connection,
+    scope: str,
+    key: SessionKey,
+    initial: SessionMeta,
+    encoded: list[str],
+    where: str,
+) -> None:
+    """One `octos_append` call: creates the session with `initial` if it is new."""
+    meta_text = initial.to_json()
+    found = await connection.fetchval(
+        APPEND,
+        scope,
+        str(key),
+        key.base_key(),
+        key.topic(),
+        initial.schema_version,
+        meta_text,
+        title_column(initial),
+        initial.parent_key,
+        initial.created_at,
+        utc_now(),
+        line_bytes(meta_text),
+        CURRENT_SCHEMA_VERSION,
+        [fingerprint(text) for text in encoded],
+        encoded,
+        [line_bytes(text) for text in encoded],
+    )
+    if found > CURRENT_SCHEMA_VERSION:
+        raise UnsupportedStoredSchema(_named(key, where), found)
+
+
+async def load_session(
+    connection: Connection, scope: str, key: SessionKey, where: str
+) -> Session | None:
+    row = await connection.fetchrow(LIVE_ROW, scope, str(key))
+    if row is None:
+        return None
+    if row["schema_version"] > CURRENT_SCHEMA_VERSION:
+        raise UnsupportedStoredSchema(_named(key, where), row["schema_version"])
+    meta = SessionMeta.model_validate_json(row["meta"])
+    meta = meta.model_copy(update={"updated_at": row["updated_at"]})
+    records = await connection.fetch(
+        "SELECT message::text AS message FROM octos_messages WHERE session_id = $1 ORDER BY seq",
+        row["id"],
+    )
+    return Session(key, meta, [Message.from_json(record["message"]) for record in records])
+
+
+async def replace_session(
+    connection: Connection,
+    scope: str,
+    session: Session,
+    where: str,
+    *,
+    create_only: bool,
+) -> None:
+    """Archive the live row (if any) and write `session` as the new one (in a transaction)."""
+    key = session.key
+    row = await connection.fetchrow(LIVE_ROW + " FOR UPDATE", scope, str(key))
+    if row is not None:
+        if create_only:
+            raise SessionExists(str(key), _named(key, where))
+        if not session.messages and row["message_count"] > 0:
+            raise EmptyRewriteRefused(str(key), _named(key, where))
+        await archive_row(connection, row["id"], "rewritten")
+    meta = session.meta.current_schema()
+    meta_text = meta.to_json()
+    created = await connection.fetchrow(
+        UPSERT_ROW,
+        scope,
+        str(key),
+        key.base_key(),
+        key.topic(),
+        meta.schema_version,
+        meta_text,
+        title_column(meta),
+        meta.parent_key,
+        meta.created_at,
+        utc_now(),
+        line_bytes(meta_text),
+    )
+    assert created is not None
+    encoded = [message.to_json() for message in session.messages]
+    inserted = await connection.fetch(
+        INSERT_MESSAGES, created["id"], 0, [fingerprint(text) for text in encoded], encoded
+    )
+    size = sum(line_bytes(encoded[record["seq"]]) for record in inserted)
+    await connection.execute(COUNT_APPENDED, created["id"], len(encoded), len(inserted), size)
+
+
+async def archive_live(connection: Connection, scope: str, key: SessionKey) -> int | None:
+    """Stamp the live row archived (in a transaction); its id, None when there was none."""
+    row = await connection.fetchrow(LIVE_ROW + " FOR UPDATE", scope, str(key))
+    if row is None:
+        return None
+    await archive_row(connection, row["id"], "archived")
+    session_id: int = row["id"]
+    return session_id
+
+
+async def archive_row(connection: Connection, session_id: int, reason: str) -> None:
+    await connection.execute(
+        "UPDATE octos_sessions SET archived_at = now(), archive_reason = $2 WHERE id = $1",
+        session_id,
+        reason,
+    )
+
+
+async def list_infos(
+    connection: Connection, scope: str, base_key: str | None, where: str
+) -> tuple[list[SessionInfo], list[str]]:
+    """The live sessions' rows, and the keys skipped for a newer schema."""
+    infos, skipped = [], []
+    for row in await connection.fetch(LIST, scope, base_key):
+        if row["schema_version"] > CURRENT_SCHEMA_VERSION:
+            skipped.append(str(row["session_key"]))
+            continue
+        key = SessionKey.parse(row["session_key"])
+        infos.append(
+            SessionInfo(
+                key=key,
+                topic=key.topic(),
+                message_count=row["message_count"],
+                size=row["bytes"],
+                updated_at=row["updated_at"],
+                path=f"{where} octos_sessions id {row['id']}",
+                title=row["title"],
+                parent_key=row["parent_key"],
+            )
+        )
+    return infos, skipped
+
+
+async def list_scopes(connection: Connection) -> list[str]:
+    rows = await connection.fetch(
+        "SELECT DISTINCT scope FROM octos_sessions WHERE archived_at IS NULL ORDER BY scope"
+    )
+    return [str(row["scope"]) for row in rows]

@@ -1,0 +1,219 @@
+"""`PostgresSessionStore`: the sessions of one profile in PostgreSQL, same contract as the files.
+
+Every append is one committed statement (`octos_append`: upsert the session row, one INSERT of
+the batch, update its counters), so `sync()` has nothing left to do. Appends to one session
+keep their call order (a per-session lock here, the session row's lock in the database across
+processes).
+`fork` and `rewrite` run in transactions; `archive` and `rewrite` stamp the old row archived and
+keep its messages. A store opened `read_only` never creates or changes anything.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+import asyncpg
+import structlog
+
+from bus import Message, SessionKey
+from config.store import redact_dsn
+from sessions.errors import SessionError, SessionStoreClosed
+from sessions.keyed_lock import KeyedLocks
+from sessions.meta import SessionMeta
+from sessions.postgres import queries
+from sessions.postgres.connect import DATABASE_ERRORS, close_pool, create_pool, database_error
+from sessions.postgres.schema import SCHEMA_VERSION, StoreSchemaTooNew, applied_version
+from sessions.postgres.schema import ensure_schema as ensure_schema
+from sessions.session import Session, SessionInfo
+from sessions.store import AppendReceipt
+
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
+
+log = structlog.get_logger(__name__)
+
+
+class PostgresSessionStore:
+    def __init__(
+        self,
+        dsn: str,
+        scope: str,
+        *,
+        read_only: bool = False,
+        pool_size: int = 4,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        """`scope` names whose sessions these are (the profile id): one database, many profiles."""
+        self.dsn = dsn
+        self.scope = scope
+        self.pool_size = pool_size
+        self.connect_timeout_s = connect_timeout_s
+        self._read_only = read_only
+        self._pool: asyncpg.Pool | None = None
+        self._tables = False  # whether the session tables exist (a read-only store may find none)
+        self._locks: KeyedLocks[SessionKey] = KeyedLocks()
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    @property
+    def where(self) -> str:
+        """The database, password redacted, as messages name it."""
+        return redact_dsn(self.dsn)
+
+    # Lifecycle
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Connect; create or migrate the schema (unless read-only). StoreUnavailable if not."""
+        pool = await create_pool(
+            self.dsn, max_size=self.pool_size, connect_timeout_s=self.connect_timeout_s
+        )
+        try:
+            async with pool.acquire(timeout=self.connect_timeout_s) as connection:
+                if self._read_only:
+                    version = await applied_version(connection)
+                    if version > SCHEMA_VERSION:
+                        raise StoreSchemaTooNew(self.where, version)
+                    self._tables = version > 0
+                else:
+                    await ensure_schema(connection, self.where)
+                    self._tables = True
+        except DATABASE_ERRORS as error:
+            await close_pool(pool)
+            raise database_error(self.dsn, error) from error
+        except BaseException:
+            await close_pool(pool)
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await close_pool(pool)
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Connection]:
+        """A pooled connection for work beyond the store's own (`store migrate`)."""
+        async with self._connection(writes=True) as connection:
+            yield connection
+
+    @asynccontextmanager
+    async def _connection(self, *, writes: bool = False) -> AsyncIterator[Connection]:
+        """A pooled connection; a failure of the database becomes the store's typed error."""
+        pool = self._connected(writes=writes)
+        try:
+            async with pool.acquire(timeout=self.connect_timeout_s) as connection:
+                yield connection
+        except DATABASE_ERRORS as error:
+            raise database_error(self.dsn, error) from error
+
+    def _connected(self, *, writes: bool = False) -> asyncpg.Pool:
+        if self._pool is None:
+            raise SessionStoreClosed()
+        if writes and self._read_only:
+            raise SessionError(f"the session store at {self.where} was opened read-only")
+        return self._pool
+
+    # Operations
+
+    async def append(self, key: SessionKey, message: Message) -> None:
+        await self.append_all(key, [message])
+
+    async def append_all(self, key: SessionKey, messages: Sequence[Message]) -> AppendReceipt:
+        """Store messages in order in one statement; a message stored already is skipped."""
+        if not messages:
+            return AppendReceipt()
+        encoded = [message.to_json() for message in messages]
+        initial = SessionMeta.new(key).titled_by(messages[0])
+        async with self._locks.hold(key), self._connection(writes=True) as connection:
+            await queries.append_messages(connection, self.scope, key, initial, encoded, self.where)
+        return AppendReceipt()
+
+    async def sync(self) -> None:
+        """Nothing to do: every append was committed before it returned."""
+
+    async def load(self, key: SessionKey) -> Session | None:
+        if not self._tables:
+            self._connected()
+            return None
+        async with (
+            self._connection() as connection,
+            connection.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            return await queries.load_session(connection, self.scope, key, self.where)
+
+    async def rewrite(self, session: Session) -> None:
+        """Replace the session atomically: the old row is archived (kept), a new one holds it."""
+        await self._write_whole(session, create_only=False)
+
+    async def fork(self, parent: SessionKey, child: SessionKey, copy_messages: int) -> Session:
+        source = await self.load(parent)
+        copied = [] if source is None or copy_messages <= 0 else source.messages[-copy_messages:]
+        meta = SessionMeta.new(child, parent_key=parent)
+        for message in copied:
+            meta = meta.titled_by(message)
+        session = Session(child, meta, list(copied))
+        await self._write_whole(session, create_only=True)
+        return session
+
+    async def _write_whole(self, session: Session, *, create_only: bool) -> None:
+        async with (
+            self._locks.hold(session.key),
+            self._connection(writes=True) as connection,
+            connection.transaction(),
+        ):
+            await queries.replace_session(
+                connection, self.scope, session, self.where, create_only=create_only
+            )
+
+    async def archive(self, key: SessionKey) -> str | None:
+        """Stamp the live session archived (its messages stay); where it is now, None if none."""
+        async with (
+            self._locks.hold(key),
+            self._connection(writes=True) as connection,
+            connection.transaction(),
+        ):
+            session_id = await queries.archive_live(connection, self.scope, key)
+        if session_id is None:
+            return None
+        where = f"{self.where} octos_sessions id {session_id}"
+        log.info("sessions.archived", key=str(key), archived_as=where)
+        return where
+
+    async def list(self, base_key: str | None = None) -> list[SessionInfo]:
+        if not self._tables:
+            self._connected()
+            return []
+        async with self._connection() as connection:
+            infos, skipped = await queries.list_infos(connection, self.scope, base_key, self.where)
+        for key in skipped:
+            log.warning("sessions.newer_schema_skipped", key=key, database=self.where)
+        return infos
+
+    async def scopes(self) -> builtins.list[str]:
+        """Every scope (profile) with a live session in the database."""
+        if not self._tables:
+            self._connected()
+            return []
+        async with self._connection() as connection:
+            return await queries.list_scopes(connection)
+
+    def release(self, key: SessionKey) -> None:
+        """Nothing is held per session between operations."""
