@@ -31,7 +31,8 @@ from bus import OutboundMessage
 from channels.base import Channel
 from channels.delivery import Chunk, Delivery, fit_chunks
 from channels.errors import DeliveryError
-from channels.retry import Clock, Reason, Sleep, sleep_unless_set
+from channels.retry import Clock, Reason, Sleep
+from channels.stopping import sleep_unless_set
 
 log = structlog.get_logger(__name__)
 

@@ -23,7 +23,8 @@ from channels.base import Channel
 from channels.errors import FatalChannelError
 from channels.health import ChannelHealth, HealthStatus
 from channels.metrics import ChannelMetrics
-from channels.retry import Clock, Jitter, Sleep, backoff_delay_s, full_jitter, sleep_unless_set
+from channels.retry import Clock, Jitter, Sleep, backoff_delay_s, full_jitter
+from channels.stopping import sleep_unless_set
 
 log = structlog.get_logger(__name__)
 

@@ -56,6 +56,7 @@ from channels.matrix.inbound import posts
 from channels.matrix.receiver import SyncHandler
 from channels.matrix.since import SinceStore, since_path
 from channels.retry import backoff_delay_s, full_jitter
+from channels.stopping import until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -141,19 +142,12 @@ class MatrixChannel(Channel):
         if self._stopping.is_set():
             return
         self._idle.clear()
-        syncing = asyncio.create_task(self._run(inbound), name="matrix-sync")
-        stopping = asyncio.create_task(self._stopping.wait(), name="matrix-stop-requested")
         try:
-            await asyncio.wait({syncing, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            await until_stopped(self._run(inbound), self._stopping, name="matrix-sync")
         finally:
-            for task in (syncing, stopping):
-                task.cancel()
-            await asyncio.gather(syncing, stopping, return_exceptions=True)
             self._receiving.clear()
             await asyncio.shield(self._close_client())
             self._idle.set()
-        if not syncing.cancelled():
-            syncing.result()
 
     async def stop(self) -> None:
         self._stopping.set()

@@ -37,6 +37,7 @@ from channels.qq.passive import MAX_REPLIES, PassiveReplies
 from channels.qq.token import CHANNEL, AccessToken
 from channels.qq.webhook import QQWebhook
 from channels.retry import backoff_delay_s
+from channels.stopping import sleep_unless_set, until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -144,34 +145,26 @@ class QQBotChannel(Channel):
 
         failures = 0
         while not self._stopping.is_set():
-            stop_watch = asyncio.create_task(self._stopping.wait(), name="qq:stop-watch")
-            session = asyncio.create_task(self._gateway_session(take), name="qq:gateway")
             try:
-                await asyncio.wait({stop_watch, session}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (stop_watch, session):
-                    task.cancel()
-                results = await asyncio.gather(stop_watch, session, return_exceptions=True)
-            self._receiving.clear()
-            error = results[1]
-            if isinstance(error, AuthError):
-                raise FatalChannelError(str(error), channel=CHANNEL, suggestion=error.suggestion)
-            if isinstance(error, BaseException) and not isinstance(error, asyncio.CancelledError):
-                if not isinstance(error, TransientError | aiohttp.ClientError | OSError):
-                    raise error
+                await until_stopped(self._gateway_session(take), self._stopping, name="qq:gateway")
+            except AuthError as error:
+                raise FatalChannelError(
+                    str(error), channel=CHANNEL, suggestion=error.suggestion
+                ) from error
+            except (TransientError, aiohttp.ClientError, OSError) as error:
                 failures += 1
                 log.warning("qq.gateway_failed", error=str(error), failures=failures)
             else:
                 failures = 0
+            finally:
+                self._receiving.clear()
             if self._stopping.is_set():
                 return
             delay_s = backoff_delay_s(
                 max(failures, 1), self._reconnect_base_s, self._reconnect_cap_s
             )
-            try:
-                await asyncio.wait_for(self._stopping.wait(), delay_s)
-            except TimeoutError:
-                continue
+            if await sleep_unless_set(self._stopping, delay_s):
+                return
 
     async def _gateway_session(self, take: DispatchHandler) -> None:
         gateway = await self._api.call("GET", "/gateway")

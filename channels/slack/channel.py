@@ -39,6 +39,7 @@ from channels.slack.media import DEFAULT_MAX_FILE_BYTES, FileStore, read_uploads
 from channels.slack.mrkdwn import escape, render_mrkdwn
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.slack.threads import ThreadBook
+from channels.stopping import until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -136,20 +137,12 @@ class SlackChannel(Channel):
         if self._stopping.is_set():
             return
         self._idle.clear()
-        receiving = asyncio.create_task(self._receive(inbound), name="slack-receive")
-        stopping = asyncio.create_task(self._stopping.wait(), name="slack-stop-requested")
         try:
-            await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            await until_stopped(self._receive(inbound), self._stopping, name="slack-receive")
         finally:
-            for task in (receiving, stopping):
-                task.cancel()
-            # Collects the tasks we cancelled; our own cancellation still propagates.
-            await asyncio.gather(receiving, stopping, return_exceptions=True)
             self._accepting = False
             self._receiving.clear()
             self._idle.set()
-        if not receiving.cancelled():
-            receiving.result()
 
     async def stop(self) -> None:
         """Stop receiving; returns once `start()` has closed its connection. Idempotent."""

@@ -34,6 +34,7 @@ from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.media_files import MediaStore
 from channels.phone_markup import render_phone_text
+from channels.stopping import until_stopped
 from channels.twilio.errors import CHANNEL, twilio_call
 from channels.twilio.http import TwilioHttp, basic_auth_header
 from channels.twilio.inbound import Sms
@@ -118,14 +119,9 @@ class TwilioChannel(Channel):
             self._inbound = inbound
             self._receiving.set()
             log.info("twilio.receiving", path=self._webhook_path)
-            stopping = asyncio.create_task(self._stopping.wait(), name="twilio-stop")
-            rejected = asyncio.create_task(self._auth_rejected.wait(), name="twilio-auth")
-            try:
-                await asyncio.wait({stopping, rejected}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (stopping, rejected):
-                    task.cancel()
-                await asyncio.wait({stopping, rejected})
+            await until_stopped(
+                self._auth_rejected.wait(), self._stopping, name="twilio-auth-watch"
+            )
             if self._fatal is not None and not self._stopping.is_set():
                 raise self._fatal
         finally:

@@ -36,6 +36,7 @@ from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.media_files import MediaStore
 from channels.phone_markup import render_phone_text
+from channels.stopping import until_stopped
 from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenRejected
 from channels.whatsapp.graph import GraphClient
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
@@ -119,14 +120,9 @@ class WhatsAppChannel(Channel):
             self._inbound = inbound
             self._receiving.set()
             log.info("whatsapp.receiving", path=self._webhook_path)
-            stopping = asyncio.create_task(self._stopping.wait(), name="whatsapp-stop")
-            rejected = asyncio.create_task(self._token_rejected.wait(), name="whatsapp-token")
-            try:
-                await asyncio.wait({stopping, rejected}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (stopping, rejected):
-                    task.cancel()
-                await asyncio.wait({stopping, rejected})
+            await until_stopped(
+                self._token_rejected.wait(), self._stopping, name="whatsapp-token-watch"
+            )
             if self._fatal is not None and not self._stopping.is_set():
                 raise self._fatal
         finally:
