@@ -6,6 +6,9 @@ per request would hit the platforms' own rate limits on the token call, so one c
 serves everyone: it is refreshed a margin before its end (so no request goes out with a token
 about to lapse), and at once when the platform says a token is invalid (`invalidate`).
 Concurrent callers wait on one refresh rather than each fetching their own.
+
+The one owner of that cache: Feishu, WeCom and the QQ bot (`channels/qq/token.py`) each bring
+only their credentials call (`Fetch`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ Clock = Callable[[], float]
 
 #: Refresh this long before the platform's expiry, or at a fifth of a short lifetime.
 DEFAULT_EARLY_REFRESH_S = 300.0
+DEFAULT_SHORT_LIFETIME_SHARE = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +42,13 @@ class AccessTokenCache:
         fetch: Fetch,
         *,
         early_refresh_s: float = DEFAULT_EARLY_REFRESH_S,
+        short_lifetime_share: float = DEFAULT_SHORT_LIFETIME_SHARE,
         clock: Clock = time.monotonic,
     ) -> None:
+        """`early_refresh_s` before expiry, at most `short_lifetime_share` of the lifetime."""
         self._fetch = fetch
         self._early_refresh_s = early_refresh_s
+        self._short_lifetime_share = short_lifetime_share
         self._clock = clock
         self._value: str | None = None
         self._refresh_at = 0.0
@@ -58,7 +65,7 @@ class AccessTokenCache:
             if value is not None:
                 return value
             issued = await self._fetch()
-            margin = min(self._early_refresh_s, issued.expires_in_s / 5)
+            margin = min(self._early_refresh_s, issued.expires_in_s * self._short_lifetime_share)
             self._value = issued.value
             self._refresh_at = self._clock() + max(0.0, issued.expires_in_s - margin)
             return issued.value
