@@ -32,11 +32,11 @@ from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.markup.slack import escape, render_mrkdwn
 from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
 from channels.slack.errors import CHANNEL, slack_call
 from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
 from channels.slack.media import DEFAULT_MAX_FILE_BYTES, FileStore, read_uploads
-from channels.slack.mrkdwn import escape, render_mrkdwn
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.slack.threads import ThreadBook
 from channels.stopping import until_stopped

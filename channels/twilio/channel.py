@@ -32,8 +32,8 @@ from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
-from channels.phone_markup import render_phone_text
 from channels.stopping import until_stopped
 from channels.twilio.errors import CHANNEL, twilio_call
 from channels.twilio.http import TwilioHttp, basic_auth_header

@@ -34,8 +34,8 @@ from channels.dedup import InboundDedup
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
-from channels.phone_markup import render_phone_text
 from channels.stopping import until_stopped
 from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenRejected
 from channels.whatsapp.graph import GraphClient
