@@ -9,7 +9,6 @@ line.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
@@ -17,6 +16,7 @@ import structlog
 
 from channels.base import Channel
 from channels.retry import Clock
+from channels.stopping import sleep_unless_set
 
 log = structlog.get_logger(__name__)
 
@@ -100,8 +100,7 @@ class TypingIndicators:
                     )
                     break
                 await self._quietly(channel.send_typing, channel.name, chat_id)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=self.interval_s)
+                await sleep_unless_set(stop, self.interval_s)
         finally:
             if self._stops.get((channel.name, chat_id)) is stop:
                 del self._stops[(channel.name, chat_id)]
