@@ -156,7 +156,7 @@ class Retrier:
             if attempt >= policy.max_attempts:
                 raise self._give_up(error, reason, channel, chat_id, action, attempt) from error
             log.info(
-                "channel call failed, retrying",
+                "retry.retrying",
                 channel=channel,
                 chat_id=chat_id,
                 action=action,

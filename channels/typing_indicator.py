@@ -53,7 +53,7 @@ class TypingIndicators:
         if key in self._stops:
             return
         if self._group is None:
-            log.debug("typing requested while indicators are not running", channel=key[0])
+            log.debug("typing.not_running", channel=key[0])
             return
         stop = asyncio.Event()
         self._stops[key] = stop
@@ -93,7 +93,7 @@ class TypingIndicators:
             while not stop.is_set():
                 if self._clock() >= deadline:
                     log.info(
-                        "typing indicator timed out",
+                        "typing.timed_out",
                         channel=channel.name,
                         chat_id=chat_id,
                         max_duration_s=self.max_duration_s,
@@ -114,6 +114,4 @@ class TypingIndicators:
                 await call(chat_id)
         except Exception as exc:
             # A missing indicator costs nothing; it must never end a turn or the loop.
-            log.debug(
-                "typing indicator call failed", channel=channel, chat_id=chat_id, error=str(exc)
-            )
+            log.debug("typing.call_failed", channel=channel, chat_id=chat_id, error=str(exc))

@@ -65,7 +65,7 @@ class FileStore:
     ) -> Path | None:
         if not self._store.fits(file.size):
             log.warning(
-                "slack file too large to download",
+                "slack.file_too_large",
                 file_id=file.id,
                 size=file.size,
                 max_bytes=self.max_bytes,
@@ -74,7 +74,7 @@ class FileStore:
         try:
             data = await self._download(session, file)
         except (aiohttp.ClientError, OSError, TimeoutError, ChannelError) as error:
-            log.warning("slack file download failed", file_id=file.id, error=str(error))
+            log.warning("slack.file_download_failed", file_id=file.id, error=str(error))
             return None
         target = self.root / safe_file_name(channel_id) / f"{file.id}_{safe_file_name(file.name)}"
         return await self._store.save(target, data)
