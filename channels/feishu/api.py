@@ -24,6 +24,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from channels.http_session import LazySession
 
 CHANNEL = "feishu"
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
@@ -52,20 +53,14 @@ class FeishuApi:
         self.base_url = base_url.rstrip("/")
         self.app_id = app_id
         self._app_secret = app_secret
-        self._session: aiohttp.ClientSession | None = None
+        self._session = LazySession(timeout_s=REQUEST_TIMEOUT_S)
         self.tokens = AccessTokenCache(self._fetch_token)
 
     def http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-            )
-        return self._session
+        return self._session.get()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._session.close()
 
     async def _fetch_token(self) -> IssuedToken:
         credentials = {"app_id": self.app_id, "app_secret": self._app_secret}

@@ -29,6 +29,7 @@ from channels.base import Channel
 from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
+from channels.http_session import LazySession
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
 from channels.qq.events import MalformedEvent, parse_message, target
@@ -69,7 +70,7 @@ class QQBotChannel(Channel):
         self._gateway_state = SessionState()
         self._receiving = asyncio.Event()
         self._webhook_path = webhook_path
-        self._http_session: aiohttp.ClientSession | None = None
+        self._http_session = LazySession()
         self._token = AccessToken(
             self._http,
             token_url=token_url,
@@ -90,9 +91,7 @@ class QQBotChannel(Channel):
         return CHANNEL
 
     def _http(self) -> aiohttp.ClientSession:
-        if self._http_session is None or self._http_session.closed:
-            self._http_session = aiohttp.ClientSession()
-        return self._http_session
+        return self._http_session.get()
 
     def web_routes(self) -> Sequence[web.AbstractRouteDef]:
         if self._mode != "webhook":
@@ -219,9 +218,7 @@ class QQBotChannel(Channel):
         await self._close_http()
 
     async def _close_http(self) -> None:
-        session, self._http_session = self._http_session, None
-        if session is not None:
-            await session.close()
+        await self._http_session.close()
 
     async def send(self, message: OutboundMessage) -> None:
         if not message.content.strip():

@@ -16,6 +16,7 @@ import aiohttp
 
 from channels.access_token import AccessTokenCache, IssuedToken
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
+from channels.http_session import LazySession
 
 CHANNEL = "wecom"
 
@@ -42,20 +43,11 @@ class WeComApi:
         self._base_url = base_url.rstrip("/")
         self._corp_id = corp_id
         self._secret = secret
-        self._session: aiohttp.ClientSession | None = None
+        self._session = LazySession(timeout_s=REQUEST_TIMEOUT_S)
         self.tokens = AccessTokenCache(self._fetch_token)
 
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-            )
-        return self._session
-
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._session.close()
 
     async def _fetch_token(self) -> IssuedToken:
         params = {"corpid": self._corp_id, "corpsecret": self._secret}
@@ -94,7 +86,7 @@ class WeComApi:
         try:
             async with (
                 asyncio.timeout(REQUEST_TIMEOUT_S),
-                self._http().request(method, url, params=params, json=json) as response,
+                self._session.get().request(method, url, params=params, json=json) as response,
             ):
                 if response.status >= 500:
                     raise TransientError(f"{what}: HTTP {response.status}", channel=CHANNEL)
