@@ -24,6 +24,11 @@ class RunState:
         self.receiving = asyncio.Event()
         self.fatal: FatalChannelError | None = None
 
+    async def stop(self) -> None:
+        """Ask `start()` to end and wait until it has (let go of its connections)."""
+        self.stopping.set()
+        await self.idle.wait()
+
     def ended(self) -> ChannelHealth | None:
         """Down after a fatal error or a stop; None while the channel may still run."""
         if self.fatal is not None:

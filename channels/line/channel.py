@@ -140,8 +140,7 @@ class LineChannel(Channel):
             self._run_state.idle.set()
 
     async def stop(self) -> None:
-        self._run_state.stopping.set()
-        await self._run_state.idle.wait()
+        await self._run_state.stop()
         await self._close_clients()
 
     async def wait_receiving(self) -> None:

@@ -147,8 +147,7 @@ class MatrixChannel(Channel):
             self._run_state.idle.set()
 
     async def stop(self) -> None:
-        self._run_state.stopping.set()
-        await self._run_state.idle.wait()
+        await self._run_state.stop()
         await self._close_client()
 
     async def wait_receiving(self) -> None:

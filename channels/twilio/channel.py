@@ -137,8 +137,7 @@ class TwilioChannel(Channel):
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP client; idempotent."""
-        self._run_state.stopping.set()
-        await self._run_state.idle.wait()
+        await self._run_state.stop()
         http, self._http, self._client = self._http, None, None
         if http is not None:
             await http.close()

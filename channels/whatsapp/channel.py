@@ -129,8 +129,7 @@ class WhatsAppChannel(Channel):
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP session; idempotent."""
-        self._run_state.stopping.set()
-        await self._run_state.idle.wait()
+        await self._run_state.stop()
         await self.graph.close()
 
     async def wait_receiving(self) -> None:
