@@ -17,8 +17,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+from channels.errors import ChannelError
 
 Clock = Callable[[], float]
+T = TypeVar("T")
 
 #: Refresh this long before the platform's expiry, or at a fifth of a short lifetime.
 DEFAULT_EARLY_REFRESH_S = 300.0
@@ -34,6 +38,10 @@ class IssuedToken:
 
 
 Fetch = Callable[[], Awaitable[IssuedToken]]
+
+
+class TokenRefused(ChannelError):
+    """The platform refused the token a call carried (expired early, revoked, rotated)."""
 
 
 class AccessTokenCache:
@@ -69,6 +77,16 @@ class AccessTokenCache:
             self._value = issued.value
             self._refresh_at = self._clock() + max(0.0, issued.expires_in_s - margin)
             return issued.value
+
+    async def call_with_token(self, call: Callable[[str], Awaitable[T]]) -> T:
+        """`call(token)`; when it raises `TokenRefused`, once more with a fresh token. A fresh
+        token refused as well raises `TokenRefused`: then the credentials are at fault."""
+        token = await self.get()
+        try:
+            return await call(token)
+        except TokenRefused:
+            self.invalidate(token)
+        return await call(await self.get())
 
     def invalidate(self, value: str) -> None:
         """The platform refused `value`: the next `get` fetches anew (unless already done)."""

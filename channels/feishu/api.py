@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from channels.access_token import AccessTokenCache, IssuedToken
+from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused
 from channels.errors import (
     AuthError,
     ChannelError,
@@ -89,19 +89,16 @@ class FeishuApi:
         json: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """An authorised call; a refused token is refetched and the call repeated once."""
-        for attempt in (1, 2):
-            token = await self.tokens.get()
-            try:
-                return await self._request(
-                    method, path, what, params=params, json=json, token=token
-                )
-            except _InvalidToken:
-                self.tokens.invalidate(token)
-                if attempt == 2:
-                    raise AuthError(
-                        f"{what}: Feishu refused a fresh tenant access token", channel=CHANNEL
-                    ) from None
-        raise AssertionError("unreachable")
+
+        async def request(token: str) -> dict[str, Any]:
+            return await self._request(method, path, what, params=params, json=json, token=token)
+
+        try:
+            return await self.tokens.call_with_token(request)
+        except TokenRefused:
+            raise AuthError(
+                f"{what}: Feishu refused a fresh tenant access token", channel=CHANNEL
+            ) from None
 
     async def _request(
         self,
@@ -144,10 +141,6 @@ class FeishuApi:
         return body
 
 
-class _InvalidToken(ChannelError):
-    pass
-
-
 def _seconds(value: str | None) -> float:
     try:
         return max(0.0, float(value)) if value is not None else DEFAULT_RETRY_AFTER_S
@@ -164,7 +157,7 @@ def check(body: Mapping[str, Any], status: int, reset: str | None, what: str) ->
     if status == 429 or code in RATE_LIMITED:
         raise RateLimited(_seconds(reset), detail, channel=CHANNEL)
     if code in INVALID_TOKEN:
-        raise _InvalidToken(detail, channel=CHANNEL)
+        raise TokenRefused(detail, channel=CHANNEL)
     if isinstance(code, int) and code in CREDENTIALS:
         raise AuthError(detail, channel=CHANNEL, suggestion=CREDENTIALS[code])
     if code in TOO_LONG:

@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from channels.access_token import AccessTokenCache, IssuedToken
+from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.http_session import LazySession
 
@@ -59,19 +59,18 @@ class WeComApi:
 
     async def call(self, path: str, what: str, payload: Mapping[str, Any]) -> dict[str, Any]:
         """POST `payload` with the cached access token; a refused token is refetched once."""
-        for attempt in (1, 2):
-            token = await self.tokens.get()
-            try:
-                return await self._request(
-                    "POST", path, what, params={"access_token": token}, json=payload
-                )
-            except _InvalidToken:
-                self.tokens.invalidate(token)
-                if attempt == 2:
-                    raise AuthError(
-                        f"{what}: WeCom refused a fresh access token", channel=CHANNEL
-                    ) from None
-        raise AssertionError("unreachable")
+
+        async def post(token: str) -> dict[str, Any]:
+            return await self._request(
+                "POST", path, what, params={"access_token": token}, json=payload
+            )
+
+        try:
+            return await self.tokens.call_with_token(post)
+        except TokenRefused:
+            raise AuthError(
+                f"{what}: WeCom refused a fresh access token", channel=CHANNEL
+            ) from None
 
     async def _request(
         self,
@@ -105,10 +104,6 @@ class WeComApi:
         return body
 
 
-class _InvalidToken(ChannelError):
-    pass
-
-
 def check(body: Mapping[str, Any], what: str) -> None:
     """Raise the typed error an `errcode` stands for; return for 0."""
     code = body.get("errcode", 0)
@@ -116,7 +111,7 @@ def check(body: Mapping[str, Any], what: str) -> None:
         return
     detail = f"{what}: errcode {code} ({body.get('errmsg', '')})"
     if code in INVALID_TOKEN:
-        raise _InvalidToken(detail, channel=CHANNEL)
+        raise TokenRefused(detail, channel=CHANNEL)
     if code in RATE_LIMITED:
         raise RateLimited(RATE_LIMIT_WAIT_S, detail, channel=CHANNEL)
     if code in BUSY:
