@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from channels.allow import AllowList
+from channels.state_file import write_state_json
 
 PAIRING_DIR = "pairing"
 ALLOWED_FILE = "allowed.json"
@@ -49,17 +48,8 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Replace `path` atomically: a temp file in the same directory, fsync, rename."""
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    """Replace `path` atomically (`channels.state_file`), indented for people to read."""
+    write_state_json(path, data, indent=1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,31 @@
 """The `Channel` base class: one chat platform, seen from the gateway.
 
 A channel needs three members: `name`, `start(inbound)` and `send(message)`. Everything else has
-a default that keeps the meaning of octos' 23-method trait, and a mature channel overrides what
-its platform can do (edits for streaming, typing, reactions, health).
+a default that keeps the meaning of octos' trait, and a mature channel overrides what its
+platform can do (edits for streaming, typing, reactions, health). `docs/channels.md` is the
+guide to writing one.
+
+Who calls what, and when:
+
+- the supervisor (`channels/supervisor.py`): `start` once the daemon runs, again with backoff
+  after it raised anything but `FatalChannelError`; `stop` at shutdown;
+- the manager's delivery (`channels/delivery.py`), for each reply: `format_outbound` on every
+  chunk the splitter cut to `limit` (at most `max_reply_messages`), then `send` (or
+  `send_with_id` when the reply may be edited later), each call inside the one retry layer,
+  which reads the `channels.errors` types the channel raises;
+- the manager's streaming (`channels/streaming.py`), only when `supports_edit()` is True:
+  `send_with_id` for the first snapshot, `edit_message` for later ones (at most one per
+  `edit_interval_s`), `finish_stream` for the final text;
+- the typing indicator (`channels/typing_indicator.py`): `send_typing` every few seconds
+  while a turn runs, `stop_typing` when it ends;
+- the manager's health report: `health_check`; `doctor`: `probe`;
+- the dispatcher: `is_allowed` (from `allow`, set by the registry) before the agent sees a
+  message, `replies_to_retries`, `supports_edit`;
+- the daemon's HTTP server: `web_routes`, once, before it starts listening.
+
+`send_listening`, `delete_message`, `react_to_message`, `remove_reaction` and `send_embed` are
+octos' surface: the gateway does not call them today; Telegram, Discord and Slack implement
+them for tools and tests that do.
 """
 
 from __future__ import annotations
@@ -69,9 +92,6 @@ class Channel(ABC):
     def is_allowed(self, sender_id: str) -> bool:
         return self.allow.allows(sender_id)
 
-    def max_message_length(self) -> int:
-        return self.limit.max_units
-
     async def send_typing(self, chat_id: str) -> None:
         """Show "typing"; the manager calls it again every few seconds while a turn runs."""
 
@@ -113,9 +133,6 @@ class Channel(ABC):
 
     async def remove_reaction(self, chat_id: str, message_id: str, emoji: str) -> None:
         """Take a reaction back."""
-
-    async def send_raw_sse(self, chat_id: str, payload: str) -> None:
-        """Pass a raw event to a client that speaks server-sent events (the HTTP API)."""
 
     async def send_embed(
         self,

@@ -19,6 +19,7 @@ from channels.base import Channel
 from channels.errors import ChannelError
 from channels.limits import PLATFORM_LIMITS
 from channels.registry import ChannelContext
+from channels.stopping import until_stopped
 from config import CliChannelConfig
 
 QUIT_COMMANDS = frozenset({"/quit", "/exit"})
@@ -217,18 +218,8 @@ class CliChannel(Channel):
             return None
         if source is None:
             return await asyncio.to_thread(self._stdin.readline)  # a file: never waits long
-        reading = asyncio.create_task(source[0].readline(), name="cli-read-line")
-        stopping = asyncio.create_task(self._stopped.wait(), name="cli-stop-requested")
-        try:
-            await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (reading, stopping):
-                task.cancel()
-            # Collects the tasks cancelled here; our own cancellation still propagates after.
-            await asyncio.gather(reading, stopping, return_exceptions=True)
-        if reading.cancelled():
-            return None
-        return reading.result().decode(errors="replace")
+        line = await until_stopped(source[0].readline(), self._stopped, name="cli-read-line")
+        return None if line is None else line.decode(errors="replace")
 
     async def stop(self) -> None:
         self._stopped.set()

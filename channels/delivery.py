@@ -70,7 +70,7 @@ def _fit(channel: Channel, raw: str) -> list[Chunk]:
     )
     if len(pieces) < 2 or any(limit.measure(piece) >= raw_units for piece in pieces):
         log.warning(
-            "chunk does not fit the platform limit after formatting and cannot be split further",
+            "delivery.chunk_does_not_fit",
             channel=channel.name,
             measured=measured,
             limit=limit.max_units,
@@ -116,7 +116,7 @@ class Delivery:
             self.metrics.message_sent(channel.name)
             return
         if not message.content:
-            log.debug("empty outbound message skipped", channel=channel.name, chat=message.chat_id)
+            log.debug("delivery.empty_message_skipped", channel=channel.name, chat=message.chat_id)
             return
         await self.send_chunks(channel, message, fit_chunks(channel, message.content))
 
@@ -174,7 +174,7 @@ class Delivery:
         """Log and count a message given up on; the one place every failure is reported."""
         self.metrics.send_failed(channel, error.reason)
         log.error(
-            "delivery failed",
+            "delivery.failed",
             channel=channel,
             chat_id=chat_id,
             reason=error.reason,
@@ -200,7 +200,7 @@ class Delivery:
             if not chunk.is_formatted:
                 raise self._formatting_error(channel, template.chat_id, exc) from exc
             log.info(
-                "formatting rejected, re-sending as plain text",
+                "delivery.formatting_rejected",
                 channel=channel.name,
                 chat_id=template.chat_id,
                 error=str(exc),

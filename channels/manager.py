@@ -115,7 +115,7 @@ class ChannelManager:
         if self._running:
             raise RuntimeError("register channels before ChannelManager.run()")
         if channel.name in self._registrations:
-            log.warning("channel replaced by a later one of the same name", channel=channel.name)
+            log.warning("manager.channel_replaced", channel=channel.name)
         interval_s = channel.edit_interval_s if edit_interval_s is None else edit_interval_s
         self._registrations[channel.name] = _Registration(channel, interval_s)
         self._supervisors.pop(channel.name, None)
@@ -170,7 +170,7 @@ class ChannelManager:
                 )
                 typing_loops = group.create_task(self.typing.run(), name="typing-indicators")
                 flusher = group.create_task(self.streams.run_flusher(), name="stream-flusher")
-                log.info("channels running", profile=self.profile, channels=list(self._supervisors))
+                log.info("manager.running", profile=self.profile, channels=list(self._supervisors))
                 await self._stop_requested.wait()
                 router.close_intake()
                 await self._within_grace("outbound-router", [routing])
@@ -183,7 +183,7 @@ class ChannelManager:
             self._running = False
             self._stop_requested.clear()
             self._finished.set()
-            log.info("channels stopped", profile=self.profile)
+            log.info("manager.stopped", profile=self.profile)
 
     async def stop(self) -> None:
         """Stop every channel and end `run()`, within a bound; safe to call more than once.
@@ -206,7 +206,7 @@ class ChannelManager:
         _done, late = await asyncio.wait(tasks, timeout=self._stop_grace_s)
         if late:
             log.warning(
-                "tasks did not end within the grace period; cancelling them",
+                "manager.stop_grace_exceeded",
                 profile=self.profile,
                 what=what,
                 tasks=sorted(task.get_name() for task in late),
@@ -234,7 +234,7 @@ class ChannelManager:
             async with asyncio.timeout(self._health_timeout_s):
                 return await supervisor.channel.health_check()
         except Exception as exc:
-            log.warning("channel health check failed", channel=name, error=str(exc))
+            log.warning("manager.health_check_failed", channel=name, error=str(exc))
             return ChannelHealth.degraded(f"health check failed: {type(exc).__name__}: {exc}")
 
     # -- delivery -------------------------------------------------------------------------

@@ -1,10 +1,12 @@
-"""Saving media users send, for channels that fetch it over plain HTTP (Twilio, WhatsApp).
+"""Saving media users send: the one helper every channel uses, so every file lands safely.
 
-A file is fetched with whatever authentication the platform wants (basic auth for Twilio, a
-bearer token for WhatsApp), bounded in size and time, and written off the event loop to
-`{data_dir}/media/<platform>/<chat>/<name>`; names are reduced to safe characters, so no
-platform value can name a path outside that directory. A partial file is never left under
-the final name.
+Every file a user sends is written off the event loop to `{data_dir}/media/<platform>/<chat>/
+<name>`: names are reduced to safe characters (`safe_name`), so no platform value can name a
+path outside that directory; a size limit (`MediaStore.max_bytes`) is checked before or while
+downloading; a partial file is never left under the final name. Channels that fetch over
+plain HTTP (Twilio, WhatsApp) use `MediaStore.fetch`; those whose SDK downloads (Discord,
+Slack, Telegram, LINE, Matrix, email) compute the name and call `MediaStore.save`. Only
+allowed senders' media is fetched (`Channel.is_allowed`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import hashlib
 import mimetypes
 import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import aiohttp
@@ -22,12 +25,47 @@ from channels.errors import ChannelError
 
 #: Larger files are not downloaded (MMS is at most 5 MB, WhatsApp media at most 100 MB).
 DEFAULT_MAX_BYTES = 25 * 1024 * 1024
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+MEDIA_DIR = "media"
+_SAFE_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
 
 
-def safe_name(text: str, *, max_chars: int = 100) -> str:
-    cleaned = _UNSAFE.sub("_", text).lstrip(".")[-max_chars:]
-    return cleaned or "_"
+@cache
+def _unsafe(keep: str) -> re.Pattern[str]:
+    return re.compile(f"[^A-Za-z0-9._{re.escape(keep)}-]+")
+
+
+def safe_name(
+    text: str,
+    *,
+    fallback: str = "_",
+    max_chars: int | None = 100,
+    trim_ends: str = "",
+    keep: str = "",
+) -> str:
+    """`text` as one path component: each run of other characters than letters, digits,
+    `.`, `_`, `-` (and `keep`) becomes `_`, `trim_ends` are taken off both ends and dots off
+    the start (no hidden files, no `..`), the last `max_chars` kept (where a suffix is), and
+    `fallback` when nothing is left."""
+    cleaned = _unsafe(keep).sub("_", text)
+    if trim_ends:
+        cleaned = cleaned.strip(trim_ends)
+    cleaned = cleaned.lstrip(".")
+    if max_chars is not None:
+        cleaned = cleaned[-max_chars:]
+    return cleaned or fallback
+
+
+def safe_file_name(name: str) -> str:
+    """A user's own file name, made safe (`file` when nothing of it is)."""
+    return safe_name(name, fallback="file")
+
+
+def safe_suffix(name: str | None) -> str:
+    """The suffix of `name` (".pdf", lowercased) when it is a plain one, else ""."""
+    if not name:
+        return ""
+    suffix = Path(name).suffix
+    return suffix.lower() if _SAFE_SUFFIX.fullmatch(suffix) else ""
 
 
 def suffix_for(content_type: str) -> str:
@@ -46,11 +84,28 @@ class MediaStore:
     timeout_s: float = 60.0
 
     @classmethod
-    def under(cls, data_dir: Path, channel: str) -> MediaStore:
-        return cls(data_dir / "media" / channel, channel)
+    def under(
+        cls,
+        data_dir: Path,
+        channel: str,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        timeout_s: float = 60.0,
+    ) -> MediaStore:
+        return cls(media_root(data_dir, channel), channel, max_bytes, timeout_s)
 
     def path_for(self, chat_id: str, name: str) -> Path:
         return self.root / safe_name(chat_id) / safe_name(name)
+
+    def fits(self, size: int | None) -> bool:
+        """Whether a file of `size` bytes (None: not known yet) may be kept."""
+        return size is None or size <= self.max_bytes
+
+    async def save(self, target: Path, data: bytes) -> Path:
+        """Write `data` to `target` (a path under `root`) off the event loop."""
+        if not target.is_relative_to(self.root):
+            raise ValueError(f"{target} is outside the media directory {self.root}")
+        return await save_media(target, data)
 
     async def fetch(
         self,
@@ -94,9 +149,19 @@ class MediaStore:
             )
         if not Path(name).suffix:
             name += suffix_for(content_type)
-        target = self.path_for(chat_id, name)
-        await asyncio.to_thread(_write_file, target, bytes(data))
-        return target
+        return await self.save(self.path_for(chat_id, name), bytes(data))
+
+
+def media_root(data_dir: Path, channel: str) -> Path:
+    """Where one channel of one profile keeps what its users sent."""
+    return data_dir / MEDIA_DIR / channel
+
+
+async def save_media(target: Path, data: bytes) -> Path:
+    """Write `data` to `target` off the event loop, never leaving a partial file under its
+    name; `target`'s parts must come from `media_root` and `safe_name`."""
+    await asyncio.to_thread(_write_file, target, data)
+    return target
 
 
 def _write_file(target: Path, data: bytes) -> None:

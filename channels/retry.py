@@ -156,7 +156,7 @@ class Retrier:
             if attempt >= policy.max_attempts:
                 raise self._give_up(error, reason, channel, chat_id, action, attempt) from error
             log.info(
-                "channel call failed, retrying",
+                "retry.retrying",
                 channel=channel,
                 chat_id=chat_id,
                 action=action,
@@ -180,27 +180,3 @@ class Retrier:
             channel=channel,
             attempts=attempts,
         )
-
-
-async def sleep_unless_set(event: asyncio.Event, delay_s: float, sleep: Sleep) -> bool:
-    """Wait `delay_s` with `sleep`, or less if `event` is set first; True if it was set."""
-    if event.is_set():
-        return True
-
-    async def sleep_through() -> None:
-        await sleep(delay_s)
-
-    sleeper = asyncio.create_task(sleep_through(), name="sleep")
-    waker = asyncio.create_task(event.wait(), name="wake-on-event")
-    try:
-        await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (sleeper, waker):
-            task.cancel()
-        # Waiting (rather than awaiting each task) lets our own cancellation propagate
-        # while the children's expected CancelledError stays theirs.
-        await asyncio.wait({sleeper, waker})
-    for task in (sleeper, waker):
-        if not task.cancelled() and (error := task.exception()) is not None:
-            raise error
-    return event.is_set()

@@ -142,7 +142,7 @@ class OutboundRouter:
         except Exception as exc:
             # Supervision point (per message): one bad message must never stop the router.
             log.error(
-                "outbound message failed",
+                "router.outbound_failed",
                 channel=message.channel,
                 chat_id=message.chat_id,
                 error=f"{type(exc).__name__}: {exc}",

@@ -31,7 +31,8 @@ from bus import OutboundMessage
 from channels.base import Channel
 from channels.delivery import Chunk, Delivery, fit_chunks
 from channels.errors import DeliveryError
-from channels.retry import Clock, Reason, Sleep, sleep_unless_set
+from channels.retry import Clock, Reason, Sleep
+from channels.stopping import sleep_unless_set
 
 log = structlog.get_logger(__name__)
 
@@ -197,7 +198,7 @@ class StreamEditor:
                 except Exception as exc:
                     # Supervision point (per message): a channel's bug must not end the flusher.
                     log.error(
-                        "showing a stream snapshot failed",
+                        "stream.snapshot_failed",
                         channel=stream.channel.name,
                         chat_id=stream.chat_id,
                         error=f"{type(exc).__name__}: {exc}",
@@ -263,7 +264,7 @@ class StreamEditor:
         if message_id is None:
             stream.without_id = True
             log.info(
-                "channel returned no message id; only the final reply will be sent",
+                "stream.no_message_id",
                 channel=stream.channel.name,
                 chat_id=stream.chat_id,
             )
@@ -295,7 +296,7 @@ class StreamEditor:
                 raise
             # The message may be gone (deleted by the user): the final text still gets out.
             log.warning(
-                "finishing the streamed message failed; sending the final text anew",
+                "stream.finish_failed",
                 channel=channel.name,
                 chat_id=stream.chat_id,
                 error=str(exc),
@@ -316,4 +317,4 @@ class StreamEditor:
         for key in expired:
             stream = self._streams.pop(key)
             stream.closed = True
-            log.info("abandoned stream expired", channel=key[0], chat_id=key[1], stream_id=key[2])
+            log.info("stream.abandoned_expired", channel=key[0], chat_id=key[1], stream_id=key[2])

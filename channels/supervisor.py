@@ -23,7 +23,8 @@ from channels.base import Channel
 from channels.errors import FatalChannelError
 from channels.health import ChannelHealth, HealthStatus
 from channels.metrics import ChannelMetrics
-from channels.retry import Clock, Jitter, Sleep, backoff_delay_s, full_jitter, sleep_unless_set
+from channels.retry import Clock, Jitter, Sleep, backoff_delay_s, full_jitter
+from channels.stopping import sleep_unless_set
 
 log = structlog.get_logger(__name__)
 
@@ -142,15 +143,15 @@ class ChannelSupervisor:
                     return
                 if self._stop_requested.is_set():
                     log.info(
-                        "channel ended with an error while stopping",
+                        "channel.failed_while_stopping",
                         channel=self.name,
                         error=str(exc),
                     )
                     return
                 failure = f"{type(exc).__name__}: {exc}"
                 # One line per retry at warning; the (often long, chained) traceback at debug.
-                log.warning("channel failed", channel=self.name, error=failure)
-                log.debug("channel failure traceback", channel=self.name, exc_info=exc)
+                log.warning("channel.failed", channel=self.name, error=failure)
+                log.debug("channel.failure_traceback", channel=self.name, exc_info=exc)
             if self._stop_requested.is_set():
                 return
             failures = (
@@ -176,7 +177,7 @@ class ChannelSupervisor:
         )
         self._set_state(SupervisorState.RESTARTING, failure)
         log.warning(
-            "channel restarting",
+            "channel.restarting",
             channel=self.name,
             attempt=failures,
             delay_s=round(delay_s, 3),
@@ -191,7 +192,7 @@ class ChannelSupervisor:
 
     def _give_up(self, reason: str, exc: BaseException | None) -> None:
         self._set_state(SupervisorState.DOWN, reason)
-        log.error("channel down", channel=self.name, reason=reason, exc_info=exc)
+        log.error("channel.down", channel=self.name, reason=reason, exc_info=exc)
 
     def _set_state(self, state: SupervisorState, reason: str) -> None:
         self.state, self.reason = state, reason
@@ -204,7 +205,7 @@ class ChannelSupervisor:
                 await self.channel.stop()
         except TimeoutError:
             log.warning(
-                "channel stop timed out", channel=self.name, timeout_s=self.policy.stop_timeout_s
+                "channel.stop_timed_out", channel=self.name, timeout_s=self.policy.stop_timeout_s
             )
         except Exception as exc:
-            log.warning("channel stop failed", channel=self.name, error=str(exc), exc_info=exc)
+            log.warning("channel.stop_failed", channel=self.name, error=str(exc), exc_info=exc)

@@ -9,7 +9,6 @@ line.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
@@ -17,6 +16,7 @@ import structlog
 
 from channels.base import Channel
 from channels.retry import Clock
+from channels.stopping import sleep_unless_set
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +53,7 @@ class TypingIndicators:
         if key in self._stops:
             return
         if self._group is None:
-            log.debug("typing requested while indicators are not running", channel=key[0])
+            log.debug("typing.not_running", channel=key[0])
             return
         stop = asyncio.Event()
         self._stops[key] = stop
@@ -93,15 +93,14 @@ class TypingIndicators:
             while not stop.is_set():
                 if self._clock() >= deadline:
                     log.info(
-                        "typing indicator timed out",
+                        "typing.timed_out",
                         channel=channel.name,
                         chat_id=chat_id,
                         max_duration_s=self.max_duration_s,
                     )
                     break
                 await self._quietly(channel.send_typing, channel.name, chat_id)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=self.interval_s)
+                await sleep_unless_set(stop, self.interval_s)
         finally:
             if self._stops.get((channel.name, chat_id)) is stop:
                 del self._stops[(channel.name, chat_id)]
@@ -115,6 +114,4 @@ class TypingIndicators:
                 await call(chat_id)
         except Exception as exc:
             # A missing indicator costs nothing; it must never end a turn or the loop.
-            log.debug(
-                "typing indicator call failed", channel=channel, chat_id=chat_id, error=str(exc)
-            )
+            log.debug("typing.call_failed", channel=channel, chat_id=chat_id, error=str(exc))

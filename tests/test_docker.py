@@ -315,7 +315,7 @@ async def test_the_image_command_runs_from_a_fresh_install(
     try:
         code, output = await run_to_end(health, cwd=workdir, env=env)
         assert code == 0, output
-        await daemon.wait_log(lambda event: event.get("event") == "web chat ready")
+        await daemon.wait_log(lambda event: event.get("event") == "api.web_chat_ready")
 
         api = f"http://127.0.0.1:{api_port}"
         status, reply = await post_json(f"{api}/v1/chat", {"chat_id": "box", "content": "ahoy"})

@@ -104,7 +104,7 @@ class ApiChannel(Channel):
             ) from error
         self.bound_port = self._runner.addresses[0][1]
         self.listening.set()
-        log.info("web chat ready", url=f"http://{self._config.host}:{self.bound_port}/")
+        log.info("api.web_chat_ready", url=f"http://{self._config.host}:{self.bound_port}/")
         try:
             await self._stopped.wait()
         finally:
@@ -274,7 +274,7 @@ class ApiChannel(Channel):
                 await response.write_eof()
         except (ConnectionResetError, ConnectionError, TimeoutError):
             # The client left (or stopped reading); the turn still completes and is stored.
-            log.info("api client disconnected mid-stream")
+            log.info("api.client_disconnected_mid_stream")
         return response
 
     async def _sessions(self, _request: web.Request) -> web.Response:

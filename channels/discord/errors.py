@@ -12,12 +12,10 @@ What discord.py already does on its own, so the manager does not do it twice:
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import aiohttp
 import discord
 
 from channels.errors import (
@@ -28,6 +26,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from channels.platform_call import platform_call
 
 CHANNEL = "discord"
 
@@ -80,17 +79,22 @@ def translate_gateway_error(error: discord.ClientException) -> ChannelError:
 @asynccontextmanager
 async def discord_call(what: str, timeout_s: float) -> AsyncIterator[None]:
     """Run one REST call with a deadline, raising only `channels.errors` types."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            yield
-    except discord.RateLimited as error:
-        raise RateLimited(error.retry_after, f"{what}: {error}", channel=CHANNEL) from error
-    except discord.HTTPException as error:
-        raise translate_http_error(error) from error
-    except TimeoutError as error:
-        raise TransientError(f"{what} timed out after {timeout_s:g} s", channel=CHANNEL) from error
-    except (aiohttp.ClientError, OSError) as error:
-        raise TransientError(f"{what} failed: {error!r}", channel=CHANNEL) from error
+    async with platform_call(
+        what,
+        timeout_s,
+        channel=CHANNEL,
+        sdk_errors=(discord.RateLimited, discord.HTTPException),
+        translate=_translate,
+    ):
+        yield
+
+
+def _translate(error: Exception, what: str) -> ChannelError:
+    if isinstance(error, discord.RateLimited):
+        return RateLimited(error.retry_after, f"{what}: {error}", channel=CHANNEL)
+    if isinstance(error, discord.HTTPException):
+        return translate_http_error(error)
+    return ChannelError(f"{what}: {error}", channel=CHANNEL)
 
 
 def _retry_after_s(error: discord.HTTPException) -> float:

@@ -1,15 +1,13 @@
 """Files both ways: attachments users send are saved for the agent; media paths go out as files.
 
-Inbound attachments land in `{data_dir}/media/discord/<channel_id>/<attachment id>_<name>`; the
-name is reduced to safe characters, so no upload can name a path outside that directory. All
-file-system work runs off the event loop.
+Inbound attachments land in `{data_dir}/media/discord/<channel_id>/<attachment id>_<name>`,
+saved by `channels.media_files` (safe names, size limit, off the event loop).
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import aiohttp
 import discord
 import structlog
 
-from channels.errors import ChannelError
+from channels.media_files import MediaStore, read_file, safe_file_name
 
 log = structlog.get_logger(__name__)
 
@@ -25,13 +23,6 @@ log = structlog.get_logger(__name__)
 MAX_FILES_PER_MESSAGE = 10
 #: Discord's default upload limit; larger attachments are not downloaded.
 DEFAULT_MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def safe_file_name(name: str, *, max_chars: int = 100) -> str:
-    cleaned = _UNSAFE.sub("_", name).lstrip(".")[-max_chars:]
-    return cleaned or "file"
 
 
 class AttachmentStore:
@@ -44,7 +35,10 @@ class AttachmentStore:
         max_bytes: int = DEFAULT_MAX_ATTACHMENT_BYTES,
         timeout_s: float = 60.0,
     ) -> None:
-        self.root = data_dir / "media" / "discord"
+        self._store = MediaStore.under(
+            data_dir, "discord", max_bytes=max_bytes, timeout_s=timeout_s
+        )
+        self.root = self._store.root
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
 
@@ -58,7 +52,7 @@ class AttachmentStore:
         return paths
 
     async def _save(self, channel_id: int, attachment: discord.Attachment) -> Path | None:
-        if attachment.size > self.max_bytes:
+        if not self._store.fits(attachment.size):
             log.warning(
                 "discord.attachment_too_large",
                 attachment_id=attachment.id,
@@ -77,27 +71,14 @@ class AttachmentStore:
         target = (
             self.root / str(channel_id) / f"{attachment.id}_{safe_file_name(attachment.filename)}"
         )
-        await asyncio.to_thread(_write_file, target, data)
-        return target
-
-
-def _write_file(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".part")
-    partial.write_bytes(data)
-    partial.replace(target)
+        return await self._store.save(target, data)
 
 
 async def load_files(paths: Sequence[str]) -> list[discord.File]:
     """Outbound media paths read into memory off the event loop, ready to upload."""
     files: list[discord.File] = []
     for path in map(Path, paths):
-        try:
-            data = await asyncio.to_thread(path.read_bytes)
-        except OSError as error:
-            raise ChannelError(
-                f"cannot read media file {path}: {error.strerror}", channel="discord"
-            ) from error
+        data = await read_file(str(path), channel="discord")
         files.append(discord.File(io.BytesIO(data), filename=path.name))
     return files
 

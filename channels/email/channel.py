@@ -21,7 +21,7 @@ from channels.base import Channel
 from channels.email.addresses import EmailAllowList
 from channels.email.composing import Envelope, compose_reply
 from channels.email.imap import ImapConnection, Interrupted
-from channels.email.inbox import InboxReader, wait_unless_stopped
+from channels.email.inbox import InboxReader
 from channels.email.media import attach_files, media_dir, save_attachments
 from channels.email.reading import ReceivedMail, read_mail
 from channels.email.smtp import SmtpSender
@@ -29,6 +29,7 @@ from channels.email.state import ThreadInfo, ThreadStore, UidStore
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS
+from channels.stopping import sleep_unless_set
 from config import EmailConfig
 
 log = structlog.get_logger(__name__)
@@ -114,7 +115,7 @@ class EmailChannel(Channel):
             except InboundRefused as refused:
                 wait_s = refused.retry_after_s or 1.0
                 log.info("email.inbound_refused", uid=uid, retry_in_s=wait_s)
-                if await wait_unless_stopped(wait_s, self._stopping):
+                if await sleep_unless_set(self._stopping, wait_s):
                     raise Interrupted("stopping while the gateway was full") from refused
                 continue
             log.debug("email.message_received", uid=uid, message_id=message_id)

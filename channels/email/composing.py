@@ -1,9 +1,7 @@
 """A reply email: the agent's Markdown as a plain-text and an HTML part, threaded.
 
-The HTML part is markdown-it-py's own renderer over the project's parser (raw HTML in the
-agent's text is escaped, never passed on). The plain-text part is a walk over the same tree
-that drops the markup a reader would see as noise (emphasis markers, link syntax) and keeps
-what carries meaning: paragraphs, list bullets, quotes, code blocks with their fences.
+The HTML part is markdown-it-py's own renderer (`channels.markup.html`), the plain-text part
+the email dialect of the one Markdown renderer (`channels.markup.email`).
 Threading follows RFC 5322: `In-Reply-To` names the message answered, `References` the thread.
 """
 
@@ -14,10 +12,9 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime, formataddr, make_msgid
 
-from markdown_it.tree import SyntaxTreeNode
-
 from channels.email.state import ThreadInfo
-from channels.markdown_tree import markdown_parser, table_text
+from channels.markup.email import render_email_text
+from channels.markup.html import render_html as markdown_html
 
 #: A subject for a message that answers nothing the channel remembers.
 DEFAULT_SUBJECT = "Message from your assistant"
@@ -30,66 +27,11 @@ MAX_REFERENCES = 20
 
 
 def render_html(markdown: str) -> str:
-    return _HTML_PAGE.format(body=markdown_parser().render(markdown))
+    return _HTML_PAGE.format(body=markdown_html(markdown))
 
 
 def render_text(markdown: str) -> str:
-    root = SyntaxTreeNode(markdown_parser().parse(markdown))
-    return _blocks(root.children, "\n\n").strip() + "\n"
-
-
-def _blocks(nodes: list[SyntaxTreeNode], separator: str) -> str:
-    return separator.join(part for part in (_block(node) for node in nodes) if part)
-
-
-def _block(node: SyntaxTreeNode) -> str:
-    kind = node.type
-    if kind in ("paragraph", "heading"):
-        return _inline(node.children[0].children if node.children else [])
-    if kind in ("bullet_list", "ordered_list"):
-        return _list(node)
-    if kind == "blockquote":
-        inner = _blocks(node.children, "\n\n")
-        return "\n".join(f"> {line}" if line else ">" for line in inner.split("\n"))
-    if kind == "fence":
-        info = node.info.strip()
-        return f"```{info}\n{node.content.rstrip(chr(10))}\n```"
-    if kind == "code_block":
-        return "\n".join(f"    {line}" for line in node.content.rstrip("\n").split("\n"))
-    if kind == "hr":
-        return "----"
-    if kind == "table":
-        return table_text(node)
-    return node.content.strip()
-
-
-def _list(node: SyntaxTreeNode) -> str:
-    start = int(str(node.attrs.get("start", 1))) if node.type == "ordered_list" else 1
-    items: list[str] = []
-    for number, item in enumerate(node.children, start=start):
-        marker = f"{number}. " if node.type == "ordered_list" else "- "
-        body = _blocks(item.children, "\n")
-        indent = " " * len(marker)
-        items.append(marker + body.replace("\n", "\n" + indent))
-    return "\n".join(items)
-
-
-def _inline(nodes: list[SyntaxTreeNode]) -> str:
-    out: list[str] = []
-    for node in nodes:
-        if node.type in ("text", "code_inline"):
-            out.append(node.content)
-        elif node.type in ("softbreak", "hardbreak"):
-            out.append("\n")
-        elif node.type == "link":
-            text = _inline(node.children)
-            href = str(node.attrs.get("href", ""))
-            out.append(text if not href or href == text else f"{text} <{href}>")
-        elif node.type == "image":
-            out.append(f"[{node.content or 'image'}]")
-        else:
-            out.append(_inline(node.children))
-    return "".join(out)
+    return render_email_text(markdown)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from channels.email.imap import ImapConnection, Interrupted, SelectedFolder
 from channels.email.state import UidMark, UidStore
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
+from channels.stopping import sleep_unless_set
 from config.channels_email import ImapSettings
 
 log = structlog.get_logger(__name__)
@@ -37,15 +38,6 @@ class Backoff:
 #: Hands one message (by UID, with its raw bytes) to the gateway; returns once it is durable,
 #: or False when the message was not handed over and must not be marked `\Seen`.
 Handler = Callable[[int, int, bytes], Awaitable[bool]]
-
-
-async def wait_unless_stopped(delay_s: float, stopping: asyncio.Event) -> bool:
-    """Wait `delay_s`; True if `stopping` was set meanwhile."""
-    try:
-        await asyncio.wait_for(stopping.wait(), timeout=delay_s)
-    except TimeoutError:
-        return False
-    return True
 
 
 class InboxReader:
@@ -102,7 +94,7 @@ class InboxReader:
             finally:
                 self._connection = None
                 await connection.close()
-            if await wait_unless_stopped(delay_s, self._stopping):
+            if await sleep_unless_set(self._stopping, delay_s):
                 return
             delay_s = min(delay_s * 2, self._backoff.max_s)
 
@@ -126,7 +118,7 @@ class InboxReader:
         while not self._stopping.is_set():
             if folder.supports_idle:
                 await connection.idle(self._idle_timeout_s)
-            elif await wait_unless_stopped(self._poll_interval_s, self._stopping):
+            elif await sleep_unless_set(self._stopping, self._poll_interval_s):
                 return
             if self._stopping.is_set():
                 return

@@ -1,7 +1,8 @@
 """Attachments in both directions: files users send are saved, files the agent sends attached.
 
-Received attachments are saved under `{data_dir}/media/email/<sender>/` (only for allowed
-senders: the channel does not store a stranger's files) and handed to the agent as paths.
+Received attachments are saved under `{data_dir}/media/email/<sender>/` by
+`channels.media_files` (only for allowed senders: the channel does not store a stranger's
+files) and handed to the agent as paths.
 Disk reads and writes run in a worker thread, never on the event loop.
 """
 
@@ -17,32 +18,29 @@ from pathlib import Path
 
 from channels.email.reading import Attachment
 from channels.errors import ChannelError
+from channels.media_files import media_root, safe_name, save_media
 
 CHANNEL = "email"
 #: Attachments larger than this are not saved (the agent is told); 25 MB is what most
 #: providers accept in one email.
 MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
-_UNSAFE = re.compile(r"[^A-Za-z0-9._@-]+")
+#: A suffix keeps only its safe characters (".p d f" is ".pdf").
+_UNSAFE_IN_SUFFIX = re.compile(r"[^A-Za-z0-9._@-]+")
 
 
 def media_dir(data_dir: Path, sender: str) -> Path:
-    return data_dir / "media" / "email" / (_UNSAFE.sub("_", sender).strip("._") or "_")
+    return media_root(data_dir, CHANNEL) / safe_name(
+        sender, keep="@", trim_ends="._", max_chars=None
+    )
 
 
 def local_name(prefix: str, index: int, attachment: Attachment) -> str:
     name = Path(attachment.filename).name if attachment.filename else ""
-    stem = _UNSAFE.sub("_", Path(name).stem).strip("._")[:60]
-    suffix = _UNSAFE.sub("", Path(name).suffix)[:11].lower()
+    stem = safe_name(Path(name).stem, keep="@", trim_ends="._", max_chars=None, fallback="")[:60]
+    suffix = _UNSAFE_IN_SUFFIX.sub("", Path(name).suffix)[:11].lower()
     if not suffix:
         suffix = mimetypes.guess_extension(attachment.content_type) or ".bin"
     return f"{prefix}-{index}-{stem or 'attachment'}{suffix}"
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
-    partial.write_bytes(data)
-    partial.replace(path)
 
 
 async def save_attachments(
@@ -58,7 +56,7 @@ async def save_attachments(
             continue
         path = directory / local_name(prefix, index, attachment)
         try:
-            await asyncio.to_thread(_write_file, path, attachment.payload)
+            await save_media(path, attachment.payload)
         except OSError as exc:
             errors.append(f"{attachment.filename or 'attachment'}: {exc}")
             continue

@@ -1,18 +1,15 @@
 """What the channel keeps on disk: the last handled UID of the mailbox, and reply threads.
 
-Both are small JSON files in the channel's data directory, replaced atomically (a temporary
-file in the same directory, fsync, `os.replace`, fsync of the directory) and always written
-in a worker thread, never on the event loop. A torn or unreadable file counts as absent: the
-channel then falls back to the unseen messages, and the gateway's dedup by Message-ID keeps
-anything already handled from being answered twice.
+Both are small JSON files in the channel's data directory, replaced atomically by
+`channels.state_file` and always written in a worker thread, never on the event loop. A torn
+or unreadable file counts as absent: the channel then falls back to the unseen messages, and
+the gateway's dedup by Message-ID keeps anything already handled from being answered twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import tempfile
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,40 +17,16 @@ from typing import Any
 
 import structlog
 
+from channels.state_file import read_state_json, write_state_file
+
 log = structlog.get_logger(__name__)
 
 #: Threads remembered for replies; older ones are answered without the original subject.
 MAX_THREADS = 2000
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves either the old or the new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        log.warning("email.state_unreadable", path=str(path), error=repr(exc))
-        return None
+    return read_state_json(path, unreadable_event="email.state_unreadable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +53,7 @@ class UidStore:
 
     async def save(self, mark: UidMark) -> None:
         data = json.dumps(asdict(mark)).encode()
-        await asyncio.to_thread(write_atomically, self.path, data)
+        await asyncio.to_thread(write_state_file, self.path, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,4 +119,4 @@ class ThreadStore:
                 self._threads.popitem(last=False)
             items = [asdict(entry) for entry in self._threads.values()]
             payload = json.dumps({"threads": items}).encode()
-            await asyncio.to_thread(write_atomically, self.path, payload)
+            await asyncio.to_thread(write_state_file, self.path, payload)

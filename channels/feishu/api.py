@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from channels.access_token import AccessTokenCache, IssuedToken
+from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused
 from channels.errors import (
     AuthError,
     ChannelError,
@@ -24,6 +24,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from channels.http_session import LazySession
 
 CHANNEL = "feishu"
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
@@ -52,20 +53,14 @@ class FeishuApi:
         self.base_url = base_url.rstrip("/")
         self.app_id = app_id
         self._app_secret = app_secret
-        self._session: aiohttp.ClientSession | None = None
+        self._session = LazySession(timeout_s=REQUEST_TIMEOUT_S)
         self.tokens = AccessTokenCache(self._fetch_token)
 
     def http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-            )
-        return self._session
+        return self._session.get()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._session.close()
 
     async def _fetch_token(self) -> IssuedToken:
         credentials = {"app_id": self.app_id, "app_secret": self._app_secret}
@@ -94,19 +89,16 @@ class FeishuApi:
         json: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """An authorised call; a refused token is refetched and the call repeated once."""
-        for attempt in (1, 2):
-            token = await self.tokens.get()
-            try:
-                return await self._request(
-                    method, path, what, params=params, json=json, token=token
-                )
-            except _InvalidToken:
-                self.tokens.invalidate(token)
-                if attempt == 2:
-                    raise AuthError(
-                        f"{what}: Feishu refused a fresh tenant access token", channel=CHANNEL
-                    ) from None
-        raise AssertionError("unreachable")
+
+        async def request(token: str) -> dict[str, Any]:
+            return await self._request(method, path, what, params=params, json=json, token=token)
+
+        try:
+            return await self.tokens.call_with_token(request)
+        except TokenRefused:
+            raise AuthError(
+                f"{what}: Feishu refused a fresh tenant access token", channel=CHANNEL
+            ) from None
 
     async def _request(
         self,
@@ -149,10 +141,6 @@ class FeishuApi:
         return body
 
 
-class _InvalidToken(ChannelError):
-    pass
-
-
 def _seconds(value: str | None) -> float:
     try:
         return max(0.0, float(value)) if value is not None else DEFAULT_RETRY_AFTER_S
@@ -169,7 +157,7 @@ def check(body: Mapping[str, Any], status: int, reset: str | None, what: str) ->
     if status == 429 or code in RATE_LIMITED:
         raise RateLimited(_seconds(reset), detail, channel=CHANNEL)
     if code in INVALID_TOKEN:
-        raise _InvalidToken(detail, channel=CHANNEL)
+        raise TokenRefused(detail, channel=CHANNEL)
     if isinstance(code, int) and code in CREDENTIALS:
         raise AuthError(detail, channel=CHANNEL, suggestion=CREDENTIALS[code])
     if code in TOO_LONG:

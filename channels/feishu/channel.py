@@ -30,6 +30,7 @@ from channels.feishu.longconn import LongConnection
 from channels.feishu.webhook import WebhookReceiver
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.stopping import until_stopped
 from config import FeishuConfig
 
 log = structlog.get_logger(__name__)
@@ -108,19 +109,9 @@ class FeishuChannel(Channel):
 
     async def _run_connection(self) -> None:
         """The long connection until it fails fatally or `stop()` is called."""
-        receiving = asyncio.create_task(
-            self.connection.run(self._stopping), name="feishu-long-connection"
+        await until_stopped(
+            self.connection.run(self._stopping), self._stopping, name="feishu-long-connection"
         )
-        stopping = asyncio.create_task(self._stopping.wait(), name="feishu-stop-requested")
-        try:
-            await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (receiving, stopping):
-                task.cancel()
-            # Collects the tasks cancelled here; our own cancellation still propagates.
-            await asyncio.gather(receiving, stopping, return_exceptions=True)
-        if not receiving.cancelled():
-            receiving.result()
 
     def _fatal(self, exc: AuthError) -> FatalChannelError:
         error = FatalChannelError(

@@ -26,7 +26,8 @@ from channels.errors import AuthError, ChannelError, FatalChannelError, Transien
 from channels.feishu import frames
 from channels.feishu.api import CHANNEL, FeishuApi
 from channels.health import ChannelHealth
-from channels.retry import backoff_delay_s, full_jitter, sleep_unless_set
+from channels.retry import backoff_delay_s, full_jitter
+from channels.stopping import sleep_unless_set
 
 log = structlog.get_logger(__name__)
 

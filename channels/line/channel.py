@@ -43,6 +43,7 @@ from channels.line.events import LinePost
 from channels.line.media import download
 from channels.line.replies import ReplyTokens
 from channels.line.webhook import LineWebhook
+from channels.run_state import RunState
 
 log = structlog.get_logger(__name__)
 
@@ -80,11 +81,7 @@ class LineChannel(Channel):
         self._loading_shown: dict[str, float] = {}
         self._clients: tuple[AsyncApiClient, AsyncApiClient] | None = None
         self._inbound: InboundSender | None = None
-        self._fatal: FatalChannelError | None = None
-        self._stopping = asyncio.Event()
-        self._receiving = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._run_state = RunState()
 
     @property
     def name(self) -> str:
@@ -117,54 +114,47 @@ class LineChannel(Channel):
     # Lifecycle
 
     async def start(self, inbound: InboundSender) -> None:
-        if self._stopping.is_set():
+        if self._run_state.stopping.is_set():
             return
-        self._idle.clear()
+        self._run_state.idle.clear()
         try:
             try:
                 await self.probe()
             except AuthError as error:
-                self._fatal = FatalChannelError(
+                self._run_state.fatal = FatalChannelError(
                     f"LINE refused the channel access token ({error})",
                     channel=CHANNEL,
                     suggestion=error.suggestion,
                 )
-                raise self._fatal from error
+                raise self._run_state.fatal from error
             self._inbound = inbound
             self.webhook.take = self._take
-            self._receiving.set()
+            self._run_state.receiving.set()
             log.info("line.receiving", path=self._webhook_path)
-            await self._stopping.wait()
+            await self._run_state.stopping.wait()
         finally:
             self.webhook.take = None
             self._inbound = None
-            self._receiving.clear()
+            self._run_state.receiving.clear()
             await asyncio.shield(self._close_clients())
-            self._idle.set()
+            self._run_state.idle.set()
 
     async def stop(self) -> None:
-        self._stopping.set()
-        await self._idle.wait()
+        await self._run_state.stop()
         await self._close_clients()
 
     async def wait_receiving(self) -> None:
-        await self._receiving.wait()
+        await self._run_state.receiving.wait()
 
     async def health_check(self) -> ChannelHealth:
-        if self._fatal is not None:
-            return ChannelHealth.down(str(self._fatal))
-        if self._stopping.is_set():
-            return ChannelHealth.down("stopped")
-        if self._receiving.is_set():
-            return ChannelHealth.healthy()
-        return ChannelHealth.unknown()
+        return self._run_state.health()
 
     async def probe(self) -> str | None:
         try:
             async with line_call("get_bot_info", self._timeout_s):
                 info = await self._api().get_bot_info()
         finally:
-            if self._idle.is_set():
+            if self._run_state.idle.is_set():
                 # Probed outside start() (`doctor`): nothing else will close the clients.
                 await self._close_clients()
         return f"{info.display_name} ({info.basic_id}, {info.user_id})"

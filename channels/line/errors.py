@@ -7,15 +7,14 @@ that we know of; when it does, it is honoured); 401 is a bad or revoked channel 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import aiohttp
 from linebot.v3.messaging.exceptions import ApiException, OpenApiException
 
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
+from channels.platform_call import platform_call
 
 CHANNEL = "line"
 #: How long to wait on a 429 that names no time of its own.
@@ -79,15 +78,14 @@ def translate(error: ApiException, what: str) -> ChannelError:
 @asynccontextmanager
 async def line_call(what: str, timeout_s: float) -> AsyncIterator[None]:
     """Run Messaging API calls with a deadline, raising only `channels.errors` types."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            yield
-    except ApiException as error:
-        raise translate(error, what) from error
-    except TimeoutError as error:
-        raise TransientError(f"{what} timed out after {timeout_s:g} s", channel=CHANNEL) from error
-    except (aiohttp.ClientError, OSError) as error:
-        raise TransientError(f"{what} failed: {error!r}", channel=CHANNEL) from error
-    except OpenApiException as error:
-        # A request the SDK refused to build (a value its models reject).
-        raise ChannelError(f"{what}: {error}", channel=CHANNEL) from error
+    async with platform_call(
+        what, timeout_s, channel=CHANNEL, sdk_errors=(OpenApiException,), translate=_translate
+    ):
+        yield
+
+
+def _translate(error: Exception, what: str) -> ChannelError:
+    if isinstance(error, ApiException):
+        return translate(error, what)
+    # A request the SDK refused to build (a value its models reject).
+    return ChannelError(f"{what}: {error}", channel=CHANNEL)

@@ -1,14 +1,12 @@
 """Files users send the bot, downloaded from LINE's data API (`data_api_base_url`).
 
 Images, video, audio and files are not in the webhook: their bytes are fetched with the blob
-API (`GET /v2/bot/message/{id}/content`) and saved under `{data_dir}/media/line/<chat_id>/`,
-written in a worker thread, never on the event loop. Only allowed senders' files are fetched.
+API (`GET /v2/bot/message/{id}/content`) and saved under `{data_dir}/media/line/<chat_id>/`
+by `channels.media_files`, off the event loop. Only allowed senders' files are fetched.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
 from pathlib import Path
 
 import structlog
@@ -17,29 +15,20 @@ from linebot.v3.messaging import AsyncMessagingApiBlob
 from channels.errors import ChannelError
 from channels.line.errors import line_call
 from channels.line.events import LinePost
+from channels.media_files import media_root, safe_name, safe_suffix, save_media
 
 log = structlog.get_logger(__name__)
 
 #: Larger files are not kept (the SDK reads a download whole into memory).
 MAX_DOWNLOAD_BYTES = 25 * 1024 * 1024
 _DEFAULT_SUFFIX = {"image": ".jpg", "video": ".mp4", "audio": ".m4a", "file": ""}
-_SAFE_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def local_path(data_dir: Path, post: LinePost) -> Path:
-    suffix = _DEFAULT_SUFFIX.get(post.media_kind or "", "")
-    if post.file_name and _SAFE_SUFFIX.fullmatch(Path(post.file_name).suffix):
-        suffix = Path(post.file_name).suffix.lower()
-    chat = _UNSAFE.sub("_", post.chat_id) or "_"
-    return data_dir / "media" / "line" / chat / f"{_UNSAFE.sub('_', post.message_id)}{suffix}"
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
-    partial.write_bytes(data)
-    partial.replace(path)
+    suffix = safe_suffix(post.file_name) or _DEFAULT_SUFFIX.get(post.media_kind or "", "")
+    chat = safe_name(post.chat_id, max_chars=None)
+    name = safe_name(post.message_id, max_chars=None, fallback="")
+    return media_root(data_dir, "line") / chat / f"{name}{suffix}"
 
 
 async def download(
@@ -55,6 +44,4 @@ async def download(
     if len(data) > MAX_DOWNLOAD_BYTES:
         log.warning("line.media_too_large", message_id=post.message_id, size=len(data))
         return None
-    path = local_path(data_dir, post)
-    await asyncio.to_thread(_write, path, data)
-    return str(path)
+    return str(await save_media(local_path(data_dir, post), data))

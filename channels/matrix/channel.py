@@ -56,6 +56,8 @@ from channels.matrix.inbound import posts
 from channels.matrix.receiver import SyncHandler
 from channels.matrix.since import SinceStore, since_path
 from channels.retry import backoff_delay_s, full_jitter
+from channels.run_state import RunState
+from channels.stopping import until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -97,12 +99,8 @@ class MatrixChannel(Channel):
             timeout_s=request_timeout_s,
         )
         self._client: AsyncClient | None = None
-        self._fatal: FatalChannelError | None = None
+        self._run_state = RunState()
         self._trouble: str | None = None
-        self._stopping = asyncio.Event()
-        self._receiving = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
 
     @property
     def name(self) -> str:
@@ -138,46 +136,33 @@ class MatrixChannel(Channel):
     # Lifecycle
 
     async def start(self, inbound: InboundSender) -> None:
-        if self._stopping.is_set():
+        if self._run_state.stopping.is_set():
             return
-        self._idle.clear()
-        syncing = asyncio.create_task(self._run(inbound), name="matrix-sync")
-        stopping = asyncio.create_task(self._stopping.wait(), name="matrix-stop-requested")
+        self._run_state.idle.clear()
         try:
-            await asyncio.wait({syncing, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            await until_stopped(self._run(inbound), self._run_state.stopping, name="matrix-sync")
         finally:
-            for task in (syncing, stopping):
-                task.cancel()
-            await asyncio.gather(syncing, stopping, return_exceptions=True)
-            self._receiving.clear()
+            self._run_state.receiving.clear()
             await asyncio.shield(self._close_client())
-            self._idle.set()
-        if not syncing.cancelled():
-            syncing.result()
+            self._run_state.idle.set()
 
     async def stop(self) -> None:
-        self._stopping.set()
-        await self._idle.wait()
+        await self._run_state.stop()
         await self._close_client()
 
     async def wait_receiving(self) -> None:
-        await self._receiving.wait()
+        await self._run_state.receiving.wait()
 
     async def health_check(self) -> ChannelHealth:
-        if self._fatal is not None:
-            return ChannelHealth.down(str(self._fatal))
-        if self._stopping.is_set():
-            return ChannelHealth.down("stopped")
-        if self._trouble is not None:
-            return ChannelHealth.degraded(self._trouble)
-        return ChannelHealth.healthy() if self._receiving.is_set() else ChannelHealth.unknown()
+        trouble = self._trouble
+        return self._run_state.health(None if trouble is None else ChannelHealth.degraded(trouble))
 
     async def probe(self) -> str | None:
         try:
             async with matrix_call("whoami", self._timeout_s):
                 response = await self._nio().whoami()
         finally:
-            if self._idle.is_set():
+            if self._run_state.idle.is_set():
                 # Probed outside start() (`doctor`): nothing else will close the client.
                 await self._close_client()
         if not isinstance(response, WhoamiResponse):
@@ -194,16 +179,16 @@ class MatrixChannel(Channel):
         try:
             await self.probe()
         except AuthError as error:
-            self._fatal = FatalChannelError(
+            self._run_state.fatal = FatalChannelError(
                 f"the homeserver refused the credentials ({error})",
                 channel=CHANNEL,
                 suggestion=error.suggestion,
             )
-            raise self._fatal from error
+            raise self._run_state.fatal from error
         since = await self._since.load()
         if since is None:
             since = await self._skip_backlog()
-        self._receiving.set()
+        self._run_state.receiving.set()
         log.info("matrix.receiving", user_id=self.user_id)
         failures = 0
         while True:
@@ -237,8 +222,8 @@ class MatrixChannel(Channel):
             return response
         error = translate(response, "sync")
         if isinstance(error, AuthError):
-            self._fatal = FatalChannelError(str(error), channel=CHANNEL)
-            raise self._fatal from error
+            self._run_state.fatal = FatalChannelError(str(error), channel=CHANNEL)
+            raise self._run_state.fatal from error
         if isinstance(error, TransientError | RateLimited):
             raise error
         # Another refusal: back off and sync again.

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from bus.text import truncate_utf8
-from channels.markdown_tree import markdown_parser
+from channels.markup.html import render_html as markdown_html
 
 #: The spec's limit for a whole event (canonical JSON, federation format).
 MAX_EVENT_BYTES = 65_536
@@ -38,7 +38,7 @@ def size_of(content: Content) -> int:
 
 
 def render_html(markdown: str) -> str:
-    return str(markdown_parser().render(markdown)).strip()
+    return markdown_html(markdown).strip()
 
 
 def message_content(markdown: str) -> Content:

@@ -8,14 +8,13 @@ manager's retry policy is the one layer, and a rate-limited message waits the se
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import aiohttp
 from nio import ErrorResponse
 
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
+from channels.platform_call import platform_call
 
 CHANNEL = "matrix"
 #: When a 429 names no time of its own.
@@ -63,10 +62,5 @@ def translate(response: ErrorResponse, what: str) -> ChannelError:
 @asynccontextmanager
 async def matrix_call(what: str, timeout_s: float) -> AsyncIterator[None]:
     """Run nio calls with a deadline; network failures become `TransientError`."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            yield
-    except TimeoutError as error:
-        raise TransientError(f"{what} timed out after {timeout_s:g} s", channel=CHANNEL) from error
-    except (aiohttp.ClientError, OSError) as error:
-        raise TransientError(f"{what} failed: {error!r}", channel=CHANNEL) from error
+    async with platform_call(what, timeout_s, channel=CHANNEL):
+        yield

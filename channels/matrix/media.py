@@ -1,14 +1,12 @@
 """Files users post in Matrix (`m.image`, `m.file`, `m.audio`, `m.video`), fetched for the agent.
 
 Each is downloaded through the homeserver (authenticated media, `mxc://` URIs) and saved under
-`{data_dir}/media/matrix/<room>/`, written in a worker thread, never on the event loop. Only
+`{data_dir}/media/matrix/<room>/` by `channels.media_files`, off the event loop. Only
 allowed senders' files are fetched; one that cannot be fetched is logged and left out.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
 from pathlib import Path
 
 import structlog
@@ -17,29 +15,19 @@ from nio import AsyncClient, MemoryDownloadResponse
 from channels.errors import ChannelError
 from channels.matrix.errors import matrix_call
 from channels.matrix.inbound import MatrixPost
+from channels.media_files import media_root, safe_name, safe_suffix, save_media
 
 log = structlog.get_logger(__name__)
 
 MAX_DOWNLOAD_BYTES = 25 * 1024 * 1024
 _DEFAULT_SUFFIX = {"m.image": ".jpg", "m.video": ".mp4", "m.audio": ".ogg", "m.file": ""}
-_SAFE_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def local_path(data_dir: Path, post: MatrixPost) -> Path:
-    suffix = _DEFAULT_SUFFIX.get(post.msgtype, "")
-    if post.file_name and _SAFE_SUFFIX.fullmatch(Path(post.file_name).suffix):
-        suffix = Path(post.file_name).suffix.lower()
-    room = _UNSAFE.sub("_", post.room_id).strip("._") or "_"
-    name = _UNSAFE.sub("_", post.event_id).strip("._") or "event"
-    return data_dir / "media" / "matrix" / room / f"{name}{suffix}"
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
-    partial.write_bytes(data)
-    partial.replace(path)
+    suffix = safe_suffix(post.file_name) or _DEFAULT_SUFFIX.get(post.msgtype, "")
+    room = safe_name(post.room_id, trim_ends="._", max_chars=None)
+    name = safe_name(post.event_id, trim_ends="._", max_chars=None, fallback="event")
+    return media_root(data_dir, "matrix") / room / f"{name}{suffix}"
 
 
 async def download(
@@ -61,6 +49,4 @@ async def download(
     if len(data) > MAX_DOWNLOAD_BYTES:
         log.warning("matrix.media_too_large", event_id=post.event_id, size=len(data))
         return None
-    path = local_path(data_dir, post)
-    await asyncio.to_thread(_write, path, data)
-    return str(path)
+    return str(await save_media(local_path(data_dir, post), data))

@@ -29,6 +29,7 @@ from channels.base import Channel
 from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
+from channels.http_session import LazySession
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
 from channels.qq.events import MalformedEvent, parse_message, target
@@ -37,6 +38,7 @@ from channels.qq.passive import MAX_REPLIES, PassiveReplies
 from channels.qq.token import CHANNEL, AccessToken
 from channels.qq.webhook import QQWebhook
 from channels.retry import backoff_delay_s
+from channels.stopping import sleep_unless_set, until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +70,7 @@ class QQBotChannel(Channel):
         self._gateway_state = SessionState()
         self._receiving = asyncio.Event()
         self._webhook_path = webhook_path
-        self._http_session: aiohttp.ClientSession | None = None
+        self._http_session = LazySession()
         self._token = AccessToken(
             self._http,
             token_url=token_url,
@@ -89,9 +91,7 @@ class QQBotChannel(Channel):
         return CHANNEL
 
     def _http(self) -> aiohttp.ClientSession:
-        if self._http_session is None or self._http_session.closed:
-            self._http_session = aiohttp.ClientSession()
-        return self._http_session
+        return self._http_session.get()
 
     def web_routes(self) -> Sequence[web.AbstractRouteDef]:
         if self._mode != "webhook":
@@ -144,34 +144,26 @@ class QQBotChannel(Channel):
 
         failures = 0
         while not self._stopping.is_set():
-            stop_watch = asyncio.create_task(self._stopping.wait(), name="qq:stop-watch")
-            session = asyncio.create_task(self._gateway_session(take), name="qq:gateway")
             try:
-                await asyncio.wait({stop_watch, session}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (stop_watch, session):
-                    task.cancel()
-                results = await asyncio.gather(stop_watch, session, return_exceptions=True)
-            self._receiving.clear()
-            error = results[1]
-            if isinstance(error, AuthError):
-                raise FatalChannelError(str(error), channel=CHANNEL, suggestion=error.suggestion)
-            if isinstance(error, BaseException) and not isinstance(error, asyncio.CancelledError):
-                if not isinstance(error, TransientError | aiohttp.ClientError | OSError):
-                    raise error
+                await until_stopped(self._gateway_session(take), self._stopping, name="qq:gateway")
+            except AuthError as error:
+                raise FatalChannelError(
+                    str(error), channel=CHANNEL, suggestion=error.suggestion
+                ) from error
+            except (TransientError, aiohttp.ClientError, OSError) as error:
                 failures += 1
                 log.warning("qq.gateway_failed", error=str(error), failures=failures)
             else:
                 failures = 0
+            finally:
+                self._receiving.clear()
             if self._stopping.is_set():
                 return
             delay_s = backoff_delay_s(
                 max(failures, 1), self._reconnect_base_s, self._reconnect_cap_s
             )
-            try:
-                await asyncio.wait_for(self._stopping.wait(), delay_s)
-            except TimeoutError:
-                continue
+            if await sleep_unless_set(self._stopping, delay_s):
+                return
 
     async def _gateway_session(self, take: DispatchHandler) -> None:
         gateway = await self._api.call("GET", "/gateway")
@@ -226,9 +218,7 @@ class QQBotChannel(Channel):
         await self._close_http()
 
     async def _close_http(self) -> None:
-        session, self._http_session = self._http_session, None
-        if session is not None:
-            await session.close()
+        await self._http_session.close()
 
     async def send(self, message: OutboundMessage) -> None:
         if not message.content.strip():

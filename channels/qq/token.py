@@ -3,18 +3,19 @@
 `POST token_url {"appId", "clientSecret"}` answers `{"access_token", "expires_in"}`, where
 `expires_in` is a string of seconds ("7200"). The token is refreshed `refresh_margin_s` before
 it expires (QQ hands out a new one within the last minute), or at once after the API refused it
-(`invalidate`). Concurrent callers share one fetch.
+(`invalidate`). Concurrent callers share one fetch: the caching is `channels.access_token`'s,
+this module is only QQ's credentials call.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 
 import aiohttp
 import structlog
 
+from channels.access_token import AccessTokenCache, IssuedToken
 from channels.errors import AuthError, ChannelError, TransientError
 
 log = structlog.get_logger(__name__)
@@ -39,26 +40,21 @@ class AccessToken:
         self._app_id = app_id
         self._app_secret = app_secret
         self._timeout_s = timeout_s
-        self._refresh_margin_s = refresh_margin_s
-        self._clock = clock
-        self._token: str | None = None
-        self._refresh_at = 0.0
-        self._lock = asyncio.Lock()
+        self._cache = AccessTokenCache(
+            self._fetch,
+            early_refresh_s=refresh_margin_s,
+            short_lifetime_share=0.5,
+            clock=clock,
+        )
 
     async def get(self) -> str:
-        async with self._lock:
-            if self._token is None or self._clock() >= self._refresh_at:
-                self._token, lifetime_s = await self._fetch()
-                margin_s = min(self._refresh_margin_s, lifetime_s / 2)
-                self._refresh_at = self._clock() + lifetime_s - margin_s
-            return self._token
+        return await self._cache.get()
 
     def invalidate(self, token: str) -> None:
         """The API refused `token`: the next `get` fetches a new one."""
-        if self._token == token:
-            self._token = None
+        self._cache.invalidate(token)
 
-    async def _fetch(self) -> tuple[str, float]:
+    async def _fetch(self) -> IssuedToken:
         payload = {"appId": self._app_id, "clientSecret": self._app_secret}
         timeout = aiohttp.ClientTimeout(total=self._timeout_s)
         try:
@@ -87,4 +83,4 @@ class AccessToken:
         except (TypeError, ValueError):
             lifetime_s = 7200.0
         log.debug("qq.access_token_fetched", expires_in_s=lifetime_s)
-        return token, max(lifetime_s, 1.0)
+        return IssuedToken(token, max(lifetime_s, 1.0))

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from channels.allow import AllowList
+from channels.markup.slack import render_mrkdwn
 from channels.slack.bolt_app import BotIdentity
 from channels.slack.channel import DEFAULT_BASE_URL, SlackChannel
 from channels.slack.errors import translate_api_error
-from channels.slack.mrkdwn import render_mrkdwn
 from channels.slack.socket_mode import proxy_for
 
 if TYPE_CHECKING:

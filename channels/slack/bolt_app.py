@@ -108,14 +108,14 @@ def webhook_handler(app: AsyncApp, accepting: Callable[[], bool]) -> WebhookHand
         except (ValueError, AttributeError, TypeError, RecursionError) as error:
             # Bolt's parser takes any JSON (or form payload) for an object: a list or a number
             # fails inside it with AttributeError; JSON nested too deeply, with RecursionError.
-            log.warning("slack webhook body is not a JSON object; refused", error=str(error))
+            log.warning("slack.webhook_body_refused", error=str(error))
             return web.json_response({"error": "invalid body"}, status=400)
         if not isinstance(bolt_request.body, dict):
-            log.warning("slack webhook body is not a JSON object; refused")
+            log.warning("slack.webhook_body_refused")
             return web.json_response({"error": "invalid body"}, status=400)
         if not isinstance(bolt_request.body.get("event", {}), dict):
             # Bolt's own self-event filter reads body["event"] as an object, whatever the type.
-            log.warning("slack webhook event is not a JSON object; refused")
+            log.warning("slack.webhook_event_refused")
             return web.json_response({"error": "invalid body"}, status=400)
         response = await app.async_dispatch(bolt_request)
         return await to_aiohttp_response(response)
@@ -129,7 +129,7 @@ async def _skip_malformed_callbacks(
     """Bolt middleware, after the signature check: answer a malformed callback 200 (Slack would
     only send it again) instead of letting Bolt's middleware fail on it with a 500."""
     if is_malformed_callback(body):
-        log.warning("malformed slack event callback skipped", event_id=body.get("event_id"))
+        log.warning("slack.event_callback_malformed", event_id=body.get("event_id"))
         return BoltResponse(status=200, body="")
     await next()
     return None

@@ -32,13 +32,15 @@ from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.markup.slack import escape, render_mrkdwn
+from channels.run_state import RunState
 from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
 from channels.slack.errors import CHANNEL, slack_call
 from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
 from channels.slack.media import DEFAULT_MAX_FILE_BYTES, FileStore, read_uploads
-from channels.slack.mrkdwn import escape, render_mrkdwn
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.slack.threads import ThreadBook
+from channels.stopping import until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -109,11 +111,7 @@ class SlackChannel(Channel):
         self._identity: BotIdentity | None = None
         self._connection: SocketConnection | None = None
         self._accepting = False
-        self._fatal: FatalChannelError | None = None
-        self._stopping = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._receiving = asyncio.Event()
+        self._run_state = RunState()
 
     @property
     def name(self) -> str:
@@ -133,39 +131,31 @@ class SlackChannel(Channel):
 
     async def start(self, inbound: InboundSender) -> None:
         """Receive until `stop()` or cancellation; a stopped channel stays stopped."""
-        if self._stopping.is_set():
+        if self._run_state.stopping.is_set():
             return
-        self._idle.clear()
-        receiving = asyncio.create_task(self._receive(inbound), name="slack-receive")
-        stopping = asyncio.create_task(self._stopping.wait(), name="slack-stop-requested")
+        self._run_state.idle.clear()
         try:
-            await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            await until_stopped(
+                self._receive(inbound), self._run_state.stopping, name="slack-receive"
+            )
         finally:
-            for task in (receiving, stopping):
-                task.cancel()
-            # Collects the tasks we cancelled; our own cancellation still propagates.
-            await asyncio.gather(receiving, stopping, return_exceptions=True)
             self._accepting = False
-            self._receiving.clear()
-            self._idle.set()
-        if not receiving.cancelled():
-            receiving.result()
+            self._run_state.receiving.clear()
+            self._run_state.idle.set()
 
     async def stop(self) -> None:
         """Stop receiving; returns once `start()` has closed its connection. Idempotent."""
-        self._stopping.set()
+        self._run_state.stopping.set()
         self._accepting = False
-        await self._idle.wait()
+        await self._run_state.idle.wait()
 
     async def wait_receiving(self) -> None:
         """Return once events are being received (socket connected, or http mode started)."""
-        await self._receiving.wait()
+        await self._run_state.receiving.wait()
 
     async def health_check(self) -> ChannelHealth:
-        if self._fatal is not None:
-            return ChannelHealth.down(str(self._fatal))
-        if self._stopping.is_set():
-            return ChannelHealth.down("stopped")
+        if (ended := self._run_state.ended()) is not None:
+            return ended
         if self._identity is None:
             return ChannelHealth.unknown()
         if self._mode == "http":
@@ -204,10 +194,10 @@ class SlackChannel(Channel):
         return f"@{user} (id {response.get('user_id')}) in {team}"
 
     def _fatal_error(self, error: ChannelError) -> FatalChannelError:
-        self._fatal = FatalChannelError(
+        self._run_state.fatal = FatalChannelError(
             f"Slack refused the credentials ({error})", channel=CHANNEL, suggestion=error.suggestion
         )
-        return self._fatal
+        return self._run_state.fatal
 
     async def _receive(self, inbound: InboundSender) -> None:
         """Authenticate, then receive until cancelled; the pump ends early only by failing."""
@@ -221,7 +211,7 @@ class SlackChannel(Channel):
             if self._mode == "socket":
                 await self._receive_over_socket(pump)
             else:
-                self._receiving.set()
+                self._run_state.receiving.set()
                 await pump
         finally:
             pump.cancel()
@@ -238,7 +228,7 @@ class SlackChannel(Channel):
         try:
             async with connection:
                 self._connection = connection
-                self._receiving.set()
+                self._run_state.receiving.set()
                 await pump
         except AuthError as error:
             raise self._fatal_error(error) from error

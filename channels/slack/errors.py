@@ -10,11 +10,9 @@ layer that retries, so a rate-limited message waits `Retry-After` once and is de
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from channels.errors import (
@@ -24,6 +22,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from channels.platform_call import platform_call
 
 CHANNEL = "slack"
 
@@ -100,15 +99,14 @@ def _retry_after_s(error: SlackApiError) -> float:
 @asynccontextmanager
 async def slack_call(what: str, timeout_s: float) -> AsyncIterator[None]:
     """Run Web API calls with a deadline, raising only `channels.errors` types."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            yield
-    except SlackApiError as error:
-        raise translate_api_error(error, what) from error
-    except TimeoutError as error:
-        raise TransientError(f"{what} timed out after {timeout_s:g} s", channel=CHANNEL) from error
-    except (aiohttp.ClientError, OSError) as error:
-        raise TransientError(f"{what} failed: {error!r}", channel=CHANNEL) from error
-    except SlackClientError as error:
-        # A request slack_sdk refused to build (bad arguments): re-sending cannot help.
-        raise ChannelError(f"{what}: {error}", channel=CHANNEL) from error
+    async with platform_call(
+        what, timeout_s, channel=CHANNEL, sdk_errors=(SlackClientError,), translate=_translate
+    ):
+        yield
+
+
+def _translate(error: Exception, what: str) -> ChannelError:
+    if isinstance(error, SlackApiError):
+        return translate_api_error(error, what)
+    # A request slack_sdk refused to build (bad arguments): re-sending cannot help.
+    return ChannelError(f"{what}: {error}", channel=CHANNEL)

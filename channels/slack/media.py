@@ -2,16 +2,14 @@
 
 Inbound files are fetched from their `url_private` with the bot token (Slack answers a request
 without it with its HTML sign-in page and status 200, so an HTML answer counts as a failure)
-into `{data_dir}/media/slack/<channel>/<file id>_<name>`; the name is reduced to safe
-characters, so no upload can name a path outside that directory. Outbound media is uploaded
+into `{data_dir}/media/slack/<channel>/<file id>_<name>`, saved by `channels.media_files`
+(safe names, size limit). Outbound media is uploaded
 with `files_upload_v2` (files.getUploadURLExternal, the upload itself, then
 files.completeUploadExternal). All file-system work runs off the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import aiohttp
 import structlog
 
 from channels.errors import ChannelError
+from channels.media_files import MediaStore, read_file, safe_file_name
 from channels.slack.errors import CHANNEL
 from channels.slack.inbound import SlackFile
 
@@ -26,13 +25,6 @@ log = structlog.get_logger(__name__)
 
 #: Files larger than this are not downloaded (Slack allows up to 1 GB).
 DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def safe_file_name(name: str, *, max_chars: int = 100) -> str:
-    cleaned = _UNSAFE.sub("_", name).lstrip(".")[-max_chars:]
-    return cleaned or "file"
 
 
 class FileStore:
@@ -47,7 +39,8 @@ class FileStore:
         max_bytes: int = DEFAULT_MAX_FILE_BYTES,
         timeout_s: float = 60.0,
     ) -> None:
-        self.root = data_dir / "media" / "slack"
+        self._store = MediaStore.under(data_dir, CHANNEL, max_bytes=max_bytes, timeout_s=timeout_s)
+        self.root = self._store.root
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
         self._bot_token = bot_token
@@ -70,9 +63,9 @@ class FileStore:
     async def _save(
         self, session: aiohttp.ClientSession, channel_id: str, file: SlackFile
     ) -> Path | None:
-        if file.size is not None and file.size > self.max_bytes:
+        if not self._store.fits(file.size):
             log.warning(
-                "slack file too large to download",
+                "slack.file_too_large",
                 file_id=file.id,
                 size=file.size,
                 max_bytes=self.max_bytes,
@@ -81,11 +74,10 @@ class FileStore:
         try:
             data = await self._download(session, file)
         except (aiohttp.ClientError, OSError, TimeoutError, ChannelError) as error:
-            log.warning("slack file download failed", file_id=file.id, error=str(error))
+            log.warning("slack.file_download_failed", file_id=file.id, error=str(error))
             return None
         target = self.root / safe_file_name(channel_id) / f"{file.id}_{safe_file_name(file.name)}"
-        await asyncio.to_thread(_write_file, target, data)
-        return target
+        return await self._store.save(target, data)
 
     async def _download(self, session: aiohttp.ClientSession, file: SlackFile) -> bytes:
         async with session.get(file.url, proxy=self._proxy) as response:
@@ -105,22 +97,10 @@ class FileStore:
             return bytes(data)
 
 
-def _write_file(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".part")
-    partial.write_bytes(data)
-    partial.replace(target)
-
-
 async def read_uploads(paths: Sequence[str]) -> list[dict[str, object]]:
     """Outbound media paths read off the event loop, as `files_upload_v2`'s `file_uploads`."""
     uploads: list[dict[str, object]] = []
     for path in map(Path, paths):
-        try:
-            data = await asyncio.to_thread(path.read_bytes)
-        except OSError as error:
-            raise ChannelError(
-                f"cannot read media file {path}: {error.strerror}", channel=CHANNEL
-            ) from error
+        data = await read_file(str(path), channel=CHANNEL)
         uploads.append({"file": data, "filename": path.name, "title": path.name})
     return uploads

@@ -59,7 +59,7 @@ class _Handler(AsyncSocketModeHandler):
         response = await run_async_bolt_app(self.app, req)
         if response.status >= 500:
             log.warning(
-                "slack envelope not taken; Slack will deliver it again",
+                "slack.envelope_not_taken",
                 envelope_id=req.envelope_id,
                 status=response.status,
             )
@@ -114,7 +114,7 @@ class SocketConnection:
         except BaseException:
             await self.close()
             raise
-        log.info("slack socket mode connected")
+        log.info("slack.socket_mode_connected")
         return self
 
     async def __aexit__(
@@ -139,7 +139,7 @@ class SocketConnection:
             async with asyncio.timeout(self._close_timeout_s):
                 await handler.close_async()  # type: ignore[no-untyped-call]
         except TimeoutError:
-            log.warning("slack socket mode close timed out", timeout_s=self._close_timeout_s)
+            log.warning("slack.socket_mode_close_timed_out", timeout_s=self._close_timeout_s)
         finally:
             await _settle(
                 [

@@ -12,10 +12,10 @@ import os
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 from channels.allow import AllowList
+from channels.markup.telegram import render, render_html, render_markdown_v2
 from channels.registry import ChannelContext
 from channels.telegram.channel import DEFAULT_COMMANDS, TelegramChannel
 from channels.telegram.polling import Backoff
-from channels.telegram.render import render, render_html, render_markdown_v2
 from config import TelegramConfig
 
 __all__ = [

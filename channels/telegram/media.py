@@ -1,14 +1,14 @@
 """Files in both directions: downloads of what users send, uploads of what the agent sends.
 
-Received files are saved under `{data_dir}/media/telegram/<chat_id>/` and handed to the agent
-as paths. Disk reads and writes run in a worker thread, never on the event loop (PTB's own
-`File.download_to_drive` writes synchronously, so it is not used).
+Received files are saved under `{data_dir}/media/telegram/<chat_id>/` by
+`channels.media_files` and handed to the agent as paths. Disk reads and writes run in a worker
+thread, never on the event loop (PTB's own `File.download_to_drive` writes synchronously, so it
+is not used).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import structlog
 from telegram import Bot, InputFile
 
 from channels.errors import ChannelError
+from channels.media_files import media_root, safe_name, safe_suffix, save_media
 from channels.telegram.errors import CHANNEL, translated
 from channels.telegram.updates import MediaRef
 
@@ -35,24 +36,20 @@ _DEFAULT_SUFFIX = {
     "video_note": ".mp4",
     "animation": ".mp4",
 }
-_SAFE_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def media_dir(data_dir: Path, chat_id: str) -> Path:
     # Chat ids are integers (negative for groups); anything else is made safe for a path.
-    return data_dir / "media" / "telegram" / (_UNSAFE_NAME.sub("_", chat_id) or "_")
+    return media_root(data_dir, CHANNEL) / safe_name(chat_id, max_chars=None)
 
 
 def local_name(ref: MediaRef, message_id: int, server_path: str | None) -> str:
     """A file name that is unique in its chat and keeps a document's own name readable."""
-    suffix = ""
-    for candidate in (ref.file_name, server_path):
-        if candidate and _SAFE_SUFFIX.fullmatch(Path(candidate).suffix):
-            suffix = Path(candidate).suffix.lower()
-            break
+    suffix = safe_suffix(ref.file_name) or safe_suffix(server_path)
     suffix = suffix or _DEFAULT_SUFFIX.get(ref.kind, "")
-    stem = _UNSAFE_NAME.sub("_", Path(ref.file_name).stem).strip("._") if ref.file_name else ""
+    stem = ""
+    if ref.file_name:
+        stem = safe_name(Path(ref.file_name).stem, trim_ends="._", max_chars=None, fallback="")
     return f"{message_id}-{stem[:60] or ref.file_unique_id}{suffix}"
 
 
@@ -70,15 +67,7 @@ async def download(
     with translated("download file"):
         data = await remote.download_as_bytearray(read_timeout=timeout_s)
     path = directory / local_name(ref, message_id, remote.file_path)
-    await asyncio.to_thread(_write_file, path, bytes(data))
-    return path
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
-    partial.write_bytes(data)
-    partial.replace(path)
+    return await save_media(path, bytes(data))
 
 
 @dataclass(frozen=True, slots=True)

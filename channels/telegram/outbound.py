@@ -19,9 +19,9 @@ from bus import OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import FormattingRejected
 from channels.limits import utf16_units
+from channels.markup.telegram import ParseModeName, render
 from channels.telegram.errors import translated
 from channels.telegram.media import Upload, load_upload
-from channels.telegram.render import ParseModeName, render
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ and remembered so the offset still moves past them).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -25,6 +25,7 @@ from telegram.request import HTTPXRequest
 from bus import InboundRefused
 from channels.errors import ChannelError, FatalChannelError, RateLimited
 from channels.health import ChannelHealth
+from channels.stopping import sleep_unless_set, until_stopped
 from channels.telegram.errors import CHANNEL, is_fatal_at_start, translate
 
 log = structlog.get_logger(__name__)
@@ -83,31 +84,6 @@ class Backoff:
         return min(delay_s * 2, self.max_s)
 
 
-async def until_stopped(work: Coroutine[Any, Any, T], stopping: asyncio.Event) -> T | None:
-    """The result of `work`, or None once `stopping` is set first (then `work` is cancelled)."""
-    task = asyncio.create_task(work, name="telegram:poll-request")
-    watcher = asyncio.create_task(stopping.wait(), name="telegram:stop-watcher")
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for pending in (task, watcher):
-            pending.cancel()
-        # Both are ours and already finished or cancelled: waiting for them cannot hang.
-        await asyncio.gather(task, watcher, return_exceptions=True)
-    if task.cancelled():
-        return None
-    return task.result()
-
-
-async def sleep_unless_stopped(delay_s: float, stopping: asyncio.Event) -> bool:
-    """Wait `delay_s`; True if `stopping` was set meanwhile."""
-    try:
-        await asyncio.wait_for(stopping.wait(), timeout=delay_s)
-    except TimeoutError:
-        return False
-    return True
-
-
 class UpdatePoller:
     def __init__(
         self,
@@ -135,7 +111,7 @@ class UpdatePoller:
         delay_s = self._backoff.initial_s
         while not stopping.is_set():
             try:
-                updates = await until_stopped(self._fetch(), stopping)
+                updates = await until_stopped(self._fetch(), stopping, name="telegram:poll-request")
             except FatalChannelError:
                 raise
             except ChannelError as exc:
@@ -144,7 +120,7 @@ class UpdatePoller:
                     wait_s = max(wait_s, exc.retry_after_s)
                 self._on_health(ChannelHealth.degraded(f"polling failed: {exc}"))
                 log.warning("telegram.poll_failed", error=str(exc), retry_in_s=wait_s)
-                if await sleep_unless_stopped(wait_s, stopping):
+                if await sleep_unless_set(stopping, wait_s):
                     return
                 delay_s = self._backoff.next(delay_s)
                 continue
@@ -159,7 +135,7 @@ class UpdatePoller:
                 # before the refused update, so Telegram hands it (and what follows) over again.
                 wait_s = refused.retry_after_s or self._backoff.initial_s
                 log.warning("telegram.poll_paused", reason=refused.message, retry_in_s=wait_s)
-                if await sleep_unless_stopped(wait_s, stopping):
+                if await sleep_unless_set(stopping, wait_s):
                     return
 
     async def _handle_batch(

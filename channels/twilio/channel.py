@@ -32,8 +32,10 @@ from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
-from channels.phone_markup import render_phone_text
+from channels.run_state import RunState
+from channels.stopping import until_stopped
 from channels.twilio.errors import CHANNEL, twilio_call
 from channels.twilio.http import TwilioHttp, basic_auth_header
 from channels.twilio.inbound import Sms
@@ -88,12 +90,8 @@ class TwilioChannel(Channel):
         self._client: Client | None = None
         self._http: TwilioHttp | None = None
         self._inbound: InboundSender | None = None
-        self._fatal: FatalChannelError | None = None
+        self._run_state = RunState()
         self._auth_rejected = asyncio.Event()
-        self._stopping = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._receiving = asyncio.Event()
 
     @property
     def name(self) -> str:
@@ -107,60 +105,48 @@ class TwilioChannel(Channel):
     async def start(self, inbound: InboundSender) -> None:
         """Check the credentials, then take webhooks until `stop()`, cancellation or a
         rejected token."""
-        if self._stopping.is_set():
+        if self._run_state.stopping.is_set():
             return
-        self._idle.clear()
+        self._run_state.idle.clear()
         try:
             try:
                 await self.probe()
             except AuthError as error:
                 raise self._credentials_dead(error) from error
             self._inbound = inbound
-            self._receiving.set()
+            self._run_state.receiving.set()
             log.info("twilio.receiving", path=self._webhook_path)
-            stopping = asyncio.create_task(self._stopping.wait(), name="twilio-stop")
-            rejected = asyncio.create_task(self._auth_rejected.wait(), name="twilio-auth")
-            try:
-                await asyncio.wait({stopping, rejected}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (stopping, rejected):
-                    task.cancel()
-                await asyncio.wait({stopping, rejected})
-            if self._fatal is not None and not self._stopping.is_set():
-                raise self._fatal
+            await until_stopped(
+                self._auth_rejected.wait(), self._run_state.stopping, name="twilio-auth-watch"
+            )
+            if self._run_state.fatal is not None and not self._run_state.stopping.is_set():
+                raise self._run_state.fatal
         finally:
             self._inbound = None
-            self._receiving.clear()
-            self._idle.set()
+            self._run_state.receiving.clear()
+            self._run_state.idle.set()
 
     def _credentials_dead(self, error: AuthError) -> FatalChannelError:
-        self._fatal = FatalChannelError(
+        self._run_state.fatal = FatalChannelError(
             f"Twilio refused the credentials ({error})",
             channel=CHANNEL,
             suggestion=error.suggestion,
         )
         self._auth_rejected.set()
-        return self._fatal
+        return self._run_state.fatal
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP client; idempotent."""
-        self._stopping.set()
-        await self._idle.wait()
+        await self._run_state.stop()
         http, self._http, self._client = self._http, None, None
         if http is not None:
             await http.close()
 
     async def wait_receiving(self) -> None:
-        await self._receiving.wait()
+        await self._run_state.receiving.wait()
 
     async def health_check(self) -> ChannelHealth:
-        if self._fatal is not None:
-            return ChannelHealth.down(str(self._fatal))
-        if self._stopping.is_set():
-            return ChannelHealth.down("stopped")
-        if self._inbound is None:
-            return ChannelHealth.unknown()
-        return ChannelHealth.healthy()
+        return self._run_state.health()
 
     async def probe(self) -> str | None:
         client = self._rest()

@@ -8,11 +8,9 @@ passes on, so the wait is one second, then the retry policy's own backoff.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import aiohttp
 from twilio.base.exceptions import TwilioException, TwilioRestException
 
 from channels.errors import (
@@ -22,6 +20,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from channels.platform_call import platform_call
 
 CHANNEL = "twilio"
 DEFAULT_RETRY_AFTER_S = 1.0
@@ -64,14 +63,13 @@ def translate(error: TwilioRestException, what: str) -> ChannelError:
 async def twilio_call(what: str, timeout_s: float) -> AsyncIterator[None]:
     """Run REST calls with a deadline (the async client ignores its own timeout), raising
     only `channels.errors` types."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            yield
-    except TwilioRestException as error:
-        raise translate(error, what) from error
-    except TimeoutError as error:
-        raise TransientError(f"{what} timed out after {timeout_s:g} s", channel=CHANNEL) from error
-    except (aiohttp.ClientError, OSError) as error:
-        raise TransientError(f"{what} failed: {error!r}", channel=CHANNEL) from error
-    except TwilioException as error:
-        raise ChannelError(f"{what}: {error}", channel=CHANNEL) from error
+    async with platform_call(
+        what, timeout_s, channel=CHANNEL, sdk_errors=(TwilioException,), translate=_translate
+    ):
+        yield
+
+
+def _translate(error: Exception, what: str) -> ChannelError:
+    if isinstance(error, TwilioRestException):
+        return translate(error, what)
+    return ChannelError(f"{what}: {error}", channel=CHANNEL)

@@ -21,6 +21,7 @@ from twilio.http import AsyncHttpClient
 from twilio.http.response import Response
 
 from channels.errors import RateLimited
+from channels.http_session import LazySession
 from channels.twilio.errors import CHANNEL, DEFAULT_RETRY_AFTER_S
 
 _log = logging.getLogger("twilio.http_client")
@@ -54,7 +55,7 @@ class TwilioHttp(AsyncHttpClient):  # type: ignore[misc]
     def __init__(self, timeout_s: float) -> None:
         super().__init__(_log, True, timeout_s)
         self._timeout_s = timeout_s
-        self._session: aiohttp.ClientSession | None = None
+        self._session = LazySession()
 
     async def request(
         self,
@@ -67,12 +68,10 @@ class TwilioHttp(AsyncHttpClient):  # type: ignore[misc]
         timeout: float | None = None,  # noqa: ASYNC109 (the library's interface)
         allow_redirects: bool = False,
     ) -> Response:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession()
         sent_headers = dict(headers or {})
         if auth is not None:
             sent_headers["Authorization"] = basic_auth_header(*auth)
-        async with self._session.request(
+        async with self._session.get().request(
             method.upper(),
             uri,
             params=_fields(params),
@@ -91,6 +90,4 @@ class TwilioHttp(AsyncHttpClient):  # type: ignore[misc]
             return Response(answer.status, text, answer.headers)
 
     async def close(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        await self._session.close()

@@ -14,8 +14,9 @@ from typing import Any
 
 import aiohttp
 
-from channels.access_token import AccessTokenCache, IssuedToken
+from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
+from channels.http_session import LazySession
 
 CHANNEL = "wecom"
 
@@ -42,20 +43,11 @@ class WeComApi:
         self._base_url = base_url.rstrip("/")
         self._corp_id = corp_id
         self._secret = secret
-        self._session: aiohttp.ClientSession | None = None
+        self._session = LazySession(timeout_s=REQUEST_TIMEOUT_S)
         self.tokens = AccessTokenCache(self._fetch_token)
 
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-            )
-        return self._session
-
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._session.close()
 
     async def _fetch_token(self) -> IssuedToken:
         params = {"corpid": self._corp_id, "corpsecret": self._secret}
@@ -67,19 +59,18 @@ class WeComApi:
 
     async def call(self, path: str, what: str, payload: Mapping[str, Any]) -> dict[str, Any]:
         """POST `payload` with the cached access token; a refused token is refetched once."""
-        for attempt in (1, 2):
-            token = await self.tokens.get()
-            try:
-                return await self._request(
-                    "POST", path, what, params={"access_token": token}, json=payload
-                )
-            except _InvalidToken:
-                self.tokens.invalidate(token)
-                if attempt == 2:
-                    raise AuthError(
-                        f"{what}: WeCom refused a fresh access token", channel=CHANNEL
-                    ) from None
-        raise AssertionError("unreachable")
+
+        async def post(token: str) -> dict[str, Any]:
+            return await self._request(
+                "POST", path, what, params={"access_token": token}, json=payload
+            )
+
+        try:
+            return await self.tokens.call_with_token(post)
+        except TokenRefused:
+            raise AuthError(
+                f"{what}: WeCom refused a fresh access token", channel=CHANNEL
+            ) from None
 
     async def _request(
         self,
@@ -94,7 +85,7 @@ class WeComApi:
         try:
             async with (
                 asyncio.timeout(REQUEST_TIMEOUT_S),
-                self._http().request(method, url, params=params, json=json) as response,
+                self._session.get().request(method, url, params=params, json=json) as response,
             ):
                 if response.status >= 500:
                     raise TransientError(f"{what}: HTTP {response.status}", channel=CHANNEL)
@@ -113,10 +104,6 @@ class WeComApi:
         return body
 
 
-class _InvalidToken(ChannelError):
-    pass
-
-
 def check(body: Mapping[str, Any], what: str) -> None:
     """Raise the typed error an `errcode` stands for; return for 0."""
     code = body.get("errcode", 0)
@@ -124,7 +111,7 @@ def check(body: Mapping[str, Any], what: str) -> None:
         return
     detail = f"{what}: errcode {code} ({body.get('errmsg', '')})"
     if code in INVALID_TOKEN:
-        raise _InvalidToken(detail, channel=CHANNEL)
+        raise TokenRefused(detail, channel=CHANNEL)
     if code in RATE_LIMITED:
         raise RateLimited(RATE_LIMIT_WAIT_S, detail, channel=CHANNEL)
     if code in BUSY:

@@ -34,8 +34,10 @@ from channels.dedup import InboundDedup
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
-from channels.phone_markup import render_phone_text
+from channels.run_state import RunState
+from channels.stopping import until_stopped
 from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenRejected
 from channels.whatsapp.graph import GraphClient
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
@@ -90,12 +92,8 @@ class WhatsAppChannel(Channel):
         self._last_inbound: OrderedDict[str, str] = OrderedDict()
         self._typing_shown: dict[str, float] = {}
         self._inbound: InboundSender | None = None
-        self._fatal: FatalChannelError | None = None
+        self._run_state = RunState()
         self._token_rejected = asyncio.Event()
-        self._stopping = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._receiving = asyncio.Event()
 
     @property
     def name(self) -> str:
@@ -108,47 +106,37 @@ class WhatsAppChannel(Channel):
 
     async def start(self, inbound: InboundSender) -> None:
         """Check the token, then take webhooks until `stop()`, cancellation or a dead token."""
-        if self._stopping.is_set():
+        if self._run_state.stopping.is_set():
             return
-        self._idle.clear()
+        self._run_state.idle.clear()
         try:
             try:
                 await self.probe()
             except TokenRejected as error:
                 raise self._token_dead(error) from error
             self._inbound = inbound
-            self._receiving.set()
+            self._run_state.receiving.set()
             log.info("whatsapp.receiving", path=self._webhook_path)
-            stopping = asyncio.create_task(self._stopping.wait(), name="whatsapp-stop")
-            rejected = asyncio.create_task(self._token_rejected.wait(), name="whatsapp-token")
-            try:
-                await asyncio.wait({stopping, rejected}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (stopping, rejected):
-                    task.cancel()
-                await asyncio.wait({stopping, rejected})
-            if self._fatal is not None and not self._stopping.is_set():
-                raise self._fatal
+            await until_stopped(
+                self._token_rejected.wait(), self._run_state.stopping, name="whatsapp-token-watch"
+            )
+            if self._run_state.fatal is not None and not self._run_state.stopping.is_set():
+                raise self._run_state.fatal
         finally:
             self._inbound = None
-            self._receiving.clear()
-            self._idle.set()
+            self._run_state.receiving.clear()
+            self._run_state.idle.set()
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP session; idempotent."""
-        self._stopping.set()
-        await self._idle.wait()
+        await self._run_state.stop()
         await self.graph.close()
 
     async def wait_receiving(self) -> None:
-        await self._receiving.wait()
+        await self._run_state.receiving.wait()
 
     async def health_check(self) -> ChannelHealth:
-        if self._fatal is not None:
-            return ChannelHealth.down(str(self._fatal))
-        if self._stopping.is_set():
-            return ChannelHealth.down("stopped")
-        return ChannelHealth.healthy() if self._inbound is not None else ChannelHealth.unknown()
+        return self._run_state.health()
 
     async def probe(self) -> str | None:
         number = await self.graph.whoami()
@@ -158,13 +146,13 @@ class WhatsAppChannel(Channel):
         )
 
     def _token_dead(self, error: ChannelError) -> FatalChannelError:
-        self._fatal = FatalChannelError(
+        self._run_state.fatal = FatalChannelError(
             f"WhatsApp rejected the access token ({error})",
             channel=CHANNEL,
             suggestion="replace access_token with a valid one",
         )
         self._token_rejected.set()
-        return self._fatal
+        return self._run_state.fatal
 
     # Inbound
 

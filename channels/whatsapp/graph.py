@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 from channels.errors import TransientError
+from channels.http_session import LazySession
 from channels.whatsapp.errors import CHANNEL, graph_error
 
 JsonObject = dict[str, Any]
@@ -30,19 +31,15 @@ class GraphClient:
         self.phone_number_id = phone_number_id
         self.timeout_s = timeout_s
         self.auth_header = {"Authorization": f"Bearer {access_token}"}
-        self._session: aiohttp.ClientSession | None = None
+        self._session = LazySession(headers=self.auth_header)
 
     @property
     def session(self) -> aiohttp.ClientSession:
         """One session for the channel's life, made inside the event loop."""
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(headers=self.auth_header)
-        return self._session
+        return self._session.get()
 
     async def close(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        await self._session.close()
 
     async def call(
         self,

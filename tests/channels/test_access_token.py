@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from channels.access_token import AccessTokenCache, IssuedToken
+import pytest
+
+from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused
 from tests.channels.conftest import FakeClock
 
 
@@ -68,3 +70,28 @@ async def test_an_invalidated_token_is_refetched_once(clock: FakeClock) -> None:
     fresh = await cache.get()
     cache.invalidate(stale)  # a second caller reporting the same old token changes nothing
     assert (fresh, await cache.get(), issuer.issued) == ("token-2", "token-2", 2)
+
+
+async def test_a_refused_token_is_replaced_and_the_call_repeated_once(clock: FakeClock) -> None:
+    issuer = Issuer()
+    cache = AccessTokenCache(issuer, clock=clock)
+    carried: list[str] = []
+
+    async def call(token: str) -> str:
+        carried.append(token)
+        if token == "token-1":
+            raise TokenRefused("expired early")
+        return "answer"
+
+    assert await cache.call_with_token(call) == "answer"
+    assert carried == ["token-1", "token-2"]
+
+
+async def test_a_fresh_token_refused_as_well_is_raised(clock: FakeClock) -> None:
+    cache = AccessTokenCache(Issuer(), clock=clock)
+
+    async def call(_token: str) -> str:
+        raise TokenRefused("revoked")
+
+    with pytest.raises(TokenRefused):
+        await cache.call_with_token(call)

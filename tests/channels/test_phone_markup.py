@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from channels.phone_markup import render_phone_text
+from channels.markup.phone import render_phone_text
 from channels.twilio import TwilioChannel
 from channels.whatsapp import WhatsAppChannel
 

@@ -236,11 +236,11 @@ async def test_a_failure_is_one_line_at_warning_with_the_traceback_at_debug(
     supervisor = supervise(channel, bus, metrics, clock, max_restarts=2)
     with capture_logs() as events:
         await asyncio.wait_for(supervisor.run(), timeout=5)
-    failed = [event for event in events if event["event"] == "channel failed"]
+    failed = [event for event in events if event["event"] == "channel.failed"]
     assert len(failed) == 3  # the first start and two restarts
     assert all(event["log_level"] == "warning" for event in failed)
     assert all("exc_info" not in event for event in failed)
     assert "ConnectionError: refused" in failed[0]["error"]
-    traces = [event for event in events if event["event"] == "channel failure traceback"]
+    traces = [event for event in events if event["event"] == "channel.failure_traceback"]
     assert [event["log_level"] for event in traces] == ["debug"] * 3
     assert all(isinstance(event["exc_info"], ConnectionError) for event in traces)

@@ -406,7 +406,7 @@ async def api_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
     watch = LogWatch()
 
     async def ready(_channel: Channel, _agent: AgentHandle) -> None:
-        await watch.wait_for("web chat ready")
+        await watch.wait_for("api.web_chat_ready")
 
     async def failing(channel: Channel) -> OutboundMessage:
         # Nothing can take a reply once the server is closed.

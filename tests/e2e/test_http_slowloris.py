@@ -71,7 +71,7 @@ async def test_a_slowloris_is_turned_away_and_cut_off_while_the_other_listener_a
     config = write_config(tmp_path, {"web": profile(api_port)}, http_settings=f", limits: {LIMITS}")
     daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
     try:
-        await daemon.wait_log(lambda e: e.get("event") == "web chat ready")
+        await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
         health_port = int(daemon.http_url.rsplit(":", 1)[1])
         attacked, other = (
             (health_port, f"http://127.0.0.1:{api_port}/")

@@ -188,7 +188,7 @@ async def test_a_wrong_token_marks_line_down_and_the_other_profile_keeps_answeri
             "bad": line_profile(fake, path="/line/other", token="revoked-token"),
         }
         async with running_daemon(tmp_path, profiles) as daemon:
-            await daemon.wait_log(logged("channel down"))
+            await daemon.wait_log(logged("channel.down"))
             await receiving(daemon)
             status, body = await daemon.get("/readyz")
             assert status == 503

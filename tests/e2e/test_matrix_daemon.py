@@ -166,7 +166,7 @@ async def test_a_wrong_token_marks_matrix_down_and_the_other_profile_keeps_answe
     async with FakeMatrix() as fake:
         profiles = {"good": matrix_profile(fake), "bad": matrix_profile(fake, token="revoked")}
         async with running_daemon(tmp_path, profiles) as daemon:
-            await daemon.wait_log(logged("channel down"))
+            await daemon.wait_log(logged("channel.down"))
             await syncing(fake, daemon)
             status, body = await daemon.get("/readyz")
             assert status == 503

@@ -226,7 +226,7 @@ async def test_a_dropped_socket_reconnects_and_a_redelivered_event_is_answered_o
 
 async def test_malformed_frames_and_events_are_logged_and_skipped(bot: SlackBot) -> None:
     fake, daemon, dm = bot.fake, bot.daemon, bot.new_dm()
-    callbacks = count_logged(daemon, "malformed slack event callback skipped")
+    callbacks = count_logged(daemon, "slack.event_callback_malformed")
     events = count_logged(daemon, "slack.malformed_event_skipped")
     await fake.push_raw("this is not JSON {")
     await fake.push_raw(json.dumps({"type": "events_api", "envelope_id": "e-1", "payload": 7}))
@@ -236,7 +236,7 @@ async def test_malformed_frames_and_events_are_logged_and_skipped(bot: SlackBot)
     await bot.say(dm, "still answering?")
     await bot.reply_shown(dm, "still answering?")
 
-    assert count_logged(daemon, "malformed slack event callback skipped") == callbacks + 1
+    assert count_logged(daemon, "slack.event_callback_malformed") == callbacks + 1
     assert count_logged(daemon, "slack.malformed_event_skipped") == events + 1
     assert texts(fake, dm) == ["still answering?"]
 

@@ -232,8 +232,8 @@ async def test_a_rejected_token_marks_the_channel_down(tmp_path: Path) -> None:
         await account_checked(fake, daemon)
         fake.access_token = "rotated-elsewhere"  # the daemon's token no longer works
         assert await WhatsAppBot(fake, daemon).say(alice, "anyone?") == 200
-        await daemon.wait_log(lambda event: event.get("event") == "delivery failed")
-        down = await daemon.wait_log(lambda event: event.get("event") == "channel down")
+        await daemon.wait_log(lambda event: event.get("event") == "delivery.failed")
+        down = await daemon.wait_log(lambda event: event.get("event") == "channel.down")
         assert down["channel"] == "whatsapp"
         status, body = await daemon.get("/readyz")
         assert status == 503, body

@@ -48,7 +48,7 @@ async def test_doctor_lists_them_and_knows_the_running_daemon_owns_its_ports(
     api_port = free_port()
     profile = f"channels: [{{type: api, port: {api_port}}}]\n"
     async with running_daemon(tmp_path, {"web": profile}) as daemon:
-        await daemon.wait_log(lambda event: event.get("event") == "web chat ready")
+        await daemon.wait_log(lambda event: event.get("event") == "api.web_chat_ready")
         result = await run_cli("doctor", "-c", str(daemon.config), cwd=tmp_path)
     assert result.code == 0, result.out
     lines = result.out.splitlines()

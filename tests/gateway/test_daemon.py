@@ -243,7 +243,7 @@ async def test_readyz_is_503_when_a_channel_is_down(tmp_path: Path, hub: Channel
             allow: ["*"]"""
     daemon = await start_daemon(tmp_path, socket_profile(hub.port, extra_channels=broken))
     try:
-        await daemon.wait_log(lambda e: e.get("event") == "channel down")
+        await daemon.wait_log(lambda e: e.get("event") == "channel.down")
         status, body = await daemon.get("/readyz")
         assert status == 503
         assert '"broken": {"status": "down"' in body

@@ -56,7 +56,7 @@ async def test_the_embedded_default_on_other_ports_streams_visibly(tmp_path: Pat
     lines: list[str] = []
     try:
         async with asyncio.timeout(WAIT_S):
-            while not any("web chat ready" in line for line in lines):
+            while not any("api.web_chat_ready" in line for line in lines):
                 lines.append((await process.stderr.readline()).decode())
         started = next(line for line in lines if "gateway.started" in line)
         assert f"http://127.0.0.1:{http_port}/" in started

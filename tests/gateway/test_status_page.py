@@ -80,8 +80,8 @@ async def test_the_page_shows_health_last_error_counts_and_failures_and_refreshe
         )
         daemon = await DaemonProcess(config).start()
         try:
-            await daemon.wait_log(lambda e: e.get("event") == "web chat ready")
-            await daemon.wait_log(lambda e: e.get("event") == "channel down")
+            await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
+            await daemon.wait_log(lambda e: e.get("event") == "channel.down")
             await chat(api_port, "first")
             page: Page = await browser.new_page()
             await page.goto(status_url(daemon))
@@ -93,7 +93,7 @@ async def test_the_page_shows_health_last_error_counts_and_failures_and_refreshe
             await expect(profile.locator("[data-channel=api] .status")).to_have_text("healthy")
             await expect(profile.locator("[data-figure=turns]")).to_contain_text("1 ok")
             await expect(profile.locator("[data-figure=sessions]")).to_contain_text("1")
-            await expect(page.locator("#failures")).to_contain_text("channel down")
+            await expect(page.locator("#failures")).to_contain_text("channel.down")
             assert WRONG_TELEGRAM_TOKEN not in await page.content()
             # It refreshes itself: a second turn shows up without a reload.
             await chat(api_port, "second")

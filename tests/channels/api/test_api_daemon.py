@@ -65,7 +65,7 @@ class Api:
 
 async def start(tmp_path: Path, profile: str) -> DaemonProcess:
     daemon = await DaemonProcess(write_config(tmp_path, {"web": profile})).start()
-    await daemon.wait_log(lambda event: event.get("event") == "web chat ready")
+    await daemon.wait_log(lambda event: event.get("event") == "api.web_chat_ready")
     return daemon
 
 

@@ -69,7 +69,7 @@ async def start_web_chat(tmp_path: Path, *, token: str | None = None) -> WebChat
     port = free_port()
     config = write_config(tmp_path, {"web": slow_echo_profile(port, token=token)})
     daemon = await DaemonProcess(config).start()
-    await daemon.wait_log(lambda event: event.get("event") == "web chat ready")
+    await daemon.wait_log(lambda event: event.get("event") == "api.web_chat_ready")
     return WebChat(daemon, f"http://127.0.0.1:{port}/")
 
 

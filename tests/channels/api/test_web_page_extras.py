@@ -35,7 +35,7 @@ async def start(tmp_path: Path, *, host: str = "127.0.0.1", slow: bool = False) 
     agent = "{type: echo, delay_s: 0.4, pieces: 30}" if slow else "{type: echo}"
     profile = f"agent: {agent}\nchannels:\n  - type: api\n    host: {host}\n    port: {port}\n"
     daemon = await DaemonProcess(write_config(tmp_path, {"web": profile})).start()
-    await daemon.wait_log(lambda event: event.get("event") == "web chat ready")
+    await daemon.wait_log(lambda event: event.get("event") == "api.web_chat_ready")
     daemon.http_url = f"http://{host}:{port}/"  # the chat page, for these tests
     return daemon
 

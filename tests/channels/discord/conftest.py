@@ -12,6 +12,7 @@ import pytest
 
 from bus import AgentHandle, InboundMessage, create_bus
 from channels.discord import DiscordChannel
+from tests.channels.started import started
 from tests.fakes.discord_server import FakeDiscord, FakeUser
 
 WAIT_S = 10.0
@@ -61,16 +62,13 @@ async def run_bot(
     """The channel started on a fresh bus, connected; stopped and awaited afterwards."""
     agent, publisher = create_bus(64)
     channel = make_channel(fake, data_dir, require_mention=require_mention)
-    task = asyncio.create_task(channel.start(publisher.inbound_sender()), name="discord-test")
-    try:
-        async with asyncio.timeout(WAIT_S):
-            await fake.wait_ready()
-            await channel.wait_connected()
+
+    async def ready(_task: asyncio.Task[None]) -> None:
+        await fake.wait_ready()
+        await channel.wait_connected()
+
+    async with started(channel, publisher.inbound_sender(), ready, name="discord-test") as task:
         yield RunningBot(fake, channel, agent, task, data_dir)
-    finally:
-        await channel.stop()
-        async with asyncio.timeout(WAIT_S):
-            await task
 
 
 @pytest.fixture

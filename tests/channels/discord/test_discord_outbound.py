@@ -34,7 +34,7 @@ def test_the_channel_declares_discords_limit_and_edit_rate() -> None:
     channel = DiscordChannel(token="t", data_dir=Path("."))
     assert channel.name == "discord"
     assert channel.supports_edit()
-    assert channel.max_message_length() == 2000
+    assert channel.limit.max_units == 2000
 
 
 async def test_a_reply_references_the_triggering_message(bot: RunningBot) -> None:

@@ -12,8 +12,8 @@ from discord.http import Route
 from channels.discord import DiscordChannel, DiscordEndpoints, create
 from channels.discord.errors import translate_gateway_error
 from channels.discord.inbound import strip_mention
-from channels.discord.media import safe_file_name
 from channels.errors import FatalChannelError, TransientError
+from channels.media_files import safe_file_name
 from channels.registry import ChannelContext, build_channel
 from config import DiscordConfig
 

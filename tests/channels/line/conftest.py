@@ -13,6 +13,7 @@ from aiohttp import web
 
 from channels.allow import AllowList
 from channels.line import LineChannel
+from tests.channels.started import started
 from tests.fakes import LocalHttpServer
 from tests.fakes.line_server import FakeLine
 from tests.support.inbound import RecordingInbound
@@ -66,12 +67,12 @@ async def line(fake: FakeLine, tmp_path: Path) -> AsyncIterator[RunningLine]:
     app = web.Application()
     app.add_routes(channel.web_routes())
     inbound = RecordingInbound()
-    async with LocalHttpServer(app) as server:
-        task = asyncio.create_task(channel.start(inbound), name="line-under-test")
-        async with asyncio.timeout(WAIT_S):
-            await channel.wait_receiving()
-        try:
-            yield RunningLine(fake, channel, inbound, server.origin + PATH, task)
-        finally:
-            await channel.stop()
-            await asyncio.wait_for(task, WAIT_S)
+
+    async def ready(_task: asyncio.Task[None]) -> None:
+        await channel.wait_receiving()
+
+    async with (
+        LocalHttpServer(app) as server,
+        started(channel, inbound, ready, name="line-under-test") as task,
+    ):
+        yield RunningLine(fake, channel, inbound, server.origin + PATH, task)

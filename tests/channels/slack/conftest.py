@@ -14,6 +14,7 @@ import pytest
 from bus import AgentHandle, InboundMessage, create_bus
 from channels.slack import SlackChannel
 from channels.slack.channel import Mode
+from tests.channels.started import started
 from tests.fakes.slack_server import FakeSlack
 
 WAIT_S = 10.0
@@ -99,19 +100,15 @@ async def run_slack(fake: FakeSlack, data_dir: Path, **options: Any) -> AsyncIte
     """The channel started on a fresh bus and receiving; stopped and awaited afterwards."""
     agent, publisher = create_bus(64)
     channel = make_channel(fake, data_dir, **options)
-    task = asyncio.create_task(channel.start(publisher.inbound_sender()), name="slack-under-test")
-    try:
-        async with asyncio.timeout(WAIT_S):
-            await channel.wait_receiving()
+
+    async def ready(_task: asyncio.Task[None]) -> None:
+        await channel.wait_receiving()
         if options.get("mode", "socket") == "socket":
             await fake.wait_connected(timeout_s=WAIT_S)
+
+    inbound = publisher.inbound_sender()
+    async with started(channel, inbound, ready, name="slack-under-test") as task:
         yield RunningSlack(fake, channel, agent, task, data_dir)
-    finally:
-        await channel.stop()
-        async with asyncio.timeout(WAIT_S):
-            await asyncio.wait({task})
-        if not task.cancelled():  # a test may have cancelled it on purpose
-            task.result()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from channels.slack.mrkdwn import escape, render_mrkdwn
+from channels.markup.slack import escape, render_mrkdwn
 
 
 @pytest.mark.parametrize(

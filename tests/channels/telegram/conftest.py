@@ -15,6 +15,7 @@ from bus import AgentHandle, InboundMessage, create_bus
 from channels.allow import AllowList
 from channels.telegram import Backoff, TelegramChannel
 from config import TelegramConfig
+from tests.channels.started import started
 from tests.fakes.telegram_server import FakeTelegram
 
 WAIT_S = 10.0
@@ -74,20 +75,18 @@ async def running(channel: TelegramChannel, fake: FakeTelegram) -> AsyncIterator
     """Start `channel`, wait until it long-polls, stop it on the way out."""
     agent, publisher = create_bus()
     sender = publisher.inbound_sender()
-    task = asyncio.create_task(channel.start(sender), name="test:telegram-start")
-    try:
+
+    async def ready(task: asyncio.Task[None]) -> None:
         if channel.web_routes():
             await fake.wait_for_calls("setWebhook", timeout_s=WAIT_S)
         else:
             await fake.wait_until(lambda: fake.long_polls_waiting > 0 or task.done())
         if task.done():
             task.result()
-        yield Running(channel, agent, task)
+
+    try:
+        async with started(channel, sender, ready, name="test:telegram-start") as task:
+            yield Running(channel, agent, task)
     finally:
-        await channel.stop()
-        done, _ = await asyncio.wait({task}, timeout=WAIT_S)
         sender.close()
         publisher.close()
-    assert task in done, "start() did not end after stop()"
-    if not task.cancelled() and (error := task.exception()) is not None:
-        raise error

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from channels.telegram.render import render, render_html, render_markdown_v2
+from channels.markup.telegram import render, render_html, render_markdown_v2
 from tests.fakes.telegram_server import parse_html, parse_markdown_v2
 
 ALLOWED_TAGS = {"b", "i", "s", "code", "pre", "a", "blockquote"}

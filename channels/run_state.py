@@ -1,0 +1,47 @@
+"""Where a receiving channel is in its life, and the health that follows from it.
+
+Every channel that receives in `start()` keeps the same four facts: `stopping` (set by
+`stop()`; a stopped channel stays stopped), `idle` (set while no `start()` runs, so `stop()`
+can wait for it to let go of its connections), `receiving` (set while `start()` takes
+messages; tests and `wait_receiving` wait on it) and `fatal` (the `FatalChannelError` that
+ended it). `health` turns them into the status page's answer; a channel passes its own view
+of a running connection where it has one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from channels.errors import FatalChannelError
+from channels.health import ChannelHealth
+
+
+class RunState:
+    def __init__(self) -> None:
+        self.stopping = asyncio.Event()
+        self.idle = asyncio.Event()
+        self.idle.set()
+        self.receiving = asyncio.Event()
+        self.fatal: FatalChannelError | None = None
+
+    async def stop(self) -> None:
+        """Ask `start()` to end and wait until it has (let go of its connections)."""
+        self.stopping.set()
+        await self.idle.wait()
+
+    def ended(self) -> ChannelHealth | None:
+        """Down after a fatal error or a stop; None while the channel may still run."""
+        if self.fatal is not None:
+            return ChannelHealth.down(str(self.fatal))
+        if self.stopping.is_set():
+            return ChannelHealth.down("stopped")
+        return None
+
+    def health(self, running: ChannelHealth | None = None) -> ChannelHealth:
+        """`ended()`, otherwise `running`, or by default healthy while receiving and unknown
+        before."""
+        if (ended := self.ended()) is not None:
+            return ended
+        if running is not None:
+            return running
+        return ChannelHealth.healthy() if self.receiving.is_set() else ChannelHealth.unknown()

@@ -1,0 +1,64 @@
+"""The one media helper: safe names, files under the media directory, size limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from channels.media_files import MediaStore, media_root, safe_name, safe_suffix, save_media
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("photo.png", "photo.png"),
+        ("../../etc/passwd", "_.._etc_passwd"),
+        ("...", "_"),
+        ("", "_"),
+        ("图片.jpg", "_.jpg"),
+        ("a" * 150 + ".pdf", "a" * 96 + ".pdf"),
+    ],
+)
+def test_names_cannot_leave_their_directory(text: str, expected: str) -> None:
+    safe = safe_name(text)
+    assert safe == expected
+    assert "/" not in safe
+    assert not safe.startswith(".")
+
+
+def test_the_options_say_what_else_is_kept_or_trimmed() -> None:
+    assert safe_name("!room:example.org", trim_ends="._") == "room_example.org"
+    assert safe_name("ann@example.org", keep="@") == "ann@example.org"
+    assert safe_name("...", fallback="file") == "file"
+    assert safe_name("x" * 300, max_chars=None) == "x" * 300
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("Report.PDF", ".pdf"), ("archive.tar.gz", ".gz"), ("odd.p d f", ""), (None, ""), ("x", "")],
+)
+def test_only_plain_suffixes_are_kept(name: str | None, expected: str) -> None:
+    assert safe_suffix(name) == expected
+
+
+async def test_a_saved_file_leaves_no_partial_file(tmp_path: Path) -> None:
+    target = media_root(tmp_path, "telegram") / "42" / "1-photo.jpg"
+    assert await save_media(target, b"\xff\xd8") == target
+    assert target.read_bytes() == b"\xff\xd8"
+    assert [path.name for path in target.parent.iterdir()] == ["1-photo.jpg"]
+
+
+async def test_a_store_refuses_a_path_outside_its_directory(tmp_path: Path) -> None:
+    store = MediaStore.under(tmp_path, "slack", max_bytes=10)
+    with pytest.raises(ValueError, match="outside the media directory"):
+        await store.save(tmp_path / "elsewhere.bin", b"x")
+    assert not (tmp_path / "elsewhere.bin").exists()
+
+
+def test_a_store_keeps_only_files_within_its_limit(tmp_path: Path) -> None:
+    store = MediaStore.under(tmp_path, "discord", max_bytes=10)
+    assert store.root == tmp_path / "media" / "discord"
+    assert store.fits(None)
+    assert store.fits(10)
+    assert not store.fits(11)
