@@ -38,7 +38,7 @@ async def test_a_session_this_build_cannot_read_fails_the_turn_at_once(tmp_path:
     daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
     url = f"http://127.0.0.1:{port}/v1/chat"
     try:
-        await daemon.wait_log(lambda e: e.get("event") == "web chat ready")
+        await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
         timeout = aiohttp.ClientTimeout(total=WAIT_S)
         async with aiohttp.ClientSession(timeout=timeout) as http:
             async with http.post(url, json={"chat_id": "future", "content": "hello?"}) as r:

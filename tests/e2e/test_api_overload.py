@@ -45,7 +45,7 @@ async def started(tmp_path: Path, delay_s: float) -> tuple[DaemonProcess, int]:
     port = free_port()
     config = write_config(tmp_path, {"main": profile(port, delay_s=delay_s)})
     daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
-    await daemon.wait_log(lambda e: e.get("event") == "web chat ready")
+    await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
     return daemon, port
 
 

@@ -1,0 +1,218 @@
+"""The dispatcher in process: a journal on disk, a fake agent the test controls, a recording
+channel, and the bus's outbound end read directly (no channel manager, no subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from bus import (
+    FAILED,
+    AgentHandle,
+    BusPublisher,
+    InboundMessage,
+    InboundRefused,
+    OutboundMessage,
+    create_bus,
+)
+from gateway.agents import Agent, AgentReply, AgentTurn, SnapshotSink
+from gateway.commands import Commands
+from gateway.dispatcher import Dispatcher, DispatcherSettings
+from gateway.journal import Journal
+from gateway.lanes import QueueMode
+from gateway.metrics import GatewayMetrics
+from gateway.turns import TurnRunner, TurnSettings
+from sessions import ActiveTopics, SessionManager, SessionStore
+from tests.channels.recording import RecordingChannel
+
+WAIT_S = 5.0
+
+
+class GatedAgent(Agent):
+    """Echoes; a message whose text starts with "hold" waits until the test releases it."""
+
+    kind = "gated"
+
+    def __init__(self) -> None:
+        self.started: asyncio.Queue[str] = asyncio.Queue()
+        self.release = asyncio.Event()
+        self.seen: list[str] = []
+
+    async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
+        text = turn.message.content
+        self.seen.append(text)
+        self.started.put_nowait(text)
+        if text.startswith("hold"):
+            await self.release.wait()
+        return AgentReply(text)
+
+
+@dataclass
+class Rig:
+    dispatcher: Dispatcher
+    agent: GatedAgent
+    publisher: BusPublisher
+    sessions: SessionManager
+    task: asyncio.Task[None]
+    replies: list[OutboundMessage] = field(default_factory=list)
+
+    async def reply(self) -> OutboundMessage:
+        """The next whole reply (typing signals and snapshots are skipped)."""
+        while True:
+            message = await asyncio.wait_for(self.publisher.recv_outbound(), WAIT_S)
+            assert message is not None
+            if message.typing_signal is None and not message.is_stream_snapshot:
+                self.replies.append(message)
+                return message
+
+
+def said(text: str, message_id: str, chat: str = "c1") -> InboundMessage:
+    return InboundMessage(
+        channel="rec", sender_id="alice", chat_id=chat, content=text, message_id=message_id
+    )
+
+
+@asynccontextmanager
+async def running(
+    root: Path,
+    *,
+    mode: QueueMode = "followup",
+    per_chat: int = 256,
+    agent: GatedAgent | None = None,
+) -> AsyncIterator[Rig]:
+    agent = agent or GatedAgent()
+    channel = RecordingChannel("rec")
+    metrics = GatewayMetrics.create(CollectorRegistry())
+    handle: AgentHandle
+    handle, publisher = create_bus()
+    async with SessionStore(root, fsync="never", track_unsynced=True) as store:
+        journal = Journal(root / "journal", fsync="batch")
+        recovery = await journal.open()
+        sessions = SessionManager(store)
+        topics = ActiveTopics(root)
+        runner = TurnRunner(TurnSettings("p", 50), agent, sessions, handle, metrics)
+        dispatcher = Dispatcher(
+            DispatcherSettings("p", mode, "gated", max_backlog_per_chat=per_chat),
+            journal,
+            handle,
+            lambda name: channel if name == "rec" else None,
+            runner,
+            Commands(sessions, topics, 5),
+            sessions,
+            metrics,
+        )
+        task = asyncio.create_task(dispatcher.run(recovery), name="dispatcher-under-test")
+        await dispatcher.wait_ready()
+        try:
+            yield Rig(dispatcher, agent, publisher, sessions, task)
+        finally:
+            agent.release.set()
+            dispatcher.stop_intake()
+            await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), WAIT_S)
+            await journal.close()
+
+
+async def test_a_message_is_answered_and_both_sides_are_in_the_session(tmp_path: Path) -> None:
+    async with running(tmp_path) as rig:
+        await rig.dispatcher.receive(said("hello", "1"))
+        reply = await rig.reply()
+        assert (reply.content, reply.reply_to) == ("hello", "1")
+        assert reply.delivery_id is not None
+        session = await rig.sessions.get(said("", "").session_key("p"))
+        assert [m.content for m in session.messages] == ["hello", "hello"]
+
+
+async def test_a_platform_retry_is_not_a_second_turn(tmp_path: Path) -> None:
+    async with running(tmp_path) as rig:
+        await rig.dispatcher.receive(said("once", "7"))
+        await rig.reply()
+        await rig.dispatcher.receive(said("once", "7"))
+        await rig.dispatcher.receive(said("next", "8"))
+        assert (await rig.reply()).content == "next"
+        assert rig.agent.seen == ["once", "next"]
+
+
+async def test_abort_cancels_the_running_turn_and_answers_in_its_language(tmp_path: Path) -> None:
+    async with running(tmp_path) as rig:
+        await rig.dispatcher.receive(said("hold on", "1"))
+        assert await asyncio.wait_for(rig.agent.started.get(), WAIT_S) == "hold on"
+        await rig.dispatcher.receive(said("停止", "2"))
+        assert (await rig.reply()).content == "🛑 已取消。"
+        # The cancelled turn is answered by nothing: the next message is the next reply.
+        await rig.dispatcher.receive(said("after", "3"))
+        assert (await rig.reply()).content == "after"
+
+
+async def test_interrupt_keeps_only_the_newest_message(tmp_path: Path) -> None:
+    async with running(tmp_path, mode="interrupt") as rig:
+        await rig.dispatcher.receive(said("hold first", "1"))
+        await asyncio.wait_for(rig.agent.started.get(), WAIT_S)
+        await rig.dispatcher.receive(said("second", "2"))
+        assert (await rig.reply()).content == "second"
+
+
+async def test_collect_joins_what_waited_into_one_turn(tmp_path: Path) -> None:
+    async with running(tmp_path, mode="collect") as rig:
+        await rig.dispatcher.receive(said("hold first", "1"))
+        await asyncio.wait_for(rig.agent.started.get(), WAIT_S)
+        await rig.dispatcher.receive(said("a", "2"))
+        await rig.dispatcher.receive(said("b", "3"))
+        rig.agent.release.set()
+        assert (await rig.reply()).content == "hold first"
+        joined = await rig.reply()
+        assert joined.content == "a\n---\nQueued #2: b"
+        assert joined.metadata["octos.answers"] == ["2", "3"]
+
+
+async def test_a_full_chat_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
+    async with running(tmp_path, per_chat=2) as rig:
+        await rig.dispatcher.receive(said("hold 1", "1"))
+        await rig.dispatcher.receive(said("two", "2"))
+        with pytest.raises(InboundRefused) as refused:
+            await rig.dispatcher.receive(said("three", "3"))
+        assert refused.value.http_status == 429
+        assert refused.value.retry_after_s
+        # Another chat is not affected.
+        await rig.dispatcher.receive(said("elsewhere", "4", chat="c2"))
+        assert (await rig.reply()).content == "elsewhere"
+        rig.agent.release.set()
+        assert [(await rig.reply()).content for _ in range(2)] == ["hold 1", "two"]
+    assert "three" not in rig.agent.seen
+
+
+async def test_a_failing_turn_is_answered_with_the_reason(tmp_path: Path) -> None:
+    class Broken(GatedAgent):
+        async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
+            raise RuntimeError("the model fell over")
+
+    async with running(tmp_path, agent=Broken()) as rig:
+        await rig.dispatcher.receive(said("hi", "1"))
+        reply = await rig.reply()
+        assert reply.metadata.get(FAILED) is True
+        assert "the model fell over" in reply.content
+
+
+async def test_what_was_unanswered_runs_again_after_a_crash_and_a_retry_is_recognised(
+    tmp_path: Path,
+) -> None:
+    first = GatedAgent()
+    async with running(tmp_path, agent=first) as rig:
+        await rig.dispatcher.receive(said("hold across a crash", "1"))
+        await asyncio.wait_for(first.started.get(), WAIT_S)
+        # A crash mid-turn: everything is cancelled, no outcome is written.
+        rig.task.cancel()
+        await asyncio.gather(rig.task, return_exceptions=True)
+    second = GatedAgent()
+    second.release.set()
+    async with running(tmp_path, agent=second) as rig:
+        assert (await rig.reply()).content == "hold across a crash"
+        await rig.dispatcher.receive(said("hold across a crash", "1"))  # the platform retries
+        await rig.dispatcher.receive(said("fresh", "2"))
+        assert (await rig.reply()).content == "fresh"
+        assert second.seen == ["hold across a crash", "fresh"]
