@@ -1,34 +1,27 @@
-"""The dispatcher: what happens to each inbound message of one profile.
+"""The dispatcher: what happens to each message of one profile once the journal holds it.
 
-Channels hand messages to `intake` (the profile's `InboundSender`). In order: the channel's
-allow list (a stranger gets at most one "your id is ..." notice an hour and the agent never
-sees them), dedup by platform id against the journal (a retry returns at once; a channel whose
-replies answer requests, the HTTP API, gets the first reply again), the backlog bound
-(`InboundRefused`: nothing stored), then the message is written to the journal and, once it is
-durable, the sender returns (the channel acknowledges the platform) and the message is routed:
+The intake (`gateway.intake`) checks, deduplicates and journals what channels receive; each
+durable message is routed here, live or when the previous run's unfinished work is recovered:
 abort triggers cancel the chat's running turn, immediate commands answer at once, everything
-else waits in the chat's lane. Every answer is an outcome in the journal before it is sent.
+else waits in the chat's lane and runs as a turn. Every answer is an outcome in the journal
+before it is sent; session files are written behind it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
-from prometheus_client import Counter
 
 from bus import (
     ANSWERS,
     FAILED,
     SESSION,
     AgentHandle,
-    InboundMessage,
-    InboundRefused,
     Message,
     OutboundMessage,
-    PipeClosed,
     SessionKey,
     TokenUsage,
     new_turn_id,
@@ -36,25 +29,18 @@ from bus import (
 from bus.abort import abort_response, is_abort_trigger
 from bus.text import scrub_surrogates
 from channels.base import Channel
-from channels.dedup import InboundDedup
 from gateway.commands import IMMEDIATE, ChatStatus, Commands, parse_command
+from gateway.intake import Intake, IntakeSettings
 from gateway.journal import Journal, Outcome, Received, Recovery, restore_sessions
 from gateway.lanes import CommandItem, LaneItem, Lanes, QueueMode, TurnItem
 from gateway.metrics import GatewayMetrics
 from gateway.turn_task import turn_task
 from gateway.turns import FAILED_TURN_REPLY, TurnResult, TurnRunner
 from sessions import SessionManager
-from sessions.wal import LogWriteError
 
 log = structlog.get_logger(__name__)
 
-REFUSAL_NOTICE = (
-    "Sorry, this bot does not know you yet. Your id is {sender_id}: ask its owner to add it "
-    "to the allow list."
-)
 CANCELLED_NOTICE = "Cancelled: a stop or a newer message ended this turn before its reply."
-ALREADY_ANSWERED = "This message was answered already; its reply is in the chat's history."
-REFUSAL_NOTICE_INTERVAL_S = 3600.0
 #: Commands after which older journal records must not be replayed into session files.
 ARCHIVING_COMMANDS = frozenset({"/reset", "/delete"})
 
@@ -71,9 +57,6 @@ class DispatcherSettings:
 
 
 class Dispatcher:
-    #: What to tell a refused sender instead of the plain notice (a pairing code); None: plain.
-    stranger_notice: Callable[[InboundMessage], Awaitable[str | None]] | None = None
-
     def __init__(
         self,
         settings: DispatcherSettings,
@@ -93,20 +76,29 @@ class Dispatcher:
         self._commands = commands
         self._sessions = sessions
         self._metrics = metrics
-        self._refusals = InboundDedup(max_entries=10_000, ttl_s=REFUSAL_NOTICE_INTERVAL_S)
         self._turn_slots = asyncio.Semaphore(settings.max_concurrent_turns)
         self._lanes: Lanes | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._ready = asyncio.Event()
-        self._stopping = False
         self._stopped = asyncio.Event()
         self._checkpoint_wanted = asyncio.Event()
-        #: journal id -> the write that makes it durable, while it is in flight
-        self._in_flight: dict[int, asyncio.Future[None]] = {}
-        self._counters: dict[tuple[str, str], Counter] = {}
         depth = metrics.queue_depth
         self._inbound_depth = depth.labels(settings.profile, "inbound")
         self._outbound_depth = depth.labels(settings.profile, "outbound")
+        self.intake = Intake(
+            IntakeSettings(
+                settings.profile,
+                settings.max_backlog_per_chat,
+                settings.max_backlog,
+                settings.retry_after_s,
+            ),
+            journal,
+            handle,
+            channel_named,
+            metrics,
+            route=self._route,
+            after_durable=self._after_durable,
+        )
 
     # Lifecycle
 
@@ -117,6 +109,7 @@ class Dispatcher:
             self._tasks = tasks
             self._lanes = Lanes(self._settings.queue_mode, self._run_item, tasks, self._dropped)
             await self._recover(recovery)
+            self.intake.open()
             self._ready.set()
             checkpoints = tasks.create_task(
                 self._checkpoint_loop(), name=f"journal-checkpoints:{self._settings.profile}"
@@ -131,7 +124,7 @@ class Dispatcher:
 
     def stop_intake(self) -> None:
         """Take no more messages; what is running or waiting still finishes."""
-        self._stopping = True
+        self.intake.close()
         self._stopped.set()
 
     def busy(self) -> bool:
@@ -168,114 +161,10 @@ class Dispatcher:
         if self._journal.wants_checkpoint():
             self._checkpoint_wanted.set()
 
-    # Intake
-
-    def _count(self, message: InboundMessage, outcome: str) -> None:
-        counter = self._counters.get((message.channel, outcome))
-        if counter is None:
-            counter = self._metrics.messages_in.labels(
-                self._settings.profile, message.channel, outcome
-            )
-            self._counters[(message.channel, outcome)] = counter
-        counter.inc()
-
-    async def receive(self, message: InboundMessage) -> None:
-        """The `InboundSender.send` of every channel of this profile."""
-        channel = self._channel_named(message.channel)
-        if channel is None:
-            log.warning("dispatcher.unknown_channel", channel=message.channel)
-            self._count(message, "unknown_channel")
-            return
-        if not channel.is_allowed(message.sender_id):
-            self._count(message, "refused")
-            await self._refuse(message)
-            return
-        if self._stopping:
-            raise PipeClosed("the gateway is stopping and takes no more messages")
-        if not self._ready.is_set():
-            await self._ready.wait()  # recovery of the previous run comes first
-        message = _scrubbed(message)
-        known = self._journal.seen(message)
-        if known is not None:
-            self._count(message, "duplicate")
-            await self._duplicate(channel, message, known)
-            return
-        self._check_backlog(message)
-        received, durable = self._journal.accept(message)
-        self._in_flight[received.id] = durable
-        durable.add_done_callback(lambda done: self._durable(received, done))
-        try:
-            # Shielded: a channel that gives up waiting must not hide a write still in flight.
-            await asyncio.shield(durable)
-        except LogWriteError as error:
-            # Nothing was stored: the platform is told to try again later, as when full.
-            raise InboundRefused(
-                "global", self._settings.retry_after_s, f"the journal cannot be written: {error}"
-            ) from error
-        self._count(message, "accepted")
-
-    def _durable(self, received: Received, done: asyncio.Future[None]) -> None:
-        del self._in_flight[received.id]
-        if done.cancelled() or done.exception() is not None:
-            self._journal.forget(received)
-            return
-        self._route(received)
+    def _after_durable(self) -> None:
         self._maybe_checkpoint()
         self._inbound_depth.set(len(self._journal.state.received))
         self._outbound_depth.set(self._handle.outbound_depth())
-
-    def _check_backlog(self, message: InboundMessage) -> None:
-        settings = self._settings
-        state = self._journal.state
-        # Counted from the journal: messages still on their way to the disk count too.
-        if (
-            state.pending_by_chat[(message.channel, message.chat_id)]
-            >= settings.max_backlog_per_chat
-        ):
-            raise InboundRefused(
-                "chat",
-                settings.retry_after_s,
-                f"chat {message.chat_id} has {settings.max_backlog_per_chat} messages waiting",
-            )
-        if len(self._journal.state.received) >= settings.max_backlog:
-            raise InboundRefused(
-                "global", settings.retry_after_s, f"{settings.max_backlog} messages are waiting"
-            )
-
-    async def _duplicate(self, channel: Channel, message: InboundMessage, known: int) -> None:
-        in_flight = self._in_flight.get(known)
-        if in_flight is not None:
-            # The first copy is not durable yet: acknowledge this one no sooner.
-            await asyncio.shield(in_flight)
-        if not channel.replies_to_retries or known in self._journal.state.received:
-            return  # still waiting or running: its reply reaches this request too
-        reply = self._journal.state.reply_for(known)
-        if reply is not None:
-            await self._handle.send(reply)
-        else:
-            await self._send(message, ALREADY_ANSWERED, failed=True)
-
-    async def _refuse(self, message: InboundMessage) -> None:
-        if self._refusals.seen(f"{message.channel}:{message.sender_id}"):
-            return
-        log.info("dispatcher.stranger_refused", sender=message.sender_id)
-        notice = await self.stranger_notice(message) if self.stranger_notice else None
-        await self._send(message, notice or REFUSAL_NOTICE.format(sender_id=message.sender_id))
-
-    async def _send(self, message: InboundMessage, text: str, *, failed: bool = False) -> None:
-        """A notice that is not an answer (nothing to record): refusals."""
-        metadata: dict[str, object] = {FAILED: True} if failed else {}
-        if message.message_id is not None:
-            metadata[ANSWERS] = [message.message_id]
-        await self._handle.send(
-            OutboundMessage(
-                channel=message.channel,
-                chat_id=message.chat_id,
-                content=text,
-                reply_to=message.message_id,
-                metadata=metadata,
-            )
-        )
 
     # Routing (synchronous: runs as soon as a message is durable, live or on recovery)
 
@@ -485,37 +374,3 @@ def _received_of(item: LaneItem) -> tuple[Received, ...]:
 
 def _no_usage() -> TokenUsage:
     return TokenUsage()
-
-
-def _scrubbed(message: InboundMessage) -> InboundMessage:
-    """The message with lone surrogates (unencodable, from a platform's JSON) replaced."""
-    fields = {
-        "content": message.content,
-        "chat_id": message.chat_id,
-        "sender_id": message.sender_id,
-    }
-    clean = {name: scrub_surrogates(value) for name, value in fields.items()}
-    if clean == fields:
-        return message
-    return message.model_copy(update=clean)
-
-
-class ProfileIntake:
-    """The `InboundSender` every channel of a profile gets: `send` returns once durable.
-
-    Built before the dispatcher (channels are registered first) and connected to it after.
-    """
-
-    def __init__(self) -> None:
-        self._dispatcher: Dispatcher | None = None
-
-    def connect(self, dispatcher: Dispatcher) -> None:
-        self._dispatcher = dispatcher
-
-    async def send(self, message: InboundMessage) -> None:
-        if self._dispatcher is None:
-            raise PipeClosed("the profile is not running")
-        await self._dispatcher.receive(message)
-
-    def close(self) -> None:
-        """Channels share the profile's intake; closing one channel's view is a no-op."""

@@ -26,8 +26,9 @@ from config import ProfileConfig
 from config.store import StoreConfig
 from gateway.agents import create_agent
 from gateway.commands import Commands
-from gateway.dispatcher import Dispatcher, DispatcherSettings, ProfileIntake
+from gateway.dispatcher import Dispatcher, DispatcherSettings
 from gateway.history import ProfileHistory
+from gateway.intake import ProfileIntake
 from gateway.journal import Journal, Recovery
 from gateway.metrics import GatewayMetrics
 from gateway.pairing import Pairing
@@ -175,8 +176,8 @@ class ProfileRuntime:
                 sessions,
                 self._metrics,
             )
-            intake.connect(dispatcher)
-            dispatcher.stranger_notice = pairing.stranger_notice
+            intake.connect(dispatcher.intake)
+            dispatcher.intake.stranger_notice = pairing.stranger_notice
             self._channels, self._dispatcher = channels, dispatcher
             await self._serve(channels, dispatcher, handle.close, recovery, pairing)
             await dispatcher.checkpoint()

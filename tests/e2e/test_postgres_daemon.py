@@ -165,7 +165,9 @@ async def test_a_reload_keeps_the_store_the_daemon_started_with(
             lambda event: event.get("event") == "profile.started" and event.get("profile") == added
         )
         await daemon.wait_log(
-            lambda event: event.get("event") == "api.web_chat_ready" and str(added_port) in str(event)
+            lambda event: (
+                event.get("event") == "api.web_chat_ready" and str(added_port) in str(event)
+            )
         )
         answer = await chat(added_port, {"chat_id": "after-reload", "content": "still postgres"})
         assert answer["reply"] == "still postgres"

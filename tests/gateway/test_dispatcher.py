@@ -120,7 +120,7 @@ async def running(
 
 async def test_a_message_is_answered_and_both_sides_are_in_the_session(tmp_path: Path) -> None:
     async with running(tmp_path) as rig:
-        await rig.dispatcher.receive(said("hello", "1"))
+        await rig.dispatcher.intake.receive(said("hello", "1"))
         reply = await rig.reply()
         assert (reply.content, reply.reply_to) == ("hello", "1")
         assert reply.delivery_id is not None
@@ -130,39 +130,39 @@ async def test_a_message_is_answered_and_both_sides_are_in_the_session(tmp_path:
 
 async def test_a_platform_retry_is_not_a_second_turn(tmp_path: Path) -> None:
     async with running(tmp_path) as rig:
-        await rig.dispatcher.receive(said("once", "7"))
+        await rig.dispatcher.intake.receive(said("once", "7"))
         await rig.reply()
-        await rig.dispatcher.receive(said("once", "7"))
-        await rig.dispatcher.receive(said("next", "8"))
+        await rig.dispatcher.intake.receive(said("once", "7"))
+        await rig.dispatcher.intake.receive(said("next", "8"))
         assert (await rig.reply()).content == "next"
         assert rig.agent.seen == ["once", "next"]
 
 
 async def test_abort_cancels_the_running_turn_and_answers_in_its_language(tmp_path: Path) -> None:
     async with running(tmp_path) as rig:
-        await rig.dispatcher.receive(said("hold on", "1"))
+        await rig.dispatcher.intake.receive(said("hold on", "1"))
         assert await asyncio.wait_for(rig.agent.started.get(), WAIT_S) == "hold on"
-        await rig.dispatcher.receive(said("停止", "2"))
+        await rig.dispatcher.intake.receive(said("停止", "2"))
         assert (await rig.reply()).content == "🛑 已取消。"
         # The cancelled turn is answered by nothing: the next message is the next reply.
-        await rig.dispatcher.receive(said("after", "3"))
+        await rig.dispatcher.intake.receive(said("after", "3"))
         assert (await rig.reply()).content == "after"
 
 
 async def test_interrupt_keeps_only_the_newest_message(tmp_path: Path) -> None:
     async with running(tmp_path, mode="interrupt") as rig:
-        await rig.dispatcher.receive(said("hold first", "1"))
+        await rig.dispatcher.intake.receive(said("hold first", "1"))
         await asyncio.wait_for(rig.agent.started.get(), WAIT_S)
-        await rig.dispatcher.receive(said("second", "2"))
+        await rig.dispatcher.intake.receive(said("second", "2"))
         assert (await rig.reply()).content == "second"
 
 
 async def test_collect_joins_what_waited_into_one_turn(tmp_path: Path) -> None:
     async with running(tmp_path, mode="collect") as rig:
-        await rig.dispatcher.receive(said("hold first", "1"))
+        await rig.dispatcher.intake.receive(said("hold first", "1"))
         await asyncio.wait_for(rig.agent.started.get(), WAIT_S)
-        await rig.dispatcher.receive(said("a", "2"))
-        await rig.dispatcher.receive(said("b", "3"))
+        await rig.dispatcher.intake.receive(said("a", "2"))
+        await rig.dispatcher.intake.receive(said("b", "3"))
         rig.agent.release.set()
         assert (await rig.reply()).content == "hold first"
         joined = await rig.reply()
@@ -172,14 +172,14 @@ async def test_collect_joins_what_waited_into_one_turn(tmp_path: Path) -> None:
 
 async def test_a_full_chat_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
     async with running(tmp_path, per_chat=2) as rig:
-        await rig.dispatcher.receive(said("hold 1", "1"))
-        await rig.dispatcher.receive(said("two", "2"))
+        await rig.dispatcher.intake.receive(said("hold 1", "1"))
+        await rig.dispatcher.intake.receive(said("two", "2"))
         with pytest.raises(InboundRefused) as refused:
-            await rig.dispatcher.receive(said("three", "3"))
+            await rig.dispatcher.intake.receive(said("three", "3"))
         assert refused.value.http_status == 429
         assert refused.value.retry_after_s
         # Another chat is not affected.
-        await rig.dispatcher.receive(said("elsewhere", "4", chat="c2"))
+        await rig.dispatcher.intake.receive(said("elsewhere", "4", chat="c2"))
         assert (await rig.reply()).content == "elsewhere"
         rig.agent.release.set()
         assert [(await rig.reply()).content for _ in range(2)] == ["hold 1", "two"]
@@ -192,7 +192,7 @@ async def test_a_failing_turn_is_answered_with_the_reason(tmp_path: Path) -> Non
             raise RuntimeError("the model fell over")
 
     async with running(tmp_path, agent=Broken()) as rig:
-        await rig.dispatcher.receive(said("hi", "1"))
+        await rig.dispatcher.intake.receive(said("hi", "1"))
         reply = await rig.reply()
         assert reply.metadata.get(FAILED) is True
         assert "the model fell over" in reply.content
@@ -203,7 +203,7 @@ async def test_what_was_unanswered_runs_again_after_a_crash_and_a_retry_is_recog
 ) -> None:
     first = GatedAgent()
     async with running(tmp_path, agent=first) as rig:
-        await rig.dispatcher.receive(said("hold across a crash", "1"))
+        await rig.dispatcher.intake.receive(said("hold across a crash", "1"))
         await asyncio.wait_for(first.started.get(), WAIT_S)
         # A crash mid-turn: everything is cancelled, no outcome is written.
         rig.task.cancel()
@@ -212,7 +212,9 @@ async def test_what_was_unanswered_runs_again_after_a_crash_and_a_retry_is_recog
     second.release.set()
     async with running(tmp_path, agent=second) as rig:
         assert (await rig.reply()).content == "hold across a crash"
-        await rig.dispatcher.receive(said("hold across a crash", "1"))  # the platform retries
-        await rig.dispatcher.receive(said("fresh", "2"))
+        await rig.dispatcher.intake.receive(
+            said("hold across a crash", "1")
+        )  # the platform retries
+        await rig.dispatcher.intake.receive(said("fresh", "2"))
         assert (await rig.reply()).content == "fresh"
         assert second.seen == ["hold across a crash", "fresh"]

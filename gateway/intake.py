@@ -1,0 +1,229 @@
+"""The intake: everything between a channel's `send` and the journal.
+
+In order: the channel's allow list (a stranger gets at most one "your id is ..." notice an hour
+and the agent never sees them), dedup by platform id against the journal (a retry returns once
+the first copy is durable; a channel whose messages are requests, the HTTP API, gets the first
+reply again), the backlog bound (`InboundRefused`: nothing stored), then the message is written
+to the journal. The sender returns once the record is durable (the channel then acknowledges the
+platform), and the message is handed to the dispatcher's router.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import structlog
+from prometheus_client import Counter
+
+from bus import (
+    ANSWERS,
+    FAILED,
+    AgentHandle,
+    InboundMessage,
+    InboundRefused,
+    OutboundMessage,
+    PipeClosed,
+)
+from bus.text import scrub_surrogates
+from channels.base import Channel
+from channels.dedup import InboundDedup
+from gateway.journal import Journal, Received
+from gateway.metrics import GatewayMetrics
+from sessions.wal import LogWriteError
+
+log = structlog.get_logger(__name__)
+
+REFUSAL_NOTICE = (
+    "Sorry, this bot does not know you yet. Your id is {sender_id}: ask its owner to add it "
+    "to the allow list."
+)
+ALREADY_ANSWERED = "This message was answered already; its reply is in the chat's history."
+REFUSAL_NOTICE_INTERVAL_S = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeSettings:
+    profile: str
+    max_backlog_per_chat: int = 256
+    max_backlog: int = 10_000
+    #: What a refusal asks the platform to wait before it tries again.
+    retry_after_s: float = 5.0
+
+
+class Intake:
+    #: What to tell a refused sender instead of the plain notice (a pairing code); None: plain.
+    stranger_notice: Callable[[InboundMessage], Awaitable[str | None]] | None = None
+
+    def __init__(
+        self,
+        settings: IntakeSettings,
+        journal: Journal,
+        handle: AgentHandle,
+        channel_named: Callable[[str], Channel | None],
+        metrics: GatewayMetrics,
+        *,
+        route: Callable[[Received], None],
+        after_durable: Callable[[], None],
+    ) -> None:
+        self._settings = settings
+        self._journal = journal
+        self._handle = handle
+        self._channel_named = channel_named
+        self._metrics = metrics
+        self._route = route
+        self._after_durable = after_durable
+        self._refusals = InboundDedup(max_entries=10_000, ttl_s=REFUSAL_NOTICE_INTERVAL_S)
+        self._open = asyncio.Event()
+        self._closed = False
+        #: journal id -> the write that makes it durable, while it is in flight
+        self._in_flight: dict[int, asyncio.Future[None]] = {}
+        self._counters: dict[tuple[str, str], Counter] = {}
+
+    def open(self) -> None:
+        """Take messages (the previous run's unfinished work has been routed)."""
+        self._open.set()
+
+    def close(self) -> None:
+        """Take no more: senders get `PipeClosed`."""
+        self._closed = True
+
+    def _count(self, message: InboundMessage, outcome: str) -> None:
+        counter = self._counters.get((message.channel, outcome))
+        if counter is None:
+            counter = self._metrics.messages_in.labels(
+                self._settings.profile, message.channel, outcome
+            )
+            self._counters[(message.channel, outcome)] = counter
+        counter.inc()
+
+    async def receive(self, message: InboundMessage) -> None:
+        """The `InboundSender.send` of every channel of this profile: returns once durable."""
+        channel = self._channel_named(message.channel)
+        if channel is None:
+            log.warning("intake.unknown_channel", channel=message.channel)
+            self._count(message, "unknown_channel")
+            return
+        if not channel.is_allowed(message.sender_id):
+            self._count(message, "refused")
+            await self._refuse(message)
+            return
+        if self._closed:
+            raise PipeClosed("the gateway is stopping and takes no more messages")
+        if not self._open.is_set():
+            await self._open.wait()  # recovery of the previous run comes first
+        message = _scrubbed(message)
+        known = self._journal.seen(message)
+        if known is not None:
+            self._count(message, "duplicate")
+            await self._duplicate(channel, message, known)
+            return
+        self._check_backlog(message)
+        received, durable = self._journal.accept(message)
+        self._in_flight[received.id] = durable
+        durable.add_done_callback(lambda done: self._durable(received, done))
+        try:
+            # Shielded: a channel that gives up waiting must not hide a write still in flight.
+            await asyncio.shield(durable)
+        except LogWriteError as error:
+            # Nothing was stored: the platform is told to try again later, as when full.
+            raise InboundRefused(
+                "global", self._settings.retry_after_s, f"the journal cannot be written: {error}"
+            ) from error
+        self._count(message, "accepted")
+
+    def _durable(self, received: Received, done: asyncio.Future[None]) -> None:
+        del self._in_flight[received.id]
+        if done.cancelled() or done.exception() is not None:
+            self._journal.forget(received)
+            return
+        self._route(received)
+        self._after_durable()
+
+    def _check_backlog(self, message: InboundMessage) -> None:
+        settings = self._settings
+        state = self._journal.state
+        # Counted from the journal: messages still on their way to the disk count too.
+        if (
+            state.pending_by_chat[(message.channel, message.chat_id)]
+            >= settings.max_backlog_per_chat
+        ):
+            raise InboundRefused(
+                "chat",
+                settings.retry_after_s,
+                f"chat {message.chat_id} has {settings.max_backlog_per_chat} messages waiting",
+            )
+        if len(self._journal.state.received) >= settings.max_backlog:
+            raise InboundRefused(
+                "global", settings.retry_after_s, f"{settings.max_backlog} messages are waiting"
+            )
+
+    async def _duplicate(self, channel: Channel, message: InboundMessage, known: int) -> None:
+        in_flight = self._in_flight.get(known)
+        if in_flight is not None:
+            # The first copy is not durable yet: acknowledge this one no sooner.
+            await asyncio.shield(in_flight)
+        if not channel.replies_to_retries or known in self._journal.state.received:
+            return  # still waiting or running: its reply reaches this request too
+        reply = self._journal.state.reply_for(known)
+        if reply is not None:
+            await self._handle.send(reply)
+        else:
+            await self._send(message, ALREADY_ANSWERED, failed=True)
+
+    async def _refuse(self, message: InboundMessage) -> None:
+        if self._refusals.seen(f"{message.channel}:{message.sender_id}"):
+            return
+        log.info("intake.stranger_refused", sender=message.sender_id)
+        notice = await self.stranger_notice(message) if self.stranger_notice else None
+        await self._send(message, notice or REFUSAL_NOTICE.format(sender_id=message.sender_id))
+
+    async def _send(self, message: InboundMessage, text: str, *, failed: bool = False) -> None:
+        """A notice that is not an answer (nothing to record): refusals."""
+        metadata: dict[str, object] = {FAILED: True} if failed else {}
+        if message.message_id is not None:
+            metadata[ANSWERS] = [message.message_id]
+        await self._handle.send(
+            OutboundMessage(
+                channel=message.channel,
+                chat_id=message.chat_id,
+                content=text,
+                reply_to=message.message_id,
+                metadata=metadata,
+            )
+        )
+
+
+def _scrubbed(message: InboundMessage) -> InboundMessage:
+    """The message with lone surrogates (unencodable, from a platform's JSON) replaced."""
+    fields = {
+        "content": message.content,
+        "chat_id": message.chat_id,
+        "sender_id": message.sender_id,
+    }
+    clean = {name: scrub_surrogates(value) for name, value in fields.items()}
+    if clean == fields:
+        return message
+    return message.model_copy(update=clean)
+
+
+class ProfileIntake:
+    """The `InboundSender` every channel of a profile gets: `send` returns once durable.
+
+    Built before the intake it forwards to (channels are registered first) and connected after.
+    """
+
+    def __init__(self) -> None:
+        self._intake: Intake | None = None
+
+    def connect(self, intake: Intake) -> None:
+        self._intake = intake
+
+    async def send(self, message: InboundMessage) -> None:
+        if self._intake is None:
+            raise PipeClosed("the profile is not running")
+        await self._intake.receive(message)
+
+    def close(self) -> None:
+        """Channels share the profile's intake; closing one channel's view is a no-op."""
