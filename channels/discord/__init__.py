@@ -14,7 +14,6 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
     import discord  # noqa: F401
 
-from channels.allow import AllowList
 from channels.discord.channel import DiscordChannel
 from channels.discord.routing import (
     DEFAULT_API_BASE_URL,
@@ -45,5 +44,4 @@ def create(config: DiscordConfig, context: ChannelContext) -> DiscordChannel:
         ),
         require_mention=config.require_mention,
     )
-    channel.allow = AllowList(config.allow)
     return channel

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from channels.allow import AllowList
 from channels.email.addresses import EmailAllowList
 from channels.email.channel import EmailChannel
 from channels.registry import ChannelContext
@@ -16,5 +15,4 @@ __all__ = ["EmailAllowList", "EmailChannel", "create"]
 
 def create(config: EmailConfig, context: ChannelContext) -> EmailChannel:
     channel = EmailChannel(config, data_dir=context.data_dir)
-    channel.allow = AllowList(config.allow)
     return channel

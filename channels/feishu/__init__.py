@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.allow import AllowList
 from channels.feishu.channel import FeishuChannel
 from channels.feishu.crypto import FeishuCipher
 
@@ -21,5 +20,4 @@ __all__ = ["FeishuChannel", "FeishuCipher", "create"]
 
 def create(config: FeishuConfig, context: ChannelContext) -> FeishuChannel:
     channel = FeishuChannel(config)
-    channel.allow = AllowList(config.allow)
     return channel

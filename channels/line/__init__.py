@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.allow import AllowList
 from channels.line.channel import LineChannel
 from channels.line.signature import SIGNATURE_HEADER, signature_of
 
@@ -29,5 +28,4 @@ def create(config: LineConfig, context: ChannelContext) -> LineChannel:
         api_base_url=config.api_base_url,
         data_api_base_url=config.data_api_base_url,
     )
-    channel.allow = AllowList(config.allow)
     return channel

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.allow import AllowList
 from channels.matrix.channel import MatrixChannel
 from channels.matrix.receiver import ENCRYPTED_NOTICE
 
@@ -29,5 +28,4 @@ def create(config: MatrixConfig, context: ChannelContext) -> MatrixChannel:
         require_mention=config.require_mention,
         auto_join=config.auto_join,
     )
-    channel.allow = AllowList(config.allow)
     return channel

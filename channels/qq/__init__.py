@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.allow import AllowList
 from channels.qq.channel import QQBotChannel
 from channels.qq.signing import seed_from_secret, sign_hex, signing_key
 
@@ -29,5 +28,4 @@ def create(config: QQBotConfig, context: ChannelContext) -> QQBotChannel:
         api_base_url=config.api_base_url,
         token_url=config.token_url,
     )
-    channel.allow = AllowList(config.allow)
     return channel

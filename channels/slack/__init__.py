@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.allow import AllowList
 from channels.markup.slack import render_mrkdwn
 from channels.slack.bolt_app import BotIdentity
 from channels.slack.channel import DEFAULT_BASE_URL, SlackChannel
@@ -45,5 +44,4 @@ def create(config: SlackConfig, context: ChannelContext) -> SlackChannel:
         webhook_path=config.webhook_path,
         data_dir=context.data_dir,
     )
-    channel.allow = AllowList(config.allow)
     return channel

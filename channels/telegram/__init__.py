@@ -11,7 +11,6 @@ import os
 # are opted into its v23 form, `timedelta`; this code reads both forms. A user may still say no.
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
-from channels.allow import AllowList
 from channels.markup.telegram import render, render_html, render_markdown_v2
 from channels.registry import ChannelContext
 from channels.telegram.channel import DEFAULT_COMMANDS, TelegramChannel
@@ -31,5 +30,4 @@ __all__ = [
 
 def create(config: TelegramConfig, context: ChannelContext) -> TelegramChannel:
     channel = TelegramChannel(config, data_dir=context.data_dir)
-    channel.allow = AllowList(config.allow)
     return channel

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.allow import AllowList
 from channels.twilio.channel import DEFAULT_API_BASE_URL, TwilioChannel
 from channels.twilio.inbound import CARRIER_KEYWORDS, parse_sms
 from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature, Verdict
@@ -42,5 +41,4 @@ def create(config: TwilioConfig, context: ChannelContext) -> TwilioChannel:
         api_base_url=config.api_base_url,
         stranger_notice=config.stranger_notice,
     )
-    channel.allow = AllowList(config.allow)
     return channel

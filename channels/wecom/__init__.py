@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.allow import AllowList
 from channels.wecom.channel import WeComChannel
 from channels.wecom.crypto import WeComCrypto
 
@@ -21,5 +20,4 @@ __all__ = ["WeComChannel", "WeComCrypto", "create"]
 
 def create(config: WeComConfig, context: ChannelContext) -> WeComChannel:
     channel = WeComChannel(config)
-    channel.allow = AllowList(config.allow)
     return channel

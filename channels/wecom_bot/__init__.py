@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.allow import AllowList
 from channels.wecom_bot.channel import MARKDOWN_LIMIT, STREAM_LIMIT, WecomBotChannel
 
 if TYPE_CHECKING:
@@ -23,5 +22,4 @@ def create(config: WecomBotConfig, context: ChannelContext) -> WecomBotChannel:
     channel = WecomBotChannel(
         bot_id=config.bot_id, secret=config.secret.get_secret_value(), ws_url=config.ws_url
     )
-    channel.allow = AllowList(config.allow)
     return channel

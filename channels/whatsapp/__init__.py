@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.allow import AllowList
 from channels.whatsapp.channel import DEFAULT_API_BASE_URL, WhatsAppChannel
 from channels.whatsapp.errors import graph_error
 from channels.whatsapp.inbound import parse_notification
@@ -43,5 +42,4 @@ def create(config: WhatsAppConfig, context: ChannelContext) -> WhatsAppChannel:
         webhook_path=config.webhook_path,
         api_base_url=config.api_base_url,
     )
-    channel.allow = AllowList(config.allow)
     return channel

@@ -9,7 +9,7 @@ import pytest
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
-from channels.discord import DiscordChannel, DiscordEndpoints, create
+from channels.discord import DiscordChannel, DiscordEndpoints
 from channels.discord.errors import translate_gateway_error
 from channels.discord.inbound import strip_mention
 from channels.errors import FatalChannelError, TransientError
@@ -74,8 +74,9 @@ def test_create_builds_the_channel_from_its_profile_config(tmp_path: Path) -> No
         }
     )
 
-    channel = create(config, ChannelContext(profile="p1", data_dir=tmp_path))
+    channel = build_channel(config, ChannelContext(profile="p1", data_dir=tmp_path))
 
+    # The registry is the allow list's one owner: it applies `allow` to what `create` built.
     assert isinstance(channel, DiscordChannel)
     assert channel.name == "discord"
     assert channel.is_allowed("222|bob")
