@@ -83,13 +83,13 @@ class WebhookReceiver:
     def _open(self, raw: bytes) -> dict[str, Any]:
         try:
             outer = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply
             raise _Refused(400, "the body is not JSON") from None
         if not isinstance(outer, dict) or not isinstance(outer.get("encrypt"), str):
             raise _Refused(401, "unencrypted: the app has an Encrypt Key, so Feishu encrypts")
         try:
             payload = json.loads(self._cipher.decrypt(outer["encrypt"]))
-        except (DecryptError, ValueError):
+        except (DecryptError, ValueError, RecursionError):
             raise _Refused(401, "does not decrypt with our encrypt_key") from None
         if not isinstance(payload, dict):
             raise _Refused(400, "the decrypted payload is not an object")

@@ -69,7 +69,7 @@ def raw_events(body: bytes) -> list[dict[str, object]]:
     """The events of a signed body; `MalformedBody` when it is not LINE's shape."""
     try:
         parsed = json.loads(body)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:  # RecursionError: nested too deeply
         raise MalformedBody(f"body is not JSON: {error}") from error
     events = parsed.get("events") if isinstance(parsed, dict) else None
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):

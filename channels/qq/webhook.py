@@ -78,7 +78,7 @@ class QQWebhook:
             return self._refused(request, refusal)
         try:
             payload = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply
             payload = None
         if not isinstance(payload, dict):
             if not signed:

@@ -51,7 +51,11 @@ class TwilioWebhook:
         self._accepting = accepting
 
     async def handle(self, request: web.Request) -> web.Response:
-        params: Params = await form_params(request)
+        try:
+            params: Params = await form_params(request)
+        except ValueError:  # UnicodeDecodeError: not the UTF-8 form Twilio posts
+            log.warning("twilio.webhook_refused", reason="unreadable_form", remote=request.remote)
+            return web.Response(status=400, text="the body is not a UTF-8 url-encoded form")
         verdict = self._signature.check(params, request.headers.get(SIGNATURE_HEADER))
         if verdict is not Verdict.VALID:
             log.warning("twilio.webhook_refused", reason=verdict.value, remote=request.remote)

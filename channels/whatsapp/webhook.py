@@ -68,7 +68,8 @@ class WhatsAppWebhook:
             return web.Response(status=503, text="channel not running")
         try:
             notification = parse_notification(json.loads(body), self._phone_number_id)
-        except (ValueError, MalformedWebhook) as error:
+        # RecursionError: JSON nested too deeply to parse.
+        except (ValueError, RecursionError, MalformedWebhook) as error:
             # Signed by Meta, so a retry would bring the same bytes: answered and logged.
             log.warning("whatsapp.malformed_webhook", error=str(error), size=len(body))
             return web.Response(text="ok")

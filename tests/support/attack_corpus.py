@@ -16,7 +16,16 @@ To run it over a new webhook channel, describe its route and how a genuine reque
     await run_random_corpus(route, examples=30)   # hypothesis: random bytes, JSON, headers
 
 and assert what the channel must not have done (nothing published for forged requests) with
-the platform's fake. `tests/e2e/test_http_attacks.py` runs it over every route the daemon serves.
+the platform's fake. `tests/e2e/test_http_attacks.py` runs it over every route the daemon serves,
+`tests/e2e/test_webhook_attacks.py` over every platform webhook.
+
+A platform that signs in the URL's query string rather than in headers (WeCom's
+`msg_signature`, `timestamp`, `nonce`; the `hub.*` of WhatsApp's verification GET) returns
+those from `sign` too and names them in `query_params`: `send` moves them into the query, so
+the forgery cases corrupt and drop them like headers. `sign` may also set the Content-Type
+(a form body for Twilio, XML for WeCom); it overrides the corpus's JSON default. A platform
+whose signature covers no time sets `timestamped=False` and tests its own notion of a stale
+request (an old event timestamp in the body, a signature for a URL it no longer has).
 """
 
 from __future__ import annotations
@@ -53,6 +62,8 @@ class Route:
     bound_s: float = 15.0
     #: Headers every request carries (an API token, a content type).
     base_headers: Mapping[str, str] = field(default_factory=dict)
+    #: Names among those `sign` returns that travel in the URL's query string, not as headers.
+    query_params: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,9 @@ async def send(route: Route, case: str, body: bytes | None, headers: Mapping[str
     """One request; fails when it is answered with an undeliberate 5xx, a trace, or late."""
     started = time.monotonic()
     timeout = aiohttp.ClientTimeout(total=route.bound_s)
+    merged = {**route.base_headers, **headers}
+    query = {name: value for name, value in merged.items() if name in route.query_params}
+    only_headers = {name: value for name, value in merged.items() if name not in query}
     try:
         async with (
             aiohttp.ClientSession(timeout=timeout, skip_auto_headers=("Content-Type",)) as http,
@@ -79,7 +93,8 @@ async def send(route: Route, case: str, body: bytes | None, headers: Mapping[str
                 route.url,
                 # aiohttp warns about large raw bytes; a file-like body streams.
                 data=io.BytesIO(body) if body and len(body) > 2**19 else body,
-                headers={**route.base_headers, **headers},
+                headers=only_headers,
+                params=query or None,
             ) as response,
         ):
             raw = await response.read()

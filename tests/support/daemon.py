@@ -16,6 +16,7 @@ import aiohttp
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 30.0
+LOG_LINE_LIMIT_BYTES = 2**24
 
 
 def free_port() -> int:
@@ -80,6 +81,9 @@ class DaemonProcess:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            # A log line may quote a large request (a signed webhook's form); with the default
+            # 64 KiB line limit the reader would die and the daemon block on a full pipe.
+            limit=LOG_LINE_LIMIT_BYTES,
         )
         self._reader = asyncio.create_task(self._read_logs(), name="daemon-log-reader")
         listening = await self.wait_log(lambda e: e.get("event") == "http server listening")
