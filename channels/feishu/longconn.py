@@ -177,5 +177,5 @@ def handshake_error(exc: aiohttp.WSServerHandshakeError) -> ChannelError:
 def _json(payload: bytes) -> Any:
     try:
         return json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):  # too deeply nested is as unreadable as malformed
         return None

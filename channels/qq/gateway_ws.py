@@ -108,7 +108,7 @@ class GatewaySession:
             return None
         try:
             payload = json.loads(message.data)
-        except ValueError:
+        except (ValueError, RecursionError):  # too deeply nested: unreadable too
             log.warning("qq.malformed_gateway_frame_skipped", frame=str(message.data)[:200])
             return {}
         return payload if isinstance(payload, dict) else {}
