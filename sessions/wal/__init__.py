@@ -5,10 +5,11 @@ delivered; session files are written behind it and the log is cut at checkpoints
 """
 
 from sessions.wal.framing import FrameError, ScanResult, encode_record, scan_records
-from sessions.wal.log import LogWriteError, WriteAheadLog
+from sessions.wal.log import LogInUse, LogWriteError, WriteAheadLog
 
 __all__ = [
     "FrameError",
+    "LogInUse",
     "LogWriteError",
     "ScanResult",
     "WriteAheadLog",

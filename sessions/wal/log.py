@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import fcntl
 import os
 import queue
 import threading
@@ -35,6 +36,10 @@ SEGMENT_SUFFIX = ".wal"
 
 class LogWriteError(OSError):
     """The log could not be written; nothing queued after it is trusted either."""
+
+
+class LogInUse(RuntimeError):
+    """Another process has this log open: two writers would answer every message twice."""
 
 
 @dataclass(slots=True)
@@ -121,6 +126,7 @@ class WriteAheadLog:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._segments: list[_Segment] = []
         self._broken: LogWriteError | None = None
+        self._lock_fd = -1
         #: Bytes in the segments, counting what is queued (the checkpoint trigger reads it).
         self.size_bytes = 0
         self.records_since_checkpoint = 0
@@ -129,6 +135,7 @@ class WriteAheadLog:
         """Replay the log (repairing a damaged tail) and start the writer; the payloads."""
         durable = self.policy != "never"
         await asyncio.to_thread(make_dirs, self.directory, durable=durable)
+        self._lock_fd = await asyncio.to_thread(_lock, self.directory)
         replay = await asyncio.to_thread(read_segments, self.directory, repair=True)
         for damage in replay.damaged:
             log.error("wal.damaged_record_quarantined", damage=damage)
@@ -177,6 +184,9 @@ class WriteAheadLog:
         await asyncio.wait([waiter])
         await asyncio.to_thread(self._thread.join)
         self._thread = None
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # releases the lock
+            self._lock_fd = -1
 
     def _new_waiter(self) -> asyncio.Future[None]:
         if self._loop is None:
@@ -288,6 +298,24 @@ class WriteAheadLog:
             loop.call_soon_threadsafe(_settle, waiters, error)
         except RuntimeError:
             log.error("wal.loop_closed_before_ack", records=len(waiters))
+
+
+def _lock(directory: Path) -> int:
+    """Hold `directory/lock` for this process (the kernel lets go when the process dies)."""
+    path = directory / "lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise LogInUse(
+            f"the journal {directory} is in use by pid {holder}: another octos-gateway runs "
+            "on this data directory; stop it, or give this one its own data_dir"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
 
 
 def _settle(waiters: list[asyncio.Future[None]], error: LogWriteError | None) -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions.wal import WriteAheadLog, encode_record, scan_records
+from sessions.wal import LogInUse, WriteAheadLog, encode_record, scan_records
 from sessions.wal import log as wal_log
 
 
@@ -129,3 +130,17 @@ def test_any_prefix_of_a_log_scans_to_the_records_wholly_inside_it(
     assert scanned.payloads == payloads[:whole]
     assert scanned.valid_bytes == boundaries[whole]
     assert scanned.damage == ("none" if cut == boundaries[whole] else "torn")
+
+
+async def test_a_second_writer_on_the_same_log_is_refused_with_the_holders_pid(
+    tmp_path: Path,
+) -> None:
+    first = WriteAheadLog(tmp_path)
+    await first.open()
+    second = WriteAheadLog(tmp_path)
+    with pytest.raises(LogInUse, match=f"pid {os.getpid()}"):
+        await second.open()
+    await first.close()
+    # Released on close (and by the kernel when a process dies): the next one may open it.
+    await second.open()
+    await second.close()
