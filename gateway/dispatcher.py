@@ -269,7 +269,7 @@ class Dispatcher:
                 result = TurnResult(
                     Message.user(item.content()),
                     FAILED_TURN_REPLY.format(reason=reason),
-                    usage=_no_usage(),
+                    usage=TokenUsage(),
                     failed=True,
                     error=reason,
                 )
@@ -371,6 +371,3 @@ class Dispatcher:
 def _received_of(item: LaneItem) -> tuple[Received, ...]:
     return item.received if isinstance(item, TurnItem) else (item.received,)
 
-
-def _no_usage() -> TokenUsage:
-    return TokenUsage()
