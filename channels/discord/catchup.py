@@ -75,3 +75,4 @@ class HandledBook:
         self._dirty = False
         self._saved_at = self._clock()
         await asyncio.to_thread(write_state_file, self._path, payload)
+        log.debug("discord.handled_book_saved", chats=len(self._last))

@@ -265,8 +265,7 @@ async def test_messages_posted_while_the_daemon_was_down_are_caught_up_once(
             await fake.wait_until(lambda: contents(fake, dm) == ["before the outage"], WAIT_S)
             # The book of handled chats is written at the first message, then at most once a
             # second and on the way out: a SIGKILL now still finds this chat in it.
-            book = tmp_path / "data" / "main" / "discord" / "handled.json"
-            await fake.wait_until(book.exists, WAIT_S)
+            await daemon.wait_log(logged("discord.handled_book_saved"))
             daemon.signal(signal.SIGKILL)
             await daemon.wait()
         # Discord keeps nothing for a bot that is away: these exist only in the history.
