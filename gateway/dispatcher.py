@@ -370,4 +370,3 @@ class Dispatcher:
 
 def _received_of(item: LaneItem) -> tuple[Received, ...]:
     return item.received if isinstance(item, TurnItem) else (item.received,)
-
