@@ -46,14 +46,18 @@ def listener_names(host: str, configured: Iterable[str], extra: Iterable[str] = 
     return names
 
 
-def _matches(name: str, allowed: set[str]) -> bool:
-    if "*" in allowed or name in allowed:
-        return True
+def _is_address(name: str) -> bool:
     try:
         ipaddress.ip_address(name)
     except ValueError:
-        pass
-    else:
+        return False
+    return True
+
+
+def _matches(name: str, allowed: set[str]) -> bool:
+    if "*" in allowed or name in allowed:
+        return True
+    if _is_address(name):
         # A Host that is an address literal cannot come from DNS rebinding, which needs a name
         # the attacker controls: a page reached by IP (a server on the LAN) is its own origin.
         return True

@@ -11,9 +11,12 @@ of a running connection where it has one.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from channels.errors import FatalChannelError
 from channels.health import ChannelHealth
+from channels.stopping import until_stopped
 
 
 class RunState:
@@ -23,6 +26,24 @@ class RunState:
         self.idle.set()
         self.receiving = asyncio.Event()
         self.fatal: FatalChannelError | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The body of one `start()`: not idle while it runs, not receiving once it ends."""
+        self.idle.clear()
+        try:
+            yield
+        finally:
+            self.receiving.clear()
+            self.idle.set()
+
+    async def receive_until(self, dead: asyncio.Event, *, name: str) -> None:
+        """Receiving (webhooks arrive meanwhile) until `stop()` or `dead` (the platform
+        rejected the credentials); then the fatal error, if one was recorded, is raised."""
+        self.receiving.set()
+        await until_stopped(dead.wait(), self.stopping, name=name)
+        if self.fatal is not None and not self.stopping.is_set():
+            raise self.fatal
 
     async def stop(self) -> None:
         """Ask `start()` to end and wait until it has (let go of its connections)."""

@@ -15,8 +15,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import discord
 import structlog
 
+from channels.discord.client import GatewayClient
+from channels.discord.errors import discord_call
+from channels.errors import ChannelError
 from channels.state_file import read_state_file, write_state_file
 
 log = structlog.get_logger(__name__)
@@ -76,3 +80,35 @@ class HandledBook:
         self._saved_at = self._clock()
         await asyncio.to_thread(write_state_file, self._path, payload)
         log.debug("discord.handled_book_saved", chats=len(self._last))
+
+
+async def catch_up_missed(
+    client: GatewayClient,
+    book: HandledBook,
+    received: asyncio.Queue[discord.Message],
+    timeout_s: float,
+) -> None:
+    """Once connected, queue what the chats handled lately got while the bot was away."""
+    await book.load()
+    await client.session_up.wait()
+    for chat_id, last in book.recent().items():
+        try:
+            async with discord_call("read history", timeout_s):
+                # The channel itself, not a partial one: a message read from history must
+                # know whether it is a DM (answered without a mention) or a guild channel.
+                target = await client.fetch_channel(int(chat_id))
+                if not isinstance(target, discord.abc.Messageable):
+                    continue
+                missed = [
+                    message
+                    async for message in target.history(
+                        after=discord.Object(id=last), limit=CATCH_UP_LIMIT, oldest_first=True
+                    )
+                ]
+        except ChannelError as error:
+            log.warning("discord.catch_up_failed", chat_id=chat_id, error=str(error))
+            continue
+        for message in missed:
+            await received.put(message)
+        if missed:
+            log.info("discord.caught_up", chat_id=chat_id, messages=len(missed))

@@ -10,7 +10,6 @@ exceptions into `channels.errors`, so the manager's single retry policy can act 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 import zlib
 from collections.abc import Sequence
@@ -24,13 +23,13 @@ from discord.backoff import ExponentialBackoff
 
 from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.base import Channel
-from channels.discord.catchup import CATCH_UP_LIMIT, HandledBook
+from channels.discord.addressing import delivery_nonce, reply_reference, snowflake
+from channels.discord.catchup import HandledBook, catch_up_missed
 from channels.discord.client import MAX_RATELIMIT_WAIT_S, GatewayClient
 from channels.discord.errors import (
     CHANNEL,
     discord_call,
-    translate_gateway_error,
-    translate_http_error,
+    gateway_failure,
 )
 from channels.discord.inbound import InboundPolicy, should_answer, to_inbound
 from channels.discord.media import (
@@ -110,7 +109,10 @@ class DiscordChannel(Channel):
         pump = asyncio.create_task(
             self._pump_inbound(client, received, inbound), name="discord-inbound"
         )
-        catch_up = asyncio.create_task(self._catch_up(client, received), name="discord-catch-up")
+        catch_up = asyncio.create_task(
+            catch_up_missed(client, self._handled, received, self._request_timeout_s),
+            name="discord-catch-up",
+        )
         try:
             done, _pending = await asyncio.wait(
                 {gateway, pump}, return_when=asyncio.FIRST_COMPLETED
@@ -194,7 +196,7 @@ class DiscordChannel(Channel):
         ) as error:
             if self._stopped:
                 return  # stop() closed the client under a running request
-            failure = _gateway_failure(error)
+            failure = gateway_failure(error)
             if failure is None:
                 raise
             if isinstance(failure, FatalChannelError):
@@ -234,34 +236,6 @@ class DiscordChannel(Channel):
                 await client.close()
         except TimeoutError:
             log.warning("discord.close_timed_out", timeout_s=self._close_timeout_s)
-
-    async def _catch_up(
-        self, client: GatewayClient, received: asyncio.Queue[discord.Message]
-    ) -> None:
-        """Once connected, read back what chats handled lately got while the bot was away."""
-        await self._handled.load()
-        await client.session_up.wait()
-        for chat_id, last in self._handled.recent().items():
-            try:
-                async with discord_call("read history", self._request_timeout_s):
-                    # The channel itself, not a partial one: a message read from history must
-                    # know whether it is a DM (answered without a mention) or a guild channel.
-                    target = await client.fetch_channel(int(chat_id))
-                    if not isinstance(target, discord.abc.Messageable):
-                        continue
-                    missed = [
-                        message
-                        async for message in target.history(
-                            after=discord.Object(id=last), limit=CATCH_UP_LIMIT, oldest_first=True
-                        )
-                    ]
-            except ChannelError as error:
-                log.warning("discord.catch_up_failed", chat_id=chat_id, error=str(error))
-                continue
-            for message in missed:
-                await received.put(message)
-            if missed:
-                log.info("discord.caught_up", chat_id=chat_id, messages=len(missed))
 
     async def _pump_inbound(
         self,
@@ -322,7 +296,7 @@ class DiscordChannel(Channel):
                 await self.send_typing(message.chat_id)
             return None
         target = self._messageable(message.chat_id)
-        reference = _reference(message.chat_id, message.reply_to)
+        reference = reply_reference(message.chat_id, message.reply_to)
         files = await load_files(message.media)
         first_id: str | None = None
         for index, group in enumerate(batches(files) or [[]]):
@@ -411,42 +385,7 @@ class DiscordChannel(Channel):
         return client
 
     def _messageable(self, chat_id: str) -> discord.PartialMessageable:
-        return self._require_client().get_partial_messageable(_snowflake(chat_id, "chat id"))
+        return self._require_client().get_partial_messageable(snowflake(chat_id, "chat id"))
 
     def _partial_message(self, chat_id: str, message_id: str) -> discord.PartialMessage:
-        return self._messageable(chat_id).get_partial_message(_snowflake(message_id, "message id"))
-
-
-def _snowflake(value: str, what: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise ChannelError(f"{what} {value!r} is not a Discord id", channel=CHANNEL) from None
-
-
-def _reference(chat_id: str, reply_to: str | None) -> discord.MessageReference | None:
-    if reply_to is None or not reply_to.isdigit():
-        return None
-    # A reply to a message deleted meanwhile is still sent, as a plain message.
-    return discord.MessageReference(
-        message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False
-    )
-
-
-def _gateway_failure(error: BaseException) -> ChannelError | None:
-    """The channel error for a failed gateway run, or None to let the error through as is."""
-    if isinstance(error, discord.HTTPException):
-        return translate_http_error(error)
-    if isinstance(error, discord.ClientException):
-        return translate_gateway_error(error)
-    if isinstance(error, aiohttp.ClientError | OSError | TimeoutError):
-        return TransientError(f"cannot reach Discord: {error!r}", channel=CHANNEL)
-    return None
-
-
-def delivery_nonce(delivery_id: str | None, batch: int) -> str | None:
-    """Discord's nonce (at most 25 characters) for one message of a delivery."""
-    if delivery_id is None:
-        return None
-    digest = hashlib.blake2b(f"{delivery_id}/{batch}".encode(), digest_size=12).hexdigest()
-    return digest[:25]
+        return self._messageable(chat_id).get_partial_message(snowflake(message_id, "message id"))

@@ -16,6 +16,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import aiohttp
 import discord
 
 from channels.errors import (
@@ -115,3 +116,14 @@ def _retry_after_s(error: discord.HTTPException) -> float:
 def _is_length_error(text: str) -> bool:
     lowered = text.casefold()
     return "length" in lowered or "base_type_max_length" in lowered
+
+
+def gateway_failure(error: BaseException) -> ChannelError | None:
+    """The channel error for a failed gateway run, or None to let the error through as is."""
+    if isinstance(error, discord.HTTPException):
+        return translate_http_error(error)
+    if isinstance(error, discord.ClientException):
+        return translate_gateway_error(error)
+    if isinstance(error, aiohttp.ClientError | OSError | TimeoutError):
+        return TransientError(f"cannot reach Discord: {error!r}", channel=CHANNEL)
+    return None

@@ -239,6 +239,8 @@ def _readable(client: imaplib.IMAP4, timeout_s: float) -> bool:
         if callable(peek) and peek():
             return True
     except OSError:
+        # Nothing to peek (the buffer's read would block): select, below, answers the same
+        # question on the socket itself. Runs on every IDLE wait, so it is not logged.
         pass
     finally:
         sock.settimeout(previous)

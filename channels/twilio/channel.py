@@ -35,7 +35,6 @@ from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
 from channels.run_state import RunState
-from channels.stopping import until_stopped
 from channels.twilio.errors import CHANNEL, twilio_call
 from channels.twilio.http import TwilioHttp, basic_auth_header
 from channels.twilio.inbound import Sms
@@ -107,24 +106,17 @@ class TwilioChannel(Channel):
         rejected token."""
         if self._run_state.stopping.is_set():
             return
-        self._run_state.idle.clear()
-        try:
+        async with self._run_state.running():
             try:
                 await self.probe()
             except AuthError as error:
                 raise self._credentials_dead(error) from error
             self._inbound = inbound
-            self._run_state.receiving.set()
-            log.info("twilio.receiving", path=self._webhook_path)
-            await until_stopped(
-                self._auth_rejected.wait(), self._run_state.stopping, name="twilio-auth-watch"
-            )
-            if self._run_state.fatal is not None and not self._run_state.stopping.is_set():
-                raise self._run_state.fatal
-        finally:
-            self._inbound = None
-            self._run_state.receiving.clear()
-            self._run_state.idle.set()
+            try:
+                log.info("twilio.receiving", path=self._webhook_path)
+                await self._run_state.receive_until(self._auth_rejected, name="twilio-auth-watch")
+            finally:
+                self._inbound = None
 
     def _credentials_dead(self, error: AuthError) -> FatalChannelError:
         self._run_state.fatal = FatalChannelError(

@@ -37,7 +37,6 @@ from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
 from channels.run_state import RunState
-from channels.stopping import until_stopped
 from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenRejected
 from channels.whatsapp.graph import GraphClient
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
@@ -108,24 +107,19 @@ class WhatsAppChannel(Channel):
         """Check the token, then take webhooks until `stop()`, cancellation or a dead token."""
         if self._run_state.stopping.is_set():
             return
-        self._run_state.idle.clear()
-        try:
+        async with self._run_state.running():
             try:
                 await self.probe()
             except TokenRejected as error:
                 raise self._token_dead(error) from error
             self._inbound = inbound
-            self._run_state.receiving.set()
-            log.info("whatsapp.receiving", path=self._webhook_path)
-            await until_stopped(
-                self._token_rejected.wait(), self._run_state.stopping, name="whatsapp-token-watch"
-            )
-            if self._run_state.fatal is not None and not self._run_state.stopping.is_set():
-                raise self._run_state.fatal
-        finally:
-            self._inbound = None
-            self._run_state.receiving.clear()
-            self._run_state.idle.set()
+            try:
+                log.info("whatsapp.receiving", path=self._webhook_path)
+                await self._run_state.receive_until(
+                    self._token_rejected, name="whatsapp-token-watch"
+                )
+            finally:
+                self._inbound = None
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP session; idempotent."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from channels.errors import FatalChannelError
 from channels.health import ChannelHealth
 from channels.run_state import RunState
@@ -30,3 +32,29 @@ def test_down_once_stopped_or_after_a_fatal_error() -> None:
     assert state.health(ChannelHealth.healthy()) == ChannelHealth.down("stopped")
     state.fatal = FatalChannelError("token rejected", channel="line")
     assert state.ended() == ChannelHealth.down("line: token rejected")
+
+
+async def test_receive_until_ends_on_stop_or_raises_the_recorded_fatal_error() -> None:
+    import asyncio
+
+    from channels.errors import FatalChannelError
+    from channels.run_state import RunState
+
+    state = RunState()
+    dead = asyncio.Event()
+    async with state.running():
+        assert not state.idle.is_set()
+        waiting = asyncio.create_task(state.receive_until(dead, name="test-watch"))
+        await asyncio.wait_for(state.receiving.wait(), 1)
+        state.stopping.set()
+        await asyncio.wait_for(waiting, 1)
+    assert state.idle.is_set()
+    assert not state.receiving.is_set()
+
+    rejected = RunState()
+    rejected.fatal = FatalChannelError("token revoked", channel="x")
+    dead.set()
+    async with rejected.running():
+        with pytest.raises(FatalChannelError, match="token revoked"):
+            await asyncio.wait_for(rejected.receive_until(dead, name="test-watch"), 1)
+    assert rejected.idle.is_set()

@@ -155,7 +155,7 @@ class FakeImap:
                 if not await self._command(session, reader, line.rstrip(b"\r\n")):
                     break
         except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+            pass  # the client went away (killed, or a test closing it): a normal ending
         finally:
             self._sessions.discard(session)
             writer.close()

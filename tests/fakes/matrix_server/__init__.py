@@ -238,7 +238,7 @@ class FakeMatrix(MatrixWorld):
             try:
                 await asyncio.wait_for(self._wait_for(lambda: self._position() > since), timeout_s)
             except TimeoutError:
-                pass
+                pass  # a long poll that saw nothing new answers the empty sync, as Synapse does
             finally:
                 self.long_polls_waiting -= 1
         return await self._answer(request, "sync", lambda _b: (200, self._sync_body(since)))
