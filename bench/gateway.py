@@ -270,7 +270,7 @@ def _latency_figures(latencies: list[float], label: str, target: str | None = No
 
 
 async def _measure() -> list[Figure]:
-    configure_logging("warning")
+    configure_logging("warning", once_per_process=True)
     figures: list[Figure] = []
     process = psutil.Process()
     with tempfile.TemporaryDirectory(prefix="octos-bench-") as tmp:
