@@ -80,6 +80,11 @@ class ProfileRuntime:
         """Sessions held open in memory now (the status page)."""
         return len(self._sessions) if self._sessions is not None else 0
 
+    async def checkpoint(self) -> None:
+        """Cut the journal now: session files synced, the log down to what is unfinished."""
+        if self._dispatcher is not None:
+            await self._dispatcher.checkpoint()
+
     def request_stop(self) -> None:
         self._stop.set()
 
