@@ -16,13 +16,13 @@ from typing import Any
 
 from channels.allow_overlay import AllowOverlay
 from channels.pairing_codes import PairingCodes, normalise_code
-from config import ConfigError, default_config, load_gateway
-from gateway.cli_args import add_location_arguments
-from gateway.env_file import environment_for
-
-EXIT_OK = 0
-EXIT_NOT_FOUND = 1
-EXIT_INVALID_CONFIG = 2
+from gateway.cli_args import (
+    EXIT_INVALID_CONFIG,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    add_location_arguments,
+    located,
+)
 
 
 def add_pair_commands(commands: Any) -> None:
@@ -56,14 +56,6 @@ def add_pair_commands(commands: Any) -> None:
     remove.set_defaults(func=cmd_allow_remove)
 
 
-def _data_dir(args: argparse.Namespace) -> Path:
-    if args.data_dir is not None:
-        return Path(args.data_dir)
-    config: Path | None = args.config
-    loaded = load_gateway(config, environment_for(config)) if config else default_config()
-    return Path(loaded.gateway.data_dir)
-
-
 def _profile_roots(data_dir: Path, only: str | None = None) -> dict[str, Path]:
     if not data_dir.is_dir():
         return {}
@@ -75,12 +67,8 @@ def _profile_roots(data_dir: Path, only: str | None = None) -> dict[str, Path]:
 
 
 def _located(args: argparse.Namespace) -> Path | None:
-    try:
-        return _data_dir(args)
-    except ConfigError as error:
-        for problem in error.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return None
+    where = located(args)
+    return None if where is None else where[0]
 
 
 def cmd_pair(args: argparse.Namespace) -> int:
