@@ -1,5 +1,10 @@
 """Arguments several commands share, accepted before or after a command's action, what they
-locate, and the exit statuses of the commands that read the data directory."""
+locate, and the exit statuses of the commands that read the data directory.
+
+Every command declares its own parser (`add_parser` with help and description, then its
+arguments): those declarations look alike because argparse is written that way, and stay with
+their commands; what the commands share in meaning lives here.
+"""
 
 from __future__ import annotations
 

@@ -97,12 +97,12 @@ def cmd_pair(args: argparse.Namespace) -> int:
 
 
 def cmd_allow_list(args: argparse.Namespace) -> int:
-    data_dir = _located(args)
-    if data_dir is None:
+    overlays = _overlays(args)
+    if overlays is None:
         return EXIT_INVALID_CONFIG
     count = 0
-    for profile, root in _profile_roots(data_dir, args.profile).items():
-        for entry in AllowOverlay(root).entries():
+    for profile, overlay in overlays:
+        for entry in overlay.entries():
             print(f"{profile}\t{entry.channel}\t{entry.sender_id}\tadded {entry.added_at}")
             count += 1
     if not count:
@@ -111,12 +111,12 @@ def cmd_allow_list(args: argparse.Namespace) -> int:
 
 
 def cmd_allow_remove(args: argparse.Namespace) -> int:
-    data_dir = _located(args)
-    if data_dir is None:
+    overlays = _overlays(args)
+    if overlays is None:
         return EXIT_INVALID_CONFIG
     removed = 0
-    for profile, root in _profile_roots(data_dir, args.profile).items():
-        for entry in AllowOverlay(root).remove(args.sender, args.channel):
+    for profile, overlay in overlays:
+        for entry in overlay.remove(args.sender, args.channel):
             print(f"removed: {profile} {entry.channel} {entry.sender_id}")
             removed += 1
     if not removed:
@@ -126,3 +126,13 @@ def cmd_allow_remove(args: argparse.Namespace) -> int:
         )
         return EXIT_NOT_FOUND
     return EXIT_OK
+
+
+def _overlays(args: argparse.Namespace) -> list[tuple[str, AllowOverlay]] | None:
+    """The allow-list overlay of each profile `--profile` selects (all by default); None once
+    the configuration's problems are printed."""
+    data_dir = _located(args)
+    if data_dir is None:
+        return None
+    roots = _profile_roots(data_dir, args.profile)
+    return [(profile, AllowOverlay(root)) for profile, root in roots.items()]
