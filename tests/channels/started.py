@@ -56,6 +56,19 @@ async def started_on_bus(
         sender.close()
 
 
+@asynccontextmanager
+async def webhooks_on_bus(
+    channel: Channel, ready: Ready, *, name: str, capacity: int = 64
+) -> AsyncIterator[tuple[AgentHandle, asyncio.Task[None], str]]:
+    """`started_on_bus` with the channel's webhook routes served (`serving_webhooks`): yields
+    the agent's end, the `start()` task and the server's origin (http://127.0.0.1:PORT)."""
+    async with (
+        serving_webhooks(channel) as server,
+        started_on_bus(channel, ready, name=name, capacity=capacity) as (agent, task),
+    ):
+        yield agent, task, server.origin
+
+
 def once(receiving: Callable[[], Awaitable[None]]) -> Ready:
     """The `ready` that waits on one of the channel's own events (`channel.wait_receiving`)."""
 

@@ -16,7 +16,11 @@ from channels.delivery import fit_chunks
 from channels.errors import FatalChannelError, RateLimited
 from channels.qq import QQBotChannel, seed_from_secret, sign_hex, signing_key
 from channels.qq.api import ReplyWindowClosed
-from tests.channels.started import ReadsInbound, once, serving_webhooks, started_on_bus
+from tests.channels.started import (
+    ReadsInbound,
+    once,
+    webhooks_on_bus,
+)
 from tests.fakes.qq_server import FakeQQ, qq_seed
 
 WAIT_S = 10.0
@@ -46,11 +50,12 @@ async def running() -> AsyncIterator[Running]:
     async with FakeQQ() as fake:
         channel = make_channel(fake)
         ready = once(lambda: fake.wait_until(lambda: fake.token_requests >= 1))
-        async with (
-            serving_webhooks(channel) as server,
-            started_on_bus(channel, ready, name="test:qq", capacity=16) as (agent, _task),
+        async with webhooks_on_bus(channel, ready, name="test:qq", capacity=16) as (
+            agent,
+            _task,
+            origin,
         ):
-            yield Running(fake, channel, agent, server.origin + PATH)
+            yield Running(fake, channel, agent, origin + PATH)
 
 
 def answer(message: InboundMessage, text: str, delivery_id: str | None = None) -> OutboundMessage:

@@ -21,7 +21,13 @@ from channels.registry import ChannelContext, ChannelUnavailable, build_channel
 from channels.twilio import TwilioChannel, TwilioSignature, Verdict, parse_sms
 from config import TwilioConfig
 from tests.channels.refusing_sender import RefusingSender
-from tests.channels.started import ReadsInbound, once, serving_webhooks, started, started_on_bus
+from tests.channels.started import (
+    ReadsInbound,
+    once,
+    serving_webhooks,
+    started,
+    webhooks_on_bus,
+)
 from tests.fakes.twilio_server import FakeTwilio, post_form, twilio_signature
 
 ALICE, MALLORY = "+15550001111", "+15550009999"
@@ -59,11 +65,8 @@ class Running(ReadsInbound):
 async def run_twilio(fake: FakeTwilio, channel: TwilioChannel) -> AsyncIterator[Running]:
     """The channel receiving on a fresh bus, its webhook served; stopped on the way out."""
     ready = once(channel.wait_receiving)
-    async with (
-        serving_webhooks(channel) as server,
-        started_on_bus(channel, ready, name="twilio", capacity=16) as (agent, task),
-    ):
-        yield Running(fake, channel, agent, server.origin + "/twilio/sms", task)
+    async with webhooks_on_bus(channel, ready, name="twilio", capacity=16) as (agent, task, origin):
+        yield Running(fake, channel, agent, origin + "/twilio/sms", task)
 
 
 @pytest.fixture

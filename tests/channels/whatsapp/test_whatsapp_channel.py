@@ -20,7 +20,13 @@ from channels.errors import ChannelError, DeliveryError, FatalChannelError, Rate
 from channels.health import HealthStatus
 from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, parse_notification
 from tests.channels.refusing_sender import RefusingSender
-from tests.channels.started import ReadsInbound, once, serving_webhooks, started, started_on_bus
+from tests.channels.started import (
+    ReadsInbound,
+    once,
+    serving_webhooks,
+    started,
+    webhooks_on_bus,
+)
 from tests.fakes.whatsapp_server import FakeWhatsApp, post_json
 
 ALICE, MALLORY = "15550001111", "15550009999"
@@ -59,11 +65,12 @@ class Running(ReadsInbound):
 async def run_whatsapp(fake: FakeWhatsApp, channel: WhatsAppChannel) -> AsyncIterator[Running]:
     """The channel receiving on a fresh bus, its webhook served; stopped on the way out."""
     ready = once(channel.wait_receiving)
-    async with (
-        serving_webhooks(channel) as server,
-        started_on_bus(channel, ready, name="whatsapp", capacity=16) as (agent, task),
+    async with webhooks_on_bus(channel, ready, name="whatsapp", capacity=16) as (
+        agent,
+        task,
+        origin,
     ):
-        yield Running(fake, channel, agent, server.origin + PATH, task)
+        yield Running(fake, channel, agent, origin + PATH, task)
 
 
 @pytest.fixture
