@@ -47,6 +47,8 @@ class AgentHandle:
         return self._outbound.depth()
 
 
+# The mirror of `AgentHandle`, deliberately written out: each end holds the other halves of
+# the same two pipes, and says what its side may do with them.
 class BusPublisher:
     """The channels' end: publishes inbound messages, receives outbound replies."""
 

@@ -53,6 +53,10 @@ class IntakeSettings:
 
 
 class Intake:
+    # Its constructor takes the journal, bus handle, channel lookup and metrics the dispatcher
+    # takes, on purpose: the dispatcher builds it from its own and hands it those, the intake
+    # being the dispatcher's front half (admission and durability) in a module of its own.
+
     #: What to tell a refused sender instead of the plain notice (a pairing code); None: plain.
     stranger_notice: Callable[[InboundMessage], Awaitable[str | None]] | None = None
 

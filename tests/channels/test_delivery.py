@@ -38,11 +38,10 @@ def words(texts: list[str]) -> list[str]:
 
 
 async def test_splits_to_a_tiny_limit_in_order(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     channel = make_channel(limit=PlatformLimit(20, "chars"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply(TEXT, reply_to="in-7"))
 
@@ -57,14 +56,13 @@ async def test_splits_to_a_tiny_limit_in_order(
 
 
 async def test_resplits_when_formatting_grows_the_text(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     # Every "e" becomes three characters once formatted: raw chunks of 20 no longer fit.
     channel = make_channel(
         limit=PlatformLimit(20, "chars"), formatter=lambda text: text.replace("e", "<e>")
     )
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply(TEXT))
 
@@ -75,11 +73,10 @@ async def test_resplits_when_formatting_grows_the_text(
 
 
 async def test_limit_is_measured_in_the_platforms_unit(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     channel = make_channel(limit=PlatformLimit(12, "utf16"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("😀😀😀😀 😀😀😀😀 😀😀😀😀"))
 
@@ -87,15 +84,14 @@ async def test_limit_is_measured_in_the_platforms_unit(
 
 
 async def test_rate_limit_waits_exactly_retry_after_and_delivers_once(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
     channel = make_channel()
     channel.fail("send", RateLimited(7.5))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("hello"))
 
@@ -107,12 +103,11 @@ async def test_rate_limit_waits_exactly_retry_after_and_delivers_once(
 
 
 async def test_rate_limit_wait_is_capped(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel()
     channel.fail("send", RateLimited(86_400))
-    manager = make_manager(retry_policy=RetryPolicy(max_retry_after_s=300))
-    manager.register(channel)
+    manager = managing(channel, retry_policy=RetryPolicy(max_retry_after_s=300))
 
     await manager.deliver(reply("hello"))
 
@@ -131,12 +126,11 @@ async def test_rate_limit_wait_is_capped(
     ids=["transient", "timeout", "oserror", "aiohttp"],
 )
 async def test_transient_errors_back_off_exponentially(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock, error: Exception
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock, error: Exception
 ) -> None:
     channel = make_channel()
     channel.fail("send", error, error, error)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("hello"))
 
@@ -145,15 +139,14 @@ async def test_transient_errors_back_off_exponentially(
 
 
 async def test_gives_up_after_max_attempts_with_a_typed_error(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
     channel = make_channel()
     channel.fail("send", *[TransientError("down")] * 5)
-    manager = make_manager(retry_policy=RetryPolicy(max_attempts=5, backoff_cap_s=5.0))
-    manager.register(channel)
+    manager = managing(channel, retry_policy=RetryPolicy(max_attempts=5, backoff_cap_s=5.0))
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("hello"))
@@ -172,7 +165,7 @@ async def test_gives_up_after_max_attempts_with_a_typed_error(
     [(MessageTooLong("too long"), "too_long"), (AuthError("401"), "auth")],
 )
 async def test_refusals_are_never_retried(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
@@ -181,8 +174,7 @@ async def test_refusals_are_never_retried(
 ) -> None:
     channel = make_channel()
     channel.fail("send", error)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("hello"))
@@ -195,12 +187,11 @@ async def test_refusals_are_never_retried(
 
 
 async def test_unexpected_errors_give_up_as_unknown(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     channel = make_channel()
     channel.fail("send", ValueError("a bug in the channel"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("hello"))
@@ -210,14 +201,13 @@ async def test_unexpected_errors_give_up_as_unknown(
 
 
 async def test_formatting_rejection_is_resent_as_plain_text(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     channel = make_channel(
         formatter=lambda text: text.replace("**", "<b>", 1).replace("**", "</b>", 1)
     )
     channel.fail("send", FormattingRejected("can't parse entities"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("a **bold** word", reply_to="in-1"))
 
@@ -232,12 +222,11 @@ async def test_formatting_rejection_is_resent_as_plain_text(
 
 
 async def test_formatting_rejection_of_plain_text_gives_up(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     channel = make_channel()
     channel.fail("send", FormattingRejected("can't parse entities"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("plain"))
@@ -247,15 +236,14 @@ async def test_formatting_rejection_of_plain_text_gives_up(
 
 
 async def test_not_modified_counts_as_success(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
     channel.fail("edit", MessageNotModified("message is not modified"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("one", stream_id="s", stream_final=False))
     clock.advance(1.0)
@@ -270,12 +258,11 @@ async def test_not_modified_counts_as_success(
 
 
 async def test_first_failure_stops_the_remaining_chunks(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, registry: CollectorRegistry
+    managing: ManagerFactory, make_channel: ChannelFactory, registry: CollectorRegistry
 ) -> None:
     channel = make_channel(limit=PlatformLimit(20, "chars"))
     channel.fail("send", None, MessageTooLong("no"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     with pytest.raises(DeliveryError):
         await manager.deliver(reply(TEXT))
@@ -285,12 +272,9 @@ async def test_first_failure_stops_the_remaining_chunks(
     assert sample(registry, "octos_send_errors_total", channel="rec", reason="too_long") == 1
 
 
-async def test_media_is_sent_whole(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
-) -> None:
+async def test_media_is_sent_whole(managing: ManagerFactory, make_channel: ChannelFactory) -> None:
     channel = make_channel(limit=PlatformLimit(10, "chars"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("a caption longer than ten", media=["/tmp/photo.png"]))
 
@@ -298,12 +282,11 @@ async def test_media_is_sent_whole(
 
 
 async def test_empty_messages_are_skipped_unless_they_carry_metadata(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
 ) -> None:
     channel = make_channel()
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply(""))
     await manager.deliver(reply("   "))
@@ -316,12 +299,11 @@ async def test_empty_messages_are_skipped_unless_they_carry_metadata(
 
 
 async def test_formatted_flag_is_set_only_when_formatting_changed_the_text(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
 ) -> None:
     channel = make_channel(formatter=str.upper)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("shout"))
     await manager.deliver(reply("QUIET", metadata={FORMATTED: True}))
@@ -345,7 +327,7 @@ async def test_unknown_channel_is_a_typed_error(
 
 
 async def test_cancellation_during_a_backoff_propagates(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     backing_off = asyncio.Event()
 
@@ -355,8 +337,7 @@ async def test_cancellation_during_a_backoff_propagates(
 
     channel = make_channel()
     channel.fail("send", TransientError("down"))
-    manager = make_manager(sleep=endless_sleep)
-    manager.register(channel)
+    manager = managing(channel, sleep=endless_sleep)
 
     task = asyncio.create_task(manager.deliver(reply("hello")))
     await asyncio.wait_for(backing_off.wait(), timeout=5)
