@@ -41,13 +41,22 @@ async def hold_forever(url: str, prefix: str, key: str, holder: str, ttl_s: floa
 class HolderProcess:
     """One `bench.lease_holder` subprocess."""
 
-    def __init__(self, url: str, prefix: str, key: str, holder: str, ttl_s: float) -> None:
+    def __init__(
+        self, url: str, prefix: str, key: str, holder: str, ttl_s: float, *, quiet: bool = False
+    ) -> None:
         self._args = (url, prefix, key, holder, f"--ttl-s={ttl_s}")
+        #: Its log (stderr) is dropped when quiet, e.g. under the benchmark's table.
+        self._stderr = asyncio.subprocess.DEVNULL if quiet else None
         self._process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
         self._process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bench.lease_holder", *self._args, stdout=asyncio.subprocess.PIPE
+            sys.executable,
+            "-m",
+            "bench.lease_holder",
+            *self._args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=self._stderr,
         )
 
     async def wait_polling(self) -> None:
