@@ -4,19 +4,23 @@ a single-poller channel receives in one of them at a time; the others start ever
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import ClassVar
 
 import pytest
 from nats.js.kv import KeyValue
+from prometheus_client import CollectorRegistry
 
 from bus import InboundSender, create_bus
-from channels.leased import LeasedChannels, lease_key
+from channels.leased import lease_key
 from channels.manager import ChannelManager
-from cluster.lease import PollerLease
+from cluster.lease import held_leases_gauge
+from cluster.poller_leases import PollerLeases
 from tests.channels.recording import RecordingChannel
-from tests.support.nats_leases import LeaseBucket, bucket_view, lease_bucket
+from tests.support.nats_leases import LeaseBucket, bucket_view, connect, lease_bucket
 
 WAIT_S = 60.0
 PROFILE = "sales bot"
@@ -50,7 +54,7 @@ class PollingChannel(RecordingChannel):
 class Process:
     """One ingress: a channel manager with a polling channel and a webhook-like channel."""
 
-    def __init__(self, name: str, kv: KeyValue) -> None:
+    def __init__(self, name: str, kv: KeyValue, registry: CollectorRegistry) -> None:
         self.name = name
         self.poller = PollingChannel(name)
         self.webhook = RecordingChannel("api")
@@ -63,9 +67,9 @@ class Process:
             publisher,
             # A stop that waited for the grace would fail the test by its timeout.
             stop_grace_s=600.0,
-            run_channel=LeasedChannels(
-                PROFILE, lambda key: PollerLease(kv, key, name, ttl_s=600.0, renew_s=0.5)
-            ),
+            run_channel=PollerLeases(
+                kv, name, held_leases_gauge(registry), ttl_s=600.0, renew_s=0.5
+            ).for_profile(PROFILE),
         )
         self.manager.register(self.poller)
         self.manager.register(self.webhook)
@@ -89,7 +93,11 @@ async def test_one_process_polls_and_a_standby_takes_over_when_it_stops(
 ) -> None:
     async with AsyncExitStack() as stack:
         kvs = [await stack.enter_async_context(bucket_view(bucket)) for _ in range(3)]
-        processes = [Process(name, kv) for name, kv in zip("ABC", kvs, strict=True)]
+        registries = [CollectorRegistry() for _ in kvs]
+        processes = [
+            Process(name, kv, registry)
+            for name, kv, registry in zip("ABC", kvs, registries, strict=True)
+        ]
         async with asyncio.timeout(WAIT_S), asyncio.TaskGroup() as group:
             running = {
                 p.name: group.create_task(p.manager.run(), name=f"manager:{p.name}")
@@ -105,6 +113,11 @@ async def test_one_process_polls_and_a_standby_takes_over_when_it_stops(
             await asyncio.wait(waiters)
             holder = next(p for p in processes if p.poller.polling.is_set())
             standbys = [p for p in processes if p is not holder]
+            gauges = [
+                r.get_sample_value("octos_poller_leases_held", {"lease": "sales=20bot.telegram"})
+                for r in registries
+            ]
+            assert sorted(g or 0 for g in gauges) == [0, 0, 1]
             # A standby that stops while waiting for the lease stops at once.
             await standbys[0].manager.stop()
             await running[standbys[0].name]
@@ -114,3 +127,16 @@ async def test_one_process_polls_and_a_standby_takes_over_when_it_stops(
             await standbys[1].poller.polling.wait()
             await standbys[1].manager.stop()
         assert [len(p.poller.of("start")) for p in (holder, *standbys)] == [1, 0, 1]
+
+
+async def test_poller_leases_open_the_existing_bucket(bucket: LeaseBucket) -> None:
+    connection = await connect()
+    try:
+        leases = await PollerLeases.open(connection.jetstream(), bucket.prefix, CollectorRegistry())
+        await bucket.kv.put("sales.email", b"{}")
+        assert (await leases.kv.get("sales.email")).value == b"{}"
+        host, pid, _tail = leases.holder.split(":")
+        assert (host, pid) == (socket.gethostname(), str(os.getpid()))
+        assert leases.lease("sales.email").holder == leases.holder
+    finally:
+        await connection.close()
