@@ -99,7 +99,7 @@ async def test_standby_takes_over_at_once_when_the_holder_releases(bucket: Lease
             group.create_task(first.hold(first_poll), name="first")
             await first_polling.wait()
             standby = group.create_task(second.hold(second_poll), name="second")
-            # The standby has read the key (a revision it now watches) before the release.
+            # The holder renews once more with the standby waiting beside it.
             await _revisions(other_kv, KEY, 2)
             assert not second_polling.is_set()
             first_done.set()
