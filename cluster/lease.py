@@ -227,6 +227,7 @@ class PollerLease:
     async def _acquire(self) -> _Term:
         """Wait until the key is free, or its holder has not renewed it for `ttl_s`; take it."""
         seen: tuple[int, float] | None = None  # (revision, when this process first saw it)
+        reachable = True  # one warning when NATS goes away, not one a second
         while True:
             term = uuid.uuid4().hex
             sent_at = self._clock()
@@ -248,7 +249,11 @@ class PollerLease:
                     raise
                 seen = None  # another standby was faster: watch the new holder
             except _UNREACHABLE as exc:
-                log.warning("lease.unreachable", key=self.key, error=f"{type(exc).__name__}: {exc}")
+                report = log.warning if reachable else log.debug
+                report("lease.unreachable", key=self.key, error=f"{type(exc).__name__}: {exc}")
+                reachable = False
+            else:
+                reachable = True
             # No event tells of a holder's death: reading the key is the only way to see it.
             await asyncio.sleep(self.renew_s)
 
