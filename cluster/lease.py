@@ -48,8 +48,6 @@ _WRONG_REVISION_CODES = frozenset({10071, 10164})
 #: What "NATS unreachable or slow" looks like from nats-py (all its errors share the base).
 _UNREACHABLE = (nats.errors.Error, OSError, TimeoutError)
 
-Clock = Callable[[], float]
-
 
 def lease_bucket_name(stream_prefix: str) -> str:
     return f"{stream_prefix}_LEASES"
@@ -107,7 +105,6 @@ class PollerLease:
         ttl_s: float = 5.0,
         renew_s: float = 1.0,
         gauge: Gauge | None = None,
-        clock: Clock = time.monotonic,
     ) -> None:
         if not 0 < 2 * renew_s <= ttl_s:
             raise ValueError(
@@ -120,8 +117,7 @@ class PollerLease:
         self.ttl_s = ttl_s
         self.renew_s = renew_s
         self._gauge = gauge
-        self._clock = clock
-        #: Set while this holder holds the lease (tests and the status page wait on it).
+        #: Set while this holder holds the lease (tests wait on it).
         self.held = asyncio.Event()
 
     async def hold(
@@ -177,7 +173,7 @@ class PollerLease:
         try:
             while True:
                 deadline = term.confirmed_sent_at + self.ttl_s - self.renew_s
-                await asyncio.sleep(max(0.0, min(self.renew_s, deadline - self._clock())))
+                await asyncio.sleep(max(0.0, min(self.renew_s, deadline - time.monotonic())))
                 await self._renew(term, deadline)
         except LeaseLost as exc:
             log.warning("lease.lost", key=self.key, holder=self.holder, reason=str(exc))
@@ -187,7 +183,7 @@ class PollerLease:
             lost.set()
 
     async def _renew(self, term: _Term, deadline: float) -> None:
-        sent_at = self._clock()
+        sent_at = time.monotonic()
         if sent_at >= deadline:
             raise LeaseLost(f"not renewed for {self.ttl_s - self.renew_s:g} s")
         try:
@@ -230,7 +226,7 @@ class PollerLease:
         reachable = True  # one warning when NATS goes away, not one a second
         while True:
             term = uuid.uuid4().hex
-            sent_at = self._clock()
+            sent_at = time.monotonic()
             try:
                 entry = await self._entry()
                 if entry is None:
