@@ -34,7 +34,7 @@ from channels.retry import (
 )
 from channels.router import OutboundRouter
 from channels.streaming import StreamEditor
-from channels.supervisor import ChannelSupervisor, RestartPolicy
+from channels.supervisor import ChannelSupervisor, RestartPolicy, RunChannel, start_channel
 from channels.typing_indicator import TypingIndicators
 
 log = structlog.get_logger(__name__)
@@ -72,6 +72,7 @@ class ChannelManager:
         health_timeout_s: float = 5.0,
         on_delivered: DeliveryHook | None = None,
         intake: Callable[[], InboundSender] | None = None,
+        run_channel: RunChannel = start_channel,
     ) -> None:
         """`clock`, `sleep` and `jitter` are injectable so tests run backoffs without waiting;
         `jitter=None` keeps the defaults (full jitter for restarts, equal jitter for retries)."""
@@ -89,6 +90,8 @@ class ChannelManager:
         self._on_delivered = on_delivered
         #: Where channels send what they receive; by default the bus's inbound pipe.
         self._open_intake: Callable[[], InboundSender] = intake or publisher.inbound_sender
+        #: How each channel's receiver is run (a cluster's ingress: under a poller lease).
+        self._run_channel = run_channel
         retrier = Retrier(
             retry_policy,
             sleep=sleep,
@@ -149,6 +152,7 @@ class ChannelManager:
                 clock=self._clock,
                 sleep=self._sleep,
                 jitter=self._restart_jitter,
+                run_channel=self._run_channel,
             )
             for name, registration in self._registrations.items()
         }

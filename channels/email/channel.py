@@ -66,6 +66,11 @@ class EmailChannel(Channel):
     def name(self) -> str:
         return CHANNEL
 
+    @property
+    def single_poller(self) -> bool:
+        # Two readers of one mailbox would race on \Seen, each with its own UID state.
+        return True
+
     def is_allowed(self, sender_id: str) -> bool:
         return self._allow_list.allows(sender_id)
 

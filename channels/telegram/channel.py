@@ -115,6 +115,11 @@ class TelegramChannel(Channel):
     def name(self) -> str:
         return CHANNEL
 
+    @property
+    def single_poller(self) -> bool:
+        # One getUpdates at a time per bot (a second gets 409); webhooks go to any process.
+        return self._config.mode == "polling"
+
     # Receiving
 
     async def start(self, inbound: InboundSender) -> None:
