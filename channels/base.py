@@ -84,7 +84,11 @@ class Channel(ABC):
 
     @abstractmethod
     async def send(self, message: OutboundMessage) -> None:
-        """Deliver one message that already fits `limit`."""
+        """Deliver one reply that already fits `limit` (media: whole); only ever a reply.
+
+        Typing and stream snapshots are separate outbound events (`bus.outbound`): the manager
+        turns them into `send_typing` / `send_with_id` / `edit_message` calls, never `send`.
+        """
 
     async def stop(self) -> None:
         """Stop receiving and release connections; safe to call twice."""

@@ -108,15 +108,16 @@ class Delivery:
         self.metrics = metrics
 
     async def send_message(self, channel: Channel, message: OutboundMessage) -> None:
-        """A whole reply: media as is, text split to the limit; the first failure stops it."""
-        if message.media or (not message.content and message.metadata):
+        """A whole reply: media as is, text split to the limit; the first failure stops it.
+
+        An empty reply is still the answer (a request to the HTTP API waits for it), so the
+        channel gets it as is, unsplit; text of blanks alone has nothing to split and is skipped.
+        """
+        if message.media or not message.content:
             await self._call(
                 channel, message.chat_id, "send", functools.partial(channel.send, message)
             )
             self.metrics.message_sent(channel.name)
-            return
-        if not message.content:
-            log.debug("delivery.empty_message_skipped", channel=channel.name, chat=message.chat_id)
             return
         await self.send_chunks(channel, message, fit_chunks(channel, message.content))
 

@@ -183,8 +183,6 @@ class EmailChannel(Channel):
         return self._threads.latest(message.chat_id.casefold())
 
     async def send(self, message: OutboundMessage) -> None:
-        if message.typing_signal is not None:
-            return
         recipient = message.chat_id.strip()
         if "@" not in recipient:
             raise ChannelError(

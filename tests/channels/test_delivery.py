@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import OutboundMessage
+from bus import ANSWERS, OutboundMessage, StreamSnapshot
 from channels.base import FORMATTED
 from channels.errors import (
     AuthError,
@@ -257,9 +257,9 @@ async def test_not_modified_counts_as_success(
     manager = make_manager()
     manager.register(channel)
 
-    await manager.deliver(reply("one", stream_id="s", stream_final=False))
+    await manager.deliver(StreamSnapshot(reply("one", stream_id="s")))
     clock.advance(1.0)
-    await manager.deliver(reply("one two", stream_id="s", stream_final=False))
+    await manager.deliver(StreamSnapshot(reply("one two", stream_id="s")))
     await manager.deliver(reply("one two", stream_id="s"))
 
     # One edit, refused as "not modified": taken as shown, so the equal final needs no call.
@@ -297,7 +297,7 @@ async def test_media_is_sent_whole(
     assert channel.delivered == ["a caption longer than ten"]
 
 
-async def test_empty_messages_are_skipped_unless_they_carry_metadata(
+async def test_an_empty_reply_reaches_the_channel_as_is_and_blanks_are_skipped(
     make_manager: ManagerFactory,
     make_channel: ChannelFactory,
 ) -> None:
@@ -305,14 +305,15 @@ async def test_empty_messages_are_skipped_unless_they_carry_metadata(
     manager = make_manager()
     manager.register(channel)
 
-    await manager.deliver(reply(""))
+    # An empty reply is still the answer a waiting request (the HTTP API) needs.
+    await manager.deliver(reply("", metadata={ANSWERS: ["in-1"]}))
     await manager.deliver(reply("   "))
-    await manager.deliver(reply("", metadata={"reaction": "👍"}))
 
     sent = channel.of("send")
     assert len(sent) == 1
     assert sent[0].message is not None
-    assert sent[0].message.metadata == {"reaction": "👍"}
+    assert sent[0].message.content == ""
+    assert sent[0].message.metadata == {ANSWERS: ["in-1"]}
 
 
 async def test_formatted_flag_is_set_only_when_formatting_changed_the_text(

@@ -206,7 +206,7 @@ async def test_typing_reactions_and_deletion(
 ) -> None:
     channel = make_channel()
     await channel.send_typing("42")
-    await channel.send(OutboundMessage.typing("telegram", "42"))
+    await channel.send_typing("42")
     message_id = await channel.send_with_id(reply(channel, "to be removed"))
     assert message_id is not None
     await channel.react_to_message("42", f"42:{message_id}", "👍")
