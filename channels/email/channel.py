@@ -18,7 +18,6 @@ import structlog
 
 from bus import ANSWERS, InboundMessage, InboundRefused, InboundSender, OutboundMessage
 from channels.base import Channel
-from channels.email.addresses import EmailAllowList
 from channels.email.composing import Envelope, compose_reply
 from channels.email.imap import ImapConnection, Interrupted
 from channels.email.inbox import InboxReader
@@ -46,7 +45,6 @@ class EmailChannel(Channel):
         self._config = config
         self._address = config.address.casefold()
         self._data_dir = data_dir
-        self._allow_list = EmailAllowList(config.allow)
         state_dir = data_dir / "email"
         self._threads = ThreadStore(state_dir / "threads.json")
         self._reader = InboxReader(
@@ -65,9 +63,6 @@ class EmailChannel(Channel):
     @property
     def name(self) -> str:
         return CHANNEL
-
-    def is_allowed(self, sender_id: str) -> bool:
-        return self._allow_list.allows(sender_id)
 
     # Receiving
 
