@@ -29,7 +29,8 @@ import structlog
 
 from bus import OutboundMessage, StreamSnapshot
 from channels.base import Channel
-from channels.delivery import Chunk, Delivery, fit_chunks
+from channels.coalesce_fit import Chunk, fit_chunks
+from channels.delivery import Delivery
 from channels.errors import DeliveryError
 from channels.retry import Clock, Reason, Sleep
 from channels.stopping import sleep_unless_set
@@ -224,18 +225,16 @@ class StreamEditor:
         if not display.strip():
             return
         channel = stream.channel
-        formatted = channel.format_outbound(display)
-        if not channel.limit.fits(formatted):
-            chunks = fit_chunks(channel, display, max_chunks=None)
-            if len(chunks) > 1:
-                await self._roll_over(stream, snapshot, chunks)
-                return
-        chunk = Chunk(display, formatted)
+        chunks = fit_chunks(channel, display, max_chunks=None)
+        if len(chunks) > 1:
+            await self._roll_over(stream, snapshot, chunks)
+            return
+        [chunk] = chunks
         if stream.message_id is None:
             await self._open(stream, chunk)
-        elif formatted != stream.shown:
+        elif chunk.formatted != stream.shown:
             await self._delivery.edit(channel, stream.chat_id, stream.message_id, chunk)
-            stream.shown = formatted
+            stream.shown = chunk.formatted
             stream.last_edit_at = self._clock()
 
     async def _roll_over(self, stream: _Stream, snapshot: str, chunks: list[Chunk]) -> None:
@@ -249,7 +248,7 @@ class StreamEditor:
         stream.message_id, stream.shown = None, ""
         stream.carry = _continuation(tail.raw, snapshot)
         stream.offset = len(snapshot.rstrip())
-        await self._open(stream, Chunk(stream.carry, stream.channel.format_outbound(stream.carry)))
+        await self._open(stream, Chunk.rendered(stream.channel, stream.carry))
 
     async def _open(self, stream: _Stream, chunk: Chunk) -> None:
         message_id = await self._delivery.send_chunk_with_id(

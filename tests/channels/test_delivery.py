@@ -74,6 +74,28 @@ async def test_resplits_when_formatting_grows_the_text(
     assert words([call.content.replace("<e>", "e") for call in sent]) == TEXT.split()
 
 
+async def test_a_reply_that_fits_once_rendered_is_one_message_and_so_is_its_stream(
+    make_manager: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    # Markup the platform drops (Slack's `*bold*` for `**bold**`) can make the agent's text
+    # longer than the limit while what the platform receives fits: one message, streamed or not.
+    text = "**bold** words that fit"
+    shrink = {"limit": PlatformLimit(20, "chars"), "formatter": lambda t: t.replace("**", "")}
+    whole, streamed = make_channel(**shrink), make_channel(name="edits", editable=True, **shrink)
+    manager = make_manager()
+    manager.register(whole)
+    manager.register(streamed)
+
+    await manager.deliver(reply(text))
+    snapshot = OutboundMessage(channel="edits", chat_id="c1", content=text, stream_id="s")
+    await manager.deliver(StreamSnapshot(snapshot))
+    await manager.deliver(snapshot)
+
+    assert [call.content for call in whole.of("send")] == ["bold words that fit"]
+    assert [call.content for call in streamed.of("send_with_id")] == ["bold words that fit"]
+    assert streamed.of("send") == []
+
+
 async def test_limit_is_measured_in_the_platforms_unit(
     make_manager: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
