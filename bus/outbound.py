@@ -52,19 +52,21 @@ class StreamSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class TypingStarted:
-    """Show "typing" in the chat until the turn's reply (or `TypingStopped`) arrives."""
+class _ChatSignal:
+    """A control event for one chat: no text, only where it applies."""
 
     channel: str
     chat_id: str
 
 
 @dataclass(frozen=True, slots=True)
-class TypingStopped:
-    """The turn ended without a reply (cancelled): stop showing "typing"."""
+class TypingStarted(_ChatSignal):
+    """Show "typing" in the chat until the turn's reply (or `TypingStopped`) arrives."""
 
-    channel: str
-    chat_id: str
+
+@dataclass(frozen=True, slots=True)
+class TypingStopped(_ChatSignal):
+    """The turn ended without a reply (cancelled): stop showing "typing"."""
 
 
 OutboundEvent: TypeAlias = OutboundMessage | StreamSnapshot | TypingStarted | TypingStopped

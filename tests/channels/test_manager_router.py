@@ -80,71 +80,46 @@ class Deliveries:
                 await self.changed.wait()
 
 
-async def test_snapshots_superseded_in_a_lane_are_skipped() -> None:
+async def route_held_then_released(events: list[OutboundEvent], *, count: int) -> list[str]:
+    """Route `events` to chat c1 while its delivery is held, so all of them are queued in its
+    lane first; then release it and return what the first `count` deliveries carried."""
     deliveries = Deliveries()
     gate = deliveries.gates["c1"] = asyncio.Event()
-    stream = [snap("x" * n, "s") for n in range(1, 30)]
-    source = Source([out("before"), *stream, out("x" * 30, stream_id="s"), out("after")])
+    source = Source(events)
     router = OutboundRouter(deliveries, lambda: 0)
-
     async with asyncio.TaskGroup() as group:
         group.create_task(router.run(source()), name="router-under-test")
         await asyncio.wait_for(source.all_taken.wait(), timeout=5)
         gate.set()
-        await deliveries.wait_for_count(3)
+        await deliveries.wait_for_count(count)
         source.release.set()
+    return deliveries.of("c1")
 
-    assert deliveries.of("c1") == ["before", "x" * 30, "after"]
+
+async def test_snapshots_superseded_in_a_lane_are_skipped() -> None:
+    stream = [snap("x" * n, "s") for n in range(1, 30)]
+    events = [out("before"), *stream, out("x" * 30, stream_id="s"), out("after")]
+    assert await route_held_then_released(events, count=3) == ["before", "x" * 30, "after"]
 
 
 async def test_a_snapshot_of_another_stream_is_not_skipped() -> None:
-    deliveries = Deliveries()
-    gate = deliveries.gates["c1"] = asyncio.Event()
-    source = Source(
-        [
-            out("hold"),
-            snap("a1", "a"),
-            snap("b1", "b"),
-            snap("a2", "a"),
-        ]
-    )
-    router = OutboundRouter(deliveries, lambda: 0)
-
-    async with asyncio.TaskGroup() as group:
-        group.create_task(router.run(source()), name="router-under-test")
-        await asyncio.wait_for(source.all_taken.wait(), timeout=5)
-        gate.set()
-        await deliveries.wait_for_count(3)
-        source.release.set()
-
-    assert deliveries.of("c1") == ["hold", "b1", "a2"]
+    events: list[OutboundEvent] = [out("hold"), snap("a1", "a"), snap("b1", "b"), snap("a2", "a")]
+    assert await route_held_then_released(events, count=3) == ["hold", "b1", "a2"]
 
 
 async def test_typing_and_finals_are_never_skipped_only_older_snapshots_are() -> None:
-    deliveries = Deliveries()
-    gate = deliveries.gates["c1"] = asyncio.Event()
-    source = Source(
-        [
-            out("hold"),
-            TypingStarted("rec", "c1"),
-            snap("a1", "a"),
-            out("a final", stream_id="a"),
-            snap("b1", "b"),
-            TypingStarted("rec", "c1"),
-            out("b final", stream_id="b"),
-        ]
-    )
-    router = OutboundRouter(deliveries, lambda: 0)
-
-    async with asyncio.TaskGroup() as group:
-        group.create_task(router.run(source()), name="router-under-test")
-        await asyncio.wait_for(source.all_taken.wait(), timeout=5)
-        gate.set()
-        await deliveries.wait_for_count(5)
-        source.release.set()
-
+    events: list[OutboundEvent] = [
+        out("hold"),
+        TypingStarted("rec", "c1"),
+        snap("a1", "a"),
+        out("a final", stream_id="a"),
+        snap("b1", "b"),
+        TypingStarted("rec", "c1"),
+        out("b final", stream_id="b"),
+    ]
     typing = "<TypingStarted>"
-    assert deliveries.of("c1") == ["hold", typing, "a final", typing, "b final"]
+    delivered = await route_held_then_released(events, count=5)
+    assert delivered == ["hold", typing, "a final", typing, "b final"]
 
 
 async def test_concurrency_is_bounded_and_order_kept_per_chat() -> None:
