@@ -35,6 +35,8 @@ class StreamSnapshot:
     def __post_init__(self) -> None:
         if self.reply.stream_id is None:
             raise ValueError("a stream snapshot's reply needs the stream_id its final will carry")
+        if self.reply.media:
+            raise ValueError("a stream snapshot is text only: send media with the final reply")
 
     @property
     def channel(self) -> str:

@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import assert_never
 
 import structlog
 
@@ -284,6 +285,8 @@ class ChannelManager:
                     await self.streams.final(channel, event)
                 else:
                     await self._delivery.send_message(channel, event)
+            case _:
+                assert_never(event)
 
     async def _deliver_routed(self, event: OutboundEvent) -> None:
         error: DeliveryError | None = None

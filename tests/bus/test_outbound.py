@@ -26,9 +26,11 @@ def test_a_snapshot_names_its_chat_and_stream_through_its_reply() -> None:
     assert snapshot.reply.content == "half"
 
 
-def test_a_snapshot_without_a_stream_is_refused() -> None:
+def test_a_snapshot_without_a_stream_or_with_media_is_refused() -> None:
     with pytest.raises(ValueError, match="stream_id"):
         StreamSnapshot(_reply("half", stream_id=None))
+    with pytest.raises(ValueError, match="media"):
+        StreamSnapshot(_reply("half").model_copy(update={"media": ["a.png"]}))
 
 
 def test_events_are_frozen_values() -> None:
