@@ -9,18 +9,21 @@ Who calls what, and when:
 
 - the supervisor (`channels/supervisor.py`): `start` once the daemon runs, again with backoff
   after it raised anything but `FatalChannelError`; `stop` at shutdown;
-- the manager's delivery (`channels/delivery.py`), for each reply: `format_outbound` on every
-  chunk the splitter cut to `limit` (at most `max_reply_messages`), then `send` (or
-  `send_with_id` when the reply may be edited later), each call inside the one retry layer,
-  which reads the `channels.errors` types the channel raises;
-- the manager's streaming (`channels/streaming.py`), only when `supports_edit()` is True:
-  `send_with_id` for the first snapshot, `edit_message` for later ones (at most one per
-  `edit_interval_s`), `finish_stream` for the final text;
-- the typing indicator (`channels/typing_indicator.py`): `send_typing` every few seconds
-  while a turn runs, `stop_typing` when it ends;
+- the manager, for each outbound event (`bus.outbound`) to this channel, one of:
+  - its delivery (`channels/delivery.py`), for a reply (`OutboundMessage`): `format_outbound`
+    on every chunk fitted to `limit` (`channels/coalesce_fit.py`, at most
+    `max_reply_messages`), then `send`, each call inside the one retry layer, which reads the
+    `channels.errors` types the channel raises;
+  - its streaming (`channels/streaming.py`), for a `StreamSnapshot` and a streamed reply's
+    final, only when `supports_edit()` is True: `send_with_id` for the first snapshot,
+    `edit_message` for later ones (at most one per `edit_interval_s`), `finish_stream` for
+    the final text;
+  - its typing indicator (`channels/typing_indicator.py`), from `TypingStarted` until the
+    reply or `TypingStopped`: `send_typing` every few seconds, then `stop_typing`;
 - the manager's health report: `health_check`; `doctor`: `probe`;
 - the dispatcher: `is_allowed` (from `allow`, set by the registry) before the agent sees a
-  message, `replies_to_retries`, `supports_edit`;
+  message, `replies_to_retries`, `supports_edit` and `shows_typing` (whether to send a turn's
+  snapshots and typing events at all);
 - the daemon's HTTP server: `web_routes`, once, before it starts listening.
 
 In a cluster (several ingress processes for the same profiles), `single_poller` says whether
@@ -48,8 +51,9 @@ process takes over within seconds when the holder dies. Which are, and why:
   not verified here).
 
 `send_listening`, `delete_message`, `react_to_message`, `remove_reaction` and `send_embed` are
-octos' surface: the gateway does not call them today; Telegram, Discord and Slack implement
-them for tools and tests that do.
+octos' surface: the gateway does not call them today. Telegram (listening, reactions,
+deletion), Discord (reactions, deletion, embeds) and Slack (deletion) implement them for
+tools, and their tests call each one.
 """
 
 from __future__ import annotations
@@ -108,7 +112,11 @@ class Channel(ABC):
 
     @abstractmethod
     async def send(self, message: OutboundMessage) -> None:
-        """Deliver one message that already fits `limit`."""
+        """Deliver one reply that already fits `limit` (media: whole); only ever a reply.
+
+        Typing and stream snapshots are separate outbound events (`bus.outbound`): the manager
+        turns them into `send_typing` / `send_with_id` / `edit_message` calls, never `send`.
+        """
 
     async def stop(self) -> None:
         """Stop receiving and release connections; safe to call twice."""

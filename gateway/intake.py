@@ -213,20 +213,12 @@ def _scrubbed(message: InboundMessage) -> InboundMessage:
 
 
 class ProfileIntake:
-    """The `InboundSender` every channel of a profile gets: `send` returns once durable.
+    """The `InboundSender` every channel of a profile gets: `send` returns once durable."""
 
-    Built before the intake it forwards to (channels are registered first) and connected after.
-    """
-
-    def __init__(self) -> None:
-        self._intake: Intake | None = None
-
-    def connect(self, intake: Intake) -> None:
+    def __init__(self, intake: Intake) -> None:
         self._intake = intake
 
     async def send(self, message: InboundMessage) -> None:
-        if self._intake is None:
-            raise PipeClosed("the profile is not running")
         await self._intake.receive(message)
 
     def close(self) -> None:

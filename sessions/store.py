@@ -261,7 +261,8 @@ class SessionStore(StoreBase):
         )
         if not compacted:
             log.warning(
-                "session file passes its size cap: nothing older left to archive",
+                "sessions.over_cap_nothing_to_archive",
+                detail="the session file passes its size cap with nothing older to archive",
                 key=str(key),
                 max_file_bytes=self.max_file_bytes,
             )

@@ -290,11 +290,6 @@ class DiscordChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        signal = message.typing_signal
-        if signal is not None:
-            if signal:
-                await self.send_typing(message.chat_id)
-            return None
         target = self._messageable(message.chat_id)
         reference = reply_reference(message.chat_id, message.reply_to)
         files = await load_files(message.media)

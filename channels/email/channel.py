@@ -18,7 +18,6 @@ import structlog
 
 from bus import ANSWERS, InboundMessage, InboundRefused, InboundSender, OutboundMessage
 from channels.base import Channel
-from channels.email.addresses import EmailAllowList
 from channels.email.composing import Envelope, compose_reply
 from channels.email.imap import ImapConnection, Interrupted
 from channels.email.inbox import InboxReader
@@ -46,7 +45,6 @@ class EmailChannel(Channel):
         self._config = config
         self._address = config.address.casefold()
         self._data_dir = data_dir
-        self._allow_list = EmailAllowList(config.allow)
         state_dir = data_dir / "email"
         self._threads = ThreadStore(state_dir / "threads.json")
         self._reader = InboxReader(
@@ -70,9 +68,6 @@ class EmailChannel(Channel):
     def single_poller(self) -> bool:
         # Two readers of one mailbox would race on \Seen, each with its own UID state.
         return True
-
-    def is_allowed(self, sender_id: str) -> bool:
-        return self._allow_list.allows(sender_id)
 
     # Receiving
 
@@ -188,8 +183,6 @@ class EmailChannel(Channel):
         return self._threads.latest(message.chat_id.casefold())
 
     async def send(self, message: OutboundMessage) -> None:
-        if message.typing_signal is not None:
-            return
         recipient = message.chat_id.strip()
         if "@" not in recipient:
             raise ChannelError(

@@ -194,7 +194,7 @@ class FeishuChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        if message.typing_signal is not None or not message.content.strip():
+        if not message.content.strip():
             return None
         body = await self._api.call(
             "POST",

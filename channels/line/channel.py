@@ -198,8 +198,6 @@ class LineChannel(Channel):
     # Outbound
 
     async def send(self, message: OutboundMessage) -> None:
-        if message.typing_signal is not None:
-            return
         if message.media:
             log.warning("line.media_not_sent", chat_id=message.chat_id, files=len(message.media))
         if not message.content.strip():

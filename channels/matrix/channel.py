@@ -252,8 +252,6 @@ class MatrixChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        if message.typing_signal is not None:
-            return None
         if message.media:
             log.warning("matrix.media_not_sent", chat_id=message.chat_id, files=len(message.media))
         text = message.content

@@ -295,8 +295,6 @@ class SlackChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        if message.typing_signal is not None:
-            return None
         thread_ts = self._threads.thread_for(message)
         if message.media:
             await self._upload(message, thread_ts)

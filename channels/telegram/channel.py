@@ -306,11 +306,6 @@ class TelegramChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        signal = message.typing_signal
-        if signal is not None:
-            if signal:
-                await self.send_typing(message.chat_id)
-            return None
         return await self._sender.send(message)
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:

@@ -220,8 +220,6 @@ class TwilioChannel(Channel):
     # Outbound
 
     async def send(self, message: OutboundMessage) -> None:
-        if message.typing_signal is not None:
-            return
         media_urls = [item for item in message.media if item.startswith(("https://", "http://"))]
         if len(media_urls) < len(message.media):
             log.warning(

@@ -105,7 +105,7 @@ class WeComChannel(Channel):
         return f"corp {config.corp_id}, agent {config.agent_id}"
 
     async def send(self, message: OutboundMessage) -> None:
-        if message.typing_signal is not None or not message.content.strip():
+        if not message.content.strip():
             return
         wait_s = self._window.reserve(message.chat_id)
         if wait_s > 0:

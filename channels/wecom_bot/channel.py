@@ -31,6 +31,7 @@ from channels.errors import AuthError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.retry import backoff_delay_s
+from channels.stopping import sleep_unless_set
 from channels.wecom_bot import frames
 from channels.wecom_bot.connection import CHANNEL, AibotConnection
 from channels.wecom_bot.frames import Callback, Frame, MalformedFrame
@@ -116,10 +117,7 @@ class WecomBotChannel(Channel):
                 max(failures, 1), self._reconnect_base_s, self._reconnect_cap_s
             )
             log.info("wecom_bot.reconnecting", delay_s=delay_s)
-            try:
-                await asyncio.wait_for(self._stopping.wait(), delay_s)
-            except TimeoutError:
-                continue
+            await sleep_unless_set(self._stopping, delay_s)
 
     async def _session(self, http: aiohttp.ClientSession) -> None:
         socket = await asyncio.wait_for(http.ws_connect(self._ws_url), self._connect_timeout_s)

@@ -249,8 +249,6 @@ class WhatsAppChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        if message.typing_signal is not None:
-            return None
         try:
             wamid = None
             for path in message.media:

@@ -150,7 +150,7 @@ class OpenAICompatAgent(Agent):
         content = await stream.finish()
         if outcome.finish_reason not in ("stop", None):
             log.info(
-                "openai reply ended early",
+                "openai.reply_ended_early",
                 model=self._config.model,
                 finish_reason=outcome.finish_reason,
             )

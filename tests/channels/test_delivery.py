@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import OutboundMessage
+from bus import ANSWERS, OutboundMessage, StreamSnapshot
 from channels.base import FORMATTED
 from channels.errors import (
     AuthError,
@@ -70,6 +70,28 @@ async def test_resplits_when_formatting_grows_the_text(
     assert all(len(call.content) <= 20 for call in sent)
     assert all(call.formatted for call in sent if "<e>" in call.content)
     assert words([call.content.replace("<e>", "e") for call in sent]) == TEXT.split()
+
+
+async def test_a_reply_that_fits_once_rendered_is_one_message_and_so_is_its_stream(
+    make_manager: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    # Markup the platform drops (Slack's `*bold*` for `**bold**`) can make the agent's text
+    # longer than the limit while what the platform receives fits: one message, streamed or not.
+    text = "**bold** words that fit"
+    shrink = {"limit": PlatformLimit(20, "chars"), "formatter": lambda t: t.replace("**", "")}
+    whole, streamed = make_channel(**shrink), make_channel(name="edits", editable=True, **shrink)
+    manager = make_manager()
+    manager.register(whole)
+    manager.register(streamed)
+
+    await manager.deliver(reply(text))
+    snapshot = OutboundMessage(channel="edits", chat_id="c1", content=text, stream_id="s")
+    await manager.deliver(StreamSnapshot(snapshot))
+    await manager.deliver(snapshot)
+
+    assert [call.content for call in whole.of("send")] == ["bold words that fit"]
+    assert [call.content for call in streamed.of("send_with_id")] == ["bold words that fit"]
+    assert streamed.of("send") == []
 
 
 async def test_limit_is_measured_in_the_platforms_unit(
@@ -245,9 +267,9 @@ async def test_not_modified_counts_as_success(
     channel.fail("edit", MessageNotModified("message is not modified"))
     manager = managing(channel)
 
-    await manager.deliver(reply("one", stream_id="s", stream_final=False))
+    await manager.deliver(StreamSnapshot(reply("one", stream_id="s")))
     clock.advance(1.0)
-    await manager.deliver(reply("one two", stream_id="s", stream_final=False))
+    await manager.deliver(StreamSnapshot(reply("one two", stream_id="s")))
     await manager.deliver(reply("one two", stream_id="s"))
 
     # One edit, refused as "not modified": taken as shown, so the equal final needs no call.
@@ -281,21 +303,22 @@ async def test_media_is_sent_whole(managing: ManagerFactory, make_channel: Chann
     assert channel.delivered == ["a caption longer than ten"]
 
 
-async def test_empty_messages_are_skipped_unless_they_carry_metadata(
+async def test_an_empty_reply_reaches_the_channel_as_is_and_blanks_are_skipped(
     managing: ManagerFactory,
     make_channel: ChannelFactory,
 ) -> None:
     channel = make_channel()
     manager = managing(channel)
 
-    await manager.deliver(reply(""))
+    # An empty reply is still the answer a waiting request (the HTTP API) needs.
+    await manager.deliver(reply("", metadata={ANSWERS: ["in-1"]}))
     await manager.deliver(reply("   "))
-    await manager.deliver(reply("", metadata={"reaction": "👍"}))
 
     sent = channel.of("send")
     assert len(sent) == 1
     assert sent[0].message is not None
-    assert sent[0].message.metadata == {"reaction": "👍"}
+    assert sent[0].message.content == ""
+    assert sent[0].message.metadata == {ANSWERS: ["in-1"]}
 
 
 async def test_formatted_flag_is_set_only_when_formatting_changed_the_text(

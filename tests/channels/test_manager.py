@@ -8,7 +8,13 @@ from collections.abc import Callable
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import AgentHandle, OutboundMessage
+from bus import (
+    AgentHandle,
+    OutboundMessage,
+    StreamSnapshot,
+    TypingStarted,
+    TypingStopped,
+)
 from channels.errors import FatalChannelError, MessageTooLong
 from channels.health import ChannelHealth, HealthStatus
 from channels.manager import ChannelManager
@@ -277,7 +283,7 @@ async def test_typing_runs_until_the_reply(
     channel = make_channel()
     manager = serving(channel, typing_interval_s=0.01)
 
-    await agent.send(OutboundMessage.typing("rec", "c1"))
+    await agent.send(TypingStarted("rec", "c1"))
     await channel.wait_for(lambda: len(channel.of("typing")) >= 3)
     assert manager.typing.is_typing("rec", "c1")
     await agent.send(out("the answer"))
@@ -298,9 +304,9 @@ async def test_typing_stops_on_a_stop_signal(
     channel = make_channel()
     serving(channel, typing_interval_s=0.01)
 
-    await agent.send(OutboundMessage.typing("rec", "c1"))
+    await agent.send(TypingStarted("rec", "c1"))
     await channel.wait_for(lambda: bool(channel.of("typing")))
-    await agent.send(OutboundMessage.typing("rec", "c1", active=False))
+    await agent.send(TypingStopped("rec", "c1"))
     await channel.wait_for(lambda: bool(channel.of("stop_typing")))
 
     assert channel.delivered == []
@@ -316,7 +322,7 @@ async def test_typing_has_a_safety_timeout(
     channel.fail("typing", ConnectionError("typing is best effort"))
     manager = serving(channel, typing_interval_s=0.01, typing_timeout_s=60.0)
 
-    await agent.send(OutboundMessage.typing("rec", "c1"))
+    await agent.send(TypingStarted("rec", "c1"))
     await channel.wait_for(lambda: len(channel.of("typing")) >= 2)
     clock.advance(61)
     await channel.wait_for(lambda: bool(channel.of("stop_typing")))
@@ -335,18 +341,13 @@ async def test_only_a_final_reply_is_reported_delivered_never_its_snapshots(
         channel,
         on_delivered=lambda message, error: delivered.append((message.delivery_id, error is None)),
     )
-    snapshot = OutboundMessage(
-        channel="rec",
-        chat_id="c1",
-        content="half",
-        stream_id="t1",
-        stream_final=False,
-        delivery_id="t1",
+    final = OutboundMessage(
+        channel="rec", chat_id="c1", content="half and whole", stream_id="t1", delivery_id="t1"
     )
-    final = snapshot.model_copy(update={"content": "half and whole", "stream_final": True})
+    snapshot = StreamSnapshot(final.model_copy(update={"content": "half"}))
     untracked = out("a notice without a delivery id")
-    for message in (snapshot, final, untracked):
-        await agent.send(message)
+    for event in (snapshot, final, untracked):
+        await agent.send(event)
     await asyncio.wait_for(manager.drain(), timeout=5)
 
     # The journal must not take a delivered snapshot for the delivered reply.

@@ -8,7 +8,7 @@ import itertools
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import OutboundMessage
+from bus import OutboundEvent, OutboundMessage, StreamSnapshot
 from channels.errors import DeliveryError, RateLimited
 from channels.limits import PlatformLimit
 from channels.manager import ChannelManager
@@ -18,10 +18,14 @@ from tests.channels.recording import FinishingChannel, RecordingChannel
 SENTENCES = [f"Sentence number {n} of the streamed reply." for n in range(1, 13)]
 
 
-def snapshot(content: str, *, final: bool = False, stream_id: str = "s1") -> OutboundMessage:
-    return OutboundMessage(
-        channel="rec", chat_id="c1", content=content, stream_id=stream_id, stream_final=final
+def snapshot(
+    content: str, *, final: bool = False, stream_id: str = "s1", reply_to: str | None = None
+) -> OutboundEvent:
+    """A snapshot of stream `stream_id`, or (`final`) the streamed reply's final text."""
+    reply = OutboundMessage(
+        channel="rec", chat_id="c1", content=content, stream_id=stream_id, reply_to=reply_to
     )
+    return reply if final else StreamSnapshot(reply)
 
 
 def growing(text: str, step: int) -> list[str]:
@@ -269,9 +273,9 @@ async def test_first_message_keeps_reply_to(
     text = " ".join(SENTENCES[:4])
 
     for content in growing(text, 30):
-        await manager.deliver(snapshot(content).model_copy(update={"reply_to": "in-9"}))
+        await manager.deliver(snapshot(content, reply_to="in-9"))
         clock.advance(2)
-    await manager.deliver(snapshot(text, final=True).model_copy(update={"reply_to": "in-9"}))
+    await manager.deliver(snapshot(text, final=True, reply_to="in-9"))
 
     sent = [call.message for call in channel.of("send_with_id", "send") if call.message]
     assert len(sent) >= 2

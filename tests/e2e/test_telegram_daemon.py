@@ -145,7 +145,7 @@ async def test_allowed_users_get_the_echo_a_stranger_one_notice_and_sigterm_conf
     # Every update was handled once, and the offset confirmed before the daemon exited.
     assert fake.pending_update_ids == []
     assert set(fake.delivered.values()) == {1}
-    assert d.logs[-1]["event"] == "daemon stopped"
+    assert d.logs[-1]["event"] == "daemon.stopped"
 
 
 async def test_a_long_mixed_reply_arrives_in_natural_chunks_within_the_limit(

@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
-from channels.delivery import fit_chunks
+from channels.coalesce_fit import fit_chunks
 from channels.errors import FatalChannelError, RateLimited
 from channels.qq import QQBotChannel, seed_from_secret, sign_hex, signing_key
 from channels.qq.api import ReplyWindowClosed

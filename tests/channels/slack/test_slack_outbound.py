@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import ANSWERS, OutboundMessage
+from bus import ANSWERS, OutboundMessage, StreamSnapshot
 from channels.coalesce import split_message
 from channels.errors import ChannelError, DeliveryError, RateLimited
 from channels.retry import Reason
@@ -173,7 +173,7 @@ async def test_a_stream_is_edited_no_faster_than_the_interval_and_ends_without_a
     manager.register(channel, edit_interval_s=1.0)
     words = [f"word{n}" for n in range(40)]
     for end in range(1, len(words) + 1):
-        await manager.deliver(reply(" ".join(words[:end]), stream_id="s1", stream_final=False))
+        await manager.deliver(StreamSnapshot(reply(" ".join(words[:end]), stream_id="s1")))
         clock.advance(0.25)
         await manager.streams.flush_due()
     await manager.deliver(reply(" ".join(words) + " **done**", stream_id="s1"))
@@ -198,7 +198,7 @@ async def test_a_stream_rolls_over_to_a_new_message_before_the_limit(
     sentences = [f"Sentence number {n} of a long streamed reply & more." for n in range(220)]
     text = " ".join(sentences)
     for end in range(10, len(sentences) + 1, 10):
-        await manager.deliver(reply(" ".join(sentences[:end]), stream_id="s2", stream_final=False))
+        await manager.deliver(StreamSnapshot(reply(" ".join(sentences[:end]), stream_id="s2")))
         clock.advance(1.0)
     await manager.deliver(reply(text, stream_id="s2"))
 
