@@ -15,8 +15,7 @@ import structlog
 from aiohttp import web
 from twilio.twiml.messaging_response import MessagingResponse
 
-from bus import InboundRefused, PipeClosed
-from channels.acknowledge import refused_response
+from channels.acknowledge import hand_over
 from channels.twilio.inbound import MalformedWebhook, Params, Sms, parse_sms
 from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature, Verdict
 
@@ -69,11 +68,7 @@ class TwilioWebhook:
             # answered, so Twilio does not retry what can never be handled.
             log.warning("twilio.malformed_webhook", error=str(error), params=sorted(params))
             return empty_twiml()
-        try:
-            await self._take(sms)
-        except InboundRefused as error:
-            log.info("twilio.webhook_backlog_full", sid=sms.sid, retry_after_s=error.retry_after_s)
-            return refused_response(error)
-        except PipeClosed:
-            return web.Response(status=503, text="channel stopping")
+        refusal = await hand_over(self._take(sms), event="twilio.webhook_backlog_full", sid=sms.sid)
+        if refusal is not None:
+            return refusal
         return empty_twiml()

@@ -19,8 +19,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
-from bus import InboundRefused, PipeClosed
-from channels.acknowledge import refused_response
+from channels.acknowledge import hand_over
 from channels.whatsapp.inbound import MalformedWebhook, Notification, parse_notification
 from channels.whatsapp.signature import SIGNATURE_HEADER, Verdict, check
 
@@ -73,11 +72,7 @@ class WhatsAppWebhook:
             # Signed by Meta, so a retry would bring the same bytes: answered and logged.
             log.warning("whatsapp.malformed_webhook", error=str(error), size=len(body))
             return web.Response(text="ok")
-        try:
-            await self._take(notification)
-        except InboundRefused as error:
-            log.info("whatsapp.webhook_backlog_full", retry_after_s=error.retry_after_s)
-            return refused_response(error)
-        except PipeClosed:
-            return web.Response(status=503, text="channel stopping")
+        refusal = await hand_over(self._take(notification), event="whatsapp.webhook_backlog_full")
+        if refusal is not None:
+            return refusal
         return web.Response(text="ok")
