@@ -171,6 +171,16 @@ async def save_media(target: Path, data: bytes) -> Path:
     return target
 
 
+async def save_within(
+    target: Path, data: bytes, max_bytes: int, *, channel: str, **context: object
+) -> str | None:
+    """`save_media` for a download whose size is known only once it is read: the saved path,
+    or None when it is over `max_bytes` (`too_large` logs it with `context`)."""
+    if too_large(len(data), max_bytes, channel=channel, **context):
+        return None
+    return str(await save_media(target, data))
+
+
 def _write_file(target: Path, data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")

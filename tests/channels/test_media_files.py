@@ -15,6 +15,7 @@ from channels.media_files import (
     safe_name,
     safe_suffix,
     save_media,
+    save_within,
 )
 
 
@@ -95,3 +96,13 @@ async def test_an_outbound_file_is_read_or_refused_with_what_the_platform_takes(
     with pytest.raises(ChannelError, match="cannot read media file") as missing:
         await read_file(str(tmp_path / "missing.pdf"), channel="email")
     assert missing.value.suggestion == "the agent must pass paths this process can read"
+
+
+async def test_a_download_over_the_limit_is_not_saved(tmp_path: Path) -> None:
+    target = media_root(tmp_path, "line") / "chat" / "big.jpg"
+    with capture_logs() as events:
+        assert await save_within(target, b"x" * 11, 10, channel="line", message_id="m1") is None
+    assert not target.exists()
+    assert [(e["event"], e["message_id"]) for e in events] == [("line.media_too_large", "m1")]
+    assert await save_within(target, b"x" * 10, 10, channel="line") == str(target)
+    assert target.read_bytes() == b"x" * 10
