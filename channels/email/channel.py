@@ -151,8 +151,7 @@ class EmailChannel(Channel):
         self._health = ChannelHealth.unknown()
 
     def _set_health(self, health: ChannelHealth) -> None:
-        if not self._health.is_down:
-            self._health = health
+        self._health = self._health.then(health)
 
     async def health_check(self) -> ChannelHealth:
         return self._health

@@ -58,3 +58,10 @@ async def test_receive_until_ends_on_stop_or_raises_the_recorded_fatal_error() -
         with pytest.raises(FatalChannelError, match="token revoked"):
             await asyncio.wait_for(rejected.receive_until(dead, name="test-watch"), 1)
     assert rejected.idle.is_set()
+
+
+def test_a_channel_that_went_down_stays_down() -> None:
+    down = ChannelHealth.down("token refused")
+    assert ChannelHealth.unknown().then(ChannelHealth.healthy()) == ChannelHealth.healthy()
+    assert ChannelHealth.healthy().then(down) == down
+    assert down.then(ChannelHealth.healthy()) == down
