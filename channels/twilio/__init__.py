@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from channels.twilio.channel import DEFAULT_API_BASE_URL, TwilioChannel
 from channels.twilio.inbound import CARRIER_KEYWORDS, parse_sms
-from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature, Verdict
+from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature
+from channels.webhook_refusal import Verdict
 
 if TYPE_CHECKING:
     from channels.registry import ChannelContext

@@ -17,11 +17,10 @@ from twilio.twiml.messaging_response import MessagingResponse
 
 from channels.acknowledge import hand_over
 from channels.twilio.inbound import MalformedWebhook, Params, Sms, parse_sms
-from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature, Verdict
+from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature
+from channels.webhook_refusal import signature_refusal
 
 log = structlog.get_logger(__name__)
-
-_REFUSAL_STATUS = {Verdict.MISSING: 401, Verdict.WRONG: 403}
 
 
 def empty_twiml() -> web.Response:
@@ -56,9 +55,10 @@ class TwilioWebhook:
             log.warning("twilio.webhook_refused", reason="unreadable_form", remote=request.remote)
             return web.Response(status=400, text="the body is not a UTF-8 url-encoded form")
         verdict = self._signature.check(params, request.headers.get(SIGNATURE_HEADER))
-        if verdict is not Verdict.VALID:
-            log.warning("twilio.webhook_refused", reason=verdict.value, remote=request.remote)
-            return web.Response(status=_REFUSAL_STATUS[verdict], text=f"signature {verdict}")
+        if (
+            refusal := signature_refusal(verdict, request, event="twilio.webhook_refused")
+        ) is not None:
+            return refusal
         if not self._accepting():
             return web.Response(status=503, text="channel not running")
         try:

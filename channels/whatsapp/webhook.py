@@ -20,12 +20,11 @@ import structlog
 from aiohttp import web
 
 from channels.acknowledge import hand_over
+from channels.webhook_refusal import signature_refusal
 from channels.whatsapp.inbound import MalformedWebhook, Notification, parse_notification
-from channels.whatsapp.signature import SIGNATURE_HEADER, Verdict, check
+from channels.whatsapp.signature import SIGNATURE_HEADER, check
 
 log = structlog.get_logger(__name__)
-
-_REFUSAL_STATUS = {Verdict.MISSING: 401, Verdict.WRONG: 403}
 
 
 class WhatsAppWebhook:
@@ -60,9 +59,10 @@ class WhatsAppWebhook:
     async def receive(self, request: web.Request) -> web.Response:
         body = await request.read()
         verdict = check(self._app_secret, body, request.headers.get(SIGNATURE_HEADER))
-        if verdict is not Verdict.VALID:
-            log.warning("whatsapp.webhook_refused", reason=verdict.value, remote=request.remote)
-            return web.Response(status=_REFUSAL_STATUS[verdict], text=f"signature {verdict}")
+        if (
+            refusal := signature_refusal(verdict, request, event="whatsapp.webhook_refused")
+        ) is not None:
+            return refusal
         if not self._accepting():
             return web.Response(status=503, text="channel not running")
         try:
