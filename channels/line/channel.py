@@ -34,7 +34,7 @@ from linebot.v3.messaging import (
 from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.base import Channel
 from channels.dedup import InboundDedup
-from channels.errors import AuthError, FatalChannelError, RateLimited
+from channels.errors import AuthError, RateLimited
 from channels.health import ChannelHealth
 from channels.idempotency import delivery_uuid
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
@@ -121,12 +121,9 @@ class LineChannel(Channel):
             try:
                 await self.probe()
             except AuthError as error:
-                self._run_state.fatal = FatalChannelError(
-                    f"LINE refused the channel access token ({error})",
-                    channel=CHANNEL,
-                    suggestion=error.suggestion,
-                )
-                raise self._run_state.fatal from error
+                raise self._run_state.refused(
+                    "LINE refused the channel access token", error, channel=CHANNEL
+                ) from error
             self._inbound = inbound
             self.webhook.take = self._take
             self._run_state.receiving.set()

@@ -179,12 +179,9 @@ class MatrixChannel(Channel):
         try:
             await self.probe()
         except AuthError as error:
-            self._run_state.fatal = FatalChannelError(
-                f"the homeserver refused the credentials ({error})",
-                channel=CHANNEL,
-                suggestion=error.suggestion,
-            )
-            raise self._run_state.fatal from error
+            raise self._run_state.refused(
+                "the homeserver refused the credentials", error, channel=CHANNEL
+            ) from error
         since = await self._since.load()
         if since is None:
             since = await self._skip_backlog()

@@ -16,7 +16,6 @@ indicator; the agent's Markdown is sent as plain text. Outbound media must be pu
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -90,7 +89,6 @@ class TwilioChannel(Channel):
         self._http: TwilioHttp | None = None
         self._inbound: InboundSender | None = None
         self._run_state = RunState()
-        self._auth_rejected = asyncio.Event()
 
     @property
     def name(self) -> str:
@@ -114,18 +112,12 @@ class TwilioChannel(Channel):
             self._inbound = inbound
             try:
                 log.info("twilio.receiving", path=self._webhook_path)
-                await self._run_state.receive_until(self._auth_rejected, name="twilio-auth-watch")
+                await self._run_state.receive_until(name="twilio-auth-watch")
             finally:
                 self._inbound = None
 
     def _credentials_dead(self, error: AuthError) -> FatalChannelError:
-        self._run_state.fatal = FatalChannelError(
-            f"Twilio refused the credentials ({error})",
-            channel=CHANNEL,
-            suggestion=error.suggestion,
-        )
-        self._auth_rejected.set()
-        return self._run_state.fatal
+        return self._run_state.refused("Twilio refused the credentials", error, channel=CHANNEL)
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP client; idempotent."""

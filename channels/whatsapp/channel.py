@@ -18,7 +18,6 @@ window (131047) is not retried: one log line and `octos_send_errors_total{reason
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import OrderedDict
 from datetime import UTC, datetime
@@ -92,7 +91,6 @@ class WhatsAppChannel(Channel):
         self._typing_shown: dict[str, float] = {}
         self._inbound: InboundSender | None = None
         self._run_state = RunState()
-        self._token_rejected = asyncio.Event()
 
     @property
     def name(self) -> str:
@@ -115,9 +113,7 @@ class WhatsAppChannel(Channel):
             self._inbound = inbound
             try:
                 log.info("whatsapp.receiving", path=self._webhook_path)
-                await self._run_state.receive_until(
-                    self._token_rejected, name="whatsapp-token-watch"
-                )
+                await self._run_state.receive_until(name="whatsapp-token-watch")
             finally:
                 self._inbound = None
 
@@ -140,13 +136,12 @@ class WhatsAppChannel(Channel):
         )
 
     def _token_dead(self, error: ChannelError) -> FatalChannelError:
-        self._run_state.fatal = FatalChannelError(
-            f"WhatsApp rejected the access token ({error})",
+        return self._run_state.refused(
+            "WhatsApp rejected the access token",
+            error,
             channel=CHANNEL,
             suggestion="replace access_token with a valid one",
         )
-        self._token_rejected.set()
-        return self._run_state.fatal
 
     # Inbound
 
