@@ -11,6 +11,9 @@ SDK exceptions it translates and how:
         async with platform_call(what, timeout_s, channel=CHANNEL,
                                  sdk_errors=(OpenApiException,), translate=_translate):
             yield
+
+Most SDKs raise one exception type for the platform's answers and others for requests they
+refused to build; `answers_of(ApiException, translate, channel=...)` is that `_translate`.
 """
 
 from __future__ import annotations
@@ -18,12 +21,29 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import aiohttp
 
 from channels.errors import ChannelError, TransientError
 
 Translate = Callable[[Exception, str], ChannelError]
+E = TypeVar("E", bound=Exception)
+
+
+def answers_of(
+    api_error: type[E], translate: Callable[[E, str], ChannelError], *, channel: str
+) -> Translate:
+    """A `Translate` for an SDK that raises `api_error` for what the platform answered (given
+    to `translate`) and other exceptions for requests it refused to build: those become a
+    plain `ChannelError`, since re-sending the same request cannot help."""
+
+    def translated(error: Exception, what: str) -> ChannelError:
+        if isinstance(error, api_error):
+            return translate(error, what)
+        return ChannelError(f"{what}: {error}", channel=channel)
+
+    return translated
 
 
 def _untranslated(error: Exception, what: str) -> ChannelError:

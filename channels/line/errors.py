@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from linebot.v3.messaging.exceptions import ApiException, OpenApiException
 
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from channels.platform_call import platform_call
+from channels.platform_call import answers_of, platform_call
 
 CHANNEL = "line"
 #: How long to wait on a 429 that names no time of its own.
@@ -75,6 +75,9 @@ def translate(error: ApiException, what: str) -> ChannelError:
     return LineApiError(text, status=status, detail=detail)
 
 
+_translate = answers_of(ApiException, translate, channel=CHANNEL)
+
+
 @asynccontextmanager
 async def line_call(what: str, timeout_s: float) -> AsyncIterator[None]:
     """Run Messaging API calls with a deadline, raising only `channels.errors` types."""
@@ -82,10 +85,3 @@ async def line_call(what: str, timeout_s: float) -> AsyncIterator[None]:
         what, timeout_s, channel=CHANNEL, sdk_errors=(OpenApiException,), translate=_translate
     ):
         yield
-
-
-def _translate(error: Exception, what: str) -> ChannelError:
-    if isinstance(error, ApiException):
-        return translate(error, what)
-    # A request the SDK refused to build (a value its models reject).
-    return ChannelError(f"{what}: {error}", channel=CHANNEL)

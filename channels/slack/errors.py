@@ -22,7 +22,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.platform_call import platform_call
+from channels.platform_call import answers_of, platform_call
 
 CHANNEL = "slack"
 
@@ -96,6 +96,9 @@ def _retry_after_s(error: SlackApiError) -> float:
         return DEFAULT_RETRY_AFTER_S
 
 
+_translate = answers_of(SlackApiError, translate_api_error, channel=CHANNEL)
+
+
 @asynccontextmanager
 async def slack_call(what: str, timeout_s: float) -> AsyncIterator[None]:
     """Run Web API calls with a deadline, raising only `channels.errors` types."""
@@ -103,10 +106,3 @@ async def slack_call(what: str, timeout_s: float) -> AsyncIterator[None]:
         what, timeout_s, channel=CHANNEL, sdk_errors=(SlackClientError,), translate=_translate
     ):
         yield
-
-
-def _translate(error: Exception, what: str) -> ChannelError:
-    if isinstance(error, SlackApiError):
-        return translate_api_error(error, what)
-    # A request slack_sdk refused to build (bad arguments): re-sending cannot help.
-    return ChannelError(f"{what}: {error}", channel=CHANNEL)

@@ -20,7 +20,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.platform_call import platform_call
+from channels.platform_call import answers_of, platform_call
 
 CHANNEL = "twilio"
 DEFAULT_RETRY_AFTER_S = 1.0
@@ -59,6 +59,9 @@ def translate(error: TwilioRestException, what: str) -> ChannelError:
     return ChannelError(detail, channel=CHANNEL, suggestion=suggestion)
 
 
+_translate = answers_of(TwilioRestException, translate, channel=CHANNEL)
+
+
 @asynccontextmanager
 async def twilio_call(what: str, timeout_s: float) -> AsyncIterator[None]:
     """Run REST calls with a deadline (the async client ignores its own timeout), raising
@@ -67,9 +70,3 @@ async def twilio_call(what: str, timeout_s: float) -> AsyncIterator[None]:
         what, timeout_s, channel=CHANNEL, sdk_errors=(TwilioException,), translate=_translate
     ):
         yield
-
-
-def _translate(error: Exception, what: str) -> ChannelError:
-    if isinstance(error, TwilioRestException):
-        return translate(error, what)
-    return ChannelError(f"{what}: {error}", channel=CHANNEL)
