@@ -19,7 +19,6 @@ window (131047) is not retried: one log line and `octos_send_errors_total{reason
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
@@ -29,6 +28,7 @@ from aiohttp import web
 
 from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.base import Channel
+from channels.bounded import RecentMap
 from channels.dedup import InboundDedup
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.health import ChannelHealth
@@ -87,7 +87,7 @@ class WhatsAppChannel(Channel):
         )
         self._recent = InboundDedup(max_entries=10_000, ttl_s=3600.0)
         #: chat -> the wamid of its latest message (what "read" and "typing" refer to).
-        self._last_inbound: OrderedDict[str, str] = OrderedDict()
+        self._last_inbound: RecentMap[str, str] = RecentMap(10_000)
         self._typing_shown: dict[str, float] = {}
         self._inbound: InboundSender | None = None
         self._run_state = RunState()
@@ -199,10 +199,7 @@ class WhatsAppChannel(Channel):
         self._remember_latest(message.sender, message.wamid)
 
     def _remember_latest(self, chat_id: str, wamid: str) -> None:
-        self._last_inbound[chat_id] = wamid
-        self._last_inbound.move_to_end(chat_id)
-        while len(self._last_inbound) > 10_000:
-            stale_chat, _ = self._last_inbound.popitem(last=False)
+        for stale_chat, _ in self._last_inbound.remember(chat_id, wamid):
             self._typing_shown.pop(stale_chat, None)
 
     def _note_status(self, status: DeliveryStatus) -> None:
