@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from channels.errors import ChannelError, RateLimited, TransientError
-from channels.platform_call import answers_of, platform_call
+from channels.platform_call import answers_of, platform_call, platform_calls
 
 
 class SdkError(Exception):
@@ -67,3 +67,14 @@ async def test_answers_go_to_the_translation_and_unbuildable_requests_are_refusa
             raise SdkError("bad argument")
     assert type(refused.value) is ChannelError
     assert refused.value.channel == "fake"
+
+
+async def test_a_bound_platform_call_carries_its_channel_and_translation() -> None:
+    fake_call = platform_calls(channel="fake", sdk_errors=(SdkError,), translate=translate)
+    with pytest.raises(RateLimited, match="send: slow down"):
+        async with fake_call("send", 5.0):
+            raise SdkError("slow down")
+    with pytest.raises(TransientError, match=r"fetch timed out after 0\.01 s") as late:
+        async with fake_call("fetch", 0.01):
+            await asyncio.Event().wait()
+    assert late.value.channel == "fake"
