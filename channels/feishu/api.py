@@ -90,6 +90,7 @@ class FeishuApi:
         json: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """An authorised call; a refused token is refetched and the call repeated once."""
+        # The same keywords as `_request`, which this passes on with the token.
 
         async def request(token: str) -> dict[str, Any]:
             return await self._request(method, path, what, params=params, json=json, token=token)

@@ -29,6 +29,8 @@ __all__ = [
 ]
 
 
+# Every platform's `create` maps its config to its constructor field by field, typed at both
+# ends: they read alike on purpose.
 def create(config: TwilioConfig, context: ChannelContext) -> TwilioChannel:
     """Build the Twilio channel of one profile from its validated config."""
     channel = TwilioChannel(

@@ -102,6 +102,8 @@ class TwilioChannel(Channel):
     async def start(self, inbound: InboundSender) -> None:
         """Check the credentials, then take webhooks until `stop()`, cancellation or a
         rejected token."""
+        # The lifecycle of WhatsAppChannel too: the mechanics are RunState's, what is probed
+        # and which refusal is fatal are each platform's.
         if self._run_state.stopping.is_set():
             return
         async with self._run_state.running():

@@ -32,6 +32,8 @@ __all__ = [
 ]
 
 
+# Every platform's `create` maps its config to its constructor field by field, typed at both
+# ends: they read alike on purpose.
 def create(config: WhatsAppConfig, context: ChannelContext) -> WhatsAppChannel:
     """Build the WhatsApp channel of one profile from its validated config."""
     channel = WhatsAppChannel(
