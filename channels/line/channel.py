@@ -116,25 +116,22 @@ class LineChannel(Channel):
     async def start(self, inbound: InboundSender) -> None:
         if self._run_state.stopping.is_set():
             return
-        self._run_state.idle.clear()
-        try:
+        async with self._run_state.running():
             try:
-                await self.probe()
-            except AuthError as error:
-                raise self._run_state.refused(
-                    "LINE refused the channel access token", error, channel=CHANNEL
-                ) from error
-            self._inbound = inbound
-            self.webhook.take = self._take
-            self._run_state.receiving.set()
-            log.info("line.receiving", path=self._webhook_path)
-            await self._run_state.stopping.wait()
-        finally:
-            self.webhook.take = None
-            self._inbound = None
-            self._run_state.receiving.clear()
-            await asyncio.shield(self._close_clients())
-            self._run_state.idle.set()
+                try:
+                    await self.probe()
+                except AuthError as error:
+                    raise self._run_state.refused(
+                        "LINE refused the channel access token", error, channel=CHANNEL
+                    ) from error
+                self._inbound = inbound
+                self.webhook.take = self._take
+                log.info("line.receiving", path=self._webhook_path)
+                await self._run_state.receive_until(name="line-receiving")
+            finally:
+                self.webhook.take = None
+                self._inbound = None
+                await asyncio.shield(self._close_clients())
 
     async def stop(self) -> None:
         await self._run_state.stop()

@@ -138,13 +138,13 @@ class MatrixChannel(Channel):
     async def start(self, inbound: InboundSender) -> None:
         if self._run_state.stopping.is_set():
             return
-        self._run_state.idle.clear()
-        try:
-            await until_stopped(self._run(inbound), self._run_state.stopping, name="matrix-sync")
-        finally:
-            self._run_state.receiving.clear()
-            await asyncio.shield(self._close_client())
-            self._run_state.idle.set()
+        async with self._run_state.running():
+            try:
+                await until_stopped(
+                    self._run(inbound), self._run_state.stopping, name="matrix-sync"
+                )
+            finally:
+                await asyncio.shield(self._close_client())
 
     async def stop(self) -> None:
         await self._run_state.stop()
