@@ -25,13 +25,13 @@ from channels.base import Channel
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS
+from channels.retry import Backoff
 from channels.telegram.errors import CHANNEL, rejected_token, translate, translated
 from channels.telegram.media import download, media_dir
 from channels.telegram.outbound import TelegramSender, telegram_message_id
 from channels.telegram.polling import (
     ALLOWED_UPDATES,
     GOODBYE_TIMEOUT_S,
-    Backoff,
     UpdatePoller,
     UpdatesRequest,
 )
