@@ -12,10 +12,10 @@ its own view of a running connection where it has one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from channels.errors import ChannelError, FatalChannelError
+from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.stopping import until_stopped
 
@@ -47,6 +47,22 @@ class RunState:
         await until_stopped(self.dead.wait(), self.stopping, name=name)
         if self.fatal is not None and not self.stopping.is_set():
             raise self.fatal
+
+    async def check_credentials(
+        self,
+        probe: Callable[[], Awaitable[object]],
+        what: str,
+        *,
+        channel: str,
+        refusal: type[ChannelError] = AuthError,
+        suggestion: str | None = None,
+    ) -> None:
+        """Run `probe` (the channel's credentials check); a `refusal` it raises is `refused`
+        (`what` and `suggestion` as there) and raised as that fatal error."""
+        try:
+            await probe()
+        except refusal as error:
+            raise self.refused(what, error, channel=channel, suggestion=suggestion) from error
 
     def refused(
         self, what: str, error: ChannelError, *, channel: str, suggestion: str | None = None

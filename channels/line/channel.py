@@ -34,7 +34,7 @@ from linebot.v3.messaging import (
 from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.base import Channel
 from channels.dedup import InboundDedup
-from channels.errors import AuthError, RateLimited
+from channels.errors import RateLimited
 from channels.health import ChannelHealth
 from channels.idempotency import delivery_uuid
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
@@ -118,12 +118,9 @@ class LineChannel(Channel):
             return
         async with self._run_state.running():
             try:
-                try:
-                    await self.probe()
-                except AuthError as error:
-                    raise self._run_state.refused(
-                        "LINE refused the channel access token", error, channel=CHANNEL
-                    ) from error
+                await self._run_state.check_credentials(
+                    self.probe, "LINE refused the channel access token", channel=CHANNEL
+                )
                 self._inbound = inbound
                 self.webhook.take = self._take
                 log.info("line.receiving", path=self._webhook_path)

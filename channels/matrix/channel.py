@@ -176,12 +176,9 @@ class MatrixChannel(Channel):
         return f"{response.user_id} (device {response.device_id})"
 
     async def _run(self, inbound: InboundSender) -> None:
-        try:
-            await self.probe()
-        except AuthError as error:
-            raise self._run_state.refused(
-                "the homeserver refused the credentials", error, channel=CHANNEL
-            ) from error
+        await self._run_state.check_credentials(
+            self.probe, "the homeserver refused the credentials", channel=CHANNEL
+        )
         since = await self._since.load()
         if since is None:
             since = await self._skip_backlog()

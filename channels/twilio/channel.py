@@ -42,6 +42,8 @@ from channels.twilio.webhook import TwilioWebhook
 
 log = structlog.get_logger(__name__)
 
+CREDENTIALS_REFUSED = "Twilio refused the credentials"
+
 DEFAULT_API_BASE_URL = "https://api.twilio.com"
 
 
@@ -107,10 +109,9 @@ class TwilioChannel(Channel):
         if self._run_state.stopping.is_set():
             return
         async with self._run_state.running():
-            try:
-                await self.probe()
-            except AuthError as error:
-                raise self._credentials_dead(error) from error
+            await self._run_state.check_credentials(
+                self.probe, CREDENTIALS_REFUSED, channel=CHANNEL
+            )
             self._inbound = inbound
             try:
                 log.info("twilio.receiving", path=self._webhook_path)
@@ -119,7 +120,7 @@ class TwilioChannel(Channel):
                 self._inbound = None
 
     def _credentials_dead(self, error: AuthError) -> FatalChannelError:
-        return self._run_state.refused("Twilio refused the credentials", error, channel=CHANNEL)
+        return self._run_state.refused(CREDENTIALS_REFUSED, error, channel=CHANNEL)
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP client; idempotent."""

@@ -44,6 +44,10 @@ from channels.whatsapp.webhook import WhatsAppWebhook
 
 log = structlog.get_logger(__name__)
 
+TOKEN_REFUSED = "WhatsApp rejected the access token"
+
+TOKEN_SUGGESTION = "replace access_token with a valid one"
+
 DEFAULT_API_BASE_URL = "https://graph.facebook.com/v21.0"
 #: Meta retries a webhook it could not deliver for up to 7 days; anything older is a replay.
 MAX_MESSAGE_AGE_S = 7 * 24 * 3600.0
@@ -106,10 +110,13 @@ class WhatsAppChannel(Channel):
         if self._run_state.stopping.is_set():
             return
         async with self._run_state.running():
-            try:
-                await self.probe()
-            except TokenRejected as error:
-                raise self._token_dead(error) from error
+            await self._run_state.check_credentials(
+                self.probe,
+                TOKEN_REFUSED,
+                channel=CHANNEL,
+                refusal=TokenRejected,
+                suggestion=TOKEN_SUGGESTION,
+            )
             self._inbound = inbound
             try:
                 log.info("whatsapp.receiving", path=self._webhook_path)
@@ -137,10 +144,10 @@ class WhatsAppChannel(Channel):
 
     def _token_dead(self, error: ChannelError) -> FatalChannelError:
         return self._run_state.refused(
-            "WhatsApp rejected the access token",
+            TOKEN_REFUSED,
             error,
             channel=CHANNEL,
-            suggestion="replace access_token with a valid one",
+            suggestion=TOKEN_SUGGESTION,
         )
 
     # Inbound

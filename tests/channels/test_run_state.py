@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from channels.errors import FatalChannelError
@@ -35,7 +37,6 @@ def test_down_once_stopped_or_after_a_fatal_error() -> None:
 
 
 async def test_receive_until_ends_on_stop_or_raises_the_recorded_fatal_error() -> None:
-    import asyncio
 
     from channels.errors import AuthError
 
@@ -72,3 +73,26 @@ def test_a_channel_that_went_down_stays_down() -> None:
     assert ChannelHealth.unknown().then(ChannelHealth.healthy()) == ChannelHealth.healthy()
     assert ChannelHealth.healthy().then(down) == down
     assert down.then(ChannelHealth.healthy()) == down
+
+
+async def test_a_refused_credentials_check_is_the_fatal_error_of_the_run() -> None:
+    from channels.errors import AuthError, TransientError
+
+    async def refused() -> None:
+        raise AuthError("401", suggestion="check the token")
+
+    async def unreachable() -> None:
+        raise TransientError("timed out")
+
+    async def accepted() -> str:
+        return "@bot"
+
+    state = RunState()
+    await state.check_credentials(accepted, "X refused the token", channel="x")
+    with pytest.raises(TransientError):  # not a refusal: the supervisor tries again
+        await state.check_credentials(unreachable, "X refused the token", channel="x")
+    assert state.fatal is None
+    with pytest.raises(FatalChannelError, match="X refused the token") as raised:
+        await state.check_credentials(refused, "X refused the token", channel="x")
+    assert (state.fatal, raised.value.suggestion) == (raised.value, "check the token")
+    assert state.dead.is_set()
