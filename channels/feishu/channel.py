@@ -169,8 +169,7 @@ class FeishuChannel(Channel):
         return (web.post(self._config.webhook_path, self._receiver.handle_request),)
 
     def _set_health(self, health: ChannelHealth) -> None:
-        if not self._health.is_down:
-            self._health = health
+        self._health = self._health.then(health)
 
     async def health_check(self) -> ChannelHealth:
         return self._health

@@ -22,8 +22,9 @@ from typing import ClassVar
 import aiohttp
 import structlog
 
-from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from bus import InboundMessage, InboundSender, OutboundMessage, PipeClosed
 from channels.answers import answered_ids
+from channels.backpressure import until_taken
 from channels.base import Channel
 from channels.coalesce import split_message
 from channels.dedup import InboundDedup
@@ -178,15 +179,10 @@ class WecomBotChannel(Channel):
             message_id=callback.msg_id,
             metadata={"chat_type": callback.chat_type},
         )
-        while True:
-            try:
-                await inbound.send(message)
-                break
-            except InboundRefused as refused:
-                log.warning("wecom_bot.inbound_refused", retry_after_s=refused.retry_after_s)
-                await asyncio.sleep(refused.retry_after_s or 1.0)
-            except PipeClosed:
-                return
+        try:
+            await until_taken(lambda: inbound.send(message), event="wecom_bot.inbound_refused")
+        except PipeClosed:
+            return
         self._dedup.seen(key)
 
     async def stop(self) -> None:

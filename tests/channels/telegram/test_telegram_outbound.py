@@ -112,7 +112,7 @@ async def test_a_document_and_a_photo_are_uploaded(
 
 async def test_a_missing_file_is_a_clear_error(make_channel: ChannelFactory) -> None:
     channel = make_channel()
-    with pytest.raises(ChannelError, match="cannot read the file"):
+    with pytest.raises(ChannelError, match="cannot read media file"):
         await channel.send(reply(channel, "here", media=["/nonexistent/file.pdf"]))
     await channel.stop()
 
