@@ -37,7 +37,7 @@ from gateway.lanes import CommandItem, Commit, LaneItem, Lanes, QueueMode, TurnI
 from gateway.metrics import GatewayMetrics
 from gateway.turn_task import turn_task
 from gateway.turns import FAILED_TURN_REPLY, TurnResult, TurnRunner
-from sessions import SessionManager
+from sessions import SessionError, SessionManager
 
 log = structlog.get_logger(__name__)
 
@@ -153,7 +153,12 @@ class Dispatcher:
         while True:
             await self._checkpoint_wanted.wait()
             self._checkpoint_wanted.clear()
-            await self.checkpoint()
+            try:
+                await self.checkpoint()
+            except SessionError:
+                # Supervision point: a session file the disk refused keeps the journal whole
+                # (nothing is cut); the next checkpoint tries again.
+                log.exception("dispatcher.checkpoint_failed", profile=self._settings.profile)
 
     async def checkpoint(self) -> None:
         await self._journal.checkpoint(self._sessions.store.sync)

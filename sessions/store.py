@@ -11,6 +11,11 @@ Open descriptors are bounded (`max_open_files`, least recently used closed first
 whose descriptor was closed costs no memory here and is reopened, with a cheap tail check, on
 its next append.
 
+A store written behind a write-ahead log (`track_unsynced`) does not wait for its appends: the
+log is the durable copy, so `append_all` returns once the line is queued, and a write the disk
+refused surfaces at the next `sync` (which the log calls before it drops anything), so the log
+keeps what the file lacks and puts it back at the next start.
+
 A store opened `read_only` (a CLI looking at the data of a running daemon) never writes: it
 neither repairs nor migrates, and refuses every change.
 """
@@ -102,6 +107,10 @@ class SessionStore(StoreBase):
         #: Files appended to since the last `sync` (whose data may be only in the page cache).
         self._dirty: set[Path] = set()
         self._track_unsynced = track_unsynced
+        #: The first write-behind append the disk refused. Sticky: which turns it lost is not
+        #: known here, so no later `sync` may let the log drop anything until a restart
+        #: replays the log into the files.
+        self._unsaved: SessionWriteError | None = None
         self._operations = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -142,7 +151,8 @@ class SessionStore(StoreBase):
         await self.append_all(key, [message])
 
     async def append_all(self, key: SessionKey, messages: Sequence[Message]) -> AppendReceipt:
-        """Store messages in order, as one write; returns once they are durable."""
+        """Store messages in order, as one write; returns once they are durable (written
+        behind a log: once queued, see the module's docstring)."""
         if not messages:
             return AppendReceipt()
         data = b"".join(message.to_json().encode() + b"\n" for message in messages)
@@ -158,6 +168,8 @@ class SessionStore(StoreBase):
                 entry.size += len(data)
                 if self._track_unsynced:
                     self._dirty.add(path)
+                    waiter.add_done_callback(partial(self._written_behind, entry, len(data)))
+                    return AppendReceipt(compacted=compacted)
             try:
                 # Shielded: a cancelled caller must not hide a write that is still queued.
                 await asyncio.shield(waiter)
@@ -167,7 +179,8 @@ class SessionStore(StoreBase):
         return AppendReceipt(compacted=compacted)
 
     async def sync(self) -> None:
-        """Every append made so far is on disk and synced, whatever the fsync policy.
+        """Every append made so far is on disk and synced, whatever the fsync policy; raises
+        `SessionWriteError` if one of them could not be written since the last sync.
 
         The write-ahead log calls this before it drops the records these appends came from:
         until then the log is the durable copy, so the appends themselves need not wait.
@@ -176,8 +189,29 @@ class SessionStore(StoreBase):
             return
         paths, self._dirty = self._dirty, set()
         await self._writer.barrier()
+        # Every append queued before the barrier has reported by now (the writer is FIFO).
+        if self._unsaved is not None:
+            self._dirty |= paths
+            raise self._unsaved
         if paths:
             await asyncio.to_thread(sync_files, paths)
+
+    def _written_behind(self, entry: _OpenFile, size: int, written: asyncio.Future[None]) -> None:
+        if written.cancelled() or (error := written.exception()) is None:
+            return
+        entry.size -= size
+        log.error(
+            "sessions.write_behind_failed",
+            path=str(entry.target.path),
+            error=str(error),
+            detail="the journal keeps these turns; restart once the disk takes writes again",
+        )
+        if self._unsaved is None:
+            self._unsaved = (
+                error
+                if isinstance(error, SessionWriteError)
+                else SessionWriteError(entry.target.path, OSError(str(error)))
+            )
 
     async def load(self, key: SessionKey) -> Session | None:
         """The session as on disk (repairing a torn or corrupt file), None if there is none."""

@@ -1,0 +1,46 @@
+"""A store written behind a write-ahead log: appends return once queued, failures surface at
+`sync`, which the log calls before it drops anything, and keep surfacing until a restart."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from bus import Message, SessionKey
+from sessions import SessionStore, SessionWriteError
+
+KEY = SessionKey.for_chat("p", "telegram", "1")
+
+
+async def test_appends_are_on_disk_once_synced(tmp_path: Path) -> None:
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        for number in range(5):
+            await store.append_all(KEY, [Message.user(f"m{number}")])
+        await store.sync()
+        loaded = await store.load(KEY)
+    assert loaded is not None
+    assert [m.content for m in loaded.messages] == [f"m{n}" for n in range(5)]
+
+
+async def test_a_refused_write_behind_fails_every_sync_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        await store.append_all(KEY, [Message.user("kept")])
+        await store.sync()
+
+        def full(_fd: int, _data: bytes) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr("sessions.writer.write_all", full)
+        # Queued, not waited for: the journal is the durable copy of this turn.
+        await store.append_all(KEY, [Message.user("refused by the disk")])
+        with pytest.raises(SessionWriteError, match="No space left on device"):
+            await store.sync()
+        monkeypatch.undo()
+        await store.append_all(KEY, [Message.user("later")])
+        # Which turns the refused write lost is not known here: the journal must keep them all.
+        with pytest.raises(SessionWriteError):
+            await store.sync()
