@@ -177,7 +177,7 @@ class ProfileRuntime:
                 self._metrics,
             )
             intake.connect(dispatcher.intake)
-            dispatcher.intake.stranger_notice = pairing.stranger_notice
+            dispatcher.intake.strangers.stranger_notice = pairing.stranger_notice
             self._channels, self._dispatcher = channels, dispatcher
             await self._serve(channels, dispatcher, handle.close, recovery, pairing)
             await dispatcher.checkpoint()

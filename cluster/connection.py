@@ -1,0 +1,90 @@
+"""Connecting to NATS, and the one error an unreachable server becomes (exit 69 at start-up)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import nats
+import structlog
+from nats.aio.client import Client
+from nats.errors import Error as NatsError
+from nats.js.errors import Error as JetStreamError
+
+from config.bus import NatsConfig
+
+log = structlog.get_logger(__name__)
+
+#: Seconds a JetStream API call or a publish may take before it counts as failed.
+REQUEST_TIMEOUT_S = 10.0
+#: Every failure of NATS or of the way to it.
+NATS_ERRORS = (OSError, TimeoutError, NatsError, JetStreamError)
+
+
+class BusUnavailable(RuntimeError):
+    """NATS (or its JetStream) cannot be reached; the message names the URL without a password."""
+
+    def __init__(self, config: NatsConfig, cause: BaseException) -> None:
+        self.url = config.redacted_url
+        detail = str(cause).strip() or type(cause).__name__
+        super().__init__(
+            f"cannot use NATS at {self.url}: {detail}; check that nats-server runs there with "
+            "JetStream enabled (-js, or `jetstream {}` in its config) and accepts TCP "
+            "connections from this host, and that gateway.yaml's bus.nats.url (user, "
+            "password) is right"
+        )
+
+
+async def _log_error(error: Exception) -> None:
+    log.warning("nats.error", error=str(error) or type(error).__name__)
+
+
+async def _log_disconnected() -> None:
+    log.warning("nats.disconnected")
+
+
+async def _log_reconnected() -> None:
+    log.info("nats.reconnected")
+
+
+async def connect(config: NatsConfig, *, name: str) -> Client:
+    """A connection to the configured servers; `BusUnavailable` when none answers."""
+    try:
+        client = await nats.connect(
+            servers=config.servers,
+            name=name,
+            connect_timeout=int(max(1.0, config.connect_timeout_s)),
+            allow_reconnect=True,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=1,
+            error_cb=_log_error,
+            disconnected_cb=_log_disconnected,
+            reconnected_cb=_log_reconnected,
+        )
+    except NATS_ERRORS as error:
+        raise BusUnavailable(config, error) from error
+    return client
+
+
+@asynccontextmanager
+async def connected(config: NatsConfig, *, name: str) -> AsyncIterator[Client]:
+    """The connection, drained and closed on the way out."""
+    client = await connect(config, name=name)
+    try:
+        yield client
+    finally:
+        if not client.is_closed:
+            try:
+                await client.drain()
+            except NATS_ERRORS as error:
+                log.warning("nats.drain_failed", error=str(error))
+                await client.close()
+
+
+async def check_bus(config: NatsConfig) -> None:
+    """Reach NATS and its JetStream; `BusUnavailable` when either is missing."""
+    async with connected(config, name="octos-gateway-check") as client:
+        try:
+            await client.jetstream(timeout=REQUEST_TIMEOUT_S).account_info()
+        except NATS_ERRORS as error:
+            raise BusUnavailable(config, error) from error
