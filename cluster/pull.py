@@ -52,7 +52,11 @@ async def pull_forever(
                 await asyncio.sleep(FETCH_FAILED_PAUSE_S)
                 continue
             for msg in messages:
-                await handle(msg)
+                try:
+                    await handle(msg)
+                except NATS_ERRORS as error:
+                    # Its ack (or nak) did not reach the server: it is delivered again later.
+                    log.warning("cluster.ack_failed", consumer=durable, error=str(error))
     finally:
         stop.cancel()
         # A closing connection makes the server forget the subscription anyway.

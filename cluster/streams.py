@@ -25,6 +25,7 @@ from nats.js.errors import NotFoundError
 from cluster.subjects import ClusterNames
 from config.bus import NatsConfig
 
+UNLIMITED = -1
 #: How long the consumer of an ingress process that died (and its replies) lingers.
 REPLY_CONSUMER_IDLE_S = 300.0
 #: Replies to requests whose ingress died are dropped after this (their clients retried).
@@ -82,7 +83,7 @@ async def ensure_streams(js: JetStreamContext, config: NatsConfig) -> None:
 
 
 def partition_consumer(
-    durable: str, subject: str, config: NatsConfig, *, ack_wait_s: float
+    durable: str, subject: str, *, ack_wait_s: float, max_deliver: int
 ) -> ConsumerConfig:
     """One partition's consumer: one message in flight cluster-wide keeps the chat's order."""
     return ConsumerConfig(
@@ -91,9 +92,8 @@ def partition_consumer(
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait_s,
         max_ack_pending=1,
-        max_deliver=config.max_deliver,
+        max_deliver=max_deliver,
         filter_subject=subject,
-        max_waiting=512,
     )
 
 
@@ -115,8 +115,8 @@ async def ensure_worker_consumers(js: JetStreamContext, config: NatsConfig) -> N
             partition_consumer(
                 names.worker_consumer(partition),
                 names.inbound_subject(partition),
-                config,
                 ack_wait_s=config.ack_wait_s,
+                max_deliver=config.max_deliver,
             ),
         )
 
@@ -130,8 +130,10 @@ async def ensure_delivery_consumers(js: JetStreamContext, config: NatsConfig) ->
             partition_consumer(
                 names.delivery_consumer(partition),
                 names.outbound_subject(partition),
-                config,
                 ack_wait_s=config.ack_wait_s,
+                # A reply is offered until an ingress delivers it (or the delivery layer gives
+                # up on it): it is durable, and nothing else would ever send it.
+                max_deliver=UNLIMITED,
             ),
         )
 
@@ -142,7 +144,7 @@ def reply_consumer(names: ClusterNames, ingress_id: str, config: NatsConfig) -> 
         durable_name=names.reply_consumer(ingress_id),
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=config.ack_wait_s,
-        max_deliver=config.max_deliver,
+        max_deliver=UNLIMITED,
         filter_subject=names.reply_subject(ingress_id),
         inactive_threshold=REPLY_CONSUMER_IDLE_S,
     )

@@ -21,7 +21,6 @@ from channels.errors import DeliveryError
 from channels.health import ChannelHealth
 from channels.manager import ChannelManager
 from channels.metrics import ChannelMetrics
-from channels.registry import ChannelContext, build_channel
 from config import ProfileConfig
 from config.store import StoreConfig
 from gateway.agents import create_agent
@@ -32,6 +31,7 @@ from gateway.intake import ProfileIntake
 from gateway.journal import Journal, Recovery
 from gateway.metrics import GatewayMetrics
 from gateway.pairing import Pairing
+from gateway.profile_channels import register_channels
 from gateway.turns import TurnRunner, TurnSettings
 from gateway.webhooks import WebhookRoutes
 from sessions import ActiveTopics, SessionManager, SessionStore
@@ -83,24 +83,6 @@ class ProfileRuntime:
     def request_stop(self) -> None:
         self._stop.set()
 
-    def _add_channels(
-        self, channels: ChannelManager, history: ProfileHistory, pairing: Pairing
-    ) -> None:
-        context = ChannelContext(
-            profile=self.profile_id,
-            data_dir=self.root,
-            history=history,
-            request_shutdown=self._request_shutdown,
-            allow_overlay=pairing.overlay,
-            agent=self.config.agent.type,
-        )
-        for channel_config in self.config.channels:
-            channel = build_channel(channel_config, context)
-            if channel_config.pairing:
-                pairing.enable(channel.name)
-            channels.register(channel, edit_interval_s=channel_config.edit_interval_s)
-            self._webhooks.mount(self.profile_id, channel.web_routes())
-
     async def run(self) -> None:
         """Run until `request_stop`, then finish running turns and deliver their replies."""
         settings = self.config.sessions
@@ -142,7 +124,16 @@ class ProfileRuntime:
             stack.callback(self._webhooks.unmount, self.profile_id)
             pairing = Pairing(self.profile_id, self.root)
             await pairing.load()
-            self._add_channels(channels, ProfileHistory(self.profile_id, sessions, topics), pairing)
+            register_channels(
+                self.profile_id,
+                self.config,
+                self.root,
+                channels,
+                history=ProfileHistory(self.profile_id, sessions, topics),
+                pairing=pairing,
+                webhooks=self._webhooks,
+                request_shutdown=self._request_shutdown,
+            )
             journal = Journal(
                 self.root / JOURNAL_DIR,
                 fsync=settings.fsync,
