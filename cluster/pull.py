@@ -38,11 +38,15 @@ async def pull_forever(
             fetch = asyncio.create_task(
                 subscription.fetch(1, timeout=FETCH_WAIT_S), name=f"fetch:{durable}"
             )
-            await asyncio.wait({fetch, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if not fetch.done():
-                fetch.cancel()
-                await asyncio.gather(fetch, return_exceptions=True)
-                break
+            try:
+                await asyncio.wait({fetch, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not fetch.done():
+                    fetch.cancel()
+                    # nats-py turns the cancellation into its TimeoutError: collect it.
+                    await asyncio.gather(fetch, return_exceptions=True)
+            if stopping.is_set() and (fetch.cancelled() or fetch.exception() is not None):
+                break  # nothing in hand: a message fetched just now is still handled
             try:
                 messages = fetch.result()
             except TimeoutError:
