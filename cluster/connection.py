@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import nats
 import structlog
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
@@ -39,29 +39,36 @@ async def _log_error(error: Exception) -> None:
     log.warning("nats.error", error=str(error) or type(error).__name__)
 
 
-async def _log_disconnected() -> None:
-    log.warning("nats.disconnected")
-
-
-async def _log_reconnected() -> None:
-    log.info("nats.reconnected")
-
-
 async def connect(config: NatsConfig, *, name: str) -> Client:
     """A connection to the configured servers; `BusUnavailable` when none answers."""
+    client = Client()
+
+    async def disconnected() -> None:
+        if not (client.is_closed or client.is_draining):  # our own close says nothing
+            log.warning("nats.disconnected", url=config.redacted_url)
+
+    async def reconnected() -> None:
+        log.info("nats.reconnected", url=config.redacted_url)
+
     try:
-        client = await nats.connect(
-            servers=config.servers,
-            name=name,
-            connect_timeout=int(max(1.0, config.connect_timeout_s)),
-            allow_reconnect=True,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=1,
-            error_cb=_log_error,
-            disconnected_cb=_log_disconnected,
-            reconnected_cb=_log_reconnected,
-        )
+        # Once connected it reconnects forever; the first connection must come within the
+        # timeout (nats-py would otherwise retry an absent server forever).
+        async with asyncio.timeout(config.connect_timeout_s):
+            await client.connect(
+                servers=config.servers,
+                name=name,
+                connect_timeout=int(max(1.0, config.connect_timeout_s)),
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=1,
+                error_cb=_log_error,
+                disconnected_cb=disconnected,
+                reconnected_cb=reconnected,
+            )
     except NATS_ERRORS as error:
+        await client.close()
+        if isinstance(error, TimeoutError):
+            error = TimeoutError(f"no answer within {config.connect_timeout_s:g} s")
         raise BusUnavailable(config, error) from error
     return client
 

@@ -68,7 +68,7 @@ def add_dead_letter_commands(commands: Any) -> None:
     )
     actions = dead.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, text in (
-        ("list", "one line per dead letter: id, profile, chat, deliveries, reason"),
+        ("list", "one line per dead letter: id, profile:channel:chat, deliveries, reason"),
         ("show", "the whole dead letter: headers, reason and message"),
         ("retry", "publish it to its partition again and remove the dead copy"),
         ("purge", "remove every dead letter"),
@@ -144,7 +144,7 @@ def _line(letter: DeadLetter) -> str:
     message = _message(letter)
     profile = letter.headers.get(PROFILE, "?")
     where = f"{profile}:{message.get('channel', '?')}:{message.get('chat_id', '?')}"
-    return f"{letter.seq}\t{where}\t{plural(letter.deliveries, 'delivery')}\t{letter.reason}"
+    return f"{letter.seq}\t{where}\tdelivered {letter.deliveries}x\t{letter.reason}"
 
 
 def _details(letter: DeadLetter) -> dict[str, Any]:
