@@ -135,6 +135,9 @@ class Worker:
         deliveries = msg.metadata.num_delivered
         if deliveries > 1:
             self._metrics.redeliveries.labels(envelope.profile).inc()
+            bound.info(
+                "cluster.redelivered", seq=msg.metadata.sequence.stream, deliveries=deliveries
+            )
         try:
             async with heartbeats(msg, self._config.ack_wait_s):
                 await self._process(msg, envelope)
