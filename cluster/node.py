@@ -124,8 +124,11 @@ class ClusterNode:
     def add_worker_profile(self, profile: str, worker: ProfileWorker) -> None:
         self._worker_profiles[profile] = worker
 
-    def remove_worker_profile(self, profile: str) -> None:
+    async def remove_worker_profile(self, profile: str) -> None:
+        """No new message of `profile` starts here; those in hand finish first."""
         self._worker_profiles.pop(profile, None)
+        if self.worker is not None:
+            await self.worker.wait_idle(profile)
 
     def add_ingress_profile(self, profile: str, deliver: Deliver) -> None:
         if self.delivery is not None:

@@ -19,8 +19,10 @@ counted), the user is told, and the message is `term()`ed, so its partition keep
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Protocol
 
 import structlog
@@ -47,9 +49,13 @@ from cluster.status import StatusPublisher
 from cluster.streams import ensure_worker_consumers, names_of
 from cluster.turn_records import TurnRecord, TurnRecords
 from config.bus import NatsConfig
+from sessions.errors import SessionError
 
 log = structlog.get_logger(__name__)
 
+#: How long an answered turn's record is kept: platform retries within it are recognised.
+RECORD_RETENTION = timedelta(days=7)
+RECORD_EXPIRY_INTERVAL_S = 3600.0
 #: What the user is told when their message went to the dead letters.
 DEAD_LETTER_REPLY = (
     "Sorry, I could not answer that: {reason}. It was set aside for the bot's owner to look at."
@@ -102,6 +108,14 @@ class Worker:
         self._status = status
         self._metrics = metrics
         self._stopping = asyncio.Event()
+        #: Messages in hand, by profile: a profile that leaves waits for its own to finish.
+        self._in_hand: Counter[str] = Counter()
+        self._idle = asyncio.Condition()
+
+    async def wait_idle(self, profile: str) -> None:
+        """Until no message of `profile` is in hand (it has left: no new one starts)."""
+        async with self._idle:
+            await self._idle.wait_for(lambda: self._in_hand[profile] == 0)
 
     def stop(self) -> None:
         """Fetch no more; messages in hand are finished."""
@@ -122,7 +136,23 @@ class Worker:
                     ),
                     name=f"worker-partition:{partition}",
                 )
+            tasks.create_task(self._forget_old_records(), name="turn-record-expiry")
             log.info("cluster.worker_running", partitions=self._config.partitions)
+
+    async def _forget_old_records(self) -> None:
+        """Answered records older than `RECORD_RETENTION` go (dedup lasts that long)."""
+        stop = asyncio.create_task(self._stopping.wait(), name="turn-record-expiry-stop")
+        try:
+            while not self._stopping.is_set():
+                try:
+                    removed = await self._records.forget_older_than(RECORD_RETENTION)
+                except SessionError as error:
+                    log.warning("cluster.record_expiry_failed", error=str(error))
+                else:
+                    log.debug("cluster.records_expired", removed=removed)
+                await asyncio.wait({stop}, timeout=RECORD_EXPIRY_INTERVAL_S)
+        finally:
+            stop.cancel()
 
     async def handle(self, msg: Msg) -> None:
         """One inbound message, to its acknowledgement (or its retry, or its burial)."""
@@ -138,6 +168,7 @@ class Worker:
             bound.info(
                 "cluster.redelivered", seq=msg.metadata.sequence.stream, deliveries=deliveries
             )
+        self._in_hand[envelope.profile] += 1
         try:
             async with heartbeats(msg, self._config.ack_wait_s):
                 await self._process(msg, envelope)
@@ -155,6 +186,10 @@ class Worker:
             except NATS_ERRORS as nats_error:
                 # Not acknowledged: JetStream delivers it again after ack_wait.
                 bound.error("cluster.retry_not_scheduled", error=str(nats_error))
+        finally:
+            async with self._idle:
+                self._in_hand[envelope.profile] -= 1
+                self._idle.notify_all()
 
     def _backoff_s(self, deliveries: int) -> float:
         waits = self._config.retry_backoff_s

@@ -83,7 +83,7 @@ class ClusterProfileRuntime:
                     )
                 )
                 self._node.add_worker_profile(self.profile_id, self._worker)
-                stack.callback(self._node.remove_worker_profile, self.profile_id)
+                stack.push_async_callback(self._node.remove_worker_profile, self.profile_id)
             if self._ingress is not None:
                 started = asyncio.Event()
                 async with asyncio.TaskGroup() as tasks:

@@ -213,7 +213,7 @@ class Daemon:
             f"{opened_url(channel.host, channel.port)} ({pid})"
             for pid, profile in self._loaded.profiles.items()
             for channel in profile.channels
-            if isinstance(channel, ApiChannelConfig) and channel.port
+            if isinstance(channel, ApiChannelConfig) and channel.port and self._role != "worker"
         ]
         log.info(
             "gateway.started",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,10 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
         assert sum(turns) == 18
         assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
         await fake.wait_until(lambda: fake.pending_update_ids == [], timeout_s=10)
+        # SIGTERM: every process stops cleanly (ingress first, as a rolling stop would).
+        for daemon in reversed(running):
+            daemon.signal(signal.SIGTERM)
+            assert await daemon.wait() == 0, daemon.logs[-10:]
     assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
 
 
