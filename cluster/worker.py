@@ -44,7 +44,7 @@ from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from cluster.dead_letters import bury
 from cluster.heartbeat import heartbeats
 from cluster.metrics import ClusterMetrics
-from cluster.pull import pull_forever
+from cluster.pull import pull_bounded, pull_forever
 from cluster.status import StatusPublisher
 from cluster.streams import ensure_worker_consumers, names_of
 from cluster.turn_records import TurnRecord, TurnRecords
@@ -124,18 +124,35 @@ class Worker:
     async def run(self) -> None:
         await ensure_worker_consumers(self._js, self._config)
         names = self._names
+        config = self._config
+        durables = [names.worker_consumer(p) for p in range(config.partitions)]
         async with asyncio.TaskGroup() as tasks:
-            for partition in range(self._config.partitions):
+            if config.worker_max_turns is not None:
                 tasks.create_task(
-                    pull_forever(
+                    pull_bounded(
                         self._js,
                         names.inbound_stream,
-                        names.worker_consumer(partition),
+                        durables,
                         self.handle,
                         self._stopping,
+                        max_in_hand=config.worker_max_turns,
+                        fetch_wait_s=config.fetch_wait_s,
                     ),
-                    name=f"worker-partition:{partition}",
+                    name="worker-bounded",
                 )
+            else:
+                for durable in durables:
+                    tasks.create_task(
+                        pull_forever(
+                            self._js,
+                            names.inbound_stream,
+                            durable,
+                            self.handle,
+                            self._stopping,
+                            fetch_wait_s=config.fetch_wait_s,
+                        ),
+                        name=f"worker-partition:{durable}",
+                    )
             tasks.create_task(self._forget_old_records(), name="turn-record-expiry")
             log.info("cluster.worker_running", partitions=self._config.partitions)
 

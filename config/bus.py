@@ -81,6 +81,20 @@ class NatsConfig(ConfigModel):
         description="How long JetStream remembers a Nats-Msg-Id (a platform's retry within it "
         "is dropped at publish; later ones are caught by the worker's PostgreSQL record).",
     )
+    worker_max_turns: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="Turns one worker process runs at once, over all partitions (the agent's "
+        "capacity per worker); more workers add more. Unset: one per partition.",
+    )
+    fetch_wait_s: float = Field(
+        5.0,
+        gt=0,
+        le=60,
+        description="How long a fetch waits on an empty partition before it asks again; short "
+        "waits move a bounded worker's turns to busy partitions sooner.",
+    )
     replicas: int = Field(
         1, ge=1, le=5, description="Replicas of each stream (3 in production clusters)."
     )
