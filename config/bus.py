@@ -37,8 +37,8 @@ def redact_url(url: str) -> str:
 class NatsConfig(ConfigModel):
     url: SecretStr = Field(
         SecretStr("nats://127.0.0.1:4222"),
-        description="NATS server URL, nats://user:password@host:4222 (several, comma "
-        "separated, for a cluster); its password is never logged.",
+        description="NATS server URL (default nats://127.0.0.1:4222), or several comma "
+        "separated; nats://user:password@host:4222 carries credentials, never logged.",
     )
     stream_prefix: str = Field(
         "OCTOS",

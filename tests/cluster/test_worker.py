@@ -160,3 +160,25 @@ async def test_a_message_that_always_fails_is_a_dead_letter_and_its_partition_fl
         assert w.metrics.dead_letters.labels(profile, "agent_error")._value.get() == 1
         assert await w.stream_count(w.names.inbound_stream) == 0
         assert await w.stream_count(w.names.dead_stream) == 1
+
+
+async def test_a_bounded_worker_finds_the_partitions_with_work(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """One turn at a time over 4 partitions: it must not wait on empty ones while others
+    have messages (each such wait would be the long fetch wait: 30 s here)."""
+    profile = fresh_scope()
+    async with running_worker(
+        nats_client,
+        nats_prefix,
+        postgres_dsn,
+        profile,
+        tmp_path,
+        worker_max_turns=1,
+        fetch_wait_s=30,
+    ) as w:
+        chats = [f"chat-{n}" for n in range(6)]
+        for chat in chats:
+            await w.publish(message(f"hello from {chat}", chat=chat))
+        await w.observer.wait_for(lambda: len(w.acks()) == len(chats), timeout_s=15)
+        assert sorted(reply_texts(w)) == sorted(f"hello from {chat}" for chat in chats)
