@@ -80,12 +80,18 @@ async def connected(config: NatsConfig, *, name: str) -> AsyncIterator[Client]:
     try:
         yield client
     finally:
-        if not client.is_closed:
-            try:
-                await client.drain()
-            except NATS_ERRORS as error:
-                log.warning("nats.drain_failed", error=str(error))
-                await client.close()
+        await disconnect(client)
+
+
+async def disconnect(client: Client) -> None:
+    """Drain (what was published is flushed, subscriptions end), or close when that fails."""
+    if client.is_closed:
+        return
+    try:
+        await client.drain()
+    except NATS_ERRORS as error:
+        log.warning("nats.drain_failed", error=str(error))
+        await client.close()
 
 
 async def check_bus(config: NatsConfig) -> None:

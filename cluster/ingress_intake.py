@@ -20,13 +20,13 @@ from collections.abc import Callable
 import structlog
 from nats.js import JetStreamContext
 
-from bus import InboundMessage, InboundRefused, PipeClosed
+from bus import InboundMessage, InboundRefused
 from channels.base import Channel
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from cluster.subjects import ClusterNames
 from gateway.metrics import GatewayMetrics
-from gateway.strangers import StrangerNotices, scrubbed
+from gateway.strangers import EdgeCheck, StrangerNotices, scrubbed
 
 log = structlog.get_logger(__name__)
 
@@ -48,33 +48,24 @@ class ClusterIntake:
         self._js = js
         self._names = names
         self._ingress_id = ingress_id
-        self._channel_named = channel_named
-        self.strangers = strangers
         self._metrics = metrics
         self._retry_after_s = retry_after_s
-        self._closed = False
+        self._edge = EdgeCheck(channel_named, strangers, self._count)
 
     def close(self) -> None:
         """Channels share the profile's intake; `stop` is what ends it."""
 
     def stop(self) -> None:
-        self._closed = True
+        """Take no more: channels get `PipeClosed`."""
+        self._edge.closed = True
 
     def _count(self, message: InboundMessage, outcome: str) -> None:
         self._metrics.messages_in.labels(self._profile, message.channel, outcome).inc()
 
     async def send(self, message: InboundMessage) -> None:
-        channel = self._channel_named(message.channel)
+        channel = await self._edge.admit(message)
         if channel is None:
-            log.warning("intake.unknown_channel", channel=message.channel)
-            self._count(message, "unknown_channel")
             return
-        if not channel.is_allowed(message.sender_id):
-            self._count(message, "refused")
-            await self.strangers.refuse(message)
-            return
-        if self._closed:
-            raise PipeClosed("the gateway is stopping and takes no more messages")
         envelope = self._envelope(channel, scrubbed(message))
         msg_id = envelope.inbound_id
         if envelope.request:

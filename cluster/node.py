@@ -20,7 +20,13 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry
 
-from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S, BusUnavailable, connect
+from cluster.connection import (
+    NATS_ERRORS,
+    REQUEST_TIMEOUT_S,
+    BusUnavailable,
+    connect,
+    disconnect,
+)
 from cluster.delivery import Deliver, ReplyDelivery
 from cluster.metrics import ClusterMetrics
 from cluster.status import StatusBoard, StatusPublisher
@@ -77,9 +83,19 @@ class ClusterNode:
         self._client = await connect(self.config, name=f"octos-gateway {self.id}")
         self._js = self._client.jetstream(timeout=REQUEST_TIMEOUT_S)
         try:
+            await self._join()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        log.info("cluster.joined", node=self.id, role=self.role, nats=self.config.redacted_url)
+        return self
+
+    async def _join(self) -> None:
+        assert self._client is not None
+        assert self._js is not None
+        try:
             await ensure_streams(self._js, self.config)
         except NATS_ERRORS as error:
-            await self._client.close()
             raise BusUnavailable(self.config, error) from error
         await self.board.follow(self._client, self.names.status_subject)
         if self.runs_worker:
@@ -100,8 +116,6 @@ class ClusterNode:
             )
         if self.runs_ingress:
             self.delivery = ReplyDelivery(self._js, self.config, self.id)
-        log.info("cluster.joined", node=self.id, role=self.role, nats=self.config.redacted_url)
-        return self
 
     async def __aexit__(
         self,
@@ -112,12 +126,8 @@ class ClusterNode:
         await self.board.unfollow()
         if self._records is not None:
             await self._records.close()
-        if self._client is not None and not self._client.is_closed:
-            try:
-                await self._client.drain()
-            except NATS_ERRORS as error:
-                log.warning("nats.drain_failed", error=str(error))
-                await self._client.close()
+        if self._client is not None:
+            await disconnect(self._client)
 
     # Profiles join and leave
 

@@ -11,6 +11,8 @@ it is acknowledged, so what is left in a stream is what is still to do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -108,34 +110,47 @@ async def ensure_consumer(js: JetStreamContext, stream: str, consumer: ConsumerC
 
 async def ensure_worker_consumers(js: JetStreamContext, config: NatsConfig) -> None:
     names = names_of(config)
-    for partition in range(config.partitions):
-        await ensure_consumer(
-            js,
-            names.inbound_stream,
-            partition_consumer(
-                names.worker_consumer(partition),
-                names.inbound_subject(partition),
-                ack_wait_s=config.ack_wait_s,
-                max_deliver=config.max_deliver,
-            ),
-        )
+    await _ensure_partition_consumers(
+        js,
+        config,
+        names.inbound_stream,
+        names.worker_consumer,
+        names.inbound_subject,
+        max_deliver=config.max_deliver,
+    )
 
 
 async def ensure_delivery_consumers(js: JetStreamContext, config: NatsConfig) -> None:
     names = names_of(config)
+    # A reply is offered until an ingress delivers it (or the delivery layer gives up on it):
+    # it is durable, and nothing else would ever send it.
+    await _ensure_partition_consumers(
+        js,
+        config,
+        names.outbound_stream,
+        names.delivery_consumer,
+        names.outbound_subject,
+        max_deliver=UNLIMITED,
+    )
+
+
+async def _ensure_partition_consumers(
+    js: JetStreamContext,
+    config: NatsConfig,
+    stream: str,
+    durable_of: Callable[[int], str],
+    subject_of: Callable[[int], str],
+    *,
+    max_deliver: int,
+) -> None:
     for partition in range(config.partitions):
-        await ensure_consumer(
-            js,
-            names.outbound_stream,
-            partition_consumer(
-                names.delivery_consumer(partition),
-                names.outbound_subject(partition),
-                ack_wait_s=config.ack_wait_s,
-                # A reply is offered until an ingress delivers it (or the delivery layer gives
-                # up on it): it is durable, and nothing else would ever send it.
-                max_deliver=UNLIMITED,
-            ),
+        consumer = partition_consumer(
+            durable_of(partition),
+            subject_of(partition),
+            ack_wait_s=config.ack_wait_s,
+            max_deliver=max_deliver,
         )
+        await ensure_consumer(js, stream, consumer)
 
 
 def reply_consumer(names: ClusterNames, ingress_id: str, config: NatsConfig) -> ConsumerConfig:

@@ -21,7 +21,7 @@ from bus import AgentHandle, InboundMessage, InboundRefused, PipeClosed
 from channels.base import Channel
 from gateway.journal import Journal, Received
 from gateway.metrics import GatewayMetrics
-from gateway.strangers import StrangerNotices, notice_for, scrubbed
+from gateway.strangers import EdgeCheck, StrangerNotices, notice_for, scrubbed
 from sessions.wal import LogWriteError
 
 log = structlog.get_logger(__name__)
@@ -53,13 +53,12 @@ class Intake:
         self._settings = settings
         self._journal = journal
         self._handle = handle
-        self._channel_named = channel_named
         self._metrics = metrics
         self._route = route
         self._after_durable = after_durable
         self.strangers = StrangerNotices(handle.send)
+        self._edge = EdgeCheck(channel_named, self.strangers, self._count)
         self._open = asyncio.Event()
-        self._closed = False
         #: journal id -> the write that makes it durable, while it is in flight
         self._in_flight: dict[int, asyncio.Future[None]] = {}
         self._counters: dict[tuple[str, str], Counter] = {}
@@ -70,7 +69,7 @@ class Intake:
 
     def close(self) -> None:
         """Take no more: senders get `PipeClosed`."""
-        self._closed = True
+        self._edge.closed = True
 
     def _count(self, message: InboundMessage, outcome: str) -> None:
         counter = self._counters.get((message.channel, outcome))
@@ -83,17 +82,9 @@ class Intake:
 
     async def receive(self, message: InboundMessage) -> None:
         """The `InboundSender.send` of every channel of this profile: returns once durable."""
-        channel = self._channel_named(message.channel)
+        channel = await self._edge.admit(message)
         if channel is None:
-            log.warning("intake.unknown_channel", channel=message.channel)
-            self._count(message, "unknown_channel")
             return
-        if not channel.is_allowed(message.sender_id):
-            self._count(message, "refused")
-            await self.strangers.refuse(message)
-            return
-        if self._closed:
-            raise PipeClosed("the gateway is stopping and takes no more messages")
         if not self._open.is_set():
             await self._open.wait()  # recovery of the previous run comes first
         message = scrubbed(message)

@@ -10,8 +10,9 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from bus import ANSWERS, FAILED, InboundMessage, OutboundMessage
+from bus import ANSWERS, FAILED, InboundMessage, OutboundMessage, PipeClosed
 from bus.text import scrub_surrogates
+from channels.base import Channel
 from channels.dedup import InboundDedup
 
 log = structlog.get_logger(__name__)
@@ -42,6 +43,37 @@ class StrangerNotices:
         await self._send(
             notice_for(message, notice or REFUSAL_NOTICE.format(sender_id=message.sender_id))
         )
+
+
+class EdgeCheck:
+    """What every intake checks first: a known channel, an allowed sender (a stranger is told
+    their id), a gateway still taking messages. Counted by `count(message, outcome)`."""
+
+    def __init__(
+        self,
+        channel_named: Callable[[str], Channel | None],
+        strangers: StrangerNotices,
+        count: Callable[[InboundMessage, str], None],
+    ) -> None:
+        self._channel_named = channel_named
+        self.strangers = strangers
+        self._count = count
+        self.closed = False
+
+    async def admit(self, message: InboundMessage) -> Channel | None:
+        """The message's channel when it may go on; None when it was refused (and told)."""
+        channel = self._channel_named(message.channel)
+        if channel is None:
+            log.warning("intake.unknown_channel", channel=message.channel)
+            self._count(message, "unknown_channel")
+            return None
+        if not channel.is_allowed(message.sender_id):
+            self._count(message, "refused")
+            await self.strangers.refuse(message)
+            return None
+        if self.closed:
+            raise PipeClosed("the gateway is stopping and takes no more messages")
+        return channel
 
 
 def notice_for(message: InboundMessage, text: str, *, failed: bool = False) -> OutboundMessage:

@@ -14,8 +14,23 @@ from pathlib import Path
 from nats.aio.client import Client
 
 from tests.e2e.conftest import DAEMON_ENV
+from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess, write_config
 from tests.support.nats import NATS_URL
+
+
+def telegram_profile(fake: FakeTelegram, user: int, agent: str) -> str:
+    """A profile with the Telegram channel on the fake, allowing `user`."""
+    return f"""\
+agent: {agent}
+channels:
+  - type: telegram
+    token: "{fake.token}"
+    base_url: {fake.base_url}
+    base_file_url: {fake.base_file_url}
+    poll_timeout_s: 2
+    allow: [{user}]
+"""
 
 
 def cluster_config(

@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 from nats.aio.client import Client
 
-from tests.e2e.cluster_daemons import cluster_config, left_in, processes, start_role
+from tests.e2e.cluster_daemons import (
+    cluster_config,
+    left_in,
+    processes,
+    start_role,
+    telegram_profile,
+)
 from tests.e2e.test_crash_telegram import dedupe, explained_by_a_kill
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess
@@ -36,19 +42,7 @@ MESSAGES_PER_CHAT = 12
 WORKERS = 3
 KILLS = ("worker", "worker", "ingress", "worker")
 POISON = "poison: this one always fails"
-
-
-def profile(fake: FakeTelegram) -> str:
-    return f"""\
-agent: {{type: echo, delay_s: 0.08, pieces: 2, fail_when: "poison:"}}
-channels:
-  - type: telegram
-    token: "{fake.token}"
-    base_url: {fake.base_url}
-    base_file_url: {fake.base_file_url}
-    poll_timeout_s: 2
-    allow: [{USER}]
-"""
+AGENT = '{type: echo, delay_s: 0.08, pieces: 2, fail_when: "poison:"}'
 
 
 def text_of(chat: int, index: int) -> str:
@@ -65,7 +59,7 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
     async with FakeTelegram() as fake, processes() as running:
         config = cluster_config(
             tmp_path,
-            {fresh_scope(): profile(fake)},
+            {fresh_scope(): telegram_profile(fake, USER, AGENT)},
             prefix=nats_prefix,
             dsn=postgres_dsn,
             ack_wait_s=2,

@@ -14,7 +14,13 @@ import aiohttp
 import pytest
 from nats.aio.client import Client
 
-from tests.e2e.cluster_daemons import cluster_config, left_in, processes, start_role
+from tests.e2e.cluster_daemons import (
+    cluster_config,
+    left_in,
+    processes,
+    start_role,
+    telegram_profile,
+)
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
 from tests.support.daemon import free_port, write_config
@@ -26,20 +32,8 @@ __all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
 pytestmark = pytest.mark.slow
 
 USER = 5150
+AGENT = "{type: echo, delay_s: 0.05}"
 ANSWER_TIMEOUT = aiohttp.ClientTimeout(total=30)
-
-
-def telegram_profile(fake: FakeTelegram, agent: str = "{type: echo, delay_s: 0.05}") -> str:
-    return f"""\
-agent: {agent}
-channels:
-  - type: telegram
-    token: "{fake.token}"
-    base_url: {fake.base_url}
-    base_file_url: {fake.base_file_url}
-    poll_timeout_s: 2
-    allow: [{USER}]
-"""
 
 
 async def test_an_ingress_and_two_workers_answer_telegram_in_order(
@@ -48,7 +42,10 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
     chats = [7001, 7002, 7003]
     async with FakeTelegram() as fake, processes() as running:
         config = cluster_config(
-            tmp_path, {fresh_scope(): telegram_profile(fake)}, prefix=nats_prefix, dsn=postgres_dsn
+            tmp_path,
+            {fresh_scope(): telegram_profile(fake, USER, "{type: echo, delay_s: 0.05}")},
+            prefix=nats_prefix,
+            dsn=postgres_dsn,
         )
         running.append(await start_role(config, "worker"))
         running.append(await start_role(config, "worker"))
