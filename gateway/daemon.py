@@ -99,7 +99,10 @@ class Daemon:
             )
             for pid, (runtime, _task) in self._profiles.items()
         }
-        return build_snapshot(facts, self._registry, recent_failures, self._started_at)
+        snapshot = build_snapshot(facts, self._registry, recent_failures, self._started_at)
+        if (joined := await self.cluster_readiness()) is not None:
+            snapshot["cluster"] = joined[1]  # which worker runs which turn, from any process
+        return snapshot
 
     async def readiness(self) -> dict[str, dict[str, ChannelHealth]]:
         return {pid: await runtime.health() for pid, (runtime, _task) in self._profiles.items()}

@@ -9,8 +9,9 @@ from pathlib import Path
 import asyncpg
 from nats.aio.client import Client
 
-from bus import InboundMessage, Message, OutboundMessage
+from bus import AgentMessage, InboundMessage, Message, OutboundMessage, TaskComplete, TaskUpdate
 from cluster.codec import DEAD_REASON, MSG_ID, platform_id
+from cluster.status import StatusBoard
 from tests.cluster.harness import RunningWorker, running_worker
 from tests.support.nats import nats_client, nats_prefix
 from tests.support.postgres import fresh_scope, postgres_dsn
@@ -58,6 +59,18 @@ async def test_a_message_is_answered_stored_and_acknowledged(
         (reply,) = w.replies()
         stored = OutboundMessage.model_validate_json(reply.data)
         assert reply.headers[MSG_ID] == stored.delivery_id  # the turn id
+        # The turn's status, in the domain's words, for every process's board.
+        board = StatusBoard()
+        for seen in w.observer.on(w.names.status_subject):
+            update = AgentMessage.from_json(seen.data)
+            assert str(update.task_id()) == stored.delivery_id
+            board.apply(update)
+            if isinstance(update.root, TaskUpdate):
+                assert [t.worker for t in board.running()] == ["test-worker"]
+        assert [
+            type(AgentMessage.from_json(s.data).root) for s in w.observer.on(w.names.status_subject)
+        ] == [TaskUpdate, TaskComplete]
+        assert board.running() == []
         assert await w.stream_count(w.names.inbound_stream) == 0
     assert await session_rows(postgres_dsn, profile, f"{profile}:telegram:chat-1") == [
         ("user", "hello worker"),

@@ -72,6 +72,9 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
         status, body = await running[0].get("/readyz")
         assert status == 200, body
         assert json.loads(body)["cluster"]["postgres"]["connected"] is True
+        status, body = await ingress.get("/status.json")
+        assert status == 200, body
+        assert json.loads(body)["cluster"]["role"] == "ingress"
         # Both workers took turns (partitions are shared out by whoever fetches first).
         turns = [sum(1 for e in w.logs if e.get("event") == "turn.started") for w in running[:2]]
         assert sum(turns) == 18
