@@ -86,24 +86,26 @@ async def _fetch_and_handle(
 async def pull_bounded(
     js: JetStreamContext,
     stream: str,
-    durables: list[str],
+    consumers: list[tuple[str, str]],
     handle: Handler,
     stopping: asyncio.Event,
     *,
     max_in_hand: int,
     fetch_wait_s: float,
 ) -> None:
-    """At most `max_in_hand` messages held at once over many partition consumers.
+    """At most `max_in_hand` messages held at once over many partition consumers, given as
+    (durable name, its filter subject).
 
     A held message holds its partition (`max_ack_pending=1`), so a bounded worker must not wait
     on an empty partition while others have work: each of its `max_in_hand` runners looks for
-    a partition with a message waiting and none in flight (the consumer's counts), takes one
-    from there, and only when none has any waits on its own home partition.
+    a partition with a message waiting and none in flight (the stream's subject counts, then
+    the consumer's), takes one from there, and only when none has any waits on its own home
+    partition.
     """
     async with asyncio.TaskGroup() as tasks:
         for runner in range(max_in_hand):
             tasks.create_task(
-                _bounded_runner(js, stream, durables, handle, stopping, runner, fetch_wait_s),
+                _bounded_runner(js, stream, consumers, handle, stopping, runner, fetch_wait_s),
                 name=f"bounded-runner:{stream}:{runner}",
             )
 
@@ -111,7 +113,7 @@ async def pull_bounded(
 async def _bounded_runner(
     js: JetStreamContext,
     stream: str,
-    durables: list[str],
+    consumers: list[tuple[str, str]],
     handle: Handler,
     stopping: asyncio.Event,
     runner: int,
@@ -125,12 +127,12 @@ async def _bounded_runner(
         return subscriptions[durable]
 
     stop = asyncio.create_task(stopping.wait(), name=f"stop-watch:{stream}:{runner}")
-    home = durables[runner % len(durables)]
+    home = consumers[runner % len(consumers)][0]
     start = runner
     try:
         while not stopping.is_set():
-            ready = await _partition_with_work(js, stream, durables, start)
-            start = (start + 1) % len(durables)
+            ready = await _partition_with_work(js, stream, consumers, start)
+            start = (start + 1) % len(consumers)
             durable = ready or home
             wait_s = FETCH_READY_WAIT_S if ready else fetch_wait_s
             await _fetch_and_handle(await subscription(durable), durable, handle, stop, wait_s)
@@ -146,16 +148,32 @@ FETCH_READY_WAIT_S = 0.5
 
 
 async def _partition_with_work(
-    js: JetStreamContext, stream: str, durables: list[str], start: int
+    js: JetStreamContext, stream: str, consumers: list[tuple[str, str]], start: int
 ) -> str | None:
-    """The first consumer from `start` on with a message waiting and none in flight."""
-    for offset in range(len(durables)):
-        durable = durables[(start + offset) % len(durables)]
+    """A consumer from `start` on whose partition has a message no one holds, or None."""
+    subjects = [subject for _durable, subject in consumers]
+    try:
+        info = await js.stream_info(stream, subjects_filter=_common_filter(subjects))
+    except NATS_ERRORS as error:
+        log.warning("cluster.stream_info_failed", stream=stream, error=str(error))
+        return None
+    counts = info.state.subjects or {}
+    rotated = consumers[start:] + consumers[:start]
+    # A partition's next message is free only when none of it is in flight (max_ack_pending 1):
+    # the stream's counts skip the empty ones, the consumer's count says which are held.
+    for durable, subject in rotated:
+        if counts.get(subject, 0) == 0:
+            continue
         try:
-            info = await js.consumer_info(stream, durable)
+            consumer = await js.consumer_info(stream, durable)
         except NATS_ERRORS as error:
             log.warning("cluster.consumer_info_failed", consumer=durable, error=str(error))
             return None
-        if (info.num_pending or 0) > 0 and not info.num_ack_pending:
+        if (consumer.num_pending or 0) > 0 and not consumer.num_ack_pending:
             return durable
     return None
+
+
+def _common_filter(subjects: list[str]) -> str:
+    """`{prefix}.in.*` for the partition subjects `{prefix}.in.{n}`."""
+    return subjects[0].rsplit(".", 1)[0] + ".*"

@@ -125,14 +125,14 @@ class Worker:
         await ensure_worker_consumers(self._js, self._config)
         names = self._names
         config = self._config
-        durables = [names.worker_consumer(p) for p in range(config.partitions)]
+        partitions = range(config.partitions)
         async with asyncio.TaskGroup() as tasks:
             if config.worker_max_turns is not None:
                 tasks.create_task(
                     pull_bounded(
                         self._js,
                         names.inbound_stream,
-                        durables,
+                        [(names.worker_consumer(p), names.inbound_subject(p)) for p in partitions],
                         self.handle,
                         self._stopping,
                         max_in_hand=config.worker_max_turns,
@@ -141,7 +141,7 @@ class Worker:
                     name="worker-bounded",
                 )
             else:
-                for durable in durables:
+                for durable in (names.worker_consumer(p) for p in partitions):
                     tasks.create_task(
                         pull_forever(
                             self._js,
