@@ -9,7 +9,11 @@ the turn's delivery id and is not an apology. Figures:
 - turns per second with 1, 100 and 10,000 distinct chats, against the bus alone (baseline);
 - p50 / p99 latency added at a fixed 500 messages per second, against the disk's own
   append + fdatasync latency measured in the same run (target: p99 <= 3x the disk's p99 + 2 ms);
-- resident memory per idle chat after 10,000 chats;
+- resident memory per idle chat: 10,000 new chats each answered once (256 at a time, so what
+  is measured is chats, not a backlog of unanswered messages), after a checkpoint, once a first
+  10,000 chats have brought the allocator's arenas, thread pools and caches to their working
+  size (that fixed cost is reported too, as is what a 10,000-message burst leaves resident:
+  the allocator keeps the burst's peak);
 - start-up to ready with 10,000 idle sessions and 50 interrupted turns on disk, against
   start-up on an empty data directory (target: within 0.5 s of it).
 """
@@ -127,16 +131,23 @@ def _runtime(data_dir: Path, fsync: str = "batch") -> ProfileRuntime:
 
 
 async def _with_runtime(
-    data_dir: Path, work: Callable[[BenchChannel], Awaitable[Any]], fsync: str = "batch"
+    data_dir: Path,
+    work: Callable[[BenchChannel], Awaitable[Any]] | None,
+    fsync: str = "batch",
+    *,
+    with_runtime: Callable[[ProfileRuntime, BenchChannel], Awaitable[Any]] | None = None,
 ) -> Any:
     runtime = _runtime(data_dir, fsync)
     async with asyncio.TaskGroup() as tasks:
         running = tasks.create_task(runtime.run(), name="bench-profile")
-        await runtime.started.wait()
+        await runtime.ready.wait()
         channel = BenchChannel.running
         assert channel is not None
         await channel.ready.wait()
         try:
+            if with_runtime is not None:
+                return await with_runtime(runtime, channel)
+            assert work is not None
             return await work(channel)
         finally:
             runtime.request_stop()
@@ -166,6 +177,36 @@ async def _throughput(channel: BenchChannel, chats: int, count: int) -> float:
     await _send_all(channel, messages)
     await channel.all_answered.wait()
     return count / (time.perf_counter() - started)
+
+
+async def _answer_chats(channel: BenchChannel, first: int, chats: int) -> None:
+    """One message in each of `chats` new chats, IN_FLIGHT at a time, each answered."""
+    for start in range(first, first + chats, IN_FLIGHT):
+        batch = [
+            _message(n, 1_000_000_000) for n in range(start, min(first + chats, start + IN_FLIGHT))
+        ]
+        channel.expect(len(batch))
+        await _send_all(channel, batch)
+        await channel.all_answered.wait()
+
+
+async def _idle_chat_bytes(
+    runtime: ProfileRuntime, channel: BenchChannel, chats: int
+) -> tuple[float, float]:
+    """Resident memory per chat over the first `chats` chats (the allocator's arenas, thread
+    pools and caches reach their working size there: a fixed cost), then per chat over the
+    next `chats` new chats, each answered and idle, after a checkpoint."""
+    process = psutil.Process()
+    growth: list[float] = []
+    for first in (1_000_000, 2_000_000):
+        await runtime.checkpoint()
+        gc.collect()
+        before = process.memory_info().rss
+        await _answer_chats(channel, first, chats)
+        await runtime.checkpoint()
+        gc.collect()
+        growth.append((process.memory_info().rss - before) / chats)
+    return growth[0], growth[1]
 
 
 async def _latencies(channel: BenchChannel) -> list[float]:
@@ -270,7 +311,7 @@ def _latency_figures(latencies: list[float], label: str, target: str | None = No
 
 
 async def _measure() -> list[Figure]:
-    configure_logging("warning")
+    configure_logging("warning", once_per_process=True)
     figures: list[Figure] = []
     process = psutil.Process()
     with tempfile.TemporaryDirectory(prefix="octos-bench-") as tmp:
@@ -289,9 +330,35 @@ async def _measure() -> list[Figure]:
                 grown = process.memory_info().rss - rss_before
                 figures.append(
                     Figure(
-                        SUITE, "resident memory per chat, 10,000 chats", round(grown / chats), "B"
+                        SUITE,
+                        "resident after a 10,000-message burst over 10,000 chats, per chat",
+                        round(grown / chats),
+                        "B",
                     )
                 )
+        warm_up, idle = await _with_runtime(
+            base / "idle-chats",
+            None,
+            with_runtime=lambda runtime, channel: _idle_chat_bytes(runtime, channel, 10_000),
+        )
+        figures.append(
+            Figure(
+                SUITE,
+                "resident growth per chat over the first 10,000 chats (fixed: arenas, pools)",
+                round(warm_up),
+                "B",
+            )
+        )
+        figures.append(
+            Figure(
+                SUITE,
+                "resident memory per idle chat, 10,000 more chats",
+                round(idle),
+                "B",
+                "<= 2048",
+                idle <= 2048,
+            )
+        )
         baseline = await _bus_baseline(10_000)
         for chats, target in ((1, None), (100, ">= 5000"), (10_000, ">= 3000")):
             rate = round(rates[chats])

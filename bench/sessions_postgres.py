@@ -27,6 +27,7 @@ Measure = Callable[[SessionStoreProtocol, int, int], Awaitable[list[float]]]
 Cases = list[tuple[int, int, str]]
 
 
+# As tests/support/postgres.py does, on purpose: the benchmarks do not import the test suite.
 async def _admin(statement: str) -> None:
     connection = await asyncpg.connect(ADMIN_DSN, timeout=TIMEOUT_S)
     try:

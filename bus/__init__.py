@@ -1,4 +1,19 @@
-"""The domain language of octos-gateway (octos-core) and its in-process message bus."""
+"""The message bus of octos-gateway, and the octos-core domain language it carries.
+
+Two groups of names, kept apart in `__all__`:
+
+- **The bus**: pipes (bounded, multi-producer, closing like Rust's mpsc), the two ends of the
+  bus (`create_bus`: `AgentHandle` for the agent side, `BusPublisher` for the channels), the
+  envelopes that cross it (`InboundMessage` in; outbound events out: a reply
+  `OutboundMessage`, a `StreamSnapshot`, `TypingStarted` / `TypingStopped`) with the metadata
+  keys of a reply, the inbound sender a channel publishes to, and session keys.
+- **The octos-core domain types**: conversation messages and their identities, tasks and the
+  messages agents exchange about them, session summaries, token usage, errors that say what
+  to do, byte-budget text utilities and abort triggers. The project implements octos-core, so
+  these are its public language even where only the seeds' behaviour (and tests) use them yet.
+
+`bus` imports nothing of the project; everything else may import it.
+"""
 
 from bus.abort import (
     ABORT_REPLIES,
@@ -10,18 +25,18 @@ from bus.abort import (
 )
 from bus.agent_message import (
     AgentMessage,
-    AgentMessageVariant,
     ContextRequest,
     ContextResponse,
     TaskAssign,
     TaskComplete,
     TaskUpdate,
 )
-from bus.envelope import ANSWERS, FAILED, SESSION, TYPING, InboundMessage, OutboundMessage
+from bus.envelope import ANSWERS, FAILED, SESSION, InboundMessage, OutboundMessage
 from bus.errors import ErrorKind, GatewayError, InvalidStateTransition, UnsupportedSchemaVersion
 from bus.identity import ClientMessageId, ThreadId, TurnId, new_turn_id, thread_rooted_at
-from bus.intake import InboundRefused, InboundSender, RefusalScope
+from bus.intake import InboundRefused, InboundSender
 from bus.message import Message, MessageRole, ToolCall, WireModel
+from bus.outbound import OutboundEvent, StreamSnapshot, TypingStarted, TypingStopped
 from bus.pipe import PipeClosed, PipeReceiver, PipeSender, pipe
 from bus.queue import AgentHandle, BusPublisher, create_bus
 from bus.session_key import KNOWN_CHANNELS, MAIN_PROFILE, SessionKey, is_channel_name
@@ -66,90 +81,101 @@ from bus.text import (
     utf8_len,
 )
 from bus.usage import TokenUsage
-from bus.wire import TaggedModel, VersionedModel
 
-__all__ = [
-    "ABORT_REPLIES",
-    "ABORT_TRIGGERS",
+# The order of each group is by topic, not alphabetical: keep ruff's sort off this list.
+__all__ = [  # noqa: RUF022
+    # -- the bus ------------------------------------------------------------------------------
+    # pipes and the bus's two ends
+    "pipe",
+    "PipeSender",
+    "PipeReceiver",
+    "PipeClosed",
+    "create_bus",
+    "AgentHandle",
+    "BusPublisher",
+    # envelopes: inbound, and the outbound events
+    "InboundMessage",
+    "InboundSender",
+    "InboundRefused",
+    "OutboundEvent",
+    "OutboundMessage",
+    "StreamSnapshot",
+    "TypingStarted",
+    "TypingStopped",
     "ANSWERS",
-    "DEFAULT_TOOL_OUTPUT_LIMIT",
+    "SESSION",
     "FAILED",
+    # session keys
+    "SessionKey",
     "KNOWN_CHANNELS",
     "MAIN_PROFILE",
-    "SESSION",
-    "SESSION_SUMMARY_SCHEMA_VERSION",
-    "TASK_RESULT_SCHEMA_VERSION",
-    "TASK_TRANSITIONS",
-    "TOOL_OUTPUT_LIMITS",
-    "TYPING",
-    "AbortLanguage",
-    "AgentHandle",
-    "AgentId",
-    "AgentMessage",
-    "AgentMessageVariant",
-    "BlockedStatus",
-    "BusPublisher",
-    "ClientMessageId",
-    "CodeKind",
-    "CompletedStatus",
-    "ContextRequest",
-    "ContextResponse",
-    "CustomKind",
-    "DecisionRecord",
-    "EpisodeRef",
-    "ErrorKind",
-    "FailedStatus",
-    "FileRecord",
-    "GatewayError",
-    "GitState",
-    "InProgressStatus",
-    "InboundMessage",
-    "InboundRefused",
-    "InboundSender",
-    "InvalidStateTransition",
+    "is_channel_name",
+    # -- the octos-core domain types ----------------------------------------------------------
+    # conversation messages and identities
+    "WireModel",
     "Message",
     "MessageRole",
-    "OutboundMessage",
-    "PendingStatus",
-    "PipeClosed",
-    "PipeReceiver",
-    "PipeSender",
-    "PlanKind",
-    "RefusalScope",
-    "ReviewKind",
-    "SessionKey",
-    "SessionSummary",
-    "TaggedModel",
-    "Task",
-    "TaskAssign",
-    "TaskComplete",
-    "TaskContext",
-    "TaskId",
-    "TaskKind",
-    "TaskResult",
-    "TaskStatus",
-    "TaskUpdate",
-    "TestKind",
-    "ThreadId",
-    "TokenUsage",
     "ToolCall",
+    "ClientMessageId",
+    "ThreadId",
     "TurnId",
-    "UnsupportedSchemaVersion",
-    "VersionedModel",
-    "WireModel",
-    "abort_language",
-    "abort_response",
-    "can_transition",
-    "create_bus",
-    "is_abort_trigger",
-    "is_channel_name",
-    "new_task_id",
     "new_turn_id",
-    "pipe",
     "thread_rooted_at",
-    "tool_output_limit",
-    "truncate_head_tail",
+    # tasks
+    "Task",
+    "TaskId",
+    "new_task_id",
+    "AgentId",
+    "TaskStatus",
+    "PendingStatus",
+    "InProgressStatus",
+    "BlockedStatus",
+    "CompletedStatus",
+    "FailedStatus",
+    "TASK_TRANSITIONS",
+    "can_transition",
+    "TaskKind",
+    "PlanKind",
+    "CodeKind",
+    "ReviewKind",
+    "TestKind",
+    "CustomKind",
+    "TaskContext",
+    "GitState",
+    "EpisodeRef",
+    "TaskResult",
+    "TASK_RESULT_SCHEMA_VERSION",
+    # messages between agents
+    "AgentMessage",
+    "TaskAssign",
+    "TaskUpdate",
+    "TaskComplete",
+    "ContextRequest",
+    "ContextResponse",
+    # session summaries and token usage
+    "SessionSummary",
+    "DecisionRecord",
+    "FileRecord",
+    "SESSION_SUMMARY_SCHEMA_VERSION",
+    "TokenUsage",
+    # errors
+    "GatewayError",
+    "ErrorKind",
+    "InvalidStateTransition",
+    "UnsupportedSchemaVersion",
+    # text utilities
     "truncate_utf8",
     "truncated_utf8",
+    "truncate_head_tail",
     "utf8_len",
+    "tool_output_limit",
+    "TOOL_OUTPUT_LIMITS",
+    "DEFAULT_TOOL_OUTPUT_LIMIT",
+    # abort triggers
+    "is_abort_trigger",
+    "abort_language",
+    "abort_response",
+    "AbortLanguage",
+    "ABORT_TRIGGERS",
+    "ABORT_REPLIES",
 ]

@@ -27,11 +27,6 @@ class InboundMessage(WireModel):
         return SessionKey.for_chat(profile, self.channel, self.chat_id, topic)
 
 
-#: Outbound metadata key of a control message: "start" shows "typing" in the chat until the
-#: turn's final reply (or a "stop") arrives. Carries no content and is never sent as text.
-TYPING = "octos.typing"
-
-
 #: Outbound metadata keys the gateway sets on a turn's replies: the platform message ids the
 #: reply answers (several when queued messages were collected into one turn), the session it
 #: belongs to, and whether the text is an apology for a failed turn rather than an answer.
@@ -43,9 +38,9 @@ FAILED = "octos.failed"
 class OutboundMessage(WireModel):
     """A reply on its way to a platform.
 
-    A streamed reply is a series of outbound messages that share `stream_id`: each carries the
-    whole text so far (a snapshot, never a delta, so a lost or merged update does no harm), and
-    the last one has `stream_final` set. A message without `stream_id` is a whole reply.
+    A message without `stream_id` is a whole reply. With one, it is the final text of a streamed
+    reply: the snapshots before it (`bus.outbound.StreamSnapshot`) carry the same `stream_id`,
+    so a channel that showed them edits that message into this final text.
     """
 
     channel: str
@@ -55,28 +50,7 @@ class OutboundMessage(WireModel):
     media: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     stream_id: str | None = None
-    stream_final: bool = True
     #: Stable across re-deliveries after a crash (the turn's id, then `.N` for the N-th part
     #: the splitter made): a platform with an idempotency key (Discord nonce, Matrix txnId,
     #: LINE X-Line-Retry-Key) derives it from this, so a resend is not shown twice.
     delivery_id: str | None = None
-
-    @property
-    def is_stream_snapshot(self) -> bool:
-        return self.stream_id is not None and not self.stream_final
-
-    @classmethod
-    def typing(cls, channel: str, chat_id: str, *, active: bool = True) -> OutboundMessage:
-        """A control message that starts or stops the typing indicator of a chat."""
-        return cls(
-            channel=channel,
-            chat_id=chat_id,
-            content="",
-            metadata={TYPING: "start" if active else "stop"},
-        )
-
-    @property
-    def typing_signal(self) -> bool | None:
-        """True to start typing, False to stop, None when this is an ordinary message."""
-        value = self.metadata.get(TYPING)
-        return None if value is None else value == "start"

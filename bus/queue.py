@@ -1,5 +1,8 @@
 """The in-process bus: channels publish inbound messages, the agent side answers outbound.
 
+Outbound, the agent side sends typed events (`bus.outbound`): replies, stream snapshots and
+typing signals, in the order the channels should see them.
+
 `create_bus` returns the two ends. Nothing above the bus may depend on it being in-process:
 the same two interfaces can run over a broker.
 """
@@ -8,17 +11,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from bus.envelope import InboundMessage, OutboundMessage
+from bus.envelope import InboundMessage
+from bus.outbound import OutboundEvent
 from bus.pipe import PipeReceiver, PipeSender, pipe
 
 DEFAULT_CAPACITY = 4096
 
 
 class AgentHandle:
-    """The agent's end: receives inbound messages, sends outbound replies."""
+    """The agent's end: receives inbound messages, sends outbound events."""
 
     def __init__(
-        self, inbound: PipeReceiver[InboundMessage], outbound: PipeSender[OutboundMessage]
+        self, inbound: PipeReceiver[InboundMessage], outbound: PipeSender[OutboundEvent]
     ) -> None:
         self._inbound = inbound
         self._outbound = outbound
@@ -30,10 +34,10 @@ class AgentHandle:
     def __aiter__(self) -> AsyncIterator[InboundMessage]:
         return aiter(self._inbound)
 
-    async def send(self, message: OutboundMessage) -> None:
-        await self._outbound.send(message)
+    async def send(self, event: OutboundEvent) -> None:
+        await self._outbound.send(event)
 
-    def outbound_sender(self) -> PipeSender[OutboundMessage]:
+    def outbound_sender(self) -> PipeSender[OutboundEvent]:
         return self._outbound.clone()
 
     def close(self) -> None:
@@ -47,11 +51,13 @@ class AgentHandle:
         return self._outbound.depth()
 
 
+# The mirror of `AgentHandle`, deliberately written out: each end holds the other halves of
+# the same two pipes, and says what its side may do with them.
 class BusPublisher:
-    """The channels' end: publishes inbound messages, receives outbound replies."""
+    """The channels' end: publishes inbound messages, receives outbound events."""
 
     def __init__(
-        self, inbound: PipeSender[InboundMessage], outbound: PipeReceiver[OutboundMessage]
+        self, inbound: PipeSender[InboundMessage], outbound: PipeReceiver[OutboundEvent]
     ) -> None:
         self._inbound = inbound
         self._outbound = outbound
@@ -63,10 +69,10 @@ class BusPublisher:
     async def publish(self, message: InboundMessage) -> None:
         await self._inbound.send(message)
 
-    async def recv_outbound(self) -> OutboundMessage | None:
+    async def recv_outbound(self) -> OutboundEvent | None:
         return await self._outbound.recv()
 
-    def outbound(self) -> AsyncIterator[OutboundMessage]:
+    def outbound(self) -> AsyncIterator[OutboundEvent]:
         return aiter(self._outbound)
 
     def close(self) -> None:
@@ -81,7 +87,7 @@ def create_bus(capacity: int = DEFAULT_CAPACITY) -> tuple[AgentHandle, BusPublis
     inbound_tx: PipeSender[InboundMessage]
     inbound_rx: PipeReceiver[InboundMessage]
     inbound_tx, inbound_rx = pipe(capacity)
-    outbound_tx: PipeSender[OutboundMessage]
-    outbound_rx: PipeReceiver[OutboundMessage]
+    outbound_tx: PipeSender[OutboundEvent]
+    outbound_rx: PipeReceiver[OutboundEvent]
     outbound_tx, outbound_rx = pipe(capacity)
     return AgentHandle(inbound_rx, outbound_tx), BusPublisher(inbound_tx, outbound_rx)

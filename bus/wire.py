@@ -15,6 +15,14 @@ from bus.errors import UnsupportedSchemaVersion
 from bus.message import WireModel
 
 
+def _put_first(name: str, value: object, data: Any) -> Any:
+    """The serialised `data` with `name` first (always written, even when it is the default),
+    so a reader sees what kind or version of payload it holds before anything else."""
+    if isinstance(data, dict):
+        return {name: value, **data}
+    return data
+
+
 class TaggedModel(WireModel):
     """One variant of a tagged union; subclasses narrow `type` to a `Literal` with a default."""
 
@@ -22,10 +30,7 @@ class TaggedModel(WireModel):
 
     @model_serializer(mode="wrap")
     def _write_tag(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            return {"type": self.type, **data}
-        return data
+        return _put_first("type", self.type, handler(self))
 
 
 class VersionedModel(WireModel):
@@ -58,10 +63,7 @@ class VersionedModel(WireModel):
 
     @model_serializer(mode="wrap")
     def _write_version(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            return {"schema_version": self.schema_version, **data}
-        return data
+        return _put_first("schema_version", self.schema_version, handler(self))
 
     @classmethod
     def _check_version(cls, found: int) -> None:

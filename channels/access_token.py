@@ -5,21 +5,24 @@ says how long the token lives (`expire` / `expires_in`, in seconds; about two ho
 per request would hit the platforms' own rate limits on the token call, so one cached token
 serves everyone: it is refreshed a margin before its end (so no request goes out with a token
 about to lapse), and at once when the platform says a token is invalid (`invalidate`).
-Concurrent callers wait on one refresh rather than each fetching their own.
+Concurrent callers wait on one refresh rather than each fetching their own. A call whose token
+is refused (`TokenRefused`) is repeated once with a fresh one; refused again, the credentials are
+at fault (`AuthError`).
 
 The one owner of that cache: Feishu, WeCom and the QQ bot (`channels/qq/token.py`) each bring
-only their credentials call (`Fetch`).
+only their credentials call (`Fetch`, its answer read by `issued_token`) and say which answers
+mean a refused token.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from channels.errors import ChannelError
+from channels.errors import AuthError, ChannelError
 
 Clock = Callable[[], float]
 T = TypeVar("T")
@@ -37,6 +40,25 @@ class IssuedToken:
     expires_in_s: float
 
 
+#: A lifetime the answer does not state is taken as the two hours every platform here issues.
+DEFAULT_LIFETIME_S = 7200.0
+
+
+def issued_token(
+    answer: Mapping[str, Any], token_key: str, lifetime_key: str, *, channel: str
+) -> IssuedToken:
+    """The token and lifetime in a credentials call's JSON answer (the lifetime a whole number
+    of seconds, or its decimal text as QQ sends it); no token is a `ChannelError`."""
+    token, lifetime = answer.get(token_key), answer.get(lifetime_key, DEFAULT_LIFETIME_S)
+    if not isinstance(token, str) or not token:
+        raise ChannelError(f"the credentials call answered no {token_key}", channel=channel)
+    try:
+        lifetime_s = float(lifetime) if isinstance(lifetime, int | float | str) else None
+    except ValueError:
+        lifetime_s = None
+    return IssuedToken(token, DEFAULT_LIFETIME_S if lifetime_s is None else max(lifetime_s, 1.0))
+
+
 Fetch = Callable[[], Awaitable[IssuedToken]]
 
 
@@ -49,12 +71,17 @@ class AccessTokenCache:
         self,
         fetch: Fetch,
         *,
+        channel: str,
+        credentials_hint: str,
         early_refresh_s: float = DEFAULT_EARLY_REFRESH_S,
         short_lifetime_share: float = DEFAULT_SHORT_LIFETIME_SHARE,
         clock: Clock = time.monotonic,
     ) -> None:
-        """`early_refresh_s` before expiry, at most `short_lifetime_share` of the lifetime."""
+        """`early_refresh_s` before expiry, at most `short_lifetime_share` of the lifetime;
+        `credentials_hint` is the suggestion of the `AuthError` when a fresh token is refused."""
         self._fetch = fetch
+        self._channel = channel
+        self._credentials_hint = credentials_hint
         self._early_refresh_s = early_refresh_s
         self._short_lifetime_share = short_lifetime_share
         self._clock = clock
@@ -78,15 +105,24 @@ class AccessTokenCache:
             self._refresh_at = self._clock() + max(0.0, issued.expires_in_s - margin)
             return issued.value
 
-    async def call_with_token(self, call: Callable[[str], Awaitable[T]]) -> T:
+    async def call_with_token(self, call: Callable[[str], Awaitable[T]], *, what: str) -> T:
         """`call(token)`; when it raises `TokenRefused`, once more with a fresh token. A fresh
-        token refused as well raises `TokenRefused`: then the credentials are at fault."""
+        token refused as well raises `AuthError`: then the credentials are at fault."""
         token = await self.get()
         try:
             return await call(token)
         except TokenRefused:
             self.invalidate(token)
-        return await call(await self.get())
+        token = await self.get()
+        try:
+            return await call(token)
+        except TokenRefused as refused:
+            self.invalidate(token)
+            raise AuthError(
+                f"{what}: a fresh access token was refused as well ({refused.args[0]})",
+                channel=self._channel,
+                suggestion=self._credentials_hint,
+            ) from None
 
     def invalidate(self, value: str) -> None:
         """The platform refused `value`: the next `get` fetches anew (unless already done)."""

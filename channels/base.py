@@ -9,23 +9,51 @@ Who calls what, and when:
 
 - the supervisor (`channels/supervisor.py`): `start` once the daemon runs, again with backoff
   after it raised anything but `FatalChannelError`; `stop` at shutdown;
-- the manager's delivery (`channels/delivery.py`), for each reply: `format_outbound` on every
-  chunk the splitter cut to `limit` (at most `max_reply_messages`), then `send` (or
-  `send_with_id` when the reply may be edited later), each call inside the one retry layer,
-  which reads the `channels.errors` types the channel raises;
-- the manager's streaming (`channels/streaming.py`), only when `supports_edit()` is True:
-  `send_with_id` for the first snapshot, `edit_message` for later ones (at most one per
-  `edit_interval_s`), `finish_stream` for the final text;
-- the typing indicator (`channels/typing_indicator.py`): `send_typing` every few seconds
-  while a turn runs, `stop_typing` when it ends;
+- the manager, for each outbound event (`bus.outbound`) to this channel, one of:
+  - its delivery (`channels/delivery.py`), for a reply (`OutboundMessage`): `format_outbound`
+    on every chunk fitted to `limit` (`channels/coalesce_fit.py`, at most
+    `max_reply_messages`), then `send`, each call inside the one retry layer, which reads the
+    `channels.errors` types the channel raises;
+  - its streaming (`channels/streaming.py`), for a `StreamSnapshot` and a streamed reply's
+    final, only when `supports_edit()` is True: `send_with_id` for the first snapshot,
+    `edit_message` for later ones (at most one per `edit_interval_s`), `finish_stream` for
+    the final text;
+  - its typing indicator (`channels/typing_indicator.py`), from `TypingStarted` until the
+    reply or `TypingStopped`: `send_typing` every few seconds, then `stop_typing`;
 - the manager's health report: `health_check`; `doctor`: `probe`;
 - the dispatcher: `is_allowed` (from `allow`, set by the registry) before the agent sees a
-  message, `replies_to_retries`, `supports_edit`;
+  message, `replies_to_retries`, `supports_edit` and `shows_typing` (whether to send a turn's
+  snapshots and typing events at all);
 - the daemon's HTTP server: `web_routes`, once, before it starts listening.
 
+In a cluster (several ingress processes for the same profiles), `single_poller` says whether
+the channel may receive in only one process at a time for its bot account. Such a channel is
+started only while its process holds the account's lease (`channels/leased.py`); a standby
+process takes over within seconds when the holder dies. Which are, and why:
+
+- True: Telegram long polling (Telegram answers a second concurrent `getUpdates` with 409
+  Conflict, and the offset that confirms updates is shared by all pollers) and the email
+  channel's IMAP polling (two readers of one mailbox race on `\\Seen`, and each keeps its own
+  UID state, so a reader that was away would read everything since again).
+- False: every webhook channel (Telegram webhook mode, Slack HTTP, LINE, Twilio, WhatsApp,
+  WeCom, QQ and Feishu webhooks) and the HTTP API: each request reaches one process, so every
+  ingress serves them behind a load balancer. Slack Socket Mode and Feishu's long connection:
+  the platform hands each event to one of the app's open connections, so several processes
+  share the load instead of fighting over it.
+- False, by decision: Discord's gateway. Every connection of an unsharded bot receives every
+  event, so two ingress processes publish each message twice under the same platform id, and
+  the intake's dedup (`Nats-Msg-Id`) keeps one. That costs a second identify and the events'
+  traffic, and buys what a lease cannot: no gap after a crash. The catch-up that reads missed
+  messages back after a restart keeps its book in the process's own data directory, so a
+  standby that took over a lease would not know which chats to read back.
+- Not decided yet, False for now: Matrix `/sync`, QQ's websocket gateway and the WeCom AI bot
+  websocket (whether the platform accepts a second connection, and what it delivers to it, is
+  not verified here).
+
 `send_listening`, `delete_message`, `react_to_message`, `remove_reaction` and `send_embed` are
-octos' surface: the gateway does not call them today; Telegram, Discord and Slack implement
-them for tools and tests that do.
+octos' surface: the gateway does not call them today. Telegram (listening, reactions,
+deletion), Discord (reactions, deletion, embeds) and Slack (deletion) implement them for
+tools, and their tests call each one.
 """
 
 from __future__ import annotations
@@ -84,10 +112,19 @@ class Channel(ABC):
 
     @abstractmethod
     async def send(self, message: OutboundMessage) -> None:
-        """Deliver one message that already fits `limit`."""
+        """Deliver one reply that already fits `limit` (media: whole); only ever a reply.
+
+        Typing and stream snapshots are separate outbound events (`bus.outbound`): the manager
+        turns them into `send_typing` / `send_with_id` / `edit_message` calls, never `send`.
+        """
 
     async def stop(self) -> None:
         """Stop receiving and release connections; safe to call twice."""
+
+    @property
+    def single_poller(self) -> bool:
+        """True when only one process at a time may receive for this bot account (see above)."""
+        return False
 
     def is_allowed(self, sender_id: str) -> bool:
         return self.allow.allows(sender_id)

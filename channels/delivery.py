@@ -1,82 +1,25 @@
-"""Outbound delivery: split, format and send a reply under the one retry policy.
-
-The text is split raw (the splitter knows Markdown) and each chunk formatted afterwards; a
-chunk that formatting pushed past the platform's limit is split again with a proportionally
-smaller budget until it fits, so the limit holds for what the platform receives.
+"""Outbound delivery: a reply fitted to the channel (`coalesce_fit`), sent under the one retry
+policy, each chunk re-sent as plain text when the platform rejects its markup.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 import structlog
 
 from bus import OutboundMessage
 from channels.base import FORMATTED, Channel
-from channels.coalesce import split_message
+from channels.coalesce_fit import Chunk, fit_chunks
 from channels.errors import DeliveryError, FormattingRejected
-from channels.limits import PlatformLimit
 from channels.metrics import ChannelMetrics
 from channels.retry import Reason, Retrier
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
-
-#: The most messages one reply becomes; the splitter ends with a truncation notice past it.
-MAX_CHUNKS = 50
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One message's worth of a reply: the agent's text and what the platform is sent."""
-
-    raw: str
-    formatted: str
-
-    @property
-    def is_formatted(self) -> bool:
-        return self.formatted != self.raw
-
-
-def fit_chunks(channel: Channel, text: str, *, max_chunks: int | None = MAX_CHUNKS) -> list[Chunk]:
-    """`text` in chunks whose formatted form fits `channel.limit`, in order."""
-    if max_chunks is not None and channel.max_reply_messages is not None:
-        # Room for the truncation notice the splitter adds past the cap.
-        max_chunks = max(1, min(max_chunks, channel.max_reply_messages - 1))
-    chunks: list[Chunk] = []
-    for raw in split_message(text, channel.limit, max_chunks=max_chunks):
-        chunks.extend(_fit(channel, raw))
-    return chunks
-
-
-def _fit(channel: Channel, raw: str) -> list[Chunk]:
-    limit = channel.limit
-    formatted = channel.format_outbound(raw)
-    measured = limit.measure(formatted)
-    if measured <= limit.max_units:
-        return [Chunk(raw, formatted)]
-    # Formatting grew the text: shrink the raw budget by the same ratio (and by at least one
-    # unit, so this ends), split the raw chunk again and check each piece the same way.
-    raw_units = limit.measure(raw)
-    budget = min(raw_units - 1, raw_units * limit.max_units // measured)
-    pieces = (
-        split_message(raw, PlatformLimit(budget, limit.unit), max_chunks=None)
-        if budget >= 1
-        else []
-    )
-    if len(pieces) < 2 or any(limit.measure(piece) >= raw_units for piece in pieces):
-        log.warning(
-            "delivery.chunk_does_not_fit",
-            channel=channel.name,
-            measured=measured,
-            limit=limit.max_units,
-        )
-        return [Chunk(raw, formatted)]
-    return [chunk for piece in pieces for chunk in _fit(channel, piece)]
 
 
 def chunk_message(
@@ -108,15 +51,16 @@ class Delivery:
         self.metrics = metrics
 
     async def send_message(self, channel: Channel, message: OutboundMessage) -> None:
-        """A whole reply: media as is, text split to the limit; the first failure stops it."""
-        if message.media or (not message.content and message.metadata):
+        """A whole reply: media as is, text split to the limit; the first failure stops it.
+
+        An empty reply is still the answer (a request to the HTTP API waits for it), so the
+        channel gets it as is, unsplit; text of blanks alone has nothing to split and is skipped.
+        """
+        if message.media or not message.content:
             await self._call(
                 channel, message.chat_id, "send", functools.partial(channel.send, message)
             )
             self.metrics.message_sent(channel.name)
-            return
-        if not message.content:
-            log.debug("delivery.empty_message_skipped", channel=channel.name, chat=message.chat_id)
             return
         await self.send_chunks(channel, message, fit_chunks(channel, message.content))
 

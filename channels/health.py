@@ -38,6 +38,11 @@ class ChannelHealth:
     def is_down(self) -> bool:
         return self.status is HealthStatus.DOWN
 
+    def then(self, new: ChannelHealth) -> ChannelHealth:
+        """`new`, unless this is Down: a channel that went down (its credentials refused, or
+        stopped) stays down whatever its connection reports later."""
+        return self if self.is_down else new
+
     def to_dict(self) -> dict[str, str]:
         return (
             {"status": self.status.value, "reason": self.reason}

@@ -1,10 +1,11 @@
 """The channel manager: one profile's channels, supervised, and every reply delivered.
 
 `run()` supervises each channel's receiver (restarted with backoff, Down when fatal or when it
-keeps failing) and routes the bus's outbound messages to their channel: typing signals to the
-typing loops, stream snapshots to the stream editor, whole replies split, formatted and sent
-under the one retry policy. `stop()` stops taking outbound messages, lets the ones in hand
-finish within `stop_grace_s`, stops every channel and ends all tasks within a bound.
+keeps failing) and routes the bus's outbound events (`bus.outbound`) to their channel with one
+`match`: typing signals to the typing loops, stream snapshots to the stream editor, replies
+split, formatted and sent under the one retry policy. `stop()` stops taking outbound events,
+lets the ones in hand finish within `stop_grace_s`, stops every channel and ends all tasks
+within a bound.
 """
 
 from __future__ import annotations
@@ -13,10 +14,19 @@ import asyncio
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import assert_never
 
 import structlog
 
-from bus import BusPublisher, InboundSender, OutboundMessage
+from bus import (
+    BusPublisher,
+    InboundSender,
+    OutboundEvent,
+    OutboundMessage,
+    StreamSnapshot,
+    TypingStarted,
+    TypingStopped,
+)
 from channels.base import Channel
 from channels.delivery import Delivery
 from channels.errors import DeliveryError
@@ -34,7 +44,7 @@ from channels.retry import (
 )
 from channels.router import OutboundRouter
 from channels.streaming import StreamEditor
-from channels.supervisor import ChannelSupervisor, RestartPolicy
+from channels.supervisor import ChannelSupervisor, RestartPolicy, RunChannel, start_channel
 from channels.typing_indicator import TypingIndicators
 
 log = structlog.get_logger(__name__)
@@ -72,6 +82,7 @@ class ChannelManager:
         health_timeout_s: float = 5.0,
         on_delivered: DeliveryHook | None = None,
         intake: Callable[[], InboundSender] | None = None,
+        run_channel: RunChannel = start_channel,
     ) -> None:
         """`clock`, `sleep` and `jitter` are injectable so tests run backoffs without waiting;
         `jitter=None` keeps the defaults (full jitter for restarts, equal jitter for retries)."""
@@ -89,6 +100,8 @@ class ChannelManager:
         self._on_delivered = on_delivered
         #: Where channels send what they receive; by default the bus's inbound pipe.
         self._open_intake: Callable[[], InboundSender] = intake or publisher.inbound_sender
+        #: How each channel's receiver is run (a cluster's ingress: under a poller lease).
+        self._run_channel = run_channel
         retrier = Retrier(
             retry_policy,
             sleep=sleep,
@@ -135,7 +148,7 @@ class ChannelManager:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Supervise the channels and route outbound messages until `stop()` or cancellation."""
+        """Supervise the channels and route outbound events until `stop()` or cancellation."""
         if self._running:
             raise RuntimeError("ChannelManager.run() is already running")
         self._running = True
@@ -149,6 +162,7 @@ class ChannelManager:
                 clock=self._clock,
                 sleep=self._sleep,
                 jitter=self._restart_jitter,
+                run_channel=self._run_channel,
             )
             for name, registration in self._registrations.items()
         }
@@ -195,7 +209,7 @@ class ChannelManager:
         await self._finished.wait()
 
     async def drain(self) -> None:
-        """Until every outbound message published so far is delivered (or given up on)."""
+        """Until every outbound event published so far is delivered (or given up on)."""
         router = self._router
         if router is not None and self._running:
             await router.wait_idle()
@@ -239,53 +253,53 @@ class ChannelManager:
 
     # -- delivery -------------------------------------------------------------------------
 
-    async def deliver(self, message: OutboundMessage) -> None:
-        """Deliver one outbound message; raises `DeliveryError` (logged and counted) on failure."""
-        registration = self._registrations.get(message.channel)
+    async def deliver(self, event: OutboundEvent) -> None:
+        """Deliver one outbound event; raises `DeliveryError` (logged and counted) on failure."""
+        registration = self._registrations.get(event.channel)
         if registration is None:
             error = DeliveryError(
-                f"no channel named {message.channel!r} in profile {self.profile!r}",
+                f"no channel named {event.channel!r} in profile {self.profile!r}",
                 reason=Reason.NO_CHANNEL,
-                channel=message.channel,
+                channel=event.channel,
             )
-            self._delivery.record_failure(message.channel, message.chat_id, error)
+            self._delivery.record_failure(event.channel, event.chat_id, error)
             raise error
         try:
-            await self._dispatch(registration, message)
+            await self._dispatch(registration, event)
         except DeliveryError as exc:
-            self._delivery.record_failure(message.channel, message.chat_id, exc)
+            self._delivery.record_failure(event.channel, event.chat_id, exc)
             raise
 
-    async def _dispatch(self, registration: _Registration, message: OutboundMessage) -> None:
+    async def _dispatch(self, registration: _Registration, event: OutboundEvent) -> None:
         channel = registration.channel
-        typing_signal = message.typing_signal
-        if typing_signal is not None:
-            if typing_signal:
-                self.typing.start(channel, message.chat_id)
-            else:
-                self.typing.stop(channel.name, message.chat_id)
-            return
-        streamed = message.stream_id is not None and not message.media
-        if streamed and message.is_stream_snapshot:
-            if channel.supports_edit():
-                await self.streams.snapshot(channel, message, registration.edit_interval_s)
-            return
-        # The reply itself is here: the indicator stops before it, or it would linger after.
-        self.typing.stop(channel.name, message.chat_id)
-        if streamed and channel.supports_edit():
-            await self.streams.final(channel, message)
-        else:
-            await self._delivery.send_message(channel, message)
+        match event:
+            case TypingStarted(chat_id=chat_id):
+                self.typing.start(channel, chat_id)
+            case TypingStopped(chat_id=chat_id):
+                self.typing.stop(channel.name, chat_id)
+            case StreamSnapshot():
+                # A channel that cannot edit shows only the final reply.
+                if channel.supports_edit():
+                    await self.streams.snapshot(channel, event, registration.edit_interval_s)
+            case OutboundMessage():
+                # The reply itself is here: the indicator stops before it, or it would linger.
+                self.typing.stop(channel.name, event.chat_id)
+                streamed = event.stream_id is not None and not event.media
+                if streamed and channel.supports_edit():
+                    await self.streams.final(channel, event)
+                else:
+                    await self._delivery.send_message(channel, event)
+            case _:
+                assert_never(event)
 
-    async def _deliver_routed(self, message: OutboundMessage) -> None:
+    async def _deliver_routed(self, event: OutboundEvent) -> None:
         error: DeliveryError | None = None
         try:
-            await self.deliver(message)
+            await self.deliver(event)
         except DeliveryError as exc:
             # Already logged with its context and counted by `deliver`; the router goes on.
             error = exc
-        # A stream snapshot shares its reply's delivery id but is not the reply: only the
-        # final message counts as delivered.
-        delivered_reply = message.delivery_id is not None and not message.is_stream_snapshot
-        if self._on_delivered is not None and delivered_reply:
-            self._on_delivered(message, error)
+        # Only a reply is recorded as delivered: a snapshot shares its delivery id but is not it.
+        hook = self._on_delivered
+        if hook is not None and isinstance(event, OutboundMessage) and event.delivery_id:
+            hook(event, error)

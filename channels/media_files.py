@@ -20,8 +20,11 @@ from functools import cache
 from pathlib import Path
 
 import aiohttp
+import structlog
 
 from channels.errors import ChannelError
+
+log = structlog.get_logger(__name__)
 
 #: Larger files are not downloaded (MMS is at most 5 MB, WhatsApp media at most 100 MB).
 DEFAULT_MAX_BYTES = 25 * 1024 * 1024
@@ -101,6 +104,10 @@ class MediaStore:
         """Whether a file of `size` bytes (None: not known yet) may be kept."""
         return size is None or size <= self.max_bytes
 
+    def admits(self, size: int | None, **context: object) -> bool:
+        """`fits`, with a file that does not logged (with `context`) as too large."""
+        return not too_large(size, self.max_bytes, channel=self.channel, **context)
+
     async def save(self, target: Path, data: bytes) -> Path:
         """Write `data` to `target` (a path under `root`) off the event loop."""
         if not target.is_relative_to(self.root):
@@ -164,6 +171,16 @@ async def save_media(target: Path, data: bytes) -> Path:
     return target
 
 
+async def save_within(
+    target: Path, data: bytes, max_bytes: int, *, channel: str, **context: object
+) -> str | None:
+    """`save_media` for a download whose size is known only once it is read: the saved path,
+    or None when it is over `max_bytes` (`too_large` logs it with `context`)."""
+    if too_large(len(data), max_bytes, channel=channel, **context):
+        return None
+    return str(await save_media(target, data))
+
+
 def _write_file(target: Path, data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
@@ -171,14 +188,29 @@ def _write_file(target: Path, data: bytes) -> None:
     partial.replace(target)
 
 
-async def read_file(path_text: str, *, channel: str) -> bytes:
-    """An outbound media file, read off the event loop."""
+def too_large(size: int | None, max_bytes: int, *, channel: str, **context: object) -> bool:
+    """Whether a received file of `size` bytes (None: not known yet) is over `max_bytes`: then
+    it is not kept, and that is logged as `<channel>.media_too_large` with `context`."""
+    if size is None or size <= max_bytes:
+        return False
+    log.warning(f"{channel}.media_too_large", size=size, max_bytes=max_bytes, **context)
+    return True
+
+
+async def read_file(
+    path_text: str, *, channel: str, max_bytes: int | None = None, limit_note: str = ""
+) -> bytes:
+    """An outbound media file, read off the event loop; one over `max_bytes` is refused with
+    `limit_note` (what the platform takes) as the reason."""
     path = Path(path_text)
     try:
-        return await asyncio.to_thread(path.read_bytes)
+        data = await asyncio.to_thread(path.read_bytes)
     except OSError as error:
         raise ChannelError(
             f"cannot read media file {path}: {error.strerror}",
             channel=channel,
             suggestion="the agent must pass paths this process can read",
         ) from error
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ChannelError(f"{path.name} is {len(data)} bytes; {limit_note}", channel=channel)
+    return data

@@ -71,6 +71,18 @@ def backoff_delay_s(attempt: int, base_s: float, cap_s: float) -> float:
     return min(cap_s, base_s * 2.0 ** min(attempt - 1, 62))
 
 
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """The pause of a poller after a failed poll (Telegram's getUpdates, an IMAP session):
+    `initial_s` first, doubled after each further failure up to `max_s`."""
+
+    initial_s: float = 5.0
+    max_s: float = 60.0
+
+    def next(self, delay_s: float) -> float:
+        return min(delay_s * 2, self.max_s)
+
+
 def is_transient(exc: BaseException) -> bool:
     """Failures worth trying again after a pause, including the ones a channel forgot to wrap."""
     return isinstance(exc, TransientError | TimeoutError | OSError | aiohttp.ClientError)

@@ -1,11 +1,11 @@
 """The outbound router: from the bus to per-chat delivery lanes.
 
-Messages to one chat (channel, chat_id) are delivered one at a time, in order, by that chat's
+Events for one chat (channel, chat_id) are delivered one at a time, in order, by that chat's
 lane; different chats proceed concurrently, at most `max_active_chats` at once, so one slow chat
-(a rate limit, a long retry) does not hold the others back. At most `max_queued` messages wait
+(a rate limit, a long retry) does not hold the others back. At most `max_queued` events wait
 in lanes; past that the router stops reading the bus, which pushes back on the agent instead of
-buffering without bound. A stream snapshot with a newer message of the same stream queued
-behind it is skipped: snapshots are whole texts, so only the newest matters.
+buffering without bound. A stream snapshot with a newer snapshot or the final reply of the same
+stream queued behind it is skipped: snapshots are whole texts, so only the newest matters.
 """
 
 from __future__ import annotations
@@ -17,27 +17,36 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from bus import OutboundMessage
+from bus import OutboundEvent, OutboundMessage, StreamSnapshot
 
 log = structlog.get_logger(__name__)
 
 LaneKey = tuple[str, str]
 
 
+def _stream_of(event: OutboundEvent) -> str | None:
+    """The stream a snapshot or a streamed reply's final belongs to; None for anything else."""
+    match event:
+        case StreamSnapshot() | OutboundMessage():
+            return event.stream_id
+        case _:
+            return None
+
+
 @dataclass(eq=False)
 class _Lane:
-    items: deque[tuple[int, OutboundMessage]] = field(default_factory=deque)
-    #: stream_id -> sequence number of that stream's newest message in this lane
+    items: deque[tuple[int, OutboundEvent]] = field(default_factory=deque)
+    #: stream_id -> sequence number of that stream's newest event in this lane
     newest: dict[str, int] = field(default_factory=dict)
 
-    def superseded(self, seq: int, message: OutboundMessage) -> bool:
-        stream_id = message.stream_id
+    def superseded(self, seq: int, event: OutboundEvent) -> bool:
+        stream_id = _stream_of(event)
         if stream_id is None:
             return False
         newest = self.newest.get(stream_id, seq)
         if newest == seq:
             del self.newest[stream_id]
-        return message.is_stream_snapshot and newest > seq
+        return isinstance(event, StreamSnapshot) and newest > seq
 
 
 class OutboundRouter:
@@ -45,7 +54,7 @@ class OutboundRouter:
 
     def __init__(
         self,
-        deliver: Callable[[OutboundMessage], Awaitable[None]],
+        deliver: Callable[[OutboundEvent], Awaitable[None]],
         source_depth: Callable[[], int],
         *,
         max_active_chats: int = 64,
@@ -66,7 +75,7 @@ class OutboundRouter:
     def active_chats(self) -> int:
         return len(self._lanes)
 
-    async def run(self, source: AsyncIterator[OutboundMessage]) -> None:
+    async def run(self, source: AsyncIterator[OutboundEvent]) -> None:
         """Until the source ends (or `close_intake()`) and every lane has delivered."""
         try:
             async with asyncio.TaskGroup() as group:
@@ -81,7 +90,7 @@ class OutboundRouter:
             self._reader.cancel()
 
     async def wait_idle(self) -> None:
-        """Until every message read so far is delivered and the source has nothing waiting,
+        """Until every event read so far is delivered and the source has nothing waiting,
         or the router has finished."""
         while True:
             self._changed.clear()
@@ -89,25 +98,25 @@ class OutboundRouter:
                 return
             await self._changed.wait()
 
-    async def _read(self, source: AsyncIterator[OutboundMessage], group: asyncio.TaskGroup) -> None:
-        async for message in source:
+    async def _read(self, source: AsyncIterator[OutboundEvent], group: asyncio.TaskGroup) -> None:
+        async for event in source:
             self._in_flight += 1
             try:
-                lane = await self._lane_for(message, group)
+                lane = await self._lane_for(event, group)
             except asyncio.CancelledError:
                 self._in_flight -= 1
                 self._changed.set()
                 raise
             # No await between finding the lane and appending: a lane only closes when empty.
             self._seq += 1
-            lane.items.append((self._seq, message))
-            if message.stream_id is not None:
-                lane.newest[message.stream_id] = self._seq
+            lane.items.append((self._seq, event))
+            if (stream_id := _stream_of(event)) is not None:
+                lane.newest[stream_id] = self._seq
 
-    async def _lane_for(self, message: OutboundMessage, group: asyncio.TaskGroup) -> _Lane:
-        """The chat's lane, opened when needed, once the message has a queue slot."""
+    async def _lane_for(self, event: OutboundEvent, group: asyncio.TaskGroup) -> _Lane:
+        """The chat's lane, opened when needed, once the event has a queue slot."""
         await self._queue_slots.acquire()
-        key = (message.channel, message.chat_id)
+        key = (event.channel, event.chat_id)
         lane = self._lanes.get(key)
         if lane is None:
             try:
@@ -123,10 +132,10 @@ class OutboundRouter:
     async def _drain(self, key: LaneKey, lane: _Lane) -> None:
         try:
             while lane.items:
-                seq, message = lane.items.popleft()
+                seq, event = lane.items.popleft()
                 try:
-                    if not lane.superseded(seq, message):
-                        await self._deliver_one(message)
+                    if not lane.superseded(seq, event):
+                        await self._deliver_one(event)
                 finally:
                     self._queue_slots.release()
                     self._in_flight -= 1
@@ -136,15 +145,15 @@ class OutboundRouter:
             self._active_chats.release()
             self._changed.set()
 
-    async def _deliver_one(self, message: OutboundMessage) -> None:
+    async def _deliver_one(self, event: OutboundEvent) -> None:
         try:
-            await self._deliver(message)
+            await self._deliver(event)
         except Exception as exc:
-            # Supervision point (per message): one bad message must never stop the router.
+            # Supervision point (per message): one bad event must never stop the router.
             log.error(
                 "router.outbound_failed",
-                channel=message.channel,
-                chat_id=message.chat_id,
+                channel=event.channel,
+                chat_id=event.chat_id,
                 error=f"{type(exc).__name__}: {exc}",
                 exc_info=exc,
             )

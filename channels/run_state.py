@@ -4,17 +4,18 @@ Every channel that receives in `start()` keeps the same four facts: `stopping` (
 `stop()`; a stopped channel stays stopped), `idle` (set while no `start()` runs, so `stop()`
 can wait for it to let go of its connections), `receiving` (set while `start()` takes
 messages; tests and `wait_receiving` wait on it) and `fatal` (the `FatalChannelError` that
-ended it). `health` turns them into the status page's answer; a channel passes its own view
-of a running connection where it has one.
+ended it: `refused` records the platform refusing the credentials, at start or mid-run, and
+wakes `receive_until`). `health` turns them into the status page's answer; a channel passes
+its own view of a running connection where it has one.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from channels.errors import FatalChannelError
+from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.stopping import until_stopped
 
@@ -26,6 +27,8 @@ class RunState:
         self.idle.set()
         self.receiving = asyncio.Event()
         self.fatal: FatalChannelError | None = None
+        #: Set by `refused`: the credentials are dead, `receive_until` ends.
+        self.dead = asyncio.Event()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -37,13 +40,43 @@ class RunState:
             self.receiving.clear()
             self.idle.set()
 
-    async def receive_until(self, dead: asyncio.Event, *, name: str) -> None:
-        """Receiving (webhooks arrive meanwhile) until `stop()` or `dead` (the platform
+    async def receive_until(self, *, name: str) -> None:
+        """Receiving (webhooks arrive meanwhile) until `stop()` or `refused` (the platform
         rejected the credentials); then the fatal error, if one was recorded, is raised."""
         self.receiving.set()
-        await until_stopped(dead.wait(), self.stopping, name=name)
+        await until_stopped(self.dead.wait(), self.stopping, name=name)
         if self.fatal is not None and not self.stopping.is_set():
             raise self.fatal
+
+    async def check_credentials(
+        self,
+        probe: Callable[[], Awaitable[object]],
+        what: str,
+        *,
+        channel: str,
+        refusal: type[ChannelError] = AuthError,
+        suggestion: str | None = None,
+    ) -> None:
+        """Run `probe` (the channel's credentials check); a `refusal` it raises is `refused`
+        (`what` and `suggestion` as there) and raised as that fatal error."""
+        try:
+            await probe()
+        except refusal as error:
+            raise self.refused(what, error, channel=channel, suggestion=suggestion) from error
+
+    def refused(
+        self, what: str, error: ChannelError, *, channel: str, suggestion: str | None = None
+    ) -> FatalChannelError:
+        """The platform refused the credentials (`what`, e.g. "Slack refused the credentials",
+        because of `error`): recorded as the fatal error that ends this run, and returned for
+        the caller to raise. The suggestion is `error`'s unless one is given."""
+        self.fatal = FatalChannelError(
+            f"{what} ({error})",
+            channel=channel,
+            suggestion=error.suggestion if suggestion is None else suggestion,
+        )
+        self.dead.set()
+        return self.fatal
 
     async def stop(self) -> None:
         """Ask `start()` to end and wait until it has (let go of its connections)."""

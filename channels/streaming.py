@@ -1,12 +1,12 @@
 """Stream editing: a streamed reply shown growing in one message, edited in place.
 
-The agent sends snapshots (the whole reply so far) sharing a `stream_id`; the last one has
-`stream_final`. On a channel that can edit, the first snapshot is sent and later ones edit that
-message, at most once per `edit_interval_s`. Snapshots arriving within the interval are
-coalesced: only the newest is kept, and the flusher shows it once the interval has passed (or
-the final replaces it). Identical edits are skipped. When the text would pass the platform's
-limit, measured after formatting, the message is finished at a natural break and the rest
-continues in a new message.
+The agent sends snapshots (`StreamSnapshot`: the whole reply so far) sharing a `stream_id`,
+then the final reply with that `stream_id`. On a channel that can edit, the first snapshot is
+sent and later ones edit that message, at most once per `edit_interval_s`. Snapshots arriving
+within the interval are coalesced: only the newest is kept, and the flusher shows it once the
+interval has passed (or the final replaces it). Identical edits are skipped. When the text
+would pass the platform's limit, measured after formatting, the message is finished at a
+natural break and the rest continues in a new message.
 
 Where a message starts: each message shows `carry + snapshot[offset:]`. At a rollover, `carry`
 becomes the raw text of the splitter's last chunk and `offset` the end of the snapshot, so the
@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from bus import OutboundMessage
+from bus import OutboundMessage, StreamSnapshot
 from channels.base import Channel
-from channels.delivery import Chunk, Delivery, fit_chunks
+from channels.coalesce_fit import Chunk, fit_chunks
+from channels.delivery import Delivery
 from channels.errors import DeliveryError
 from channels.retry import Clock, Reason, Sleep
 from channels.stopping import sleep_unless_set
@@ -126,12 +127,12 @@ class StreamEditor:
         return len(self._streams)
 
     async def snapshot(
-        self, channel: Channel, message: OutboundMessage, edit_interval_s: float
+        self, channel: Channel, snapshot: StreamSnapshot, edit_interval_s: float
     ) -> None:
         """Show an intermediate snapshot, now or (coalesced) once the edit interval passed."""
-        assert message.stream_id is not None
+        message = snapshot.reply
         self._expire_abandoned()
-        key = (channel.name, message.chat_id, message.stream_id)
+        key = (channel.name, snapshot.chat_id, snapshot.stream_id)
         stream = self._streams.get(key)
         if stream is None:
             stream = _Stream(channel, message, edit_interval_s, touched_at=self._clock())
@@ -224,18 +225,16 @@ class StreamEditor:
         if not display.strip():
             return
         channel = stream.channel
-        formatted = channel.format_outbound(display)
-        if not channel.limit.fits(formatted):
-            chunks = fit_chunks(channel, display, max_chunks=None)
-            if len(chunks) > 1:
-                await self._roll_over(stream, snapshot, chunks)
-                return
-        chunk = Chunk(display, formatted)
+        chunks = fit_chunks(channel, display, max_chunks=None)
+        if len(chunks) > 1:
+            await self._roll_over(stream, snapshot, chunks)
+            return
+        [chunk] = chunks
         if stream.message_id is None:
             await self._open(stream, chunk)
-        elif formatted != stream.shown:
+        elif chunk.formatted != stream.shown:
             await self._delivery.edit(channel, stream.chat_id, stream.message_id, chunk)
-            stream.shown = formatted
+            stream.shown = chunk.formatted
             stream.last_edit_at = self._clock()
 
     async def _roll_over(self, stream: _Stream, snapshot: str, chunks: list[Chunk]) -> None:
@@ -249,7 +248,7 @@ class StreamEditor:
         stream.message_id, stream.shown = None, ""
         stream.carry = _continuation(tail.raw, snapshot)
         stream.offset = len(snapshot.rstrip())
-        await self._open(stream, Chunk(stream.carry, stream.channel.format_outbound(stream.carry)))
+        await self._open(stream, Chunk.rendered(stream.channel, stream.carry))
 
     async def _open(self, stream: _Stream, chunk: Chunk) -> None:
         message_id = await self._delivery.send_chunk_with_id(

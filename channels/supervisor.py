@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -27,6 +27,17 @@ from channels.retry import Clock, Jitter, Sleep, backoff_delay_s, full_jitter
 from channels.stopping import sleep_unless_set
 
 log = structlog.get_logger(__name__)
+
+#: How the supervisor runs a channel's receiver: by default `channel.start(inbound)`. A
+#: cluster's ingress injects `channels.leased.LeasedChannels`, which starts a single-poller
+#: channel only while this process holds its lease. `stopping` is set once the channel is
+#: asked to stop, so a strategy that is still waiting to start it can give up.
+RunChannel = Callable[[Channel, InboundSender, asyncio.Event], Awaitable[None]]
+
+
+async def start_channel(channel: Channel, inbound: InboundSender, stopping: asyncio.Event) -> None:
+    """The default `RunChannel`: the channel's own `start()`, which `stop()` ends."""
+    await channel.start(inbound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +82,10 @@ class ChannelSupervisor:
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
         jitter: Jitter = full_jitter,
+        run_channel: RunChannel = start_channel,
     ) -> None:
         self.channel = channel
+        self._run_channel = run_channel
         self.policy = policy or RestartPolicy()
         self._open_inbound = open_inbound
         self._metrics = metrics
@@ -135,7 +148,7 @@ class ChannelSupervisor:
             self._set_state(SupervisorState.RUNNING, "")
             started_at = self._clock()
             try:
-                await self.channel.start(inbound)
+                await self._run_channel(self.channel, inbound, self._stop_requested)
                 failure = "start() returned while the channel was meant to run"
             except Exception as exc:
                 if (fatal := _fatal_in(exc)) is not None:

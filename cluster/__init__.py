@@ -7,4 +7,6 @@ partition (`max_ack_pending=1`, so a chat's turns run one at a time, in order), 
 reply recorded in PostgreSQL before it is published and the inbound message acknowledged.
 
 nats-py is imported only by the modules that talk to NATS, and only when a config asks for it.
+
+`cluster.lease` keeps exactly one active poller per bot account across ingress processes.
 """

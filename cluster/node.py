@@ -29,6 +29,7 @@ from cluster.connection import (
 )
 from cluster.delivery import Deliver, ReplyDelivery
 from cluster.metrics import ClusterMetrics
+from cluster.poller_leases import PollerLeases
 from cluster.status import StatusBoard, StatusPublisher
 from cluster.streams import ensure_streams, names_of
 from cluster.subjects import ClusterNames
@@ -65,6 +66,9 @@ class ClusterNode:
         self.worker: Worker | None = None
         self.delivery: ReplyDelivery | None = None
         self._worker_profiles: dict[str, ProfileWorker] = {}
+        self._registry = registry
+        #: An ingress's poller leases: its single-poller channels poll only while it holds one.
+        self.leases: PollerLeases | None = None
 
     @property
     def runs_worker(self) -> bool:
@@ -116,6 +120,13 @@ class ClusterNode:
             )
         if self.runs_ingress:
             self.delivery = ReplyDelivery(self._js, self.config, self.id)
+            self.leases = await PollerLeases.open(
+                self._js,
+                self.config.stream_prefix,
+                self._registry,
+                replicas=self.config.replicas,
+                holder=self.id,
+            )
 
     async def __aexit__(
         self,

@@ -1,4 +1,11 @@
-"""One model per chat platform a profile connects to, told apart by `type`."""
+"""One model per chat platform a profile connects to, told apart by `type`.
+
+The platform models (here and in `config.channels_*`) declare their fields one by one even where
+they look alike (allow, webhook_path, api_base_url, timeouts): each description documents that
+platform in the generated reference (`python -m config.reference`), so the parallel is on
+purpose. What they share in behaviour is written once: `ChannelConfigBase`, the types of
+`config.common`, and `require_in_mode` for the keys a mode needs.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +32,7 @@ from config.http_limits import (
     HttpLimitsConfig,
     loopback_hosts,
 )
-from config.problems import ConfigValueError
+from config.problems import ConfigValueError, require_in_mode
 
 # Telegram's own rule for the X-Telegram-Bot-Api-Secret-Token header.
 _TELEGRAM_SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -109,20 +116,21 @@ class TelegramConfig(ChannelConfigBase):
 
     @model_validator(mode="after")
     def _webhook_needs_url(self) -> Self:
-        if self.mode == "webhook" and self.webhook_url is None:
-            raise ConfigValueError(
-                "webhook mode requires 'webhook_url'",
-                "add webhook_url: https://your.host/telegram/webhook, or use mode: polling",
-                at=("mode",),
-            )
-        if self.mode == "webhook" and self.secret_token is None:
-            # Without it anyone who finds the URL can post forged updates as any user.
-            raise ConfigValueError(
-                "webhook mode requires 'secret_token' (it proves an update comes from Telegram)",
-                "add secret_token: ${TELEGRAM_SECRET_TOKEN} (e.g. from `openssl rand -hex 32`), "
-                "or use mode: polling",
-                at=("mode",),
-            )
+        require_in_mode(
+            self,
+            "webhook",
+            "webhook_url",
+            "add webhook_url: https://your.host/telegram/webhook, or use mode: polling",
+        )
+        # Without it anyone who finds the URL can post forged updates as any user.
+        require_in_mode(
+            self,
+            "webhook",
+            "secret_token",
+            "add secret_token: ${TELEGRAM_SECRET_TOKEN} (e.g. from `openssl rand -hex 32`), "
+            "or use mode: polling",
+            why=" (it proves an update comes from Telegram)",
+        )
         return self
 
 
@@ -160,18 +168,18 @@ class SlackConfig(ChannelConfigBase):
 
     @model_validator(mode="after")
     def _mode_credentials(self) -> Self:
-        if self.mode == "socket" and self.app_token is None:
-            raise ConfigValueError(
-                "socket mode requires 'app_token'",
-                "add app_token: ${SLACK_APP_TOKEN} (an xapp- token), or use mode: http",
-                at=("mode",),
-            )
-        if self.mode == "http" and self.signing_secret is None:
-            raise ConfigValueError(
-                "http mode requires 'signing_secret'",
-                "add signing_secret: ${SLACK_SIGNING_SECRET}, or use mode: socket",
-                at=("mode",),
-            )
+        require_in_mode(
+            self,
+            "socket",
+            "app_token",
+            "add app_token: ${SLACK_APP_TOKEN} (an xapp- token), or use mode: http",
+        )
+        require_in_mode(
+            self,
+            "http",
+            "signing_secret",
+            "add signing_secret: ${SLACK_SIGNING_SECRET}, or use mode: socket",
+        )
         return self
 
 

@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from config.channels import ChannelConfigBase
 from config.common import AllowEntry, HttpUrlText, OptionalSecret, Secret, UrlPath
-from config.problems import ConfigValueError
+from config.problems import require_in_mode
 
 
 class FeishuConfig(ChannelConfigBase):
@@ -49,18 +49,11 @@ class FeishuConfig(ChannelConfigBase):
 
     @model_validator(mode="after")
     def _webhook_secrets(self) -> Self:
-        if self.mode != "webhook":
-            return self
         needed = (
             ("encrypt_key", "FEISHU_ENCRYPT_KEY"),
             ("verification_token", "FEISHU_VERIFICATION_TOKEN"),
         )
         for key, env in needed:
-            if getattr(self, key) is None:
-                raise ConfigValueError(
-                    f"webhook mode requires '{key}'",
-                    f"add {key}: ${{{env}}} (from the app's Events and Callbacks page), "
-                    "or use mode: websocket",
-                    at=(key,),
-                )
+            fix = f"add {key}: ${{{env}}} (from the app's Events and Callbacks page), "
+            require_in_mode(self, "webhook", key, fix + "or use mode: websocket", at=(key,))
         return self

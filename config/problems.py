@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 #: One step into a YAML document: a mapping key or a list index.
 PathPart = str | int
@@ -83,3 +83,17 @@ class ConfigValueError(ValueError):
         self.message = message
         self.suggestion = suggestion
         self.at = at
+
+
+class _HasModes(Protocol):
+    @property
+    def mode(self) -> str: ...
+
+
+def require_in_mode(
+    model: _HasModes, mode: str, key: str, fix: str, *, why: str = "", at: DataPath = ("mode",)
+) -> None:
+    """Refuse `model` in `mode` while `key` is unset: the problem names both, and `why` says
+    what the key is for; `fix` tells what to add (or which other mode needs no such key)."""
+    if model.mode == mode and getattr(model, key) is None:
+        raise ConfigValueError(f"{mode} mode requires '{key}'{why}", fix, at=at)

@@ -85,7 +85,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"error: {unreachable}", file=sys.stderr)
             return EXIT_PORT_BUSY  # the same EX_UNAVAILABLE: a service the daemon needs is away
     log_stream = terminal_log_file(loaded)
-    configure_logging(loaded.gateway.logging.level, loaded.gateway.logging.format, log_stream)
+    configure_logging(
+        loaded.gateway.logging.level,
+        loaded.gateway.logging.format,
+        log_stream,
+        once_per_process=True,
+    )
     reload_config: Callable[[], LoadedConfig] | None = None
     if args.config is not None:
         config_path, data_dir = args.config, args.data_dir

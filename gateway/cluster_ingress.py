@@ -6,10 +6,9 @@ from the outbound stream: the node's delivery loops hand each one to `deliver`, 
 with this profile's channel manager. Notices that are not answers (a stranger's "your id is")
 stay in the process, on a local bus to the same manager.
 
-Polling channels (Telegram long polling) must have one poller per bot across ingress processes.
-Until the poller lease (`cluster.lease.PollerLease`) is connected here, every ingress polls:
-run one ingress with such channels. The place for it is `register_channels`' result: a polling
-channel is registered only while this process holds its lease.
+Polling channels (Telegram long polling, IMAP) have one poller per bot across ingress processes:
+the channel manager starts a single-poller channel only while this process holds its lease
+(`cluster.poller_leases`), so a standby ingress takes over when the holder dies.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from channels.errors import DeliveryError
 from channels.health import ChannelHealth
 from channels.manager import ChannelManager
 from channels.metrics import ChannelMetrics
+from channels.supervisor import start_channel
 from cluster.ingress_intake import ClusterIntake
 from cluster.node import ClusterNode
 from config import ProfileConfig
@@ -33,7 +33,7 @@ from config.store import StoreConfig
 from gateway.history import ProfileHistory
 from gateway.metrics import GatewayMetrics
 from gateway.pairing import Pairing
-from gateway.profile_channels import register_channels
+from gateway.profile_channels import build_channels, register_all
 from gateway.strangers import StrangerNotices
 from gateway.webhooks import WebhookRoutes
 from sessions import ActiveTopics, SessionManager
@@ -99,6 +99,13 @@ class IngressProfile:
                 publisher,
                 metrics=ChannelMetrics(self._metrics.registry, self.profile_id),
                 intake=lambda: intake,
+                # A single-poller channel (Telegram long polling, IMAP) polls only while this
+                # process holds its lease: one poller per bot across every ingress.
+                run_channel=(
+                    node.leases.for_profile(self.profile_id)
+                    if node.leases is not None
+                    else start_channel
+                ),
             )
             intake = ClusterIntake(
                 self.profile_id,
@@ -113,16 +120,16 @@ class IngressProfile:
             pairing = Pairing(self.profile_id, self._root)
             await pairing.load()
             strangers.stranger_notice = pairing.stranger_notice
-            register_channels(
+            built = build_channels(
                 self.profile_id,
                 self._config,
                 self._root,
-                channels,
                 history=history,
                 pairing=pairing,
                 webhooks=self._webhooks,
                 request_shutdown=self._request_shutdown,
             )
+            register_all(channels, built, self._config)
             self._channels = channels
             async with asyncio.TaskGroup() as tasks:
                 channel_task = tasks.create_task(channels.run(), name=f"channels:{self.profile_id}")

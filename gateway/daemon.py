@@ -114,7 +114,7 @@ class Daemon:
     async def run(self) -> int:
         settings = self._loaded.gateway
         for warning in self._loaded.warnings:
-            log.warning("config warning", detail=str(warning))
+            log.warning("config.warning", detail=str(warning))
         http = settings.http
         install_accept_error_log(asyncio.get_running_loop(), http.limits.accept_error_interval_s)
         guard = ConnectionGuard(http.limits, "http", http.max_body_bytes)
@@ -139,14 +139,15 @@ class Daemon:
             await self.http.start()
         except OSError as error:
             log.error(
-                "cannot start the HTTP server",
+                "daemon.http_unavailable",
+                detail="cannot start the HTTP server",
                 address=f"{settings.http.host}:{settings.http.port}",
                 error=str(error),
                 suggestion="choose a free port in gateway.yaml's http.port (0 picks one)",
             )
             return EXIT_NO_HTTP
         log.info(
-            "http server listening",
+            "daemon.listening",
             url=f"http://{settings.http.host}:{self.http.bound_port}",
             health="/healthz",
         )
@@ -165,7 +166,7 @@ class Daemon:
                 await self._serve(settings.shutdown_grace_s)
         finally:
             await self.http.stop()
-        log.info("daemon stopped")
+        log.info("daemon.stopped")
         return 0
 
     def _cluster_node(self) -> ClusterNode:
@@ -238,13 +239,15 @@ class Daemon:
 
         def on_stop(signame: str) -> None:
             if self._shutdown_requested:
-                log.warning("second signal: exiting at once", signal=signame)
+                log.warning(
+                    "daemon.forced_exit", signal=signame, detail="second signal: exiting at once"
+                )
                 os._exit(EXIT_FORCED)
-            log.info("shutting down", signal=signame)
+            log.info("daemon.shutting_down", signal=signame)
             self.request_shutdown()
 
         def on_reload() -> None:
-            log.info("reload requested", signal="SIGHUP")
+            log.info("reload.requested", signal="SIGHUP")
             self._reload_requested = True
             self._wake.set()
 
@@ -292,7 +295,7 @@ class Daemon:
             await runtime.run()
         except Exception:
             # Supervision point: one broken profile must not take the others down.
-            log.exception("profile failed", profile=runtime.profile_id)
+            log.exception("profile.failed", profile=runtime.profile_id)
 
     async def _stop_profiles(self, profile_ids: list[str], grace_s: float) -> None:
         entries = [self._profiles.pop(pid) for pid in profile_ids if pid in self._profiles]
@@ -303,7 +306,7 @@ class Daemon:
             return
         _done, late = await asyncio.wait(tasks, timeout=grace_s)
         for task in late:
-            log.warning("profile did not stop within the grace period", task=task.get_name())
+            log.warning("profile.stop_grace_exceeded", task=task.get_name())
             task.cancel()
         if late:
             await asyncio.wait(late)
@@ -313,13 +316,13 @@ class Daemon:
 
     async def _apply_reload(self) -> None:
         if self._reload_config is None:
-            log.info("reload requested, but the daemon runs the embedded default config")
+            log.info("reload.ignored", detail="the daemon runs the embedded default config")
             return
         try:
             fresh = await asyncio.to_thread(self._reload_config)
         except ConfigError as error:
             for problem in error.problems:
-                log.error("reload refused: invalid config", problem=str(problem))
+                log.error("reload.refused", detail="invalid config", problem=str(problem))
             return
         if fresh.gateway.store != self._store:
             log.warning(
@@ -334,7 +337,7 @@ class Daemon:
             if pid in current and current[pid] != config
         ]
         added = [pid for pid in fresh.profiles if pid not in current]
-        log.info("reloading profiles", added=added, removed=removed, changed=changed)
+        log.info("reload.profiles_changed", added=added, removed=removed, changed=changed)
         await self._stop_profiles(removed + changed, self._loaded.gateway.shutdown_grace_s)
         self._loaded = fresh
         self._hosts.allowed = self._http_names()

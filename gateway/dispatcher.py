@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 
@@ -32,7 +33,7 @@ from channels.base import Channel
 from gateway.commands import IMMEDIATE, ChatStatus, Commands, parse_command
 from gateway.intake import Intake, IntakeSettings
 from gateway.journal import Journal, Outcome, Received, Recovery, restore_sessions
-from gateway.lanes import CommandItem, LaneItem, Lanes, QueueMode, TurnItem
+from gateway.lanes import CommandItem, Commit, LaneItem, Lanes, QueueMode, TurnItem
 from gateway.metrics import GatewayMetrics
 from gateway.turn_task import turn_task
 from gateway.turns import FAILED_TURN_REPLY, TurnResult, TurnRunner
@@ -238,17 +239,16 @@ class Dispatcher:
                 )
             )
 
-    # Running an item (in its lane's task)
+    # Running an item (in its lane's task: the work, then its commit, which an abort spares)
 
-    async def _run_item(self, item: LaneItem) -> None:
+    async def _run_item(self, item: LaneItem) -> Commit:
         trigger = item.trigger.message
         chat = trigger.session_key(self._settings.profile)
         key = self._commands.current_key(chat)
         if isinstance(item, CommandItem):
             command = parse_command(trigger.content)
             assert command is not None
-            await self._run_command(item, chat, command)
-            return
+            return await self._run_command(item, chat, command)
         async with self._turn_slots:
             turn_id = str(new_turn_id())
             channel = self._channel_named(trigger.channel)
@@ -276,31 +276,34 @@ class Dispatcher:
         messages = [result.user_message]
         if not result.failed:
             messages.append(Message.assistant(result.reply))
-        await asyncio.shield(
-            self._answer(
-                list(item.received),
-                result.reply,
-                messages=messages,
-                key=key,
-                turn_id=turn_id,
-                failed=result.failed,
-                result=result,
-            )
+        return partial(
+            self._answer,
+            list(item.received),
+            result.reply,
+            messages=messages,
+            key=key,
+            turn_id=turn_id,
+            failed=result.failed,
+            result=result,
         )
 
     async def _run_command(
         self, item: CommandItem, chat: SessionKey, command: tuple[str, str]
-    ) -> None:
+    ) -> Commit:
         name, argument = command
         try:
             text = await self._commands.run(chat, name, argument)
         except Exception as error:
             log.exception("dispatcher.command_failed", command=name)
             text = FAILED_TURN_REPLY.format(reason=f"{type(error).__name__}: {error}")
-        await asyncio.shield(self._answer([item.received], text, messages=[]))
-        if name in ARCHIVING_COMMANDS:
-            # Older outcomes must never be replayed into the session that was just archived.
-            await self.checkpoint()
+
+        async def commit() -> None:
+            await self._answer([item.received], text, messages=[])
+            if name in ARCHIVING_COMMANDS:
+                # Older outcomes must never be replayed into the session just archived.
+                await self.checkpoint()
+
+        return commit
 
     async def _answer(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import importlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -152,18 +153,18 @@ async def probe_nats(url: str, timeout_s: float) -> ProbeResult:
         return ProbeResult(
             check, Outcome.FAIL, "nats-py is not installed", "pip install 'octos-gateway[nats]'"
         )
-    try:
-        async with asyncio.timeout(timeout_s):
-            client = await nats.connect(url, connect_timeout=timeout_s, allow_reconnect=False)
-            await client.close()
-    except (OSError, TimeoutError, nats_errors.Error) as error:
-        return ProbeResult(
-            check,
-            Outcome.FAIL,
-            f"cannot connect: {type(error).__name__}",
-            "check the NATS URL and that the server runs",
-        )
-    return ProbeResult(check, Outcome.OK, "connected")
+
+    async def connect_and_close() -> None:
+        client = await nats.connect(url, connect_timeout=timeout_s, allow_reconnect=False)
+        await client.close()
+
+    return await _connection_probe(
+        check,
+        connect_and_close,
+        nats_errors.Error,
+        "check the NATS URL and that the server runs",
+        timeout_s,
+    )
 
 
 async def probe_postgres(dsn: str, timeout_s: float) -> ProbeResult:
@@ -173,17 +174,33 @@ async def probe_postgres(dsn: str, timeout_s: float) -> ProbeResult:
         asyncpg = importlib.import_module("asyncpg")
     except ModuleNotFoundError:
         return ProbeResult(check, Outcome.FAIL, "asyncpg is not installed", "pip install asyncpg")
+
+    async def connect_and_close() -> None:
+        connection = await asyncpg.connect(dsn, timeout=timeout_s)
+        await connection.close()
+
+    return await _connection_probe(
+        check,
+        connect_and_close,
+        asyncpg.PostgresError,
+        "check the DSN and that PostgreSQL runs",
+        timeout_s,
+    )
+
+
+async def _connection_probe(
+    check: str,
+    connect_and_close: Callable[[], Awaitable[None]],
+    client_error: type[Exception],
+    fix: str,
+    timeout_s: float,
+) -> ProbeResult:
+    """OK when a server lets its client connect within `timeout_s`; else FAIL with `fix`."""
     try:
         async with asyncio.timeout(timeout_s):
-            connection = await asyncpg.connect(dsn, timeout=timeout_s)
-            await connection.close()
-    except (OSError, TimeoutError, asyncpg.PostgresError) as error:
-        return ProbeResult(
-            check,
-            Outcome.FAIL,
-            f"cannot connect: {type(error).__name__}",
-            "check the DSN and that PostgreSQL runs",
-        )
+            await connect_and_close()
+    except (OSError, TimeoutError, client_error) as error:
+        return ProbeResult(check, Outcome.FAIL, f"cannot connect: {type(error).__name__}", fix)
     return ProbeResult(check, Outcome.OK, "connected")
 
 

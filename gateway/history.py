@@ -9,7 +9,7 @@ from sessions.errors import SessionError, UnsupportedSessionSchema
 
 
 class ProfileHistory:
-    """Implements `channels.api.history.ChatHistory` over the session manager."""
+    """Implements `channels.history.ChatHistory` over the session manager."""
 
     def __init__(self, profile: str, sessions: SessionManager, topics: ActiveTopics) -> None:
         self._profile = profile

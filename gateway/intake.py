@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import structlog
 from prometheus_client import Counter
 
-from bus import AgentHandle, InboundMessage, InboundRefused, PipeClosed
+from bus import AgentHandle, InboundMessage, InboundRefused
 from channels.base import Channel
 from gateway.journal import Journal, Received
 from gateway.metrics import GatewayMetrics
@@ -39,6 +39,10 @@ class IntakeSettings:
 
 
 class Intake:
+    # Its constructor takes the journal, bus handle, channel lookup and metrics the dispatcher
+    # takes, on purpose: the dispatcher builds it from its own and hands it those, the intake
+    # being the dispatcher's front half (admission and durability) in a module of its own.
+
     def __init__(
         self,
         settings: IntakeSettings,
@@ -151,20 +155,12 @@ class Intake:
 
 
 class ProfileIntake:
-    """The `InboundSender` every channel of a profile gets: `send` returns once durable.
+    """The `InboundSender` every channel of a profile gets: `send` returns once durable."""
 
-    Built before the intake it forwards to (channels are registered first) and connected after.
-    """
-
-    def __init__(self) -> None:
-        self._intake: Intake | None = None
-
-    def connect(self, intake: Intake) -> None:
+    def __init__(self, intake: Intake) -> None:
         self._intake = intake
 
     async def send(self, message: InboundMessage) -> None:
-        if self._intake is None:
-            raise PipeClosed("the profile is not running")
         await self._intake.receive(message)
 
     def close(self) -> None:

@@ -10,6 +10,11 @@ the newest message. A lane exists only while it has work: an idle chat costs no 
 Every item is already durable in the journal; the lane holds no more than the intake's backlog
 bound lets in. Items dropped (abort, interrupt) are handed to `on_dropped`, so the journal can
 record that they will not be answered.
+
+An item runs in its lane's own task, in two phases: the work (an agent turn), which an abort or
+an interrupt cancels, and then its commit (record the outcome, write the session, send the
+reply), which nothing but shutdown interrupts: a reply that exists is answered. One task per
+busy chat, none per item.
 """
 
 from __future__ import annotations
@@ -63,15 +68,21 @@ class CommandItem:
 
 
 LaneItem = TurnItem | CommandItem
-Runner = Callable[[LaneItem], Awaitable[None]]
+#: What an item does once its work is done and can no longer be cancelled by an abort.
+Commit = Callable[[], Awaitable[None]]
+#: Does an item's work; returns its commit, or None when there is nothing to commit.
+Runner = Callable[[LaneItem], Awaitable[Commit | None]]
 Dropped = Callable[[list[LaneItem]], None]
 
 
 @dataclass(eq=False)
 class Lane:
     pending: list[LaneItem] = field(default_factory=list)
-    current: asyncio.Task[None] | None = None
     current_item: LaneItem | None = None
+    #: The current item is past its work: an abort no longer cancels it.
+    committing: bool = False
+    #: An abort cancelled the worker; the CancelledError it gets is ours, not shutdown's.
+    aborting: bool = False
     worker: asyncio.Task[None] | None = None
 
 
@@ -92,7 +103,7 @@ class Lanes:
 
     def busy(self, chat: str) -> bool:
         lane = self._lanes.get(chat)
-        return lane is not None and lane.current is not None
+        return lane is not None and lane.current_item is not None
 
     def backlog(self, chat: str) -> int:
         """How many messages of `chat` wait or run."""
@@ -105,7 +116,11 @@ class Lanes:
     def submit(self, chat: str, item: LaneItem) -> None:
         """Queue `item` behind the chat's earlier work."""
         lane = self._lanes.setdefault(chat, Lane())
-        if isinstance(item, TurnItem) and self._mode == "interrupt" and lane.current is not None:
+        if (
+            isinstance(item, TurnItem)
+            and self._mode == "interrupt"
+            and lane.current_item is not None
+        ):
             dropped: list[LaneItem] = [q for q in lane.pending if isinstance(q, TurnItem)]
             lane.pending = [queued for queued in lane.pending if not isinstance(queued, TurnItem)]
             self._cancel_current(lane, dropped)
@@ -119,21 +134,25 @@ class Lanes:
         if lane is None:
             return False
         dropped, lane.pending = lane.pending, []
-        if lane.current is not None:
-            self._cancel_current(lane, dropped)
-            return True
-        if dropped:
-            self._on_dropped(dropped)
-        return bool(dropped)
+        cancelled = self._cancel_current(lane, dropped)
+        return cancelled or bool(dropped)
 
-    def _cancel_current(self, lane: Lane, dropped: list[LaneItem]) -> None:
-        assert lane.current is not None
-        if lane.current_item is not None and not lane.current.done():
+    def _cancel_current(self, lane: Lane, dropped: list[LaneItem]) -> bool:
+        """Cancel the current item's work (not its commit); hand what is dropped over."""
+        cancelled = False
+        if (
+            lane.current_item is not None
+            and not lane.committing
+            and not lane.aborting
+            and lane.worker is not None
+        ):
             dropped = [lane.current_item, *dropped]
-            lane.current_item = None
-        lane.current.cancel()
+            lane.aborting = True
+            lane.worker.cancel()
+            cancelled = True
         if dropped:
             self._on_dropped(dropped)
+        return cancelled
 
     async def wait_idle(self) -> None:
         """Return once no lane has running or waiting work."""
@@ -156,29 +175,30 @@ class Lanes:
             received.extend(following.received)
         return TurnItem(tuple(received))
 
-    async def _guarded(self, chat: str, item: LaneItem) -> None:
-        # Supervision point (per message): one failing item must not take the lane, or the
-        # task group it lives in, down with it.
+    async def _run(self, chat: str, lane: Lane, item: LaneItem) -> None:
+        lane.current_item, lane.committing = item, False
         try:
-            await self._run_item(item)
+            commit = await self._run_item(item)
+            lane.committing = True
+            if commit is not None:
+                await commit()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            assert task is not None
+            if not lane.aborting or task.uncancel() > 0:
+                raise  # shutdown, not (only) an abort
+            log.info("lane.item_cancelled", chat=chat)
         except Exception:
+            # Supervision point (per message): one failing item must not take the lane, or the
+            # task group it lives in, down with it.
             log.exception("lane.item_failed", chat=chat)
+        finally:
+            lane.current_item, lane.committing, lane.aborting = None, False, False
 
     async def _drain(self, chat: str, lane: Lane) -> None:
         try:
             while lane.pending:
-                item = self._next(lane)
-                lane.current_item = item
-                lane.current = self._tasks.create_task(
-                    self._guarded(chat, item), name=f"lane-item:{chat}"
-                )
-                # asyncio.wait, unlike awaiting the task, does not raise when only the item was
-                # cancelled (abort, interrupt): the lane goes on with what waits.
-                await asyncio.wait([lane.current])
-                if lane.current.cancelled():
-                    log.info("lane.item_cancelled", chat=chat)
-                lane.current = None
-                lane.current_item = None
+                await self._run(chat, lane, self._next(lane))
         finally:
             lane.worker = None
             if not lane.pending:

@@ -16,13 +16,13 @@ from typing import Any
 
 from channels.allow_overlay import AllowOverlay
 from channels.pairing_codes import PairingCodes, normalise_code
-from config import ConfigError, default_config, load_gateway
-from gateway.cli_args import add_location_arguments
-from gateway.env_file import environment_for
-
-EXIT_OK = 0
-EXIT_NOT_FOUND = 1
-EXIT_INVALID_CONFIG = 2
+from gateway.cli_args import (
+    EXIT_INVALID_CONFIG,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    add_location_arguments,
+    located,
+)
 
 
 def add_pair_commands(commands: Any) -> None:
@@ -56,14 +56,6 @@ def add_pair_commands(commands: Any) -> None:
     remove.set_defaults(func=cmd_allow_remove)
 
 
-def _data_dir(args: argparse.Namespace) -> Path:
-    if args.data_dir is not None:
-        return Path(args.data_dir)
-    config: Path | None = args.config
-    loaded = load_gateway(config, environment_for(config)) if config else default_config()
-    return Path(loaded.gateway.data_dir)
-
-
 def _profile_roots(data_dir: Path, only: str | None = None) -> dict[str, Path]:
     if not data_dir.is_dir():
         return {}
@@ -75,12 +67,8 @@ def _profile_roots(data_dir: Path, only: str | None = None) -> dict[str, Path]:
 
 
 def _located(args: argparse.Namespace) -> Path | None:
-    try:
-        return _data_dir(args)
-    except ConfigError as error:
-        for problem in error.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return None
+    where = located(args)
+    return None if where is None else where[0]
 
 
 def cmd_pair(args: argparse.Namespace) -> int:
@@ -109,12 +97,12 @@ def cmd_pair(args: argparse.Namespace) -> int:
 
 
 def cmd_allow_list(args: argparse.Namespace) -> int:
-    data_dir = _located(args)
-    if data_dir is None:
+    overlays = _overlays(args)
+    if overlays is None:
         return EXIT_INVALID_CONFIG
     count = 0
-    for profile, root in _profile_roots(data_dir, args.profile).items():
-        for entry in AllowOverlay(root).entries():
+    for profile, overlay in overlays:
+        for entry in overlay.entries():
             print(f"{profile}\t{entry.channel}\t{entry.sender_id}\tadded {entry.added_at}")
             count += 1
     if not count:
@@ -123,12 +111,12 @@ def cmd_allow_list(args: argparse.Namespace) -> int:
 
 
 def cmd_allow_remove(args: argparse.Namespace) -> int:
-    data_dir = _located(args)
-    if data_dir is None:
+    overlays = _overlays(args)
+    if overlays is None:
         return EXIT_INVALID_CONFIG
     removed = 0
-    for profile, root in _profile_roots(data_dir, args.profile).items():
-        for entry in AllowOverlay(root).remove(args.sender, args.channel):
+    for profile, overlay in overlays:
+        for entry in overlay.remove(args.sender, args.channel):
             print(f"removed: {profile} {entry.channel} {entry.sender_id}")
             removed += 1
     if not removed:
@@ -138,3 +126,13 @@ def cmd_allow_remove(args: argparse.Namespace) -> int:
         )
         return EXIT_NOT_FOUND
     return EXIT_OK
+
+
+def _overlays(args: argparse.Namespace) -> list[tuple[str, AllowOverlay]] | None:
+    """The allow-list overlay of each profile `--profile` selects (all by default); None once
+    the configuration's problems are printed."""
+    data_dir = _located(args)
+    if data_dir is None:
+        return None
+    roots = _profile_roots(data_dir, args.profile)
+    return [(profile, AllowOverlay(root)) for profile, root in roots.items()]

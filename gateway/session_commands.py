@@ -11,17 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from bus import Message, SessionKey
-from config import ConfigError, default_config, load_gateway
 from config.store import StoreConfig
-from gateway.cli_args import add_location_arguments, plural
-from gateway.env_file import environment_for
+from gateway.cli_args import (
+    EXIT_INVALID_CONFIG,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    add_location_arguments,
+    located,
+    plural,
+)
 from sessions import Session
 from sessions.backends import session_store, stored_profiles
 from sessions.errors import SessionError
 
-EXIT_OK = 0
-EXIT_NOT_FOUND = 1
-EXIT_INVALID_CONFIG = 2
 KEY_FORM = (
     "{key!r} is not a session key; keys look like PROFILE:CHANNEL:CHAT_ID or "
     "PROFILE:CHANNEL:CHAT_ID#TOPIC, e.g. default:api:web-1a2b3c4d (`octos-gateway sessions "
@@ -35,8 +37,7 @@ def add_session_commands(commands: Any) -> None:
         help="list, show or export sessions",
         description="Read the sessions in the data directory (no running daemon needed).",
     )
-    sessions.add_argument("-c", "--config", type=Path, help="gateway.yaml (for its data_dir)")
-    sessions.add_argument("--data-dir", type=Path, help="the data directory (overrides -c)")
+    add_location_arguments(sessions)
     actions = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     listing = actions.add_parser("list", help="every session: key, messages, size, last update")
@@ -55,15 +56,6 @@ def add_session_commands(commands: Any) -> None:
     export.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     add_location_arguments(export, nested=True)
     export.set_defaults(func=cmd_export)
-
-
-def location_of(args: argparse.Namespace) -> tuple[Path, StoreConfig]:
-    """The data directory (`--data-dir` wins over gateway.yaml's) and the session store."""
-    loaded = (
-        load_gateway(args.config, environment_for(args.config)) if args.config else default_config()
-    )
-    data_dir = Path(args.data_dir) if args.data_dir is not None else loaded.gateway.data_dir
-    return Path(data_dir), loaded.gateway.store
 
 
 async def list_sessions(
@@ -140,12 +132,9 @@ def as_jsonl(session: Session) -> str:
 
 
 def _find(args: argparse.Namespace) -> tuple[int, Session | None]:
-    try:
-        data_dir, store = location_of(args)
-    except ConfigError as error:
-        for problem in error.problems:
-            print(f"error: {problem}", file=sys.stderr)
+    if (location := located(args)) is None:
         return EXIT_INVALID_CONFIG, None
+    data_dir, store = location
     try:
         session = asyncio.run(load_session(data_dir, args.key, store))
     except SessionError as error:
@@ -167,12 +156,9 @@ def _find(args: argparse.Namespace) -> tuple[int, Session | None]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    try:
-        data_dir, store = location_of(args)
-    except ConfigError as error:
-        for problem in error.problems:
-            print(f"error: {problem}", file=sys.stderr)
+    if (location := located(args)) is None:
         return EXIT_INVALID_CONFIG
+    data_dir, store = location
     where = store.redacted_dsn if store.backend == "postgres" else str(data_dir)
     try:
         known = asyncio.run(stored_profiles(store, data_dir))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from bus import SessionKey
 from config import ConfigError, LoadedConfig, load_gateway
 from config.store import StoreConfig
-from gateway.cli_args import plural
+from gateway.cli_args import EXIT_INVALID_CONFIG, EXIT_OK, plural, print_problems
 from gateway.env_file import environment_for
 from sessions import Session, SessionStore
 from sessions.backends import check_store, stored_profiles
@@ -31,9 +31,7 @@ from sessions.recovery import load_file
 if TYPE_CHECKING:
     from sessions.postgres.importing import Imported
 
-EXIT_OK = 0
 EXIT_PROBLEMS = 1
-EXIT_INVALID_CONFIG = 2
 #: PostgreSQL cannot be reached (EX_UNAVAILABLE, as for a taken port).
 EXIT_UNAVAILABLE = 69
 _ARCHIVE_SUFFIXES = (f".archived{SESSION_SUFFIX}", f".archive{SESSION_SUFFIX}")
@@ -185,8 +183,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     try:
         loaded = load_gateway(args.config, environment_for(args.config))
     except ConfigError as error:
-        for problem in error.problems:
-            print(f"error: {problem}", file=sys.stderr)
+        print_problems(error)
         return EXIT_INVALID_CONFIG
     store = loaded.gateway.store
     if store.dsn is None:

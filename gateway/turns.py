@@ -19,7 +19,10 @@ from bus import (
     Message,
     OutboundMessage,
     SessionKey,
+    StreamSnapshot,
     TokenUsage,
+    TypingStarted,
+    TypingStopped,
 )
 from gateway.agents import Agent, AgentError, AgentTurn
 from gateway.metrics import GatewayMetrics
@@ -86,7 +89,7 @@ class TurnRunner:
         started = time.perf_counter()
         log.debug("turn.started", session=str(key), stream=stream_id)
         if shows_typing:
-            await self._outbound.send(OutboundMessage.typing(trigger.channel, trigger.chat_id))
+            await self._outbound.send(TypingStarted(trigger.channel, trigger.chat_id))
         user_message = Message.user(content, media=list(trigger.media))
         metadata: dict[str, object] = {ANSWERS: answers, SESSION: str(key)}
         try:
@@ -100,18 +103,16 @@ class TurnRunner:
 
             async def show_snapshot(text: str) -> None:
                 if streams:
-                    await self._outbound.send(
-                        OutboundMessage(
-                            channel=trigger.channel,
-                            chat_id=trigger.chat_id,
-                            content=text,
-                            reply_to=trigger.message_id,
-                            metadata=metadata,
-                            stream_id=stream_id,
-                            stream_final=False,
-                            delivery_id=stream_id,
-                        )
+                    reply_so_far = OutboundMessage(
+                        channel=trigger.channel,
+                        chat_id=trigger.chat_id,
+                        content=text,
+                        reply_to=trigger.message_id,
+                        metadata=metadata,
+                        stream_id=stream_id,
+                        delivery_id=stream_id,
                     )
+                    await self._outbound.send(StreamSnapshot(reply_so_far))
 
             reply = await self._agent.run(turn, show_snapshot)
         except AgentError as error:
@@ -123,9 +124,7 @@ class TurnRunner:
         except BaseException:
             # Cancelled (abort, interrupt, shutdown): the typing indicator must not linger.
             if shows_typing:
-                await self._outbound.send(
-                    OutboundMessage.typing(trigger.channel, trigger.chat_id, active=False)
-                )
+                await self._outbound.send(TypingStopped(trigger.channel, trigger.chat_id))
             raise
         self._turns_ok.inc()
         self._turn_latency.observe(time.perf_counter() - started)

@@ -69,7 +69,7 @@ def compact_file(
         path, [meta_line, summary, *(raw + b"\n" for raw in loaded.lines[keep_from:])]
     )
     log.info(
-        "compacted a session file",
+        "sessions.compacted",
         path=str(path),
         archived=moved_count,
         archive=archive.name,

@@ -89,11 +89,11 @@ def _info(path: Path, key: SessionKey | None) -> SessionInfo | None:
     except FileNotFoundError:
         return None
     except UnsupportedSessionSchema as error:
-        log.warning("skipped a session file of a newer format", path=str(path), error=str(error))
+        log.warning("sessions.newer_format_skipped", path=str(path), error=str(error))
         return None
     if key is None:
         if meta is None:
-            log.warning("skipped a session file with a cut name and no meta", path=str(path))
+            log.warning("sessions.nameless_file_skipped", path=str(path))
             return None
         key = SessionKey.parse(meta.session_key)
     modified = datetime.fromtimestamp(stat.st_mtime, UTC)

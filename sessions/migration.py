@@ -41,7 +41,7 @@ def ensure_migrated(layout: SessionLayout, key: SessionKey) -> None:
     atomic_write(marker, [MARKER_CONTENT])
     aside = _move_legacy_aside(legacy)
     log.info(
-        "migrated a session from the legacy flat layout",
+        "sessions.legacy_layout_migrated",
         key=str(key),
         to=str(live),
         legacy_kept_as=str(aside),

@@ -105,7 +105,7 @@ def archive_session(layout: SessionLayout, key: SessionKey) -> Path | None:
             move_aside(path, target)
         except FileExistsError:
             continue
-        log.info("archived a session", key=str(key), archived_as=str(target))
+        log.info("sessions.archived", key=str(key), archived_as=str(target))
         return target
 
 

@@ -124,7 +124,7 @@ def _cut_torn_tail(path: Path, data: bytes, offset: int) -> None:
         file.truncate(offset)
         os.fsync(file.fileno())
     log.warning(
-        "cut a torn tail off a session file",
+        "sessions.torn_tail_cut",
         path=str(path),
         offset=offset,
         bytes=len(torn),
@@ -137,7 +137,7 @@ def _quarantine(path: Path, lines: list[Line]) -> None:
         append_side_file(corrupt_path(path), f"line {line.number} of {path.name}", line.raw)
     if lines:
         log.error(
-            "quarantined unreadable lines of a session file",
+            "sessions.unreadable_lines_quarantined",
             path=str(path),
             lines=[line.number for line in lines],
             moved_to=str(corrupt_path(path)),

@@ -26,6 +26,18 @@ class Session:
     def new(cls, key: SessionKey) -> Session:
         return cls(key, SessionMeta.new(key))
 
+    @classmethod
+    def forked(
+        cls, child: SessionKey, parent: SessionKey, source: Session | None, copy_messages: int
+    ) -> Session:
+        """`child`, a new topic of `parent` (`source`, None if it has no session yet) that
+        starts with its last `copy_messages` messages, titled by them as they were."""
+        copied = [] if source is None or copy_messages <= 0 else source.messages[-copy_messages:]
+        meta = SessionMeta.new(child, parent_key=parent)
+        for message in copied:
+            meta = meta.titled_by(message)
+        return cls(child, meta, list(copied))
+
     @property
     def parent_key(self) -> SessionKey | None:
         parent = self.meta.parent_key

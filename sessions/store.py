@@ -25,7 +25,7 @@ from functools import partial
 from itertools import islice
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import TypeVar
 
 import structlog
 
@@ -44,6 +44,7 @@ from sessions.operations import (
     write_session,
 )
 from sessions.session import Session, SessionInfo
+from sessions.store_base import StoreBase
 from sessions.writer import AppendTarget, DiskWriter, FsyncPolicy
 
 log = structlog.get_logger(__name__)
@@ -70,7 +71,7 @@ class _OpenFile:
         self.size = size  # what the file will hold once every queued append is written
 
 
-class SessionStore:
+class SessionStore(StoreBase):
     def __init__(
         self,
         root: Path,
@@ -106,18 +107,6 @@ class SessionStore:
         self._idle.set()
 
     # Lifecycle
-
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def open(self) -> None:
         if not self.read_only:
@@ -200,21 +189,6 @@ class SessionStore:
                 loaded = await _to_completion(loading)
         return None if loaded is None else Session(key, loaded.meta, loaded.messages)
 
-    async def rewrite(self, session: Session) -> None:
-        """Replace the session's file atomically with `session` (temp, fsync, rename, fsync dir)."""
-        await self._write_whole(session, create_only=False)
-
-    async def fork(self, parent: SessionKey, child: SessionKey, copy_messages: int) -> Session:
-        """A new session `child` that records `parent` and starts with its last N messages."""
-        source = await self.load(parent)
-        copied = [] if source is None or copy_messages <= 0 else source.messages[-copy_messages:]
-        meta = SessionMeta.new(child, parent_key=parent)
-        for message in copied:
-            meta = meta.titled_by(message)
-        session = Session(child, meta, list(copied))
-        await self._write_whole(session, create_only=True)
-        return session
-
     async def archive(self, key: SessionKey) -> Path | None:
         """Move the session's file aside (history is kept); returns where it went."""
         path = self._layout.path_for(key)
@@ -244,6 +218,7 @@ class SessionStore:
         return _Operation(self)
 
     async def _write_whole(self, session: Session, *, create_only: bool) -> None:
+        """Replace the file atomically: temp file, fsync, rename, fsync the directory."""
         path = self._layout.path_for(session.key)
         with self._operation(writes=True):
             async with self._locks.hold(path):
@@ -286,7 +261,8 @@ class SessionStore:
         )
         if not compacted:
             log.warning(
-                "session file passes its size cap: nothing older left to archive",
+                "sessions.over_cap_nothing_to_archive",
+                detail="the session file passes its size cap with nothing older to archive",
                 key=str(key),
                 max_file_bytes=self.max_file_bytes,
             )

@@ -122,7 +122,8 @@ class ActiveTopics:
             }
         except (ValueError, AttributeError) as error:
             log.error(
-                "unreadable active topics file; every chat starts on its default session",
+                "sessions.active_topics_unreadable",
+                detail="every chat starts on its default session",
                 path=str(self.path),
                 error=str(error),
             )

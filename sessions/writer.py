@@ -164,7 +164,7 @@ class DiskWriter:
         except Exception as error:
             # The writer's supervision point: a bug must fail this batch's waiters, not leave
             # them (and every later append) waiting for a thread that died.
-            log.exception("session writer failed a batch", commands=len(batch))
+            log.exception("sessions.writer_batch_failed", commands=len(batch))
             cause = OSError(errno.EIO, f"session writer error: {error!r}")
             self._resolve(
                 [
@@ -225,9 +225,9 @@ class DiskWriter:
                 os.ftruncate(target.fd, start)
                 return
         except OSError as error:
-            log.error("cannot take back a partial write", path=str(target.path), error=str(error))
+            log.error("sessions.partial_write_not_undone", path=str(target.path), error=str(error))
         target.broken = failure
-        log.error("session file left with a partial line", path=str(target.path))
+        log.error("sessions.partial_line_left", path=str(target.path))
 
     def _sync(self, target: AppendTarget) -> SessionWriteError | None:
         try:
@@ -262,7 +262,7 @@ class DiskWriter:
         try:
             loop.call_soon_threadsafe(_settle, outcomes)
         except RuntimeError:
-            log.error("event loop closed before session writes were acknowledged")
+            log.error("sessions.writes_unacknowledged_at_loop_close")
 
 
 def _settle(outcomes: list[_Outcome]) -> None:

@@ -192,9 +192,12 @@ def load_example(path: Path, env: Mapping[str, str]) -> object:
     return load_gateway(path, env=env) if is_gateway_file(path) else load_profile(path, env=env)
 
 
-@pytest.mark.parametrize(
-    "path", list(example_files()), ids=lambda path: str(path.relative_to(EXAMPLES))
-)
+def loadable_examples() -> Iterator[object]:
+    for path in example_files():
+        yield pytest.param(path, id=str(path.relative_to(EXAMPLES)))
+
+
+@pytest.mark.parametrize("path", list(loadable_examples()))
 def test_every_example_loads(path: Path) -> None:
     if is_gateway_file(path):
         loaded = load_gateway(path, env=example_env(path.parent))

@@ -147,7 +147,8 @@ class ReplyRouter:
     def open_stream(self, message: OutboundMessage) -> str:
         """A new platform message id for a streamed reply, remembered for its edits."""
         stream_message_id = f"s{next(self._ids)}"
-        if message.stream_final:
+        if message.stream_id is None:
+            # Not part of a stream (an embed, say): a whole reply, nothing will edit it.
             self.final(message)
             return stream_message_id
         session = message.metadata.get(SESSION)

@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 
+# Every platform's `create` maps its config to its constructor field by field, typed at both
+# ends: they read alike on purpose.
 def create(config: DiscordConfig, context: ChannelContext) -> DiscordChannel:
     """Build the Discord channel of one profile from its validated config."""
     channel = DiscordChannel(

@@ -21,7 +21,8 @@ import discord
 import structlog
 from discord.backoff import ExponentialBackoff
 
-from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from bus import InboundSender, OutboundMessage, PipeClosed
+from channels.backpressure import until_taken
 from channels.base import Channel
 from channels.discord.addressing import delivery_nonce, reply_reference, snowflake
 from channels.discord.catchup import HandledBook, catch_up_missed
@@ -258,17 +259,9 @@ class DiscordChannel(Channel):
         self, client: GatewayClient, message: discord.Message, inbound: InboundSender
     ) -> None:
         """Discord does not send a message again: while the gateway's backlog is full, wait."""
-        while True:
-            try:
-                await self._forward(client, message, inbound)
-                return
-            except InboundRefused as refused:
-                log.warning(
-                    "discord.inbound_paused",
-                    reason=refused.message,
-                    retry_in_s=refused.retry_after_s,
-                )
-                await asyncio.sleep(refused.retry_after_s or 1.0)
+        await until_taken(
+            lambda: self._forward(client, message, inbound), event="discord.inbound_paused"
+        )
 
     async def _forward(
         self, client: GatewayClient, message: discord.Message, inbound: InboundSender
@@ -290,11 +283,6 @@ class DiscordChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        signal = message.typing_signal
-        if signal is not None:
-            if signal:
-                await self.send_typing(message.chat_id)
-            return None
         target = self._messageable(message.chat_id)
         reference = reply_reference(message.chat_id, message.reply_to)
         files = await load_files(message.media)

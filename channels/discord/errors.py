@@ -13,8 +13,6 @@ What discord.py already does on its own, so the manager does not do it twice:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import aiohttp
 import discord
@@ -27,7 +25,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.platform_call import platform_call
+from channels.platform_call import platform_calls
 
 CHANNEL = "discord"
 
@@ -77,25 +75,20 @@ def translate_gateway_error(error: discord.ClientException) -> ChannelError:
     return TransientError(f"the Discord gateway connection ended: {error}", channel=CHANNEL)
 
 
-@asynccontextmanager
-async def discord_call(what: str, timeout_s: float) -> AsyncIterator[None]:
-    """Run one REST call with a deadline, raising only `channels.errors` types."""
-    async with platform_call(
-        what,
-        timeout_s,
-        channel=CHANNEL,
-        sdk_errors=(discord.RateLimited, discord.HTTPException),
-        translate=_translate,
-    ):
-        yield
-
-
 def _translate(error: Exception, what: str) -> ChannelError:
     if isinstance(error, discord.RateLimited):
         return RateLimited(error.retry_after, f"{what}: {error}", channel=CHANNEL)
     if isinstance(error, discord.HTTPException):
         return translate_http_error(error)
     return ChannelError(f"{what}: {error}", channel=CHANNEL)
+
+
+#: One REST call with a deadline, raising only `channels.errors` types.
+discord_call = platform_calls(
+    channel=CHANNEL,
+    sdk_errors=(discord.RateLimited, discord.HTTPException),
+    translate=_translate,
+)
 
 
 def _retry_after_s(error: discord.HTTPException) -> float:

@@ -52,13 +52,7 @@ class AttachmentStore:
         return paths
 
     async def _save(self, channel_id: int, attachment: discord.Attachment) -> Path | None:
-        if not self._store.fits(attachment.size):
-            log.warning(
-                "discord.attachment_too_large",
-                attachment_id=attachment.id,
-                size=attachment.size,
-                max_bytes=self.max_bytes,
-            )
+        if not self._store.admits(attachment.size, attachment_id=attachment.id):
             return None
         try:
             async with asyncio.timeout(self.timeout_s):

@@ -5,12 +5,11 @@
 
 from __future__ import annotations
 
-from channels.email.addresses import EmailAllowList
 from channels.email.channel import EmailChannel
 from channels.registry import ChannelContext
 from config import EmailConfig
 
-__all__ = ["EmailAllowList", "EmailChannel", "create"]
+__all__ = ["EmailChannel", "create"]
 
 
 def create(config: EmailConfig, context: ChannelContext) -> EmailChannel:

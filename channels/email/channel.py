@@ -16,9 +16,9 @@ from pathlib import Path
 
 import structlog
 
-from bus import ANSWERS, InboundMessage, InboundRefused, InboundSender, OutboundMessage
+from bus import ANSWERS, InboundMessage, InboundSender, OutboundMessage
+from channels.backpressure import until_taken
 from channels.base import Channel
-from channels.email.addresses import EmailAllowList
 from channels.email.composing import Envelope, compose_reply
 from channels.email.imap import ImapConnection, Interrupted
 from channels.email.inbox import InboxReader
@@ -29,7 +29,6 @@ from channels.email.state import ThreadInfo, ThreadStore, UidStore
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS
-from channels.stopping import sleep_unless_set
 from config import EmailConfig
 
 log = structlog.get_logger(__name__)
@@ -46,7 +45,6 @@ class EmailChannel(Channel):
         self._config = config
         self._address = config.address.casefold()
         self._data_dir = data_dir
-        self._allow_list = EmailAllowList(config.allow)
         state_dir = data_dir / "email"
         self._threads = ThreadStore(state_dir / "threads.json")
         self._reader = InboxReader(
@@ -66,8 +64,10 @@ class EmailChannel(Channel):
     def name(self) -> str:
         return CHANNEL
 
-    def is_allowed(self, sender_id: str) -> bool:
-        return self._allow_list.allows(sender_id)
+    @property
+    def single_poller(self) -> bool:
+        # Two readers of one mailbox would race on \Seen, each with its own UID state.
+        return True
 
     # Receiving
 
@@ -109,17 +109,16 @@ class EmailChannel(Channel):
         # On disk before the gateway has the message: a reply after a restart finds it.
         await self._threads.remember(thread)
         message = await self._inbound_message(mail, message_id)
-        while True:
-            try:
-                await inbound.send(message)
-            except InboundRefused as refused:
-                wait_s = refused.retry_after_s or 1.0
-                log.info("email.inbound_refused", uid=uid, retry_in_s=wait_s)
-                if await sleep_unless_set(self._stopping, wait_s):
-                    raise Interrupted("stopping while the gateway was full") from refused
-                continue
-            log.debug("email.message_received", uid=uid, message_id=message_id)
-            return True
+        taken = await until_taken(
+            lambda: inbound.send(message),
+            event="email.inbound_refused",
+            stopping=self._stopping,
+            uid=uid,
+        )
+        if not taken:
+            raise Interrupted("stopping while the gateway was full")
+        log.debug("email.message_received", uid=uid, message_id=message_id)
+        return True
 
     async def _inbound_message(self, mail: ReceivedMail, message_id: str) -> InboundMessage:
         metadata: dict[str, object] = {"subject": mail.subject}
@@ -152,8 +151,7 @@ class EmailChannel(Channel):
         self._health = ChannelHealth.unknown()
 
     def _set_health(self, health: ChannelHealth) -> None:
-        if not self._health.is_down:
-            self._health = health
+        self._health = self._health.then(health)
 
     async def health_check(self) -> ChannelHealth:
         return self._health
@@ -183,8 +181,6 @@ class EmailChannel(Channel):
         return self._threads.latest(message.chat_id.casefold())
 
     async def send(self, message: OutboundMessage) -> None:
-        if message.typing_signal is not None:
-            return
         recipient = message.chat_id.strip()
         if "@" not in recipient:
             raise ChannelError(

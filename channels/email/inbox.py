@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import structlog
 
@@ -19,6 +18,7 @@ from channels.email.imap import ImapConnection, Interrupted, SelectedFolder
 from channels.email.state import UidMark, UidStore
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
+from channels.retry import Backoff
 from channels.stopping import sleep_unless_set
 from config.channels_email import ImapSettings
 
@@ -27,12 +27,6 @@ log = structlog.get_logger(__name__)
 #: RFC 2177 asks clients to re-issue IDLE at least every 29 minutes; sooner also notices a
 #: connection that died silently.
 IDLE_TIMEOUT_S = 300.0
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    initial_s: float = 5.0
-    max_s: float = 60.0
 
 
 #: Hands one message (by UID, with its raw bytes) to the gateway; returns once it is durable,
@@ -96,7 +90,7 @@ class InboxReader:
                 await connection.close()
             if await sleep_unless_set(self._stopping, delay_s):
                 return
-            delay_s = min(delay_s * 2, self._backoff.max_s)
+            delay_s = self._backoff.next(delay_s)
 
     async def _session(self, connection: ImapConnection, handle: Handler) -> None:
         if self._stopping.is_set():

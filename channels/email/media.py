@@ -8,7 +8,6 @@ Disk reads and writes run in a worker thread, never on the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import mimetypes
 import re
@@ -17,8 +16,7 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from channels.email.reading import Attachment
-from channels.errors import ChannelError
-from channels.media_files import media_root, safe_name, save_media
+from channels.media_files import media_root, read_file, safe_name, save_media
 
 CHANNEL = "email"
 #: Attachments larger than this are not saved (the agent is told); 25 MB is what most
@@ -72,28 +70,22 @@ class OutgoingFile:
     data: bytes
 
 
-def _read_file(path: Path) -> OutgoingFile:
-    data = path.read_bytes()
-    if len(data) > MAX_ATTACHMENT_BYTES:
-        raise ChannelError(
-            f"{path.name} is {len(data)} bytes; email takes attachments up to 25 MB",
-            channel=CHANNEL,
-        )
-    content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+async def _read_file(text: str) -> OutgoingFile:
+    data = await read_file(
+        text,
+        channel=CHANNEL,
+        max_bytes=MAX_ATTACHMENT_BYTES,
+        limit_note="email takes attachments up to 25 MB",
+    )
+    name = Path(text).name
+    content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
     maintype, _, subtype = content_type.partition("/")
-    return OutgoingFile(path.name, maintype, subtype, data)
+    return OutgoingFile(name, maintype, subtype, data)
 
 
 async def attach_files(message: EmailMessage, paths: list[str]) -> None:
     for text in paths:
-        try:
-            outgoing = await asyncio.to_thread(_read_file, Path(text))
-        except OSError as exc:
-            raise ChannelError(
-                f"cannot read the file to send: {exc}",
-                channel=CHANNEL,
-                suggestion="the agent must pass paths this process can read",
-            ) from exc
+        outgoing = await _read_file(text)
         message.add_attachment(
             outgoing.data,
             maintype=outgoing.maintype,

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from channels.bounded import RecentMap
 from channels.state_file import read_state_json, write_state_file
 
 log = structlog.get_logger(__name__)
@@ -76,8 +76,7 @@ class ThreadStore:
 
     def __init__(self, path: Path, max_entries: int = MAX_THREADS) -> None:
         self.path = path
-        self._max_entries = max_entries
-        self._threads: OrderedDict[str, ThreadInfo] = OrderedDict()
+        self._threads: RecentMap[str, ThreadInfo] = RecentMap(max_entries)
         self._loaded = False
         self._lock = asyncio.Lock()
 
@@ -113,10 +112,7 @@ class ThreadStore:
     async def remember(self, info: ThreadInfo) -> None:
         await self.load()
         async with self._lock:
-            self._threads[info.message_id] = info
-            self._threads.move_to_end(info.message_id)
-            while len(self._threads) > self._max_entries:
-                self._threads.popitem(last=False)
+            self._threads.remember(info.message_id, info)
             items = [asdict(entry) for entry in self._threads.values()]
             payload = json.dumps({"threads": items}).encode()
             await asyncio.to_thread(write_state_file, self.path, payload)

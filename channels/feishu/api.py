@@ -8,14 +8,13 @@ seconds to wait in `x-ogw-ratelimit-reset`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from json import dumps
 from typing import Any
 
 import aiohttp
 
-from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused
+from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused, issued_token
 from channels.errors import (
     AuthError,
     ChannelError,
@@ -25,6 +24,7 @@ from channels.errors import (
     TransientError,
 )
 from channels.http_session import LazySession
+from channels.platform_call import platform_call
 
 CHANNEL = "feishu"
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
@@ -49,12 +49,16 @@ REQUEST_TIMEOUT_S = 15.0
 
 
 class FeishuApi:
+    # Built like WeComApi (credentials, a lazy session, the shared token cache); the wire
+    # formats differ, so each platform keeps its own request and error table.
     def __init__(self, base_url: str, app_id: str, app_secret: str) -> None:
         self.base_url = base_url.rstrip("/")
         self.app_id = app_id
         self._app_secret = app_secret
         self._session = LazySession(timeout_s=REQUEST_TIMEOUT_S)
-        self.tokens = AccessTokenCache(self._fetch_token)
+        self.tokens = AccessTokenCache(
+            self._fetch_token, channel=CHANNEL, credentials_hint="check app_id and app_secret"
+        )
 
     def http(self) -> aiohttp.ClientSession:
         return self._session.get()
@@ -65,10 +69,7 @@ class FeishuApi:
     async def _fetch_token(self) -> IssuedToken:
         credentials = {"app_id": self.app_id, "app_secret": self._app_secret}
         body = await self._request("POST", TOKEN_PATH, "tenant_access_token", json=credentials)
-        token, expire = body.get("tenant_access_token"), body.get("expire", 7200)
-        if not isinstance(token, str) or not token:
-            raise ChannelError("tenant_access_token missing from the answer", channel=CHANNEL)
-        return IssuedToken(token, float(expire) if isinstance(expire, int) else 7200.0)
+        return issued_token(body, "tenant_access_token", "expire", channel=CHANNEL)
 
     async def ws_endpoint(self) -> dict[str, Any]:
         """The long connection's URL and client settings (`data{URL, ClientConfig}`)."""
@@ -89,16 +90,12 @@ class FeishuApi:
         json: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """An authorised call; a refused token is refetched and the call repeated once."""
+        # The same keywords as `_request`, which this passes on with the token.
 
         async def request(token: str) -> dict[str, Any]:
             return await self._request(method, path, what, params=params, json=json, token=token)
 
-        try:
-            return await self.tokens.call_with_token(request)
-        except TokenRefused:
-            raise AuthError(
-                f"{what}: Feishu refused a fresh tenant access token", channel=CHANNEL
-            ) from None
+        return await self.tokens.call_with_token(request, what=what)
 
     async def _request(
         self,
@@ -117,22 +114,17 @@ class FeishuApi:
             # 6-byte \u escape otherwise (aiohttp's json= escapes everything non-ASCII).
             data = dumps(json, ensure_ascii=False, separators=(",", ":")).encode()
             headers["Content-Type"] = "application/json; charset=utf-8"
-        try:
-            async with (
-                asyncio.timeout(REQUEST_TIMEOUT_S),
-                self.http().request(
-                    method, self.base_url + path, params=params, data=data, headers=headers
-                ) as response,
-            ):
-                status, reset = response.status, response.headers.get("x-ogw-ratelimit-reset")
-                try:
-                    body = await response.json(content_type=None)
-                except ValueError:
-                    body = None
-        except TimeoutError as exc:
-            raise TransientError(f"{what} timed out", channel=CHANNEL) from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise TransientError(f"{what} failed: {exc!r}", channel=CHANNEL) from exc
+        async with (
+            platform_call(what, REQUEST_TIMEOUT_S, channel=CHANNEL),
+            self.http().request(
+                method, self.base_url + path, params=params, data=data, headers=headers
+            ) as response,
+        ):
+            status, reset = response.status, response.headers.get("x-ogw-ratelimit-reset")
+            try:
+                body = await response.json(content_type=None)
+            except ValueError:
+                body = None
         if not isinstance(body, dict):
             if status == 429:
                 raise RateLimited(_seconds(reset), f"{what}: HTTP 429", channel=CHANNEL)

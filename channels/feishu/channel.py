@@ -169,8 +169,7 @@ class FeishuChannel(Channel):
         return (web.post(self._config.webhook_path, self._receiver.handle_request),)
 
     def _set_health(self, health: ChannelHealth) -> None:
-        if not self._health.is_down:
-            self._health = health
+        self._health = self._health.then(health)
 
     async def health_check(self) -> ChannelHealth:
         return self._health
@@ -194,7 +193,7 @@ class FeishuChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        if message.typing_signal is not None or not message.content.strip():
+        if not message.content.strip():
             return None
         body = await self._api.call(
             "POST",

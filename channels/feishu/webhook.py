@@ -19,11 +19,11 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from bus import InboundRefused, PipeClosed
-from channels.acknowledge import refused_response
+from channels.acknowledge import hand_over
 from channels.dedup import InboundDedup
 from channels.feishu.crypto import DecryptError, FeishuCipher, signature_matches
 from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope
+from channels.webhook_refusal import WebhookRefused, is_stale, refusal_response
 
 log = structlog.get_logger(__name__)
 
@@ -35,13 +35,6 @@ SIGNATURE_HEADER = "X-Lark-Signature"
 MAX_SKEW_S = 300.0
 
 Handler = Callable[[EventEnvelope], Awaitable[None]]
-
-
-class _Refused(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
 
 
 class WebhookReceiver:
@@ -66,14 +59,8 @@ class WebhookReceiver:
             self._check_signature(request, raw)
             envelope = read_envelope(payload)
             self._check_token(envelope.token)
-        except _Refused as refused:
-            log.warning(
-                "feishu.webhook_refused",
-                status=refused.status,
-                reason=refused.reason,
-                remote=request.remote,
-            )
-            return web.Response(status=refused.status, text=refused.reason)
+        except WebhookRefused as refused:
+            return refusal_response(request, refused, event="feishu.webhook_refused")
         except MalformedEvent as exc:
             # Signed and ours, but unreadable: retrying cannot help, so it is acknowledged.
             log.warning("feishu.malformed_event_skipped", error=str(exc))
@@ -84,15 +71,15 @@ class WebhookReceiver:
         try:
             outer = json.loads(raw)
         except (ValueError, RecursionError):  # RecursionError: nested too deeply
-            raise _Refused(400, "the body is not JSON") from None
+            raise WebhookRefused(400, "the body is not JSON") from None
         if not isinstance(outer, dict) or not isinstance(outer.get("encrypt"), str):
-            raise _Refused(401, "unencrypted: the app has an Encrypt Key, so Feishu encrypts")
+            raise WebhookRefused(401, "unencrypted: the app has an Encrypt Key, so Feishu encrypts")
         try:
             payload = json.loads(self._cipher.decrypt(outer["encrypt"]))
         except (DecryptError, ValueError, RecursionError):
-            raise _Refused(401, "does not decrypt with our encrypt_key") from None
+            raise WebhookRefused(401, "does not decrypt with our encrypt_key") from None
         if not isinstance(payload, dict):
-            raise _Refused(400, "the decrypted payload is not an object")
+            raise WebhookRefused(400, "the decrypted payload is not an object")
         return payload
 
     def _challenge(self, request: web.Request, raw: bytes, payload: dict[str, Any]) -> web.Response:
@@ -107,15 +94,15 @@ class WebhookReceiver:
         nonce = request.headers.get(NONCE_HEADER, "")
         offered = request.headers.get(SIGNATURE_HEADER, "")
         if not (timestamp and nonce and offered):
-            raise _Refused(401, "unsigned")
+            raise WebhookRefused(401, "unsigned")
         if not signature_matches(offered, timestamp, nonce, self._encrypt_key, raw):
-            raise _Refused(401, "wrong signature")
-        if not timestamp.isdigit() or abs(self._clock() - int(timestamp)) > MAX_SKEW_S:
-            raise _Refused(401, "stale timestamp")
+            raise WebhookRefused(401, "wrong signature")
+        if is_stale(timestamp, self._clock(), MAX_SKEW_S):
+            raise WebhookRefused(401, "stale timestamp")
 
     def _check_token(self, token: str) -> None:
         if not hmac.compare_digest(token.encode(), self._token):
-            raise _Refused(401, "wrong verification token")
+            raise WebhookRefused(401, "wrong verification token")
 
     async def _deliver(self, envelope: EventEnvelope) -> web.Response:
         handle = self.handle
@@ -123,12 +110,8 @@ class WebhookReceiver:
             return web.Response(status=503, text="channel not running")
         if envelope.event_id in self._recent:
             return web.json_response({})
-        try:
-            await handle(envelope)
-        except InboundRefused as exc:
-            log.warning("feishu.event_deferred", retry_after_s=exc.retry_after_s)
-            return refused_response(exc)
-        except PipeClosed:
-            return web.Response(status=503, text="channel stopping")
+        refusal = await hand_over(handle(envelope), event="feishu.event_deferred")
+        if refusal is not None:
+            return refusal
         self._recent.seen(envelope.event_id)
         return web.json_response({})

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 __all__ = ["SIGNATURE_HEADER", "LineChannel", "create", "signature_of"]
 
 
+# Every platform's `create` maps its config to its constructor field by field, typed at both
+# ends: they read alike on purpose.
 def create(config: LineConfig, context: ChannelContext) -> LineChannel:
     channel = LineChannel(
         channel_secret=config.channel_secret.get_secret_value(),

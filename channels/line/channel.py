@@ -34,7 +34,7 @@ from linebot.v3.messaging import (
 from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.base import Channel
 from channels.dedup import InboundDedup
-from channels.errors import AuthError, FatalChannelError, RateLimited
+from channels.errors import RateLimited
 from channels.health import ChannelHealth
 from channels.idempotency import delivery_uuid
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
@@ -116,28 +116,19 @@ class LineChannel(Channel):
     async def start(self, inbound: InboundSender) -> None:
         if self._run_state.stopping.is_set():
             return
-        self._run_state.idle.clear()
-        try:
+        async with self._run_state.running():
             try:
-                await self.probe()
-            except AuthError as error:
-                self._run_state.fatal = FatalChannelError(
-                    f"LINE refused the channel access token ({error})",
-                    channel=CHANNEL,
-                    suggestion=error.suggestion,
+                await self._run_state.check_credentials(
+                    self.probe, "LINE refused the channel access token", channel=CHANNEL
                 )
-                raise self._run_state.fatal from error
-            self._inbound = inbound
-            self.webhook.take = self._take
-            self._run_state.receiving.set()
-            log.info("line.receiving", path=self._webhook_path)
-            await self._run_state.stopping.wait()
-        finally:
-            self.webhook.take = None
-            self._inbound = None
-            self._run_state.receiving.clear()
-            await asyncio.shield(self._close_clients())
-            self._run_state.idle.set()
+                self._inbound = inbound
+                self.webhook.take = self._take
+                log.info("line.receiving", path=self._webhook_path)
+                await self._run_state.receive_until(name="line-receiving")
+            finally:
+                self.webhook.take = None
+                self._inbound = None
+                await asyncio.shield(self._close_clients())
 
     async def stop(self) -> None:
         await self._run_state.stop()
@@ -198,8 +189,6 @@ class LineChannel(Channel):
     # Outbound
 
     async def send(self, message: OutboundMessage) -> None:
-        if message.typing_signal is not None:
-            return
         if message.media:
             log.warning("line.media_not_sent", chat_id=message.chat_id, files=len(message.media))
         if not message.content.strip():

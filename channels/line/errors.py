@@ -8,13 +8,11 @@ that we know of; when it does, it is honoured); 401 is a bad or revoked channel 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 from linebot.v3.messaging.exceptions import ApiException, OpenApiException
 
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from channels.platform_call import platform_call
+from channels.platform_call import answers_of, platform_calls
 
 CHANNEL = "line"
 #: How long to wait on a 429 that names no time of its own.
@@ -75,17 +73,9 @@ def translate(error: ApiException, what: str) -> ChannelError:
     return LineApiError(text, status=status, detail=detail)
 
 
-@asynccontextmanager
-async def line_call(what: str, timeout_s: float) -> AsyncIterator[None]:
-    """Run Messaging API calls with a deadline, raising only `channels.errors` types."""
-    async with platform_call(
-        what, timeout_s, channel=CHANNEL, sdk_errors=(OpenApiException,), translate=_translate
-    ):
-        yield
-
-
-def _translate(error: Exception, what: str) -> ChannelError:
-    if isinstance(error, ApiException):
-        return translate(error, what)
-    # A request the SDK refused to build (a value its models reject).
-    return ChannelError(f"{what}: {error}", channel=CHANNEL)
+#: Messaging API calls with a deadline, raising only `channels.errors` types.
+line_call = platform_calls(
+    channel=CHANNEL,
+    sdk_errors=(OpenApiException,),
+    translate=answers_of(ApiException, translate, channel=CHANNEL),
+)

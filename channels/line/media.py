@@ -15,7 +15,7 @@ from linebot.v3.messaging import AsyncMessagingApiBlob
 from channels.errors import ChannelError
 from channels.line.errors import line_call
 from channels.line.events import LinePost
-from channels.media_files import media_root, safe_name, safe_suffix, save_media
+from channels.media_files import media_root, safe_name, safe_suffix, save_within
 
 log = structlog.get_logger(__name__)
 
@@ -41,7 +41,7 @@ async def download(
     except ChannelError as error:
         log.warning("line.media_download_failed", message_id=post.message_id, error=str(error))
         return None
-    if len(data) > MAX_DOWNLOAD_BYTES:
-        log.warning("line.media_too_large", message_id=post.message_id, size=len(data))
-        return None
-    return str(await save_media(local_path(data_dir, post), data))
+    target = local_path(data_dir, post)
+    return await save_within(
+        target, data, MAX_DOWNLOAD_BYTES, channel="line", message_id=post.message_id
+    )

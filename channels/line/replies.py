@@ -8,8 +8,9 @@ keeps each one under the event's id (the inbound `message_id`, which a turn's re
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
+
+from channels.bounded import RecentMap
 
 #: LINE documents reply tokens as valid for one minute; this leaves time for the request.
 REPLY_TOKEN_TTL_S = 50.0
@@ -24,15 +25,11 @@ class ReplyTokens:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ttl_s = ttl_s
-        self._capacity = capacity
         self._clock = clock
-        self._tokens: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._tokens: RecentMap[str, tuple[str, float]] = RecentMap(capacity)
 
     def remember(self, event_id: str, token: str) -> None:
-        self._tokens[event_id] = (token, self._clock() + self._ttl_s)
-        self._tokens.move_to_end(event_id)
-        while len(self._tokens) > self._capacity:
-            self._tokens.popitem(last=False)
+        self._tokens.remember(event_id, (token, self._clock() + self._ttl_s))
 
     def take(self, event_id: str | None) -> str | None:
         """The event's token if it is still valid; it is forgotten either way."""

@@ -16,8 +16,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
-from bus import InboundRefused, PipeClosed
-from channels.acknowledge import refused_response
+from channels.acknowledge import hand_over
 from channels.line.events import LinePost, MalformedBody, event_timestamp_ms, parse_post, raw_events
 from channels.line.signature import SIGNATURE_HEADER, signature_valid
 
@@ -49,6 +48,8 @@ class LineWebhook:
         return web.Response(status=401, text=text)
 
     async def handle_request(self, request: web.Request) -> web.Response:
+        # The steps every webhook takes (verify, not running: 503, parse, hand over), each in
+        # LINE's own wire format; the shared parts are `acknowledge` and `webhook_refusal`.
         body = await request.read()
         offered = request.headers.get(SIGNATURE_HEADER)
         if offered is None:
@@ -67,11 +68,7 @@ class LineWebhook:
         if any(now_ms - (event_timestamp_ms(raw) or now_ms) > self._max_age_ms for raw in raws):
             return self._refuse(request, "stale", "stale event")
         posts = [post for raw in raws if (post := parse_post(raw)) is not None]
-        try:
-            await take(posts)
-        except InboundRefused as error:
-            log.info("line.webhook_backpressure", status=error.http_status)
-            return refused_response(error)
-        except PipeClosed:
-            return web.Response(status=503, text="channel stopping")
+        refusal = await hand_over(take(posts), event="line.webhook_backpressure")
+        if refusal is not None:
+            return refusal
         return web.json_response({})

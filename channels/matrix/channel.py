@@ -138,13 +138,13 @@ class MatrixChannel(Channel):
     async def start(self, inbound: InboundSender) -> None:
         if self._run_state.stopping.is_set():
             return
-        self._run_state.idle.clear()
-        try:
-            await until_stopped(self._run(inbound), self._run_state.stopping, name="matrix-sync")
-        finally:
-            self._run_state.receiving.clear()
-            await asyncio.shield(self._close_client())
-            self._run_state.idle.set()
+        async with self._run_state.running():
+            try:
+                await until_stopped(
+                    self._run(inbound), self._run_state.stopping, name="matrix-sync"
+                )
+            finally:
+                await asyncio.shield(self._close_client())
 
     async def stop(self) -> None:
         await self._run_state.stop()
@@ -176,15 +176,9 @@ class MatrixChannel(Channel):
         return f"{response.user_id} (device {response.device_id})"
 
     async def _run(self, inbound: InboundSender) -> None:
-        try:
-            await self.probe()
-        except AuthError as error:
-            self._run_state.fatal = FatalChannelError(
-                f"the homeserver refused the credentials ({error})",
-                channel=CHANNEL,
-                suggestion=error.suggestion,
-            )
-            raise self._run_state.fatal from error
+        await self._run_state.check_credentials(
+            self.probe, "the homeserver refused the credentials", channel=CHANNEL
+        )
         since = await self._since.load()
         if since is None:
             since = await self._skip_backlog()
@@ -252,8 +246,6 @@ class MatrixChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        if message.typing_signal is not None:
-            return None
         if message.media:
             log.warning("matrix.media_not_sent", chat_id=message.chat_id, files=len(message.media))
         text = message.content

@@ -8,13 +8,10 @@ manager's retry policy is the one layer, and a rate-limited message waits the se
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from nio import ErrorResponse
 
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from channels.platform_call import platform_call
+from channels.platform_call import platform_calls
 
 CHANNEL = "matrix"
 #: When a 429 names no time of its own.
@@ -59,8 +56,5 @@ def translate(response: ErrorResponse, what: str) -> ChannelError:
     return MatrixApiError(text, status=status, errcode=errcode)
 
 
-@asynccontextmanager
-async def matrix_call(what: str, timeout_s: float) -> AsyncIterator[None]:
-    """Run nio calls with a deadline; network failures become `TransientError`."""
-    async with platform_call(what, timeout_s, channel=CHANNEL):
-        yield
+#: nio calls with a deadline; network failures become `TransientError`.
+matrix_call = platform_calls(channel=CHANNEL)

@@ -15,7 +15,7 @@ from nio import AsyncClient, MemoryDownloadResponse
 from channels.errors import ChannelError
 from channels.matrix.errors import matrix_call
 from channels.matrix.inbound import MatrixPost
-from channels.media_files import media_root, safe_name, safe_suffix, save_media
+from channels.media_files import media_root, safe_name, safe_suffix, save_within
 
 log = structlog.get_logger(__name__)
 
@@ -46,7 +46,7 @@ async def download(
         log.warning("matrix.media_download_failed", event_id=post.event_id, error=str(response))
         return None
     data = bytes(response.body)
-    if len(data) > MAX_DOWNLOAD_BYTES:
-        log.warning("matrix.media_too_large", event_id=post.event_id, size=len(data))
-        return None
-    return str(await save_media(local_path(data_dir, post), data))
+    target = local_path(data_dir, post)
+    return await save_within(
+        target, data, MAX_DOWNLOAD_BYTES, channel="matrix", event_id=post.event_id
+    )

@@ -10,14 +10,14 @@ end-to-end encryption here): it gets one clear notice per run and a warning in t
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import structlog
 from nio import AsyncClient, ErrorResponse, SyncResponse
 
-from bus import InboundMessage, InboundRefused, InboundSender
+from bus import InboundMessage, InboundSender
+from channels.backpressure import until_taken
 from channels.dedup import InboundDedup
 from channels.errors import ChannelError
 from channels.matrix.content import Content
@@ -89,13 +89,7 @@ class SyncHandler:
 
     async def _publish(self, inbound: InboundSender, message: InboundMessage) -> None:
         """Until the message is durable; a full backlog is waited out, as a poller does."""
-        while True:
-            try:
-                await inbound.send(message)
-                return
-            except InboundRefused as refused:
-                log.info("matrix.backpressure", retry_after_s=refused.retry_after_s)
-                await asyncio.sleep(refused.retry_after_s or 1.0)
+        await until_taken(lambda: inbound.send(message), event="matrix.backpressure")
 
     async def accept_invites(self, response: SyncResponse) -> None:
         for invite in invites(response, self._user_id):

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 __all__ = ["QQBotChannel", "create", "seed_from_secret", "sign_hex", "signing_key"]
 
 
+# Every platform's `create` maps its config to its constructor field by field, typed at both
+# ends: they read alike on purpose.
 def create(config: QQBotConfig, context: ChannelContext) -> QQBotChannel:
     del context  # nothing kept on disk
     channel = QQBotChannel(

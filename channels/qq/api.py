@@ -13,6 +13,7 @@ from typing import Any
 
 import aiohttp
 
+from channels.access_token import TokenRefused
 from channels.errors import AuthError, ChannelError, RateLimited, TransientError
 from channels.qq.token import CHANNEL, AccessToken
 
@@ -72,23 +73,16 @@ class QQApi:
     async def call(
         self, method: str, path: str, body: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        for attempt in (1, 2):
-            token = await self._token.get()
+        async def attempt(token: str) -> dict[str, Any]:
             status, headers, data = await self._request(method, path, body, token)
             code = _code(data)
             if status == 401 or code in TOKEN_CODES:
-                self._token.invalidate(token)
-                if attempt == 1:
-                    continue
-                raise AuthError(
-                    f"{method} {path}: the access token was refused ({data!r})",
-                    channel=CHANNEL,
-                    suggestion="check app_id and app_secret in the QQ bot open platform",
-                )
+                raise TokenRefused(f"the access token was refused ({data!r})", channel=CHANNEL)
             if 200 <= status < 300 and code is None:
                 return data if isinstance(data, dict) else {}
             raise self._error(method, path, status, headers, data, code)
-        raise AssertionError("unreachable")
+
+        return await self._token.call_with_token(attempt, what=f"{method} {path}")
 
     async def _request(
         self, method: str, path: str, body: dict[str, Any] | None, token: str

@@ -23,8 +23,9 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage
+from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.answers import answered_ids
+from channels.backpressure import until_taken
 from channels.base import Channel
 from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
@@ -134,13 +135,7 @@ class QQBotChannel(Channel):
 
     async def _gateway_until_stopped(self, inbound: InboundSender) -> None:
         async def take(payload: dict[str, Any]) -> None:
-            while True:
-                try:
-                    await self._take(inbound, payload)
-                    return
-                except InboundRefused as refused:
-                    log.warning("qq.inbound_refused", retry_after_s=refused.retry_after_s)
-                    await asyncio.sleep(refused.retry_after_s or 1.0)
+            await until_taken(lambda: self._take(inbound, payload), event="qq.inbound_refused")
 
         failures = 0
         while not self._stopping.is_set():

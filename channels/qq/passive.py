@@ -11,11 +11,11 @@ instead of showing it twice.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from channels.bounded import RecentMap
 from channels.qq.api import ReplyWindowClosed
 from channels.qq.token import CHANNEL
 
@@ -35,16 +35,13 @@ class PassiveReplies:
     def __init__(
         self, *, capacity: int = 20_000, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self._capacity = capacity
         self._clock = clock
-        self._messages: OrderedDict[str, _Received] = OrderedDict()
+        self._messages: RecentMap[str, _Received] = RecentMap(capacity)
 
     def received(self, msg_id: str, kind: ChatKind) -> None:
         if msg_id in self._messages:
             return
-        self._messages[msg_id] = _Received(kind, self._clock())
-        while len(self._messages) > self._capacity:
-            self._messages.popitem(last=False)
+        self._messages.remember(msg_id, _Received(kind, self._clock()))
 
     def next_seq(self, msg_id: str, kind: ChatKind, delivery_id: str | None) -> int:
         """The `msg_seq` of the next reply to `msg_id`; ReplyWindowClosed when none is left."""

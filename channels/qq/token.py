@@ -3,24 +3,28 @@
 `POST token_url {"appId", "clientSecret"}` answers `{"access_token", "expires_in"}`, where
 `expires_in` is a string of seconds ("7200"). The token is refreshed `refresh_margin_s` before
 it expires (QQ hands out a new one within the last minute), or at once after the API refused it
-(`invalidate`). Concurrent callers share one fetch: the caching is `channels.access_token`'s,
-this module is only QQ's credentials call.
+(`call_with_token` does that for a refused call). Concurrent callers share one fetch: the
+caching is `channels.access_token`'s, this module is only QQ's credentials call.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import aiohttp
 import structlog
 
-from channels.access_token import AccessTokenCache, IssuedToken
+from channels.access_token import AccessTokenCache, IssuedToken, issued_token
 from channels.errors import AuthError, ChannelError, TransientError
 
 log = structlog.get_logger(__name__)
 
+T = TypeVar("T")
+
 CHANNEL = "qq-bot"
+CREDENTIALS_HINT = "check app_id and app_secret in the QQ bot open platform"
 
 
 class AccessToken:
@@ -42,6 +46,8 @@ class AccessToken:
         self._timeout_s = timeout_s
         self._cache = AccessTokenCache(
             self._fetch,
+            channel=CHANNEL,
+            credentials_hint=CREDENTIALS_HINT,
             early_refresh_s=refresh_margin_s,
             short_lifetime_share=0.5,
             clock=clock,
@@ -53,6 +59,10 @@ class AccessToken:
     def invalidate(self, token: str) -> None:
         """The API refused `token`: the next `get` fetches a new one."""
         self._cache.invalidate(token)
+
+    async def call_with_token(self, call: Callable[[str], Awaitable[T]], *, what: str) -> T:
+        """`call(token)`, repeated once with a fresh token when it raises `TokenRefused`."""
+        return await self._cache.call_with_token(call, what=what)
 
     async def _fetch(self) -> IssuedToken:
         payload = {"appId": self._app_id, "clientSecret": self._app_secret}
@@ -76,11 +86,8 @@ class AccessToken:
             raise error(
                 f"no access token: {message or data!r}",
                 channel=CHANNEL,
-                suggestion="check app_id and app_secret in the QQ bot open platform",
+                suggestion=CREDENTIALS_HINT,
             )
-        try:
-            lifetime_s = float(data.get("expires_in", 7200))
-        except (TypeError, ValueError):
-            lifetime_s = 7200.0
-        log.debug("qq.access_token_fetched", expires_in_s=lifetime_s)
-        return IssuedToken(token, max(lifetime_s, 1.0))
+        issued = issued_token(data, "access_token", "expires_in", channel=CHANNEL)
+        log.debug("qq.access_token_fetched", expires_in_s=issued.expires_in_s)
+        return issued

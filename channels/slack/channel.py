@@ -194,10 +194,7 @@ class SlackChannel(Channel):
         return f"@{user} (id {response.get('user_id')}) in {team}"
 
     def _fatal_error(self, error: ChannelError) -> FatalChannelError:
-        self._run_state.fatal = FatalChannelError(
-            f"Slack refused the credentials ({error})", channel=CHANNEL, suggestion=error.suggestion
-        )
-        return self._run_state.fatal
+        return self._run_state.refused("Slack refused the credentials", error, channel=CHANNEL)
 
     async def _receive(self, inbound: InboundSender) -> None:
         """Authenticate, then receive until cancelled; the pump ends early only by failing."""
@@ -295,8 +292,6 @@ class SlackChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        if message.typing_signal is not None:
-            return None
         thread_ts = self._threads.thread_for(message)
         if message.media:
             await self._upload(message, thread_ts)

@@ -10,9 +10,6 @@ layer that retries, so a rate-limited message waits `Retry-After` once and is de
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from channels.errors import (
@@ -22,7 +19,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.platform_call import platform_call
+from channels.platform_call import answers_of, platform_calls
 
 CHANNEL = "slack"
 
@@ -96,17 +93,9 @@ def _retry_after_s(error: SlackApiError) -> float:
         return DEFAULT_RETRY_AFTER_S
 
 
-@asynccontextmanager
-async def slack_call(what: str, timeout_s: float) -> AsyncIterator[None]:
-    """Run Web API calls with a deadline, raising only `channels.errors` types."""
-    async with platform_call(
-        what, timeout_s, channel=CHANNEL, sdk_errors=(SlackClientError,), translate=_translate
-    ):
-        yield
-
-
-def _translate(error: Exception, what: str) -> ChannelError:
-    if isinstance(error, SlackApiError):
-        return translate_api_error(error, what)
-    # A request slack_sdk refused to build (bad arguments): re-sending cannot help.
-    return ChannelError(f"{what}: {error}", channel=CHANNEL)
+#: Web API calls with a deadline, raising only `channels.errors` types.
+slack_call = platform_calls(
+    channel=CHANNEL,
+    sdk_errors=(SlackClientError,),
+    translate=answers_of(SlackApiError, translate_api_error, channel=CHANNEL),
+)

@@ -63,13 +63,7 @@ class FileStore:
     async def _save(
         self, session: aiohttp.ClientSession, channel_id: str, file: SlackFile
     ) -> Path | None:
-        if not self._store.fits(file.size):
-            log.warning(
-                "slack.file_too_large",
-                file_id=file.id,
-                size=file.size,
-                max_bytes=self.max_bytes,
-            )
+        if not self._store.admits(file.size, file_id=file.id):
             return None
         try:
             data = await self._download(session, file)

@@ -12,10 +12,10 @@ itself inside a thread. An outbound message may also name the thread outright wi
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from bus import ANSWERS, OutboundMessage
+from channels.bounded import RecentMap
 
 #: Outbound metadata key naming the thread to post in (Slack's `thread_ts`) outright.
 THREAD_TS = "thread_ts"
@@ -28,21 +28,15 @@ def is_direct_chat(chat_id: str) -> bool:
 
 class ThreadBook:
     def __init__(self, max_entries: int = 10_000) -> None:
-        if max_entries < 1:
-            raise ValueError(f"max_entries must be at least 1, got {max_entries}")
         self.max_entries = max_entries
-        self._threads: OrderedDict[tuple[str, str], str | None] = OrderedDict()
+        self._threads: RecentMap[tuple[str, str], str | None] = RecentMap(max_entries)
 
     def __len__(self) -> int:
         return len(self._threads)
 
     def remember(self, chat_id: str, ts: str, thread_ts: str | None) -> None:
         """Answers to post `ts` go to `thread_ts` (None: into the conversation itself)."""
-        key = (chat_id, ts)
-        self._threads[key] = thread_ts
-        self._threads.move_to_end(key)
-        while len(self._threads) > self.max_entries:
-            self._threads.popitem(last=False)
+        self._threads.remember((chat_id, ts), thread_ts)
 
     def thread_for(self, message: OutboundMessage) -> str | None:
         """The `thread_ts` to post `message` with, or None to post it plainly."""

@@ -13,8 +13,8 @@ os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 from channels.markup.telegram import render, render_html, render_markdown_v2
 from channels.registry import ChannelContext
+from channels.retry import Backoff
 from channels.telegram.channel import DEFAULT_COMMANDS, TelegramChannel
-from channels.telegram.polling import Backoff
 from config import TelegramConfig
 
 __all__ = [

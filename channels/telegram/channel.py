@@ -25,13 +25,13 @@ from channels.base import Channel
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS
-from channels.telegram.errors import CHANNEL, is_fatal_at_start, translate, translated
+from channels.retry import Backoff
+from channels.telegram.errors import CHANNEL, rejected_token, translate, translated
 from channels.telegram.media import download, media_dir
 from channels.telegram.outbound import TelegramSender, telegram_message_id
 from channels.telegram.polling import (
     ALLOWED_UPDATES,
     GOODBYE_TIMEOUT_S,
-    Backoff,
     UpdatePoller,
     UpdatesRequest,
 )
@@ -115,6 +115,11 @@ class TelegramChannel(Channel):
     def name(self) -> str:
         return CHANNEL
 
+    @property
+    def single_poller(self) -> bool:
+        # One getUpdates at a time per bot (a second gets 409); webhooks go to any process.
+        return self._config.mode == "polling"
+
     # Receiving
 
     async def start(self, inbound: InboundSender) -> None:
@@ -144,13 +149,8 @@ class TelegramChannel(Channel):
                 f"getMe took over {_CONNECT_TIMEOUT_S} s", channel=CHANNEL
             ) from exc
         except TelegramError as exc:
-            if is_fatal_at_start(exc):
-                # PTB's message quotes the token: it must not reach the logs.
-                raise FatalChannelError(
-                    f"Telegram rejected the bot token ({type(exc).__name__})",
-                    channel=CHANNEL,
-                    suggestion="check the token from @BotFather in this profile's config",
-                ) from None
+            if (rejected := rejected_token(exc, FatalChannelError)) is not None:
+                raise rejected from None
             self._health = ChannelHealth.degraded(f"getMe failed: {exc.message}")
             raise translate(exc, "getMe") from exc
         self._identity = BotIdentity(self._bot.id, self._bot.username)
@@ -272,19 +272,13 @@ class TelegramChannel(Channel):
                 suggestion="check that base_url is reachable from this machine",
             ) from exc
         except TelegramError as exc:
-            if is_fatal_at_start(exc):
-                # PTB's message quotes the token: it must not reach the output.
-                raise AuthError(
-                    f"Telegram rejected the bot token ({type(exc).__name__})",
-                    channel=CHANNEL,
-                    suggestion="check the token from @BotFather in this profile's config",
-                ) from None
+            if (rejected := rejected_token(exc, AuthError)) is not None:
+                raise rejected from None
             raise translate(exc, "getMe") from None
         return f"@{me.username} (id {me.id})"
 
     def _set_health(self, health: ChannelHealth) -> None:
-        if not self._health.is_down:
-            self._health = health
+        self._health = self._health.then(health)
 
     async def health_check(self) -> ChannelHealth:
         return self._health
@@ -301,11 +295,6 @@ class TelegramChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        signal = message.typing_signal
-        if signal is not None:
-            if signal:
-                await self.send_typing(message.chat_id)
-            return None
         return await self._sender.send(message)
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:

@@ -102,3 +102,18 @@ def translated(action: str) -> Iterator[None]:
 def is_fatal_at_start(exc: TelegramError) -> bool:
     """A token Telegram rejects, or a bot it has banned: restarting cannot help."""
     return isinstance(exc, InvalidToken | Forbidden)
+
+
+def rejected_token(exc: TelegramError, kind: type[ChannelError]) -> ChannelError | None:
+    """A `kind` error saying Telegram rejected the bot token, when `exc` means that; else None.
+
+    It names only the exception's type: PTB's message quotes the token, which must reach
+    neither the logs nor a command's output.
+    """
+    if not is_fatal_at_start(exc):
+        return None
+    return kind(
+        f"Telegram rejected the bot token ({type(exc).__name__})",
+        channel=CHANNEL,
+        suggestion="check the token from @BotFather in this profile's config",
+    )

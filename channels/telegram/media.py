@@ -8,7 +8,6 @@ is not used).
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +15,13 @@ import structlog
 from telegram import Bot, InputFile
 
 from channels.errors import ChannelError
-from channels.media_files import media_root, safe_name, safe_suffix, save_media
+from channels.media_files import (
+    media_root,
+    read_file,
+    safe_name,
+    safe_suffix,
+    save_media,
+)
 from channels.telegram.errors import CHANNEL, translated
 from channels.telegram.updates import MediaRef
 
@@ -80,18 +85,11 @@ class Upload:
 
 async def load_upload(path_text: str) -> Upload:
     path = Path(path_text)
-    try:
-        data = await asyncio.to_thread(path.read_bytes)
-    except OSError as exc:
-        raise ChannelError(
-            f"cannot read the file to send: {exc}",
-            channel=CHANNEL,
-            suggestion="the agent must pass paths this process can read",
-        ) from exc
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise ChannelError(
-            f"{path.name} is {len(data)} bytes; the Bot API takes files up to 50 MB",
-            channel=CHANNEL,
-        )
+    data = await read_file(
+        path_text,
+        channel=CHANNEL,
+        max_bytes=MAX_UPLOAD_BYTES,
+        limit_note="the Bot API takes files up to 50 MB",
+    )
     as_photo = path.suffix.lower() in PHOTO_SUFFIXES and len(data) <= MAX_PHOTO_BYTES
     return Upload(InputFile(data, filename=path.name), as_photo)

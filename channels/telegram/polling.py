@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
@@ -25,6 +24,7 @@ from telegram.request import HTTPXRequest
 from bus import InboundRefused
 from channels.errors import ChannelError, FatalChannelError, RateLimited
 from channels.health import ChannelHealth
+from channels.retry import Backoff
 from channels.stopping import sleep_unless_set, until_stopped
 from channels.telegram.errors import CHANNEL, is_fatal_at_start, translate
 
@@ -73,15 +73,6 @@ class UpdatesRequest(HTTPXRequest):
     def take_skipped(self) -> list[int]:
         skipped, self._skipped = self._skipped, []
         return skipped
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    initial_s: float = 5.0
-    max_s: float = 60.0
-
-    def next(self, delay_s: float) -> float:
-        return min(delay_s * 2, self.max_s)
 
 
 class UpdatePoller:

@@ -9,7 +9,6 @@ refused forever, and recent update ids are remembered so a re-sent update is han
 from __future__ import annotations
 
 import hmac
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -18,6 +17,7 @@ from telegram import Bot, Update
 
 from bus import InboundRefused, PipeClosed
 from channels.acknowledge import refused_response
+from channels.bounded import RecentMap
 
 log = structlog.get_logger(__name__)
 
@@ -28,16 +28,13 @@ class RecentIds:
     """A bounded memory of update ids already handled."""
 
     def __init__(self, capacity: int = 2048) -> None:
-        self._capacity = capacity
-        self._ids: OrderedDict[int, None] = OrderedDict()
+        self._ids: RecentMap[int, None] = RecentMap(capacity)
 
     def add(self, update_id: int) -> bool:
         """Remember `update_id`; False if it was already there."""
         if update_id in self._ids:
             return False
-        self._ids[update_id] = None
-        while len(self._ids) > self._capacity:
-            self._ids.popitem(last=False)
+        self._ids.remember(update_id, None)
         return True
 
     def forget(self, update_id: int) -> None:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from channels.twilio.channel import DEFAULT_API_BASE_URL, TwilioChannel
 from channels.twilio.inbound import CARRIER_KEYWORDS, parse_sms
-from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature, Verdict
+from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature
+from channels.webhook_refusal import Verdict
 
 if TYPE_CHECKING:
     from channels.registry import ChannelContext
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 
+# Every platform's `create` maps its config to its constructor field by field, typed at both
+# ends: they read alike on purpose.
 def create(config: TwilioConfig, context: ChannelContext) -> TwilioChannel:
     """Build the Twilio channel of one profile from its validated config."""
     channel = TwilioChannel(

@@ -16,7 +16,6 @@ indicator; the agent's Markdown is sent as plain text. Outbound media must be pu
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -42,6 +41,8 @@ from channels.twilio.signature import TwilioSignature
 from channels.twilio.webhook import TwilioWebhook
 
 log = structlog.get_logger(__name__)
+
+CREDENTIALS_REFUSED = "Twilio refused the credentials"
 
 DEFAULT_API_BASE_URL = "https://api.twilio.com"
 
@@ -90,7 +91,6 @@ class TwilioChannel(Channel):
         self._http: TwilioHttp | None = None
         self._inbound: InboundSender | None = None
         self._run_state = RunState()
-        self._auth_rejected = asyncio.Event()
 
     @property
     def name(self) -> str:
@@ -104,28 +104,23 @@ class TwilioChannel(Channel):
     async def start(self, inbound: InboundSender) -> None:
         """Check the credentials, then take webhooks until `stop()`, cancellation or a
         rejected token."""
+        # The lifecycle of WhatsAppChannel too: the mechanics are RunState's, what is probed
+        # and which refusal is fatal are each platform's.
         if self._run_state.stopping.is_set():
             return
         async with self._run_state.running():
-            try:
-                await self.probe()
-            except AuthError as error:
-                raise self._credentials_dead(error) from error
+            await self._run_state.check_credentials(
+                self.probe, CREDENTIALS_REFUSED, channel=CHANNEL
+            )
             self._inbound = inbound
             try:
                 log.info("twilio.receiving", path=self._webhook_path)
-                await self._run_state.receive_until(self._auth_rejected, name="twilio-auth-watch")
+                await self._run_state.receive_until(name="twilio-auth-watch")
             finally:
                 self._inbound = None
 
     def _credentials_dead(self, error: AuthError) -> FatalChannelError:
-        self._run_state.fatal = FatalChannelError(
-            f"Twilio refused the credentials ({error})",
-            channel=CHANNEL,
-            suggestion=error.suggestion,
-        )
-        self._auth_rejected.set()
-        return self._run_state.fatal
+        return self._run_state.refused(CREDENTIALS_REFUSED, error, channel=CHANNEL)
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP client; idempotent."""
@@ -220,8 +215,6 @@ class TwilioChannel(Channel):
     # Outbound
 
     async def send(self, message: OutboundMessage) -> None:
-        if message.typing_signal is not None:
-            return
         media_urls = [item for item in message.media if item.startswith(("https://", "http://"))]
         if len(media_urls) < len(message.media):
             log.warning(

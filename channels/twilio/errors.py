@@ -8,9 +8,6 @@ passes on, so the wait is one second, then the retry policy's own backoff.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from twilio.base.exceptions import TwilioException, TwilioRestException
 
 from channels.errors import (
@@ -20,7 +17,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.platform_call import platform_call
+from channels.platform_call import answers_of, platform_calls
 
 CHANNEL = "twilio"
 DEFAULT_RETRY_AFTER_S = 1.0
@@ -59,17 +56,10 @@ def translate(error: TwilioRestException, what: str) -> ChannelError:
     return ChannelError(detail, channel=CHANNEL, suggestion=suggestion)
 
 
-@asynccontextmanager
-async def twilio_call(what: str, timeout_s: float) -> AsyncIterator[None]:
-    """Run REST calls with a deadline (the async client ignores its own timeout), raising
-    only `channels.errors` types."""
-    async with platform_call(
-        what, timeout_s, channel=CHANNEL, sdk_errors=(TwilioException,), translate=_translate
-    ):
-        yield
-
-
-def _translate(error: Exception, what: str) -> ChannelError:
-    if isinstance(error, TwilioRestException):
-        return translate(error, what)
-    return ChannelError(f"{what}: {error}", channel=CHANNEL)
+#: REST calls with a deadline (the async client ignores its own timeout), raising only
+#: `channels.errors` types.
+twilio_call = platform_calls(
+    channel=CHANNEL,
+    sdk_errors=(TwilioException,),
+    translate=answers_of(TwilioRestException, translate, channel=CHANNEL),
+)

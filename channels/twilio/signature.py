@@ -15,18 +15,13 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Mapping, Sequence
-from enum import StrEnum
 from urllib.parse import urlsplit
 
 from twilio.request_validator import RequestValidator, add_port, remove_port
 
+from channels.webhook_refusal import Verdict
+
 SIGNATURE_HEADER = "X-Twilio-Signature"
-
-
-class Verdict(StrEnum):
-    VALID = "valid"
-    MISSING = "missing"
-    WRONG = "wrong"
 
 
 class TwilioSignature:

@@ -15,14 +15,12 @@ import structlog
 from aiohttp import web
 from twilio.twiml.messaging_response import MessagingResponse
 
-from bus import InboundRefused, PipeClosed
-from channels.acknowledge import refused_response
+from channels.acknowledge import hand_over
 from channels.twilio.inbound import MalformedWebhook, Params, Sms, parse_sms
-from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature, Verdict
+from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature
+from channels.webhook_refusal import signature_refusal
 
 log = structlog.get_logger(__name__)
-
-_REFUSAL_STATUS = {Verdict.MISSING: 401, Verdict.WRONG: 403}
 
 
 def empty_twiml() -> web.Response:
@@ -57,9 +55,10 @@ class TwilioWebhook:
             log.warning("twilio.webhook_refused", reason="unreadable_form", remote=request.remote)
             return web.Response(status=400, text="the body is not a UTF-8 url-encoded form")
         verdict = self._signature.check(params, request.headers.get(SIGNATURE_HEADER))
-        if verdict is not Verdict.VALID:
-            log.warning("twilio.webhook_refused", reason=verdict.value, remote=request.remote)
-            return web.Response(status=_REFUSAL_STATUS[verdict], text=f"signature {verdict}")
+        if (
+            refusal := signature_refusal(verdict, request, event="twilio.webhook_refused")
+        ) is not None:
+            return refusal
         if not self._accepting():
             return web.Response(status=503, text="channel not running")
         try:
@@ -69,11 +68,7 @@ class TwilioWebhook:
             # answered, so Twilio does not retry what can never be handled.
             log.warning("twilio.malformed_webhook", error=str(error), params=sorted(params))
             return empty_twiml()
-        try:
-            await self._take(sms)
-        except InboundRefused as error:
-            log.info("twilio.webhook_backlog_full", sid=sms.sid, retry_after_s=error.retry_after_s)
-            return refused_response(error)
-        except PipeClosed:
-            return web.Response(status=503, text="channel stopping")
+        refusal = await hand_over(self._take(sms), event="twilio.webhook_backlog_full", sid=sms.sid)
+        if refusal is not None:
+            return refusal
         return empty_twiml()

@@ -8,15 +8,13 @@ credentials or a server IP not on the app's list.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
-
-from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused
+from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused, issued_token
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.http_session import LazySession
+from channels.platform_call import platform_call
 
 CHANNEL = "wecom"
 
@@ -39,12 +37,16 @@ REQUEST_TIMEOUT_S = 15.0
 
 
 class WeComApi:
+    # Built like FeishuApi (credentials, a lazy session, the shared token cache); the wire
+    # formats differ, so each platform keeps its own request and error table.
     def __init__(self, base_url: str, corp_id: str, secret: str) -> None:
         self._base_url = base_url.rstrip("/")
         self._corp_id = corp_id
         self._secret = secret
         self._session = LazySession(timeout_s=REQUEST_TIMEOUT_S)
-        self.tokens = AccessTokenCache(self._fetch_token)
+        self.tokens = AccessTokenCache(
+            self._fetch_token, channel=CHANNEL, credentials_hint="check corp_id and secret"
+        )
 
     async def close(self) -> None:
         await self._session.close()
@@ -52,10 +54,7 @@ class WeComApi:
     async def _fetch_token(self) -> IssuedToken:
         params = {"corpid": self._corp_id, "corpsecret": self._secret}
         body = await self._request("GET", "/cgi-bin/gettoken", "gettoken", params=params)
-        token, expires_in = body.get("access_token"), body.get("expires_in", 7200)
-        if not isinstance(token, str) or not token:
-            raise ChannelError("gettoken returned no access_token", channel=CHANNEL)
-        return IssuedToken(token, float(expires_in) if isinstance(expires_in, int) else 7200.0)
+        return issued_token(body, "access_token", "expires_in", channel=CHANNEL)
 
     async def call(self, path: str, what: str, payload: Mapping[str, Any]) -> dict[str, Any]:
         """POST `payload` with the cached access token; a refused token is refetched once."""
@@ -65,12 +64,7 @@ class WeComApi:
                 "POST", path, what, params={"access_token": token}, json=payload
             )
 
-        try:
-            return await self.tokens.call_with_token(post)
-        except TokenRefused:
-            raise AuthError(
-                f"{what}: WeCom refused a fresh access token", channel=CHANNEL
-            ) from None
+        return await self.tokens.call_with_token(post, what=what)
 
     async def _request(
         self,
@@ -82,22 +76,18 @@ class WeComApi:
         json: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         url = self._base_url + path
-        try:
-            async with (
-                asyncio.timeout(REQUEST_TIMEOUT_S),
-                self._session.get().request(method, url, params=params, json=json) as response,
-            ):
-                if response.status >= 500:
-                    raise TransientError(f"{what}: HTTP {response.status}", channel=CHANNEL)
-                if response.status == 429:
-                    raise RateLimited(RATE_LIMIT_WAIT_S, f"{what}: HTTP 429", channel=CHANNEL)
+        async with (
+            platform_call(what, REQUEST_TIMEOUT_S, channel=CHANNEL),
+            self._session.get().request(method, url, params=params, json=json) as response,
+        ):
+            if response.status >= 500:
+                raise TransientError(f"{what}: HTTP {response.status}", channel=CHANNEL)
+            if response.status == 429:
+                raise RateLimited(RATE_LIMIT_WAIT_S, f"{what}: HTTP 429", channel=CHANNEL)
+            try:
                 body = await response.json(content_type=None)
-        except TimeoutError as exc:
-            raise TransientError(f"{what} timed out", channel=CHANNEL) from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise TransientError(f"{what} failed: {exc!r}", channel=CHANNEL) from exc
-        except ValueError as exc:
-            raise TransientError(f"{what}: the answer is not JSON", channel=CHANNEL) from exc
+            except ValueError as exc:
+                raise TransientError(f"{what}: the answer is not JSON", channel=CHANNEL) from exc
         if not isinstance(body, dict):
             raise TransientError(f"{what}: the answer is not a JSON object", channel=CHANNEL)
         check(body, what)

@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
-from bus import InboundRefused, PipeClosed
-from channels.acknowledge import refused_response
+from channels.acknowledge import hand_over
 from channels.dedup import InboundDedup
+from channels.webhook_refusal import WebhookRefused, is_stale, refusal_response
 from channels.wecom.crypto import CryptoError, SignatureMismatch, WeComCrypto
 from channels.wecom.messages import (
     TEXT_TYPES,
@@ -39,13 +39,6 @@ MAX_SKEW_S = 300.0
 Handler = Callable[[WeComMessage], Awaitable[None]]
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
 class CallbackReceiver:
     """The aiohttp handlers of the callback path; `handle` is set while the channel runs."""
 
@@ -59,10 +52,10 @@ class CallbackReceiver:
         values = [request.query.get(name, "") for name in names]
         if not all(values):
             missing = [name for name, value in zip(names, values, strict=True) if not value]
-            raise _Refused(401, "unsigned: no " + ", ".join(missing))
+            raise WebhookRefused(401, "unsigned: no " + ", ".join(missing))
         timestamp = values[1]
-        if not timestamp.isdigit() or abs(self._clock() - int(timestamp)) > MAX_SKEW_S:
-            raise _Refused(401, "stale timestamp")
+        if is_stale(timestamp, self._clock(), MAX_SKEW_S):
+            raise WebhookRefused(401, "stale timestamp")
         return values
 
     def _open(self, signature: str, timestamp: str, nonce: str, encrypted: str) -> bytes:
@@ -70,9 +63,9 @@ class CallbackReceiver:
             self._crypto.verify(signature, timestamp, nonce, encrypted)
             return self._crypto.decrypt(encrypted)
         except SignatureMismatch:
-            raise _Refused(401, "wrong signature") from None
+            raise WebhookRefused(401, "wrong signature") from None
         except CryptoError as exc:
-            raise _Refused(403, f"cannot decrypt: {exc}") from None
+            raise WebhookRefused(403, f"cannot decrypt: {exc}") from None
 
     async def verify_url(self, request: web.Request) -> web.Response:
         try:
@@ -80,8 +73,8 @@ class CallbackReceiver:
                 request, "msg_signature", "timestamp", "nonce", "echostr"
             )
             plain = self._open(signature, timestamp, nonce, echostr)
-        except _Refused as refused:
-            return _refusal(request, refused)
+        except WebhookRefused as refused:
+            return refusal_response(request, refused, event="wecom.callback_refused")
         log.info("wecom.url_verified")
         return web.Response(body=plain, content_type="text/plain")
 
@@ -93,10 +86,10 @@ class CallbackReceiver:
             try:
                 encrypted = encrypted_field(await request.read())
             except MalformedCallback as exc:
-                raise _Refused(400, str(exc)) from None
+                raise WebhookRefused(400, str(exc)) from None
             plain = self._open(signature, timestamp, nonce, encrypted)
-        except _Refused as refused:
-            return _refusal(request, refused)
+        except WebhookRefused as refused:
+            return refusal_response(request, refused, event="wecom.callback_refused")
         handle = self.handle
         if handle is None:
             return web.Response(status=503, text="channel not running")
@@ -109,22 +102,8 @@ class CallbackReceiver:
         if message.msg_type not in TEXT_TYPES or message.dedup_id in self._recent:
             log.debug("wecom.callback_skipped", msg_type=message.msg_type, id=message.dedup_id)
             return web.Response(text="")
-        try:
-            await handle(message)
-        except InboundRefused as exc:
-            log.warning("wecom.callback_deferred", retry_after_s=exc.retry_after_s)
-            return refused_response(exc)
-        except PipeClosed:
-            return web.Response(status=503, text="channel stopping")
+        refusal = await hand_over(handle(message), event="wecom.callback_deferred")
+        if refusal is not None:
+            return refusal
         self._recent.seen(message.dedup_id)
         return web.Response(text="")
-
-
-def _refusal(request: web.Request, refused: _Refused) -> web.Response:
-    log.warning(
-        "wecom.callback_refused",
-        status=refused.status,
-        reason=refused.reason,
-        remote=request.remote,
-    )
-    return web.Response(status=refused.status, text=refused.reason)

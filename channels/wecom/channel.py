@@ -11,7 +11,6 @@ streamed replies arrive whole.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -20,9 +19,10 @@ from aiohttp import web
 
 from bus import InboundSender, OutboundMessage
 from channels.base import FORMATTED, Channel
-from channels.errors import AuthError, FatalChannelError, RateLimited
+from channels.errors import AuthError, RateLimited
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.run_state import RunState
 from channels.wecom.api import CHANNEL, WeComApi
 from channels.wecom.callback import CallbackReceiver
 from channels.wecom.crypto import WeComCrypto
@@ -46,9 +46,7 @@ class WeComChannel(Channel):
             config.corp_id,
         )
         self._receiver = CallbackReceiver(crypto)
-        self._health = ChannelHealth.unknown()
-        self._stopping = asyncio.Event()
-        self._receiving = asyncio.Event()
+        self._run_state = RunState()
 
     @property
     def name(self) -> str:
@@ -56,35 +54,34 @@ class WeComChannel(Channel):
 
     async def wait_receiving(self) -> None:
         """Return once callbacks are taken (the credentials were accepted)."""
-        await self._receiving.wait()
+        await self._run_state.receiving.wait()
 
     async def start(self, inbound: InboundSender) -> None:
-        if self._stopping.is_set():
+        if self._run_state.stopping.is_set():
             return
-        try:
-            await self._api.tokens.get()
-        except AuthError as exc:
-            self._health = ChannelHealth.down(str(exc))
-            raise FatalChannelError(
-                f"WeCom refused the credentials ({exc})", channel=CHANNEL, suggestion=exc.suggestion
-            ) from exc
+        async with self._run_state.running():
+            try:
+                await self._api.tokens.get()
+            except AuthError as exc:
+                raise self._run_state.refused(
+                    "WeCom refused the credentials", exc, channel=CHANNEL
+                ) from exc
 
-        async def take(message: WeComMessage) -> None:
-            await inbound.send(message.to_inbound())
+            async def take(message: WeComMessage) -> None:
+                await inbound.send(message.to_inbound())
 
-        self._receiver.handle = take
-        self._receiving.set()
-        self._health = ChannelHealth.healthy()
-        log.info("wecom.receiving", path=self._config.webhook_path, agent_id=self._config.agent_id)
-        try:
-            await self._stopping.wait()
-        finally:
-            self._receiver.handle = None
-            self._receiving.clear()
+            self._receiver.handle = take
+            log.info(
+                "wecom.receiving", path=self._config.webhook_path, agent_id=self._config.agent_id
+            )
+            try:
+                await self._run_state.receive_until(name="wecom-receiving")
+            finally:
+                self._receiver.handle = None
 
     async def stop(self) -> None:
-        self._stopping.set()
         self._receiver.handle = None
+        await self._run_state.stop()
         await self._api.close()
 
     def web_routes(self) -> Sequence[web.AbstractRouteDef]:
@@ -92,7 +89,7 @@ class WeComChannel(Channel):
         return (web.get(path, self._receiver.verify_url), web.post(path, self._receiver.receive))
 
     async def health_check(self) -> ChannelHealth:
-        return self._health
+        return self._run_state.health()
 
     async def probe(self) -> str | None:
         # Its own client: a probe neither disturbs nor outlives a running channel's session.
@@ -105,7 +102,7 @@ class WeComChannel(Channel):
         return f"corp {config.corp_id}, agent {config.agent_id}"
 
     async def send(self, message: OutboundMessage) -> None:
-        if message.typing_signal is not None or not message.content.strip():
+        if not message.content.strip():
             return
         wait_s = self._window.reserve(message.chat_id)
         if wait_s > 0:

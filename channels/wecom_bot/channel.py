@@ -22,8 +22,9 @@ from typing import ClassVar
 import aiohttp
 import structlog
 
-from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from bus import InboundMessage, InboundSender, OutboundMessage, PipeClosed
 from channels.answers import answered_ids
+from channels.backpressure import until_taken
 from channels.base import Channel
 from channels.coalesce import split_message
 from channels.dedup import InboundDedup
@@ -31,6 +32,7 @@ from channels.errors import AuthError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.retry import backoff_delay_s
+from channels.stopping import sleep_unless_set
 from channels.wecom_bot import frames
 from channels.wecom_bot.connection import CHANNEL, AibotConnection
 from channels.wecom_bot.frames import Callback, Frame, MalformedFrame
@@ -116,10 +118,7 @@ class WecomBotChannel(Channel):
                 max(failures, 1), self._reconnect_base_s, self._reconnect_cap_s
             )
             log.info("wecom_bot.reconnecting", delay_s=delay_s)
-            try:
-                await asyncio.wait_for(self._stopping.wait(), delay_s)
-            except TimeoutError:
-                continue
+            await sleep_unless_set(self._stopping, delay_s)
 
     async def _session(self, http: aiohttp.ClientSession) -> None:
         socket = await asyncio.wait_for(http.ws_connect(self._ws_url), self._connect_timeout_s)
@@ -180,15 +179,10 @@ class WecomBotChannel(Channel):
             message_id=callback.msg_id,
             metadata={"chat_type": callback.chat_type},
         )
-        while True:
-            try:
-                await inbound.send(message)
-                break
-            except InboundRefused as refused:
-                log.warning("wecom_bot.inbound_refused", retry_after_s=refused.retry_after_s)
-                await asyncio.sleep(refused.retry_after_s or 1.0)
-            except PipeClosed:
-                return
+        try:
+            await until_taken(lambda: inbound.send(message), event="wecom_bot.inbound_refused")
+        except PipeClosed:
+            return
         self._dedup.seen(key)
 
     async def stop(self) -> None:

@@ -11,9 +11,10 @@ chat (octos kept one `req_id` per chat and mis-routed concurrent replies).
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from channels.bounded import RecentMap
 
 #: How long a callback's `req_id` takes replies. WeCom ends a stream the bot has not finished
 #: six minutes after the user's message; five leaves room for the last frames.
@@ -46,16 +47,12 @@ class ReplyBook:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._window_s = window_s
-        self._capacity = capacity
         self._clock = clock
-        self._callbacks: OrderedDict[str, PendingCallback] = OrderedDict()
-        self._streams: OrderedDict[str, OpenStream] = OrderedDict()
+        self._callbacks: RecentMap[str, PendingCallback] = RecentMap(capacity)
+        self._streams: RecentMap[str, OpenStream] = RecentMap(capacity)
 
     def received(self, msg_id: str, req_id: str, chat_id: str) -> None:
-        self._callbacks[msg_id] = PendingCallback(req_id, chat_id, self._clock())
-        self._callbacks.move_to_end(msg_id)
-        while len(self._callbacks) > self._capacity:
-            self._callbacks.popitem(last=False)
+        self._callbacks.remember(msg_id, PendingCallback(req_id, chat_id, self._clock()))
 
     def available(self, msg_ids: Iterable[str], chat_id: str) -> tuple[str, str] | None:
         """(msg_id, req_id) of the callback a new streamed message may answer, if any.
@@ -78,9 +75,7 @@ class ReplyBook:
             pending.used = True
 
     def open_stream(self, stream_id: str, req_id: str, chat_id: str) -> None:
-        self._streams[stream_id] = OpenStream(req_id, chat_id)
-        while len(self._streams) > self._capacity:
-            self._streams.popitem(last=False)
+        self._streams.remember(stream_id, OpenStream(req_id, chat_id))
 
     def stream(self, stream_id: str) -> OpenStream | None:
         return self._streams.get(stream_id)

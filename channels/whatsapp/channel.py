@@ -18,9 +18,7 @@ window (131047) is not retried: one log line and `octos_send_errors_total{reason
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
@@ -30,6 +28,7 @@ from aiohttp import web
 
 from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.base import Channel
+from channels.bounded import RecentMap
 from channels.dedup import InboundDedup
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.health import ChannelHealth
@@ -44,6 +43,10 @@ from channels.whatsapp.media import download, send_file
 from channels.whatsapp.webhook import WhatsAppWebhook
 
 log = structlog.get_logger(__name__)
+
+TOKEN_REFUSED = "WhatsApp rejected the access token"
+
+TOKEN_SUGGESTION = "replace access_token with a valid one"
 
 DEFAULT_API_BASE_URL = "https://graph.facebook.com/v21.0"
 #: Meta retries a webhook it could not deliver for up to 7 days; anything older is a replay.
@@ -88,11 +91,10 @@ class WhatsAppChannel(Channel):
         )
         self._recent = InboundDedup(max_entries=10_000, ttl_s=3600.0)
         #: chat -> the wamid of its latest message (what "read" and "typing" refer to).
-        self._last_inbound: OrderedDict[str, str] = OrderedDict()
+        self._last_inbound: RecentMap[str, str] = RecentMap(10_000)
         self._typing_shown: dict[str, float] = {}
         self._inbound: InboundSender | None = None
         self._run_state = RunState()
-        self._token_rejected = asyncio.Event()
 
     @property
     def name(self) -> str:
@@ -108,16 +110,17 @@ class WhatsAppChannel(Channel):
         if self._run_state.stopping.is_set():
             return
         async with self._run_state.running():
-            try:
-                await self.probe()
-            except TokenRejected as error:
-                raise self._token_dead(error) from error
+            await self._run_state.check_credentials(
+                self.probe,
+                TOKEN_REFUSED,
+                channel=CHANNEL,
+                refusal=TokenRejected,
+                suggestion=TOKEN_SUGGESTION,
+            )
             self._inbound = inbound
             try:
                 log.info("whatsapp.receiving", path=self._webhook_path)
-                await self._run_state.receive_until(
-                    self._token_rejected, name="whatsapp-token-watch"
-                )
+                await self._run_state.receive_until(name="whatsapp-token-watch")
             finally:
                 self._inbound = None
 
@@ -140,13 +143,12 @@ class WhatsAppChannel(Channel):
         )
 
     def _token_dead(self, error: ChannelError) -> FatalChannelError:
-        self._run_state.fatal = FatalChannelError(
-            f"WhatsApp rejected the access token ({error})",
+        return self._run_state.refused(
+            TOKEN_REFUSED,
+            error,
             channel=CHANNEL,
-            suggestion="replace access_token with a valid one",
+            suggestion=TOKEN_SUGGESTION,
         )
-        self._token_rejected.set()
-        return self._run_state.fatal
 
     # Inbound
 
@@ -204,10 +206,7 @@ class WhatsAppChannel(Channel):
         self._remember_latest(message.sender, message.wamid)
 
     def _remember_latest(self, chat_id: str, wamid: str) -> None:
-        self._last_inbound[chat_id] = wamid
-        self._last_inbound.move_to_end(chat_id)
-        while len(self._last_inbound) > 10_000:
-            stale_chat, _ = self._last_inbound.popitem(last=False)
+        for stale_chat, _ in self._last_inbound.remember(chat_id, wamid):
             self._typing_shown.pop(stale_chat, None)
 
     def _note_status(self, status: DeliveryStatus) -> None:
@@ -249,8 +248,6 @@ class WhatsAppChannel(Channel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        if message.typing_signal is not None:
-            return None
         try:
             wamid = None
             for path in message.media:

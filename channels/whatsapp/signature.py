@@ -8,16 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from enum import StrEnum
+
+from channels.webhook_refusal import Verdict
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 _PREFIX = "sha256="
-
-
-class Verdict(StrEnum):
-    VALID = "valid"
-    MISSING = "missing"
-    WRONG = "wrong"
 
 
 def sign(app_secret: str, body: bytes) -> str:

@@ -19,14 +19,12 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
-from bus import InboundRefused, PipeClosed
-from channels.acknowledge import refused_response
+from channels.acknowledge import hand_over
+from channels.webhook_refusal import signature_refusal
 from channels.whatsapp.inbound import MalformedWebhook, Notification, parse_notification
-from channels.whatsapp.signature import SIGNATURE_HEADER, Verdict, check
+from channels.whatsapp.signature import SIGNATURE_HEADER, check
 
 log = structlog.get_logger(__name__)
-
-_REFUSAL_STATUS = {Verdict.MISSING: 401, Verdict.WRONG: 403}
 
 
 class WhatsAppWebhook:
@@ -61,9 +59,10 @@ class WhatsAppWebhook:
     async def receive(self, request: web.Request) -> web.Response:
         body = await request.read()
         verdict = check(self._app_secret, body, request.headers.get(SIGNATURE_HEADER))
-        if verdict is not Verdict.VALID:
-            log.warning("whatsapp.webhook_refused", reason=verdict.value, remote=request.remote)
-            return web.Response(status=_REFUSAL_STATUS[verdict], text=f"signature {verdict}")
+        if (
+            refusal := signature_refusal(verdict, request, event="whatsapp.webhook_refused")
+        ) is not None:
+            return refusal
         if not self._accepting():
             return web.Response(status=503, text="channel not running")
         try:
@@ -73,11 +72,7 @@ class WhatsAppWebhook:
             # Signed by Meta, so a retry would bring the same bytes: answered and logged.
             log.warning("whatsapp.malformed_webhook", error=str(error), size=len(body))
             return web.Response(text="ok")
-        try:
-            await self._take(notification)
-        except InboundRefused as error:
-            log.info("whatsapp.webhook_backlog_full", retry_after_s=error.retry_after_s)
-            return refused_response(error)
-        except PipeClosed:
-            return web.Response(status=503, text="channel stopping")
+        refusal = await hand_over(self._take(notification), event="whatsapp.webhook_backlog_full")
+        if refusal is not None:
+            return refusal
         return web.Response(text="ok")

@@ -106,6 +106,35 @@ class AgentError(GatewayError):
         self.user_message = user_message or _USER_MESSAGES[failure]
 
 
+class AgentErrors:
+    """One agent's errors: each names the agent (`context`), and detail quoted from its server
+    has the agent's secrets masked (`mask`)."""
+
+    def __init__(self, context: str, secrets: tuple[str, ...] = ()) -> None:
+        self.context = context
+        self._secrets = secrets
+
+    def error(
+        self,
+        failure: AgentFailure,
+        detail: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> AgentError:
+        return AgentError(
+            detail,
+            failure=failure,
+            context=self.context,
+            status=status,
+            retry_after_s=retry_after_s,
+        )
+
+    def mask(self, text: str) -> str:
+        """An excerpt of `text` for the log, the agent's secrets masked."""
+        return excerpt(text, self._secrets)
+
+
 def failure_for_status(status: int) -> AgentFailure:
     """What an HTTP error status from an agent endpoint means."""
     if status == 429:

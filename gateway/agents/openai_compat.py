@@ -28,8 +28,8 @@ from bus import Message, MessageRole, TokenUsage
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.errors import (
     AgentError,
+    AgentErrors,
     AgentFailure,
-    excerpt,
     failure_for_status,
     parse_retry_after,
     url_for_log,
@@ -129,6 +129,10 @@ class OpenAICompatAgent(Agent):
         self._api_key = (
             config.api_key.get_secret_value() if config.api_key is not None else None
         ) or PLACEHOLDER_API_KEY
+        self._errors = AgentErrors(
+            f"openai agent (model {config.model} at {url_for_log(config.base_url)})",
+            (self._api_key,),
+        )
         self._max_retries = max_retries
         self._snapshot_interval_s = snapshot_interval_s
         self._clock = clock
@@ -146,7 +150,7 @@ class OpenAICompatAgent(Agent):
         content = await stream.finish()
         if outcome.finish_reason not in ("stop", None):
             log.info(
-                "openai reply ended early",
+                "openai.reply_ended_early",
                 model=self._config.model,
                 finish_reason=outcome.finish_reason,
             )
@@ -212,46 +216,24 @@ class OpenAICompatAgent(Agent):
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from None
         except _TIMEOUTS as exc:
-            raise self._error(
+            raise self._errors.error(
                 AgentFailure.TIMEOUT, f"no answer within {config.timeout_s} s"
             ) from exc
         except openai.APIConnectionError as exc:
             raise self._connection_error(exc, outcome) from exc
         except openai.APIError as exc:
             # An error event inside an otherwise healthy stream.
-            raise self._error(
-                AgentFailure.UNAVAILABLE, f"stream error: {self._mask(exc.message)}"
+            raise self._errors.error(
+                AgentFailure.UNAVAILABLE, f"stream error: {self._errors.mask(exc.message)}"
             ) from None
         except _LEGACY_TRANSPORT_ERRORS as exc:
-            raise self._error(
+            raise self._errors.error(
                 AgentFailure.INTERRUPTED, f"connection lost mid-reply: {exc!r}"
             ) from exc
         if outcome.finish_reason is None:
-            raise self._error(
+            raise self._errors.error(
                 AgentFailure.INTERRUPTED, "the stream ended before the model finished"
             )
-
-    def _where(self) -> str:
-        return f"openai agent (model {self._config.model} at {url_for_log(self._config.base_url)})"
-
-    def _mask(self, text: str) -> str:
-        return excerpt(text, (self._api_key,))
-
-    def _error(
-        self,
-        failure: AgentFailure,
-        detail: str,
-        *,
-        status: int | None = None,
-        retry_after_s: float | None = None,
-    ) -> AgentError:
-        return AgentError(
-            detail,
-            failure=failure,
-            context=self._where(),
-            status=status,
-            retry_after_s=retry_after_s,
-        )
 
     def _status_error(self, exc: openai.APIStatusError) -> AgentError:
         body = json.dumps(exc.body) if exc.body is not None else exc.message
@@ -260,9 +242,9 @@ class OpenAICompatAgent(Agent):
         # The statuses the SDK retries by itself.
         retried = self._max_retries and (status in (408, 409, 429) or status >= 500)
         attempts = f" after {self._max_retries} retries" if retried else ""
-        return self._error(
+        return self._errors.error(
             failure,
-            f"HTTP {exc.status_code}{attempts}: {self._mask(body)}",
+            f"HTTP {exc.status_code}{attempts}: {self._errors.mask(body)}",
             status=exc.status_code,
             retry_after_s=parse_retry_after(exc.response.headers.get("retry-after")),
         )
@@ -272,11 +254,11 @@ class OpenAICompatAgent(Agent):
     ) -> AgentError:
         cause = exc.__cause__ or exc
         if outcome.chunks_received:
-            return self._error(
+            return self._errors.error(
                 AgentFailure.INTERRUPTED,
                 f"connection lost after {outcome.chunks_received} chunks: "
-                f"{self._mask(repr(cause))}",
+                f"{self._errors.mask(repr(cause))}",
             )
-        return self._error(
-            AgentFailure.UNAVAILABLE, f"connection failed: {self._mask(repr(cause))}"
+        return self._errors.error(
+            AgentFailure.UNAVAILABLE, f"connection failed: {self._errors.mask(repr(cause))}"
         )

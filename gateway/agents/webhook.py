@@ -40,8 +40,8 @@ from bus import TokenUsage
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.errors import (
     AgentError,
+    AgentErrors,
     AgentFailure,
-    excerpt,
     failure_for_status,
     parse_retry_after,
     secret_fragments,
@@ -120,7 +120,6 @@ class WebhookAgent(Agent):
         max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         self._url = config.url
-        self._url_for_log = url_for_log(config.url)
         self._timeout = aiohttp.ClientTimeout(
             total=None, connect=config.timeout_s, sock_read=config.timeout_s
         )
@@ -130,8 +129,9 @@ class WebhookAgent(Agent):
             name: value if isinstance(value, str) else value.get_secret_value()
             for name, value in config.headers.items()
         }
-        self._secrets = secret_fragments(
-            [*self._headers.values(), *([self._secret] if self._secret else [])]
+        self._errors = AgentErrors(
+            f"webhook agent ({url_for_log(config.url)})",
+            secret_fragments([*self._headers.values(), *([self._secret] if self._secret else [])]),
         )
         self._snapshot_interval_s = snapshot_interval_s
         self._clock = clock
@@ -191,17 +191,19 @@ class WebhookAgent(Agent):
                         yield delta
         except TimeoutError as exc:
             detail = f"no answer within {self._timeout_s} s"
-            raise self._error(AgentFailure.TIMEOUT, detail) from exc
+            raise self._errors.error(AgentFailure.TIMEOUT, detail) from exc
         except aiohttp.ClientPayloadError as exc:
             detail = f"connection lost after {outcome.bytes_received} bytes of the reply: {exc}"
-            raise self._error(AgentFailure.INTERRUPTED, detail) from exc
+            raise self._errors.error(AgentFailure.INTERRUPTED, detail) from exc
         except aiohttp.ClientError as exc:
             failure = (
                 AgentFailure.INTERRUPTED if outcome.bytes_received else AgentFailure.UNAVAILABLE
             )
-            raise self._error(failure, f"request failed: {self._mask(repr(exc))}") from exc
+            raise self._errors.error(
+                failure, f"request failed: {self._errors.mask(repr(exc))}"
+            ) from exc
         except StreamFormatError as exc:
-            raise self._error(AgentFailure.BAD_REPLY, str(exc)) from None
+            raise self._errors.error(AgentFailure.BAD_REPLY, str(exc)) from None
 
     async def _reply_deltas(
         self, response: aiohttp.ClientResponse, outcome: _StreamOutcome
@@ -223,7 +225,7 @@ class WebhookAgent(Agent):
             return
         else:
             detail = f"unsupported reply Content-Type {content_type!r}"
-            raise self._error(AgentFailure.BAD_REPLY, detail)
+            raise self._errors.error(AgentFailure.BAD_REPLY, detail)
         async for chunk in response.content.iter_any():
             self._count(chunk, outcome)
             for payload in decoder.feed(chunk):
@@ -251,11 +253,11 @@ class WebhookAgent(Agent):
         try:
             event = WebhookStreamEvent.model_validate_json(data)
         except ValidationError:
-            detail = f"a stream event is not the expected JSON: {self._mask(data)}"
-            raise self._error(AgentFailure.BAD_REPLY, detail) from None
+            detail = f"a stream event is not the expected JSON: {self._errors.mask(data)}"
+            raise self._errors.error(AgentFailure.BAD_REPLY, detail) from None
         if event.error is not None:
-            detail = f"the webhook reported an error: {self._mask(event.error)}"
-            raise self._error(AgentFailure.UNAVAILABLE, detail)
+            detail = f"the webhook reported an error: {self._errors.mask(event.error)}"
+            raise self._errors.error(AgentFailure.UNAVAILABLE, detail)
         if event.usage is not None:
             outcome.usage = event.usage
         return event.text
@@ -264,34 +266,16 @@ class WebhookAgent(Agent):
         try:
             return WebhookJsonReply.model_validate_json(body)
         except ValidationError:
-            detail = f"expected {{'reply': ...}}, got {self._mask(body.decode('utf-8', 'replace'))}"
-            raise self._error(AgentFailure.BAD_REPLY, detail) from None
+            got = self._errors.mask(body.decode("utf-8", "replace"))
+            detail = f"expected {{'reply': ...}}, got {got}"
+            raise self._errors.error(AgentFailure.BAD_REPLY, detail) from None
 
     async def _status_error(self, response: aiohttp.ClientResponse) -> AgentError:
         raw = await response.content.read(_ERROR_BODY_BYTES)
-        body = self._mask(raw.decode("utf-8", errors="replace"))
-        return self._error(
+        body = self._errors.mask(raw.decode("utf-8", errors="replace"))
+        return self._errors.error(
             failure_for_status(response.status),
             f"HTTP {response.status}: {body}",
             status=response.status,
             retry_after_s=parse_retry_after(response.headers.get("Retry-After")),
-        )
-
-    def _mask(self, text: str) -> str:
-        return excerpt(text, self._secrets)
-
-    def _error(
-        self,
-        failure: AgentFailure,
-        detail: str,
-        *,
-        status: int | None = None,
-        retry_after_s: float | None = None,
-    ) -> AgentError:
-        return AgentError(
-            detail,
-            failure=failure,
-            context=f"webhook agent ({self._url_for_log})",
-            status=status,
-            retry_after_s=retry_after_s,
         )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from bus.message import utc_now
 from sessions.meta import SessionMeta
-from sessions.postgres.queries import title_column
+from sessions.postgres.queries import row_columns
 from sessions.postgres.sql import (
     COUNT_APPENDED,
     INSERT_MESSAGES,
@@ -80,15 +80,7 @@ async def import_session(
         updated = session.messages[-1].timestamp if session.messages else meta.updated_at
         session_id = await connection.fetchval(
             _INSERT_ROW,
-            scope,
-            str(key),
-            key.base_key(),
-            key.topic(),
-            meta.schema_version,
-            meta_text,
-            title_column(meta),
-            meta.parent_key,
-            meta.created_at,
+            *row_columns(scope, key, meta, meta_text),
             max(updated, meta.updated_at),
             line_bytes(meta_text),
             None if archived is None else utc_now(),

@@ -50,6 +50,24 @@ def title_column(meta: SessionMeta) -> str | None:
     return None if meta.title is None else meta.title.replace("\x00", "")
 
 
+def row_columns(
+    scope: str, key: SessionKey, meta: SessionMeta, meta_text: str
+) -> tuple[object, ...]:
+    """A session row's leading columns, scope to created_at, in the table's order: every
+    statement that creates a row (append, rewrite, import) passes them first."""
+    return (
+        scope,
+        str(key),
+        key.base_key(),
+        key.topic(),
+        meta.schema_version,
+        meta_text,
+        title_column(meta),
+        meta.parent_key,
+        meta.created_at,
+    )
+
+
 def _named(key: SessionKey, where: str) -> str:
     return f"{str(key)!r} in {where}"
 
@@ -66,15 +84,7 @@ async def append_messages(
     meta_text = initial.to_json()
     found = await connection.fetchval(
         APPEND,
-        scope,
-        str(key),
-        key.base_key(),
-        key.topic(),
-        initial.schema_version,
-        meta_text,
-        title_column(initial),
-        initial.parent_key,
-        initial.created_at,
+        *row_columns(scope, key, initial, meta_text),
         utc_now(),
         line_bytes(meta_text),
         CURRENT_SCHEMA_VERSION,
@@ -124,15 +134,7 @@ async def replace_session(
     meta_text = meta.to_json()
     created = await connection.fetchrow(
         UPSERT_ROW,
-        scope,
-        str(key),
-        key.base_key(),
-        key.topic(),
-        meta.schema_version,
-        meta_text,
-        title_column(meta),
-        meta.parent_key,
-        meta.created_at,
+        *row_columns(scope, key, meta, meta_text),
         utc_now(),
         line_bytes(meta_text),
     )

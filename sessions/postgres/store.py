@@ -13,8 +13,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 import asyncpg
 import structlog
@@ -30,6 +29,7 @@ from sessions.postgres.schema import SCHEMA_VERSION, StoreSchemaTooNew, applied_
 from sessions.postgres.schema import ensure_schema as ensure_schema
 from sessions.session import Session, SessionInfo
 from sessions.store import AppendReceipt
+from sessions.store_base import StoreBase
 
 if TYPE_CHECKING:
     from sessions.postgres.connect import Connection
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 
-class PostgresSessionStore:
+class PostgresSessionStore(StoreBase):
     def __init__(
         self,
         dsn: str,
@@ -67,18 +67,6 @@ class PostgresSessionStore:
         return redact_dsn(self.dsn)
 
     # Lifecycle
-
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def open(self) -> None:
         """Connect; create or migrate the schema (unless read-only). StoreUnavailable if not."""
@@ -159,21 +147,8 @@ class PostgresSessionStore:
         ):
             return await queries.load_session(connection, self.scope, key, self.where)
 
-    async def rewrite(self, session: Session) -> None:
-        """Replace the session atomically: the old row is archived (kept), a new one holds it."""
-        await self._write_whole(session, create_only=False)
-
-    async def fork(self, parent: SessionKey, child: SessionKey, copy_messages: int) -> Session:
-        source = await self.load(parent)
-        copied = [] if source is None or copy_messages <= 0 else source.messages[-copy_messages:]
-        meta = SessionMeta.new(child, parent_key=parent)
-        for message in copied:
-            meta = meta.titled_by(message)
-        session = Session(child, meta, list(copied))
-        await self._write_whole(session, create_only=True)
-        return session
-
     async def _write_whole(self, session: Session, *, create_only: bool) -> None:
+        """Replace atomically: the old row is archived (kept), a new one holds the session."""
         async with (
             self._locks.hold(session.key),
             self._connection(writes=True) as connection,

@@ -42,6 +42,9 @@ class LogInUse(RuntimeError):
     """Another process has this log open: two writers would answer every message twice."""
 
 
+# The log's own writer commands. They look like those of the session writer
+# (sessions/writer.py) on purpose, each a command with the future its caller awaits, but
+# carry what their own writer needs (one log here, a file per session there).
 @dataclass(slots=True)
 class _Append:
     data: bytes

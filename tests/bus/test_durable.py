@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from bus import (
+    SESSION_SUMMARY_SCHEMA_VERSION,
+    TASK_RESULT_SCHEMA_VERSION,
     DecisionRecord,
     ErrorKind,
     FileRecord,
@@ -128,3 +130,17 @@ def test_validate_schema_version_catches_unvalidated_objects() -> None:
 def test_schema_version_zero_is_invalid() -> None:
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         SessionSummary.from_json('{"schema_version": 0, "goal": "g"}')
+
+
+@pytest.mark.parametrize(
+    ("payload", "supported"),
+    [(TaskResult, TASK_RESULT_SCHEMA_VERSION), (SessionSummary, SESSION_SUMMARY_SCHEMA_VERSION)],
+)
+def test_the_exported_version_is_the_one_written_and_the_newest_read(
+    payload: type[TaskResult] | type[SessionSummary], supported: int
+) -> None:
+    fields = {"success": True} if payload is TaskResult else {"goal": "g"}
+    written = json.loads(payload.model_validate(fields).to_json())
+    assert written["schema_version"] == supported
+    with pytest.raises(UnsupportedSchemaVersion):
+        payload.model_validate({**fields, "schema_version": supported + 1})

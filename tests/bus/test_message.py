@@ -8,7 +8,16 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from bus import ClientMessageId, Message, MessageRole, ThreadId, ToolCall
+from bus import (
+    ClientMessageId,
+    Message,
+    MessageRole,
+    ThreadId,
+    ToolCall,
+    TurnId,
+    new_turn_id,
+    thread_rooted_at,
+)
 
 
 def test_role_is_lowercase_on_the_wire() -> None:
@@ -98,3 +107,15 @@ def test_messages_are_immutable() -> None:
     message = Message.user("hi")
     with pytest.raises(ValidationError):
         message.content = "changed"  # type: ignore[misc]
+
+
+def test_identities_are_strings_on_the_wire_and_turn_ids_are_time_ordered() -> None:
+    cmid = ClientMessageId("c-9")
+    assert thread_rooted_at(cmid) == ThreadId("c-9")
+    assert Message.user_rooting_thread("q", cmid).thread_id == thread_rooted_at(cmid)
+    first, second = new_turn_id(), new_turn_id()
+    assert isinstance(first, str)
+    assert first != second
+    # UUIDv7: later ids sort after earlier ones, so a turn id orders turns.
+    assert sorted([second, first]) == [first, second]
+    assert TurnId(first) == first

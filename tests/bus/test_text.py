@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from bus import (
     DEFAULT_TOOL_OUTPUT_LIMIT,
+    TOOL_OUTPUT_LIMITS,
     tool_output_limit,
     truncate_head_tail,
     truncate_utf8,
@@ -147,3 +148,10 @@ def test_head_tail_clamps_the_ratio() -> None:
 def test_tool_output_limits(tool: str, limit: int) -> None:
     assert tool_output_limit(tool) == limit
     assert DEFAULT_TOOL_OUTPUT_LIMIT == 50_000
+
+
+def test_the_limits_table_is_what_tool_output_limit_reads_and_cannot_be_changed() -> None:
+    assert all(tool_output_limit(tool) == limit for tool, limit in TOOL_OUTPUT_LIMITS.items())
+    assert "something_else" not in TOOL_OUTPUT_LIMITS
+    with pytest.raises(TypeError):
+        TOOL_OUTPUT_LIMITS["shell"] = 1  # type: ignore[index]

@@ -15,6 +15,15 @@ from channels.retry import no_jitter
 from tests.channels.recording import RecordingChannel
 
 PROFILE = "p1"
+#: The SDKs' HTTP clients (aiohttp with `trust_env`, slack_sdk, line-bot-sdk, matrix-nio) read
+#: these by themselves; a developer's proxy must not reach a test of a loopback fake.
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 class FakeClock:
@@ -94,6 +103,25 @@ def make_manager(
 
 
 @pytest.fixture
+def agent(bus: tuple[AgentHandle, BusPublisher]) -> AgentHandle:
+    """The agent's end of the bus: what the test sends stands for the agent's replies."""
+    return bus[0]
+
+
+@pytest.fixture
+def managing(make_manager: ManagerFactory) -> ManagerFactory:
+    """`make_manager(**overrides)` with these channels registered: `managing(*channels)`."""
+
+    def make(*channels: RecordingChannel, **overrides: object) -> ChannelManager:
+        manager = make_manager(**overrides)
+        for channel in channels:
+            manager.register(channel)
+        return manager
+
+    return make
+
+
+@pytest.fixture
 async def running() -> AsyncIterator[Callable[[ChannelManager], asyncio.Task[None]]]:
     """Start managers in the background; each is stopped (and awaited) at the end of the test."""
     started: list[tuple[ChannelManager, asyncio.Task[None]]] = []
@@ -112,3 +140,17 @@ async def running() -> AsyncIterator[Callable[[ChannelManager], asyncio.Task[Non
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
     value = registry.get_sample_value(name, {"profile": PROFILE, **labels})
     return 0.0 if value is None else value
+
+
+@pytest.fixture
+def serving(
+    managing: ManagerFactory, running: Callable[[ChannelManager], asyncio.Task[None]]
+) -> ManagerFactory:
+    """`managing(*channels, **overrides)`, and the manager running until the end of the test."""
+
+    def serve(*channels: RecordingChannel, **overrides: object) -> ChannelManager:
+        manager = managing(*channels, **overrides)
+        running(manager)
+        return manager
+
+    return serve

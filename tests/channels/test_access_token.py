@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused
+from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused, issued_token
+from channels.errors import AuthError, ChannelError
 from tests.channels.conftest import FakeClock
 
 
@@ -23,9 +25,15 @@ class Issuer:
         return IssuedToken(f"token-{self.issued}", self.expires_in_s)
 
 
+def cache_of(issuer: Issuer, **timing: Any) -> AccessTokenCache:
+    return AccessTokenCache(issuer, channel="test", credentials_hint="check the secret", **timing)
+
+
 async def test_the_token_is_fetched_once_and_reused(clock: FakeClock) -> None:
     issuer = Issuer()
-    cache = AccessTokenCache(issuer, clock=clock)
+    cache = AccessTokenCache(
+        issuer, channel="test", credentials_hint="check the secret", clock=clock
+    )
     assert [await cache.get() for _ in range(3)] == ["token-1"] * 3
     assert issuer.issued == 1
 
@@ -33,7 +41,9 @@ async def test_the_token_is_fetched_once_and_reused(clock: FakeClock) -> None:
 async def test_concurrent_callers_share_one_fetch(clock: FakeClock) -> None:
     issuer = Issuer()
     issuer.gate.clear()
-    cache = AccessTokenCache(issuer, clock=clock)
+    cache = AccessTokenCache(
+        issuer, channel="test", credentials_hint="check the secret", clock=clock
+    )
     waiting = [asyncio.create_task(cache.get(), name=f"get-{n}") for n in range(5)]
     await asyncio.sleep(0)
     issuer.gate.set()
@@ -43,7 +53,13 @@ async def test_concurrent_callers_share_one_fetch(clock: FakeClock) -> None:
 
 async def test_it_is_refreshed_before_it_expires(clock: FakeClock) -> None:
     issuer = Issuer(expires_in_s=7200)
-    cache = AccessTokenCache(issuer, early_refresh_s=300, clock=clock)
+    cache = AccessTokenCache(
+        issuer,
+        channel="test",
+        credentials_hint="check the secret",
+        early_refresh_s=300,
+        clock=clock,
+    )
     assert await cache.get() == "token-1"
     clock.advance(7200 - 301)
     assert await cache.get() == "token-1"
@@ -54,7 +70,13 @@ async def test_it_is_refreshed_before_it_expires(clock: FakeClock) -> None:
 async def test_a_short_lived_token_is_refreshed_at_four_fifths_of_its_life(
     clock: FakeClock,
 ) -> None:
-    cache = AccessTokenCache(Issuer(expires_in_s=100), early_refresh_s=300, clock=clock)
+    cache = AccessTokenCache(
+        Issuer(expires_in_s=100),
+        channel="test",
+        credentials_hint="check the secret",
+        early_refresh_s=300,
+        clock=clock,
+    )
     assert await cache.get() == "token-1"
     clock.advance(79)
     assert await cache.get() == "token-1"
@@ -64,7 +86,9 @@ async def test_a_short_lived_token_is_refreshed_at_four_fifths_of_its_life(
 
 async def test_an_invalidated_token_is_refetched_once(clock: FakeClock) -> None:
     issuer = Issuer()
-    cache = AccessTokenCache(issuer, clock=clock)
+    cache = AccessTokenCache(
+        issuer, channel="test", credentials_hint="check the secret", clock=clock
+    )
     stale = await cache.get()
     cache.invalidate(stale)
     fresh = await cache.get()
@@ -74,7 +98,9 @@ async def test_an_invalidated_token_is_refetched_once(clock: FakeClock) -> None:
 
 async def test_a_refused_token_is_replaced_and_the_call_repeated_once(clock: FakeClock) -> None:
     issuer = Issuer()
-    cache = AccessTokenCache(issuer, clock=clock)
+    cache = AccessTokenCache(
+        issuer, channel="test", credentials_hint="check the secret", clock=clock
+    )
     carried: list[str] = []
 
     async def call(token: str) -> str:
@@ -83,15 +109,34 @@ async def test_a_refused_token_is_replaced_and_the_call_repeated_once(clock: Fak
             raise TokenRefused("expired early")
         return "answer"
 
-    assert await cache.call_with_token(call) == "answer"
+    assert await cache.call_with_token(call, what="send") == "answer"
     assert carried == ["token-1", "token-2"]
 
 
 async def test_a_fresh_token_refused_as_well_is_raised(clock: FakeClock) -> None:
-    cache = AccessTokenCache(Issuer(), clock=clock)
+    issuer = Issuer()
+    cache = AccessTokenCache(
+        issuer, channel="test", credentials_hint="check the secret", clock=clock
+    )
 
     async def call(_token: str) -> str:
         raise TokenRefused("revoked")
 
-    with pytest.raises(TokenRefused):
-        await cache.call_with_token(call)
+    with pytest.raises(AuthError, match="send: a fresh access token was refused") as refused:
+        await cache.call_with_token(call, what="send")
+    assert (refused.value.channel, refused.value.suggestion) == ("test", "check the secret")
+    # The refused token is not offered again: the next call starts with a fetch.
+    await cache.get()
+    assert issuer.issued == 3
+
+
+def test_a_credentials_answer_gives_the_token_and_its_lifetime() -> None:
+    def read(answer: dict[str, object]) -> IssuedToken:
+        return issued_token(answer, "access_token", "expires_in", channel="test")
+
+    assert read({"access_token": "t", "expires_in": 600}) == IssuedToken("t", 600.0)
+    assert read({"access_token": "t", "expires_in": "7200"}) == IssuedToken("t", 7200.0)
+    assert read({"access_token": "t"}) == IssuedToken("t", 7200.0)
+    assert read({"access_token": "t", "expires_in": "soon"}) == IssuedToken("t", 7200.0)
+    with pytest.raises(ChannelError, match="answered no access_token"):
+        read({"expires_in": 600})

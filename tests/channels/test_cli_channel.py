@@ -233,7 +233,7 @@ async def test_lines_in_replies_out_and_quit_exits_cleanly(piped: Terminal) -> N
     assert shown.endswith("a second line\n")
     assert '"event"' not in shown  # logs never reach stdout
     events = piped.log_events()  # every stderr line is a JSON object
-    assert "daemon stopped" in [event["event"] for event in events]
+    assert "daemon.stopped" in [event["event"] for event in events]
     assert [event for event in events if event.get("level") in {"error", "critical"}] == []
 
 
@@ -366,4 +366,4 @@ async def test_on_a_terminal_logs_go_to_a_file_not_into_the_chat(tmp_path: Path)
     log_file = tmp_path / "data" / "octos-gateway.log"
     assert str(log_file) in shown
     events = [json.loads(line) for line in log_file.read_text().splitlines()]
-    assert events[-1]["event"] == "daemon stopped"
+    assert events[-1]["event"] == "daemon.stopped"

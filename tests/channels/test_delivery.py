@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import OutboundMessage
+from bus import ANSWERS, OutboundMessage, StreamSnapshot
 from channels.base import FORMATTED
 from channels.errors import (
     AuthError,
@@ -38,11 +38,10 @@ def words(texts: list[str]) -> list[str]:
 
 
 async def test_splits_to_a_tiny_limit_in_order(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     channel = make_channel(limit=PlatformLimit(20, "chars"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply(TEXT, reply_to="in-7"))
 
@@ -57,14 +56,13 @@ async def test_splits_to_a_tiny_limit_in_order(
 
 
 async def test_resplits_when_formatting_grows_the_text(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     # Every "e" becomes three characters once formatted: raw chunks of 20 no longer fit.
     channel = make_channel(
         limit=PlatformLimit(20, "chars"), formatter=lambda text: text.replace("e", "<e>")
     )
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply(TEXT))
 
@@ -74,12 +72,33 @@ async def test_resplits_when_formatting_grows_the_text(
     assert words([call.content.replace("<e>", "e") for call in sent]) == TEXT.split()
 
 
-async def test_limit_is_measured_in_the_platforms_unit(
+async def test_a_reply_that_fits_once_rendered_is_one_message_and_so_is_its_stream(
     make_manager: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
-    channel = make_channel(limit=PlatformLimit(12, "utf16"))
+    # Markup the platform drops (Slack's `*bold*` for `**bold**`) can make the agent's text
+    # longer than the limit while what the platform receives fits: one message, streamed or not.
+    text = "**bold** words that fit"
+    shrink = {"limit": PlatformLimit(20, "chars"), "formatter": lambda t: t.replace("**", "")}
+    whole, streamed = make_channel(**shrink), make_channel(name="edits", editable=True, **shrink)
     manager = make_manager()
-    manager.register(channel)
+    manager.register(whole)
+    manager.register(streamed)
+
+    await manager.deliver(reply(text))
+    snapshot = OutboundMessage(channel="edits", chat_id="c1", content=text, stream_id="s")
+    await manager.deliver(StreamSnapshot(snapshot))
+    await manager.deliver(snapshot)
+
+    assert [call.content for call in whole.of("send")] == ["bold words that fit"]
+    assert [call.content for call in streamed.of("send_with_id")] == ["bold words that fit"]
+    assert streamed.of("send") == []
+
+
+async def test_limit_is_measured_in_the_platforms_unit(
+    managing: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    channel = make_channel(limit=PlatformLimit(12, "utf16"))
+    manager = managing(channel)
 
     await manager.deliver(reply("😀😀😀😀 😀😀😀😀 😀😀😀😀"))
 
@@ -87,15 +106,14 @@ async def test_limit_is_measured_in_the_platforms_unit(
 
 
 async def test_rate_limit_waits_exactly_retry_after_and_delivers_once(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
     channel = make_channel()
     channel.fail("send", RateLimited(7.5))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("hello"))
 
@@ -107,12 +125,11 @@ async def test_rate_limit_waits_exactly_retry_after_and_delivers_once(
 
 
 async def test_rate_limit_wait_is_capped(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel()
     channel.fail("send", RateLimited(86_400))
-    manager = make_manager(retry_policy=RetryPolicy(max_retry_after_s=300))
-    manager.register(channel)
+    manager = managing(channel, retry_policy=RetryPolicy(max_retry_after_s=300))
 
     await manager.deliver(reply("hello"))
 
@@ -131,12 +148,11 @@ async def test_rate_limit_wait_is_capped(
     ids=["transient", "timeout", "oserror", "aiohttp"],
 )
 async def test_transient_errors_back_off_exponentially(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock, error: Exception
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock, error: Exception
 ) -> None:
     channel = make_channel()
     channel.fail("send", error, error, error)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("hello"))
 
@@ -145,15 +161,14 @@ async def test_transient_errors_back_off_exponentially(
 
 
 async def test_gives_up_after_max_attempts_with_a_typed_error(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
     channel = make_channel()
     channel.fail("send", *[TransientError("down")] * 5)
-    manager = make_manager(retry_policy=RetryPolicy(max_attempts=5, backoff_cap_s=5.0))
-    manager.register(channel)
+    manager = managing(channel, retry_policy=RetryPolicy(max_attempts=5, backoff_cap_s=5.0))
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("hello"))
@@ -172,7 +187,7 @@ async def test_gives_up_after_max_attempts_with_a_typed_error(
     [(MessageTooLong("too long"), "too_long"), (AuthError("401"), "auth")],
 )
 async def test_refusals_are_never_retried(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
@@ -181,8 +196,7 @@ async def test_refusals_are_never_retried(
 ) -> None:
     channel = make_channel()
     channel.fail("send", error)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("hello"))
@@ -195,12 +209,11 @@ async def test_refusals_are_never_retried(
 
 
 async def test_unexpected_errors_give_up_as_unknown(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     channel = make_channel()
     channel.fail("send", ValueError("a bug in the channel"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("hello"))
@@ -210,14 +223,13 @@ async def test_unexpected_errors_give_up_as_unknown(
 
 
 async def test_formatting_rejection_is_resent_as_plain_text(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     channel = make_channel(
         formatter=lambda text: text.replace("**", "<b>", 1).replace("**", "</b>", 1)
     )
     channel.fail("send", FormattingRejected("can't parse entities"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("a **bold** word", reply_to="in-1"))
 
@@ -232,12 +244,11 @@ async def test_formatting_rejection_is_resent_as_plain_text(
 
 
 async def test_formatting_rejection_of_plain_text_gives_up(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     channel = make_channel()
     channel.fail("send", FormattingRejected("can't parse entities"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("plain"))
@@ -247,19 +258,18 @@ async def test_formatting_rejection_of_plain_text_gives_up(
 
 
 async def test_not_modified_counts_as_success(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
     channel.fail("edit", MessageNotModified("message is not modified"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
-    await manager.deliver(reply("one", stream_id="s", stream_final=False))
+    await manager.deliver(StreamSnapshot(reply("one", stream_id="s")))
     clock.advance(1.0)
-    await manager.deliver(reply("one two", stream_id="s", stream_final=False))
+    await manager.deliver(StreamSnapshot(reply("one two", stream_id="s")))
     await manager.deliver(reply("one two", stream_id="s"))
 
     # One edit, refused as "not modified": taken as shown, so the equal final needs no call.
@@ -270,12 +280,11 @@ async def test_not_modified_counts_as_success(
 
 
 async def test_first_failure_stops_the_remaining_chunks(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, registry: CollectorRegistry
+    managing: ManagerFactory, make_channel: ChannelFactory, registry: CollectorRegistry
 ) -> None:
     channel = make_channel(limit=PlatformLimit(20, "chars"))
     channel.fail("send", None, MessageTooLong("no"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     with pytest.raises(DeliveryError):
         await manager.deliver(reply(TEXT))
@@ -285,43 +294,39 @@ async def test_first_failure_stops_the_remaining_chunks(
     assert sample(registry, "octos_send_errors_total", channel="rec", reason="too_long") == 1
 
 
-async def test_media_is_sent_whole(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
-) -> None:
+async def test_media_is_sent_whole(managing: ManagerFactory, make_channel: ChannelFactory) -> None:
     channel = make_channel(limit=PlatformLimit(10, "chars"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("a caption longer than ten", media=["/tmp/photo.png"]))
 
     assert channel.delivered == ["a caption longer than ten"]
 
 
-async def test_empty_messages_are_skipped_unless_they_carry_metadata(
-    make_manager: ManagerFactory,
+async def test_an_empty_reply_reaches_the_channel_as_is_and_blanks_are_skipped(
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
 ) -> None:
     channel = make_channel()
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
-    await manager.deliver(reply(""))
+    # An empty reply is still the answer a waiting request (the HTTP API) needs.
+    await manager.deliver(reply("", metadata={ANSWERS: ["in-1"]}))
     await manager.deliver(reply("   "))
-    await manager.deliver(reply("", metadata={"reaction": "👍"}))
 
     sent = channel.of("send")
     assert len(sent) == 1
     assert sent[0].message is not None
-    assert sent[0].message.metadata == {"reaction": "👍"}
+    assert sent[0].message.content == ""
+    assert sent[0].message.metadata == {ANSWERS: ["in-1"]}
 
 
 async def test_formatted_flag_is_set_only_when_formatting_changed_the_text(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
 ) -> None:
     channel = make_channel(formatter=str.upper)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("shout"))
     await manager.deliver(reply("QUIET", metadata={FORMATTED: True}))
@@ -345,7 +350,7 @@ async def test_unknown_channel_is_a_typed_error(
 
 
 async def test_cancellation_during_a_backoff_propagates(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     backing_off = asyncio.Event()
 
@@ -355,8 +360,7 @@ async def test_cancellation_during_a_backoff_propagates(
 
     channel = make_channel()
     channel.fail("send", TransientError("down"))
-    manager = make_manager(sleep=endless_sleep)
-    manager.register(channel)
+    manager = managing(channel, sleep=endless_sleep)
 
     task = asyncio.create_task(manager.deliver(reply("hello")))
     await asyncio.wait_for(backing_off.wait(), timeout=5)

@@ -8,7 +8,13 @@ from collections.abc import Callable
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import AgentHandle, BusPublisher, OutboundMessage
+from bus import (
+    AgentHandle,
+    OutboundMessage,
+    StreamSnapshot,
+    TypingStarted,
+    TypingStopped,
+)
 from channels.errors import FatalChannelError, MessageTooLong
 from channels.health import ChannelHealth, HealthStatus
 from channels.manager import ChannelManager
@@ -28,18 +34,13 @@ async def started(*channels: RecordingChannel) -> None:
 
 
 async def test_routes_outbound_messages_to_their_channel(
-    make_manager: ManagerFactory,
+    serving: ManagerFactory,
     make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
-    running: Start,
+    agent: AgentHandle,
     registry: CollectorRegistry,
 ) -> None:
-    agent, _ = bus
     first, second = make_channel("first"), make_channel("second")
-    manager = make_manager()
-    manager.register(first)
-    manager.register(second)
-    running(manager)
+    serving(first, second)
 
     await agent.send(out("to the first", channel="first"))
     await agent.send(out("to the second", channel="second"))
@@ -50,19 +51,14 @@ async def test_routes_outbound_messages_to_their_channel(
 
 
 async def test_a_fatal_channel_is_down_while_another_keeps_delivering(
-    make_manager: ManagerFactory,
+    serving: ManagerFactory,
     make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
-    running: Start,
+    agent: AgentHandle,
     registry: CollectorRegistry,
 ) -> None:
-    agent, _ = bus
     broken = make_channel("broken", start_script=[FatalChannelError("401: the token is revoked")])
     healthy = make_channel("healthy")
-    manager = make_manager()
-    manager.register(broken)
-    manager.register(healthy)
-    running(manager)
+    manager = serving(broken, healthy)
     await started(broken, healthy)
     supervisor = manager.supervisor("broken")
     assert supervisor is not None
@@ -82,7 +78,7 @@ async def test_a_fatal_channel_is_down_while_another_keeps_delivering(
 
 
 async def test_health_merges_the_channels_own_check(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, running: Start
+    managing: ManagerFactory, make_channel: ChannelFactory, running: Start
 ) -> None:
     class Checked(RecordingChannel):
         async def health_check(self) -> ChannelHealth:
@@ -94,9 +90,7 @@ async def test_health_merges_the_channels_own_check(
 
     checked = make_channel("checked", cls=Checked)
     crashing = make_channel("crashing", cls=Crashing)
-    manager = make_manager()
-    manager.register(checked)
-    manager.register(crashing)
+    manager = managing(checked, crashing)
     assert (await manager.health())["checked"].reason == "not started"
 
     running(manager)
@@ -109,18 +103,14 @@ async def test_health_merges_the_channels_own_check(
 
 
 async def test_a_delivery_failure_never_stops_the_router(
-    make_manager: ManagerFactory,
+    serving: ManagerFactory,
     make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
-    running: Start,
+    agent: AgentHandle,
     registry: CollectorRegistry,
 ) -> None:
-    agent, _ = bus
     channel = make_channel()
     channel.fail("send", MessageTooLong("too long"), ValueError("a bug"))
-    manager = make_manager()
-    manager.register(channel)
-    running(manager)
+    serving(channel)
 
     for content in ("refused", "crashes", "delivered"):
         await agent.send(out(content))
@@ -134,18 +124,14 @@ async def test_a_delivery_failure_never_stops_the_router(
 
 
 async def test_one_chat_is_delivered_in_order_while_a_slow_chat_waits(
-    make_manager: ManagerFactory,
+    serving: ManagerFactory,
     make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
-    running: Start,
+    agent: AgentHandle,
 ) -> None:
-    agent, _ = bus
     channel = make_channel()
     slow_gate = asyncio.Event()
     channel.gates["slow"] = slow_gate
-    manager = make_manager()
-    manager.register(channel)
-    running(manager)
+    serving(channel)
 
     for n in range(20):
         await agent.send(out(f"slow {n}", chat_id="slow"))
@@ -165,14 +151,12 @@ async def test_one_chat_is_delivered_in_order_while_a_slow_chat_waits(
 
 
 async def test_run_and_stop_twice(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
+    agent: AgentHandle,
 ) -> None:
-    agent, _ = bus
     channel = make_channel()
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     for round_number in (1, 2):
         task = asyncio.create_task(manager.run())
@@ -189,13 +173,11 @@ async def test_run_and_stop_twice(
 
 
 async def test_stop_returns_promptly_while_a_start_ignores_it(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     stubborn = make_channel("stubborn", ignore_stop=True)
     polite = make_channel("polite")
-    manager = make_manager(stop_grace_s=0.05)
-    manager.register(stubborn)
-    manager.register(polite)
+    manager = managing(stubborn, polite, stop_grace_s=0.05)
     task = asyncio.create_task(manager.run())
     await started(stubborn, polite)
 
@@ -208,15 +190,13 @@ async def test_stop_returns_promptly_while_a_start_ignores_it(
 
 
 async def test_stop_without_a_run_is_a_no_op(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
+    agent: AgentHandle,
     running: Start,
 ) -> None:
-    agent, _ = bus
     channel = make_channel()
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await asyncio.wait_for(manager.stop(), timeout=2)
     running(manager)
@@ -227,11 +207,10 @@ async def test_stop_without_a_run_is_a_no_op(
 
 
 async def test_cancelling_run_stops_the_channels(
-    make_manager: ManagerFactory, make_channel: ChannelFactory
+    managing: ManagerFactory, make_channel: ChannelFactory
 ) -> None:
     channel = make_channel()
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
     task = asyncio.create_task(manager.run())
     await started(channel)
 
@@ -245,12 +224,10 @@ async def test_cancelling_run_stops_the_channels(
 
 
 async def test_register_replaces_a_channel_of_the_same_name(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, running: Start
+    managing: ManagerFactory, make_channel: ChannelFactory, running: Start
 ) -> None:
     old, new = make_channel("rec"), make_channel("rec")
-    manager = make_manager()
-    manager.register(old)
-    manager.register(new)
+    manager = managing(old, new)
 
     assert manager.channel("rec") is new
     assert manager.channels == [new]
@@ -262,18 +239,14 @@ async def test_register_replaces_a_channel_of_the_same_name(
 
 
 async def test_drain_waits_for_every_published_message(
-    make_manager: ManagerFactory,
+    serving: ManagerFactory,
     make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
-    running: Start,
+    agent: AgentHandle,
 ) -> None:
-    agent, _ = bus
     channel = make_channel()
     gate = asyncio.Event()
     channel.gates["c1"] = gate
-    manager = make_manager()
-    manager.register(channel)
-    running(manager)
+    manager = serving(channel)
     for n in range(5):
         await agent.send(out(f"m{n}"))
 
@@ -287,16 +260,12 @@ async def test_drain_waits_for_every_published_message(
 
 
 async def test_drain_after_the_agent_closes(
-    make_manager: ManagerFactory,
+    serving: ManagerFactory,
     make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
-    running: Start,
+    agent: AgentHandle,
 ) -> None:
-    agent, _ = bus
     channel = make_channel()
-    manager = make_manager()
-    manager.register(channel)
-    running(manager)
+    manager = serving(channel)
     for n in range(3):
         await agent.send(out(f"m{n}"))
     agent.close()
@@ -307,18 +276,14 @@ async def test_drain_after_the_agent_closes(
 
 
 async def test_typing_runs_until_the_reply(
-    make_manager: ManagerFactory,
+    serving: ManagerFactory,
     make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
-    running: Start,
+    agent: AgentHandle,
 ) -> None:
-    agent, _ = bus
     channel = make_channel()
-    manager = make_manager(typing_interval_s=0.01)
-    manager.register(channel)
-    running(manager)
+    manager = serving(channel, typing_interval_s=0.01)
 
-    await agent.send(OutboundMessage.typing("rec", "c1"))
+    await agent.send(TypingStarted("rec", "c1"))
     await channel.wait_for(lambda: len(channel.of("typing")) >= 3)
     assert manager.typing.is_typing("rec", "c1")
     await agent.send(out("the answer"))
@@ -332,40 +297,32 @@ async def test_typing_runs_until_the_reply(
 
 
 async def test_typing_stops_on_a_stop_signal(
-    make_manager: ManagerFactory,
+    serving: ManagerFactory,
     make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
-    running: Start,
+    agent: AgentHandle,
 ) -> None:
-    agent, _ = bus
     channel = make_channel()
-    manager = make_manager(typing_interval_s=0.01)
-    manager.register(channel)
-    running(manager)
+    serving(channel, typing_interval_s=0.01)
 
-    await agent.send(OutboundMessage.typing("rec", "c1"))
+    await agent.send(TypingStarted("rec", "c1"))
     await channel.wait_for(lambda: bool(channel.of("typing")))
-    await agent.send(OutboundMessage.typing("rec", "c1", active=False))
+    await agent.send(TypingStopped("rec", "c1"))
     await channel.wait_for(lambda: bool(channel.of("stop_typing")))
 
     assert channel.delivered == []
 
 
 async def test_typing_has_a_safety_timeout(
-    make_manager: ManagerFactory,
+    serving: ManagerFactory,
     make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
-    running: Start,
+    agent: AgentHandle,
     clock: FakeClock,
 ) -> None:
-    agent, _ = bus
     channel = make_channel()
     channel.fail("typing", ConnectionError("typing is best effort"))
-    manager = make_manager(typing_interval_s=0.01, typing_timeout_s=60.0)
-    manager.register(channel)
-    running(manager)
+    manager = serving(channel, typing_interval_s=0.01, typing_timeout_s=60.0)
 
-    await agent.send(OutboundMessage.typing("rec", "c1"))
+    await agent.send(TypingStarted("rec", "c1"))
     await channel.wait_for(lambda: len(channel.of("typing")) >= 2)
     clock.advance(61)
     await channel.wait_for(lambda: bool(channel.of("stop_typing")))
@@ -376,31 +333,21 @@ async def test_typing_has_a_safety_timeout(
 
 
 async def test_only_a_final_reply_is_reported_delivered_never_its_snapshots(
-    make_manager: ManagerFactory,
-    make_channel: ChannelFactory,
-    bus: tuple[AgentHandle, BusPublisher],
-    running: Start,
+    serving: ManagerFactory, make_channel: ChannelFactory, agent: AgentHandle
 ) -> None:
-    agent, _ = bus
     delivered: list[tuple[str | None, bool]] = []
     channel = make_channel(editable=True)
-    manager = make_manager(
-        on_delivered=lambda message, error: delivered.append((message.delivery_id, error is None))
+    manager = serving(
+        channel,
+        on_delivered=lambda message, error: delivered.append((message.delivery_id, error is None)),
     )
-    manager.register(channel)
-    running(manager)
-    snapshot = OutboundMessage(
-        channel="rec",
-        chat_id="c1",
-        content="half",
-        stream_id="t1",
-        stream_final=False,
-        delivery_id="t1",
+    final = OutboundMessage(
+        channel="rec", chat_id="c1", content="half and whole", stream_id="t1", delivery_id="t1"
     )
-    final = snapshot.model_copy(update={"content": "half and whole", "stream_final": True})
+    snapshot = StreamSnapshot(final.model_copy(update={"content": "half"}))
     untracked = out("a notice without a delivery id")
-    for message in (snapshot, final, untracked):
-        await agent.send(message)
+    for event in (snapshot, final, untracked):
+        await agent.send(event)
     await asyncio.wait_for(manager.drain(), timeout=5)
 
     # The journal must not take a delivered snapshot for the delivered reply.

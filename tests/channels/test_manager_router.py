@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
-from bus import OutboundMessage
+from bus import OutboundEvent, OutboundMessage, StreamSnapshot, TypingStarted
 from channels.router import OutboundRouter
 
 
@@ -13,15 +13,30 @@ def out(content: str, chat_id: str = "c1", **fields: object) -> OutboundMessage:
     return OutboundMessage(channel="rec", chat_id=chat_id, content=content, **fields)
 
 
+def snap(content: str, stream_id: str) -> StreamSnapshot:
+    return StreamSnapshot(out(content, stream_id=stream_id))
+
+
+def text_of(event: OutboundEvent) -> str:
+    match event:
+        case (
+            OutboundMessage(content=content)
+            | StreamSnapshot(reply=OutboundMessage(content=content))
+        ):
+            return content
+        case _:
+            return f"<{type(event).__name__}>"
+
+
 class Source:
     """Yields the given messages, then says so and waits until released."""
 
-    def __init__(self, messages: list[OutboundMessage]) -> None:
+    def __init__(self, messages: list[OutboundEvent]) -> None:
         self.messages = messages
         self.all_taken = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def __call__(self) -> AsyncIterator[OutboundMessage]:
+    async def __call__(self) -> AsyncIterator[OutboundEvent]:
         for message in self.messages:
             yield message
         # Reached only when the router asks for the next one: every message is in a lane.
@@ -31,13 +46,13 @@ class Source:
 
 class Deliveries:
     def __init__(self) -> None:
-        self.delivered: list[OutboundMessage] = []
+        self.delivered: list[OutboundEvent] = []
         self.gates: dict[str, asyncio.Event] = {}
         self.active = 0
         self.most_active = 0
         self.changed = asyncio.Event()
 
-    async def __call__(self, message: OutboundMessage) -> None:
+    async def __call__(self, message: OutboundEvent) -> None:
         self.active += 1
         self.most_active = max(self.most_active, self.active)
         self.changed.set()
@@ -45,7 +60,7 @@ class Deliveries:
             gate = self.gates.get(message.chat_id)
             if gate is not None:
                 await gate.wait()
-            if message.content == "explode":
+            if text_of(message) == "explode":
                 raise RuntimeError("a bug while delivering")
             self.delivered.append(message)
         finally:
@@ -53,7 +68,7 @@ class Deliveries:
             self.changed.set()
 
     def of(self, chat_id: str) -> list[str]:
-        return [m.content for m in self.delivered if m.chat_id == chat_id]
+        return [text_of(m) for m in self.delivered if m.chat_id == chat_id]
 
     async def wait_for_count(self, count: int) -> None:
         await self.wait_until(lambda: len(self.delivered) >= count)
@@ -65,44 +80,46 @@ class Deliveries:
                 await self.changed.wait()
 
 
-async def test_snapshots_superseded_in_a_lane_are_skipped() -> None:
+async def route_held_then_released(events: list[OutboundEvent], *, count: int) -> list[str]:
+    """Route `events` to chat c1 while its delivery is held, so all of them are queued in its
+    lane first; then release it and return what the first `count` deliveries carried."""
     deliveries = Deliveries()
     gate = deliveries.gates["c1"] = asyncio.Event()
-    stream = [out("x" * n, stream_id="s", stream_final=False) for n in range(1, 30)]
-    source = Source([out("before"), *stream, out("x" * 30, stream_id="s"), out("after")])
+    source = Source(events)
     router = OutboundRouter(deliveries, lambda: 0)
-
     async with asyncio.TaskGroup() as group:
         group.create_task(router.run(source()), name="router-under-test")
         await asyncio.wait_for(source.all_taken.wait(), timeout=5)
         gate.set()
-        await deliveries.wait_for_count(3)
+        await deliveries.wait_for_count(count)
         source.release.set()
+    return deliveries.of("c1")
 
-    assert deliveries.of("c1") == ["before", "x" * 30, "after"]
+
+async def test_snapshots_superseded_in_a_lane_are_skipped() -> None:
+    stream = [snap("x" * n, "s") for n in range(1, 30)]
+    events = [out("before"), *stream, out("x" * 30, stream_id="s"), out("after")]
+    assert await route_held_then_released(events, count=3) == ["before", "x" * 30, "after"]
 
 
 async def test_a_snapshot_of_another_stream_is_not_skipped() -> None:
-    deliveries = Deliveries()
-    gate = deliveries.gates["c1"] = asyncio.Event()
-    source = Source(
-        [
-            out("hold"),
-            out("a1", stream_id="a", stream_final=False),
-            out("b1", stream_id="b", stream_final=False),
-            out("a2", stream_id="a", stream_final=False),
-        ]
-    )
-    router = OutboundRouter(deliveries, lambda: 0)
+    events: list[OutboundEvent] = [out("hold"), snap("a1", "a"), snap("b1", "b"), snap("a2", "a")]
+    assert await route_held_then_released(events, count=3) == ["hold", "b1", "a2"]
 
-    async with asyncio.TaskGroup() as group:
-        group.create_task(router.run(source()), name="router-under-test")
-        await asyncio.wait_for(source.all_taken.wait(), timeout=5)
-        gate.set()
-        await deliveries.wait_for_count(3)
-        source.release.set()
 
-    assert deliveries.of("c1") == ["hold", "b1", "a2"]
+async def test_typing_and_finals_are_never_skipped_only_older_snapshots_are() -> None:
+    events: list[OutboundEvent] = [
+        out("hold"),
+        TypingStarted("rec", "c1"),
+        snap("a1", "a"),
+        out("a final", stream_id="a"),
+        snap("b1", "b"),
+        TypingStarted("rec", "c1"),
+        out("b final", stream_id="b"),
+    ]
+    typing = "<TypingStarted>"
+    delivered = await route_held_then_released(events, count=5)
+    assert delivered == ["hold", typing, "a final", typing, "b final"]
 
 
 async def test_concurrency_is_bounded_and_order_kept_per_chat() -> None:

@@ -5,8 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
-from channels.media_files import MediaStore, media_root, safe_name, safe_suffix, save_media
+from channels.errors import ChannelError
+from channels.media_files import (
+    MediaStore,
+    media_root,
+    read_file,
+    safe_name,
+    safe_suffix,
+    save_media,
+    save_within,
+)
 
 
 @pytest.mark.parametrize(
@@ -62,3 +72,37 @@ def test_a_store_keeps_only_files_within_its_limit(tmp_path: Path) -> None:
     assert store.fits(None)
     assert store.fits(10)
     assert not store.fits(11)
+
+
+def test_a_file_over_the_limit_is_logged_as_too_large(tmp_path: Path) -> None:
+    store = MediaStore.under(tmp_path, "discord", max_bytes=10)
+    with capture_logs() as events:
+        assert store.admits(10, file_id="f1")
+        assert store.admits(None, file_id="f2")
+        assert not store.admits(11, file_id="f3")
+    assert [(e["event"], e.get("file_id"), e.get("size")) for e in events] == [
+        ("discord.media_too_large", "f3", 11)
+    ]
+
+
+async def test_an_outbound_file_is_read_or_refused_with_what_the_platform_takes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "report.pdf"
+    path.write_bytes(b"x" * 11)
+    assert await read_file(str(path), channel="email", max_bytes=11) == b"x" * 11
+    with pytest.raises(ChannelError, match=r"report\.pdf is 11 bytes; email takes up to 10"):
+        await read_file(str(path), channel="email", max_bytes=10, limit_note="email takes up to 10")
+    with pytest.raises(ChannelError, match="cannot read media file") as missing:
+        await read_file(str(tmp_path / "missing.pdf"), channel="email")
+    assert missing.value.suggestion == "the agent must pass paths this process can read"
+
+
+async def test_a_download_over_the_limit_is_not_saved(tmp_path: Path) -> None:
+    target = media_root(tmp_path, "line") / "chat" / "big.jpg"
+    with capture_logs() as events:
+        assert await save_within(target, b"x" * 11, 10, channel="line", message_id="m1") is None
+    assert not target.exists()
+    assert [(e["event"], e["message_id"]) for e in events] == [("line.media_too_large", "m1")]
+    assert await save_within(target, b"x" * 10, 10, channel="line") == str(target)
+    assert target.read_bytes() == b"x" * 10

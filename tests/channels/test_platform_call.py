@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from channels.errors import ChannelError, RateLimited, TransientError
-from channels.platform_call import platform_call
+from channels.platform_call import answers_of, platform_call, platform_calls
 
 
 class SdkError(Exception):
@@ -47,3 +47,34 @@ async def test_other_errors_pass_through_untouched() -> None:
     with pytest.raises(KeyError):
         async with platform_call("send", 5.0, channel="fake", sdk_errors=(SdkError,)):
             raise KeyError("a bug")
+
+
+class SdkApiError(SdkError):
+    """What the platform answered, as opposed to a request the SDK would not build."""
+
+
+async def test_answers_go_to_the_translation_and_unbuildable_requests_are_refusals() -> None:
+    only_answers = answers_of(SdkApiError, translate, channel="fake")
+    with pytest.raises(RateLimited, match="send: slow down"):
+        async with platform_call(
+            "send", 5.0, channel="fake", sdk_errors=(SdkError,), translate=only_answers
+        ):
+            raise SdkApiError("slow down")
+    with pytest.raises(ChannelError, match="send: bad argument") as refused:
+        async with platform_call(
+            "send", 5.0, channel="fake", sdk_errors=(SdkError,), translate=only_answers
+        ):
+            raise SdkError("bad argument")
+    assert type(refused.value) is ChannelError
+    assert refused.value.channel == "fake"
+
+
+async def test_a_bound_platform_call_carries_its_channel_and_translation() -> None:
+    fake_call = platform_calls(channel="fake", sdk_errors=(SdkError,), translate=translate)
+    with pytest.raises(RateLimited, match="send: slow down"):
+        async with fake_call("send", 5.0):
+            raise SdkError("slow down")
+    with pytest.raises(TransientError, match=r"fetch timed out after 0\.01 s") as late:
+        async with fake_call("fetch", 0.01):
+            await asyncio.Event().wait()
+    assert late.value.channel == "fake"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from channels.errors import FatalChannelError
@@ -35,16 +37,13 @@ def test_down_once_stopped_or_after_a_fatal_error() -> None:
 
 
 async def test_receive_until_ends_on_stop_or_raises_the_recorded_fatal_error() -> None:
-    import asyncio
 
-    from channels.errors import FatalChannelError
-    from channels.run_state import RunState
+    from channels.errors import AuthError
 
     state = RunState()
-    dead = asyncio.Event()
     async with state.running():
         assert not state.idle.is_set()
-        waiting = asyncio.create_task(state.receive_until(dead, name="test-watch"))
+        waiting = asyncio.create_task(state.receive_until(name="test-watch"))
         await asyncio.wait_for(state.receiving.wait(), 1)
         state.stopping.set()
         await asyncio.wait_for(waiting, 1)
@@ -52,9 +51,48 @@ async def test_receive_until_ends_on_stop_or_raises_the_recorded_fatal_error() -
     assert not state.receiving.is_set()
 
     rejected = RunState()
-    rejected.fatal = FatalChannelError("token revoked", channel="x")
-    dead.set()
     async with rejected.running():
-        with pytest.raises(FatalChannelError, match="token revoked"):
-            await asyncio.wait_for(rejected.receive_until(dead, name="test-watch"), 1)
+        waiting = asyncio.create_task(rejected.receive_until(name="test-watch"))
+        await asyncio.wait_for(rejected.receiving.wait(), 1)
+        fatal = rejected.refused(
+            "X refused the token", AuthError("revoked", suggestion="rotate it"), channel="x"
+        )
+        with pytest.raises(FatalChannelError, match="X refused the token") as raised:
+            await asyncio.wait_for(waiting, 1)
+    assert raised.value is fatal
+    assert (str(fatal), fatal.suggestion) == (
+        "x: X refused the token (revoked; rotate it); rotate it",
+        "rotate it",
+    )
     assert rejected.idle.is_set()
+    assert rejected.health() == ChannelHealth.down(str(fatal))
+
+
+def test_a_channel_that_went_down_stays_down() -> None:
+    down = ChannelHealth.down("token refused")
+    assert ChannelHealth.unknown().then(ChannelHealth.healthy()) == ChannelHealth.healthy()
+    assert ChannelHealth.healthy().then(down) == down
+    assert down.then(ChannelHealth.healthy()) == down
+
+
+async def test_a_refused_credentials_check_is_the_fatal_error_of_the_run() -> None:
+    from channels.errors import AuthError, TransientError
+
+    async def refused() -> None:
+        raise AuthError("401", suggestion="check the token")
+
+    async def unreachable() -> None:
+        raise TransientError("timed out")
+
+    async def accepted() -> str:
+        return "@bot"
+
+    state = RunState()
+    await state.check_credentials(accepted, "X refused the token", channel="x")
+    with pytest.raises(TransientError):  # not a refusal: the supervisor tries again
+        await state.check_credentials(unreachable, "X refused the token", channel="x")
+    assert state.fatal is None
+    with pytest.raises(FatalChannelError, match="X refused the token") as raised:
+        await state.check_credentials(refused, "X refused the token", channel="x")
+    assert (state.fatal, raised.value.suggestion) == (raised.value, "check the token")
+    assert state.dead.is_set()

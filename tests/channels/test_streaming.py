@@ -8,24 +8,37 @@ import itertools
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import OutboundMessage
+from bus import OutboundEvent, OutboundMessage, StreamSnapshot
 from channels.errors import DeliveryError, RateLimited
 from channels.limits import PlatformLimit
+from channels.manager import ChannelManager
 from tests.channels.conftest import ChannelFactory, FakeClock, ManagerFactory, sample
 from tests.channels.recording import FinishingChannel, RecordingChannel
 
 SENTENCES = [f"Sentence number {n} of the streamed reply." for n in range(1, 13)]
 
 
-def snapshot(content: str, *, final: bool = False, stream_id: str = "s1") -> OutboundMessage:
-    return OutboundMessage(
-        channel="rec", chat_id="c1", content=content, stream_id=stream_id, stream_final=final
+def snapshot(
+    content: str, *, final: bool = False, stream_id: str = "s1", reply_to: str | None = None
+) -> OutboundEvent:
+    """A snapshot of stream `stream_id`, or (`final`) the streamed reply's final text."""
+    reply = OutboundMessage(
+        channel="rec", chat_id="c1", content=content, stream_id=stream_id, reply_to=reply_to
     )
+    return reply if final else StreamSnapshot(reply)
 
 
 def growing(text: str, step: int) -> list[str]:
     """The snapshots an agent streams: every `step` characters, the whole text so far."""
     return [text[:end] for end in range(step, len(text), step)]
+
+
+async def stream(manager: ChannelManager, clock: FakeClock, text: str, *, step: int) -> None:
+    """The agent streams `text`, `step` characters more each second, then its final snapshot."""
+    for content in growing(text, step):
+        await manager.deliver(snapshot(content))
+        clock.advance(1.0)
+    await manager.deliver(snapshot(text, final=True))
 
 
 def edit_times(channel: RecordingChannel) -> list[float]:
@@ -47,14 +60,13 @@ def shown_messages(channel: RecordingChannel) -> dict[str, str]:
 
 
 async def test_edits_never_exceed_one_per_interval(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
     text = " ".join(SENTENCES[:4])
 
     for content in growing(text, 5):
@@ -73,11 +85,10 @@ async def test_edits_never_exceed_one_per_interval(
 
 
 async def test_snapshots_within_the_interval_are_coalesced_to_the_newest(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(snapshot("a"))
     for content in ("a b", "a b c", "a b c d"):
@@ -98,11 +109,10 @@ async def test_snapshots_within_the_interval_are_coalesced_to_the_newest(
 
 
 async def test_identical_edits_are_skipped(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     for content in ("same", "same", "same more", "same more"):
         await manager.deliver(snapshot(content))
@@ -116,11 +126,10 @@ async def test_identical_edits_are_skipped(
 
 
 async def test_final_equal_to_what_is_shown_makes_no_call(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(snapshot("all of it"))
     clock.advance(5)
@@ -130,11 +139,10 @@ async def test_final_equal_to_what_is_shown_makes_no_call(
 
 
 async def test_a_platform_that_needs_the_finish_hears_it_once(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(cls=FinishingChannel, editable=True, edit_interval_s=1.0)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(snapshot("all"))
     clock.advance(5)
@@ -150,11 +158,10 @@ async def test_a_platform_that_needs_the_finish_hears_it_once(
 
 
 async def test_final_waits_for_its_edit_slot(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(snapshot("one"))
     clock.advance(0.25)
@@ -168,17 +175,13 @@ async def test_final_waits_for_its_edit_slot(
 
 
 async def test_rolls_over_to_a_new_message_before_the_limit(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0, limit=PlatformLimit(100, "chars"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
     text = " ".join(SENTENCES)
 
-    for content in growing(text, 17):
-        await manager.deliver(snapshot(content))
-        clock.advance(1.0)
-    await manager.deliver(snapshot(text, final=True))
+    await stream(manager, clock, text, step=17)
 
     shown = list(shown_messages(channel).values())
     assert len(shown) >= 5
@@ -192,7 +195,7 @@ async def test_rolls_over_to_a_new_message_before_the_limit(
 
 
 async def test_rollover_is_measured_after_formatting(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(
         editable=True,
@@ -200,14 +203,10 @@ async def test_rollover_is_measured_after_formatting(
         limit=PlatformLimit(60, "chars"),
         formatter=lambda text: text.replace("e", "<e>"),
     )
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
     text = " ".join(SENTENCES[:6])
 
-    for content in growing(text, 11):
-        await manager.deliver(snapshot(content))
-        clock.advance(1.0)
-    await manager.deliver(snapshot(text, final=True))
+    await stream(manager, clock, text, step=11)
 
     assert all(len(call.content) <= 60 for call in channel.calls)
     shown = [message.replace("<e>", "e") for message in shown_messages(channel).values()]
@@ -215,18 +214,14 @@ async def test_rollover_is_measured_after_formatting(
 
 
 async def test_a_code_fence_continues_in_the_next_message(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0, limit=PlatformLimit(80, "chars"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
     code = "\n".join(f"value_{n} = compute({n})" for n in range(12))
     text = f"Here is the code:\n\n```python\n{code}\n```"
 
-    for content in growing(text, 23):
-        await manager.deliver(snapshot(content))
-        clock.advance(1.0)
-    await manager.deliver(snapshot(text, final=True))
+    await stream(manager, clock, text, step=23)
 
     shown = list(shown_messages(channel).values())
     assert len(shown) >= 3
@@ -238,17 +233,13 @@ async def test_a_code_fence_continues_in_the_next_message(
 
 
 async def test_a_channel_that_cannot_edit_gets_only_the_final(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(limit=PlatformLimit(100, "chars"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
     text = " ".join(SENTENCES[:5])
 
-    for content in growing(text, 20):
-        await manager.deliver(snapshot(content))
-        clock.advance(1.0)
-    await manager.deliver(snapshot(text, final=True))
+    await stream(manager, clock, text, step=20)
 
     sent = channel.of("send")
     assert len(sent) == len(channel.calls) >= 2
@@ -257,11 +248,10 @@ async def test_a_channel_that_cannot_edit_gets_only_the_final(
 
 
 async def test_without_a_message_id_only_the_final_follows(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(editable=True, returns_ids=False)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(snapshot("partial"))
     for content in ("partial text", "partial text grows"):
@@ -276,17 +266,16 @@ async def test_without_a_message_id_only_the_final_follows(
 
 
 async def test_first_message_keeps_reply_to(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(editable=True, limit=PlatformLimit(60, "chars"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
     text = " ".join(SENTENCES[:4])
 
     for content in growing(text, 30):
-        await manager.deliver(snapshot(content).model_copy(update={"reply_to": "in-9"}))
+        await manager.deliver(snapshot(content, reply_to="in-9"))
         clock.advance(2)
-    await manager.deliver(snapshot(text, final=True).model_copy(update={"reply_to": "in-9"}))
+    await manager.deliver(snapshot(text, final=True, reply_to="in-9"))
 
     sent = [call.message for call in channel.of("send_with_id", "send") if call.message]
     assert len(sent) >= 2
@@ -294,12 +283,11 @@ async def test_first_message_keeps_reply_to(
 
 
 async def test_a_rate_limited_edit_waits_and_edits(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
     channel.fail("edit", RateLimited(3.0))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(snapshot("one"))
     clock.advance(1.0)
@@ -310,15 +298,14 @@ async def test_a_rate_limited_edit_waits_and_edits(
 
 
 async def test_a_failed_final_edit_sends_the_text_anew(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
     channel.fail("edit", ValueError("message to edit not found"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(snapshot("one"))
     clock.advance(1.0)
@@ -328,15 +315,14 @@ async def test_a_failed_final_edit_sends_the_text_anew(
 
 
 async def test_a_failed_snapshot_edit_is_reported_and_the_stream_goes_on(
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
     channel.fail("edit", ValueError("boom"))
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(snapshot("one"))
     clock.advance(1.0)
@@ -350,11 +336,10 @@ async def test_a_failed_snapshot_edit_is_reported_and_the_stream_goes_on(
 
 
 async def test_abandoned_streams_expire(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(editable=True)
-    manager = make_manager(stream_ttl_s=60.0)
-    manager.register(channel)
+    manager = managing(channel, stream_ttl_s=60.0)
 
     await manager.deliver(snapshot("never finished", stream_id="old"))
     clock.advance(61)
@@ -366,11 +351,10 @@ async def test_abandoned_streams_expire(
 
 
 async def test_the_flusher_shows_a_coalesced_snapshot_when_it_falls_due(
-    make_manager: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
     await manager.deliver(snapshot("one"))
     clock.advance(0.3)
     await manager.deliver(snapshot("one two"))

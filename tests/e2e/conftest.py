@@ -69,6 +69,11 @@ async def metric(daemon: DaemonProcess, name: str, **labels: str) -> float:
     return 0.0
 
 
+async def rate_limited_retries(daemon: DaemonProcess, channel: str) -> float:
+    """How often the daemon has waited out a platform's rate limit on `channel` so far."""
+    return await metric(daemon, "octos_send_retries_total", channel=channel, reason="rate_limited")
+
+
 def session_keys(data_dir: Path) -> set[str]:
     """The keys of every session the daemon stored (from each file's meta line)."""
     keys: set[str] = set()

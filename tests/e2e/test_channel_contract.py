@@ -37,6 +37,7 @@ from channels.wecom_bot import WecomBotChannel
 from channels.whatsapp import WhatsAppChannel
 from config import (
     ApiChannelConfig,
+    ChannelConfig,
     CliChannelConfig,
     DiscordConfig,
     EmailConfig,
@@ -74,30 +75,11 @@ WAIT_S = 10.0
 CANCEL_BOUND_S = 1.0
 
 
-AnyChannelConfig = (
-    TelegramConfig
-    | DiscordConfig
-    | SlackConfig
-    | ApiChannelConfig
-    | CliChannelConfig
-    | PluginChannelConfig
-    | TwilioConfig
-    | WhatsAppConfig
-    | LineConfig
-    | MatrixConfig
-    | EmailConfig
-    | FeishuConfig
-    | WeComConfig
-    | WecomBotConfig
-    | QQBotConfig
-)
-
-
 @dataclass
 class Rig:
     """One channel type wired to its fake platform (or local resources)."""
 
-    config: AnyChannelConfig
+    config: ChannelConfig
     #: Returns once the started channel receives from its platform.
     ready: Callable[[Channel, AgentHandle], Awaitable[None]]
     #: Arranges for the next delivery to fail and returns the message that will.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,17 +13,21 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e.conftest import (
-    CLOCK_TOLERANCE_S,
     EDIT_INTERVAL_S,
     WAIT_S,
     count_logged,
-    gaps_s,
     logged,
     metric,
-    no_repeats,
+    rate_limited_retries,
     running_daemon,
     session_keys,
     stop_cleanly,
+)
+from tests.e2e.echo_bot import (
+    STREAMED_TEXT,
+    EchoBot,
+    assert_edited_at_the_interval,
+    echo_profile,
 )
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.discord_server import FakeDiscord, FakeUser, RecordedRequest
@@ -38,11 +42,8 @@ DISCORD_LIMIT_CHARS = 2000
 
 
 def discord_profile(fake: FakeDiscord, *, delay_s: float = 0.3, pieces: int = 8) -> str:
-    # Alice is allowed by her id, Bob by his username. Each message is a turn of its own.
-    return f"""\
-queue_mode: followup
-agent: {{type: echo, delay_s: {delay_s}, pieces: {pieces}}}
-channels:
+    # Alice is allowed by her id, Bob by his username.
+    channel = f"""\
   - type: discord
     token: "{fake.token}"
     api_base_url: {fake.api_base_url}
@@ -50,6 +51,7 @@ channels:
     edit_interval_s: {EDIT_INTERVAL_S}
     allow: [{ALICE.id}, "@bob"]
 """
+    return echo_profile(channel, delay_s=delay_s, pieces=pieces)
 
 
 def contents(fake: FakeDiscord, channel_id: int) -> list[str]:
@@ -72,13 +74,12 @@ async def connected(daemon: DaemonProcess, fake: FakeDiscord) -> None:
 
 
 @dataclass
-class DiscordBot:
+class DiscordBot(EchoBot[int]):
     fake: FakeDiscord
     daemon: DaemonProcess
     channel_ids: itertools.count[int] = field(
         default_factory=lambda: itertools.count(300_000_000_000_000_001)
     )
-    markers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def new_dm(self) -> int:
         return next(self.channel_ids)
@@ -86,16 +87,11 @@ class DiscordBot:
     async def say(self, channel_id: int, text: str) -> dict[str, Any]:
         return await self.fake.push_message(channel_id, ALICE, text)
 
-    async def reply_shown(self, channel_id: int, text: str) -> None:
-        """Wait until the bot's last message in the channel shows all of `text`."""
-        await self.fake.wait_until(lambda: contents(self.fake, channel_id)[-1:] == [text], WAIT_S)
+    def shown(self, channel_id: int) -> list[str]:
+        return contents(self.fake, channel_id)
 
-    async def barrier(self, channel_id: int) -> None:
-        """Another message in the chat, answered: everything before it has been delivered
-        (turns in a chat run in order, and so do their deliveries)."""
-        marker = f"barrier {next(self.markers)}"
-        await self.say(channel_id, marker)
-        await self.reply_shown(channel_id, marker)
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        await self.fake.wait_until(condition, WAIT_S)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -177,7 +173,7 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
     bot: DiscordBot,
 ) -> None:
     fake, dm = bot.fake, bot.new_dm()
-    text = " ".join(f"Streaming shows the reply growing, word {n}." for n in range(1, 25))
+    text = STREAMED_TEXT
     await bot.say(dm, text)
     await bot.barrier(dm)
 
@@ -188,13 +184,14 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
     assert edits, "a slow reply is shown growing"
     shown = [sent, *edits]
     assert [call.status for call in shown] == [200] * len(shown)
-    assert min(gaps_s([call.at for call in shown])) >= EDIT_INTERVAL_S - CLOCK_TOLERANCE_S
-    assert no_repeats([str(call.content) for call in shown])
+    assert_edited_at_the_interval(
+        [call.at for call in shown], [str(call.content) for call in shown]
+    )
 
 
 async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: DiscordBot) -> None:
     fake, dm = bot.fake, bot.new_dm()
-    before = await retries(bot.daemon)
+    before = await rate_limited_retries(bot.daemon, "discord")
     # Without `Via`, discord.py does not wait by itself: the manager's retry policy does.
     fake.rate_limit_next("POST", rf"/channels/{dm}/messages", retry_after_s=1.0, via=False)
     await bot.say(dm, "patience, please")
@@ -202,7 +199,7 @@ async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: DiscordBot)
 
     assert contents(fake, dm)[0] == "patience, please"
     assert [call.status for call in posts(fake, dm)] == [429, 200, 200]
-    assert await retries(bot.daemon) > before
+    assert await rate_limited_retries(bot.daemon, "discord") > before
 
 
 async def test_a_dropped_gateway_resumes_and_answers_once(bot: DiscordBot) -> None:
@@ -245,12 +242,6 @@ async def test_malformed_events_and_frames_are_logged_and_skipped(bot: DiscordBo
     await bot.say(dm, "and now?")
     await bot.reply_shown(dm, "and now?")
     assert count_logged(daemon, "discord.undecodable_gateway_frame") == undecodable + 1
-
-
-async def retries(daemon: DaemonProcess) -> float:
-    return await metric(
-        daemon, "octos_send_retries_total", channel="discord", reason="rate_limited"
-    )
 
 
 async def test_messages_posted_while_the_daemon_was_down_are_caught_up_once(

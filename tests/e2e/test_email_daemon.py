@@ -16,10 +16,12 @@ from tests.e2e.conftest import (
     WAIT_S,
     logged,
     metric,
+    rate_limited_retries,
     running_daemon,
     session_keys,
     stop_cleanly,
 )
+from tests.e2e.echo_bot import echo_profile
 from tests.e2e.long_text import code_block, fences_balanced, mixed_text
 from tests.fakes.imap_server import FakeImap
 from tests.fakes.mail import make_mail
@@ -43,11 +45,7 @@ def email_profile(
     pieces: int = 2,
     imap_password: str | None = None,
 ) -> str:
-    # Each message is a turn of its own.
-    return f"""\
-queue_mode: followup
-agent: {{type: echo, delay_s: {delay_s}, pieces: {pieces}}}
-channels:
+    channel = f"""\
   - type: email
     address: {imap.username}
     imap: {{host: 127.0.0.1, port: {imap.port}, security: none,
@@ -55,6 +53,7 @@ channels:
     smtp: {{host: 127.0.0.1, port: {smtp.port}, security: none, password: "{smtp.password}"}}
     allow: [{ALICE}, "*@friends.example"]
 """
+    return echo_profile(channel, delay_s=delay_s, pieces=pieces)
 
 
 async def connected(daemon: DaemonProcess, imap: FakeImap) -> None:
@@ -189,9 +188,7 @@ async def test_a_rate_limited_send_is_waited_out_and_the_reply_delivered_once(
     first, _barrier = bot.smtp.to(sender)
     assert first.text.strip() == "patience, please"
     assert bot.smtp.data_replies[replies_before:] == [451, 250, 250]
-    retried = await metric(
-        bot.daemon, "octos_send_retries_total", channel="email", reason="rate_limited"
-    )
+    retried = await rate_limited_retries(bot.daemon, "email")
     assert retried > before
 
 

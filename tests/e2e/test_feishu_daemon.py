@@ -9,7 +9,7 @@ daemon's own HTTP server receives.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +23,12 @@ from tests.e2e.conftest import (
     gaps_s,
     metric,
     no_repeats,
+    rate_limited_retries,
     running_daemon,
     session_keys,
     stop_cleanly,
 )
+from tests.e2e.echo_bot import STREAMED_TEXT, EchoBot, echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text, non_space, without_fences
 from tests.fakes.feishu_server import MAX_BODY_BYTES, FakeFeishu
 from tests.support.daemon import DaemonProcess, write_config
@@ -40,16 +42,14 @@ EDIT_INTERVAL_S, TOLERANCE_S = 0.25, 0.05
 
 
 def ws_profile(fake: FakeFeishu, *, delay_s: float = 0.3, pieces: int = 8) -> str:
-    return f"""\
-queue_mode: followup
-agent: {{type: echo, delay_s: {delay_s}, pieces: {pieces}}}
-channels:
+    channel = f"""\
   - type: feishu
     app_id: {fake.app_id}
     app_secret: {fake.app_secret}
     base_url: {fake.base_url}
     allow: [{ALICE}]
 """
+    return echo_profile(channel, delay_s=delay_s, pieces=pieces)
 
 
 def webhook_profile(fake: FakeFeishu) -> str:
@@ -69,7 +69,7 @@ channels:
 
 
 @dataclass
-class FeishuBot:
+class FeishuBot(EchoBot[str]):
     fake: FakeFeishu
     daemon: DaemonProcess
     numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -82,13 +82,11 @@ class FeishuBot:
         await self.fake.wait_until(lambda: self.fake.acked(frame_id), WAIT_S)
         return frame_id
 
-    async def reply_shown(self, chat: str, text: str) -> None:
-        await self.fake.wait_until(lambda: self.fake.texts(chat)[-1:] == [text], WAIT_S)
+    def shown(self, chat: str) -> list[str]:
+        return self.fake.texts(chat)
 
-    async def barrier(self, chat: str) -> None:
-        marker = f"barrier {next(self.numbers)}"
-        await self.say(chat, marker)
-        await self.reply_shown(chat, marker)
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        await self.fake.wait_until(condition, WAIT_S)
 
 
 async def connected(fake: FakeFeishu) -> None:
@@ -163,7 +161,7 @@ async def test_a_longer_reply_rolls_over_to_new_cards_at_natural_breaks(bot: Fei
 
 async def test_a_streamed_reply_updates_one_card_within_feishus_rate(bot: FeishuBot) -> None:
     chat = bot.new_chat()
-    text = " ".join(f"Streaming shows the reply growing, word {n}." for n in range(1, 25))
+    text = STREAMED_TEXT
     await bot.say(chat, text)
     await bot.barrier(chat)
 
@@ -187,9 +185,7 @@ async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: FeishuBot) 
     assert bot.fake.texts(chat) == ["patience, please", bot.fake.texts(chat)[-1]]
     new = bot.fake.statuses("/open-apis/im/v1/messages")[len(sent_before) :]
     assert new.count(429) == 1
-    retries = await metric(
-        bot.daemon, "octos_send_retries_total", channel="feishu", reason="rate_limited"
-    )
+    retries = await rate_limited_retries(bot.daemon, "feishu")
     assert retries >= 1
 
 

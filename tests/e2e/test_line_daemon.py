@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,12 @@ from tests.e2e.conftest import (
     WAIT_S,
     logged,
     metric,
+    rate_limited_retries,
     running_daemon,
     session_keys,
     stop_cleanly,
 )
+from tests.e2e.echo_bot import EchoBot, echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.line_server import FakeLine
 from tests.support.daemon import DaemonProcess
@@ -48,10 +50,7 @@ def line_profile(
     path: str = PATH,
     token: str | None = None,
 ) -> str:
-    return f"""\
-queue_mode: followup
-agent: {{type: echo, delay_s: {delay_s}, pieces: {pieces}}}
-channels:
+    channel = f"""\
   - type: line
     channel_secret: "{fake.channel_secret}"
     channel_access_token: "{token or fake.access_token}"
@@ -60,10 +59,11 @@ channels:
     data_api_base_url: {fake.data_api_base_url}
     allow: [{ALICE}]
 """
+    return echo_profile(channel, delay_s=delay_s, pieces=pieces)
 
 
 @dataclass
-class LineBot:
+class LineBot(EchoBot[str]):
     fake: FakeLine
     daemon: DaemonProcess
     numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -80,11 +80,11 @@ class LineBot:
         assert await self.fake.deliver(self.url, [event]) == 200
         return event
 
-    async def barrier(self, user: str) -> None:
-        """Another message, answered: everything before it in the chat was delivered."""
-        marker = f"barrier {next(self.numbers)}"
-        await self.say(user, marker)
-        await self.fake.wait_until(lambda: self.fake.texts_to(user)[-1:] == [marker], WAIT_S)
+    def shown(self, user: str) -> list[str]:
+        return self.fake.texts_to(user)
+
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        await self.fake.wait_until(condition, WAIT_S)
 
 
 async def receiving(daemon: DaemonProcess, count: int = 1) -> None:
@@ -145,13 +145,13 @@ async def test_a_long_mixed_reply_arrives_complete_within_the_limit(bot: LineBot
 
 
 async def test_a_rate_limited_send_is_waited_out_and_delivered_once(bot: LineBot) -> None:
-    before = await retries(bot.daemon)
+    before = await rate_limited_retries(bot.daemon, "line")
     bot.fake.rate_limit_next("/v2/bot/message/reply")
     await bot.say(ALICE, "patience, please")
     await bot.barrier(ALICE)
     assert bot.fake.texts_to(ALICE)[-2:] == ["patience, please", bot.fake.texts_to(ALICE)[-1]]
     assert bot.fake.texts_to(ALICE).count("patience, please") == 1
-    assert await retries(bot.daemon) > before
+    assert await rate_limited_retries(bot.daemon, "line") > before
 
 
 async def test_forged_stale_and_unsigned_webhooks_are_refused(bot: LineBot) -> None:
@@ -225,7 +225,3 @@ async def test_an_acknowledged_message_survives_sigkill_and_is_answered_once(
         finally:
             await restarted.stop()
         assert fake.texts_to(ALICE) == ["do not lose me", "and me"]
-
-
-async def retries(daemon: DaemonProcess) -> float:
-    return await metric(daemon, "octos_send_retries_total", channel="line", reason="rate_limited")

@@ -16,10 +16,12 @@ from tests.e2e.conftest import (
     WAIT_S,
     logged,
     metric,
+    rate_limited_retries,
     running_daemon,
     session_keys,
     stop_cleanly,
 )
+from tests.e2e.echo_bot import STREAMED_TEXT, echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.matrix_server import MAX_EVENT_BYTES, SERVER, FakeMatrix
 from tests.support.daemon import DaemonProcess
@@ -33,10 +35,7 @@ MALLORY = f"@mallory:{SERVER}"
 def matrix_profile(
     fake: FakeMatrix, *, delay_s: float = 0.05, pieces: int = 2, token: str | None = None
 ) -> str:
-    return f"""\
-queue_mode: followup
-agent: {{type: echo, delay_s: {delay_s}, pieces: {pieces}}}
-channels:
+    channel = f"""\
   - type: matrix
     homeserver: {fake.homeserver}
     user_id: "{fake.bot_user_id}"
@@ -44,6 +43,7 @@ channels:
     edit_interval_s: 1.0
     allow: ["{ALICE}"]
 """
+    return echo_profile(channel, delay_s=delay_s, pieces=pieces)
 
 
 @dataclass
@@ -131,7 +131,7 @@ def assert_within_limit(fake: FakeMatrix) -> None:
 
 async def test_a_streamed_reply_is_edited_in_place_without_a_duplicate(bot: MatrixBot) -> None:
     fake, room = bot.fake, bot.fake.create_room([ALICE])
-    text = " ".join(f"Streaming shows the reply growing, word {n}." for n in range(1, 25))
+    text = STREAMED_TEXT
     fake.say(room, ALICE, text)
     await bot.barrier(room)
     reply, _barrier = fake.shown(room)
@@ -143,13 +143,13 @@ async def test_a_streamed_reply_is_edited_in_place_without_a_duplicate(bot: Matr
 
 async def test_a_rate_limited_send_is_waited_out_and_delivered_once(bot: MatrixBot) -> None:
     fake, room = bot.fake, bot.fake.create_room([ALICE])
-    before = await retries(bot.daemon)
+    before = await rate_limited_retries(bot.daemon, "matrix")
     fake.rate_limit_next("send", retry_after_ms=800)
     fake.say(room, ALICE, "patience")
     await bot.barrier(room)
     assert fake.shown(room)[0] == "patience"
     assert fake.shown(room).count("patience") == 1
-    assert await retries(bot.daemon) > before
+    assert await rate_limited_retries(bot.daemon, "matrix") > before
 
 
 async def test_an_encrypted_room_gets_a_clear_notice(bot: MatrixBot) -> None:
@@ -205,7 +205,3 @@ async def test_an_acknowledged_message_survives_sigkill_and_is_answered_once(
         assert shown[-2:] == ["do not lose me", "and me"]
         assert len(shown) <= 3
         assert all("do not lose me".startswith(text) for text in shown[:-2])
-
-
-async def retries(daemon: DaemonProcess) -> float:
-    return await metric(daemon, "octos_send_retries_total", channel="matrix", reason="rate_limited")

@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tests.e2e.conftest import WAIT_S, metric, running_daemon, stop_cleanly
+from tests.e2e.conftest import WAIT_S, metric, rate_limited_retries, running_daemon, stop_cleanly
 from tests.e2e.long_text import assert_split_well, mixed_text, non_space, without_fences
 from tests.fakes.qq_server import FakeQQ, qq_seed
 from tests.support.daemon import DaemonProcess
@@ -145,17 +145,13 @@ async def test_a_longer_reply_takes_five_replies_and_says_it_was_cut(bot: QQBot)
 
 async def test_a_rate_limit_is_waited_out_and_the_reply_delivered_once(bot: QQBot) -> None:
     fake = bot.fake
-    before = await metric(
-        bot.daemon, "octos_send_retries_total", channel="qq-bot", reason="rate_limited"
-    )
+    before = await rate_limited_retries(bot.daemon, "qq-bot")
     fake.rate_limit_next()
     event = await bot.say("patience, please")
     await fake.wait_until(lambda: "patience, please" in fake.replies_to(f"c2c:{ALICE}"), WAIT_S)
     ours = [r for r in fake.replies if r.msg_id == event["d"]["id"]]
     assert [(r.status, r.code) for r in ours] == [(429, 22009), (200, None)]
-    after = await metric(
-        bot.daemon, "octos_send_retries_total", channel="qq-bot", reason="rate_limited"
-    )
+    after = await rate_limited_retries(bot.daemon, "qq-bot")
     assert after > before
 
 

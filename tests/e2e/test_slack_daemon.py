@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,16 +19,20 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e.conftest import (
-    CLOCK_TOLERANCE_S,
     EDIT_INTERVAL_S,
     WAIT_S,
     count_logged,
-    gaps_s,
     metric,
-    no_repeats,
+    rate_limited_retries,
     running_daemon,
     session_keys,
     stop_cleanly,
+)
+from tests.e2e.echo_bot import (
+    STREAMED_TEXT,
+    EchoBot,
+    assert_edited_at_the_interval,
+    echo_profile,
 )
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.slack_server import FakeSlack, RecordedRequest, sign_request
@@ -43,11 +47,7 @@ SLACK_LIMIT_CHARS = 4000
 
 
 def socket_profile(fake: FakeSlack, *, delay_s: float = 0.3, pieces: int = 8) -> str:
-    # Each message is a turn of its own.
-    return f"""\
-queue_mode: followup
-agent: {{type: echo, delay_s: {delay_s}, pieces: {pieces}}}
-channels:
+    channel = f"""\
   - type: slack
     bot_token: "{fake.bot_token}"
     app_token: "{fake.app_token}"
@@ -55,6 +55,7 @@ channels:
     edit_interval_s: {EDIT_INTERVAL_S}
     allow: [{ALICE}]
 """
+    return echo_profile(channel, delay_s=delay_s, pieces=pieces)
 
 
 def http_profile(fake: FakeSlack) -> str:
@@ -80,7 +81,7 @@ def calls_to(fake: FakeSlack, method: str, channel: str) -> list[RecordedRequest
 
 
 @dataclass
-class SlackBot:
+class SlackBot(EchoBot[str]):
     fake: FakeSlack
     daemon: DaemonProcess
     numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -93,16 +94,11 @@ class SlackBot:
         await self.fake.push_event(event)
         return event
 
-    async def reply_shown(self, channel: str, text: str) -> None:
-        """Wait until the bot's last message in `channel` shows all of `text`."""
-        await self.fake.wait_until(lambda: texts(self.fake, channel)[-1:] == [text], WAIT_S)
+    def shown(self, channel: str) -> list[str]:
+        return texts(self.fake, channel)
 
-    async def barrier(self, channel: str) -> None:
-        """Another message in the chat, answered: everything before it has been delivered
-        (turns in a chat run in order, and so do their deliveries)."""
-        marker = f"barrier {next(self.numbers)}"
-        await self.say(channel, marker)
-        await self.reply_shown(channel, marker)
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        await self.fake.wait_until(condition, WAIT_S)
 
 
 async def connected(fake: FakeSlack, *, auth_checks: int) -> None:
@@ -178,7 +174,7 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
     bot: SlackBot,
 ) -> None:
     fake, dm = bot.fake, bot.new_dm()
-    text = " ".join(f"Streaming shows the reply growing, word {n}." for n in range(1, 25))
+    text = STREAMED_TEXT
     await bot.say(dm, text)
     await bot.barrier(dm)
 
@@ -189,13 +185,14 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
     assert edits, "a slow reply is shown growing"
     shown = [sent, *edits]
     assert [call.error for call in shown] == [None] * len(shown)
-    assert min(gaps_s([call.at for call in shown])) >= EDIT_INTERVAL_S - CLOCK_TOLERANCE_S
-    assert no_repeats([str(call.params["text"]) for call in shown])
+    assert_edited_at_the_interval(
+        [call.at for call in shown], [str(call.params["text"]) for call in shown]
+    )
 
 
 async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: SlackBot) -> None:
     fake, dm = bot.fake, bot.new_dm()
-    before = await retries(bot.daemon)
+    before = await rate_limited_retries(bot.daemon, "slack")
     fake.rate_limit_next("chat.postMessage", retry_after_s=1)
     await bot.say(dm, "patience, please")
     await bot.barrier(dm)
@@ -203,7 +200,7 @@ async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: SlackBot) -
     assert texts(fake, dm)[0] == "patience, please"
     statuses = [call.status for call in calls_to(fake, "chat.postMessage", dm)]
     assert statuses == [429, 200, 200]  # the reply, refused once, then the barrier's reply
-    assert await retries(bot.daemon) > before
+    assert await rate_limited_retries(bot.daemon, "slack") > before
 
 
 async def test_a_dropped_socket_reconnects_and_a_redelivered_event_is_answered_once(
@@ -270,7 +267,3 @@ async def test_http_mode_refuses_forged_and_stale_requests_and_answers_a_signed_
         await metric(bot.daemon, "octos_messages_in_total", profile="hooks", outcome="accepted")
         == 1
     )
-
-
-async def retries(daemon: DaemonProcess) -> float:
-    return await metric(daemon, "octos_send_retries_total", channel="slack", reason="rate_limited")

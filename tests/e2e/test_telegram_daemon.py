@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,17 +12,21 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e.conftest import (
-    CLOCK_TOLERANCE_S,
     EDIT_INTERVAL_S,
     WAIT_S,
     count_logged,
-    gaps_s,
     metric,
-    no_repeats,
+    rate_limited_retries,
     running_daemon,
     session_keys,
     stop_cleanly,
     wait_logged,
+)
+from tests.e2e.echo_bot import (
+    STREAMED_TEXT,
+    EchoBot,
+    assert_edited_at_the_interval,
+    echo_profile,
 )
 from tests.e2e.long_text import CODE_LINES, assert_split_well, mixed_text
 from tests.fakes.telegram_server import TEXT_LIMIT, FakeTelegram, RecordedRequest, utf16_len
@@ -34,11 +38,8 @@ ALICE, BOB, MALLORY = 4201, 4202, 6666
 
 
 def telegram_profile(fake: FakeTelegram, *, delay_s: float = 0.3, pieces: int = 8) -> str:
-    # Alice is allowed by her id, Bob by his username. Each message is a turn of its own.
-    return f"""\
-queue_mode: followup
-agent: {{type: echo, delay_s: {delay_s}, pieces: {pieces}}}
-channels:
+    # Alice is allowed by her id, Bob by his username.
+    channel = f"""\
   - type: telegram
     token: "{fake.token}"
     base_url: {fake.base_url}
@@ -47,6 +48,7 @@ channels:
     edit_interval_s: {EDIT_INTERVAL_S}
     allow: [{ALICE}, "@bob"]
 """
+    return echo_profile(channel, delay_s=delay_s, pieces=pieces)
 
 
 def texts(fake: FakeTelegram, chat: int) -> list[str]:
@@ -73,28 +75,22 @@ def preformatted(message: dict[str, Any]) -> str:
 
 
 @dataclass
-class TelegramBot:
+class TelegramBot(EchoBot[int]):
     fake: FakeTelegram
     daemon: DaemonProcess
     chats: itertools.count[int] = field(default_factory=lambda: itertools.count(10_001))
-    markers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def new_chat(self) -> int:
         return next(self.chats)
 
-    def say(self, chat: int, text: str) -> dict[str, Any]:
+    async def say(self, chat: int, text: str) -> dict[str, Any]:
         return self.fake.push_message(chat, text, user_id=ALICE, username="alice")
 
-    async def reply_shown(self, chat: int, text: str) -> None:
-        """Wait until the bot's last message in `chat` shows all of `text`."""
-        await self.fake.wait_until(lambda: texts(self.fake, chat)[-1:] == [text], timeout_s=WAIT_S)
+    def shown(self, chat: int) -> list[str]:
+        return texts(self.fake, chat)
 
-    async def barrier(self, chat: int) -> None:
-        """Another message in the chat, answered: everything before it has been delivered
-        (turns in a chat run in order, and so do their deliveries)."""
-        marker = f"barrier {next(self.markers)}"
-        self.say(chat, marker)
-        await self.reply_shown(chat, marker)
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        await self.fake.wait_until(condition, timeout_s=WAIT_S)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -149,14 +145,14 @@ async def test_allowed_users_get_the_echo_a_stranger_one_notice_and_sigterm_conf
     # Every update was handled once, and the offset confirmed before the daemon exited.
     assert fake.pending_update_ids == []
     assert set(fake.delivered.values()) == {1}
-    assert d.logs[-1]["event"] == "daemon stopped"
+    assert d.logs[-1]["event"] == "daemon.stopped"
 
 
 async def test_a_long_mixed_reply_arrives_in_natural_chunks_within_the_limit(
     bot: TelegramBot,
 ) -> None:
     fake, chat, text = bot.fake, bot.new_chat(), mixed_text()
-    bot.say(chat, text)
+    await bot.say(chat, text)
     await bot.barrier(chat)
 
     *chunks, _barrier = fake.bot_messages(chat)
@@ -187,8 +183,8 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
     bot: TelegramBot,
 ) -> None:
     fake, chat = bot.fake, bot.new_chat()
-    text = " ".join(f"Streaming shows the reply growing, word {n}." for n in range(1, 25))
-    bot.say(chat, text)
+    text = STREAMED_TEXT
+    await bot.say(chat, text)
     await bot.barrier(chat)
 
     reply, _barrier = fake.bot_messages(chat)
@@ -198,21 +194,22 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
     assert edits, "a slow reply is shown growing"
     shown = [sent, *edits]
     assert [call.status for call in shown] == [200] * len(shown)
-    assert min(gaps_s([call.at for call in shown])) >= EDIT_INTERVAL_S - CLOCK_TOLERANCE_S
-    assert no_repeats([str(call.params["text"]) for call in shown])
+    assert_edited_at_the_interval(
+        [call.at for call in shown], [str(call.params["text"]) for call in shown]
+    )
 
 
 async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: TelegramBot) -> None:
     fake, chat = bot.fake, bot.new_chat()
-    before = await retries(bot.daemon)
+    before = await rate_limited_retries(bot.daemon, "telegram")
     fake.fail_next("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1)
-    bot.say(chat, "patience, please")
+    await bot.say(chat, "patience, please")
     await bot.barrier(chat)
 
     assert texts(fake, chat)[0] == "patience, please"
     sends = [call.status for call in fake.calls("sendMessage") if sent_to(chat, call)]
     assert sends == [429, 200, 200]  # the reply, refused once, then the barrier's reply
-    assert await retries(bot.daemon) > before
+    assert await rate_limited_retries(bot.daemon, "telegram") > before
 
 
 async def test_a_dropped_long_poll_reconnects_and_answers_once(bot: TelegramBot) -> None:
@@ -220,7 +217,7 @@ async def test_a_dropped_long_poll_reconnects_and_answers_once(bot: TelegramBot)
     await fake.wait_until(lambda: fake.long_polls_waiting > 0, timeout_s=WAIT_S)
     failures = count_logged(bot.daemon, "telegram.poll_failed")
     assert fake.drop_connections() >= 1
-    message = bot.say(chat, "are you still there")
+    message = await bot.say(chat, "are you still there")
     await wait_logged(bot.daemon, "telegram.poll_failed", more_than=failures)
     await bot.reply_shown(chat, "are you still there")
     # Telegram sends the same message again, in a new update.
@@ -240,7 +237,7 @@ async def test_malformed_updates_are_logged_and_skipped(bot: TelegramBot) -> Non
     skipped = count_logged(bot.daemon, "telegram.malformed_update_skipped")
     fake.push_raw_update("this is not an update")
     broken = fake.push_raw_update({"message": {"message_id": "seven", "chat": "nowhere"}})
-    bot.say(chat, "still answering?")
+    await bot.say(chat, "still answering?")
     await bot.reply_shown(chat, "still answering?")
 
     assert count_logged(bot.daemon, "telegram.malformed_update_skipped") == skipped + 2
@@ -251,10 +248,4 @@ async def test_malformed_updates_are_logged_and_skipped(bot: TelegramBot) -> Non
 def of_message(call: RecordedRequest, message: dict[str, Any]) -> bool:
     return str(call.params.get("message_id")) == str(message["message_id"]) and sent_to(
         message["chat"]["id"], call
-    )
-
-
-async def retries(daemon: DaemonProcess) -> float:
-    return await metric(
-        daemon, "octos_send_retries_total", channel="telegram", reason="rate_limited"
     )

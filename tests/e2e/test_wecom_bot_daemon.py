@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e.conftest import WAIT_S, metric, running_daemon, stop_cleanly
+from tests.e2e.echo_bot import echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.wecom_bot_server import FakeWecomBot
 from tests.support.daemon import DaemonProcess
@@ -23,16 +24,14 @@ STREAM_LIMIT_BYTES, MARKDOWN_LIMIT_BYTES = 20_480, 4_096
 
 
 def profile(fake: FakeWecomBot, *, delay_s: float = 0.3, pieces: int = 8) -> str:
-    return f"""\
-queue_mode: followup
-agent: {{type: echo, delay_s: {delay_s}, pieces: {pieces}}}
-channels:
+    channel = f"""\
   - type: wecom-bot
     bot_id: "{fake.bot_id}"
     secret: "{fake.secret}"
     ws_url: {fake.ws_url}
     allow: [{ALICE}]
 """
+    return echo_profile(channel, delay_s=delay_s, pieces=pieces)
 
 
 @dataclass

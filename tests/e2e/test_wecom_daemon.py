@@ -4,7 +4,7 @@ and the fake WeCom server API, with the keys of WeCom's documentation example.""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from tests.e2e.conftest import (
     session_keys,
     stop_cleanly,
 )
+from tests.e2e.echo_bot import EchoBot, echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.wecom_server import MAX_CONTENT_BYTES, FakeWeCom
 from tests.support.daemon import DaemonProcess, write_config
@@ -29,10 +30,7 @@ PATH = "/wecom/callback"
 
 
 def wecom_profile(fake: FakeWeCom, *, delay_s: float = 0.0, pieces: int = 1) -> str:
-    return f"""\
-queue_mode: followup
-agent: {{type: echo, delay_s: {delay_s}, pieces: {pieces}}}
-channels:
+    channel = f"""\
   - type: wecom
     corp_id: {fake.corp_id}
     agent_id: {fake.agent_id}
@@ -43,10 +41,11 @@ channels:
     webhook_path: {PATH}
     allow: [alice]
 """
+    return echo_profile(channel, delay_s=delay_s, pieces=pieces)
 
 
 @dataclass
-class WeComBot:
+class WeComBot(EchoBot[str]):
     fake: FakeWeCom
     daemon: DaemonProcess
     numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -66,10 +65,11 @@ class WeComBot:
             "",
         )
 
-    async def barrier(self, user: str) -> None:
-        marker = f"barrier {next(self.numbers)}"
-        await self.say(user, marker)
-        await self.fake.wait_until(lambda: self.fake.texts(user)[-1:] == [marker], WAIT_S)
+    def shown(self, user: str) -> list[str]:
+        return self.fake.texts(user)
+
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        await self.fake.wait_until(condition, WAIT_S)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")

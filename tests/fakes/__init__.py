@@ -66,14 +66,15 @@ class StreamControl:
         await self.release.wait()
 
 
-class HoldableFake:
-    """Base of a fake that serves one aiohttp app and can hold its responses (`control`).
+class ServedFake:
+    """Base of a fake that serves one aiohttp app on 127.0.0.1 while inside `async with`.
 
-    Leaving the context releases any held response first, so the server can shut down.
+    A subclass builds its app and calls `ServedFake.__init__(self, app)`. Leaving the context
+    first runs `_before_shutdown`, where a fake closes what it holds open (websockets, held
+    responses), so the server can stop without waiting on them.
     """
 
     def __init__(self, app: web.Application) -> None:
-        self.control = StreamControl()
         self._server = LocalHttpServer(app)
 
     async def __aenter__(self) -> Self:
@@ -86,5 +87,22 @@ class HoldableFake:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.control.release.set()
+        await self._before_shutdown()
         await self._server.__aexit__(exc_type, exc, tb)
+
+    async def _before_shutdown(self) -> None:
+        """Nothing is held open unless a fake says so."""
+
+
+class HoldableFake(ServedFake):
+    """Base of a fake that serves one aiohttp app and can hold its responses (`control`).
+
+    Leaving the context releases any held response first, so the server can shut down.
+    """
+
+    def __init__(self, app: web.Application) -> None:
+        self.control = StreamControl()
+        super().__init__(app)
+
+    async def _before_shutdown(self) -> None:
+        self.control.release.set()

@@ -38,14 +38,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tests.fakes import LocalHttpServer
+from tests.fakes import ServedFake
 
 JsonObject = dict[str, Any]
 MAX_REPLIES = 5
@@ -70,7 +69,7 @@ class Reply:
     at: float
 
 
-class FakeQQ:
+class FakeQQ(ServedFake):
     def __init__(
         self, *, app_id: str = "102000001", app_secret: str = "naOC0ocQE3shWLAfffVLB1rhYPG7"
     ) -> None:
@@ -102,21 +101,11 @@ class FakeQQ:
         self._gateway_sockets: set[web.WebSocketResponse] = set()
         self._dispatched: list[JsonObject] = []
         self._session_id = ""
-        self._server = LocalHttpServer(app)
+        ServedFake.__init__(self, app)
 
-    async def __aenter__(self) -> Self:
-        await self._server.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _before_shutdown(self) -> None:
         for socket in list(self._gateway_sockets):
             await socket.close()
-        await self._server.__aexit__(exc_type, exc, tb)
 
     @property
     def api_base_url(self) -> str:

@@ -40,12 +40,11 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from tests.fakes import LocalHttpServer
+from tests.fakes import ServedFake
 
 JsonObject = dict[str, Any]
 Answer = tuple[int, JsonObject, dict[str, str]]
@@ -99,7 +98,7 @@ class _Socket:
     frames: list[JsonObject] = field(default_factory=list)
 
 
-class FakeSlack:
+class FakeSlack(ServedFake):
     def __init__(
         self,
         *,
@@ -131,7 +130,7 @@ class FakeSlack:
         self._ids = itertools.count(1)
         self._last_ts = time.time()
         self._changed = asyncio.Condition()
-        self._server = LocalHttpServer(self._application())
+        ServedFake.__init__(self, self._application())
 
     def _application(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -141,18 +140,8 @@ class FakeSlack:
         app.router.add_get("/socket-mode", self._socket)
         return app
 
-    async def __aenter__(self) -> Self:
-        await self._server.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _before_shutdown(self) -> None:
         await self.close_connections()
-        await self._server.__aexit__(exc_type, exc, tb)
 
     @property
     def origin(self) -> str:

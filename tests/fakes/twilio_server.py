@@ -29,13 +29,12 @@ import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from tests.fakes import LocalHttpServer
+from tests.fakes import ServedFake
 
 MAX_BODY_CHARS = 1600
 FormParams = Mapping[str, Sequence[str]]
@@ -80,7 +79,7 @@ class RecordedCall:
     at: float
 
 
-class FakeTwilio:
+class FakeTwilio(ServedFake):
     def __init__(
         self,
         *,
@@ -107,19 +106,7 @@ class FakeTwilio:
         app.router.add_post(f"{prefix}/Messages.json", self._create_message)
         app.router.add_get(f"{prefix}.json", self._fetch_account)
         app.router.add_get("/media/{media_id}", self._fetch_media)
-        self._server = LocalHttpServer(app)
-
-    async def __aenter__(self) -> Self:
-        await self._server.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._server.__aexit__(exc_type, exc, tb)
+        ServedFake.__init__(self, app)
 
     @property
     def base_url(self) -> str:

@@ -29,12 +29,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from tests.fakes import LocalHttpServer
+from tests.fakes import ServedFake
 
 JsonObject = dict[str, Any]
 STREAM_LIMIT_BYTES = 20_480
@@ -60,7 +59,7 @@ class _Callback:
     frames: list[StreamFrame] = field(default_factory=list)
 
 
-class FakeWecomBot:
+class FakeWecomBot(ServedFake):
     def __init__(self, *, bot_id: str = "aibFAKEBOT01", secret: str = "fake-bot-secret") -> None:
         self.bot_id = bot_id
         self.secret = secret
@@ -82,24 +81,14 @@ class FakeWecomBot:
         self._acks: set[asyncio.Task[None]] = set()
         app = web.Application()
         app.router.add_get("/", self._websocket)
-        self._server = LocalHttpServer(app)
+        ServedFake.__init__(self, app)
 
-    async def __aenter__(self) -> Self:
-        await self._server.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _before_shutdown(self) -> None:
         for task in list(self._acks):
             task.cancel()
         await asyncio.gather(*self._acks, return_exceptions=True)
         for socket in list(self._sockets):
             await socket.close()
-        await self._server.__aexit__(exc_type, exc, tb)
 
     @property
     def ws_url(self) -> str:

@@ -25,14 +25,13 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from channels.wecom.crypto import WeComCrypto
-from tests.fakes import LocalHttpServer
+from tests.fakes import ServedFake
 
 #: WeCom's documentation example (developer.work.weixin.qq.com, 加解密方案说明).
 DOC_CORP_ID = "wx5823bf96d3bd56c7"
@@ -51,7 +50,7 @@ class SentMessage:
     at: float
 
 
-class FakeWeCom:
+class FakeWeCom(ServedFake):
     def __init__(
         self,
         *,
@@ -78,19 +77,7 @@ class FakeWeCom:
         app = web.Application()
         app.router.add_get("/cgi-bin/gettoken", self._gettoken)
         app.router.add_post("/cgi-bin/message/send", self._send)
-        self._server = LocalHttpServer(app)
-
-    async def __aenter__(self) -> Self:
-        await self._server.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._server.__aexit__(exc_type, exc, tb)
+        ServedFake.__init__(self, app)
 
     @property
     def base_url(self) -> str:

@@ -27,13 +27,12 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from tests.fakes import LocalHttpServer
+from tests.fakes import ServedFake
 
 API_VERSION = "v21.0"
 MAX_TEXT_CHARS = 4096
@@ -81,7 +80,7 @@ class ReadReceipt:
     at: float
 
 
-class FakeWhatsApp:
+class FakeWhatsApp(ServedFake):
     def __init__(
         self,
         *,
@@ -116,19 +115,7 @@ class FakeWhatsApp:
         app.router.add_get(f"{base}/{phone_number_id}", self._phone_number)
         app.router.add_get(f"{base}/{{media_id}}", self._media_url)
         app.router.add_get("/download/{media_id}", self._download)
-        self._server = LocalHttpServer(app)
-
-    async def __aenter__(self) -> Self:
-        await self._server.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._server.__aexit__(exc_type, exc, tb)
+        ServedFake.__init__(self, app)
 
     @property
     def base_url(self) -> str:

@@ -50,7 +50,7 @@ async def test_sighup_reloads_changed_and_added_profiles_only(
         (profiles / "beta.yaml").write_text(profile(hub.port, "b", queue_mode="followup"))
         (profiles / "gamma.yaml").write_text(profile(hub.port, "g"))
         daemon.signal(signal.SIGHUP)
-        reload = await daemon.wait_log(event_named("reloading profiles"))
+        reload = await daemon.wait_log(event_named("reload.profiles_changed"))
         assert (reload["added"], reload["changed"], reload["removed"]) == (["gamma"], ["beta"], [])
         again = {(await hub.next_hello())["name"] for _ in range(2)}
         assert again == {"b", "g"}  # alpha's channel was not restarted
@@ -79,7 +79,7 @@ async def test_invalid_config_on_reload_keeps_the_running_profiles(
         await hub.next_hello()
         (tmp_path / "profiles" / "alpha.yaml").write_text("agent: {type: nonsense}\n")
         daemon.signal(signal.SIGHUP)
-        refused = await daemon.wait_log(event_named("reload refused: invalid config"))
+        refused = await daemon.wait_log(event_named("reload.refused"))
         assert "alpha.yaml:1" in str(refused["problem"])
         await hub.say("unchanged", channel="a")
         assert (await hub.reply()).content == "unchanged"
@@ -93,7 +93,7 @@ async def test_a_second_signal_exits_at_once(tmp_path: Path, hub: ChannelHub) ->
     await hub.say("a very slow reply", channel="a")
     await daemon.wait_log(event_named("turn.started"))
     daemon.signal(signal.SIGTERM)
-    await daemon.wait_log(event_named("shutting down"))
+    await daemon.wait_log(event_named("daemon.shutting_down"))
     daemon.signal(signal.SIGTERM)
     assert await daemon.wait() == 130
 

@@ -65,11 +65,11 @@ class Rig:
     async def reply(self) -> OutboundMessage:
         """The next whole reply (typing signals and snapshots are skipped)."""
         while True:
-            message = await asyncio.wait_for(self.publisher.recv_outbound(), WAIT_S)
-            assert message is not None
-            if message.typing_signal is None and not message.is_stream_snapshot:
-                self.replies.append(message)
-                return message
+            event = await asyncio.wait_for(self.publisher.recv_outbound(), WAIT_S)
+            assert event is not None
+            if isinstance(event, OutboundMessage):
+                self.replies.append(event)
+                return event
 
 
 def said(text: str, message_id: str, chat: str = "c1") -> InboundMessage:

@@ -9,7 +9,7 @@ import pytest
 
 from bus import InboundMessage
 from gateway.journal import Received
-from gateway.lanes import CommandItem, LaneItem, Lanes, QueueMode, TurnItem
+from gateway.lanes import CommandItem, Commit, LaneItem, Lanes, QueueMode, TurnItem
 
 _ids = itertools.count(1)
 
@@ -186,3 +186,43 @@ async def test_every_mode_drains_to_idle(mode: QueueMode) -> None:
 
     recorder = await run_lanes(mode, script)
     assert sorted(recorder.finished) == [f"m{n}" for n in range(5)]
+
+
+async def test_an_abort_cancels_the_work_but_never_a_commit_under_way() -> None:
+    committing = asyncio.Event()
+    working = asyncio.Event()
+    release_commit = asyncio.Event()
+    committed: list[str] = []
+    dropped: list[str] = []
+
+    async def run_item(item: LaneItem) -> Commit:
+        assert isinstance(item, TurnItem)
+        text = item.content()
+        if text == "aborted":
+            working.set()
+            await asyncio.Event().wait()  # the work never ends by itself
+
+        async def commit() -> None:
+            if text == "first":
+                committing.set()
+                await release_commit.wait()
+            committed.append(text)
+
+        return commit
+
+    async with asyncio.TaskGroup() as tasks:
+        lanes = Lanes("followup", run_item, tasks, lambda items: dropped.extend(texts(items)))
+        lanes.submit("c", turn("first"))
+        await committing.wait()
+        assert lanes.abort("c") is False  # past its work: the reply goes out
+        release_commit.set()
+        await asyncio.wait_for(lanes.wait_idle(), 5)
+        lanes.submit("c", turn("aborted"))
+        lanes.submit("c", turn("after"))
+        await working.wait()
+        assert lanes.backlog("c") == 2
+        assert lanes.abort("c") is True
+        lanes.submit("c", turn("later"))
+        await asyncio.wait_for(lanes.wait_idle(), 5)
+    assert committed == ["first", "later"]
+    assert dropped == ["aborted", "after"]

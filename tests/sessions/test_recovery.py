@@ -45,7 +45,7 @@ async def test_a_half_written_line_is_cut_to_a_torn_file(store: SessionStore, fi
     session = await store.load(chat_key(1))
     assert session is not None
     assert contents(session.messages) == contents(numbered(4))
-    assert any(entry["event"] == "cut a torn tail off a session file" for entry in logs)
+    assert any(entry["event"] == "sessions.torn_tail_cut" for entry in logs)
 
 
 async def test_unparseable_lines_at_the_very_end_are_torn_too(store: SessionStore) -> None:

@@ -86,7 +86,7 @@ class DaemonProcess:
             limit=LOG_LINE_LIMIT_BYTES,
         )
         self._reader = asyncio.create_task(self._read_logs(), name="daemon-log-reader")
-        listening = await self.wait_log(lambda e: e.get("event") == "http server listening")
+        listening = await self.wait_log(lambda e: e.get("event") == "daemon.listening")
         self.http_url = str(listening["url"])
         return self
 

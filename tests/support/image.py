@@ -176,6 +176,6 @@ class InstalledDaemon(DaemonProcess):
             stderr=asyncio.subprocess.PIPE,
         )
         self._reader = asyncio.create_task(self._read_logs(), name="installed-daemon-logs")
-        listening = await self.wait_log(lambda event: event.get("event") == "http server listening")
+        listening = await self.wait_log(lambda event: event.get("event") == "daemon.listening")
         self.http_url = str(listening["url"])
         return self

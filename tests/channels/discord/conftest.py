@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bus import AgentHandle, InboundMessage, create_bus
+from bus import AgentHandle
 from channels.discord import DiscordChannel
-from tests.channels.started import started
+from tests.channels.started import ReadsInbound, started_on_bus
 from tests.fakes.discord_server import FakeDiscord, FakeUser
 
 WAIT_S = 10.0
@@ -38,21 +38,12 @@ def make_channel(
 
 
 @dataclass
-class RunningBot:
+class RunningBot(ReadsInbound):
     fake: FakeDiscord
     channel: DiscordChannel
     agent: AgentHandle
     task: asyncio.Task[None]
     data_dir: Path
-
-    async def next_inbound(self) -> InboundMessage:
-        async with asyncio.timeout(WAIT_S):
-            message = await self.agent.recv()
-        assert message is not None
-        return message
-
-    def queued_inbound(self) -> int:
-        return self.agent.inbound_depth()
 
 
 @asynccontextmanager
@@ -60,14 +51,13 @@ async def run_bot(
     fake: FakeDiscord, data_dir: Path, *, require_mention: bool = True
 ) -> AsyncIterator[RunningBot]:
     """The channel started on a fresh bus, connected; stopped and awaited afterwards."""
-    agent, publisher = create_bus(64)
     channel = make_channel(fake, data_dir, require_mention=require_mention)
 
     async def ready(_task: asyncio.Task[None]) -> None:
         await fake.wait_ready()
         await channel.wait_connected()
 
-    async with started(channel, publisher.inbound_sender(), ready, name="discord-test") as task:
+    async with started_on_bus(channel, ready, name="discord-test") as (agent, task):
         yield RunningBot(fake, channel, agent, task, data_dir)
 
 

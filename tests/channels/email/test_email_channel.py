@@ -12,6 +12,7 @@ from bus import ANSWERS, OutboundMessage
 from channels.email import EmailChannel
 from channels.email.smtp import DEFAULT_RATE_LIMIT_WAIT_S, MailRejected
 from channels.errors import AuthError, MessageTooLong, RateLimited, TransientError
+from channels.registry import ChannelContext, build_channel
 from config import EmailConfig
 from tests.channels.email.conftest import ALICE, BOT
 from tests.channels.email.inbound import ScriptedInbound
@@ -34,6 +35,13 @@ async def receive(channel: EmailChannel, imap: FakeImap, raws: list[bytes]) -> S
         await channel.stop()
         await asyncio.wait({task}, timeout=WAIT_S)
     return inbound
+
+
+def built(config: EmailConfig, data_dir: Path) -> EmailChannel:
+    """The channel as the daemon builds it: the registry gives it its allow list."""
+    channel = build_channel(config, ChannelContext("work", data_dir))
+    assert isinstance(channel, EmailChannel)
+    return channel
 
 
 def reply(
@@ -128,7 +136,7 @@ async def test_attachments_are_saved_for_allowed_senders_only_and_files_sent_att
     imap: FakeImap, smtp: FakeSmtp, make_config: Callable[..., EmailConfig], data_dir: Path
 ) -> None:
     pdf = ("report.pdf", "application/pdf", b"%PDF-1.4 fake")
-    channel = EmailChannel(make_config(), data_dir=data_dir)
+    channel = built(make_config(), data_dir)
     inbound = await receive(
         channel,
         imap,
@@ -154,7 +162,7 @@ async def test_attachments_are_saved_for_allowed_senders_only_and_files_sent_att
 async def test_the_allow_list_takes_addresses_and_domains(
     make_config: Callable[..., EmailConfig], data_dir: Path
 ) -> None:
-    channel = EmailChannel(make_config(), data_dir=data_dir)
+    channel = built(make_config(), data_dir)
     assert channel.is_allowed(ALICE)
     assert channel.is_allowed("ALICE@Example.org")
     assert channel.is_allowed("bob@friends.example")

@@ -9,12 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from channels.allow import AllowList
 from channels.line import LineChannel
-from tests.channels.started import started
-from tests.fakes import LocalHttpServer
+from tests.channels.started import once, serving_webhooks, started
 from tests.fakes.line_server import FakeLine
 from tests.support.inbound import RecordingInbound
 
@@ -23,13 +21,6 @@ ALICE = "U1111111111111111111111111111a11"
 MALLORY = "U6666666666666666666666666666m66"
 GROUP = "C0000000000000000000000000000g01"
 PATH = "/line/webhook"
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    # line-bot-sdk's aiohttp session trusts the environment (HTTPS_PROXY).
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
-        monkeypatch.delenv(name, raising=False)
 
 
 @dataclass
@@ -64,15 +55,9 @@ async def fake() -> AsyncIterator[FakeLine]:
 @pytest.fixture
 async def line(fake: FakeLine, tmp_path: Path) -> AsyncIterator[RunningLine]:
     channel = make_channel(fake, tmp_path)
-    app = web.Application()
-    app.add_routes(channel.web_routes())
     inbound = RecordingInbound()
-
-    async def ready(_task: asyncio.Task[None]) -> None:
-        await channel.wait_receiving()
-
     async with (
-        LocalHttpServer(app) as server,
-        started(channel, inbound, ready, name="line-under-test") as task,
+        serving_webhooks(channel) as server,
+        started(channel, inbound, once(channel.wait_receiving), name="line-under-test") as task,
     ):
         yield RunningLine(fake, channel, inbound, server.origin + PATH, task)

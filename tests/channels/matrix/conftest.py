@@ -21,12 +21,6 @@ BOB = f"@bob:{SERVER}"
 MALLORY = f"@mallory:{SERVER}"
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def make_channel(fake: FakeMatrix, data_dir: Path, **options: Any) -> MatrixChannel:
     settings: dict[str, Any] = {
         "homeserver": fake.homeserver,

@@ -9,15 +9,18 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
-from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
-from channels.delivery import fit_chunks
+from channels.coalesce_fit import fit_chunks
 from channels.errors import FatalChannelError, RateLimited
 from channels.qq import QQBotChannel, seed_from_secret, sign_hex, signing_key
 from channels.qq.api import ReplyWindowClosed
-from tests.fakes import LocalHttpServer
+from tests.channels.started import (
+    ReadsInbound,
+    once,
+    webhooks_on_bus,
+)
 from tests.fakes.qq_server import FakeQQ, qq_seed
 
 WAIT_S = 10.0
@@ -25,16 +28,11 @@ PATH = "/qq/callback"
 
 
 @dataclass
-class Running:
+class Running(ReadsInbound):
     fake: FakeQQ
     channel: QQBotChannel
     agent: AgentHandle
     url: str
-
-    async def received(self) -> InboundMessage:
-        message = await asyncio.wait_for(self.agent.recv(), WAIT_S)
-        assert isinstance(message, InboundMessage)
-        return message
 
 
 def make_channel(fake: FakeQQ, secret: str | None = None) -> QQBotChannel:
@@ -51,19 +49,13 @@ def make_channel(fake: FakeQQ, secret: str | None = None) -> QQBotChannel:
 async def running() -> AsyncIterator[Running]:
     async with FakeQQ() as fake:
         channel = make_channel(fake)
-        app = web.Application()
-        app.add_routes(channel.web_routes())
-        agent, publisher = create_bus(16)
-        sender = publisher.inbound_sender()
-        async with LocalHttpServer(app) as server:
-            task = asyncio.create_task(channel.start(sender), name="test:qq")
-            await fake.wait_until(lambda: fake.token_requests >= 1)
-            try:
-                yield Running(fake, channel, agent, server.origin + PATH)
-            finally:
-                await channel.stop()
-                await asyncio.wait_for(task, WAIT_S)
-                sender.close()
+        ready = once(lambda: fake.wait_until(lambda: fake.token_requests >= 1))
+        async with webhooks_on_bus(channel, ready, name="test:qq", capacity=16) as (
+            agent,
+            _task,
+            origin,
+        ):
+            yield Running(fake, channel, agent, origin + PATH)
 
 
 def answer(message: InboundMessage, text: str, delivery_id: str | None = None) -> OutboundMessage:
@@ -108,7 +100,7 @@ async def test_a_c2c_message_is_published_then_acknowledged_with_op_12(running: 
     event = running.fake.c2c_message("alice-openid", "hello qq")
     status, body = await running.fake.deliver(running.url, event)
     assert (status, body) == (200, {"op": 12, "d": 0})
-    message = await running.received()
+    message = await running.next_inbound()
     assert (message.chat_id, message.sender_id, message.content) == (
         "c2c:alice-openid",
         "alice-openid",
@@ -119,7 +111,7 @@ async def test_a_c2c_message_is_published_then_acknowledged_with_op_12(running: 
 
 async def test_a_group_mention_is_in_the_group_chat(running: Running) -> None:
     await running.fake.deliver(running.url, running.fake.group_message("G1", "bob", "hi bot"))
-    message = await running.received()
+    message = await running.next_inbound()
     assert (message.chat_id, message.sender_id, message.content) == ("group:G1", "bob", "hi bot")
 
 
@@ -146,7 +138,7 @@ async def test_forged_stale_and_unsigned_events_are_refused(running: Running) ->
     assert (await fake.post(running.url, validation, bad))[0] == 401  # signed, so checked
     # Nothing got through.
     await fake.deliver(running.url, fake.c2c_message("alice-openid", "real"))
-    assert (await running.received()).content == "real"
+    assert (await running.next_inbound()).content == "real"
 
 
 async def test_a_redelivered_event_is_published_once(running: Running) -> None:
@@ -154,14 +146,14 @@ async def test_a_redelivered_event_is_published_once(running: Running) -> None:
     assert (await running.fake.deliver(running.url, event))[0] == 200
     assert (await running.fake.deliver(running.url, event))[0] == 200
     await running.fake.deliver(running.url, running.fake.c2c_message("alice-openid", "next"))
-    assert [(await running.received()).content for _ in range(2)] == ["only once", "next"]
+    assert [(await running.next_inbound()).content for _ in range(2)] == ["only once", "next"]
 
 
 async def test_replies_count_msg_seq_per_message_and_stop_at_five(running: Running) -> None:
     fake = running.fake
     await fake.deliver(running.url, fake.c2c_message("alice-openid", "one"))
     await fake.deliver(running.url, fake.c2c_message("alice-openid", "two"))
-    first, second = await running.received(), await running.received()
+    first, second = await running.next_inbound(), await running.next_inbound()
     for n in range(5):
         await running.channel.send(answer(first, f"first {n}"))
     await running.channel.send(answer(second, "second 0"))
@@ -175,7 +167,7 @@ async def test_replies_count_msg_seq_per_message_and_stop_at_five(running: Runni
 async def test_a_resent_part_repeats_its_pair_and_is_not_shown_twice(running: Running) -> None:
     fake = running.fake
     await fake.deliver(running.url, fake.c2c_message("alice-openid", "resend"))
-    message = await running.received()
+    message = await running.next_inbound()
     await running.channel.send(answer(message, "part one", delivery_id="turn-1.0"))
     await running.channel.send(answer(message, "part one", delivery_id="turn-1.0"))
     assert fake.replies_to("c2c:alice-openid") == ["part one"]
@@ -185,7 +177,7 @@ async def test_a_resent_part_repeats_its_pair_and_is_not_shown_twice(running: Ru
 async def test_rate_limit_and_refused_token(running: Running) -> None:
     fake = running.fake
     await fake.deliver(running.url, fake.c2c_message("alice-openid", "go"))
-    message = await running.received()
+    message = await running.next_inbound()
     fake.rate_limit_next()
     with pytest.raises(RateLimited):
         await running.channel.send(answer(message, "too soon"))

@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
 
-from bus import AgentHandle, InboundMessage, create_bus
+from bus import AgentHandle
 from channels.qq import QQBotChannel
+from tests.channels.started import ReadsInbound, once, started_on_bus
 from tests.fakes.qq_server import FakeQQ
 
 WAIT_S = 10.0
 
 
 @dataclass
-class Running:
+class Running(ReadsInbound):
     fake: FakeQQ
     channel: QQBotChannel
     agent: AgentHandle
-
-    async def received(self) -> InboundMessage:
-        message = await asyncio.wait_for(self.agent.recv(), WAIT_S)
-        assert isinstance(message, InboundMessage)
-        return message
 
 
 @pytest.fixture
@@ -39,16 +34,12 @@ async def running() -> AsyncIterator[Running]:
             token_url=fake.token_url,
             reconnect_base_s=0.05,
         )
-        agent, publisher = create_bus(16)
-        sender = publisher.inbound_sender()
-        task = asyncio.create_task(channel.start(sender), name="test:qq-gateway")
-        await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
-        try:
+        ready = once(channel.wait_receiving)
+        async with started_on_bus(channel, ready, name="test:qq-gateway", capacity=16) as (
+            agent,
+            _task,
+        ):
             yield Running(fake, channel, agent)
-        finally:
-            await channel.stop()
-            await asyncio.wait_for(task, WAIT_S)
-            sender.close()
 
 
 async def test_identifies_takes_events_and_reports_the_handled_sequence(running: Running) -> None:
@@ -58,7 +49,7 @@ async def test_identifies_takes_events_and_reports_the_handled_sequence(running:
     assert identify["token"].startswith("QQBot token-")
     assert identify["intents"] & (1 << 25)
     frame = await fake.push_gateway(fake.c2c_message("alice-openid", "hello gateway"))
-    message = await running.received()
+    message = await running.next_inbound()
     assert (message.chat_id, message.content) == ("c2c:alice-openid", "hello gateway")
     await fake.wait_until(lambda: frame["s"] in fake.heartbeats, WAIT_S)
     assert fake.violations == []
@@ -67,16 +58,16 @@ async def test_identifies_takes_events_and_reports_the_handled_sequence(running:
 async def test_a_dropped_gateway_resumes_and_missed_events_arrive_once(running: Running) -> None:
     fake = running.fake
     await fake.push_gateway(fake.group_message("G1", "bob", "before"))
-    assert (await running.received()).content == "before"
+    assert (await running.next_inbound()).content == "before"
     await fake.drop_gateway()
     await fake.wait_until(lambda: fake.gateway_connections == 0, WAIT_S)
     await fake.push_gateway(fake.c2c_message("alice-openid", "while away"))
     await fake.wait_until(lambda: fake.resumes, WAIT_S)
-    assert (await running.received()).content == "while away"
+    assert (await running.next_inbound()).content == "while away"
     [resume] = fake.resumes
     assert resume["seq"] == 2
     await fake.push_gateway(fake.c2c_message("alice-openid", "after"))
-    assert (await running.received()).content == "after"
+    assert (await running.next_inbound()).content == "after"
 
 
 async def test_unanswered_heartbeats_replace_the_connection(running: Running) -> None:
@@ -85,4 +76,4 @@ async def test_unanswered_heartbeats_replace_the_connection(running: Running) ->
     await fake.wait_until(lambda: fake.resumes, WAIT_S)
     fake.answer_heartbeats = True
     await fake.push_gateway(fake.c2c_message("alice-openid", "back again"))
-    assert (await running.received()).content == "back again"
+    assert (await running.next_inbound()).content == "back again"

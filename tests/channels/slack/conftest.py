@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from bus import AgentHandle, InboundMessage, create_bus
+from bus import AgentHandle, InboundMessage
 from channels.slack import SlackChannel
 from channels.slack.channel import Mode
-from tests.channels.started import started
+from tests.channels.started import ReadsInbound, started_on_bus
 from tests.fakes.slack_server import FakeSlack
 
 WAIT_S = 10.0
@@ -23,14 +23,9 @@ BOB = "UBOB000001"
 DM = "DALICE0001"
 GENERAL = "CGENERAL01"
 
-#: What slack_sdk and slack-bolt read from the environment by themselves.
+#: What slack_sdk and slack-bolt read from the environment by themselves, besides the proxy
+#: variables that tests/channels/conftest.py clears for every channel test.
 _AMBIENT = (
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-    "NO_PROXY",
-    "no_proxy",
     "SLACK_BOT_TOKEN",
     "SLACK_APP_TOKEN",
     "SLACK_SIGNING_SECRET",
@@ -41,7 +36,7 @@ _AMBIENT = (
 
 @pytest.fixture(autouse=True)
 def _no_ambient_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A proxy or Slack credentials in the developer's environment must not reach the tests."""
+    """Slack credentials in the developer's environment must not reach the tests."""
     for name in _AMBIENT:
         monkeypatch.delenv(name, raising=False)
 
@@ -66,18 +61,12 @@ def make_channel(
 
 
 @dataclass
-class RunningSlack:
+class RunningSlack(ReadsInbound):
     fake: FakeSlack
     channel: SlackChannel
     agent: AgentHandle
     task: asyncio.Task[None]
     data_dir: Path
-
-    async def next_inbound(self) -> InboundMessage:
-        async with asyncio.timeout(WAIT_S):
-            message = await self.agent.recv()
-        assert message is not None
-        return message
 
     async def push_and_ack(
         self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0
@@ -98,7 +87,6 @@ class RunningSlack:
 @asynccontextmanager
 async def run_slack(fake: FakeSlack, data_dir: Path, **options: Any) -> AsyncIterator[RunningSlack]:
     """The channel started on a fresh bus and receiving; stopped and awaited afterwards."""
-    agent, publisher = create_bus(64)
     channel = make_channel(fake, data_dir, **options)
 
     async def ready(_task: asyncio.Task[None]) -> None:
@@ -106,8 +94,7 @@ async def run_slack(fake: FakeSlack, data_dir: Path, **options: Any) -> AsyncIte
         if options.get("mode", "socket") == "socket":
             await fake.wait_connected(timeout_s=WAIT_S)
 
-    inbound = publisher.inbound_sender()
-    async with started(channel, inbound, ready, name="slack-under-test") as task:
+    async with started_on_bus(channel, ready, name="slack-under-test") as (agent, task):
         yield RunningSlack(fake, channel, agent, task, data_dir)
 
 

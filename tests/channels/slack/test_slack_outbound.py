@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import ANSWERS, OutboundMessage
+from bus import ANSWERS, OutboundMessage, StreamSnapshot
 from channels.coalesce import split_message
 from channels.errors import ChannelError, DeliveryError, RateLimited
 from channels.retry import Reason
@@ -64,7 +64,7 @@ def visible(text: str) -> str:
 
 
 async def test_a_long_cjk_and_emoji_reply_arrives_in_chunks_within_the_limit(
-    channel: SlackChannel, fake_slack: FakeSlack, make_manager: ManagerFactory
+    channel: SlackChannel, fake_slack: FakeSlack, managing: ManagerFactory
 ) -> None:
     text = cjk_and_emoji_text(10_000)
     assert len(text) >= 9_900
@@ -73,8 +73,7 @@ async def test_a_long_cjk_and_emoji_reply_arrives_in_chunks_within_the_limit(
     pieces = split_message(text, channel.limit)
     assert all(len(piece) <= 4000 for piece in pieces)
 
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
     await manager.deliver(reply(text))
 
     posts = [call.params["text"] for call in fake_slack.calls("chat.postMessage")]
@@ -91,12 +90,11 @@ async def test_a_long_cjk_and_emoji_reply_arrives_in_chunks_within_the_limit(
 async def test_a_rate_limited_post_waits_retry_after_and_is_delivered_once(
     channel: SlackChannel,
     fake_slack: FakeSlack,
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     clock: FakeClock,
 ) -> None:
     fake_slack.rate_limit_next("chat.postMessage", retry_after_s=7)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("hello"))
 
@@ -121,13 +119,12 @@ async def test_the_sdk_itself_does_not_retry_a_rate_limit(
 async def test_a_server_error_is_retried_after_a_backoff(
     channel: SlackChannel,
     fake_slack: FakeSlack,
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     clock: FakeClock,
 ) -> None:
     fake_slack.server_error_next("chat.postMessage", status=503)
     fake_slack.fail_next("chat.postMessage", "internal_error")
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("hello"))
 
@@ -147,13 +144,12 @@ async def test_a_server_error_is_retried_after_a_backoff(
 async def test_refusals_are_not_retried(
     channel: SlackChannel,
     fake_slack: FakeSlack,
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     error: str,
     reason: str,
 ) -> None:
     fake_slack.fail_next("chat.postMessage", error)
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     with pytest.raises(DeliveryError) as raised:
         await manager.deliver(reply("hello"))
@@ -177,7 +173,7 @@ async def test_a_stream_is_edited_no_faster_than_the_interval_and_ends_without_a
     manager.register(channel, edit_interval_s=1.0)
     words = [f"word{n}" for n in range(40)]
     for end in range(1, len(words) + 1):
-        await manager.deliver(reply(" ".join(words[:end]), stream_id="s1", stream_final=False))
+        await manager.deliver(StreamSnapshot(reply(" ".join(words[:end]), stream_id="s1")))
         clock.advance(0.25)
         await manager.streams.flush_due()
     await manager.deliver(reply(" ".join(words) + " **done**", stream_id="s1"))
@@ -195,15 +191,14 @@ async def test_a_stream_is_edited_no_faster_than_the_interval_and_ends_without_a
 async def test_a_stream_rolls_over_to_a_new_message_before_the_limit(
     channel: SlackChannel,
     fake_slack: FakeSlack,
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     clock: FakeClock,
 ) -> None:
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
     sentences = [f"Sentence number {n} of a long streamed reply & more." for n in range(220)]
     text = " ".join(sentences)
     for end in range(10, len(sentences) + 1, 10):
-        await manager.deliver(reply(" ".join(sentences[:end]), stream_id="s2", stream_final=False))
+        await manager.deliver(StreamSnapshot(reply(" ".join(sentences[:end]), stream_id="s2")))
         clock.advance(1.0)
     await manager.deliver(reply(text, stream_id="s2"))
 
@@ -218,13 +213,12 @@ async def test_a_stream_rolls_over_to_a_new_message_before_the_limit(
 async def test_media_is_uploaded_into_the_thread_with_its_caption(
     channel: SlackChannel,
     fake_slack: FakeSlack,
-    make_manager: ManagerFactory,
+    managing: ManagerFactory,
     tmp_path: Path,
 ) -> None:
     chart = tmp_path / "chart.png"
     chart.write_bytes(b"\x89PNG fake image")
-    manager = make_manager()
-    manager.register(channel)
+    manager = managing(channel)
 
     await manager.deliver(reply("**the** chart", media=[str(chart)]))
 

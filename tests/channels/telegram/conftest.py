@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from bus import AgentHandle, InboundMessage, create_bus
+from bus import AgentHandle
 from channels.allow import AllowList
 from channels.telegram import Backoff, TelegramChannel
 from config import TelegramConfig
-from tests.channels.started import started
+from tests.channels.started import ReadsInbound, started_on_bus
 from tests.fakes.telegram_server import FakeTelegram
 
 WAIT_S = 10.0
@@ -54,27 +54,17 @@ def make_channel(fake: FakeTelegram, tmp_path: Path) -> ChannelFactory:
 
 
 @dataclass
-class Running:
+class Running(ReadsInbound):
     """A started channel, the agent's end of its bus, and its `start()` task."""
 
     channel: TelegramChannel
     agent: AgentHandle
     task: asyncio.Task[None]
 
-    async def next_inbound(self, timeout_s: float = WAIT_S) -> InboundMessage:
-        message = await asyncio.wait_for(self.agent.recv(), timeout_s)
-        assert message is not None, "the bus closed"
-        return message
-
-    def queued(self) -> int:
-        return self.agent.inbound_depth()
-
 
 @asynccontextmanager
 async def running(channel: TelegramChannel, fake: FakeTelegram) -> AsyncIterator[Running]:
     """Start `channel`, wait until it long-polls, stop it on the way out."""
-    agent, publisher = create_bus()
-    sender = publisher.inbound_sender()
 
     async def ready(task: asyncio.Task[None]) -> None:
         if channel.web_routes():
@@ -84,9 +74,5 @@ async def running(channel: TelegramChannel, fake: FakeTelegram) -> AsyncIterator
         if task.done():
             task.result()
 
-    try:
-        async with started(channel, sender, ready, name="test:telegram-start") as task:
-            yield Running(channel, agent, task)
-    finally:
-        sender.close()
-        publisher.close()
+    async with started_on_bus(channel, ready, name="test:telegram-start") as (agent, task):
+        yield Running(channel, agent, task)

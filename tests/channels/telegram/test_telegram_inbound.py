@@ -94,7 +94,7 @@ async def test_in_a_group_only_messages_for_the_bot_go_through(
         )
         reply = await run.next_inbound()
         await fake.wait_until(lambda: not fake.pending_update_ids)
-        assert run.queued() == 0
+        assert run.queued_inbound() == 0
 
     assert mention.content == "what is 2+2?"
     assert mention.chat_id == str(group)
@@ -167,7 +167,7 @@ async def test_malformed_updates_are_skipped_and_polling_goes_on(
         fake.push_message(42, "still here")
         inbound = await run.next_inbound()
         await fake.wait_until(lambda: not fake.pending_update_ids)
-        assert run.queued() == 0
+        assert run.queued_inbound() == 0
         assert not run.task.done()
 
     assert inbound.content == "still here"
@@ -223,7 +223,7 @@ async def test_a_dropped_connection_is_reconnected_and_nothing_is_handled_twice(
         fake.push_message(42, "two")
         second = await run.next_inbound()
         await fake.wait_until(lambda: not fake.pending_update_ids)
-        assert run.queued() == 0
+        assert run.queued_inbound() == 0
 
     assert [first.content, second.content] == ["one", "two"]
     assert first.message_id != second.message_id
@@ -241,7 +241,7 @@ async def test_an_update_delivered_twice_is_published_once(
         fake.push_message(42, "next")
         following = await run.next_inbound()
         await fake.wait_until(lambda: not fake.pending_update_ids)
-        assert run.queued() == 0
+        assert run.queued_inbound() == 0
     assert [first.content, following.content] == ["once", "next"]
 
 
@@ -256,7 +256,7 @@ async def test_stop_confirms_the_offset_so_a_new_instance_sees_nothing_old(
     async with running(make_channel(), fake) as again:
         fake.push_message(42, "new after the restart")
         inbound = await again.next_inbound()
-        assert again.queued() == 0
+        assert again.queued_inbound() == 0
     assert inbound.content == "new after the restart"
 
 

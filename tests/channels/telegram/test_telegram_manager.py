@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bus import OutboundMessage, create_bus
+from bus import OutboundMessage, StreamSnapshot, create_bus
 from channels.manager import ChannelManager
 from channels.telegram import TelegramChannel
 from tests.channels.telegram.conftest import ChannelFactory
@@ -81,7 +81,7 @@ async def test_a_streamed_reply_is_edited_in_place_without_a_duplicate_final(
 ) -> None:
     snapshots = ["Hel", "Hello **wor", "Hello **world**", "Hello **world**, and more"]
     for text in snapshots:
-        await manager.deliver(outbound(text, stream_id="s1", stream_final=False))
+        await manager.deliver(StreamSnapshot(outbound(text, stream_id="s1")))
     await manager.deliver(outbound("Hello **world**, and more!", stream_id="s1"))
 
     [first] = fake.calls("sendMessage")
@@ -101,7 +101,7 @@ async def test_a_long_stream_rolls_over_to_a_new_message_before_the_limit(
     text = ""
     for _ in range(12):
         text += paragraph + "\n\n"
-        await manager.deliver(outbound(text, stream_id="s2", stream_final=False))
+        await manager.deliver(StreamSnapshot(outbound(text, stream_id="s2")))
     await manager.deliver(outbound(text + "完。", stream_id="s2"))
 
     shown = fake.bot_messages(CHAT)

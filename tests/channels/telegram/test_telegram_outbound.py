@@ -112,7 +112,7 @@ async def test_a_document_and_a_photo_are_uploaded(
 
 async def test_a_missing_file_is_a_clear_error(make_channel: ChannelFactory) -> None:
     channel = make_channel()
-    with pytest.raises(ChannelError, match="cannot read the file"):
+    with pytest.raises(ChannelError, match="cannot read media file"):
         await channel.send(reply(channel, "here", media=["/nonexistent/file.pdf"]))
     await channel.stop()
 
@@ -201,12 +201,12 @@ async def test_an_edit_whose_markup_is_refused_falls_back_to_plain_text(
     await channel.stop()
 
 
-async def test_typing_reactions_and_deletion(
+async def test_typing_listening_reactions_and_deletion(
     fake: FakeTelegram, make_channel: ChannelFactory
 ) -> None:
     channel = make_channel()
     await channel.send_typing("42")
-    await channel.send(OutboundMessage.typing("telegram", "42"))
+    await channel.send_listening("42")
     message_id = await channel.send_with_id(reply(channel, "to be removed"))
     assert message_id is not None
     await channel.react_to_message("42", f"42:{message_id}", "👍")
@@ -214,7 +214,7 @@ async def test_typing_reactions_and_deletion(
     await channel.delete_message("42", message_id)
 
     actions = fake.calls("sendChatAction")
-    assert [a.params["action"] for a in actions] == ["typing", "typing"]
+    assert [a.params["action"] for a in actions] == ["typing", "record_voice"]
     first, second = fake.calls("setMessageReaction")
     assert first.params["reaction"] == [{"type": "emoji", "emoji": "👍"}]
     assert second.params.get("reaction", []) == []

@@ -77,7 +77,7 @@ async def test_an_update_with_the_right_secret_is_published_once(
         # Telegram re-sends when it missed our answer; the repeat is acknowledged, not handled.
         again = await client.post(PATH, json=message_update(5, "via webhook"), headers=headers)
         assert again.status == 200
-        assert run.queued() == 0
+        assert run.queued_inbound() == 0
     assert inbound.content == "via webhook"
     assert inbound.message_id == "42:5"
 
@@ -100,7 +100,7 @@ async def test_a_missing_or_wrong_secret_is_refused_and_nothing_published(
     async with running(webhook_channel, fake) as run:
         response = await client.post(PATH, json=message_update(6, "forged"), headers=headers)
         assert response.status == status
-        assert run.queued() == 0
+        assert run.queued_inbound() == 0
 
 
 async def test_malformed_bodies_are_answered_without_stopping_the_channel(
@@ -115,7 +115,7 @@ async def test_malformed_bodies_are_answered_without_stopping_the_channel(
         good = await client.post(PATH, json=message_update(8, "fine"), headers=headers)
         assert good.status == 200
         inbound = await run.next_inbound()
-        assert run.queued() == 0
+        assert run.queued_inbound() == 0
         assert not run.task.done()
     assert inbound.content == "fine"
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 
-from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
+from bus import AgentHandle, OutboundMessage, create_bus
 from channels.allow import AllowList
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
@@ -21,7 +21,13 @@ from channels.registry import ChannelContext, ChannelUnavailable, build_channel
 from channels.twilio import TwilioChannel, TwilioSignature, Verdict, parse_sms
 from config import TwilioConfig
 from tests.channels.refusing_sender import RefusingSender
-from tests.fakes import LocalHttpServer
+from tests.channels.started import (
+    ReadsInbound,
+    once,
+    serving_webhooks,
+    started,
+    webhooks_on_bus,
+)
 from tests.fakes.twilio_server import FakeTwilio, post_form, twilio_signature
 
 ALICE, MALLORY = "+15550001111", "+15550009999"
@@ -44,7 +50,7 @@ def make_channel(fake: FakeTwilio, tmp_path: Path, **options: object) -> TwilioC
 
 
 @dataclass
-class Running:
+class Running(ReadsInbound):
     fake: FakeTwilio
     channel: TwilioChannel
     agent: AgentHandle
@@ -54,28 +60,19 @@ class Running:
     async def post(self, form: dict[str, list[str]]) -> tuple[int, str, str]:
         return await post_form(self.url, form, self.fake.signed_headers(PUBLIC_URL, form))
 
-    async def received(self) -> InboundMessage:
-        message = await asyncio.wait_for(self.agent.recv(), WAIT_S)
-        assert isinstance(message, InboundMessage)
-        return message
+
+@asynccontextmanager
+async def run_twilio(fake: FakeTwilio, channel: TwilioChannel) -> AsyncIterator[Running]:
+    """The channel receiving on a fresh bus, its webhook served; stopped on the way out."""
+    ready = once(channel.wait_receiving)
+    async with webhooks_on_bus(channel, ready, name="twilio", capacity=16) as (agent, task, origin):
+        yield Running(fake, channel, agent, origin + "/twilio/sms", task)
 
 
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    async with FakeTwilio() as fake:
-        channel = make_channel(fake, tmp_path)
-        agent, publisher = create_bus(16)
-        app = web.Application()
-        app.add_routes(channel.web_routes())
-        async with LocalHttpServer(app) as server:
-            task = asyncio.create_task(channel.start(publisher.inbound_sender()), name="twilio")
-            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
-            try:
-                yield Running(fake, channel, agent, server.origin + "/twilio/sms", task)
-            finally:
-                await channel.stop()
-                await asyncio.wait({task}, timeout=WAIT_S)
-                assert task.done()
+    async with FakeTwilio() as fake, run_twilio(fake, make_channel(fake, tmp_path)) as running:
+        yield running
 
 
 def test_the_signature_is_twilios_and_covers_the_url_and_every_parameter() -> None:
@@ -120,7 +117,7 @@ async def test_a_signed_sms_is_published_then_answered_with_empty_twiml(running:
     assert (status, content_type) == (200, "text/xml")
     assert "<Response" in body
     assert "<Message" not in body
-    message = await running.received()
+    message = await running.next_inbound()
     assert (message.channel, message.sender_id, message.chat_id) == ("twilio", ALICE, ALICE)
     assert message.content == "hello by sms"
     assert message.message_id == form["MessageSid"][0]
@@ -145,7 +142,7 @@ async def test_carrier_keywords_are_acknowledged_and_never_reach_the_gateway(
     for text in ("STOP", "unsubscribe", "Cancel", "HELP", "start"):
         assert (await running.post(running.fake.webhook_form(ALICE, text)))[0] == 200
     assert (await running.post(running.fake.webhook_form(ALICE, "after the keywords")))[0] == 200
-    message = await running.received()
+    message = await running.next_inbound()
     assert message.content == "after the keywords"
     assert running.agent.inbound_depth() == 0
 
@@ -158,13 +155,13 @@ async def test_mms_media_is_downloaded_with_basic_auth_for_allowed_senders_only(
     assert (await running.post(fake.webhook_form(ALICE, "a photo", media=[(url, "image/png")])))[
         0
     ] == 200
-    message = await running.received()
+    message = await running.next_inbound()
     [path] = message.media
     assert await asyncio.to_thread(Path(path).read_bytes) == b"\x89PNG fake image"
     assert path.endswith(".png")
     stranger = fake.webhook_form(MALLORY, "mine too", media=[(url, "image/png")])
     assert (await running.post(stranger))[0] == 200
-    from_stranger = await running.received()
+    from_stranger = await running.next_inbound()
     assert from_stranger.sender_id == MALLORY
     assert from_stranger.media == []
     assert len(fake.media_fetches) == 1
@@ -175,28 +172,18 @@ async def test_a_redelivered_message_sid_is_published_once(running: Running) -> 
     assert (await running.post(form))[0] == 200
     assert (await running.post(form))[0] == 200
     assert (await running.post(running.fake.webhook_form(ALICE, "twice")))[0] == 200
-    assert [(await running.received()).content for _ in range(2)] == ["once", "twice"]
+    assert [(await running.next_inbound()).content for _ in range(2)] == ["once", "twice"]
 
 
 async def test_strangers_can_be_ignored_silently(tmp_path: Path) -> None:
     async with FakeTwilio() as fake:
         channel = make_channel(fake, tmp_path, stranger_notice=False)
-        agent, publisher = create_bus(16)
-        app = web.Application()
-        app.add_routes(channel.web_routes())
-        async with LocalHttpServer(app) as server:
-            task = asyncio.create_task(channel.start(publisher.inbound_sender()), name="twilio")
-            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
-            url = server.origin + "/twilio/sms"
+        async with run_twilio(fake, channel) as running:
             for sender, text in ((MALLORY, "let me in"), (ALICE, "hi")):
-                form = fake.webhook_form(sender, text)
-                assert (await post_form(url, form, fake.signed_headers(PUBLIC_URL, form)))[0] == 200
-            message = await asyncio.wait_for(agent.recv(), WAIT_S)
-            assert isinstance(message, InboundMessage)
+                assert (await running.post(fake.webhook_form(sender, text)))[0] == 200
+            message = await running.next_inbound()
             assert message.sender_id == ALICE
-            assert agent.inbound_depth() == 0
-            await channel.stop()
-            await asyncio.wait_for(task, WAIT_S)
+            assert running.queued_inbound() == 0
 
 
 async def test_sends_go_through_the_messages_api_and_failures_are_typed(
@@ -238,11 +225,12 @@ async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_take
     async with FakeTwilio() as fake:
         channel = make_channel(fake, tmp_path)
         sender = RefusingSender(refusals=1)
-        app = web.Application()
-        app.add_routes(channel.web_routes())
-        async with LocalHttpServer(app) as server, aiohttp.ClientSession() as http:
-            task = asyncio.create_task(channel.start(sender), name="twilio")
-            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+        ready = once(channel.wait_receiving)
+        async with (
+            serving_webhooks(channel) as server,
+            started(channel, sender, ready, name="twilio"),
+            aiohttp.ClientSession() as http,
+        ):
             form = fake.webhook_form(ALICE, "busy?")
             fields = [(name, value) for name, values in form.items() for value in values]
             headers = fake.signed_headers(PUBLIC_URL, form)
@@ -253,11 +241,17 @@ async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_take
             async with http.post(url, data=fields, headers=headers) as taken:
                 assert taken.status == 200
             assert [message.content for message in sender.taken] == ["busy?"]
-            await channel.stop()
-            await asyncio.wait_for(task, WAIT_S)
 
 
-async def test_a_token_revoked_while_running_makes_the_channel_down(running: Running) -> None:
+async def test_a_token_revoked_while_running_makes_the_channel_down(tmp_path: Path) -> None:
+    async with FakeTwilio() as fake:
+        # Leaving the block raises the fatal error `start()` ended with.
+        with pytest.raises(FatalChannelError):
+            async with run_twilio(fake, make_channel(fake, tmp_path)) as running:
+                await revoke_the_token_and_send(running)
+
+
+async def revoke_the_token_and_send(running: Running) -> None:
     running.fake.auth_token = "rotated-elsewhere"
     with pytest.raises(AuthError):
         await running.channel.send(OutboundMessage(channel="twilio", chat_id=ALICE, content="x"))
@@ -288,7 +282,7 @@ async def test_media_elsewhere_is_fetched_without_the_credentials(running: Runni
     elsewhere = fake.host_media(b"x", "image/png").replace("127.0.0.1", "localhost")
     form = fake.webhook_form(ALICE, "from a CDN", media=[(elsewhere, "image/png")])
     assert (await running.post(form))[0] == 200
-    message = await running.received()
+    message = await running.next_inbound()
     assert message.media == []  # the fake refused it (401): no credentials were sent
     assert len(fake.media_fetches) == 1
 

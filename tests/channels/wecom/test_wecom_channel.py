@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
-from aiohttp import web
 
 from bus import OutboundMessage
 from channels.base import FORMATTED
@@ -17,7 +16,7 @@ from channels.wecom.pacing import SendWindow
 from config import WeComConfig
 from tests.channels.conftest import FakeClock
 from tests.channels.inbound_gate import GatedInbound
-from tests.fakes import LocalHttpServer
+from tests.channels.started import once, serving_webhooks, started
 from tests.fakes.wecom_server import FakeWeCom
 
 PATH = "/wecom/callback"
@@ -56,16 +55,12 @@ async def fake() -> AsyncIterator[FakeWeCom]:
 async def running(fake: FakeWeCom) -> AsyncIterator[Running]:
     channel = WeComChannel(config_for(fake))
     inbound = GatedInbound()
-    app = web.Application()
-    app.add_routes(channel.web_routes())
-    async with LocalHttpServer(app) as server:
-        task = asyncio.create_task(channel.start(inbound), name="wecom-under-test")
-        await fake.wait_until(lambda: fake.token_calls >= 1)
-        try:
-            yield Running(fake, channel, inbound, server.origin + PATH, task)
-        finally:
-            await channel.stop()
-            await asyncio.wait_for(task, 5)
+    ready = once(lambda: fake.wait_until(lambda: fake.token_calls >= 1))
+    async with (
+        serving_webhooks(channel) as server,
+        started(channel, inbound, ready, name="wecom-under-test") as task,
+    ):
+        yield Running(fake, channel, inbound, server.origin + PATH, task)
 
 
 async def test_the_url_check_is_answered_with_the_decrypted_echo(running: Running) -> None:

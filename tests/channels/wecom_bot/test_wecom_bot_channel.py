@@ -13,21 +13,17 @@ from bus.envelope import ANSWERS
 from channels.errors import FatalChannelError, RateLimited
 from channels.wecom_bot import WecomBotChannel
 from channels.wecom_bot.frames import MalformedFrame, parse_callback, parse_frame
+from tests.channels.started import ReadsInbound, once, started_on_bus
 from tests.fakes.wecom_bot_server import FakeWecomBot
 
 WAIT_S = 10.0
 
 
 @dataclass
-class Running:
+class Running(ReadsInbound):
     fake: FakeWecomBot
     channel: WecomBotChannel
     agent: AgentHandle
-
-    async def received(self) -> InboundMessage:
-        message = await asyncio.wait_for(self.agent.recv(), WAIT_S)
-        assert isinstance(message, InboundMessage)
-        return message
 
 
 @pytest.fixture
@@ -36,16 +32,12 @@ async def running() -> AsyncIterator[Running]:
         channel = WecomBotChannel(
             bot_id=fake.bot_id, secret=fake.secret, ws_url=fake.ws_url, reconnect_base_s=0.05
         )
-        agent, publisher = create_bus(16)
-        sender = publisher.inbound_sender()
-        task = asyncio.create_task(channel.start(sender), name="test:wecom-bot")
-        await asyncio.wait_for(channel.wait_connected(), WAIT_S)
-        try:
+        ready = once(channel.wait_connected)
+        async with started_on_bus(channel, ready, name="test:wecom-bot", capacity=16) as (
+            agent,
+            _task,
+        ):
             yield Running(fake, channel, agent)
-        finally:
-            await channel.stop()
-            await asyncio.wait_for(task, WAIT_S)
-            sender.close()
 
 
 def reply(message: InboundMessage, text: str) -> OutboundMessage:
@@ -63,7 +55,7 @@ async def test_subscribes_with_the_bot_credentials_and_publishes_a_text_message(
 ) -> None:
     assert running.fake.subscribes == [{"bot_id": "aibFAKEBOT01", "secret": "fake-bot-secret"}]
     _req_id, msg_id = await running.fake.push_text("alice", "hello bot")
-    message = await running.received()
+    message = await running.next_inbound()
     assert (message.sender_id, message.chat_id, message.content) == ("alice", "alice", "hello bot")
     assert message.message_id == msg_id
     assert message.metadata["chat_type"] == "single"
@@ -71,7 +63,7 @@ async def test_subscribes_with_the_bot_credentials_and_publishes_a_text_message(
 
 async def test_a_group_message_is_in_the_group_chat(running: Running) -> None:
     await running.fake.push_text("bob", "hi all", chat_id="wrGROUP1")
-    message = await running.received()
+    message = await running.next_inbound()
     assert (message.sender_id, message.chat_id) == ("bob", "wrGROUP1")
 
 
@@ -79,7 +71,7 @@ async def test_a_whole_reply_answers_the_callback_as_one_finished_stream(
     running: Running,
 ) -> None:
     req_id, _ = await running.fake.push_text("alice", "ping")
-    message = await running.received()
+    message = await running.next_inbound()
     await running.channel.send(reply(message, "pong"))
     [frame] = running.fake.frames(req_id)
     assert (frame.content, frame.finish) == ("pong", True)
@@ -94,7 +86,7 @@ async def test_a_stream_waits_for_each_acknowledgement_and_finishes_once(
 ) -> None:
     running.fake.ack_delay_s = 0.05
     req_id, _ = await running.fake.push_text("alice", "stream please")
-    message = await running.received()
+    message = await running.next_inbound()
     stream_id = await running.channel.send_with_id(reply(message, "one"))
     assert stream_id is not None
     # Frames sent concurrently still go out one acknowledgement at a time, in order.
@@ -120,7 +112,7 @@ async def test_a_stream_waits_for_each_acknowledgement_and_finishes_once(
 async def test_concurrent_turns_answer_their_own_callbacks(running: Running) -> None:
     first_req, _ = await running.fake.push_text("alice", "first")
     second_req, _ = await running.fake.push_text("alice", "second")
-    first, second = await running.received(), await running.received()
+    first, second = await running.next_inbound(), await running.next_inbound()
     await asyncio.gather(
         running.channel.send(reply(second, "answer to second")),
         running.channel.send(reply(first, "answer to first")),
@@ -131,7 +123,7 @@ async def test_concurrent_turns_answer_their_own_callbacks(running: Running) -> 
 
 async def test_a_rate_limited_frame_raises_rate_limited(running: Running) -> None:
     await running.fake.push_text("alice", "slow down")
-    message = await running.received()
+    message = await running.next_inbound()
     running.fake.rate_limit_next()
     with pytest.raises(RateLimited):
         await running.channel.send(reply(message, "too fast"))
@@ -151,19 +143,19 @@ async def test_a_duplicate_callback_is_published_once_and_malformed_frames_skipp
     running: Running,
 ) -> None:
     await running.fake.push_text("alice", "once", msg_id="msgDUP1")
-    assert (await running.received()).content == "once"
+    assert (await running.next_inbound()).content == "once"
     await running.fake.push_text("alice", "once", msg_id="msgDUP1")
     await running.fake.push_raw("not json")
     await running.fake.push_raw('{"cmd": "aibot_msg_callback", "headers": {"req_id": "x"}}')
     await running.fake.push_text("alice", "after")
-    assert (await running.received()).content == "after"
+    assert (await running.next_inbound()).content == "after"
 
 
 async def test_a_dropped_connection_reconnects_and_subscribes_again(running: Running) -> None:
     await running.fake.drop_connections()
     await running.fake.wait_subscribed(count=2, timeout_s=WAIT_S)
     await running.fake.push_text("alice", "still there?")
-    assert (await running.received()).content == "still there?"
+    assert (await running.next_inbound()).content == "still there?"
 
 
 async def test_a_wrong_secret_is_fatal() -> None:

@@ -7,20 +7,26 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 
-from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
+from bus import AgentHandle, OutboundMessage, create_bus
 from channels.allow import AllowList
 from channels.errors import ChannelError, DeliveryError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, parse_notification
 from tests.channels.refusing_sender import RefusingSender
-from tests.fakes import LocalHttpServer
+from tests.channels.started import (
+    ReadsInbound,
+    once,
+    serving_webhooks,
+    started,
+    webhooks_on_bus,
+)
 from tests.fakes.whatsapp_server import FakeWhatsApp, post_json
 
 ALICE, MALLORY = "15550001111", "15550009999"
@@ -44,7 +50,7 @@ def make_channel(
 
 
 @dataclass
-class Running:
+class Running(ReadsInbound):
     fake: FakeWhatsApp
     channel: WhatsAppChannel
     agent: AgentHandle
@@ -54,28 +60,23 @@ class Running:
     async def post(self, body: bytes) -> int:
         return (await post_json(self.url, body, self.fake.signed_headers(body)))[0]
 
-    async def received(self) -> InboundMessage:
-        message = await asyncio.wait_for(self.agent.recv(), WAIT_S)
-        assert isinstance(message, InboundMessage)
-        return message
+
+@asynccontextmanager
+async def run_whatsapp(fake: FakeWhatsApp, channel: WhatsAppChannel) -> AsyncIterator[Running]:
+    """The channel receiving on a fresh bus, its webhook served; stopped on the way out."""
+    ready = once(channel.wait_receiving)
+    async with webhooks_on_bus(channel, ready, name="whatsapp", capacity=16) as (
+        agent,
+        task,
+        origin,
+    ):
+        yield Running(fake, channel, agent, origin + PATH, task)
 
 
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    async with FakeWhatsApp() as fake:
-        channel = make_channel(fake, tmp_path)
-        agent, publisher = create_bus(16)
-        app = web.Application()
-        app.add_routes(channel.web_routes())
-        async with LocalHttpServer(app) as server:
-            task = asyncio.create_task(channel.start(publisher.inbound_sender()), name="whatsapp")
-            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
-            try:
-                yield Running(fake, channel, agent, server.origin + PATH, task)
-            finally:
-                await channel.stop()
-                await asyncio.wait({task}, timeout=WAIT_S)
-                assert task.done()
+    async with FakeWhatsApp() as fake, run_whatsapp(fake, make_channel(fake, tmp_path)) as running:
+        yield running
 
 
 def test_the_signature_is_an_hmac_of_the_raw_body() -> None:
@@ -149,7 +150,7 @@ async def test_a_signed_message_is_published_and_a_forged_one_refused(running: R
     assert (await post_json(running.url, body, fake.signed_headers(body, app_secret="x")))[0] == 403
     assert running.agent.inbound_depth() == 0
     assert await running.post(body) == 200
-    message = await running.received()
+    message = await running.next_inbound()
     assert (message.channel, message.sender_id, message.chat_id) == ("whatsapp", ALICE, ALICE)
     assert message.content == "hello on whatsapp"
     assert message.message_id is not None
@@ -160,7 +161,7 @@ async def test_a_signed_message_is_published_and_a_forged_one_refused(running: R
     stale = fake.text_notification(ALICE, "from last month", timestamp=time.time() - 30 * 86400)
     assert await running.post(stale) == 200
     assert await running.post(fake.text_notification(ALICE, "next")) == 200
-    assert (await running.received()).content == "next"
+    assert (await running.next_inbound()).content == "next"
     assert running.agent.inbound_depth() == 0
 
 
@@ -169,19 +170,19 @@ async def test_media_is_downloaded_for_allowed_senders_only(running: Running) ->
     media_id = fake.host_media(b"\xff\xd8 fake jpeg", "image/jpeg")
     image = {"id": media_id, "mime_type": "image/jpeg", "caption": "look"}
     assert await running.post(fake.message_notification(ALICE, "image", image)) == 200
-    message = await running.received()
+    message = await running.next_inbound()
     assert message.content == "look"
     [path] = message.media
     assert await asyncio.to_thread(Path(path).read_bytes) == b"\xff\xd8 fake jpeg"
     assert await running.post(fake.message_notification(MALLORY, "image", image)) == 200
-    assert (await running.received()).media == []
+    assert (await running.next_inbound()).media == []
     assert fake.media_downloads == [media_id]
     # A download that does not match the digest WhatsApp gave is not handed to the agent.
     corrupt = fake.host_media(b"\xff\xd8 another jpeg", "image/jpeg")
     fake.corrupt_media.add(corrupt)
     broken = {"id": corrupt, "mime_type": "image/jpeg", "caption": "broken"}
     assert await running.post(fake.message_notification(ALICE, "image", broken)) == 200
-    damaged = await running.received()
+    damaged = await running.next_inbound()
     assert (damaged.content, damaged.media) == ("broken", [])
 
 
@@ -190,7 +191,7 @@ async def test_typing_marks_the_last_message_read_and_replies_are_text(
 ) -> None:
     fake, channel = running.fake, running.channel
     assert await running.post(fake.text_notification(ALICE, "typing?")) == 200
-    inbound = await running.received()
+    inbound = await running.next_inbound()
     await channel.send_typing(ALICE)
     await channel.send_typing(ALICE)  # renewed at most every 20 s
     assert [(r.message_id, r.typing) for r in fake.reads] == [(inbound.message_id, True)]
@@ -210,8 +211,16 @@ async def test_typing_marks_the_last_message_read_and_replies_are_text(
 
 
 async def test_send_failures_are_typed_and_a_dead_token_makes_the_channel_down(
-    running: Running,
+    tmp_path: Path,
 ) -> None:
+    async with FakeWhatsApp() as fake:
+        # Leaving the block raises the fatal error `start()` ended with.
+        with pytest.raises(FatalChannelError):
+            async with run_whatsapp(fake, make_channel(fake, tmp_path)) as running:
+                await fail_sends_then_the_token(running)
+
+
+async def fail_sends_then_the_token(running: Running) -> None:
     fake, channel = running.fake, running.channel
     reply = OutboundMessage(channel="whatsapp", chat_id=ALICE, content="hi")
     fake.fail_next(131056)
@@ -245,11 +254,12 @@ async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_take
     async with FakeWhatsApp() as fake:
         channel = make_channel(fake, tmp_path)
         sender = RefusingSender(refusals=1)
-        app = web.Application()
-        app.add_routes(channel.web_routes())
-        async with LocalHttpServer(app) as server, aiohttp.ClientSession() as http:
-            task = asyncio.create_task(channel.start(sender), name="whatsapp")
-            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
+        ready = once(channel.wait_receiving)
+        async with (
+            serving_webhooks(channel) as server,
+            started(channel, sender, ready, name="whatsapp"),
+            aiohttp.ClientSession() as http,
+        ):
             body = fake.text_notification(ALICE, "busy?")
             headers = {**fake.signed_headers(body), "Content-Type": "application/json"}
             async with http.post(server.origin + PATH, data=body, headers=headers) as refused:
@@ -258,5 +268,3 @@ async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_take
             async with http.post(server.origin + PATH, data=body, headers=headers) as taken:
                 assert taken.status == 200
             assert [message.content for message in sender.taken] == ["busy?"]
-            await channel.stop()
-            await asyncio.wait_for(task, WAIT_S)

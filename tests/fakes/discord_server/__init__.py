@@ -31,13 +31,12 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Self
 
 from aiohttp import web
 
 from channels.discord.routing import DiscordEndpoints
-from tests.fakes import LocalHttpServer
+from tests.fakes import ServedFake
 from tests.fakes.discord_server.gateway import Gateway
 from tests.fakes.discord_server.models import (
     DISCORD_EPOCH_MS,
@@ -62,7 +61,7 @@ __all__ = [
 ]
 
 
-class FakeDiscord:
+class FakeDiscord(ServedFake):
     def __init__(
         self,
         *,
@@ -88,7 +87,7 @@ class FakeDiscord:
             self._notify,
             heartbeat_interval_ms=heartbeat_interval_ms,
         )
-        self._server = LocalHttpServer(self._application())
+        ServedFake.__init__(self, self._application())
 
     def _application(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -98,18 +97,12 @@ class FakeDiscord:
         return app
 
     async def __aenter__(self) -> Self:
-        await self._server.__aenter__()
+        await super().__aenter__()
         self._world.origin = self._server.origin
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _before_shutdown(self) -> None:
         await self.gateway.close_all()
-        await self._server.__aexit__(exc_type, exc, tb)
 
     # Addresses and identity
 

@@ -31,15 +31,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Self
 
 from aiohttp import WSMsgType, web
 
 from channels.feishu import frames
 from channels.feishu.crypto import FeishuCipher
 from channels.feishu.pbbp2_pb2 import Frame, Header
-from tests.fakes import LocalHttpServer
+from tests.fakes import ServedFake
 from tests.fakes.feishu_server.events import DOC_ENCRYPT_KEY, FeishuEventSender, JsonObject
 
 MAX_BODY_BYTES = 30 * 1024
@@ -78,7 +76,7 @@ class Call:
     body: JsonObject
 
 
-class FakeFeishu(FeishuEventSender):
+class FakeFeishu(FeishuEventSender, ServedFake):
     def __init__(
         self,
         *,
@@ -116,21 +114,11 @@ class FakeFeishu(FeishuEventSender):
         app.router.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch)
         app.router.add_post("/callback/ws/endpoint", self._endpoint)
         app.router.add_get("/ws", self._socket)
-        self._server = LocalHttpServer(app)
+        ServedFake.__init__(self, app)
 
-    async def __aenter__(self) -> Self:
-        await self._server.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _before_shutdown(self) -> None:
         for ws in list(self._sockets):
             await ws.close()
-        await self._server.__aexit__(exc_type, exc, tb)
 
     @property
     def base_url(self) -> str:

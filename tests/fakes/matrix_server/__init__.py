@@ -23,12 +23,11 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
 
-from tests.fakes import LocalHttpServer
+from tests.fakes import ServedFake
 from tests.fakes.matrix_server.world import SERVER, JsonObject, MatrixWorld
 
 __all__ = ["MAX_EVENT_BYTES", "SERVER", "FakeMatrix", "RecordedCall", "canonical_size"]
@@ -59,7 +58,7 @@ class _Failure:
     remaining: int
 
 
-class FakeMatrix(MatrixWorld):
+class FakeMatrix(MatrixWorld, ServedFake):
     def __init__(
         self,
         *,
@@ -80,7 +79,7 @@ class FakeMatrix(MatrixWorld):
         self._txns: dict[str, str] = {}
         self._failures: list[_Failure] = []
         self.downloads: list[str] = []
-        self._server = LocalHttpServer(self._app())
+        ServedFake.__init__(self, self._app())
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=4 * 1024 * 1024)
@@ -94,18 +93,6 @@ class FakeMatrix(MatrixWorld):
             "/_matrix/client/v1/media/download/{server}/{media_id}/{name}", self._download
         )
         return app
-
-    async def __aenter__(self) -> Self:
-        await self._server.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._server.__aexit__(exc_type, exc, tb)
 
     @property
     def homeserver(self) -> str:

@@ -1,0 +1,67 @@
+"""The platform daemon tests' side of a chat with the echo agent.
+
+Each platform module describes its channel (`echo_profile`), says how an allowed user writes
+in a chat and what the bot's messages there show (`EchoBot.say`, `EchoBot.shown`), and gets
+the waits every module needs: the reply shown, and a barrier after which everything before it
+in the chat has been delivered (turns in a chat run in order, and so do their deliveries).
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from tests.e2e.conftest import CLOCK_TOLERANCE_S, EDIT_INTERVAL_S, gaps_s, no_repeats
+
+Chat = TypeVar("Chat")
+
+#: A reply the echo agent streams slowly enough to be shown growing by several edits.
+STREAMED_TEXT = " ".join(f"Streaming shows the reply growing, word {n}." for n in range(1, 25))
+
+#: Barrier texts are unique in the whole test run, so one never answers for another.
+_markers = itertools.count(1)
+
+
+def echo_profile(channel: str, *, delay_s: float = 0.3, pieces: int = 8) -> str:
+    """A profile of one channel (`channel`: its YAML list item) and the echo agent, which
+    streams each reply in `pieces` over `delay_s`. Each message is a turn of its own."""
+    return (
+        "queue_mode: followup\n"
+        f"agent: {{type: echo, delay_s: {delay_s}, pieces: {pieces}}}\n"
+        f"channels:\n{channel}"
+    )
+
+
+class EchoBot(ABC, Generic[Chat]):
+    """Writes as an allowed user and waits for the echo in the bot's messages."""
+
+    @abstractmethod
+    async def say(self, chat: Chat, text: str) -> object:
+        """Write `text` in `chat` as the allowed user."""
+
+    @abstractmethod
+    def shown(self, chat: Chat) -> list[str]:
+        """The texts of the bot's messages in `chat`, oldest first, as they show now."""
+
+    @abstractmethod
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        """Wait (within the tests' patience) until the platform fake sees `condition` true."""
+
+    async def reply_shown(self, chat: Chat, text: str) -> None:
+        """Wait until the bot's last message in `chat` shows all of `text`."""
+        await self.wait_until(lambda: self.shown(chat)[-1:] == [text])
+
+    async def barrier(self, chat: Chat) -> None:
+        """Another message in the chat, answered: everything before it has been delivered."""
+        marker = f"barrier {next(_markers)}"
+        await self.say(chat, marker)
+        await self.reply_shown(chat, marker)
+
+
+def assert_edited_at_the_interval(times: list[float], texts: list[str]) -> None:
+    """A streamed reply's first message and its edits: never faster than the profile's edit
+    interval, and no edit repeats what the message already showed."""
+    assert min(gaps_s(times)) >= EDIT_INTERVAL_S - CLOCK_TOLERANCE_S
+    assert no_repeats(texts)
