@@ -1,8 +1,9 @@
 """Chaos in a cluster: workers and the ingress SIGKILLed at random moments while Telegram
 messages are in flight over many chats, each process restarted after its kill.
 
-One ingress (until the poller lease is connected, a second one would poll the same bot), three
-workers, a slowed echo agent, one planted message that always fails. At the end every message
+Two ingress processes (the one holding the bot's poller lease polls, the other stands by),
+three workers, a slowed echo agent, one planted message that always fails; the leading ingress
+is among the kills, so the standby takes the lease over mid-run. At the end every message
 is answered exactly once, in its chat's order; the only extra copy a kill explains is a reply
 the platform accepted just before the ingress was killed, before it acknowledged the reply; the
 streams hold nothing but the planted dead letter.
@@ -40,9 +41,15 @@ USER = 4202
 CHATS = 16
 MESSAGES_PER_CHAT = 12
 WORKERS = 3
-KILLS = ("worker", "worker", "ingress", "worker")
+KILLS = ("worker", "ingress", "worker", "worker")
 POISON = "poison: this one always fails"
 AGENT = '{type: echo, delay_s: 0.08, pieces: 2, fail_when: "poison:"}'
+
+
+def holds_lease(daemon: DaemonProcess) -> bool:
+    """Whether the ingress's last word on the lease was that it took it."""
+    said = [e["event"] for e in daemon.logs if str(e.get("event", "")).startswith("lease.")]
+    return bool(said) and said[-1] == "lease.acquired"
 
 
 def text_of(chat: int, index: int) -> str:
@@ -66,8 +73,9 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
             extra_nats=", max_deliver: 3",
         )
         workers: list[DaemonProcess] = [await start_role(config, "worker") for _ in range(WORKERS)]
-        ingress = await start_role(config, "ingress")
-        running.extend([*workers, ingress])
+        ingresses = [await start_role(config, "ingress") for _ in range(2)]
+        running.extend([*workers, *ingresses])
+        await ingresses[0].wait_log(lambda event: event.get("event") == "lease.acquired")
 
         async def talk() -> None:
             fake.push_message(chats[0], POISON, user_id=USER)
@@ -75,22 +83,32 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
                 for chat in chats:
                     fake.push_message(chat, text_of(chat, index), user_id=USER)
                     sent.append((chat, text_of(chat, index)))
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(0.5)
 
         talking = asyncio.create_task(talk(), name="chaos-talker")
         for role in KILLS:
             await asyncio.sleep(chooser.uniform(0.5, 1.5))
-            victim = workers.pop(chooser.randrange(len(workers))) if role == "worker" else ingress
+            if role == "worker":
+                victim = workers.pop(chooser.randrange(len(workers)))
+            else:
+                victim = next(i for i in ingresses if holds_lease(i))
+                ingresses.remove(victim)
             kill_times.append(time.monotonic())
             victim.signal(signal.SIGKILL)
             await victim.wait()
             replacement = await start_role(config, role)
             running.append(replacement)
-            if role == "worker":
-                workers.append(replacement)
-            else:
-                ingress = replacement
+            (workers if role == "worker" else ingresses).append(replacement)
         await talking
+        # The leader was killed: one of the others takes its lease over (within seconds).
+        takeovers = [
+            asyncio.create_task(i.wait_log(lambda e: e.get("event") == "lease.acquired"))
+            for i in ingresses
+        ]
+        _taken, waiting = await asyncio.wait(takeovers, return_when=asyncio.FIRST_COMPLETED)
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
 
         def all_answered() -> bool:
             shown = {str(m["text"]) for chat in chats for m in fake.bot_messages(chat)}
@@ -121,6 +139,8 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
         assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
         assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
         assert await left_in(nats_client, f"{nats_prefix}_DEAD") == 1
+        # The standby took the lease over from the killed leader.
+        assert sum(holds_lease(i) for i in ingresses) == 1
         # The kills did land mid-flight: messages a dead worker held were delivered again.
         redelivered = [
             e for run in running for e in run.logs if e.get("event") == "cluster.redelivered"
