@@ -161,7 +161,7 @@ class Daemon:
                     try:
                         self._node = await stack.enter_async_context(self._cluster_node())
                     except (BusUnavailable, SessionError) as error:
-                        log.error("cannot join the cluster", error=str(error))
+                        log.error("cluster.join_failed", error=str(error))
                         return EXIT_NO_HTTP
                 await self._serve(settings.shutdown_grace_s)
         finally:
