@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -35,6 +36,23 @@ async def _admin(statement: str) -> None:
         await connection.close(timeout=TIMEOUT_S)
 
 
+@asynccontextmanager
+async def bench_database(suite: str) -> AsyncIterator[str | None]:
+    """The DSN of a database of this run's own (dropped afterwards); None without a server."""
+    name = f"octos_bench_{secrets.token_hex(4)}"
+    try:
+        await _admin(f'CREATE DATABASE "{name}"')
+    except (OSError, TimeoutError, asyncpg.PostgresError) as error:
+        print(f"{suite}: PostgreSQL figures left out ({ADMIN_DSN}: {error})", file=sys.stderr)
+        yield None
+        return
+    parts = urlsplit(ADMIN_DSN)
+    try:
+        yield urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
+    finally:
+        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 async def postgres_latency_figures(
     suite: str,
     measure: Measure,
@@ -43,14 +61,20 @@ async def postgres_latency_figures(
     jsonl_p50_ms: dict[str, float],
 ) -> list[Figure]:
     """p50/p99 of appends to PostgreSQL for each case, and p50 against JSONL's (fsync batch)."""
-    name = f"octos_bench_{secrets.token_hex(4)}"
-    try:
-        await _admin(f'CREATE DATABASE "{name}"')
-    except (OSError, TimeoutError, asyncpg.PostgresError) as error:
-        print(f"sessions: PostgreSQL figures left out ({ADMIN_DSN}: {error})", file=sys.stderr)
-        return []
-    parts = urlsplit(ADMIN_DSN)
-    dsn = urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
+    async with bench_database(suite) as dsn:
+        if dsn is None:
+            return []
+        return await _figures(suite, dsn, measure, cases, percentile, jsonl_p50_ms)
+
+
+async def _figures(
+    suite: str,
+    dsn: str,
+    measure: Measure,
+    cases: Cases,
+    percentile: Callable[[list[float], float], float],
+    jsonl_p50_ms: dict[str, float],
+) -> list[Figure]:
     figures = []
     try:
         for sessions, appends, label in cases:
@@ -73,7 +97,5 @@ async def postgres_latency_figures(
                     )
                 )
     except StoreUnavailable as error:
-        print(f"sessions: PostgreSQL figures left out ({error})", file=sys.stderr)
-    finally:
-        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        print(f"{suite}: PostgreSQL figures left out ({error})", file=sys.stderr)
     return figures

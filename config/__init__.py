@@ -12,6 +12,7 @@ from config.agents import (
     OpenAIAgentConfig,
     WebhookAgentConfig,
 )
+from config.bus import BusConfig, NatsConfig
 from config.channels import (
     CHANNEL_TYPES,
     ApiChannelConfig,
@@ -37,7 +38,7 @@ from config.describe import (
     describe_model_keys,
     describe_profile_keys,
 )
-from config.gateway import BusConfig, GatewayConfig, HttpConfig, LoggingConfig, LogLevel
+from config.gateway import GatewayConfig, HttpConfig, LoggingConfig, LogLevel
 from config.loader import (
     DEFAULT_PROFILE_ID,
     LoadedConfig,
@@ -75,6 +76,7 @@ __all__ = [
     "LogLevel",
     "LoggingConfig",
     "MatrixConfig",
+    "NatsConfig",
     "OpenAIAgentConfig",
     "PluginChannelConfig",
     "ProfileConfig",

@@ -17,6 +17,11 @@ class EchoAgentConfig(ConfigModel):
         0.0, ge=0, description="Pause between streamed pieces of the reply, in seconds."
     )
     pieces: int = Field(3, ge=1, description="Number of stream snapshots the reply is sent in.")
+    fail_when: str | None = Field(
+        None,
+        description="Fail every turn whose message contains this text, as an unreachable model "
+        "would (for trying out retries and dead letters).",
+    )
 
 
 class OpenAIAgentConfig(ConfigModel):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from config.bus import BusConfig
 from config.common import ConfigModel, OptionalSecret, Port, is_loopback_host
 from config.http_limits import (
     ALLOWED_HOSTS_DESCRIPTION,
@@ -14,6 +15,7 @@ from config.http_limits import (
     HttpLimitsConfig,
     loopback_hosts,
 )
+from config.problems import ConfigValueError
 from config.store import StoreConfig
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
@@ -66,15 +68,6 @@ class LoggingConfig(ConfigModel):
         return value
 
 
-class BusConfig(ConfigModel):
-    backend: Literal["memory"] = Field(
-        "memory", description="Where messages between channels and agents travel: in memory."
-    )
-    capacity: int = Field(
-        4096, ge=1, description="Messages each bus queue holds before senders wait."
-    )
-
-
 class GatewayConfig(ConfigModel):
     data_dir: Path = Field(
         Path("./data"),
@@ -100,6 +93,17 @@ class GatewayConfig(ConfigModel):
     shutdown_grace_s: float = Field(
         10.0, ge=0, description="Seconds running turns get to finish after SIGTERM."
     )
+
+    @model_validator(mode="after")
+    def _cluster_needs_postgres(self) -> GatewayConfig:
+        if self.bus.backend == "nats" and self.store.backend != "postgres":
+            raise ConfigValueError(
+                "bus backend nats needs sessions in PostgreSQL: every worker process must "
+                "see every session",
+                'add store: {backend: postgres, dsn: "postgresql://user@host:5432/db"}',
+                at=("bus", "backend"),
+            )
+        return self
 
     def resolve_paths(self, base_dir: Path) -> GatewayConfig:
         """A copy whose relative paths (and `~`) are resolved against `base_dir`."""

@@ -10,6 +10,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from config import ConfigError, LoadedConfig, default_config, load_gateway
+from gateway.cluster_commands import (
+    ROLES,
+    add_dead_letter_commands,
+    bus_unreachable,
+    role_problem,
+)
 from gateway.config_hint import explain_config_error
 from gateway.doctor import add_doctor_command
 from gateway.env_file import environment_for
@@ -71,9 +77,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if (busy := busy_api_port(loaded)) is not None:
         print(f"error: {busy}", file=sys.stderr)
         return EXIT_PORT_BUSY
-    if (unreachable := store_unreachable(loaded)) is not None:
-        print(f"error: {unreachable}", file=sys.stderr)
-        return EXIT_PORT_BUSY  # the same EX_UNAVAILABLE: a service the daemon needs is not there
+    if (wrong_role := role_problem(loaded, args.role)) is not None:
+        print(f"error: {wrong_role}", file=sys.stderr)
+        return EXIT_INVALID_CONFIG
+    for unreachable in (store_unreachable(loaded), bus_unreachable(loaded)):
+        if unreachable is not None:
+            print(f"error: {unreachable}", file=sys.stderr)
+            return EXIT_PORT_BUSY  # the same EX_UNAVAILABLE: a service the daemon needs is away
     log_stream = terminal_log_file(loaded)
     configure_logging(
         loaded.gateway.logging.level,
@@ -89,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return with_listen_overrides(load(config_path, data_dir), **listen)
 
     try:
-        return asyncio.run(Daemon(loaded, reload_config).run())
+        return asyncio.run(Daemon(loaded, reload_config, role=args.role).run())
     finally:
         if log_stream is not None:
             log_stream.close()
@@ -144,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--api-port", type=_port, metavar="PORT", help="port of the web chat and API")
     run.add_argument("--http-host", metavar="HOST", help="address of the status/health server")
     run.add_argument("--http-port", type=_port, metavar="PORT", help="port of the status server")
+    run.add_argument(
+        "--role",
+        choices=ROLES,
+        default="all",
+        help="in a cluster (bus backend nats): ingress runs the channels, worker the agents, "
+        "all both (the default)",
+    )
     run.set_defaults(func=cmd_run)
 
     check = commands.add_parser(
@@ -156,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_session_commands(commands)
     add_store_commands(commands)
+    add_dead_letter_commands(commands)
     add_doctor_command(commands)
     add_init_command(commands)
     add_pair_commands(commands)

@@ -13,7 +13,9 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -29,8 +31,32 @@ from gateway.profile import ProfileRuntime
 from gateway.recent_failures import recent_failures
 from gateway.status_page import ProfileFacts, StatusPage, build_snapshot
 from gateway.webhooks import WebhookRoutes
+from sessions.errors import SessionError
+
+if TYPE_CHECKING:
+    from cluster.node import ClusterNode
 
 log = structlog.get_logger(__name__)
+
+#: What this process runs in a cluster: channels (ingress), agents (worker), or both.
+Role = Literal["all", "ingress", "worker"]
+
+
+class ProfileProcess(Protocol):
+    """One profile at run time, in one process (`ProfileRuntime`) or a cluster's."""
+
+    profile_id: str
+    config: ProfileConfig
+    started: asyncio.Event
+
+    async def health(self) -> dict[str, ChannelHealth]: ...
+
+    def open_sessions(self) -> int: ...
+
+    def request_stop(self) -> None: ...
+
+    async def run(self) -> None: ...
+
 
 #: Exit status when a second signal cuts the graceful shutdown short.
 EXIT_FORCED = 130
@@ -40,16 +66,23 @@ EXIT_NO_HTTP = 69
 
 class Daemon:
     def __init__(
-        self, loaded: LoadedConfig, reload_config: Callable[[], LoadedConfig] | None = None
+        self,
+        loaded: LoadedConfig,
+        reload_config: Callable[[], LoadedConfig] | None = None,
+        *,
+        role: Role = "all",
     ) -> None:
         self._loaded = loaded
+        self._role: Role = role
+        #: The cluster this process belongs to (`bus: {backend: nats}`); None in one process.
+        self._node: ClusterNode | None = None
         # The session store is chosen once: a reload must not move some profiles elsewhere.
         self._store = loaded.gateway.store
         self._reload_config = reload_config
         self._registry = CollectorRegistry()
         self._metrics = GatewayMetrics.create(self._registry)
         self._webhooks = WebhookRoutes()
-        self._profiles: dict[str, tuple[ProfileRuntime, asyncio.Task[None]]] = {}
+        self._profiles: dict[str, tuple[ProfileProcess, asyncio.Task[None]]] = {}
         # Signal handlers set a flag and wake the main loop, which acts on it.
         self._wake = asyncio.Event()
         self._shutdown_requested = False
@@ -66,10 +99,17 @@ class Daemon:
             )
             for pid, (runtime, _task) in self._profiles.items()
         }
-        return build_snapshot(facts, self._registry, recent_failures, self._started_at)
+        snapshot = build_snapshot(facts, self._registry, recent_failures, self._started_at)
+        if (joined := await self.cluster_readiness()) is not None:
+            snapshot["cluster"] = joined[1]  # which worker runs which turn, from any process
+        return snapshot
 
     async def readiness(self) -> dict[str, dict[str, ChannelHealth]]:
         return {pid: await runtime.health() for pid, (runtime, _task) in self._profiles.items()}
+
+    async def cluster_readiness(self) -> tuple[bool, dict[str, object]] | None:
+        """This process's NATS and PostgreSQL connections and the cluster's running turns."""
+        return None if self._node is None else await self._node.report()
 
     async def run(self) -> int:
         settings = self._loaded.gateway
@@ -82,7 +122,15 @@ class Daemon:
         token = http.token.get_secret_value() if http.token else None
         status = StatusPage(self.status_snapshot, token=token, loopback=http.is_loopback)
         self.http = HttpServer(
-            build_app(self._registry, self.readiness, self._webhooks, guard, self._hosts, status),
+            build_app(
+                self._registry,
+                self.readiness,
+                self._webhooks,
+                guard,
+                self._hosts,
+                status,
+                cluster=self.cluster_readiness,
+            ),
             http.host,
             http.port,
             guard,
@@ -106,17 +154,47 @@ class Daemon:
         self._install_signals()
         self._announce(self.http.bound_port)
         try:
-            async with asyncio.TaskGroup() as tasks:
-                self._tasks = tasks
-                for profile_id, config in self._loaded.profiles.items():
-                    self._start_profile(profile_id, config)
-                tasks.create_task(self._freeze_start_up_objects(), name="gc-freeze")
-                await self._serve_until_shutdown()
-                await self._stop_all(settings.shutdown_grace_s)
+            async with AsyncExitStack() as stack:
+                if settings.bus.backend == "nats":
+                    from cluster.connection import BusUnavailable
+
+                    try:
+                        self._node = await stack.enter_async_context(self._cluster_node())
+                    except (BusUnavailable, SessionError) as error:
+                        log.error("cluster.join_failed", error=str(error))
+                        return EXIT_NO_HTTP
+                await self._serve(settings.shutdown_grace_s)
         finally:
             await self.http.stop()
         log.info("daemon.stopped")
         return 0
+
+    def _cluster_node(self) -> ClusterNode:
+        from cluster.node import ClusterNode
+
+        settings = self._loaded.gateway
+        return ClusterNode(settings.bus.nats, self._store, self._role, self._registry)
+
+    async def _serve(self, grace_s: float) -> None:
+        node = self._node
+        async with asyncio.TaskGroup() as tasks:
+            self._tasks = tasks
+            worker = delivery = None
+            if node is not None:
+                worker = tasks.create_task(node.run_worker(), name="cluster-worker")
+                delivery = tasks.create_task(node.run_delivery(), name="cluster-delivery")
+            for profile_id, config in self._loaded.profiles.items():
+                self._start_profile(profile_id, config)
+            tasks.create_task(self._freeze_start_up_objects(), name="gc-freeze")
+            await self._serve_until_shutdown()
+            if node is not None and worker is not None and delivery is not None:
+                # Turns in hand finish and their replies are published; then deliveries in
+                # hand finish; what is left waits in the streams for the next process.
+                node.stop_worker()
+                await asyncio.wait([worker], timeout=grace_s)
+                node.stop_delivery()
+                await asyncio.wait([delivery], timeout=grace_s)
+            await self._stop_all(grace_s)
 
     async def _freeze_start_up_objects(self) -> None:
         """Once every profile has started, move what start-up made (modules, SDK clients,
@@ -139,7 +217,7 @@ class Daemon:
             f"{opened_url(channel.host, channel.port)} ({pid})"
             for pid, profile in self._loaded.profiles.items()
             for channel in profile.channels
-            if isinstance(channel, ApiChannelConfig) and channel.port
+            if isinstance(channel, ApiChannelConfig) and channel.port and self._role != "worker"
         ]
         log.info(
             "gateway.started",
@@ -183,20 +261,36 @@ class Daemon:
 
     def _start_profile(self, profile_id: str, config: ProfileConfig) -> None:
         assert self._tasks is not None
-        runtime = ProfileRuntime(
-            profile_id,
-            config,
-            Path(self._loaded.gateway.data_dir),
-            bus_capacity=self._loaded.gateway.bus.capacity,
-            metrics=self._metrics,
-            webhooks=self._webhooks,
-            request_shutdown=self.request_shutdown,
-            store=self._store,
-        )
+        runtime: ProfileProcess
+        if self._node is None:
+            runtime = ProfileRuntime(
+                profile_id,
+                config,
+                Path(self._loaded.gateway.data_dir),
+                bus_capacity=self._loaded.gateway.bus.capacity,
+                metrics=self._metrics,
+                webhooks=self._webhooks,
+                request_shutdown=self.request_shutdown,
+                store=self._store,
+            )
+        else:
+            from gateway.cluster_runtime import ClusterProfileRuntime
+
+            runtime = ClusterProfileRuntime(
+                profile_id,
+                config,
+                Path(self._loaded.gateway.data_dir),
+                self._node,
+                store=self._store,
+                bus_capacity=self._loaded.gateway.bus.capacity,
+                metrics=self._metrics,
+                webhooks=self._webhooks,
+                request_shutdown=self.request_shutdown,
+            )
         task = self._tasks.create_task(self._supervise(runtime), name=f"profile:{profile_id}")
         self._profiles[profile_id] = (runtime, task)
 
-    async def _supervise(self, runtime: ProfileRuntime) -> None:
+    async def _supervise(self, runtime: ProfileProcess) -> None:
         try:
             await runtime.run()
         except Exception:

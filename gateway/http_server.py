@@ -17,6 +17,8 @@ from gateway.webhooks import WebhookRoutes
 
 #: profile -> channel -> health
 HealthReport = Mapping[str, Mapping[str, ChannelHealth]]
+#: Whether this process's cluster connections are up, and what /readyz shows of them.
+ClusterReport = tuple[bool, dict[str, object]]
 
 
 def build_app(
@@ -26,6 +28,8 @@ def build_app(
     guard: ConnectionGuard,
     hosts: HostCheck,
     status_page: StatusPage | None = None,
+    *,
+    cluster: Callable[[], Awaitable[ClusterReport | None]] | None = None,
 ) -> web.Application:
     async def healthz(_request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -37,10 +41,13 @@ def build_app(
             for profile, by_channel in report.items()
         }
         down = any(health.is_down for by in report.values() for health in by.values())
-        return web.json_response(
-            {"status": "unavailable" if down else "ready", "profiles": channels},
-            status=503 if down else 200,
-        )
+        body: dict[str, object] = {"profiles": channels}
+        joined = await cluster() if cluster is not None else None
+        if joined is not None:
+            connected, body["cluster"] = joined
+            down = down or not connected
+        body["status"] = "unavailable" if down else "ready"
+        return web.json_response(body, status=503 if down else 200)
 
     async def metrics(_request: web.Request) -> web.Response:
         body = generate_latest(registry)

@@ -11,36 +11,22 @@ platform), and the message is handed to the dispatcher's router.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
 from prometheus_client import Counter
 
-from bus import (
-    ANSWERS,
-    FAILED,
-    AgentHandle,
-    InboundMessage,
-    InboundRefused,
-    OutboundMessage,
-    PipeClosed,
-)
-from bus.text import scrub_surrogates
+from bus import AgentHandle, InboundMessage, InboundRefused
 from channels.base import Channel
-from channels.dedup import InboundDedup
 from gateway.journal import Journal, Received
 from gateway.metrics import GatewayMetrics
+from gateway.strangers import EdgeCheck, StrangerNotices, notice_for, scrubbed
 from sessions.wal import LogWriteError
 
 log = structlog.get_logger(__name__)
 
-REFUSAL_NOTICE = (
-    "Sorry, this bot does not know you yet. Your id is {sender_id}: ask its owner to add it "
-    "to the allow list."
-)
 ALREADY_ANSWERED = "This message was answered already; its reply is in the chat's history."
-REFUSAL_NOTICE_INTERVAL_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +43,6 @@ class Intake:
     # takes, on purpose: the dispatcher builds it from its own and hands it those, the intake
     # being the dispatcher's front half (admission and durability) in a module of its own.
 
-    #: What to tell a refused sender instead of the plain notice (a pairing code); None: plain.
-    stranger_notice: Callable[[InboundMessage], Awaitable[str | None]] | None = None
-
     def __init__(
         self,
         settings: IntakeSettings,
@@ -74,13 +57,12 @@ class Intake:
         self._settings = settings
         self._journal = journal
         self._handle = handle
-        self._channel_named = channel_named
         self._metrics = metrics
         self._route = route
         self._after_durable = after_durable
-        self._refusals = InboundDedup(max_entries=10_000, ttl_s=REFUSAL_NOTICE_INTERVAL_S)
+        self.strangers = StrangerNotices(handle.send)
+        self._edge = EdgeCheck(channel_named, self.strangers, self._count)
         self._open = asyncio.Event()
-        self._closed = False
         #: journal id -> the write that makes it durable, while it is in flight
         self._in_flight: dict[int, asyncio.Future[None]] = {}
         self._counters: dict[tuple[str, str], Counter] = {}
@@ -91,7 +73,7 @@ class Intake:
 
     def close(self) -> None:
         """Take no more: senders get `PipeClosed`."""
-        self._closed = True
+        self._edge.closed = True
 
     def _count(self, message: InboundMessage, outcome: str) -> None:
         counter = self._counters.get((message.channel, outcome))
@@ -104,20 +86,12 @@ class Intake:
 
     async def receive(self, message: InboundMessage) -> None:
         """The `InboundSender.send` of every channel of this profile: returns once durable."""
-        channel = self._channel_named(message.channel)
+        channel = await self._edge.admit(message)
         if channel is None:
-            log.warning("intake.unknown_channel", channel=message.channel)
-            self._count(message, "unknown_channel")
             return
-        if not channel.is_allowed(message.sender_id):
-            self._count(message, "refused")
-            await self._refuse(message)
-            return
-        if self._closed:
-            raise PipeClosed("the gateway is stopping and takes no more messages")
         if not self._open.is_set():
             await self._open.wait()  # recovery of the previous run comes first
-        message = _scrubbed(message)
+        message = scrubbed(message)
         known = self._journal.seen(message)
         if known is not None:
             self._count(message, "duplicate")
@@ -176,40 +150,8 @@ class Intake:
         else:
             await self._send(message, ALREADY_ANSWERED, failed=True)
 
-    async def _refuse(self, message: InboundMessage) -> None:
-        if self._refusals.seen(f"{message.channel}:{message.sender_id}"):
-            return
-        log.info("intake.stranger_refused", sender=message.sender_id)
-        notice = await self.stranger_notice(message) if self.stranger_notice else None
-        await self._send(message, notice or REFUSAL_NOTICE.format(sender_id=message.sender_id))
-
     async def _send(self, message: InboundMessage, text: str, *, failed: bool = False) -> None:
-        """A notice that is not an answer (nothing to record): refusals."""
-        metadata: dict[str, object] = {FAILED: True} if failed else {}
-        if message.message_id is not None:
-            metadata[ANSWERS] = [message.message_id]
-        await self._handle.send(
-            OutboundMessage(
-                channel=message.channel,
-                chat_id=message.chat_id,
-                content=text,
-                reply_to=message.message_id,
-                metadata=metadata,
-            )
-        )
-
-
-def _scrubbed(message: InboundMessage) -> InboundMessage:
-    """The message with lone surrogates (unencodable, from a platform's JSON) replaced."""
-    fields = {
-        "content": message.content,
-        "chat_id": message.chat_id,
-        "sender_id": message.sender_id,
-    }
-    clean = {name: scrub_surrogates(value) for name, value in fields.items()}
-    if clean == fields:
-        return message
-    return message.model_copy(update=clean)
+        await self._handle.send(notice_for(message, text, failed=failed))
 
 
 class ProfileIntake:

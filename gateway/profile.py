@@ -23,7 +23,6 @@ from channels.errors import DeliveryError
 from channels.health import ChannelHealth
 from channels.manager import ChannelManager, DeliveryHook
 from channels.metrics import ChannelMetrics
-from channels.registry import ChannelContext, build_channel
 from config import ProfileConfig
 from config.store import StoreConfig
 from gateway.agents import Agent, create_agent
@@ -34,6 +33,7 @@ from gateway.intake import ProfileIntake
 from gateway.journal import Journal, Recovery
 from gateway.metrics import GatewayMetrics
 from gateway.pairing import Pairing
+from gateway.profile_channels import build_channels, register_all
 from gateway.turns import TurnRunner, TurnSettings
 from gateway.webhooks import WebhookRoutes
 from sessions import ActiveTopics, SessionManager, SessionStore
@@ -112,25 +112,6 @@ class ProfileRuntime:
     def request_stop(self) -> None:
         self._stop.set()
 
-    def _build_channels(self, history: ProfileHistory, pairing: Pairing) -> list[Channel]:
-        """The profile's channels, each with its allow list and its webhook routes mounted."""
-        context = ChannelContext(
-            profile=self.profile_id,
-            data_dir=self.root,
-            history=history,
-            request_shutdown=self._request_shutdown,
-            allow_overlay=pairing.overlay,
-            agent=self.config.agent.type,
-        )
-        channels: list[Channel] = []
-        for channel_config in self.config.channels:
-            channel = build_channel(channel_config, context)
-            if channel_config.pairing:
-                pairing.enable(channel.name)
-            channels.append(channel)
-            self._webhooks.mount(self.profile_id, channel.web_routes())
-        return channels
-
     async def run(self) -> None:
         """Run until `request_stop`, then finish running turns and deliver their replies."""
         async with AsyncExitStack() as stack:
@@ -154,8 +135,14 @@ class ProfileRuntime:
         stack.callback(self._webhooks.unmount, self.profile_id)
         pairing = Pairing(self.profile_id, self.root)
         await pairing.load()
-        built_channels = self._build_channels(
-            ProfileHistory(self.profile_id, sessions, topics), pairing
+        built_channels = build_channels(
+            self.profile_id,
+            self.config,
+            self.root,
+            history=ProfileHistory(self.profile_id, sessions, topics),
+            pairing=pairing,
+            webhooks=self._webhooks,
+            request_shutdown=self._request_shutdown,
         )
         journal = Journal(
             self.root / JOURNAL_DIR,
@@ -167,7 +154,7 @@ class ProfileRuntime:
         # A later channel of the same name replaces an earlier one, as in the manager.
         channel_named = {channel.name: channel for channel in built_channels}.get
         dispatcher = self._dispatcher_for(journal, handle, channel_named, agent, sessions, topics)
-        dispatcher.intake.stranger_notice = pairing.stranger_notice
+        dispatcher.intake.strangers.stranger_notice = pairing.stranger_notice
         intake = ProfileIntake(dispatcher.intake)
         channels = ChannelManager(
             self.profile_id,
@@ -176,8 +163,7 @@ class ProfileRuntime:
             on_delivered=_delivery_recorder(journal),
             intake=lambda: intake,
         )
-        for channel, channel_config in zip(built_channels, self.config.channels, strict=True):
-            channels.register(channel, edit_interval_s=channel_config.edit_interval_s)
+        register_all(channels, built_channels, self.config)
         self._channels, self._dispatcher = channels, dispatcher
         return _Built(channels, dispatcher, handle, recovery, pairing, topics)
 

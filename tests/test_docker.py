@@ -192,18 +192,9 @@ def load_example(path: Path, env: Mapping[str, str]) -> object:
     return load_gateway(path, env=env) if is_gateway_file(path) else load_profile(path, env=env)
 
 
-#: Examples written for configuration another part of issue 12 adds (`bus: {backend: nats}`):
-#: they cannot load until it is merged, and then this strict mark fails and must go.
-NEEDS_NATS_BUS_CONFIG = frozenset({EXAMPLES / "cluster" / "gateway.yaml"})
-
-
 def loadable_examples() -> Iterator[object]:
     for path in example_files():
-        marks = []
-        if path in NEEDS_NATS_BUS_CONFIG:
-            reason = "needs the bus.nats config model of issue 12's cluster branch"
-            marks.append(pytest.mark.xfail(reason=reason, strict=True, raises=ConfigError))
-        yield pytest.param(path, marks=marks, id=str(path.relative_to(EXAMPLES)))
+        yield pytest.param(path, id=str(path.relative_to(EXAMPLES)))
 
 
 @pytest.mark.parametrize("path", list(loadable_examples()))

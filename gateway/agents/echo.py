@@ -17,6 +17,7 @@ import regex
 
 from bus import TokenUsage
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
+from gateway.agents.errors import AgentError, AgentFailure
 from gateway.agents.snapshots import DEFAULT_SNAPSHOT_INTERVAL_S, SnapshotStream
 
 if TYPE_CHECKING:
@@ -72,18 +73,25 @@ class EchoAgent(Agent):
         pieces: int = 3,
         snapshot_interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        fail_when: str | None = None,
     ) -> None:
         self._delay_s = max(0.0, delay_s)
+        self._fail_when = fail_when or None
         self._pieces = max(1, pieces)
         self._snapshot_interval_s = snapshot_interval_s
         self._clock = clock
 
     @classmethod
     def from_config(cls, config: EchoAgentConfig) -> EchoAgent:
-        return cls(delay_s=config.delay_s, pieces=config.pieces)
+        return cls(delay_s=config.delay_s, pieces=config.pieces, fail_when=config.fail_when)
 
     async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
         text = turn.message.content
+        if self._fail_when is not None and self._fail_when in text:
+            raise AgentError(
+                f"the echo agent fails messages containing {self._fail_when!r} (fail_when)",
+                failure=AgentFailure.UNAVAILABLE,
+            )
         stream = SnapshotStream(
             on_snapshot, interval_s=self._snapshot_interval_s, clock=self._clock
         )

@@ -1,0 +1,105 @@
+"""An ingress process's `InboundSender`: the edge checks, then a publish to the inbound stream.
+
+At the edge: the channel's allow list (a stranger gets the notice of `gateway.strangers`, the
+agent never sees them) and the stop. Then the message is published to its partition's subject
+with `Nats-Msg-Id` = its platform id, and `send` returns only after JetStream's publish ack: the
+channel acknowledges the platform after that, unchanged. A publish that fails raises
+`InboundRefused`, so the channel tells the platform to retry later, exactly as when a backlog
+is full. JetStream drops a platform retry within its duplicate window (the ack says duplicate).
+
+A channel that holds a request open for the reply (the HTTP API) publishes every attempt (its
+id gets a nonce): the worker recognises the inbound id and answers a retry with the stored
+reply, sent to this process's reply subject, where the request waits.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import structlog
+from nats.js import JetStreamContext
+
+from bus import InboundMessage, InboundRefused
+from channels.base import Channel
+from cluster.codec import InboundEnvelope, platform_id
+from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
+from cluster.subjects import ClusterNames
+from gateway.metrics import GatewayMetrics
+from gateway.strangers import EdgeCheck, StrangerNotices, scrubbed
+
+log = structlog.get_logger(__name__)
+
+
+class ClusterIntake:
+    def __init__(
+        self,
+        profile: str,
+        js: JetStreamContext,
+        names: ClusterNames,
+        ingress_id: str,
+        channel_named: Callable[[str], Channel | None],
+        strangers: StrangerNotices,
+        metrics: GatewayMetrics,
+        *,
+        retry_after_s: float = 5.0,
+    ) -> None:
+        self._profile = profile
+        self._js = js
+        self._names = names
+        self._ingress_id = ingress_id
+        self._metrics = metrics
+        self._retry_after_s = retry_after_s
+        self._edge = EdgeCheck(channel_named, strangers, self._count)
+
+    def close(self) -> None:
+        """Channels share the profile's intake; `stop` is what ends it."""
+
+    def stop(self) -> None:
+        """Take no more: channels get `PipeClosed`."""
+        self._edge.closed = True
+
+    def _count(self, message: InboundMessage, outcome: str) -> None:
+        self._metrics.messages_in.labels(self._profile, message.channel, outcome).inc()
+
+    async def send(self, message: InboundMessage) -> None:
+        channel = await self._edge.admit(message)
+        if channel is None:
+            return
+        envelope = self._envelope(channel, scrubbed(message))
+        msg_id = envelope.inbound_id
+        if envelope.request:
+            msg_id = f"{msg_id}.{uuid.uuid4().hex}"  # every attempt reaches a worker
+        partition = self._names.partition_of_inbound(self._profile, envelope.message)
+        try:
+            ack = await self._js.publish(
+                self._names.inbound_subject(partition),
+                envelope.body(),
+                timeout=REQUEST_TIMEOUT_S,
+                stream=self._names.inbound_stream,
+                headers=envelope.headers(msg_id),
+            )
+        except NATS_ERRORS as error:
+            log.warning("cluster.publish_failed", error=str(error) or type(error).__name__)
+            raise InboundRefused(
+                "global", self._retry_after_s, f"the inbound stream cannot be written: {error}"
+            ) from error
+        self._count(message, "duplicate" if ack.duplicate else "accepted")
+        log.debug(
+            "cluster.published",
+            partition=partition,
+            seq=ack.seq,
+            duplicate=bool(ack.duplicate),
+            chat=message.chat_id,
+        )
+
+    def _envelope(self, channel: Channel, message: InboundMessage) -> InboundEnvelope:
+        native = platform_id(self._profile, message)
+        request = channel.replies_to_retries
+        return InboundEnvelope(
+            self._profile,
+            native or uuid.uuid4().hex,
+            message,
+            request=request,
+            reply_subject=self._names.reply_subject(self._ingress_id) if request else None,
+        )

@@ -1,0 +1,44 @@
+"""Prometheus metrics of the cluster's own work: dead letters, redeliveries, replays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMetrics:
+    dead_letters: Counter
+    redeliveries: Counter
+    replayed_replies: Counter
+    dropped_duplicates: Counter
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry) -> ClusterMetrics:
+        return cls(
+            dead_letters=Counter(
+                "octos_dead_letters",
+                "Inbound messages moved to the dead-letter stream, by reason",
+                ["profile", "reason"],
+                registry=registry,
+            ),
+            redeliveries=Counter(
+                "octos_redeliveries",
+                "Inbound messages a worker received again (a crash, a timeout, a retry)",
+                ["profile"],
+                registry=registry,
+            ),
+            replayed_replies=Counter(
+                "octos_replayed_replies",
+                "Stored replies published again instead of recomputed",
+                ["profile"],
+                registry=registry,
+            ),
+            dropped_duplicates=Counter(
+                "octos_dropped_duplicates",
+                "Platform retries recognised by their inbound id and not answered again",
+                ["profile"],
+                registry=registry,
+            ),
+        )

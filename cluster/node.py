@@ -1,0 +1,199 @@
+"""One process's place in the cluster: its NATS connection, streams, and what it runs.
+
+A process has a role: `ingress` runs the channels (publishing what they receive, delivering
+replies), `worker` runs the agents (answering inbound partitions), `all` both. The node
+connects, creates the streams idempotently, follows the status subject, opens the turn records
+(workers) and runs the worker's and the deliveries' loops; profiles join and leave it as they
+start and stop (SIGHUP reloads one at a time).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from types import TracebackType
+from typing import Literal, Self
+
+import structlog
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from prometheus_client import CollectorRegistry
+
+from cluster.connection import (
+    NATS_ERRORS,
+    REQUEST_TIMEOUT_S,
+    BusUnavailable,
+    connect,
+    disconnect,
+)
+from cluster.delivery import Deliver, ReplyDelivery
+from cluster.metrics import ClusterMetrics
+from cluster.poller_leases import PollerLeases
+from cluster.status import StatusBoard, StatusPublisher
+from cluster.streams import ensure_streams, names_of
+from cluster.subjects import ClusterNames
+from cluster.turn_records import TurnRecords
+from cluster.worker import ProfileWorker, Worker
+from config.bus import NatsConfig
+from config.store import StoreConfig
+
+log = structlog.get_logger(__name__)
+
+Role = Literal["all", "ingress", "worker"]
+
+
+def process_id(role: str) -> str:
+    """A name for this process that says where it runs; unique per start."""
+    host = "".join(c if c.isalnum() or c == "-" else "-" for c in socket.gethostname())[:40]
+    return f"{role}-{host}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class ClusterNode:
+    def __init__(
+        self, config: NatsConfig, store: StoreConfig, role: Role, registry: CollectorRegistry
+    ) -> None:
+        self.config = config
+        self.role: Role = role
+        self.names: ClusterNames = names_of(config)
+        self.id = process_id(role)
+        self._store = store
+        self.metrics = ClusterMetrics.create(registry)
+        self.board = StatusBoard()
+        self._client: Client | None = None
+        self._js: JetStreamContext | None = None
+        self._records: TurnRecords | None = None
+        self.worker: Worker | None = None
+        self.delivery: ReplyDelivery | None = None
+        self._worker_profiles: dict[str, ProfileWorker] = {}
+        self._registry = registry
+        #: An ingress's poller leases: its single-poller channels poll only while it holds one.
+        self.leases: PollerLeases | None = None
+
+    @property
+    def runs_worker(self) -> bool:
+        return self.role in ("all", "worker")
+
+    @property
+    def runs_ingress(self) -> bool:
+        return self.role in ("all", "ingress")
+
+    @property
+    def js(self) -> JetStreamContext:
+        assert self._js is not None, "ClusterNode used outside `async with`"
+        return self._js
+
+    async def __aenter__(self) -> Self:
+        self._client = await connect(self.config, name=f"octos-gateway {self.id}")
+        self._js = self._client.jetstream(timeout=REQUEST_TIMEOUT_S)
+        try:
+            await self._join()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        log.info("cluster.joined", node=self.id, role=self.role, nats=self.config.redacted_url)
+        return self
+
+    async def _join(self) -> None:
+        assert self._client is not None
+        assert self._js is not None
+        try:
+            await ensure_streams(self._js, self.config)
+        except NATS_ERRORS as error:
+            raise BusUnavailable(self.config, error) from error
+        await self.board.follow(self._client, self.names.status_subject)
+        if self.runs_worker:
+            assert self._store.dsn is not None  # a nats bus requires store postgres
+            self._records = TurnRecords(
+                self._store.dsn.get_secret_value(),
+                pool_size=self._store.pool_size,
+                connect_timeout_s=self._store.connect_timeout_s,
+            )
+            await self._records.open()
+            self.worker = Worker(
+                self._js,
+                self.config,
+                self._records,
+                self._worker_profiles.get,
+                StatusPublisher(self._client, self.names.status_subject, self.id),
+                self.metrics,
+            )
+        if self.runs_ingress:
+            self.delivery = ReplyDelivery(self._js, self.config, self.id)
+            self.leases = await PollerLeases.open(
+                self._js,
+                self.config.stream_prefix,
+                self._registry,
+                replicas=self.config.replicas,
+                holder=self.id,
+            )
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.board.unfollow()
+        if self._records is not None:
+            await self._records.close()
+        if self._client is not None:
+            await disconnect(self._client)
+
+    # Profiles join and leave
+
+    def add_worker_profile(self, profile: str, worker: ProfileWorker) -> None:
+        self._worker_profiles[profile] = worker
+
+    async def remove_worker_profile(self, profile: str) -> None:
+        """No new message of `profile` starts here; those in hand finish first."""
+        self._worker_profiles.pop(profile, None)
+        if self.worker is not None:
+            await self.worker.wait_idle(profile)
+
+    def add_ingress_profile(self, profile: str, deliver: Deliver) -> None:
+        if self.delivery is not None:
+            self.delivery.add_profile(profile, deliver)
+
+    def remove_ingress_profile(self, profile: str) -> None:
+        if self.delivery is not None:
+            self.delivery.remove_profile(profile)
+
+    # Running
+
+    async def run_worker(self) -> None:
+        if self.worker is not None:
+            await self.worker.run()
+
+    async def run_delivery(self) -> None:
+        if self.delivery is not None:
+            await self.delivery.run()
+
+    def stop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+
+    def stop_delivery(self) -> None:
+        if self.delivery is not None:
+            self.delivery.stop()
+
+    # Readiness
+
+    async def report(self) -> tuple[bool, dict[str, object]]:
+        """Whether this process can do its part now, and what /readyz shows of it."""
+        client = self._client
+        nats_ok = client is not None and client.is_connected
+        report: dict[str, object] = {
+            "node": self.id,
+            "role": self.role,
+            "nats": {"url": self.config.redacted_url, "connected": nats_ok},
+            "running_turns": [
+                {"task": turn.task_id, "worker": turn.worker} for turn in self.board.running()
+            ],
+        }
+        ready = nats_ok
+        if self._records is not None:
+            pg_ok = await self._records.ping()
+            report["postgres"] = {"dsn": self._store.redacted_dsn, "connected": pg_ok}
+            ready = ready and pg_ok
+        return ready, report

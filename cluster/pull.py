@@ -1,0 +1,179 @@
+"""The loop of one durable pull consumer: fetch one message, hand it over, until asked to stop.
+
+Used by workers (one loop per inbound partition) and ingress processes (one per outbound
+partition, plus their own reply consumer). A stop ends the wait for the next message at once;
+a message in hand is finished first. A connection that drops is waited out (nats-py
+reconnects): the loop only logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import structlog
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from cluster.connection import NATS_ERRORS
+
+log = structlog.get_logger(__name__)
+
+#: How long one fetch waits on the server for a message before it asks again.
+FETCH_WAIT_S = 5.0
+#: The pause after a failed fetch (the server or the connection is away).
+FETCH_FAILED_PAUSE_S = 1.0
+
+Handler = Callable[[Msg], Awaitable[None]]
+
+
+async def pull_forever(
+    js: JetStreamContext,
+    stream: str,
+    durable: str,
+    handle: Handler,
+    stopping: asyncio.Event,
+    *,
+    fetch_wait_s: float = FETCH_WAIT_S,
+) -> None:
+    subscription = await js.pull_subscribe_bind(durable=durable, stream=stream)
+    stop = asyncio.create_task(stopping.wait(), name=f"stop-watch:{durable}")
+    try:
+        while not stopping.is_set():
+            await _fetch_and_handle(subscription, durable, handle, stop, fetch_wait_s)
+    finally:
+        stop.cancel()
+        # A closing connection makes the server forget the subscription anyway.
+        with contextlib.suppress(*NATS_ERRORS):
+            await subscription.unsubscribe()
+
+
+async def _fetch_and_handle(
+    subscription: JetStreamContext.PullSubscription,
+    durable: str,
+    handle: Handler,
+    stop: asyncio.Task[bool],
+    fetch_wait_s: float,
+) -> None:
+    """One fetch, and the message it brought handled; returns at once when asked to stop."""
+    fetch = asyncio.create_task(
+        subscription.fetch(1, timeout=fetch_wait_s), name=f"fetch:{durable}"
+    )
+    try:
+        await asyncio.wait({fetch, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not fetch.done():
+            fetch.cancel()
+            # nats-py turns the cancellation into its TimeoutError: collect it.
+            await asyncio.gather(fetch, return_exceptions=True)
+    try:
+        messages = fetch.result()
+    except (TimeoutError, asyncio.CancelledError):
+        return  # nothing came (or we stopped waiting): a message fetched is still handled
+    except NATS_ERRORS as error:
+        log.warning("cluster.fetch_failed", consumer=durable, error=str(error))
+        await asyncio.sleep(FETCH_FAILED_PAUSE_S)
+        return
+    for msg in messages:
+        try:
+            await handle(msg)
+        except NATS_ERRORS as error:
+            # Its ack (or nak) did not reach the server: it is delivered again later.
+            log.warning("cluster.ack_failed", consumer=durable, error=str(error))
+
+
+async def pull_bounded(
+    js: JetStreamContext,
+    stream: str,
+    consumers: list[tuple[str, str]],
+    handle: Handler,
+    stopping: asyncio.Event,
+    *,
+    max_in_hand: int,
+    fetch_wait_s: float,
+) -> None:
+    """At most `max_in_hand` messages held at once over many partition consumers, given as
+    (durable name, its filter subject).
+
+    A held message holds its partition (`max_ack_pending=1`), so a bounded worker must not wait
+    on an empty partition while others have work: each of its `max_in_hand` runners looks for
+    a partition with a message waiting and none in flight (the stream's subject counts, then
+    the consumer's), takes one from there, and only when none has any waits on its own home
+    partition.
+    """
+    async with asyncio.TaskGroup() as tasks:
+        for runner in range(max_in_hand):
+            tasks.create_task(
+                _bounded_runner(js, stream, consumers, handle, stopping, runner, fetch_wait_s),
+                name=f"bounded-runner:{stream}:{runner}",
+            )
+
+
+async def _bounded_runner(
+    js: JetStreamContext,
+    stream: str,
+    consumers: list[tuple[str, str]],
+    handle: Handler,
+    stopping: asyncio.Event,
+    runner: int,
+    fetch_wait_s: float,
+) -> None:
+    subscriptions: dict[str, JetStreamContext.PullSubscription] = {}
+
+    async def subscription(durable: str) -> JetStreamContext.PullSubscription:
+        if durable not in subscriptions:
+            subscriptions[durable] = await js.pull_subscribe_bind(durable=durable, stream=stream)
+        return subscriptions[durable]
+
+    stop = asyncio.create_task(stopping.wait(), name=f"stop-watch:{stream}:{runner}")
+    home = consumers[runner % len(consumers)][0]
+    start = runner
+    try:
+        while not stopping.is_set():
+            ready = await _partition_with_work(js, stream, consumers, start)
+            start = (start + 1) % len(consumers)
+            durable = ready or home
+            wait_s = FETCH_READY_WAIT_S if ready else fetch_wait_s
+            await _fetch_and_handle(await subscription(durable), durable, handle, stop, wait_s)
+    finally:
+        stop.cancel()
+        for pulled in subscriptions.values():
+            with contextlib.suppress(*NATS_ERRORS):
+                await pulled.unsubscribe()
+
+
+#: A partition that had a message waiting is asked this long (another worker may be quicker).
+FETCH_READY_WAIT_S = 0.5
+
+
+async def _partition_with_work(
+    js: JetStreamContext, stream: str, consumers: list[tuple[str, str]], start: int
+) -> str | None:
+    """A consumer from `start` on whose partition has a message no one holds, or None."""
+    subjects = [subject for _durable, subject in consumers]
+    try:
+        info = await js.stream_info(stream, subjects_filter=_common_filter(subjects))
+    except NATS_ERRORS as error:
+        log.warning("cluster.stream_info_failed", stream=stream, error=str(error))
+        return None
+    counts = info.state.subjects or {}
+    rotated = consumers[start:] + consumers[:start]
+    # A partition's next message is free only when none of it is in flight (max_ack_pending 1):
+    # the stream's counts skip the empty ones, the consumer's count says which are held.
+    for durable, subject in rotated:
+        if counts.get(subject, 0) == 0:
+            continue
+        try:
+            consumer = await js.consumer_info(stream, durable)
+        except NATS_ERRORS as error:
+            log.warning("cluster.consumer_info_failed", consumer=durable, error=str(error))
+            return None
+        if (consumer.num_pending or 0) > 0 and not consumer.num_ack_pending:
+            return durable
+    return None
+
+
+def _common_filter(subjects: list[str]) -> str:
+    """`{prefix}.in.*` for the partition subjects `{prefix}.in.{n}`."""
+    return subjects[0].rsplit(".", 1)[0] + ".*"

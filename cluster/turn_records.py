@@ -1,0 +1,193 @@
+"""What a worker knows about each inbound message, in PostgreSQL: the exactly-once record.
+
+    octos_cluster_turns  one row per (profile, inbound id): the turn's id, the stream sequence
+                         of the copy that first claimed it, and once answered the reply and
+                         the session messages it adds (one transaction)
+
+A redelivery of the same stream message finds the row: with a reply, the reply is re-published
+(its `Nats-Msg-Id` is the turn id, so JetStream drops a copy it already has) rather than
+recomputed; without one, the turn runs again. A platform's retry that JetStream's duplicate
+window no longer catches is a new stream message with a known inbound id: dropped, or for a
+channel that holds a request open for it (the HTTP API) answered with the stored reply.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+import asyncpg
+
+from bus import Message, OutboundMessage, new_turn_id
+from sessions.postgres.connect import DATABASE_ERRORS, close_pool, create_pool, database_error
+
+_LOCK: Final = 0x6F63746F7374  # serialises concurrent start-ups creating the table
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS octos_cluster_turns (
+    scope text NOT NULL,
+    inbound_id text NOT NULL,
+    turn_id text NOT NULL,
+    first_seq bigint NOT NULL,
+    session_key text,
+    reply json,
+    messages json,
+    appended boolean NOT NULL DEFAULT false,
+    received_at timestamptz NOT NULL DEFAULT now(),
+    answered_at timestamptz,
+    PRIMARY KEY (scope, inbound_id)
+);
+CREATE INDEX IF NOT EXISTS octos_cluster_turns_received ON octos_cluster_turns (received_at);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    scope: str
+    inbound_id: str
+    turn_id: str
+    first_seq: int
+    session_key: str | None = None
+    reply: OutboundMessage | None = None
+    messages: tuple[Message, ...] = ()
+    appended: bool = False
+
+    @property
+    def answered(self) -> bool:
+        return self.reply is not None
+
+
+def _record(row: asyncpg.Record) -> TurnRecord:
+    reply = row["reply"]
+    messages = row["messages"]
+    return TurnRecord(
+        scope=row["scope"],
+        inbound_id=row["inbound_id"],
+        turn_id=row["turn_id"],
+        first_seq=int(row["first_seq"]),
+        session_key=row["session_key"],
+        reply=None if reply is None else OutboundMessage.model_validate_json(reply),
+        messages=tuple(Message.model_validate(item) for item in json.loads(messages or "[]")),
+        appended=bool(row["appended"]),
+    )
+
+
+class TurnRecords:
+    """The table of one database (every profile's rows, by scope); one pool per process."""
+
+    def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0) -> None:
+        self._dsn = dsn
+        self._pool_size = pool_size
+        self._connect_timeout_s = connect_timeout_s
+        self._pool: asyncpg.Pool | None = None
+
+    async def open(self) -> None:
+        self._pool = await create_pool(
+            self._dsn, max_size=self._pool_size, connect_timeout_s=self._connect_timeout_s
+        )
+        try:
+            async with self._pool.acquire() as connection, connection.transaction():
+                await connection.execute("SELECT pg_advisory_xact_lock($1)", _LOCK)
+                await connection.execute(_SCHEMA)
+        except DATABASE_ERRORS as error:
+            await self.close()
+            raise database_error(self._dsn, error) from error
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await close_pool(self._pool)
+            self._pool = None
+
+    def _connected(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("TurnRecords used before open()")
+        return self._pool
+
+    async def ping(self) -> bool:
+        """Whether the database answers now (for /readyz)."""
+        try:
+            await self._connected().fetchval("SELECT 1", timeout=5)
+        except DATABASE_ERRORS:
+            return False
+        return True
+
+    async def claim(self, scope: str, inbound_id: str, stream_seq: int) -> TurnRecord:
+        """The message's row: created by the first copy to arrive, found by every later one."""
+        try:
+            row = await self._connected().fetchrow(
+                """
+                WITH created AS (
+                    INSERT INTO octos_cluster_turns (scope, inbound_id, turn_id, first_seq)
+                    VALUES ($1, $2, $3, $4)
+                    ON CONFLICT (scope, inbound_id) DO NOTHING
+                    RETURNING *
+                )
+                SELECT * FROM created
+                UNION ALL
+                SELECT * FROM octos_cluster_turns WHERE scope = $1 AND inbound_id = $2
+                LIMIT 1
+                """,
+                scope,
+                inbound_id,
+                str(new_turn_id()),
+                stream_seq,
+            )
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+        assert row is not None
+        return _record(row)
+
+    async def answer(
+        self, record: TurnRecord, session_key: str, reply: OutboundMessage, messages: list[Message]
+    ) -> TurnRecord:
+        """Store the reply and the session messages of the turn in one transaction; when a
+        reply is already there (another worker answered first), that one is returned."""
+        payload = json.dumps([message.model_dump(mode="json") for message in messages])
+        try:
+            row = await self._connected().fetchrow(
+                """
+                UPDATE octos_cluster_turns
+                SET session_key = $3, reply = $4::json, messages = $5::json, answered_at = now()
+                WHERE scope = $1 AND inbound_id = $2 AND reply IS NULL
+                RETURNING *
+                """,
+                record.scope,
+                record.inbound_id,
+                session_key,
+                reply.model_dump_json(),
+                payload,
+            )
+            if row is None:
+                row = await self._connected().fetchrow(
+                    "SELECT * FROM octos_cluster_turns WHERE scope = $1 AND inbound_id = $2",
+                    record.scope,
+                    record.inbound_id,
+                )
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+        assert row is not None
+        return _record(row)
+
+    async def mark_appended(self, record: TurnRecord) -> None:
+        """The session holds the turn's messages (a later redelivery need not append them)."""
+        try:
+            await self._connected().execute(
+                "UPDATE octos_cluster_turns SET appended = true "
+                "WHERE scope = $1 AND inbound_id = $2",
+                record.scope,
+                record.inbound_id,
+            )
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+
+    async def forget_older_than(self, age: timedelta) -> int:
+        """Remove answered rows older than `age` (dedup lasts at least that long); the count."""
+        cutoff = datetime.now(UTC) - age
+        try:
+            status = await self._connected().execute(
+                "DELETE FROM octos_cluster_turns WHERE answered_at < $1", cutoff
+            )
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+        return int(status.rsplit(" ", 1)[1])

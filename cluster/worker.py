@@ -1,0 +1,315 @@
+"""A worker process's side of the cluster: every inbound partition, answered exactly once.
+
+Each partition has one durable pull consumer with `max_ack_pending=1`: whichever worker fetches
+a partition's message holds it alone until it acknowledges, so a chat's turns run one at a
+time, in order, while partitions run in parallel on every worker. For each message:
+
+1. its row in `octos_cluster_turns` is claimed (or found: a redelivery or a platform retry);
+2. with a stored reply, the reply is published again (redelivery) or the retry dropped;
+3. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
+   heartbeats; the reply and the session messages are stored in one transaction, the messages
+   appended to the session (idempotent), the reply published to the outbound stream with
+   `Nats-Msg-Id` = the turn id, and only then the inbound message acknowledged.
+
+A turn that fails (the agent, the database, anything) is delivered again after the configured
+backoff; on its last delivery it is buried in the dead-letter stream with the reason (logged,
+counted), the user is told, and the message is `term()`ed, so its partition keeps flowing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Protocol
+
+import structlog
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from bus import (
+    ANSWERS,
+    FAILED,
+    SESSION,
+    InboundMessage,
+    Message,
+    OutboundMessage,
+    TokenUsage,
+)
+from bus.text import scrub_surrogates
+from cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
+from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
+from cluster.dead_letters import bury
+from cluster.heartbeat import heartbeats
+from cluster.metrics import ClusterMetrics
+from cluster.pull import pull_bounded, pull_forever
+from cluster.status import StatusPublisher
+from cluster.streams import ensure_worker_consumers, names_of
+from cluster.turn_records import TurnRecord, TurnRecords
+from config.bus import NatsConfig
+from sessions.errors import SessionError
+
+log = structlog.get_logger(__name__)
+
+#: How long an answered turn's record is kept: platform retries within it are recognised.
+RECORD_RETENTION = timedelta(days=7)
+RECORD_EXPIRY_INTERVAL_S = 3600.0
+#: What the user is told when their message went to the dead letters.
+DEAD_LETTER_REPLY = (
+    "Sorry, I could not answer that: {reason}. It was set aside for the bot's owner to look at."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a profile made of one inbound message."""
+
+    text: str
+    session_key: str
+    #: What the session gains (the user's message and the reply; nothing for a command).
+    messages: list[Message]
+    #: An agent turn (its reply may stream, it has a task), not a command or notice.
+    is_turn: bool = True
+    #: The agent failed: the message is tried again, and buried after the last try.
+    failed: bool = False
+    error: str | None = None
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+class ProfileWorker(Protocol):
+    """One profile's agent side, as the worker uses it (built in `gateway.cluster_worker`)."""
+
+    async def answer(self, message: InboundMessage, turn_id: str) -> Answer: ...
+
+    async def append(self, session_key: str, messages: Sequence[Message]) -> None: ...
+
+
+class TurnFailed(Exception):
+    """The turn produced no answer to store; the reason goes to the retry or the dead letter."""
+
+
+class Worker:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        config: NatsConfig,
+        records: TurnRecords,
+        profiles: Callable[[str], ProfileWorker | None],
+        status: StatusPublisher,
+        metrics: ClusterMetrics,
+    ) -> None:
+        self._js = js
+        self._config = config
+        self._names = names_of(config)
+        self._records = records
+        self._profiles = profiles
+        self._status = status
+        self._metrics = metrics
+        self._stopping = asyncio.Event()
+        #: Messages in hand, by profile: a profile that leaves waits for its own to finish.
+        self._in_hand: Counter[str] = Counter()
+        self._idle = asyncio.Condition()
+
+    async def wait_idle(self, profile: str) -> None:
+        """Until no message of `profile` is in hand (it has left: no new one starts)."""
+        async with self._idle:
+            await self._idle.wait_for(lambda: self._in_hand[profile] == 0)
+
+    def stop(self) -> None:
+        """Fetch no more; messages in hand are finished."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        await ensure_worker_consumers(self._js, self._config)
+        names = self._names
+        config = self._config
+        partitions = range(config.partitions)
+        async with asyncio.TaskGroup() as tasks:
+            if config.worker_max_turns is not None:
+                tasks.create_task(
+                    pull_bounded(
+                        self._js,
+                        names.inbound_stream,
+                        [(names.worker_consumer(p), names.inbound_subject(p)) for p in partitions],
+                        self.handle,
+                        self._stopping,
+                        max_in_hand=config.worker_max_turns,
+                        fetch_wait_s=config.fetch_wait_s,
+                    ),
+                    name="worker-bounded",
+                )
+            else:
+                for durable in (names.worker_consumer(p) for p in partitions):
+                    tasks.create_task(
+                        pull_forever(
+                            self._js,
+                            names.inbound_stream,
+                            durable,
+                            self.handle,
+                            self._stopping,
+                            fetch_wait_s=config.fetch_wait_s,
+                        ),
+                        name=f"worker-partition:{durable}",
+                    )
+            tasks.create_task(self._forget_old_records(), name="turn-record-expiry")
+            log.info("cluster.worker_running", partitions=self._config.partitions)
+
+    async def _forget_old_records(self) -> None:
+        """Answered records older than `RECORD_RETENTION` go (dedup lasts that long)."""
+        stop = asyncio.create_task(self._stopping.wait(), name="turn-record-expiry-stop")
+        try:
+            while not self._stopping.is_set():
+                try:
+                    removed = await self._records.forget_older_than(RECORD_RETENTION)
+                except SessionError as error:
+                    log.warning("cluster.record_expiry_failed", error=str(error))
+                else:
+                    log.debug("cluster.records_expired", removed=removed)
+                await asyncio.wait({stop}, timeout=RECORD_EXPIRY_INTERVAL_S)
+        finally:
+            stop.cancel()
+
+    async def handle(self, msg: Msg) -> None:
+        """One inbound message, to its acknowledgement (or its retry, or its burial)."""
+        try:
+            envelope = InboundEnvelope.decode(msg.headers, msg.data)
+        except CodecError as error:
+            await self._bury(msg, None, f"unreadable: {error}", kind="unreadable")
+            return
+        bound = log.bind(profile=envelope.profile, chat=envelope.message.chat_id)
+        deliveries = msg.metadata.num_delivered
+        if deliveries > 1:
+            self._metrics.redeliveries.labels(envelope.profile).inc()
+            bound.info(
+                "cluster.redelivered", seq=msg.metadata.sequence.stream, deliveries=deliveries
+            )
+        self._in_hand[envelope.profile] += 1
+        try:
+            async with heartbeats(msg, self._config.ack_wait_s):
+                await self._process(msg, envelope)
+        except Exception as error:
+            # Supervision point (per message): retried after the backoff, buried at the end.
+            failed_turn = isinstance(error, TurnFailed)
+            reason = str(error) if failed_turn else f"{type(error).__name__}: {error}"
+            bound.warning("cluster.turn_failed", reason=reason, deliveries=deliveries)
+            try:
+                if deliveries < self._config.max_deliver:
+                    await msg.nak(delay=self._backoff_s(deliveries))
+                else:
+                    kind = "agent_error" if failed_turn else "error"
+                    await self._bury(msg, envelope, reason, kind=kind)
+            except NATS_ERRORS as nats_error:
+                # Not acknowledged: JetStream delivers it again after ack_wait.
+                bound.error("cluster.retry_not_scheduled", error=str(nats_error))
+        finally:
+            async with self._idle:
+                self._in_hand[envelope.profile] -= 1
+                self._idle.notify_all()
+
+    def _backoff_s(self, deliveries: int) -> float:
+        waits = self._config.retry_backoff_s
+        return waits[min(deliveries, len(waits)) - 1]
+
+    async def _process(self, msg: Msg, envelope: InboundEnvelope) -> None:
+        profile = self._profiles(envelope.profile)
+        if profile is None:
+            raise TurnFailed(f"no worker runs profile {envelope.profile!r}")
+        seq = msg.metadata.sequence.stream
+        record = await self._records.claim(envelope.profile, envelope.inbound_id, seq)
+        if record.answered:
+            if record.first_seq == seq or envelope.request:
+                self._metrics.replayed_replies.labels(envelope.profile).inc()
+                log.info("cluster.reply_replayed", turn=record.turn_id, seq=seq)
+                await self._finish(msg, envelope, profile, record)
+            else:
+                self._metrics.dropped_duplicates.labels(envelope.profile).inc()
+                log.info("cluster.duplicate_dropped", turn=record.turn_id, seq=seq)
+                await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
+            return
+        await self._status.started(record.turn_id)
+        answer: Answer | None = None
+        try:
+            answer = await profile.answer(envelope.message, record.turn_id)
+        finally:
+            success = answer is not None and not answer.failed
+            usage = answer.usage if answer is not None else TokenUsage()
+            await self._status.finished(record.turn_id, success=success, usage=usage)
+        if answer.failed:
+            raise TurnFailed(answer.error or "the agent failed")
+        reply = _reply(envelope.message, answer, record.turn_id)
+        record = await self._records.answer(record, answer.session_key, reply, answer.messages)
+        await self._finish(msg, envelope, profile, record)
+
+    async def _finish(
+        self, msg: Msg, envelope: InboundEnvelope, profile: ProfileWorker, record: TurnRecord
+    ) -> None:
+        """Session messages appended, the reply published, then the inbound message acked."""
+        assert record.reply is not None
+        if record.messages and not record.appended and record.session_key is not None:
+            await profile.append(record.session_key, record.messages)
+            await self._records.mark_appended(record)
+        seq = msg.metadata.sequence.stream
+        # A copy for a retry of a held request must not be dropped as the first reply's twin.
+        msg_id = record.turn_id if record.first_seq == seq else f"{record.turn_id}.{seq}"
+        await self._publish_reply(envelope, record.reply, msg_id)
+        await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
+
+    async def _publish_reply(
+        self, envelope: InboundEnvelope, reply: OutboundMessage, msg_id: str
+    ) -> None:
+        names = self._names
+        subject = envelope.reply_subject or names.outbound_subject(
+            names.partition_of_reply(envelope.profile, reply)
+        )
+        out = OutboundEnvelope(envelope.profile, reply)
+        await self._js.publish(
+            subject,
+            out.body(),
+            timeout=REQUEST_TIMEOUT_S,
+            stream=names.outbound_stream,
+            headers=out.headers(msg_id),
+        )
+
+    async def _bury(
+        self, msg: Msg, envelope: InboundEnvelope | None, reason: str, *, kind: str
+    ) -> None:
+        partition = self._names.partition_of_subject(msg.subject)
+        seq = await bury(self._js, self._names, msg, reason, partition=partition)
+        profile = envelope.profile if envelope is not None else "?"
+        self._metrics.dead_letters.labels(profile, kind).inc()
+        log.error(
+            "cluster.dead_letter",
+            profile=profile,
+            reason=reason,
+            dead_letter=seq,
+            deliveries=msg.metadata.num_delivered,
+            suggestion="octos-gateway dead-letters show "
+            f"{seq} -c gateway.yaml; `retry` it once the cause is fixed",
+        )
+        if envelope is not None:
+            notice = OutboundMessage(
+                channel=envelope.message.channel,
+                chat_id=envelope.message.chat_id,
+                content=DEAD_LETTER_REPLY.format(reason=kind.replace("_", " ")),
+                reply_to=envelope.message.message_id,
+                metadata={FAILED: True, **_answers(envelope.message)},
+            )
+            await self._publish_reply(envelope, notice, f"dead.{msg.metadata.sequence.stream}")
+        await msg.term()
+
+
+def _answers(message: InboundMessage) -> dict[str, object]:
+    return {ANSWERS: [message.message_id]} if message.message_id else {}
+
+
+def _reply(message: InboundMessage, answer: Answer, turn_id: str) -> OutboundMessage:
+    return OutboundMessage(
+        channel=message.channel,
+        chat_id=message.chat_id,
+        content=scrub_surrogates(answer.text),
+        reply_to=message.message_id,
+        metadata={**_answers(message), SESSION: answer.session_key},
+        delivery_id=turn_id,
+    )

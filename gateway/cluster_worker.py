@@ -1,0 +1,118 @@
+"""One profile's agent side in a cluster worker: agent, sessions in PostgreSQL, commands.
+
+What the single-process dispatcher does with a journaled message, this does with one from the
+inbound stream, reusing the same pieces (`TurnRunner`, `Commands`): an abort trigger is answered
+in the user's language, a command runs, anything else is an agent turn over the session's
+history. Ordering and exactly-once are the worker's (`cluster.worker`); this only answers.
+
+Not in a cluster (yet): a stop or an abort cannot cancel a turn running on another worker (it is
+answered after it), queue modes other than followup, and streamed snapshots and typing
+indicators (replies arrive whole).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import structlog
+
+from bus import InboundMessage, Message, SessionKey, create_bus
+from bus.abort import abort_response, is_abort_trigger
+from cluster.worker import Answer
+from config import ProfileConfig
+from config.store import StoreConfig
+from gateway.agents import create_agent
+from gateway.commands import ChatStatus, Commands, parse_command
+from gateway.metrics import GatewayMetrics
+from gateway.turns import FAILED_TURN_REPLY, TurnRunner, TurnSettings
+from sessions import ActiveTopics, SessionManager
+from sessions.backends import session_store
+
+log = structlog.get_logger(__name__)
+
+
+class WorkerProfile:
+    def __init__(
+        self,
+        profile_id: str,
+        config: ProfileConfig,
+        runner: TurnRunner,
+        commands: Commands,
+        sessions: SessionManager,
+    ) -> None:
+        self.profile_id = profile_id
+        self._config = config
+        self._runner = runner
+        self._commands = commands
+        self._sessions = sessions
+
+    @property
+    def open_sessions(self) -> int:
+        return len(self._sessions)
+
+    async def answer(self, message: InboundMessage, turn_id: str) -> Answer:
+        chat = message.session_key(self.profile_id)
+        key = self._commands.current_key(chat)
+        if is_abort_trigger(message.content):
+            # The turn it would stop ran before it (one at a time per partition): say stopped.
+            return Answer(abort_response(message.content), str(key), [], is_turn=False)
+        command = parse_command(message.content)
+        if command is not None:
+            return await self._command(chat, key, *command)
+        answers = [message.message_id] if message.message_id else []
+        result = await self._runner.run(
+            key,
+            message,
+            message.content,
+            answers,
+            stream_id=turn_id,
+            streams=False,
+            shows_typing=False,
+        )
+        if result.failed:
+            return Answer(result.reply, str(key), [], failed=True, error=result.error)
+        messages = [result.user_message, Message.assistant(result.reply)]
+        return Answer(result.reply, str(key), messages, usage=result.usage)
+
+    async def _command(self, chat: SessionKey, key: SessionKey, name: str, arg: str) -> Answer:
+        status = ChatStatus(busy=False, queue_mode="followup", agent=self._config.agent.type)
+        try:
+            text = await self._commands.run(chat, name, arg, status=status)
+        except Exception as error:
+            # Supervision point (per message): a failing command is answered, never left open.
+            log.exception("cluster.command_failed", command=name)
+            text = FAILED_TURN_REPLY.format(reason=f"{type(error).__name__}: {error}")
+        return Answer(text, str(key), [], is_turn=False)
+
+    async def append(self, session_key: str, messages: Sequence[Message]) -> None:
+        await self._sessions.append_all(SessionKey.parse(session_key), list(messages))
+
+
+@asynccontextmanager
+async def worker_profile(
+    profile_id: str,
+    config: ProfileConfig,
+    data_dir: Path,
+    store: StoreConfig,
+    metrics: GatewayMetrics,
+) -> AsyncIterator[WorkerProfile]:
+    """The profile's agent and sessions, open for the worker; closed on the way out."""
+    root = data_dir / profile_id
+    settings = config.sessions
+    async with AsyncExitStack() as stack:
+        sessions_store = await stack.enter_async_context(session_store(store, root))
+        agent = await stack.enter_async_context(create_agent(config.agent))
+        sessions = SessionManager(sessions_store, max_open=settings.max_open)
+        topics = ActiveTopics(root)
+        await topics.load()
+        stack.push_async_callback(topics.save)
+        # The runner sends snapshots and typing signals only when asked to: a cluster turn
+        # asks for neither, so its outbound side is a bus nobody reads.
+        handle, _publisher = create_bus(1)
+        runner = TurnRunner(
+            TurnSettings(profile_id, settings.max_history), agent, sessions, handle, metrics
+        )
+        commands = Commands(sessions, topics, settings.fork_copy)
+        yield WorkerProfile(profile_id, config, runner, commands, sessions)

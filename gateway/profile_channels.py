@@ -1,0 +1,54 @@
+"""A profile's configured channels, built (and registered with its channel manager).
+
+Shared by the single-process profile and a cluster's ingress: each channel gets the profile's
+context (history, pairing overlay, shutdown), its web routes are mounted, and pairing is
+switched on where the config asks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from channels.base import Channel
+from channels.history import ChatHistory
+from channels.manager import ChannelManager
+from channels.registry import ChannelContext, build_channel
+from config import ProfileConfig
+from gateway.pairing import Pairing
+from gateway.webhooks import WebhookRoutes
+
+
+def build_channels(
+    profile_id: str,
+    config: ProfileConfig,
+    root: Path,
+    *,
+    history: ChatHistory | None,
+    pairing: Pairing,
+    webhooks: WebhookRoutes,
+    request_shutdown: Callable[[], None],
+) -> list[Channel]:
+    """The profile's channels, each with its allow list and its webhook routes mounted."""
+    context = ChannelContext(
+        profile=profile_id,
+        data_dir=root,
+        history=history,
+        request_shutdown=request_shutdown,
+        allow_overlay=pairing.overlay,
+        agent=config.agent.type,
+    )
+    channels: list[Channel] = []
+    for channel_config in config.channels:
+        channel = build_channel(channel_config, context)
+        if channel_config.pairing:
+            pairing.enable(channel.name)
+        channels.append(channel)
+        webhooks.mount(profile_id, channel.web_routes())
+    return channels
+
+
+def register_all(manager: ChannelManager, channels: list[Channel], config: ProfileConfig) -> None:
+    """Register the built channels with the manager, each with its configured edit interval."""
+    for channel, channel_config in zip(channels, config.channels, strict=True):
+        manager.register(channel, edit_interval_s=channel_config.edit_interval_s)

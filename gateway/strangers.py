@@ -1,0 +1,103 @@
+"""What a sender the allow list refuses is told: their id, at most once an hour per channel.
+
+The agent never sees their message. Shared by the single-process intake and a cluster's
+ingress, which both stand at the edge where the allow list applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from bus import ANSWERS, FAILED, InboundMessage, OutboundMessage, PipeClosed
+from bus.text import scrub_surrogates
+from channels.base import Channel
+from channels.dedup import InboundDedup
+
+log = structlog.get_logger(__name__)
+
+REFUSAL_NOTICE = (
+    "Sorry, this bot does not know you yet. Your id is {sender_id}: ask its owner to add it "
+    "to the allow list."
+)
+REFUSAL_NOTICE_INTERVAL_S = 3600.0
+
+#: Where a notice goes: the outbound side of the bus.
+SendReply = Callable[[OutboundMessage], Awaitable[None]]
+
+
+class StrangerNotices:
+    #: What to tell a refused sender instead of the plain notice (a pairing code); None: plain.
+    stranger_notice: Callable[[InboundMessage], Awaitable[str | None]] | None = None
+
+    def __init__(self, send: SendReply) -> None:
+        self._send = send
+        self._refusals = InboundDedup(max_entries=10_000, ttl_s=REFUSAL_NOTICE_INTERVAL_S)
+
+    async def refuse(self, message: InboundMessage) -> None:
+        if self._refusals.seen(f"{message.channel}:{message.sender_id}"):
+            return
+        log.info("intake.stranger_refused", sender=message.sender_id)
+        notice = await self.stranger_notice(message) if self.stranger_notice else None
+        await self._send(
+            notice_for(message, notice or REFUSAL_NOTICE.format(sender_id=message.sender_id))
+        )
+
+
+class EdgeCheck:
+    """What every intake checks first: a known channel, an allowed sender (a stranger is told
+    their id), a gateway still taking messages. Counted by `count(message, outcome)`."""
+
+    def __init__(
+        self,
+        channel_named: Callable[[str], Channel | None],
+        strangers: StrangerNotices,
+        count: Callable[[InboundMessage, str], None],
+    ) -> None:
+        self._channel_named = channel_named
+        self.strangers = strangers
+        self._count = count
+        self.closed = False
+
+    async def admit(self, message: InboundMessage) -> Channel | None:
+        """The message's channel when it may go on; None when it was refused (and told)."""
+        channel = self._channel_named(message.channel)
+        if channel is None:
+            log.warning("intake.unknown_channel", channel=message.channel)
+            self._count(message, "unknown_channel")
+            return None
+        if not channel.is_allowed(message.sender_id):
+            self._count(message, "refused")
+            await self.strangers.refuse(message)
+            return None
+        if self.closed:
+            raise PipeClosed("the gateway is stopping and takes no more messages")
+        return channel
+
+
+def notice_for(message: InboundMessage, text: str, *, failed: bool = False) -> OutboundMessage:
+    """A reply that is not an answer (nothing to record): refusals, "already answered"."""
+    metadata: dict[str, object] = {FAILED: True} if failed else {}
+    if message.message_id is not None:
+        metadata[ANSWERS] = [message.message_id]
+    return OutboundMessage(
+        channel=message.channel,
+        chat_id=message.chat_id,
+        content=text,
+        reply_to=message.message_id,
+        metadata=metadata,
+    )
+
+
+def scrubbed(message: InboundMessage) -> InboundMessage:
+    """The message with lone surrogates (unencodable, from a platform's JSON) replaced."""
+    fields = {
+        "content": message.content,
+        "chat_id": message.chat_id,
+        "sender_id": message.sender_id,
+    }
+    clean = {name: scrub_surrogates(value) for name, value in fields.items()}
+    if clean == fields:
+        return message
+    return message.model_copy(update=clean)

@@ -1,0 +1,161 @@
+"""A worker in the test's process, on real NATS and PostgreSQL, and what the test sees of it.
+
+`Observer` subscribes (core NATS) to everything under the test's prefix and to the inbound
+stream's acknowledgement subjects: JetStream's messages are ordinary NATS messages too, so a
+test waits on the reply or the ack itself, never on a timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import PubAck
+from prometheus_client import CollectorRegistry
+
+from bus import InboundMessage
+from cluster.codec import InboundEnvelope, platform_id
+from cluster.metrics import ClusterMetrics
+from cluster.status import StatusPublisher
+from cluster.streams import ensure_streams, names_of
+from cluster.subjects import ClusterNames
+from cluster.turn_records import TurnRecords
+from cluster.worker import Worker
+from config import ProfileConfig
+from config.bus import NatsConfig
+from config.store import StoreConfig
+from gateway.cluster_worker import worker_profile
+from gateway.metrics import GatewayMetrics
+from tests.support.nats import NATS_URL
+
+WAIT_S = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.seen: list[Seen] = []
+        self._changed = asyncio.Condition()
+
+    async def on_message(self, msg: Msg) -> None:
+        async with self._changed:
+            self.seen.append(Seen(msg.subject, msg.data, dict(msg.headers or {})))
+            self._changed.notify_all()
+
+    def on(self, prefix: str) -> list[Seen]:
+        return [seen for seen in self.seen if seen.subject.startswith(prefix)]
+
+    async def wait_for(self, condition: Callable[[], bool], timeout_s: float = WAIT_S) -> None:
+        async def until() -> None:
+            async with self._changed:
+                await self._changed.wait_for(condition)
+
+        await asyncio.wait_for(until(), timeout_s)
+
+
+@dataclass
+class RunningWorker:
+    js: JetStreamContext
+    names: ClusterNames
+    config: NatsConfig
+    records: TurnRecords
+    observer: Observer
+    metrics: ClusterMetrics
+    profile: str
+
+    async def publish(
+        self,
+        message: InboundMessage,
+        *,
+        request: bool = False,
+        msg_id: str | None = None,
+        reply_subject: str | None = None,
+    ) -> PubAck:
+        inbound_id = platform_id(self.profile, message) or "no-id"
+        envelope = InboundEnvelope(
+            self.profile, inbound_id, message, request=request, reply_subject=reply_subject
+        )
+        partition = self.names.partition_of_inbound(self.profile, message)
+        return await self.js.publish(
+            self.names.inbound_subject(partition),
+            envelope.body(),
+            headers=envelope.headers(msg_id or inbound_id),
+        )
+
+    def replies(self) -> list[Seen]:
+        return self.observer.on(f"{self.names.prefix}.out.") + self.observer.on(
+            f"{self.names.prefix}.reply."
+        )
+
+    def acks(self, kind: bytes = b"+ACK") -> list[Seen]:
+        """Acknowledgements of inbound messages of one kind (an empty body is an ack)."""
+        return [s for s in self.observer.on("$JS.ACK.") if (s.data or b"+ACK").startswith(kind)]
+
+    async def stream_count(self, stream: str) -> int:
+        info = await self.js.stream_info(stream)
+        return info.state.messages
+
+
+def nats_config(prefix: str, **overrides: Any) -> NatsConfig:
+    settings: dict[str, Any] = {"url": NATS_URL, "stream_prefix": prefix, "partitions": 4}
+    settings.update(overrides)
+    return NatsConfig.model_validate(settings)
+
+
+@asynccontextmanager
+async def running_worker(
+    client: Client,
+    prefix: str,
+    dsn: str,
+    profile: str,
+    tmp_path: Path,
+    *,
+    agent: dict[str, Any] | None = None,
+    **nats_overrides: Any,
+) -> AsyncIterator[RunningWorker]:
+    config = nats_config(prefix, **nats_overrides)
+    names = names_of(config)
+    js = client.jetstream(timeout=10)
+    await ensure_streams(js, config)
+    observer = Observer()
+    await client.subscribe(f"{prefix}.>", cb=observer.on_message)
+    await client.subscribe(f"$JS.ACK.{names.inbound_stream}.>", cb=observer.on_message)
+    records = TurnRecords(dsn)
+    await records.open()
+    registry = CollectorRegistry()
+    metrics = ClusterMetrics.create(registry)
+    profile_config = ProfileConfig.model_validate({"agent": agent or {"type": "echo"}})
+    store = StoreConfig.model_validate({"backend": "postgres", "dsn": dsn})
+    try:
+        async with worker_profile(
+            profile, profile_config, tmp_path, store, GatewayMetrics.create(registry)
+        ) as answering:
+            worker = Worker(
+                js,
+                config,
+                records,
+                {profile: answering}.get,
+                StatusPublisher(client, names.status_subject, "test-worker"),
+                metrics,
+            )
+            running = RunningWorker(js, names, config, records, observer, metrics, profile)
+            async with asyncio.TaskGroup() as tasks:
+                task = tasks.create_task(worker.run(), name="test-worker")
+                yield running
+                worker.stop()
+                await task
+    finally:
+        await records.close()

@@ -1,0 +1,45 @@
+"""Partitions are a stable hash of the chat's base key; subject tokens carry nothing of a user's."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bus import InboundMessage
+from cluster.subjects import ClusterNames, chat_base_key, partition_of
+
+NAMES = ClusterNames("OCTOS", 16)
+
+
+def test_a_partition_is_the_same_in_every_process() -> None:
+    # Fixed values: a change of hash would move live chats to other partitions.
+    assert partition_of("main:telegram:42", 16) == partition_of("main:telegram:42", 16)
+    assert [partition_of(f"main:telegram:{n}", 16) for n in range(6)] == [
+        partition_of(chat_base_key("main", "telegram", str(n)), 16) for n in range(6)
+    ]
+    assert partition_of("main:telegram:42", 16) == 2
+
+
+def test_topics_of_one_chat_share_its_partition() -> None:
+    message = InboundMessage(channel="telegram", sender_id="1", chat_id="42", content="hi")
+    assert NAMES.partition_of_inbound("main", message) == partition_of("main:telegram:42", 16)
+
+
+@given(st.text(), st.text(), st.integers(min_value=1, max_value=1024))
+def test_any_chat_id_gives_a_partition_in_range_and_a_safe_subject(
+    profile: str, chat_id: str, partitions: int
+) -> None:
+    names = ClusterNames("OCTOS", partitions)
+    message = InboundMessage(channel="telegram", sender_id="1", chat_id=chat_id, content="")
+    partition = names.partition_of_inbound(profile, message)
+    assert 0 <= partition < partitions
+    tokens = names.inbound_subject(partition).split(".")
+    assert tokens == ["OCTOS", "in", str(partition)]
+    assert names.partition_of_subject(names.outbound_subject(partition)) == partition
+
+
+def test_chats_spread_over_the_partitions() -> None:
+    counts = [0] * 16
+    for chat in range(1600):
+        counts[partition_of(chat_base_key("main", "telegram", str(chat)), 16)] += 1
+    assert min(counts) > 50  # 100 expected each

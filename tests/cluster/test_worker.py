@@ -1,0 +1,197 @@
+"""The worker on real NATS JetStream and PostgreSQL: answered once, replayed not recomputed,
+retries recognised, and a message that always fails buried while its partition flows on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import asyncpg
+from nats.aio.client import Client
+
+from bus import AgentMessage, InboundMessage, Message, OutboundMessage, TaskComplete, TaskUpdate
+from cluster.codec import DEAD_REASON, MSG_ID, platform_id
+from cluster.status import StatusBoard
+from tests.cluster.harness import RunningWorker, running_worker
+from tests.support.nats import nats_client, nats_prefix
+from tests.support.postgres import fresh_scope, postgres_dsn
+
+__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+
+
+def message(text: str, *, chat: str = "chat-1", message_id: str | None = None) -> InboundMessage:
+    return InboundMessage(
+        channel="telegram",
+        sender_id="7",
+        chat_id=chat,
+        content=text,
+        message_id=message_id or text,
+    )
+
+
+def reply_texts(worker: RunningWorker) -> list[str]:
+    return [OutboundMessage.model_validate_json(seen.data).content for seen in worker.replies()]
+
+
+async def session_rows(dsn: str, profile: str, key: str) -> list[tuple[str, str]]:
+    connection = await asyncpg.connect(dsn)
+    try:
+        rows = await connection.fetch(
+            "SELECT m.message->>'role' AS role, m.message->>'content' AS content "
+            "FROM octos_messages m JOIN octos_sessions s ON s.id = m.session_id "
+            "WHERE s.scope = $1 AND s.session_key = $2 ORDER BY m.seq",
+            profile,
+            key,
+        )
+    finally:
+        await connection.close()
+    return [(row["role"], row["content"]) for row in rows]
+
+
+async def test_a_message_is_answered_stored_and_acknowledged(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    profile = fresh_scope()
+    async with running_worker(nats_client, nats_prefix, postgres_dsn, profile, tmp_path) as w:
+        await w.publish(message("hello worker"))
+        await w.observer.wait_for(lambda: len(w.acks()) == 1)
+        assert reply_texts(w) == ["hello worker"]
+        (reply,) = w.replies()
+        stored = OutboundMessage.model_validate_json(reply.data)
+        assert reply.headers[MSG_ID] == stored.delivery_id  # the turn id
+        # The turn's status, in the domain's words, for every process's board.
+        board = StatusBoard()
+        for seen in w.observer.on(w.names.status_subject):
+            update = AgentMessage.from_json(seen.data)
+            assert str(update.task_id()) == stored.delivery_id
+            board.apply(update)
+            if isinstance(update.root, TaskUpdate):
+                assert [t.worker for t in board.running()] == ["test-worker"]
+        assert [
+            type(AgentMessage.from_json(s.data).root) for s in w.observer.on(w.names.status_subject)
+        ] == [TaskUpdate, TaskComplete]
+        assert board.running() == []
+        assert await w.stream_count(w.names.inbound_stream) == 0
+    assert await session_rows(postgres_dsn, profile, f"{profile}:telegram:chat-1") == [
+        ("user", "hello worker"),
+        ("assistant", "hello worker"),
+    ]
+
+
+async def test_a_redelivery_after_the_reply_was_stored_republishes_it(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """A worker that stored the reply and died before publishing: the next one re-publishes
+    the stored reply (the agent is not asked again) and appends the stored messages."""
+    profile = fresh_scope()
+    incoming = message("asked before the crash")
+    async with running_worker(
+        nats_client, nats_prefix, postgres_dsn, profile, tmp_path, agent={"fail_when": "asked"}
+    ) as w:
+        # The consumers exist once the worker runs; stop it taking the message before we
+        # have recorded the dead worker's work: the record comes first, then the publish.
+        inbound_id = platform_id(profile, incoming)
+        assert inbound_id is not None
+        info = await w.js.stream_info(w.names.inbound_stream)
+        record = await w.records.claim(profile, inbound_id, info.state.last_seq + 1)
+        stored = OutboundMessage(
+            channel="telegram", chat_id="chat-1", content="the stored reply", delivery_id="t"
+        )
+        key = f"{profile}:telegram:chat-1"
+        await w.records.answer(
+            record,
+            key,
+            stored,
+            [Message.user("asked before the crash"), Message.assistant("the stored reply")],
+        )
+        ack = await w.publish(incoming)
+        assert ack.seq == record.first_seq
+        await w.observer.wait_for(lambda: len(w.acks()) == 1)
+        # The agent would have failed this message: the reply came from the record.
+        assert reply_texts(w) == ["the stored reply"]
+        assert w.replies()[0].headers[MSG_ID] == record.turn_id
+        assert w.metrics.replayed_replies.labels(profile)._value.get() == 1
+    assert await session_rows(postgres_dsn, profile, key) == [
+        ("user", "asked before the crash"),
+        ("assistant", "the stored reply"),
+    ]
+
+
+async def test_a_platform_retry_past_the_duplicate_window_is_not_answered_twice(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    profile = fresh_scope()
+    async with running_worker(nats_client, nats_prefix, postgres_dsn, profile, tmp_path) as w:
+        await w.publish(message("only once"))
+        await w.observer.wait_for(lambda: len(w.acks()) == 1)
+        # JetStream has forgotten the id (another Nats-Msg-Id): PostgreSQL has not.
+        await w.publish(message("only once"), msg_id="after-the-window")
+        await w.observer.wait_for(lambda: len(w.acks()) == 2)
+        assert reply_texts(w) == ["only once"]
+        assert w.metrics.dropped_duplicates.labels(profile)._value.get() == 1
+        # A held request (the HTTP API) asking again gets the stored reply, where it waits.
+        await w.publish(
+            message("only once"),
+            msg_id="a-request-retry",
+            request=True,
+            reply_subject=w.names.reply_subject("ingress-b"),
+        )
+        await w.observer.wait_for(lambda: len(w.acks()) == 3)
+        assert reply_texts(w) == ["only once", "only once"]
+        assert w.replies()[1].subject == w.names.reply_subject("ingress-b")
+        assert await w.stream_count(w.names.inbound_stream) == 0
+
+
+async def test_a_message_that_always_fails_is_a_dead_letter_and_its_partition_flows_on(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    profile = fresh_scope()
+    async with running_worker(
+        nats_client,
+        nats_prefix,
+        postgres_dsn,
+        profile,
+        tmp_path,
+        agent={"fail_when": "poison"},
+        max_deliver=3,
+        retry_backoff_s=[0.05],
+    ) as w:
+        # The same chat, so the same partition: the poison comes first.
+        await w.publish(message("poison pill"))
+        await w.publish(message("the next message"))
+        await w.observer.wait_for(lambda: len(w.acks()) == 1)
+        assert len(w.acks(b"-NAK")) == 2  # delivered 3 times: 2 retries, then buried
+        assert len(w.acks(b"+TERM")) == 1
+        texts = reply_texts(w)
+        assert len(texts) == 2
+        assert texts[0].startswith("Sorry, I could not answer that: agent error.")
+        assert texts[1] == "the next message"
+        dead = w.observer.on(f"{nats_prefix}.dead.")
+        assert len(dead) == 1
+        assert "echo agent fails" in dead[0].headers[DEAD_REASON]
+        assert json.loads(dead[0].data)["content"] == "poison pill"
+        assert w.metrics.dead_letters.labels(profile, "agent_error")._value.get() == 1
+        assert await w.stream_count(w.names.inbound_stream) == 0
+        assert await w.stream_count(w.names.dead_stream) == 1
+
+
+async def test_a_bounded_worker_finds_the_partitions_with_work(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """One turn at a time over 4 partitions: it must not wait on empty ones while others
+    have messages (each such wait would be the long fetch wait: 30 s here)."""
+    profile = fresh_scope()
+    async with running_worker(
+        nats_client,
+        nats_prefix,
+        postgres_dsn,
+        profile,
+        tmp_path,
+        worker_max_turns=1,
+        fetch_wait_s=30,
+    ) as w:
+        chats = [f"chat-{n}" for n in range(6)]
+        for chat in chats:
+            await w.publish(message(f"hello from {chat}", chat=chat))
+        await w.observer.wait_for(lambda: len(w.acks()) == len(chats), timeout_s=15)
+        assert sorted(reply_texts(w)) == sorted(f"hello from {chat}" for chat in chats)

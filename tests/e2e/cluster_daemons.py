@@ -1,0 +1,82 @@
+"""Cluster processes for the end-to-end tests: ingress and worker daemons on one config.
+
+Every process of a test shares its gateway.yaml (the test's own stream prefix and database) and
+gets its own health port (`--http-port 0`); ingress processes of the HTTP API each get their own
+API port (`--api-port`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from nats.aio.client import Client
+
+from tests.e2e.conftest import DAEMON_ENV
+from tests.fakes.telegram_server import FakeTelegram
+from tests.support.daemon import DaemonProcess, write_config
+from tests.support.nats import NATS_URL
+
+
+def telegram_profile(fake: FakeTelegram, user: int, agent: str) -> str:
+    """A profile with the Telegram channel on the fake, allowing `user`."""
+    return f"""\
+agent: {agent}
+channels:
+  - type: telegram
+    token: "{fake.token}"
+    base_url: {fake.base_url}
+    base_file_url: {fake.base_file_url}
+    poll_timeout_s: 2
+    allow: [{user}]
+"""
+
+
+def cluster_config(
+    directory: Path,
+    profiles: dict[str, str],
+    *,
+    prefix: str,
+    dsn: str,
+    partitions: int = 8,
+    ack_wait_s: float = 30.0,
+    extra_nats: str = "",
+) -> Path:
+    config = write_config(directory, profiles)
+    with config.open("a", encoding="utf-8") as text:
+        text.write(
+            "bus:\n"
+            "  backend: nats\n"
+            f'  nats: {{url: "{NATS_URL}", stream_prefix: {prefix}, partitions: {partitions}, '
+            f"ack_wait_s: {ack_wait_s}, retry_backoff_s: [0.2]{extra_nats}}}\n"
+            f'store: {{backend: postgres, dsn: "{dsn}"}}\n'
+        )
+    return config
+
+
+async def start_role(
+    config: Path, role: str, *extra: str, ready: str = "profile.started"
+) -> DaemonProcess:
+    """A process of `role`, once it has logged `ready` (its profiles started)."""
+    daemon = DaemonProcess(config, "--role", role, "--http-port", "0", *extra, env=DAEMON_ENV)
+    await daemon.start()
+    await daemon.wait_log(lambda event: event.get("event") == ready)
+    return daemon
+
+
+@asynccontextmanager
+async def processes() -> AsyncIterator[list[DaemonProcess]]:
+    """Every process a test starts, killed on the way out if it left them running."""
+    started: list[DaemonProcess] = []
+    try:
+        yield started
+    finally:
+        for daemon in started:
+            await daemon.stop()
+
+
+async def left_in(client: Client, stream: str) -> int:
+    """Messages still in a stream (a work queue keeps only what is not done)."""
+    info = await client.jetstream().stream_info(stream)
+    return info.state.messages

@@ -1,0 +1,148 @@
+"""Chaos in a cluster: workers and the ingress SIGKILLed at random moments while Telegram
+messages are in flight over many chats, each process restarted after its kill.
+
+Two ingress processes (the one holding the bot's poller lease polls, the other stands by),
+three workers, a slowed echo agent, one planted message that always fails; the leading ingress
+is among the kills, so the standby takes the lease over mid-run. At the end every message
+is answered exactly once, in its chat's order; the only extra copy a kill explains is a reply
+the platform accepted just before the ingress was killed, before it acknowledged the reply; the
+streams hold nothing but the planted dead letter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from nats.aio.client import Client
+
+from tests.e2e.cluster_daemons import (
+    cluster_config,
+    left_in,
+    processes,
+    start_role,
+    telegram_profile,
+)
+from tests.e2e.test_crash_telegram import dedupe, explained_by_a_kill
+from tests.fakes.telegram_server import FakeTelegram
+from tests.support.daemon import DaemonProcess
+from tests.support.nats import nats_client, nats_prefix
+from tests.support.postgres import fresh_scope, postgres_dsn
+
+__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+
+pytestmark = pytest.mark.slow
+
+USER = 4202
+CHATS = 16
+MESSAGES_PER_CHAT = 12
+WORKERS = 3
+KILLS = ("worker", "ingress", "worker", "worker")
+POISON = "poison: this one always fails"
+AGENT = '{type: echo, delay_s: 0.08, pieces: 2, fail_when: "poison:"}'
+
+
+def holds_lease(daemon: DaemonProcess) -> bool:
+    """Whether the ingress's last word on the lease was that it took it."""
+    said = [e["event"] for e in daemon.logs if str(e.get("event", "")).startswith("lease.")]
+    return bool(said) and said[-1] == "lease.acquired"
+
+
+def text_of(chat: int, index: int) -> str:
+    return f"chat {chat} message {index:03d} asks for its echo"
+
+
+async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
+    tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
+) -> None:
+    chooser = random.Random(20261202)
+    chats = [91_001 + number for number in range(CHATS)]
+    sent: list[tuple[int, str]] = []
+    kill_times: list[float] = []
+    async with FakeTelegram() as fake, processes() as running:
+        config = cluster_config(
+            tmp_path,
+            {fresh_scope(): telegram_profile(fake, USER, AGENT)},
+            prefix=nats_prefix,
+            dsn=postgres_dsn,
+            ack_wait_s=2,
+            extra_nats=", max_deliver: 3",
+        )
+        workers: list[DaemonProcess] = [await start_role(config, "worker") for _ in range(WORKERS)]
+        ingresses = [await start_role(config, "ingress") for _ in range(2)]
+        running.extend([*workers, *ingresses])
+        await ingresses[0].wait_log(lambda event: event.get("event") == "lease.acquired")
+
+        async def talk() -> None:
+            fake.push_message(chats[0], POISON, user_id=USER)
+            for index in range(MESSAGES_PER_CHAT):
+                for chat in chats:
+                    fake.push_message(chat, text_of(chat, index), user_id=USER)
+                    sent.append((chat, text_of(chat, index)))
+                await asyncio.sleep(0.5)
+
+        talking = asyncio.create_task(talk(), name="chaos-talker")
+        for role in KILLS:
+            await asyncio.sleep(chooser.uniform(0.5, 1.5))
+            if role == "worker":
+                victim = workers.pop(chooser.randrange(len(workers)))
+            else:
+                victim = next(i for i in ingresses if holds_lease(i))
+                ingresses.remove(victim)
+            kill_times.append(time.monotonic())
+            victim.signal(signal.SIGKILL)
+            await victim.wait()
+            replacement = await start_role(config, role)
+            running.append(replacement)
+            (workers if role == "worker" else ingresses).append(replacement)
+        await talking
+        # The leader was killed: one of the others takes its lease over (within seconds).
+        takeovers = [
+            asyncio.create_task(i.wait_log(lambda e: e.get("event") == "lease.acquired"))
+            for i in ingresses
+        ]
+        _taken, waiting = await asyncio.wait(takeovers, return_when=asyncio.FIRST_COMPLETED)
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+
+        def all_answered() -> bool:
+            shown = {str(m["text"]) for chat in chats for m in fake.bot_messages(chat)}
+            return all(text in shown for _chat, text in sent)
+
+        await fake.wait_until(all_answered, timeout_s=90)
+        await fake.wait_until(lambda: fake.pending_update_ids == [], timeout_s=30)
+
+        assert len(sent) == CHATS * MESSAGES_PER_CHAT
+        sends = {
+            (str(call.params.get("chat_id")), str(call.params.get("text"))): call.at
+            for call in sorted(fake.calls("sendMessage"), key=lambda call: -call.at)
+        }
+        for chat in chats:
+            expected = [text for to, text in sent if to == chat]
+            shown = [str(message["text"]) for message in fake.bot_messages(chat)]
+            answers = [text for text in shown if text in expected]
+            extra = [text for text in shown if text not in expected]
+            if chat == chats[0]:
+                # The planted poison: buried after its deliveries, its chat told once.
+                assert [t for t in extra if t.startswith("Sorry")] == [extra[0]], extra
+                extra = extra[1:]
+            assert extra == [], extra
+            assert dedupe(answers) == expected
+            for text in {t for t in answers if answers.count(t) > 1}:
+                assert explained_by_a_kill(sends.get((str(chat), text)), kill_times), text
+        # Nothing left to do in the streams, but the dead letter the test planted.
+        assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
+        assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+        assert await left_in(nats_client, f"{nats_prefix}_DEAD") == 1
+        # The standby took the lease over from the killed leader.
+        assert sum(holds_lease(i) for i in ingresses) == 1
+        # The kills did land mid-flight: messages a dead worker held were delivered again.
+        redelivered = [
+            e for run in running for e in run.logs if e.get("event") == "cluster.redelivered"
+        ]
+        assert redelivered, "no kill interrupted a turn: the test proved nothing"

@@ -1,0 +1,66 @@
+"""JetStream streams of one test's own, on the NATS server at 127.0.0.1:4222.
+
+`OCTOS_TEST_NATS` names the server. Each test gets a fresh stream prefix (so its streams,
+subjects and consumers meet no other test's) and its streams are deleted afterwards. A missing
+server fails the tests that need it, with the way to fix it: never a silent skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import AsyncIterator
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js.errors import NotFoundError
+
+NATS_URL = os.environ.get("OCTOS_TEST_NATS", "nats://127.0.0.1:4222")
+
+
+def fresh_prefix() -> str:
+    return f"T{secrets.token_hex(5).upper()}"
+
+
+async def _client() -> Client:
+    try:
+        return await nats.connect(NATS_URL, connect_timeout=5, max_reconnect_attempts=0)
+    except Exception as error:  # whatever the client raises, the test run cannot go on
+        pytest.fail(
+            f"NATS with JetStream is needed at {NATS_URL} (set OCTOS_TEST_NATS to another "
+            f"URL): {error}; start it, e.g. `nats-server -js`",
+            pytrace=False,
+        )
+
+
+async def delete_streams(prefix: str) -> None:
+    client = await _client()
+    try:
+        js = client.jetstream()
+        for suffix in ("IN", "OUT", "DEAD"):
+            with contextlib.suppress(NotFoundError):
+                await js.delete_stream(f"{prefix}_{suffix}")
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def nats_prefix() -> AsyncIterator[str]:
+    """A stream prefix of this test's own; its streams are deleted afterwards."""
+    prefix = fresh_prefix()
+    await (await _client()).close()  # reachable, or the test fails here with the fix
+    try:
+        yield prefix
+    finally:
+        await delete_streams(prefix)
+
+
+@pytest.fixture
+async def nats_client() -> AsyncIterator[Client]:
+    client = await _client()
+    try:
+        yield client
+    finally:
+        await client.close()
