@@ -116,7 +116,10 @@ async def ensure_worker_consumers(js: JetStreamContext, config: NatsConfig) -> N
         names.inbound_stream,
         names.worker_consumer,
         names.inbound_subject,
-        max_deliver=config.max_deliver,
+        # JetStream never stops offering an inbound message: the worker counts deliveries and
+        # buries the message itself. With JetStream's own limit, a worker killed during the
+        # last delivery would leave the message in the stream, neither answered nor buried.
+        max_deliver=UNLIMITED,
     )
 
 

@@ -13,7 +13,9 @@ time, in order, while partitions run in parallel on every worker. For each messa
 
 A turn that fails (the agent, the database, anything) is delivered again after the configured
 backoff; on its last delivery it is buried in the dead-letter stream with the reason (logged,
-counted), the user is told, and the message is `term()`ed, so its partition keeps flowing.
+counted), the user is told, and the message is `term()`ed, so its partition keeps flowing. A
+message whose last delivery never finished (its worker was killed, maybe by the message
+itself) comes once more and is buried without running.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ log = structlog.get_logger(__name__)
 #: How long an answered turn's record is kept: platform retries within it are recognised.
 RECORD_RETENTION = timedelta(days=7)
 RECORD_EXPIRY_INTERVAL_S = 3600.0
+#: Why a message delivered more than `max_deliver` times, its last delivery unfinished, is buried.
+ABANDONED_REASON = "every delivery allowed was taken by a worker that stopped before answering"
 #: What the user is told when their message went to the dead letters.
 DEAD_LETTER_REPLY = (
     "Sorry, I could not answer that: {reason}. It was set aside for the bot's owner to look at."
@@ -180,6 +184,10 @@ class Worker:
             return
         bound = log.bind(profile=envelope.profile, chat=envelope.message.chat_id)
         deliveries = msg.metadata.num_delivered
+        if deliveries > self._config.max_deliver:
+            # Its last delivery never finished: the worker holding it died (perhaps of it).
+            await self._bury(msg, envelope, ABANDONED_REASON, kind="abandoned")
+            return
         if deliveries > 1:
             self._metrics.redeliveries.labels(envelope.profile).inc()
             bound.info(

@@ -10,9 +10,11 @@ import asyncpg
 from nats.aio.client import Client
 
 from bus import AgentMessage, InboundMessage, Message, OutboundMessage, TaskComplete, TaskUpdate
-from cluster.codec import DEAD_REASON, MSG_ID, platform_id
+from cluster.codec import DEAD_REASON, MSG_ID, InboundEnvelope, platform_id
 from cluster.status import StatusBoard
-from tests.cluster.harness import RunningWorker, running_worker
+from cluster.streams import ensure_streams, ensure_worker_consumers, names_of
+from cluster.worker import ABANDONED_REASON
+from tests.cluster.harness import RunningWorker, nats_config, running_worker
 from tests.support.nats import nats_client, nats_prefix
 from tests.support.postgres import fresh_scope, postgres_dsn
 
@@ -173,6 +175,47 @@ async def test_a_message_that_always_fails_is_a_dead_letter_and_its_partition_fl
         assert w.metrics.dead_letters.labels(profile, "agent_error")._value.get() == 1
         assert await w.stream_count(w.names.inbound_stream) == 0
         assert await w.stream_count(w.names.dead_stream) == 1
+
+
+async def test_a_message_whose_last_delivery_never_finished_is_buried_not_lost(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Workers that die holding a message (killed, maybe by the message itself) use up its
+    deliveries: the next delivery buries it instead of leaving it in the stream forever."""
+    profile = fresh_scope()
+    settings = {"max_deliver": 2, "ack_wait_s": 1}
+    config = nats_config(nats_prefix, **settings)
+    names = names_of(config)
+    js = nats_client.jetstream(timeout=10)
+    await ensure_streams(js, config)
+    await ensure_worker_consumers(js, config)
+    killer = message("a message its workers die of")
+    partition = names.partition_of_inbound(profile, killer)
+    inbound_id = platform_id(profile, killer)
+    assert inbound_id is not None
+    envelope = InboundEnvelope(profile, inbound_id, killer)
+    await js.publish(
+        names.inbound_subject(partition), envelope.body(), headers=envelope.headers(inbound_id)
+    )
+    # Two workers take it and die without a word: nothing acknowledges either delivery.
+    dead_workers = await js.pull_subscribe_bind(
+        names.worker_consumer(partition), names.inbound_stream
+    )
+    for delivery in (1, 2):
+        (taken,) = await dead_workers.fetch(1, timeout=10)
+        assert taken.metadata.num_delivered == delivery
+    await dead_workers.unsubscribe()
+    async with running_worker(
+        nats_client, nats_prefix, postgres_dsn, profile, tmp_path, **settings
+    ) as w:
+        await w.observer.wait_for(lambda: len(w.acks(b"+TERM")) == 1)
+        dead = w.observer.on(f"{nats_prefix}.dead.")
+        assert len(dead) == 1
+        assert dead[0].headers[DEAD_REASON] == ABANDONED_REASON
+        (notice,) = reply_texts(w)
+        assert notice.startswith("Sorry, I could not answer that: abandoned.")
+        assert w.metrics.dead_letters.labels(profile, "abandoned")._value.get() == 1
+        assert await w.stream_count(w.names.inbound_stream) == 0
 
 
 async def test_a_bounded_worker_finds_the_partitions_with_work(
