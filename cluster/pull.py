@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -101,6 +102,10 @@ async def pull_bounded(
     a partition with a message waiting and none in flight (the stream's subject counts, then
     the consumer's), takes one from there, and only when none has any waits on its own home
     partition.
+
+    Each runner starts its sweep, and picks its home, at a random partition: runners that
+    started from the same one (runner 0 of every worker) would find the same partition free
+    at the same moment, and all but one would wait on it while other partitions have work.
     """
     async with asyncio.TaskGroup() as tasks:
         for runner in range(max_in_hand):
@@ -127,8 +132,8 @@ async def _bounded_runner(
         return subscriptions[durable]
 
     stop = asyncio.create_task(stopping.wait(), name=f"stop-watch:{stream}:{runner}")
-    home = consumers[runner % len(consumers)][0]
-    start = runner
+    start = random.randrange(len(consumers))
+    home = consumers[start][0]
     try:
         while not stopping.is_set():
             ready = await _partition_with_work(js, stream, consumers, start)
@@ -143,8 +148,10 @@ async def _bounded_runner(
                 await pulled.unsubscribe()
 
 
-#: A partition that had a message waiting is asked this long (another worker may be quicker).
-FETCH_READY_WAIT_S = 0.5
+#: A partition that had a message waiting is asked this long. A free message comes at once;
+#: one another runner took first leaves this runner waiting for the partition's next, idle,
+#: so it gives up soon and sweeps again.
+FETCH_READY_WAIT_S = 0.1
 
 
 async def _partition_with_work(
