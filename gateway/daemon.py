@@ -329,6 +329,12 @@ class Daemon:
                 "reload.store_unchanged",
                 detail="gateway.yaml's store changed: it takes effect at the next start",
             )
+        if fresh.gateway.bus != self._loaded.gateway.bus:
+            # The streams, partitions and role of a cluster process are fixed at start-up.
+            log.warning(
+                "reload.bus_unchanged",
+                detail="gateway.yaml's bus changed: it takes effect at the next start",
+            )
         current = {pid: runtime.config for pid, (runtime, _t) in self._profiles.items()}
         removed = [pid for pid in current if pid not in fresh.profiles]
         changed = [
