@@ -88,6 +88,11 @@ class Channel(ABC):
     #: an answered message is sent the first reply again. Elsewhere a retry is only
     #: acknowledged, never answered twice.
     replies_to_retries: ClassVar[bool] = False
+    #: True where `send_with_id` sends a whole message just as `send` does and returns the
+    #: platform's id of it: the delivery layer then sends every reply that way and reports
+    #: the ids (a cluster records them). False where it opens a streamed message instead (the
+    #: HTTP API, the WeCom AI bot, the terminal): replies go through `send`, ids unknown.
+    send_with_id_sends_whole: ClassVar[bool] = True
 
     @property
     @abstractmethod

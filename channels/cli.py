@@ -148,6 +148,7 @@ class _Output:
 class CliChannel(Channel):
     limit = PLATFORM_LIMITS["cli"]
     edit_interval_s = 0.05
+    send_with_id_sends_whole = False  # it shows a streamed reply, without the prompt after it
 
     def __init__(
         self,

@@ -1,5 +1,7 @@
 """Outbound delivery: a reply fitted to the channel (`coalesce_fit`), sent under the one retry
-policy, each chunk re-sent as plain text when the platform rejects its markup.
+policy, each chunk re-sent as plain text when the platform rejects its markup. A whole reply's
+send reports the platform ids of the messages it made, where the channel gives them
+(`Channel.send_with_id_sends_whole`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,19 @@ def chunk_message(
     return template.model_copy(update=update)
 
 
+async def _sent_without_id(channel: Channel, message: OutboundMessage) -> str | None:
+    await channel.send(message)
+    return None
+
+
+def _whole_send(channel: Channel) -> Callable[[OutboundMessage], Awaitable[str | None]]:
+    """How `channel` sends a whole message and tells its id: `send_with_id` where that is the
+    same send (most platforms), else `send`, which tells none."""
+    if channel.send_with_id_sends_whole:
+        return channel.send_with_id
+    return functools.partial(_sent_without_id, channel)
+
+
 class Delivery:
     """Sends, edits and finishes messages on a channel with the retry policy and metrics."""
 
@@ -50,19 +65,20 @@ class Delivery:
         self.retrier = retrier
         self.metrics = metrics
 
-    async def send_message(self, channel: Channel, message: OutboundMessage) -> None:
+    async def send_message(self, channel: Channel, message: OutboundMessage) -> list[str]:
         """A whole reply: media as is, text split to the limit; the first failure stops it.
+        The platform ids of the messages sent, in order (none where the channel gives none).
 
         An empty reply is still the answer (a request to the HTTP API waits for it), so the
         channel gets it as is, unsplit; text of blanks alone has nothing to split and is skipped.
         """
         if message.media or not message.content:
-            await self._call(
-                channel, message.chat_id, "send", functools.partial(channel.send, message)
+            sent = await self._call(
+                channel, message.chat_id, "send", functools.partial(_whole_send(channel), message)
             )
             self.metrics.message_sent(channel.name)
-            return
-        await self.send_chunks(channel, message, fit_chunks(channel, message.content))
+            return [sent] if sent is not None else []
+        return await self.send_chunks(channel, message, fit_chunks(channel, message.content))
 
     async def send_chunks(
         self,
@@ -72,13 +88,18 @@ class Delivery:
         *,
         first: bool = True,
         first_part: int = 0,
-    ) -> None:
-        """Each chunk as its own message; only the reply's first message keeps `reply_to`."""
+    ) -> list[str]:
+        """Each chunk as its own message; only the reply's first message keeps `reply_to`.
+        The platform ids of the messages sent (where the channel gives them)."""
+        ids = []
         for index, chunk in enumerate(chunks):
             reply_to = template.reply_to if first and index == 0 else None
-            await self.send_chunk(
+            sent = await self.send_chunk(
                 channel, template, chunk, reply_to=reply_to, part=first_part + index
             )
+            if sent is not None:
+                ids.append(sent)
+        return ids
 
     async def send_chunk(
         self,
@@ -88,11 +109,11 @@ class Delivery:
         *,
         reply_to: str | None,
         part: int = 0,
-    ) -> None:
-        async def send(message: OutboundMessage) -> None:
-            await channel.send(message)
-
-        await self._send_with_fallback(channel, template, chunk, reply_to, send, part)
+    ) -> str | None:
+        """One chunk as a whole message; the platform's id of it, where the channel gives one."""
+        return await self._send_with_fallback(
+            channel, template, chunk, reply_to, _whole_send(channel), part
+        )
 
     async def send_chunk_with_id(
         self,

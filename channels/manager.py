@@ -253,8 +253,12 @@ class ChannelManager:
 
     # -- delivery -------------------------------------------------------------------------
 
-    async def deliver(self, event: OutboundEvent) -> None:
-        """Deliver one outbound event; raises `DeliveryError` (logged and counted) on failure."""
+    async def deliver(self, event: OutboundEvent) -> list[str]:
+        """Deliver one outbound event; raises `DeliveryError` (logged and counted) on failure.
+
+        The platform ids of the messages a whole reply made, where the channel gives them
+        (`Channel.send_with_id_sends_whole`); none for typing, snapshots and streamed finals.
+        """
         registration = self._registrations.get(event.channel)
         if registration is None:
             error = DeliveryError(
@@ -265,12 +269,12 @@ class ChannelManager:
             self._delivery.record_failure(event.channel, event.chat_id, error)
             raise error
         try:
-            await self._dispatch(registration, event)
+            return await self._dispatch(registration, event)
         except DeliveryError as exc:
             self._delivery.record_failure(event.channel, event.chat_id, exc)
             raise
 
-    async def _dispatch(self, registration: _Registration, event: OutboundEvent) -> None:
+    async def _dispatch(self, registration: _Registration, event: OutboundEvent) -> list[str]:
         channel = registration.channel
         match event:
             case TypingStarted(chat_id=chat_id):
@@ -288,9 +292,10 @@ class ChannelManager:
                 if streamed and channel.supports_edit():
                     await self.streams.final(channel, event)
                 else:
-                    await self._delivery.send_message(channel, event)
+                    return await self._delivery.send_message(channel, event)
             case _:
                 assert_never(event)
+        return []
 
     async def _deliver_routed(self, event: OutboundEvent) -> None:
         error: DeliveryError | None = None

@@ -57,6 +57,7 @@ class ApiChannel(Channel):
     limit = PLATFORM_LIMITS["api"]
     edit_interval_s = 0.1
     replies_to_retries = True
+    send_with_id_sends_whole = False  # it opens a streamed reply to the waiting request
     #: The profile's agent type, which the empty page names (GET /v1/info).
     agent: str = ""
 

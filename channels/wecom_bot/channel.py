@@ -48,6 +48,8 @@ MARKDOWN_LIMIT = PlatformLimit(4_096, "bytes")
 
 class WecomBotChannel(Channel):
     limit: ClassVar[PlatformLimit] = STREAM_LIMIT
+    #: `send_with_id` opens a streamed message on a callback, or sends nothing.
+    send_with_id_sends_whole: ClassVar[bool] = False
     #: Each frame waits for its acknowledgement anyway; half a second keeps a stream lively.
     edit_interval_s: ClassVar[float] = 0.5
 

@@ -47,6 +47,10 @@ class Call:
 
 
 class RecordingChannel(Channel):
+    #: Its `send` and `send_with_id` are recorded apart (a reply is a `send`, a stream's first
+    #: message a `send_with_id`), as the manager's tests expect.
+    send_with_id_sends_whole = False
+
     def __init__(
         self,
         name: str = "rec",

@@ -22,6 +22,7 @@ from channels.errors import (
 from channels.limits import PlatformLimit
 from channels.retry import RetryPolicy
 from tests.channels.conftest import ChannelFactory, FakeClock, ManagerFactory, sample
+from tests.channels.recording import RecordingChannel
 
 TEXT = (
     "The first sentence is here. A second one follows it.\n\n"
@@ -370,3 +371,36 @@ async def test_cancellation_during_a_backoff_propagates(
         await task
     assert len(channel.of("send", ok=False)) == 1
     assert channel.delivered == []
+
+
+class WholeSendChannel(RecordingChannel):
+    """A platform whose `send_with_id` is its send (Telegram, Discord, Slack, ...)."""
+
+    send_with_id_sends_whole = True
+
+
+async def test_a_whole_reply_reports_the_platform_ids_of_its_messages(
+    managing: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    channel = make_channel(limit=PlatformLimit(60, "chars"), cls=WholeSendChannel)
+    manager = managing(channel)
+
+    ids = await manager.deliver(reply(TEXT, reply_to="in-7"))
+
+    sent = channel.of("send_with_id")
+    assert len(sent) == 2
+    assert channel.of("send") == []
+    assert ids == [call.message_id for call in sent] == ["m1", "m2"]
+    assert words([call.content for call in sent]) == TEXT.split()
+    assert [call.message.reply_to for call in sent if call.message] == ["in-7", None]
+
+
+async def test_a_channel_whose_send_with_id_opens_a_stream_is_sent_whole_without_ids(
+    managing: ManagerFactory, make_channel: ChannelFactory
+) -> None:
+    channel = make_channel(limit=PlatformLimit(60, "chars"))  # send_with_id_sends_whole False
+    manager = managing(channel)
+
+    assert await manager.deliver(reply(TEXT)) == []
+    assert len(channel.of("send")) == 2
+    assert channel.of("send_with_id") == []
