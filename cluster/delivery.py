@@ -4,41 +4,72 @@ One loop per outbound partition (its consumer has `max_ack_pending=1`, so a chat
 delivered one at a time, in order, by whichever ingress holds the partition's message), plus
 one loop on this process's own reply subject: the replies to requests it holds open (the HTTP
 API). Each reply goes through the profile's `ChannelManager` (retry layer, splitting,
-formatting), with heartbeats while it takes long, and is acknowledged only once delivered or
-given up on (a failure is logged and counted by the delivery layer, as in one process).
+formatting), with heartbeats while it takes long. Once delivered or given up on (a failure is
+logged and counted by the delivery layer, as in one process) it is recorded in PostgreSQL
+(`cluster.delivery_records`: the turn, the platform message ids), and only then acknowledged.
+A reply offered again whose delivery is recorded is acknowledged without being sent again.
+
+The window left: an ingress killed after the platform took a reply and before its record was
+committed sends it again when the reply is offered again (a reply split into several messages
+is recorded whole, so all of them). A record that cannot be written (the database is away) is
+logged and the reply acknowledged anyway: only a crash in the same moment would resend it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from bus import OutboundMessage
-from cluster.codec import CodecError, OutboundEnvelope
+from cluster.codec import MSG_ID, CodecError, OutboundEnvelope
 from cluster.connection import REQUEST_TIMEOUT_S
+from cluster.delivery_records import DeliveryRecord, DeliveryRecords
 from cluster.heartbeat import heartbeats
+from cluster.metrics import ClusterMetrics
 from cluster.pull import pull_forever
+from cluster.record_expiry import expire_records
 from cluster.streams import ensure_consumer, ensure_delivery_consumers, names_of, reply_consumer
 from config.bus import NatsConfig
+from sessions.errors import SessionError
 
 log = structlog.get_logger(__name__)
 
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """What became of one reply: the platform ids of its messages, or why it was given up."""
+
+    platform_ids: tuple[str, ...] = ()
+    #: Set when the delivery layer gave up on it (logged and counted there).
+    given_up: str | None = None
+
+
 #: Delivers one reply with the profile's channels; returns once delivered or given up on.
-Deliver = Callable[[OutboundMessage], Awaitable[None]]
+Deliver = Callable[[OutboundMessage], Awaitable[Delivered]]
 #: Until a profile's channels run here, its replies wait this long before they are offered again.
 NOT_HERE_DELAY_S = 1.0
 
 
 class ReplyDelivery:
-    def __init__(self, js: JetStreamContext, config: NatsConfig, ingress_id: str) -> None:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        config: NatsConfig,
+        ingress_id: str,
+        records: DeliveryRecords,
+        metrics: ClusterMetrics,
+    ) -> None:
         self._js = js
         self._config = config
         self._names = names_of(config)
         self._ingress_id = ingress_id
+        self._records = records
+        self._metrics = metrics
         self._profiles: dict[str, Deliver] = {}
         self._stopping = asyncio.Event()
 
@@ -66,6 +97,12 @@ class ReplyDelivery:
                     ),
                     name=f"delivery:{durable}",
                 )
+            tasks.create_task(
+                expire_records(
+                    "octos_cluster_deliveries", self._records.forget_older_than, self._stopping
+                ),
+                name="delivery-record-expiry",
+            )
             log.info("cluster.delivery_running", partitions=self._config.partitions)
         await self._forget_own_consumer(own.durable_name)
 
@@ -89,12 +126,62 @@ class ReplyDelivery:
             log.info("cluster.reply_waits_for_profile", profile=envelope.profile)
             await msg.nak(delay=NOT_HERE_DELAY_S)
             return
+        message = envelope.message
+        # Replies carry their turn's id; a notice without one (a dead letter's) is not recorded.
+        msg_id = (msg.headers or {}).get(MSG_ID)
+        key = (envelope.profile, msg_id) if msg_id and message.delivery_id else None
+        if key is not None and await self._recorded_before(*key):
+            await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
+            return
         try:
             async with heartbeats(msg, self._config.ack_wait_s):
-                await deliver(envelope.message)
+                delivered = await deliver(message)
         except Exception:
             # Supervision point (per message): offered again, to this or another ingress.
             log.exception("cluster.delivery_failed", profile=envelope.profile)
             await msg.nak(delay=NOT_HERE_DELAY_S)
             return
+        if key is not None and message.delivery_id is not None:
+            await self._record(
+                DeliveryRecord(
+                    scope=key[0],
+                    msg_id=key[1],
+                    turn_id=message.delivery_id,
+                    delivered=delivered.given_up is None,
+                    platform_ids=delivered.platform_ids,
+                    error=delivered.given_up,
+                )
+            )
         await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
+
+    async def _recorded_before(self, profile: str, msg_id: str) -> bool:
+        """Whether this reply's delivery is recorded already (it is then not sent again)."""
+        try:
+            record = await self._records.find(profile, msg_id)
+        except SessionError as error:
+            # Unknown: deliver it (at least once) rather than hold replies while it is away.
+            log.warning("cluster.delivery_record_unread", profile=profile, error=str(error))
+            return False
+        if record is None:
+            return False
+        self._metrics.replies_not_resent.labels(profile).inc()
+        log.info(
+            "cluster.reply_already_delivered",
+            profile=profile,
+            turn=record.turn_id,
+            delivered=record.delivered,
+            platform_ids=list(record.platform_ids),
+        )
+        return True
+
+    async def _record(self, record: DeliveryRecord) -> None:
+        try:
+            await self._records.record(record)
+        except SessionError as error:
+            # Delivered either way: acknowledging it now resends nothing unless we die first.
+            log.warning(
+                "cluster.delivery_not_recorded",
+                profile=record.scope,
+                turn=record.turn_id,
+                error=str(error),
+            )

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the cluster's own work: dead letters, redeliveries, replays."""
+"""Prometheus metrics of the cluster's own work: dead letters, redeliveries, replays, and
+replies recognised as delivered."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ class ClusterMetrics:
     redeliveries: Counter
     replayed_replies: Counter
     dropped_duplicates: Counter
+    replies_not_resent: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> ClusterMetrics:
@@ -38,6 +40,13 @@ class ClusterMetrics:
             dropped_duplicates=Counter(
                 "octos_dropped_duplicates",
                 "Platform retries recognised by their inbound id and not answered again",
+                ["profile"],
+                registry=registry,
+            ),
+            replies_not_resent=Counter(
+                "octos_replies_not_resent",
+                "Replies offered again whose delivery was recorded already: acknowledged, "
+                "not sent twice",
                 ["profile"],
                 registry=registry,
             ),

@@ -3,7 +3,8 @@
 A process has a role: `ingress` runs the channels (publishing what they receive, delivering
 replies), `worker` runs the agents (answering inbound partitions), `all` both. The node
 connects, creates the streams idempotently, follows the status subject, opens the turn records
-(workers) and runs the worker's and the deliveries' loops; profiles join and leave it as they
+(workers) and the delivery records (ingress processes) and runs the worker's and the
+deliveries' loops; profiles join and leave it as they
 start and stop (SIGHUP reloads one at a time).
 """
 
@@ -13,7 +14,7 @@ import os
 import socket
 import uuid
 from types import TracebackType
-from typing import Literal, Self
+from typing import Literal, Self, TypeVar
 
 import structlog
 from nats.aio.client import Client
@@ -28,8 +29,10 @@ from cluster.connection import (
     disconnect,
 )
 from cluster.delivery import Deliver, ReplyDelivery
+from cluster.delivery_records import DeliveryRecords
 from cluster.metrics import ClusterMetrics
 from cluster.poller_leases import PollerLeases
+from cluster.record_table import RecordTable
 from cluster.status import StatusBoard, StatusPublisher
 from cluster.streams import ensure_streams, names_of
 from cluster.subjects import ClusterNames
@@ -41,6 +44,7 @@ from config.store import StoreConfig
 log = structlog.get_logger(__name__)
 
 Role = Literal["all", "ingress", "worker"]
+Table = TypeVar("Table", bound=RecordTable)
 
 
 def process_id(role: str) -> str:
@@ -63,6 +67,7 @@ class ClusterNode:
         self._client: Client | None = None
         self._js: JetStreamContext | None = None
         self._records: TurnRecords | None = None
+        self._deliveries: DeliveryRecords | None = None
         self.worker: Worker | None = None
         self.delivery: ReplyDelivery | None = None
         self._worker_profiles: dict[str, ProfileWorker] = {}
@@ -103,13 +108,7 @@ class ClusterNode:
             raise BusUnavailable(self.config, error) from error
         await self.board.follow(self._client, self.names.status_subject)
         if self.runs_worker:
-            assert self._store.dsn is not None  # a nats bus requires store postgres
-            self._records = TurnRecords(
-                self._store.dsn.get_secret_value(),
-                pool_size=self._store.pool_size,
-                connect_timeout_s=self._store.connect_timeout_s,
-            )
-            await self._records.open()
+            self._records = await self._opened(TurnRecords)
             self.worker = Worker(
                 self._js,
                 self.config,
@@ -119,7 +118,10 @@ class ClusterNode:
                 self.metrics,
             )
         if self.runs_ingress:
-            self.delivery = ReplyDelivery(self._js, self.config, self.id)
+            self._deliveries = await self._opened(DeliveryRecords)
+            self.delivery = ReplyDelivery(
+                self._js, self.config, self.id, self._deliveries, self.metrics
+            )
             self.leases = await PollerLeases.open(
                 self._js,
                 self.config.stream_prefix,
@@ -128,6 +130,16 @@ class ClusterNode:
                 holder=self.id,
             )
 
+    async def _opened(self, table: type[Table]) -> Table:
+        assert self._store.dsn is not None  # a nats bus requires store postgres
+        opened = table(
+            self._store.dsn.get_secret_value(),
+            pool_size=self._store.pool_size,
+            connect_timeout_s=self._store.connect_timeout_s,
+        )
+        await opened.open()
+        return opened
+
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
@@ -135,8 +147,9 @@ class ClusterNode:
         traceback: TracebackType | None,
     ) -> None:
         await self.board.unfollow()
-        if self._records is not None:
-            await self._records.close()
+        for table in (self._records, self._deliveries):
+            if table is not None:
+                await table.close()
         if self._client is not None:
             await disconnect(self._client)
 
@@ -192,8 +205,9 @@ class ClusterNode:
             ],
         }
         ready = nats_ok
-        if self._records is not None:
-            pg_ok = await self._records.ping()
+        database = self._records or self._deliveries
+        if database is not None:
+            pg_ok = await database.ping()
             report["postgres"] = {"dsn": self._store.redacted_dsn, "connected": pg_ok}
             ready = ready and pg_ok
         return ready, report

@@ -21,9 +21,9 @@ from typing import Final
 import asyncpg
 
 from bus import Message, OutboundMessage, new_turn_id
-from sessions.postgres.connect import DATABASE_ERRORS, close_pool, create_pool, database_error
+from cluster.record_table import RecordTable
+from sessions.postgres.connect import DATABASE_ERRORS, database_error
 
-_LOCK: Final = 0x6F63746F7374  # serialises concurrent start-ups creating the table
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS octos_cluster_turns (
     scope text NOT NULL,
@@ -73,44 +73,10 @@ def _record(row: asyncpg.Record) -> TurnRecord:
     )
 
 
-class TurnRecords:
+class TurnRecords(RecordTable):
     """The table of one database (every profile's rows, by scope); one pool per process."""
 
-    def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0) -> None:
-        self._dsn = dsn
-        self._pool_size = pool_size
-        self._connect_timeout_s = connect_timeout_s
-        self._pool: asyncpg.Pool | None = None
-
-    async def open(self) -> None:
-        self._pool = await create_pool(
-            self._dsn, max_size=self._pool_size, connect_timeout_s=self._connect_timeout_s
-        )
-        try:
-            async with self._pool.acquire() as connection, connection.transaction():
-                await connection.execute("SELECT pg_advisory_xact_lock($1)", _LOCK)
-                await connection.execute(_SCHEMA)
-        except DATABASE_ERRORS as error:
-            await self.close()
-            raise database_error(self._dsn, error) from error
-
-    async def close(self) -> None:
-        if self._pool is not None:
-            await close_pool(self._pool)
-            self._pool = None
-
-    def _connected(self) -> asyncpg.Pool:
-        if self._pool is None:
-            raise RuntimeError("TurnRecords used before open()")
-        return self._pool
-
-    async def ping(self) -> bool:
-        """Whether the database answers now (for /readyz)."""
-        try:
-            await self._connected().fetchval("SELECT 1", timeout=5)
-        except DATABASE_ERRORS:
-            return False
-        return True
+    SCHEMA = _SCHEMA
 
     async def claim(self, scope: str, inbound_id: str, stream_seq: int) -> TurnRecord:
         """The message's row: created by the first copy to arrive, found by every later one."""

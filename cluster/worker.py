@@ -24,7 +24,6 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Protocol
 
 import structlog
@@ -47,17 +46,14 @@ from cluster.dead_letters import bury
 from cluster.heartbeat import heartbeats
 from cluster.metrics import ClusterMetrics
 from cluster.pull import pull_bounded, pull_forever
+from cluster.record_expiry import expire_records
 from cluster.status import StatusPublisher
 from cluster.streams import ensure_worker_consumers, names_of
 from cluster.turn_records import TurnRecord, TurnRecords
 from config.bus import NatsConfig
-from sessions.errors import SessionError
 
 log = structlog.get_logger(__name__)
 
-#: How long an answered turn's record is kept: platform retries within it are recognised.
-RECORD_RETENTION = timedelta(days=7)
-RECORD_EXPIRY_INTERVAL_S = 3600.0
 #: Why a message delivered more than `max_deliver` times, its last delivery unfinished, is buried.
 ABANDONED_REASON = "every delivery allowed was taken by a worker that stopped before answering"
 #: What the user is told when their message went to the dead letters.
@@ -157,23 +153,13 @@ class Worker:
                         ),
                         name=f"worker-partition:{durable}",
                     )
-            tasks.create_task(self._forget_old_records(), name="turn-record-expiry")
+            tasks.create_task(
+                expire_records(
+                    "octos_cluster_turns", self._records.forget_older_than, self._stopping
+                ),
+                name="turn-record-expiry",
+            )
             log.info("cluster.worker_running", partitions=self._config.partitions)
-
-    async def _forget_old_records(self) -> None:
-        """Answered records older than `RECORD_RETENTION` go (dedup lasts that long)."""
-        stop = asyncio.create_task(self._stopping.wait(), name="turn-record-expiry-stop")
-        try:
-            while not self._stopping.is_set():
-                try:
-                    removed = await self._records.forget_older_than(RECORD_RETENTION)
-                except SessionError as error:
-                    log.warning("cluster.record_expiry_failed", error=str(error))
-                else:
-                    log.debug("cluster.records_expired", removed=removed)
-                await asyncio.wait({stop}, timeout=RECORD_EXPIRY_INTERVAL_S)
-        finally:
-            stop.cancel()
 
     async def handle(self, msg: Msg) -> None:
         """One inbound message, to its acknowledgement (or its retry, or its burial)."""

@@ -26,6 +26,7 @@ from channels.health import ChannelHealth
 from channels.manager import ChannelManager
 from channels.metrics import ChannelMetrics
 from channels.supervisor import start_channel
+from cluster.delivery import Delivered
 from cluster.ingress_intake import ClusterIntake
 from cluster.node import ClusterNode
 from config import ProfileConfig
@@ -70,14 +71,16 @@ class IngressProfile:
     async def health(self) -> dict[str, ChannelHealth]:
         return {} if self._channels is None else await self._channels.health()
 
-    async def deliver(self, message: OutboundMessage) -> None:
+    async def deliver(self, message: OutboundMessage) -> Delivered:
         """One reply from the outbound stream, delivered (or given up on: logged, counted)."""
         assert self._channels is not None
         try:
-            await self._channels.deliver(message)
+            platform_ids = await self._channels.deliver(message)
         except DeliveryError as error:
             # Logged with its context and counted by the delivery layer, as in one process.
             log.info("cluster.reply_given_up", profile=self.profile_id, error=str(error))
+            return Delivered(given_up=str(error))
+        return Delivered(tuple(platform_ids))
 
     async def run(self, started: asyncio.Event, stop: asyncio.Event) -> None:
         """Run the channels until `stop`; intake stops first, then the channels."""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
 import pytest
 from nats.aio.client import Client
 
@@ -40,10 +41,11 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
     tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
 ) -> None:
     chats = [7001, 7002, 7003]
+    profile = fresh_scope()
     async with FakeTelegram() as fake, processes() as running:
         config = cluster_config(
             tmp_path,
-            {fresh_scope(): telegram_profile(fake, USER, "{type: echo, delay_s: 0.05}")},
+            {profile: telegram_profile(fake, USER, "{type: echo, delay_s: 0.05}")},
             prefix=nats_prefix,
             dsn=postgres_dsn,
         )
@@ -68,7 +70,7 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
         ready = json.loads(body)
         assert ready["cluster"]["role"] == "ingress"
         assert ready["cluster"]["nats"]["connected"] is True
-        assert "postgres" not in ready["cluster"]
+        assert ready["cluster"]["postgres"]["connected"] is True  # its delivery records
         status, body = await running[0].get("/readyz")
         assert status == 200, body
         assert json.loads(body)["cluster"]["postgres"]["connected"] is True
@@ -80,11 +82,28 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
         assert sum(turns) == 18
         assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
         await fake.wait_until(lambda: fake.pending_update_ids == [], timeout_s=10)
+        # Each reply's delivery was recorded with the id Telegram gave its message.
+        sent = sorted(str(m["message_id"]) for chat in chats for m in fake.bot_messages(chat))
+        assert await recorded_platform_ids(postgres_dsn, profile) == sent
         # SIGTERM: every process stops cleanly (ingress first, as a rolling stop would).
         for daemon in reversed(running):
             daemon.signal(signal.SIGTERM)
             assert await daemon.wait() == 0, daemon.logs[-10:]
     assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+
+
+async def recorded_platform_ids(dsn: str, profile: str) -> list[str]:
+    """Every platform message id the ingress recorded as delivered for `profile`."""
+    connection = await asyncpg.connect(dsn)
+    try:
+        rows = await connection.fetch(
+            "SELECT platform_ids::text AS ids FROM octos_cluster_deliveries "
+            "WHERE scope = $1 AND delivered",
+            profile,
+        )
+    finally:
+        await connection.close()
+    return sorted(str(i) for row in rows for i in json.loads(row["ids"]))
 
 
 async def chat(port: int, body: dict[str, Any], *, status: int = 200) -> dict[str, Any]:

@@ -1,0 +1,164 @@
+"""Reply delivery on real NATS JetStream and PostgreSQL: a reply's delivery (its turn, the
+platform message ids, delivered or given up) is recorded before the outbound message is
+acknowledged, and a reply offered again whose delivery is recorded is not sent again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from prometheus_client import CollectorRegistry
+
+from bus import OutboundMessage, new_turn_id
+from cluster.codec import OutboundEnvelope
+from cluster.delivery import Delivered, ReplyDelivery
+from cluster.delivery_records import DeliveryRecord, DeliveryRecords
+from cluster.metrics import ClusterMetrics
+from cluster.streams import ensure_streams, names_of
+from cluster.subjects import ClusterNames
+from tests.cluster.harness import Observer, nats_config
+from tests.support.nats import nats_client, nats_prefix
+from tests.support.postgres import fresh_scope, postgres_dsn
+
+__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+
+WAIT_S = 20.0
+
+
+@dataclass
+class Platform:
+    """The channels' side: what was sent, and what each send makes of it."""
+
+    sent: list[str] = field(default_factory=list)
+    give_up: set[str] = field(default_factory=set)
+    fail_once: set[str] = field(default_factory=set)
+
+    async def deliver(self, message: OutboundMessage) -> Delivered:
+        if message.content in self.fail_once:
+            self.fail_once.discard(message.content)
+            raise RuntimeError("the channel manager broke")  # offered again, not recorded
+        self.sent.append(message.content)
+        if message.content in self.give_up:
+            return Delivered(given_up="chat 1: the platform refused it")
+        return Delivered((f"platform-{len(self.sent)}",))
+
+
+@dataclass
+class RunningDelivery:
+    js: JetStreamContext
+    names: ClusterNames
+    records: DeliveryRecords
+    metrics: ClusterMetrics
+    observer: Observer
+    profile: str
+    platform: Platform
+
+    async def publish(self, content: str, *, msg_id: str, turn_id: str | None) -> None:
+        reply = OutboundMessage(
+            channel="telegram", chat_id="1", content=content, delivery_id=turn_id
+        )
+        envelope = OutboundEnvelope(self.profile, reply)
+        partition = self.names.partition_of_reply(self.profile, reply)
+        await self.js.publish(
+            self.names.outbound_subject(partition),
+            envelope.body(),
+            headers=envelope.headers(msg_id),
+        )
+
+    def acks(self) -> int:
+        return len([s for s in self.observer.on("$JS.ACK.") if (s.data or b"+ACK") == b"+ACK"])
+
+    def not_resent(self) -> float:
+        return self.metrics.replies_not_resent.labels(self.profile)._value.get()
+
+
+@asynccontextmanager
+async def running_delivery(client: Client, prefix: str, dsn: str) -> AsyncIterator[RunningDelivery]:
+    config = nats_config(prefix, partitions=2)
+    names = names_of(config)
+    js = client.jetstream(timeout=10)
+    await ensure_streams(js, config)
+    observer = Observer()
+    await client.subscribe(f"$JS.ACK.{names.outbound_stream}.>", cb=observer.on_message)
+    records = DeliveryRecords(dsn)
+    await records.open()
+    metrics = ClusterMetrics.create(CollectorRegistry())
+    profile = fresh_scope()
+    platform = Platform()
+    delivery = ReplyDelivery(js, config, "test-ingress", records, metrics)
+    delivery.add_profile(profile, platform.deliver)
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            task = tasks.create_task(delivery.run(), name="test-delivery")
+            yield RunningDelivery(js, names, records, metrics, observer, profile, platform)
+            delivery.stop()
+            await task
+    finally:
+        await records.close()
+
+
+async def test_a_reply_is_recorded_with_its_platform_ids_then_acknowledged(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str
+) -> None:
+    async with running_delivery(nats_client, nats_prefix, postgres_dsn) as d:
+        turn = str(new_turn_id())
+        await d.publish("hello", msg_id=turn, turn_id=turn)
+        await d.observer.wait_for(lambda: d.acks() == 1, WAIT_S)
+        assert d.platform.sent == ["hello"]
+        assert await d.records.find(d.profile, turn) == DeliveryRecord(
+            d.profile, turn, turn, delivered=True, platform_ids=("platform-1",)
+        )
+        # One the delivery layer gave up on is recorded as such (and not tried again).
+        refused = str(new_turn_id())
+        d.platform.give_up.add("refused")
+        await d.publish("refused", msg_id=refused, turn_id=refused)
+        await d.observer.wait_for(lambda: d.acks() == 2, WAIT_S)
+        record = await d.records.find(d.profile, refused)
+        assert record is not None
+        assert (record.delivered, record.platform_ids) == (False, ())
+        assert record.error == "chat 1: the platform refused it"
+
+
+async def test_a_reply_offered_again_after_its_record_is_acknowledged_unsent(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str
+) -> None:
+    async with running_delivery(nats_client, nats_prefix, postgres_dsn) as d:
+        # An ingress that died after recording this reply, before acknowledging it.
+        turn = str(new_turn_id())
+        await d.records.record(
+            DeliveryRecord(d.profile, turn, turn, delivered=True, platform_ids=("m-9",))
+        )
+        await d.publish("already there", msg_id=turn, turn_id=turn)
+        await d.publish("next one", msg_id="next", turn_id="next")
+        await d.observer.wait_for(lambda: d.acks() == 2, WAIT_S)
+        assert d.platform.sent == ["next one"]  # the recorded reply was not sent again
+        assert d.not_resent() == 1
+        # The copy for a retried HTTP request has a message id of its own: it is sent.
+        await d.publish("already there", msg_id=f"{turn}.77", turn_id=turn)
+        await d.observer.wait_for(lambda: d.acks() == 3, WAIT_S)
+        assert d.platform.sent == ["next one", "already there"]
+
+
+async def test_a_delivery_that_broke_is_offered_again_and_recorded_once(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str
+) -> None:
+    async with running_delivery(nats_client, nats_prefix, postgres_dsn) as d:
+        turn = str(new_turn_id())
+        d.platform.fail_once.add("flaky")
+        await d.publish("flaky", msg_id=turn, turn_id=turn)
+        await d.observer.wait_for(lambda: d.acks() == 1, WAIT_S)
+        naks = [s for s in d.observer.on("$JS.ACK.") if s.data.startswith(b"-NAK")]
+        assert len(naks) == 1
+        assert d.platform.sent == ["flaky"]
+        record = await d.records.find(d.profile, turn)
+        assert record is not None
+        assert record.platform_ids == ("platform-1",)
+        # A notice without a turn id (a dead letter's) is delivered and not recorded.
+        await d.publish("set aside", msg_id="dead.5", turn_id=None)
+        await d.observer.wait_for(lambda: d.acks() == 2, WAIT_S)
+        assert await d.records.find(d.profile, "dead.5") is None
+        assert d.platform.sent == ["flaky", "set aside"]
