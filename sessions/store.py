@@ -11,6 +11,11 @@ Open descriptors are bounded (`max_open_files`, least recently used closed first
 whose descriptor was closed costs no memory here and is reopened, with a cheap tail check, on
 its next append.
 
+The daemon's store (written behind its journal) owns its data directory: it lists the chats
+that have a directory once, at open, and adds each one it creates, so loading a chat that
+never talked (every first message) is answered without touching the disk. Where octos' legacy
+flat layout holds files, every load looks on disk, since a legacy file migrates on first load.
+
 A store written behind a write-ahead log (`track_unsynced`) does not wait for its appends: the
 log is the durable copy, so `append_all` returns once the line is queued, and a write the disk
 refused surfaces at the next `sync` (which the log calls before it drops anything), so the log
@@ -107,6 +112,8 @@ class SessionStore(StoreBase):
         #: Files appended to since the last `sync` (whose data may be only in the page cache).
         self._dirty: set[Path] = set()
         self._track_unsynced = track_unsynced
+        #: Names of the chats' directories under users/, when known (see the module docstring).
+        self._chats_on_disk: set[str] | None = None
         #: The first write-behind append the disk refused. Sticky: which turns it lost is not
         #: known here, so no later `sync` may let the log drop anything until a restart
         #: replays the log into the files.
@@ -120,6 +127,8 @@ class SessionStore(StoreBase):
     async def open(self) -> None:
         if not self.read_only:
             await asyncio.to_thread(make_dirs, self.root, durable=self.fsync != "never")
+            if self._track_unsynced:
+                self._chats_on_disk = await asyncio.to_thread(_chat_directories, self._layout)
             self._writer.start()
         self._running = True
 
@@ -216,6 +225,9 @@ class SessionStore(StoreBase):
     async def load(self, key: SessionKey) -> Session | None:
         """The session as on disk (repairing a torn or corrupt file), None if there is none."""
         path = self._layout.path_for(key)
+        if self._chats_on_disk is not None and _chat_of(path) not in self._chats_on_disk:
+            with self._operation():
+                return None  # a chat that never talked: nothing on disk to look for
         with self._operation():
             async with self._locks.hold(path):
                 await self._quiesce(path)
@@ -244,6 +256,11 @@ class SessionStore(StoreBase):
 
     # Internals
 
+    def _on_disk(self, path: Path) -> None:
+        """`path`'s chat has (or is about to have) its directory: loads must look on disk."""
+        if self._chats_on_disk is not None:
+            self._chats_on_disk.add(_chat_of(path))
+
     def _operation(self, *, writes: bool = False) -> _Operation:
         if not self._running:
             raise SessionStoreClosed()
@@ -257,6 +274,7 @@ class SessionStore(StoreBase):
         with self._operation(writes=True):
             async with self._locks.hold(path):
                 await self._quiesce(path)
+                self._on_disk(path)
                 await _to_completion(
                     partial(write_session, self._layout, session, create_only=create_only)
                 )
@@ -267,6 +285,7 @@ class SessionStore(StoreBase):
             self._open.move_to_end(path)
             return entry
         await self._quiesce(path)
+        self._on_disk(path)
         initial = SessionMeta.new(key).titled_by(first)
         opening = partial(
             open_for_append, self._layout, key, initial, durable=self.fsync != "never"
@@ -379,3 +398,22 @@ class _Operation:
         store._operations -= 1
         if store._operations == 0:
             store._idle.set()
+
+
+def _chat_of(path: Path) -> str:
+    """The chat directory's name of a session file: users/{chat}/sessions/{topic}.jsonl."""
+    return path.parent.parent.name
+
+
+def _chat_directories(layout: SessionLayout) -> set[str] | None:
+    """The chats with a directory, or None while legacy files may still migrate (runs in a
+    thread: one listing at open)."""
+    try:
+        if any(layout.legacy_dir.iterdir()):
+            return None
+    except FileNotFoundError:
+        pass
+    try:
+        return {entry.name for entry in layout.users_dir.iterdir()}
+    except FileNotFoundError:
+        return set()
