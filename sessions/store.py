@@ -49,6 +49,7 @@ from sessions.meta import SessionMeta
 from sessions.operations import (
     archive_session,
     compact_session,
+    create_session_file,
     load_session,
     open_for_append,
     write_session,
@@ -114,6 +115,8 @@ class SessionStore(StoreBase):
         self._track_unsynced = track_unsynced
         #: Names of the chats' directories under users/, when known (see the module docstring).
         self._chats_on_disk: set[str] | None = None
+        #: Chat directories created since the last `sync`: their entries are synced with it.
+        self._new_chats: set[Path] = set()
         #: The first write-behind append the disk refused. Sticky: which turns it lost is not
         #: known here, so no later `sync` may let the log drop anything until a restart
         #: replays the log into the files.
@@ -202,8 +205,14 @@ class SessionStore(StoreBase):
         if self._unsaved is not None:
             self._dirty |= paths
             raise self._unsaved
+        new_chats, self._new_chats = self._new_chats, set()
         if paths:
-            await asyncio.to_thread(sync_files, paths)
+            try:
+                await asyncio.to_thread(sync_files, paths, new_directories=new_chats)
+            except BaseException:
+                self._dirty |= paths
+                self._new_chats |= new_chats
+                raise
 
     def _written_behind(self, entry: _OpenFile, size: int, written: asyncio.Future[None]) -> None:
         if written.cancelled() or (error := written.exception()) is None:
@@ -285,8 +294,15 @@ class SessionStore(StoreBase):
             self._open.move_to_end(path)
             return entry
         await self._quiesce(path)
-        self._on_disk(path)
         initial = SessionMeta.new(key).titled_by(first)
+        if self._chats_on_disk is not None and _chat_of(path) not in self._chats_on_disk:
+            # A new chat: its file is created by the writer thread, before this first append.
+            self._on_disk(path)
+            self._new_chats.add(path.parent.parent)
+            line = initial.to_line()
+            target = AppendTarget(path, -1, opener=partial(create_session_file, path, line))
+            return self._register_target(path, target, len(line))
+        self._on_disk(path)
         opening = partial(
             open_for_append, self._layout, key, initial, durable=self.fsync != "never"
         )
@@ -296,7 +312,10 @@ class SessionStore(StoreBase):
 
     def _register(self, path: Path, opened: tuple[int, int]) -> _OpenFile:
         fd, size = opened
-        entry = _OpenFile(AppendTarget(path, fd), size)
+        return self._register_target(path, AppendTarget(path, fd), size)
+
+    def _register_target(self, path: Path, target: AppendTarget, size: int) -> _OpenFile:
+        entry = _OpenFile(target, size)
         self._open[path] = entry
         self._close_idle_files()
         return entry

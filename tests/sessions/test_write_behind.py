@@ -86,3 +86,26 @@ async def test_a_chat_in_the_legacy_layout_is_still_found(tmp_path: Path) -> Non
         migrated = await store.load(KEY)
     assert migrated is not None
     assert [m.content for m in migrated.messages] == ["from octos"]
+
+
+async def test_a_new_chat_s_file_is_made_by_the_writer_and_its_directories_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a new chat's file was opened through a thread of its own")
+
+    synced: list[Path] = []
+    monkeypatch.setattr("sessions.store.open_for_append", refuse)
+    monkeypatch.setattr("sessions.fileops.fsync_dir", synced.append)
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        await store.append_all(KEY, [Message.user("hello")])
+        await store.append_all(KEY, [Message.assistant("hi")])
+        await store.sync()
+        loaded = await store.load(KEY)
+    assert loaded is not None
+    assert [m.content for m in loaded.messages] == ["hello", "hi"]
+    assert loaded.meta.session_key == str(KEY)
+    session_file = store.path_for(KEY)
+    chat_dir = session_file.parent.parent
+    # The file's directory, the chat's, users/ and the root: a new chat's entries are durable.
+    assert {session_file.parent, chat_dir, chat_dir.parent, tmp_path} <= set(synced)
