@@ -144,12 +144,16 @@ async def _with_runtime(
         channel = BenchChannel.running
         assert channel is not None
         await channel.ready.wait()
+        # As the daemon does once its profiles are up: what start-up built is never collected.
+        gc.collect()
+        gc.freeze()
         try:
             if with_runtime is not None:
                 return await with_runtime(runtime, channel)
             assert work is not None
             return await work(channel)
         finally:
+            gc.unfreeze()
             runtime.request_stop()
             await running
 

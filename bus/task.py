@@ -19,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Literal, NewType
 
-import uuid6
+import uuid_utils
 from pydantic import Field
 
 from bus.errors import InvalidStateTransition
@@ -35,7 +35,7 @@ AgentId = NewType("AgentId", str)
 
 def new_task_id() -> TaskId:
     """A fresh UUIDv7: its leading 48 bits are the creation time, so ids sort by age."""
-    return TaskId(uuid.UUID(int=uuid6.uuid7().int))
+    return TaskId(uuid.UUID(int=uuid_utils.uuid7().int))
 
 
 class PendingStatus(TaggedModel):

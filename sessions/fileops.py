@@ -26,8 +26,10 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def sync_files(paths: Iterable[Path]) -> None:
-    """fsync each file that still exists, and each of their directories once."""
+def sync_files(paths: Iterable[Path], *, new_directories: Iterable[Path] = ()) -> None:
+    """fsync each file that still exists, and each of their directories once; for each of
+    `new_directories` (users/{chat}, made without syncing), also it and the two above it, so
+    the entries of a new chat's directories are durable too."""
     directories: set[Path] = set()
     for path in paths:
         try:
@@ -39,8 +41,13 @@ def sync_files(paths: Iterable[Path]) -> None:
         finally:
             os.close(fd)
         directories.add(path.parent)
+    for directory in new_directories:
+        directories.update((directory, directory.parent, directory.parent.parent))
     for directory in directories:
-        fsync_dir(directory)
+        try:
+            fsync_dir(directory)
+        except FileNotFoundError:
+            continue  # archived away since
 
 
 def make_dirs(directory: Path, *, durable: bool) -> None:

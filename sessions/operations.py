@@ -52,6 +52,21 @@ def open_for_append(
     return fd, len(line)
 
 
+def create_session_file(path: Path, meta_line: bytes) -> int:
+    """A new session file holding its meta line, open for appending (on the writer thread).
+
+    Only for a chat the store knows has no directory yet: an existing file is refused, never
+    appended to (its meta line would land in the middle)."""
+    make_dirs(path.parent, durable=False)  # made durable at the next sync
+    fd = os.open(path, _APPEND_FLAGS | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        write_all(fd, meta_line)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def load_session(
     layout: SessionLayout, key: SessionKey, *, repair: bool = True
 ) -> SessionFile | None:

@@ -17,7 +17,7 @@ import errno
 import os
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,13 +35,18 @@ FSYNC_POLICIES: tuple[FsyncPolicy, ...] = ("always", "batch", "never")
 
 
 class AppendTarget:
-    """A session file open for appending; only the writer thread touches `fd` once queued."""
+    """A session file open for appending; only the writer thread touches `fd` once queued.
 
-    __slots__ = ("broken", "fd", "path")
+    A file still to be created has no descriptor yet (`fd` -1) but an `opener`, which the
+    writer thread calls before the first write: a new chat costs the event loop no trip to a
+    thread of its own."""
 
-    def __init__(self, path: Path, fd: int) -> None:
+    __slots__ = ("broken", "fd", "opener", "path")
+
+    def __init__(self, path: Path, fd: int, opener: Callable[[], int] | None = None) -> None:
         self.path = path
         self.fd = fd
+        self.opener = opener
         self.broken: SessionWriteError | None = None
 
 
@@ -208,6 +213,8 @@ class DiskWriter:
             return target.broken
         start = -1
         try:
+            if target.fd < 0 and target.opener is not None:
+                target.fd = target.opener()
             start = os.lseek(target.fd, 0, os.SEEK_END)
             write_all(target.fd, data)
         except OSError as error:
@@ -230,6 +237,8 @@ class DiskWriter:
         log.error("sessions.partial_line_left", path=str(target.path))
 
     def _sync(self, target: AppendTarget) -> SessionWriteError | None:
+        if target.fd < 0:
+            return target.broken  # its opening failed: so did its writes
         try:
             sync_data(target.fd)
         except OSError as error:
@@ -250,6 +259,8 @@ class DiskWriter:
                 outcomes[index] = (outcomes[index][0], error)
 
     def _close(self, target: AppendTarget) -> SessionWriteError | None:
+        if target.fd < 0:
+            return None  # never opened: nothing was written to it
         try:
             os.close(target.fd)
         except OSError as error:

@@ -52,7 +52,19 @@ class Outcome:
     delivered: bool = False
     synced: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    #: In memory only: whether the outcome has a reply (still known once the reply is let go).
+    replied: bool = field(init=False)
     _encoded: bytes | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.replied = self.reply is not None
+
+    def settle(self) -> None:
+        """Delivered and written: until the session files are synced only its record is
+        needed (a checkpoint restates it), so the objects go and the bytes stay (fewer objects
+        for the garbage collector to walk, less memory between checkpoints)."""
+        self.encode()
+        self.messages, self.reply, self.task = [], None, None
 
     def encode(self) -> bytes:
         if self._encoded is None:

@@ -113,6 +113,7 @@ class JournalState:
         outcome = self.outcomes.get(turn)
         if outcome is not None:
             outcome.written = True
+            self._retire(outcome)
 
     def mark_synced(self, turns: list[str]) -> None:
         for turn in turns:
@@ -124,6 +125,8 @@ class JournalState:
     def _retire(self, outcome: Outcome) -> None:
         if outcome.delivered and outcome.synced:
             del self.outcomes[outcome.turn]
+        elif outcome.delivered and outcome.written:
+            outcome.settle()
 
     # Questions
 
@@ -156,7 +159,7 @@ class JournalState:
         records.extend(received.encode() for received in self.received.values())
         for outcome in self.outcomes.values():
             records.append(outcome.encode())
-            if outcome.delivered and outcome.reply is not None:
+            if outcome.delivered and outcome.replied:
                 records.append(encode_sent(outcome.turn))
         return records
 

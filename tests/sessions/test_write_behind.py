@@ -10,6 +10,8 @@ import pytest
 
 from bus import Message, SessionKey
 from sessions import SessionStore, SessionWriteError
+from sessions.layout import SessionLayout
+from sessions.meta import SessionMeta
 
 KEY = SessionKey.for_chat("p", "telegram", "1")
 
@@ -44,3 +46,66 @@ async def test_a_refused_write_behind_fails_every_sync_after_it(
         # Which turns the refused write lost is not known here: the journal must keep them all.
         with pytest.raises(SessionWriteError):
             await store.sync()
+
+
+def _disk_must_not_be_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a chat with no directory was looked for on disk")
+
+    monkeypatch.setattr("sessions.store.load_session", refuse)
+
+
+async def test_a_chat_that_never_talked_is_not_looked_for_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    earlier = SessionKey.for_chat("p", "telegram", "known")
+    async with SessionStore(tmp_path) as store:
+        await store.append_all(earlier, [Message.user("from the last run")])
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        with monkeypatch.context() as patched:
+            _disk_must_not_be_read(patched)
+            assert await store.load(KEY) is None
+        # A chat on disk when the store opened, and one it created since, are read from disk.
+        known = await store.load(earlier)
+        assert known is not None
+        assert [m.content for m in known.messages] == ["from the last run"]
+        await store.append_all(KEY, [Message.user("first words")])
+        await store.sync()
+        created = await store.load(KEY)
+        assert created is not None
+        assert [m.content for m in created.messages] == ["first words"]
+
+
+async def test_a_chat_in_the_legacy_layout_is_still_found(tmp_path: Path) -> None:
+    legacy = SessionLayout(tmp_path).legacy_path_for(KEY)
+    legacy.parent.mkdir(parents=True)
+    legacy.write_bytes(
+        SessionMeta.new(KEY).to_line() + Message.user("from octos").to_json().encode() + b"\n"
+    )
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        migrated = await store.load(KEY)
+    assert migrated is not None
+    assert [m.content for m in migrated.messages] == ["from octos"]
+
+
+async def test_a_new_chat_s_file_is_made_by_the_writer_and_its_directories_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a new chat's file was opened through a thread of its own")
+
+    synced: list[Path] = []
+    monkeypatch.setattr("sessions.store.open_for_append", refuse)
+    monkeypatch.setattr("sessions.fileops.fsync_dir", synced.append)
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        await store.append_all(KEY, [Message.user("hello")])
+        await store.append_all(KEY, [Message.assistant("hi")])
+        await store.sync()
+        loaded = await store.load(KEY)
+    assert loaded is not None
+    assert [m.content for m in loaded.messages] == ["hello", "hi"]
+    assert loaded.meta.session_key == str(KEY)
+    session_file = store.path_for(KEY)
+    chat_dir = session_file.parent.parent
+    # The file's directory, the chat's, users/ and the root: a new chat's entries are durable.
+    assert {session_file.parent, chat_dir, chat_dir.parent, tmp_path} <= set(synced)
