@@ -103,9 +103,10 @@ async def pull_bounded(
     the consumer's), takes one from there, and only when none has any waits on its own home
     partition.
 
-    Each runner starts its sweep, and picks its home, at a random partition: runners that
-    started from the same one (runner 0 of every worker) would find the same partition free
-    at the same moment, and all but one would wait on it while other partitions have work.
+    Each sweep starts at a random partition, and each runner's home is a random one: runners
+    sweeping from the same place (runner 0 of every worker, or each runner one step on from
+    its last sweep) find the same partition free at the same moment, and all but one wait on
+    it while other partitions have work.
     """
     async with asyncio.TaskGroup() as tasks:
         for runner in range(max_in_hand):
@@ -132,12 +133,11 @@ async def _bounded_runner(
         return subscriptions[durable]
 
     stop = asyncio.create_task(stopping.wait(), name=f"stop-watch:{stream}:{runner}")
-    start = random.randrange(len(consumers))
-    home = consumers[start][0]
+    home = random.choice(consumers)[0]
     try:
         while not stopping.is_set():
+            start = random.randrange(len(consumers))
             ready = await _partition_with_work(js, stream, consumers, start)
-            start = (start + 1) % len(consumers)
             durable = ready or home
             wait_s = FETCH_READY_WAIT_S if ready else fetch_wait_s
             await _fetch_and_handle(await subscription(durable), durable, handle, stop, wait_s)
