@@ -110,6 +110,7 @@ class ClusterNode:
         if self.runs_worker:
             self._records = await self._opened(TurnRecords)
             self.worker = Worker(
+                self._client,
                 self._js,
                 self.config,
                 self._records,

@@ -17,6 +17,7 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from cluster.arrivals import Arrivals
 from cluster.connection import NATS_ERRORS
 
 log = structlog.get_logger(__name__)
@@ -93,6 +94,7 @@ async def pull_bounded(
     *,
     max_in_hand: int,
     fetch_wait_s: float,
+    arrivals: Arrivals,
 ) -> None:
     """At most `max_in_hand` messages held at once over many partition consumers, given as
     (durable name, its filter subject).
@@ -100,18 +102,19 @@ async def pull_bounded(
     A held message holds its partition (`max_ack_pending=1`), so a bounded worker must not wait
     on an empty partition while others have work: each of its `max_in_hand` runners looks for
     a partition with a message waiting and none in flight (the stream's subject counts, then
-    the consumer's), takes one from there, and only when none has any waits on its own home
-    partition.
+    the consumer's), takes one from there, and only when none has any waits for the next
+    arrival (`arrivals`) or `fetch_wait_s`, whichever comes first, and sweeps again.
 
-    Each sweep starts at a random partition, and each runner's home is a random one: runners
-    sweeping from the same place (runner 0 of every worker, or each runner one step on from
-    its last sweep) find the same partition free at the same moment, and all but one wait on
-    it while other partitions have work.
+    Each sweep starts at a random partition: runners sweeping from the same place (runner 0 of
+    every worker, or each runner one step on from its last sweep) find the same partition free
+    at the same moment, and all but one wait on it while other partitions have work.
     """
     async with asyncio.TaskGroup() as tasks:
         for runner in range(max_in_hand):
             tasks.create_task(
-                _bounded_runner(js, stream, consumers, handle, stopping, runner, fetch_wait_s),
+                _bounded_runner(
+                    js, stream, consumers, handle, stopping, runner, fetch_wait_s, arrivals
+                ),
                 name=f"bounded-runner:{stream}:{runner}",
             )
 
@@ -124,6 +127,7 @@ async def _bounded_runner(
     stopping: asyncio.Event,
     runner: int,
     fetch_wait_s: float,
+    arrivals: Arrivals,
 ) -> None:
     subscriptions: dict[str, JetStreamContext.PullSubscription] = {}
 
@@ -133,14 +137,17 @@ async def _bounded_runner(
         return subscriptions[durable]
 
     stop = asyncio.create_task(stopping.wait(), name=f"stop-watch:{stream}:{runner}")
-    home = random.choice(consumers)[0]
     try:
         while not stopping.is_set():
-            start = random.randrange(len(consumers))
-            ready = await _partition_with_work(js, stream, consumers, start)
-            durable = ready or home
-            wait_s = FETCH_READY_WAIT_S if ready else fetch_wait_s
-            await _fetch_and_handle(await subscription(durable), durable, handle, stop, wait_s)
+            arrivals.seen()
+            ready = await _partition_with_work(
+                js, stream, consumers, random.randrange(len(consumers))
+            )
+            if ready is not None:
+                pulled = await subscription(ready)
+                await _fetch_and_handle(pulled, ready, handle, stop, FETCH_READY_WAIT_S)
+            else:
+                await arrivals.next(stop, fetch_wait_s)
     finally:
         stop.cancel()
         for pulled in subscriptions.values():

@@ -50,7 +50,7 @@ def _stream_configs(config: NatsConfig) -> list[StreamConfig]:
         StreamConfig(
             name=names.inbound_stream,
             description="octos-gateway inbound messages, by partition",
-            subjects=[f"{prefix}.in.*"],
+            subjects=[names.inbound_subjects],
             retention=RetentionPolicy.WORK_QUEUE,
             **common,  # type: ignore[arg-type]
         ),

@@ -53,6 +53,11 @@ class ClusterNames:
     def status_subject(self) -> str:
         return f"{self.prefix}.status"
 
+    @property
+    def inbound_subjects(self) -> str:
+        """Every inbound partition's subject, as one subscription's wildcard."""
+        return f"{self.prefix}.in.*"
+
     def inbound_subject(self, partition: int) -> str:
         return f"{self.prefix}.in.{partition}"
 

@@ -23,10 +23,12 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import structlog
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
@@ -40,6 +42,7 @@ from bus import (
     TokenUsage,
 )
 from bus.text import scrub_surrogates
+from cluster.arrivals import Arrivals
 from cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
 from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from cluster.dead_letters import bury
@@ -93,6 +96,7 @@ class TurnFailed(Exception):
 class Worker:
     def __init__(
         self,
+        client: Client,
         js: JetStreamContext,
         config: NatsConfig,
         records: TurnRecords,
@@ -100,6 +104,7 @@ class Worker:
         status: StatusPublisher,
         metrics: ClusterMetrics,
     ) -> None:
+        self._client = client
         self._js = js
         self._config = config
         self._names = names_of(config)
@@ -126,8 +131,11 @@ class Worker:
         names = self._names
         config = self._config
         partitions = range(config.partitions)
-        async with asyncio.TaskGroup() as tasks:
+        arrivals = Arrivals()
+        async with AsyncExitStack() as stack, asyncio.TaskGroup() as tasks:
             if config.worker_max_turns is not None:
+                await arrivals.follow(self._client, names.inbound_subjects)
+                stack.push_async_callback(arrivals.unfollow)
                 tasks.create_task(
                     pull_bounded(
                         self._js,
@@ -137,6 +145,7 @@ class Worker:
                         self._stopping,
                         max_in_hand=config.worker_max_turns,
                         fetch_wait_s=config.fetch_wait_s,
+                        arrivals=arrivals,
                     ),
                     name="worker-bounded",
                 )

@@ -144,6 +144,7 @@ async def running_worker(
             profile, profile_config, tmp_path, store, GatewayMetrics.create(registry)
         ) as answering:
             worker = Worker(
+                client,
                 js,
                 config,
                 records,
