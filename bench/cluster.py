@@ -5,11 +5,18 @@ the local one) and a PostgreSQL database of the run's own. The bench publishes 6
 straight to the inbound stream and counts the replies on the outbound subjects. The echo agent
 takes 50 ms per turn and each worker runs at most `WORKER_MAX_TURNS` turns at once (an agent's
 capacity per worker), so more workers should mean proportionally more turns per second (target:
-4 workers at least 3.2x one).
+4 workers at least 3.2x one). Every figure counts replies published to the outbound stream from
+the first publish to the last reply: start-up is not in it, the tail of the busiest partition
+is. The ceiling is 40 turns/s per worker; what it loses beyond the agent's 50 ms is the worker's
+own path (the partition sweep, PostgreSQL's claim, load, append and record, the reply's publish
+and the ack) and, with 4 workers on a 2-core machine shared with NATS, PostgreSQL, the bench and
+whatever else runs, the cores.
 
 The per-turn cost of the JetStream path: one chat, one request at a time through the HTTP API of
 a `--role all` process on the nats bus, against the same process on the in-process bus (both with
-sessions in PostgreSQL, so only the bus differs).
+sessions in PostgreSQL, so only the bus differs). Its worker is bounded like the others, so the
+figure includes how soon an idle worker sees a new message (an arrival wakes it; it once waited
+for its next sweep, `fetch_wait_s`).
 """
 
 from __future__ import annotations

@@ -92,8 +92,9 @@ class NatsConfig(ConfigModel):
         5.0,
         gt=0,
         le=60,
-        description="How long a fetch waits on an empty partition before it asks again; short "
-        "waits move a bounded worker's turns to busy partitions sooner.",
+        description="How long a fetch waits on an empty partition before it asks again; in a "
+        "bounded worker, how long an idle worker waits for a new message's notice before it "
+        "looks again (retries after their backoff come without one).",
     )
     replicas: int = Field(
         1, ge=1, le=5, description="Replicas of each stream (3 in production clusters)."
