@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from cluster.record_table import RecordTable
@@ -53,6 +52,7 @@ class DeliveryRecords(RecordTable):
     """The deliveries of one database (every profile's, by scope); one pool per process."""
 
     SCHEMA = _SCHEMA
+    EXPIRY = "DELETE FROM octos_cluster_deliveries WHERE recorded_at < $1"
 
     async def find(self, scope: str, msg_id: str) -> DeliveryRecord | None:
         """The record of an outbound message delivered (or given up on) before, or None."""
@@ -94,14 +94,3 @@ class DeliveryRecords(RecordTable):
             )
         except DATABASE_ERRORS as error:
             raise database_error(self._dsn, error) from error
-
-    async def forget_older_than(self, age: timedelta) -> int:
-        """Remove records older than `age` (a reply is offered again well within it)."""
-        cutoff = datetime.now(UTC) - age
-        try:
-            status = await self._connected().execute(
-                "DELETE FROM octos_cluster_deliveries WHERE recorded_at < $1", cutoff
-            )
-        except DATABASE_ERRORS as error:
-            raise database_error(self._dsn, error) from error
-        return int(status.rsplit(" ", 1)[1])

@@ -7,6 +7,7 @@ under an advisory lock, so any number of processes may start at once.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import ClassVar, Final
 
 import asyncpg
@@ -21,6 +22,8 @@ class RecordTable:
     """One process's pool on one database, with the table of `SCHEMA` created on `open()`."""
 
     SCHEMA: ClassVar[str]
+    #: Deletes the rows older than its one parameter, a timestamp.
+    EXPIRY: ClassVar[str]
 
     def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0) -> None:
         self._dsn = dsn
@@ -57,3 +60,12 @@ class RecordTable:
         except DATABASE_ERRORS:
             return False
         return True
+
+    async def forget_older_than(self, age: timedelta) -> int:
+        """Remove the rows older than `age` (`EXPIRY`); how many went."""
+        cutoff = datetime.now(UTC) - age
+        try:
+            status = await self._connected().execute(self.EXPIRY, cutoff)
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+        return int(status.rsplit(" ", 1)[1])

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Final
 
 import asyncpg
@@ -77,6 +76,8 @@ class TurnRecords(RecordTable):
     """The table of one database (every profile's rows, by scope); one pool per process."""
 
     SCHEMA = _SCHEMA
+    #: Answered rows expire; an unanswered one is still to do.
+    EXPIRY = "DELETE FROM octos_cluster_turns WHERE answered_at < $1"
 
     async def claim(self, scope: str, inbound_id: str, stream_seq: int) -> TurnRecord:
         """The message's row: created by the first copy to arrive, found by every later one."""
@@ -146,14 +147,3 @@ class TurnRecords(RecordTable):
             )
         except DATABASE_ERRORS as error:
             raise database_error(self._dsn, error) from error
-
-    async def forget_older_than(self, age: timedelta) -> int:
-        """Remove answered rows older than `age` (dedup lasts at least that long); the count."""
-        cutoff = datetime.now(UTC) - age
-        try:
-            status = await self._connected().execute(
-                "DELETE FROM octos_cluster_turns WHERE answered_at < $1", cutoff
-            )
-        except DATABASE_ERRORS as error:
-            raise database_error(self._dsn, error) from error
-        return int(status.rsplit(" ", 1)[1])

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -162,3 +163,17 @@ async def test_a_delivery_that_broke_is_offered_again_and_recorded_once(
         await d.observer.wait_for(lambda: d.acks() == 2, WAIT_S)
         assert await d.records.find(d.profile, "dead.5") is None
         assert d.platform.sent == ["flaky", "set aside"]
+
+
+async def test_old_delivery_records_expire(postgres_dsn: str) -> None:
+    records = DeliveryRecords(postgres_dsn)
+    await records.open()
+    try:
+        profile = fresh_scope()
+        await records.record(DeliveryRecord(profile, "old", "old", delivered=True))
+        assert await records.forget_older_than(timedelta(days=7)) == 0  # young: kept
+        assert await records.find(profile, "old") is not None
+        assert await records.forget_older_than(timedelta(0)) >= 1
+        assert await records.find(profile, "old") is None
+    finally:
+        await records.close()
