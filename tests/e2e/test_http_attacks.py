@@ -123,6 +123,7 @@ async def surface(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sur
             "hook": telegram_profile(telegram),
             "events": slack_profile(slack),
         }
+        await leave_a_session_of_a_future_schema(directory / "data" / "web")
         async with running_daemon(directory, profiles) as daemon:
             await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
             await telegram.wait_for_calls("setWebhook")
@@ -381,13 +382,17 @@ async def test_a_stream_whose_reply_is_late_or_stopped_ends_with_error(surface: 
     assert all(kind == "snapshot" for kind, _text in events[:-1])
 
 
-async def test_a_session_file_of_a_future_schema_is_a_json_409(surface: Surface) -> None:
+async def leave_a_session_of_a_future_schema(profile_dir: Path) -> None:
+    """What a newer build left behind (before this daemon started: it owns its directory)."""
     key = SessionKey.for_chat("web", "api", "future")
-    async with SessionStore(surface.data_dir / "web") as store:
+    async with SessionStore(profile_dir) as store:
         await store.append(key, Message.user("written by a newer build"))
-    (path,) = [p for p in (surface.data_dir / "web").rglob("*.jsonl") if "future" in str(p)]
+        path = store.path_for(key)
     head, *rest = path.read_text().splitlines(keepends=True)
     path.write_text(json.dumps({**json.loads(head), "schema_version": 99}) + "\n" + "".join(rest))
+
+
+async def test_a_session_file_of_a_future_schema_is_a_json_409(surface: Surface) -> None:
     outcome: Outcome = await send(
         Route("GET", surface.api("/v1/sessions/future/messages")),
         "future schema",
