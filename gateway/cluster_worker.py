@@ -84,6 +84,7 @@ class WorkerProfile:
             # Supervision point (per message): a failing command is answered, never left open.
             log.exception("cluster.command_failed", command=name)
             text = FAILED_TURN_REPLY.format(reason=f"{type(error).__name__}: {error}")
+        log.debug("cluster.command_answered", command=name, session=str(key))
         return Answer(text, str(key), [], is_turn=False)
 
     async def append(self, session_key: str, messages: Sequence[Message]) -> None:
