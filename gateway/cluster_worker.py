@@ -54,6 +54,9 @@ class WorkerProfile:
 
     async def answer(self, message: InboundMessage, turn_id: str) -> Answer:
         chat = message.session_key(self.profile_id)
+        # Whatever this process remembers of the chat may be stale: its previous turns, a
+        # `/reset` or a `/delete` may have run on another worker since.
+        self._sessions.evict_chat(chat.base_key())
         key = await self._commands.current_key(chat)
         if is_abort_trigger(message.content):
             # The turn it would stop ran before it (one at a time per partition): say stopped.
