@@ -90,7 +90,10 @@ class IngressProfile:
             topics = active_topics(self._store, self._root, history_store)
             await topics.load()
             history = ProfileHistory(
-                self.profile_id, SessionManager(history_store, max_open=64), topics
+                self.profile_id,
+                SessionManager(history_store, max_open=64),
+                topics,
+                written_elsewhere=True,
             )
             handle, publisher = create_bus(self._bus_capacity)
             strangers = StrangerNotices(handle.send)
