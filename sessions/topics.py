@@ -135,6 +135,13 @@ class ActiveTopics(ActiveTopicsStore):
     async def state(self, base_key: str) -> ChatTopics:
         return ChatTopics(self._active.get(base_key), self._previous.get(base_key))
 
+    def chats(self) -> dict[str, ChatTopics]:
+        """Every chat with a topic or a previous one, as loaded (`store migrate` copies them)."""
+        return {
+            base: ChatTopics(self._active.get(base), self._previous.get(base))
+            for base in sorted(self._active.keys() | self._previous.keys())
+        }
+
     async def change(self, base_key: str, step: Callable[[ChatTopics], ChatTopics]) -> ChatTopics:
         async with self._lock:
             before = await self.state(base_key)

@@ -10,12 +10,15 @@ reply is given.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import asyncpg
 
 from sessions.postgres.store import PostgresSessionStore
 from sessions.topics import ActiveTopicsStore, ChatTopics
+
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
 
 _STATE: Final = (
     "SELECT active, previous FROM octos_active_topics WHERE scope = $1 AND base_key = $2"
@@ -28,6 +31,29 @@ _SET: Final = """
 UPDATE octos_active_topics SET active = $3, previous = $4, updated_at = now()
 WHERE scope = $1 AND base_key = $2
 """
+
+
+_IMPORT: Final = """
+INSERT INTO octos_active_topics (scope, base_key, active, previous)
+SELECT $1, item.base_key, item.active, item.previous
+FROM unnest($2::text[], $3::text[], $4::text[]) AS item(base_key, active, previous)
+ON CONFLICT (scope, base_key) DO NOTHING
+"""
+
+
+async def import_topics(connection: Connection, scope: str, chats: dict[str, ChatTopics]) -> int:
+    """Copy a profile's topics file in (`store migrate`); how many chats were new. A chat that
+    has a row already keeps it: a daemon on PostgreSQL switched it since, which is newer."""
+    if not chats:
+        return 0
+    status = await connection.execute(
+        _IMPORT,
+        scope,
+        list(chats),
+        [state.active for state in chats.values()],
+        [state.previous for state in chats.values()],
+    )
+    return int(status.rsplit(" ", 1)[-1])  # "INSERT 0 <rows>"
 
 
 class PostgresActiveTopics(ActiveTopicsStore):
