@@ -9,15 +9,13 @@ overlay's change by itself (`allow.overlay_reloaded`)."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import pytest
 
 from tests.e2e.cluster_daemons import cluster_config, processes, start_role
 from tests.e2e.conftest import count_logged, wait_logged
+from tests.e2e.telegram_profiles import SECRET, post, telegram_profile, update
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
 from tests.support.daemon import DaemonProcess
@@ -29,46 +27,12 @@ __all__ = ["nats_prefix", "postgres_dsn"]  # the fixtures
 pytestmark = pytest.mark.slow
 
 OWNER, STRANGER = 4201, 6666
-SECRET = "webhook-secret_123"
-PATH = "/telegram/webhook"
 CODE = re.compile(r"this code: ([A-Z0-9]{4}-[A-Z0-9]{4})")
 
 
-def webhook_profile(fake: FakeTelegram) -> str:
-    """Telegram by webhook: served by every ingress (polling would run in one only)."""
-    return f"""\
-agent: {{type: echo}}
-channels:
-  - type: telegram
-    token: "{fake.token}"
-    base_url: {fake.base_url}
-    base_file_url: {fake.base_file_url}
-    mode: webhook
-    webhook_url: https://bot.example.com{PATH}
-    webhook_path: {PATH}
-    secret_token: {SECRET}
-    allow: [{OWNER}]
-    pairing: true
-"""
-
-
 async def post_update(ingress: DaemonProcess, update_id: int, text: str) -> None:
-    body: dict[str, Any] = {
-        "update_id": update_id,
-        "message": {
-            "message_id": update_id,
-            "date": int(time.time()),
-            "chat": {"id": STRANGER, "type": "private", "first_name": "Mallory"},
-            "from": {"id": STRANGER, "is_bot": False, "first_name": "M", "username": "mallory"},
-            "text": text,
-        },
-    }
-    headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
-    async with (
-        aiohttp.ClientSession() as http,
-        http.post(ingress.http_url + PATH, json=body, headers=headers) as response,
-    ):
-        assert response.status == 200, await response.text()
+    body = update(update_id, text, user_id=STRANGER, name="Mallory")
+    assert await post(ingress, body, SECRET) == 200
 
 
 def texts(fake: FakeTelegram) -> list[str]:
@@ -81,7 +45,10 @@ async def test_an_approval_reaches_every_ingress(
     profile = fresh_scope()
     async with FakeTelegram() as fake, processes() as running:
         config = cluster_config(
-            tmp_path, {profile: webhook_profile(fake)}, prefix=nats_prefix, dsn=postgres_dsn
+            tmp_path,
+            {profile: telegram_profile(fake, OWNER, pairing=True)},
+            prefix=nats_prefix,
+            dsn=postgres_dsn,
         )
         running.append(await start_role(config, "worker"))
         first = await start_role(config, "ingress")
