@@ -21,6 +21,7 @@ import pytest_asyncio
 from bus import Message, SessionKey
 from sessions import SessionStore
 from tests.e2e.conftest import WAIT_S, running_daemon
+from tests.e2e.telegram_profiles import telegram_profile
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.attack_corpus import (
@@ -65,22 +66,6 @@ channels:
 """
 
 
-def telegram_profile(fake: FakeTelegram) -> str:
-    return f"""\
-agent: {{type: echo}}
-channels:
-  - type: telegram
-    token: "{fake.token}"
-    base_url: {fake.base_url}
-    base_file_url: {fake.base_file_url}
-    mode: webhook
-    webhook_url: https://bot.example.com{TELEGRAM_PATH}
-    webhook_path: {TELEGRAM_PATH}
-    secret_token: {TELEGRAM_SECRET}
-    allow: [4201]
-"""
-
-
 def slack_profile(fake: FakeSlack) -> str:
     return f"""\
 agent: {{type: echo}}
@@ -120,7 +105,7 @@ async def surface(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sur
             "slow": slow_profile(slow_port, delay_s=0.5, reply_timeout_s=WAIT_S),
             # ... or 4 s, longer than the reply timeout.
             "late": slow_profile(late_port, delay_s=2.0, reply_timeout_s=REPLY_TIMEOUT_S),
-            "hook": telegram_profile(telegram),
+            "hook": telegram_profile(telegram, 4201, path=TELEGRAM_PATH, secret=TELEGRAM_SECRET),
             "events": slack_profile(slack),
         }
         await leave_a_session_of_a_future_schema(directory / "data" / "web")
