@@ -37,8 +37,8 @@ from gateway.pairing import Pairing
 from gateway.profile_channels import build_channels, register_all
 from gateway.strangers import StrangerNotices
 from gateway.webhooks import WebhookRoutes
-from sessions import ActiveTopics, SessionManager
-from sessions.backends import session_store
+from sessions import SessionManager
+from sessions.backends import active_topics, session_store
 
 log = structlog.get_logger(__name__)
 
@@ -90,10 +90,13 @@ class IngressProfile:
             history_store = await stack.enter_async_context(
                 session_store(self._store, self._root, read_only=True)
             )
-            topics = ActiveTopics(self._root)
+            topics = active_topics(self._store, self._root, history_store)
             await topics.load()
             history = ProfileHistory(
-                self.profile_id, SessionManager(history_store, max_open=64), topics
+                self.profile_id,
+                SessionManager(history_store, max_open=64),
+                topics,
+                written_elsewhere=True,
             )
             handle, publisher = create_bus(self._bus_capacity)
             strangers = StrangerNotices(handle.send)

@@ -27,8 +27,8 @@ from gateway.agents import create_agent
 from gateway.commands import ChatStatus, Commands, parse_command
 from gateway.metrics import GatewayMetrics
 from gateway.turns import FAILED_TURN_REPLY, TurnRunner, TurnSettings
-from sessions import ActiveTopics, SessionManager
-from sessions.backends import session_store
+from sessions import SessionManager
+from sessions.backends import active_topics, session_store
 
 log = structlog.get_logger(__name__)
 
@@ -54,7 +54,10 @@ class WorkerProfile:
 
     async def answer(self, message: InboundMessage, turn_id: str) -> Answer:
         chat = message.session_key(self.profile_id)
-        key = self._commands.current_key(chat)
+        # Whatever this process remembers of the chat may be stale: its previous turns, a
+        # `/reset` or a `/delete` may have run on another worker since.
+        self._sessions.evict_chat(chat.base_key())
+        key = await self._commands.current_key(chat)
         if is_abort_trigger(message.content):
             # The turn it would stop ran before it (one at a time per partition): say stopped.
             return Answer(abort_response(message.content), str(key), [], is_turn=False)
@@ -84,6 +87,7 @@ class WorkerProfile:
             # Supervision point (per message): a failing command is answered, never left open.
             log.exception("cluster.command_failed", command=name)
             text = FAILED_TURN_REPLY.format(reason=f"{type(error).__name__}: {error}")
+        log.debug("cluster.command_answered", command=name, session=str(key))
         return Answer(text, str(key), [], is_turn=False)
 
     async def append(self, session_key: str, messages: Sequence[Message]) -> None:
@@ -105,9 +109,9 @@ async def worker_profile(
         sessions_store = await stack.enter_async_context(session_store(store, root))
         agent = await stack.enter_async_context(create_agent(config.agent))
         sessions = SessionManager(sessions_store, max_open=settings.max_open)
-        topics = ActiveTopics(root)
+        # In the same database as the sessions: a `/new` on one worker holds on every worker.
+        topics = active_topics(store, root, sessions_store)
         await topics.load()
-        stack.push_async_callback(topics.save)
         # The runner sends snapshots and typing signals only when asked to: a cluster turn
         # asks for neither, so its outbound side is a bus nobody reads.
         handle, _publisher = create_bus(1)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bus import SessionKey
-from sessions import ActiveTopics, SessionManager, validate_topic_name
+from sessions import SessionManager, validate_topic_name
+from sessions.topics import ActiveTopicsStore
 
 HELP_TEXT = """Commands:
 /new [name] - start a new session (keeps the last few messages as context)
@@ -51,15 +52,15 @@ class Commands:
     def __init__(
         self,
         sessions: SessionManager,
-        topics: ActiveTopics,
+        topics: ActiveTopicsStore,
         fork_copy: int,
     ) -> None:
         self._sessions = sessions
         self._topics = topics
         self._fork_copy = fork_copy
 
-    def current_key(self, chat: SessionKey) -> SessionKey:
-        return chat.with_topic(self._topics.active(chat.base_key()))
+    async def current_key(self, chat: SessionKey) -> SessionKey:
+        return chat.with_topic(await self._topics.active(chat.base_key()))
 
     async def run(
         self, chat: SessionKey, name: str, argument: str, *, status: ChatStatus | None = None
@@ -84,8 +85,7 @@ class Commands:
         return {info.topic: info.message_count for info in infos}
 
     async def _activate(self, chat: SessionKey, topic: str | None) -> None:
-        self._topics.switch(chat.base_key(), topic)
-        await self._topics.save()
+        await self._topics.switch(chat.base_key(), topic)
 
     async def _new(self, chat: SessionKey, name: str) -> str:
         topic = name or datetime.now(UTC).strftime("s%m%d-%H%M%S")
@@ -95,7 +95,7 @@ class Commands:
             return f"Cannot use that name: {error}"
         if topic in await self._topic_names(chat):
             return f"A session named {topic!r} exists already; /s {topic} switches to it."
-        parent = self.current_key(chat)
+        parent = await self.current_key(chat)
         session = await self._sessions.fork(parent, chat.with_topic(topic), self._fork_copy)
         await self._activate(chat, topic)
         kept = len(session.messages)
@@ -117,7 +117,7 @@ class Commands:
 
     async def _list(self, chat: SessionKey, _argument: str) -> str:
         topics = await self._topic_names(chat)
-        active = self._topics.active(chat.base_key())
+        active = await self._topics.active(chat.base_key())
         topics.setdefault(active, 0)
         lines = [
             f"{'*' if topic == active else '-'} {topic or 'default'} ({count} messages)"
@@ -126,8 +126,7 @@ class Commands:
         return "Sessions (* = active):\n" + "\n".join(lines)
 
     async def _back(self, chat: SessionKey, _argument: str) -> str:
-        previous = self._topics.back(chat.base_key())
-        await self._topics.save()
+        previous = await self._topics.back(chat.base_key())
         return f"Back to {previous or 'default'!r}."
 
     async def _delete(self, chat: SessionKey, name: str) -> str:
@@ -136,16 +135,15 @@ class Commands:
         if name not in await self._topic_names(chat):
             return f"No session named {name!r}."
         await self._sessions.delete(chat.with_topic(name))
-        if self._topics.active(chat.base_key()) == name:
-            await self._activate(chat, None)
+        await self._topics.forget(chat.base_key(), name)
         return f"Deleted {name!r} (its history is archived)."
 
     async def _reset(self, chat: SessionKey, _argument: str) -> str:
-        await self._sessions.reset(self.current_key(chat))
+        await self._sessions.reset(await self.current_key(chat))
         return "Session cleared (the old history is archived)."
 
     async def _status(self, chat: SessionKey, status: ChatStatus) -> str:
-        key = self.current_key(chat)
+        key = await self.current_key(chat)
         count = len(await self._sessions.history(key, None))
         state = "answering" if status.busy else "idle"
         return (

@@ -208,7 +208,7 @@ class Dispatcher:
         self, received: Received, chat: SessionKey, name: str, arg: str
     ) -> None:
         try:
-            status = await self.status_of(self._commands.current_key(chat))
+            status = await self.status_of(await self._commands.current_key(chat))
             text = await self._commands.run(chat, name, arg, status=status)
         except Exception as error:
             # Supervision point (per message): a failing command is answered, never left open.
@@ -249,7 +249,7 @@ class Dispatcher:
     async def _run_item(self, item: LaneItem) -> Commit:
         trigger = item.trigger.message
         chat = trigger.session_key(self._settings.profile)
-        key = self._commands.current_key(chat)
+        key = await self._commands.current_key(chat)
         if isinstance(item, CommandItem):
             command = parse_command(trigger.content)
             assert command is not None
@@ -326,7 +326,9 @@ class Dispatcher:
         if not any(r.id in unanswered for r in received):
             return  # an abort or an interrupt got there first
         trigger = received[-1].message
-        session = key or self._commands.current_key(trigger.session_key(self._settings.profile))
+        session = key or await self._commands.current_key(
+            trigger.session_key(self._settings.profile)
+        )
         turn = turn_id or str(new_turn_id())
         metadata: dict[str, object] = {
             ANSWERS: [r.message.message_id for r in received if r.message.message_id],

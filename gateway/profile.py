@@ -36,8 +36,9 @@ from gateway.pairing import Pairing
 from gateway.profile_channels import build_channels, register_all
 from gateway.turns import TurnRunner, TurnSettings
 from gateway.webhooks import WebhookRoutes
-from sessions import ActiveTopics, SessionManager, SessionStore
-from sessions.backends import session_store
+from sessions import SessionManager, SessionStore
+from sessions.backends import active_topics, session_store
+from sessions.topics import ActiveTopicsStore
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +54,6 @@ class _Built:
     handle: AgentHandle
     recovery: Recovery
     pairing: Pairing
-    topics: ActiveTopics
 
 
 def _delivery_recorder(journal: Journal) -> DeliveryHook:
@@ -118,7 +118,6 @@ class ProfileRuntime:
             built = await self._build(stack)
             await self._serve(built)
             await built.dispatcher.checkpoint()
-            await built.topics.save()
         log.info("profile.stopped", profile=self.profile_id)
 
     async def _build(self, stack: AsyncExitStack) -> _Built:
@@ -165,9 +164,11 @@ class ProfileRuntime:
         )
         register_all(channels, built_channels, self.config)
         self._channels, self._dispatcher = channels, dispatcher
-        return _Built(channels, dispatcher, handle, recovery, pairing, topics)
+        return _Built(channels, dispatcher, handle, recovery, pairing)
 
-    async def _open_sessions(self, stack: AsyncExitStack) -> tuple[SessionManager, ActiveTopics]:
+    async def _open_sessions(
+        self, stack: AsyncExitStack
+    ) -> tuple[SessionManager, ActiveTopicsStore]:
         settings = self.config.sessions
         # The journal is the durable copy: session files are written behind it and synced
         # at its checkpoints, so their appends need not wait for the disk.
@@ -186,7 +187,7 @@ class ProfileRuntime:
         )
         sessions = SessionManager(store, max_open=settings.max_open)
         self._sessions = sessions
-        topics = ActiveTopics(self.root)
+        topics = active_topics(self._store, self.root, store)
         await topics.load()
         return sessions, topics
 
@@ -197,7 +198,7 @@ class ProfileRuntime:
         channel_named: Callable[[str], Channel | None],
         agent: Agent,
         sessions: SessionManager,
-        topics: ActiveTopics,
+        topics: ActiveTopicsStore,
     ) -> Dispatcher:
         settings = self.config.sessions
         runner = TurnRunner(

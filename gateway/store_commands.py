@@ -21,7 +21,7 @@ from config import ConfigError, LoadedConfig, load_gateway
 from config.store import StoreConfig
 from gateway.cli_args import EXIT_INVALID_CONFIG, EXIT_OK, plural, print_problems
 from gateway.env_file import environment_for
-from sessions import Session, SessionStore
+from sessions import ActiveTopics, Session, SessionStore
 from sessions.backends import check_store, stored_profiles
 from sessions.errors import SessionError
 from sessions.layout import SESSION_SUFFIX
@@ -77,6 +77,7 @@ class Counts:
     already: int = 0
     caught_up: int = 0
     archives: int = 0
+    topics: int = 0
     problems: list[str] = field(default_factory=list)
 
     def add(self, source: str, session: Session, archive: bool, result: Imported) -> None:
@@ -110,6 +111,8 @@ class Counts:
         )
         if self.archives:
             text += f", {plural(self.archives, 'archive')} copied"
+        if self.topics:
+            text += f", the active topic of {plural(self.topics, 'chat')} copied"
         return text + f", {plural(len(self.problems), 'problem')}"
 
 
@@ -122,6 +125,7 @@ async def migrate(
 ) -> Counts:
     from sessions.postgres import PostgresSessionStore
     from sessions.postgres.importing import import_session
+    from sessions.postgres.topics import import_topics
 
     assert config.dsn is not None
     counts = Counts()
@@ -153,6 +157,9 @@ async def migrate(
                     connection, profile, source, session, archived=archived
                 )
                 counts.add(source, session, archived is not None, result)
+            topics = ActiveTopics(root)
+            await topics.load()
+            counts.topics += await import_topics(connection, profile, topics.chats())
     return counts
 
 

@@ -1,4 +1,5 @@
-"""Which session store a profile gets: the JSONL files (default) or PostgreSQL (`store:`).
+"""Which session store a profile gets: the JSONL files (default) or PostgreSQL (`store:`),
+and the chats' active topics kept beside it.
 
 PostgreSQL's module (and asyncpg) is imported only when a configuration asks for it.
 """
@@ -14,6 +15,7 @@ from config.store import StoreConfig
 from sessions.errors import SessionError
 from sessions.store import SessionStore
 from sessions.store_protocol import SessionStoreProtocol
+from sessions.topics import ActiveTopics, ActiveTopicsStore
 
 if TYPE_CHECKING:
     from sessions.postgres import PostgresSessionStore
@@ -61,6 +63,22 @@ def session_store(
     if jsonl is not None:
         return jsonl()
     return SessionStore(root, read_only=read_only)
+
+
+def active_topics(
+    config: StoreConfig, root: Path, store: SessionStoreProtocol
+) -> ActiveTopicsStore:
+    """Where the profile's chats keep their active topic: beside its sessions, `store` (the
+    table of the same database with PostgreSQL, so every cluster worker sees a switch made by
+    another; else the file in `root`)."""
+    if config.backend != "postgres":
+        return ActiveTopics(root)
+    from sessions.postgres.topics import PostgresActiveTopics
+
+    postgres = _postgres()
+    if not isinstance(store, postgres):
+        raise TypeError(f"store backend postgres needs its PostgresSessionStore, not {store!r}")
+    return PostgresActiveTopics(store)
 
 
 async def check_store(config: StoreConfig) -> None:

@@ -92,6 +92,13 @@ class SessionManager:
     async def list_sessions(self, base_key: str | None = None) -> list[SessionInfo]:
         return await self.store.list(base_key)
 
+    def evict_chat(self, base_key: str) -> None:
+        """Drop every session of a chat (all its topics) from memory: the next read loads them
+        from the store. A cluster worker does so before each message, since the chat's last
+        turns may have run on another worker."""
+        for key in [key for key in self._cache if key.base_key() == base_key]:
+            self.evict(key)
+
     def evict(self, key: SessionKey) -> bool:
         """Drop a session from memory (it is all on disk); True if it was loaded."""
         if self._cache.pop(key, None) is None:

@@ -1,9 +1,17 @@
-"""Topics of a chat: which named session is active, remembered across restarts.
+"""Topics of a chat: which named session is active, remembered across restarts and processes.
 
-`{root}/active_sessions.json` holds `{"active": {base_key: topic}, "previous": {base_key: topic}}`
-as octos does; the default session is the absence of an active topic (and `""` where a
-previous topic was the default one). Changes are made in memory; `save()` writes the file
-atomically, off the event loop.
+`ActiveTopicsStore` is what the chat commands use; each change is one atomic step
+(`ChatTopics`: the pure rule of `/s`, `/back`, `/delete`) and is stored before it returns.
+Two backends implement it, chosen where the session store is (`sessions.backends`):
+
+- `ActiveTopics`: `{root}/active_sessions.json` holds `{"active": {base_key: topic},
+  "previous": {base_key: topic}}` as octos does, written atomically off the event loop; one
+  process owns it.
+- `sessions.postgres.topics.PostgresActiveTopics`: a row per chat, so every worker of a
+  cluster sees the topic another worker switched to.
+
+The default session is the absence of an active topic (and `""` where a previous topic was the
+default one).
 """
 
 from __future__ import annotations
@@ -11,6 +19,9 @@ from __future__ import annotations
 import asyncio
 import json
 import unicodedata
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -48,12 +59,70 @@ def _topic(stored: str) -> str | None:
     return None if stored.lower() in _DEFAULT_NAMES else stored
 
 
-class ActiveTopics:
+@dataclass(frozen=True, slots=True)
+class ChatTopics:
+    """One chat's topics as stored: `active` None is the default session; `previous` None is
+    "no previous topic", `""` the default session."""
+
+    active: str | None = None
+    previous: str | None = None
+
+    def switched(self, topic: str | None) -> ChatTopics:
+        """`topic` active (None: the default session), the one before remembered."""
+        if topic == self.active:
+            return self
+        return ChatTopics(topic, self.active or "")
+
+    def back(self) -> ChatTopics:
+        """The previous topic active again; unchanged when there is none."""
+        if self.previous is None:
+            return self
+        return self.switched(_topic(self.previous))
+
+    def forgotten(self, topic: str) -> ChatTopics:
+        """A deleted topic is neither active nor previous any more."""
+        state = self.switched(None) if self.active == topic else self
+        if state.previous == topic:
+            state = ChatTopics(state.active, None)
+        return state
+
+
+class ActiveTopicsStore(ABC):
+    """The active topic of every chat of one profile, by the chat's base key."""
+
+    async def load(self) -> None:
+        """Read what is kept before the first use (a database has nothing to read ahead)."""
+
+    @abstractmethod
+    async def state(self, base_key: str) -> ChatTopics: ...
+
+    @abstractmethod
+    async def change(self, base_key: str, step: Callable[[ChatTopics], ChatTopics]) -> ChatTopics:
+        """Apply `step` to the chat's stored topics atomically; the new state, once stored."""
+
+    async def active(self, base_key: str) -> str | None:
+        """The active topic of a chat; None is its default session."""
+        return (await self.state(base_key)).active
+
+    async def switch(self, base_key: str, topic: str | None) -> None:
+        await self.change(base_key, lambda state: state.switched(topic))
+
+    async def back(self, base_key: str) -> str | None:
+        """Switch to the previous topic and return it (the active one stays if there is none)."""
+        return (await self.change(base_key, ChatTopics.back)).active
+
+    async def forget(self, base_key: str, topic: str) -> None:
+        await self.change(base_key, lambda state: state.forgotten(topic))
+
+
+class ActiveTopics(ActiveTopicsStore):
+    """The JSONL backend's topics: one file per profile, held in memory, rewritten per change."""
+
     def __init__(self, root: Path) -> None:
         self.path = root / ACTIVE_TOPICS_FILE
         self._active: dict[str, str] = {}
         self._previous: dict[str, str] = {}
-        self._save_lock = asyncio.Lock()
+        self._lock = asyncio.Lock()
 
     async def load(self) -> None:
         """Read the file; a missing one means every chat is on its default session."""
@@ -63,51 +132,34 @@ class ActiveTopics:
         }
         self._previous = dict(data.get("previous", {}))
 
-    async def save(self) -> None:
-        async with self._save_lock:
+    async def state(self, base_key: str) -> ChatTopics:
+        return ChatTopics(self._active.get(base_key), self._previous.get(base_key))
+
+    def chats(self) -> dict[str, ChatTopics]:
+        """Every chat with a topic or a previous one, as loaded (`store migrate` copies them)."""
+        return {
+            base: ChatTopics(self._active.get(base), self._previous.get(base))
+            for base in sorted(self._active.keys() | self._previous.keys())
+        }
+
+    async def change(self, base_key: str, step: Callable[[ChatTopics], ChatTopics]) -> ChatTopics:
+        async with self._lock:
+            before = await self.state(base_key)
+            after = step(before)
+            if after == before:
+                return after
+            # Memory follows the file only once it is written: a failed write changes nothing.
+            active = _put(self._active, base_key, after.active)
+            previous = _put(self._previous, base_key, after.previous)
             content = json.dumps(
-                {"active": self._active, "previous": self._previous},
+                {"active": active, "previous": previous},
                 ensure_ascii=False,
                 indent=1,
                 sort_keys=True,
             ).encode()
             await asyncio.to_thread(self._write, content + b"\n")
-
-    def active(self, base_key: str) -> str | None:
-        """The active topic of a chat; None is its default session."""
-        return self._active.get(base_key)
-
-    def previous(self, base_key: str) -> str | None:
-        stored = self._previous.get(base_key)
-        return None if stored is None else _topic(stored)
-
-    def has_previous(self, base_key: str) -> bool:
-        return base_key in self._previous
-
-    def switch(self, base_key: str, topic: str | None) -> None:
-        """Make `topic` active (None: the default session), remembering the one before."""
-        current = self.active(base_key)
-        if topic == current:
-            return
-        self._previous[base_key] = current or ""
-        if topic is None:
-            self._active.pop(base_key, None)
-        else:
-            self._active[base_key] = topic
-
-    def back(self, base_key: str) -> str | None:
-        """Switch to the previous topic and return it (the active one stays if there is none)."""
-        if base_key not in self._previous:
-            return self.active(base_key)
-        self.switch(base_key, self.previous(base_key))
-        return self.active(base_key)
-
-    def forget(self, base_key: str, topic: str) -> None:
-        """A deleted topic is neither active nor previous any more."""
-        if self._active.get(base_key) == topic:
-            self.switch(base_key, None)
-        if self._previous.get(base_key) == topic:
-            del self._previous[base_key]
+            self._active, self._previous = active, previous
+            return after
 
     def _read(self) -> dict[str, dict[str, str]]:
         try:
@@ -132,3 +184,13 @@ class ActiveTopics:
     def _write(self, content: bytes) -> None:
         make_dirs(self.path.parent, durable=True)
         atomic_write(self.path, [content])
+
+
+def _put(section: dict[str, str], base_key: str, value: str | None) -> dict[str, str]:
+    """A copy of `section` with the chat's entry set (None: removed)."""
+    changed = dict(section)
+    if value is None:
+        changed.pop(base_key, None)
+    else:
+        changed[base_key] = value
+    return changed

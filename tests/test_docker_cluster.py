@@ -75,6 +75,19 @@ def test_every_process_reads_the_mounted_cluster_config(compose: dict[str, Any])
         assert needed <= set(service["environment"]), name
 
 
+def test_every_gateway_process_shares_one_data_volume(compose: dict[str, Any]) -> None:
+    """Pairing codes and the allow-list overlay are files there: an approval made with
+    `octos-gateway pair` must reach every ingress."""
+    data_dir = yaml.safe_load((EXAMPLE / "gateway.yaml").read_text())["data_dir"]
+    sources = set()
+    for name in GATEWAY_SERVICES:
+        mounts = [volume.split(":") for volume in compose["services"][name]["volumes"]]
+        (mount,) = [m for m in mounts if m[1] == data_dir]
+        sources.add(mount[0])
+    (volume,) = sources
+    assert volume in compose["volumes"], "a named volume, not a directory per container"
+
+
 def test_gateway_healthchecks_ask_readyz_on_the_configured_port(
     compose: dict[str, Any], gateway_yaml: dict[str, Any]
 ) -> None:

@@ -4,6 +4,8 @@
     octos_sessions           one row per session: its meta, counters; archived rows are kept
     octos_messages           one row per message: (session id, seq) and the message as JSON
     octos_migrated_files     session files `store migrate` copied, how many of their messages
+    octos_active_topics      one row per chat: its active topic and the one before (`/s`,
+                             `/back`), so every worker of a cluster answers in the same session
 
 An append is one call of `octos_append` (one statement, one round trip, atomic): it upserts the
 session row, inserts the batch with one INSERT and counts what was new. A live session is the
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     from sessions.postgres.connect import Connection
 
 #: The newest schema this build creates and reads.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 #: Serialises concurrent start-ups migrating the same database (any constant key works).
 _MIGRATION_LOCK: Final = 0x6F63746F73  # "octos"
 
@@ -107,6 +109,16 @@ _MIGRATIONS: Final[dict[int, str]] = {
         session_id bigint NOT NULL REFERENCES octos_sessions (id),
         messages bigint NOT NULL,
         migrated_at timestamptz NOT NULL DEFAULT now()
+    );
+    """,
+    2: """
+    CREATE TABLE IF NOT EXISTS octos_active_topics (
+        scope text NOT NULL,
+        base_key text NOT NULL,
+        active text,
+        previous text,
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (scope, base_key)
     );
     """,
 }

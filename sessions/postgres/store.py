@@ -96,10 +96,16 @@ class PostgresSessionStore(StoreBase):
         if pool is not None:
             await close_pool(pool)
 
+    @property
+    def has_tables(self) -> bool:
+        """Whether the schema exists (a read-only store may find a database nobody set up)."""
+        return self._tables
+
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[Connection]:
-        """A pooled connection for work beyond the store's own (`store migrate`)."""
-        async with self._connection(writes=True) as connection:
+    async def connection(self, *, writes: bool = True) -> AsyncIterator[Connection]:
+        """A pooled connection for work beyond the store's own (`store migrate`, the chats'
+        active topics); `writes` is refused by a read-only store."""
+        async with self._connection(writes=writes) as connection:
             yield connection
 
     @asynccontextmanager

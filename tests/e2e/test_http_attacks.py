@@ -21,6 +21,7 @@ import pytest_asyncio
 from bus import Message, SessionKey
 from sessions import SessionStore
 from tests.e2e.conftest import WAIT_S, running_daemon
+from tests.e2e.telegram_profiles import telegram_profile
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.attack_corpus import (
@@ -65,22 +66,6 @@ channels:
 """
 
 
-def telegram_profile(fake: FakeTelegram) -> str:
-    return f"""\
-agent: {{type: echo}}
-channels:
-  - type: telegram
-    token: "{fake.token}"
-    base_url: {fake.base_url}
-    base_file_url: {fake.base_file_url}
-    mode: webhook
-    webhook_url: https://bot.example.com{TELEGRAM_PATH}
-    webhook_path: {TELEGRAM_PATH}
-    secret_token: {TELEGRAM_SECRET}
-    allow: [4201]
-"""
-
-
 def slack_profile(fake: FakeSlack) -> str:
     return f"""\
 agent: {{type: echo}}
@@ -120,9 +105,10 @@ async def surface(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sur
             "slow": slow_profile(slow_port, delay_s=0.5, reply_timeout_s=WAIT_S),
             # ... or 4 s, longer than the reply timeout.
             "late": slow_profile(late_port, delay_s=2.0, reply_timeout_s=REPLY_TIMEOUT_S),
-            "hook": telegram_profile(telegram),
+            "hook": telegram_profile(telegram, 4201, path=TELEGRAM_PATH, secret=TELEGRAM_SECRET),
             "events": slack_profile(slack),
         }
+        await leave_a_session_of_a_future_schema(directory / "data" / "web")
         async with running_daemon(directory, profiles) as daemon:
             await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
             await telegram.wait_for_calls("setWebhook")
@@ -381,13 +367,17 @@ async def test_a_stream_whose_reply_is_late_or_stopped_ends_with_error(surface: 
     assert all(kind == "snapshot" for kind, _text in events[:-1])
 
 
-async def test_a_session_file_of_a_future_schema_is_a_json_409(surface: Surface) -> None:
+async def leave_a_session_of_a_future_schema(profile_dir: Path) -> None:
+    """What a newer build left behind (before this daemon started: it owns its directory)."""
     key = SessionKey.for_chat("web", "api", "future")
-    async with SessionStore(surface.data_dir / "web") as store:
+    async with SessionStore(profile_dir) as store:
         await store.append(key, Message.user("written by a newer build"))
-    (path,) = [p for p in (surface.data_dir / "web").rglob("*.jsonl") if "future" in str(p)]
+        path = store.path_for(key)
     head, *rest = path.read_text().splitlines(keepends=True)
     path.write_text(json.dumps({**json.loads(head), "schema_version": 99}) + "\n" + "".join(rest))
+
+
+async def test_a_session_file_of_a_future_schema_is_a_json_409(surface: Surface) -> None:
     outcome: Outcome = await send(
         Route("GET", surface.api("/v1/sessions/future/messages")),
         "future schema",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import WAIT_S, count_logged, metric, running_daemon, wait_logged
+from tests.e2e.telegram_profiles import telegram_profile
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
 
@@ -18,20 +19,6 @@ OWNER, STRANGER = 4201, 6666
 CODE = re.compile(r"this code: ([A-Z0-9]{4}-[A-Z0-9]{4})")
 
 
-def pairing_profile(fake: FakeTelegram) -> str:
-    return f"""\
-agent: {{type: echo}}
-channels:
-  - type: telegram
-    token: "{fake.token}"
-    base_url: {fake.base_url}
-    base_file_url: {fake.base_file_url}
-    poll_timeout_s: 5
-    allow: [{OWNER}]
-    pairing: true
-"""
-
-
 def texts(fake: FakeTelegram, chat: int) -> list[str]:
     return [str(message["text"]) for message in fake.bot_messages(chat)]
 
@@ -39,7 +26,9 @@ def texts(fake: FakeTelegram, chat: int) -> list[str]:
 async def test_a_stranger_is_paired_by_code_then_removed(tmp_path: Path) -> None:
     async with (
         FakeTelegram() as fake,
-        running_daemon(tmp_path, {"main": pairing_profile(fake)}) as daemon,
+        running_daemon(
+            tmp_path, {"main": telegram_profile(fake, OWNER, pairing=True, webhook=False)}
+        ) as daemon,
     ):
         await fake.wait_until(lambda: fake.long_polls_waiting > 0, timeout_s=WAIT_S)
         fake.push_message(STRANGER, "let me in", user_id=STRANGER, username="mallory")

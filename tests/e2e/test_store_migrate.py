@@ -18,7 +18,7 @@ from pathlib import Path
 import asyncpg
 
 from bus import Message, SessionKey
-from sessions import SessionStore
+from sessions import ActiveTopics, SessionStore
 from tests.support.cli import LOOPBACK_ENV, run_cli
 from tests.support.daemon import REPO_ROOT
 from tests.support.postgres import own_database_dsn
@@ -55,6 +55,17 @@ async def write_sessions(data_dir: Path) -> None:
         await store.append_all(old, [Message.user("after the reset")])
     async with SessionStore(data_dir / "home") as store:
         await store.append_all(SessionKey.parse("home:api:web-1"), [Message.user("from home")])
+    # The chat of work:telegram:42 is on its `travel` topic.
+    await ActiveTopics(data_dir / "work").switch("work:telegram:42", "travel")
+
+
+async def active_topics(dsn: str) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+    connection = await asyncpg.connect(dsn)
+    try:
+        rows = await connection.fetch("SELECT * FROM octos_active_topics")
+    finally:
+        await connection.close()
+    return {(row["scope"], row["base_key"]): (row["active"], row["previous"]) for row in rows}
 
 
 async def live_sessions(dsn: str) -> dict[str, int]:
@@ -78,9 +89,10 @@ async def test_migrate_copies_every_profile_and_topic_once(
     first = await run_cli(*args, cwd=tmp_path)
     assert first.code == 0, first.err
     assert (
-        "4 sessions copied, 0 already copied, 0 caught up (5 messages written), 0 problems"
-        in first.out
+        "4 sessions copied, 0 already copied, 0 caught up (5 messages written), the active "
+        "topic of 1 chat copied, 0 problems" in first.out
     )
+    assert await active_topics(dsn) == {("work", "work:telegram:42"): ("travel", "")}
     assert await live_sessions(dsn) == {
         "work:telegram:42": 2,
         "work:telegram:42#travel": 1,

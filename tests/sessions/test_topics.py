@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sessions import ActiveTopics, InvalidTopicName, validate_topic_name
+from sessions.topics import ChatTopics
 
 
 @pytest.mark.parametrize("name", ["research", "Ideas 2", "日本語", "a" * 50, "default-ish"])
@@ -44,23 +45,21 @@ async def test_switch_and_back_are_remembered_across_restarts(tmp_path: Path) ->
     topics = ActiveTopics(tmp_path)
     await topics.load()
     chat = "_main:telegram:1"
-    assert topics.active(chat) is None
-    topics.switch(chat, "research")
-    topics.switch(chat, "ideas")
-    topics.switch("_main:discord:2", "other")
-    await topics.save()
+    assert await topics.active(chat) is None
+    await topics.switch(chat, "research")
+    await topics.switch(chat, "ideas")
+    await topics.switch("_main:discord:2", "other")
 
     reopened = ActiveTopics(tmp_path)
     await reopened.load()
-    assert reopened.active(chat) == "ideas"
-    assert reopened.previous(chat) == "research"
-    assert reopened.back(chat) == "research"
-    assert reopened.back(chat) == "ideas"
-    reopened.switch(chat, None)
-    assert reopened.active(chat) is None
-    assert reopened.back(chat) == "ideas"
-    assert reopened.back(chat) is None
-    await reopened.save()
+    assert await reopened.active(chat) == "ideas"
+    assert await reopened.state(chat) == ChatTopics("ideas", "research")
+    assert await reopened.back(chat) == "research"
+    assert await reopened.back(chat) == "ideas"
+    await reopened.switch(chat, None)
+    assert await reopened.active(chat) is None
+    assert await reopened.back(chat) == "ideas"
+    assert await reopened.back(chat) is None
     on_disk = json.loads((tmp_path / "active_sessions.json").read_text())
     assert on_disk == {
         "active": {"_main:discord:2": "other"},
@@ -71,15 +70,35 @@ async def test_switch_and_back_are_remembered_across_restarts(tmp_path: Path) ->
 
 async def test_back_without_a_previous_topic_stays(tmp_path: Path) -> None:
     topics = ActiveTopics(tmp_path)
-    assert not topics.has_previous("c:1")
-    assert topics.back("c:1") is None
-    topics.switch("c:1", "x")
-    topics.forget("c:1", "x")
-    assert topics.active("c:1") is None
+    assert await topics.back("c:1") is None
+    assert not (tmp_path / "active_sessions.json").exists()  # nothing changed, nothing written
+    await topics.switch("c:1", "x")
+    await topics.forget("c:1", "x")
+    assert await topics.state("c:1") == ChatTopics(None, None)
+
+
+async def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "active_sessions.json").mkdir()  # a directory: the file cannot be replaced
+    topics = ActiveTopics(tmp_path)
+    with pytest.raises(IsADirectoryError):
+        await topics.switch("c:1", "x")
+    assert await topics.active("c:1") is None
 
 
 async def test_an_unreadable_file_starts_every_chat_on_its_default(tmp_path: Path) -> None:
     (tmp_path / "active_sessions.json").write_text("{not json")
     topics = ActiveTopics(tmp_path)
     await topics.load()
-    assert topics.active("_main:telegram:1") is None
+    assert await topics.active("_main:telegram:1") is None
+
+
+def test_the_steps_follow_octos_rules() -> None:
+    start = ChatTopics()
+    assert start.switched(None) is start
+    research = start.switched("research")
+    assert research == ChatTopics("research", "")
+    assert research.back() == ChatTopics(None, "research")
+    assert research.back().back() == research
+    assert research.forgotten("research") == ChatTopics(None, None)
+    assert ChatTopics("a", "b").forgotten("b") == ChatTopics("a", None)
+    assert ChatTopics("a", "b").forgotten("c") == ChatTopics("a", "b")

@@ -1,0 +1,77 @@
+"""Pairing across ingress processes: a stranger gets a code from one ingress, `octos-gateway
+pair` approves it, and every ingress lets them in within seconds.
+
+The codes and the allow-list overlay are files in the profile's data directory, which every
+ingress of a cluster shares (docker-compose.cluster.yml mounts one `gateway-data` volume at
+/data in each; here all processes use the test's data directory). Each ingress notices the
+overlay's change by itself (`allow.overlay_reloaded`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cluster_daemons import cluster_config, processes, start_role
+from tests.e2e.conftest import count_logged, wait_logged
+from tests.e2e.telegram_profiles import SECRET, post, telegram_profile, update
+from tests.fakes.telegram_server import FakeTelegram
+from tests.support.cli import run_cli
+from tests.support.daemon import DaemonProcess
+from tests.support.nats import nats_prefix
+from tests.support.postgres import fresh_scope, postgres_dsn
+
+__all__ = ["nats_prefix", "postgres_dsn"]  # the fixtures
+
+pytestmark = pytest.mark.slow
+
+OWNER, STRANGER = 4201, 6666
+CODE = re.compile(r"this code: ([A-Z0-9]{4}-[A-Z0-9]{4})")
+
+
+async def post_update(ingress: DaemonProcess, update_id: int, text: str) -> None:
+    body = update(update_id, text, user_id=STRANGER, name="Mallory")
+    assert await post(ingress, body, SECRET) == 200
+
+
+def texts(fake: FakeTelegram) -> list[str]:
+    return [str(message["text"]) for message in fake.bot_messages(STRANGER)]
+
+
+async def test_an_approval_reaches_every_ingress(
+    tmp_path: Path, nats_prefix: str, postgres_dsn: str
+) -> None:
+    profile = fresh_scope()
+    async with FakeTelegram() as fake, processes() as running:
+        config = cluster_config(
+            tmp_path,
+            {profile: telegram_profile(fake, OWNER, pairing=True)},
+            prefix=nats_prefix,
+            dsn=postgres_dsn,
+        )
+        running.append(await start_role(config, "worker"))
+        first = await start_role(config, "ingress")
+        second = await start_role(config, "ingress")
+        running.extend([first, second])
+
+        await post_update(first, 1, "let me in")
+        await fake.wait_until(lambda: len(texts(fake)) == 1, timeout_s=30)
+        found = CODE.search(texts(fake)[0])
+        assert found, texts(fake)
+
+        reloads = {
+            ingress: count_logged(ingress, "allow.overlay_reloaded") for ingress in (first, second)
+        }
+        paired = await run_cli("pair", found.group(1), "-c", str(config), cwd=tmp_path)
+        assert paired.code == 0, paired.err
+        assert f"telegram sender {STRANGER} may now talk to profile {profile}" in paired.out
+        for ingress, seen in reloads.items():
+            await wait_logged(ingress, "allow.overlay_reloaded", more_than=seen)
+
+        # Allowed by the ingress that did not issue the code, and by the one that did.
+        await post_update(second, 2, "hello via the second")
+        await fake.wait_until(lambda: len(texts(fake)) == 2, timeout_s=30)
+        await post_update(first, 3, "hello via the first")
+        await fake.wait_until(lambda: len(texts(fake)) == 3, timeout_s=30)
+        assert texts(fake)[1:] == ["hello via the second", "hello via the first"]
