@@ -61,7 +61,7 @@ async def open_lease_bucket(
     try:
         return await js.key_value(bucket)
     except nats.js.errors.BucketNotFoundError:
-        pass
+        pass  # the first process here: create it below
     # Creating a stream that exists with the same settings succeeds, so a race is harmless.
     return await js.create_key_value(
         bucket=bucket,

@@ -11,10 +11,9 @@ Open descriptors are bounded (`max_open_files`, least recently used closed first
 whose descriptor was closed costs no memory here and is reopened, with a cheap tail check, on
 its next append.
 
-The daemon's store (written behind its journal) owns its data directory: it lists the chats
-that have a directory once, at open, and adds each one it creates, so loading a chat that
-never talked (every first message) is answered without touching the disk. Where octos' legacy
-flat layout holds files, every load looks on disk, since a legacy file migrates on first load.
+The daemon's store (written behind its journal) knows which chats have a directory
+(`chat_directories`): a first message loads nothing from disk, and its file is created by the
+writer thread.
 
 A store written behind a write-ahead log (`track_unsynced`) does not wait for its appends: the
 log is the durable copy, so `append_all` returns once the line is queued, and a write the disk
@@ -40,6 +39,7 @@ from typing import TypeVar
 import structlog
 
 from bus import Message, SessionKey
+from sessions.chat_directories import ChatDirectories
 from sessions.errors import SessionError, SessionStoreClosed, SessionWriteError
 from sessions.fileops import make_dirs, sync_files
 from sessions.keyed_lock import KeyedLocks
@@ -113,10 +113,8 @@ class SessionStore(StoreBase):
         #: Files appended to since the last `sync` (whose data may be only in the page cache).
         self._dirty: set[Path] = set()
         self._track_unsynced = track_unsynced
-        #: Names of the chats' directories under users/, when known (see the module docstring).
-        self._chats_on_disk: set[str] | None = None
-        #: Chat directories created since the last `sync`: their entries are synced with it.
-        self._new_chats: set[Path] = set()
+        #: The chats with a directory, when the store owns its directory (the daemon's).
+        self._chats: ChatDirectories | None = None
         #: The first write-behind append the disk refused. Sticky: which turns it lost is not
         #: known here, so no later `sync` may let the log drop anything until a restart
         #: replays the log into the files.
@@ -131,7 +129,7 @@ class SessionStore(StoreBase):
         if not self.read_only:
             await asyncio.to_thread(make_dirs, self.root, durable=self.fsync != "never")
             if self._track_unsynced:
-                self._chats_on_disk = await asyncio.to_thread(_chat_directories, self._layout)
+                self._chats = await asyncio.to_thread(ChatDirectories.listed, self._layout)
             self._writer.start()
         self._running = True
 
@@ -205,13 +203,14 @@ class SessionStore(StoreBase):
         if self._unsaved is not None:
             self._dirty |= paths
             raise self._unsaved
-        new_chats, self._new_chats = self._new_chats, set()
+        new_chats = self._chats.take_new() if self._chats is not None else set()
         if paths:
             try:
                 await asyncio.to_thread(sync_files, paths, new_directories=new_chats)
             except BaseException:
                 self._dirty |= paths
-                self._new_chats |= new_chats
+                if self._chats is not None:
+                    self._chats.keep_new(new_chats)
                 raise
 
     def _written_behind(self, entry: _OpenFile, size: int, written: asyncio.Future[None]) -> None:
@@ -234,7 +233,7 @@ class SessionStore(StoreBase):
     async def load(self, key: SessionKey) -> Session | None:
         """The session as on disk (repairing a torn or corrupt file), None if there is none."""
         path = self._layout.path_for(key)
-        if self._chats_on_disk is not None and _chat_of(path) not in self._chats_on_disk:
+        if self._chats is not None and not self._chats.has(path):
             with self._operation():
                 return None  # a chat that never talked: nothing on disk to look for
         with self._operation():
@@ -267,8 +266,8 @@ class SessionStore(StoreBase):
 
     def _on_disk(self, path: Path) -> None:
         """`path`'s chat has (or is about to have) its directory: loads must look on disk."""
-        if self._chats_on_disk is not None:
-            self._chats_on_disk.add(_chat_of(path))
+        if self._chats is not None:
+            self._chats.add(path)
 
     def _operation(self, *, writes: bool = False) -> _Operation:
         if not self._running:
@@ -295,10 +294,8 @@ class SessionStore(StoreBase):
             return entry
         await self._quiesce(path)
         initial = SessionMeta.new(key).titled_by(first)
-        if self._chats_on_disk is not None and _chat_of(path) not in self._chats_on_disk:
+        if self._chats is not None and self._chats.add_new(path):
             # A new chat: its file is created by the writer thread, before this first append.
-            self._on_disk(path)
-            self._new_chats.add(path.parent.parent)
             line = initial.to_line()
             target = AppendTarget(path, -1, opener=partial(create_session_file, path, line))
             return self._register_target(path, target, len(line))
@@ -417,22 +414,3 @@ class _Operation:
         store._operations -= 1
         if store._operations == 0:
             store._idle.set()
-
-
-def _chat_of(path: Path) -> str:
-    """The chat directory's name of a session file: users/{chat}/sessions/{topic}.jsonl."""
-    return path.parent.parent.name
-
-
-def _chat_directories(layout: SessionLayout) -> set[str] | None:
-    """The chats with a directory, or None while legacy files may still migrate (runs in a
-    thread: one listing at open)."""
-    try:
-        if any(layout.legacy_dir.iterdir()):
-            return None
-    except FileNotFoundError:
-        pass
-    try:
-        return {entry.name for entry in layout.users_dir.iterdir()}
-    except FileNotFoundError:
-        return set()
