@@ -9,19 +9,27 @@ A redelivery of the same stream message finds the row: with a reply, the reply i
 recomputed; without one, the turn runs again. A platform's retry that JetStream's duplicate
 window no longer catches is a new stream message with a known inbound id: dropped, or for a
 channel that holds a request open for it (the HTTP API) answered with the stored reply.
+
+A command's reply is stored in the transaction of its effect (a topic switched, a session
+forked: `answer(..., connection=...)`), so a worker killed between the two leaves neither and
+the redelivery runs the command once. Should another worker have answered the message meanwhile
+(its copy redelivered while this one ran), `AnsweredElsewhere` rolls this one's effect back.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import asyncpg
 
 from bus import Message, OutboundMessage, new_turn_id
 from cluster.record_table import RecordTable
 from sessions.postgres.connect import DATABASE_ERRORS, database_error
+
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS octos_cluster_turns (
@@ -55,6 +63,15 @@ class TurnRecord:
     @property
     def answered(self) -> bool:
         return self.reply is not None
+
+
+class AnsweredElsewhere(Exception):
+    """The message was answered by another worker while this one ran it: the transaction this
+    reply was to join must not commit (its effect would be the command's second)."""
+
+    def __init__(self, stored: TurnRecord) -> None:
+        super().__init__(f"turn {stored.turn_id} was answered by another worker")
+        self.stored = stored
 
 
 def _record(row: asyncpg.Record) -> TurnRecord:
@@ -106,13 +123,22 @@ class TurnRecords(RecordTable):
         return _record(row)
 
     async def answer(
-        self, record: TurnRecord, session_key: str, reply: OutboundMessage, messages: list[Message]
+        self,
+        record: TurnRecord,
+        session_key: str,
+        reply: OutboundMessage,
+        messages: list[Message],
+        *,
+        connection: Connection | None = None,
     ) -> TurnRecord:
-        """Store the reply and the session messages of the turn in one transaction; when a
-        reply is already there (another worker answered first), that one is returned."""
+        """Store the reply and the session messages of the turn in one statement, on
+        `connection` (in the caller's transaction) when given. When a reply is already there
+        (another worker answered first), that one is returned, or with `connection` raised as
+        `AnsweredElsewhere`."""
         payload = json.dumps([message.model_dump(mode="json") for message in messages])
+        on = self._connected() if connection is None else connection
         try:
-            row = await self._connected().fetchrow(
+            row = await on.fetchrow(
                 """
                 UPDATE octos_cluster_turns
                 SET session_key = $3, reply = $4::json, messages = $5::json, answered_at = now()
@@ -125,8 +151,9 @@ class TurnRecords(RecordTable):
                 reply.model_dump_json(),
                 payload,
             )
+            stored = row is not None
             if row is None:
-                row = await self._connected().fetchrow(
+                row = await on.fetchrow(
                     "SELECT * FROM octos_cluster_turns WHERE scope = $1 AND inbound_id = $2",
                     record.scope,
                     record.inbound_id,
@@ -134,6 +161,8 @@ class TurnRecords(RecordTable):
         except DATABASE_ERRORS as error:
             raise database_error(self._dsn, error) from error
         assert row is not None
+        if not stored and connection is not None:
+            raise AnsweredElsewhere(_record(row))
         return _record(row)
 
     async def mark_appended(self, record: TurnRecord) -> None:

@@ -7,9 +7,10 @@ time, in order, while partitions run in parallel on every worker. For each messa
 1. its row in `octos_cluster_turns` is claimed (or found: a redelivery or a platform retry);
 2. with a stored reply, the reply is published again (redelivery) or the retry dropped;
 3. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
-   heartbeats; the reply and the session messages are stored in one transaction, the messages
-   appended to the session (idempotent), the reply published to the outbound stream with
-   `Nats-Msg-Id` = the turn id, and only then the inbound message acknowledged.
+   heartbeats; the reply and the session messages are stored in one transaction (a command's
+   reply in the transaction of its effect, so it runs once), the messages appended to the
+   session (idempotent), the reply published to the outbound stream with `Nats-Msg-Id` = the
+   turn id, and only then the inbound message acknowledged.
 
 A turn that fails (the agent, the database, anything) is delivered again after the configured
 backoff; on its last delivery it is buried in the dead-letter stream with the reason (logged,
@@ -23,9 +24,9 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 from nats.aio.client import Client
@@ -52,8 +53,11 @@ from cluster.pull import pull_bounded, pull_forever
 from cluster.record_expiry import expire_records
 from cluster.status import StatusPublisher
 from cluster.streams import ensure_worker_consumers, names_of
-from cluster.turn_records import TurnRecord, TurnRecords
+from cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
 from config.bus import NatsConfig
+
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
 
 log = structlog.get_logger(__name__)
 
@@ -85,6 +89,14 @@ class ProfileWorker(Protocol):
     """One profile's agent side, as the worker uses it (built in `gateway.cluster_worker`)."""
 
     async def answer(self, message: InboundMessage, turn_id: str) -> Answer: ...
+
+    def effect_transaction(
+        self, message: InboundMessage
+    ) -> AbstractAsyncContextManager[Connection | None]:
+        """For a message whose answer changes chat state (a command), the transaction its
+        effect and its stored reply commit in; None for the others (an agent turn's messages
+        are stored with its reply, and no transaction is held across the agent's call)."""
+        ...
 
     async def append(self, session_key: str, messages: Sequence[Message]) -> None: ...
 
@@ -234,15 +246,22 @@ class Worker:
         await self._status.started(record.turn_id)
         answer: Answer | None = None
         try:
-            answer = await profile.answer(envelope.message, record.turn_id)
-        finally:
-            success = answer is not None and not answer.failed
-            usage = answer.usage if answer is not None else TokenUsage()
-            await self._status.finished(record.turn_id, success=success, usage=usage)
-        if answer.failed:
-            raise TurnFailed(answer.error or "the agent failed")
-        reply = _reply(envelope.message, answer, record.turn_id)
-        record = await self._records.answer(record, answer.session_key, reply, answer.messages)
+            async with profile.effect_transaction(envelope.message) as connection:
+                try:
+                    answer = await profile.answer(envelope.message, record.turn_id)
+                finally:
+                    success = answer is not None and not answer.failed
+                    usage = answer.usage if answer is not None else TokenUsage()
+                    await self._status.finished(record.turn_id, success=success, usage=usage)
+                if answer.failed:
+                    raise TurnFailed(answer.error or "the agent failed")
+                reply = _reply(envelope.message, answer, record.turn_id)
+                record = await self._records.answer(
+                    record, answer.session_key, reply, answer.messages, connection=connection
+                )
+        except AnsweredElsewhere as elsewhere:
+            log.info("cluster.answered_elsewhere", turn=elsewhere.stored.turn_id, seq=seq)
+            record = elsewhere.stored  # this run's effect rolled back: the other one's stands
         await self._finish(msg, envelope, profile, record)
 
     async def _finish(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -28,7 +29,11 @@ from gateway.commands import ChatStatus, Commands, parse_command
 from gateway.metrics import GatewayMetrics
 from gateway.turns import FAILED_TURN_REPLY, TurnRunner, TurnSettings
 from sessions import SessionManager
-from sessions.backends import active_topics, session_store
+from sessions.backends import active_topics, postgres_store, session_store
+
+if TYPE_CHECKING:
+    from sessions.postgres import PostgresSessionStore
+    from sessions.postgres.connect import Connection
 
 log = structlog.get_logger(__name__)
 
@@ -41,16 +46,28 @@ class WorkerProfile:
         runner: TurnRunner,
         commands: Commands,
         sessions: SessionManager,
+        store: PostgresSessionStore,
     ) -> None:
         self.profile_id = profile_id
         self._config = config
         self._runner = runner
         self._commands = commands
         self._sessions = sessions
+        self._store = store
 
     @property
     def open_sessions(self) -> int:
         return len(self._sessions)
+
+    @asynccontextmanager
+    async def effect_transaction(self, message: InboundMessage) -> AsyncIterator[Connection | None]:
+        """A command's effect (topics, sessions) and its reply commit together: a worker killed
+        between them would otherwise run `/back` or an unnamed `/new` twice."""
+        if parse_command(message.content) is None or is_abort_trigger(message.content):
+            yield None
+            return
+        async with self._store.transaction() as connection:
+            yield connection
 
     async def answer(self, message: InboundMessage, turn_id: str) -> Answer:
         chat = message.session_key(self.profile_id)
@@ -82,7 +99,9 @@ class WorkerProfile:
     async def _command(self, chat: SessionKey, key: SessionKey, name: str, arg: str) -> Answer:
         status = ChatStatus(busy=False, queue_mode="followup", agent=self._config.agent.type)
         try:
-            text = await self._commands.run(chat, name, arg, status=status)
+            # A savepoint inside `effect_transaction`: a command that fails changes nothing.
+            async with self._store.transaction():
+                text = await self._commands.run(chat, name, arg, status=status)
         except Exception as error:
             # Supervision point (per message): a failing command is answered, never left open.
             log.exception("cluster.command_failed", command=name)
@@ -119,4 +138,6 @@ async def worker_profile(
             TurnSettings(profile_id, settings.max_history), agent, sessions, handle, metrics
         )
         commands = Commands(sessions, topics, settings.fork_copy)
-        yield WorkerProfile(profile_id, config, runner, commands, sessions)
+        yield WorkerProfile(
+            profile_id, config, runner, commands, sessions, postgres_store(sessions_store)
+        )

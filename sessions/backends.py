@@ -75,10 +75,15 @@ def active_topics(
         return ActiveTopics(root)
     from sessions.postgres.topics import PostgresActiveTopics
 
+    return PostgresActiveTopics(postgres_store(store))
+
+
+def postgres_store(store: SessionStoreProtocol) -> PostgresSessionStore:
+    """`store` as the PostgreSQL store it must be (the configuration says `backend: postgres`)."""
     postgres = _postgres()
     if not isinstance(store, postgres):
         raise TypeError(f"store backend postgres needs its PostgresSessionStore, not {store!r}")
-    return PostgresActiveTopics(store)
+    return store
 
 
 async def check_store(config: StoreConfig) -> None:

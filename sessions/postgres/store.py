@@ -6,14 +6,19 @@ keep their call order (a per-session lock here, the session row's lock in the da
 processes).
 `fork` and `rewrite` run in transactions; `archive` and `rewrite` stamp the old row archived and
 keep its messages. A store opened `read_only` never creates or changes anything.
+
+`transaction()` makes several operations one: every operation of the store in the task that
+opened it (and in nothing else) joins it, so they commit or roll back together, with whatever
+else the caller writes on its connection (a cluster worker: a command's effect and its reply).
 """
 
 from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import structlog
@@ -35,6 +40,11 @@ if TYPE_CHECKING:
     from sessions.postgres.connect import Connection
 
 log = structlog.get_logger(__name__)
+
+#: The store transaction the current task is in, and its store (`PostgresSessionStore.transaction`).
+_JOINED: ContextVar[tuple[PostgresSessionStore, Connection] | None] = ContextVar(
+    "octos_store_transaction", default=None
+)
 
 
 class PostgresSessionStore(StoreBase):
@@ -109,14 +119,47 @@ class PostgresSessionStore(StoreBase):
             yield connection
 
     @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        """One transaction that this store's operations in the current task join until the block
+        ends: committed together when it ends, rolled back together when it raises. Inside one
+        already, a savepoint: what the inner block did is undone if it raises, the outer goes
+        on."""
+        nested = self._joined() is not None
+        async with self._connection(writes=True) as connection, connection.transaction():
+            if nested:
+                yield connection
+                return
+            token = _JOINED.set((self, connection))
+            try:
+                yield connection
+            finally:
+                _JOINED.reset(token)
+
+    def _joined(self) -> Connection | None:
+        joined = _JOINED.get()
+        return joined[1] if joined is not None and joined[0] is self else None
+
+    @asynccontextmanager
     async def _connection(self, *, writes: bool = False) -> AsyncIterator[Connection]:
-        """A pooled connection; a failure of the database becomes the store's typed error."""
+        """A pooled connection (the task's transaction's, inside `transaction()`); a failure of
+        the database becomes the store's typed error."""
         pool = self._connected(writes=writes)
         try:
-            async with pool.acquire(timeout=self.connect_timeout_s) as connection:
-                yield connection
+            joined = self._joined()
+            if joined is not None:
+                yield joined
+            else:
+                async with pool.acquire(timeout=self.connect_timeout_s) as connection:
+                    yield connection
         except DATABASE_ERRORS as error:
             raise database_error(self.dsn, error) from error
+
+    def _snapshot(self, connection: Connection) -> AbstractAsyncContextManager[Any]:
+        """A consistent read: its own read-only transaction, or the one the task is in (which
+        sees its own writes)."""
+        if self._joined() is not None:
+            return nullcontext()
+        return connection.transaction(isolation="repeatable_read", readonly=True)
 
     def _connected(self, *, writes: bool = False) -> asyncpg.Pool:
         if self._pool is None:
@@ -147,10 +190,7 @@ class PostgresSessionStore(StoreBase):
         if not self._tables:
             self._connected()
             return None
-        async with (
-            self._connection() as connection,
-            connection.transaction(isolation="repeatable_read", readonly=True),
-        ):
+        async with self._connection() as connection, self._snapshot(connection):
             return await queries.load_session(connection, self.scope, key, self.where)
 
     async def _write_whole(self, session: Session, *, create_only: bool) -> None:

@@ -1,0 +1,171 @@
+"""Commands in a cluster run exactly once: their effect and their stored reply are one
+PostgreSQL transaction, so a worker that dies between the two (here: fails right after the
+effect, inside the transaction) leaves neither, and the redelivery runs the command once.
+
+Without that, `/back` would switch back twice (landing where it started) and an unnamed `/new`
+would fork a second session from the first."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from nats.aio.client import Client
+
+from bus import Message, OutboundMessage
+from cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
+from gateway.cluster_worker import WorkerProfile
+from tests.cluster.harness import RunningWorker, running_worker
+from tests.cluster.test_shared_chat_state import message, two_workers
+from tests.cluster.test_worker import reply_texts
+from tests.support.nats import nats_client, nats_prefix
+from tests.support.postgres import fresh_scope, postgres_dsn
+
+__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+
+CHAT = "chat-1"
+Answer = Callable[..., Awaitable[TurnRecord]]
+
+
+def dies_after_the_effect_of(
+    worker: RunningWorker, reply_prefix: str, effect: Callable[[Any], Awaitable[None]]
+) -> list[str]:
+    """Make the worker fail once, right after the command whose reply starts with
+    `reply_prefix` has had its effect and before its reply is stored; `effect` checks, on the
+    transaction's connection, that the effect is there. The failures' reasons are listed."""
+    stored: Answer = worker.records.answer
+    failures: list[str] = []
+
+    async def answer_or_die(
+        record: TurnRecord, key: str, reply: OutboundMessage, messages: list[Message], **kw: Any
+    ) -> TurnRecord:
+        if reply.content.startswith(reply_prefix) and not failures:
+            assert kw["connection"] is not None  # a command's reply joins its effect's transaction
+            await effect(kw["connection"])
+            failures.append("the worker died between the effect and the reply")
+            raise RuntimeError(failures[-1])
+        return await stored(record, key, reply, messages, **kw)
+
+    worker.records.answer = answer_or_die  # type: ignore[method-assign]
+    return failures
+
+
+async def topics_of(connection: Any, profile: str) -> tuple[str | None, str | None]:
+    row = await connection.fetchrow(
+        "SELECT active, previous FROM octos_active_topics WHERE scope = $1 AND base_key = $2",
+        profile,
+        f"{profile}:telegram:{CHAT}",
+    )
+    return (None, None) if row is None else (row["active"], row["previous"])
+
+
+async def live_topics(dsn: str, profile: str) -> list[str | None]:
+    connection = await asyncpg.connect(dsn)
+    try:
+        rows = await connection.fetch(
+            "SELECT topic FROM octos_sessions WHERE scope = $1 AND archived_at IS NULL "
+            "ORDER BY topic NULLS FIRST",
+            profile,
+        )
+    finally:
+        await connection.close()
+    return [row["topic"] for row in rows]
+
+
+async def committed_topics(dsn: str, profile: str) -> tuple[str | None, str | None]:
+    connection = await asyncpg.connect(dsn)
+    try:
+        return await topics_of(connection, profile)
+    finally:
+        await connection.close()
+
+
+async def test_a_back_whose_reply_was_not_stored_switches_back_once(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    profile = fresh_scope()
+    async with running_worker(
+        nats_client, nats_prefix, postgres_dsn, profile, tmp_path, retry_backoff_s=[0.05]
+    ) as w:
+
+        async def switched_back(connection: Any) -> None:
+            assert await topics_of(connection, profile) == (None, "work")
+
+        failures = dies_after_the_effect_of(w, "Back to", switched_back)
+        await w.publish(message("/new work"))
+        await w.publish(message("/back"))
+        await w.observer.wait_for(lambda: len(w.acks()) == 2)
+        assert failures, "the failure was never injected"
+        assert len(w.acks(b"-NAK")) == 1  # the /back, delivered again
+        texts = reply_texts(w)
+        assert texts[0].startswith("New session 'work'")
+        assert texts[1:] == ["Back to 'default'."]
+    # Once: on the default session, `work` the previous one (twice would be back on `work`).
+    assert await committed_topics(postgres_dsn, profile) == (None, "work")
+
+
+async def test_an_unnamed_new_whose_reply_was_not_stored_forks_once(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    profile = fresh_scope()
+    async with running_worker(
+        nats_client, nats_prefix, postgres_dsn, profile, tmp_path, retry_backoff_s=[1.1]
+    ) as w:
+
+        async def forked(connection: Any) -> None:
+            active, _previous = await topics_of(connection, profile)
+            assert active is not None
+            assert active.startswith("s")
+
+        failures = dies_after_the_effect_of(w, "New session", forked)
+        await w.publish(message("hello"))
+        await w.publish(message("/new"))
+        await w.observer.wait_for(lambda: len(w.acks()) == 2)
+        assert failures, "the failure was never injected"
+        texts = reply_texts(w)
+        assert texts[0] == "hello"
+        (made,) = texts[1:]
+        assert made.endswith("(kept the last 2 messages as context).")
+    # The backoff (over a second) gives the redelivery another timestamp, hence another name:
+    # had the first fork stayed, there would be two.
+    topics = await live_topics(postgres_dsn, profile)
+    assert len(topics) == 2, topics
+    assert topics[0] is None
+    assert f"New session {topics[1]!r}" in made
+    assert (await committed_topics(postgres_dsn, profile))[0] == topics[1]
+
+
+async def test_a_command_another_worker_answered_meanwhile_is_rolled_back(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Two workers ran the same message (its copy was redelivered while the first still ran):
+    the second finds the reply stored when it stores its own, and its effect is undone."""
+    records = TurnRecords(postgres_dsn)
+    await records.open()
+    try:
+        async with two_workers(postgres_dsn, tmp_path) as (first, second):
+            profile = first.profile_id
+            record = await records.claim(profile, "the-back", 1)
+            await answer_stored(first, records, record, "/new work")
+            with pytest.raises(AnsweredElsewhere) as raised:
+                await answer_stored(second, records, record, "/back")
+            assert raised.value.stored.reply is not None
+            assert raised.value.stored.reply.content.startswith("New session 'work'")
+            assert await committed_topics(postgres_dsn, profile) == ("work", "")
+    finally:
+        await records.close()
+
+
+async def answer_stored(
+    worker: WorkerProfile, records: TurnRecords, record: TurnRecord, text: str
+) -> TurnRecord:
+    """What the cluster worker does with a command: answer and store it in one transaction."""
+    incoming = message(text)
+    async with worker.effect_transaction(incoming) as connection:
+        assert connection is not None
+        given = await worker.answer(incoming, record.turn_id)
+        reply = OutboundMessage(channel="telegram", chat_id=CHAT, content=given.text)
+        return await records.answer(record, given.session_key, reply, [], connection=connection)
