@@ -4,7 +4,8 @@ process using the database.
 A chat's messages are answered by whichever cluster worker holds its partition, so `/new work`
 answered by one worker must be what the next worker reads: the state lives only in the table
 (nothing cached), and a change locks the chat's row, applies the step and commits before the
-reply is given.
+reply is given; in a cluster worker, in one transaction with the stored reply
+(`PostgresSessionStore.transaction`).
 """
 
 from __future__ import annotations
