@@ -4,15 +4,17 @@ One file per profile, `{profile data}/pairing/allowed.json`, written by `octos-g
 and `allow remove` and read by the running daemon, which reloads it when its mtime changes (no
 YAML edit, no SIGHUP). Writers take an exclusive `fcntl` lock on `pairing/.lock` and replace the
 file atomically, so the daemon never reads half a file and two writers never lose an entry.
+(With `store: {backend: postgres}` the overlay is a table instead: `channels.pairing_store`.)
 
-All methods do blocking file I/O: the daemon calls them through `asyncio.to_thread`.
+`ApprovedSenders` is the daemon's view of the overlay, whichever keeps it. All file methods do
+blocking file I/O: the daemon calls them through `asyncio.to_thread`.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -59,16 +61,13 @@ class OverlayEntry:
     added_at: str
 
 
-class AllowOverlay:
-    """The approved senders of one profile, by channel name."""
+class ApprovedSenders:
+    """The approved senders of one profile, by channel name, in memory: what the channels'
+    allow lists consult, replaced whole when the overlay changes."""
 
-    def __init__(self, profile_root: Path) -> None:
-        self.directory = profile_root / PAIRING_DIR
-        self.path = self.directory / ALLOWED_FILE
+    def __init__(self) -> None:
+        self._entries: frozenset[tuple[str, str]] = frozenset()
         self._by_channel: dict[str, AllowList] = {}
-        self._version: tuple[int, int, int] | None = None
-
-    # The daemon's side: an in-memory view, refreshed when the file changes.
 
     def allows(self, channel: str, sender_id: str) -> bool:
         allow = self._by_channel.get(channel)
@@ -78,8 +77,35 @@ class AllowOverlay:
         """What a channel's `AllowList` consults besides its configured entries."""
         return lambda sender_id: self.allows(channel, sender_id)
 
-    def refresh(self) -> bool:
-        """Reload when the file changed (each write is a new inode); True when it did."""
+    def replace(self, entries: Iterable[OverlayEntry]) -> bool:
+        """Approve exactly `entries` from now on; True when that changed who is approved."""
+        wanted = frozenset((entry.channel, entry.sender_id) for entry in entries)
+        if wanted == self._entries:
+            return False
+        grouped: dict[str, list[str]] = {}
+        for channel, sender_id in sorted(wanted):
+            grouped.setdefault(channel, []).append(sender_id)
+        self._entries = wanted
+        self._by_channel = {channel: AllowList(ids) for channel, ids in grouped.items()}
+        return True
+
+
+class AllowOverlay:
+    """The approved senders of one profile, by channel name, in its file."""
+
+    def __init__(self, profile_root: Path) -> None:
+        self.directory = profile_root / PAIRING_DIR
+        self.path = self.directory / ALLOWED_FILE
+        self.approved = ApprovedSenders()
+        self._version: tuple[int, int, int] | None = None
+
+    # The daemon's side: an in-memory view, refreshed when the file changes.
+
+    def allows(self, channel: str, sender_id: str) -> bool:
+        return self.approved.allows(channel, sender_id)
+
+    def changed(self) -> bool:
+        """Whether the file changed since the last look (each write is a new inode)."""
         try:
             stat = self.path.stat()
             version: tuple[int, int, int] | None = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
@@ -88,10 +114,13 @@ class AllowOverlay:
         if version == self._version:
             return False
         self._version = version
-        grouped: dict[str, list[str]] = {}
-        for entry in self.entries():
-            grouped.setdefault(entry.channel, []).append(entry.sender_id)
-        self._by_channel = {channel: AllowList(ids) for channel, ids in grouped.items()}
+        return True
+
+    def refresh(self) -> bool:
+        """Reload when the file changed; True when it did."""
+        if not self.changed():
+            return False
+        self.approved.replace(self.entries())
         return True
 
     # The command line's side: read and change the file.

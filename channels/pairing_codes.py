@@ -2,7 +2,8 @@
 
 A channel with `pairing: true` answers a stranger with a short code instead of only their id.
 Codes live in `{profile data}/pairing/codes.json` (the daemon writes them, the command line
-redeems them, both under the overlay's lock). A code is valid for an hour and works once; a
+redeems them, both under the overlay's lock), or with `store: {backend: postgres}` in a table
+(`sessions.postgres.pairing`), by the same rules. A code is valid for an hour and works once; a
 sender who asks again while theirs is valid gets the same code; a sender gets at most
 `MAX_CODES_PER_DAY` codes in 24 hours. Blocking file I/O: the daemon calls through a thread.
 """
@@ -21,7 +22,7 @@ from channels.allow_overlay import PAIRING_DIR, locked, read_json, write_json
 CODES_FILE = "codes.json"
 CODE_TTL_S = 3600.0
 MAX_CODES_PER_DAY = 3
-_DAY_S = 86_400.0
+DAY_S = 86_400.0
 #: No 0/O, 1/I/L: a code read aloud or copied by hand stays unambiguous.
 _ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 _CODE_LENGTH = 8
@@ -34,6 +35,10 @@ def normalise_code(text: str) -> str:
 
 def display_code(code: str) -> str:
     return f"{code[:4]}-{code[4:]}"
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(_CODE_LENGTH))
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +69,7 @@ class PairingCodes:
             issued: list[float] = data["issued"].setdefault(who, [])
             if len(issued) >= MAX_CODES_PER_DAY:
                 return None
-            code = "".join(secrets.choice(_ALPHABET) for _ in range(_CODE_LENGTH))
+            code = new_code()
             codes[code] = {
                 "channel": channel,
                 "sender_id": sender_id,
@@ -98,6 +103,6 @@ class PairingCodes:
         issued = {
             who: recent
             for who, times in dict(data.get("issued", {})).items()
-            if (recent := [t for t in times if isinstance(t, int | float) and now - t < _DAY_S])
+            if (recent := [t for t in times if isinstance(t, int | float) and now - t < DAY_S])
         }
         return {"codes": codes, "issued": issued}

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from channels.allow import AllowList
-from channels.allow_overlay import AllowOverlay
+from channels.allow_overlay import ApprovedSenders
 from channels.base import Channel
 from channels.errors import ChannelError
 from channels.history import ChatHistory
@@ -85,7 +85,7 @@ class ChannelContext:
     #: Asks the daemon to shut down cleanly (the terminal channel's `/quit`).
     request_shutdown: Callable[[], None] = _no_shutdown
     #: Senders approved by pairing, by channel name; None outside a daemon.
-    allow_overlay: AllowOverlay | None = None
+    allow_overlay: ApprovedSenders | None = None
     #: The profile's agent type (the web chat page says who answers).
     agent: str = ""
 
@@ -113,7 +113,8 @@ def build_channel(config: ChannelConfigLike, context: ChannelContext) -> Channel
             suggestion="the factory or plugin class must build a channels.base.Channel",
         )
     overlay = context.allow_overlay
-    channel.allow = AllowList(config.allow, overlay.view(channel.name) if overlay else None)
+    approved = overlay.view(channel.name) if overlay is not None else None
+    channel.allow = AllowList(config.allow, approved)
     return channel
 
 

@@ -20,6 +20,8 @@ from gateway.env_file import environment_for
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
 EXIT_INVALID_CONFIG = 2
+#: A database (or server) the command needs cannot be reached.
+EXIT_UNAVAILABLE = 69
 
 
 def add_location_arguments(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:

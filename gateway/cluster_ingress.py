@@ -34,6 +34,7 @@ from config.store import StoreConfig
 from gateway.history import ProfileHistory
 from gateway.metrics import GatewayMetrics
 from gateway.pairing import Pairing
+from gateway.pairing_stores import pairing_store
 from gateway.profile_channels import build_channels, register_all
 from gateway.strangers import StrangerNotices
 from gateway.webhooks import WebhookRoutes
@@ -123,7 +124,11 @@ class IngressProfile:
                 self._metrics,
             )
             stack.callback(self._webhooks.unmount, self.profile_id)
-            pairing = Pairing(self.profile_id, self._root)
+            # Codes and approvals in the sessions' database: shared by every ingress, anywhere.
+            pairing = Pairing(
+                self.profile_id,
+                await stack.enter_async_context(pairing_store(self._store, self._root)),
+            )
             await pairing.load()
             strangers.stranger_notice = pairing.stranger_notice
             built = build_channels(

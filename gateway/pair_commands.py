@@ -1,28 +1,32 @@
 """`octos-gateway pair CODE` and `octos-gateway allow list|remove`: the allow-list overlay.
 
 `pair` redeems the one-time code a stranger got from a channel with `pairing: true` and adds
-them to their profile's overlay in the data directory; the running daemon notices within a
-second (no YAML edit, no SIGHUP). `allow list` shows every approved sender, `allow remove`
-withdraws an approval. Like `sessions`, each takes `-c FILE` or `--data-dir DIR`, before or
-after the action.
+them to their profile's overlay, in the data directory or, with `store: {backend: postgres}`,
+in the database; every running daemon notices within a second (no YAML edit, no SIGHUP).
+`allow list` shows every approved sender, `allow remove` withdraws an approval. Like
+`sessions`, each takes `-c FILE` or `--data-dir DIR`, before or after the action.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.allow_overlay import AllowOverlay
-from channels.pairing_codes import PairingCodes, normalise_code
+from channels.pairing_codes import normalise_code
+from channels.pairing_store import PairingStore
 from gateway.cli_args import (
     EXIT_INVALID_CONFIG,
     EXIT_NOT_FOUND,
     EXIT_OK,
+    EXIT_UNAVAILABLE,
     add_location_arguments,
     located,
 )
+from gateway.pairing_stores import every_pairing_store
+from sessions.errors import SessionError
 
 
 def add_pair_commands(commands: Any) -> None:
@@ -30,7 +34,8 @@ def add_pair_commands(commands: Any) -> None:
         "pair",
         help="approve a stranger by the code the bot gave them",
         description="Redeem a pairing code (valid an hour, once) and add its sender to the "
-        "allow-list overlay in the data directory; the running daemon applies it at once.",
+        "allow-list overlay (in the data directory, or the PostgreSQL database of store.dsn); "
+        "the running daemon applies it at once.",
     )
     pair.add_argument("code", help="the code, e.g. K7PQ-4XMZ (dashes and case do not matter)")
     add_location_arguments(pair)
@@ -56,40 +61,26 @@ def add_pair_commands(commands: Any) -> None:
     remove.set_defaults(func=cmd_allow_remove)
 
 
-def _profile_roots(data_dir: Path, only: str | None = None) -> dict[str, Path]:
-    if not data_dir.is_dir():
-        return {}
-    return {
-        path.name: path
-        for path in sorted(data_dir.iterdir())
-        if path.is_dir() and (only is None or path.name == only)
-    }
-
-
-def _located(args: argparse.Namespace) -> Path | None:
-    where = located(args)
-    return None if where is None else where[0]
-
-
 def cmd_pair(args: argparse.Namespace) -> int:
-    data_dir = _located(args)
-    if data_dir is None:
-        return EXIT_INVALID_CONFIG
+    return _run(args, _pair)
+
+
+async def _pair(args: argparse.Namespace, stores: dict[str, PairingStore], where: str) -> int:
     code = normalise_code(args.code)
-    for profile, root in _profile_roots(data_dir).items():
-        pending = PairingCodes(root).redeem(code)
+    for profile, store in stores.items():
+        pending = await store.redeem(code)
         if pending is None:
             continue
         # Telegram's sender id is "id|username": the id is stable, the username is not.
         sender = pending.sender_id.split("|")[0]
-        AllowOverlay(root).add(pending.channel, sender)
+        await store.add(pending.channel, sender)
         print(
             f"paired: {pending.channel} sender {sender} may now talk to profile {profile} "
             f"(undo with: octos-gateway allow remove {sender})"
         )
         return EXIT_OK
     print(
-        f"error: no valid pairing code {args.code!r} in {data_dir}; codes work once and expire "
+        f"error: no valid pairing code {args.code!r} in {where}; codes work once and expire "
         "after an hour: ask the sender to write to the bot again for a new one",
         file=sys.stderr,
     )
@@ -97,12 +88,15 @@ def cmd_pair(args: argparse.Namespace) -> int:
 
 
 def cmd_allow_list(args: argparse.Namespace) -> int:
-    overlays = _overlays(args)
-    if overlays is None:
-        return EXIT_INVALID_CONFIG
+    return _run(args, _allow_list, only=args.profile)
+
+
+async def _allow_list(
+    _args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
+) -> int:
     count = 0
-    for profile, overlay in overlays:
-        for entry in overlay.entries():
+    for profile, store in stores.items():
+        for entry in await store.entries():
             print(f"{profile}\t{entry.channel}\t{entry.sender_id}\tadded {entry.added_at}")
             count += 1
     if not count:
@@ -111,12 +105,15 @@ def cmd_allow_list(args: argparse.Namespace) -> int:
 
 
 def cmd_allow_remove(args: argparse.Namespace) -> int:
-    overlays = _overlays(args)
-    if overlays is None:
-        return EXIT_INVALID_CONFIG
+    return _run(args, _allow_remove, only=args.profile)
+
+
+async def _allow_remove(
+    args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
+) -> int:
     removed = 0
-    for profile, overlay in overlays:
-        for entry in overlay.remove(args.sender, args.channel):
+    for profile, store in stores.items():
+        for entry in await store.remove(args.sender, args.channel):
             print(f"removed: {profile} {entry.channel} {entry.sender_id}")
             removed += 1
     if not removed:
@@ -128,11 +125,24 @@ def cmd_allow_remove(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _overlays(args: argparse.Namespace) -> list[tuple[str, AllowOverlay]] | None:
-    """The allow-list overlay of each profile `--profile` selects (all by default); None once
-    the configuration's problems are printed."""
-    data_dir = _located(args)
-    if data_dir is None:
-        return None
-    roots = _profile_roots(data_dir, args.profile)
-    return [(profile, AllowOverlay(root)) for profile, root in roots.items()]
+Action = Callable[[argparse.Namespace, dict[str, PairingStore], str], Awaitable[int]]
+
+
+def _run(args: argparse.Namespace, action: Action, *, only: str | None = None) -> int:
+    """`action` over the pairing store of each profile `only` selects (all by default), where
+    the configuration keeps them (the data directory, or PostgreSQL)."""
+    location = located(args)
+    if location is None:
+        return EXIT_INVALID_CONFIG
+    data_dir, store = location
+    where = store.redacted_dsn if store.backend == "postgres" else str(data_dir)
+
+    async def run() -> int:
+        async with every_pairing_store(store, data_dir, only) as stores:
+            return await action(args, stores, where)
+
+    try:
+        return asyncio.run(run())
+    except SessionError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_UNAVAILABLE

@@ -2,20 +2,20 @@
 
 The dispatcher asks `stranger_notice` what to tell a refused sender: on a channel with
 `pairing: true`, a notice with their one-time code (see `channels.pairing_codes`); elsewhere
-None, and the plain "your id is" notice. `watch` reloads the allow-list overlay whenever
-`octos-gateway pair` or `allow remove` has changed it, so approval takes effect at once.
+None, and the plain "your id is" notice. `watch` follows the profile's pairing store
+(`gateway.pairing_stores`: files, or PostgreSQL shared by every ingress of a cluster), so an
+approval by `octos-gateway pair` or a withdrawal by `allow remove` takes effect at once.
 """
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
-
 import structlog
 
 from bus import InboundMessage
-from channels.allow_overlay import AllowOverlay
-from channels.pairing_codes import CODE_TTL_S, PairingCodes, display_code
+from channels.allow_overlay import ApprovedSenders, OverlayEntry
+from channels.pairing_codes import CODE_TTL_S, display_code
+from channels.pairing_store import PairingStore
+from sessions.errors import SessionError
 
 log = structlog.get_logger(__name__)
 
@@ -23,15 +23,14 @@ PAIRING_NOTICE = (
     "Sorry, this bot does not know you yet. To ask for access, send its owner this code: "
     "{code} (valid for {minutes} minutes). Your id is {sender_id}."
 )
-#: How often the overlay file's mtime is looked at (one stat, off the event loop).
-OVERLAY_CHECK_INTERVAL_S = 1.0
 
 
 class Pairing:
-    def __init__(self, profile: str, profile_root: Path) -> None:
+    def __init__(self, profile: str, store: PairingStore) -> None:
         self._profile = profile
-        self.overlay = AllowOverlay(profile_root)
-        self._codes = PairingCodes(profile_root)
+        self._store = store
+        #: What the channels' allow lists consult, kept current by `watch`.
+        self.approved = ApprovedSenders()
         self._enabled: set[str] = set()
 
     def enable(self, channel: str) -> None:
@@ -39,25 +38,25 @@ class Pairing:
         self._enabled.add(channel)
 
     async def load(self) -> None:
-        await asyncio.to_thread(self.overlay.refresh)
+        self.approved.replace(await self._store.entries())
 
-    async def watch(self, interval_s: float = OVERLAY_CHECK_INTERVAL_S) -> None:
-        """Reload the overlay whenever its file changes; runs until cancelled."""
-        while True:
-            await asyncio.sleep(interval_s)
-            if await asyncio.to_thread(self.overlay.refresh):
-                log.info(
-                    "allow.overlay_reloaded",
-                    profile=self._profile,
-                    entries=len(await asyncio.to_thread(self.overlay.entries)),
-                )
+    async def watch(self) -> None:
+        """Keep the approved senders current; runs until cancelled."""
+        await self._store.watch(self._reload)
+
+    def _reload(self, entries: list[OverlayEntry]) -> None:
+        if self.approved.replace(entries):
+            log.info("allow.overlay_reloaded", profile=self._profile, entries=len(entries))
 
     async def stranger_notice(self, message: InboundMessage) -> str | None:
         if message.channel not in self._enabled:
             return None
-        code = await asyncio.to_thread(
-            self._codes.issue, message.channel, message.sender_id, message.chat_id
-        )
+        try:
+            code = await self._store.issue(message.channel, message.sender_id, message.chat_id)
+        except SessionError as error:
+            # The database is away: the stranger gets the plain notice, with their id.
+            log.warning("pairing.code_not_issued", profile=self._profile, error=str(error))
+            return None
         if code is None:
             log.info("pairing.code_refused", reason="too many codes today")
             return None

@@ -33,6 +33,7 @@ from gateway.intake import ProfileIntake
 from gateway.journal import Journal, Recovery
 from gateway.metrics import GatewayMetrics
 from gateway.pairing import Pairing
+from gateway.pairing_stores import pairing_store
 from gateway.profile_channels import build_channels, register_all
 from gateway.turns import TurnRunner, TurnSettings
 from gateway.webhooks import WebhookRoutes
@@ -132,7 +133,10 @@ class ProfileRuntime:
         agent = await stack.enter_async_context(create_agent(self.config.agent))
         handle, publisher = create_bus(self._bus_capacity)
         stack.callback(self._webhooks.unmount, self.profile_id)
-        pairing = Pairing(self.profile_id, self.root)
+        pairing = Pairing(
+            self.profile_id,
+            await stack.enter_async_context(pairing_store(self._store, self.root)),
+        )
         await pairing.load()
         built_channels = build_channels(
             self.profile_id,

@@ -35,7 +35,7 @@ def build_channels(
         data_dir=root,
         history=history,
         request_shutdown=request_shutdown,
-        allow_overlay=pairing.overlay,
+        allow_overlay=pairing.approved,
         agent=config.agent.type,
     )
     channels: list[Channel] = []

@@ -6,6 +6,9 @@
     octos_migrated_files     session files `store migrate` copied, how many of their messages
     octos_active_topics      one row per chat: its active topic and the one before (`/s`,
                              `/back`), so every worker of a cluster answers in the same session
+    octos_pairing_codes      one row per pairing code issued (a day's worth): whose, until when,
+                             whether redeemed (`channels.pairing_codes` as a table)
+    octos_allowed_senders    one row per sender approved by pairing (the allow-list overlay)
 
 An append is one call of `octos_append` (one statement, one round trip, atomic): it upserts the
 session row, inserts the batch with one INSERT and counts what was new. A live session is the
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
     from sessions.postgres.connect import Connection
 
 #: The newest schema this build creates and reads.
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 #: Serialises concurrent start-ups migrating the same database (any constant key works).
 _MIGRATION_LOCK: Final = 0x6F63746F73  # "octos"
 
@@ -119,6 +122,27 @@ _MIGRATIONS: Final[dict[int, str]] = {
         previous text,
         updated_at timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (scope, base_key)
+    );
+    """,
+    3: """
+    CREATE TABLE IF NOT EXISTS octos_pairing_codes (
+        code text PRIMARY KEY,
+        scope text NOT NULL,
+        channel text NOT NULL,
+        sender_id text NOT NULL,
+        chat_id text NOT NULL,
+        issued_at timestamptz NOT NULL DEFAULT now(),
+        expires_at timestamptz NOT NULL,
+        redeemed_at timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS octos_pairing_codes_sender
+        ON octos_pairing_codes (scope, channel, sender_id, issued_at);
+    CREATE TABLE IF NOT EXISTS octos_allowed_senders (
+        scope text NOT NULL,
+        channel text NOT NULL,
+        sender_id text NOT NULL,
+        added_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (scope, channel, sender_id)
     );
     """,
 }

@@ -1,0 +1,87 @@
+"""Where a profile's pairing is kept: its one-time codes and its approved senders.
+
+`PairingStore` is what the daemon (issuing codes, following the overlay) and the command line
+(`pair`, `allow list|remove`) use. Two backends, chosen where the sessions are
+(`gateway.pairing_stores`):
+
+- `FilePairingStore`: the files in `{profile data}/pairing/` (`channels.pairing_codes`,
+  `channels.allow_overlay`), called through a thread; changes are seen by a look at the
+  overlay file's mtime every second. Processes that pair must share the data directory.
+- `sessions.postgres.pairing.PostgresPairingStore`: tables in the sessions' database, so every
+  ingress process of a cluster, on any machine, sees a code issued by another and an approval
+  made anywhere (notified at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from channels.allow_overlay import AllowOverlay, OverlayEntry
+from channels.pairing_codes import PairingCodes, PendingPair
+
+#: How often the overlay file's mtime is looked at (one stat, off the event loop).
+OVERLAY_CHECK_INTERVAL_S: Final = 1.0
+
+#: Called with every approved sender whenever the overlay may have changed.
+OnChange = Callable[[list[OverlayEntry]], None]
+
+
+class PairingStore(ABC):
+    """One profile's pairing codes and approved senders."""
+
+    @abstractmethod
+    async def issue(self, channel: str, sender_id: str, chat_id: str) -> str | None:
+        """The sender's valid code, or a new one; None once they had too many today."""
+
+    @abstractmethod
+    async def redeem(self, code: str) -> PendingPair | None:
+        """Use a code up (as stored: `normalise_code`); None when there is no such valid code."""
+
+    @abstractmethod
+    async def entries(self) -> list[OverlayEntry]:
+        """Every approved sender, by channel then id."""
+
+    @abstractmethod
+    async def add(self, channel: str, sender_id: str) -> bool:
+        """Approve a sender; False when they already were."""
+
+    @abstractmethod
+    async def remove(self, sender_id: str, channel: str | None = None) -> list[OverlayEntry]:
+        """Withdraw a sender's approval (in one channel or all); the entries removed."""
+
+    @abstractmethod
+    async def watch(self, on_change: OnChange) -> None:
+        """Call `on_change` with the approved senders each time they may have changed (first
+        when the watch starts); runs until cancelled."""
+
+
+class FilePairingStore(PairingStore):
+    def __init__(self, profile_root: Path) -> None:
+        self._codes = PairingCodes(profile_root)
+        self._overlay = AllowOverlay(profile_root)
+
+    async def issue(self, channel: str, sender_id: str, chat_id: str) -> str | None:
+        return await asyncio.to_thread(self._codes.issue, channel, sender_id, chat_id)
+
+    async def redeem(self, code: str) -> PendingPair | None:
+        return await asyncio.to_thread(self._codes.redeem, code)
+
+    async def entries(self) -> list[OverlayEntry]:
+        return await asyncio.to_thread(self._overlay.entries)
+
+    async def add(self, channel: str, sender_id: str) -> bool:
+        return await asyncio.to_thread(self._overlay.add, channel, sender_id)
+
+    async def remove(self, sender_id: str, channel: str | None = None) -> list[OverlayEntry]:
+        return await asyncio.to_thread(self._overlay.remove, sender_id, channel)
+
+    async def watch(self, on_change: OnChange) -> None:
+        # A file gives no event to wait on across processes: its mtime is looked at.
+        while True:
+            if await asyncio.to_thread(self._overlay.changed):
+                on_change(await self.entries())
+            await asyncio.sleep(OVERLAY_CHECK_INTERVAL_S)

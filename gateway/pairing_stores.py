@@ -1,0 +1,102 @@
+"""Which pairing store a profile gets: beside its sessions, the files in its data directory
+(`store: {backend: jsonl}`) or tables in the sessions' PostgreSQL database (`backend:
+postgres`), so a cluster's ingress processes pair through the database, not a shared disk.
+
+PostgreSQL's modules (and asyncpg) are imported only when a configuration asks for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from channels.pairing_store import FilePairingStore, PairingStore
+from config.store import StoreConfig
+
+if TYPE_CHECKING:
+    import asyncpg
+
+#: Connections a process's pairing pool may hold (codes are issued one stranger at a time).
+_POOL_SIZE: Final = 2
+_SCOPES: Final = """
+SELECT scope FROM octos_pairing_codes UNION SELECT scope FROM octos_allowed_senders
+ORDER BY scope
+"""
+
+
+@asynccontextmanager
+async def pairing_store(config: StoreConfig, root: Path) -> AsyncIterator[PairingStore]:
+    """The pairing of the profile whose data directory is `root` (its name is the profile id)."""
+    if config.backend != "postgres":
+        yield FilePairingStore(root)
+        return
+    from sessions.postgres.pairing import PostgresPairingStore
+
+    async with _database(config) as (pool, dsn):
+        yield PostgresPairingStore(pool, dsn, root.name, connect_timeout_s=config.connect_timeout_s)
+
+
+@asynccontextmanager
+async def every_pairing_store(
+    config: StoreConfig, data_dir: Path, only: str | None = None
+) -> AsyncIterator[dict[str, PairingStore]]:
+    """Each profile with pairing kept (or `only` that one), and its store: the profile
+    directories in `data_dir`, or the profiles in the database's pairing tables."""
+    if config.backend != "postgres":
+        yield {profile: FilePairingStore(root) for profile, root in _profile_roots(data_dir, only)}
+        return
+    from sessions.postgres.connect import DATABASE_ERRORS, database_error
+    from sessions.postgres.pairing import PostgresPairingStore
+
+    async with _database(config) as (pool, dsn):
+        try:
+            scopes = [str(row["scope"]) for row in await pool.fetch(_SCOPES)]
+        except DATABASE_ERRORS as error:
+            raise database_error(dsn, error) from error
+        yield {
+            scope: PostgresPairingStore(pool, dsn, scope)
+            for scope in scopes
+            if only is None or scope == only
+        }
+
+
+@asynccontextmanager
+async def _database(config: StoreConfig) -> AsyncIterator[tuple[asyncpg.Pool, str]]:
+    """A small pool on the configured database, its schema created or migrated first (the
+    pairing tables may be missing when an ingress starts before any worker did)."""
+    from sessions.backends import StoreBackendMissing
+
+    try:
+        from sessions.postgres.connect import (
+            DATABASE_ERRORS,
+            close_pool,
+            create_pool,
+            database_error,
+        )
+        from sessions.postgres.schema import ensure_schema
+    except ModuleNotFoundError as error:
+        raise StoreBackendMissing(error.name or "asyncpg") from error
+    assert config.dsn is not None  # the config model requires it with this backend
+    dsn = config.dsn.get_secret_value()
+    pool = await create_pool(dsn, max_size=_POOL_SIZE, connect_timeout_s=config.connect_timeout_s)
+    try:
+        try:
+            async with pool.acquire(timeout=config.connect_timeout_s) as connection:
+                await ensure_schema(connection, config.redacted_dsn)
+        except DATABASE_ERRORS as error:
+            raise database_error(dsn, error) from error
+        yield pool, dsn
+    finally:
+        await close_pool(pool)
+
+
+def _profile_roots(data_dir: Path, only: str | None) -> list[tuple[str, Path]]:
+    if not data_dir.is_dir():
+        return []
+    return [
+        (path.name, path)
+        for path in sorted(data_dir.iterdir())
+        if path.is_dir() and (only is None or path.name == only)
+    ]

@@ -1,0 +1,228 @@
+"""`PostgresPairingStore`: a profile's pairing codes and approved senders in the sessions'
+database, so the ingress processes of a cluster need no shared data directory to pair.
+
+    octos_pairing_codes    a code per row (the same rules as the files: valid an hour, once;
+                           the sender's valid code given again; `MAX_CODES_PER_DAY` a day),
+                           kept a day for that count
+    octos_allowed_senders  the allow-list overlay, a row per (profile, channel, sender)
+
+Issuing takes an advisory lock on the sender, so two ingress processes answering the same
+stranger at once give one code. Every change of the overlay sends a NOTIFY (payload: the
+profile) in its transaction; a daemon LISTENs on a connection of its own and reads the overlay
+again when one arrives, and whenever it (re)connects, so a change made while it was away is not
+missed. The tables are migration 3 of `sessions.postgres.schema`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Final
+
+import asyncpg
+import structlog
+
+from channels.allow import AllowList
+from channels.allow_overlay import OverlayEntry
+from channels.pairing_codes import (
+    CODE_TTL_S,
+    DAY_S,
+    MAX_CODES_PER_DAY,
+    PendingPair,
+    new_code,
+    normalise_code,
+)
+from channels.pairing_store import OnChange, PairingStore
+from sessions.postgres.connect import DATABASE_ERRORS, database_error
+
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
+
+log = structlog.get_logger(__name__)
+
+#: The NOTIFY channel of overlay changes; the payload is the profile (scope).
+CHANGES: Final = "octos_allowed_senders"
+#: How long the listener waits quietly before checking that its connection still answers.
+LISTENER_CHECK_S: Final = 30.0
+#: The wait before connecting the listener again after it was lost.
+LISTENER_RETRY_S: Final = 2.0
+
+_VALID: Final = """
+SELECT code FROM octos_pairing_codes
+WHERE scope = $1 AND channel = $2 AND sender_id = $3 AND redeemed_at IS NULL
+  AND expires_at > now()
+"""
+_ISSUED_TODAY: Final = """
+SELECT count(*) FROM octos_pairing_codes
+WHERE scope = $1 AND channel = $2 AND sender_id = $3
+  AND issued_at > now() - make_interval(secs => $4)
+"""
+_INSERT: Final = """
+INSERT INTO octos_pairing_codes (code, scope, channel, sender_id, chat_id, expires_at)
+VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))
+ON CONFLICT (code) DO NOTHING
+RETURNING code
+"""
+_REDEEM: Final = """
+UPDATE octos_pairing_codes SET redeemed_at = now()
+WHERE code = $1 AND scope = $2 AND redeemed_at IS NULL AND expires_at > now()
+RETURNING channel, sender_id, chat_id
+"""
+_ENTRIES: Final = """
+SELECT channel, sender_id, added_at FROM octos_allowed_senders WHERE scope = $1
+ORDER BY channel, added_at, sender_id
+"""
+
+
+class PostgresPairingStore(PairingStore):
+    """The pairing of profile `scope`, over `pool` (shared with other profiles' stores); the
+    listener connects to `dsn` by itself."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, dsn: str, scope: str, *, connect_timeout_s: float = 10.0
+    ) -> None:
+        self._pool = pool
+        self._dsn = dsn
+        self.scope = scope
+        self._connect_timeout_s = connect_timeout_s
+
+    async def issue(self, channel: str, sender_id: str, chat_id: str) -> str | None:
+        scope = self.scope
+        try:
+            async with self._pool.acquire() as connection, connection.transaction():
+                await connection.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                    f"octos-pairing:{scope}:{channel}:{sender_id}",
+                )
+                await connection.execute(
+                    "DELETE FROM octos_pairing_codes "
+                    "WHERE issued_at < now() - make_interval(secs => $1)",
+                    DAY_S,
+                )
+                valid = await connection.fetchval(_VALID, scope, channel, sender_id)
+                if valid is not None:
+                    return str(valid)
+                issued = await connection.fetchval(_ISSUED_TODAY, scope, channel, sender_id, DAY_S)
+                if issued >= MAX_CODES_PER_DAY:
+                    return None
+                return await _insert_code(connection, scope, channel, sender_id, chat_id)
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+
+    async def redeem(self, code: str) -> PendingPair | None:
+        row = await self._fetchrow(_REDEEM, normalise_code(code), self.scope)
+        if row is None:
+            return None
+        return PendingPair(row["channel"], row["sender_id"], row["chat_id"])
+
+    async def entries(self) -> list[OverlayEntry]:
+        try:
+            rows = await self._pool.fetch(_ENTRIES, self.scope)
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+        return [_entry(row) for row in rows]
+
+    async def add(self, channel: str, sender_id: str) -> bool:
+        try:
+            async with self._pool.acquire() as connection, connection.transaction():
+                added = await connection.fetchval(
+                    "INSERT INTO octos_allowed_senders (scope, channel, sender_id) "
+                    "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING true",
+                    self.scope,
+                    channel,
+                    sender_id,
+                )
+                if added:
+                    await connection.execute("SELECT pg_notify($1, $2)", CHANGES, self.scope)
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+        return bool(added)
+
+    async def remove(self, sender_id: str, channel: str | None = None) -> list[OverlayEntry]:
+        # Matched as an allow list matches (any `|` identity, `@`, case): like the files.
+        wanted = AllowList([sender_id])
+        try:
+            async with self._pool.acquire() as connection, connection.transaction():
+                rows = await connection.fetch(
+                    "SELECT channel, sender_id, added_at FROM octos_allowed_senders "
+                    "WHERE scope = $1 AND ($2::text IS NULL OR channel = $2) "
+                    "ORDER BY channel, added_at, sender_id FOR UPDATE",
+                    self.scope,
+                    channel,
+                )
+                removed = [row for row in rows if wanted.allows(row["sender_id"])]
+                if removed:
+                    await connection.execute(
+                        "DELETE FROM octos_allowed_senders AS a USING "
+                        "unnest($2::text[], $3::text[]) AS r(channel, sender_id) "
+                        "WHERE a.scope = $1 AND a.channel = r.channel "
+                        "AND a.sender_id = r.sender_id",
+                        self.scope,
+                        [row["channel"] for row in removed],
+                        [row["sender_id"] for row in removed],
+                    )
+                    await connection.execute("SELECT pg_notify($1, $2)", CHANGES, self.scope)
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+        return [_entry(row) for row in removed]
+
+    async def watch(self, on_change: OnChange) -> None:
+        while True:
+            try:
+                await self._listen(on_change)
+            except DATABASE_ERRORS as error:
+                log.warning(
+                    "allow.overlay_listener_lost",
+                    profile=self.scope,
+                    error=str(error) or type(error).__name__,
+                    detail="the approvals read last stay in force until it is back",
+                    retry_in_s=LISTENER_RETRY_S,
+                )
+            await asyncio.sleep(LISTENER_RETRY_S)
+
+    async def _listen(self, on_change: OnChange) -> None:
+        """LISTEN, then read: a change committed in between is read or notified, never lost.
+        Returns when the connection is lost."""
+        listener = await asyncpg.connect(self._dsn, timeout=self._connect_timeout_s)
+        changed = asyncio.Event()
+
+        def notified(_connection: Any, _pid: int, _channel: str, payload: object) -> None:
+            if payload == self.scope:
+                changed.set()
+
+        try:
+            listener.add_termination_listener(lambda _connection: changed.set())
+            await listener.add_listener(CHANGES, notified)
+            while not listener.is_closed():
+                changed.clear()
+                on_change(await self.entries())
+                while not changed.is_set():
+                    try:
+                        await asyncio.wait_for(changed.wait(), LISTENER_CHECK_S)
+                    except TimeoutError:
+                        # Quiet for long: make sure the quiet is not a dead connection's.
+                        await listener.fetchval("SELECT 1", timeout=self._connect_timeout_s)
+        finally:
+            listener.terminate()
+
+    async def _fetchrow(self, query: str, *args: object) -> asyncpg.Record | None:
+        try:
+            return await self._pool.fetchrow(query, *args)
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+
+
+async def _insert_code(
+    connection: Connection, scope: str, channel: str, sender_id: str, chat_id: str
+) -> str:
+    """A new code for the sender (another one drawn in the unlikely case it is taken)."""
+    while True:
+        inserted = await connection.fetchval(
+            _INSERT, new_code(), scope, channel, sender_id, chat_id, CODE_TTL_S
+        )
+        if inserted is not None:
+            return str(inserted)
+
+
+def _entry(row: asyncpg.Record) -> OverlayEntry:
+    added_at = row["added_at"].isoformat(timespec="seconds")
+    return OverlayEntry(row["channel"], row["sender_id"], added_at)
