@@ -169,14 +169,16 @@ class PostgresPairingStore(PairingStore):
         while True:
             try:
                 await self._listen(on_change)
+                reason = "the server closed the connection"
             except DATABASE_ERRORS as error:
-                log.warning(
-                    "allow.overlay_listener_lost",
-                    profile=self.scope,
-                    error=str(error) or type(error).__name__,
-                    detail="the approvals read last stay in force until it is back",
-                    retry_in_s=LISTENER_RETRY_S,
-                )
+                reason = str(error) or type(error).__name__
+            log.warning(
+                "allow.overlay_listener_lost",
+                profile=self.scope,
+                error=reason,
+                detail="the approvals read last stay in force until it is back",
+                retry_in_s=LISTENER_RETRY_S,
+            )
             await asyncio.sleep(LISTENER_RETRY_S)
 
     async def _listen(self, on_change: OnChange) -> None:

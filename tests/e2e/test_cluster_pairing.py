@@ -1,20 +1,21 @@
-"""Pairing across ingress processes: a stranger gets a code from one ingress, `octos-gateway
-pair` approves it, and every ingress lets them in within seconds.
+"""Pairing across ingress processes that share no data directory: a stranger gets a code from
+one ingress, `octos-gateway pair` (run with a data directory of its own) approves it, and every
+ingress lets them in within seconds; `allow remove` shuts them out of every ingress again.
 
-The codes and the allow-list overlay are files in the profile's data directory, which every
-ingress of a cluster shares (docker-compose.cluster.yml mounts one `gateway-data` volume at
-/data in each; here all processes use the test's data directory). Each ingress notices the
-overlay's change by itself (`allow.overlay_reloaded`)."""
+With `store: {backend: postgres}` the codes and the allow-list overlay are tables in the
+sessions' database, not files: each ingress is told of a change (`allow.overlay_reloaded`) by
+PostgreSQL, and no `pairing/` directory appears anywhere."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.cluster_daemons import cluster_config, processes, start_role
-from tests.e2e.conftest import count_logged, wait_logged
+from tests.e2e.conftest import count_logged, metric, wait_logged
 from tests.e2e.telegram_profiles import SECRET, post, telegram_profile, update
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
@@ -50,9 +51,10 @@ async def test_an_approval_reaches_every_ingress(
             prefix=nats_prefix,
             dsn=postgres_dsn,
         )
-        running.append(await start_role(config, "worker"))
-        first = await start_role(config, "ingress")
-        second = await start_role(config, "ingress")
+        own = {role: tmp_path / role for role in ("worker", "ingress-1", "ingress-2")}
+        running.append(await start_role(config, "worker", "--data-dir", str(own["worker"])))
+        first = await start_role(config, "ingress", "--data-dir", str(own["ingress-1"]))
+        second = await start_role(config, "ingress", "--data-dir", str(own["ingress-2"]))
         running.extend([first, second])
 
         await post_update(first, 1, "let me in")
@@ -75,3 +77,25 @@ async def test_an_approval_reaches_every_ingress(
         await post_update(first, 3, "hello via the first")
         await fake.wait_until(lambda: len(texts(fake)) == 3, timeout_s=30)
         assert texts(fake)[1:] == ["hello via the second", "hello via the first"]
+
+        listed = await run_cli("allow", "list", "-c", str(config), cwd=tmp_path)
+        assert f"{profile}\ttelegram\t{STRANGER}\tadded " in listed.out
+        reloads = {
+            ingress: count_logged(ingress, "allow.overlay_reloaded") for ingress in (first, second)
+        }
+        removed = await run_cli("allow", "remove", str(STRANGER), "-c", str(config), cwd=tmp_path)
+        assert removed.code == 0, removed.err
+        for ingress, seen in reloads.items():
+            await wait_logged(ingress, "allow.overlay_reloaded", more_than=seen)
+        # Refused by both again: the webhook's 200 comes after the refusal is counted.
+        for update_id, ingress in enumerate((first, second), start=4):
+            before = await refusals(ingress)
+            await post_update(ingress, update_id, "still let in?")
+            assert await refusals(ingress) == before + 1
+    assert "still let in?" not in texts(fake)
+    files = await asyncio.to_thread(lambda: list(tmp_path.rglob("pairing")))
+    assert not files, "pairing is kept in PostgreSQL, not in files"
+
+
+async def refusals(ingress: DaemonProcess) -> float:
+    return await metric(ingress, "octos_messages_in_total", channel="telegram", outcome="refused")
