@@ -2,7 +2,8 @@
 check that the configured PostgreSQL answers (`run` exits 69 when it does not).
 
 The migration copies the live session of every profile and topic (and with `--archives` the
-archived and compacted history too) into the database named by gateway.yaml's `store.dsn`.
+archived and compacted history too), each chat's active topic and the senders approved by
+pairing into the database named by gateway.yaml's `store.dsn`.
 Each file is one transaction, recorded as copied: a second run copies nothing, a killed run
 continues where it stopped. The files are only read, never changed.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bus import SessionKey
+from channels.allow_overlay import AllowOverlay
 from config import ConfigError, LoadedConfig, load_gateway
 from config.store import StoreConfig
 from gateway.cli_args import EXIT_INVALID_CONFIG, EXIT_OK, plural, print_problems
@@ -78,6 +80,7 @@ class Counts:
     caught_up: int = 0
     archives: int = 0
     topics: int = 0
+    approved: int = 0
     problems: list[str] = field(default_factory=list)
 
     def add(self, source: str, session: Session, archive: bool, result: Imported) -> None:
@@ -113,6 +116,8 @@ class Counts:
             text += f", {plural(self.archives, 'archive')} copied"
         if self.topics:
             text += f", the active topic of {plural(self.topics, 'chat')} copied"
+        if self.approved:
+            text += f", {plural(self.approved, 'sender')} approved by pairing copied"
         return text + f", {plural(len(self.problems), 'problem')}"
 
 
@@ -125,6 +130,7 @@ async def migrate(
 ) -> Counts:
     from sessions.postgres import PostgresSessionStore
     from sessions.postgres.importing import import_session
+    from sessions.postgres.pairing import import_approved
     from sessions.postgres.topics import import_topics
 
     assert config.dsn is not None
@@ -160,6 +166,8 @@ async def migrate(
             topics = ActiveTopics(root)
             await topics.load()
             counts.topics += await import_topics(connection, profile, topics.chats())
+            approved = await asyncio.to_thread(AllowOverlay(root).entries)
+            counts.approved += await import_approved(connection, profile, approved)
     return counts
 
 

@@ -16,6 +16,7 @@ missed. The tables are migration 3 of `sessions.postgres.schema`.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import asyncpg
@@ -223,6 +224,27 @@ async def _insert_code(
         )
         if inserted is not None:
             return str(inserted)
+
+
+async def import_approved(connection: Connection, scope: str, entries: list[OverlayEntry]) -> int:
+    """Copy a profile's overlay file in (`store migrate`); how many senders were new."""
+    if not entries:
+        return 0
+    now = datetime.now(UTC)
+    status = await connection.execute(
+        "INSERT INTO octos_allowed_senders (scope, channel, sender_id, added_at) "
+        "SELECT $1, e.channel, e.sender_id, e.added_at "
+        "FROM unnest($2::text[], $3::text[], $4::timestamptz[]) AS e(channel, sender_id, added_at) "
+        "ON CONFLICT DO NOTHING",
+        scope,
+        [entry.channel for entry in entries],
+        [entry.sender_id for entry in entries],
+        [datetime.fromisoformat(entry.added_at) if entry.added_at else now for entry in entries],
+    )
+    added = int(status.rsplit(" ", 1)[-1])  # "INSERT 0 <rows>"
+    if added:
+        await connection.execute("SELECT pg_notify($1, $2)", CHANGES, scope)
+    return added
 
 
 def _entry(row: asyncpg.Record) -> OverlayEntry:

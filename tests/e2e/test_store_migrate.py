@@ -18,6 +18,7 @@ from pathlib import Path
 import asyncpg
 
 from bus import Message, SessionKey
+from channels.allow_overlay import AllowOverlay
 from sessions import ActiveTopics, SessionStore
 from tests.support.cli import LOOPBACK_ENV, run_cli
 from tests.support.daemon import REPO_ROOT
@@ -57,6 +58,8 @@ async def write_sessions(data_dir: Path) -> None:
         await store.append_all(SessionKey.parse("home:api:web-1"), [Message.user("from home")])
     # The chat of work:telegram:42 is on its `travel` topic.
     await ActiveTopics(data_dir / "work").switch("work:telegram:42", "travel")
+    # A stranger was approved by pairing.
+    await asyncio.to_thread(AllowOverlay(data_dir / "work").add, "telegram", "66")
 
 
 async def active_topics(dsn: str) -> dict[tuple[str, str], tuple[str | None, str | None]]:
@@ -90,9 +93,11 @@ async def test_migrate_copies_every_profile_and_topic_once(
     assert first.code == 0, first.err
     assert (
         "4 sessions copied, 0 already copied, 0 caught up (5 messages written), the active "
-        "topic of 1 chat copied, 0 problems" in first.out
+        "topic of 1 chat copied, 1 sender approved by pairing copied, 0 problems" in first.out
     )
     assert await active_topics(dsn) == {("work", "work:telegram:42"): ("travel", "")}
+    approved = await run_cli("allow", "list", "-c", str(config), cwd=tmp_path)
+    assert approved.out.startswith("work\ttelegram\t66\tadded "), approved.err
     assert await live_sessions(dsn) == {
         "work:telegram:42": 2,
         "work:telegram:42#travel": 1,
