@@ -7,7 +7,9 @@ would fork a second session from the first."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,27 +32,59 @@ CHAT = "chat-1"
 Answer = Callable[..., Awaitable[TurnRecord]]
 
 
-def dies_after_the_effect_of(
-    worker: RunningWorker, reply_prefix: str, effect: Callable[[Any], Awaitable[None]]
-) -> list[str]:
-    """Make the worker fail once, right after the command whose reply starts with
-    `reply_prefix` has had its effect and before its reply is stored; `effect` checks, on the
-    transaction's connection, that the effect is there. The failures' reasons are listed."""
-    stored: Answer = worker.records.answer
-    failures: list[str] = []
+@dataclass
+class DyingWorker:
+    worker: RunningWorker
+    profile: str
+    #: The failures injected (one at most).
+    failures: list[str]
 
-    async def answer_or_die(
-        record: TurnRecord, key: str, reply: OutboundMessage, messages: list[Message], **kw: Any
-    ) -> TurnRecord:
-        if reply.content.startswith(reply_prefix) and not failures:
-            assert kw["connection"] is not None  # a command's reply joins its effect's transaction
-            await effect(kw["connection"])
-            failures.append("the worker died between the effect and the reply")
-            raise RuntimeError(failures[-1])
-        return await stored(record, key, reply, messages, **kw)
+    async def replies_to(self, *texts: str) -> list[str]:
+        """Send `texts` to the chat in order; the reply texts once all are acknowledged."""
+        w = self.worker
+        for text in texts:
+            await w.publish(message(text))
+        await w.observer.wait_for(lambda: len(w.acks()) == len(texts))
+        assert self.failures, "the failure was never injected"
+        return reply_texts(w)
 
-    worker.records.answer = answer_or_die  # type: ignore[method-assign]
-    return failures
+
+@asynccontextmanager
+async def dying_once_after(
+    reply_prefix: str,
+    effect: Callable[[tuple[str | None, str | None]], bool],
+    *,
+    backoff_s: float,
+    fixtures: tuple[Client, str, str, Path],
+) -> AsyncIterator[DyingWorker]:
+    """A worker that fails once, right after the command whose reply starts with
+    `reply_prefix` has had its effect and before its reply is stored: `effect` says, of the
+    chat's topics as the command's transaction sees them, that the effect is there."""
+    client, prefix, dsn, tmp_path = fixtures
+    profile = fresh_scope()
+    async with running_worker(
+        client, prefix, dsn, profile, tmp_path, retry_backoff_s=[backoff_s]
+    ) as worker:
+        stored: Answer = worker.records.answer
+        failures: list[str] = []
+
+        async def answer_or_die(
+            record: TurnRecord,
+            key: str,
+            reply: OutboundMessage,
+            messages: list[Message],
+            **kw: Any,
+        ) -> TurnRecord:
+            if reply.content.startswith(reply_prefix) and not failures:
+                connection = kw["connection"]
+                assert connection is not None  # a command's reply joins its effect's transaction
+                assert effect(await topics_of(connection, profile))
+                failures.append("the worker died between the effect and the reply")
+                raise RuntimeError(failures[-1])
+            return await stored(record, key, reply, messages, **kw)
+
+        worker.records.answer = answer_or_die  # type: ignore[method-assign]
+        yield DyingWorker(worker, profile, failures)
 
 
 async def topics_of(connection: Any, profile: str) -> tuple[str | None, str | None]:
@@ -86,56 +120,40 @@ async def committed_topics(dsn: str, profile: str) -> tuple[str | None, str | No
 async def test_a_back_whose_reply_was_not_stored_switches_back_once(
     nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
 ) -> None:
-    profile = fresh_scope()
-    async with running_worker(
-        nats_client, nats_prefix, postgres_dsn, profile, tmp_path, retry_backoff_s=[0.05]
-    ) as w:
-
-        async def switched_back(connection: Any) -> None:
-            assert await topics_of(connection, profile) == (None, "work")
-
-        failures = dies_after_the_effect_of(w, "Back to", switched_back)
-        await w.publish(message("/new work"))
-        await w.publish(message("/back"))
-        await w.observer.wait_for(lambda: len(w.acks()) == 2)
-        assert failures, "the failure was never injected"
-        assert len(w.acks(b"-NAK")) == 1  # the /back, delivered again
-        texts = reply_texts(w)
+    async with dying_once_after(
+        "Back to",
+        lambda topics: topics == (None, "work"),
+        backoff_s=0.05,
+        fixtures=(nats_client, nats_prefix, postgres_dsn, tmp_path),
+    ) as dying:
+        texts = await dying.replies_to("/new work", "/back")
+        assert len(dying.worker.acks(b"-NAK")) == 1  # the /back, delivered again
         assert texts[0].startswith("New session 'work'")
         assert texts[1:] == ["Back to 'default'."]
     # Once: on the default session, `work` the previous one (twice would be back on `work`).
-    assert await committed_topics(postgres_dsn, profile) == (None, "work")
+    assert await committed_topics(postgres_dsn, dying.profile) == (None, "work")
 
 
 async def test_an_unnamed_new_whose_reply_was_not_stored_forks_once(
     nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
 ) -> None:
-    profile = fresh_scope()
-    async with running_worker(
-        nats_client, nats_prefix, postgres_dsn, profile, tmp_path, retry_backoff_s=[1.1]
-    ) as w:
-
-        async def forked(connection: Any) -> None:
-            active, _previous = await topics_of(connection, profile)
-            assert active is not None
-            assert active.startswith("s")
-
-        failures = dies_after_the_effect_of(w, "New session", forked)
-        await w.publish(message("hello"))
-        await w.publish(message("/new"))
-        await w.observer.wait_for(lambda: len(w.acks()) == 2)
-        assert failures, "the failure was never injected"
-        texts = reply_texts(w)
+    # The backoff (over a second) gives the redelivery another timestamp, hence another name:
+    # had the first fork stayed, there would be two.
+    async with dying_once_after(
+        "New session",
+        lambda topics: (topics[0] or "").startswith("s"),
+        backoff_s=1.1,
+        fixtures=(nats_client, nats_prefix, postgres_dsn, tmp_path),
+    ) as dying:
+        texts = await dying.replies_to("hello", "/new")
         assert texts[0] == "hello"
         (made,) = texts[1:]
         assert made.endswith("(kept the last 2 messages as context).")
-    # The backoff (over a second) gives the redelivery another timestamp, hence another name:
-    # had the first fork stayed, there would be two.
-    topics = await live_topics(postgres_dsn, profile)
+    topics = await live_topics(postgres_dsn, dying.profile)
     assert len(topics) == 2, topics
     assert topics[0] is None
     assert f"New session {topics[1]!r}" in made
-    assert (await committed_topics(postgres_dsn, profile))[0] == topics[1]
+    assert (await committed_topics(postgres_dsn, dying.profile))[0] == topics[1]
 
 
 async def test_a_command_another_worker_answered_meanwhile_is_rolled_back(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from nats.aio.client import Client
 
@@ -53,6 +54,15 @@ def cluster_config(
             f'store: {{backend: postgres, dsn: "{dsn}"}}\n'
         )
     return config
+
+
+def echo_on_telegram(
+    directory: Path, fake: FakeTelegram, profile: str, user: int, **cluster: Any
+) -> Path:
+    """A cluster config of one profile: the echo agent, Telegram on the fake allowing `user`;
+    `cluster` as `cluster_config` takes it (prefix, dsn, ...)."""
+    profiles = {profile: telegram_profile(fake, user, "{type: echo}")}
+    return cluster_config(directory, profiles, **cluster)
 
 
 async def start_role(

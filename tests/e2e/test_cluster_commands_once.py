@@ -17,7 +17,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.e2e.cluster_daemons import cluster_config, processes, start_role, telegram_profile
+from tests.e2e.cluster_daemons import echo_on_telegram, processes, start_role
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.nats import nats_prefix
 from tests.support.postgres import fresh_scope, postgres_dsn
@@ -82,13 +82,9 @@ async def test_a_back_cut_off_by_sigkill_before_its_reply_switches_back_once(
 ) -> None:
     profile = fresh_scope()
     async with FakeTelegram() as fake, processes() as running:
-        config = cluster_config(
-            tmp_path,
-            {profile: telegram_profile(fake, USER, "{type: echo}")},
-            prefix=nats_prefix,
-            dsn=postgres_dsn,
-            ack_wait_s=3,
-        )
+        # A short ack_wait: the message comes back soon after its worker was killed.
+        settings = {"prefix": nats_prefix, "dsn": postgres_dsn, "ack_wait_s": 3}
+        config = echo_on_telegram(tmp_path, fake, profile, USER, **settings)
         killed = await start_role(config, "worker")
         running.extend([killed, await start_role(config, "ingress")])
         fake.push_message(CHAT, "/new work", user_id=USER)
