@@ -9,9 +9,9 @@ Concurrent callers wait on one refresh rather than each fetching their own. A ca
 is refused (`TokenRefused`) is repeated once with a fresh one; refused again, the credentials are
 at fault (`AuthError`).
 
-The one owner of that cache: Feishu, WeCom and the QQ bot (`channels/qq/token.py`) each bring
-only their credentials call (`Fetch`, its answer read by `issued_token`) and say which answers
-mean a refused token.
+The one owner of that cache: Feishu, WeCom (both through `channels/token_api.py`) and the QQ bot
+(`channels/qq/token.py`) each bring only their credentials call (`Fetch`, its answer read by
+`issued_token`) and say which answers mean a refused token.
 """
 
 from __future__ import annotations
