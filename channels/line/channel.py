@@ -32,10 +32,8 @@ from linebot.v3.messaging import (
 )
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.base import Channel
 from channels.dedup import InboundDedup
 from channels.errors import RateLimited
-from channels.health import ChannelHealth
 from channels.idempotency import delivery_uuid
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.line.errors import CHANNEL, LineApiError, line_call
@@ -43,7 +41,7 @@ from channels.line.events import LinePost
 from channels.line.media import download
 from channels.line.replies import ReplyTokens
 from channels.line.webhook import LineWebhook
-from channels.run_state import RunState
+from channels.run_state import RunStateChannel
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +51,7 @@ LOADING_SECONDS = 20
 LOADING_REFRESH_S = 15.0
 
 
-class LineChannel(Channel):
+class LineChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["line"]
 
     def __init__(
@@ -81,7 +79,7 @@ class LineChannel(Channel):
         self._loading_shown: dict[str, float] = {}
         self._clients: tuple[AsyncApiClient, AsyncApiClient] | None = None
         self._inbound: InboundSender | None = None
-        self._run_state = RunState()
+        super().__init__()
 
     @property
     def name(self) -> str:
@@ -133,12 +131,6 @@ class LineChannel(Channel):
     async def stop(self) -> None:
         await self._run_state.stop()
         await self._close_clients()
-
-    async def wait_receiving(self) -> None:
-        await self._run_state.receiving.wait()
-
-    async def health_check(self) -> ChannelHealth:
-        return self._run_state.health()
 
     async def probe(self) -> str | None:
         try:

@@ -33,7 +33,7 @@ from nio import (
 )
 
 from bus import InboundSender, OutboundMessage
-from channels.base import FORMATTED, Channel
+from channels.base import FORMATTED
 from channels.errors import (
     AuthError,
     FatalChannelError,
@@ -56,7 +56,7 @@ from channels.matrix.inbound import posts
 from channels.matrix.receiver import SyncHandler
 from channels.matrix.since import SinceStore, since_path
 from channels.retry import backoff_delay_s, full_jitter
-from channels.run_state import RunState
+from channels.run_state import RunStateChannel
 from channels.stopping import until_stopped
 
 log = structlog.get_logger(__name__)
@@ -65,7 +65,7 @@ log = structlog.get_logger(__name__)
 SYNC_FILTER = {"presence": {"types": []}, "room": {"timeline": {"limit": 50}}}
 
 
-class MatrixChannel(Channel):
+class MatrixChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = PlatformLimit(MAX_CONTENT_BYTES, "bytes")
     #: Synapse's default message rate limit is 0.2/s with a burst of 10: edits every 2 s.
     edit_interval_s: ClassVar[float] = 2.0
@@ -99,7 +99,7 @@ class MatrixChannel(Channel):
             timeout_s=request_timeout_s,
         )
         self._client: AsyncClient | None = None
-        self._run_state = RunState()
+        super().__init__()
         self._trouble: str | None = None
 
     @property
@@ -149,9 +149,6 @@ class MatrixChannel(Channel):
     async def stop(self) -> None:
         await self._run_state.stop()
         await self._close_client()
-
-    async def wait_receiving(self) -> None:
-        await self._run_state.receiving.wait()
 
     async def health_check(self) -> ChannelHealth:
         trouble = self._trouble

@@ -27,13 +27,13 @@ from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
-from channels.base import FORMATTED, Channel
+from channels.base import FORMATTED
 from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.markup.slack import escape, render_mrkdwn
-from channels.run_state import RunState
+from channels.run_state import RunStateChannel
 from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
 from channels.slack.errors import CHANNEL, slack_call
 from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
@@ -50,7 +50,7 @@ _PROBE_TIMEOUT_S = 10.0
 Mode = Literal["socket", "http"]
 
 
-class SlackChannel(Channel):
+class SlackChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["slack"]
     #: chat.update is a Tier 3 method (about 50 calls a minute); one edit a second keeps a
     #: streamed reply within it.
@@ -111,7 +111,7 @@ class SlackChannel(Channel):
         self._identity: BotIdentity | None = None
         self._connection: SocketConnection | None = None
         self._accepting = False
-        self._run_state = RunState()
+        super().__init__()
 
     @property
     def name(self) -> str:
@@ -148,10 +148,6 @@ class SlackChannel(Channel):
         self._run_state.stopping.set()
         self._accepting = False
         await self._run_state.idle.wait()
-
-    async def wait_receiving(self) -> None:
-        """Return once events are being received (socket connected, or http mode started)."""
-        await self._run_state.receiving.wait()
 
     async def health_check(self) -> ChannelHealth:
         if (ended := self._run_state.ended()) is not None:
