@@ -90,6 +90,8 @@ def is_transient(exc: BaseException) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
+    # Shaped like supervisor.RestartPolicy (numbers of a backoff), but one send's retries, not
+    # a channel's restarts: separate knobs in the config, so separate types.
     max_attempts: int = 5
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 30.0

@@ -78,6 +78,8 @@ class TwilioChannel(RunStateChannel):
         self._http: TwilioHttp | None = None
         super().__init__()
 
+    # name, format_outbound and start read like WhatsAppChannel's: the same members, this
+    # platform's values (the shared mechanics are RunState.serve's).
     @property
     def name(self) -> str:
         return CHANNEL

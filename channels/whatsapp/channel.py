@@ -87,6 +87,8 @@ class WhatsAppChannel(RunStateChannel):
         self._typing_shown: dict[str, float] = {}
         super().__init__()
 
+    # name, format_outbound and start read like TwilioChannel's: the same members, this
+    # platform's values (the shared mechanics are RunState.serve's).
     @property
     def name(self) -> str:
         return CHANNEL
