@@ -83,9 +83,17 @@ class Backoff:
         return min(delay_s * 2, self.max_s)
 
 
+#: Failures worth trying again after a pause, including the ones a channel forgot to wrap.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    TransientError,
+    TimeoutError,
+    OSError,
+    aiohttp.ClientError,
+)
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Failures worth trying again after a pause, including the ones a channel forgot to wrap."""
-    return isinstance(exc, TransientError | TimeoutError | OSError | aiohttp.ClientError)
+    return isinstance(exc, TRANSIENT_ERRORS)
 
 
 @dataclass(frozen=True, slots=True)

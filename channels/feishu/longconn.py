@@ -22,12 +22,12 @@ import aiohttp
 import structlog
 from google.protobuf.message import DecodeError
 
-from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
+from channels.errors import AuthError, ChannelError, TransientError
 from channels.feishu import frames
 from channels.feishu.api import CHANNEL, FeishuApi
 from channels.health import ChannelHealth
-from channels.retry import backoff_delay_s, full_jitter
-from channels.stopping import sleep_unless_set
+from channels.reconnect import ReconnectPolicy, reconnecting
+from channels.retry import full_jitter
 
 log = structlog.get_logger(__name__)
 
@@ -39,6 +39,8 @@ CONNECT_TIMEOUT_S = 15.0
 SEND_TIMEOUT_S = 10.0
 #: A connection that says nothing (not even a pong) for this many ping intervals is dead.
 SILENT_PINGS = 3
+#: Jittered: every app's connections that dropped together should not all return at once.
+RECONNECT = ReconnectPolicy(base_s=1.0, cap_s=60.0, jitter=full_jitter)
 
 
 class LongConnection:
@@ -48,14 +50,12 @@ class LongConnection:
         on_event: EventHandler,
         *,
         on_health: HealthListener,
-        backoff_base_s: float = 1.0,
-        backoff_cap_s: float = 60.0,
+        reconnect: ReconnectPolicy = RECONNECT,
     ) -> None:
         self._api = api
         self._on_event = on_event
         self._on_health = on_health
-        self._backoff_base_s = backoff_base_s
-        self._backoff_cap_s = backoff_cap_s
+        self._reconnect = reconnect
         self._ping_interval_s = DEFAULT_PING_INTERVAL_S
         self._parts = frames.Reassembler()
         self.connected = asyncio.Event()
@@ -63,28 +63,22 @@ class LongConnection:
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Stay connected until `stopping` is set or this task is cancelled."""
-        failures = 0
-        while not stopping.is_set():
-            try:
-                await self._connect_once()
-                failures = 0
-            except AuthError as exc:
-                raise FatalChannelError(
-                    f"Feishu refused the app credentials ({exc})",
-                    channel=CHANNEL,
-                    suggestion=exc.suggestion or "check app_id and app_secret",
-                ) from exc
-            except (ChannelError, aiohttp.ClientError, OSError, TimeoutError) as exc:
-                failures += 1
-                log.warning("feishu.ws_failed", error=str(exc), failures=failures)
-            finally:
-                self.connected.clear()
-            self._on_health(ChannelHealth.degraded("reconnecting to Feishu"))
-            delay_s = full_jitter(
-                backoff_delay_s(max(failures, 1), self._backoff_base_s, self._backoff_cap_s)
-            )
-            if await sleep_unless_set(stopping, delay_s, asyncio.sleep):
-                return
+        await reconnecting(
+            self._connect_once,
+            stopping,
+            channel=CHANNEL,
+            failed_event="feishu.ws_failed",
+            policy=self._reconnect,
+            # Any refusal Feishu gives a connection (a bad endpoint answer) is worth another try.
+            retry_on=(ChannelError, aiohttp.ClientError, OSError),
+            refused="Feishu refused the app credentials",
+            suggestion="check app_id and app_secret",
+            on_ended=self._ended,
+        )
+
+    def _ended(self) -> None:
+        self.connected.clear()
+        self._on_health(ChannelHealth.degraded("reconnecting to Feishu"))
 
     async def _connect_once(self) -> None:
         endpoint = await self._api.ws_endpoint()

@@ -9,6 +9,7 @@ import pytest
 
 from bus import AgentHandle
 from channels.qq import QQBotChannel
+from channels.reconnect import ReconnectPolicy
 from tests.channels.qq.configs import qq_config
 from tests.channels.started import ReadsInbound, once, started_on_bus
 from tests.fakes.qq_server import FakeQQ
@@ -27,7 +28,9 @@ class Running(ReadsInbound):
 async def running() -> AsyncIterator[Running]:
     async with FakeQQ() as fake:
         fake.heartbeat_interval_ms = 50
-        channel = QQBotChannel(qq_config(fake, mode="websocket"), reconnect_base_s=0.05)
+        channel = QQBotChannel(
+            qq_config(fake, mode="websocket"), reconnect=ReconnectPolicy(base_s=0.05)
+        )
         ready = once(channel.wait_receiving)
         async with started_on_bus(channel, ready, name="test:qq-gateway", capacity=16) as (
             agent,

@@ -11,6 +11,7 @@ import pytest
 from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
 from bus.envelope import ANSWERS
 from channels.errors import FatalChannelError, RateLimited
+from channels.reconnect import ReconnectPolicy
 from channels.wecom_bot import WecomBotChannel
 from channels.wecom_bot.frames import MalformedFrame, parse_callback, parse_frame
 from tests.channels.started import ReadsInbound, once, started_on_bus
@@ -30,7 +31,10 @@ class Running(ReadsInbound):
 async def running() -> AsyncIterator[Running]:
     async with FakeWecomBot() as fake:
         channel = WecomBotChannel(
-            bot_id=fake.bot_id, secret=fake.secret, ws_url=fake.ws_url, reconnect_base_s=0.05
+            bot_id=fake.bot_id,
+            secret=fake.secret,
+            ws_url=fake.ws_url,
+            reconnect=ReconnectPolicy(base_s=0.05),
         )
         ready = once(channel.wait_connected)
         async with started_on_bus(channel, ready, name="test:wecom-bot", capacity=16) as (

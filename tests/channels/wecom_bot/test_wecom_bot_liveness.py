@@ -8,6 +8,7 @@ import pytest
 
 from bus import InboundMessage, InboundRefused
 from channels.errors import FatalChannelError
+from channels.reconnect import ReconnectPolicy
 from channels.wecom_bot import WecomBotChannel
 from tests.fakes.wecom_bot_server import FakeWecomBot
 
@@ -41,7 +42,7 @@ async def test_pings_keep_the_connection_and_unanswered_ones_replace_it() -> Non
             ws_url=fake.ws_url,
             ping_interval_s=0.05,
             ack_timeout_s=0.2,
-            reconnect_base_s=0.05,
+            reconnect=ReconnectPolicy(base_s=0.05),
         )
         inbound = RefusingOnce()
         task = asyncio.create_task(channel.start(inbound), name="test:wecom-bot")
