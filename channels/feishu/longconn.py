@@ -15,6 +15,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -43,23 +44,18 @@ SILENT_PINGS = 3
 RECONNECT = ReconnectPolicy(base_s=1.0, cap_s=60.0, jitter=full_jitter)
 
 
+@dataclass(eq=False)
 class LongConnection:
-    def __init__(
-        self,
-        api: FeishuApi,
-        on_event: EventHandler,
-        *,
-        on_health: HealthListener,
-        reconnect: ReconnectPolicy = RECONNECT,
-    ) -> None:
-        self._api = api
-        self._on_event = on_event
-        self._on_health = on_health
-        self._reconnect = reconnect
-        self._ping_interval_s = DEFAULT_PING_INTERVAL_S
-        self._parts = frames.Reassembler()
-        self.connected = asyncio.Event()
-        self.connections = 0
+    api: FeishuApi
+    on_event: EventHandler
+    _: KW_ONLY
+    on_health: HealthListener
+    reconnect: ReconnectPolicy = RECONNECT
+    #: Set while connected, and how many connections were made so far.
+    connected: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    connections: int = field(default=0, init=False)
+    _ping_interval_s: float = field(default=DEFAULT_PING_INTERVAL_S, init=False, repr=False)
+    _parts: frames.Reassembler = field(default_factory=frames.Reassembler, init=False, repr=False)
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Stay connected until `stopping` is set or this task is cancelled."""
@@ -68,7 +64,7 @@ class LongConnection:
             stopping,
             channel=CHANNEL,
             failed_event="feishu.ws_failed",
-            policy=self._reconnect,
+            policy=self.reconnect,
             # Any refusal Feishu gives a connection (a bad endpoint answer) is worth another try.
             retry_on=(ChannelError, aiohttp.ClientError, OSError),
             refused="Feishu refused the app credentials",
@@ -78,22 +74,22 @@ class LongConnection:
 
     def _ended(self) -> None:
         self.connected.clear()
-        self._on_health(ChannelHealth.degraded("reconnecting to Feishu"))
+        self.on_health(ChannelHealth.degraded("reconnecting to Feishu"))
 
     async def _connect_once(self) -> None:
-        endpoint = await self._api.ws_endpoint()
+        endpoint = await self.api.ws_endpoint()
         url = str(endpoint["URL"])
         self._configure(endpoint.get("ClientConfig"))
         service_id = int(parse_qs(urlsplit(url).query).get("service_id", ["0"])[0] or 0)
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                ws = await self._api.http().ws_connect(url, autoping=True, heartbeat=None)
+                ws = await self.api.http().ws_connect(url, autoping=True, heartbeat=None)
         except aiohttp.WSServerHandshakeError as exc:
             raise handshake_error(exc) from exc
         async with ws:
             self.connections += 1
             self.connected.set()
-            self._on_health(ChannelHealth.healthy())
+            self.on_health(ChannelHealth.healthy())
             log.info("feishu.ws_connected", service_id=service_id)
             pinger = asyncio.create_task(self._ping(ws, service_id), name="feishu-ws-ping")
             try:
@@ -144,7 +140,7 @@ class LongConnection:
         if payload is None:
             return
         started = time.monotonic()
-        durable = await self._on_event(payload) if frames.header(frame, "type") == "event" else True
+        durable = await self.on_event(payload) if frames.header(frame, "type") == "event" else True
         if durable:
             elapsed_ms = int((time.monotonic() - started) * 1000)
             async with asyncio.timeout(SEND_TIMEOUT_S):
