@@ -36,6 +36,7 @@ from channels.wecom_bot import frames
 from channels.wecom_bot.connection import CHANNEL, AibotConnection
 from channels.wecom_bot.frames import Callback, Frame, MalformedFrame
 from channels.wecom_bot.replies import ReplyBook
+from config import WecomBotConfig
 
 log = structlog.get_logger(__name__)
 
@@ -57,20 +58,16 @@ class WecomBotChannel(Channel):
 
     def __init__(
         self,
+        config: WecomBotConfig,
         *,
-        bot_id: str,
-        secret: str,
-        ws_url: str = "wss://openws.work.weixin.qq.com",
         ping_interval_s: float = 30.0,
         ack_timeout_s: float = 5.0,
         connect_timeout_s: float = 10.0,
         reconnect: ReconnectPolicy = RECONNECT,
     ) -> None:
-        if not bot_id or not secret:
-            raise ValueError("the WeCom AI bot needs its bot_id and secret")
-        self._bot_id = bot_id
-        self._secret = secret
-        self._ws_url = ws_url
+        self._bot_id = config.bot_id
+        self._secret = config.secret.get_secret_value()
+        self._ws_url = config.ws_url
         self._ping_interval_s = ping_interval_s
         self._ack_timeout_s = ack_timeout_s
         self._connect_timeout_s = connect_timeout_s
