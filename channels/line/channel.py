@@ -42,6 +42,7 @@ from channels.line.media import download
 from channels.line.replies import ReplyTokens
 from channels.line.webhook import LineWebhook
 from channels.run_state import RunStateChannel
+from config import LineConfig
 
 log = structlog.get_logger(__name__)
 
@@ -55,25 +56,15 @@ class LineChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["line"]
 
     def __init__(
-        self,
-        *,
-        channel_secret: str,
-        channel_access_token: str,
-        data_dir: Path,
-        webhook_path: str = "/line/webhook",
-        api_base_url: str = "https://api.line.me",
-        data_api_base_url: str = "https://api-data.line.me",
-        request_timeout_s: float = 30.0,
+        self, config: LineConfig, *, data_dir: Path, request_timeout_s: float = 30.0
     ) -> None:
-        if not channel_secret:
-            raise ValueError("LINE needs the channel secret to verify webhook signatures")
-        self._token = channel_access_token
-        self._api_base_url = api_base_url.rstrip("/")
-        self._data_api_base_url = data_api_base_url.rstrip("/")
+        self._token = config.channel_access_token.get_secret_value()
+        self._api_base_url = config.api_base_url.rstrip("/")
+        self._data_api_base_url = config.data_api_base_url.rstrip("/")
         self._data_dir = data_dir
-        self._webhook_path = webhook_path
+        self._webhook_path = config.webhook_path
         self._timeout_s = request_timeout_s
-        self.webhook = LineWebhook(channel_secret)
+        self.webhook = LineWebhook(config.channel_secret.get_secret_value())
         self._replies = ReplyTokens()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
         self._loading_shown: dict[str, float] = {}

@@ -58,6 +58,7 @@ from channels.matrix.since import SinceStore, since_path
 from channels.retry import backoff_delay_s, full_jitter
 from channels.run_state import RunStateChannel
 from channels.stopping import until_stopped
+from config import MatrixConfig
 
 log = structlog.get_logger(__name__)
 
@@ -72,19 +73,15 @@ class MatrixChannel(RunStateChannel):
 
     def __init__(
         self,
+        config: MatrixConfig,
         *,
-        homeserver: str,
-        user_id: str,
-        access_token: str,
         data_dir: Path,
-        require_mention: bool = True,
-        auto_join: bool = True,
         sync_timeout_s: float = 30.0,
         request_timeout_s: float = 30.0,
     ) -> None:
-        self._homeserver = homeserver.rstrip("/")
-        self.user_id = user_id
-        self._token = access_token
+        self._homeserver = config.homeserver.rstrip("/")
+        self.user_id = user_id = config.user_id
+        self._token = config.access_token.get_secret_value()
         self._sync_timeout_s = sync_timeout_s
         self._timeout_s = request_timeout_s
         self._since = SinceStore(since_path(data_dir, user_id))
@@ -94,8 +91,8 @@ class MatrixChannel(RunStateChannel):
             data_dir,
             allowed=self.is_allowed,
             send=self._room_send,
-            require_mention=require_mention,
-            auto_join=auto_join,
+            require_mention=config.require_mention,
+            auto_join=config.auto_join,
             timeout_s=request_timeout_s,
         )
         self._client: AsyncClient | None = None
