@@ -159,3 +159,13 @@ class RunStateChannel(Channel):
 
     async def health_check(self) -> ChannelHealth:
         return self._run_state.health()
+
+    @asynccontextmanager
+    async def _probing(self, close: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+        """The body of a `probe` that opens clients: probed outside `start()` (`doctor`),
+        nothing else would close them, so `close` runs after it."""
+        try:
+            yield
+        finally:
+            if self._run_state.idle.is_set():
+                await close()

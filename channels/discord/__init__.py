@@ -35,5 +35,4 @@ __all__ = [
 
 
 def create(config: DiscordConfig, context: ChannelContext) -> DiscordChannel:
-    """Build the Discord channel of one profile from its validated config."""
     return DiscordChannel(config, data_dir=context.data_dir)

@@ -124,13 +124,8 @@ class LineChannel(RunStateChannel):
         await self._close_clients()
 
     async def probe(self) -> str | None:
-        try:
-            async with line_call("get_bot_info", self._timeout_s):
-                info = await self._api().get_bot_info()
-        finally:
-            if self._run_state.idle.is_set():
-                # Probed outside start() (`doctor`): nothing else will close the clients.
-                await self._close_clients()
+        async with self._probing(self._close_clients), line_call("get_bot_info", self._timeout_s):
+            info = await self._api().get_bot_info()
         return f"{info.display_name} ({info.basic_id}, {info.user_id})"
 
     def web_routes(self) -> list[web.RouteDef]:

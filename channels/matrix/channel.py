@@ -152,13 +152,8 @@ class MatrixChannel(RunStateChannel):
         return self._run_state.health(None if trouble is None else ChannelHealth.degraded(trouble))
 
     async def probe(self) -> str | None:
-        try:
-            async with matrix_call("whoami", self._timeout_s):
-                response = await self._nio().whoami()
-        finally:
-            if self._run_state.idle.is_set():
-                # Probed outside start() (`doctor`): nothing else will close the client.
-                await self._close_client()
+        async with self._probing(self._close_client), matrix_call("whoami", self._timeout_s):
+            response = await self._nio().whoami()
         if not isinstance(response, WhoamiResponse):
             raise translate(response, "whoami")
         if response.user_id != self.user_id:

@@ -29,5 +29,4 @@ __all__ = [
 
 
 def create(config: SlackConfig, context: ChannelContext) -> SlackChannel:
-    """Build the Slack channel of one profile from its validated config."""
     return SlackChannel(config, data_dir=context.data_dir)

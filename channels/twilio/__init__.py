@@ -29,5 +29,4 @@ __all__ = [
 
 
 def create(config: TwilioConfig, context: ChannelContext) -> TwilioChannel:
-    """Build the Twilio channel of one profile from its validated config."""
     return TwilioChannel(config, data_dir=context.data_dir)

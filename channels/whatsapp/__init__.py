@@ -32,5 +32,4 @@ __all__ = [
 
 
 def create(config: WhatsAppConfig, context: ChannelContext) -> WhatsAppChannel:
-    """Build the WhatsApp channel of one profile from its validated config."""
     return WhatsAppChannel(config, data_dir=context.data_dir)
