@@ -286,8 +286,9 @@ class StreamEditor:
             return
         if chunk.formatted == stream.shown and not needs_finish_call(channel):
             return
-        # The final may come right after an edit; it waits for its slot like any edit.
-        if (wait_s := stream.edit_due_at() - self._clock()) > 0:
+        # The final may come right after an edit; it waits for its slot like any edit, where
+        # the platform limits edits.
+        if channel.edits_rate_limited and (wait_s := stream.edit_due_at() - self._clock()) > 0:
             await self._sleep(wait_s)
         try:
             await self._delivery.finish(channel, stream.chat_id, stream.message_id, chunk)

@@ -174,6 +174,24 @@ async def test_final_waits_for_its_edit_slot(
     assert final.at - first.at == pytest.approx(1.0)
 
 
+async def test_where_edits_are_local_the_final_takes_no_slot(
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+) -> None:
+    channel = make_channel(editable=True, edit_interval_s=1.0)
+    channel.edits_rate_limited = False  # type: ignore[misc]
+    manager = managing(channel)
+
+    await manager.deliver(snapshot("one"))
+    clock.advance(0.25)
+    await manager.deliver(snapshot("one two", final=True))
+
+    assert clock.sleeps == []
+    first, final = channel.calls
+    assert final.kind == "edit"
+    assert final.content == "one two"
+    assert final.at - first.at == pytest.approx(0.25)
+
+
 async def test_rolls_over_to_a_new_message_before_the_limit(
     managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
