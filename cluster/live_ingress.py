@@ -26,11 +26,13 @@ import asyncio
 import contextlib
 import json
 from collections import OrderedDict
-from typing import Protocol
+from contextlib import AsyncExitStack
+from typing import Protocol, Self
 
 import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.errors import NoRespondersError
 
 from bus import OutboundMessage, PipeClosed
@@ -66,13 +68,15 @@ class LiveChannels(Protocol):
 
 
 class LiveShows:
+    """Listens while open (`async with`); hand-overs in hand are answered before it closes."""
+
     def __init__(self, client: Client, names: ClusterNames, ingress_id: str) -> None:
         self._client = client
         self._subject = names.live_subject(ingress_id)
         self._profiles: dict[str, LiveChannels] = {}
         self._outcomes: OrderedDict[tuple[str, str], asyncio.Future[Delivered]] = OrderedDict()
+        self._stack = AsyncExitStack()
         self._answering: asyncio.TaskGroup | None = None
-        self._stopping = asyncio.Event()
 
     def add_profile(self, profile: str, channels: LiveChannels) -> None:
         self._profiles[profile] = channels
@@ -80,21 +84,21 @@ class LiveShows:
     def remove_profile(self, profile: str) -> None:
         self._profiles.pop(profile, None)
 
-    def stop(self) -> None:
-        self._stopping.set()
-
-    async def run(self) -> None:
-        """Listen until `stop()`; hand-overs in hand are answered before it returns."""
-        async with asyncio.TaskGroup() as answering:
-            self._answering = answering
+    async def __aenter__(self) -> Self:
+        self._answering = await self._stack.enter_async_context(asyncio.TaskGroup())
+        try:
             subscription = await self._client.subscribe(self._subject, cb=self._on_message)
-            try:
-                await self._stopping.wait()
-            finally:
-                self._answering = None
-                # A closing connection ends the subscription anyway.
-                with contextlib.suppress(*NATS_ERRORS):
-                    await subscription.unsubscribe()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        self._stack.push_async_callback(_unsubscribe, subscription)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        # Nothing new is answered (a requester then delivers the reply itself); answers in
+        # hand are waited for.
+        self._answering = None
+        await self._stack.aclose()
 
     async def _on_message(self, msg: Msg) -> None:
         headers = msg.headers or {}
@@ -118,19 +122,19 @@ class LiveShows:
     async def _hand_over(self, msg: Msg, envelope: OutboundEnvelope) -> None:
         key = (envelope.profile, (msg.headers or {}).get(MSG_ID) or msg.reply)
         outcome = self._outcomes.get(key)
+        channels = self._profiles.get(envelope.profile)
+        answering = self._answering
         if outcome is None:
-            channels = self._profiles.get(envelope.profile)
             try:
-                if channels is None:
-                    raise PipeClosed(f"profile {envelope.profile!r} does not run here")
+                if channels is None or answering is None:
+                    raise PipeClosed(f"profile {envelope.profile!r} is not shown here")
                 outcome = await channels.queue(envelope.message)
             except PipeClosed:
                 await _respond(msg, {"not_here": True})
                 return
             self._remember(key, outcome)
-        answering = self._answering
         if answering is None:
-            return  # stopping: the requester times out and the reply is offered again
+            return  # closing: the requester times out and the reply is offered again
         answering.create_task(self._answer(msg, outcome), name=f"live-hand-over:{key[1]}")
 
     def _remember(self, key: tuple[str, str], outcome: asyncio.Future[Delivered]) -> None:
@@ -147,6 +151,13 @@ class LiveShows:
         await _respond(
             msg, {"platform_ids": list(delivered.platform_ids), "given_up": delivered.given_up}
         )
+        log.debug("cluster.hand_over_answered", given_up=delivered.given_up is not None)
+
+
+async def _unsubscribe(subscription: Subscription) -> None:
+    # A closing connection ends the subscription anyway.
+    with contextlib.suppress(*NATS_ERRORS):
+        await subscription.unsubscribe()
 
 
 async def _respond(msg: Msg, answer: dict[str, object]) -> None:

@@ -10,7 +10,6 @@ profiles join and leave it as they start and stop (SIGHUP reloads one at a time)
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import uuid
@@ -189,9 +188,9 @@ class ClusterNode:
 
     async def run_delivery(self) -> None:
         if self.delivery is not None and self.live is not None:
-            async with asyncio.TaskGroup() as tasks:
-                tasks.create_task(self.live.run(), name="cluster-live")
-                tasks.create_task(self.delivery.run(), name="cluster-replies")
+            # Open as long as replies are delivered: other ingress processes hand some here.
+            async with self.live:
+                await self.delivery.run()
 
     def stop_worker(self) -> None:
         if self.worker is not None:
@@ -200,8 +199,6 @@ class ClusterNode:
     def stop_delivery(self) -> None:
         if self.delivery is not None:
             self.delivery.stop()
-        if self.live is not None:
-            self.live.stop()
 
     # Readiness
 
