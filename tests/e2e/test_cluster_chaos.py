@@ -5,8 +5,10 @@ Two ingress processes (the one holding the bot's poller lease polls, the other s
 three workers, a slowed echo agent, one planted message that always fails; the leading ingress
 is among the kills, so the standby takes the lease over mid-run. At the end every message
 is answered exactly once, in its chat's order; the only extra copy a kill explains is a reply
-the platform accepted just before the ingress was killed, before it acknowledged the reply; the
-streams hold nothing but the planted dead letter.
+the platform accepted just before the ingress was killed, before it acknowledged the reply, or
+the draft of a streamed reply the killed ingress was showing (a beginning of the answer, or the
+whole of it, shown just before the kill; the answer is then sent again whole); the streams hold
+nothing but the planted dead letter.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from tests.e2e.cluster_daemons import (
     start_role,
     telegram_profile,
 )
-from tests.e2e.test_crash_telegram import dedupe, explained_by_a_kill
+from tests.e2e.test_crash_telegram import KILL_WINDOW_S, dedupe, explained_by_a_kill
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess
 from tests.support.nats import nats_client, nats_prefix
@@ -52,8 +54,20 @@ def holds_lease(daemon: DaemonProcess) -> bool:
     return bool(said) and said[-1] == "lease.acquired"
 
 
+def a_killed_draft(fake: FakeTelegram, chat: int, text: str, kills: list[float]) -> bool:
+    """Whether `text` was shown in `chat` (sent or edited to) just before an ingress kill:
+    the draft of a streamed reply the killed ingress could not finish."""
+    shown_at = [
+        call.at
+        for call in fake.calls("sendMessage") + fake.calls("editMessageText")
+        if str(call.params.get("chat_id")) == str(chat) and str(call.params.get("text")) == text
+    ]
+    return any(0 <= kill - at <= KILL_WINDOW_S for at in shown_at for kill in kills)
+
+
 def text_of(chat: int, index: int) -> str:
-    return f"chat {chat} message {index:03d} asks for its echo"
+    # The number first: a streamed reply's first half tells which answer it begins.
+    return f"message {index:03d} of chat {chat} asks for its echo"
 
 
 async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
@@ -63,6 +77,7 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
     chats = [91_001 + number for number in range(CHATS)]
     sent: list[tuple[int, str]] = []
     kill_times: list[float] = []
+    ingress_kills: list[float] = []
     async with FakeTelegram() as fake, processes() as running:
         config = cluster_config(
             tmp_path,
@@ -94,6 +109,8 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
                 victim = next(i for i in ingresses if holds_lease(i))
                 ingresses.remove(victim)
             kill_times.append(time.monotonic())
+            if role == "ingress":
+                ingress_kills.append(kill_times[-1])
             victim.signal(signal.SIGKILL)
             await victim.wait()
             replacement = await start_role(config, role)
@@ -131,10 +148,24 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
                 # The planted poison: buried after its deliveries, its chat told once.
                 assert [t for t in extra if t.startswith("Sorry")] == [extra[0]], extra
                 extra = extra[1:]
-            assert extra == [], extra
-            assert dedupe(answers) == expected
+            drafts = [
+                text
+                for text in extra
+                if any(answer.startswith(text) for answer in expected)
+                and a_killed_draft(fake, chat, text, ingress_kills)
+            ]
+            assert extra == drafts, extra
+            # An answer whose draft was left by the killed ingress is sent whole afterwards,
+            # maybe after the next answer began streaming elsewhere; all others keep order.
+            late = {answer for answer in expected if any(map(answer.startswith, drafts))}
+            assert set(answers) == set(expected)
+            assert [a for a in dedupe(answers) if a not in late] == [
+                e for e in expected if e not in late
+            ]
             for text in {t for t in answers if answers.count(t) > 1}:
-                assert explained_by_a_kill(sends.get((str(chat), text)), kill_times), text
+                assert explained_by_a_kill(
+                    sends.get((str(chat), text)), kill_times
+                ) or a_killed_draft(fake, chat, text, ingress_kills), text
         # Nothing left to do in the streams, but the dead letter the test planted.
         assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
         assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
