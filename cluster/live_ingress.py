@@ -15,9 +15,11 @@ outbound partition.
 
 The window: an ingress that is gone (stopped or killed) has no subscription, the request gets
 no responders, and the delivering ingress sends the reply itself, whole, as a new message; the
-draft the gone ingress was editing stays as it left it. A request that times out makes the
-reply be offered again; this side keeps each hand-over's outcome by the reply's message id, so
-the repeat waits for (or returns) the first one instead of sending the reply twice.
+draft the gone ingress was editing stays as it left it. The delivering ingress asks again every
+`ASK_AGAIN_AFTER_S` while it waits (a killed ingress never answers; a new request finds it gone),
+and after `HANDOVER_TIMEOUT_S` the reply is offered again. This side keeps each hand-over's
+outcome by the reply's message id, so a repeat waits for (or returns) the first one instead of
+sending the reply twice.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ log = structlog.get_logger(__name__)
 
 #: How long a delivering ingress waits for the showing one to deliver a reply handed over.
 HANDOVER_TIMEOUT_S = 60.0
+#: How often it asks again meanwhile: an ingress killed mid-delivery never answers, and only a
+#: new request tells it is gone (no responders).
+ASK_AGAIN_AFTER_S = 2.0
 #: How many hand-overs' outcomes are kept for repeated requests.
 REMEMBERED_OUTCOMES = 1024
 
@@ -178,16 +183,25 @@ async def hand_over(
     """
     assert envelope.live_at is not None
     headers = {**envelope.headers(msg_id), LIVE_KIND: FINAL}
-    try:
-        response = await client.request(
-            names.live_subject(envelope.live_at),
-            envelope.body(),
-            timeout=HANDOVER_TIMEOUT_S,
-            headers=headers,
-        )
-    except NoRespondersError:
-        log.info("cluster.live_ingress_gone", ingress=envelope.live_at, profile=envelope.profile)
-        return None
+    deadline = asyncio.get_running_loop().time() + HANDOVER_TIMEOUT_S
+    while True:
+        try:
+            response = await client.request(
+                names.live_subject(envelope.live_at),
+                envelope.body(),
+                timeout=ASK_AGAIN_AFTER_S,
+                headers=headers,
+            )
+            break
+        except NoRespondersError:
+            log.info(
+                "cluster.live_ingress_gone", ingress=envelope.live_at, profile=envelope.profile
+            )
+            return None
+        except TimeoutError:
+            # Still delivering (a repeat waits for the same outcome), or killed meanwhile.
+            if asyncio.get_running_loop().time() >= deadline:
+                raise
     answer = json.loads(response.data)
     if answer.get("not_here"):
         log.info("cluster.live_profile_gone", ingress=envelope.live_at, profile=envelope.profile)

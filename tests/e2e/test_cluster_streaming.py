@@ -16,7 +16,13 @@ from nats.aio.client import Client
 from bus import InboundMessage
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.subjects import ClusterNames
-from tests.e2e.cluster_daemons import cluster_config, left_in, processes, start_role
+from tests.e2e.cluster_daemons import (
+    cluster_config,
+    left_in,
+    processes,
+    start_role,
+    telegram_profile,
+)
 from tests.e2e.conftest import wait_logged
 from tests.e2e.test_cluster_chaos import holds_lease
 from tests.fakes.telegram_server import FakeTelegram
@@ -36,17 +42,7 @@ WORDS = "streams its reply word by word so that the chat sees it growing in plac
 
 
 def streaming_telegram(fake: FakeTelegram) -> str:
-    return f"""\
-agent: {AGENT}
-channels:
-  - type: telegram
-    token: "{fake.token}"
-    base_url: {fake.base_url}
-    base_file_url: {fake.base_file_url}
-    poll_timeout_s: 2
-    edit_interval_s: 0.3
-    allow: [{USER}]
-"""
+    return telegram_profile(fake, USER, AGENT, edit_interval_s=0.3)
 
 
 def texts(fake: FakeTelegram, chat: int) -> list[str]:
