@@ -5,8 +5,10 @@ ingress's live subject takes a reply handed over once, however often it is asked
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 from nats.aio.client import Client
 
 from bus import InboundMessage, OutboundMessage, StreamSnapshot, TypingStarted
@@ -42,49 +44,52 @@ async def answered(worker: RunningWorker, count: int) -> list[OutboundEnvelope]:
     return [reply_of(seen) for seen in worker.replies()]
 
 
-async def test_a_turn_shows_snapshots_and_typing_at_its_ingress_and_its_reply_names_it(
+@pytest.fixture
+async def w(
     nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
-) -> None:
-    profile = fresh_scope()
+) -> AsyncIterator[RunningWorker]:
+    """A worker whose echo agent streams."""
     async with running_worker(
-        nats_client, nats_prefix, postgres_dsn, profile, tmp_path, agent=STREAMING_ECHO
-    ) as w:
-        await w.publish(message("c1"), ingress="ingress-a", streams=True, shows_typing=True)
-        [reply] = await answered(w, 1)
-        # Published before the reply on the same connection: all of them are seen by now.
-        events = w.observer.on(f"{nats_prefix}.live.ingress-a")
-        assert events[0].headers[LIVE_KIND] == "typing-started"
-        signals = [decode_live_signal(e.headers, e.data) for e in events[1:]]
-        assert {p for p, _signal in signals} == {profile}
-        snapshots = [s for _p, s in signals if isinstance(s, StreamSnapshot)]
-        assert len(snapshots) == len(signals) >= 2
-        assert all(TEXT.startswith(s.reply.content) for s in snapshots)
-        # The reply is the final of that stream, to be delivered where it was shown.
-        assert reply.live_at == "ingress-a"
-        assert reply.message.content == TEXT
-        assert reply.message.stream_id == reply.message.delivery_id
-        assert {s.stream_id for s in snapshots} == {reply.message.stream_id}
-        assert w.observer.on(f"{nats_prefix}.live.") == events  # nowhere else
+        nats_client, nats_prefix, postgres_dsn, fresh_scope(), tmp_path, agent=STREAMING_ECHO
+    ) as running:
+        yield running
+
+
+async def test_a_turn_shows_snapshots_and_typing_at_its_ingress_and_its_reply_names_it(
+    w: RunningWorker, nats_prefix: str
+) -> None:
+    await w.publish(message("c1"), ingress="ingress-a", streams=True, shows_typing=True)
+    [reply] = await answered(w, 1)
+    # Published before the reply on the same connection: all of them are seen by now.
+    events = w.observer.on(f"{nats_prefix}.live.ingress-a")
+    assert events[0].headers[LIVE_KIND] == "typing-started"
+    signals = [decode_live_signal(e.headers, e.data) for e in events[1:]]
+    assert {p for p, _signal in signals} == {w.profile}
+    snapshots = [s for _p, s in signals if isinstance(s, StreamSnapshot)]
+    assert len(snapshots) == len(signals) >= 2
+    assert all(TEXT.startswith(s.reply.content) for s in snapshots)
+    # The reply is the final of that stream, to be delivered where it was shown.
+    assert reply.live_at == "ingress-a"
+    assert reply.message.content == TEXT
+    assert reply.message.stream_id == reply.message.delivery_id
+    assert {s.stream_id for s in snapshots} == {reply.message.stream_id}
+    assert w.observer.on(f"{nats_prefix}.live.") == events  # nowhere else
 
 
 async def test_a_channel_that_cannot_edit_gets_typing_only_and_one_showing_nothing_nothing(
-    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+    w: RunningWorker, nats_prefix: str
 ) -> None:
-    profile = fresh_scope()
-    async with running_worker(
-        nats_client, nats_prefix, postgres_dsn, profile, tmp_path, agent=STREAMING_ECHO
-    ) as w:
-        await w.publish(message("c1"), ingress="ingress-a", shows_typing=True)
-        [typed] = await answered(w, 1)
-        await w.publish(message("c2"), ingress="ingress-a")
-        _typed, silent = await answered(w, 2)
-        events = w.observer.on(f"{nats_prefix}.live.")
-        assert [decode_live_signal(e.headers, e.data)[1] for e in events] == [
-            TypingStarted("telegram", "c1")
-        ]
-        assert (typed.live_at, typed.message.stream_id) == ("ingress-a", None)
-        assert (silent.live_at, silent.message.stream_id) == (None, None)
-        assert typed.message.content == silent.message.content == TEXT
+    await w.publish(message("c1"), ingress="ingress-a", shows_typing=True)
+    [typed] = await answered(w, 1)
+    await w.publish(message("c2"), ingress="ingress-a")
+    _typed, silent = await answered(w, 2)
+    events = w.observer.on(f"{nats_prefix}.live.")
+    assert [decode_live_signal(e.headers, e.data)[1] for e in events] == [
+        TypingStarted("telegram", "c1")
+    ]
+    assert (typed.live_at, typed.message.stream_id) == ("ingress-a", None)
+    assert (silent.live_at, silent.message.stream_id) == (None, None)
+    assert typed.message.content == silent.message.content == TEXT
 
 
 async def test_live_events_are_skipped_not_waited_for_when_the_connection_cannot_take_them(

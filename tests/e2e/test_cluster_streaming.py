@@ -5,17 +5,16 @@ still answered once, whole."""
 
 from __future__ import annotations
 
-import json
 import signal
 from typing import Any
 
-import aiohttp
 import pytest
 from nats.aio.client import Client
 
 from bus import InboundMessage
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.subjects import ClusterNames
+from tests.channels.api.test_api_daemon import Api
 from tests.e2e.cluster_daemons import (
     cluster_config,
     left_in,
@@ -107,25 +106,6 @@ async def test_telegram_replies_stream_in_edits_and_finish_in_place_across_two_i
     assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
 
 
-async def stream(port: int, body: dict[str, Any]) -> list[tuple[str, str]]:
-    events: list[tuple[str, str]] = []
-    timeout = aiohttp.ClientTimeout(total=30)
-    async with (
-        aiohttp.ClientSession() as http,
-        http.post(f"http://127.0.0.1:{port}/v1/chat", json=body, timeout=timeout) as response,
-    ):
-        assert response.status == 200, await response.text()
-        assert response.content_type == "text/event-stream"
-        kind = ""
-        async for raw in response.content:
-            line = raw.decode().strip()
-            if line.startswith("event:"):
-                kind = line.removeprefix("event:").strip()
-            elif line.startswith("data:"):
-                events.append((kind, json.loads(line.removeprefix("data:"))["text"]))
-    return events
-
-
 async def test_the_api_streams_snapshots_then_done_through_a_cluster(
     tmp_path: Any, nats_prefix: str, postgres_dsn: str
 ) -> None:
@@ -141,7 +121,7 @@ async def test_the_api_streams_snapshots_then_done_through_a_cluster(
         running.append(
             await start_role(config, "ingress", "--api-port", str(port), ready="api.web_chat_ready")
         )
-        events = await stream(port, {"chat_id": "sse", "content": WORDS, "stream": True})
+        events = await Api(f"http://127.0.0.1:{port}").stream("sse", WORDS)
     kinds = [kind for kind, _text in events]
     assert kinds[-1] == "done"
     assert set(kinds[:-1]) == {"snapshot"}
