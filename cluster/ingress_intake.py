@@ -9,7 +9,9 @@ is full. JetStream drops a platform retry within its duplicate window (the ack s
 
 A channel that holds a request open for the reply (the HTTP API) publishes every attempt (its
 id gets a nonce): the worker recognises the inbound id and answers a retry with the stored
-reply, sent to this process's reply subject, where the request waits.
+reply, sent to this process's reply subject, where the request waits. Every message names this
+process and what its channel shows while a turn runs (edits, typing): the worker sends the
+turn's live events here (`cluster.live`).
 """
 
 from __future__ import annotations
@@ -102,4 +104,8 @@ class ClusterIntake:
             message,
             request=request,
             reply_subject=self._names.reply_subject(self._ingress_id) if request else None,
+            # This process shows the turn's snapshots and typing, as far as the channel can.
+            ingress=self._ingress_id,
+            streams=channel.supports_edit(),
+            shows_typing=channel.shows_typing(),
         )

@@ -7,9 +7,11 @@ time, in order, while partitions run in parallel on every worker. For each messa
 1. its row in `octos_cluster_turns` is claimed (or found: a redelivery or a platform retry);
 2. with a stored reply, the reply is published again (redelivery) or the retry dropped;
 3. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
-   heartbeats; the reply and the session messages are stored in one transaction, the messages
-   appended to the session (idempotent), the reply published to the outbound stream with
-   `Nats-Msg-Id` = the turn id, and only then the inbound message acknowledged.
+   heartbeats, an agent turn showing its snapshots and typing live through the ingress that
+   took the message in (`cluster.live`); the reply and the session messages are stored in one
+   transaction, the messages appended to the session (idempotent), the reply published to the
+   outbound stream with `Nats-Msg-Id` = the turn id (naming that ingress, which finishes the
+   stream it showed), and only then the inbound message acknowledged.
 
 A turn that fails (the agent, the database, anything) is delivered again after the configured
 backoff; on its last delivery it is buried in the dead-letter stream with the reason (logged,
@@ -47,6 +49,7 @@ from cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
 from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from cluster.dead_letters import bury
 from cluster.heartbeat import heartbeats
+from cluster.live import LiveTurn, live_turn
 from cluster.metrics import ClusterMetrics
 from cluster.pull import pull_bounded, pull_forever
 from cluster.record_expiry import expire_records
@@ -84,7 +87,10 @@ class Answer:
 class ProfileWorker(Protocol):
     """One profile's agent side, as the worker uses it (built in `gateway.cluster_worker`)."""
 
-    async def answer(self, message: InboundMessage, turn_id: str) -> Answer: ...
+    async def answer(
+        self, message: InboundMessage, turn_id: str, live: LiveTurn | None = None
+    ) -> Answer:
+        """`live`: where the turn shows its snapshots and typing (None: nowhere)."""
 
     async def append(self, session_key: str, messages: Sequence[Message]) -> None: ...
 
@@ -234,14 +240,15 @@ class Worker:
         await self._status.started(record.turn_id)
         answer: Answer | None = None
         try:
-            answer = await profile.answer(envelope.message, record.turn_id)
+            live = live_turn(self._client, self._names, envelope)
+            answer = await profile.answer(envelope.message, record.turn_id, live)
         finally:
             success = answer is not None and not answer.failed
             usage = answer.usage if answer is not None else TokenUsage()
             await self._status.finished(record.turn_id, success=success, usage=usage)
         if answer.failed:
             raise TurnFailed(answer.error or "the agent failed")
-        reply = _reply(envelope.message, answer, record.turn_id)
+        reply = _reply(envelope.message, answer, record.turn_id, streamed=envelope.streams)
         record = await self._records.answer(record, answer.session_key, reply, answer.messages)
         await self._finish(msg, envelope, profile, record)
 
@@ -266,7 +273,9 @@ class Worker:
         subject = envelope.reply_subject or names.outbound_subject(
             names.partition_of_reply(envelope.profile, reply)
         )
-        out = OutboundEnvelope(envelope.profile, reply)
+        # Every reply to a message whose turn shows live is delivered where it is shown, so the
+        # reply (or a dead letter's notice) finishes the stream and stops the typing there.
+        out = OutboundEnvelope(envelope.profile, reply, live_at=envelope.live_at)
         await self._js.publish(
             subject,
             out.body(),
@@ -307,12 +316,16 @@ def _answers(message: InboundMessage) -> dict[str, object]:
     return {ANSWERS: [message.message_id]} if message.message_id else {}
 
 
-def _reply(message: InboundMessage, answer: Answer, turn_id: str) -> OutboundMessage:
+def _reply(
+    message: InboundMessage, answer: Answer, turn_id: str, *, streamed: bool
+) -> OutboundMessage:
     return OutboundMessage(
         channel=message.channel,
         chat_id=message.chat_id,
         content=scrub_surrogates(answer.text),
         reply_to=message.message_id,
         metadata={**_answers(message), SESSION: answer.session_key},
+        # The final of the stream the turn's snapshots showed (the turn's id is its stream's).
+        stream_id=turn_id if streamed and answer.is_turn else None,
         delivery_id=turn_id,
     )

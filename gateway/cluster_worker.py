@@ -3,11 +3,12 @@
 What the single-process dispatcher does with a journaled message, this does with one from the
 inbound stream, reusing the same pieces (`TurnRunner`, `Commands`): an abort trigger is answered
 in the user's language, a command runs, anything else is an agent turn over the session's
-history. Ordering and exactly-once are the worker's (`cluster.worker`); this only answers.
+history. Ordering and exactly-once are the worker's (`cluster.worker`); this only answers. A
+turn's snapshots and typing signals go to the ingress that took its message in (`live`, from
+`cluster.live`), when its channel shows them, as in one process.
 
 Not in a cluster (yet): a stop or an abort cannot cancel a turn running on another worker (it is
-answered after it), queue modes other than followup, and streamed snapshots and typing
-indicators (replies arrive whole).
+answered after it), and queue modes other than followup.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import structlog
 
 from bus import InboundMessage, Message, SessionKey, create_bus
 from bus.abort import abort_response, is_abort_trigger
+from cluster.live import LiveTurn
 from cluster.worker import Answer
 from config import ProfileConfig
 from config.store import StoreConfig
@@ -52,7 +54,9 @@ class WorkerProfile:
     def open_sessions(self) -> int:
         return len(self._sessions)
 
-    async def answer(self, message: InboundMessage, turn_id: str) -> Answer:
+    async def answer(
+        self, message: InboundMessage, turn_id: str, live: LiveTurn | None = None
+    ) -> Answer:
         chat = message.session_key(self.profile_id)
         # Whatever this process remembers of the chat may be stale: its previous turns, a
         # `/reset` or a `/delete` may have run on another worker since.
@@ -71,8 +75,9 @@ class WorkerProfile:
             message.content,
             answers,
             stream_id=turn_id,
-            streams=False,
-            shows_typing=False,
+            streams=live is not None and live.streams,
+            shows_typing=live is not None and live.shows_typing,
+            outbound=live,
         )
         if result.failed:
             return Answer(result.reply, str(key), [], failed=True, error=result.error)
@@ -112,8 +117,8 @@ async def worker_profile(
         # In the same database as the sessions: a `/new` on one worker holds on every worker.
         topics = active_topics(store, root, sessions_store)
         await topics.load()
-        # The runner sends snapshots and typing signals only when asked to: a cluster turn
-        # asks for neither, so its outbound side is a bus nobody reads.
+        # A cluster turn sends its snapshots and typing to its own `LiveTurn`: the runner's
+        # outbound side is a bus nobody reads.
         handle, _publisher = create_bus(1)
         runner = TurnRunner(
             TurnSettings(profile_id, settings.max_history), agent, sessions, handle, metrics
