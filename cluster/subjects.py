@@ -11,6 +11,7 @@ reach a subject.
     {prefix}.reply.{ingress} replies to requests one ingress holds  stream {prefix}_OUT
     {prefix}.dead.{n}        dead letters                           stream {prefix}_DEAD
     {prefix}.status          turn status (core NATS, not stored)
+    {prefix}.cancel          cancel a chat's running turn (core NATS, not stored)
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ class ClusterNames:
     @property
     def status_subject(self) -> str:
         return f"{self.prefix}.status"
+
+    @property
+    def cancel_subject(self) -> str:
+        return f"{self.prefix}.cancel"
 
     @property
     def inbound_subjects(self) -> str:
