@@ -22,10 +22,10 @@ from typing import Generic, Literal, TypeVar
 import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from pydantic import BaseModel, ValidationError
 
 from cluster.connection import NATS_ERRORS
+from cluster.follower import SubjectFollower
 
 log = structlog.get_logger(__name__)
 
@@ -85,22 +85,13 @@ class TakenTurn(Generic[T]):
             self._task = None
 
 
-class RunningTurns(Generic[T]):
-    """The chats' messages this worker holds, by (profile, chat), for `Cancel`s to find."""
+class RunningTurns(SubjectFollower, Generic[T]):
+    """The chats' messages this worker holds, by (profile, chat), for `Cancel`s to find
+    (following the cancel subject)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._taken: dict[tuple[str, str], TakenTurn[T]] = {}
-        self._subscription: Subscription | None = None
-
-    async def follow(self, client: Client, subject: str) -> None:
-        self._subscription = await client.subscribe(subject, cb=self._on_message)
-
-    async def unfollow(self) -> None:
-        if self._subscription is not None:
-            # A closing connection ends the subscription anyway: nothing arrives after it.
-            with contextlib.suppress(*NATS_ERRORS):
-                await self._subscription.unsubscribe()
-            self._subscription = None
 
     @contextlib.contextmanager
     def taken(self, profile: str, chat: str, seq: int) -> Iterator[TakenTurn[T]]:

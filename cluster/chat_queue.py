@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import structlog
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
@@ -29,6 +30,7 @@ from bus.abort import is_abort_trigger
 from cluster.cancels import CancelReason
 from cluster.codec import CodecError, InboundEnvelope
 from cluster.subjects import chat_base_key
+from cluster.turn_records import TurnRecords
 from config.profile import QueueMode
 from gateway.commands import IMMEDIATE, parse_command
 
@@ -70,6 +72,28 @@ class QueuePlan:
 
     dropped_by: CancelReason | None = None
     joined: list[Waiting] = field(default_factory=list)
+
+
+async def queue_plan(
+    js: JetStreamContext,
+    stream: str,
+    msg: Msg,
+    envelope: InboundEnvelope,
+    mode: QueueMode,
+    records: TurnRecords,
+) -> QueuePlan:
+    """What `mode` and a waiting stop make of the message in hand (`msg`). Nothing is read
+    when nothing waits in the partition; a collected message with a row already (a platform's
+    retry of one seen before) is left out: it is dropped as a duplicate when its turn comes."""
+    if not msg.metadata.num_pending:
+        return QueuePlan()
+    seq = msg.metadata.sequence.stream
+    planned = plan(mode, envelope, await waiting_behind(js, stream, msg.subject, envelope, seq))
+    if not planned.joined:
+        return planned
+    ids = [w.envelope.inbound_id for w in planned.joined]
+    known = await records.known(envelope.profile, ids)
+    return QueuePlan(joined=[w for w in planned.joined if w.envelope.inbound_id not in known])
 
 
 async def waiting_behind(

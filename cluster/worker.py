@@ -5,11 +5,17 @@ a partition's message holds it alone until it acknowledges, so a chat's turns ru
 time, in order, while partitions run in parallel on every worker. For each message:
 
 1. its row in `octos_cluster_turns` is claimed (or found: a redelivery or a platform retry);
-2. with a stored reply, the reply is published again (redelivery) or the retry dropped;
-3. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
-   heartbeats; the reply and the session messages are stored in one transaction, the messages
-   appended to the session (idempotent), the reply published to the outbound stream with
-   `Nats-Msg-Id` = the turn id, and only then the inbound message acknowledged.
+2. with a stored reply, the reply is published again (redelivery) or the retry dropped; one
+   settled without a reply (joined into another turn, dropped by a stop) is acknowledged;
+3. what waits behind it of the same chat decides, by `queue_mode` (`cluster.chat_queue`),
+   whether it is dropped (a stop or, in interrupt mode, a newer message waits) or answered
+   together with the messages waiting right behind it (collect);
+4. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
+   heartbeats, an agent turn cancellable by a `Cancel` for its chat (`cluster.cancels`); the
+   reply, the session messages and the rows of the joined messages are stored in one
+   transaction, the messages appended to the session (idempotent), the reply published to the
+   outbound stream with `Nats-Msg-Id` = the turn id, and only then the inbound message
+   acknowledged. A cancelled turn is settled without a reply, then acknowledged.
 
 A turn that fails (the agent, the database, anything) is delivered again after the configured
 backoff; on its last delivery it is buried in the dead-letter stream with the reason (logged,
@@ -43,8 +49,8 @@ from bus import (
 )
 from bus.text import scrub_surrogates
 from cluster.arrivals import Arrivals
-from cluster.cancels import CancelReason, RunningTurns
-from cluster.chat_queue import QueuePlan, Waiting, chat_of, kind_of, plan, waiting_behind
+from cluster.cancels import CancelReason, RunningTurns, TakenTurn
+from cluster.chat_queue import Waiting, chat_of, kind_of, queue_plan
 from cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
 from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from cluster.dead_letters import bury
@@ -237,25 +243,16 @@ class Worker:
             await self._already_done(msg, envelope, profile, record)
             return
         with self._running.taken(envelope.profile, chat_of(envelope), seq) as taken:
-            queued = await self._queue_plan(msg, envelope, profile.queue_mode)
+            stream = self._names.inbound_stream
+            queued = await queue_plan(
+                self._js, stream, msg, envelope, profile.queue_mode, self._records
+            )
             if queued.dropped_by is not None:
                 await self._drop(msg, envelope, record, queued.dropped_by)
                 return
-            joined = await self._joinable(envelope, queued.joined)
+            joined = queued.joined
             messages = [envelope.message, *(w.envelope.message for w in joined)]
-            await self._status.started(record.turn_id)
-            answer: Answer | None = None
-            cancellable = kind_of(envelope.message) == "text"
-            try:
-                work = profile.answer(messages, record.turn_id)
-                if cancellable:
-                    answer = await taken.run(work, name=f"turn:{record.turn_id}")
-                else:
-                    answer = await work
-            finally:
-                success = answer is not None and not answer.failed
-                usage = answer.usage if answer is not None else TokenUsage()
-                await self._status.finished(record.turn_id, success=success, usage=usage)
+            answer = await self._answered(profile, record, messages, taken)
         if answer is None:
             assert taken.reason is not None
             await self._drop(msg, envelope, record, taken.reason, joined)
@@ -274,6 +271,29 @@ class Worker:
             log.info("cluster.turn_collected", turn=record.turn_id, messages=len(messages))
         await self._finish(msg, envelope, profile, record)
 
+    async def _answered(
+        self,
+        profile: ProfileWorker,
+        record: TurnRecord,
+        messages: list[InboundMessage],
+        taken: TakenTurn[Answer],
+    ) -> Answer | None:
+        """The profile's answer, the turn's status published around it; None when a `Cancel`
+        ended the agent's turn (a command or a stop is not cancelled: it is quick)."""
+        await self._status.started(record.turn_id)
+        answer: Answer | None = None
+        try:
+            work = profile.answer(messages, record.turn_id)
+            if kind_of(messages[0]) == "text":
+                answer = await taken.run(work, name=f"turn:{record.turn_id}")
+            else:
+                answer = await work
+        finally:
+            success = answer is not None and not answer.failed
+            usage = answer.usage if answer is not None else TokenUsage()
+            await self._status.finished(record.turn_id, success=success, usage=usage)
+        return answer
+
     async def _already_done(
         self, msg: Msg, envelope: InboundEnvelope, profile: ProfileWorker, record: TurnRecord
     ) -> None:
@@ -291,27 +311,6 @@ class Worker:
             self._metrics.dropped_duplicates.labels(envelope.profile).inc()
             log.info("cluster.duplicate_dropped", turn=record.turn_id, seq=seq)
         await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
-
-    async def _queue_plan(self, msg: Msg, envelope: InboundEnvelope, mode: QueueMode) -> QueuePlan:
-        """What `queue_mode` and a waiting stop make of the message (nothing waits: nothing)."""
-        if not msg.metadata.num_pending:
-            return QueuePlan()
-        waiting = await waiting_behind(
-            self._js,
-            self._names.inbound_stream,
-            msg.subject,
-            envelope,
-            msg.metadata.sequence.stream,
-        )
-        return plan(mode, envelope, waiting)
-
-    async def _joinable(self, envelope: InboundEnvelope, joined: list[Waiting]) -> list[Waiting]:
-        """The collected messages this worker has never seen (a retry of one it has is not
-        asked again: it is dropped when its turn comes)."""
-        if not joined:
-            return []
-        known = await self._records.known(envelope.profile, [w.envelope.inbound_id for w in joined])
-        return [w for w in joined if w.envelope.inbound_id not in known]
 
     async def _drop(
         self,

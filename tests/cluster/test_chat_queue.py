@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import asyncpg
 from nats.aio.client import Client
 
 from bus import ANSWERS, InboundMessage, OutboundMessage
@@ -17,7 +16,7 @@ from cluster.codec import InboundEnvelope, platform_id
 from cluster.streams import ensure_streams, names_of
 from tests.cluster.harness import nats_config, running_worker
 from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
+from tests.support.postgres import column, fresh_scope, postgres_dsn
 
 __all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
 
@@ -120,17 +119,13 @@ async def publish_before_the_worker(
         )
 
 
-async def settled_rows(dsn: str, profile: str) -> list[str]:
-    connection = await asyncpg.connect(dsn)
-    try:
-        rows = await connection.fetch(
-            "SELECT settled FROM octos_cluster_turns WHERE scope = $1 AND settled IS NOT NULL "
-            "ORDER BY first_seq",
-            profile,
-        )
-    finally:
-        await connection.close()
-    return [row["settled"] for row in rows]
+async def settled_rows(dsn: str, profile: str) -> list[object]:
+    return await column(
+        dsn,
+        "SELECT settled FROM octos_cluster_turns WHERE scope = $1 AND settled IS NOT NULL "
+        "ORDER BY first_seq",
+        profile,
+    )
 
 
 async def test_what_waits_before_a_stop_is_dropped_without_a_turn(

@@ -19,10 +19,14 @@ from tests.support.daemon import DaemonProcess, write_config
 from tests.support.nats import NATS_URL
 
 
-def telegram_profile(fake: FakeTelegram, user: int, agent: str) -> str:
-    """A profile with the Telegram channel on the fake, allowing `user`."""
+def telegram_profile(
+    fake: FakeTelegram, user: int, agent: str, *, queue_mode: str = "followup"
+) -> str:
+    """A profile with the Telegram channel on the fake, allowing `user`; followup unless
+    asked otherwise, so that each message is answered on its own."""
     return f"""\
 agent: {agent}
+queue_mode: {queue_mode}
 channels:
   - type: telegram
     token: "{fake.token}"

@@ -8,10 +8,11 @@ is SIGKILLed."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
-import asyncpg
 import pytest
 from nats.aio.client import Client
 
@@ -27,7 +28,7 @@ from tests.fakes.gated_webhook import GatedWebhook
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess
 from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
+from tests.support.postgres import column, fresh_scope, postgres_dsn
 
 __all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
 
@@ -40,9 +41,27 @@ COLLECTED = "a\n---\nQueued #2: b\n---\nQueued #3: c"
 COLLECTED_SHOWN = "a\n\nQueued #2: b\n\nQueued #3: c"
 
 
-def profile_of(fake: FakeTelegram, hook: GatedWebhook, mode: str) -> str:
+def config_of(
+    directory: Path,
+    fake: FakeTelegram,
+    hook: GatedWebhook,
+    mode: str,
+    *,
+    prefix: str,
+    dsn: str,
+    ack_wait_s: float = 30.0,
+) -> tuple[str, Path]:
+    """A fresh profile in `mode` on the fake Telegram, answered by `hook`; and its config."""
+    profile = fresh_scope()
     agent = f"{{type: webhook, url: {hook.url}}}"
-    return telegram_profile(fake, USER, agent) + f"queue_mode: {mode}\n"
+    config = cluster_config(
+        directory,
+        {profile: telegram_profile(fake, USER, agent, queue_mode=mode)},
+        prefix=prefix,
+        dsn=dsn,
+        ack_wait_s=ack_wait_s,
+    )
+    return profile, config
 
 
 def texts(fake: FakeTelegram) -> list[str]:
@@ -53,11 +72,28 @@ def logged(daemon: DaemonProcess, event: str) -> list[dict[str, object]]:
     return [e for e in daemon.logs if e.get("event") == event]
 
 
-async def follow_inbound(client: Client, prefix: str) -> Observer:
-    """What the ingress publishes to the inbound stream, seen as it is stored."""
-    observer = Observer()
-    await client.subscribe(f"{prefix}.in.>", cb=observer.on_message)
-    return observer
+class Inbound:
+    """What the ingress publishes to the inbound stream, and the workers' acknowledgements,
+    seen as they happen (JetStream's messages are core NATS messages too)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.observer = Observer()
+
+    async def follow(self, client: Client) -> Inbound:
+        await client.subscribe(f"{self.prefix}.in.>", cb=self.observer.on_message)
+        await client.subscribe(f"$JS.ACK.{self.prefix}_IN.>", cb=self.observer.on_message)
+        return self
+
+    def stored(self) -> int:
+        return len(self.observer.on(f"{self.prefix}.in."))
+
+    def acked(self) -> int:
+        acks = self.observer.on("$JS.ACK.")
+        return sum(1 for ack in acks if (ack.data or b"+ACK").startswith(b"+ACK"))
+
+    async def wait_for(self, condition: Callable[[], bool]) -> None:
+        await self.observer.wait_for(condition, timeout_s=60)
 
 
 async def stop_all(running: list[DaemonProcess]) -> None:
@@ -67,43 +103,58 @@ async def stop_all(running: list[DaemonProcess]) -> None:
         assert await daemon.wait() == 0, daemon.logs[-10:]
 
 
-async def session_texts(dsn: str, profile: str) -> list[str]:
-    connection = await asyncpg.connect(dsn)
-    try:
-        rows = await connection.fetch(
-            "SELECT m.message->>'content' AS content FROM octos_messages m "
-            "JOIN octos_sessions s ON s.id = m.session_id "
-            "WHERE s.scope = $1 AND s.session_key = $2 ORDER BY m.seq",
-            profile,
-            f"{profile}:telegram:{CHAT}",
-        )
-    finally:
-        await connection.close()
-    return [row["content"] for row in rows]
+async def session_texts(dsn: str, profile: str) -> list[object]:
+    return await column(
+        dsn,
+        "SELECT m.message->>'content' FROM octos_messages m "
+        "JOIN octos_sessions s ON s.id = m.session_id "
+        "WHERE s.scope = $1 AND s.session_key = $2 ORDER BY m.seq",
+        profile,
+        f"{profile}:telegram:{CHAT}",
+    )
+
+
+async def worker_and_ingress(config: Path, running: list[DaemonProcess]) -> DaemonProcess:
+    """A worker, then an ingress, on `config`; the worker is returned."""
+    worker = await start_role(config, "worker")
+    running.append(worker)
+    running.append(await start_role(config, "ingress"))
+    return worker
+
+
+async def held_turn(fake: FakeTelegram, hook: GatedWebhook, text: str) -> None:
+    """`text` sent, and its turn running (held at the agent: it has "forever" in it)."""
+    before = hook.asked("forever")
+    fake.push_message(CHAT, text, user_id=USER)
+    await hook.wait_for(lambda: hook.asked("forever") == before + 1)
+
+
+async def first_question_then_three_more(
+    fake: FakeTelegram, hook: GatedWebhook, inbound: Inbound, first: asyncio.Event
+) -> None:
+    """The first question's turn is held while a, b and c are sent and stored; then let go."""
+    fake.push_message(CHAT, "the first question", user_id=USER)
+    await hook.wait_for(lambda: hook.asked("first") == 1)
+    for text in ("a", "b", "c"):
+        fake.push_message(CHAT, text, user_id=USER)
+    await inbound.wait_for(lambda: inbound.stored() == 4)
+    first.set()
 
 
 async def test_a_stop_at_the_ingress_cancels_the_turn_on_a_worker_and_is_answered_at_once(
     tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
 ) -> None:
-    profile = fresh_scope()
     async with GatedWebhook() as hook, FakeTelegram() as fake, processes() as running:
         hook.hold("forever")  # never let go: only a cancel ends these turns
-        config = cluster_config(
-            tmp_path,
-            {profile: profile_of(fake, hook, "followup")},
-            prefix=nats_prefix,
-            dsn=postgres_dsn,
+        profile, config = config_of(
+            tmp_path, fake, hook, "followup", prefix=nats_prefix, dsn=postgres_dsn
         )
-        worker = await start_role(config, "worker")
-        running.append(worker)
-        running.append(await start_role(config, "ingress"))
-        fake.push_message(CHAT, "think forever about this", user_id=USER)
-        await hook.wait_for(lambda: hook.asked("forever") == 1)
+        worker = await worker_and_ingress(config, running)
+        await held_turn(fake, hook, "think forever about this")
         fake.push_message(CHAT, "/stop", user_id=USER)
         await fake.wait_until(lambda: texts(fake) == ["🛑 Cancelled."], timeout_s=30)
         # An abort trigger in another language, the same way.
-        fake.push_message(CHAT, "think forever again", user_id=USER)
-        await hook.wait_for(lambda: hook.asked("forever") == 2)
+        await held_turn(fake, hook, "think forever again")
         fake.push_message(CHAT, "停止", user_id=USER)
         await fake.wait_until(lambda: len(texts(fake)) == 2, timeout_s=30)
         fake.push_message(CHAT, "and now this", user_id=USER)
@@ -122,20 +173,13 @@ async def test_a_stop_at_the_ingress_cancels_the_turn_on_a_worker_and_is_answere
 async def test_interrupt_cancels_the_running_turn_for_the_newer_message(
     tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
 ) -> None:
-    profile = fresh_scope()
     async with GatedWebhook() as hook, FakeTelegram() as fake, processes() as running:
         hook.hold("forever")
-        config = cluster_config(
-            tmp_path,
-            {profile: profile_of(fake, hook, "interrupt")},
-            prefix=nats_prefix,
-            dsn=postgres_dsn,
+        _, config = config_of(
+            tmp_path, fake, hook, "interrupt", prefix=nats_prefix, dsn=postgres_dsn
         )
-        worker = await start_role(config, "worker")
-        running.append(worker)
-        running.append(await start_role(config, "ingress"))
-        fake.push_message(CHAT, "think forever about this", user_id=USER)
-        await hook.wait_for(lambda: hook.asked("forever") == 1)
+        worker = await worker_and_ingress(config, running)
+        await held_turn(fake, hook, "think forever about this")
         fake.push_message(CHAT, "no, this instead", user_id=USER)
         await fake.wait_until(lambda: texts(fake) == ["no, this instead"], timeout_s=30)
         assert [e["reason"] for e in logged(worker, "cluster.turn_cancelled")] == ["interrupt"]
@@ -147,34 +191,22 @@ async def test_interrupt_cancels_the_running_turn_for_the_newer_message(
 async def test_collect_joins_the_messages_sent_during_a_turn_into_one_next_turn(
     tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
 ) -> None:
-    profile = fresh_scope()
-    inbound = await follow_inbound(nats_client, nats_prefix)
+    inbound = await Inbound(nats_prefix).follow(nats_client)
     async with GatedWebhook() as hook, FakeTelegram() as fake, processes() as running:
         first = hook.hold("first")
-        config = cluster_config(
-            tmp_path,
-            {profile: profile_of(fake, hook, "collect")},
-            prefix=nats_prefix,
-            dsn=postgres_dsn,
+        profile, config = config_of(
+            tmp_path, fake, hook, "collect", prefix=nats_prefix, dsn=postgres_dsn
         )
-        worker = await start_role(config, "worker")
-        running.append(worker)
-        running.append(await start_role(config, "ingress"))
-        fake.push_message(CHAT, "the first question", user_id=USER)
-        await hook.wait_for(lambda: hook.asked("first") == 1)
-        for text in ("a", "b", "c"):
-            fake.push_message(CHAT, text, user_id=USER)
-        await inbound.wait_for(lambda: len(inbound.seen) == 4)
-        first.set()
+        worker = await worker_and_ingress(config, running)
+        await first_question_then_three_more(fake, hook, inbound, first)
         await fake.wait_until(lambda: len(texts(fake)) == 2, timeout_s=30)
         assert texts(fake) == ["the first question", COLLECTED_SHOWN]
         assert hook.turns == ["the first question", COLLECTED]
         # The two joined into a's turn are acknowledged as answered when their turn comes.
+        await inbound.wait_for(lambda: inbound.acked() == 4)
+        settled = [e["settled"] for e in logged(worker, "cluster.settled_acked")]
+        assert settled == ["joined", "joined"]
         await stop_all(running)
-        assert [e["settled"] for e in logged(worker, "cluster.settled_acked")] == [
-            "joined",
-            "joined",
-        ]
     assert await session_texts(postgres_dsn, profile) == [
         "the first question",
         "the first question",
@@ -188,27 +220,17 @@ async def test_collect_joins_the_messages_sent_during_a_turn_into_one_next_turn(
 async def test_a_worker_killed_in_a_collected_turn_still_answers_each_message_once(
     tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
 ) -> None:
-    profile = fresh_scope()
-    inbound = await follow_inbound(nats_client, nats_prefix)
+    inbound = await Inbound(nats_prefix).follow(nats_client)
     async with GatedWebhook() as hook, FakeTelegram() as fake, processes() as running:
         first = hook.hold("first")
         collected = hook.hold("Queued")
-        config = cluster_config(
-            tmp_path,
-            {profile: profile_of(fake, hook, "collect")},
-            prefix=nats_prefix,
-            dsn=postgres_dsn,
-            ack_wait_s=3.0,
+        _, config = config_of(
+            tmp_path, fake, hook, "collect", prefix=nats_prefix, dsn=postgres_dsn, ack_wait_s=3.0
         )
         doomed = await start_role(config, "worker")
         ingress = await start_role(config, "ingress")
         running.extend([doomed, ingress])
-        fake.push_message(CHAT, "the first question", user_id=USER)
-        await hook.wait_for(lambda: hook.asked("first") == 1)
-        for text in ("a", "b", "c"):
-            fake.push_message(CHAT, text, user_id=USER)
-        await inbound.wait_for(lambda: len(inbound.seen) == 4)
-        first.set()
+        await first_question_then_three_more(fake, hook, inbound, first)
         # The collected turn is running on the doomed worker: kill it there.
         await hook.wait_for(lambda: hook.asked("Queued") == 1)
         doomed.signal(signal.SIGKILL)
@@ -217,6 +239,8 @@ async def test_a_worker_killed_in_a_collected_turn_still_answers_each_message_on
         successor = await start_role(config, "worker")
         running.append(successor)
         await fake.wait_until(lambda: len(texts(fake)) == 2, timeout_s=60)
+        # The first question by the doomed worker, a, b and c by its successor.
+        await inbound.wait_for(lambda: inbound.acked() == 4)
         await stop_all([successor, ingress])
         assert texts(fake) == ["the first question", COLLECTED_SHOWN]
         # Asked again after the kill (the reply was not stored), then answered once.
