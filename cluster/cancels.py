@@ -9,15 +9,17 @@ a reply, like a single-process abort, and the partition moves on to the stop its
 
 The notice is only a shortcut: one that is lost (core NATS, a worker that was not connected)
 leaves the turn to finish, and what waits behind a stop is still found in the stream by the
-worker (`cluster.chat_queue`).
+worker (`cluster.chat_queue`). One that comes before its worker has taken the message (still
+fetching it, claiming its row) is remembered and cancels the message as it is taken.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from collections.abc import Coroutine, Iterator
-from typing import Generic, Literal, TypeVar
+from typing import ClassVar, Generic, Literal, TypeVar
 
 import structlog
 from nats.aio.client import Client
@@ -87,19 +89,31 @@ class TakenTurn(Generic[T]):
 
 class RunningTurns(SubjectFollower, Generic[T]):
     """The chats' messages this worker holds, by (profile, chat), for `Cancel`s to find
-    (following the cancel subject)."""
+    (following the cancel subject).
+
+    The latest cancels are remembered too: one that comes before the message it cancels is
+    taken (its worker was still fetching it, or claiming its row) cancels it as it is taken.
+    Stream sequences only grow, so a remembered cancel never reaches a later message.
+    """
+
+    #: Chats whose latest cancel is remembered.
+    REMEMBERED: ClassVar[int] = 4096
 
     def __init__(self) -> None:
         super().__init__()
         self._taken: dict[tuple[str, str], TakenTurn[T]] = {}
+        self._latest: OrderedDict[tuple[str, str], Cancel] = OrderedDict()
 
     @contextlib.contextmanager
     def taken(self, profile: str, chat: str, seq: int) -> Iterator[TakenTurn[T]]:
         """The message at stream sequence `seq` is this worker's while inside. Taken before
         the worker looks at what waits behind it: a `Cancel` sent after a stop was stored
-        finds either the stop in the stream or this."""
+        finds the stop in the stream, or this, or its memory when this is taken."""
         key = (profile, chat)
         turn: TakenTurn[T] = TakenTurn(seq)
+        latest = self._latest.get(key)
+        if latest is not None and seq < latest.before_seq:
+            _cancelled(turn, latest)
         self._taken[key] = turn
         try:
             yield turn
@@ -109,11 +123,15 @@ class RunningTurns(SubjectFollower, Generic[T]):
 
     def cancel(self, cancel: Cancel) -> bool:
         """Cancel the matching turn; True when there was one to cancel."""
-        turn = self._taken.get((cancel.profile, cancel.chat))
+        key = (cancel.profile, cancel.chat)
+        self._latest[key] = cancel
+        self._latest.move_to_end(key)
+        while len(self._latest) > self.REMEMBERED:
+            self._latest.popitem(last=False)
+        turn = self._taken.get(key)
         if turn is None or turn.seq >= cancel.before_seq or turn.reason is not None:
             return False
-        log.info("cluster.turn_cancelled", chat=cancel.chat, seq=turn.seq, reason=cancel.reason)
-        turn.cancel(cancel.reason)
+        _cancelled(turn, cancel)
         return True
 
     async def _on_message(self, msg: Msg) -> None:
@@ -123,3 +141,8 @@ class RunningTurns(SubjectFollower, Generic[T]):
             log.warning("cluster.cancel_unreadable", error=str(error))
             return
         self.cancel(cancel)
+
+
+def _cancelled(turn: TakenTurn[T], cancel: Cancel) -> None:
+    log.info("cluster.turn_cancelled", chat=cancel.chat, seq=turn.seq, reason=cancel.reason)
+    turn.cancel(cancel.reason)

@@ -83,6 +83,19 @@ async def test_a_cancel_before_the_turn_starts_means_it_never_starts() -> None:
         assert await taken.run(work(), name="turn") == "answer"
 
 
+async def test_a_cancel_that_comes_before_its_message_is_taken_cancels_it_as_it_is_taken() -> None:
+    turns: RunningTurns[str] = RunningTurns()
+    # Still being fetched (or its row claimed) when the stop's notice came: nothing to cancel.
+    stop = Cancel(profile="p", chat="chat", before_seq=7, reason="stop")
+    assert not turns.cancel(stop)
+    with turns.taken("p", "chat", 6) as taken:
+        assert taken.reason == "stop"
+    with turns.taken("p", "chat", 8) as later:
+        assert later.reason is None
+    with turns.taken("p", "another chat", 6) as elsewhere:
+        assert elsewhere.reason is None
+
+
 async def test_a_cancel_ends_a_running_turn() -> None:
     turns: RunningTurns[str] = RunningTurns()
     started = asyncio.Event()
