@@ -105,12 +105,18 @@ class RunningTurns(SubjectFollower, Generic[T]):
         self._latest: OrderedDict[tuple[str, str], Cancel] = OrderedDict()
 
     @contextlib.contextmanager
-    def taken(self, profile: str, chat: str, seq: int) -> Iterator[TakenTurn[T]]:
+    def taken(
+        self, profile: str, chat: str, seq: int, *, cancellable: bool = True
+    ) -> Iterator[TakenTurn[T]]:
         """The message at stream sequence `seq` is this worker's while inside. Taken before
         the worker looks at what waits behind it: a `Cancel` sent after a stop was stored
-        finds the stop in the stream, or this, or its memory when this is taken."""
-        key = (profile, chat)
+        finds the stop in the stream, or this, or its memory when this is taken. A message
+        that is not `cancellable` (a command, a stop) is never cancelled."""
         turn: TakenTurn[T] = TakenTurn(seq)
+        if not cancellable:
+            yield turn
+            return
+        key = (profile, chat)
         latest = self._latest.get(key)
         if latest is not None and seq < latest.before_seq:
             _cancelled(turn, latest)

@@ -242,7 +242,10 @@ class Worker:
         if record.done:
             await self._already_done(msg, envelope, profile, record)
             return
-        with self._running.taken(envelope.profile, chat_of(envelope), seq) as taken:
+        # Only an agent turn is cancelled: a command or a stop is quick, and answered.
+        cancellable = kind_of(envelope.message) == "text"
+        chat = chat_of(envelope)
+        with self._running.taken(envelope.profile, chat, seq, cancellable=cancellable) as taken:
             stream = self._names.inbound_stream
             queued = await queue_plan(
                 self._js, stream, msg, envelope, profile.queue_mode, self._records
@@ -279,15 +282,12 @@ class Worker:
         taken: TakenTurn[Answer],
     ) -> Answer | None:
         """The profile's answer, the turn's status published around it; None when a `Cancel`
-        ended the agent's turn (a command or a stop is not cancelled: it is quick)."""
+        ended the agent's turn."""
         await self._status.started(record.turn_id)
         answer: Answer | None = None
         try:
             work = profile.answer(messages, record.turn_id)
-            if kind_of(messages[0]) == "text":
-                answer = await taken.run(work, name=f"turn:{record.turn_id}")
-            else:
-                answer = await work
+            answer = await taken.run(work, name=f"turn:{record.turn_id}")
         finally:
             success = answer is not None and not answer.failed
             usage = answer.usage if answer is not None else TokenUsage()

@@ -90,6 +90,9 @@ async def test_a_cancel_that_comes_before_its_message_is_taken_cancels_it_as_it_
     assert not turns.cancel(stop)
     with turns.taken("p", "chat", 6) as taken:
         assert taken.reason == "stop"
+    with turns.taken("p", "chat", 6, cancellable=False) as command:
+        assert command.reason is None  # a command is answered
+        assert not turns.cancel(stop)
     with turns.taken("p", "chat", 8) as later:
         assert later.reason is None
     with turns.taken("p", "another chat", 6) as elsewhere:
