@@ -38,6 +38,7 @@ from bus import FAILED, InboundMessage, InboundSender, Message, OutboundMessage,
 from bus.session_key import SessionKey
 from channels.base import Channel
 from config import ProfileConfig
+from gateway.collector import settle_after_start_up
 from gateway.journal import Journal
 from gateway.logs import configure_logging
 from gateway.metrics import GatewayMetrics
@@ -144,9 +145,9 @@ async def _with_runtime(
         channel = BenchChannel.running
         assert channel is not None
         await channel.ready.wait()
-        # As the daemon does once its profiles are up: what start-up built is never collected.
-        gc.collect()
-        gc.freeze()
+        # As the daemon does once its profiles are up.
+        thresholds = gc.get_threshold()
+        settle_after_start_up()
         try:
             if with_runtime is not None:
                 return await with_runtime(runtime, channel)
@@ -154,6 +155,7 @@ async def _with_runtime(
             return await work(channel)
         finally:
             gc.unfreeze()
+            gc.set_threshold(*thresholds)
             runtime.request_stop()
             await running
 
