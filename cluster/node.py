@@ -86,6 +86,11 @@ class ClusterNode:
         return self.role in ("all", "ingress")
 
     @property
+    def client(self) -> Client:
+        assert self._client is not None, "ClusterNode used outside `async with`"
+        return self._client
+
+    @property
     def js(self) -> JetStreamContext:
         assert self._js is not None, "ClusterNode used outside `async with`"
         return self._js

@@ -13,6 +13,7 @@ reach a subject.
     {prefix}.status          turn status (core NATS, not stored)
     {prefix}.live.{ingress}  a turn's snapshots and typing, and its reply handed over to the
                              ingress showing them (core NATS, not stored; `cluster.live`)
+    {prefix}.cancel          cancel a chat's running turn (core NATS, not stored)
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ class ClusterNames:
     @property
     def status_subject(self) -> str:
         return f"{self.prefix}.status"
+
+    @property
+    def cancel_subject(self) -> str:
+        return f"{self.prefix}.cancel"
 
     @property
     def inbound_subjects(self) -> str:

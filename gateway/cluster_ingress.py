@@ -179,12 +179,13 @@ class IngressProfile:
             )
             intake = ClusterIntake(
                 self.profile_id,
-                node.js,
+                node.client,
                 node.names,
                 node.id,
                 channels.channel,
                 strangers,
                 self._metrics,
+                queue_mode=self._config.queue_mode,
             )
             stack.callback(self._webhooks.unmount, self.profile_id)
             pairing = Pairing(self.profile_id, self._root)

@@ -33,6 +33,8 @@ from sessions import SessionManager
 log = structlog.get_logger(__name__)
 
 FAILED_TURN_REPLY = "Sorry, I could not answer that: {reason}. Please try again later."
+#: What a request held open for a message that a stop or an interrupt dropped is answered.
+CANCELLED_NOTICE = "Cancelled: a stop or a newer message ended this turn before its reply."
 
 
 class OutboundSink(Protocol):

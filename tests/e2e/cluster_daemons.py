@@ -20,12 +20,19 @@ from tests.support.nats import NATS_URL
 
 
 def telegram_profile(
-    fake: FakeTelegram, user: int, agent: str, *, edit_interval_s: float = 1.0
+    fake: FakeTelegram,
+    user: int,
+    agent: str,
+    *,
+    edit_interval_s: float = 1.0,
+    queue_mode: str = "followup",
 ) -> str:
     """A profile with the Telegram channel on the fake, allowing `user`; a streamed reply is
-    edited at most every `edit_interval_s` (its final waits for that slot too)."""
+    edited at most every `edit_interval_s` (its final waits for that slot too); followup
+    unless asked otherwise, so that each message is answered on its own."""
     return f"""\
 agent: {agent}
+queue_mode: {queue_mode}
 channels:
   - type: telegram
     token: "{fake.token}"
