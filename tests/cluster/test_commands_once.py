@@ -184,6 +184,6 @@ async def answer_stored(
     incoming = message(text)
     async with worker.effect_transaction(incoming) as connection:
         assert connection is not None
-        given = await worker.answer(incoming, record.turn_id)
+        given = await worker.answer([incoming], record.turn_id)
         reply = OutboundMessage(channel="telegram", chat_id=CHAT, content=given.text)
         return await records.answer(record, given.session_key, reply, [], connection=connection)
