@@ -38,10 +38,12 @@ from bus import FAILED, InboundMessage, InboundSender, Message, OutboundMessage,
 from bus.session_key import SessionKey
 from channels.base import Channel
 from config import ProfileConfig
+from config.store import StoreConfig
 from gateway.journal import Journal
 from gateway.logs import configure_logging
 from gateway.metrics import GatewayMetrics
 from gateway.profile import JOURNAL_DIR, ProfileRuntime
+from gateway.services import ProcessServices
 from gateway.webhooks import WebhookRoutes
 from sessions import SessionStore
 
@@ -119,15 +121,15 @@ def _message(number: int, chats: int) -> InboundMessage:
 
 
 def _runtime(data_dir: Path, fsync: str = "batch") -> ProfileRuntime:
-    return ProfileRuntime(
-        PROFILE,
-        _profile(fsync),
+    shared = ProcessServices(
         data_dir,
+        StoreConfig(),
         bus_capacity=4096,
         metrics=GatewayMetrics.create(CollectorRegistry()),
         webhooks=WebhookRoutes(),
         request_shutdown=lambda: None,
     )
+    return ProfileRuntime(PROFILE, _profile(fsync), shared)
 
 
 async def _with_runtime(

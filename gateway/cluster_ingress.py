@@ -14,9 +14,7 @@ the channel manager starts a single-poller channel only while this process holds
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from contextlib import AsyncExitStack
-from pathlib import Path
 
 import structlog
 
@@ -30,13 +28,11 @@ from cluster.delivery import Delivered
 from cluster.ingress_intake import ClusterIntake
 from cluster.node import ClusterNode
 from config import ProfileConfig
-from config.store import StoreConfig
 from gateway.history import ProfileHistory
-from gateway.metrics import GatewayMetrics
 from gateway.pairing import Pairing
 from gateway.profile_channels import build_channels, register_all
+from gateway.services import ProcessServices
 from gateway.strangers import StrangerNotices
-from gateway.webhooks import WebhookRoutes
 from sessions import SessionManager
 from sessions.backends import active_topics, session_store
 
@@ -45,27 +41,13 @@ log = structlog.get_logger(__name__)
 
 class IngressProfile:
     def __init__(
-        self,
-        profile_id: str,
-        config: ProfileConfig,
-        root: Path,
-        node: ClusterNode,
-        *,
-        store: StoreConfig,
-        bus_capacity: int,
-        metrics: GatewayMetrics,
-        webhooks: WebhookRoutes,
-        request_shutdown: Callable[[], None],
+        self, profile_id: str, config: ProfileConfig, shared: ProcessServices, node: ClusterNode
     ) -> None:
         self.profile_id = profile_id
         self._config = config
-        self._root = root
+        self._root = shared.data_dir / profile_id
+        self._shared = shared
         self._node = node
-        self._store = store
-        self._bus_capacity = bus_capacity
-        self._metrics = metrics
-        self._webhooks = webhooks
-        self._request_shutdown = request_shutdown
         self._channels: ChannelManager | None = None
 
     async def health(self) -> dict[str, ChannelHealth]:
@@ -88,9 +70,9 @@ class IngressProfile:
         async with AsyncExitStack() as stack:
             # Read-only: the web chat's history; sessions are written by workers.
             history_store = await stack.enter_async_context(
-                session_store(self._store, self._root, read_only=True)
+                session_store(self._shared.store, self._root, read_only=True)
             )
-            topics = active_topics(self._store, self._root, history_store)
+            topics = active_topics(self._shared.store, self._root, history_store)
             await topics.load()
             history = ProfileHistory(
                 self.profile_id,
@@ -98,12 +80,12 @@ class IngressProfile:
                 topics,
                 written_elsewhere=True,
             )
-            handle, publisher = create_bus(self._bus_capacity)
+            handle, publisher = create_bus(self._shared.bus_capacity)
             strangers = StrangerNotices(handle.send)
             channels = ChannelManager(
                 self.profile_id,
                 publisher,
-                metrics=ChannelMetrics(self._metrics.registry, self.profile_id),
+                metrics=ChannelMetrics(self._shared.metrics.registry, self.profile_id),
                 intake=lambda: intake,
                 # A single-poller channel (Telegram long polling, IMAP) polls only while this
                 # process holds its lease: one poller per bot across every ingress.
@@ -120,9 +102,9 @@ class IngressProfile:
                 node.id,
                 channels.channel,
                 strangers,
-                self._metrics,
+                self._shared.metrics,
             )
-            stack.callback(self._webhooks.unmount, self.profile_id)
+            stack.callback(self._shared.webhooks.unmount, self.profile_id)
             pairing = Pairing(self.profile_id, self._root)
             await pairing.load()
             strangers.stranger_notice = pairing.stranger_notice
@@ -132,8 +114,8 @@ class IngressProfile:
                 self._root,
                 history=history,
                 pairing=pairing,
-                webhooks=self._webhooks,
-                request_shutdown=self._request_shutdown,
+                webhooks=self._shared.webhooks,
+                request_shutdown=self._shared.request_shutdown,
             )
             register_all(channels, built, self._config)
             self._channels = channels

@@ -26,7 +26,8 @@ from config.store import StoreConfig
 from gateway.agents import create_agent
 from gateway.commands import ChatStatus, Commands, parse_command
 from gateway.metrics import GatewayMetrics
-from gateway.turns import FAILED_TURN_REPLY, TurnRunner, TurnSettings
+from gateway.services import ProfileServices
+from gateway.turns import FAILED_TURN_REPLY, TurnRunner
 from sessions import SessionManager
 from sessions.backends import active_topics, session_store
 
@@ -34,19 +35,12 @@ log = structlog.get_logger(__name__)
 
 
 class WorkerProfile:
-    def __init__(
-        self,
-        profile_id: str,
-        config: ProfileConfig,
-        runner: TurnRunner,
-        commands: Commands,
-        sessions: SessionManager,
-    ) -> None:
-        self.profile_id = profile_id
-        self._config = config
+    def __init__(self, services: ProfileServices, runner: TurnRunner, commands: Commands) -> None:
+        self.profile_id = services.profile
+        self._config = services.config
         self._runner = runner
         self._commands = commands
-        self._sessions = sessions
+        self._sessions = services.sessions
 
     @property
     def open_sessions(self) -> int:
@@ -115,8 +109,5 @@ async def worker_profile(
         # The runner sends snapshots and typing signals only when asked to: a cluster turn
         # asks for neither, so its outbound side is a bus nobody reads.
         handle, _publisher = create_bus(1)
-        runner = TurnRunner(
-            TurnSettings(profile_id, settings.max_history), agent, sessions, handle, metrics
-        )
-        commands = Commands(sessions, topics, settings.fork_copy)
-        yield WorkerProfile(profile_id, config, runner, commands, sessions)
+        services = ProfileServices(profile_id, config, sessions, topics, handle, metrics)
+        yield WorkerProfile(services, TurnRunner(services, agent), Commands(services))
