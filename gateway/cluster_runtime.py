@@ -27,7 +27,6 @@ class ClusterProfileRuntime:
     ) -> None:
         self.profile_id = profile_id
         self.config = config
-        self.root = shared.data_dir / profile_id
         self._shared = shared
         self._node = node
         self._ingress = (
