@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from channels.allow_overlay import AllowOverlay
+from channels.allow_overlay import AllowOverlay, OverlayEntry
 from channels.pairing_codes import PairingCodes, normalise_code
 from gateway.cli_args import (
     EXIT_INVALID_CONFIG,
@@ -97,28 +98,22 @@ def cmd_pair(args: argparse.Namespace) -> int:
 
 
 def cmd_allow_list(args: argparse.Namespace) -> int:
-    overlays = _overlays(args)
-    if overlays is None:
+    entries = _in_each_overlay(args, AllowOverlay.entries)
+    if entries is None:
         return EXIT_INVALID_CONFIG
-    count = 0
-    for profile, overlay in overlays:
-        for entry in overlay.entries():
-            print(f"{profile}\t{entry.channel}\t{entry.sender_id}\tadded {entry.added_at}")
-            count += 1
-    if not count:
+    for profile, entry in entries:
+        print(f"{profile}\t{entry.channel}\t{entry.sender_id}\tadded {entry.added_at}")
+    if not entries:
         print("no senders approved by pairing", file=sys.stderr)
     return EXIT_OK
 
 
 def cmd_allow_remove(args: argparse.Namespace) -> int:
-    overlays = _overlays(args)
-    if overlays is None:
+    removed = _in_each_overlay(args, lambda overlay: overlay.remove(args.sender, args.channel))
+    if removed is None:
         return EXIT_INVALID_CONFIG
-    removed = 0
-    for profile, overlay in overlays:
-        for entry in overlay.remove(args.sender, args.channel):
-            print(f"removed: {profile} {entry.channel} {entry.sender_id}")
-            removed += 1
+    for profile, entry in removed:
+        print(f"removed: {profile} {entry.channel} {entry.sender_id}")
     if not removed:
         print(
             f"error: {args.sender!r} is not approved by pairing; see `octos-gateway allow list`",
@@ -128,11 +123,17 @@ def cmd_allow_remove(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _overlays(args: argparse.Namespace) -> list[tuple[str, AllowOverlay]] | None:
-    """The allow-list overlay of each profile `--profile` selects (all by default); None once
-    the configuration's problems are printed."""
+def _in_each_overlay(
+    args: argparse.Namespace, entries_of: Callable[[AllowOverlay], list[OverlayEntry]]
+) -> list[tuple[str, OverlayEntry]] | None:
+    """`entries_of` the allow-list overlay of each profile `--profile` selects (all by
+    default), each entry with its profile; None once the configuration's problems are printed."""
     data_dir = _located(args)
     if data_dir is None:
         return None
     roots = _profile_roots(data_dir, args.profile)
-    return [(profile, AllowOverlay(root)) for profile, root in roots.items()]
+    return [
+        (profile, entry)
+        for profile, root in roots.items()
+        for entry in entries_of(AllowOverlay(root))
+    ]
