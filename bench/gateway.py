@@ -26,7 +26,8 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -140,12 +141,7 @@ async def _with_runtime(
     with_runtime: Callable[[ProfileRuntime, BenchChannel], Awaitable[Any]] | None = None,
 ) -> Any:
     runtime = _runtime(data_dir, fsync)
-    async with asyncio.TaskGroup() as tasks:
-        running = tasks.create_task(runtime.run(), name="bench-profile")
-        await runtime.ready.wait()
-        channel = BenchChannel.running
-        assert channel is not None
-        await channel.ready.wait()
+    async with _running(runtime) as channel:
         # As the daemon does once its profiles are up: what start-up built is never collected.
         gc.collect()
         gc.freeze()
@@ -156,6 +152,20 @@ async def _with_runtime(
             return await work(channel)
         finally:
             gc.unfreeze()
+
+
+@asynccontextmanager
+async def _running(runtime: ProfileRuntime) -> AsyncIterator[BenchChannel]:
+    """`runtime` running with its bench channel up; stopped (its turns finished) on the way out."""
+    async with asyncio.TaskGroup() as tasks:
+        running = tasks.create_task(runtime.run(), name="bench-profile")
+        await runtime.ready.wait()
+        channel = BenchChannel.running
+        assert channel is not None
+        await channel.ready.wait()
+        try:
+            yield channel
+        finally:
             runtime.request_stop()
             await running
 
@@ -296,15 +306,8 @@ async def _seed_restart_data(root: Path, idle_sessions: int, interrupted: int) -
 async def _start_up_s(data_dir: Path) -> float:
     runtime = _runtime(data_dir)
     started = time.perf_counter()
-    async with asyncio.TaskGroup() as tasks:
-        running = tasks.create_task(runtime.run(), name="bench-start-up")
-        await runtime.ready.wait()
-        channel = BenchChannel.running
-        assert channel is not None
-        await channel.ready.wait()
+    async with _running(runtime):
         elapsed = time.perf_counter() - started
-        runtime.request_stop()
-        await running
     return elapsed
 
 
