@@ -140,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Connects an AI agent to chat platforms; one YAML profile per bot.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser(

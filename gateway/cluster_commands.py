@@ -60,6 +60,7 @@ def bus_unreachable(loaded: LoadedConfig) -> str | None:
 
 
 def add_dead_letter_commands(commands: Any) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
     dead = commands.add_parser(
         "dead-letters",
         help="inspect, retry or purge the cluster's dead letters",

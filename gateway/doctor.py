@@ -14,6 +14,7 @@ DEFAULT_TIMEOUT_S = 10.0
 
 
 def add_doctor_command(commands: Any) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
     doctor = commands.add_parser(
         "doctor",
         help="check the configuration and probe credentials, agent and ports",

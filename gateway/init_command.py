@@ -35,6 +35,7 @@ Ask = Callable[[str], str]
 
 
 def add_init_command(commands: Any) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
     init = commands.add_parser(
         "init",
         help="write gateway.yaml, a profile and a .env template",

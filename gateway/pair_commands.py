@@ -27,6 +27,7 @@ from gateway.cli_args import (
 
 
 def add_pair_commands(commands: Any) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
     pair = commands.add_parser(
         "pair",
         help="approve a stranger by the code the bot gave them",

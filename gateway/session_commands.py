@@ -32,6 +32,7 @@ KEY_FORM = (
 
 
 def add_session_commands(commands: Any) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
     sessions = commands.add_parser(
         "sessions",
         help="list, show or export sessions",

@@ -38,6 +38,7 @@ _ARCHIVE_SUFFIXES = (f".archived{SESSION_SUFFIX}", f".archive{SESSION_SUFFIX}")
 
 
 def add_store_commands(commands: Any) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
     store = commands.add_parser(
         "store",
         help="move sessions between stores",
