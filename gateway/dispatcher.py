@@ -346,7 +346,7 @@ class Dispatcher:
             session=str(session),
             messages=messages,
             reply=reply,
-            task=turn_task(turn, self._settings.agent_name, result),
+            task=turn_task(turn, result),
         )
         await self._journal.record_outcome(outcome)
         if messages:

@@ -1,0 +1,63 @@
+"""The finished task a turn records is the one Task.transition's walk would give."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bus import (
+    AgentId,
+    CompletedStatus,
+    CustomKind,
+    FailedStatus,
+    InProgressStatus,
+    Message,
+    Task,
+    TaskContext,
+    TokenUsage,
+    new_turn_id,
+)
+from bus.task import can_transition
+from gateway.turn_task import turn_task
+from gateway.turns import TurnResult
+
+_IGNORED = {"created_at", "updated_at"}
+
+
+def _walked(built: Task, final: CompletedStatus | FailedStatus) -> Task:
+    pending = Task(id=built.id, kind=built.kind, context=built.context)
+    running = pending.transition(InProgressStatus(agent_id=AgentId("echo")))
+    return running.transition(final, result=built.result)
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_the_task_is_what_the_state_diagram_walk_gives(failed: bool) -> None:
+    usage = TokenUsage(input_tokens=3, output_tokens=5)
+    result = TurnResult(Message.user("hi"), "hello", usage, failed=failed, error="boom")
+    turn = str(new_turn_id())
+    task = turn_task(turn, result)
+    assert task is not None
+    final = FailedStatus(error="boom") if failed else CompletedStatus()
+    walked = _walked(task, final)
+    assert task.model_dump(exclude=_IGNORED) == walked.model_dump(exclude=_IGNORED)
+    assert str(task.id) == turn
+    assert task.result is not None
+    assert task.result.token_usage == usage
+    assert task.is_finished
+    # Built like this, it still reads back as a valid Task from its JSON (the journal's form).
+    assert Task.model_validate_json(task.model_dump_json()) == task
+
+
+def test_a_finished_turn_passed_through_in_progress() -> None:
+    running = InProgressStatus(agent_id=AgentId("echo"))
+    assert can_transition(
+        Task(kind=CustomKind(name="turn"), context=TaskContext(working_dir=Path("."))).status,
+        running,
+    )
+    assert can_transition(running, CompletedStatus())
+    assert can_transition(running, FailedStatus(error="x"))
+
+
+def test_a_command_has_no_task() -> None:
+    assert turn_task(str(new_turn_id()), None) is None
