@@ -9,9 +9,9 @@ Concurrent callers wait on one refresh rather than each fetching their own. A ca
 is refused (`TokenRefused`) is repeated once with a fresh one; refused again, the credentials are
 at fault (`AuthError`).
 
-The one owner of that cache: Feishu, WeCom and the QQ bot (`channels/qq/token.py`) each bring
-only their credentials call (`Fetch`, its answer read by `issued_token`) and say which answers
-mean a refused token.
+The one owner of that cache: Feishu, WeCom (both through `channels/token_api.py`) and the QQ bot
+(`channels/qq/token.py`) each bring only their credentials call (`Fetch`, its answer read by
+`issued_token`) and say which answers mean a refused token.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TypeVar
 
 from channels.errors import AuthError, ChannelError
@@ -66,28 +66,22 @@ class TokenRefused(ChannelError):
     """The platform refused the token a call carried (expired early, revoked, rotated)."""
 
 
+@dataclass(eq=False)
 class AccessTokenCache:
-    def __init__(
-        self,
-        fetch: Fetch,
-        *,
-        channel: str,
-        credentials_hint: str,
-        early_refresh_s: float = DEFAULT_EARLY_REFRESH_S,
-        short_lifetime_share: float = DEFAULT_SHORT_LIFETIME_SHARE,
-        clock: Clock = time.monotonic,
-    ) -> None:
-        """`early_refresh_s` before expiry, at most `short_lifetime_share` of the lifetime;
-        `credentials_hint` is the suggestion of the `AuthError` when a fresh token is refused."""
-        self._fetch = fetch
-        self._channel = channel
-        self._credentials_hint = credentials_hint
-        self._early_refresh_s = early_refresh_s
-        self._short_lifetime_share = short_lifetime_share
-        self._clock = clock
-        self._value: str | None = None
-        self._refresh_at = 0.0
-        self._lock = asyncio.Lock()
+    """One token for every caller of `fetch`: refreshed `early_refresh_s` before it expires, at
+    most `short_lifetime_share` of its lifetime early; `credentials_hint` is the suggestion of
+    the `AuthError` when even a fresh token is refused."""
+
+    fetch: Fetch
+    _: KW_ONLY
+    channel: str
+    credentials_hint: str
+    early_refresh_s: float = DEFAULT_EARLY_REFRESH_S
+    short_lifetime_share: float = DEFAULT_SHORT_LIFETIME_SHARE
+    clock: Clock = time.monotonic
+    _value: str | None = field(default=None, init=False, repr=False)
+    _refresh_at: float = field(default=0.0, init=False, repr=False)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     async def get(self) -> str:
         """A token valid for a while yet; fetches a new one when needed."""
@@ -99,10 +93,10 @@ class AccessTokenCache:
             value = self._current()
             if value is not None:
                 return value
-            issued = await self._fetch()
-            margin = min(self._early_refresh_s, issued.expires_in_s * self._short_lifetime_share)
+            issued = await self.fetch()
+            margin = min(self.early_refresh_s, issued.expires_in_s * self.short_lifetime_share)
             self._value = issued.value
-            self._refresh_at = self._clock() + max(0.0, issued.expires_in_s - margin)
+            self._refresh_at = self.clock() + max(0.0, issued.expires_in_s - margin)
             return issued.value
 
     async def call_with_token(self, call: Callable[[str], Awaitable[T]], *, what: str) -> T:
@@ -120,8 +114,8 @@ class AccessTokenCache:
             self.invalidate(token)
             raise AuthError(
                 f"{what}: a fresh access token was refused as well ({refused.args[0]})",
-                channel=self._channel,
-                suggestion=self._credentials_hint,
+                channel=self.channel,
+                suggestion=self.credentials_hint,
             ) from None
 
     def invalidate(self, value: str) -> None:
@@ -130,6 +124,6 @@ class AccessTokenCache:
             self._value = None
 
     def _current(self) -> str | None:
-        if self._value is not None and self._clock() < self._refresh_at:
+        if self._value is not None and self.clock() < self._refresh_at:
             return self._value
         return None

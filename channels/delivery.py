@@ -109,25 +109,13 @@ class Delivery:
         *,
         reply_to: str | None,
         part: int = 0,
+        editable: bool = False,
     ) -> str | None:
-        """One chunk as a whole message; the platform's id of it, where the channel gives one."""
-        return await self._send_with_fallback(
-            channel, template, chunk, reply_to, _whole_send(channel), part
-        )
-
-    async def send_chunk_with_id(
-        self,
-        channel: Channel,
-        template: OutboundMessage,
-        chunk: Chunk,
-        *,
-        reply_to: str | None,
-        part: int = 0,
-    ) -> str | None:
-        """Send and return the platform's id of the new message (None if it gave none)."""
-        return await self._send_with_fallback(
-            channel, template, chunk, reply_to, channel.send_with_id, part
-        )
+        """One chunk as a message; the platform's id of it, where the channel gives one.
+        `editable`: a stream will edit it, so it goes by `send_with_id` (whose id is the point)
+        rather than as a whole message."""
+        send = channel.send_with_id if editable else _whole_send(channel)
+        return await self._send_with_fallback(channel, template, chunk, reply_to, send, part)
 
     async def edit(self, channel: Channel, chat_id: str, message_id: str, chunk: Chunk) -> None:
         await self._edit_with_fallback(channel, chat_id, message_id, chunk, channel.edit_message)
@@ -156,29 +144,11 @@ class Delivery:
         send: Callable[[OutboundMessage], Awaitable[T]],
         part: int,
     ) -> T | None:
-        message = chunk_message(template, chunk, reply_to=reply_to, part=part)
-        try:
-            result = await self._call(
-                channel, template.chat_id, "send", functools.partial(send, message)
-            )
-        except FormattingRejected as exc:
-            if not chunk.is_formatted:
-                raise self._formatting_error(channel, template.chat_id, exc) from exc
-            log.info(
-                "delivery.formatting_rejected",
-                channel=channel.name,
-                chat_id=template.chat_id,
-                error=str(exc),
-            )
-            plain = chunk_message(
-                template, Chunk(chunk.raw, chunk.raw), reply_to=reply_to, part=part
-            )
-            try:
-                result = await self._call(
-                    channel, template.chat_id, "send", functools.partial(send, plain)
-                )
-            except FormattingRejected as again:
-                raise self._formatting_error(channel, template.chat_id, again) from again
+        def sending(text: Chunk) -> Callable[[], Awaitable[T]]:
+            message = chunk_message(template, text, reply_to=reply_to, part=part)
+            return functools.partial(send, message)
+
+        result = await self._formatted_then_plain(channel, template.chat_id, "send", chunk, sending)
         self.metrics.message_sent(channel.name)
         return result
 
@@ -190,26 +160,40 @@ class Delivery:
         chunk: Chunk,
         edit: Callable[[str, str, str], Awaitable[None]],
     ) -> None:
+        def editing(text: Chunk) -> Callable[[], Awaitable[None]]:
+            return functools.partial(edit, chat_id, message_id, text.formatted)
+
+        await self._formatted_then_plain(channel, chat_id, "edit", chunk, editing)
+        self.metrics.stream_edited(channel.name)
+
+    async def _formatted_then_plain(
+        self,
+        channel: Channel,
+        chat_id: str,
+        action: str,
+        chunk: Chunk,
+        operation: Callable[[Chunk], Callable[[], Awaitable[T]]],
+    ) -> T | None:
+        """`operation` on the chunk as formatted; if the platform rejects the markup, once more
+        on the agent's plain text. Rejected as plain text too is a `DeliveryError`."""
         try:
-            await self._call(
-                channel,
-                chat_id,
-                "edit",
-                functools.partial(edit, chat_id, message_id, chunk.formatted),
-            )
+            return await self._call(channel, chat_id, action, operation(chunk))
         except FormattingRejected as exc:
             if not chunk.is_formatted:
                 raise self._formatting_error(channel, chat_id, exc) from exc
-            try:
-                await self._call(
-                    channel,
-                    chat_id,
-                    "edit",
-                    functools.partial(edit, chat_id, message_id, chunk.raw),
-                )
-            except FormattingRejected as again:
-                raise self._formatting_error(channel, chat_id, again) from again
-        self.metrics.stream_edited(channel.name)
+            log.info(
+                "delivery.formatting_rejected",
+                channel=channel.name,
+                chat_id=chat_id,
+                action=action,
+                error=str(exc),
+            )
+        try:
+            return await self._call(
+                channel, chat_id, action, operation(Chunk(chunk.raw, chunk.raw))
+            )
+        except FormattingRejected as again:
+            raise self._formatting_error(channel, chat_id, again) from again
 
     async def _call(
         self, channel: Channel, chat_id: str, action: str, operation: Callable[[], Awaitable[T]]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 
@@ -15,31 +16,24 @@ class _Logger(Protocol):
     def warning(self, event: str, **fields: object) -> object: ...
 
 
+@dataclass(eq=False)
 class IntervalLog:
-    def __init__(
-        self,
-        event: str,
-        interval_s: float,
-        logger: _Logger,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._event = event
-        self._interval_s = interval_s
-        self._logger = logger
-        self._clock = clock
-        self._last_logged: float | None = None
-        self._unlogged = 0
-        self.total = 0
+    event: str
+    interval_s: float
+    logger: _Logger
+    clock: Callable[[], float] = time.monotonic
+    #: Occurrences since this was made, logged or not.
+    total: int = field(default=0, init=False)
+    _last_logged: float | None = field(default=None, init=False, repr=False)
+    _unlogged: int = field(default=0, init=False, repr=False)
 
     def note(self, **fields: object) -> None:
         """One more occurrence; logged (with the count since the last line) when due."""
         self.total += 1
         self._unlogged += 1
-        now = self._clock()
-        if self._last_logged is not None and now - self._last_logged < self._interval_s:
+        now = self.clock()
+        if self._last_logged is not None and now - self._last_logged < self.interval_s:
             return
-        self._logger.warning(
-            self._event, count=self._unlogged, interval_s=self._interval_s, **fields
-        )
+        self.logger.warning(self.event, count=self._unlogged, interval_s=self.interval_s, **fields)
         self._last_logged = now
         self._unlogged = 0

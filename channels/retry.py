@@ -83,13 +83,23 @@ class Backoff:
         return min(delay_s * 2, self.max_s)
 
 
+#: Failures worth trying again after a pause, including the ones a channel forgot to wrap.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    TransientError,
+    TimeoutError,
+    OSError,
+    aiohttp.ClientError,
+)
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Failures worth trying again after a pause, including the ones a channel forgot to wrap."""
-    return isinstance(exc, TransientError | TimeoutError | OSError | aiohttp.ClientError)
+    return isinstance(exc, TRANSIENT_ERRORS)
 
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
+    # Shaped like supervisor.RestartPolicy (numbers of a backoff), but one send's retries, not
+    # a channel's restarts: separate knobs in the config, so separate types.
     max_attempts: int = 5
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 30.0

@@ -6,7 +6,8 @@ can wait for it to let go of its connections), `receiving` (set while `start()` 
 messages; tests and `wait_receiving` wait on it) and `fatal` (the `FatalChannelError` that
 ended it: `refused` records the platform refusing the credentials, at start or mid-run, and
 wakes `receive_until`). `health` turns them into the status page's answer; a channel passes
-its own view of a running connection where it has one.
+its own view of a running connection where it has one. A webhook channel's whole `start()` is
+`serve`: the credentials checked, then `inbound` held for the webhooks until the run ends.
 """
 
 from __future__ import annotations
@@ -15,9 +16,15 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import structlog
+
+from bus import InboundSender
+from channels.base import Channel
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.stopping import until_stopped
+
+log = structlog.get_logger(__name__)
 
 
 class RunState:
@@ -29,6 +36,8 @@ class RunState:
         self.fatal: FatalChannelError | None = None
         #: Set by `refused`: the credentials are dead, `receive_until` ends.
         self.dead = asyncio.Event()
+        #: The gateway's sender while `serve` receives: what webhooks hand messages to.
+        self.inbound: InboundSender | None = None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -47,6 +56,41 @@ class RunState:
         await until_stopped(self.dead.wait(), self.stopping, name=name)
         if self.fatal is not None and not self.stopping.is_set():
             raise self.fatal
+
+    async def serve(
+        self,
+        inbound: InboundSender,
+        probe: Callable[[], Awaitable[object]],
+        what: str,
+        *,
+        channel: str,
+        task_name: str,
+        refusal: type[ChannelError] = AuthError,
+        suggestion: str | None = None,
+        path: str,
+    ) -> None:
+        """A webhook channel's `start()`: nothing once stopped; the credentials checked
+        (`check_credentials`), then `inbound` held as `self.inbound` for the webhooks on `path`
+        until `stop()` or a refusal (`receive_until`, its watch task named `task_name`)."""
+        if self.stopping.is_set():
+            return
+        async with self.running():
+            await self.check_credentials(
+                probe, what, channel=channel, refusal=refusal, suggestion=suggestion
+            )
+            self.inbound = inbound
+            try:
+                # `<channel>.receiving`, as each platform logged it before this was shared.
+                log.info(f"{channel}.receiving", path=path)
+                await self.receive_until(name=task_name)
+            finally:
+                self.inbound = None
+
+    def receiver(self, channel: str) -> InboundSender:
+        """The sender a webhook hands its message to; a `ChannelError` when not receiving."""
+        if self.inbound is None:
+            raise ChannelError(f"the {channel} channel is not receiving", channel=channel)
+        return self.inbound
 
     async def check_credentials(
         self,
@@ -99,3 +143,29 @@ class RunState:
         if running is not None:
             return running
         return ChannelHealth.healthy() if self.receiving.is_set() else ChannelHealth.unknown()
+
+
+class RunStateChannel(Channel):
+    """A channel whose life is one `RunState` (`self._run_state`, made here): waiting until it
+    receives and its health are the run state's. A subclass with more to say about a running
+    connection overrides `health_check` and passes its view to `RunState.health`."""
+
+    def __init__(self) -> None:
+        self._run_state = RunState()
+
+    async def wait_receiving(self) -> None:
+        """Return once the channel takes messages (tests and `doctor` wait on it)."""
+        await self._run_state.receiving.wait()
+
+    async def health_check(self) -> ChannelHealth:
+        return self._run_state.health()
+
+    @asynccontextmanager
+    async def _probing(self, close: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+        """The body of a `probe` that opens clients: probed outside `start()` (`doctor`),
+        nothing else would close them, so `close` runs after it."""
+        try:
+            yield
+        finally:
+            if self._run_state.idle.is_set():
+                await close()

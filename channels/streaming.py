@@ -251,12 +251,13 @@ class StreamEditor:
         await self._open(stream, Chunk.rendered(stream.channel, stream.carry))
 
     async def _open(self, stream: _Stream, chunk: Chunk) -> None:
-        message_id = await self._delivery.send_chunk_with_id(
+        message_id = await self._delivery.send_chunk(
             stream.channel,
             stream.template,
             chunk,
             reply_to=stream.next_reply_to(),
             part=stream.next_part(),
+            editable=True,
         )
         stream.sent_any = True
         stream.last_edit_at = self._clock()

@@ -42,6 +42,7 @@ async def start_channel(channel: Channel, inbound: InboundSender, stopping: asyn
 
 @dataclass(frozen=True, slots=True)
 class RestartPolicy:
+    # Shaped like retry.RetryPolicy; a channel's restarts, not one send's retries.
     base_delay_s: float = 1.0
     max_delay_s: float = 60.0
     max_restarts: int = 20

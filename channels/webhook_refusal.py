@@ -22,6 +22,12 @@ log = structlog.get_logger(__name__)
 DEFAULT_MAX_SKEW_S = 300.0
 
 
+def not_running() -> web.Response:
+    """The answer to a webhook that arrives while its channel does not take messages: 503, so
+    the platform delivers it again later."""
+    return web.Response(status=503, text="channel not running")
+
+
 class Verdict(StrEnum):
     VALID = "valid"
     MISSING = "missing"

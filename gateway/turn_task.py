@@ -39,16 +39,17 @@ def turn_task(turn_id: str, result: TurnResult | None) -> Task | None:
     if result is None:
         return None
     status = FailedStatus(error=result.error or "failed") if result.failed else _COMPLETED
-    outcome = TaskResult.model_construct(
-        success=not result.failed, output="", token_usage=result.usage
-    )
+    outcome = TaskResult(success=not result.failed, output="", token_usage=result.usage)
     now = utc_now()
+    # Every field given: `model_construct` calls no default factory (pydantic inspects the
+    # signature of each factory it calls, which costs more than validating).
     return Task.model_construct(
         id=TaskId(uuid.UUID(turn_id)),
         kind=_TURN_KIND,
         context=_CONTEXT,
         status=status,
         result=outcome,
+        parent_id=None,
         created_at=now,
         updated_at=now,
     )

@@ -74,6 +74,9 @@ def bounded_name(text: str, max_len: int = MAX_ENCODED_NAME) -> str:
     than its prefix (at least `max_len + HASH_SUFFIX_LEN`), so the two can never be confused.
     """
     data = _utf8(text)
+    if len(data) * 3 <= max_len:
+        # No escape is longer than 3 characters: nothing can be cut (the common, short key).
+        return "".join(map(_ENCODED_BYTE.__getitem__, data))
     pieces: list[str] = []
     length = 0
     for byte in data:

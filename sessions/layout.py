@@ -95,7 +95,9 @@ class SessionLayout:
         path = self._paths.get(key)
         if path is None:
             stem = _checked(topic_stem(key.topic()))
-            path = self.sessions_dir(key) / f"{stem}{SESSION_SUFFIX}"
+            user = _checked(bounded_name(key.base_key()))
+            # One join, not three: each `/` of pathlib parses its arguments again.
+            path = self.users_dir / f"{user}/sessions/{stem}{SESSION_SUFFIX}"
             if len(self._paths) >= self.PATH_CACHE_SIZE:
                 self._paths.clear()  # cheap to rebuild; a bound, not an LRU
             self._paths[key] = path

@@ -174,12 +174,13 @@ class SessionStore(StoreBase):
                 if entry.size + len(data) > self.max_file_bytes:
                     compacted = await self._compact(key, path, len(data))
                     entry = await self._entry_for_append(key, path, messages[0])
-                waiter = self._writer.append(entry.target, data)
                 entry.size += len(data)
                 if self._track_unsynced:
                     self._dirty.add(path)
-                    waiter.add_done_callback(partial(self._written_behind, entry, len(data)))
+                    refused = partial(self._written_behind, entry, len(data))
+                    self._writer.append_behind(entry.target, data, refused)
                     return AppendReceipt(compacted=compacted)
+                waiter = self._writer.append(entry.target, data)
             try:
                 # Shielded: a cancelled caller must not hide a write that is still queued.
                 await asyncio.shield(waiter)
@@ -213,9 +214,7 @@ class SessionStore(StoreBase):
                     self._chats.keep_new(new_chats)
                 raise
 
-    def _written_behind(self, entry: _OpenFile, size: int, written: asyncio.Future[None]) -> None:
-        if written.cancelled() or (error := written.exception()) is None:
-            return
+    def _written_behind(self, entry: _OpenFile, size: int, error: SessionWriteError) -> None:
         entry.size -= size
         log.error(
             "sessions.write_behind_failed",
@@ -224,11 +223,7 @@ class SessionStore(StoreBase):
             detail="the journal keeps these turns; restart once the disk takes writes again",
         )
         if self._unsaved is None:
-            self._unsaved = (
-                error
-                if isinstance(error, SessionWriteError)
-                else SessionWriteError(entry.target.path, OSError(str(error)))
-            )
+            self._unsaved = error
 
     async def load(self, key: SessionKey) -> Session | None:
         """The session as on disk (repairing a torn or corrupt file), None if there is none."""

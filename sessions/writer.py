@@ -1,13 +1,16 @@
 """The disk writer: one thread that appends every session line, group-committing fsyncs.
 
-Appends are queued from the event loop and resolved back on it, so file I/O never blocks the
-loop. Under the `batch` policy the thread takes everything queued at once, writes it, fsyncs each
-file it touched once, and only then resolves the waiters: appends that arrive while an fsync
-runs share the next one (group commit), with no timer to add latency when the disk is idle.
-`always` fsyncs after every append; `never` leaves flushing to the kernel (a process crash loses
-nothing, a power cut may). When a batch touches several files, their writes and fsyncs run on a
-small pool of threads at once: the file system commits concurrent fsyncs together, and one
-session's slow disk flush no longer queues every other session behind it.
+Appends are queued from the event loop (handed to the thread once per loop iteration,
+`sessions.handover`) and resolved back on it, so file I/O never blocks the loop. An append
+written behind a log (`append_behind`) has no future at all: only a refused write is reported
+back, to the callback it came with. Under the `batch` policy the thread takes everything queued
+at once, writes it, fsyncs each file it touched once, and only then resolves the waiters:
+appends that arrive while an fsync runs share the next one (group commit), with no timer to add
+latency when the disk is idle. `always` fsyncs after every append; `never` leaves flushing to
+the kernel (a process crash loses nothing, a power cut may). When a batch touches several files,
+their writes and fsyncs run on a small pool of threads at once: the file system commits
+concurrent fsyncs together, and one session's slow disk flush no longer queues every other
+session behind it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +29,7 @@ import structlog
 
 from sessions.errors import SessionWriteError
 from sessions.fileops import sync_data, write_all
+from sessions.handover import Handover
 
 log = structlog.get_logger(__name__)
 
@@ -50,11 +53,16 @@ class AppendTarget:
         self.broken: SessionWriteError | None = None
 
 
+Refused = Callable[[SessionWriteError], None]
+
+
 @dataclass(slots=True)
 class _Append:
     target: AppendTarget
     data: bytes
-    waiter: asyncio.Future[None]
+    #: None for an append written behind a log: `refused` hears of a failure instead.
+    waiter: asyncio.Future[None] | None
+    refused: Refused | None = None
 
 
 @dataclass(slots=True)
@@ -69,7 +77,7 @@ class _Barrier:
 
 
 _Command = _Append | _Close
-_Outcome = tuple[asyncio.Future[None], SessionWriteError | None]
+_Outcome = tuple[_Append | _Close | _Barrier, SessionWriteError | None]
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:
@@ -84,13 +92,14 @@ class DiskWriter:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {policy!r}")
         self.policy: FsyncPolicy = policy
         self.sync_threads = sync_threads
-        self._queue: queue.SimpleQueue[_Command | _Barrier | None] = queue.SimpleQueue()
+        self._handover: Handover[_Command | _Barrier | None] = Handover()
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._handover.bind(self._loop)
         if self.policy != "never" and self.sync_threads > 1:
             self._pool = ThreadPoolExecutor(self.sync_threads, thread_name_prefix="session-sync")
         # daemon: a process that forgets to close its store must still be able to exit.
@@ -101,7 +110,7 @@ class DiskWriter:
         """Finish everything queued, then end the threads."""
         if self._thread is None:
             return
-        self._queue.put(None)
+        self._handover.put(None)
         await asyncio.to_thread(self._thread.join)
         self._thread = None
         if self._pool is not None:
@@ -111,19 +120,26 @@ class DiskWriter:
     def append(self, target: AppendTarget, data: bytes) -> asyncio.Future[None]:
         """Queue `data`; the future resolves once it is written (and synced, per policy)."""
         waiter = self._new_waiter()
-        self._queue.put(_Append(target, data, waiter))
+        self._handover.put(_Append(target, data, waiter))
         return waiter
+
+    def append_behind(self, target: AppendTarget, data: bytes, refused: Refused) -> None:
+        """Queue `data` with nothing to wait on; `refused` is called (on the loop) if the disk
+        refuses it."""
+        if self._thread is None:
+            raise RuntimeError("the disk writer is not running")
+        self._handover.put(_Append(target, data, None, refused))
 
     def close(self, target: AppendTarget) -> asyncio.Future[None]:
         """Close the file after everything queued for it before; resolves once closed."""
         waiter = self._new_waiter()
-        self._queue.put(_Close(target, waiter))
+        self._handover.put(_Close(target, waiter))
         return waiter
 
     def barrier(self) -> asyncio.Future[None]:
         """Resolves once everything queued before it has been written."""
         waiter = self._new_waiter()
-        self._queue.put(_Barrier(waiter))
+        self._handover.put(_Barrier(waiter))
         return waiter
 
     def _new_waiter(self) -> asyncio.Future[None]:
@@ -137,29 +153,21 @@ class DiskWriter:
 
     def _run(self) -> None:
         while True:
-            command = self._queue.get()
-            if command is None:
-                return
             batch: list[_Command] = []
             barriers: list[_Barrier] = []
             stopping = False
-            while True:
+            for command in self._handover.take():
+                if command is None:
+                    stopping = True
+                    break
                 if isinstance(command, _Barrier):
                     barriers.append(command)
                 else:
                     batch.append(command)
-                try:
-                    queued = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if queued is None:
-                    stopping = True
-                    break
-                command = queued
             if batch:
                 self._commit_supervised(batch)
             if barriers:
-                self._resolve([(barrier.waiter, None) for barrier in barriers])
+                self._resolve([(barrier, None) for barrier in barriers])
             if stopping:
                 return
 
@@ -172,10 +180,7 @@ class DiskWriter:
             log.exception("sessions.writer_batch_failed", commands=len(batch))
             cause = OSError(errno.EIO, f"session writer error: {error!r}")
             self._resolve(
-                [
-                    (command.waiter, SessionWriteError(command.target.path, cause))
-                    for command in batch
-                ]
+                [(command, SessionWriteError(command.target.path, cause)) for command in batch]
             )
 
     def _commit(self, batch: list[_Command]) -> None:
@@ -197,12 +202,12 @@ class DiskWriter:
             if isinstance(command, _Close):
                 self._sync_pending(target, unsynced, outcomes)
                 unsynced = []
-                outcomes.append((command.waiter, self._close(target)))
+                outcomes.append((command, self._close(target)))
                 continue
             error = self._write(target, command.data)
             if error is None and self.policy == "always":
                 error = self._sync(target)
-            outcomes.append((command.waiter, error))
+            outcomes.append((command, error))
             if error is None and self.policy == "batch":
                 unsynced.append(len(outcomes) - 1)
         self._sync_pending(target, unsynced, outcomes)
@@ -268,6 +273,8 @@ class DiskWriter:
         return None
 
     def _resolve(self, outcomes: list[_Outcome]) -> None:
+        if not any(command.waiter is not None or error is not None for command, error in outcomes):
+            return  # appends written behind a log, all written: nobody to tell
         loop = self._loop
         assert loop is not None
         try:
@@ -277,7 +284,12 @@ class DiskWriter:
 
 
 def _settle(outcomes: list[_Outcome]) -> None:
-    for waiter, error in outcomes:
+    for command, error in outcomes:
+        waiter = command.waiter
+        if waiter is None:
+            if error is not None and isinstance(command, _Append) and command.refused is not None:
+                command.refused(error)
+            continue
         if waiter.done():
             continue
         if error is None:

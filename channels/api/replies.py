@@ -49,29 +49,25 @@ class PendingReply:
     events: asyncio.Queue[ReplyEvent] = field(default_factory=asyncio.Queue)
 
 
+@dataclass(eq=False)
 class RecentReplies:
     """Final replies by request key, bounded in count, total size and age."""
 
-    def __init__(
-        self,
-        capacity: int = RECENT_REPLIES,
-        max_chars: int = RECENT_REPLY_CHARS,
-        ttl_s: float = RECENT_REPLY_TTL_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._capacity = capacity
-        self._max_chars = max_chars
-        self._ttl_s = ttl_s
-        self._clock = clock
-        self._replies: OrderedDict[RequestKey, tuple[float, ReplyEvent]] = OrderedDict()
-        self._chars = 0
+    capacity: int = RECENT_REPLIES
+    max_chars: int = RECENT_REPLY_CHARS
+    ttl_s: float = RECENT_REPLY_TTL_S
+    clock: Callable[[], float] = time.monotonic
+    _replies: OrderedDict[RequestKey, tuple[float, ReplyEvent]] = field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
+    _chars: int = field(default=0, init=False, repr=False)
 
     def put(self, key: RequestKey, event: ReplyEvent) -> None:
         self._drop(key)
-        self._replies[key] = (self._clock(), event)
+        self._replies[key] = (self.clock(), event)
         self._chars += len(event.text)
         while self._replies and (
-            len(self._replies) > self._capacity or self._chars > self._max_chars
+            len(self._replies) > self.capacity or self._chars > self.max_chars
         ):
             self._drop(next(iter(self._replies)))
 
@@ -85,7 +81,7 @@ class RecentReplies:
         if entry is None:
             return None
         stored_at, event = entry
-        if self._clock() - stored_at > self._ttl_s:
+        if self.clock() - stored_at > self.ttl_s:
             self._drop(key)
             return None
         return event

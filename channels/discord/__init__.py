@@ -34,16 +34,5 @@ __all__ = [
 ]
 
 
-# Every platform's `create` maps its config to its constructor field by field, typed at both
-# ends: they read alike on purpose.
 def create(config: DiscordConfig, context: ChannelContext) -> DiscordChannel:
-    """Build the Discord channel of one profile from its validated config."""
-    channel = DiscordChannel(
-        token=config.token.get_secret_value(),
-        data_dir=context.data_dir,
-        endpoints=DiscordEndpoints(
-            api_base_url=config.api_base_url, gateway_url=config.gateway_url
-        ),
-        require_mention=config.require_mention,
-    )
-    return channel
+    return DiscordChannel(config, data_dir=context.data_dir)

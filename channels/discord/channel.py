@@ -43,6 +43,7 @@ from channels.discord.routing import DiscordEndpoints, RoutedHTTPClient
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from config import DiscordConfig
 
 log = structlog.get_logger(__name__)
 
@@ -62,19 +63,19 @@ class DiscordChannel(Channel):
 
     def __init__(
         self,
+        config: DiscordConfig,
         *,
-        token: str,
         data_dir: Path,
-        endpoints: DiscordEndpoints | None = None,
-        require_mention: bool = True,
         request_timeout_s: float = 60.0,
         close_timeout_s: float = 5.0,
         guild_ready_timeout_s: float = 2.0,
         max_attachment_bytes: int = DEFAULT_MAX_ATTACHMENT_BYTES,
     ) -> None:
-        self._token = token
-        self._endpoints = endpoints or DiscordEndpoints()
-        self._require_mention = require_mention
+        self._token = config.token.get_secret_value()
+        self._endpoints = DiscordEndpoints(
+            api_base_url=config.api_base_url, gateway_url=config.gateway_url
+        )
+        self._require_mention = config.require_mention
         self._request_timeout_s = request_timeout_s
         self._close_timeout_s = close_timeout_s
         self._guild_ready_timeout_s = guild_ready_timeout_s

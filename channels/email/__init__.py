@@ -13,5 +13,4 @@ __all__ = ["EmailChannel", "create"]
 
 
 def create(config: EmailConfig, context: ChannelContext) -> EmailChannel:
-    channel = EmailChannel(config, data_dir=context.data_dir)
-    return channel
+    return EmailChannel(config, data_dir=context.data_dir)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -34,28 +35,19 @@ IDLE_TIMEOUT_S = 300.0
 Handler = Callable[[int, int, bytes], Awaitable[bool]]
 
 
+@dataclass(eq=False)
 class InboxReader:
-    def __init__(
-        self,
-        settings: ImapSettings,
-        address: str,
-        store: UidStore,
-        *,
-        poll_interval_s: float,
-        on_health: Callable[[ChannelHealth], None],
-        backoff: Backoff | None = None,
-        idle_timeout_s: float = IDLE_TIMEOUT_S,
-    ) -> None:
-        self._settings = settings
-        self._address = address
-        self._store = store
-        self._poll_interval_s = poll_interval_s
-        self._on_health = on_health
-        self._backoff = backoff or Backoff()
-        self._idle_timeout_s = idle_timeout_s
-        self._connection: ImapConnection | None = None
-        self._connected = False
-        self._stopping = asyncio.Event()
+    settings: ImapSettings
+    address: str
+    store: UidStore
+    _: KW_ONLY
+    poll_interval_s: float
+    on_health: Callable[[ChannelHealth], None]
+    backoff: Backoff = field(default_factory=Backoff)
+    idle_timeout_s: float = IDLE_TIMEOUT_S
+    _connection: ImapConnection | None = field(default=None, init=False, repr=False)
+    _connected: bool = field(default=False, init=False, repr=False)
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -63,9 +55,9 @@ class InboxReader:
             self._connection.interrupt()
 
     async def run(self, handle: Handler) -> None:
-        delay_s = self._backoff.initial_s
+        delay_s = self.backoff.initial_s
         while not self._stopping.is_set():
-            connection = ImapConnection(self._settings, self._address)
+            connection = ImapConnection(self.settings, self.address)
             self._connection = connection
             self._connected = False
             try:
@@ -82,37 +74,37 @@ class InboxReader:
             except (TransientError, ChannelError) as exc:
                 if self._connected:
                     # The connection worked and then dropped: back off from the start.
-                    delay_s = self._backoff.initial_s
-                self._on_health(ChannelHealth.degraded(f"IMAP: {exc}"))
+                    delay_s = self.backoff.initial_s
+                self.on_health(ChannelHealth.degraded(f"IMAP: {exc}"))
                 log.warning("email.imap_failed", error=str(exc), retry_in_s=delay_s)
             finally:
                 self._connection = None
                 await connection.close()
             if await sleep_unless_set(self._stopping, delay_s):
                 return
-            delay_s = self._backoff.next(delay_s)
+            delay_s = self.backoff.next(delay_s)
 
     async def _session(self, connection: ImapConnection, handle: Handler) -> None:
         if self._stopping.is_set():
             return
         folder = await connection.connect()
         self._connected = True
-        self._on_health(ChannelHealth.healthy())
+        self.on_health(ChannelHealth.healthy())
         log.info(
             "email.imap_connected",
-            folder=self._settings.folder,
+            folder=self.settings.folder,
             uidvalidity=folder.uidvalidity,
             idle=folder.supports_idle,
         )
-        mark = await self._store.load()
+        mark = await self.store.load()
         if mark is not None and mark.uidvalidity != folder.uidvalidity:
             log.warning("email.uidvalidity_changed", was=mark.uidvalidity, now=folder.uidvalidity)
             mark = None
         mark = await self._catch_up(connection, folder, mark, handle)
         while not self._stopping.is_set():
             if folder.supports_idle:
-                await connection.idle(self._idle_timeout_s)
-            elif await sleep_unless_set(self._stopping, self._poll_interval_s):
+                await connection.idle(self.idle_timeout_s)
+            elif await sleep_unless_set(self._stopping, self.poll_interval_s):
                 return
             if self._stopping.is_set():
                 return
@@ -143,12 +135,12 @@ class InboxReader:
             if handed_over:
                 await connection.mark_seen(uid)
             mark = UidMark(folder.uidvalidity, uid)
-            await self._store.save(mark)
+            await self.store.save(mark)
             log.debug("email.message_done", uid=uid, acknowledged=handed_over)
         if fresh and folder.uidnext is not None:
             # What was already seen when we connected is not new: the mark starts there.
             baseline = folder.uidnext - 1
             if mark is None or mark.last_uid < baseline:
                 mark = UidMark(folder.uidvalidity, baseline)
-                await self._store.save(mark)
+                await self.store.save(mark)
         return mark

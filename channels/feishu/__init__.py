@@ -19,5 +19,4 @@ __all__ = ["FeishuChannel", "FeishuCipher", "create"]
 
 
 def create(config: FeishuConfig, context: ChannelContext) -> FeishuChannel:
-    channel = FeishuChannel(config)
-    return channel
+    return FeishuChannel(config)

@@ -26,10 +26,11 @@ from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.feishu.api import CHANNEL, FeishuApi
 from channels.feishu.card import card_content, request_uuid
 from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope, read_message
-from channels.feishu.longconn import LongConnection
+from channels.feishu.longconn import RECONNECT, LongConnection
 from channels.feishu.webhook import WebhookReceiver
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.reconnect import ReconnectPolicy
 from channels.stopping import until_stopped
 from config import FeishuConfig
 
@@ -48,7 +49,7 @@ class FeishuChannel(Channel):
     #: Feishu allows 5 card updates a second per message; 4 leaves room for clock skew.
     edit_interval_s: ClassVar[float] = 0.25
 
-    def __init__(self, config: FeishuConfig, *, backoff_base_s: float = 1.0) -> None:
+    def __init__(self, config: FeishuConfig, *, reconnect: ReconnectPolicy = RECONNECT) -> None:
         self._config = config
         self._api = FeishuApi(config.base_url, config.app_id, config.app_secret.get_secret_value())
         self._bot_open_id: str | None = None
@@ -57,7 +58,7 @@ class FeishuChannel(Channel):
         self._stopping = asyncio.Event()
         self._accepting = asyncio.Event()
         self.connection = LongConnection(
-            self._api, self._take_frame, on_health=self._set_health, backoff_base_s=backoff_base_s
+            self._api, self._take_frame, on_health=self._set_health, reconnect=reconnect
         )
         self._receiver: WebhookReceiver | None = None
         if config.mode == "webhook":

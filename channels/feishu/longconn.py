@@ -15,6 +15,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,12 +23,12 @@ import aiohttp
 import structlog
 from google.protobuf.message import DecodeError
 
-from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
+from channels.errors import AuthError, ChannelError, TransientError
 from channels.feishu import frames
 from channels.feishu.api import CHANNEL, FeishuApi
 from channels.health import ChannelHealth
-from channels.retry import backoff_delay_s, full_jitter
-from channels.stopping import sleep_unless_set
+from channels.reconnect import ReconnectPolicy, reconnecting
+from channels.retry import full_jitter
 
 log = structlog.get_logger(__name__)
 
@@ -39,67 +40,56 @@ CONNECT_TIMEOUT_S = 15.0
 SEND_TIMEOUT_S = 10.0
 #: A connection that says nothing (not even a pong) for this many ping intervals is dead.
 SILENT_PINGS = 3
+#: Jittered: every app's connections that dropped together should not all return at once.
+RECONNECT = ReconnectPolicy(base_s=1.0, cap_s=60.0, jitter=full_jitter)
 
 
+@dataclass(eq=False)
 class LongConnection:
-    def __init__(
-        self,
-        api: FeishuApi,
-        on_event: EventHandler,
-        *,
-        on_health: HealthListener,
-        backoff_base_s: float = 1.0,
-        backoff_cap_s: float = 60.0,
-    ) -> None:
-        self._api = api
-        self._on_event = on_event
-        self._on_health = on_health
-        self._backoff_base_s = backoff_base_s
-        self._backoff_cap_s = backoff_cap_s
-        self._ping_interval_s = DEFAULT_PING_INTERVAL_S
-        self._parts = frames.Reassembler()
-        self.connected = asyncio.Event()
-        self.connections = 0
+    api: FeishuApi
+    on_event: EventHandler
+    _: KW_ONLY
+    on_health: HealthListener
+    reconnect: ReconnectPolicy = RECONNECT
+    #: Set while connected, and how many connections were made so far.
+    connected: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    connections: int = field(default=0, init=False)
+    _ping_interval_s: float = field(default=DEFAULT_PING_INTERVAL_S, init=False, repr=False)
+    _parts: frames.Reassembler = field(default_factory=frames.Reassembler, init=False, repr=False)
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Stay connected until `stopping` is set or this task is cancelled."""
-        failures = 0
-        while not stopping.is_set():
-            try:
-                await self._connect_once()
-                failures = 0
-            except AuthError as exc:
-                raise FatalChannelError(
-                    f"Feishu refused the app credentials ({exc})",
-                    channel=CHANNEL,
-                    suggestion=exc.suggestion or "check app_id and app_secret",
-                ) from exc
-            except (ChannelError, aiohttp.ClientError, OSError, TimeoutError) as exc:
-                failures += 1
-                log.warning("feishu.ws_failed", error=str(exc), failures=failures)
-            finally:
-                self.connected.clear()
-            self._on_health(ChannelHealth.degraded("reconnecting to Feishu"))
-            delay_s = full_jitter(
-                backoff_delay_s(max(failures, 1), self._backoff_base_s, self._backoff_cap_s)
-            )
-            if await sleep_unless_set(stopping, delay_s, asyncio.sleep):
-                return
+        await reconnecting(
+            self._connect_once,
+            stopping,
+            channel=CHANNEL,
+            failed_event="feishu.ws_failed",
+            policy=self.reconnect,
+            # Any refusal Feishu gives a connection (a bad endpoint answer) is worth another try.
+            retry_on=(ChannelError, aiohttp.ClientError, OSError),
+            refused="Feishu refused the app credentials",
+            suggestion="check app_id and app_secret",
+            on_ended=self._ended,
+        )
+
+    def _ended(self) -> None:
+        self.connected.clear()
+        self.on_health(ChannelHealth.degraded("reconnecting to Feishu"))
 
     async def _connect_once(self) -> None:
-        endpoint = await self._api.ws_endpoint()
+        endpoint = await self.api.ws_endpoint()
         url = str(endpoint["URL"])
         self._configure(endpoint.get("ClientConfig"))
         service_id = int(parse_qs(urlsplit(url).query).get("service_id", ["0"])[0] or 0)
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                ws = await self._api.http().ws_connect(url, autoping=True, heartbeat=None)
+                ws = await self.api.http().ws_connect(url, autoping=True, heartbeat=None)
         except aiohttp.WSServerHandshakeError as exc:
             raise handshake_error(exc) from exc
         async with ws:
             self.connections += 1
             self.connected.set()
-            self._on_health(ChannelHealth.healthy())
+            self.on_health(ChannelHealth.healthy())
             log.info("feishu.ws_connected", service_id=service_id)
             pinger = asyncio.create_task(self._ping(ws, service_id), name="feishu-ws-ping")
             try:
@@ -150,7 +140,7 @@ class LongConnection:
         if payload is None:
             return
         started = time.monotonic()
-        durable = await self._on_event(payload) if frames.header(frame, "type") == "event" else True
+        durable = await self.on_event(payload) if frames.header(frame, "type") == "event" else True
         if durable:
             elapsed_ms = int((time.monotonic() - started) * 1000)
             async with asyncio.timeout(SEND_TIMEOUT_S):

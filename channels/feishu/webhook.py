@@ -23,7 +23,7 @@ from channels.acknowledge import hand_over
 from channels.dedup import InboundDedup
 from channels.feishu.crypto import DecryptError, FeishuCipher, signature_matches
 from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope
-from channels.webhook_refusal import WebhookRefused, is_stale, refusal_response
+from channels.webhook_refusal import WebhookRefused, is_stale, not_running, refusal_response
 
 log = structlog.get_logger(__name__)
 
@@ -107,7 +107,7 @@ class WebhookReceiver:
     async def _deliver(self, envelope: EventEnvelope) -> web.Response:
         handle = self.handle
         if handle is None:
-            return web.Response(status=503, text="channel not running")
+            return not_running()
         if envelope.event_id in self._recent:
             return web.json_response({})
         refusal = await hand_over(handle(envelope), event="feishu.event_deferred")

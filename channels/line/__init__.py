@@ -19,15 +19,5 @@ if TYPE_CHECKING:
 __all__ = ["SIGNATURE_HEADER", "LineChannel", "create", "signature_of"]
 
 
-# Every platform's `create` maps its config to its constructor field by field, typed at both
-# ends: they read alike on purpose.
 def create(config: LineConfig, context: ChannelContext) -> LineChannel:
-    channel = LineChannel(
-        channel_secret=config.channel_secret.get_secret_value(),
-        channel_access_token=config.channel_access_token.get_secret_value(),
-        data_dir=context.data_dir,
-        webhook_path=config.webhook_path,
-        api_base_url=config.api_base_url,
-        data_api_base_url=config.data_api_base_url,
-    )
-    return channel
+    return LineChannel(config, data_dir=context.data_dir)

@@ -32,10 +32,8 @@ from linebot.v3.messaging import (
 )
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.base import Channel
 from channels.dedup import InboundDedup
 from channels.errors import RateLimited
-from channels.health import ChannelHealth
 from channels.idempotency import delivery_uuid
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.line.errors import CHANNEL, LineApiError, line_call
@@ -43,7 +41,8 @@ from channels.line.events import LinePost
 from channels.line.media import download
 from channels.line.replies import ReplyTokens
 from channels.line.webhook import LineWebhook
-from channels.run_state import RunState
+from channels.run_state import RunStateChannel
+from config import LineConfig
 
 log = structlog.get_logger(__name__)
 
@@ -53,35 +52,25 @@ LOADING_SECONDS = 20
 LOADING_REFRESH_S = 15.0
 
 
-class LineChannel(Channel):
+class LineChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["line"]
 
     def __init__(
-        self,
-        *,
-        channel_secret: str,
-        channel_access_token: str,
-        data_dir: Path,
-        webhook_path: str = "/line/webhook",
-        api_base_url: str = "https://api.line.me",
-        data_api_base_url: str = "https://api-data.line.me",
-        request_timeout_s: float = 30.0,
+        self, config: LineConfig, *, data_dir: Path, request_timeout_s: float = 30.0
     ) -> None:
-        if not channel_secret:
-            raise ValueError("LINE needs the channel secret to verify webhook signatures")
-        self._token = channel_access_token
-        self._api_base_url = api_base_url.rstrip("/")
-        self._data_api_base_url = data_api_base_url.rstrip("/")
+        self._token = config.channel_access_token.get_secret_value()
+        self._api_base_url = config.api_base_url.rstrip("/")
+        self._data_api_base_url = config.data_api_base_url.rstrip("/")
         self._data_dir = data_dir
-        self._webhook_path = webhook_path
+        self._webhook_path = config.webhook_path
         self._timeout_s = request_timeout_s
-        self.webhook = LineWebhook(channel_secret)
+        self.webhook = LineWebhook(config.channel_secret.get_secret_value())
         self._replies = ReplyTokens()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
         self._loading_shown: dict[str, float] = {}
         self._clients: tuple[AsyncApiClient, AsyncApiClient] | None = None
         self._inbound: InboundSender | None = None
-        self._run_state = RunState()
+        super().__init__()
 
     @property
     def name(self) -> str:
@@ -134,20 +123,9 @@ class LineChannel(Channel):
         await self._run_state.stop()
         await self._close_clients()
 
-    async def wait_receiving(self) -> None:
-        await self._run_state.receiving.wait()
-
-    async def health_check(self) -> ChannelHealth:
-        return self._run_state.health()
-
     async def probe(self) -> str | None:
-        try:
-            async with line_call("get_bot_info", self._timeout_s):
-                info = await self._api().get_bot_info()
-        finally:
-            if self._run_state.idle.is_set():
-                # Probed outside start() (`doctor`): nothing else will close the clients.
-                await self._close_clients()
+        async with self._probing(self._close_clients), line_call("get_bot_info", self._timeout_s):
+            info = await self._api().get_bot_info()
         return f"{info.display_name} ({info.basic_id}, {info.user_id})"
 
     def web_routes(self) -> list[web.RouteDef]:

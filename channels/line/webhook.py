@@ -19,6 +19,7 @@ from aiohttp import web
 from channels.acknowledge import hand_over
 from channels.line.events import LinePost, MalformedBody, event_timestamp_ms, parse_post, raw_events
 from channels.line.signature import SIGNATURE_HEADER, signature_valid
+from channels.webhook_refusal import not_running
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +59,7 @@ class LineWebhook:
             return self._refuse(request, "bad_signature", f"wrong {SIGNATURE_HEADER}")
         take = self.take
         if take is None:
-            return web.Response(status=503, text="channel not running")
+            return not_running()
         try:
             raws = raw_events(body)
         except MalformedBody as error:

@@ -20,12 +20,4 @@ __all__ = ["ENCRYPTED_NOTICE", "MatrixChannel", "create"]
 
 
 def create(config: MatrixConfig, context: ChannelContext) -> MatrixChannel:
-    channel = MatrixChannel(
-        homeserver=config.homeserver,
-        user_id=config.user_id,
-        access_token=config.access_token.get_secret_value(),
-        data_dir=context.data_dir,
-        require_mention=config.require_mention,
-        auto_join=config.auto_join,
-    )
-    return channel
+    return MatrixChannel(config, data_dir=context.data_dir)

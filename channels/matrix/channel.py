@@ -33,7 +33,7 @@ from nio import (
 )
 
 from bus import InboundSender, OutboundMessage
-from channels.base import FORMATTED, Channel
+from channels.base import FORMATTED
 from channels.errors import (
     AuthError,
     FatalChannelError,
@@ -56,8 +56,9 @@ from channels.matrix.inbound import posts
 from channels.matrix.receiver import SyncHandler
 from channels.matrix.since import SinceStore, since_path
 from channels.retry import backoff_delay_s, full_jitter
-from channels.run_state import RunState
+from channels.run_state import RunStateChannel
 from channels.stopping import until_stopped
+from config import MatrixConfig
 
 log = structlog.get_logger(__name__)
 
@@ -65,26 +66,22 @@ log = structlog.get_logger(__name__)
 SYNC_FILTER = {"presence": {"types": []}, "room": {"timeline": {"limit": 50}}}
 
 
-class MatrixChannel(Channel):
+class MatrixChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = PlatformLimit(MAX_CONTENT_BYTES, "bytes")
     #: Synapse's default message rate limit is 0.2/s with a burst of 10: edits every 2 s.
     edit_interval_s: ClassVar[float] = 2.0
 
     def __init__(
         self,
+        config: MatrixConfig,
         *,
-        homeserver: str,
-        user_id: str,
-        access_token: str,
         data_dir: Path,
-        require_mention: bool = True,
-        auto_join: bool = True,
         sync_timeout_s: float = 30.0,
         request_timeout_s: float = 30.0,
     ) -> None:
-        self._homeserver = homeserver.rstrip("/")
-        self.user_id = user_id
-        self._token = access_token
+        self._homeserver = config.homeserver.rstrip("/")
+        self.user_id = user_id = config.user_id
+        self._token = config.access_token.get_secret_value()
         self._sync_timeout_s = sync_timeout_s
         self._timeout_s = request_timeout_s
         self._since = SinceStore(since_path(data_dir, user_id))
@@ -94,12 +91,12 @@ class MatrixChannel(Channel):
             data_dir,
             allowed=self.is_allowed,
             send=self._room_send,
-            require_mention=require_mention,
-            auto_join=auto_join,
+            require_mention=config.require_mention,
+            auto_join=config.auto_join,
             timeout_s=request_timeout_s,
         )
         self._client: AsyncClient | None = None
-        self._run_state = RunState()
+        super().__init__()
         self._trouble: str | None = None
 
     @property
@@ -150,21 +147,13 @@ class MatrixChannel(Channel):
         await self._run_state.stop()
         await self._close_client()
 
-    async def wait_receiving(self) -> None:
-        await self._run_state.receiving.wait()
-
     async def health_check(self) -> ChannelHealth:
         trouble = self._trouble
         return self._run_state.health(None if trouble is None else ChannelHealth.degraded(trouble))
 
     async def probe(self) -> str | None:
-        try:
-            async with matrix_call("whoami", self._timeout_s):
-                response = await self._nio().whoami()
-        finally:
-            if self._run_state.idle.is_set():
-                # Probed outside start() (`doctor`): nothing else will close the client.
-                await self._close_client()
+        async with self._probing(self._close_client), matrix_call("whoami", self._timeout_s):
+            response = await self._nio().whoami()
         if not isinstance(response, WhoamiResponse):
             raise translate(response, "whoami")
         if response.user_id != self.user_id:

@@ -11,6 +11,7 @@ end-to-end encryption here): it gets one clear notice per run and a warning in t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 import structlog
@@ -36,44 +37,38 @@ ENCRYPTED_NOTICE = (
 RoomSend = Callable[[str, Content, str], Awaitable[str]]
 
 
+@dataclass(eq=False)
 class SyncHandler:
-    def __init__(
-        self,
-        client: Callable[[], AsyncClient],
-        user_id: str,
-        data_dir: Path,
-        *,
-        allowed: Callable[[str], bool],
-        send: RoomSend,
-        require_mention: bool,
-        auto_join: bool,
-        timeout_s: float,
-    ) -> None:
-        self._client = client
-        self._user_id = user_id
-        self._data_dir = data_dir
-        self._allowed = allowed
-        self._send = send
-        self._require_mention = require_mention
-        self._auto_join = auto_join
-        self._timeout_s = timeout_s
-        self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
-        self._noticed_rooms: set[str] = set()
+    client: Callable[[], AsyncClient]
+    user_id: str
+    data_dir: Path
+    _: KW_ONLY
+    allowed: Callable[[str], bool]
+    send: RoomSend
+    require_mention: bool
+    auto_join: bool
+    timeout_s: float
+    _dedup: InboundDedup = field(
+        default_factory=lambda: InboundDedup(max_entries=10_000, ttl_s=3600.0),
+        init=False,
+        repr=False,
+    )
+    _noticed_rooms: set[str] = field(default_factory=set, init=False, repr=False)
 
     async def handle(self, response: SyncResponse, inbound: InboundSender) -> int:
         """Handle a sync response's invites and messages; how many messages were published."""
         await self.accept_invites(response)
         published = 0
-        for post in posts(response, self._user_id):
+        for post in posts(response, self.user_id):
             if post.event_id in self._dedup:
                 continue
             if post.encrypted:
                 await self._notice_encrypted(post)
             elif self._addressed(post):
                 media: list[str] = []
-                if post.media_url is not None and self._allowed(post.sender):
+                if post.media_url is not None and self.allowed(post.sender):
                     saved = await download(
-                        self._client(), post, self._data_dir, timeout_s=self._timeout_s
+                        self.client(), post, self.data_dir, timeout_s=self.timeout_s
                     )
                     media = [saved] if saved else []
                 await self._publish(inbound, _to_inbound(post, media))
@@ -82,9 +77,9 @@ class SyncHandler:
         return published
 
     def _addressed(self, post: MatrixPost) -> bool:
-        if not self._require_mention or post.mentions_bot:
+        if not self.require_mention or post.mentions_bot:
             return True
-        room = self._client().rooms.get(post.room_id)
+        room = self.client().rooms.get(post.room_id)
         return room is None or room.member_count <= 2
 
     async def _publish(self, inbound: InboundSender, message: InboundMessage) -> None:
@@ -92,12 +87,12 @@ class SyncHandler:
         await until_taken(lambda: inbound.send(message), event="matrix.backpressure")
 
     async def accept_invites(self, response: SyncResponse) -> None:
-        for invite in invites(response, self._user_id):
-            if not self._auto_join or not self._allowed(invite.inviter):
+        for invite in invites(response, self.user_id):
+            if not self.auto_join or not self.allowed(invite.inviter):
                 log.info("matrix.invite_ignored", room_id=invite.room_id, inviter=invite.inviter)
                 continue
-            async with matrix_call("join", self._timeout_s):
-                joined = await self._client().join(invite.room_id)
+            async with matrix_call("join", self.timeout_s):
+                joined = await self.client().join(invite.room_id)
             if isinstance(joined, ErrorResponse):
                 log.warning("matrix.join_failed", room_id=invite.room_id, error=str(joined))
             else:
@@ -110,7 +105,7 @@ class SyncHandler:
         self._noticed_rooms.add(post.room_id)
         notice: Content = {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE}
         try:
-            await self._send(post.room_id, notice, f"encrypted-notice.{post.event_id}")
+            await self.send(post.room_id, notice, f"encrypted-notice.{post.event_id}")
         except ChannelError as error:
             log.warning("matrix.encrypted_notice_failed", room_id=post.room_id, error=str(error))
 

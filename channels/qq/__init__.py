@@ -18,16 +18,6 @@ if TYPE_CHECKING:
 __all__ = ["QQBotChannel", "create", "seed_from_secret", "sign_hex", "signing_key"]
 
 
-# Every platform's `create` maps its config to its constructor field by field, typed at both
-# ends: they read alike on purpose.
 def create(config: QQBotConfig, context: ChannelContext) -> QQBotChannel:
     del context  # nothing kept on disk
-    channel = QQBotChannel(
-        app_id=config.app_id,
-        app_secret=config.app_secret.get_secret_value(),
-        mode=config.mode,
-        webhook_path=config.webhook_path,
-        api_base_url=config.api_base_url,
-        token_url=config.token_url,
-    )
-    return channel
+    return QQBotChannel(config)

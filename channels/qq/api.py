@@ -13,9 +13,9 @@ from typing import Any
 
 import aiohttp
 
-from channels.access_token import TokenRefused
+from channels.access_token import AccessTokenCache, TokenRefused
 from channels.errors import AuthError, ChannelError, RateLimited, TransientError
-from channels.qq.token import CHANNEL, AccessToken
+from channels.qq.token import CHANNEL
 
 RATE_LIMIT_CODES = frozenset({22009})
 DUPLICATE_CODES = frozenset({40054005})
@@ -54,7 +54,7 @@ class QQApi:
     def __init__(
         self,
         http: Callable[[], aiohttp.ClientSession],
-        token: AccessToken,
+        token: AccessTokenCache,
         *,
         base_url: str,
         timeout_s: float = 10.0,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import aiohttp
 import structlog
@@ -36,14 +36,16 @@ from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
 from channels.qq.events import MalformedEvent, parse_message, target
 from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionState
 from channels.qq.passive import MAX_REPLIES, PassiveReplies
-from channels.qq.token import CHANNEL, AccessToken
+from channels.qq.token import CHANNEL, access_token
 from channels.qq.webhook import QQWebhook
-from channels.retry import backoff_delay_s
-from channels.stopping import sleep_unless_set, until_stopped
+from channels.reconnect import ReconnectPolicy, reconnecting
+from channels.stopping import until_stopped
+from config import QQBotConfig
 
 log = structlog.get_logger(__name__)
 
-Mode = Literal["webhook", "websocket"]
+#: After the gateway connection ends: 1 s, doubling to a minute while it keeps failing.
+RECONNECT = ReconnectPolicy(base_s=1.0, cap_s=60.0)
 
 
 class QQBotChannel(Channel):
@@ -52,35 +54,27 @@ class QQBotChannel(Channel):
 
     def __init__(
         self,
+        config: QQBotConfig,
         *,
-        app_id: str,
-        app_secret: str,
-        mode: Mode = "webhook",
-        webhook_path: str = "/qq/callback",
-        api_base_url: str = "https://api.sgroup.qq.com",
-        token_url: str = "https://bots.qq.com/app/getAppAccessToken",
         request_timeout_s: float = 10.0,
-        reconnect_base_s: float = 1.0,
-        reconnect_cap_s: float = 60.0,
+        reconnect: ReconnectPolicy = RECONNECT,
     ) -> None:
-        if not app_id or not app_secret:
-            raise ValueError("the QQ bot needs its app_id and app_secret")
-        self._mode = mode
-        self._reconnect_base_s = reconnect_base_s
-        self._reconnect_cap_s = reconnect_cap_s
+        app_secret = config.app_secret.get_secret_value()
+        self._mode = config.mode
+        self._reconnect = reconnect
         self._gateway_state = SessionState()
         self._receiving = asyncio.Event()
-        self._webhook_path = webhook_path
+        self._webhook_path = config.webhook_path
         self._http_session = LazySession()
-        self._token = AccessToken(
+        self._token = access_token(
             self._http,
-            token_url=token_url,
-            app_id=app_id,
+            token_url=config.token_url,
+            app_id=config.app_id,
             app_secret=app_secret,
             timeout_s=request_timeout_s,
         )
         self._api = QQApi(
-            self._http, self._token, base_url=api_base_url, timeout_s=request_timeout_s
+            self._http, self._token, base_url=config.api_base_url, timeout_s=request_timeout_s
         )
         self._webhook = QQWebhook(app_secret)
         self._replies = PassiveReplies()
@@ -137,28 +131,14 @@ class QQBotChannel(Channel):
         async def take(payload: dict[str, Any]) -> None:
             await until_taken(lambda: self._take(inbound, payload), event="qq.inbound_refused")
 
-        failures = 0
-        while not self._stopping.is_set():
-            try:
-                await until_stopped(self._gateway_session(take), self._stopping, name="qq:gateway")
-            except AuthError as error:
-                raise FatalChannelError(
-                    str(error), channel=CHANNEL, suggestion=error.suggestion
-                ) from error
-            except (TransientError, aiohttp.ClientError, OSError) as error:
-                failures += 1
-                log.warning("qq.gateway_failed", error=str(error), failures=failures)
-            else:
-                failures = 0
-            finally:
-                self._receiving.clear()
-            if self._stopping.is_set():
-                return
-            delay_s = backoff_delay_s(
-                max(failures, 1), self._reconnect_base_s, self._reconnect_cap_s
-            )
-            if await sleep_unless_set(self._stopping, delay_s):
-                return
+        await reconnecting(
+            lambda: until_stopped(self._gateway_session(take), self._stopping, name="qq:gateway"),
+            self._stopping,
+            channel=CHANNEL,
+            failed_event="qq.gateway_failed",
+            policy=self._reconnect,
+            on_ended=self._receiving.clear,
+        )
 
     async def _gateway_session(self, take: DispatchHandler) -> None:
         gateway = await self._api.call("GET", "/gateway")

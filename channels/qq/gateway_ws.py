@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import aiohttp
@@ -47,30 +47,22 @@ class SessionState:
     seq: int | None = None
 
 
+@dataclass(eq=False)
 class GatewaySession:
     """One websocket connection; `run` returns when it ends and the caller should reconnect."""
 
-    def __init__(
-        self,
-        socket: aiohttp.ClientWebSocketResponse,
-        state: SessionState,
-        *,
-        token: str,
-        on_dispatch: DispatchHandler,
-        on_ready: Callable[[], None],
-        hello_timeout_s: float = 10.0,
-    ) -> None:
-        self._socket = socket
-        self._state = state
-        self._token = token
-        self._on_dispatch = on_dispatch
-        self._hello_timeout_s = hello_timeout_s
-        self._on_ready = on_ready
-        #: Heartbeats sent since the last op 11; two unanswered count the connection as dead.
-        self._unanswered = 0
+    socket: aiohttp.ClientWebSocketResponse
+    state: SessionState
+    _: KW_ONLY
+    token: str
+    on_dispatch: DispatchHandler
+    on_ready: Callable[[], None]
+    hello_timeout_s: float = 10.0
+    #: Heartbeats sent since the last op 11; two unanswered count the connection as dead.
+    _unanswered: int = field(default=0, init=False, repr=False)
 
     async def run(self) -> None:
-        hello = await asyncio.wait_for(self._receive(), self._hello_timeout_s)
+        hello = await asyncio.wait_for(self._receive(), self.hello_timeout_s)
         if hello is None or hello.get("op") != OP_HELLO:
             raise TransientError(f"expected op 10 Hello, got {hello!r}", channel=CHANNEL)
         interval_ms = (hello.get("d") or {}).get("heartbeat_interval", 41250)
@@ -85,11 +77,11 @@ class GatewaySession:
             await asyncio.gather(beater, return_exceptions=True)
 
     async def _hand_in(self) -> None:
-        token = f"QQBot {self._token}"
-        if self._state.session_id is not None and self._state.seq is not None:
+        token = f"QQBot {self.token}"
+        if self.state.session_id is not None and self.state.seq is not None:
             payload: dict[str, Any] = {
                 "op": OP_RESUME,
-                "d": {"token": token, "session_id": self._state.session_id, "seq": self._state.seq},
+                "d": {"token": token, "session_id": self.state.session_id, "seq": self.state.seq},
             }
         else:
             payload = {
@@ -99,10 +91,10 @@ class GatewaySession:
         await self._send(payload)
 
     async def _send(self, payload: dict[str, Any]) -> None:
-        await asyncio.wait_for(self._socket.send_str(json.dumps(payload)), 10.0)
+        await asyncio.wait_for(self.socket.send_str(json.dumps(payload)), 10.0)
 
     async def _receive(self) -> dict[str, Any] | None:
-        message = await self._socket.receive()
+        message = await self.socket.receive()
         if message.type != aiohttp.WSMsgType.TEXT:
             self._check_close()
             return None
@@ -114,7 +106,7 @@ class GatewaySession:
         return payload if isinstance(payload, dict) else {}
 
     def _check_close(self) -> None:
-        code = self._socket.close_code
+        code = self.socket.close_code
         if code in FATAL_CLOSE_CODES:
             raise AuthError(
                 f"the QQ gateway closed the connection with code {code}",
@@ -137,25 +129,25 @@ class GatewaySession:
                 return
             elif op == OP_INVALID_SESSION:
                 log.info("qq.gateway_session_invalid")
-                self._state.session_id, self._state.seq = None, None
+                self.state.session_id, self.state.seq = None, None
                 return
 
     async def _dispatch(self, payload: dict[str, Any]) -> None:
         kind = payload.get("t")
         if kind == "READY":
             data = payload.get("d") or {}
-            self._state.session_id = str(data.get("session_id") or "") or None
-            self._on_ready()
+            self.state.session_id = str(data.get("session_id") or "") or None
+            self.on_ready()
             log.info("qq.gateway_ready")
         elif kind == "RESUMED":
-            self._on_ready()
+            self.on_ready()
             log.info("qq.gateway_resumed")
         else:
-            await self._on_dispatch(payload)
+            await self.on_dispatch(payload)
         seq = payload.get("s")
         if isinstance(seq, int):
             # Past this event only now that it is handled (durable).
-            self._state.seq = seq
+            self.state.seq = seq
 
     async def _heartbeats(self, interval_s: float) -> None:
         while True:
@@ -163,8 +155,8 @@ class GatewaySession:
             if self._unanswered >= MISSED_HEARTBEATS_ALLOWED:
                 log.warning("qq.gateway_heartbeats_unanswered", missed=self._unanswered)
                 with contextlib.suppress(TimeoutError, aiohttp.ClientError):
-                    await asyncio.wait_for(self._socket.close(), 2.0)
+                    await asyncio.wait_for(self.socket.close(), 2.0)
                 return
             self._unanswered += 1
             with contextlib.suppress(ConnectionResetError):
-                await self._send({"op": OP_HEARTBEAT, "d": self._state.seq})
+                await self._send({"op": OP_HEARTBEAT, "d": self.state.seq})

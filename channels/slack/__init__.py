@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from channels.markup.slack import render_mrkdwn
 from channels.slack.bolt_app import BotIdentity
-from channels.slack.channel import DEFAULT_BASE_URL, SlackChannel
+from channels.slack.channel import SlackChannel
 from channels.slack.errors import translate_api_error
 from channels.slack.socket_mode import proxy_for
 
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from config import SlackConfig
 
 __all__ = [
-    "DEFAULT_BASE_URL",
     "BotIdentity",
     "SlackChannel",
     "create",
@@ -30,18 +29,4 @@ __all__ = [
 
 
 def create(config: SlackConfig, context: ChannelContext) -> SlackChannel:
-    """Build the Slack channel of one profile from its validated config."""
-    app_token = config.app_token.get_secret_value() if config.app_token is not None else None
-    signing_secret = (
-        config.signing_secret.get_secret_value() if config.signing_secret is not None else None
-    )
-    channel = SlackChannel(
-        bot_token=config.bot_token.get_secret_value(),
-        app_token=app_token,
-        mode=config.mode,
-        signing_secret=signing_secret,
-        base_url=config.base_url,
-        webhook_path=config.webhook_path,
-        data_dir=context.data_dir,
-    )
-    return channel
+    return SlackChannel(config, data_dir=context.data_dir)

@@ -20,20 +20,21 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import structlog
 from aiohttp import web
+from pydantic import SecretStr
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
-from channels.base import FORMATTED, Channel
+from channels.base import FORMATTED
 from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.markup.slack import escape, render_mrkdwn
-from channels.run_state import RunState
+from channels.run_state import RunStateChannel
 from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
 from channels.slack.errors import CHANNEL, slack_call
 from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
@@ -41,16 +42,18 @@ from channels.slack.media import DEFAULT_MAX_FILE_BYTES, FileStore, read_uploads
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.slack.threads import ThreadBook
 from channels.stopping import until_stopped
+from config import SlackConfig
 
 log = structlog.get_logger(__name__)
-
-DEFAULT_BASE_URL = "https://slack.com/api/"
 #: How long `probe()` waits for auth.test.
 _PROBE_TIMEOUT_S = 10.0
-Mode = Literal["socket", "http"]
 
 
-class SlackChannel(Channel):
+def _secret(value: SecretStr | None) -> str:
+    return value.get_secret_value() if value is not None else ""
+
+
+class SlackChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["slack"]
     #: chat.update is a Tier 3 method (about 50 calls a minute); one edit a second keeps a
     #: streamed reply within it.
@@ -58,27 +61,20 @@ class SlackChannel(Channel):
 
     def __init__(
         self,
+        config: SlackConfig,
         *,
-        bot_token: str,
         data_dir: Path,
-        mode: Mode = "socket",
-        app_token: str | None = None,
-        signing_secret: str | None = None,
-        base_url: str = DEFAULT_BASE_URL,
-        webhook_path: str = "/slack/events",
         request_timeout_s: float = 30.0,
         ping_interval_s: float = 5.0,
         connect_timeout_s: float = 30.0,
         enqueue_timeout_s: float = 2.0,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     ) -> None:
-        if mode == "socket" and not app_token:
-            raise ValueError("socket mode needs an app-level token (xapp-...)")
-        if mode == "http" and not signing_secret:
-            raise ValueError("http mode needs the app's signing secret")
-        self._mode = mode
-        self._app_token = app_token or ""
-        self._webhook_path = webhook_path
+        # The config is validated: socket mode has its app token, http mode its signing secret.
+        self._mode = config.mode
+        self._app_token = _secret(config.app_token)
+        self._webhook_path = config.webhook_path
+        bot_token, base_url = config.bot_token.get_secret_value(), config.base_url
         self._request_timeout_s = request_timeout_s
         self._ping_interval_s = ping_interval_s
         self._connect_timeout_s = connect_timeout_s
@@ -97,7 +93,7 @@ class SlackChannel(Channel):
         self.app = build_app(
             base_url=base_url,
             proxy=proxy,
-            signing_secret=signing_secret or "",
+            signing_secret=_secret(config.signing_secret),
             bot_token=bot_token,
             identity=lambda: self._identity,
             take_event=self._take_event,
@@ -111,7 +107,7 @@ class SlackChannel(Channel):
         self._identity: BotIdentity | None = None
         self._connection: SocketConnection | None = None
         self._accepting = False
-        self._run_state = RunState()
+        super().__init__()
 
     @property
     def name(self) -> str:
@@ -148,10 +144,6 @@ class SlackChannel(Channel):
         self._run_state.stopping.set()
         self._accepting = False
         await self._run_state.idle.wait()
-
-    async def wait_receiving(self) -> None:
-        """Return once events are being received (socket connected, or http mode started)."""
-        await self._run_state.receiving.wait()
 
     async def health_check(self) -> ChannelHealth:
         if (ended := self._run_state.ended()) is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import urllib.request
+from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import Self
 from urllib.parse import urlsplit
@@ -67,48 +68,40 @@ class _Handler(AsyncSocketModeHandler):
         await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
 
 
+@dataclass(eq=False)
 class SocketConnection:
     """`async with SocketConnection(...)`: connected on entry, closed (every SDK task ended)
     on exit."""
 
-    def __init__(
-        self,
-        app: AsyncApp,
-        app_token: str,
-        web_client: AsyncWebClient,
-        *,
-        ping_interval_s: float,
-        connect_timeout_s: float,
-        close_timeout_s: float = 5.0,
-    ) -> None:
-        self._app = app
-        self._app_token = app_token
-        self._web_client = web_client
-        self._ping_interval_s = ping_interval_s
-        self._connect_timeout_s = connect_timeout_s
-        self._close_timeout_s = close_timeout_s
-        self._handler: _Handler | None = None
+    app: AsyncApp
+    app_token: str
+    web_client: AsyncWebClient
+    _: KW_ONLY
+    ping_interval_s: float
+    connect_timeout_s: float
+    close_timeout_s: float = 5.0
+    _handler: _Handler | None = field(default=None, init=False, repr=False)
 
     async def __aenter__(self) -> Self:
         # The SDK client starts its message loop and aiohttp session as it is built: in here.
         handler = _Handler(
-            self._app,
-            self._app_token,
-            web_client=self._web_client,
-            ping_interval=self._ping_interval_s,
+            self.app,
+            self.app_token,
+            web_client=self.web_client,
+            ping_interval=self.ping_interval_s,
         )
         self._handler = handler
         client = handler.client
-        client.proxy = self._web_client.proxy
+        client.proxy = self.web_client.proxy
         try:
-            async with slack_call("apps.connections.open", self._connect_timeout_s):
+            async with slack_call("apps.connections.open", self.connect_timeout_s):
                 client.wss_uri = await client.issue_new_wss_url()
             try:
-                async with asyncio.timeout(self._connect_timeout_s):
+                async with asyncio.timeout(self.connect_timeout_s):
                     await handler.connect_async()  # type: ignore[no-untyped-call]
             except TimeoutError as error:
                 raise TransientError(
-                    f"no Socket Mode connection within {self._connect_timeout_s:g} s",
+                    f"no Socket Mode connection within {self.connect_timeout_s:g} s",
                     channel=CHANNEL,
                 ) from error
         except BaseException:
@@ -136,10 +129,10 @@ class SocketConnection:
             return
         client = handler.client
         try:
-            async with asyncio.timeout(self._close_timeout_s):
+            async with asyncio.timeout(self.close_timeout_s):
                 await handler.close_async()  # type: ignore[no-untyped-call]
         except TimeoutError:
-            log.warning("slack.socket_mode_close_timed_out", timeout_s=self._close_timeout_s)
+            log.warning("slack.socket_mode_close_timed_out", timeout_s=self.close_timeout_s)
         finally:
             await _settle(
                 [
@@ -147,7 +140,7 @@ class SocketConnection:
                     client.current_session_monitor,
                     client.message_receiver,
                 ],
-                self._close_timeout_s,
+                self.close_timeout_s,
             )
 
 

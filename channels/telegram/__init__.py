@@ -29,5 +29,4 @@ __all__ = [
 
 
 def create(config: TelegramConfig, context: ChannelContext) -> TelegramChannel:
-    channel = TelegramChannel(config, data_dir=context.data_dir)
-    return channel
+    return TelegramChannel(config, data_dir=context.data_dir)

@@ -139,22 +139,19 @@ class TelegramSender:
         parse_mode: str | None,
         reply: ReplyParameters | None,
     ) -> Message:
-        mode = parse_mode if caption else None
-        if upload.as_photo:
-            with translated("sendPhoto"):
-                return await self._bot.send_photo(
-                    chat_ref(chat_id),
-                    upload.file,
-                    caption=caption,
-                    parse_mode=mode,
-                    reply_parameters=reply,
-                )
-        with translated("sendDocument"):
-            return await self._bot.send_document(
+        # A photo is shown inline; anything else goes as a document (Telegram's two methods
+        # take the same arguments).
+        method, send = (
+            ("sendPhoto", self._bot.send_photo)
+            if upload.as_photo
+            else ("sendDocument", self._bot.send_document)
+        )
+        with translated(method):
+            return await send(
                 chat_ref(chat_id),
                 upload.file,
                 caption=caption,
-                parse_mode=mode,
+                parse_mode=parse_mode if caption else None,
                 reply_parameters=reply,
             )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TypeVar
 
 import structlog
@@ -75,31 +76,23 @@ class UpdatesRequest(HTTPXRequest):
         return skipped
 
 
+@dataclass(eq=False)
 class UpdatePoller:
-    def __init__(
-        self,
-        bot: Bot,
-        request: UpdatesRequest,
-        *,
-        poll_timeout_s: float,
-        backoff: Backoff,
-        on_health: Callable[[ChannelHealth], None],
-        confirm_timeout_s: float = GOODBYE_TIMEOUT_S,
-    ) -> None:
-        self._bot = bot
-        self._request = request
-        self._poll_timeout_s = poll_timeout_s
-        self._backoff = backoff
-        self._on_health = on_health
-        self._confirm_timeout_s = confirm_timeout_s
-        #: The next update id to ask for; everything below it has been handled.
-        self.next_offset: int | None = None
-        self._asked_offset: int | None = None
+    bot: Bot
+    request: UpdatesRequest
+    _: KW_ONLY
+    poll_timeout_s: float
+    backoff: Backoff
+    on_health: Callable[[ChannelHealth], None]
+    confirm_timeout_s: float = GOODBYE_TIMEOUT_S
+    #: The next update id to ask for; everything below it has been handled.
+    next_offset: int | None = field(default=None, init=False)
+    _asked_offset: int | None = field(default=None, init=False, repr=False)
 
     async def run(
         self, handle: Callable[[Update], Awaitable[None]], stopping: asyncio.Event
     ) -> None:
-        delay_s = self._backoff.initial_s
+        delay_s = self.backoff.initial_s
         while not stopping.is_set():
             try:
                 updates = await until_stopped(self._fetch(), stopping, name="telegram:poll-request")
@@ -109,22 +102,22 @@ class UpdatePoller:
                 wait_s = delay_s
                 if isinstance(exc, RateLimited):
                     wait_s = max(wait_s, exc.retry_after_s)
-                self._on_health(ChannelHealth.degraded(f"polling failed: {exc}"))
+                self.on_health(ChannelHealth.degraded(f"polling failed: {exc}"))
                 log.warning("telegram.poll_failed", error=str(exc), retry_in_s=wait_s)
                 if await sleep_unless_set(stopping, wait_s):
                     return
-                delay_s = self._backoff.next(delay_s)
+                delay_s = self.backoff.next(delay_s)
                 continue
             if updates is None:
                 return
-            delay_s = self._backoff.initial_s
-            self._on_health(ChannelHealth.healthy())
+            delay_s = self.backoff.initial_s
+            self.on_health(ChannelHealth.healthy())
             try:
                 await self._handle_batch(updates, handle, stopping)
             except InboundRefused as refused:
                 # The gateway's backlog is full: stop polling for a while. The offset stays
                 # before the refused update, so Telegram hands it (and what follows) over again.
-                wait_s = refused.retry_after_s or self._backoff.initial_s
+                wait_s = refused.retry_after_s or self.backoff.initial_s
                 log.warning("telegram.poll_paused", reason=refused.message, retry_in_s=wait_s)
                 if await sleep_unless_set(stopping, wait_s):
                     return
@@ -143,16 +136,16 @@ class UpdatePoller:
             if self.next_offset is None or update.update_id >= self.next_offset:
                 await handle(update)
             self._advance(update.update_id)
-        for update_id in self._request.take_skipped():
+        for update_id in self.request.take_skipped():
             self._advance(update_id)
 
     async def _fetch(self) -> tuple[Update, ...]:
         offset = self.next_offset
         try:
-            updates = await self._bot.get_updates(
+            updates = await self.bot.get_updates(
                 offset=offset,
                 # Whole seconds, as Telegram takes them; 0 would turn long polling into a busy loop.
-                timeout=max(1, round(self._poll_timeout_s)),
+                timeout=max(1, round(self.poll_timeout_s)),
                 allowed_updates=ALLOWED_UPDATES,
             )
         except TelegramError as exc:
@@ -171,8 +164,8 @@ class UpdatePoller:
         if self.next_offset is None or self.next_offset == self._asked_offset:
             return
         try:
-            async with asyncio.timeout(self._confirm_timeout_s):
-                await self._bot.get_updates(
+            async with asyncio.timeout(self.confirm_timeout_s):
+                await self.bot.get_updates(
                     offset=self.next_offset, limit=1, timeout=0, allowed_updates=ALLOWED_UPDATES
                 )
         except (TelegramError, TimeoutError) as exc:

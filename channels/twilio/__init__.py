@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.twilio.channel import DEFAULT_API_BASE_URL, TwilioChannel
+from channels.twilio.channel import TwilioChannel
 from channels.twilio.inbound import CARRIER_KEYWORDS, parse_sms
 from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature
 from channels.webhook_refusal import Verdict
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CARRIER_KEYWORDS",
-    "DEFAULT_API_BASE_URL",
     "SIGNATURE_HEADER",
     "TwilioChannel",
     "TwilioSignature",
@@ -29,19 +28,5 @@ __all__ = [
 ]
 
 
-# Every platform's `create` maps its config to its constructor field by field, typed at both
-# ends: they read alike on purpose.
 def create(config: TwilioConfig, context: ChannelContext) -> TwilioChannel:
-    """Build the Twilio channel of one profile from its validated config."""
-    channel = TwilioChannel(
-        account_sid=config.account_sid,
-        auth_token=config.auth_token.get_secret_value(),
-        public_url=config.public_url,
-        data_dir=context.data_dir,
-        from_number=config.from_number,
-        messaging_service_sid=config.messaging_service_sid,
-        webhook_path=config.webhook_path,
-        api_base_url=config.api_base_url,
-        stranger_notice=config.stranger_notice,
-    )
-    return channel
+    return TwilioChannel(config, data_dir=context.data_dir)

@@ -26,25 +26,22 @@ from aiohttp import web
 from twilio.rest import Client
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.base import Channel
 from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
-from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
-from channels.run_state import RunState
+from channels.run_state import RunStateChannel
 from channels.twilio.errors import CHANNEL, twilio_call
 from channels.twilio.http import TwilioHttp, basic_auth_header
 from channels.twilio.inbound import Sms
 from channels.twilio.signature import TwilioSignature
 from channels.twilio.webhook import TwilioWebhook
+from config import TwilioConfig
 
 log = structlog.get_logger(__name__)
 
 CREDENTIALS_REFUSED = "Twilio refused the credentials"
-
-DEFAULT_API_BASE_URL = "https://api.twilio.com"
 
 
 def _same_origin(url: str, other: str) -> bool:
@@ -52,46 +49,37 @@ def _same_origin(url: str, other: str) -> bool:
     return (first.scheme, first.netloc) == (second.scheme, second.netloc)
 
 
-class TwilioChannel(Channel):
+class TwilioChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["twilio"]
 
     def __init__(
-        self,
-        *,
-        account_sid: str,
-        auth_token: str,
-        public_url: str,
-        data_dir: Path,
-        from_number: str | None = None,
-        messaging_service_sid: str | None = None,
-        webhook_path: str = "/twilio/sms",
-        api_base_url: str = DEFAULT_API_BASE_URL,
-        stranger_notice: bool = True,
-        request_timeout_s: float = 30.0,
+        self, config: TwilioConfig, *, data_dir: Path, request_timeout_s: float = 30.0
     ) -> None:
-        if (from_number is None) == (messaging_service_sid is None):
-            raise ValueError("give exactly one of from_number and messaging_service_sid")
-        self._account_sid = account_sid
-        self._auth_token = auth_token
+        """`config` validated: exactly one of `from_number` and `messaging_service_sid`."""
+        self._account_sid = config.account_sid
+        self._auth_token = auth_token = config.auth_token.get_secret_value()
         self._sender: dict[str, Any] = (
-            {"from_": from_number}
-            if from_number is not None
-            else {"messaging_service_sid": messaging_service_sid}
+            {"from_": config.from_number}
+            if config.from_number is not None
+            else {"messaging_service_sid": config.messaging_service_sid}
         )
-        self._webhook_path = webhook_path
-        self._api_base_url = api_base_url.rstrip("/")
-        self._stranger_notice = stranger_notice
+        self._webhook_path = config.webhook_path
+        self._api_base_url = config.api_base_url.rstrip("/")
+        self._stranger_notice = config.stranger_notice
         self._timeout_s = request_timeout_s
         self._media = MediaStore.under(data_dir, CHANNEL)
         self._webhook = TwilioWebhook(
-            TwilioSignature(auth_token, public_url), self._take, lambda: self._inbound is not None
+            TwilioSignature(auth_token, config.public_url),
+            self._take,
+            lambda: self._run_state.inbound is not None,
         )
         self._recent = InboundDedup(max_entries=10_000, ttl_s=3600.0)
         self._client: Client | None = None
         self._http: TwilioHttp | None = None
-        self._inbound: InboundSender | None = None
-        self._run_state = RunState()
+        super().__init__()
 
+    # name, format_outbound and start read like WhatsAppChannel's: the same members, this
+    # platform's values (the shared mechanics are RunState.serve's).
     @property
     def name(self) -> str:
         return CHANNEL
@@ -104,20 +92,14 @@ class TwilioChannel(Channel):
     async def start(self, inbound: InboundSender) -> None:
         """Check the credentials, then take webhooks until `stop()`, cancellation or a
         rejected token."""
-        # The lifecycle of WhatsAppChannel too: the mechanics are RunState's, what is probed
-        # and which refusal is fatal are each platform's.
-        if self._run_state.stopping.is_set():
-            return
-        async with self._run_state.running():
-            await self._run_state.check_credentials(
-                self.probe, CREDENTIALS_REFUSED, channel=CHANNEL
-            )
-            self._inbound = inbound
-            try:
-                log.info("twilio.receiving", path=self._webhook_path)
-                await self._run_state.receive_until(name="twilio-auth-watch")
-            finally:
-                self._inbound = None
+        await self._run_state.serve(
+            inbound,
+            self.probe,
+            CREDENTIALS_REFUSED,
+            channel=CHANNEL,
+            task_name="twilio-auth-watch",
+            path=self._webhook_path,
+        )
 
     def _credentials_dead(self, error: AuthError) -> FatalChannelError:
         return self._run_state.refused(CREDENTIALS_REFUSED, error, channel=CHANNEL)
@@ -128,12 +110,6 @@ class TwilioChannel(Channel):
         http, self._http, self._client = self._http, None, None
         if http is not None:
             await http.close()
-
-    async def wait_receiving(self) -> None:
-        await self._run_state.receiving.wait()
-
-    async def health_check(self) -> ChannelHealth:
-        return self._run_state.health()
 
     async def probe(self) -> str | None:
         client = self._rest()
@@ -162,9 +138,7 @@ class TwilioChannel(Channel):
 
     async def _take(self, sms: Sms) -> None:
         """One signed inbound message: returns once the gateway has it (or it needs nothing)."""
-        inbound = self._inbound
-        if inbound is None:
-            raise ChannelError("the Twilio channel is not receiving", channel=CHANNEL)
+        inbound = self._run_state.receiver(CHANNEL)
         if sms.is_carrier_keyword:
             log.info("twilio.carrier_keyword", sid=sms.sid, keyword=sms.body.strip().upper())
             return

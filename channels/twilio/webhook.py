@@ -18,7 +18,7 @@ from twilio.twiml.messaging_response import MessagingResponse
 from channels.acknowledge import hand_over
 from channels.twilio.inbound import MalformedWebhook, Params, Sms, parse_sms
 from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature
-from channels.webhook_refusal import signature_refusal
+from channels.webhook_refusal import not_running, signature_refusal
 
 log = structlog.get_logger(__name__)
 
@@ -60,7 +60,7 @@ class TwilioWebhook:
         ) is not None:
             return refusal
         if not self._accepting():
-            return web.Response(status=503, text="channel not running")
+            return not_running()
         try:
             sms = parse_sms(params)
         except MalformedWebhook as error:

@@ -19,5 +19,4 @@ __all__ = ["WeComChannel", "WeComCrypto", "create"]
 
 
 def create(config: WeComConfig, context: ChannelContext) -> WeComChannel:
-    channel = WeComChannel(config)
-    return channel
+    return WeComChannel(config)

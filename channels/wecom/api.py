@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused, issued_token
+from channels.access_token import IssuedToken, TokenRefused, issued_token
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from channels.http_session import LazySession
 from channels.platform_call import platform_call
+from channels.token_api import TokenApi
 
 CHANNEL = "wecom"
 
@@ -36,23 +36,14 @@ RATE_LIMIT_WAIT_S = 3.0
 REQUEST_TIMEOUT_S = 15.0
 
 
-class WeComApi:
-    # Built like FeishuApi (credentials, a lazy session, the shared token cache); the wire
-    # formats differ, so each platform keeps its own request and error table.
-    def __init__(self, base_url: str, corp_id: str, secret: str) -> None:
-        self._base_url = base_url.rstrip("/")
-        self._corp_id = corp_id
-        self._secret = secret
-        self._session = LazySession(timeout_s=REQUEST_TIMEOUT_S)
-        self.tokens = AccessTokenCache(
-            self._fetch_token, channel=CHANNEL, credentials_hint="check corp_id and secret"
-        )
-
-    async def close(self) -> None:
-        await self._session.close()
+class WeComApi(TokenApi):
+    # The platform facts TokenApi asks for: alike in shape to FeishuApi's, different values.
+    channel = CHANNEL
+    credentials_hint = "check corp_id and secret"
+    request_timeout_s = REQUEST_TIMEOUT_S
 
     async def _fetch_token(self) -> IssuedToken:
-        params = {"corpid": self._corp_id, "corpsecret": self._secret}
+        params = {"corpid": self.client_id, "corpsecret": self._secret}
         body = await self._request("GET", "/cgi-bin/gettoken", "gettoken", params=params)
         return issued_token(body, "access_token", "expires_in", channel=CHANNEL)
 
@@ -75,10 +66,10 @@ class WeComApi:
         params: Mapping[str, str],
         json: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        url = self._base_url + path
+        url = self.base_url + path
         async with (
             platform_call(what, REQUEST_TIMEOUT_S, channel=CHANNEL),
-            self._session.get().request(method, url, params=params, json=json) as response,
+            self.http().request(method, url, params=params, json=json) as response,
         ):
             if response.status >= 500:
                 raise TransientError(f"{what}: HTTP {response.status}", channel=CHANNEL)

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from channels.acknowledge import hand_over
 from channels.dedup import InboundDedup
-from channels.webhook_refusal import WebhookRefused, is_stale, refusal_response
+from channels.webhook_refusal import WebhookRefused, is_stale, not_running, refusal_response
 from channels.wecom.crypto import CryptoError, SignatureMismatch, WeComCrypto
 from channels.wecom.messages import (
     TEXT_TYPES,
@@ -92,7 +92,7 @@ class CallbackReceiver:
             return refusal_response(request, refused, event="wecom.callback_refused")
         handle = self.handle
         if handle is None:
-            return web.Response(status=503, text="channel not running")
+            return not_running()
         try:
             message = read_message(plain)
         except MalformedCallback as exc:

@@ -18,11 +18,10 @@ import structlog
 from aiohttp import web
 
 from bus import InboundSender, OutboundMessage
-from channels.base import FORMATTED, Channel
+from channels.base import FORMATTED
 from channels.errors import AuthError, RateLimited
-from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.run_state import RunState
+from channels.run_state import RunStateChannel
 from channels.wecom.api import CHANNEL, WeComApi
 from channels.wecom.callback import CallbackReceiver
 from channels.wecom.crypto import WeComCrypto
@@ -33,7 +32,7 @@ from config import WeComConfig
 log = structlog.get_logger(__name__)
 
 
-class WeComChannel(Channel):
+class WeComChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["wecom"]
 
     def __init__(self, config: WeComConfig, *, window: SendWindow | None = None) -> None:
@@ -46,15 +45,11 @@ class WeComChannel(Channel):
             config.corp_id,
         )
         self._receiver = CallbackReceiver(crypto)
-        self._run_state = RunState()
+        super().__init__()
 
     @property
     def name(self) -> str:
         return CHANNEL
-
-    async def wait_receiving(self) -> None:
-        """Return once callbacks are taken (the credentials were accepted)."""
-        await self._run_state.receiving.wait()
 
     async def start(self, inbound: InboundSender) -> None:
         if self._run_state.stopping.is_set():
@@ -87,9 +82,6 @@ class WeComChannel(Channel):
     def web_routes(self) -> Sequence[web.AbstractRouteDef]:
         path = self._config.webhook_path
         return (web.get(path, self._receiver.verify_url), web.post(path, self._receiver.receive))
-
-    async def health_check(self) -> ChannelHealth:
-        return self._run_state.health()
 
     async def probe(self) -> str | None:
         # Its own client: a probe neither disturbs nor outlives a running channel's session.

@@ -9,37 +9,36 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 #: 发送应用消息: "每应用对同一个成员不可超过30次/分" (U: per member, per minute).
 MAX_SENDS = 30
 WINDOW_S = 60.0
 
 
+@dataclass(eq=False)
 class SendWindow:
-    def __init__(
-        self,
-        max_sends: int = MAX_SENDS,
-        window_s: float = WINDOW_S,
-        *,
-        max_members: int = 10_000,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._max_sends = max_sends
-        self._window_s = window_s
-        self._max_members = max_members
-        self._clock = clock
-        self._sent: OrderedDict[str, deque[float]] = OrderedDict()
+    """At most `max_sends` per member in any `window_s`, for the `max_members` seen last."""
+
+    max_sends: int = MAX_SENDS
+    window_s: float = WINDOW_S
+    _: KW_ONLY
+    max_members: int = 10_000
+    clock: Callable[[], float] = time.monotonic
+    _sent: OrderedDict[str, deque[float]] = field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
 
     def reserve(self, member: str) -> float:
         """0 and the send is counted, or the seconds to wait before it may go."""
-        now = self._clock()
+        now = self.clock()
         sent = self._sent.setdefault(member, deque())
         self._sent.move_to_end(member)
-        while sent and now - sent[0] >= self._window_s:
+        while sent and now - sent[0] >= self.window_s:
             sent.popleft()
-        if len(sent) >= self._max_sends:
-            return self._window_s - (now - sent[0])
+        if len(sent) >= self.max_sends:
+            return self.window_s - (now - sent[0])
         sent.append(now)
-        while len(self._sent) > self._max_members:
+        while len(self._sent) > self.max_members:
             self._sent.popitem(last=False)
         return 0.0

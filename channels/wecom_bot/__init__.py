@@ -19,7 +19,4 @@ __all__ = ["MARKDOWN_LIMIT", "STREAM_LIMIT", "WecomBotChannel", "create"]
 
 def create(config: WecomBotConfig, context: ChannelContext) -> WecomBotChannel:
     del context  # nothing kept on disk
-    channel = WecomBotChannel(
-        bot_id=config.bot_id, secret=config.secret.get_secret_value(), ws_url=config.ws_url
-    )
-    return channel
+    return WecomBotChannel(config)

@@ -28,17 +28,20 @@ from channels.backpressure import until_taken
 from channels.base import Channel
 from channels.coalesce import split_message
 from channels.dedup import InboundDedup
-from channels.errors import AuthError, FatalChannelError, TransientError
+from channels.errors import FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.retry import backoff_delay_s
-from channels.stopping import sleep_unless_set
+from channels.reconnect import ReconnectPolicy, reconnecting
 from channels.wecom_bot import frames
 from channels.wecom_bot.connection import CHANNEL, AibotConnection
 from channels.wecom_bot.frames import Callback, Frame, MalformedFrame
 from channels.wecom_bot.replies import ReplyBook
+from config import WecomBotConfig
 
 log = structlog.get_logger(__name__)
+
+#: After the websocket ends: 1 s, doubling to 30 s while it keeps failing.
+RECONNECT = ReconnectPolicy(base_s=1.0, cap_s=30.0)
 
 #: A stream frame's `content` may hold at most 20,480 bytes (UTF-8).
 STREAM_LIMIT = PLATFORM_LIMITS["wecom-bot"]
@@ -55,26 +58,20 @@ class WecomBotChannel(Channel):
 
     def __init__(
         self,
+        config: WecomBotConfig,
         *,
-        bot_id: str,
-        secret: str,
-        ws_url: str = "wss://openws.work.weixin.qq.com",
         ping_interval_s: float = 30.0,
         ack_timeout_s: float = 5.0,
         connect_timeout_s: float = 10.0,
-        reconnect_base_s: float = 1.0,
-        reconnect_cap_s: float = 30.0,
+        reconnect: ReconnectPolicy = RECONNECT,
     ) -> None:
-        if not bot_id or not secret:
-            raise ValueError("the WeCom AI bot needs its bot_id and secret")
-        self._bot_id = bot_id
-        self._secret = secret
-        self._ws_url = ws_url
+        self._bot_id = config.bot_id
+        self._secret = config.secret.get_secret_value()
+        self._ws_url = config.ws_url
         self._ping_interval_s = ping_interval_s
         self._ack_timeout_s = ack_timeout_s
         self._connect_timeout_s = connect_timeout_s
-        self._reconnect_base_s = reconnect_base_s
-        self._reconnect_cap_s = reconnect_cap_s
+        self._reconnect = reconnect
         self._book = ReplyBook()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=24 * 3600.0)
         self._received: asyncio.Queue[Frame] = asyncio.Queue(maxsize=256)
@@ -104,23 +101,13 @@ class WecomBotChannel(Channel):
                 await asyncio.gather(pump, return_exceptions=True)
 
     async def _connect_until_stopped(self, http: aiohttp.ClientSession) -> None:
-        failures = 0
-        while not self._stopping.is_set():
-            try:
-                await self._session(http)
-                failures = 0
-            except AuthError as exc:
-                raise FatalChannelError(str(exc), channel=CHANNEL) from exc
-            except (TransientError, aiohttp.ClientError, OSError, TimeoutError) as exc:
-                failures += 1
-                log.warning("wecom_bot.connection_failed", error=str(exc), failures=failures)
-            if self._stopping.is_set():
-                return
-            delay_s = backoff_delay_s(
-                max(failures, 1), self._reconnect_base_s, self._reconnect_cap_s
-            )
-            log.info("wecom_bot.reconnecting", delay_s=delay_s)
-            await sleep_unless_set(self._stopping, delay_s)
+        await reconnecting(
+            lambda: self._session(http),
+            self._stopping,
+            channel=CHANNEL,
+            failed_event="wecom_bot.connection_failed",
+            policy=self._reconnect,
+        )
 
     async def _session(self, http: aiohttp.ClientSession) -> None:
         socket = await asyncio.wait_for(http.ws_connect(self._ws_url), self._connect_timeout_s)

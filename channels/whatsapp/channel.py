@@ -27,28 +27,25 @@ import structlog
 from aiohttp import web
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.base import Channel
 from channels.bounded import RecentMap
 from channels.dedup import InboundDedup
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
-from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
-from channels.run_state import RunState
+from channels.run_state import RunStateChannel
 from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenRejected
 from channels.whatsapp.graph import GraphClient
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
 from channels.whatsapp.media import download, send_file
 from channels.whatsapp.webhook import WhatsAppWebhook
+from config import WhatsAppConfig
 
 log = structlog.get_logger(__name__)
 
 TOKEN_REFUSED = "WhatsApp rejected the access token"
 
 TOKEN_SUGGESTION = "replace access_token with a valid one"
-
-DEFAULT_API_BASE_URL = "https://graph.facebook.com/v21.0"
 #: Meta retries a webhook it could not deliver for up to 7 days; anything older is a replay.
 MAX_MESSAGE_AGE_S = 7 * 24 * 3600.0
 #: The typing indicator shows for 25 s; renewing it a little earlier keeps it steady.
@@ -57,45 +54,41 @@ TYPING_RENEW_S = 20.0
 _NOT_MESSAGES = frozenset({"reaction", "system", "unsupported", "request_welcome"})
 
 
-class WhatsAppChannel(Channel):
+class WhatsAppChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["whatsapp"]
 
     def __init__(
         self,
+        config: WhatsAppConfig,
         *,
-        access_token: str,
-        phone_number_id: str,
-        app_secret: str,
-        verify_token: str,
         data_dir: Path,
-        webhook_path: str = "/whatsapp/webhook",
-        api_base_url: str = DEFAULT_API_BASE_URL,
         request_timeout_s: float = 30.0,
         max_message_age_s: float = MAX_MESSAGE_AGE_S,
     ) -> None:
         self.graph = GraphClient(
-            base_url=api_base_url,
-            access_token=access_token,
-            phone_number_id=phone_number_id,
+            base_url=config.api_base_url,
+            access_token=config.access_token.get_secret_value(),
+            phone_number_id=config.phone_number_id,
             timeout_s=request_timeout_s,
         )
-        self._webhook_path = webhook_path
+        self._webhook_path = config.webhook_path
         self._max_age_s = max_message_age_s
         self._media = MediaStore.under(data_dir, CHANNEL)
         self._webhook = WhatsAppWebhook(
-            app_secret=app_secret,
-            verify_token=verify_token,
-            phone_number_id=phone_number_id,
+            app_secret=config.app_secret.get_secret_value(),
+            verify_token=config.verify_token.get_secret_value(),
+            phone_number_id=config.phone_number_id,
             take=self._take,
-            accepting=lambda: self._inbound is not None,
+            accepting=lambda: self._run_state.inbound is not None,
         )
         self._recent = InboundDedup(max_entries=10_000, ttl_s=3600.0)
         #: chat -> the wamid of its latest message (what "read" and "typing" refer to).
         self._last_inbound: RecentMap[str, str] = RecentMap(10_000)
         self._typing_shown: dict[str, float] = {}
-        self._inbound: InboundSender | None = None
-        self._run_state = RunState()
+        super().__init__()
 
+    # name, format_outbound and start read like TwilioChannel's: the same members, this
+    # platform's values (the shared mechanics are RunState.serve's).
     @property
     def name(self) -> str:
         return CHANNEL
@@ -107,33 +100,21 @@ class WhatsAppChannel(Channel):
 
     async def start(self, inbound: InboundSender) -> None:
         """Check the token, then take webhooks until `stop()`, cancellation or a dead token."""
-        if self._run_state.stopping.is_set():
-            return
-        async with self._run_state.running():
-            await self._run_state.check_credentials(
-                self.probe,
-                TOKEN_REFUSED,
-                channel=CHANNEL,
-                refusal=TokenRejected,
-                suggestion=TOKEN_SUGGESTION,
-            )
-            self._inbound = inbound
-            try:
-                log.info("whatsapp.receiving", path=self._webhook_path)
-                await self._run_state.receive_until(name="whatsapp-token-watch")
-            finally:
-                self._inbound = None
+        await self._run_state.serve(
+            inbound,
+            self.probe,
+            TOKEN_REFUSED,
+            channel=CHANNEL,
+            task_name="whatsapp-token-watch",
+            refusal=TokenRejected,
+            suggestion=TOKEN_SUGGESTION,
+            path=self._webhook_path,
+        )
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP session; idempotent."""
         await self._run_state.stop()
         await self.graph.close()
-
-    async def wait_receiving(self) -> None:
-        await self._run_state.receiving.wait()
-
-    async def health_check(self) -> ChannelHealth:
-        return self._run_state.health()
 
     async def probe(self) -> str | None:
         number = await self.graph.whoami()
@@ -167,9 +148,7 @@ class WhatsAppChannel(Channel):
             await self._take_message(message)
 
     async def _take_message(self, message: WhatsAppMessage) -> None:
-        inbound = self._inbound
-        if inbound is None:
-            raise ChannelError("the WhatsApp channel is not receiving", channel=CHANNEL)
+        inbound = self._run_state.receiver(CHANNEL)
         if message.kind in _NOT_MESSAGES or message.wamid in self._recent:
             log.debug("whatsapp.not_answered", wamid=message.wamid, kind=message.kind)
             return

@@ -20,7 +20,7 @@ import structlog
 from aiohttp import web
 
 from channels.acknowledge import hand_over
-from channels.webhook_refusal import signature_refusal
+from channels.webhook_refusal import not_running, signature_refusal
 from channels.whatsapp.inbound import MalformedWebhook, Notification, parse_notification
 from channels.whatsapp.signature import SIGNATURE_HEADER, check
 
@@ -64,7 +64,7 @@ class WhatsAppWebhook:
         ) is not None:
             return refusal
         if not self._accepting():
-            return web.Response(status=503, text="channel not running")
+            return not_running()
         try:
             notification = parse_notification(json.loads(body), self._phone_number_id)
         # RecursionError: JSON nested too deeply to parse.

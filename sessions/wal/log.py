@@ -1,15 +1,17 @@
 """`WriteAheadLog`: append-only segment files, one writer thread, one fdatasync per batch.
 
 `append` queues a framed record and returns a future that resolves once the record is durable
-under the fsync policy: `batch` writes everything queued at once and syncs once for all of it
-(group commit, no timer, so an idle disk adds no latency), `always` syncs after each record,
-`never` leaves flushing to the kernel (a killed process loses nothing, a power cut may).
+under the fsync policy (records appended in one iteration of the event loop share one future and
+reach the writer together, `sessions.handover`): `batch` writes everything queued at once and
+syncs once for all of it (group commit, no timer, so an idle disk adds no latency), `always`
+syncs after each record, `never` leaves flushing to the kernel (a killed process loses nothing,
+a power cut may).
 
 `checkpoint(snapshot)` starts a new segment holding `snapshot` (records that restate all live
-state), and once that segment is durable deletes the older ones: the log stays as small as
-what is still unfinished. Opening the log replays every segment in order; a torn tail (the
-process died mid-write) is cut off and kept in a `.torn` side file, a corrupt frame and what
-follows it in its segment go to a `.corrupt` side file and are reported.
+state), and once that segment is durable deletes the older ones: the log stays as small as what
+is still unfinished. Opening the log replays every segment in order; a torn tail (the process
+died mid-write) is cut off and kept in a `.torn` side file, a corrupt frame and what follows it
+in its segment go to a `.corrupt` side file and are reported.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import asyncio
 import errno
 import fcntl
 import os
-import queue
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 import structlog
 
 from sessions.fileops import append_side_file, fsync_dir, make_dirs, sync_data, write_all
+from sessions.handover import Handover
 from sessions.wal.framing import encode_record, scan_records
 from sessions.writer import FSYNC_POLICIES, FsyncPolicy
 
@@ -47,7 +49,8 @@ class LogInUse(RuntimeError):
 # carry what their own writer needs (one log here, a file per session there).
 @dataclass(slots=True)
 class _Append:
-    data: bytes
+    #: Framed records, in order; the loop adds to them until the hand-over.
+    records: list[bytes]
     waiter: asyncio.Future[None]
 
 
@@ -124,7 +127,9 @@ class WriteAheadLog:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
         self.directory = directory
         self.policy: FsyncPolicy = fsync
-        self._queue: queue.SimpleQueue[_Command] = queue.SimpleQueue()
+        self._handover: Handover[_Command] = Handover(on_hand_over=self._seal)
+        #: The append this loop iteration's records join, until it is handed over.
+        self._pending: _Append | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._segments: list[_Segment] = []
@@ -150,6 +155,7 @@ class WriteAheadLog:
         self.size_bytes = sum(segment.size for segment in self._segments)
         self.records_since_checkpoint = len(replay.payloads)
         self._loop = asyncio.get_running_loop()
+        self._handover.bind(self._loop)
         self._thread = threading.Thread(target=self._run, name="wal-writer", daemon=True)
         self._thread.start()
         return replay.payloads
@@ -157,14 +163,22 @@ class WriteAheadLog:
     def append(self, payload: bytes) -> asyncio.Future[None]:
         """Queue one record; the future resolves once it is durable (raises LogWriteError)."""
         data = encode_record(payload)
-        waiter = self._new_waiter()
         if self._broken is not None:
-            waiter.set_exception(LogWriteError(self._broken.errno, str(self._broken)))
-            return waiter
+            refused = self._new_waiter()
+            refused.set_exception(LogWriteError(self._broken.errno, str(self._broken)))
+            return refused
         self.size_bytes += len(data)
         self.records_since_checkpoint += 1
-        self._queue.put(_Append(data, waiter))
-        return waiter
+        pending = self._pending
+        if pending is None:
+            pending = self._pending = _Append([], self._new_waiter())
+            self._handover.put(pending)
+        pending.records.append(data)
+        return pending.waiter
+
+    def _seal(self) -> None:
+        # Handed over: the writer thread may be reading it; later records start another.
+        self._pending = None
 
     async def checkpoint(self, snapshot: list[bytes]) -> None:
         """A new segment that starts with `snapshot`; older segments go once it is durable.
@@ -175,7 +189,8 @@ class WriteAheadLog:
         waiter = self._new_waiter()
         self.size_bytes = sum(len(encode_record(p)) for p in snapshot)
         self.records_since_checkpoint = len(snapshot)
-        self._queue.put(_Rotate(snapshot, waiter))
+        self._seal()  # records appended after this go to the new segment, after the snapshot
+        self._handover.put(_Rotate(snapshot, waiter))
         await waiter
 
     async def close(self) -> None:
@@ -183,7 +198,8 @@ class WriteAheadLog:
         if self._thread is None:
             return
         waiter = self._new_waiter()
-        self._queue.put(_Stop(waiter))
+        self._seal()
+        self._handover.put(_Stop(waiter))
         await asyncio.wait([waiter])
         await asyncio.to_thread(self._thread.join)
         self._thread = None
@@ -208,15 +224,8 @@ class WriteAheadLog:
         return fd
 
     def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            while True:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            if self._commit(batch):
-                return
+        while not self._commit(self._handover.take()):
+            pass
 
     def _commit(self, batch: list[_Command]) -> bool:
         """Run a batch in order; True once a stop was handled."""
@@ -245,10 +254,11 @@ class WriteAheadLog:
             try:
                 if self.policy == "always":
                     for append in appends:
-                        write_all(segment.fd, append.data)
-                        sync_data(segment.fd)
+                        for record in append.records:
+                            write_all(segment.fd, record)
+                            sync_data(segment.fd)
                 else:
-                    write_all(segment.fd, b"".join(append.data for append in appends))
+                    write_all(segment.fd, b"".join(r for a in appends for r in a.records))
                     if self.policy == "batch":
                         sync_data(segment.fd)
             except OSError as exc:

@@ -51,7 +51,11 @@ def text_of(chat: int, index: int) -> str:
 
 
 async def start(config: Path) -> DaemonProcess:
-    return await DaemonProcess(config, env=DAEMON_ENV).start()
+    """The daemon, once its profile runs: a kill before that (a loaded machine starts slowly)
+    would cut off no turn at all."""
+    daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
+    await daemon.wait_log(lambda event: event.get("event") == "profile.started")
+    return daemon
 
 
 async def test_every_message_is_answered_once_in_order_across_sigkills(tmp_path: Path) -> None:

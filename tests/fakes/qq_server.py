@@ -1,8 +1,8 @@
 """A fake QQ bot open platform on 127.0.0.1: token URL, API v2 messages, signed webhooks.
 
     async with FakeQQ() as fake:
-        channel = QQBotChannel(app_id=fake.app_id, app_secret=fake.app_secret,
-                               api_base_url=fake.api_base_url, token_url=fake.token_url)
+        channel = QQBotChannel(QQBotConfig(app_id=fake.app_id, app_secret=...,
+                               api_base_url=fake.api_base_url, token_url=fake.token_url))
         ...
         event = fake.c2c_message("alice-openid", "hi")
         status, answer = await fake.deliver(webhook_url, event)  # signed like QQ signs

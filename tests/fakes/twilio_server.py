@@ -7,8 +7,8 @@ here from the documented algorithm with hmac and hashlib (not with the library u
 base64(HMAC-SHA1(auth_token, url + each name and value, sorted by name)).
 
     async with FakeTwilio() as fake:
-        ... TwilioChannel(account_sid=fake.account_sid, auth_token=fake.auth_token,
-                          api_base_url=fake.base_url, from_number=fake.number, ...) ...
+        ... TwilioChannel(TwilioConfig(account_sid=fake.account_sid, auth_token=...,
+                          api_base_url=fake.base_url, from_number=fake.number, ...), ...) ...
         form = fake.webhook_form("+15550001111", "hello")
         await post_form(url, form, fake.signed_headers(PUBLIC_URL, form))
         await fake.wait_until(lambda: fake.texts_to("+15550001111"))

@@ -1,7 +1,7 @@
 """A fake WeCom AI bot server on 127.0.0.1: the long-connection websocket protocol.
 
     async with FakeWecomBot() as fake:
-        channel = WecomBotChannel(bot_id=fake.bot_id, secret=fake.secret, ws_url=fake.ws_url)
+        channel = WecomBotChannel(WecomBotConfig(bot_id=fake.bot_id, ws_url=fake.ws_url, ...))
         ...
         await fake.wait_subscribed()
         req_id, msg_id = await fake.push_text("alice", "hi")

@@ -5,8 +5,9 @@ The WhatsApp channel's aiohttp code runs against it unchanged; `base_url` includ
 version, as the real `https://graph.facebook.com/v21.0` does.
 
     async with FakeWhatsApp() as fake:
-        ... WhatsAppChannel(access_token=fake.access_token, phone_number_id=fake.phone_number_id,
-                            api_base_url=fake.base_url, ...) ...
+        ... WhatsAppChannel(WhatsAppConfig(access_token=fake.access_token,
+                            phone_number_id=fake.phone_number_id, api_base_url=fake.base_url,
+                            ...), ...) ...
         body = fake.text_notification("15550001111", "hello")
         await post_json(url, body, fake.signed_headers(body))
         await fake.wait_until(lambda: fake.texts_to("15550001111"))

@@ -145,3 +145,19 @@ def test_keys_are_rebuilt_from_their_parts(
     base: str, topic: str | None, expected: SessionKey
 ) -> None:
     assert key_from_parts(base, topic) == expected
+
+
+def _cut_by_the_rule(text: str, max_len: int) -> str:
+    """octos' rule spelled out byte by byte: escapes added while shorter than `max_len`."""
+    data = text.encode("utf-8", "surrogatepass")
+    name = ""
+    for byte in data:
+        if len(name) >= max_len:
+            return name + f"_{fnv1a_64(data):016X}"
+        name += encode_component(bytes([byte]).decode("latin-1")) if byte < 0x80 else f"%{byte:02X}"
+    return name
+
+
+@given(st.text(max_size=120), st.integers(min_value=3, max_value=200))
+def test_the_short_key_shortcut_cuts_exactly_as_the_rule(text: str, max_len: int) -> None:
+    assert bounded_name(text, max_len) == _cut_by_the_rule(text, max_len)

@@ -12,6 +12,7 @@ import pytest
 
 from bus import AgentHandle
 from channels.discord import DiscordChannel
+from config import DiscordConfig
 from tests.channels.started import ReadsInbound, started_on_bus
 from tests.fakes.discord_server import FakeDiscord, FakeUser
 
@@ -28,13 +29,15 @@ def make_channel(
     fake: FakeDiscord, data_dir: Path, *, token: str | None = None, require_mention: bool = True
 ) -> DiscordChannel:
     # READY waits this long for more GUILD_CREATEs; the fake sends them all at once.
-    return DiscordChannel(
-        token=token or fake.token,
-        data_dir=data_dir,
-        endpoints=fake.endpoints(),
-        require_mention=require_mention,
-        guild_ready_timeout_s=0.05,
+    config = DiscordConfig.model_validate(
+        {
+            "token": token or fake.token,
+            "api_base_url": fake.api_base_url,
+            "gateway_url": fake.gateway_url,
+            "require_mention": require_mention,
+        }
     )
+    return DiscordChannel(config, data_dir=data_dir, guild_ready_timeout_s=0.05)
 
 
 @dataclass

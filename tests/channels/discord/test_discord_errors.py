@@ -15,6 +15,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from config import DiscordConfig
 from tests.channels.discord.conftest import ALICE, DM_CHANNEL, RunningBot
 
 MESSAGES = rf"/channels/{DM_CHANNEL}/messages"
@@ -135,7 +136,7 @@ async def test_a_missing_media_file_is_a_channel_error(
 
 
 async def test_sending_before_start_is_transient(tmp_path: Path) -> None:
-    channel = DiscordChannel(token="unused", data_dir=tmp_path)
+    channel = DiscordChannel(DiscordConfig(token="unused"), data_dir=tmp_path)
 
     with pytest.raises(TransientError):
         await channel.send(text("too early"))

@@ -8,6 +8,7 @@ import pytest
 
 from bus import OutboundMessage
 from channels.discord import DiscordChannel
+from config import DiscordConfig
 from tests.channels.discord.conftest import (
     ALICE,
     DM_CHANNEL,
@@ -31,7 +32,7 @@ def test_the_channel_declares_discords_limit_and_edit_rate() -> None:
     assert DiscordChannel.limit.max_units == 2000
     assert DiscordChannel.limit.unit == "chars"
     assert DiscordChannel.edit_interval_s == 1.0
-    channel = DiscordChannel(token="t", data_dir=Path("."))
+    channel = DiscordChannel(DiscordConfig(token="t"), data_dir=Path("."))
     assert channel.name == "discord"
     assert channel.supports_edit()
     assert channel.limit.max_units == 2000

@@ -75,7 +75,7 @@ async def test_mail_announced_with_an_earlier_answer_is_not_left_until_the_next_
     # IDLE would wait far longer than this test: only the announcement can wake the reader.
     config = make_config()
     async with running(config, data_dir, inbound) as (channel, task):
-        channel._reader._idle_timeout_s = 600.0
+        channel._reader.idle_timeout_s = 600.0
         await idling(imap, task)
         first = await imap.deliver(make_mail(ALICE, "first"))
         await inbound.wait_until(lambda: len(inbound.offered) == 1)
@@ -204,7 +204,7 @@ async def test_a_dropped_connection_reconnects_and_keeps_reading(
 ) -> None:
     inbound = ScriptedInbound()
     channel = EmailChannel(make_config(), data_dir=data_dir)
-    channel._reader._backoff = type(channel._reader._backoff)(initial_s=0.05, max_s=0.1)
+    channel._reader.backoff = type(channel._reader.backoff)(initial_s=0.05, max_s=0.1)
     task = asyncio.create_task(channel.start(inbound), name="test:email")
     try:
         await idling(imap, task)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from channels.feishu import FeishuChannel
+from channels.reconnect import ReconnectPolicy
 from config import FeishuConfig
 from tests.channels.inbound_gate import GatedInbound
 from tests.fakes.feishu_server import FakeFeishu
@@ -45,7 +46,7 @@ async def fake() -> AsyncIterator[FakeFeishu]:
 
 @asynccontextmanager
 async def run_feishu(fake: FakeFeishu, **overrides: object) -> AsyncIterator[RunningFeishu]:
-    channel = FeishuChannel(config_for(fake, **overrides), backoff_base_s=0.05)
+    channel = FeishuChannel(config_for(fake, **overrides), reconnect=ReconnectPolicy(base_s=0.05))
     inbound = GatedInbound()
     task = asyncio.create_task(channel.start(inbound), name="feishu-under-test")
     try:

@@ -12,6 +12,7 @@ import pytest
 
 from channels.allow import AllowList
 from channels.line import LineChannel
+from config import LineConfig
 from tests.channels.started import once, serving_webhooks, started
 from tests.fakes.line_server import FakeLine
 from tests.support.inbound import RecordingInbound
@@ -33,15 +34,16 @@ class RunningLine:
 
 
 def make_channel(fake: FakeLine, data_dir: Path, *, token: str | None = None) -> LineChannel:
-    channel = LineChannel(
-        channel_secret=fake.channel_secret,
-        channel_access_token=token or fake.access_token,
-        data_dir=data_dir,
-        webhook_path=PATH,
-        api_base_url=fake.api_base_url,
-        data_api_base_url=fake.data_api_base_url,
-        request_timeout_s=5.0,
+    config = LineConfig.model_validate(
+        {
+            "channel_secret": fake.channel_secret,
+            "channel_access_token": token or fake.access_token,
+            "webhook_path": PATH,
+            "api_base_url": fake.api_base_url,
+            "data_api_base_url": fake.data_api_base_url,
+        }
     )
+    channel = LineChannel(config, data_dir=data_dir, request_timeout_s=5.0)
     channel.allow = AllowList([ALICE])
     return channel
 

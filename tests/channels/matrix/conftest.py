@@ -12,6 +12,7 @@ import pytest
 
 from channels.allow import AllowList
 from channels.matrix import MatrixChannel
+from config import MatrixConfig
 from tests.fakes.matrix_server import SERVER, FakeMatrix
 from tests.support.inbound import RecordingInbound
 
@@ -22,16 +23,15 @@ MALLORY = f"@mallory:{SERVER}"
 
 
 def make_channel(fake: FakeMatrix, data_dir: Path, **options: Any) -> MatrixChannel:
-    settings: dict[str, Any] = {
-        "homeserver": fake.homeserver,
-        "user_id": fake.bot_user_id,
-        "access_token": fake.access_token,
-        "data_dir": data_dir,
-        "sync_timeout_s": 5.0,
-        "request_timeout_s": 5.0,
-    }
-    settings.update(options)
-    channel = MatrixChannel(**settings)
+    config = MatrixConfig.model_validate(
+        {
+            "homeserver": fake.homeserver,
+            "user_id": fake.bot_user_id,
+            "access_token": fake.access_token,
+            **options,
+        }
+    )
+    channel = MatrixChannel(config, data_dir=data_dir, sync_timeout_s=5.0, request_timeout_s=5.0)
     channel.allow = AllowList([ALICE, BOB])
     return channel
 

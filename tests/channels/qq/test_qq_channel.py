@@ -16,6 +16,7 @@ from channels.coalesce_fit import fit_chunks
 from channels.errors import FatalChannelError, RateLimited
 from channels.qq import QQBotChannel, seed_from_secret, sign_hex, signing_key
 from channels.qq.api import ReplyWindowClosed
+from tests.channels.qq.configs import PATH, qq_config
 from tests.channels.started import (
     ReadsInbound,
     once,
@@ -24,7 +25,6 @@ from tests.channels.started import (
 from tests.fakes.qq_server import FakeQQ, qq_seed
 
 WAIT_S = 10.0
-PATH = "/qq/callback"
 
 
 @dataclass
@@ -36,13 +36,7 @@ class Running(ReadsInbound):
 
 
 def make_channel(fake: FakeQQ, secret: str | None = None) -> QQBotChannel:
-    return QQBotChannel(
-        app_id=fake.app_id,
-        app_secret=secret or fake.app_secret,
-        webhook_path=PATH,
-        api_base_url=fake.api_base_url,
-        token_url=fake.token_url,
-    )
+    return QQBotChannel(qq_config(fake, app_secret=secret or fake.app_secret))
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ import pytest
 
 from bus import AgentHandle
 from channels.qq import QQBotChannel
+from channels.reconnect import ReconnectPolicy
+from tests.channels.qq.configs import qq_config
 from tests.channels.started import ReadsInbound, once, started_on_bus
 from tests.fakes.qq_server import FakeQQ
 
@@ -27,12 +29,7 @@ async def running() -> AsyncIterator[Running]:
     async with FakeQQ() as fake:
         fake.heartbeat_interval_ms = 50
         channel = QQBotChannel(
-            app_id=fake.app_id,
-            app_secret=fake.app_secret,
-            mode="websocket",
-            api_base_url=fake.api_base_url,
-            token_url=fake.token_url,
-            reconnect_base_s=0.05,
+            qq_config(fake, mode="websocket"), reconnect=ReconnectPolicy(base_s=0.05)
         )
         ready = once(channel.wait_receiving)
         async with started_on_bus(channel, ready, name="test:qq-gateway", capacity=16) as (

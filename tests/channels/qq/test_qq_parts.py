@@ -13,7 +13,7 @@ from bus import InboundRefused
 from channels.qq.api import ReplyWindowClosed
 from channels.qq.events import MalformedEvent, parse_message, target
 from channels.qq.passive import PassiveReplies
-from channels.qq.token import AccessToken
+from channels.qq.token import access_token
 from channels.qq.webhook import QQWebhook
 from tests.fakes import LocalHttpServer
 from tests.fakes.qq_server import FakeQQ
@@ -38,7 +38,7 @@ async def test_the_token_is_cached_for_expires_in_and_refreshed_a_minute_early(
 ) -> None:
     clock = Clock()
     async with FakeQQ() as fake:
-        token = AccessToken(
+        token = access_token(
             lambda: http,
             token_url=fake.token_url,
             app_id=fake.app_id,

@@ -13,7 +13,7 @@ import pytest
 
 from bus import AgentHandle, InboundMessage
 from channels.slack import SlackChannel
-from channels.slack.channel import Mode
+from config import SlackConfig
 from tests.channels.started import ReadsInbound, started_on_bus
 from tests.fakes.slack_server import FakeSlack
 
@@ -33,6 +33,9 @@ _AMBIENT = (
     "SLACK_CLIENT_SECRET",
 )
 
+#: What `make_channel` passes to the config rather than to the channel.
+CONFIG_FIELDS = ("bot_token", "app_token", "signing_secret", "base_url", "webhook_path")
+
 
 @pytest.fixture(autouse=True)
 def _no_ambient_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,23 +44,31 @@ def _no_ambient_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+def slack_config(fake: FakeSlack, *, mode: str = "socket", **fields: Any) -> SlackConfig:
+    return SlackConfig.model_validate(
+        {
+            "bot_token": fake.bot_token,
+            "app_token": fake.app_token if mode == "socket" else None,
+            "signing_secret": fake.signing_secret if mode == "http" else None,
+            "mode": mode,
+            "base_url": fake.base_url,
+            **fields,
+        }
+    )
+
+
 def make_channel(
-    fake: FakeSlack, data_dir: Path, *, mode: Mode = "socket", **options: Any
+    fake: FakeSlack, data_dir: Path, *, mode: str = "socket", **options: Any
 ) -> SlackChannel:
+    fields = {key: options.pop(key) for key in CONFIG_FIELDS if key in options}
     settings: dict[str, Any] = {
-        "bot_token": fake.bot_token,
-        "app_token": fake.app_token if mode == "socket" else None,
-        "signing_secret": fake.signing_secret if mode == "http" else None,
-        "mode": mode,
-        "base_url": fake.base_url,
-        "data_dir": data_dir,
         "request_timeout_s": 5.0,
         "connect_timeout_s": 5.0,
         # Short, so a dropped connection is noticed at once; pongs come back within 0.25 s.
         "ping_interval_s": 0.5,
+        **options,
     }
-    settings.update(options)
-    return SlackChannel(**settings)
+    return SlackChannel(slack_config(fake, mode=mode, **fields), data_dir=data_dir, **settings)
 
 
 @dataclass

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from bus import create_bus
 from channels.errors import FatalChannelError, TransientError
@@ -58,9 +59,8 @@ async def test_a_wrong_app_token_is_fatal(fake_slack: FakeSlack, tmp_path: Path)
 async def test_an_unreachable_slack_is_transient(tmp_path: Path) -> None:
     async with FakeSlack() as fake:
         base_url = fake.base_url
-    channel = SlackChannel(
-        bot_token="xoxb-1", app_token="xapp-1", base_url=base_url, data_dir=tmp_path
-    )
+    config = SlackConfig(bot_token="xoxb-1", app_token="xapp-1", base_url=base_url)
+    channel = SlackChannel(config, data_dir=tmp_path)
     _agent, publisher = create_bus(8)
 
     with pytest.raises(TransientError):
@@ -201,8 +201,8 @@ async def test_the_registry_builds_the_channel_from_a_profile(
     assert channel.web_routes() == []
 
 
-def test_mode_credentials_are_required(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="app-level token"):
-        SlackChannel(bot_token="xoxb-1", data_dir=tmp_path)
-    with pytest.raises(ValueError, match="signing secret"):
-        SlackChannel(bot_token="xoxb-1", mode="http", data_dir=tmp_path)
+def test_mode_credentials_are_required() -> None:
+    with pytest.raises(ValidationError, match="app_token"):
+        SlackConfig.model_validate({"bot_token": "xoxb-1"})
+    with pytest.raises(ValidationError, match="signing_secret"):
+        SlackConfig.model_validate({"bot_token": "xoxb-1", "mode": "http"})

@@ -35,16 +35,21 @@ PUBLIC_URL = "https://sms.example.com/twilio/sms"
 WAIT_S = 10.0
 
 
-def make_channel(fake: FakeTwilio, tmp_path: Path, **options: object) -> TwilioChannel:
-    channel = TwilioChannel(
-        account_sid=fake.account_sid,
-        auth_token=str(options.pop("auth_token", fake.auth_token)),
-        public_url=PUBLIC_URL,
-        data_dir=tmp_path,
-        from_number=fake.number,
-        api_base_url=fake.base_url,
-        **options,  # type: ignore[arg-type]
+def twilio_config(fake: FakeTwilio, **fields: object) -> TwilioConfig:
+    return TwilioConfig.model_validate(
+        {
+            "account_sid": fake.account_sid,
+            "auth_token": fake.auth_token,
+            "public_url": PUBLIC_URL,
+            "from_number": fake.number,
+            "api_base_url": fake.base_url,
+            **fields,
+        }
     )
+
+
+def make_channel(fake: FakeTwilio, tmp_path: Path, **fields: object) -> TwilioChannel:
+    channel = TwilioChannel(twilio_config(fake, **fields), data_dir=tmp_path)
     channel.allow = AllowList([ALICE])
     return channel
 
@@ -263,14 +268,8 @@ async def revoke_the_token_and_send(running: Running) -> None:
 async def test_replies_can_come_from_a_messaging_service(tmp_path: Path) -> None:
     service = "MG" + "ab" * 16
     async with FakeTwilio() as fake:
-        channel = TwilioChannel(
-            account_sid=fake.account_sid,
-            auth_token=fake.auth_token,
-            public_url=PUBLIC_URL,
-            data_dir=tmp_path,
-            messaging_service_sid=service,
-            api_base_url=fake.base_url,
-        )
+        config = twilio_config(fake, from_number=None, messaging_service_sid=service)
+        channel = TwilioChannel(config, data_dir=tmp_path)
         await channel.send(OutboundMessage(channel="twilio", chat_id=ALICE, content="hi"))
         await channel.stop()
     assert [(sent.sender, sent.body) for sent in fake.sent] == [(service, "hi")]

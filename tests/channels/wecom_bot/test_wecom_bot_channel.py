@@ -11,9 +11,11 @@ import pytest
 from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
 from bus.envelope import ANSWERS
 from channels.errors import FatalChannelError, RateLimited
+from channels.reconnect import ReconnectPolicy
 from channels.wecom_bot import WecomBotChannel
 from channels.wecom_bot.frames import MalformedFrame, parse_callback, parse_frame
 from tests.channels.started import ReadsInbound, once, started_on_bus
+from tests.channels.wecom_bot.configs import wecom_bot_config
 from tests.fakes.wecom_bot_server import FakeWecomBot
 
 WAIT_S = 10.0
@@ -30,7 +32,8 @@ class Running(ReadsInbound):
 async def running() -> AsyncIterator[Running]:
     async with FakeWecomBot() as fake:
         channel = WecomBotChannel(
-            bot_id=fake.bot_id, secret=fake.secret, ws_url=fake.ws_url, reconnect_base_s=0.05
+            wecom_bot_config(fake),
+            reconnect=ReconnectPolicy(base_s=0.05),
         )
         ready = once(channel.wait_connected)
         async with started_on_bus(channel, ready, name="test:wecom-bot", capacity=16) as (
@@ -160,7 +163,7 @@ async def test_a_dropped_connection_reconnects_and_subscribes_again(running: Run
 
 async def test_a_wrong_secret_is_fatal() -> None:
     async with FakeWecomBot() as fake:
-        channel = WecomBotChannel(bot_id=fake.bot_id, secret="wrong", ws_url=fake.ws_url)
+        channel = WecomBotChannel(wecom_bot_config(fake, secret="wrong"))
         _agent, publisher = create_bus(4)
         with pytest.raises(FatalChannelError, match="40058"):
             await asyncio.wait_for(channel.start(publisher.inbound_sender()), WAIT_S)
@@ -168,7 +171,7 @@ async def test_a_wrong_secret_is_fatal() -> None:
 
 async def test_probe_names_the_bot() -> None:
     async with FakeWecomBot() as fake:
-        channel = WecomBotChannel(bot_id=fake.bot_id, secret=fake.secret, ws_url=fake.ws_url)
+        channel = WecomBotChannel(wecom_bot_config(fake))
         assert await channel.probe() == "WeCom AI bot aibFAKEBOT01"
 
 

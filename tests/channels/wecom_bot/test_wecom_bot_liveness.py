@@ -8,7 +8,9 @@ import pytest
 
 from bus import InboundMessage, InboundRefused
 from channels.errors import FatalChannelError
+from channels.reconnect import ReconnectPolicy
 from channels.wecom_bot import WecomBotChannel
+from tests.channels.wecom_bot.configs import wecom_bot_config
 from tests.fakes.wecom_bot_server import FakeWecomBot
 
 WAIT_S = 10.0
@@ -36,12 +38,10 @@ class RefusingOnce:
 async def test_pings_keep_the_connection_and_unanswered_ones_replace_it() -> None:
     async with FakeWecomBot() as fake:
         channel = WecomBotChannel(
-            bot_id=fake.bot_id,
-            secret=fake.secret,
-            ws_url=fake.ws_url,
+            wecom_bot_config(fake),
             ping_interval_s=0.05,
             ack_timeout_s=0.2,
-            reconnect_base_s=0.05,
+            reconnect=ReconnectPolicy(base_s=0.05),
         )
         inbound = RefusingOnce()
         task = asyncio.create_task(channel.start(inbound), name="test:wecom-bot")
@@ -65,7 +65,7 @@ async def test_pings_keep_the_connection_and_unanswered_ones_replace_it() -> Non
 
 async def test_another_connection_taking_the_bot_over_is_fatal() -> None:
     async with FakeWecomBot() as fake:
-        channel = WecomBotChannel(bot_id=fake.bot_id, secret=fake.secret, ws_url=fake.ws_url)
+        channel = WecomBotChannel(wecom_bot_config(fake))
         task = asyncio.create_task(channel.start(RefusingOnce()), name="test:wecom-bot")
         await asyncio.wait_for(channel.wait_connected(), WAIT_S)
         await fake.push_event("enter_chat")  # ignored

@@ -19,6 +19,7 @@ from channels.allow import AllowList
 from channels.errors import ChannelError, DeliveryError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, parse_notification
+from config import WhatsAppConfig
 from tests.channels.refusing_sender import RefusingSender
 from tests.channels.started import (
     ReadsInbound,
@@ -37,14 +38,16 @@ WAIT_S = 10.0
 def make_channel(
     fake: FakeWhatsApp, tmp_path: Path, *, token: str | None = None
 ) -> WhatsAppChannel:
-    channel = WhatsAppChannel(
-        access_token=token or fake.access_token,
-        phone_number_id=fake.phone_number_id,
-        app_secret=fake.app_secret,
-        verify_token=fake.verify_token,
-        data_dir=tmp_path,
-        api_base_url=fake.base_url,
+    config = WhatsAppConfig.model_validate(
+        {
+            "access_token": token or fake.access_token,
+            "phone_number_id": fake.phone_number_id,
+            "app_secret": fake.app_secret,
+            "verify_token": fake.verify_token,
+            "api_base_url": fake.base_url,
+        }
     )
+    channel = WhatsAppChannel(config, data_dir=tmp_path)
     channel.allow = AllowList([ALICE])
     return channel
 

@@ -4,7 +4,7 @@ The real discord.py runs against it unchanged: its HTTP client, rate-limit handl
 zlib-stream decompression, heartbeats and RESUME do their real work; only the far end is ours.
 
     async with FakeDiscord() as fake:
-        channel = DiscordChannel(token=fake.token, endpoints=fake.endpoints(), data_dir=...)
+        channel = DiscordChannel(DiscordConfig(token=fake.token, ...), data_dir=...)
         ...                                   # or a profile with api_base_url / gateway_url
         await fake.wait_ready()
         await fake.push_message(42, author=alice, content="hi")
