@@ -40,6 +40,7 @@ from bus.session_key import SessionKey
 from channels.base import Channel
 from config import ProfileConfig
 from config.store import StoreConfig
+from gateway.collector import settle_after_start_up
 from gateway.journal import Journal
 from gateway.logs import configure_logging
 from gateway.metrics import GatewayMetrics
@@ -142,9 +143,9 @@ async def _with_runtime(
 ) -> Any:
     runtime = _runtime(data_dir, fsync)
     async with _running(runtime) as channel:
-        # As the daemon does once its profiles are up: what start-up built is never collected.
-        gc.collect()
-        gc.freeze()
+        # As the daemon does once its profiles are up.
+        thresholds = gc.get_threshold()
+        settle_after_start_up()
         try:
             if with_runtime is not None:
                 return await with_runtime(runtime, channel)
@@ -152,6 +153,7 @@ async def _with_runtime(
             return await work(channel)
         finally:
             gc.unfreeze()
+            gc.set_threshold(*thresholds)
 
 
 @asynccontextmanager

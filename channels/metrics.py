@@ -89,6 +89,8 @@ class ChannelMetrics:
         self.registry = registry
         self.profile = profile
         self._families = _families_for(registry)
+        #: channel -> its sent-messages counter (a label lookup costs more than the increment).
+        self._sent: dict[str, Counter] = {}
 
     @classmethod
     def private(cls, profile: str) -> ChannelMetrics:
@@ -96,7 +98,12 @@ class ChannelMetrics:
         return cls(CollectorRegistry(auto_describe=True), profile)
 
     def message_sent(self, channel: str) -> None:
-        self._families.messages_out.labels(self.profile, channel).inc()
+        counter = self._sent.get(channel)
+        if counter is None:
+            counter = self._sent[channel] = self._families.messages_out.labels(
+                self.profile, channel
+            )
+        counter.inc()
 
     def send_failed(self, channel: str, reason: str) -> None:
         self._families.send_errors.labels(self.profile, channel, reason).inc()

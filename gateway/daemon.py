@@ -8,7 +8,6 @@ sessions, closes clients and exits 0; a second signal exits at once. SIGHUP relo
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import signal
 import time
@@ -25,6 +24,7 @@ from channels.health import ChannelHealth
 from channels.http_guard import ConnectionGuard
 from channels.http_names import HostCheck, listener_names
 from config import ApiChannelConfig, ConfigError, LoadedConfig, ProfileConfig
+from gateway.collector import settle_after_start_up
 from gateway.http_server import HttpServer, build_app, webhook_hosts
 from gateway.metrics import GatewayMetrics
 from gateway.profile import ProfileRuntime
@@ -198,14 +198,10 @@ class Daemon:
             await self._stop_all(grace_s)
 
     async def _freeze_start_up_objects(self) -> None:
-        """Once every profile has started, move what start-up made (modules, SDK clients,
-        config) out of the collector's sight: full collections then scan only what turns
-        allocate, which keeps their pauses short."""
+        """Once every profile has started, the collector is set for serving turns."""
         started = [runtime.started.wait() for runtime, _task in self._profiles.values()]
         await asyncio.gather(*started)
-        gc.collect()
-        gc.freeze()
-        log.debug("gc.frozen", objects=gc.get_freeze_count())
+        log.debug("gc.frozen", objects=settle_after_start_up())
 
     def _http_names(self) -> set[str]:
         http = self._loaded.gateway.http

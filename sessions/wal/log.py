@@ -56,6 +56,7 @@ class _Append:
 
 @dataclass(slots=True)
 class _Rotate:
+    #: Framed records, restating all live state.
     snapshot: list[bytes]
     waiter: asyncio.Future[None]
 
@@ -187,10 +188,11 @@ class WriteAheadLog:
         before this call, with no await in between.
         """
         waiter = self._new_waiter()
-        self.size_bytes = sum(len(encode_record(p)) for p in snapshot)
-        self.records_since_checkpoint = len(snapshot)
+        framed = [encode_record(payload) for payload in snapshot]
+        self.size_bytes = sum(len(record) for record in framed)
+        self.records_since_checkpoint = len(framed)
         self._seal()  # records appended after this go to the new segment, after the snapshot
-        self._handover.put(_Rotate(snapshot, waiter))
+        self._handover.put(_Rotate(framed, waiter))
         await waiter
 
     async def close(self) -> None:
@@ -273,7 +275,7 @@ class WriteAheadLog:
         segment = _Segment(number, segment_path(self.directory, number))
         try:
             segment.fd = self._open_segment(segment.path)
-            write_all(segment.fd, b"".join(encode_record(payload) for payload in snapshot))
+            write_all(segment.fd, b"".join(snapshot))
             if self.policy != "never":
                 sync_data(segment.fd)
             self._segments = [segment]
