@@ -64,7 +64,10 @@ INSTANT_AGENT = "{type: echo, pieces: 1}"
 
 def _config(directory: Path, prefix: str, dsn: str, *, bus: str, channels: str, agent: str) -> Path:
     (directory / "profiles").mkdir(parents=True, exist_ok=True)
-    (directory / "profiles" / "bench.yaml").write_text(f"agent: {agent}\nchannels: {channels}\n")
+    # followup: every message is a turn of its own (collect would join a chat's backlog).
+    (directory / "profiles" / "bench.yaml").write_text(
+        f"agent: {agent}\nqueue_mode: followup\nchannels: {channels}\n"
+    )
     nats_bus = (
         f'{{backend: nats, nats: {{url: "{NATS_URL}", stream_prefix: {prefix}, '
         f"partitions: {PARTITIONS}, worker_max_turns: {WORKER_MAX_TURNS}, fetch_wait_s: 0.2}}}}"

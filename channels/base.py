@@ -79,6 +79,10 @@ class Channel(ABC):
     limit: ClassVar[PlatformLimit] = PlatformLimit(4000, "chars")
     #: The shortest time between two edits of one streamed message.
     edit_interval_s: ClassVar[float] = 1.0
+    #: True where the platform limits how often a message may be edited: a stream's final
+    #: then waits for its slot like any edit. False where an edit is local (server-sent
+    #: events, the terminal): snapshots are still paced, but the final goes out at once.
+    edits_rate_limited: ClassVar[bool] = True
     #: The most messages one reply may take on this platform (QQ: five per user message),
     #: the splitter's truncation notice included; None leaves it to the splitter's own cap.
     max_reply_messages: ClassVar[int | None] = None

@@ -148,6 +148,8 @@ class _Output:
 class CliChannel(Channel):
     limit = PLATFORM_LIMITS["cli"]
     edit_interval_s = 0.05
+    #: An edit redraws the terminal: the final needs no slot.
+    edits_rate_limited = False
     send_with_id_sends_whole = False  # it shows a streamed reply, without the prompt after it
 
     def __init__(

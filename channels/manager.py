@@ -50,9 +50,10 @@ from channels.typing_indicator import TypingIndicators
 log = structlog.get_logger(__name__)
 
 
-#: Told of each reply that carries a `delivery_id` once it is delivered (error None) or
-#: given up on: the journal records it, so a restart does not deliver it again.
-DeliveryHook = Callable[[OutboundMessage, DeliveryError | None], None]
+#: Told of each reply that carries a `delivery_id` once it is delivered (error None, with the
+#: platform ids of the messages it made, where the channel gives them) or given up on: the
+#: journal records it, so a restart does not deliver it again.
+DeliveryHook = Callable[[OutboundMessage, list[str], DeliveryError | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,8 +257,8 @@ class ChannelManager:
     async def deliver(self, event: OutboundEvent) -> list[str]:
         """Deliver one outbound event; raises `DeliveryError` (logged and counted) on failure.
 
-        The platform ids of the messages a whole reply made, where the channel gives them
-        (`Channel.send_with_id_sends_whole`); none for typing, snapshots and streamed finals.
+        The platform ids of the messages a reply made (a streamed one: the stream's), where the
+        channel gives them (`Channel.send_with_id_sends_whole`); none for typing and snapshots.
         """
         registration = self._registrations.get(event.channel)
         if registration is None:
@@ -290,7 +291,7 @@ class ChannelManager:
                 self.typing.stop(channel.name, event.chat_id)
                 streamed = event.stream_id is not None and not event.media
                 if streamed and channel.supports_edit():
-                    await self.streams.final(channel, event)
+                    return await self.streams.final(channel, event)
                 else:
                     return await self._delivery.send_message(channel, event)
             case _:
@@ -299,12 +300,13 @@ class ChannelManager:
 
     async def _deliver_routed(self, event: OutboundEvent) -> None:
         error: DeliveryError | None = None
+        platform_ids: list[str] = []
         try:
-            await self.deliver(event)
+            platform_ids = await self.deliver(event)
         except DeliveryError as exc:
             # Already logged with its context and counted by `deliver`; the router goes on.
             error = exc
         # Only a reply is recorded as delivered: a snapshot shares its delivery id but is not it.
         hook = self._on_delivered
         if hook is not None and isinstance(event, OutboundMessage) and event.delivery_id:
-            hook(event, error)
+            hook(event, platform_ids, error)

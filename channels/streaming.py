@@ -16,7 +16,10 @@ grow by appending, which is what an LLM stream does.
 
 The final edits in place through `finish_stream`. When its text equals what is shown, no call is
 made, unless the channel overrides `finish_stream` (then the platform needs to hear the end of
-the stream, e.g. a finish flag, and gets exactly one call).
+the stream, e.g. a finish flag, and gets exactly one call). It returns the platform ids of the
+messages the stream made, where the channel gives real ones (`send_with_id_sends_whole`).
+A finished stream is remembered for `ttl_s`: a snapshot of it arriving late (over a cluster's
+core NATS, or from a turn run twice) is dropped instead of opening a second message.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ class _Stream:
     closed: bool = False
     #: Platform messages this stream has opened: the next one's part number.
     parts: int = 0
+    #: The platform ids of the messages it made, in order (where the channel gives them).
+    platform_ids: list[str] = field(default_factory=list)
 
     def next_part(self) -> int:
         self.parts += 1
@@ -103,6 +108,15 @@ class _Stream:
     def next_reply_to(self) -> str | None:
         return None if self.sent_any else self.template.reply_to
 
+    def made(self, platform_ids: list[str] | str | None) -> None:
+        """Remember messages the stream made, if the channel's ids name platform messages."""
+        if not self.channel.send_with_id_sends_whole or platform_ids is None:
+            return
+        if isinstance(platform_ids, str):
+            self.platform_ids.append(platform_ids)
+        else:
+            self.platform_ids.extend(platform_ids)
+
 
 class StreamEditor:
     """The state of every stream being shown, and the edits that show them."""
@@ -120,6 +134,8 @@ class StreamEditor:
         self._sleep = sleep
         self._ttl_s = ttl_s
         self._streams: dict[StreamKey, _Stream] = {}
+        #: Streams whose final was delivered, and when: their late snapshots are dropped.
+        self._finished: dict[StreamKey, float] = {}
         self._pending_added = asyncio.Event()
         self._next_expiry_at = float("-inf")
 
@@ -133,6 +149,9 @@ class StreamEditor:
         message = snapshot.reply
         self._expire_abandoned()
         key = (channel.name, snapshot.chat_id, snapshot.stream_id)
+        if key in self._finished:
+            log.debug("stream.late_snapshot_dropped", channel=key[0], stream_id=key[2])
+            return
         stream = self._streams.get(key)
         if stream is None:
             stream = _Stream(channel, message, edit_interval_s, touched_at=self._clock())
@@ -149,30 +168,39 @@ class StreamEditor:
             stream.pending = None
             await self._show(stream, message.content)
 
-    async def final(self, channel: Channel, message: OutboundMessage) -> None:
-        """Finish the stream with its final text; a stream never seen is sent as a reply."""
+    async def final(self, channel: Channel, message: OutboundMessage) -> list[str]:
+        """Finish the stream with its final text; a stream never seen is sent as a reply.
+
+        The platform ids of the messages the stream made (see the module's docstring).
+        """
         assert message.stream_id is not None
-        stream = self._streams.pop((channel.name, message.chat_id, message.stream_id), None)
+        key = (channel.name, message.chat_id, message.stream_id)
+        self._expire_abandoned()
+        self._finished[key] = self._clock()
+        stream = self._streams.pop(key, None)
         if stream is None:
-            await self._delivery.send_message(channel, message)
-            return
+            return await self._delivery.send_message(channel, message)
         async with stream.lock:
             stream.closed = True
             stream.pending = None
             rest = stream.display(message.content)
             if stream.without_id or stream.message_id is None:
-                await self._delivery.send_message(
+                sent = await self._delivery.send_message(
                     channel,
                     message.model_copy(
                         update={"content": rest, "reply_to": stream.next_reply_to()}
                     ),
                 )
-                return
-            if not rest.strip():
-                return
-            chunks = fit_chunks(channel, rest)
-            await self._complete(stream, chunks[0], final=True)
-            await self._delivery.send_chunks(channel, stream.template, chunks[1:], first=False)
+                return [*stream.platform_ids, *sent]
+            if rest.strip():
+                chunks = fit_chunks(channel, rest)
+                await self._complete(stream, chunks[0], final=True)
+                stream.made(
+                    await self._delivery.send_chunks(
+                        channel, stream.template, chunks[1:], first=False
+                    )
+                )
+            return stream.platform_ids
 
     def next_flush_delay_s(self) -> float | None:
         """Seconds until the earliest coalesced snapshot may be shown; None if there is none."""
@@ -241,8 +269,10 @@ class StreamEditor:
         """Finish the current message at the splitter's first break; continue in a new one."""
         head, middle, tail = chunks[0], chunks[1:-1], chunks[-1]
         await self._complete(stream, head, final=False)
-        await self._delivery.send_chunks(
-            stream.channel, stream.template, middle, first=False, first_part=stream.parts
+        stream.made(
+            await self._delivery.send_chunks(
+                stream.channel, stream.template, middle, first=False, first_part=stream.parts
+            )
         )
         stream.parts += len(middle)
         stream.message_id, stream.shown = None, ""
@@ -261,6 +291,7 @@ class StreamEditor:
         )
         stream.sent_any = True
         stream.last_edit_at = self._clock()
+        stream.made(message_id)
         if message_id is None:
             stream.without_id = True
             log.info(
@@ -275,19 +306,22 @@ class StreamEditor:
         """Give the current message its last text (or send it, if there is no message yet)."""
         channel = stream.channel
         if stream.message_id is None:
-            await self._delivery.send_chunk(
-                channel,
-                stream.template,
-                chunk,
-                reply_to=stream.next_reply_to(),
-                part=stream.next_part(),
+            stream.made(
+                await self._delivery.send_chunk(
+                    channel,
+                    stream.template,
+                    chunk,
+                    reply_to=stream.next_reply_to(),
+                    part=stream.next_part(),
+                )
             )
             stream.sent_any = True
             return
         if chunk.formatted == stream.shown and not needs_finish_call(channel):
             return
-        # The final may come right after an edit; it waits for its slot like any edit.
-        if (wait_s := stream.edit_due_at() - self._clock()) > 0:
+        # The final may come right after an edit; it waits for its slot like any edit, where
+        # the platform limits edits.
+        if channel.edits_rate_limited and (wait_s := stream.edit_due_at() - self._clock()) > 0:
             await self._sleep(wait_s)
         try:
             await self._delivery.finish(channel, stream.chat_id, stream.message_id, chunk)
@@ -301,8 +335,10 @@ class StreamEditor:
                 chat_id=stream.chat_id,
                 error=str(exc),
             )
-            await self._delivery.send_chunk(
-                channel, stream.template, chunk, reply_to=None, part=stream.next_part()
+            stream.made(
+                await self._delivery.send_chunk(
+                    channel, stream.template, chunk, reply_to=None, part=stream.next_part()
+                )
             )
         stream.shown = chunk.formatted
         stream.last_edit_at = self._clock()
@@ -318,3 +354,5 @@ class StreamEditor:
             stream = self._streams.pop(key)
             stream.closed = True
             log.info("stream.abandoned_expired", channel=key[0], chat_id=key[1], stream_id=key[2])
+        for key in [k for k, at in self._finished.items() if now - at > self._ttl_s]:
+            del self._finished[key]

@@ -14,38 +14,25 @@ copy of every inbound message to every worker.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 
-from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 
-from cluster.connection import NATS_ERRORS
+from cluster.follower import SubjectFollower
 
 #: Notices held for a worker that falls behind before core NATS drops them (they are hints).
 PENDING_NOTICES = 1024
 
 
-class Arrivals:
+class Arrivals(SubjectFollower):
+    PENDING_MESSAGES = PENDING_NOTICES
+
     def __init__(self) -> None:
+        super().__init__()
         #: Idle runners, longest idle first: each arrival wakes one.
         self._idle: deque[asyncio.Future[bool]] = deque()
         #: An arrival came while no runner was idle: the next to go idle must not wait.
         self._unseen = False
-        self._subscription: Subscription | None = None
-
-    async def follow(self, client: Client, subject: str) -> None:
-        self._subscription = await client.subscribe(
-            subject, cb=self._arrived, pending_msgs_limit=PENDING_NOTICES
-        )
-
-    async def unfollow(self) -> None:
-        if self._subscription is not None:
-            # A closing connection ends the subscription anyway: nothing arrives after it.
-            with contextlib.suppress(*NATS_ERRORS):
-                await self._subscription.unsubscribe()
-            self._subscription = None
 
     def seen(self) -> None:
         """A runner is about to sweep: what arrived so far, it will find."""
@@ -66,7 +53,7 @@ class Arrivals:
                 self._idle.remove(woken)
                 woken.cancel()
 
-    async def _arrived(self, _msg: Msg) -> None:
+    async def _on_message(self, _msg: Msg) -> None:
         while self._idle:
             woken = self._idle.popleft()
             if not woken.done():

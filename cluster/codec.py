@@ -1,17 +1,19 @@
-"""What travels in a JetStream message: the envelope's JSON body and its headers, in one place.
+"""What travels in a NATS message: the envelope's JSON body and its headers, in one place.
 
 The body is the message's own pydantic JSON (the same wire form the journal writes); the headers
 say what the receiver needs before it parses the body: the profile, the inbound id that makes
-redelivery and platform retries harmless, and where a reply goes.
+redelivery and platform retries harmless, where a reply goes, and which ingress shows a turn's
+live events (`cluster.live`: stream snapshots and typing signals, over core NATS).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
-from bus import InboundMessage, OutboundMessage
+from bus import InboundMessage, OutboundMessage, StreamSnapshot, TypingStarted, TypingStopped
 
 #: JetStream's own deduplication header.
 MSG_ID = "Nats-Msg-Id"
@@ -26,6 +28,23 @@ REPLY_SUBJECT = "Octos-Reply-Subject"
 DEAD_REASON = "Octos-Dead-Reason"
 DEAD_SUBJECT = "Octos-Dead-Subject"
 DEAD_DELIVERIES = "Octos-Dead-Deliveries"
+#: The ingress process that took an inbound message in, and what its channel shows while a
+#: turn runs (`stream`, `typing`): the turn's live events go to that ingress.
+INGRESS = "Octos-Ingress"
+LIVE = "Octos-Live"
+#: On a reply whose turn sent live events: the ingress that showed them, which delivers it.
+LIVE_AT = "Octos-Live-At"
+#: What a message on a live subject is: one of `LIVE_KINDS`, or `final` (a reply handed over).
+LIVE_KIND = "Octos-Live-Kind"
+FINAL = "final"
+
+LiveSignal: TypeAlias = StreamSnapshot | TypingStarted | TypingStopped
+"""A running turn's event for the chat that is not its reply: shown, never stored."""
+LIVE_KINDS: dict[str, type[TypingStarted | TypingStopped]] = {
+    "typing-started": TypingStarted,
+    "typing-stopped": TypingStopped,
+}
+SNAPSHOT = "snapshot"
 
 EnvelopeT = TypeVar("EnvelopeT", InboundMessage, OutboundMessage)
 
@@ -53,6 +72,15 @@ class InboundEnvelope:
     #: The channel holds a request open for the reply; `reply_subject` is where it waits.
     request: bool = False
     reply_subject: str | None = None
+    #: The ingress that took it in, and whether its channel shows snapshots and typing.
+    ingress: str | None = None
+    streams: bool = False
+    shows_typing: bool = False
+
+    @property
+    def live_at(self) -> str | None:
+        """The ingress that shows this message's turn live, if its channel shows anything."""
+        return self.ingress if self.streams or self.shows_typing else None
 
     def headers(self, msg_id: str) -> dict[str, str]:
         headers = {MSG_ID: msg_id, PROFILE: self.profile, INBOUND_ID: self.inbound_id}
@@ -60,6 +88,10 @@ class InboundEnvelope:
             headers[REQUEST] = "1"
         if self.reply_subject is not None:
             headers[REPLY_SUBJECT] = self.reply_subject
+        if self.ingress is not None:
+            headers[INGRESS] = self.ingress
+            shows = (("stream", self.streams), ("typing", self.shows_typing))
+            headers[LIVE] = ",".join(name for name, on in shows if on)
         return headers
 
     def body(self) -> bytes:
@@ -72,12 +104,16 @@ class InboundEnvelope:
             profile, inbound_id = headers[PROFILE], headers[INBOUND_ID]
         except KeyError as missing:
             raise CodecError(f"inbound message without the {missing} header") from None
+        shows = headers.get(LIVE, "").split(",")
         return cls(
             profile,
             inbound_id,
             _parse(InboundMessage, body),
             request=headers.get(REQUEST) == "1",
             reply_subject=headers.get(REPLY_SUBJECT),
+            ingress=headers.get(INGRESS),
+            streams="stream" in shows,
+            shows_typing="typing" in shows,
         )
 
 
@@ -85,19 +121,54 @@ class InboundEnvelope:
 class OutboundEnvelope:
     profile: str
     message: OutboundMessage
+    #: The ingress that showed the turn's live events: the reply is delivered there.
+    live_at: str | None = None
 
     def headers(self, msg_id: str) -> dict[str, str]:
-        return {MSG_ID: msg_id, PROFILE: self.profile}
+        headers = {MSG_ID: msg_id, PROFILE: self.profile}
+        if self.live_at is not None:
+            headers[LIVE_AT] = self.live_at
+        return headers
 
     def body(self) -> bytes:
         return self.message.model_dump_json().encode("utf-8")
 
     @classmethod
     def decode(cls, headers: dict[str, str] | None, body: bytes) -> OutboundEnvelope:
-        profile = (headers or {}).get(PROFILE)
+        headers = headers or {}
+        profile = headers.get(PROFILE)
         if profile is None:
             raise CodecError(f"outbound message without the {PROFILE} header")
-        return cls(profile, _parse(OutboundMessage, body))
+        return cls(profile, _parse(OutboundMessage, body), live_at=headers.get(LIVE_AT))
+
+
+def live_signal_message(profile: str, signal: LiveSignal) -> tuple[dict[str, str], bytes]:
+    """The headers and body of a live event on its ingress's live subject."""
+    if isinstance(signal, StreamSnapshot):
+        return {PROFILE: profile, LIVE_KIND: SNAPSHOT}, signal.reply.model_dump_json().encode()
+    kind = next(name for name, type_ in LIVE_KINDS.items() if isinstance(signal, type_))
+    chat = {"channel": signal.channel, "chat_id": signal.chat_id}
+    return {PROFILE: profile, LIVE_KIND: kind}, json.dumps(chat).encode("utf-8")
+
+
+def decode_live_signal(headers: dict[str, str], body: bytes) -> tuple[str, LiveSignal]:
+    """(profile, event) of a live event; `CodecError` when it is not one this build reads."""
+    profile, kind = headers.get(PROFILE), headers.get(LIVE_KIND)
+    if profile is None:
+        raise CodecError(f"live event without the {PROFILE} header")
+    if kind == SNAPSHOT:
+        try:
+            return profile, StreamSnapshot(_parse(OutboundMessage, body))
+        except ValueError as error:
+            raise CodecError(f"not a stream snapshot: {error}") from error
+    signal = LIVE_KINDS.get(kind or "")
+    if signal is None:
+        raise CodecError(f"unknown live event kind {kind!r}")
+    try:
+        chat = json.loads(body)
+        return profile, signal(str(chat["channel"]), str(chat["chat_id"]))
+    except (ValueError, KeyError, TypeError) as error:
+        raise CodecError(f"not a readable {kind} event: {error}") from error
 
 
 def _parse(model: type[EnvelopeT], body: bytes) -> EnvelopeT:

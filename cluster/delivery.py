@@ -8,6 +8,8 @@ formatting), with heartbeats while it takes long. Once delivered or given up on 
 logged and counted by the delivery layer, as in one process) it is recorded in PostgreSQL
 (`cluster.delivery_records`: the turn, the platform message ids), and only then acknowledged.
 A reply offered again whose delivery is recorded is acknowledged without being sent again.
+A reply whose turn was shown live by an ingress (`Octos-Live-At`) is handed over to that
+ingress to deliver (`cluster.live_ingress`), and recorded here with the outcome it reports.
 
 The window left: an ingress killed after the platform took a reply and before its record was
 committed sends it again when the reply is offered again (a reply split into several messages
@@ -19,17 +21,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import structlog
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from bus import OutboundMessage
 from cluster.codec import MSG_ID, CodecError, OutboundEnvelope
 from cluster.connection import REQUEST_TIMEOUT_S
+from cluster.delivery_outcome import Delivered
 from cluster.delivery_records import DeliveryRecord, DeliveryRecords
 from cluster.heartbeat import heartbeats
+from cluster.live_ingress import hand_over
 from cluster.metrics import ClusterMetrics
 from cluster.pull import pull_forever
 from cluster.record_expiry import start_record_expiry
@@ -39,14 +43,7 @@ from sessions.errors import SessionError
 
 log = structlog.get_logger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class Delivered:
-    """What became of one reply: the platform ids of its messages, or why it was given up."""
-
-    platform_ids: tuple[str, ...] = ()
-    #: Set when the delivery layer gave up on it (logged and counted there).
-    given_up: str | None = None
+__all__ = ["Deliver", "Delivered", "ReplyDelivery"]
 
 
 #: Delivers one reply with the profile's channels; returns once delivered or given up on.
@@ -58,12 +55,14 @@ NOT_HERE_DELAY_S = 1.0
 class ReplyDelivery:
     def __init__(
         self,
+        client: Client,
         js: JetStreamContext,
         config: NatsConfig,
         ingress_id: str,
         records: DeliveryRecords,
         metrics: ClusterMetrics,
     ) -> None:
+        self._client = client
         self._js = js
         self._config = config
         self._names = names_of(config)
@@ -132,7 +131,7 @@ class ReplyDelivery:
             return
         try:
             async with heartbeats(msg, self._config.ack_wait_s):
-                delivered = await deliver(message)
+                delivered = await self._delivered(envelope, msg_id, deliver)
         except Exception:
             # Supervision point (per message): offered again, to this or another ingress.
             log.exception("cluster.delivery_failed", profile=envelope.profile)
@@ -150,6 +149,20 @@ class ReplyDelivery:
                 )
             )
         await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
+
+    async def _delivered(
+        self, envelope: OutboundEnvelope, msg_id: str | None, deliver: Deliver
+    ) -> Delivered:
+        """Delivered by the ingress that showed its turn live, if any is; else here."""
+        if envelope.live_at is not None and msg_id is not None:
+            handed = await hand_over(self._client, self._names, envelope, msg_id)
+            elsewhere = envelope.live_at != self._ingress_id
+            log.debug("cluster.reply_handed_over", ingress=envelope.live_at, elsewhere=elsewhere)
+            if handed is not None:
+                if elsewhere:
+                    self._metrics.replies_handed_over.labels(envelope.profile).inc()
+                return handed
+        return await deliver(envelope.message)
 
     async def _recorded_before(self, profile: str, msg_id: str) -> bool:
         """Whether this reply's delivery is recorded already (it is then not sent again)."""

@@ -9,7 +9,13 @@ is full. JetStream drops a platform retry within its duplicate window (the ack s
 
 A channel that holds a request open for the reply (the HTTP API) publishes every attempt (its
 id gets a nonce): the worker recognises the inbound id and answers a retry with the stored
-reply, sent to this process's reply subject, where the request waits.
+reply, sent to this process's reply subject, where the request waits. Every message names this
+process and what its channel shows while a turn runs (edits, typing): the worker sends the
+turn's live events here (`cluster.live`).
+
+A stop (`/stop`, an abort trigger) and, in `queue_mode: interrupt`, any newer message of a chat
+must end the chat's running turn, which holds the partition the message waits in: once it is
+durable, a `Cancel` naming it goes to every worker (`cluster.cancels`).
 """
 
 from __future__ import annotations
@@ -18,13 +24,17 @@ import uuid
 from collections.abc import Callable
 
 import structlog
+from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from bus import InboundMessage, InboundRefused
 from channels.base import Channel
+from cluster.cancels import Cancel, CancelReason, publish_cancel
+from cluster.chat_queue import chat_of, kind_of
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from cluster.subjects import ClusterNames
+from config.profile import QueueMode
 from gateway.metrics import GatewayMetrics
 from gateway.strangers import EdgeCheck, StrangerNotices, scrubbed
 
@@ -35,17 +45,20 @@ class ClusterIntake:
     def __init__(
         self,
         profile: str,
-        js: JetStreamContext,
+        client: Client,
         names: ClusterNames,
         ingress_id: str,
         channel_named: Callable[[str], Channel | None],
         strangers: StrangerNotices,
         metrics: GatewayMetrics,
         *,
+        queue_mode: QueueMode = "followup",
         retry_after_s: float = 5.0,
     ) -> None:
         self._profile = profile
-        self._js = js
+        self._client = client
+        self._js: JetStreamContext = client.jetstream(timeout=REQUEST_TIMEOUT_S)
+        self._queue_mode = queue_mode
         self._names = names
         self._ingress_id = ingress_id
         self._metrics = metrics
@@ -85,6 +98,8 @@ class ClusterIntake:
                 "global", self._retry_after_s, f"the inbound stream cannot be written: {error}"
             ) from error
         self._count(message, "duplicate" if ack.duplicate else "accepted")
+        if not ack.duplicate:
+            await self._cancel_running_turn(envelope, ack.seq)
         log.debug(
             "cluster.published",
             partition=partition,
@@ -92,6 +107,22 @@ class ClusterIntake:
             duplicate=bool(ack.duplicate),
             chat=message.chat_id,
         )
+
+    async def _cancel_running_turn(self, envelope: InboundEnvelope, seq: int) -> None:
+        """A stop, or a newer message in interrupt mode: the chat's turn ends now, not when
+        the partition reaches the message."""
+        kind = kind_of(envelope.message)
+        reason: CancelReason
+        if kind == "stop":
+            reason = "stop"
+        elif kind == "text" and self._queue_mode == "interrupt":
+            reason = "interrupt"
+        else:
+            return
+        cancel = Cancel(
+            profile=self._profile, chat=chat_of(envelope), before_seq=seq, reason=reason
+        )
+        await publish_cancel(self._client, self._names.cancel_subject, cancel)
 
     def _envelope(self, channel: Channel, message: InboundMessage) -> InboundEnvelope:
         native = platform_id(self._profile, message)
@@ -102,4 +133,8 @@ class ClusterIntake:
             message,
             request=request,
             reply_subject=self._names.reply_subject(self._ingress_id) if request else None,
+            # This process shows the turn's snapshots and typing, as far as the channel can.
+            ingress=self._ingress_id,
+            streams=channel.supports_edit(),
+            shows_typing=channel.shows_typing(),
         )

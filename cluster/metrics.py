@@ -1,5 +1,5 @@
-"""Prometheus metrics of the cluster's own work: dead letters, redeliveries, replays, and
-replies recognised as delivered."""
+"""Prometheus metrics of the cluster's own work: dead letters, redeliveries, replays, replies
+recognised as delivered, and replies handed to the ingress showing their turn."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ class ClusterMetrics:
     replayed_replies: Counter
     dropped_duplicates: Counter
     replies_not_resent: Counter
+    replies_handed_over: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> ClusterMetrics:
@@ -47,6 +48,13 @@ class ClusterMetrics:
                 "octos_replies_not_resent",
                 "Replies offered again whose delivery was recorded already: acknowledged, "
                 "not sent twice",
+                ["profile"],
+                registry=registry,
+            ),
+            replies_handed_over=Counter(
+                "octos_replies_handed_over",
+                "Replies handed to the ingress that showed their turn's snapshots and typing, "
+                "which delivered them in the message it was editing",
                 ["profile"],
                 registry=registry,
             ),

@@ -4,8 +4,8 @@ A process has a role: `ingress` runs the channels (publishing what they receive,
 replies), `worker` runs the agents (answering inbound partitions), `all` both. The node
 connects, creates the streams idempotently, follows the status subject, opens the turn records
 (workers) and the delivery records (ingress processes) and runs the worker's and the
-deliveries' loops; profiles join and leave it as they
-start and stop (SIGHUP reloads one at a time).
+deliveries' loops (an ingress's with its live subject: the turns it shows, `cluster.live_ingress`);
+profiles join and leave it as they start and stop (SIGHUP reloads one at a time).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from cluster.connection import (
 )
 from cluster.delivery import Deliver, ReplyDelivery
 from cluster.delivery_records import DeliveryRecords
+from cluster.live_ingress import LiveChannels, LiveShows
 from cluster.metrics import ClusterMetrics
 from cluster.poller_leases import PollerLeases
 from cluster.record_table import RecordTable
@@ -69,6 +70,7 @@ class ClusterNode:
         self._deliveries: DeliveryRecords | None = None
         self.worker: Worker | None = None
         self.delivery: ReplyDelivery | None = None
+        self.live: LiveShows | None = None
         self._worker_profiles: dict[str, ProfileWorker] = {}
         self._registry = registry
         #: An ingress's poller leases: its single-poller channels poll only while it holds one.
@@ -81,6 +83,11 @@ class ClusterNode:
     @property
     def runs_ingress(self) -> bool:
         return self.role in ("all", "ingress")
+
+    @property
+    def client(self) -> Client:
+        assert self._client is not None, "ClusterNode used outside `async with`"
+        return self._client
 
     @property
     def js(self) -> JetStreamContext:
@@ -120,8 +127,9 @@ class ClusterNode:
         if self.runs_ingress:
             self._deliveries = await self._opened(DeliveryRecords)
             self.delivery = ReplyDelivery(
-                self._js, self.config, self.id, self._deliveries, self.metrics
+                self._client, self._js, self.config, self.id, self._deliveries, self.metrics
             )
+            self.live = LiveShows(self._client, self.names, self.id)
             self.leases = await PollerLeases.open(
                 self._js,
                 self.config.stream_prefix,
@@ -159,13 +167,17 @@ class ClusterNode:
         if self.worker is not None:
             await self.worker.wait_idle(profile)
 
-    def add_ingress_profile(self, profile: str, deliver: Deliver) -> None:
+    def add_ingress_profile(self, profile: str, deliver: Deliver, live: LiveChannels) -> None:
         if self.delivery is not None:
             self.delivery.add_profile(profile, deliver)
+        if self.live is not None:
+            self.live.add_profile(profile, live)
 
     def remove_ingress_profile(self, profile: str) -> None:
         if self.delivery is not None:
             self.delivery.remove_profile(profile)
+        if self.live is not None:
+            self.live.remove_profile(profile)
 
     # Running
 
@@ -174,8 +186,10 @@ class ClusterNode:
             await self.worker.run()
 
     async def run_delivery(self) -> None:
-        if self.delivery is not None:
-            await self.delivery.run()
+        if self.delivery is not None and self.live is not None:
+            # Open as long as replies are delivered: other ingress processes hand some here.
+            async with self.live:
+                await self.delivery.run()
 
     def stop_worker(self) -> None:
         if self.worker is not None:

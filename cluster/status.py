@@ -8,7 +8,6 @@ stored: a lost update only makes the board stale until the next one). Every proc
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -16,7 +15,6 @@ from dataclasses import dataclass
 import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 
 from bus import (
     AgentId,
@@ -29,6 +27,7 @@ from bus import (
     TokenUsage,
 )
 from cluster.connection import NATS_ERRORS
+from cluster.follower import SubjectFollower
 
 log = structlog.get_logger(__name__)
 
@@ -66,22 +65,12 @@ class StatusPublisher:
         await self._publish(AgentMessage(TaskComplete(task_id=task_id, result=result)))
 
 
-class StatusBoard:
+class StatusBoard(SubjectFollower):
     """The turns running in the cluster now, from the status subject."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._running: dict[str, RunningTurn] = {}
-        self._subscription: Subscription | None = None
-
-    async def follow(self, client: Client, subject: str) -> None:
-        self._subscription = await client.subscribe(subject, cb=self._on_message)
-
-    async def unfollow(self) -> None:
-        if self._subscription is not None:
-            # A closing connection ends the subscription anyway: nothing arrives after it.
-            with contextlib.suppress(*NATS_ERRORS):
-                await self._subscription.unsubscribe()
-            self._subscription = None
 
     async def _on_message(self, msg: Msg) -> None:
         try:

@@ -11,6 +11,9 @@ reach a subject.
     {prefix}.reply.{ingress} replies to requests one ingress holds  stream {prefix}_OUT
     {prefix}.dead.{n}        dead letters                           stream {prefix}_DEAD
     {prefix}.status          turn status (core NATS, not stored)
+    {prefix}.live.{ingress}  a turn's snapshots and typing, and its reply handed over to the
+                             ingress showing them (core NATS, not stored; `cluster.live`)
+    {prefix}.cancel          cancel a chat's running turn (core NATS, not stored)
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ class ClusterNames:
         return f"{self.prefix}.status"
 
     @property
+    def cancel_subject(self) -> str:
+        return f"{self.prefix}.cancel"
+
+    @property
     def inbound_subjects(self) -> str:
         """Every inbound partition's subject, as one subscription's wildcard."""
         return f"{self.prefix}.in.*"
@@ -68,6 +75,10 @@ class ClusterNames:
     def reply_subject(self, ingress_id: str) -> str:
         """Where replies to requests held open by one ingress process go (the HTTP API)."""
         return f"{self.prefix}.reply.{ingress_id}"
+
+    def live_subject(self, ingress_id: str) -> str:
+        """Where one ingress process hears the live events of the turns it shows."""
+        return f"{self.prefix}.live.{ingress_id}"
 
     def dead_subject(self, partition: int) -> str:
         return f"{self.prefix}.dead.{partition}"

@@ -2,7 +2,10 @@
 
     octos_cluster_turns  one row per (profile, inbound id): the turn's id, the stream sequence
                          of the copy that first claimed it, and once answered the reply and
-                         the session messages it adds (one transaction)
+                         the session messages it adds (one transaction); or, for a message
+                         answered by no reply of its own, why (`settled`): joined into
+                         another message's turn (`collect`; `turn_id` is that turn's), or
+                         dropped by a stop or an interrupt
 
 A redelivery of the same stream message finds the row: with a reply, the reply is re-published
 (its `Nats-Msg-Id` is the turn id, so JetStream drops a copy it already has) rather than
@@ -14,14 +17,18 @@ channel that holds a request open for it (the HTTP API) answered with the stored
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final, Literal
 
 import asyncpg
 
 from bus import Message, OutboundMessage, new_turn_id
 from cluster.record_table import RecordTable
 from sessions.postgres.connect import DATABASE_ERRORS, database_error
+
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS octos_cluster_turns (
@@ -33,12 +40,17 @@ CREATE TABLE IF NOT EXISTS octos_cluster_turns (
     reply json,
     messages json,
     appended boolean NOT NULL DEFAULT false,
+    settled text,
     received_at timestamptz NOT NULL DEFAULT now(),
     answered_at timestamptz,
     PRIMARY KEY (scope, inbound_id)
 );
 CREATE INDEX IF NOT EXISTS octos_cluster_turns_received ON octos_cluster_turns (received_at);
+ALTER TABLE octos_cluster_turns ADD COLUMN IF NOT EXISTS settled text;
 """
+#: Why a message has no reply of its own (`TurnRecord.settled`).
+JOINED: Final = "joined"
+Settled = Literal["joined", "stop", "interrupt"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +63,16 @@ class TurnRecord:
     reply: OutboundMessage | None = None
     messages: tuple[Message, ...] = ()
     appended: bool = False
+    settled: str | None = None
 
     @property
     def answered(self) -> bool:
         return self.reply is not None
+
+    @property
+    def done(self) -> bool:
+        """Answered, or settled without a reply of its own: never to run again."""
+        return self.reply is not None or self.settled is not None
 
 
 def _record(row: asyncpg.Record) -> TurnRecord:
@@ -69,6 +87,7 @@ def _record(row: asyncpg.Record) -> TurnRecord:
         reply=None if reply is None else OutboundMessage.model_validate_json(reply),
         messages=tuple(Message.model_validate(item) for item in json.loads(messages or "[]")),
         appended=bool(row["appended"]),
+        settled=row["settled"],
     )
 
 
@@ -105,35 +124,79 @@ class TurnRecords(RecordTable):
         assert row is not None
         return _record(row)
 
-    async def answer(
-        self, record: TurnRecord, session_key: str, reply: OutboundMessage, messages: list[Message]
-    ) -> TurnRecord:
-        """Store the reply and the session messages of the turn in one transaction; when a
-        reply is already there (another worker answered first), that one is returned."""
-        payload = json.dumps([message.model_dump(mode="json") for message in messages])
+    async def known(self, scope: str, inbound_ids: list[str]) -> set[str]:
+        """Which of `inbound_ids` have a row already (a retry of a message seen before)."""
         try:
-            row = await self._connected().fetchrow(
-                """
-                UPDATE octos_cluster_turns
-                SET session_key = $3, reply = $4::json, messages = $5::json, answered_at = now()
-                WHERE scope = $1 AND inbound_id = $2 AND reply IS NULL
-                RETURNING *
-                """,
-                record.scope,
-                record.inbound_id,
-                session_key,
-                reply.model_dump_json(),
-                payload,
+            rows = await self._connected().fetch(
+                "SELECT inbound_id FROM octos_cluster_turns "
+                "WHERE scope = $1 AND inbound_id = ANY($2::text[])",
+                scope,
+                inbound_ids,
             )
-            if row is None:
-                row = await self._connected().fetchrow(
-                    "SELECT * FROM octos_cluster_turns WHERE scope = $1 AND inbound_id = $2",
-                    record.scope,
-                    record.inbound_id,
-                )
         except DATABASE_ERRORS as error:
             raise database_error(self._dsn, error) from error
-        assert row is not None
+        return {row["inbound_id"] for row in rows}
+
+    async def answer(
+        self,
+        record: TurnRecord,
+        session_key: str,
+        reply: OutboundMessage,
+        messages: list[Message],
+        *,
+        joined: Sequence[tuple[str, int]] = (),
+    ) -> TurnRecord:
+        """Store the reply and the session messages of the turn, and the rows of the messages
+        `joined` into it (inbound id, stream sequence), in one transaction; when a reply is
+        already there (another worker answered first), that one is returned."""
+        payload = json.dumps([message.model_dump(mode="json") for message in messages])
+        try:
+            async with self._connected().acquire() as connection, connection.transaction():
+                row = await connection.fetchrow(
+                    """
+                    UPDATE octos_cluster_turns
+                    SET session_key = $3, reply = $4::json, messages = $5::json,
+                        answered_at = now()
+                    WHERE scope = $1 AND inbound_id = $2 AND reply IS NULL AND settled IS NULL
+                    RETURNING *
+                    """,
+                    record.scope,
+                    record.inbound_id,
+                    session_key,
+                    reply.model_dump_json(),
+                    payload,
+                )
+                if row is not None:
+                    await _settle_joined(connection, record, JOINED, joined)
+                else:
+                    row = await _row_of(connection, record)
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+        return _record(row)
+
+    async def settle(
+        self, record: TurnRecord, reason: Settled, *, joined: Sequence[tuple[str, int]] = ()
+    ) -> TurnRecord:
+        """Close the message (and those `joined` into its turn) without a reply: a stop or
+        an interrupt dropped it. A row answered meanwhile keeps its reply."""
+        try:
+            async with self._connected().acquire() as connection, connection.transaction():
+                row = await connection.fetchrow(
+                    """
+                    UPDATE octos_cluster_turns SET settled = $3, answered_at = now()
+                    WHERE scope = $1 AND inbound_id = $2 AND reply IS NULL AND settled IS NULL
+                    RETURNING *
+                    """,
+                    record.scope,
+                    record.inbound_id,
+                    reason,
+                )
+                if row is not None:
+                    await _settle_joined(connection, record, reason, joined)
+                else:
+                    row = await _row_of(connection, record)
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
         return _record(row)
 
     async def mark_appended(self, record: TurnRecord) -> None:
@@ -147,3 +210,34 @@ class TurnRecords(RecordTable):
             )
         except DATABASE_ERRORS as error:
             raise database_error(self._dsn, error) from error
+
+
+async def _row_of(connection: Connection, record: TurnRecord) -> asyncpg.Record:
+    row = await connection.fetchrow(
+        "SELECT * FROM octos_cluster_turns WHERE scope = $1 AND inbound_id = $2",
+        record.scope,
+        record.inbound_id,
+    )
+    assert row is not None
+    return row
+
+
+async def _settle_joined(
+    connection: Connection,
+    record: TurnRecord,
+    reason: str,
+    joined: Sequence[tuple[str, int]],
+) -> None:
+    """Rows for the messages joined into `record`'s turn, under its turn id: when delivered
+    later, each is recognised as done and acknowledged without a turn."""
+    if not joined:
+        return
+    await connection.executemany(
+        """
+        INSERT INTO octos_cluster_turns
+            (scope, inbound_id, turn_id, first_seq, settled, answered_at)
+        VALUES ($1, $2, $3, $4, $5, now())
+        ON CONFLICT (scope, inbound_id) DO NOTHING
+        """,
+        [(record.scope, inbound_id, record.turn_id, seq, reason) for inbound_id, seq in joined],
+    )

@@ -5,11 +5,19 @@ a partition's message holds it alone until it acknowledges, so a chat's turns ru
 time, in order, while partitions run in parallel on every worker. For each message:
 
 1. its row in `octos_cluster_turns` is claimed (or found: a redelivery or a platform retry);
-2. with a stored reply, the reply is published again (redelivery) or the retry dropped;
-3. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
-   heartbeats; the reply and the session messages are stored in one transaction, the messages
-   appended to the session (idempotent), the reply published to the outbound stream with
-   `Nats-Msg-Id` = the turn id, and only then the inbound message acknowledged.
+2. with a stored reply, the reply is published again (redelivery) or the retry dropped; one
+   settled without a reply (joined into another turn, dropped by a stop) is acknowledged;
+3. what waits behind it of the same chat decides, by `queue_mode` (`cluster.chat_queue`),
+   whether it is dropped (a stop or, in interrupt mode, a newer message waits) or answered
+   together with the messages waiting right behind it (collect);
+4. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
+   heartbeats, an agent turn cancellable by a `Cancel` for its chat (`cluster.cancels`) and
+   showing its snapshots and typing live through the ingress that took the message in
+   (`cluster.live`); the reply, the session messages and the rows of the joined messages are
+   stored in one transaction, the messages appended to the session (idempotent), the reply
+   published to the outbound stream with `Nats-Msg-Id` = the turn id (naming that ingress,
+   which finishes the stream it showed), and only then the inbound message acknowledged. A
+   cancelled turn is settled without a reply, then acknowledged.
 
 A turn that fails (the agent, the database, anything) is delivered again after the configured
 backoff; on its last delivery it is buried in the dead-letter stream with the reason (logged,
@@ -43,10 +51,13 @@ from bus import (
 )
 from bus.text import scrub_surrogates
 from cluster.arrivals import Arrivals
+from cluster.cancels import CancelReason, RunningTurns, TakenTurn
+from cluster.chat_queue import Waiting, chat_of, kind_of, queue_plan
 from cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
 from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from cluster.dead_letters import bury
 from cluster.heartbeat import heartbeats
+from cluster.live import LiveTurn, live_turn
 from cluster.metrics import ClusterMetrics
 from cluster.pull import pull_bounded, pull_forever
 from cluster.record_expiry import start_record_expiry
@@ -54,6 +65,8 @@ from cluster.status import StatusPublisher
 from cluster.streams import ensure_worker_consumers, names_of
 from cluster.turn_records import TurnRecord, TurnRecords
 from config.bus import NatsConfig
+from config.profile import QueueMode
+from gateway.turns import CANCELLED_NOTICE
 
 log = structlog.get_logger(__name__)
 
@@ -84,7 +97,15 @@ class Answer:
 class ProfileWorker(Protocol):
     """One profile's agent side, as the worker uses it (built in `gateway.cluster_worker`)."""
 
-    async def answer(self, message: InboundMessage, turn_id: str) -> Answer: ...
+    @property
+    def queue_mode(self) -> QueueMode: ...
+
+    async def answer(
+        self, messages: Sequence[InboundMessage], turn_id: str, live: LiveTurn | None = None
+    ) -> Answer:
+        """The answer to `messages`: one, or several of a chat collected into one turn;
+        `live`: where the turn shows its snapshots and typing (None: nowhere)."""
+        ...
 
     async def append(self, session_key: str, messages: Sequence[Message]) -> None: ...
 
@@ -116,6 +137,7 @@ class Worker:
         #: Messages in hand, by profile: a profile that leaves waits for its own to finish.
         self._in_hand: Counter[str] = Counter()
         self._idle = asyncio.Condition()
+        self._running: RunningTurns[Answer] = RunningTurns()
 
     async def wait_idle(self, profile: str) -> None:
         """Until no message of `profile` is in hand (it has left: no new one starts)."""
@@ -133,6 +155,8 @@ class Worker:
         partitions = range(config.partitions)
         arrivals = Arrivals()
         async with AsyncExitStack() as stack, asyncio.TaskGroup() as tasks:
+            await self._running.follow(self._client, names.cancel_subject)
+            stack.push_async_callback(self._running.unfollow)
             if config.worker_max_turns is not None:
                 await arrivals.follow(self._client, names.inbound_subjects)
                 stack.push_async_callback(arrivals.unfollow)
@@ -218,29 +242,108 @@ class Worker:
             raise TurnFailed(f"no worker runs profile {envelope.profile!r}")
         seq = msg.metadata.sequence.stream
         record = await self._records.claim(envelope.profile, envelope.inbound_id, seq)
-        if record.answered:
-            if record.first_seq == seq or envelope.request:
-                self._metrics.replayed_replies.labels(envelope.profile).inc()
-                log.info("cluster.reply_replayed", turn=record.turn_id, seq=seq)
-                await self._finish(msg, envelope, profile, record)
-            else:
-                self._metrics.dropped_duplicates.labels(envelope.profile).inc()
-                log.info("cluster.duplicate_dropped", turn=record.turn_id, seq=seq)
-                await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
+        if record.done:
+            await self._already_done(msg, envelope, profile, record)
             return
+        # Only an agent turn is cancelled: a command or a stop is quick, and answered.
+        cancellable = kind_of(envelope.message) == "text"
+        chat = chat_of(envelope)
+        with self._running.taken(envelope.profile, chat, seq, cancellable=cancellable) as taken:
+            stream = self._names.inbound_stream
+            queued = await queue_plan(
+                self._js, stream, msg, envelope, profile.queue_mode, self._records
+            )
+            if queued.dropped_by is not None:
+                await self._drop(msg, envelope, record, queued.dropped_by)
+                return
+            joined = queued.joined
+            messages = [envelope.message, *(w.envelope.message for w in joined)]
+            live = live_turn(self._client, self._names, envelope)
+            answer = await self._answered(profile, record, messages, taken, live)
+        if answer is None:
+            assert taken.reason is not None
+            await self._drop(msg, envelope, record, taken.reason, joined)
+            return
+        if answer.failed:
+            raise TurnFailed(answer.error or "the agent failed")
+        reply = _reply(messages, answer, record.turn_id, streamed=envelope.streams)
+        record = await self._records.answer(
+            record,
+            answer.session_key,
+            reply,
+            answer.messages,
+            joined=[(w.envelope.inbound_id, w.seq) for w in joined],
+        )
+        if joined:
+            log.info("cluster.turn_collected", turn=record.turn_id, messages=len(messages))
+        await self._finish(msg, envelope, profile, record)
+
+    async def _answered(
+        self,
+        profile: ProfileWorker,
+        record: TurnRecord,
+        messages: list[InboundMessage],
+        taken: TakenTurn[Answer],
+        live: LiveTurn | None,
+    ) -> Answer | None:
+        """The profile's answer, the turn's status published around it; None when a `Cancel`
+        ended the agent's turn."""
         await self._status.started(record.turn_id)
         answer: Answer | None = None
         try:
-            answer = await profile.answer(envelope.message, record.turn_id)
+            work = profile.answer(messages, record.turn_id, live)
+            answer = await taken.run(work, name=f"turn:{record.turn_id}")
         finally:
             success = answer is not None and not answer.failed
             usage = answer.usage if answer is not None else TokenUsage()
             await self._status.finished(record.turn_id, success=success, usage=usage)
-        if answer.failed:
-            raise TurnFailed(answer.error or "the agent failed")
-        reply = _reply(envelope.message, answer, record.turn_id)
-        record = await self._records.answer(record, answer.session_key, reply, answer.messages)
-        await self._finish(msg, envelope, profile, record)
+        return answer
+
+    async def _already_done(
+        self, msg: Msg, envelope: InboundEnvelope, profile: ProfileWorker, record: TurnRecord
+    ) -> None:
+        """A message with a stored outcome: its reply re-published, or acknowledged as done."""
+        seq = msg.metadata.sequence.stream
+        if record.answered and (record.first_seq == seq or envelope.request):
+            self._metrics.replayed_replies.labels(envelope.profile).inc()
+            log.info("cluster.reply_replayed", turn=record.turn_id, seq=seq)
+            await self._finish(msg, envelope, profile, record)
+            return
+        if record.settled is not None and record.first_seq == seq:
+            # Joined into another message's turn, or dropped by a stop or an interrupt.
+            log.info("cluster.settled_acked", turn=record.turn_id, settled=record.settled, seq=seq)
+        else:
+            self._metrics.dropped_duplicates.labels(envelope.profile).inc()
+            log.info("cluster.duplicate_dropped", turn=record.turn_id, seq=seq)
+        await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
+
+    async def _drop(
+        self,
+        msg: Msg,
+        envelope: InboundEnvelope,
+        record: TurnRecord,
+        reason: CancelReason,
+        joined: Sequence[Waiting] = (),
+    ) -> None:
+        """Answered by nothing, as a single process's abort: settled, then acknowledged; a
+        request held open for it (the HTTP API) is told at once."""
+        log.info("cluster.message_dropped", turn=record.turn_id, reason=reason)
+        if envelope.request:
+            notice = OutboundMessage(
+                channel=envelope.message.channel,
+                chat_id=envelope.message.chat_id,
+                content=CANCELLED_NOTICE,
+                reply_to=envelope.message.message_id,
+                metadata={FAILED: True, **_answers([envelope.message])},
+                delivery_id=record.turn_id,
+            )
+            record = await self._records.answer(record, chat_of(envelope), notice, [])
+            assert record.reply is not None
+            await self._publish_reply(envelope, record.reply, record.turn_id)
+        else:
+            rows = [(w.envelope.inbound_id, w.seq) for w in joined]
+            await self._records.settle(record, reason, joined=rows)
+        await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
 
     async def _finish(
         self, msg: Msg, envelope: InboundEnvelope, profile: ProfileWorker, record: TurnRecord
@@ -263,7 +366,9 @@ class Worker:
         subject = envelope.reply_subject or names.outbound_subject(
             names.partition_of_reply(envelope.profile, reply)
         )
-        out = OutboundEnvelope(envelope.profile, reply)
+        # Every reply to a message whose turn shows live is delivered where it is shown, so the
+        # reply (or a dead letter's notice) finishes the stream and stops the typing there.
+        out = OutboundEnvelope(envelope.profile, reply, live_at=envelope.live_at)
         await self._js.publish(
             subject,
             out.body(),
@@ -294,22 +399,30 @@ class Worker:
                 chat_id=envelope.message.chat_id,
                 content=DEAD_LETTER_REPLY.format(reason=kind.replace("_", " ")),
                 reply_to=envelope.message.message_id,
-                metadata={FAILED: True, **_answers(envelope.message)},
+                metadata={FAILED: True, **_answers([envelope.message])},
             )
             await self._publish_reply(envelope, notice, f"dead.{msg.metadata.sequence.stream}")
         await msg.term()
 
 
-def _answers(message: InboundMessage) -> dict[str, object]:
-    return {ANSWERS: [message.message_id]} if message.message_id else {}
+def _answers(messages: Sequence[InboundMessage]) -> dict[str, object]:
+    ids = [message.message_id for message in messages if message.message_id]
+    return {ANSWERS: ids} if ids else {}
 
 
-def _reply(message: InboundMessage, answer: Answer, turn_id: str) -> OutboundMessage:
+def _reply(
+    messages: Sequence[InboundMessage], answer: Answer, turn_id: str, *, streamed: bool
+) -> OutboundMessage:
+    """The reply to the last of `messages` (as one process answers a collected turn), naming
+    every message it answers."""
+    trigger = messages[-1]
     return OutboundMessage(
-        channel=message.channel,
-        chat_id=message.chat_id,
+        channel=trigger.channel,
+        chat_id=trigger.chat_id,
         content=scrub_surrogates(answer.text),
-        reply_to=message.message_id,
-        metadata={**_answers(message), SESSION: answer.session_key},
+        reply_to=trigger.message_id,
+        metadata={**_answers(messages), SESSION: answer.session_key},
+        # The final of the stream the turn's snapshots showed (the turn's id is its stream's).
+        stream_id=turn_id if streamed and answer.is_turn else None,
         delivery_id=turn_id,
     )

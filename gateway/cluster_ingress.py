@@ -4,7 +4,9 @@ The channels run as in one process (supervised, webhooks mounted, pairing), but 
 `ClusterIntake` (the platform is acknowledged after JetStream's publish ack) and the replies come
 from the outbound stream: the node's delivery loops hand each one to `deliver`, which sends it
 with this profile's channel manager. Notices that are not answers (a stranger's "your id is")
-stay in the process, on a local bus to the same manager.
+stay in the process, on a local bus to the same manager. So do the live events of the turns
+this process shows (`show`: snapshots and typing from workers) and their replies handed over
+(`queue`), so that the chat's lane has them in the order they were published, as in one process.
 
 Polling channels (Telegram long polling, IMAP) have one poller per bot across ingress processes:
 the channel manager starts a single-poller channel only while this process holds its lease
@@ -14,16 +16,18 @@ the channel manager starts a single-poller channel only while this process holds
 from __future__ import annotations
 
 import asyncio
+import uuid
 from contextlib import AsyncExitStack
 
 import structlog
 
-from bus import OutboundMessage, create_bus
+from bus import AgentHandle, OutboundMessage, PipeClosed, create_bus
 from channels.errors import DeliveryError
 from channels.health import ChannelHealth
 from channels.manager import ChannelManager
 from channels.metrics import ChannelMetrics
 from channels.supervisor import start_channel
+from cluster.codec import LiveSignal
 from cluster.delivery import Delivered
 from cluster.ingress_intake import ClusterIntake
 from cluster.node import ClusterNode
@@ -39,6 +43,41 @@ from sessions.backends import active_topics, session_store
 log = structlog.get_logger(__name__)
 
 
+class QueuedReplies:
+    """Replies put into the channel manager's lanes, each with a future of its outcome."""
+
+    def __init__(self) -> None:
+        # By the message object itself: the manager's hook is handed the very object queued.
+        self._waiting: dict[int, tuple[OutboundMessage, asyncio.Future[Delivered]]] = {}
+
+    def expect(self, message: OutboundMessage) -> asyncio.Future[Delivered]:
+        outcome: asyncio.Future[Delivered] = asyncio.get_running_loop().create_future()
+        self._waiting[id(message)] = (message, outcome)
+        return outcome
+
+    def forget(self, message: OutboundMessage) -> None:
+        self._waiting.pop(id(message), None)
+
+    def delivered(
+        self, message: OutboundMessage, platform_ids: list[str], error: DeliveryError | None
+    ) -> None:
+        """The manager's `on_delivered` hook."""
+        queued, outcome = self._waiting.get(id(message), (None, None))
+        if queued is not message or outcome is None:
+            return
+        del self._waiting[id(message)]
+        if error is not None:
+            log.info("cluster.reply_given_up", channel=message.channel, error=str(error))
+        outcome.set_result(
+            Delivered(given_up=str(error)) if error is not None else Delivered(tuple(platform_ids))
+        )
+
+    def cancel_all(self) -> None:
+        for _message, outcome in self._waiting.values():
+            outcome.cancel()
+        self._waiting.clear()
+
+
 class IngressProfile:
     # Takes what `ClusterProfileRuntime` takes, on purpose: that runtime builds it from its own.
 
@@ -51,6 +90,8 @@ class IngressProfile:
         self._shared = shared
         self._node = node
         self._channels: ChannelManager | None = None
+        self._lanes: AgentHandle | None = None
+        self._queued = QueuedReplies()
 
     async def health(self) -> dict[str, ChannelHealth]:
         return {} if self._channels is None else await self._channels.health()
@@ -65,6 +106,28 @@ class IngressProfile:
             log.info("cluster.reply_given_up", profile=self.profile_id, error=str(error))
             return Delivered(given_up=str(error))
         return Delivered(tuple(platform_ids))
+
+    async def show(self, signal: LiveSignal) -> None:
+        """A live event of a turn this process shows, into its chat's lane."""
+        if self._lanes is None:
+            raise PipeClosed(f"profile {self.profile_id!r} is not running")
+        await self._lanes.send(signal)
+
+    async def queue(self, message: OutboundMessage) -> asyncio.Future[Delivered]:
+        """A reply handed over, into its chat's lane behind the turn's live events."""
+        if self._lanes is None:
+            raise PipeClosed(f"profile {self.profile_id!r} is not running")
+        if message.delivery_id is None:
+            # The manager reports only replies with a delivery id (a dead letter's notice
+            # has none): this one is for the report.
+            message = message.model_copy(update={"delivery_id": f"live-{uuid.uuid4().hex}"})
+        outcome = self._queued.expect(message)
+        try:
+            await self._lanes.send(message)
+        except PipeClosed:
+            self._queued.forget(message)
+            raise
+        return outcome
 
     async def run(self, started: asyncio.Event, stop: asyncio.Event) -> None:
         """Run the channels until `stop`; intake stops first, then the channels."""
@@ -96,15 +159,17 @@ class IngressProfile:
                     if node.leases is not None
                     else start_channel
                 ),
+                on_delivered=self._queued.delivered,
             )
             intake = ClusterIntake(
                 self.profile_id,
-                node.js,
+                node.client,
                 node.names,
                 node.id,
                 channels.channel,
                 strangers,
                 self._shared.metrics,
+                queue_mode=self._config.queue_mode,
             )
             stack.callback(self._shared.webhooks.unmount, self.profile_id)
             pairing = Pairing(self.profile_id, self._root)
@@ -121,16 +186,19 @@ class IngressProfile:
             )
             register_all(channels, built, self._config)
             self._channels = channels
+            self._lanes = handle
+            stack.callback(self._queued.cancel_all)
             async with asyncio.TaskGroup() as tasks:
                 channel_task = tasks.create_task(channels.run(), name=f"channels:{self.profile_id}")
                 overlay_task = tasks.create_task(
                     pairing.watch(), name=f"allow-overlay:{self.profile_id}"
                 )
-                node.add_ingress_profile(self.profile_id, self.deliver)
+                node.add_ingress_profile(self.profile_id, self.deliver, self)
                 started.set()
                 await stop.wait()
                 intake.stop()
                 node.remove_ingress_profile(self.profile_id)
+                self._lanes = None
                 handle.close()
                 await channels.drain()
                 await channels.stop()

@@ -3,11 +3,12 @@
 What the single-process dispatcher does with a journaled message, this does with one from the
 inbound stream, reusing the same pieces (`TurnRunner`, `Commands`): an abort trigger is answered
 in the user's language, a command runs, anything else is an agent turn over the session's
-history. Ordering and exactly-once are the worker's (`cluster.worker`); this only answers.
-
-Not in a cluster (yet): a stop or an abort cannot cancel a turn running on another worker (it is
-answered after it), queue modes other than followup, and streamed snapshots and typing
-indicators (replies arrive whole).
+history. Messages of a chat that `queue_mode: collect` joined arrive together and are one turn,
+their texts joined as the single process's lanes join them. A turn's snapshots and typing
+signals go to the ingress that took its message in (`live`, from `cluster.live`), when its
+channel shows them, as in one process. Ordering, exactly-once, the queue modes and cancelling a
+turn on a stop are the worker's (`cluster.worker`, `cluster.chat_queue`, `cluster.cancels`);
+this only answers.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ import structlog
 
 from bus import InboundMessage, Message, SessionKey, create_bus
 from bus.abort import abort_response, is_abort_trigger
+from cluster.live import LiveTurn
 from cluster.worker import Answer
 from config import ProfileConfig
+from config.profile import QueueMode
 from config.store import StoreConfig
 from gateway.agents import create_agent
 from gateway.commands import ChatStatus, Commands, parse_command
+from gateway.lanes import collected_content
 from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
 from gateway.turns import FAILED_TURN_REPLY, TurnRunner
@@ -46,35 +50,46 @@ class WorkerProfile:
     def open_sessions(self) -> int:
         return len(self._sessions)
 
-    async def answer(self, message: InboundMessage, turn_id: str) -> Answer:
+    @property
+    def queue_mode(self) -> QueueMode:
+        return self._config.queue_mode
+
+    async def answer(
+        self, messages: Sequence[InboundMessage], turn_id: str, live: LiveTurn | None = None
+    ) -> Answer:
+        message = messages[-1]
         chat = message.session_key(self.profile_id)
         # Whatever this process remembers of the chat may be stale: its previous turns, a
         # `/reset` or a `/delete` may have run on another worker since.
         self._sessions.evict_chat(chat.base_key())
         key = await self._commands.current_key(chat)
         if is_abort_trigger(message.content):
-            # The turn it would stop ran before it (one at a time per partition): say stopped.
+            # The turn it stops was cancelled by its notice, or ran before it: say stopped.
             return Answer(abort_response(message.content), str(key), [], is_turn=False)
         command = parse_command(message.content)
         if command is not None:
+            if command[0] == "/stop":
+                return Answer(abort_response("stop"), str(key), [], is_turn=False)
             return await self._command(chat, key, *command)
-        answers = [message.message_id] if message.message_id else []
+        answers = [m.message_id for m in messages if m.message_id]
         result = await self._runner.run(
             key,
             message,
-            message.content,
+            collected_content([m.content for m in messages]),
             answers,
             stream_id=turn_id,
-            streams=False,
-            shows_typing=False,
+            streams=live is not None and live.streams,
+            shows_typing=live is not None and live.shows_typing,
+            outbound=live,
         )
         if result.failed:
             return Answer(result.reply, str(key), [], failed=True, error=result.error)
-        messages = [result.user_message, Message.assistant(result.reply)]
-        return Answer(result.reply, str(key), messages, usage=result.usage)
+        messages_added = [result.user_message, Message.assistant(result.reply)]
+        return Answer(result.reply, str(key), messages_added, usage=result.usage)
 
     async def _command(self, chat: SessionKey, key: SessionKey, name: str, arg: str) -> Answer:
-        status = ChatStatus(busy=False, queue_mode="followup", agent=self._config.agent.type)
+        # Busy is what the chat's partition says: this message runs, so no turn of it does.
+        status = ChatStatus(busy=False, queue_mode=self.queue_mode, agent=self._config.agent.type)
         try:
             text = await self._commands.run(chat, name, arg, status=status)
         except Exception as error:
@@ -106,8 +121,8 @@ async def worker_profile(
         # In the same database as the sessions: a `/new` on one worker holds on every worker.
         topics = active_topics(store, root, sessions_store)
         await topics.load()
-        # The runner sends snapshots and typing signals only when asked to: a cluster turn
-        # asks for neither, so its outbound side is a bus nobody reads.
+        # A cluster turn sends its snapshots and typing to its own `LiveTurn`: the runner's
+        # outbound side is a bus nobody reads.
         handle, _publisher = create_bus(1)
         services = ProfileServices(profile_id, config, sessions, topics, handle, metrics)
         yield WorkerProfile(services, TurnRunner(services, agent), Commands(services))

@@ -35,12 +35,11 @@ from gateway.journal import Journal, Outcome, Received, Recovery, restore_sessio
 from gateway.lanes import CommandItem, Commit, LaneItem, Lanes, QueueMode, TurnItem
 from gateway.services import ProfileServices
 from gateway.turn_task import turn_task
-from gateway.turns import FAILED_TURN_REPLY, TurnResult, TurnRunner
+from gateway.turns import CANCELLED_NOTICE, FAILED_TURN_REPLY, TurnResult, TurnRunner
 from sessions import SessionError
 
 log = structlog.get_logger(__name__)
 
-CANCELLED_NOTICE = "Cancelled: a stop or a newer message ended this turn before its reply."
 #: Commands after which older journal records must not be replayed into session files.
 ARCHIVING_COMMANDS = frozenset({"/reset", "/delete"})
 

@@ -20,7 +20,7 @@ busy chat, none per item.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -31,6 +31,16 @@ from gateway.journal import Received
 log = structlog.get_logger(__name__)
 
 QueueMode = Literal["collect", "followup", "interrupt"]
+
+
+def collected_content(contents: Sequence[str]) -> str:
+    """Messages collected into one turn, as the agent and the session see them: the first,
+    then each queued one numbered."""
+    first, *rest = contents
+    queued = "".join(
+        f"\n---\nQueued #{number}: {content}" for number, content in enumerate(rest, start=2)
+    )
+    return first + queued
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +56,7 @@ class TurnItem:
         return [item.id for item in self.received]
 
     def content(self) -> str:
-        first, *rest = self.received
-        queued = "".join(
-            f"\n---\nQueued #{number}: {item.message.content}"
-            for number, item in enumerate(rest, start=2)
-        )
-        return first.message.content + queued
+        return collected_content([item.message.content for item in self.received])
 
 
 @dataclass(frozen=True, slots=True)

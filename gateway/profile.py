@@ -55,7 +55,9 @@ class _Built:
 def _delivery_recorder(journal: Journal) -> DeliveryHook:
     """The manager's hook that tells the journal a reply was delivered (or given up on)."""
 
-    def delivered(message: OutboundMessage, error: DeliveryError | None) -> None:
+    def delivered(
+        message: OutboundMessage, _platform_ids: list[str], error: DeliveryError | None
+    ) -> None:
         assert message.delivery_id is not None
         journal.record_delivered(message.delivery_id, failed=error is not None)
 

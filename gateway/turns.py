@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
@@ -16,6 +17,7 @@ from bus import (
     SESSION,
     InboundMessage,
     Message,
+    OutboundEvent,
     OutboundMessage,
     SessionKey,
     StreamSnapshot,
@@ -29,6 +31,15 @@ from gateway.services import ProfileServices
 log = structlog.get_logger(__name__)
 
 FAILED_TURN_REPLY = "Sorry, I could not answer that: {reason}. Please try again later."
+#: What a request held open for a message that a stop or an interrupt dropped is answered.
+CANCELLED_NOTICE = "Cancelled: a stop or a newer message ended this turn before its reply."
+
+
+class OutboundSink(Protocol):
+    """Where a turn's snapshots and typing signals go: the bus (`AgentHandle`), or in a
+    cluster the ingress holding the chat (`cluster.live`)."""
+
+    async def send(self, event: OutboundEvent) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,17 +76,19 @@ class TurnRunner:
         stream_id: str,
         streams: bool,
         shows_typing: bool = True,
+        outbound: OutboundSink | None = None,
     ) -> TurnResult:
         """Answer `content` (one message, or several collected) in the chat `trigger` came from.
 
         `answers` are the platform ids of the messages this turn answers; snapshots of the
         growing reply are sent only when the channel can show them (`streams`), and typing
-        signals only to a channel that shows typing.
+        signals only to a channel that shows typing, to `outbound` (default: the runner's bus).
         """
+        sink: OutboundSink = self._outbound if outbound is None else outbound
         started = time.perf_counter()
         log.debug("turn.started", session=str(key), stream=stream_id)
         if shows_typing:
-            await self._outbound.send(TypingStarted(trigger.channel, trigger.chat_id))
+            await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
         user_message = Message.user(content, media=list(trigger.media))
         metadata: dict[str, object] = {ANSWERS: answers, SESSION: str(key)}
         try:
@@ -98,7 +111,7 @@ class TurnRunner:
                         stream_id=stream_id,
                         delivery_id=stream_id,
                     )
-                    await self._outbound.send(StreamSnapshot(reply_so_far))
+                    await sink.send(StreamSnapshot(reply_so_far))
 
             reply = await self._agent.run(turn, show_snapshot)
         except AgentError as error:
@@ -110,7 +123,7 @@ class TurnRunner:
         except BaseException:
             # Cancelled (abort, interrupt, shutdown): the typing indicator must not linger.
             if shows_typing:
-                await self._outbound.send(TypingStopped(trigger.channel, trigger.chat_id))
+                await sink.send(TypingStopped(trigger.channel, trigger.chat_id))
             raise
         self._turns_ok.inc()
         self._turn_latency.observe(time.perf_counter() - started)

@@ -56,6 +56,8 @@ REPLY_TIMEOUT_S = 600.0
 class ApiChannel(Channel):
     limit = PLATFORM_LIMITS["api"]
     edit_interval_s = 0.1
+    #: An edit is a server-sent event on the request's own connection: no platform to pace.
+    edits_rate_limited = False
     replies_to_retries = True
     send_with_id_sends_whole = False  # it opens a streamed reply to the waiting request
     #: The profile's agent type, which the empty page names (GET /v1/info).

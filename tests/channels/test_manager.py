@@ -339,7 +339,9 @@ async def test_only_a_final_reply_is_reported_delivered_never_its_snapshots(
     channel = make_channel(editable=True)
     manager = serving(
         channel,
-        on_delivered=lambda message, error: delivered.append((message.delivery_id, error is None)),
+        on_delivered=lambda message, _ids, error: delivered.append(
+            (message.delivery_id, error is None)
+        ),
     )
     final = OutboundMessage(
         channel="rec", chat_id="c1", content="half and whole", stream_id="t1", delivery_id="t1"

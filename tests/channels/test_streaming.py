@@ -174,6 +174,24 @@ async def test_final_waits_for_its_edit_slot(
     assert final.at - first.at == pytest.approx(1.0)
 
 
+async def test_where_edits_are_local_the_final_takes_no_slot(
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+) -> None:
+    channel = make_channel(editable=True, edit_interval_s=1.0)
+    channel.edits_rate_limited = False  # type: ignore[misc]
+    manager = managing(channel)
+
+    await manager.deliver(snapshot("one"))
+    clock.advance(0.25)
+    await manager.deliver(snapshot("one two", final=True))
+
+    assert clock.sleeps == []
+    first, final = channel.calls
+    assert final.kind == "edit"
+    assert final.content == "one two"
+    assert final.at - first.at == pytest.approx(0.25)
+
+
 async def test_rolls_over_to_a_new_message_before_the_limit(
     managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
@@ -368,3 +386,43 @@ async def test_the_flusher_shows_a_coalesced_snapshot_when_it_falls_due(
     assert edit.content == "one two"
     assert edit.at - channel.calls[0].at == pytest.approx(1.0)
     assert clock.sleeps == [pytest.approx(0.7)]
+
+
+async def test_the_final_reports_the_platform_ids_of_every_message_the_stream_made(
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+) -> None:
+    channel = make_channel(editable=True, edit_interval_s=1.0, limit=PlatformLimit(100, "chars"))
+    # Its ids name platform messages (the recording channel's own default says they do not).
+    channel.send_with_id_sends_whole = True
+    manager = managing(channel)
+    text = " ".join(SENTENCES)
+    for content in growing(text, 17):
+        await manager.deliver(snapshot(content))
+        clock.advance(1.0)
+
+    ids = await manager.deliver(snapshot(text, final=True))
+
+    opened = [call.message_id for call in channel.of("send_with_id")]
+    assert len(opened) >= 5  # rolled over: several messages, each reported once
+    assert ids == opened
+
+
+async def test_a_snapshot_arriving_after_its_final_opens_no_second_message(
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+) -> None:
+    channel = make_channel(editable=True, edit_interval_s=1.0)
+    manager = managing(channel)
+    await manager.deliver(snapshot("the reply"))
+    clock.advance(1.0)
+    await manager.deliver(snapshot("the reply, whole", final=True))
+
+    # Late (another process's lane, a turn run twice): dropped, the message stays finished.
+    await manager.deliver(snapshot("the reply"))
+    clock.advance(1.0)
+    await manager.streams.flush_due()
+
+    assert list(shown_messages(channel).values()) == ["the reply, whole"]
+    assert len(channel.of("send_with_id")) == 1
+    # Another stream in the same chat is shown as usual.
+    await manager.deliver(snapshot("the next reply", stream_id="s2"))
+    assert len(channel.of("send_with_id")) == 2

@@ -83,10 +83,22 @@ class RunningWorker:
         request: bool = False,
         msg_id: str | None = None,
         reply_subject: str | None = None,
+        ingress: str | None = None,
+        streams: bool = False,
+        shows_typing: bool = False,
     ) -> PubAck:
+        """As an ingress publishes it; `ingress` (with what its channel shows) gets the live
+        events of the message's turn."""
         inbound_id = platform_id(self.profile, message) or "no-id"
         envelope = InboundEnvelope(
-            self.profile, inbound_id, message, request=request, reply_subject=reply_subject
+            self.profile,
+            inbound_id,
+            message,
+            request=request,
+            reply_subject=reply_subject,
+            ingress=ingress,
+            streams=streams,
+            shows_typing=shows_typing,
         )
         partition = self.names.partition_of_inbound(self.profile, message)
         return await self.js.publish(

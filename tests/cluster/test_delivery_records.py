@@ -90,7 +90,7 @@ async def running_delivery(client: Client, prefix: str, dsn: str) -> AsyncIterat
     metrics = ClusterMetrics.create(CollectorRegistry())
     profile = fresh_scope()
     platform = Platform()
-    delivery = ReplyDelivery(js, config, "test-ingress", records, metrics)
+    delivery = ReplyDelivery(client, js, config, "test-ingress", records, metrics)
     delivery.add_profile(profile, platform.deliver)
     try:
         async with asyncio.TaskGroup() as tasks:

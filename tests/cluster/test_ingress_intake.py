@@ -45,7 +45,7 @@ async def intake_for(
     by_name = {channel.name: channel for channel in channels}
     intake = ClusterIntake(
         "main",
-        client.jetstream(),
+        client,
         names_of(config),
         "ingress-a",
         by_name.get,

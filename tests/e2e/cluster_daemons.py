@@ -19,16 +19,27 @@ from tests.support.daemon import DaemonProcess, write_config
 from tests.support.nats import NATS_URL
 
 
-def telegram_profile(fake: FakeTelegram, user: int, agent: str) -> str:
-    """A profile with the Telegram channel on the fake, allowing `user`."""
+def telegram_profile(
+    fake: FakeTelegram,
+    user: int,
+    agent: str,
+    *,
+    edit_interval_s: float = 1.0,
+    queue_mode: str = "followup",
+) -> str:
+    """A profile with the Telegram channel on the fake, allowing `user`; a streamed reply is
+    edited at most every `edit_interval_s` (its final waits for that slot too); followup
+    unless asked otherwise, so that each message is answered on its own."""
     return f"""\
 agent: {agent}
+queue_mode: {queue_mode}
 channels:
   - type: telegram
     token: "{fake.token}"
     base_url: {fake.base_url}
     base_file_url: {fake.base_file_url}
     poll_timeout_s: 2
+    edit_interval_s: {edit_interval_s}
     allow: [{user}]
 """
 

@@ -5,8 +5,10 @@ Two ingress processes (the one holding the bot's poller lease polls, the other s
 three workers, a slowed echo agent, one planted message that always fails; the leading ingress
 is among the kills, so the standby takes the lease over mid-run. At the end every message
 is answered exactly once, in its chat's order; the only extra copy a kill explains is a reply
-the platform accepted just before the ingress was killed, before it acknowledged the reply; the
-streams hold nothing but the planted dead letter.
+the platform accepted just before the ingress was killed, before it acknowledged the reply, or
+the draft of a streamed reply the killed ingress was showing (a beginning of the answer, or the
+whole of it, shown before the kill; the answer is then sent whole after it); the streams hold
+nothing but the planted dead letter.
 """
 
 from __future__ import annotations
@@ -52,8 +54,40 @@ def holds_lease(daemon: DaemonProcess) -> bool:
     return bool(said) and said[-1] == "lease.acquired"
 
 
+#: How long after an ingress kill the replies of the turns it was showing are sent whole.
+RESEND_WINDOW_S = 15.0
+SEND = ("sendMessage",)
+
+
+def shown_at(fake: FakeTelegram, chat: int, text: str, methods: tuple[str, ...]) -> list[float]:
+    return [
+        call.at
+        for method in methods
+        for call in fake.calls(method)
+        if str(call.params.get("chat_id")) == str(chat) and str(call.params.get("text")) == text
+    ]
+
+
+def a_killed_draft(
+    fake: FakeTelegram, chat: int, draft: str, answers: list[str], kills: list[float]
+) -> bool:
+    """Whether `draft` is what the killed ingress left of a streamed reply it was showing:
+    shown in `chat` (sent or edited to) before an ingress kill, and an answer it begins (or
+    is) sent whole after the kill, by the ingress that took the reply over."""
+    shown = shown_at(fake, chat, draft, ("sendMessage", "editMessageText"))
+    resent = [at for a in answers if a.startswith(draft) for at in shown_at(fake, chat, a, SEND)]
+    return any(s < kill < r for s in shown for r in resent for kill in kills)
+
+
+def resent_after_a_kill(fake: FakeTelegram, chat: int, answer: str, kills: list[float]) -> bool:
+    """Sent whole soon after an ingress kill: a reply the killed ingress was to show."""
+    sent = shown_at(fake, chat, answer, SEND)
+    return any(0 < at - kill <= RESEND_WINDOW_S for at in sent for kill in kills)
+
+
 def text_of(chat: int, index: int) -> str:
-    return f"chat {chat} message {index:03d} asks for its echo"
+    # The number first: a streamed reply's first half tells which answer it begins.
+    return f"message {index:03d} of chat {chat} asks for its echo"
 
 
 async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
@@ -63,10 +97,12 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
     chats = [91_001 + number for number in range(CHATS)]
     sent: list[tuple[int, str]] = []
     kill_times: list[float] = []
+    ingress_kills: list[float] = []
     async with FakeTelegram() as fake, processes() as running:
         config = cluster_config(
             tmp_path,
-            {fresh_scope(): telegram_profile(fake, USER, AGENT)},
+            # Replies stream: each final waits for its edit slot, kept short here.
+            {fresh_scope(): telegram_profile(fake, USER, AGENT, edit_interval_s=0.1)},
             prefix=nats_prefix,
             dsn=postgres_dsn,
             ack_wait_s=2,
@@ -94,6 +130,8 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
                 victim = next(i for i in ingresses if holds_lease(i))
                 ingresses.remove(victim)
             kill_times.append(time.monotonic())
+            if role == "ingress":
+                ingress_kills.append(kill_times[-1])
             victim.signal(signal.SIGKILL)
             await victim.wait()
             replacement = await start_role(config, role)
@@ -131,10 +169,29 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
                 # The planted poison: buried after its deliveries, its chat told once.
                 assert [t for t in extra if t.startswith("Sorry")] == [extra[0]], extra
                 extra = extra[1:]
-            assert extra == [], extra
-            assert dedupe(answers) == expected
+            drafts = [
+                text
+                for text in extra
+                if any(answer.startswith(text) for answer in expected)
+                and a_killed_draft(fake, chat, text, expected, ingress_kills)
+            ]
+            assert extra == drafts, extra
+            # A reply the killed ingress was to show is sent whole afterwards, maybe after the
+            # next answer began streaming at the other ingress; all others keep their order.
+            late = {
+                answer
+                for answer in expected
+                if any(map(answer.startswith, drafts))
+                or resent_after_a_kill(fake, chat, answer, ingress_kills)
+            }
+            assert set(answers) == set(expected)
+            assert [a for a in dedupe(answers) if a not in late] == [
+                e for e in expected if e not in late
+            ]
             for text in {t for t in answers if answers.count(t) > 1}:
-                assert explained_by_a_kill(sends.get((str(chat), text)), kill_times), text
+                assert explained_by_a_kill(
+                    sends.get((str(chat), text)), kill_times
+                ) or a_killed_draft(fake, chat, text, [text], ingress_kills), text
         # Nothing left to do in the streams, but the dead letter the test planted.
         assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
         assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0

@@ -22,6 +22,7 @@ from tests.e2e.cluster_daemons import (
     start_role,
     telegram_profile,
 )
+from tests.e2e.conftest import wait_logged
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
 from tests.support.daemon import free_port, write_config
@@ -64,6 +65,8 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
             )
 
         await fake.wait_until(answered, timeout_s=60)
+        # Streamed: the text is shown before the final is delivered; wait for every final.
+        await wait_logged(ingress, "cluster.hand_over_answered", more_than=17)
         # Every process reports its cluster connections on /readyz.
         status, body = await ingress.get("/readyz")
         assert status == 200, body
@@ -82,14 +85,15 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
         assert sum(turns) == 18
         assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
         await fake.wait_until(lambda: fake.pending_update_ids == [], timeout_s=10)
-        # Each reply's delivery was recorded with the id Telegram gave its message.
-        sent = sorted(str(m["message_id"]) for chat in chats for m in fake.bot_messages(chat))
-        assert await recorded_platform_ids(postgres_dsn, profile) == sent
         # SIGTERM: every process stops cleanly (ingress first, as a rolling stop would).
         for daemon in reversed(running):
             daemon.signal(signal.SIGTERM)
             assert await daemon.wait() == 0, daemon.logs[-10:]
     assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+    # Each reply's delivery was recorded (before its ack) with the id Telegram gave the message
+    # it streamed into.
+    sent = sorted(str(m["message_id"]) for chat in chats for m in fake.bot_messages(chat))
+    assert await recorded_platform_ids(postgres_dsn, profile) == sent
 
 
 async def recorded_platform_ids(dsn: str, profile: str) -> list[str]:

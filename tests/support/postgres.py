@@ -33,6 +33,16 @@ async def _admin(statement: str) -> None:
         await connection.close(timeout=CONNECT_TIMEOUT_S)
 
 
+async def column(dsn: str, query: str, *args: object) -> list[object]:
+    """The first column of `query`'s rows, read on a connection of its own."""
+    connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_S)
+    try:
+        rows = await connection.fetch(query, *args, timeout=CONNECT_TIMEOUT_S * 3)
+    finally:
+        await connection.close(timeout=CONNECT_TIMEOUT_S)
+    return [row[0] for row in rows]
+
+
 def create_database() -> str:
     name = f"octos_test_{secrets.token_hex(6)}"
     try:

@@ -1,0 +1,73 @@
+"""A running turn's live events, from its worker to the ingress that shows them.
+
+Stream snapshots and typing signals go over core NATS (not stored) to `{prefix}.live.{ingress}`,
+the subject of the ingress process that took the turn's message in: that process runs the
+chat's channel (it just received on it), and only one process may edit a streamed message. The
+turn's reply names it too (`Octos-Live-At`), so whichever ingress takes the reply from the
+outbound stream hands it over there to finish the stream (`cluster.live_ingress`).
+
+Losing an event costs nothing: a snapshot is the whole text so far, typing stops with the reply
+(or times out), and the reply itself is durable. So the publish never holds the turn up: it is
+a write into the connection's buffer, skipped while that buffer holds more than
+`MAX_BACKLOG_BYTES` (a slow or lost connection), and a failure is a debug line. As in one
+process, a channel that cannot edit gets no snapshots and one without typing no typing signals:
+the ingress says which in the inbound message's `Octos-Live` header.
+"""
+
+from __future__ import annotations
+
+import structlog
+from nats.aio.client import Client
+
+from bus import OutboundEvent, OutboundMessage
+from cluster.codec import InboundEnvelope, live_signal_message
+from cluster.connection import NATS_ERRORS
+from cluster.subjects import ClusterNames
+
+log = structlog.get_logger(__name__)
+
+#: Live events are skipped while the connection has this much not yet written to the server.
+MAX_BACKLOG_BYTES = 256 * 1024
+
+
+class LiveTurn:
+    """One turn's outbound sink (`gateway.turns.OutboundSink`) towards its ingress."""
+
+    def __init__(
+        self, client: Client, subject: str, profile: str, *, streams: bool, shows_typing: bool
+    ) -> None:
+        self._client = client
+        self._subject = subject
+        self._profile = profile
+        self.streams = streams
+        self.shows_typing = shows_typing
+        self.skipped = 0
+
+    async def send(self, event: OutboundEvent) -> None:
+        if isinstance(event, OutboundMessage):
+            raise TypeError("a turn's reply goes to the outbound stream, never as a live event")
+        client = self._client
+        if not client.is_connected or client.pending_data_size > MAX_BACKLOG_BYTES:
+            self.skipped += 1
+            log.debug("cluster.live_event_skipped", backlog_bytes=client.pending_data_size)
+            return
+        headers, body = live_signal_message(self._profile, event)
+        try:
+            await client.publish(self._subject, body, headers=headers)
+        except NATS_ERRORS as error:
+            self.skipped += 1
+            log.debug("cluster.live_event_not_sent", error=str(error) or type(error).__name__)
+
+
+def live_turn(client: Client, names: ClusterNames, envelope: InboundEnvelope) -> LiveTurn | None:
+    """Where the turn of `envelope` shows itself; None when its channel shows nothing live."""
+    ingress = envelope.live_at
+    if ingress is None:
+        return None
+    return LiveTurn(
+        client,
+        names.live_subject(ingress),
+        envelope.profile,
+        streams=envelope.streams,
+        shows_typing=envelope.shows_typing,
+    )

@@ -1,0 +1,209 @@
+"""An ingress process's side of live events: it shows the turns of the messages it took in.
+
+It listens on its own `{prefix}.live.{ingress}` (core NATS). Stream snapshots and typing
+signals from workers go into the profile's local outbound lane for the chat (the channel
+manager's router, as in one process: in order, a snapshot with a newer one behind it skipped).
+
+A turn that sent live events has a reply naming this ingress (`Octos-Live-At`). Whichever
+ingress takes that reply from the outbound stream hands it over here with a request on the same
+subject (`hand_over`), even when that is this very process: the reply then joins the same lane,
+behind the turn's snapshots and typing in the order they were published, so it finishes the
+stream in the message the snapshots opened and stops the typing, exactly once. This process
+answers with the outcome (the platform ids, or why it was given up); the delivering ingress
+records it and acknowledges the reply, as for any other, so the chat's order is kept by the
+outbound partition.
+
+The window: an ingress that is gone (stopped or killed) has no subscription, the request gets
+no responders, and the delivering ingress sends the reply itself, whole, as a new message; the
+draft the gone ingress was editing stays as it left it. The delivering ingress asks again every
+`ASK_AGAIN_AFTER_S` while it waits (a killed ingress never answers; a new request finds it gone),
+and after `HANDOVER_TIMEOUT_S` the reply is offered again. This side keeps each hand-over's
+outcome by the reply's message id, so a repeat waits for (or returns) the first one instead of
+sending the reply twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import OrderedDict
+from contextlib import AsyncExitStack
+from typing import Protocol, Self
+
+import structlog
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import NoRespondersError
+
+from bus import OutboundMessage, PipeClosed
+from cluster.codec import (
+    FINAL,
+    LIVE_KIND,
+    MSG_ID,
+    CodecError,
+    LiveSignal,
+    OutboundEnvelope,
+    decode_live_signal,
+)
+from cluster.connection import NATS_ERRORS
+from cluster.delivery_outcome import Delivered
+from cluster.subjects import ClusterNames
+
+log = structlog.get_logger(__name__)
+
+#: How long a delivering ingress waits for the showing one to deliver a reply handed over.
+HANDOVER_TIMEOUT_S = 60.0
+#: How often it asks again meanwhile: an ingress killed mid-delivery never answers, and only a
+#: new request tells it is gone (no responders).
+ASK_AGAIN_AFTER_S = 2.0
+#: How many hand-overs' outcomes are kept for repeated requests.
+REMEMBERED_OUTCOMES = 1024
+
+
+class LiveChannels(Protocol):
+    """One profile's channels, as the live side uses them (`gateway.cluster_ingress`)."""
+
+    async def show(self, signal: LiveSignal) -> None:
+        """Into the chat's outbound lane, behind what is there."""
+
+    async def queue(self, message: OutboundMessage) -> asyncio.Future[Delivered]:
+        """Into the chat's outbound lane now; the future is its outcome once delivered."""
+
+
+class LiveShows:
+    """Listens while open (`async with`); hand-overs in hand are answered before it closes."""
+
+    def __init__(self, client: Client, names: ClusterNames, ingress_id: str) -> None:
+        self._client = client
+        self._subject = names.live_subject(ingress_id)
+        self._profiles: dict[str, LiveChannels] = {}
+        self._outcomes: OrderedDict[tuple[str, str], asyncio.Future[Delivered]] = OrderedDict()
+        self._stack = AsyncExitStack()
+        self._answering: asyncio.TaskGroup | None = None
+
+    def add_profile(self, profile: str, channels: LiveChannels) -> None:
+        self._profiles[profile] = channels
+
+    def remove_profile(self, profile: str) -> None:
+        self._profiles.pop(profile, None)
+
+    async def __aenter__(self) -> Self:
+        self._answering = await self._stack.enter_async_context(asyncio.TaskGroup())
+        try:
+            subscription = await self._client.subscribe(self._subject, cb=self._on_message)
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        self._stack.push_async_callback(_unsubscribe, subscription)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        # Nothing new is answered (a requester then delivers the reply itself); answers in
+        # hand are waited for.
+        self._answering = None
+        await self._stack.aclose()
+
+    async def _on_message(self, msg: Msg) -> None:
+        headers = msg.headers or {}
+        try:
+            if headers.get(LIVE_KIND) == FINAL:
+                await self._hand_over(msg, OutboundEnvelope.decode(headers, msg.data))
+            else:
+                await self._show(*decode_live_signal(headers, msg.data))
+        except CodecError as error:
+            log.warning("cluster.live_event_unreadable", error=str(error))
+
+    async def _show(self, profile: str, signal: LiveSignal) -> None:
+        channels = self._profiles.get(profile)
+        if channels is None:
+            return  # not (or no longer) running here: the reply is delivered without it
+        try:
+            await channels.show(signal)
+        except PipeClosed:
+            log.debug("cluster.live_event_after_stop", profile=profile)
+
+    async def _hand_over(self, msg: Msg, envelope: OutboundEnvelope) -> None:
+        key = (envelope.profile, (msg.headers or {}).get(MSG_ID) or msg.reply)
+        outcome = self._outcomes.get(key)
+        channels = self._profiles.get(envelope.profile)
+        answering = self._answering
+        if outcome is None:
+            try:
+                if channels is None or answering is None:
+                    raise PipeClosed(f"profile {envelope.profile!r} is not shown here")
+                outcome = await channels.queue(envelope.message)
+            except PipeClosed:
+                await _respond(msg, {"not_here": True})
+                return
+            self._remember(key, outcome)
+        if answering is None:
+            return  # closing: the requester times out and the reply is offered again
+        answering.create_task(self._answer(msg, outcome), name=f"live-hand-over:{key[1]}")
+
+    def _remember(self, key: tuple[str, str], outcome: asyncio.Future[Delivered]) -> None:
+        self._outcomes[key] = outcome
+        while len(self._outcomes) > REMEMBERED_OUTCOMES:
+            self._outcomes.popitem(last=False)
+
+    async def _answer(self, msg: Msg, outcome: asyncio.Future[Delivered]) -> None:
+        done, _ = await asyncio.wait([outcome], timeout=HANDOVER_TIMEOUT_S)
+        if not done or outcome.cancelled():
+            log.warning("cluster.hand_over_unanswered", timeout_s=HANDOVER_TIMEOUT_S)
+            return
+        delivered = outcome.result()
+        await _respond(
+            msg, {"platform_ids": list(delivered.platform_ids), "given_up": delivered.given_up}
+        )
+        log.debug("cluster.hand_over_answered", given_up=delivered.given_up is not None)
+
+
+async def _unsubscribe(subscription: Subscription) -> None:
+    # A closing connection ends the subscription anyway.
+    with contextlib.suppress(*NATS_ERRORS):
+        await subscription.unsubscribe()
+
+
+async def _respond(msg: Msg, answer: dict[str, object]) -> None:
+    try:
+        await msg.respond(json.dumps(answer).encode("utf-8"))
+    except NATS_ERRORS as error:
+        # The requester times out; the reply is offered again and this outcome given then.
+        log.info("cluster.hand_over_answer_lost", error=str(error) or type(error).__name__)
+
+
+async def hand_over(
+    client: Client, names: ClusterNames, envelope: OutboundEnvelope, msg_id: str
+) -> Delivered | None:
+    """`envelope`'s reply delivered by the ingress that showed its turn live (`live_at`).
+
+    None when that ingress is gone or no longer runs the profile: deliver it here, whole.
+    A timeout raises (the reply is offered again).
+    """
+    assert envelope.live_at is not None
+    headers = {**envelope.headers(msg_id), LIVE_KIND: FINAL}
+    deadline = asyncio.get_running_loop().time() + HANDOVER_TIMEOUT_S
+    while True:
+        try:
+            response = await client.request(
+                names.live_subject(envelope.live_at),
+                envelope.body(),
+                timeout=ASK_AGAIN_AFTER_S,
+                headers=headers,
+            )
+            break
+        except NoRespondersError:
+            log.info(
+                "cluster.live_ingress_gone", ingress=envelope.live_at, profile=envelope.profile
+            )
+            return None
+        except TimeoutError:
+            # Still delivering (a repeat waits for the same outcome), or killed meanwhile.
+            if asyncio.get_running_loop().time() >= deadline:
+                raise
+    answer = json.loads(response.data)
+    if answer.get("not_here"):
+        log.info("cluster.live_profile_gone", ingress=envelope.live_at, profile=envelope.profile)
+        return None
+    return Delivered(tuple(answer["platform_ids"]), given_up=answer["given_up"])

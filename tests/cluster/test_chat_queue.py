@@ -1,0 +1,174 @@
+"""What waits behind a chat's message in its partition: read from the stream, and what each
+`queue_mode` makes of it; on real NATS and PostgreSQL, messages stored before the worker runs
+(what a stop or a collected turn finds after a restart, with no cancel notice to help)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from nats.aio.client import Client
+
+from bus import ANSWERS, InboundMessage, OutboundMessage
+from cluster.cancels import Cancel, RunningTurns
+from cluster.chat_queue import Waiting, plan
+from cluster.codec import InboundEnvelope, platform_id
+from cluster.streams import ensure_streams, names_of
+from tests.cluster.harness import nats_config, running_worker
+from tests.support.nats import nats_client, nats_prefix
+from tests.support.postgres import column, fresh_scope, postgres_dsn
+
+__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+
+
+def said(text: str, message_id: str, *, chat: str = "chat-1") -> InboundMessage:
+    return InboundMessage(
+        channel="telegram", sender_id="7", chat_id=chat, content=text, message_id=message_id
+    )
+
+
+def envelope(text: str, message_id: str, *, request: bool = False) -> InboundEnvelope:
+    return InboundEnvelope("p", message_id, said(text, message_id), request=request)
+
+
+def behind(*texts: str) -> list[Waiting]:
+    return [Waiting(seq, envelope(text, f"w{seq}")) for seq, text in enumerate(texts, start=2)]
+
+
+def test_a_stop_waiting_behind_drops_a_turn_or_a_command_but_not_a_stop_or_a_status() -> None:
+    waiting = behind("more", "/stop")
+    assert plan("followup", envelope("hello", "1"), waiting).dropped_by == "stop"
+    assert plan("collect", envelope("/reset", "1"), waiting).dropped_by == "stop"
+    assert plan("followup", envelope("stop", "1"), waiting).dropped_by is None
+    assert plan("followup", envelope("/status", "1"), behind("停止")).dropped_by is None
+
+
+def test_interrupt_drops_a_turn_when_a_newer_message_waits() -> None:
+    assert plan("interrupt", envelope("hello", "1"), behind("newer")).dropped_by == "interrupt"
+    assert plan("interrupt", envelope("hello", "1"), behind("/sessions")).dropped_by is None
+    assert plan("followup", envelope("hello", "1"), behind("newer")).dropped_by is None
+
+
+def test_collect_joins_up_to_the_first_command_and_never_a_request() -> None:
+    joined = plan("collect", envelope("one", "1"), behind("two", "three", "/new x", "four"))
+    assert [w.envelope.message.content for w in joined.joined] == ["two", "three"]
+    assert plan("collect", envelope("one", "1"), behind("/help", "two")).joined == []
+    held = envelope("one", "1", request=True)
+    assert plan("collect", held, behind("two")).joined == []
+    asked = [Waiting(2, envelope("two", "2", request=True))]
+    assert plan("collect", envelope("one", "1"), asked).joined == []
+    assert plan("followup", envelope("one", "1"), behind("two")).joined == []
+
+
+async def test_a_cancel_before_the_turn_starts_means_it_never_starts() -> None:
+    turns: RunningTurns[str] = RunningTurns()
+    ran: list[str] = []
+
+    async def work() -> str:
+        ran.append("ran")
+        return "answer"
+
+    with turns.taken("p", "p:telegram:chat-1", 5) as taken:
+        # A cancel for a later message (seq 9) reaches the message taken at seq 5 ...
+        assert turns.cancel(
+            Cancel(profile="p", chat="p:telegram:chat-1", before_seq=9, reason="stop")
+        )
+        assert await taken.run(work(), name="turn") is None
+    assert ran == []
+    with turns.taken("p", "p:telegram:chat-1", 9) as taken:
+        # ... never the message that sent it, nor one after it.
+        assert not turns.cancel(
+            Cancel(profile="p", chat="p:telegram:chat-1", before_seq=9, reason="stop")
+        )
+        assert await taken.run(work(), name="turn") == "answer"
+
+
+async def test_a_cancel_that_comes_before_its_message_is_taken_cancels_it_as_it_is_taken() -> None:
+    turns: RunningTurns[str] = RunningTurns()
+    # Still being fetched (or its row claimed) when the stop's notice came: nothing to cancel.
+    stop = Cancel(profile="p", chat="chat", before_seq=7, reason="stop")
+    assert not turns.cancel(stop)
+    with turns.taken("p", "chat", 6) as taken:
+        assert taken.reason == "stop"
+    with turns.taken("p", "chat", 6, cancellable=False) as command:
+        assert command.reason is None  # a command is answered
+        assert not turns.cancel(stop)
+    with turns.taken("p", "chat", 8) as later:
+        assert later.reason is None
+    with turns.taken("p", "another chat", 6) as elsewhere:
+        assert elsewhere.reason is None
+
+
+async def test_a_cancel_ends_a_running_turn() -> None:
+    turns: RunningTurns[str] = RunningTurns()
+    started = asyncio.Event()
+
+    async def forever() -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    with turns.taken("p", "chat", 1) as taken:
+        running = asyncio.create_task(taken.run(forever(), name="turn"))
+        await started.wait()
+        turns.cancel(Cancel(profile="p", chat="chat", before_seq=2, reason="interrupt"))
+        assert await running is None
+        assert taken.reason == "interrupt"
+
+
+async def publish_before_the_worker(
+    client: Client, prefix: str, profile: str, messages: list[InboundMessage]
+) -> None:
+    config = nats_config(prefix)
+    names = names_of(config)
+    js = client.jetstream(timeout=10)
+    await ensure_streams(js, config)
+    for number, message in enumerate(messages):
+        inbound_id = platform_id(profile, message)
+        assert inbound_id is not None
+        stored = InboundEnvelope(profile, inbound_id, message)
+        partition = names.partition_of_inbound(profile, message)
+        await js.publish(
+            names.inbound_subject(partition),
+            stored.body(),
+            headers=stored.headers(f"{inbound_id}.{number}"),  # past the duplicate window
+        )
+
+
+async def settled_rows(dsn: str, profile: str) -> list[object]:
+    return await column(
+        dsn,
+        "SELECT settled FROM octos_cluster_turns WHERE scope = $1 AND settled IS NOT NULL "
+        "ORDER BY first_seq",
+        profile,
+    )
+
+
+async def test_what_waits_before_a_stop_is_dropped_without_a_turn(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    profile = fresh_scope()
+    messages = [said("a long question", "1"), said("/reset", "2"), said("/stop", "3")]
+    await publish_before_the_worker(nats_client, nats_prefix, profile, messages)
+    async with running_worker(nats_client, nats_prefix, postgres_dsn, profile, tmp_path) as w:
+        await w.observer.wait_for(lambda: len(w.acks()) == 3)
+        texts = [OutboundMessage.model_validate_json(s.data).content for s in w.replies()]
+        assert texts == ["🛑 Cancelled."]
+    assert await settled_rows(postgres_dsn, profile) == ["stop", "stop"]
+
+
+async def test_collect_joins_what_waits_and_asks_a_platform_retry_once(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    profile = fresh_scope()
+    # "two" twice: the platform sent it again after JetStream's duplicate window.
+    messages = [said("one", "1"), said("two", "2"), said("two", "2"), said("three", "3")]
+    await publish_before_the_worker(nats_client, nats_prefix, profile, messages)
+    async with running_worker(nats_client, nats_prefix, postgres_dsn, profile, tmp_path) as w:
+        await w.observer.wait_for(lambda: len(w.acks()) == 4)
+        (reply,) = [OutboundMessage.model_validate_json(s.data) for s in w.replies()]
+        assert reply.content == "one\n---\nQueued #2: two\n---\nQueued #3: three"
+        assert reply.metadata[ANSWERS] == ["1", "2", "3"]
+        assert reply.reply_to == "3"
+        assert w.metrics.dropped_duplicates.labels(profile)._value.get() == 1
+    assert await settled_rows(postgres_dsn, profile) == ["joined", "joined"]

@@ -1,0 +1,161 @@
+"""Live events on real NATS: a worker's turn shows its snapshots and typing at the ingress
+that took its message in (only what that channel shows), never held up by the publish; an
+ingress's live subject takes a reply handed over once, however often it is asked."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from nats.aio.client import Client
+
+from bus import InboundMessage, OutboundMessage, StreamSnapshot, TypingStarted
+from cluster.codec import LIVE_KIND, OutboundEnvelope, decode_live_signal
+from cluster.connection import connect, disconnect
+from cluster.delivery_outcome import Delivered
+from cluster.live import MAX_BACKLOG_BYTES, LiveTurn
+from cluster.live_ingress import LiveShows, hand_over
+from cluster.subjects import ClusterNames
+from tests.cluster.harness import RunningWorker, Seen, nats_config, running_worker
+from tests.support.nats import nats_client, nats_prefix
+from tests.support.postgres import fresh_scope, postgres_dsn
+
+__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+
+TEXT = "one two three four five six seven eight"
+#: Pieces 50 ms apart: the agent's snapshots (at most one per 100 ms) are several.
+STREAMING_ECHO = {"type": "echo", "delay_s": 0.05, "pieces": 8}
+
+
+def message(chat: str, text: str = TEXT) -> InboundMessage:
+    return InboundMessage(
+        channel="telegram", sender_id="7", chat_id=chat, content=text, message_id=f"{chat}-1"
+    )
+
+
+def reply_of(seen: Seen) -> OutboundEnvelope:
+    return OutboundEnvelope.decode(seen.headers, seen.data)
+
+
+async def answered(worker: RunningWorker, count: int) -> list[OutboundEnvelope]:
+    await worker.observer.wait_for(lambda: len(worker.replies()) == count)
+    return [reply_of(seen) for seen in worker.replies()]
+
+
+@pytest.fixture
+async def w(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> AsyncIterator[RunningWorker]:
+    """A worker whose echo agent streams."""
+    async with running_worker(
+        nats_client, nats_prefix, postgres_dsn, fresh_scope(), tmp_path, agent=STREAMING_ECHO
+    ) as running:
+        yield running
+
+
+async def test_a_turn_shows_snapshots_and_typing_at_its_ingress_and_its_reply_names_it(
+    w: RunningWorker, nats_prefix: str
+) -> None:
+    await w.publish(message("c1"), ingress="ingress-a", streams=True, shows_typing=True)
+    [reply] = await answered(w, 1)
+    # Published before the reply on the same connection: all of them are seen by now.
+    events = w.observer.on(f"{nats_prefix}.live.ingress-a")
+    assert events[0].headers[LIVE_KIND] == "typing-started"
+    signals = [decode_live_signal(e.headers, e.data) for e in events[1:]]
+    assert {p for p, _signal in signals} == {w.profile}
+    snapshots = [s for _p, s in signals if isinstance(s, StreamSnapshot)]
+    assert len(snapshots) == len(signals) >= 2
+    assert all(TEXT.startswith(s.reply.content) for s in snapshots)
+    # The reply is the final of that stream, to be delivered where it was shown.
+    assert reply.live_at == "ingress-a"
+    assert reply.message.content == TEXT
+    assert reply.message.stream_id == reply.message.delivery_id
+    assert {s.stream_id for s in snapshots} == {reply.message.stream_id}
+    assert w.observer.on(f"{nats_prefix}.live.") == events  # nowhere else
+
+
+async def test_a_channel_that_cannot_edit_gets_typing_only_and_one_showing_nothing_nothing(
+    w: RunningWorker, nats_prefix: str
+) -> None:
+    await w.publish(message("c1"), ingress="ingress-a", shows_typing=True)
+    [typed] = await answered(w, 1)
+    await w.publish(message("c2"), ingress="ingress-a")
+    _typed, silent = await answered(w, 2)
+    events = w.observer.on(f"{nats_prefix}.live.")
+    assert [decode_live_signal(e.headers, e.data)[1] for e in events] == [
+        TypingStarted("telegram", "c1")
+    ]
+    assert (typed.live_at, typed.message.stream_id) == ("ingress-a", None)
+    assert (silent.live_at, silent.message.stream_id) == (None, None)
+    assert typed.message.content == silent.message.content == TEXT
+
+
+async def test_live_events_are_skipped_not_waited_for_when_the_connection_cannot_take_them(
+    nats_prefix: str,
+) -> None:
+    config = nats_config(nats_prefix)
+    client = await connect(config, name="live-test")
+    subject = f"{nats_prefix}.live.nobody"
+    live = LiveTurn(client, subject, "p", streams=True, shows_typing=True)
+    try:
+        # The flusher has not run yet (nothing awaited in between yields to it): the buffer
+        # holds more than the bound, so the event is skipped rather than queued behind it.
+        await client.publish(f"{nats_prefix}.filler", b"x" * (MAX_BACKLOG_BYTES + 1))
+        await live.send(TypingStarted("telegram", "c1"))
+        assert live.skipped == 1
+        await client.flush()
+        await live.send(TypingStarted("telegram", "c1"))
+        assert live.skipped == 1
+    finally:
+        await disconnect(client)
+    # A closed connection: skipped too, and the turn goes on.
+    await live.send(TypingStarted("telegram", "c1"))
+    assert live.skipped == 2
+
+
+class Lanes:
+    """A profile's lanes as the live side sees them: what it was given, and one outcome."""
+
+    def __init__(self) -> None:
+        self.shown: list[object] = []
+        self.queued: list[OutboundMessage] = []
+        self.outcome: asyncio.Future[Delivered] = asyncio.get_running_loop().create_future()
+        self.changed = asyncio.Event()
+
+    async def show(self, signal: object) -> None:
+        self.shown.append(signal)
+        self.changed.set()
+
+    async def queue(self, message: OutboundMessage) -> asyncio.Future[Delivered]:
+        self.queued.append(message)
+        self.changed.set()
+        return self.outcome
+
+
+async def test_a_reply_handed_over_twice_is_queued_once_and_both_get_its_outcome(
+    nats_client: Client, nats_prefix: str
+) -> None:
+    names = ClusterNames(nats_prefix, 4)
+    lanes = Lanes()
+    final = OutboundMessage(
+        channel="telegram", chat_id="c1", content=TEXT, stream_id="t1", delivery_id="t1"
+    )
+    envelope = OutboundEnvelope("p", final, live_at="ingress-s")
+    async with LiveShows(nats_client, names, "ingress-s") as shows:
+        shows.add_profile("p", lanes)
+        first = asyncio.create_task(hand_over(nats_client, names, envelope, "t1"))
+        second = asyncio.create_task(hand_over(nats_client, names, envelope, "t1"))
+        while len(lanes.queued) < 1:
+            lanes.changed.clear()
+            await lanes.changed.wait()
+        lanes.outcome.set_result(Delivered(("42",)))
+        assert await first == await second == Delivered(("42",))
+        assert lanes.queued == [final]
+        # Another profile is not shown here: the asking ingress delivers it itself.
+        other = OutboundEnvelope("q", final, live_at="ingress-s")
+        assert await hand_over(nats_client, names, other, "t2") is None
+    # Gone (closed): no responders, delivered by the asking ingress.
+    assert await hand_over(nats_client, names, envelope, "t3") is None
+    assert lanes.queued == [final]
