@@ -26,7 +26,8 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,13 @@ from bus import FAILED, InboundMessage, InboundSender, Message, OutboundMessage,
 from bus.session_key import SessionKey
 from channels.base import Channel
 from config import ProfileConfig
+from config.store import StoreConfig
 from gateway.collector import settle_after_start_up
 from gateway.journal import Journal
 from gateway.logs import configure_logging
 from gateway.metrics import GatewayMetrics
 from gateway.profile import JOURNAL_DIR, ProfileRuntime
+from gateway.services import ProcessServices
 from gateway.webhooks import WebhookRoutes
 from sessions import SessionStore
 
@@ -120,15 +123,15 @@ def _message(number: int, chats: int) -> InboundMessage:
 
 
 def _runtime(data_dir: Path, fsync: str = "batch") -> ProfileRuntime:
-    return ProfileRuntime(
-        PROFILE,
-        _profile(fsync),
+    shared = ProcessServices(
         data_dir,
+        StoreConfig(),
         bus_capacity=4096,
         metrics=GatewayMetrics.create(CollectorRegistry()),
         webhooks=WebhookRoutes(),
         request_shutdown=lambda: None,
     )
+    return ProfileRuntime(PROFILE, _profile(fsync), shared)
 
 
 async def _with_runtime(
@@ -139,12 +142,7 @@ async def _with_runtime(
     with_runtime: Callable[[ProfileRuntime, BenchChannel], Awaitable[Any]] | None = None,
 ) -> Any:
     runtime = _runtime(data_dir, fsync)
-    async with asyncio.TaskGroup() as tasks:
-        running = tasks.create_task(runtime.run(), name="bench-profile")
-        await runtime.ready.wait()
-        channel = BenchChannel.running
-        assert channel is not None
-        await channel.ready.wait()
+    async with _running(runtime) as channel:
         # As the daemon does once its profiles are up.
         thresholds = gc.get_threshold()
         settle_after_start_up()
@@ -156,6 +154,20 @@ async def _with_runtime(
         finally:
             gc.unfreeze()
             gc.set_threshold(*thresholds)
+
+
+@asynccontextmanager
+async def _running(runtime: ProfileRuntime) -> AsyncIterator[BenchChannel]:
+    """`runtime` running with its bench channel up; stopped (its turns finished) on the way out."""
+    async with asyncio.TaskGroup() as tasks:
+        running = tasks.create_task(runtime.run(), name="bench-profile")
+        await runtime.ready.wait()
+        channel = BenchChannel.running
+        assert channel is not None
+        await channel.ready.wait()
+        try:
+            yield channel
+        finally:
             runtime.request_stop()
             await running
 
@@ -296,15 +308,8 @@ async def _seed_restart_data(root: Path, idle_sessions: int, interrupted: int) -
 async def _start_up_s(data_dir: Path) -> float:
     runtime = _runtime(data_dir)
     started = time.perf_counter()
-    async with asyncio.TaskGroup() as tasks:
-        running = tasks.create_task(runtime.run(), name="bench-start-up")
-        await runtime.ready.wait()
-        channel = BenchChannel.running
-        assert channel is not None
-        await channel.ready.wait()
+    async with _running(runtime):
         elapsed = time.perf_counter() - started
-        runtime.request_stop()
-        await running
     return elapsed
 
 

@@ -27,6 +27,13 @@ class Figure:
     ok: bool | None = None
 
     @classmethod
+    def at_most(
+        cls, suite: str, name: str, value: float, unit: str, most: float, *, digits: int
+    ) -> Figure:
+        """A figure that must not exceed `most`, shown to `digits` decimals ("<= most")."""
+        return cls(suite, name, round(value, digits), unit, target=f"<= {most:g}", ok=value <= most)
+
+    @classmethod
     def from_json(cls, data: dict[str, object]) -> Figure:
         target = data.get("target")
         ok = data.get("ok")

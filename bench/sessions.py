@@ -205,13 +205,13 @@ async def _all_figures(root: Path) -> list[Figure]:
     for fsync in ("batch", "never"):
         ratio = await _append_cost_ratio(root / f"ratio-{fsync}", fsync)
         figures.append(
-            Figure(
+            Figure.at_most(
                 SUITE,
                 f"append cost at {LONG:,} / at {SHORT} messages, fsync {fsync}",
-                round(ratio, 3),
+                ratio,
                 "ratio",
-                target=f"<= {MAX_RATIO}",
-                ok=ratio <= MAX_RATIO,
+                MAX_RATIO,
+                digits=3,
             )
         )
     figures += await _load_figures(root / "load")

@@ -61,41 +61,44 @@ async def postgres_latency_figures(
     jsonl_p50_ms: dict[str, float],
 ) -> list[Figure]:
     """p50/p99 of appends to PostgreSQL for each case, and p50 against JSONL's (fsync batch)."""
+    figures: list[Figure] = []
     async with bench_database(suite) as dsn:
         if dsn is None:
-            return []
-        return await _figures(suite, dsn, measure, cases, percentile, jsonl_p50_ms)
+            return figures
+        try:
+            for sessions, appends, label in cases:
+                async with PostgresSessionStore(dsn, f"bench{sessions}", pool_size=8) as store:
+                    samples = await measure(store, sessions, appends)
+                figures += _case_figures(suite, label, samples, percentile, jsonl_p50_ms.get(label))
+        except StoreUnavailable as error:
+            print(f"{suite}: PostgreSQL figures left out ({error})", file=sys.stderr)
+    return figures
 
 
-async def _figures(
+def _case_figures(
     suite: str,
-    dsn: str,
-    measure: Measure,
-    cases: Cases,
+    label: str,
+    samples: list[float],
     percentile: Callable[[list[float], float], float],
-    jsonl_p50_ms: dict[str, float],
+    jsonl_p50_ms: float | None,
 ) -> list[Figure]:
-    figures = []
-    try:
-        for sessions, appends, label in cases:
-            async with PostgresSessionStore(dsn, f"bench{sessions}", pool_size=8) as store:
-                samples = await measure(store, sessions, appends)
-            for stat, fraction in (("p50", 0.5), ("p99", 0.99)):
-                value_ms = percentile(samples, fraction) * 1000
-                figures.append(
-                    Figure(suite, f"append {stat}, PostgreSQL, {label}", round(value_ms, 3), "ms")
-                )
-            jsonl = jsonl_p50_ms.get(label)
-            if jsonl:
-                ratio = percentile(samples, 0.5) * 1000 / jsonl
-                figures.append(
-                    Figure(
-                        suite,
-                        f"append p50 PostgreSQL / JSONL fsync batch, {label}",
-                        round(ratio, 2),
-                        "ratio",
-                    )
-                )
-    except StoreUnavailable as error:
-        print(f"{suite}: PostgreSQL figures left out ({error})", file=sys.stderr)
+    figures = [
+        Figure(
+            suite,
+            f"append {stat}, PostgreSQL, {label}",
+            round(percentile(samples, fraction) * 1000, 3),
+            "ms",
+        )
+        for stat, fraction in (("p50", 0.5), ("p99", 0.99))
+    ]
+    if jsonl_p50_ms:
+        ratio = percentile(samples, 0.5) * 1000 / jsonl_p50_ms
+        figures.append(
+            Figure(
+                suite,
+                f"append p50 PostgreSQL / JSONL fsync batch, {label}",
+                round(ratio, 2),
+                "ratio",
+            )
+        )
     return figures

@@ -26,6 +26,7 @@ class TaskAssign(TaggedModel):
         return self.task.id
 
 
+# The variants below share their form (`type`, `task_id`, the payload): octos-core's wire types.
 class TaskUpdate(TaggedModel):
     type: Literal["task_update"] = "task_update"
     task_id: TaskId

@@ -36,7 +36,7 @@ from cluster.heartbeat import heartbeats
 from cluster.live_ingress import hand_over
 from cluster.metrics import ClusterMetrics
 from cluster.pull import pull_forever
-from cluster.record_expiry import expire_records
+from cluster.record_expiry import start_record_expiry
 from cluster.streams import ensure_consumer, ensure_delivery_consumers, names_of, reply_consumer
 from config.bus import NatsConfig
 from sessions.errors import SessionError
@@ -96,11 +96,8 @@ class ReplyDelivery:
                     ),
                     name=f"delivery:{durable}",
                 )
-            tasks.create_task(
-                expire_records(
-                    "octos_cluster_deliveries", self._records.forget_older_than, self._stopping
-                ),
-                name="delivery-record-expiry",
+            start_record_expiry(
+                tasks, "octos_cluster_deliveries", self._records.forget_older_than, self._stopping
             )
             log.info("cluster.delivery_running", partitions=self._config.partitions)
         await self._forget_own_consumer(own.durable_name)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from types import TracebackType
 from typing import Literal, Self, TypeVar
 
 import structlog
@@ -149,12 +148,7 @@ class ClusterNode:
         await opened.open()
         return opened
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.board.unfollow()
         for table in (self._records, self._deliveries):
             if table is not None:

@@ -40,3 +40,15 @@ async def expire_records(
             await asyncio.wait({stop}, timeout=RECORD_EXPIRY_INTERVAL_S)
     finally:
         stop.cancel()
+
+
+def start_record_expiry(
+    tasks: asyncio.TaskGroup,
+    table: str,
+    forget_older_than: Callable[[timedelta], Awaitable[int]],
+    stopping: asyncio.Event,
+) -> None:
+    """`expire_records` for `table` as a task of `tasks`, named after the table."""
+    tasks.create_task(
+        expire_records(table, forget_older_than, stopping), name=f"record-expiry:{table}"
+    )

@@ -123,6 +123,7 @@ async def ensure_worker_consumers(js: JetStreamContext, config: NatsConfig) -> N
     )
 
 
+# The worker's consumers' twin on the outbound stream: same partitioning, other names.
 async def ensure_delivery_consumers(js: JetStreamContext, config: NatsConfig) -> None:
     names = names_of(config)
     # A reply is offered until an ingress delivers it (or the delivery layer gives up on it):

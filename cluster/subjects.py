@@ -37,6 +37,7 @@ def chat_base_key(profile: str, channel: str, chat_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ClusterNames:
+    # One member per stream, subject and consumer name, alike on purpose: each is a name to grep.
     prefix: str
     partitions: int
 

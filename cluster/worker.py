@@ -61,7 +61,7 @@ from cluster.heartbeat import heartbeats
 from cluster.live import LiveTurn, live_turn
 from cluster.metrics import ClusterMetrics
 from cluster.pull import pull_bounded, pull_forever
-from cluster.record_expiry import expire_records
+from cluster.record_expiry import start_record_expiry
 from cluster.status import StatusPublisher
 from cluster.streams import ensure_worker_consumers, names_of
 from cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
@@ -198,11 +198,8 @@ class Worker:
                         ),
                         name=f"worker-partition:{durable}",
                     )
-            tasks.create_task(
-                expire_records(
-                    "octos_cluster_turns", self._records.forget_older_than, self._stopping
-                ),
-                name="turn-record-expiry",
+            start_record_expiry(
+                tasks, "octos_cluster_turns", self._records.forget_older_than, self._stopping
             )
             log.info("cluster.worker_running", partitions=self._config.partitions)
 

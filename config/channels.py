@@ -1,10 +1,11 @@
 """One model per chat platform a profile connects to, told apart by `type`.
 
-The platform models (here and in `config.channels_*`) declare their fields one by one even where
-they look alike (allow, webhook_path, api_base_url, timeouts): each description documents that
-platform in the generated reference (`python -m config.reference`), so the parallel is on
-purpose. What they share in behaviour is written once: `ChannelConfigBase`, the types of
-`config.common`, and `require_in_mode` for the keys a mode needs.
+The fields that mean the same on every platform (`allow`, `webhook_path`) are declared through
+`config.channel_fields`, each worded for its platform. The others that look alike (api_base_url,
+timeouts) are declared one by one: each description documents that platform in the generated
+reference (`python -m config.reference`), so that parallel is on purpose. What the models share
+in behaviour is written once: `ChannelConfigBase`, the types of `config.common`, and
+`require_in_mode` for the keys a mode needs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from config.channel_fields import allow_list_field, webhook_path_field
 from config.channels_email import EmailConfigFields
 from config.common import (
     AllowEntry,
@@ -45,11 +47,7 @@ def _everyone() -> list[AllowEntry]:
 class ChannelConfigBase(ConfigModel):
     """Fields every channel has."""
 
-    allow: list[AllowEntry] = Field(
-        default_factory=list,
-        description='User ids or @usernames allowed to talk to the bot; "*" allows everyone, '
-        "an empty list nobody.",
-    )
+    allow: list[AllowEntry] = allow_list_field("User ids or @usernames")
     edit_interval_s: float | None = Field(
         None,
         gt=0,
@@ -85,10 +83,7 @@ class TelegramConfig(ChannelConfigBase):
     webhook_url: OptionalHttpUrlText = Field(
         None, description="Public URL Telegram posts updates to (webhook mode)."
     )
-    webhook_path: UrlPath = Field(
-        "/telegram/webhook",
-        description="Path on the gateway's HTTP server that receives webhook updates.",
-    )
+    webhook_path: UrlPath = webhook_path_field("/telegram/webhook", "webhook updates")
     secret_token: OptionalSecret = Field(
         None,
         description="Secret Telegram sends in X-Telegram-Bot-Api-Secret-Token with each "
@@ -161,10 +156,7 @@ class SlackConfig(ChannelConfigBase):
         None, description="Signing secret that verifies HTTP event requests (http mode)."
     )
     base_url: HttpUrlText = Field("https://slack.com/api/", description="Slack Web API base URL.")
-    webhook_path: UrlPath = Field(
-        "/slack/events",
-        description="Path on the gateway's HTTP server that receives events (http mode).",
-    )
+    webhook_path: UrlPath = webhook_path_field("/slack/events", "events (http mode)")
 
     @model_validator(mode="after")
     def _mode_credentials(self) -> Self:

@@ -6,6 +6,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
+from config.channel_fields import allow_list_field, webhook_path_field
 from config.channels import ChannelConfigBase
 from config.common import AllowEntry, HttpUrlText, OptionalSecret, Secret, UrlPath
 from config.problems import require_in_mode
@@ -13,11 +14,7 @@ from config.problems import require_in_mode
 
 class FeishuConfig(ChannelConfigBase):
     type: Literal["feishu"] = Field("feishu", description="Channel kind: a Feishu/Lark app bot.")
-    allow: list[AllowEntry] = Field(
-        default_factory=list,
-        description='Open ids (ou_...) allowed to talk to the bot; "*" allows everyone, an '
-        "empty list nobody.",
-    )
+    allow: list[AllowEntry] = allow_list_field("Open ids (ou_...)")
     app_id: str = Field(min_length=1, description="App ID of the Feishu/Lark app (cli_...).")
     app_secret: Secret = Field(description="App secret of the Feishu/Lark app.")
     mode: Literal["websocket", "webhook"] = Field(
@@ -35,10 +32,7 @@ class FeishuConfig(ChannelConfigBase):
         description="Verification Token of the event subscription, checked in every webhook "
         "event (required in webhook mode).",
     )
-    webhook_path: UrlPath = Field(
-        "/feishu/events",
-        description="Path on the gateway's HTTP server that receives events (webhook mode).",
-    )
+    webhook_path: UrlPath = webhook_path_field("/feishu/events", "events (webhook mode)")
     base_url: HttpUrlText = Field(
         "https://open.feishu.cn",
         description="Open platform base URL; Lark: https://open.larksuite.com.",

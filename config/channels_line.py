@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from config.channel_fields import webhook_path_field
 from config.channels import ChannelConfigBase
 from config.common import HttpUrlText, Secret, UrlPath
 
@@ -19,10 +20,7 @@ class LineConfig(ChannelConfigBase):
     channel_access_token: Secret = Field(
         description="Long-lived channel access token (Messaging API tab)."
     )
-    webhook_path: UrlPath = Field(
-        "/line/webhook",
-        description="Path on the gateway's HTTP server that receives LINE's webhook requests.",
-    )
+    webhook_path: UrlPath = webhook_path_field("/line/webhook", "LINE's webhook requests")
     api_base_url: HttpUrlText = Field(
         "https://api.line.me", description="Messaging API base URL (replies, pushes, bot info)."
     )

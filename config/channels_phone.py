@@ -12,6 +12,7 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from config.channel_fields import allow_list_field, webhook_path_field
 from config.channels import ChannelConfigBase
 from config.common import AllowEntry, HttpUrlText, Secret, UrlPath
 from config.problems import ConfigValueError
@@ -22,10 +23,8 @@ _WHATSAPP_ID = re.compile(r"[1-9][0-9]{1,14}")
 
 class TwilioConfig(ChannelConfigBase):
     type: Literal["twilio"] = Field("twilio", description="Channel kind: Twilio SMS and MMS.")
-    allow: list[AllowEntry] = Field(
-        default_factory=list,
-        description='Phone numbers (E.164, e.g. "+14155550100") allowed to text the bot; "*" '
-        "allows everyone, an empty list nobody.",
+    allow: list[AllowEntry] = allow_list_field(
+        'Phone numbers (E.164, e.g. "+14155550100")', verb="text"
     )
     account_sid: str = Field(
         pattern=r"^AC[0-9a-fA-F]{32}$", description="Account SID (AC followed by 32 hex digits)."
@@ -45,10 +44,7 @@ class TwilioConfig(ChannelConfigBase):
         description="The exact URL Twilio posts to, as set on the number: the signature covers "
         "it, and behind a proxy the daemon cannot guess it."
     )
-    webhook_path: UrlPath = Field(
-        "/twilio/sms",
-        description="Path on the gateway's HTTP server that receives Twilio's webhooks.",
-    )
+    webhook_path: UrlPath = webhook_path_field("/twilio/sms", "Twilio's webhooks")
     api_base_url: HttpUrlText = Field(
         "https://api.twilio.com", description="Twilio REST API base URL."
     )
@@ -93,11 +89,7 @@ class WhatsAppConfig(ChannelConfigBase):
     type: Literal["whatsapp"] = Field(
         "whatsapp", description="Channel kind: the WhatsApp Business Cloud API."
     )
-    allow: list[AllowEntry] = Field(
-        default_factory=list,
-        description='WhatsApp ids (the phone number without "+") allowed to talk to the bot; '
-        '"*" allows everyone, an empty list nobody.',
-    )
+    allow: list[AllowEntry] = allow_list_field('WhatsApp ids (the phone number without "+")')
     access_token: Secret = Field(description="System user or app access token for the Graph API.")
     phone_number_id: str = Field(
         pattern=r"^[0-9]{1,32}$", description="Id of the business phone number (not the number)."
@@ -108,10 +100,7 @@ class WhatsAppConfig(ChannelConfigBase):
     verify_token: Secret = Field(
         description="Token you chose in the app dashboard; answers the webhook verification."
     )
-    webhook_path: UrlPath = Field(
-        "/whatsapp/webhook",
-        description="Path on the gateway's HTTP server that receives WhatsApp's webhooks.",
-    )
+    webhook_path: UrlPath = webhook_path_field("/whatsapp/webhook", "WhatsApp's webhooks")
     api_base_url: HttpUrlText = Field(
         "https://graph.facebook.com/v21.0",
         description="Graph API base URL, including its version.",

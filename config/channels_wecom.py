@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
+from config.channel_fields import allow_list_field, webhook_path_field
 from config.channels import ChannelConfigBase
 from config.common import AllowEntry, HttpUrlText, Secret, UrlPath
 from config.problems import ConfigValueError
@@ -19,11 +20,7 @@ class WeComConfig(ChannelConfigBase):
     type: Literal["wecom"] = Field(
         "wecom", description="Channel kind: a WeCom (企业微信) self-built application."
     )
-    allow: list[AllowEntry] = Field(
-        default_factory=list,
-        description='WeCom user ids allowed to talk to the bot; "*" allows everyone, an empty '
-        "list nobody.",
-    )
+    allow: list[AllowEntry] = allow_list_field("WeCom user ids")
     corp_id: str = Field(min_length=1, description="Corp ID of the organisation (ww...).")
     agent_id: int = Field(description="AgentId of the application.")
     secret: Secret = Field(description="Secret of the application.")
@@ -31,9 +28,7 @@ class WeComConfig(ChannelConfigBase):
     encoding_aes_key: Secret = Field(
         description="EncodingAESKey of the callback: 43 characters of base64."
     )
-    webhook_path: UrlPath = Field(
-        "/wecom/callback", description="Path on the gateway's HTTP server that receives callbacks."
-    )
+    webhook_path: UrlPath = webhook_path_field("/wecom/callback", "callbacks")
     api_base_url: HttpUrlText = Field(
         "https://qyapi.weixin.qq.com", description="WeCom server API base URL."
     )

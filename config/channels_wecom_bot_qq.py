@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from config.channel_fields import webhook_path_field
 from config.channels import ChannelConfigBase
 from config.common import HttpUrlText, Secret, UrlPath, WebSocketUrlText
 
@@ -32,10 +33,7 @@ class QQBotConfig(ChannelConfigBase):
         description="How events arrive: signed webhooks on the gateway's HTTP server, or the "
         "websocket gateway QQ is retiring.",
     )
-    webhook_path: UrlPath = Field(
-        "/qq/callback",
-        description="Path on the gateway's HTTP server that receives QQ's signed events.",
-    )
+    webhook_path: UrlPath = webhook_path_field("/qq/callback", "QQ's signed events")
     api_base_url: HttpUrlText = Field(
         "https://api.sgroup.qq.com", description="QQ bot OpenAPI base URL."
     )

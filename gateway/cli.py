@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from config import ConfigError, LoadedConfig, default_config, load_gateway
+from gateway.cli_args import CommandSet, Handler, add_config_argument
 from gateway.cluster_commands import (
     ROLES,
     add_dead_letter_commands,
@@ -140,10 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Connects an AI agent to chat platforms; one YAML profile per bot.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
+    commands = CommandSet(parser, dest="command", metavar="COMMAND")
 
-    run = commands.add_parser(
+    run = commands.add(
         "run",
+        cmd_run,
         help="run the daemon",
         description="Run the daemon. Without -c: one profile with the HTTP API channel and the "
         "echo agent on http://127.0.0.1:8091, data in ./data.",
@@ -161,15 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="in a cluster (bus backend nats): ingress runs the channels, worker the agents, "
         "all both (the default)",
     )
-    run.set_defaults(func=cmd_run)
 
-    check = commands.add_parser(
+    check = commands.add(
         "check",
+        cmd_check,
         help="validate a configuration",
         description="Validate gateway.yaml and every profile; exit 0 when valid, 2 when not.",
     )
-    check.add_argument("-c", "--config", type=Path, required=True, help="gateway.yaml")
-    check.set_defaults(func=cmd_check)
+    add_config_argument(check)
 
     add_session_commands(commands)
     add_store_commands(commands)
@@ -178,12 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_init_command(commands)
     add_pair_commands(commands)
 
-    version_cmd = commands.add_parser("version", help="print the version")
-    version_cmd.set_defaults(func=cmd_version)
+    commands.add("version", cmd_version, help="print the version")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] = args.func
+    handler: Handler = args.func
     return handler(args)

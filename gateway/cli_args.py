@@ -1,7 +1,7 @@
 """Arguments several commands share, accepted before or after a command's action, what they
 locate, and the exit statuses of the commands that read the data directory.
 
-Every command declares its own parser (`add_parser` with help and description, then its
+Every command declares its own parser (`CommandSet.add` with help and description, then its
 arguments): those declarations look alike because argparse is written that way, and stay with
 their commands; what the commands share in meaning lives here.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,58 @@ EXIT_NOT_FOUND = 1
 EXIT_INVALID_CONFIG = 2
 #: A database (or server) the command needs cannot be reached.
 EXIT_UNAVAILABLE = 69
+
+#: What runs a command: its parsed arguments in, its exit status out.
+Handler = Callable[[argparse.Namespace], int]
+
+
+class CommandSet:
+    """The commands of `octos-gateway`, or the actions of one command (`sessions list`): each
+    a parser of its own, and for what can be run the handler `main` calls."""
+
+    def __init__(
+        self, parser: argparse.ArgumentParser, *, dest: str, metavar: str, located: bool = False
+    ) -> None:
+        self._parsers = parser.add_subparsers(dest=dest, required=True, metavar=metavar)
+        self._located = located
+
+    def add(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        help: str,
+        description: str | None = None,
+    ) -> argparse.ArgumentParser:
+        """A command that `handler` runs, with its `--help` texts."""
+        parser = self._parsers.add_parser(name, help=help, description=description)
+        parser.set_defaults(func=handler)
+        if self._located:
+            add_location_arguments(parser, nested=True)
+        return parser
+
+    def add_group(
+        self,
+        name: str,
+        *,
+        help: str,
+        description: str,
+        located: bool = False,
+    ) -> CommandSet:
+        """A command whose actions are run (`sessions list`), one of which must be given.
+
+        `located`: its actions read the data directory, and `-c FILE` / `--data-dir DIR` are
+        accepted before the action and after it (`sessions -c F list`, `sessions list -c F`).
+        """
+        parser = self._parsers.add_parser(name, help=help, description=description)
+        if located:
+            add_location_arguments(parser)
+        return CommandSet(parser, dest="action", metavar="ACTION", located=located)
+
+
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    """`-c FILE`, required: the gateway.yaml a command reads."""
+    parser.add_argument("-c", "--config", type=Path, required=True, help="gateway.yaml")
 
 
 def add_location_arguments(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:

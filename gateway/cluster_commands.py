@@ -13,11 +13,10 @@ import argparse
 import asyncio
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from config import ConfigError, LoadedConfig, load_gateway
-from gateway.cli_args import plural
+from gateway.cli_args import CommandSet, add_config_argument, plural
 from gateway.env_file import environment_for
 
 if TYPE_CHECKING:
@@ -59,25 +58,24 @@ def bus_unreachable(loaded: LoadedConfig) -> str | None:
     return None
 
 
-def add_dead_letter_commands(commands: Any) -> None:
-    dead = commands.add_parser(
+def add_dead_letter_commands(commands: CommandSet) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
+    dead = commands.add_group(
         "dead-letters",
         help="inspect, retry or purge the cluster's dead letters",
         description="Inbound messages that kept failing are kept in the dead-letter stream "
         "with the reason (bus backend nats).",
     )
-    actions = dead.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, text in (
         ("list", "one line per dead letter: id, profile:channel:chat, deliveries, reason"),
         ("show", "the whole dead letter: headers, reason and message"),
         ("retry", "publish it to its partition again and remove the dead copy"),
         ("purge", "remove every dead letter"),
     ):
-        action = actions.add_parser(name, help=text, description=text)
-        action.add_argument("-c", "--config", type=Path, required=True, help="gateway.yaml")
+        action = dead.add(name, cmd_dead_letters, help=text, description=text)
+        add_config_argument(action)
         if name in ("show", "retry"):
             action.add_argument("id", type=int, help="the id `dead-letters list` shows")
-        action.set_defaults(func=cmd_dead_letters)
 
 
 def cmd_dead_letters(args: argparse.Namespace) -> int:

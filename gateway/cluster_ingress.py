@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
 from contextlib import AsyncExitStack
-from pathlib import Path
 
 import structlog
 
@@ -34,14 +32,12 @@ from cluster.delivery import Delivered
 from cluster.ingress_intake import ClusterIntake
 from cluster.node import ClusterNode
 from config import ProfileConfig
-from config.store import StoreConfig
 from gateway.history import ProfileHistory
-from gateway.metrics import GatewayMetrics
 from gateway.pairing import Pairing
 from gateway.pairing_stores import pairing_store
 from gateway.profile_channels import build_channels, register_all
+from gateway.services import ProcessServices
 from gateway.strangers import StrangerNotices
-from gateway.webhooks import WebhookRoutes
 from sessions import SessionManager
 from sessions.backends import active_topics, session_store
 
@@ -84,28 +80,16 @@ class QueuedReplies:
 
 
 class IngressProfile:
+    # Takes what `ClusterProfileRuntime` takes, on purpose: that runtime builds it from its own.
+
     def __init__(
-        self,
-        profile_id: str,
-        config: ProfileConfig,
-        root: Path,
-        node: ClusterNode,
-        *,
-        store: StoreConfig,
-        bus_capacity: int,
-        metrics: GatewayMetrics,
-        webhooks: WebhookRoutes,
-        request_shutdown: Callable[[], None],
+        self, profile_id: str, config: ProfileConfig, shared: ProcessServices, node: ClusterNode
     ) -> None:
         self.profile_id = profile_id
         self._config = config
-        self._root = root
+        self._root = shared.data_dir / profile_id
+        self._shared = shared
         self._node = node
-        self._store = store
-        self._bus_capacity = bus_capacity
-        self._metrics = metrics
-        self._webhooks = webhooks
-        self._request_shutdown = request_shutdown
         self._channels: ChannelManager | None = None
         self._lanes: AgentHandle | None = None
         self._queued = QueuedReplies()
@@ -152,9 +136,9 @@ class IngressProfile:
         async with AsyncExitStack() as stack:
             # Read-only: the web chat's history; sessions are written by workers.
             history_store = await stack.enter_async_context(
-                session_store(self._store, self._root, read_only=True)
+                session_store(self._shared.store, self._root, read_only=True)
             )
-            topics = active_topics(self._store, self._root, history_store)
+            topics = active_topics(self._shared.store, self._root, history_store)
             await topics.load()
             history = ProfileHistory(
                 self.profile_id,
@@ -162,12 +146,12 @@ class IngressProfile:
                 topics,
                 written_elsewhere=True,
             )
-            handle, publisher = create_bus(self._bus_capacity)
+            handle, publisher = create_bus(self._shared.bus_capacity)
             strangers = StrangerNotices(handle.send)
             channels = ChannelManager(
                 self.profile_id,
                 publisher,
-                metrics=ChannelMetrics(self._metrics.registry, self.profile_id),
+                metrics=ChannelMetrics(self._shared.metrics.registry, self.profile_id),
                 intake=lambda: intake,
                 # A single-poller channel (Telegram long polling, IMAP) polls only while this
                 # process holds its lease: one poller per bot across every ingress.
@@ -185,14 +169,14 @@ class IngressProfile:
                 node.id,
                 channels.channel,
                 strangers,
-                self._metrics,
+                self._shared.metrics,
                 queue_mode=self._config.queue_mode,
             )
-            stack.callback(self._webhooks.unmount, self.profile_id)
+            stack.callback(self._shared.webhooks.unmount, self.profile_id)
             # Codes and approvals in the sessions' database: shared by every ingress, anywhere.
             pairing = Pairing(
                 self.profile_id,
-                await stack.enter_async_context(pairing_store(self._store, self._root)),
+                await stack.enter_async_context(pairing_store(self._shared.store, self._root)),
             )
             await pairing.load()
             strangers.stranger_notice = pairing.stranger_notice
@@ -202,8 +186,8 @@ class IngressProfile:
                 self._root,
                 history=history,
                 pairing=pairing,
-                webhooks=self._webhooks,
-                request_shutdown=self._request_shutdown,
+                webhooks=self._shared.webhooks,
+                request_shutdown=self._shared.request_shutdown,
             )
             register_all(channels, built, self._config)
             self._channels = channels

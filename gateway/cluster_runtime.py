@@ -7,58 +7,30 @@ daemon supervises, reloads and stops profiles the same way in either mode.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from contextlib import AsyncExitStack
-from pathlib import Path
 
 import structlog
 
 from channels.health import ChannelHealth
 from cluster.node import ClusterNode
 from config import ProfileConfig
-from config.store import StoreConfig
 from gateway.cluster_ingress import IngressProfile
 from gateway.cluster_worker import WorkerProfile, worker_profile
-from gateway.metrics import GatewayMetrics
-from gateway.webhooks import WebhookRoutes
+from gateway.services import ProcessServices
 
 log = structlog.get_logger(__name__)
 
 
 class ClusterProfileRuntime:
     def __init__(
-        self,
-        profile_id: str,
-        config: ProfileConfig,
-        data_dir: Path,
-        node: ClusterNode,
-        *,
-        store: StoreConfig,
-        bus_capacity: int,
-        metrics: GatewayMetrics,
-        webhooks: WebhookRoutes,
-        request_shutdown: Callable[[], None],
+        self, profile_id: str, config: ProfileConfig, shared: ProcessServices, node: ClusterNode
     ) -> None:
         self.profile_id = profile_id
         self.config = config
-        self.root = data_dir / profile_id
+        self._shared = shared
         self._node = node
-        self._store = store
-        self._metrics = metrics
         self._ingress = (
-            IngressProfile(
-                profile_id,
-                config,
-                self.root,
-                node,
-                store=store,
-                bus_capacity=bus_capacity,
-                metrics=metrics,
-                webhooks=webhooks,
-                request_shutdown=request_shutdown,
-            )
-            if node.runs_ingress
-            else None
+            IngressProfile(profile_id, config, shared, node) if node.runs_ingress else None
         )
         self._worker: WorkerProfile | None = None
         self._stop = asyncio.Event()
@@ -79,7 +51,11 @@ class ClusterProfileRuntime:
             if self._node.runs_worker:
                 self._worker = await stack.enter_async_context(
                     worker_profile(
-                        self.profile_id, self.config, self.root.parent, self._store, self._metrics
+                        self.profile_id,
+                        self.config,
+                        self._shared.data_dir,
+                        self._shared.store,
+                        self._shared.metrics,
                     )
                 )
                 self._node.add_worker_profile(self.profile_id, self._worker)

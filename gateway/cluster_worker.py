@@ -31,7 +31,8 @@ from gateway.agents import create_agent
 from gateway.commands import ChatStatus, Commands, parse_command
 from gateway.lanes import collected_content
 from gateway.metrics import GatewayMetrics
-from gateway.turns import FAILED_TURN_REPLY, TurnRunner, TurnSettings
+from gateway.services import ProfileServices
+from gateway.turns import FAILED_TURN_REPLY, TurnRunner
 from sessions import SessionManager
 from sessions.backends import active_topics, postgres_store, session_store
 
@@ -45,18 +46,16 @@ log = structlog.get_logger(__name__)
 class WorkerProfile:
     def __init__(
         self,
-        profile_id: str,
-        config: ProfileConfig,
+        services: ProfileServices,
         runner: TurnRunner,
         commands: Commands,
-        sessions: SessionManager,
         store: PostgresSessionStore,
     ) -> None:
-        self.profile_id = profile_id
-        self._config = config
+        self.profile_id = services.profile
+        self._config = services.config
         self._runner = runner
         self._commands = commands
-        self._sessions = sessions
+        self._sessions = services.sessions
         self._store = store
 
     @property
@@ -149,10 +148,10 @@ async def worker_profile(
         # A cluster turn sends its snapshots and typing to its own `LiveTurn`: the runner's
         # outbound side is a bus nobody reads.
         handle, _publisher = create_bus(1)
-        runner = TurnRunner(
-            TurnSettings(profile_id, settings.max_history), agent, sessions, handle, metrics
-        )
-        commands = Commands(sessions, topics, settings.fork_copy)
+        services = ProfileServices(profile_id, config, sessions, topics, handle, metrics)
         yield WorkerProfile(
-            profile_id, config, runner, commands, sessions, postgres_store(sessions_store)
+            services,
+            TurnRunner(services, agent),
+            Commands(services),
+            postgres_store(sessions_store),
         )

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bus import SessionKey
-from sessions import SessionManager, validate_topic_name
-from sessions.topics import ActiveTopicsStore
+from gateway.services import ProfileServices
+from sessions import validate_topic_name
 
 HELP_TEXT = """Commands:
 /new [name] - start a new session (keeps the last few messages as context)
@@ -49,15 +49,10 @@ class ChatStatus:
 class Commands:
     """Executes commands for one profile; returns the reply text."""
 
-    def __init__(
-        self,
-        sessions: SessionManager,
-        topics: ActiveTopicsStore,
-        fork_copy: int,
-    ) -> None:
-        self._sessions = sessions
-        self._topics = topics
-        self._fork_copy = fork_copy
+    def __init__(self, services: ProfileServices) -> None:
+        self._sessions = services.sessions
+        self._topics = services.topics
+        self._fork_copy = services.config.sessions.fork_copy
 
     async def current_key(self, chat: SessionKey) -> SessionKey:
         return chat.with_topic(await self._topics.active(chat.base_key()))

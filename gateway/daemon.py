@@ -29,6 +29,7 @@ from gateway.http_server import HttpServer, build_app, webhook_hosts
 from gateway.metrics import GatewayMetrics
 from gateway.profile import ProfileRuntime
 from gateway.recent_failures import recent_failures
+from gateway.services import ProcessServices
 from gateway.status_page import ProfileFacts, StatusPage, build_snapshot
 from gateway.webhooks import WebhookRoutes
 from sessions.errors import SessionError
@@ -258,31 +259,20 @@ class Daemon:
     def _start_profile(self, profile_id: str, config: ProfileConfig) -> None:
         assert self._tasks is not None
         runtime: ProfileProcess
+        shared = ProcessServices(
+            Path(self._loaded.gateway.data_dir),
+            self._store,
+            self._loaded.gateway.bus.capacity,
+            self._metrics,
+            self._webhooks,
+            self.request_shutdown,
+        )
         if self._node is None:
-            runtime = ProfileRuntime(
-                profile_id,
-                config,
-                Path(self._loaded.gateway.data_dir),
-                bus_capacity=self._loaded.gateway.bus.capacity,
-                metrics=self._metrics,
-                webhooks=self._webhooks,
-                request_shutdown=self.request_shutdown,
-                store=self._store,
-            )
+            runtime = ProfileRuntime(profile_id, config, shared)
         else:
             from gateway.cluster_runtime import ClusterProfileRuntime
 
-            runtime = ClusterProfileRuntime(
-                profile_id,
-                config,
-                Path(self._loaded.gateway.data_dir),
-                self._node,
-                store=self._store,
-                bus_capacity=self._loaded.gateway.bus.capacity,
-                metrics=self._metrics,
-                webhooks=self._webhooks,
-                request_shutdown=self.request_shutdown,
-            )
+            runtime = ClusterProfileRuntime(profile_id, config, shared, self._node)
         task = self._tasks.create_task(self._supervise(runtime), name=f"profile:{profile_id}")
         self._profiles[profile_id] = (runtime, task)
 

@@ -20,7 +20,6 @@ from bus import (
     ANSWERS,
     FAILED,
     SESSION,
-    AgentHandle,
     Message,
     OutboundMessage,
     SessionKey,
@@ -34,10 +33,10 @@ from gateway.commands import IMMEDIATE, ChatStatus, Commands, parse_command
 from gateway.intake import Intake, IntakeSettings
 from gateway.journal import Journal, Outcome, Received, Recovery, restore_sessions
 from gateway.lanes import CommandItem, Commit, LaneItem, Lanes, QueueMode, TurnItem
-from gateway.metrics import GatewayMetrics
+from gateway.services import ProfileServices
 from gateway.turn_task import turn_task
 from gateway.turns import CANCELLED_NOTICE, FAILED_TURN_REPLY, TurnResult, TurnRunner
-from sessions import SessionError, SessionManager
+from sessions import SessionError
 
 log = structlog.get_logger(__name__)
 
@@ -60,29 +59,26 @@ class Dispatcher:
     def __init__(
         self,
         settings: DispatcherSettings,
+        services: ProfileServices,
         journal: Journal,
-        handle: AgentHandle,
         channel_named: Callable[[str], Channel | None],
         runner: TurnRunner,
         commands: Commands,
-        sessions: SessionManager,
-        metrics: GatewayMetrics,
     ) -> None:
         self._settings = settings
         self._journal = journal
-        self._handle = handle
+        self._handle = services.outbound
         self._channel_named = channel_named
         self._runner = runner
         self._commands = commands
-        self._sessions = sessions
-        self._metrics = metrics
+        self._sessions = services.sessions
         self._turn_slots = asyncio.Semaphore(settings.max_concurrent_turns)
         self._lanes: Lanes | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._ready = asyncio.Event()
         self._stopped = asyncio.Event()
         self._checkpoint_wanted = asyncio.Event()
-        depth = metrics.queue_depth
+        depth = services.metrics.queue_depth
         self._inbound_depth = depth.labels(settings.profile, "inbound")
         self._outbound_depth = depth.labels(settings.profile, "outbound")
         self.intake = Intake(
@@ -92,10 +88,9 @@ class Dispatcher:
                 settings.max_backlog,
                 settings.retry_after_s,
             ),
+            services,
             journal,
-            handle,
             channel_named,
-            metrics,
             route=self._route,
             after_durable=self._after_durable,
         )

@@ -7,21 +7,23 @@ that every other command starts as fast as before.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
+
+from gateway.cli_args import CommandSet, add_config_argument
 
 DEFAULT_TIMEOUT_S = 10.0
 
 
-def add_doctor_command(commands: Any) -> None:
-    doctor = commands.add_parser(
+def add_doctor_command(commands: CommandSet) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
+    doctor = commands.add(
         "doctor",
+        cmd_doctor,
         help="check the configuration and probe credentials, agent and ports",
         description="Validate like `check`, print the warnings `run` would log, then probe "
         "each channel's credentials, each agent, NATS/PostgreSQL when configured, and the "
         "ports. One line per check, with the fix for each failure; exit 0 when none failed.",
     )
-    doctor.add_argument("-c", "--config", type=Path, required=True, help="gateway.yaml")
+    add_config_argument(doctor)
     doctor.add_argument(
         "--timeout",
         type=float,
@@ -29,7 +31,6 @@ def add_doctor_command(commands: Any) -> None:
         metavar="SECONDS",
         help=f"longest wait for each probe (default {DEFAULT_TIMEOUT_S:g})",
     )
-    doctor.set_defaults(func=cmd_doctor)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

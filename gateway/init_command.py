@@ -10,9 +10,9 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from config import ConfigError, load_gateway
+from gateway.cli_args import CommandSet
 from gateway.env_file import ENV_FILE, environment_for
 from gateway.scaffold import (
     CHANNEL_CHOICES,
@@ -34,9 +34,11 @@ EXIT_INVALID = 2
 Ask = Callable[[str], str]
 
 
-def add_init_command(commands: Any) -> None:
-    init = commands.add_parser(
+def add_init_command(commands: CommandSet) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
+    init = commands.add(
         "init",
+        cmd_init,
         help="write gateway.yaml, a profile and a .env template",
         description="Ask which channels and which agent, then write DIR/gateway.yaml, "
         "DIR/profiles/<profile>.yaml and DIR/.env (naming each secret), and print the run "
@@ -55,7 +57,6 @@ def add_init_command(commands: Any) -> None:
     init.add_argument("--model", help=f"model name (default {DEFAULT_MODEL})")
     init.add_argument("--profile", default=DEFAULT_PROFILE, help="profile id (default main)")
     init.add_argument("--force", action="store_true", help="overwrite existing files")
-    init.set_defaults(func=cmd_init)
 
 
 def cmd_init(args: argparse.Namespace) -> int:

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import structlog
 from prometheus_client import Counter
 
-from bus import AgentHandle, InboundMessage, InboundRefused
+from bus import InboundMessage, InboundRefused
 from channels.base import Channel
 from gateway.journal import Journal, Received
-from gateway.metrics import GatewayMetrics
+from gateway.services import ProfileServices
 from gateway.strangers import EdgeCheck, StrangerNotices, notice_for, scrubbed
 from sessions.wal import LogWriteError
 
@@ -39,28 +39,27 @@ class IntakeSettings:
 
 
 class Intake:
-    # Its constructor takes the journal, bus handle, channel lookup and metrics the dispatcher
-    # takes, on purpose: the dispatcher builds it from its own and hands it those, the intake
-    # being the dispatcher's front half (admission and durability) in a module of its own.
+    # Its constructor takes the services, journal and channel lookup the dispatcher takes, on
+    # purpose: the dispatcher builds it from its own and hands it those, the intake being the
+    # dispatcher's front half (admission and durability) in a module of its own.
 
     def __init__(
         self,
         settings: IntakeSettings,
+        services: ProfileServices,
         journal: Journal,
-        handle: AgentHandle,
         channel_named: Callable[[str], Channel | None],
-        metrics: GatewayMetrics,
         *,
         route: Callable[[Received], None],
         after_durable: Callable[[], None],
     ) -> None:
         self._settings = settings
         self._journal = journal
-        self._handle = handle
-        self._metrics = metrics
+        self._handle = services.outbound
+        self._metrics = services.metrics
         self._route = route
         self._after_durable = after_durable
-        self.strangers = StrangerNotices(handle.send)
+        self.strangers = StrangerNotices(self._handle.send)
         self._edge = EdgeCheck(channel_named, self.strangers, self._count)
         self._open = asyncio.Event()
         #: journal id -> the write that makes it durable, while it is in flight

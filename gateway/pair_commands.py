@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from channels.pairing_codes import normalise_code
 from channels.pairing_store import PairingStore
@@ -22,6 +21,7 @@ from gateway.cli_args import (
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_UNAVAILABLE,
+    CommandSet,
     add_location_arguments,
     located,
 )
@@ -29,9 +29,11 @@ from gateway.pairing_stores import every_pairing_store
 from sessions.errors import SessionError
 
 
-def add_pair_commands(commands: Any) -> None:
-    pair = commands.add_parser(
+def add_pair_commands(commands: CommandSet) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
+    pair = commands.add(
         "pair",
+        cmd_pair,
         help="approve a stranger by the code the bot gave them",
         description="Redeem a pairing code (valid an hour, once) and add its sender to the "
         "allow-list overlay (in the data directory, or the PostgreSQL database of store.dsn); "
@@ -39,26 +41,20 @@ def add_pair_commands(commands: Any) -> None:
     )
     pair.add_argument("code", help="the code, e.g. K7PQ-4XMZ (dashes and case do not matter)")
     add_location_arguments(pair)
-    pair.set_defaults(func=cmd_pair)
 
-    allow = commands.add_parser(
+    allow = commands.add_group(
         "allow",
         help="list or remove senders approved by pairing",
         description="The allow-list overlay: senders approved with `pair`, by profile and "
         "channel (the allow lists in the profiles are not changed).",
+        located=True,
     )
-    add_location_arguments(allow)
-    actions = allow.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="every approved sender")
+    listing = allow.add("list", cmd_allow_list, help="every approved sender")
     listing.add_argument("--profile", help="only this profile")
-    add_location_arguments(listing, nested=True)
-    listing.set_defaults(func=cmd_allow_list)
-    remove = actions.add_parser("remove", help="withdraw a sender's approval")
+    remove = allow.add("remove", cmd_allow_remove, help="withdraw a sender's approval")
     remove.add_argument("sender", help="the sender id, as `allow list` shows it")
     remove.add_argument("--profile", help="only in this profile")
     remove.add_argument("--channel", help="only on this channel")
-    add_location_arguments(remove, nested=True)
-    remove.set_defaults(func=cmd_allow_remove)
 
 
 def cmd_pair(args: argparse.Namespace) -> int:

@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from pathlib import Path
 
 import structlog
 
@@ -24,22 +23,19 @@ from channels.health import ChannelHealth
 from channels.manager import ChannelManager, DeliveryHook
 from channels.metrics import ChannelMetrics
 from config import ProfileConfig
-from config.store import StoreConfig
 from gateway.agents import Agent, create_agent
 from gateway.commands import Commands
 from gateway.dispatcher import Dispatcher, DispatcherSettings
 from gateway.history import ProfileHistory
 from gateway.intake import ProfileIntake
 from gateway.journal import Journal, Recovery
-from gateway.metrics import GatewayMetrics
 from gateway.pairing import Pairing
 from gateway.pairing_stores import pairing_store
 from gateway.profile_channels import build_channels, register_all
-from gateway.turns import TurnRunner, TurnSettings
-from gateway.webhooks import WebhookRoutes
+from gateway.services import ProcessServices, ProfileServices
+from gateway.turns import TurnRunner
 from sessions import SessionManager, SessionStore
 from sessions.backends import active_topics, session_store
-from sessions.topics import ActiveTopicsStore
 
 log = structlog.get_logger(__name__)
 
@@ -70,26 +66,11 @@ def _delivery_recorder(journal: Journal) -> DeliveryHook:
 
 
 class ProfileRuntime:
-    def __init__(
-        self,
-        profile_id: str,
-        config: ProfileConfig,
-        data_dir: Path,
-        *,
-        bus_capacity: int,
-        metrics: GatewayMetrics,
-        webhooks: WebhookRoutes,
-        request_shutdown: Callable[[], None],
-        store: StoreConfig | None = None,
-    ) -> None:
+    def __init__(self, profile_id: str, config: ProfileConfig, shared: ProcessServices) -> None:
         self.profile_id = profile_id
-        self._store = store or StoreConfig()
         self.config = config
-        self.root = data_dir / profile_id
-        self._bus_capacity = bus_capacity
-        self._metrics = metrics
-        self._webhooks = webhooks
-        self._request_shutdown = request_shutdown
+        self.root = shared.data_dir / profile_id
+        self._shared = shared
         self._channels: ChannelManager | None = None
         self._dispatcher: Dispatcher | None = None
         self._sessions: SessionManager | None = None
@@ -131,23 +112,23 @@ class ProfileRuntime:
         which is built last, around the dispatcher's intake.
         """
         settings = self.config.sessions
-        sessions, topics = await self._open_sessions(stack)
+        handle, publisher = create_bus(self._shared.bus_capacity)
+        services = await self._open_services(stack, handle)
         agent = await stack.enter_async_context(create_agent(self.config.agent))
-        handle, publisher = create_bus(self._bus_capacity)
-        stack.callback(self._webhooks.unmount, self.profile_id)
+        stack.callback(self._shared.webhooks.unmount, self.profile_id)
         pairing = Pairing(
             self.profile_id,
-            await stack.enter_async_context(pairing_store(self._store, self.root)),
+            await stack.enter_async_context(pairing_store(self._shared.store, self.root)),
         )
         await pairing.load()
         built_channels = build_channels(
             self.profile_id,
             self.config,
             self.root,
-            history=ProfileHistory(self.profile_id, sessions, topics),
+            history=ProfileHistory(self.profile_id, services.sessions, services.topics),
             pairing=pairing,
-            webhooks=self._webhooks,
-            request_shutdown=self._request_shutdown,
+            webhooks=self._shared.webhooks,
+            request_shutdown=self._shared.request_shutdown,
         )
         journal = Journal(
             self.root / JOURNAL_DIR,
@@ -158,13 +139,13 @@ class ProfileRuntime:
         stack.push_async_callback(journal.close)
         # A later channel of the same name replaces an earlier one, as in the manager.
         channel_named = {channel.name: channel for channel in built_channels}.get
-        dispatcher = self._dispatcher_for(journal, handle, channel_named, agent, sessions, topics)
+        dispatcher = self._dispatcher_for(services, journal, channel_named, agent)
         dispatcher.intake.strangers.stranger_notice = pairing.stranger_notice
         intake = ProfileIntake(dispatcher.intake)
         channels = ChannelManager(
             self.profile_id,
             publisher,
-            metrics=ChannelMetrics(self._metrics.registry, self.profile_id),
+            metrics=ChannelMetrics(self._shared.metrics.registry, self.profile_id),
             on_delivered=_delivery_recorder(journal),
             intake=lambda: intake,
         )
@@ -172,16 +153,14 @@ class ProfileRuntime:
         self._channels, self._dispatcher = channels, dispatcher
         return _Built(channels, dispatcher, handle, recovery, pairing)
 
-    async def _open_sessions(
-        self, stack: AsyncExitStack
-    ) -> tuple[SessionManager, ActiveTopicsStore]:
+    async def _open_services(self, stack: AsyncExitStack, outbound: AgentHandle) -> ProfileServices:
         settings = self.config.sessions
         # The journal is the durable copy: session files are written behind it and synced
         # at its checkpoints, so their appends need not wait for the disk.
         # (PostgreSQL, when configured, commits every append: nothing to sync.)
         store = await stack.enter_async_context(
             session_store(
-                self._store,
+                self._shared.store,
                 self.root,
                 jsonl=lambda: SessionStore(
                     self.root,
@@ -193,27 +172,20 @@ class ProfileRuntime:
         )
         sessions = SessionManager(store, max_open=settings.max_open)
         self._sessions = sessions
-        topics = active_topics(self._store, self.root, store)
+        topics = active_topics(self._shared.store, self.root, store)
         await topics.load()
-        return sessions, topics
+        return ProfileServices(
+            self.profile_id, self.config, sessions, topics, outbound, self._shared.metrics
+        )
 
     def _dispatcher_for(
         self,
+        services: ProfileServices,
         journal: Journal,
-        handle: AgentHandle,
         channel_named: Callable[[str], Channel | None],
         agent: Agent,
-        sessions: SessionManager,
-        topics: ActiveTopicsStore,
     ) -> Dispatcher:
         settings = self.config.sessions
-        runner = TurnRunner(
-            TurnSettings(self.profile_id, settings.max_history),
-            agent,
-            sessions,
-            handle,
-            self._metrics,
-        )
         return Dispatcher(
             DispatcherSettings(
                 self.profile_id,
@@ -223,13 +195,11 @@ class ProfileRuntime:
                 max_backlog=settings.max_backlog,
                 max_concurrent_turns=settings.max_concurrent_turns,
             ),
+            services,
             journal,
-            handle,
             channel_named,
-            runner,
-            Commands(sessions, topics, settings.fork_copy),
-            sessions,
-            self._metrics,
+            TurnRunner(services, agent),
+            Commands(services),
         )
 
     async def _serve(self, built: _Built) -> None:

@@ -8,7 +8,6 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from bus import Message, SessionKey
 from config.store import StoreConfig
@@ -16,7 +15,7 @@ from gateway.cli_args import (
     EXIT_INVALID_CONFIG,
     EXIT_NOT_FOUND,
     EXIT_OK,
-    add_location_arguments,
+    CommandSet,
     located,
     plural,
 )
@@ -31,31 +30,24 @@ KEY_FORM = (
 )
 
 
-def add_session_commands(commands: Any) -> None:
-    sessions = commands.add_parser(
+def add_session_commands(commands: CommandSet) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
+    sessions = commands.add_group(
         "sessions",
         help="list, show or export sessions",
         description="Read the sessions in the data directory (no running daemon needed).",
+        located=True,
     )
-    add_location_arguments(sessions)
-    actions = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
-
-    listing = actions.add_parser("list", help="every session: key, messages, size, last update")
+    listing = sessions.add("list", cmd_list, help="every session: key, messages, size, last update")
     listing.add_argument("--profile", help="only this profile's sessions")
-    add_location_arguments(listing, nested=True)
-    listing.set_defaults(func=cmd_list)
 
-    show = actions.add_parser("show", help="print one session's messages")
+    show = sessions.add("show", cmd_show, help="print one session's messages")
     show.add_argument("key", help="session key, e.g. default:api:alice or work:telegram:1#topic")
-    add_location_arguments(show, nested=True)
-    show.set_defaults(func=cmd_show)
 
-    export = actions.add_parser("export", help="write one session as JSONL or Markdown")
+    export = sessions.add("export", cmd_export, help="write one session as JSONL or Markdown")
     export.add_argument("key", help="session key")
     export.add_argument("--format", choices=("jsonl", "markdown"), default="jsonl")
     export.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
-    add_location_arguments(export, nested=True)
-    export.set_defaults(func=cmd_export)
 
 
 async def list_sessions(

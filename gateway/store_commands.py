@@ -15,13 +15,20 @@ import asyncio
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bus import SessionKey
 from channels.allow_overlay import AllowOverlay
 from config import ConfigError, LoadedConfig, load_gateway
 from config.store import StoreConfig
-from gateway.cli_args import EXIT_INVALID_CONFIG, EXIT_OK, plural, print_problems
+from gateway.cli_args import (
+    EXIT_INVALID_CONFIG,
+    EXIT_OK,
+    CommandSet,
+    add_config_argument,
+    plural,
+    print_problems,
+)
 from gateway.env_file import environment_for
 from sessions import ActiveTopics, Session, SessionStore
 from sessions.backends import check_store, stored_profiles
@@ -39,28 +46,28 @@ EXIT_UNAVAILABLE = 69
 _ARCHIVE_SUFFIXES = (f".archived{SESSION_SUFFIX}", f".archive{SESSION_SUFFIX}")
 
 
-def add_store_commands(commands: Any) -> None:
-    store = commands.add_parser(
+def add_store_commands(commands: CommandSet) -> None:
+    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
+    store = commands.add_group(
         "store",
         help="move sessions between stores",
         description="Work on the session store as a whole.",
     )
-    actions = store.add_subparsers(dest="action", required=True, metavar="ACTION")
-    migrate = actions.add_parser(
+    migrate = store.add(
         "migrate",
+        cmd_migrate,
         help="copy the session files into PostgreSQL (idempotent, resumable)",
         description="Copy every profile's session files into the PostgreSQL database of "
         "gateway.yaml's store.dsn. Safe to run again: what was copied is skipped.",
     )
     migrate.add_argument("--from", dest="source", choices=("jsonl",), required=True)
     migrate.add_argument("--to", dest="target", choices=("postgres",), required=True)
-    migrate.add_argument("-c", "--config", type=Path, required=True, help="gateway.yaml")
+    add_config_argument(migrate)
     migrate.add_argument("--data-dir", type=Path, help="the data directory (overrides -c)")
     migrate.add_argument("--profile", help="only this profile's sessions")
     migrate.add_argument(
         "--archives", action="store_true", help="also copy archived and compacted history"
     )
-    migrate.set_defaults(func=cmd_migrate)
 
 
 def store_unreachable(loaded: LoadedConfig) -> str | None:

@@ -15,7 +15,6 @@ import structlog
 from bus import (
     ANSWERS,
     SESSION,
-    AgentHandle,
     InboundMessage,
     Message,
     OutboundEvent,
@@ -27,8 +26,7 @@ from bus import (
     TypingStopped,
 )
 from gateway.agents import Agent, AgentError, AgentTurn
-from gateway.metrics import GatewayMetrics
-from sessions import SessionManager
+from gateway.services import ProfileServices
 
 log = structlog.get_logger(__name__)
 
@@ -45,12 +43,6 @@ class OutboundSink(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class TurnSettings:
-    profile: str
-    max_history: int
-
-
-@dataclass(frozen=True, slots=True)
 class TurnResult:
     user_message: Message
     reply: str
@@ -63,19 +55,13 @@ class TurnResult:
 class TurnRunner:
     """Runs turns for one profile; the caller serialises turns per chat."""
 
-    def __init__(
-        self,
-        settings: TurnSettings,
-        agent: Agent,
-        sessions: SessionManager,
-        outbound: AgentHandle,
-        metrics: GatewayMetrics,
-    ) -> None:
-        self._settings = settings
+    def __init__(self, services: ProfileServices, agent: Agent) -> None:
+        self._profile = services.profile
+        self._max_history = services.config.sessions.max_history
         self._agent = agent
-        self._sessions = sessions
-        self._outbound = outbound
-        profile = settings.profile
+        self._sessions = services.sessions
+        self._outbound = services.outbound
+        profile, metrics = services.profile, services.metrics
         self._turns_ok = metrics.turns.labels(profile, "ok")
         self._turns_failed = metrics.turns.labels(profile, "agent_error")
         self._turn_latency = metrics.turn_latency.labels(profile)
@@ -106,9 +92,9 @@ class TurnRunner:
         user_message = Message.user(content, media=list(trigger.media))
         metadata: dict[str, object] = {ANSWERS: answers, SESSION: str(key)}
         try:
-            history = await self._sessions.history(key, self._settings.max_history)
+            history = await self._sessions.history(key, self._max_history)
             turn = AgentTurn(
-                profile=self._settings.profile,
+                profile=self._profile,
                 session_key=key,
                 history=history,
                 message=user_message,

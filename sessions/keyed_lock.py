@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Hashable
-from types import TracebackType
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -67,12 +66,7 @@ class _Holding(Generic[K]):
             raise
         self._entry = entry
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         entry = self._entry
         assert entry is not None
         self._entry = None

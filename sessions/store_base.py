@@ -7,7 +7,6 @@ whole-session writes, which each store makes atomic in its own way (`_write_whol
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from types import TracebackType
 from typing import Self
 
 from bus import SessionKey
@@ -33,12 +32,7 @@ class StoreBase(ABC):
         await self.open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def rewrite(self, session: Session) -> None:

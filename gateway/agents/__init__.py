@@ -8,7 +8,7 @@ from config import AgentConfig, EchoAgentConfig, OpenAIAgentConfig, WebhookAgent
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.echo import EchoAgent
 from gateway.agents.errors import AgentError, AgentFailure
-from gateway.agents.snapshots import SnapshotStream
+from gateway.agents.snapshots import SnapshotPacing, SnapshotStream
 from gateway.agents.webhook import SIGNATURE_HEADER, WebhookAgent, sign_body, verify_signature
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ __all__ = [
     "AgentTurn",
     "EchoAgent",
     "OpenAICompatAgent",
+    "SnapshotPacing",
     "SnapshotSink",
     "SnapshotStream",
     "WebhookAgent",

@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import regex
@@ -18,7 +16,7 @@ import regex
 from bus import TokenUsage
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.errors import AgentError, AgentFailure
-from gateway.agents.snapshots import DEFAULT_SNAPSHOT_INTERVAL_S, SnapshotStream
+from gateway.agents.snapshots import DEFAULT_PACING, SnapshotPacing
 
 if TYPE_CHECKING:
     from config import EchoAgentConfig
@@ -71,15 +69,13 @@ class EchoAgent(Agent):
         *,
         delay_s: float = 0.0,
         pieces: int = 3,
-        snapshot_interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S,
-        clock: Callable[[], float] = time.monotonic,
+        snapshots: SnapshotPacing = DEFAULT_PACING,
         fail_when: str | None = None,
     ) -> None:
         self._delay_s = max(0.0, delay_s)
         self._fail_when = fail_when or None
         self._pieces = max(1, pieces)
-        self._snapshot_interval_s = snapshot_interval_s
-        self._clock = clock
+        self._snapshots = snapshots
 
     @classmethod
     def from_config(cls, config: EchoAgentConfig) -> EchoAgent:
@@ -92,9 +88,7 @@ class EchoAgent(Agent):
                 f"the echo agent fails messages containing {self._fail_when!r} (fail_when)",
                 failure=AgentFailure.UNAVAILABLE,
             )
-        stream = SnapshotStream(
-            on_snapshot, interval_s=self._snapshot_interval_s, clock=self._clock
-        )
+        stream = self._snapshots.stream(on_snapshot)
         for index, piece in enumerate(split_into_pieces(text, self._pieces)):
             if index and self._delay_s:
                 # Stands in for the time a model takes to produce the next piece.

@@ -114,6 +114,7 @@ class AgentErrors:
         self.context = context
         self._secrets = secrets
 
+    # AgentError's own keywords, passed through with this agent's context added.
     def error(
         self,
         failure: AgentFailure,

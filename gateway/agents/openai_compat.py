@@ -12,8 +12,7 @@ offers the model no tools, so they could not be matched to a call) and so are me
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
@@ -34,7 +33,7 @@ from gateway.agents.errors import (
     parse_retry_after,
     url_for_log,
 )
-from gateway.agents.snapshots import DEFAULT_SNAPSHOT_INTERVAL_S, SnapshotStream
+from gateway.agents.snapshots import DEFAULT_PACING, SnapshotPacing
 
 if TYPE_CHECKING:
     from config import OpenAIAgentConfig
@@ -112,6 +111,7 @@ def usage_from(usage: CompletionUsage) -> TokenUsage:
     )
 
 
+# Shaped as every agent is (`kind`, its config, keyword options): the Agent contract.
 class OpenAICompatAgent(Agent):
     """Streams chat completions from an OpenAI-compatible server."""
 
@@ -122,8 +122,7 @@ class OpenAICompatAgent(Agent):
         config: OpenAIAgentConfig,
         *,
         max_retries: int = DEFAULT_MAX_RETRIES,
-        snapshot_interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S,
-        clock: Callable[[], float] = time.monotonic,
+        snapshots: SnapshotPacing = DEFAULT_PACING,
     ) -> None:
         self._config = config
         self._api_key = (
@@ -134,15 +133,12 @@ class OpenAICompatAgent(Agent):
             (self._api_key,),
         )
         self._max_retries = max_retries
-        self._snapshot_interval_s = snapshot_interval_s
-        self._clock = clock
+        self._snapshots = snapshots
         self._client: AsyncOpenAI | None = None
         self._closed = False
 
     async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
-        stream = SnapshotStream(
-            on_snapshot, interval_s=self._snapshot_interval_s, clock=self._clock
-        )
+        stream = self._snapshots.stream(on_snapshot)
         outcome = _StreamOutcome(usage=TokenUsage())
         async with aclosing(self._deltas(turn, outcome)) as deltas:
             async for delta in deltas:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gateway.agents.base import SnapshotSink
 
@@ -82,3 +83,19 @@ class SnapshotStream:
         if len(self._parts) > 1:
             self._parts[:] = ["".join(self._parts)]
         return self._parts[0] if self._parts else ""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPacing:
+    """How often an agent shows its growing reply: every agent takes one (tests pace by a fake
+    clock, or with `interval_s=0` every delta) and starts each reply's stream from it."""
+
+    interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S
+    clock: Callable[[], float] = time.monotonic
+
+    def stream(self, sink: SnapshotSink) -> SnapshotStream:
+        return SnapshotStream(sink, interval_s=self.interval_s, clock=self.clock)
+
+
+#: A snapshot at most every `DEFAULT_SNAPSHOT_INTERVAL_S` of the monotonic clock.
+DEFAULT_PACING = SnapshotPacing()

@@ -27,8 +27,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Self
@@ -47,7 +46,7 @@ from gateway.agents.errors import (
     secret_fragments,
     url_for_log,
 )
-from gateway.agents.snapshots import DEFAULT_SNAPSHOT_INTERVAL_S, SnapshotStream
+from gateway.agents.snapshots import DEFAULT_PACING, SnapshotPacing
 from gateway.agents.stream_decode import NdjsonDecoder, SseDataDecoder, StreamFormatError
 
 if TYPE_CHECKING:
@@ -106,6 +105,7 @@ def verify_signature(secret: str, body: bytes, header: str | None) -> bool:
     return header is not None and hmac.compare_digest(sign_body(secret, body), header)
 
 
+# Shaped as every agent is (`kind`, its config, keyword options): the Agent contract.
 class WebhookAgent(Agent):
     """Relays turns to an HTTP endpoint; see the module documentation for the protocol."""
 
@@ -115,8 +115,7 @@ class WebhookAgent(Agent):
         self,
         config: WebhookAgentConfig,
         *,
-        snapshot_interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S,
-        clock: Callable[[], float] = time.monotonic,
+        snapshots: SnapshotPacing = DEFAULT_PACING,
         max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         self._url = config.url
@@ -133,8 +132,7 @@ class WebhookAgent(Agent):
             f"webhook agent ({url_for_log(config.url)})",
             secret_fragments([*self._headers.values(), *([self._secret] if self._secret else [])]),
         )
-        self._snapshot_interval_s = snapshot_interval_s
-        self._clock = clock
+        self._snapshots = snapshots
         self._max_reply_bytes = max_reply_bytes
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
@@ -150,9 +148,7 @@ class WebhookAgent(Agent):
             await session.close()
 
     async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
-        stream = SnapshotStream(
-            on_snapshot, interval_s=self._snapshot_interval_s, clock=self._clock
-        )
+        stream = self._snapshots.stream(on_snapshot)
         outcome = _StreamOutcome()
         async with aclosing(self._deltas(encode_turn(turn), outcome)) as deltas:
             async for delta in deltas:

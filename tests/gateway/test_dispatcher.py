@@ -21,13 +21,15 @@ from bus import (
     OutboundMessage,
     create_bus,
 )
+from config import ProfileConfig
 from gateway.agents import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.commands import Commands
 from gateway.dispatcher import Dispatcher, DispatcherSettings
 from gateway.journal import Journal
 from gateway.lanes import QueueMode
 from gateway.metrics import GatewayMetrics
-from gateway.turns import TurnRunner, TurnSettings
+from gateway.services import ProfileServices
+from gateway.turns import TurnRunner
 from sessions import ActiveTopics, SessionManager, SessionStore
 from tests.channels.recording import RecordingChannel
 
@@ -96,16 +98,17 @@ async def running(
         recovery = await journal.open()
         sessions = SessionManager(store)
         topics = ActiveTopics(root)
-        runner = TurnRunner(TurnSettings("p", 50), agent, sessions, handle, metrics)
+        config = ProfileConfig.model_validate(
+            {"queue_mode": mode, "sessions": {"max_history": 50, "fork_copy": 5}}
+        )
+        services = ProfileServices("p", config, sessions, topics, handle, metrics)
         dispatcher = Dispatcher(
             DispatcherSettings("p", mode, "gated", max_backlog_per_chat=per_chat),
+            services,
             journal,
-            handle,
             lambda name: channel if name == "rec" else None,
-            runner,
-            Commands(sessions, topics, 5),
-            sessions,
-            metrics,
+            TurnRunner(services, agent),
+            Commands(services),
         )
         task = asyncio.create_task(dispatcher.run(recovery), name="dispatcher-under-test")
         await dispatcher.wait_ready()

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from config import EchoAgentConfig
-from gateway.agents import EchoAgent, create_agent
+from gateway.agents import EchoAgent, SnapshotPacing, create_agent
 from gateway.agents.echo import split_into_pieces
 from tests.gateway.agents.conftest import SnapshotRecorder, make_turn
 
@@ -42,7 +42,7 @@ def test_split_pieces_join_back_to_the_text() -> None:
 
 
 async def test_echo_streams_snapshots_that_grow_to_the_text(recorder: SnapshotRecorder) -> None:
-    agent = EchoAgent(pieces=4, snapshot_interval_s=0.0)
+    agent = EchoAgent(pieces=4, snapshots=SnapshotPacing(interval_s=0.0))
     text = "streamed in four growing pieces"
     reply = await agent.run(make_turn(text), recorder)
     assert reply.content == text
@@ -53,7 +53,7 @@ async def test_echo_streams_snapshots_that_grow_to_the_text(recorder: SnapshotRe
 
 
 async def test_echo_is_cancellable_between_pieces(recorder: SnapshotRecorder) -> None:
-    agent = EchoAgent(delay_s=3600, pieces=3, snapshot_interval_s=0.0)
+    agent = EchoAgent(delay_s=3600, pieces=3, snapshots=SnapshotPacing(interval_s=0.0))
     run = asyncio.create_task(agent.run(make_turn("one two three"), recorder), name="echo-turn")
     await asyncio.wait_for(recorder.first.wait(), timeout=5)
     run.cancel()

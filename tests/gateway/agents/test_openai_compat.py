@@ -10,7 +10,13 @@ import pytest
 
 from bus import Message, TokenUsage
 from config import OpenAIAgentConfig
-from gateway.agents import AgentError, AgentFailure, OpenAICompatAgent, create_agent
+from gateway.agents import (
+    AgentError,
+    AgentFailure,
+    OpenAICompatAgent,
+    SnapshotPacing,
+    create_agent,
+)
 from gateway.agents.openai_compat import PLACEHOLDER_API_KEY, chat_messages
 from tests.fakes.openai_server import DEFAULT_REPLY, FakeOpenAI, ScriptedCompletion
 from tests.gateway.agents.conftest import SnapshotRecorder, make_turn
@@ -36,7 +42,9 @@ def agent_config(fake: FakeOpenAI, **overrides: Any) -> OpenAIAgentConfig:
 
 def make_agent(fake: FakeOpenAI, *, max_retries: int = 2, **overrides: Any) -> OpenAICompatAgent:
     return OpenAICompatAgent(
-        agent_config(fake, **overrides), max_retries=max_retries, snapshot_interval_s=0.0
+        agent_config(fake, **overrides),
+        max_retries=max_retries,
+        snapshots=SnapshotPacing(interval_s=0.0),
     )
 
 

@@ -19,6 +19,7 @@ from gateway.agents import (
     SIGNATURE_HEADER,
     AgentError,
     AgentFailure,
+    SnapshotPacing,
     WebhookAgent,
     create_agent,
     verify_signature,
@@ -40,7 +41,9 @@ async def fake() -> AsyncIterator[FakeWebhook]:
 def make_agent(url: str, **overrides: Any) -> WebhookAgent:
     settings: dict[str, Any] = {"url": url}
     settings.update(overrides)
-    return WebhookAgent(WebhookAgentConfig.model_validate(settings), snapshot_interval_s=0.0)
+    return WebhookAgent(
+        WebhookAgentConfig.model_validate(settings), snapshots=SnapshotPacing(interval_s=0.0)
+    )
 
 
 async def test_posts_the_turn_and_takes_a_json_reply(
