@@ -157,39 +157,32 @@ async def test_a_platform_that_needs_the_finish_hears_it_once(
     ]
 
 
-async def test_final_waits_for_its_edit_slot(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+@pytest.mark.parametrize(
+    ("rate_limited", "sleeps", "final_after_s"),
+    [(True, [pytest.approx(0.75)], 1.0), (False, [], 0.25)],
+    ids=["a platform's final waits for its edit slot", "a local edit's final takes none"],
+)
+async def test_final_waits_for_its_edit_slot_where_edits_are_rate_limited(
+    managing: ManagerFactory,
+    make_channel: ChannelFactory,
+    clock: FakeClock,
+    rate_limited: bool,
+    sleeps: list[float],
+    final_after_s: float,
 ) -> None:
     channel = make_channel(editable=True, edit_interval_s=1.0)
+    channel.edits_rate_limited = rate_limited  # type: ignore[misc]
     manager = managing(channel)
 
     await manager.deliver(snapshot("one"))
     clock.advance(0.25)
     await manager.deliver(snapshot("one two", final=True))
 
-    assert clock.sleeps == [pytest.approx(0.75)]
+    assert clock.sleeps == sleeps
     first, final = channel.calls
     assert final.kind == "edit"
     assert final.content == "one two"
-    assert final.at - first.at == pytest.approx(1.0)
-
-
-async def test_where_edits_are_local_the_final_takes_no_slot(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
-) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
-    channel.edits_rate_limited = False  # type: ignore[misc]
-    manager = managing(channel)
-
-    await manager.deliver(snapshot("one"))
-    clock.advance(0.25)
-    await manager.deliver(snapshot("one two", final=True))
-
-    assert clock.sleeps == []
-    first, final = channel.calls
-    assert final.kind == "edit"
-    assert final.content == "one two"
-    assert final.at - first.at == pytest.approx(0.25)
+    assert final.at - first.at == pytest.approx(final_after_s)
 
 
 async def test_rolls_over_to_a_new_message_before_the_limit(
