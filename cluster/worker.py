@@ -33,7 +33,6 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -42,15 +41,13 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from bus import (
-    ANSWERS,
     FAILED,
-    SESSION,
     InboundMessage,
     Message,
     OutboundMessage,
     TokenUsage,
 )
-from bus.text import scrub_surrogates
+from cluster.answer import Answer, answered_ids, reply_to_answer
 from cluster.arrivals import Arrivals
 from cluster.cancels import CancelReason, RunningTurns, TakenTurn
 from cluster.chat_queue import Waiting, chat_of, kind_of, queue_plan
@@ -80,22 +77,6 @@ ABANDONED_REASON = "every delivery allowed was taken by a worker that stopped be
 DEAD_LETTER_REPLY = (
     "Sorry, I could not answer that: {reason}. It was set aside for the bot's owner to look at."
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What a profile made of one inbound message."""
-
-    text: str
-    session_key: str
-    #: What the session gains (the user's message and the reply; nothing for a command).
-    messages: list[Message]
-    #: An agent turn (its reply may stream, it has a task), not a command or notice.
-    is_turn: bool = True
-    #: The agent failed: the message is tried again, and buried after the last try.
-    failed: bool = False
-    error: str | None = None
-    usage: TokenUsage = field(default_factory=TokenUsage)
 
 
 class ProfileWorker(Protocol):
@@ -275,7 +256,9 @@ class Worker:
                 async with profile.effect_transaction(envelope.message) as connection:
                     answer = await self._answered(profile, record, messages, taken, live)
                     if answer is not None and not answer.failed:
-                        reply = _reply(messages, answer, record.turn_id, streamed=envelope.streams)
+                        reply = reply_to_answer(
+                            messages, answer, record.turn_id, streamed=envelope.streams
+                        )
                         record = await self._records.answer(
                             record,
                             answer.session_key,
@@ -353,7 +336,7 @@ class Worker:
                 chat_id=envelope.message.chat_id,
                 content=CANCELLED_NOTICE,
                 reply_to=envelope.message.message_id,
-                metadata={FAILED: True, **_answers([envelope.message])},
+                metadata={FAILED: True, **answered_ids([envelope.message])},
                 delivery_id=record.turn_id,
             )
             record = await self._records.answer(record, chat_of(envelope), notice, [])
@@ -418,30 +401,7 @@ class Worker:
                 chat_id=envelope.message.chat_id,
                 content=DEAD_LETTER_REPLY.format(reason=kind.replace("_", " ")),
                 reply_to=envelope.message.message_id,
-                metadata={FAILED: True, **_answers([envelope.message])},
+                metadata={FAILED: True, **answered_ids([envelope.message])},
             )
             await self._publish_reply(envelope, notice, f"dead.{msg.metadata.sequence.stream}")
         await msg.term()
-
-
-def _answers(messages: Sequence[InboundMessage]) -> dict[str, object]:
-    ids = [message.message_id for message in messages if message.message_id]
-    return {ANSWERS: ids} if ids else {}
-
-
-def _reply(
-    messages: Sequence[InboundMessage], answer: Answer, turn_id: str, *, streamed: bool
-) -> OutboundMessage:
-    """The reply to the last of `messages` (as one process answers a collected turn), naming
-    every message it answers."""
-    trigger = messages[-1]
-    return OutboundMessage(
-        channel=trigger.channel,
-        chat_id=trigger.chat_id,
-        content=scrub_surrogates(answer.text),
-        reply_to=trigger.message_id,
-        metadata={**_answers(messages), SESSION: answer.session_key},
-        # The final of the stream the turn's snapshots showed (the turn's id is its stream's).
-        stream_id=turn_id if streamed and answer.is_turn else None,
-        delivery_id=turn_id,
-    )

@@ -22,8 +22,8 @@ import structlog
 
 from bus import InboundMessage, Message, SessionKey, create_bus
 from bus.abort import abort_response, is_abort_trigger
+from cluster.answer import Answer
 from cluster.live import LiveTurn
-from cluster.worker import Answer
 from config import ProfileConfig
 from config.profile import QueueMode
 from config.store import StoreConfig
