@@ -161,19 +161,21 @@ class TurnRecords(RecordTable):
         *,
         joined: Sequence[tuple[str, int]] = (),
         connection: Connection | None = None,
+        appended: bool = False,
     ) -> TurnRecord:
         """Store the reply and the session messages of the turn, and the rows of the messages
         `joined` into it (inbound id, stream sequence), in one transaction (on `connection`, in
         the caller's, when given); when a reply is already there (another worker answered
-        first), that one is returned, or with `connection` raised as `AnsweredElsewhere`."""
+        first), that one is returned, or with `connection` raised as `AnsweredElsewhere`.
+        `appended`: the caller's transaction appends the messages to the session too."""
         payload = json.dumps([message.model_dump(mode="json") for message in messages])
         try:
-            async with self._on(connection) as on, on.transaction():
+            async with self._transaction(connection) as on:
                 row = await on.fetchrow(
                     """
                     UPDATE octos_cluster_turns
                     SET session_key = $3, reply = $4::json, messages = $5::json,
-                        answered_at = now()
+                        appended = $6, answered_at = now()
                     WHERE scope = $1 AND inbound_id = $2 AND reply IS NULL AND settled IS NULL
                     RETURNING *
                     """,
@@ -182,6 +184,7 @@ class TurnRecords(RecordTable):
                     session_key,
                     reply.model_dump_json(),
                     payload,
+                    appended,
                 )
                 stored = row is not None
                 if row is not None:
@@ -195,12 +198,13 @@ class TurnRecords(RecordTable):
         return _record(row)
 
     @asynccontextmanager
-    async def _on(self, connection: Connection | None) -> AsyncIterator[Connection]:
-        """`connection`, or one of the pool's while the block runs."""
+    async def _transaction(self, connection: Connection | None) -> AsyncIterator[Connection]:
+        """`connection`, in the caller's transaction already, or one of the pool's in a
+        transaction of its own while the block runs."""
         if connection is not None:
             yield connection
             return
-        async with self._connected().acquire() as acquired:
+        async with self._connected().acquire() as acquired, acquired.transaction():
             yield acquired
 
     async def settle(

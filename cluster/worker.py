@@ -13,10 +13,10 @@ time, in order, while partitions run in parallel on every worker. For each messa
 4. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
    heartbeats, an agent turn cancellable by a `Cancel` for its chat (`cluster.cancels`) and
    showing its snapshots and typing live through the ingress that took the message in
-   (`cluster.live`); the reply, the session messages and the rows of the joined messages are
-   stored in one transaction (a command's reply in the transaction of its effect, so it runs
-   once), the messages appended to the session (idempotent), the reply
-   published to the outbound stream with `Nats-Msg-Id` = the turn id (naming that ingress,
+   (`cluster.live`); the reply, the turn's messages (in the record and appended to the
+   session) and the rows of the joined messages are stored in one transaction (a command's
+   reply in the transaction of its effect, so it runs once), the reply published to the
+   outbound stream with `Nats-Msg-Id` = the turn id (naming that ingress,
    which finishes the stream it showed), and only then the inbound message acknowledged. A
    cancelled turn is settled without a reply, then acknowledged.
 
@@ -100,7 +100,15 @@ class ProfileWorker(Protocol):
         are stored with its reply, and no transaction is held across the agent's call)."""
         ...
 
-    async def append(self, session_key: str, messages: Sequence[Message]) -> None: ...
+    def turn_transaction(self) -> AbstractAsyncContextManager[Connection]:
+        """A transaction of the profile's session store, that `append` joins: a turn's stored
+        reply and its session messages commit in it together (a savepoint inside a command's
+        `effect_transaction`)."""
+        ...
+
+    async def append(self, session_key: str, messages: Sequence[Message]) -> None:
+        """Append to the session (idempotent), inside `turn_transaction` when in one."""
+        ...
 
 
 class TurnFailed(Exception):
@@ -253,20 +261,25 @@ class Worker:
             messages = [envelope.message, *(w.envelope.message for w in joined)]
             live = live_turn(self._client, self._names, envelope)
             try:
-                async with profile.effect_transaction(envelope.message) as connection:
+                async with profile.effect_transaction(envelope.message):
                     answer = await self._answered(profile, record, messages, taken, live)
                     if answer is not None and not answer.failed:
                         reply = reply_to_answer(
                             messages, answer, record.turn_id, streamed=envelope.streams
                         )
-                        record = await self._records.answer(
-                            record,
-                            answer.session_key,
-                            reply,
-                            answer.messages,
-                            joined=[(w.envelope.inbound_id, w.seq) for w in joined],
-                            connection=connection,
-                        )
+                        # The reply, the session's new messages and the joined messages' rows
+                        # commit together (inside a command's effect, as a savepoint of it).
+                        async with profile.turn_transaction() as connection:
+                            record = await self._records.answer(
+                                record,
+                                answer.session_key,
+                                reply,
+                                answer.messages,
+                                joined=[(w.envelope.inbound_id, w.seq) for w in joined],
+                                connection=connection,
+                                appended=True,
+                            )
+                            await profile.append(answer.session_key, answer.messages)
             except AnsweredElsewhere as elsewhere:
                 log.info("cluster.answered_elsewhere", turn=elsewhere.stored.turn_id, seq=seq)
                 record = elsewhere.stored  # this run's effect rolled back: the other one's stands

@@ -14,7 +14,7 @@ this only answers.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -122,6 +122,9 @@ class WorkerProfile:
             text = FAILED_TURN_REPLY.format(reason=f"{type(error).__name__}: {error}")
         log.debug("cluster.command_answered", command=name, session=str(key))
         return Answer(text, str(key), [], is_turn=False)
+
+    def turn_transaction(self) -> AbstractAsyncContextManager[Connection]:
+        return self._store.transaction()
 
     async def append(self, session_key: str, messages: Sequence[Message]) -> None:
         await self._sessions.append_all(SessionKey.parse(session_key), list(messages))

@@ -4,16 +4,29 @@ retries recognised, and a message that always fails buried while its partition f
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import asyncpg
+import pytest
 from nats.aio.client import Client
 
-from bus import AgentMessage, InboundMessage, Message, OutboundMessage, TaskComplete, TaskUpdate
+from bus import (
+    AgentMessage,
+    InboundMessage,
+    Message,
+    OutboundMessage,
+    SessionKey,
+    TaskComplete,
+    TaskUpdate,
+)
 from cluster.codec import DEAD_REASON, MSG_ID, InboundEnvelope, platform_id
 from cluster.status import StatusBoard
 from cluster.streams import ensure_streams, ensure_worker_consumers, names_of
 from cluster.worker import ABANDONED_REASON
+from sessions.errors import SessionError
+from sessions.postgres import PostgresSessionStore
+from sessions.store import AppendReceipt
 from tests.cluster.harness import RunningWorker, nats_config, running_worker
 from tests.support.nats import nats_client, nats_prefix
 from tests.support.postgres import fresh_scope, postgres_dsn
@@ -77,6 +90,50 @@ async def test_a_message_is_answered_stored_and_acknowledged(
     assert await session_rows(postgres_dsn, profile, f"{profile}:telegram:chat-1") == [
         ("user", "hello worker"),
         ("assistant", "hello worker"),
+    ]
+
+
+async def test_a_turn_whose_session_append_fails_stores_no_reply_and_runs_again(
+    nats_client: Client,
+    nats_prefix: str,
+    postgres_dsn: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reply and the session's new messages commit in one transaction: an append that
+    fails takes the stored reply back with it, so the retry answers (once) and appends."""
+    profile = fresh_scope()
+    real_append = PostgresSessionStore.append_all
+    failures = []
+
+    async def append_failing_once(
+        store: PostgresSessionStore, key: SessionKey, messages: Sequence[Message]
+    ) -> AppendReceipt:
+        if not failures:
+            failures.append(key)
+            raise SessionError("the session store refused the write")
+        return await real_append(store, key, messages)
+
+    monkeypatch.setattr(PostgresSessionStore, "append_all", append_failing_once)
+    async with running_worker(
+        nats_client, nats_prefix, postgres_dsn, profile, tmp_path, retry_backoff_s=[0.05]
+    ) as w:
+        incoming = message("appended with its reply")
+        await w.publish(incoming)
+        await w.observer.wait_for(lambda: len(w.acks()) == 1)
+        assert len(failures) == 1
+        assert len(w.acks(b"-NAK")) == 1
+        assert reply_texts(w) == ["appended with its reply"]
+        # Answered afresh, not replayed: the failed append took its stored reply back.
+        assert w.metrics.replayed_replies.labels(profile)._value.get() == 0
+        inbound_id = platform_id(profile, incoming)
+        assert inbound_id is not None
+        record = await w.records.claim(profile, inbound_id, 0)
+        assert record.answered
+        assert record.appended
+    assert await session_rows(postgres_dsn, profile, f"{profile}:telegram:chat-1") == [
+        ("user", "appended with its reply"),
+        ("assistant", "appended with its reply"),
     ]
 
 
