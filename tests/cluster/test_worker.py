@@ -104,7 +104,7 @@ async def test_a_turn_whose_session_append_fails_stores_no_reply_and_runs_again(
     fails takes the stored reply back with it, so the retry answers (once) and appends."""
     profile = fresh_scope()
     real_append = PostgresSessionStore.append_all
-    failures = []
+    failures: list[SessionKey] = []
 
     async def append_failing_once(
         store: PostgresSessionStore, key: SessionKey, messages: Sequence[Message]
