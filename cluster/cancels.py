@@ -7,10 +7,15 @@ once the message is durable; every worker follows that subject, and the one runn
 turn of that chat from an earlier stream sequence cancels it. The turn is then settled without
 a reply, like a single-process abort, and the partition moves on to the stop itself.
 
-The notice is only a shortcut: one that is lost (core NATS, a worker that was not connected)
-leaves the turn to finish, and what waits behind a stop is still found in the stream by the
-worker (`cluster.chat_queue`). One that comes before its worker has taken the message (still
-fetching it, claiming its row) is remembered and cancels the message as it is taken.
+A notice that comes before its worker has taken the message (still fetching it, claiming its
+row) is remembered and cancels the message as it is taken. A worker's memory is complete from
+the stream sequence its subscription began at (read once it was in place, again after a
+reconnect): for a message stored after that, every stop or interrupt behind it has come as a
+notice (or is coming, and ends the turn as it runs), so in `followup` and `interrupt` mode the
+worker need not read what waits behind it (`cluster.chat_queue`). For a message stored before,
+after a gap (a reconnect, a forgotten chat), or in `collect` mode, what waits is read from the
+stream. The window left: an ingress killed between storing a stop and announcing it leaves
+that stop to end only what comes after the worker next reads the stream.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import ClassVar, Generic, Literal, TypeVar
 import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from pydantic import BaseModel, ValidationError
 
 from cluster.connection import NATS_ERRORS
@@ -103,6 +109,45 @@ class RunningTurns(SubjectFollower, Generic[T]):
         super().__init__()
         self._taken: dict[tuple[str, str], TakenTurn[T]] = {}
         self._latest: OrderedDict[tuple[str, str], Cancel] = OrderedDict()
+        #: The connection and inbound stream `knows_cancels_behind` reads the start from.
+        self._source: tuple[Client, JetStreamContext, str] | None = None
+        #: From this stream sequence on, every cancel is remembered; None: to be read.
+        self._complete_from: int | None = None
+        #: The connection's reconnect count when `_complete_from` was read.
+        self._reconnects = -1
+
+    async def follow_for(
+        self, client: Client, subject: str, js: JetStreamContext, stream: str
+    ) -> None:
+        """Follow the cancels of the messages of `stream` (see `knows_cancels_behind`)."""
+        await self.follow(client, subject)
+        self._source = (client, js, stream)
+        await self._read_start()
+
+    async def knows_cancels_behind(self, seq: int) -> bool:
+        """Whether every stop or interrupt stored after stream sequence `seq` has come, or is
+        coming, as a notice: `seq` is at or after the start of this memory, with no gap since."""
+        if self._source is None or not self._source[0].is_connected:
+            return False
+        if self._complete_from is None or self._source[0].stats["reconnects"] != self._reconnects:
+            await self._read_start()
+        return self._complete_from is not None and seq >= self._complete_from
+
+    async def _read_start(self) -> None:
+        """Where the memory starts: past the stream's last message, once the subscription is in
+        place on the server; unknown (None) when the server cannot be asked."""
+        assert self._source is not None
+        client, js, stream = self._source
+        reconnects = client.stats["reconnects"]
+        try:
+            await client.flush()
+            info = await js.stream_info(stream)
+        except NATS_ERRORS as error:
+            log.warning("cluster.cancel_memory_unknown", error=str(error))
+            self._complete_from = None
+            return
+        self._complete_from = max(info.state.last_seq + 1, self._complete_from or 0)
+        self._reconnects = reconnects
 
     @contextlib.contextmanager
     def taken(
@@ -133,7 +178,10 @@ class RunningTurns(SubjectFollower, Generic[T]):
         self._latest[key] = cancel
         self._latest.move_to_end(key)
         while len(self._latest) > self.REMEMBERED:
-            self._latest.popitem(last=False)
+            _key, forgotten = self._latest.popitem(last=False)
+            if self._complete_from is not None:
+                # The messages it cancels are to be read from the stream again.
+                self._complete_from = max(self._complete_from, forgotten.before_seq)
         turn = self._taken.get(key)
         if turn is None or turn.seq >= cancel.before_seq or turn.reason is not None:
             return False

@@ -17,6 +17,7 @@ ends only the turn its cancel notice reaches.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -81,13 +82,20 @@ async def queue_plan(
     envelope: InboundEnvelope,
     mode: QueueMode,
     records: TurnRecords,
+    knows_cancels_behind: Callable[[int], Awaitable[bool]],
 ) -> QueuePlan:
     """What `mode` and a waiting stop make of the message in hand (`msg`). Nothing is read
-    when nothing waits in the partition; a collected message with a row already (a platform's
-    retry of one seen before) is left out: it is dropped as a duplicate when its turn comes."""
+    when nothing waits in the partition, nor for a text outside `collect` mode when the
+    worker's memory of cancels covers what waits (`knows_cancels_behind`: a stop or, in
+    interrupt mode, a newer message behind it has cancelled it as it was taken, or will as it
+    runs); a collected message with a row already (a platform's retry of one seen before) is
+    left out: it is dropped as a duplicate when its turn comes."""
     if not msg.metadata.num_pending:
         return QueuePlan()
     seq = msg.metadata.sequence.stream
+    text = kind_of(envelope.message) == "text"
+    if mode != "collect" and text and await knows_cancels_behind(seq):
+        return QueuePlan()
     planned = plan(mode, envelope, await waiting_behind(js, stream, msg.subject, envelope, seq))
     if not planned.joined:
         return planned

@@ -156,7 +156,9 @@ class Worker:
         partitions = range(config.partitions)
         arrivals = Arrivals()
         async with AsyncExitStack() as stack, asyncio.TaskGroup() as tasks:
-            await self._running.follow(self._client, names.cancel_subject)
+            await self._running.follow_for(
+                self._client, names.cancel_subject, self._js, names.inbound_stream
+            )
             stack.push_async_callback(self._running.unfollow)
             if config.worker_max_turns is not None:
                 await arrivals.follow(self._client, names.inbound_subjects)
@@ -250,9 +252,18 @@ class Worker:
         cancellable = kind_of(envelope.message) == "text"
         chat = chat_of(envelope)
         with self._running.taken(envelope.profile, chat, seq, cancellable=cancellable) as taken:
-            stream = self._names.inbound_stream
+            if taken.reason is not None:
+                # A cancel remembered from before it was taken: nothing to look at or run.
+                await self._drop(msg, envelope, record, taken.reason)
+                return
             queued = await queue_plan(
-                self._js, stream, msg, envelope, profile.queue_mode, self._records
+                self._js,
+                self._names.inbound_stream,
+                msg,
+                envelope,
+                profile.queue_mode,
+                self._records,
+                self._running.knows_cancels_behind,
             )
             if queued.dropped_by is not None:
                 await self._drop(msg, envelope, record, queued.dropped_by)

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from nats.aio.client import Client
 
 from bus import ANSWERS, InboundMessage, OutboundMessage
-from cluster.cancels import Cancel, RunningTurns
+from cluster.cancels import Cancel, RunningTurns, publish_cancel
 from cluster.chat_queue import Waiting, plan
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.streams import ensure_streams, names_of
@@ -172,3 +173,49 @@ async def test_collect_joins_what_waits_and_asks_a_platform_retry_once(
         assert reply.reply_to == "3"
         assert w.metrics.dropped_duplicates.labels(profile)._value.get() == 1
     assert await settled_rows(postgres_dsn, profile) == ["joined", "joined"]
+
+
+async def test_the_memory_of_cancels_covers_what_is_stored_after_it_began_with_no_gap(
+    nats_client: Client, nats_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a worker may trust its cancels instead of reading what waits behind a message:
+    only for messages stored once it followed them, and not past a forgotten chat or a
+    reconnect (each of which moves the start on)."""
+    config = nats_config(nats_prefix)
+    names = names_of(config)
+    js = nats_client.jetstream(timeout=10)
+    await ensure_streams(js, config)
+
+    async def stored(text: str) -> int:
+        stored = InboundEnvelope("p", text, said(text, text))
+        ack = await js.publish(
+            names.inbound_subject(0), stored.body(), headers=stored.headers(text)
+        )
+        return ack.seq
+
+    before = await stored("before the worker followed")
+    turns: RunningTurns[str] = RunningTurns()
+    assert not await turns.knows_cancels_behind(before)  # not following yet
+    await turns.follow_for(nats_client, names.cancel_subject, js, names.inbound_stream)
+    try:
+        after = await stored("after")
+        assert not await turns.knows_cancels_behind(before)
+        assert await turns.knows_cancels_behind(after)
+        # After a reconnect the start is read again: what was stored meanwhile is read too.
+        meanwhile = await stored("stored while reconnecting")
+        nats_client.stats["reconnects"] += 1
+        assert not await turns.knows_cancels_behind(meanwhile)
+        assert await turns.knows_cancels_behind(meanwhile + 1)
+        # A notice published now reaches the memory, and the turn it names.
+        with turns.taken("p", "chat-a", meanwhile + 5) as taken:
+            running = asyncio.create_task(taken.run(asyncio.Event().wait(), name="turn"))
+            stop = Cancel(profile="p", chat="chat-a", before_seq=meanwhile + 10, reason="stop")
+            await publish_cancel(nats_client, names.cancel_subject, stop)
+            assert await asyncio.wait_for(running, 10) is None
+        # Forgetting that chat's cancel (more chats than remembered) moves the start past it.
+        monkeypatch.setattr(RunningTurns, "REMEMBERED", 1)
+        turns.cancel(Cancel(profile="p", chat="chat-b", before_seq=meanwhile + 20, reason="stop"))
+        assert not await turns.knows_cancels_behind(meanwhile + 9)
+        assert await turns.knows_cancels_behind(meanwhile + 10)
+    finally:
+        await turns.unfollow()
