@@ -24,6 +24,8 @@ class RecordTable:
     SCHEMA: ClassVar[str]
     #: Deletes the rows older than its one parameter, a timestamp.
     EXPIRY: ClassVar[str]
+    #: The settings of the pool's connections (a table may trade durability for speed).
+    SERVER_SETTINGS: ClassVar[dict[str, str] | None] = None
 
     def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0) -> None:
         self._dsn = dsn
@@ -33,7 +35,10 @@ class RecordTable:
 
     async def open(self) -> None:
         self._pool = await create_pool(
-            self._dsn, max_size=self._pool_size, connect_timeout_s=self._connect_timeout_s
+            self._dsn,
+            max_size=self._pool_size,
+            connect_timeout_s=self._connect_timeout_s,
+            server_settings=self.SERVER_SETTINGS,
         )
         try:
             async with self._pool.acquire() as connection, connection.transaction():

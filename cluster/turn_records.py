@@ -25,7 +25,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, ClassVar, Final, Literal
 
 import asyncpg
 
@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS octos_cluster_turns (
 CREATE INDEX IF NOT EXISTS octos_cluster_turns_received ON octos_cluster_turns (received_at);
 ALTER TABLE octos_cluster_turns ADD COLUMN IF NOT EXISTS settled text;
 """
+#: An outcome's transaction on the table's own pool waits for the disk, as the sessions' do.
+_DURABLE: Final = "SET LOCAL synchronous_commit TO on"
 #: Why a message has no reply of its own (`TurnRecord.settled`).
 JOINED: Final = "joined"
 Settled = Literal["joined", "stop", "interrupt"]
@@ -112,6 +114,11 @@ class TurnRecords(RecordTable):
     SCHEMA = _SCHEMA
     #: Answered rows expire; an unanswered one is still to do.
     EXPIRY = "DELETE FROM octos_cluster_turns WHERE answered_at < $1"
+    #: A claim (and the `appended` mark) need not wait for the disk: a claim the database
+    #: lost in a crash is made again by the redelivery, and an outcome's synchronous commit
+    #: makes every earlier one of the database durable with it. An outcome stored here
+    #: (`settle`, `answer` on a connection of this pool) commits synchronously (`_DURABLE`).
+    SERVER_SETTINGS: ClassVar[dict[str, str] | None] = {"synchronous_commit": "off"}
 
     async def claim(self, scope: str, inbound_id: str, stream_seq: int) -> TurnRecord:
         """The message's row: created by the first copy to arrive, found by every later one."""
@@ -205,6 +212,7 @@ class TurnRecords(RecordTable):
             yield connection
             return
         async with self._connected().acquire() as acquired, acquired.transaction():
+            await acquired.execute(_DURABLE)
             yield acquired
 
     async def settle(
@@ -214,6 +222,7 @@ class TurnRecords(RecordTable):
         an interrupt dropped it. A row answered meanwhile keeps its reply."""
         try:
             async with self._connected().acquire() as connection, connection.transaction():
+                await connection.execute(_DURABLE)
                 row = await connection.fetchrow(
                     """
                     UPDATE octos_cluster_turns SET settled = $3, answered_at = now()

@@ -66,8 +66,15 @@ def _describe(cause: BaseException) -> str:
     return redact_dsn(text) if "://" in text else text
 
 
-async def create_pool(dsn: str, *, max_size: int, connect_timeout_s: float) -> asyncpg.Pool:
-    """A pool whose first connection is open (so an unreachable server fails here)."""
+async def create_pool(
+    dsn: str,
+    *,
+    max_size: int,
+    connect_timeout_s: float,
+    server_settings: dict[str, str] | None = None,
+) -> asyncpg.Pool:
+    """A pool whose first connection is open (so an unreachable server fails here);
+    `server_settings`: the sessions' settings of every connection of it."""
     try:
         pool = await asyncpg.create_pool(
             dsn,
@@ -75,6 +82,7 @@ async def create_pool(dsn: str, *, max_size: int, connect_timeout_s: float) -> a
             max_size=max_size,
             timeout=connect_timeout_s,
             command_timeout=COMMAND_TIMEOUT_S,
+            server_settings=server_settings,
         )
     except DATABASE_ERRORS as error:
         raise database_error(dsn, error) from error
