@@ -20,6 +20,7 @@ from sessions.postgres.sql import (
     INSERT_MESSAGES,
     LIST,
     LIVE_ROW,
+    LIVE_SESSION,
     UPSERT_ROW,
     fingerprint,
     line_bytes,
@@ -99,18 +100,14 @@ async def append_messages(
 async def load_session(
     connection: Connection, scope: str, key: SessionKey, where: str
 ) -> Session | None:
-    row = await connection.fetchrow(LIVE_ROW, scope, str(key))
+    row = await connection.fetchrow(LIVE_SESSION, scope, str(key))
     if row is None:
         return None
     if row["schema_version"] > CURRENT_SCHEMA_VERSION:
         raise UnsupportedStoredSchema(_named(key, where), row["schema_version"])
     meta = SessionMeta.model_validate_json(row["meta"])
     meta = meta.model_copy(update={"updated_at": row["updated_at"]})
-    records = await connection.fetch(
-        "SELECT message::text AS message FROM octos_messages WHERE session_id = $1 ORDER BY seq",
-        row["id"],
-    )
-    return Session(key, meta, [Message.from_json(record["message"]) for record in records])
+    return Session(key, meta, [Message.from_json(line) for line in row["messages"]])
 
 
 async def replace_session(

@@ -12,6 +12,13 @@ LIVE_ROW: Final = """
 SELECT id, schema_version, meta::text AS meta, updated_at, message_count
 FROM octos_sessions WHERE scope = $1 AND session_key = $2 AND archived_at IS NULL
 """
+#: The live row and its messages in order, in one statement: one snapshot, one round trip.
+LIVE_SESSION: Final = """
+SELECT s.schema_version, s.meta::text AS meta, s.updated_at,
+       ARRAY(SELECT m.message::text FROM octos_messages m WHERE m.session_id = s.id
+             ORDER BY m.seq) AS messages
+FROM octos_sessions s WHERE s.scope = $1 AND s.session_key = $2 AND s.archived_at IS NULL
+"""
 UPSERT_ROW: Final = """
 INSERT INTO octos_sessions (scope, session_key, base_key, topic, schema_version, meta, title,
                             parent_key, created_at, updated_at, bytes)

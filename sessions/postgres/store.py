@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import asyncpg
 import structlog
@@ -154,13 +154,6 @@ class PostgresSessionStore(StoreBase):
         except DATABASE_ERRORS as error:
             raise database_error(self.dsn, error) from error
 
-    def _snapshot(self, connection: Connection) -> AbstractAsyncContextManager[Any]:
-        """A consistent read: its own read-only transaction, or the one the task is in (which
-        sees its own writes)."""
-        if self._joined() is not None:
-            return nullcontext()
-        return connection.transaction(isolation="repeatable_read", readonly=True)
-
     def _connected(self, *, writes: bool = False) -> asyncpg.Pool:
         if self._pool is None:
             raise SessionStoreClosed()
@@ -190,7 +183,8 @@ class PostgresSessionStore(StoreBase):
         if not self._tables:
             self._connected()
             return None
-        async with self._connection() as connection, self._snapshot(connection):
+        # One statement: a consistent read (inside the task's transaction, with its writes).
+        async with self._connection() as connection:
             return await queries.load_session(connection, self.scope, key, self.where)
 
     async def _write_whole(self, session: Session, *, create_only: bool) -> None:
