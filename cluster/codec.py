@@ -34,6 +34,8 @@ INGRESS = "Octos-Ingress"
 LIVE = "Octos-Live"
 #: On a reply whose turn sent live events: the ingress that showed them, which delivers it.
 LIVE_AT = "Octos-Live-At"
+#: On a live event: the reply (its `Nats-Msg-Id`) of the same chat it is shown after.
+LIVE_AFTER = "Octos-Live-After"
 #: What a message on a live subject is: one of `LIVE_KINDS`, or `final` (a reply handed over).
 LIVE_KIND = "Octos-Live-Kind"
 FINAL = "final"
@@ -142,13 +144,22 @@ class OutboundEnvelope:
         return cls(profile, _parse(OutboundMessage, body), live_at=headers.get(LIVE_AT))
 
 
-def live_signal_message(profile: str, signal: LiveSignal) -> tuple[dict[str, str], bytes]:
-    """The headers and body of a live event on its ingress's live subject."""
+def live_signal_message(
+    profile: str, signal: LiveSignal, *, after: str | None = None
+) -> tuple[dict[str, str], bytes]:
+    """The headers and body of a live event on its ingress's live subject; `after`: the
+    message id of the reply it must be shown after (`LIVE_AFTER`)."""
+    headers = {PROFILE: profile}
+    if after is not None:
+        headers[LIVE_AFTER] = after
     if isinstance(signal, StreamSnapshot):
-        return {PROFILE: profile, LIVE_KIND: SNAPSHOT}, signal.reply.model_dump_json().encode()
-    kind = next(name for name, type_ in LIVE_KINDS.items() if isinstance(signal, type_))
+        headers[LIVE_KIND] = SNAPSHOT
+        return headers, signal.reply.model_dump_json().encode()
+    headers[LIVE_KIND] = next(
+        name for name, type_ in LIVE_KINDS.items() if isinstance(signal, type_)
+    )
     chat = {"channel": signal.channel, "chat_id": signal.chat_id}
-    return {PROFILE: profile, LIVE_KIND: kind}, json.dumps(chat).encode("utf-8")
+    return headers, json.dumps(chat).encode("utf-8")
 
 
 def decode_live_signal(headers: dict[str, str], body: bytes) -> tuple[str, LiveSignal]:

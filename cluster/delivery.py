@@ -61,7 +61,11 @@ class ReplyDelivery:
         ingress_id: str,
         records: DeliveryRecords,
         metrics: ClusterMetrics,
+        delivered_here: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> None:
+        """`delivered_here(profile, msg_id)`: told of each reply this process delivered (or
+        handed over and saw delivered), once it is recorded."""
+        self._delivered_here = delivered_here
         self._client = client
         self._js = js
         self._config = config
@@ -148,6 +152,8 @@ class ReplyDelivery:
                     error=delivered.given_up,
                 )
             )
+        if self._delivered_here is not None and msg_id is not None:
+            await self._delivered_here(envelope.profile, msg_id)
         await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
 
     async def _delivered(

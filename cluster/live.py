@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import structlog
 from nats.aio.client import Client
+from nats.js import JetStreamContext
 
 from bus import OutboundEvent, OutboundMessage
 from cluster.codec import InboundEnvelope, live_signal_message
 from cluster.connection import NATS_ERRORS
+from cluster.live_order import LiveOrder, live_order
 from cluster.subjects import ClusterNames
 
 log = structlog.get_logger(__name__)
@@ -34,11 +36,20 @@ class LiveTurn:
     """One turn's outbound sink (`gateway.turns.OutboundSink`) towards its ingress."""
 
     def __init__(
-        self, client: Client, subject: str, profile: str, *, streams: bool, shows_typing: bool
+        self,
+        client: Client,
+        subject: str,
+        profile: str,
+        *,
+        streams: bool,
+        shows_typing: bool,
+        after: str | None = None,
     ) -> None:
         self._client = client
         self._subject = subject
         self._profile = profile
+        #: The reply of the chat (its message id) the ingress shows these events after.
+        self._after = after
         self.streams = streams
         self.shows_typing = shows_typing
         self.skipped = 0
@@ -51,7 +62,7 @@ class LiveTurn:
             self.skipped += 1
             log.debug("cluster.live_event_skipped", backlog_bytes=client.pending_data_size)
             return
-        headers, body = live_signal_message(self._profile, event)
+        headers, body = live_signal_message(self._profile, event, after=self._after)
         try:
             await client.publish(self._subject, body, headers=headers)
         except NATS_ERRORS as error:
@@ -59,15 +70,23 @@ class LiveTurn:
             log.debug("cluster.live_event_not_sent", error=str(error) or type(error).__name__)
 
 
-def live_turn(client: Client, names: ClusterNames, envelope: InboundEnvelope) -> LiveTurn | None:
-    """Where the turn of `envelope` shows itself; None when its channel shows nothing live."""
+async def live_turn(
+    client: Client, js: JetStreamContext, names: ClusterNames, envelope: InboundEnvelope
+) -> LiveTurn | None:
+    """Where the turn of `envelope` shows itself; None when its channel shows nothing live.
+    Whether it streams, and after which reply of its chat, is `cluster.live_order`'s say (a
+    reply to a held request has an order of its own)."""
     ingress = envelope.live_at
     if ingress is None:
         return None
+    order = LiveOrder(streams=envelope.streams)
+    if envelope.streams and not envelope.request:
+        order = await live_order(js, names, envelope)
     return LiveTurn(
         client,
         names.live_subject(ingress),
         envelope.profile,
-        streams=envelope.streams,
+        streams=order.streams,
         shows_typing=envelope.shows_typing,
+        after=order.after,
     )

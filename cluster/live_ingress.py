@@ -40,6 +40,7 @@ from nats.errors import NoRespondersError
 from bus import OutboundMessage, PipeClosed
 from cluster.codec import (
     FINAL,
+    LIVE_AFTER,
     LIVE_KIND,
     MSG_ID,
     CodecError,
@@ -49,6 +50,7 @@ from cluster.codec import (
 )
 from cluster.connection import NATS_ERRORS
 from cluster.delivery_outcome import Delivered
+from cluster.held_signals import HeldSignals
 from cluster.subjects import ClusterNames
 
 log = structlog.get_logger(__name__)
@@ -80,6 +82,10 @@ class LiveShows:
         self._subject = names.live_subject(ingress_id)
         self._profiles: dict[str, LiveChannels] = {}
         self._outcomes: OrderedDict[tuple[str, str], asyncio.Future[Delivered]] = OrderedDict()
+        #: Live events waiting for a reply of their chat to be handed over first.
+        self._held = HeldSignals()
+        #: The replies this process's delivery layer finished lately (`reply_delivered`).
+        self._delivered: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._stack = AsyncExitStack()
         self._answering: asyncio.TaskGroup | None = None
 
@@ -103,6 +109,7 @@ class LiveShows:
         # Nothing new is answered (a requester then delivers the reply itself); answers in
         # hand are waited for.
         self._answering = None
+        self._held.close()
         await self._stack.aclose()
 
     async def _on_message(self, msg: Msg) -> None:
@@ -110,10 +117,17 @@ class LiveShows:
         try:
             if headers.get(LIVE_KIND) == FINAL:
                 await self._hand_over(msg, OutboundEnvelope.decode(headers, msg.data))
-            else:
-                await self._show(*decode_live_signal(headers, msg.data))
+                return
+            profile, signal = decode_live_signal(headers, msg.data)
         except CodecError as error:
             log.warning("cluster.live_event_unreadable", error=str(error))
+            return
+        after = headers.get(LIVE_AFTER)
+        if after is not None and not self._came((profile, after)):
+            # A reply of the chat is still on its way here: this waits behind it.
+            self._held.hold((profile, after), signal)
+            return
+        await self._show(profile, signal)
 
     async def _show(self, profile: str, signal: LiveSignal) -> None:
         channels = self._profiles.get(profile)
@@ -138,9 +152,26 @@ class LiveShows:
                 await _respond(msg, {"not_here": True})
                 return
             self._remember(key, outcome)
+            for signal in self._held.release(key):
+                await self._show(envelope.profile, signal)
         if answering is None:
             return  # closing: the requester times out and the reply is offered again
         answering.create_task(self._answer(msg, outcome), name=f"live-hand-over:{key[1]}")
+
+    def _came(self, key: tuple[str, str]) -> bool:
+        """Whether the reply `key` was handed over here, or delivered by this process."""
+        return key in self._outcomes or key in self._delivered
+
+    async def reply_delivered(self, profile: str, msg_id: str) -> None:
+        """A reply this process's delivery layer finished (sent here whole, or handed over to
+        the ingress that showed its turn, and delivered there): live events waiting for it
+        are shown now."""
+        key = (profile, msg_id)
+        self._delivered[key] = None
+        while len(self._delivered) > REMEMBERED_OUTCOMES:
+            self._delivered.popitem(last=False)
+        for signal in self._held.release(key):
+            await self._show(profile, signal)
 
     def _remember(self, key: tuple[str, str], outcome: asyncio.Future[Delivered]) -> None:
         self._outcomes[key] = outcome

@@ -126,10 +126,16 @@ class ClusterNode:
             )
         if self.runs_ingress:
             self._deliveries = await self._opened(DeliveryRecords)
-            self.delivery = ReplyDelivery(
-                self._client, self._js, self.config, self.id, self._deliveries, self.metrics
-            )
             self.live = LiveShows(self._client, self.names, self.id)
+            self.delivery = ReplyDelivery(
+                self._client,
+                self._js,
+                self.config,
+                self.id,
+                self._deliveries,
+                self.metrics,
+                delivered_here=self.live.reply_delivered,
+            )
             self.leases = await PollerLeases.open(
                 self._js,
                 self.config.stream_prefix,

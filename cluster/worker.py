@@ -270,7 +270,7 @@ class Worker:
                 return
             joined = queued.joined
             messages = [envelope.message, *(w.envelope.message for w in joined)]
-            live = live_turn(self._client, self._names, envelope)
+            live = await live_turn(self._client, self._js, self._names, envelope)
             try:
                 async with profile.effect_transaction(envelope.message):
                     answer = await self._answered(profile, record, messages, taken, live)

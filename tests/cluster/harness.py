@@ -24,7 +24,7 @@ from bus import InboundMessage
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.metrics import ClusterMetrics
 from cluster.status import StatusPublisher
-from cluster.streams import ensure_streams, names_of
+from cluster.streams import ensure_delivery_consumers, ensure_streams, names_of
 from cluster.subjects import ClusterNames
 from cluster.turn_records import TurnRecords
 from cluster.worker import Worker
@@ -142,6 +142,8 @@ async def running_worker(
     names = names_of(config)
     js = client.jetstream(timeout=10)
     await ensure_streams(js, config)
+    # As an ingress makes them: a turn streams only once its partition's replies are delivered.
+    await ensure_delivery_consumers(js, config)
     observer = Observer()
     await client.subscribe(f"{prefix}.>", cb=observer.on_message)
     await client.subscribe(f"$JS.ACK.{names.inbound_stream}.>", cb=observer.on_message)

@@ -12,9 +12,17 @@ import pytest
 from nats.aio.client import Client
 
 from bus import InboundMessage, OutboundMessage, StreamSnapshot, TypingStarted
-from cluster.codec import LIVE_KIND, OutboundEnvelope, decode_live_signal
+from cluster.codec import (
+    LIVE_AFTER,
+    LIVE_KIND,
+    MSG_ID,
+    SNAPSHOT,
+    OutboundEnvelope,
+    decode_live_signal,
+)
 from cluster.connection import connect, disconnect
 from cluster.delivery_outcome import Delivered
+from cluster.held_signals import HeldSignals
 from cluster.live import MAX_BACKLOG_BYTES, LiveTurn
 from cluster.live_ingress import LiveShows, hand_over
 from cluster.subjects import ClusterNames
@@ -121,15 +129,19 @@ class Lanes:
     def __init__(self) -> None:
         self.shown: list[object] = []
         self.queued: list[OutboundMessage] = []
+        #: Both, in the order they joined the lane.
+        self.order: list[object] = []
         self.outcome: asyncio.Future[Delivered] = asyncio.get_running_loop().create_future()
         self.changed = asyncio.Event()
 
     async def show(self, signal: object) -> None:
         self.shown.append(signal)
+        self.order.append(signal)
         self.changed.set()
 
     async def queue(self, message: OutboundMessage) -> asyncio.Future[Delivered]:
         self.queued.append(message)
+        self.order.append(message)
         self.changed.set()
         return self.outcome
 
@@ -159,3 +171,137 @@ async def test_a_reply_handed_over_twice_is_queued_once_and_both_get_its_outcome
     # Gone (closed): no responders, delivered by the asking ingress.
     assert await hand_over(nats_client, names, envelope, "t3") is None
     assert lanes.queued == [final]
+
+
+def snapshots_seen(worker: RunningWorker) -> list[Seen]:
+    live = worker.observer.on(f"{worker.names.prefix}.live.")
+    return [seen for seen in live if seen.headers[LIVE_KIND] == SNAPSHOT]
+
+
+async def test_a_turn_behind_an_undelivered_reply_streams_after_it(
+    w: RunningWorker,
+) -> None:
+    """A snapshot opens a message at once; the replies before it go the outbound stream's
+    way. So a turn whose chat still has a reply there marks its live events to be shown
+    after the last of them (the showing ingress holds them until it came)."""
+    await w.publish(message("c1"), ingress="ingress-a", streams=True)
+    [first] = await answered(w, 1)
+    shown = snapshots_seen(w)
+    assert shown
+    assert all(LIVE_AFTER not in seen.headers for seen in shown)
+    (first_seen,) = w.replies()
+    # The first reply is still in the outbound stream: the next turn's events follow it.
+    later = message("c1").model_copy(update={"message_id": "c1-2"})
+    await w.publish(later, ingress="ingress-a", streams=True)
+    await answered(w, 2)
+    after = snapshots_seen(w)[len(shown) :]
+    assert after
+    assert {seen.headers[LIVE_AFTER] for seen in after} == {first_seen.headers[MSG_ID]}
+    # Taken in at another ingress: its events follow the last reply waiting, wherever shown.
+    elsewhere = message("c1").model_copy(update={"message_id": "c1-3"})
+    await w.publish(elsewhere, ingress="ingress-b", streams=True)
+    *_earlier, third = await answered(w, 3)
+    second_seen = w.replies()[1]
+    held = w.observer.on(f"{w.names.prefix}.live.ingress-b")
+    assert held
+    assert {seen.headers[LIVE_AFTER] for seen in held} == {second_seen.headers[MSG_ID]}
+    assert third.live_at == "ingress-b"
+    # Delivered (as an ingress would: fetched, acknowledged), the chat streams freely again.
+    partition = w.names.partition_of_inbound(w.profile, later)
+    delivery = await w.js.pull_subscribe_bind(
+        durable=w.names.delivery_consumer(partition), stream=w.names.outbound_stream
+    )
+    for _ in range(3):  # one message at a time: the consumer keeps one in flight
+        (msg,) = await delivery.fetch(1, timeout=10)
+        await msg.ack_sync()
+    fourth = message("c1").model_copy(update={"message_id": "c1-4"})
+    await w.publish(fourth, ingress="ingress-b", streams=True)
+    await answered(w, 4)
+    free = w.observer.on(f"{w.names.prefix}.live.ingress-b")[len(held) :]
+    assert [seen for seen in free if seen.headers[LIVE_KIND] == SNAPSHOT]
+    assert all(LIVE_AFTER not in seen.headers for seen in free)
+    assert first.message.content == TEXT
+
+
+async def test_live_events_marked_after_a_reply_are_shown_right_behind_it_or_dropped(
+    nats_client: Client, nats_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = ClusterNames(nats_prefix, 4)
+    lanes = Lanes()
+    subject = names.live_subject("ingress-s")
+    final = OutboundMessage(channel="telegram", chat_id="c1", content=TEXT, delivery_id="t1")
+    next_turn = LiveTurn(nats_client, subject, "p", streams=True, shows_typing=True, after="t1")
+    snapshot = StreamSnapshot(
+        OutboundMessage(channel="telegram", chat_id="c1", content="the next", stream_id="t2")
+    )
+    async with LiveShows(nats_client, names, "ingress-s") as shows:
+        shows.add_profile("p", lanes)
+        await next_turn.send(TypingStarted("telegram", "c1"))
+        await next_turn.send(snapshot)
+        handed = asyncio.create_task(
+            hand_over(nats_client, names, OutboundEnvelope("p", final, live_at="ingress-s"), "t1")
+        )
+        while len(lanes.order) < 3:
+            lanes.changed.clear()
+            await lanes.changed.wait()
+        # Held until the reply before them joined the lane, then right behind it.
+        assert lanes.order == [final, TypingStarted("telegram", "c1"), snapshot]
+        lanes.outcome.set_result(Delivered(("42",)))
+        await handed
+        # Marked after a reply handed over already: shown at once.
+        await next_turn.send(snapshot)
+        while len(lanes.order) < 4:
+            lanes.changed.clear()
+            await lanes.changed.wait()
+        # After a reply that never comes here: dropped once the hold ends, never shown late.
+        monkeypatch.setattr("cluster.held_signals.HOLD_S", 0.05)
+        dropped = asyncio.Event()
+        real_drop = HeldSignals._drop
+
+        def drop(held: HeldSignals, key: tuple[str, str]) -> None:
+            real_drop(held, key)
+            dropped.set()
+
+        monkeypatch.setattr(HeldSignals, "_drop", drop)
+        orphan = LiveTurn(nats_client, subject, "p", streams=True, shows_typing=True, after="t9")
+        await orphan.send(snapshot)
+        await asyncio.wait_for(dropped.wait(), 10)
+        late = OutboundMessage(channel="telegram", chat_id="c1", content="t9", delivery_id="t9")
+        late_envelope = OutboundEnvelope("p", late, live_at="ingress-s")
+        handed_late = asyncio.create_task(hand_over(nats_client, names, late_envelope, "t9"))
+        while len(lanes.order) < 5:
+            lanes.changed.clear()
+            await lanes.changed.wait()
+        assert lanes.order[3:] == [snapshot, late]
+        handed_late.cancel()
+
+
+async def test_live_events_after_a_reply_this_process_delivered_elsewhere_are_shown_then(
+    nats_client: Client, nats_prefix: str
+) -> None:
+    """The reply they follow was shown at another ingress (or sent whole here, that one
+    gone): this process's delivery layer tells when it is done, and they are shown then."""
+    names = ClusterNames(nats_prefix, 4)
+    lanes = Lanes()
+    subject = names.live_subject("ingress-s")
+    snapshot = StreamSnapshot(
+        OutboundMessage(channel="telegram", chat_id="c1", content="the next", stream_id="t2")
+    )
+    async with LiveShows(nats_client, names, "ingress-s") as shows:
+        shows.add_profile("p", lanes)
+        held = LiveTurn(nats_client, subject, "p", streams=True, shows_typing=True, after="t1")
+        await held.send(snapshot)
+        await nats_client.flush()
+        # Nothing shown before its reply is delivered; then at once, and later ones too.
+        await shows.reply_delivered("p", "t2-unrelated")
+        assert lanes.order == []
+        await shows.reply_delivered("p", "t1")
+        while not lanes.order:  # shown now, or as it comes if it had not come yet
+            lanes.changed.clear()
+            await lanes.changed.wait()
+        assert lanes.order == [snapshot]
+        await held.send(snapshot)
+        while len(lanes.order) < 2:
+            lanes.changed.clear()
+            await lanes.changed.wait()
+        assert lanes.order == [snapshot, snapshot]
