@@ -62,6 +62,7 @@ class _Parts:
 class Reassembler:
     """Joins the parts of a payload Feishu cut into `sum` frames; bounded in count and age."""
 
+    # Bounded in count and age like InboundDedup, but what it keeps is parts being joined.
     def __init__(
         self,
         max_pending: int = 64,

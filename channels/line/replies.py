@@ -16,6 +16,8 @@ from channels.bounded import RecentMap
 REPLY_TOKEN_TTL_S = 50.0
 
 
+# Bounded in size and age like the WeCom bot's ReplyBook, which keeps other things: a token is
+# taken once, a callback is used and watched for its window.
 class ReplyTokens:
     def __init__(
         self,

@@ -54,6 +54,8 @@ class IncomingMessage:
     metadata: dict[str, Any] = field(default_factory=dict)
     media: tuple[MediaRef, ...] = ()
 
+    # Telegram's message onto InboundMessage's fields: every channel writes this mapping, alike
+    # in shape, with its own sources.
     def to_inbound(self, media_paths: Sequence[str] = ()) -> InboundMessage:
         return InboundMessage(
             channel=CHANNEL,
