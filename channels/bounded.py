@@ -5,12 +5,18 @@ QQ passive-reply counts, Slack threads, email threads, WhatsApp's latest message
 Telegram webhook update ids). Each keeps at most `capacity` entries: setting a key makes it
 the newest, and past the capacity the oldest are dropped. `remember` returns what it dropped,
 for a caller that keeps something else under the same keys.
+
+What is only worth keeping for a while (inbound message ids for de-duplication, LINE reply
+tokens, Feishu's partial payloads) is an `AgedMap`: a `RecentMap` whose entries also expire
+`ttl_s` after they were put.
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -31,3 +37,52 @@ class RecentMap(OrderedDict[K, V]):
         while len(self) > self.capacity:
             dropped.append(self.popitem(last=False))
         return dropped
+
+
+class AgedMap(Generic[K, V]):
+    """At most `capacity` entries, each kept `ttl_s` from when it was put; putting a key again
+    makes it the newest and starts its age again. Entries are in the order they were put, so
+    the expired ones are at the front and each is dropped once: every operation is O(1)
+    amortised."""
+
+    def __init__(
+        self, capacity: int, ttl_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if ttl_s <= 0:
+            raise ValueError(f"ttl_s must be positive, got {ttl_s}")
+        self.ttl_s = ttl_s
+        self._clock = clock
+        #: key -> (when it was put, value).
+        self._entries: RecentMap[K, tuple[float, V]] = RecentMap(capacity)
+
+    def put(self, key: K, value: V) -> None:
+        now = self._expire()
+        self._entries.remember(key, (now, value))
+
+    def get(self, key: K) -> V | None:
+        """The value under `key`, unless it has expired."""
+        self._expire()
+        entry = self._entries.get(key)
+        return entry[1] if entry is not None else None
+
+    def pop(self, key: K) -> V | None:
+        """Forget `key`; its value, unless it had expired."""
+        self._expire()
+        entry = self._entries.pop(key, None)
+        return entry[1] if entry is not None else None
+
+    def __contains__(self, key: object) -> bool:
+        self._expire()
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _expire(self) -> float:
+        now = self._clock()
+        while self._entries:
+            oldest_key, (put_at, _value) = next(iter(self._entries.items()))
+            if now - put_at < self.ttl_s:
+                break
+            del self._entries[oldest_key]
+        return now

@@ -10,8 +10,9 @@ amortised.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
+
+from channels.bounded import AgedMap
 
 
 class InboundDedup:
@@ -23,39 +24,18 @@ class InboundDedup:
     ) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be at least 1, got {max_entries}")
-        if ttl_s <= 0:
-            raise ValueError(f"ttl_s must be positive, got {ttl_s}")
-        self.max_entries = max_entries
-        self.ttl_s = ttl_s
-        self._clock = clock
-        # key -> when it was first seen; oldest first, so expiry only ever looks at the front.
-        self._seen_at: OrderedDict[str, float] = OrderedDict()
+        #: key -> nothing: when it was first seen is what the map keeps.
+        self._seen: AgedMap[str, None] = AgedMap(max_entries, ttl_s, clock)
 
     def seen(self, key: str) -> bool:
         """True if `key` was seen within the TTL; otherwise remember it and return False."""
-        now = self._clock()
-        self._expire(now)
-        if key in self._seen_at:
+        if key in self._seen:
             return True
-        self._seen_at[key] = now
-        if len(self._seen_at) > self.max_entries:
-            self._seen_at.popitem(last=False)
+        self._seen.put(key, None)
         return False
 
     def __len__(self) -> int:
-        return len(self._seen_at)
+        return len(self._seen)
 
     def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str):
-            return False
-        seen_at = self._seen_at.get(key)
-        return seen_at is not None and self._clock() - seen_at < self.ttl_s
-
-    def _expire(self, now: float) -> None:
-        # Entries are kept in insertion order and never refreshed, so the front is the oldest:
-        # each expired entry is popped once, which keeps `seen` O(1) amortised.
-        while self._seen_at:
-            oldest_key, seen_at = next(iter(self._seen_at.items()))
-            if now - seen_at < self.ttl_s:
-                break
-            del self._seen_at[oldest_key]
+        return key in self._seen

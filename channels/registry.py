@@ -2,8 +2,9 @@
 
 Platform SDKs are optional extras and slow to import: a profile without Discord never imports
 discord.py. A type maps to a `"module:factory"` string; the factory is called as
-`create(config, context) -> Channel`. Type `plugin` names a class of the user's own
-(`class_path: "pkg.module:Class"`), constructed as `Class(config, context)`.
+`create(config, context) -> Channel`; a platform package whose channel needs only its config and
+the data directory declares it as `create = channel_factory(XChannel)`. Type `plugin` names a
+class of the user's own (`class_path: "pkg.module:Class"`), constructed as `Class(config, context)`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from channels.allow import AllowList
 from channels.allow_overlay import ApprovedSenders
@@ -172,3 +173,25 @@ def _missing(channel_type: str, module_name: str, exc: ModuleNotFoundError) -> C
 
 class ChannelFactory(Protocol):
     def __call__(self, config: ChannelConfigLike, context: ChannelContext, /) -> object: ...
+
+
+_ConfigT = TypeVar("_ConfigT", contravariant=True)
+_ChannelT = TypeVar("_ChannelT", bound=Channel, covariant=True)
+
+
+class KeepsFiles(Protocol[_ConfigT, _ChannelT]):
+    """A channel class built from its validated config and the directory for its state and media."""
+
+    def __call__(self, config: _ConfigT, /, *, data_dir: Path) -> _ChannelT: ...
+
+
+def channel_factory(
+    channel_class: KeepsFiles[_ConfigT, _ChannelT],
+) -> Callable[[_ConfigT, ChannelContext], _ChannelT]:
+    """The `create` of a platform package whose channel needs nothing of the context but the
+    profile's data directory: `create = channel_factory(XChannel)`."""
+
+    def create(config: _ConfigT, context: ChannelContext) -> _ChannelT:
+        return channel_class(config, data_dir=context.data_dir)
+
+    return create

@@ -6,7 +6,9 @@ them all in one place (`refusal_response`): logged with the caller's address, th
 body. A timestamp further than `max_skew_s` from our clock is a replay (`is_stale`).
 
 Twilio and WhatsApp sign with one header over the request: their check gives a `Verdict`, and
-`signature_refusal` answers a missing signature 401 and a wrong one 403.
+`signature_refusal` answers a missing signature 401 and a wrong one 403; `signed_request_refusal`
+adds the 503 of a channel not running, checked after the signature so that only the platform
+learns whether we run.
 """
 
 from __future__ import annotations
@@ -60,3 +62,13 @@ def signature_refusal(verdict: Verdict, request: web.Request, *, event: str) -> 
         return None
     log.warning(event, reason=verdict.value, remote=request.remote)
     return web.Response(status=_VERDICT_STATUS[verdict], text=f"signature {verdict}")
+
+
+def signed_request_refusal(
+    verdict: Verdict, request: web.Request, *, accepting: bool, event: str
+) -> web.Response | None:
+    """None for a validly signed request the channel takes now; otherwise how it is refused."""
+    refusal = signature_refusal(verdict, request, event=event)
+    if refusal is None and not accepting:
+        return not_running()
+    return refusal

@@ -6,7 +6,6 @@ The registry imports this module only for profiles that use Discord, and calls `
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
 
 with warnings.catch_warnings():
     # discord.py imports `audioop` for voice, which Python 3.11+ deprecates; no voice is used
@@ -20,10 +19,7 @@ from channels.discord.routing import (
     DEFAULT_GATEWAY_URL,
     DiscordEndpoints,
 )
-
-if TYPE_CHECKING:
-    from channels.registry import ChannelContext
-    from config import DiscordConfig
+from channels.registry import channel_factory
 
 __all__ = [
     "DEFAULT_API_BASE_URL",
@@ -34,5 +30,4 @@ __all__ = [
 ]
 
 
-def create(config: DiscordConfig, context: ChannelContext) -> DiscordChannel:
-    return DiscordChannel(config, data_dir=context.data_dir)
+create = channel_factory(DiscordChannel)

@@ -57,6 +57,8 @@ _PROBE_TIMEOUT_S = 10.0
 
 
 class DiscordChannel(Channel):
+    # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
+    # config, data_dir, the timeouts tests shorten): alike in shape, Discord's values.
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["discord"]
     #: Discord allows five edits per five seconds in one channel.
     edit_interval_s: ClassVar[float] = 1.0
@@ -351,6 +353,7 @@ class DiscordChannel(Channel):
         async with discord_call("remove reaction", self._request_timeout_s):
             await partial.remove_reaction(emoji, client.user)
 
+    # The signature is Channel.send_embed's, repeated as an override must; the body is Discord's.
     async def send_embed(
         self,
         chat_id: str,

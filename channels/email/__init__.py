@@ -6,11 +6,9 @@
 from __future__ import annotations
 
 from channels.email.channel import EmailChannel
-from channels.registry import ChannelContext
-from config import EmailConfig
+from channels.registry import channel_factory
 
 __all__ = ["EmailChannel", "create"]
 
 
-def create(config: EmailConfig, context: ChannelContext) -> EmailChannel:
-    return EmailChannel(config, data_dir=context.data_dir)
+create = channel_factory(EmailChannel)

@@ -41,6 +41,8 @@ def translate(error: aiosmtplib.SMTPException) -> ChannelError:
         return translate(error.recipients[0])
     if isinstance(error, aiosmtplib.SMTPResponseException):
         return _from_reply(error.code, error.message)
+    # Each platform translates its own errors into channels.errors with its own advice; the
+    # shape is shared (Discord's translate reads alike), the cases are not.
     if isinstance(error, aiosmtplib.SMTPNotSupported):
         return ChannelError(
             f"the SMTP server does not support what the config asks for ({error.message})",

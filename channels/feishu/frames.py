@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from channels.bounded import AgedMap
 from channels.feishu.pbbp2_pb2 import Frame, Header
 
 CONTROL, DATA = 0, 1
@@ -53,25 +52,18 @@ def acknowledgement(frame: Frame, elapsed_ms: int, code: int = 200) -> bytes:
     return bytes(answer.SerializeToString())
 
 
-@dataclass
-class _Parts:
-    pieces: list[bytes | None]
-    started_at: float
-
-
 class Reassembler:
     """Joins the parts of a payload Feishu cut into `sum` frames; bounded in count and age."""
 
+    # The bounds of an AgedMap, as InboundDedup takes them too, named for what is kept here.
     def __init__(
         self,
         max_pending: int = 64,
         ttl_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._pending: OrderedDict[str, _Parts] = OrderedDict()
-        self._max_pending = max_pending
-        self._ttl_s = ttl_s
-        self._clock = clock
+        #: message_id -> its parts so far, None where one has not come yet.
+        self._pending: AgedMap[str, list[bytes | None]] = AgedMap(max_pending, ttl_s, clock)
 
     def add(self, frame: Frame) -> bytes | None:
         """The whole payload once every part has come; None while parts are missing."""
@@ -81,22 +73,13 @@ class Reassembler:
         seq = int(header(frame, "seq", "0") or 0)
         if not 0 <= seq < total:
             raise ValueError(f"part {seq} of {total}")
-        key, now = header(frame, "message_id"), self._clock()
-        self._expire(now)
-        parts = self._pending.get(key)
-        if parts is None or len(parts.pieces) != total:
-            parts = self._pending[key] = _Parts([None] * total, now)
-        parts.pieces[seq] = bytes(frame.payload)
-        if any(piece is None for piece in parts.pieces):
-            while len(self._pending) > self._max_pending:
-                self._pending.popitem(last=False)
+        key = header(frame, "message_id")
+        pieces = self._pending.get(key)
+        if pieces is None or len(pieces) != total:
+            pieces = [None] * total
+            self._pending.put(key, pieces)
+        pieces[seq] = bytes(frame.payload)
+        if any(piece is None for piece in pieces):
             return None
-        del self._pending[key]
-        return b"".join(piece for piece in parts.pieces if piece is not None)
-
-    def _expire(self, now: float) -> None:
-        while self._pending:
-            key, parts = next(iter(self._pending.items()))
-            if now - parts.started_at < self._ttl_s:
-                break
-            del self._pending[key]
+        self._pending.pop(key)
+        return b"".join(piece for piece in pieces if piece is not None)

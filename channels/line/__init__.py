@@ -7,17 +7,11 @@ module only for profiles that use LINE.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from channels.line.channel import LineChannel
 from channels.line.signature import SIGNATURE_HEADER, signature_of
-
-if TYPE_CHECKING:
-    from channels.registry import ChannelContext
-    from config import LineConfig
+from channels.registry import channel_factory
 
 __all__ = ["SIGNATURE_HEADER", "LineChannel", "create", "signature_of"]
 
 
-def create(config: LineConfig, context: ChannelContext) -> LineChannel:
-    return LineChannel(config, data_dir=context.data_dir)
+create = channel_factory(LineChannel)

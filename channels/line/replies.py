@@ -10,12 +10,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from channels.bounded import RecentMap
+from channels.bounded import AgedMap
 
 #: LINE documents reply tokens as valid for one minute; this leaves time for the request.
 REPLY_TOKEN_TTL_S = 50.0
 
 
+# Bounded like the WeCom bot's ReplyBook, which checks its reply window itself instead of
+# expiring callbacks (one past its window must stop the search, not be skipped).
 class ReplyTokens:
     def __init__(
         self,
@@ -24,22 +26,17 @@ class ReplyTokens:
         capacity: int = 4096,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._ttl_s = ttl_s
-        self._clock = clock
-        self._tokens: RecentMap[str, tuple[str, float]] = RecentMap(capacity)
+        self._tokens: AgedMap[str, str] = AgedMap(capacity, ttl_s, clock)
 
     def remember(self, event_id: str, token: str) -> None:
-        self._tokens.remember(event_id, (token, self._clock() + self._ttl_s))
+        self._tokens.put(event_id, token)
 
     def take(self, event_id: str | None) -> str | None:
         """The event's token if it is still valid; it is forgotten either way."""
         if event_id is None:
             return None
-        entry = self._tokens.pop(event_id, None)
-        if entry is None or entry[1] < self._clock():
-            return None
-        return entry[0]
+        return self._tokens.pop(event_id)
 
     def give_back(self, event_id: str, token: str) -> None:
         """A token a refused request did not use (a 429), for the retry."""
-        self._tokens[event_id] = (token, self._clock() + self._ttl_s)
+        self._tokens.put(event_id, token)

@@ -32,6 +32,7 @@ TakePosts = Callable[[list[LinePost]], Awaitable[None]]
 class LineWebhook:
     """The aiohttp handler of the webhook route; `take` is set while the channel runs."""
 
+    # Settings like QQWebhook's (secret, event age, clock); the checks they feed differ.
     def __init__(
         self,
         channel_secret: str,

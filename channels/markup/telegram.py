@@ -111,6 +111,7 @@ _MARKDOWN_V2_MARKERS = {Style.BOLD: "*", Style.ITALIC: "_", Style.STRIKE: "~"}
 class TelegramMarkdownV2(_TelegramMarkup):
     """Telegram's MarkdownV2: `*bold*`, `_italic_`, `~strike~`, backslash escapes everywhere."""
 
+    # The same members as TelegramHtml: two renderings of one markup tree, each its escapes.
     pre_in_quote: ClassVar[bool] = False
 
     def text(self, plain: str) -> str:

@@ -7,17 +7,11 @@ module only for profiles that use Matrix.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from channels.matrix.channel import MatrixChannel
 from channels.matrix.receiver import ENCRYPTED_NOTICE
-
-if TYPE_CHECKING:
-    from channels.registry import ChannelContext
-    from config import MatrixConfig
+from channels.registry import channel_factory
 
 __all__ = ["ENCRYPTED_NOTICE", "MatrixChannel", "create"]
 
 
-def create(config: MatrixConfig, context: ChannelContext) -> MatrixChannel:
-    return MatrixChannel(config, data_dir=context.data_dir)
+create = channel_factory(MatrixChannel)

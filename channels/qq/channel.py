@@ -174,6 +174,8 @@ class QQBotChannel(Channel):
             log.info("qq.duplicate_skipped", event_id=message.event_id)
             return
         self._replies.received(message.msg_id, message.kind)
+        # QQ's message onto InboundMessage's fields: every channel writes this mapping, alike
+        # in shape, with its own sources.
         if message.text:
             await inbound.send(
                 InboundMessage(

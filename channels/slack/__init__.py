@@ -6,17 +6,12 @@ module only for profiles that use Slack.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from channels.markup.slack import render_mrkdwn
+from channels.registry import channel_factory
 from channels.slack.bolt_app import BotIdentity
 from channels.slack.channel import SlackChannel
 from channels.slack.errors import translate_api_error
 from channels.slack.socket_mode import proxy_for
-
-if TYPE_CHECKING:
-    from channels.registry import ChannelContext
-    from config import SlackConfig
 
 __all__ = [
     "BotIdentity",
@@ -28,5 +23,4 @@ __all__ = [
 ]
 
 
-def create(config: SlackConfig, context: ChannelContext) -> SlackChannel:
-    return SlackChannel(config, data_dir=context.data_dir)
+create = channel_factory(SlackChannel)

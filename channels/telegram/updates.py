@@ -54,6 +54,8 @@ class IncomingMessage:
     metadata: dict[str, Any] = field(default_factory=dict)
     media: tuple[MediaRef, ...] = ()
 
+    # Telegram's message onto InboundMessage's fields: every channel writes this mapping, alike
+    # in shape, with its own sources.
     def to_inbound(self, media_paths: Sequence[str] = ()) -> InboundMessage:
         return InboundMessage(
             channel=CHANNEL,
@@ -88,16 +90,15 @@ def read_update(
         return None
     text = message.text if message.text is not None else (message.caption or "")
     entities = message.entities if message.text is not None else message.caption_entities
-    mentions = _mention_spans(text, entities, bot)
-    suffixes = _own_command_suffixes(text, entities, bot)
+    naming_the_bot = _spans_naming_the_bot(text, entities, bot)
     if (
         message.chat.type in _GROUP_TYPES
         and require_mention
-        and not (mentions or suffixes or _is_reply_to(message, bot))
+        and not (naming_the_bot or _is_reply_to(message, bot))
         and not _is_bare_command(text, entities)
     ):
         return None
-    text = _strip_spans(text, mentions + suffixes)
+    text = _strip_spans(text, naming_the_bot)
     media = _media_of(message)
     if not text.strip() and not media:
         return None
@@ -134,36 +135,23 @@ def _is_reply_to(message: Message, bot: BotIdentity) -> bool:
     return replied is not None and replied.from_user is not None and replied.from_user.id == bot.id
 
 
-def _mention_spans(
+def _spans_naming_the_bot(
     text: str, entities: Sequence[MessageEntity], bot: BotIdentity
 ) -> list[tuple[int, int]]:
+    """Where `text` names this bot: its mentions, and the `@botname` of `/command@botname`
+    (which the gateway's commands do not expect). Either addresses the bot in a group; both are
+    cut from what the agent reads."""
     spans = []
     handle = f"@{bot.username}".casefold()
     for entity in entities:
-        if entity.type == MessageEntity.MENTION:
-            if _utf16_slice(text, entity.offset, entity.length).casefold() == handle:
-                spans.append((entity.offset, entity.length))
-        elif (
-            entity.type == MessageEntity.TEXT_MENTION
-            and entity.user is not None
-            and entity.user.id == bot.id
-        ):
+        named = _utf16_slice(text, entity.offset, entity.length)
+        if entity.type == MessageEntity.MENTION and named.casefold() == handle:
             spans.append((entity.offset, entity.length))
-    return spans
-
-
-def _own_command_suffixes(
-    text: str, entities: Sequence[MessageEntity], bot: BotIdentity
-) -> list[tuple[int, int]]:
-    """The `@botname` of `/command@botname`, which the gateway's commands do not expect."""
-    spans = []
-    suffix = f"@{bot.username}".casefold()
-    for entity in entities:
-        if entity.type != MessageEntity.BOT_COMMAND:
-            continue
-        command = _utf16_slice(text, entity.offset, entity.length)
-        if command.casefold().endswith(suffix):
-            suffix_units = _utf16_len(command) - _utf16_len(command[: -len(suffix)])
+        elif entity.type == MessageEntity.TEXT_MENTION:
+            if entity.user is not None and entity.user.id == bot.id:
+                spans.append((entity.offset, entity.length))
+        elif entity.type == MessageEntity.BOT_COMMAND and named.casefold().endswith(handle):
+            suffix_units = _utf16_len(named) - _utf16_len(named[: -len(handle)])
             spans.append((entity.offset + entity.length - suffix_units, suffix_units))
     return spans
 

@@ -6,16 +6,11 @@ package (and with it the twilio library) only for profiles that use Twilio.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from channels.registry import channel_factory
 from channels.twilio.channel import TwilioChannel
 from channels.twilio.inbound import CARRIER_KEYWORDS, parse_sms
 from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature
 from channels.webhook_refusal import Verdict
-
-if TYPE_CHECKING:
-    from channels.registry import ChannelContext
-    from config import TwilioConfig
 
 __all__ = [
     "CARRIER_KEYWORDS",
@@ -28,5 +23,4 @@ __all__ = [
 ]
 
 
-def create(config: TwilioConfig, context: ChannelContext) -> TwilioChannel:
-    return TwilioChannel(config, data_dir=context.data_dir)
+create = channel_factory(TwilioChannel)

@@ -43,6 +43,8 @@ class MalformedWebhook(ValueError):
     """A signed request that is not an inbound message (missing MessageSid or From)."""
 
 
+# Telegram's MediaRef names a file on Telegram's servers by id; this one a URL Twilio serves.
+# Alike in name and shape only.
 @dataclass(frozen=True, slots=True)
 class MediaRef:
     url: str

@@ -18,7 +18,7 @@ from twilio.twiml.messaging_response import MessagingResponse
 from channels.acknowledge import hand_over
 from channels.twilio.inbound import MalformedWebhook, Params, Sms, parse_sms
 from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature
-from channels.webhook_refusal import not_running, signature_refusal
+from channels.webhook_refusal import signed_request_refusal
 
 log = structlog.get_logger(__name__)
 
@@ -55,12 +55,11 @@ class TwilioWebhook:
             log.warning("twilio.webhook_refused", reason="unreadable_form", remote=request.remote)
             return web.Response(status=400, text="the body is not a UTF-8 url-encoded form")
         verdict = self._signature.check(params, request.headers.get(SIGNATURE_HEADER))
-        if (
-            refusal := signature_refusal(verdict, request, event="twilio.webhook_refused")
-        ) is not None:
+        refusal = signed_request_refusal(
+            verdict, request, accepting=self._accepting(), event="twilio.webhook_refused"
+        )
+        if refusal is not None:
             return refusal
-        if not self._accepting():
-            return not_running()
         try:
             sms = parse_sms(params)
         except MalformedWebhook as error:

@@ -5,18 +5,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from channels.registry import channel_factory
 from channels.webhook_refusal import Verdict
 from channels.whatsapp.channel import WhatsAppChannel
 from channels.whatsapp.errors import graph_error
 from channels.whatsapp.inbound import parse_notification
 from channels.whatsapp.media import media_kind
 from channels.whatsapp.signature import SIGNATURE_HEADER, check, sign
-
-if TYPE_CHECKING:
-    from channels.registry import ChannelContext
-    from config import WhatsAppConfig
 
 __all__ = [
     "SIGNATURE_HEADER",
@@ -31,5 +26,4 @@ __all__ = [
 ]
 
 
-def create(config: WhatsAppConfig, context: ChannelContext) -> WhatsAppChannel:
-    return WhatsAppChannel(config, data_dir=context.data_dir)
+create = channel_factory(WhatsAppChannel)

@@ -20,7 +20,7 @@ import structlog
 from aiohttp import web
 
 from channels.acknowledge import hand_over
-from channels.webhook_refusal import not_running, signature_refusal
+from channels.webhook_refusal import signed_request_refusal
 from channels.whatsapp.inbound import MalformedWebhook, Notification, parse_notification
 from channels.whatsapp.signature import SIGNATURE_HEADER, check
 
@@ -59,12 +59,11 @@ class WhatsAppWebhook:
     async def receive(self, request: web.Request) -> web.Response:
         body = await request.read()
         verdict = check(self._app_secret, body, request.headers.get(SIGNATURE_HEADER))
-        if (
-            refusal := signature_refusal(verdict, request, event="whatsapp.webhook_refused")
-        ) is not None:
+        refusal = signed_request_refusal(
+            verdict, request, accepting=self._accepting(), event="whatsapp.webhook_refused"
+        )
+        if refusal is not None:
             return refusal
-        if not self._accepting():
-            return not_running()
         try:
             notification = parse_notification(json.loads(body), self._phone_number_id)
         # RecursionError: JSON nested too deeply to parse.
