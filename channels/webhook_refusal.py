@@ -48,7 +48,9 @@ class WebhookRefused(Exception):
 
 def is_stale(timestamp: str, now_s: float, max_skew_s: float = DEFAULT_MAX_SKEW_S) -> bool:
     """Whether `timestamp` (whole seconds since the epoch, as text) is not within the window."""
-    return not timestamp.isdigit() or abs(now_s - int(timestamp)) > max_skew_s
+    # `isdigit` alone admits digits `int` refuses ("²"): only ASCII digits are a timestamp.
+    digits = timestamp.isascii() and timestamp.isdigit()
+    return not digits or abs(now_s - int(timestamp)) > max_skew_s
 
 
 def refusal_response(request: web.Request, refused: WebhookRefused, *, event: str) -> web.Response:

@@ -22,6 +22,9 @@ def test_a_timestamp_outside_the_window_or_not_a_number_is_stale() -> None:
     assert is_stale("1000", 1010.0, max_skew_s=5.0)
     assert is_stale("", 1000.0)
     assert is_stale("-5", 1000.0)
+    # Digits to `str.isdigit` that `int` refuses: refused as stale, not a crash of the handler.
+    assert is_stale("²", 1000.0)
+    assert is_stale("1000²", 1000.0)
 
 
 def test_a_refusal_is_answered_with_its_status_and_reason_and_logged() -> None:
