@@ -57,8 +57,9 @@ async def _fetch_and_handle(
     handle: Handler,
     stop: asyncio.Task[bool],
     fetch_wait_s: float,
-) -> None:
-    """One fetch, and the message it brought handled; returns at once when asked to stop."""
+) -> bool:
+    """One fetch, and the message it brought handled; returns at once when asked to stop.
+    True when the message handled had more waiting behind it in its consumer."""
     fetch = asyncio.create_task(
         subscription.fetch(1, timeout=fetch_wait_s), name=f"fetch:{durable}"
     )
@@ -72,17 +73,20 @@ async def _fetch_and_handle(
     try:
         messages = fetch.result()
     except (TimeoutError, asyncio.CancelledError):
-        return  # nothing came (or we stopped waiting): a message fetched is still handled
+        return False  # nothing came (or we stopped waiting): a message fetched is still handled
     except NATS_ERRORS as error:
         log.warning("cluster.fetch_failed", consumer=durable, error=str(error))
         await asyncio.sleep(FETCH_FAILED_PAUSE_S)
-        return
+        return False
+    more = False
     for msg in messages:
+        more = bool(msg.metadata.num_pending)
         try:
             await handle(msg)
         except NATS_ERRORS as error:
             # Its ack (or nak) did not reach the server: it is delivered again later.
             log.warning("cluster.ack_failed", consumer=durable, error=str(error))
+    return more
 
 
 async def pull_bounded(
@@ -107,7 +111,9 @@ async def pull_bounded(
 
     Each sweep starts at a random partition: runners sweeping from the same place (runner 0 of
     every worker, or each runner one step on from its last sweep) find the same partition free
-    at the same moment, and all but one wait on it while other partitions have work.
+    at the same moment, and all but one wait on it while other partitions have work. A runner
+    whose message had more waiting behind it takes the next one of that partition without a
+    sweep, up to `STAY_LIMIT` in a row.
     """
     async with asyncio.TaskGroup() as tasks:
         for runner in range(max_in_hand):
@@ -137,16 +143,24 @@ async def _bounded_runner(
         return subscriptions[durable]
 
     stop = asyncio.create_task(stopping.wait(), name=f"stop-watch:{stream}:{runner}")
+    #: The partition to take from again without a sweep, and how often that was done.
+    staying: str | None = None
+    stayed = 0
     try:
         while not stopping.is_set():
             arrivals.seen()
-            ready = await _partition_with_work(
-                js, stream, consumers, random.randrange(len(consumers))
-            )
+            if staying is not None and stayed < STAY_LIMIT:
+                ready: str | None = staying
+                stayed += 1
+            else:
+                start = random.randrange(len(consumers))
+                ready, stayed = await _partition_with_work(js, stream, consumers, start), 0
             if ready is not None:
                 pulled = await subscription(ready)
-                await _fetch_and_handle(pulled, ready, handle, stop, FETCH_READY_WAIT_S)
+                more = await _fetch_and_handle(pulled, ready, handle, stop, FETCH_READY_WAIT_S)
+                staying = ready if more else None
             else:
+                staying = None
                 await arrivals.next(stop, fetch_wait_s)
     finally:
         stop.cancel()
@@ -154,6 +168,11 @@ async def _bounded_runner(
             with contextlib.suppress(*NATS_ERRORS):
                 await pulled.unsubscribe()
 
+
+#: How many messages in a row a runner takes from a partition that has more waiting after each
+#: before it sweeps again: a message it just acknowledged frees that partition's next one for
+#: it, and a sweep costs two requests; the limit lets the partitions it passes by have a turn.
+STAY_LIMIT = 4
 
 #: A partition that had a message waiting is asked this long. A free message comes at once;
 #: one another runner took first leaves this runner waiting for the partition's next, idle,

@@ -383,7 +383,10 @@ class Worker:
         # A copy for a retry of a held request must not be dropped as the first reply's twin.
         msg_id = record.turn_id if record.first_seq == seq else f"{record.turn_id}.{seq}"
         await self._publish_reply(envelope, record.reply, msg_id)
-        await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
+        # Not waited for: it goes out with the runner's next request. Lost (the connection
+        # dropped), the message comes again after `ack_wait_s` and its stored reply is
+        # published again under the same `Nats-Msg-Id`, which JetStream drops.
+        await msg.ack()
 
     async def _publish_reply(
         self, envelope: InboundEnvelope, reply: OutboundMessage, msg_id: str
