@@ -13,6 +13,10 @@ answers with the outcome (the platform ids, or why it was given up); the deliver
 records it and acknowledges the reply, as for any other, so the chat's order is kept by the
 outbound partition.
 
+A live event marked to follow a reply of its chat still on its way (`Octos-Live-After`, from
+`cluster.live_order`) waits (`cluster.held_signals`) until that reply was handed over here or
+this process's delivery layer delivered it (`reply_delivered`), then joins the lane behind it.
+
 The window: an ingress that is gone (stopped or killed) has no subscription, the request gets
 no responders, and the delivering ingress sends the reply itself, whole, as a new message; the
 draft the gone ingress was editing stays as it left it. The delivering ingress asks again every
