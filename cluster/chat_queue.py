@@ -24,12 +24,12 @@ from typing import Literal
 import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
 from bus import InboundMessage
 from bus.abort import is_abort_trigger
 from cluster.cancels import CancelReason
 from cluster.codec import CodecError, InboundEnvelope
+from cluster.stream_scan import stored_on
 from cluster.subjects import chat_base_key
 from cluster.turn_records import TurnRecords
 from config.profile import QueueMode
@@ -110,19 +110,13 @@ async def waiting_behind(
     """The messages of `envelope`'s chat waiting on `subject` after stream sequence `seq`."""
     chat = chat_of(envelope)
     found: list[Waiting] = []
-    next_seq = seq + 1
-    for _ in range(SCAN_LIMIT):
-        try:
-            raw = await js.get_msg(stream, seq=next_seq, subject=subject, next=True)
-        except NotFoundError:
-            break
-        assert raw.seq is not None
-        next_seq = raw.seq + 1
+    async for raw in stored_on(js, stream, subject, after_seq=seq, limit=SCAN_LIMIT):
         try:
             waiting = InboundEnvelope.decode(raw.headers, raw.data or b"")
         except CodecError:
             continue  # buried when its turn comes
         if waiting.profile == envelope.profile and chat_of(waiting) == chat:
+            assert raw.seq is not None
             found.append(Waiting(raw.seq, waiting))
     return found
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import structlog
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
 from cluster.codec import MSG_ID, CodecError, InboundEnvelope, OutboundEnvelope
 from cluster.connection import NATS_ERRORS
+from cluster.stream_scan import stored_on
 from cluster.subjects import ClusterNames
 
 log = structlog.get_logger(__name__)
@@ -56,16 +56,10 @@ async def live_order(
         if not info.num_pending and not info.num_ack_pending:
             return LiveOrder(streams=True)
         msg_ids: list[str] = []
-        next_seq = 1
-        for _ in range(SCAN_LIMIT):
-            try:
-                raw = await js.get_msg(
-                    stream, seq=next_seq, subject=names.outbound_subject(partition), next=True
-                )
-            except NotFoundError:
-                break
-            assert raw.seq is not None
-            next_seq = raw.seq + 1
+        read = 0
+        subject = names.outbound_subject(partition)
+        async for raw in stored_on(js, stream, subject, after_seq=0, limit=SCAN_LIMIT):
+            read += 1
             try:
                 reply = OutboundEnvelope.decode(raw.headers, raw.data or b"")
             except CodecError:
@@ -76,8 +70,8 @@ async def live_order(
                 message.chat_id,
             ):
                 msg_ids.append((raw.headers or {}).get(MSG_ID, ""))
-        else:
-            return NOT_STREAMED
+        if read == SCAN_LIMIT:
+            return NOT_STREAMED  # more may wait than were read
     except NATS_ERRORS as error:
         # No ingress made the consumer yet, or the server is away: the reply comes whole.
         log.info("cluster.live_order_unknown", partition=partition, error=str(error))
