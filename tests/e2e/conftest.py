@@ -17,6 +17,10 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.daemon import DaemonProcess, write_config
+from tests.support.nats import nats_client, nats_prefix
+from tests.support.postgres import postgres_dsn
+
+__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures, for this directory
 
 WAIT_S = 30.0
 #: The edit interval the platform profiles configure, and the clock tolerance of the check.

@@ -26,10 +26,7 @@ from tests.e2e.conftest import wait_logged
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
 from tests.support.daemon import free_port, write_config
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
 

@@ -20,10 +20,7 @@ from tests.e2e.telegram_profiles import SECRET, post, telegram_profile, update
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
 from tests.support.daemon import DaemonProcess
-from tests.support.nats import nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
 

@@ -27,10 +27,7 @@ from tests.e2e.cluster_daemons import (
 from tests.fakes.gated_webhook import GatedWebhook
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import column, fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import column, fresh_scope
 
 pytestmark = pytest.mark.slow
 

@@ -26,10 +26,7 @@ from tests.e2e.conftest import wait_logged
 from tests.e2e.test_cluster_chaos import holds_lease
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import free_port
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
 

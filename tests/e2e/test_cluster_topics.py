@@ -13,10 +13,7 @@ from bus import SessionKey
 from tests.e2e.cluster_daemons import cluster_config, processes, start_role, telegram_profile
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess
-from tests.support.nats import nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
 
