@@ -22,7 +22,6 @@ from tests.e2e.cluster_daemons import (
     start_role,
     telegram_profile,
 )
-from tests.e2e.conftest import wait_logged
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
 from tests.support.daemon import free_port, write_config
@@ -63,7 +62,7 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
 
         await fake.wait_until(answered, timeout_s=60)
         # Streamed: the text is shown before the final is delivered; wait for every final.
-        await wait_logged(ingress, "cluster.hand_over_answered", more_than=17)
+        await ingress.wait_logged("cluster.hand_over_answered", more_than=17)
         # Every process reports its cluster connections on /readyz.
         status, body = await ingress.get("/readyz")
         assert status == 200, body

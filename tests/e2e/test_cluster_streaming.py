@@ -22,7 +22,6 @@ from tests.e2e.cluster_daemons import (
     start_role,
     telegram_profile,
 )
-from tests.e2e.conftest import wait_logged
 from tests.e2e.test_cluster_chaos import holds_lease
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import free_port
@@ -84,7 +83,7 @@ async def test_telegram_replies_stream_in_edits_and_finish_in_place_across_two_i
         # The text shows before the final is delivered: wait until the ingress that shows the
         # turns (the poller) has delivered every final handed to it.
         [showing] = [daemon for daemon in running[1:] if holds_lease(daemon)]
-        await wait_logged(showing, "cluster.hand_over_answered", more_than=2 * len(chats) - 1)
+        await showing.wait_logged("cluster.hand_over_answered", more_than=2 * len(chats) - 1)
         for daemon in reversed(running):
             daemon.signal(signal.SIGTERM)
             assert await daemon.wait() == 0, daemon.logs[-10:]
@@ -172,7 +171,7 @@ async def test_a_turn_whose_live_events_reach_no_ingress_is_answered_once_whole(
         await fake.wait_until(
             lambda: texts(fake, chat) == [WORDS, f"and now {WORDS}"], timeout_s=30
         )
-        await wait_logged(ingress, "cluster.hand_over_answered", more_than=0)
+        await ingress.wait_logged("cluster.hand_over_answered", more_than=0)
         for daemon in reversed(running):
             daemon.signal(signal.SIGTERM)
             assert await daemon.wait() == 0, daemon.logs[-10:]

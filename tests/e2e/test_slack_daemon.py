@@ -18,16 +18,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import (
-    EDIT_INTERVAL_S,
-    WAIT_S,
-    count_logged,
-    metric,
-    rate_limited_retries,
-    running_daemon,
-    session_keys,
-    stop_cleanly,
-)
+from tests.e2e.conftest import EDIT_INTERVAL_S, WAIT_S, running_daemon, session_keys
 from tests.e2e.echo_bot import (
     STREAMED_TEXT,
     EchoBot,
@@ -136,11 +127,11 @@ async def test_an_allowed_user_gets_the_echo_a_stranger_one_notice_and_sigterm_e
         post = fake.user_message(GENERAL, ALICE, "hello from alice")
         await fake.push_event(post)
         await fake.wait_until(lambda: texts(fake, GENERAL) == ["hello from alice"], WAIT_S)
-        refused = await metric(
-            d, "octos_messages_in_total", profile="main", channel="slack", outcome="refused"
+        refused = await d.metric(
+            "octos_messages_in_total", profile="main", channel="slack", outcome="refused"
         )
         assert refused == 2
-        assert await stop_cleanly(d) == 0
+        assert await d.stop_cleanly() == 0
 
     # Shutdown delivers everything in hand, so what the fake holds now is complete.
     [reply] = fake.bot_messages(GENERAL)
@@ -192,7 +183,7 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
 
 async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: SlackBot) -> None:
     fake, dm = bot.fake, bot.new_dm()
-    before = await rate_limited_retries(bot.daemon, "slack")
+    before = await bot.daemon.rate_limited_retries("slack")
     fake.rate_limit_next("chat.postMessage", retry_after_s=1)
     await bot.say(dm, "patience, please")
     await bot.barrier(dm)
@@ -200,7 +191,7 @@ async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: SlackBot) -
     assert texts(fake, dm)[0] == "patience, please"
     statuses = [call.status for call in calls_to(fake, "chat.postMessage", dm)]
     assert statuses == [429, 200, 200]  # the reply, refused once, then the barrier's reply
-    assert await rate_limited_retries(bot.daemon, "slack") > before
+    assert await bot.daemon.rate_limited_retries("slack") > before
 
 
 async def test_a_dropped_socket_reconnects_and_a_redelivered_event_is_answered_once(
@@ -223,8 +214,8 @@ async def test_a_dropped_socket_reconnects_and_a_redelivered_event_is_answered_o
 
 async def test_malformed_frames_and_events_are_logged_and_skipped(bot: SlackBot) -> None:
     fake, daemon, dm = bot.fake, bot.daemon, bot.new_dm()
-    callbacks = count_logged(daemon, "slack.event_callback_malformed")
-    events = count_logged(daemon, "slack.malformed_event_skipped")
+    callbacks = daemon.count_logged("slack.event_callback_malformed")
+    events = daemon.count_logged("slack.malformed_event_skipped")
     await fake.push_raw("this is not JSON {")
     await fake.push_raw(json.dumps({"type": "events_api", "envelope_id": "e-1", "payload": 7}))
     not_an_object = fake.event_callback({"type": "message"}) | {"event": "not an object"}
@@ -233,8 +224,8 @@ async def test_malformed_frames_and_events_are_logged_and_skipped(bot: SlackBot)
     await bot.say(dm, "still answering?")
     await bot.reply_shown(dm, "still answering?")
 
-    assert count_logged(daemon, "slack.event_callback_malformed") == callbacks + 1
-    assert count_logged(daemon, "slack.malformed_event_skipped") == events + 1
+    assert daemon.count_logged("slack.event_callback_malformed") == callbacks + 1
+    assert daemon.count_logged("slack.malformed_event_skipped") == events + 1
     assert texts(fake, dm) == ["still answering?"]
 
 
@@ -254,8 +245,8 @@ async def test_http_mode_refuses_forged_and_stale_requests_and_answers_a_signed_
         for headers in (forged, wrong_secret, stale):
             async with http.post(url, data=body, headers=headers) as response:
                 assert response.status == 401
-        accepted = await metric(
-            bot.daemon, "octos_messages_in_total", profile="hooks", outcome="accepted"
+        accepted = await bot.daemon.metric(
+            "octos_messages_in_total", profile="hooks", outcome="accepted"
         )
         assert accepted == 0  # nothing was published
         async with http.post(url, data=body, headers=fake.sign(body)) as response:
@@ -264,6 +255,5 @@ async def test_http_mode_refuses_forged_and_stale_requests_and_answers_a_signed_
 
     assert texts(fake, dm) == ["signed hello"]
     assert (
-        await metric(bot.daemon, "octos_messages_in_total", profile="hooks", outcome="accepted")
-        == 1
+        await bot.daemon.metric("octos_messages_in_total", profile="hooks", outcome="accepted") == 1
     )

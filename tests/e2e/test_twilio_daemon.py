@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlencode
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import WAIT_S, count_logged, metric, running_daemon, stop_cleanly
+from tests.e2e.conftest import WAIT_S, running_daemon
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.e2e.webhook_attacks import Attack, WebhookRequest, WebhookSigner, post, standard_attacks
 from tests.fakes.twilio_server import FakeTwilio, twilio_signature
@@ -117,8 +117,8 @@ async def test_an_allowed_number_gets_the_echo_and_a_stranger_one_notice(bot: Sm
     await bot.barrier(alice)
     [notice] = fake.texts_to(MALLORY)
     assert MALLORY in notice
-    refused = await metric(
-        bot.daemon, "octos_messages_in_total", profile="sms", channel="twilio", outcome="refused"
+    refused = await bot.daemon.metric(
+        "octos_messages_in_total", profile="sms", channel="twilio", outcome="refused"
     )
     assert refused == 2
 
@@ -132,7 +132,7 @@ async def test_strangers_cost_nothing_when_the_notice_is_off(bot: SmsBot) -> Non
         assert await post(quiet, signer.genuine(form_body(form))) == 200
     await fake.wait_until(lambda: fake.texts_to(alice) == ["quiet hello"], WAIT_S)
     assert fake.texts_to(EVE) == []
-    assert count_logged(bot.daemon, "twilio.stranger_ignored") == 1
+    assert bot.daemon.count_logged("twilio.stranger_ignored") == 1
 
 
 async def test_a_long_mixed_reply_arrives_complete_within_the_sms_limit(bot: SmsBot) -> None:
@@ -148,8 +148,8 @@ async def test_a_long_mixed_reply_arrives_complete_within_the_sms_limit(bot: Sms
 
 async def test_a_rate_limited_send_is_waited_out_and_delivered_once(bot: SmsBot) -> None:
     fake, alice = bot.fake, next(bot.numbers)
-    before = await metric(
-        bot.daemon, "octos_send_retries_total", channel="twilio", reason="rate_limited"
+    before = await bot.daemon.metric(
+        "octos_send_retries_total", channel="twilio", reason="rate_limited"
     )
     statuses_before = len(fake.send_statuses())
     fake.rate_limit_next()
@@ -158,8 +158,8 @@ async def test_a_rate_limited_send_is_waited_out_and_delivered_once(bot: SmsBot)
     assert fake.texts_to(alice)[0] == "patience, please"
     assert len(fake.texts_to(alice)) == 2
     assert fake.send_statuses()[statuses_before:] == [429, 201, 201]
-    after = await metric(
-        bot.daemon, "octos_send_retries_total", channel="twilio", reason="rate_limited"
+    after = await bot.daemon.metric(
+        "octos_send_retries_total", channel="twilio", reason="rate_limited"
     )
     assert after == before + 1
 
@@ -173,7 +173,7 @@ async def test_carrier_keywords_are_twilios_never_answered_nor_taken_for_abort(
     assert await bot.text(alice, "arrêt", opt_out_type="STOP") == 200
     await bot.barrier(alice)
     assert len(fake.texts_to(alice)) == 1  # only the barrier's echo: no abort reply, no echo
-    assert count_logged(bot.daemon, "twilio.carrier_keyword") >= 5
+    assert bot.daemon.count_logged("twilio.carrier_keyword") >= 5
 
 
 def twilio_attacks(fake: FakeTwilio, sender: str) -> list[Attack]:
@@ -187,14 +187,12 @@ def twilio_attacks(fake: FakeTwilio, sender: str) -> list[Attack]:
 
 async def test_forged_unsigned_tampered_and_stale_webhooks_are_refused(bot: SmsBot) -> None:
     fake, alice = bot.fake, next(bot.numbers)
-    accepted = await metric(
-        bot.daemon, "octos_messages_in_total", profile="sms", outcome="accepted"
-    )
+    accepted = await bot.daemon.metric("octos_messages_in_total", profile="sms", outcome="accepted")
     for attack in twilio_attacks(fake, alice):
         assert await post(bot.url, attack.request) in attack.refused, attack.name
     await bot.barrier(alice)
     assert fake.texts_to(alice) == [fake.texts_to(alice)[-1]]  # the barrier's echo alone
-    after = await metric(bot.daemon, "octos_messages_in_total", profile="sms", outcome="accepted")
+    after = await bot.daemon.metric("octos_messages_in_total", profile="sms", outcome="accepted")
     assert after == accepted + 1
 
 
@@ -242,7 +240,7 @@ async def test_an_acknowledged_sms_survives_a_sigkill_and_is_answered_once(
             bot = SmsBot(fake, daemon)
             await bot.barrier(alice)
             assert fake.texts_to(alice)[:-1] == ["survive this"]
-            assert await stop_cleanly(daemon) == 0
+            assert await daemon.stop_cleanly() == 0
 
 
 async def test_a_webhook_replayed_after_a_restart_is_recognised(tmp_path: Path) -> None:
@@ -255,7 +253,7 @@ async def test_a_webhook_replayed_after_a_restart_is_recognised(tmp_path: Path) 
             request = signer_for(fake).genuine(form_body(fake.webhook_form(alice, "once only")))
             assert await post(daemon.http_url + PATH, request) == 200
             await fake.wait_until(lambda: fake.texts_to(alice) == ["once only"], WAIT_S)
-            assert await stop_cleanly(daemon) == 0
+            assert await daemon.stop_cleanly() == 0
         async with running_daemon(tmp_path, profiles) as daemon:
             await fake.wait_until(lambda: len(fake.calls) >= 3, WAIT_S)
             assert await post(daemon.http_url + PATH, request) == 200
