@@ -12,8 +12,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from nats.aio.client import Client
-
 from tests.e2e.conftest import DAEMON_ENV
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess, write_config
@@ -95,9 +93,3 @@ async def processes() -> AsyncIterator[list[DaemonProcess]]:
     finally:
         for daemon in started:
             await daemon.stop()
-
-
-async def left_in(client: Client, stream: str) -> int:
-    """Messages still in a stream (a work queue keeps only what is not done)."""
-    info = await client.jetstream().stream_info(stream)
-    return info.state.messages

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.daemon import DaemonProcess, write_config
-from tests.support.nats import nats_client, nats_prefix
+from tests.support.nats import nats_client, nats_prefix, streams
 from tests.support.postgres import postgres_dsn
 
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures, for this directory
+#: The fixtures, for this directory.
+__all__ = ["nats_client", "nats_prefix", "postgres_dsn", "streams"]
 
 WAIT_S = 30.0
 #: The edit interval the platform profiles configure, and the clock tolerance of the check.

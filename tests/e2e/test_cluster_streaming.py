@@ -15,16 +15,11 @@ from bus import InboundMessage
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.subjects import ClusterNames
 from tests.channels.api.test_api_daemon import Api
-from tests.e2e.cluster_daemons import (
-    cluster_config,
-    left_in,
-    processes,
-    start_role,
-    telegram_profile,
-)
+from tests.e2e.cluster_daemons import cluster_config, processes, start_role, telegram_profile
 from tests.e2e.test_cluster_chaos import holds_lease
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import free_port
+from tests.support.nats import OwnStreams
 from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
@@ -58,7 +53,7 @@ def calls_to(fake: FakeTelegram, method: str, chat: int) -> int:
 
 
 async def test_telegram_replies_stream_in_edits_and_finish_in_place_across_two_ingress(
-    tmp_path: Any, nats_prefix: str, postgres_dsn: str, nats_client: Client
+    tmp_path: Any, nats_prefix: str, postgres_dsn: str, streams: OwnStreams
 ) -> None:
     chats = [8101 + n for n in range(6)]
     expected = {chat: [f"{chat} message {n} {WORDS}" for n in range(2)] for chat in chats}
@@ -99,7 +94,7 @@ async def test_telegram_replies_stream_in_edits_and_finish_in_place_across_two_i
     # Replies taken by the ingress that did not show their turn went to the one that did.
     assert {e["elsewhere"] for e in handed} == {True, False}
     assert len({e["ingress"] for e in handed}) == 1
-    assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+    assert await streams.left_in("OUT") == 0
 
 
 async def test_the_api_streams_snapshots_then_done_through_a_cluster(
@@ -128,7 +123,7 @@ async def test_the_api_streams_snapshots_then_done_through_a_cluster(
 
 
 async def test_a_turn_whose_live_events_reach_no_ingress_is_answered_once_whole(
-    tmp_path: Any, nats_prefix: str, postgres_dsn: str, nats_client: Client
+    tmp_path: Any, nats_prefix: str, postgres_dsn: str, nats_client: Client, streams: OwnStreams
 ) -> None:
     profile, chat = fresh_scope(), 8201
     async with FakeTelegram() as fake, processes() as running:
@@ -179,4 +174,4 @@ async def test_a_turn_whose_live_events_reach_no_ingress_is_answered_once_whole(
     assert edits_of(fake, first) == 0  # sent once, whole
     assert edits_of(fake, second) >= 1
     assert calls_to(fake, "sendMessage", chat) == 2
-    assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+    assert await streams.left_in("OUT") == 0
