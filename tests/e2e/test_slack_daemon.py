@@ -26,6 +26,7 @@ from tests.e2e.echo_bot import (
     echo_profile,
 )
 from tests.e2e.long_text import assert_split_well, mixed_text
+from tests.e2e.slack_profiles import WEBHOOK_PATH, slack_http_profile
 from tests.fakes.slack_server import FakeSlack, RecordedRequest, sign_request
 from tests.support.daemon import DaemonProcess
 
@@ -33,7 +34,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 ALICE, MALLORY = "UALICE0001", "UMALLORY01"
 GENERAL = "CGENERAL01"
-WEBHOOK_PATH = "/slack/events"
 SLACK_LIMIT_CHARS = 4000
 
 
@@ -47,20 +47,6 @@ def socket_profile(fake: FakeSlack, *, delay_s: float = 0.3, pieces: int = 8) ->
     allow: [{ALICE}]
 """
     return echo_profile(channel, delay_s=delay_s, pieces=pieces)
-
-
-def http_profile(fake: FakeSlack) -> str:
-    return f"""\
-agent: {{type: echo}}
-channels:
-  - type: slack
-    mode: http
-    bot_token: "{fake.bot_token}"
-    signing_secret: "{fake.signing_secret}"
-    base_url: {fake.base_url}
-    webhook_path: {WEBHOOK_PATH}
-    allow: [{ALICE}]
-"""
 
 
 def texts(fake: FakeSlack, channel: str) -> list[str]:
@@ -105,7 +91,7 @@ async def bot(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SlackBo
     async with (
         FakeSlack() as fake,
         running_daemon(
-            directory, {"main": socket_profile(fake), "hooks": http_profile(fake)}
+            directory, {"main": socket_profile(fake), "hooks": slack_http_profile(fake, ALICE)}
         ) as daemon,
     ):
         await connected(fake, auth_checks=2)
