@@ -5,7 +5,8 @@ LINE, Twilio, WhatsApp, QQ and WeCom fixtures) share this skeleton: start, wait 
 channel receives (`ready`, given the task so it can notice a `start()` that ended early), and on
 the way out `stop()`, wait for `start()` to end and raise what it raised (a test that cancelled
 it on purpose gets nothing). `started_on_bus` adds a real bus whose agent end the test reads
-through `ReadsInbound`; `serving_webhooks` serves a webhook channel's routes as the daemon does.
+through `ReadsInbound`; `serving_webhooks` serves a webhook channel's routes as the daemon does
+(`webhooks_started`, `webhooks_on_bus`: both at once).
 """
 
 from __future__ import annotations
@@ -54,6 +55,19 @@ async def started_on_bus(
             yield agent, task
     finally:
         sender.close()
+
+
+@asynccontextmanager
+async def webhooks_started(
+    channel: Channel, inbound: InboundSender, ready: Ready, *, name: str
+) -> AsyncIterator[tuple[asyncio.Task[None], str]]:
+    """`started` with the channel's webhook routes served (`serving_webhooks`): yields the
+    `start()` task and the server's origin (http://127.0.0.1:PORT)."""
+    async with (
+        serving_webhooks(channel) as server,
+        started(channel, inbound, ready, name=name) as task,
+    ):
+        yield task, server.origin
 
 
 @asynccontextmanager

@@ -20,13 +20,12 @@ from channels.errors import ChannelError, DeliveryError, FatalChannelError, Rate
 from channels.health import HealthStatus
 from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, parse_notification
 from config import WhatsAppConfig
-from tests.channels.refusing_sender import RefusingSender
+from tests.channels.refusing_sender import RefusingSender, refused_then_taken
 from tests.channels.started import (
     ReadsInbound,
     once,
-    serving_webhooks,
-    started,
     webhooks_on_bus,
+    webhooks_started,
 )
 from tests.fakes.whatsapp_server import FakeWhatsApp, post_json
 
@@ -259,15 +258,10 @@ async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_take
         sender = RefusingSender(refusals=1)
         ready = once(channel.wait_receiving)
         async with (
-            serving_webhooks(channel) as server,
-            started(channel, sender, ready, name="whatsapp"),
+            webhooks_started(channel, sender, ready, name="whatsapp") as (_task, origin),
             aiohttp.ClientSession() as http,
         ):
             body = fake.text_notification(ALICE, "busy?")
             headers = {**fake.signed_headers(body), "Content-Type": "application/json"}
-            async with http.post(server.origin + PATH, data=body, headers=headers) as refused:
-                assert refused.status == 429
-                assert refused.headers["Retry-After"] == "7"
-            async with http.post(server.origin + PATH, data=body, headers=headers) as taken:
-                assert taken.status == 200
+            await refused_then_taken(http, origin + PATH, sender, data=body, headers=headers)
             assert [message.content for message in sender.taken] == ["busy?"]
