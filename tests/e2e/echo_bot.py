@@ -20,8 +20,12 @@ Chat = TypeVar("Chat")
 #: A reply the echo agent streams slowly enough to be shown growing by several edits.
 STREAMED_TEXT = " ".join(f"Streaming shows the reply growing, word {n}." for n in range(1, 25))
 
-#: Barrier texts are unique in the whole test run, so one never answers for another.
 _markers = itertools.count(1)
+
+
+def barrier_marker() -> str:
+    """A barrier's text: unique in the whole test run, so one never answers for another."""
+    return f"barrier {next(_markers)}"
 
 
 def echo_profile(channel: str, *, delay_s: float = 0.3, pieces: int = 8) -> str:
@@ -55,7 +59,7 @@ class EchoBot(ABC, Generic[Chat]):
 
     async def barrier(self, chat: Chat) -> None:
         """Another message in the chat, answered: everything before it has been delivered."""
-        marker = f"barrier {next(_markers)}"
+        marker = barrier_marker()
         await self.say(chat, marker)
         await self.reply_shown(chat, marker)
 

@@ -6,10 +6,9 @@ own HTTP server; replies, read receipts and typing indicators come back to the f
 
 from __future__ import annotations
 
-import itertools
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest_asyncio
 
 from tests.e2e.conftest import WAIT_S, running_daemon
 from tests.e2e.long_text import assert_split_well, mixed_text
+from tests.e2e.phone_bot import PhoneBot
 from tests.e2e.webhook_attacks import Attack, WebhookSigner, post, standard_attacks
 from tests.fakes.whatsapp_server import FakeWhatsApp, hub_signature
 from tests.support.daemon import DaemonProcess
@@ -54,27 +54,15 @@ def signer_for(fake: FakeWhatsApp) -> WebhookSigner:
 
 
 @dataclass
-class WhatsAppBot:
-    fake: FakeWhatsApp
-    daemon: DaemonProcess
-    numbers: itertools.Iterator[str] = field(default_factory=lambda: iter(ALLOWED))
-    markers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    @property
-    def url(self) -> str:
-        return self.daemon.http_url + PATH
+class WhatsAppBot(PhoneBot[FakeWhatsApp]):
+    numbers: Iterator[str] = field(default_factory=lambda: iter(ALLOWED))
+    path = PATH
 
     async def notify(self, body: bytes) -> int:
         return await post(self.url, signer_for(self.fake).genuine(body))
 
-    async def say(self, sender: str, text: str) -> int:
-        return await self.notify(self.fake.text_notification(sender, text))
-
-    async def barrier(self, number: str) -> None:
-        """Another message from `number`, answered: everything before it was delivered."""
-        marker = f"barrier {next(self.markers)}"
-        assert await self.say(number, marker) == 200
-        await self.fake.wait_until(lambda: self.fake.texts_to(number)[-1:] == [marker], WAIT_S)
+    async def say(self, number: str, text: str) -> int:
+        return await self.notify(self.fake.text_notification(number, text))
 
 
 async def account_checked(fake: FakeWhatsApp, daemon: DaemonProcess) -> None:
