@@ -35,6 +35,7 @@ from tests.support.attack_corpus import (
     send,
 )
 from tests.support.daemon import DaemonProcess, free_port
+from tests.support.sse import streamed_events
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -329,13 +330,8 @@ async def sse_events(url: str, body: Mapping[str, Any]) -> list[tuple[str, str]]
         http.post(url + "/v1/chat", json={**body, "stream": True}) as response,
     ):
         assert response.status == 200
-        kind = ""
-        async for raw in response.content:
-            line = raw.decode().strip()
-            if line.startswith("event:"):
-                kind = line.removeprefix("event:").strip()
-            elif line.startswith("data:"):
-                events.append((kind, json.loads(line.removeprefix("data:"))["text"]))
+        async for kind, data in streamed_events(response):
+            events.append((kind, data["text"]))
     return events
 
 
