@@ -4,12 +4,11 @@ numbers asserted in a test are the line numbers of the text in that test."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-WriteYaml = Callable[[str, str], Path]
+from tests.support.config_files import WriteYaml
 
 
 @pytest.fixture

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from config import CHANNEL_TYPES, ConfigError, ConfigProblem, load_gateway, load_profile
-
-WriteYaml = Callable[[str, str], Path]
-
-
-def problems_of(path: Path, env: dict[str, str] | None = None) -> list[ConfigProblem]:
-    with pytest.raises(ConfigError) as caught:
-        load_profile(path, env=env or {})
-    return caught.value.problems
+from tests.support.config_files import WriteYaml, problems_of
 
 
 def test_problem_text_format() -> None:

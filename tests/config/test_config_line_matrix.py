@@ -2,20 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
-import pytest
-
-from config import ConfigError, ConfigProblem, LineConfig, MatrixConfig, load_profile
-
-WriteYaml = Callable[[str, str], Path]
-
-
-def problems_of(path: Path) -> list[ConfigProblem]:
-    with pytest.raises(ConfigError) as caught:
-        load_profile(path, env={})
-    return caught.value.problems
+from config import LineConfig, MatrixConfig
+from tests.support.config_files import WriteYaml, problems_of
 
 
 def test_line_defaults_point_at_line_s_own_hosts() -> None:
