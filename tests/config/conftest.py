@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.config_files import WriteYaml
+from tests.support.config_files import ProblemsIn, WriteYaml, problems_of
 
 
 @pytest.fixture
@@ -22,3 +22,10 @@ def write_yaml(tmp_path: Path) -> WriteYaml:
         return path
 
     return write
+
+
+@pytest.fixture
+def problems_in(write_yaml: WriteYaml) -> ProblemsIn:
+    """The problems loading a profile of `text` reports, written to bot.yaml as `write_yaml`
+    writes it (so a problem's line is the line of `text` in the test)."""
+    return lambda text: problems_of(write_yaml("bot.yaml", text))

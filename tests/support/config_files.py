@@ -14,6 +14,10 @@ from config import ConfigError, ConfigProblem, load_profile
 WriteYaml = Callable[[str, str], Path]
 
 
+#: `problems_in(text)`: the problems loading a profile of that YAML text reports.
+ProblemsIn = Callable[[str], list[ConfigProblem]]
+
+
 def problems_of(path: Path, env: dict[str, str] | None = None) -> list[ConfigProblem]:
     """The problems loading the profile at `path` reports (with `env` as the environment)."""
     with pytest.raises(ConfigError) as caught:
