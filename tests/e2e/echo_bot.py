@@ -57,6 +57,14 @@ class EchoBot(ABC, Generic[Chat]):
         """Wait until the bot's last message in `chat` shows all of `text`."""
         await self.wait_until(lambda: self.shown(chat)[-1:] == [text])
 
+    async def reply_shown_in(self, chat: Chat, text: str) -> list[str]:
+        """Write `text` in `chat` (one of the test's own) and wait past a barrier: the texts of
+        the bot's messages its reply was shown in."""
+        await self.say(chat, text)
+        await self.barrier(chat)
+        *reply, _barrier = self.shown(chat)
+        return reply
+
     async def barrier(self, chat: Chat) -> None:
         """Another message in the chat, answered: everything before it has been delivered."""
         marker = barrier_marker()

@@ -126,10 +126,7 @@ async def test_an_allowed_user_gets_the_echo_a_stranger_one_notice_and_sigterm_e
 
 async def test_a_10000_character_reply_arrives_complete(bot: FeishuBot) -> None:
     chat, text = bot.new_chat(), mixed_text()
-    await bot.say(chat, text)
-    await bot.barrier(chat)
-
-    *cards, _barrier = bot.fake.texts(chat)
+    cards = await bot.reply_shown_in(chat, text)
     assert all(len(card.encode()) <= CARD_TEXT_LIMIT.max_units for card in cards)
     assert non_space(without_fences("".join(cards))) == non_space(without_fences(text))
     refused = [c for c in bot.fake.calls if c.status != 200 and c.path.startswith("/open-apis/im")]
@@ -139,10 +136,7 @@ async def test_a_10000_character_reply_arrives_complete(bot: FeishuBot) -> None:
 async def test_a_longer_reply_rolls_over_to_new_cards_at_natural_breaks(bot: FeishuBot) -> None:
     chat, text = bot.new_chat(), mixed_text(25_000)
     assert len(text.encode()) > MAX_BODY_BYTES
-    await bot.say(chat, text)
-    await bot.barrier(chat)
-
-    *cards, _barrier = bot.fake.texts(chat)
+    cards = await bot.reply_shown_in(chat, text)
     assert all(len(card.encode()) <= CARD_TEXT_LIMIT.max_units for card in cards)
     assert_split_well(text, cards, fences_shown=True)
     refused = [c for c in bot.fake.calls if c.status != 200 and c.path.startswith("/open-apis/im")]

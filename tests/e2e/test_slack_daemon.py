@@ -134,10 +134,7 @@ async def test_a_long_mixed_reply_arrives_in_natural_chunks_within_the_limit(
     bot: SlackBot,
 ) -> None:
     fake, dm, text = bot.fake, bot.new_dm(), mixed_text()
-    await bot.say(dm, text)
-    await bot.barrier(dm)
-
-    *chunks, _barrier = texts(fake, dm)
+    chunks = await bot.reply_shown_in(dm, text)
     assert all(len(chunk) <= SLACK_LIMIT_CHARS for chunk in chunks)
     assert_split_well(text, chunks, fences_shown=True)
     # Shown as a stream that rolled over while it grew: a message opened for the rest was

@@ -104,10 +104,7 @@ async def test_a_long_mixed_reply_arrives_whole_in_pieces_within_2048_bytes(
     bot: WeComBot,
 ) -> None:
     user, text = bot.new_user(), mixed_text()
-    await bot.say(user, text)
-    await bot.barrier(user)
-
-    *chunks, _barrier = bot.fake.texts(user)
+    chunks = await bot.reply_shown_in(user, text)
     assert all(len(chunk.encode()) <= MAX_CONTENT_BYTES for chunk in chunks)
     assert_split_well(text, chunks, fences_shown=True)
     assert [m.errcode for m in bot.fake.sent if m.touser == user] == [0] * (len(chunks) + 1)
