@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from aiohttp import web
 
@@ -22,6 +24,9 @@ from channels.base import Channel
 from tests.fakes import LocalHttpServer
 
 WAIT_S = 10.0
+
+Fake = TypeVar("Fake")
+ChannelT = TypeVar("ChannelT", bound=Channel)
 
 Ready = Callable[[asyncio.Task[None]], Awaitable[None]]
 
@@ -104,6 +109,15 @@ class ReadsInbound:
 
     def queued_inbound(self) -> int:
         return self.agent.inbound_depth()
+
+
+@dataclass
+class OnBus(ReadsInbound, Generic[Fake, ChannelT]):
+    """A channel started on a fresh bus (`started_on_bus`) against its platform's fake."""
+
+    fake: Fake
+    channel: ChannelT
+    agent: AgentHandle
 
 
 def serving_webhooks(channel: Channel) -> LocalHttpServer:

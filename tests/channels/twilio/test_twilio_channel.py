@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bus import AgentHandle, OutboundMessage, create_bus
+from bus import OutboundMessage, create_bus
 from channels.allow import AllowList
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
@@ -22,7 +22,7 @@ from channels.twilio import TwilioChannel, TwilioSignature, Verdict, parse_sms
 from config import TwilioConfig
 from tests.channels.refusing_sender import RefusingSender, refused_then_taken
 from tests.channels.started import (
-    ReadsInbound,
+    OnBus,
     once,
     webhooks_on_bus,
     webhooks_started,
@@ -54,10 +54,7 @@ def make_channel(fake: FakeTwilio, tmp_path: Path, **fields: object) -> TwilioCh
 
 
 @dataclass
-class Running(ReadsInbound):
-    fake: FakeTwilio
-    channel: TwilioChannel
-    agent: AgentHandle
+class Running(OnBus[FakeTwilio, TwilioChannel]):
     url: str
     task: asyncio.Task[None]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bus import AgentHandle, OutboundMessage, create_bus
+from bus import OutboundMessage, create_bus
 from channels.allow import AllowList
 from channels.errors import ChannelError, DeliveryError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
@@ -22,7 +22,7 @@ from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, pars
 from config import WhatsAppConfig
 from tests.channels.refusing_sender import RefusingSender, refused_then_taken
 from tests.channels.started import (
-    ReadsInbound,
+    OnBus,
     once,
     webhooks_on_bus,
     webhooks_started,
@@ -52,10 +52,7 @@ def make_channel(
 
 
 @dataclass
-class Running(ReadsInbound):
-    fake: FakeWhatsApp
-    channel: WhatsAppChannel
-    agent: AgentHandle
+class Running(OnBus[FakeWhatsApp, WhatsAppChannel]):
     url: str
     task: asyncio.Task[None]
 
