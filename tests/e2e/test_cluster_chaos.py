@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster_daemons import cluster_config, processes, start_role, telegram_profile
+from tests.e2e.cluster_daemons import cluster_config, processes, start_role
+from tests.e2e.telegram_profiles import polling_profile
 from tests.e2e.test_crash_telegram import dedupe, explained_by_a_kill
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess
@@ -93,7 +94,7 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
         config = cluster_config(
             tmp_path,
             # Replies stream: each final waits for its edit slot, kept short here.
-            {fresh_scope(): telegram_profile(fake, USER, AGENT, edit_interval_s=0.1)},
+            {fresh_scope(): polling_profile(fake, USER, AGENT, edit_interval_s=0.1)},
             prefix=nats_prefix,
             dsn=postgres_dsn,
             ack_wait_s=2,

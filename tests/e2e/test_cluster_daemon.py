@@ -14,7 +14,8 @@ import aiohttp
 import asyncpg
 import pytest
 
-from tests.e2e.cluster_daemons import cluster_config, processes, start_role, telegram_profile
+from tests.e2e.cluster_daemons import cluster_config, processes, start_role
+from tests.e2e.telegram_profiles import polling_profile
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
 from tests.support.daemon import free_port, write_config
@@ -36,7 +37,7 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
     async with FakeTelegram() as fake, processes() as running:
         config = cluster_config(
             tmp_path,
-            {profile: telegram_profile(fake, USER, "{type: echo, delay_s: 0.05}")},
+            {profile: polling_profile(fake, USER, "{type: echo, delay_s: 0.05}")},
             prefix=nats_prefix,
             dsn=postgres_dsn,
         )

@@ -17,7 +17,8 @@ import pytest
 from nats.aio.client import Client
 
 from tests.cluster.harness import Observer
-from tests.e2e.cluster_daemons import cluster_config, processes, start_role, telegram_profile
+from tests.e2e.cluster_daemons import cluster_config, processes, start_role
+from tests.e2e.telegram_profiles import polling_profile
 from tests.fakes.gated_webhook import GatedWebhook
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess
@@ -48,7 +49,7 @@ def config_of(
     agent = f"{{type: webhook, url: {hook.url}}}"
     config = cluster_config(
         directory,
-        {profile: telegram_profile(fake, USER, agent, queue_mode=mode)},
+        {profile: polling_profile(fake, USER, agent, queue_mode=mode)},
         prefix=prefix,
         dsn=dsn,
         ack_wait_s=ack_wait_s,

@@ -15,7 +15,8 @@ from bus import InboundMessage
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.subjects import ClusterNames
 from tests.channels.api.test_api_daemon import Api
-from tests.e2e.cluster_daemons import cluster_config, processes, start_role, telegram_profile
+from tests.e2e.cluster_daemons import cluster_config, processes, start_role
+from tests.e2e.telegram_profiles import polling_profile
 from tests.e2e.test_cluster_chaos import holds_lease
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import free_port
@@ -32,7 +33,7 @@ WORDS = "streams its reply word by word so that the chat sees it growing in plac
 
 
 def streaming_telegram(fake: FakeTelegram) -> str:
-    return telegram_profile(fake, USER, AGENT, edit_interval_s=0.3)
+    return polling_profile(fake, USER, AGENT, edit_interval_s=0.3)
 
 
 def texts(fake: FakeTelegram, chat: int) -> list[str]:
