@@ -15,6 +15,19 @@ def _int_pipe(capacity: int) -> tuple[PipeSender[int], PipeReceiver[int]]:
     return pipe(capacity)
 
 
+async def blocked_send(sender: PipeSender[int], item: int, *, name: str) -> asyncio.Task[None]:
+    """`sender.send(item)` as a task of its own, started (on a full pipe: waiting for room)."""
+    entered = asyncio.Event()
+
+    async def send() -> None:
+        entered.set()
+        await sender.send(item)
+
+    task = asyncio.create_task(send(), name=name)
+    await asyncio.wait_for(entered.wait(), WAIT_S)
+    return task
+
+
 async def test_items_arrive_in_order() -> None:
     sender, receiver = _int_pipe(8)
     for i in range(5):
@@ -149,14 +162,7 @@ async def test_many_producers_lose_nothing_and_keep_their_own_order() -> None:
 async def test_close_during_a_blocked_send_still_delivers_before_none() -> None:
     sender, receiver = _int_pipe(1)
     await sender.send(1)
-    entered = asyncio.Event()
-
-    async def blocked_send() -> None:
-        entered.set()
-        await sender.send(2)
-
-    task = asyncio.create_task(blocked_send(), name="blocked-send")
-    await asyncio.wait_for(entered.wait(), WAIT_S)
+    task = await blocked_send(sender, 2, name="blocked-send")
     assert await receiver.recv() == 1  # frees a slot; the blocked send is woken, not yet run
     sender.close()  # e.g. a channel stopping while its last send is in flight
     assert await asyncio.wait_for(receiver.recv(), WAIT_S) == 2
@@ -167,14 +173,7 @@ async def test_close_during_a_blocked_send_still_delivers_before_none() -> None:
 async def test_cancelled_send_on_a_closed_sender_still_releases_the_pipe() -> None:
     sender, receiver = _int_pipe(1)
     await sender.send(1)
-    entered = asyncio.Event()
-
-    async def blocked_send() -> None:
-        entered.set()
-        await sender.send(2)
-
-    task = asyncio.create_task(blocked_send(), name="cancelled-send")
-    await asyncio.wait_for(entered.wait(), WAIT_S)
+    task = await blocked_send(sender, 2, name="cancelled-send")
     sender.close()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

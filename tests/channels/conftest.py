@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from typing import NamedTuple
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -70,6 +71,16 @@ ManagerFactory = Callable[..., ChannelManager]
 ChannelFactory = Callable[..., RecordingChannel]
 
 
+class Managed(NamedTuple):
+    """A recording channel and the manager it is registered with."""
+
+    channel: RecordingChannel
+    manager: ChannelManager
+
+
+ManagedFactory = Callable[..., Managed]
+
+
 @pytest.fixture
 def make_channel(clock: FakeClock) -> ChannelFactory:
     """Recording channels that timestamp their calls with the fake clock."""
@@ -117,6 +128,18 @@ def managing(make_manager: ManagerFactory) -> ManagerFactory:
         for channel in channels:
             manager.register(channel)
         return manager
+
+    return make
+
+
+@pytest.fixture
+def managed(make_channel: ChannelFactory, managing: ManagerFactory) -> ManagedFactory:
+    """`managed(**channel_options)`: a channel as `make_channel` makes it, and a manager (as
+    `make_manager` makes it) that it is registered with."""
+
+    def make(*args: object, **options: object) -> Managed:
+        channel = make_channel(*args, **options)
+        return Managed(channel, managing(channel))
 
     return make
 

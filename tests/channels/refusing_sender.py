@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import aiohttp
+
 from bus import InboundMessage, InboundRefused
 
 
@@ -19,3 +23,20 @@ class RefusingSender:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+async def refused_then_taken(
+    http: aiohttp.ClientSession,
+    url: str,
+    sender: RefusingSender,
+    *,
+    data: object,
+    headers: Mapping[str, str],
+) -> None:
+    """A webhook request posted twice while `sender` refuses once: the first is answered 429 with
+    the sender's Retry-After, the retry is taken (200)."""
+    async with http.post(url, data=data, headers=headers) as refused:
+        assert refused.status == 429
+        assert refused.headers["Retry-After"] == f"{sender.retry_after_s:g}"
+    async with http.post(url, data=data, headers=headers) as taken:
+        assert taken.status == 200

@@ -5,7 +5,8 @@ LINE, Twilio, WhatsApp, QQ and WeCom fixtures) share this skeleton: start, wait 
 channel receives (`ready`, given the task so it can notice a `start()` that ended early), and on
 the way out `stop()`, wait for `start()` to end and raise what it raised (a test that cancelled
 it on purpose gets nothing). `started_on_bus` adds a real bus whose agent end the test reads
-through `ReadsInbound`; `serving_webhooks` serves a webhook channel's routes as the daemon does.
+through `ReadsInbound`; `serving_webhooks` serves a webhook channel's routes as the daemon does
+(`webhooks_started`, `webhooks_on_bus`: both at once).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from aiohttp import web
 
@@ -21,6 +24,9 @@ from channels.base import Channel
 from tests.fakes import LocalHttpServer
 
 WAIT_S = 10.0
+
+Fake = TypeVar("Fake")
+ChannelT = TypeVar("ChannelT", bound=Channel)
 
 Ready = Callable[[asyncio.Task[None]], Awaitable[None]]
 
@@ -57,6 +63,19 @@ async def started_on_bus(
 
 
 @asynccontextmanager
+async def webhooks_started(
+    channel: Channel, inbound: InboundSender, ready: Ready, *, name: str
+) -> AsyncIterator[tuple[asyncio.Task[None], str]]:
+    """`started` with the channel's webhook routes served (`serving_webhooks`): yields the
+    `start()` task and the server's origin (http://127.0.0.1:PORT)."""
+    async with (
+        serving_webhooks(channel) as server,
+        started(channel, inbound, ready, name=name) as task,
+    ):
+        yield task, server.origin
+
+
+@asynccontextmanager
 async def webhooks_on_bus(
     channel: Channel, ready: Ready, *, name: str, capacity: int = 64
 ) -> AsyncIterator[tuple[AgentHandle, asyncio.Task[None], str]]:
@@ -90,6 +109,15 @@ class ReadsInbound:
 
     def queued_inbound(self) -> int:
         return self.agent.inbound_depth()
+
+
+@dataclass
+class OnBus(ReadsInbound, Generic[Fake, ChannelT]):
+    """A channel started on a fresh bus (`started_on_bus`) against its platform's fake."""
+
+    fake: Fake
+    channel: ChannelT
+    agent: AgentHandle
 
 
 def serving_webhooks(channel: Channel) -> LocalHttpServer:

@@ -21,7 +21,13 @@ from channels.errors import (
 )
 from channels.limits import PlatformLimit
 from channels.retry import RetryPolicy
-from tests.channels.conftest import ChannelFactory, FakeClock, ManagerFactory, sample
+from tests.channels.conftest import (
+    ChannelFactory,
+    FakeClock,
+    ManagedFactory,
+    ManagerFactory,
+    sample,
+)
 from tests.channels.recording import RecordingChannel
 
 TEXT = (
@@ -38,11 +44,8 @@ def words(texts: list[str]) -> list[str]:
     return " ".join(texts).split()
 
 
-async def test_splits_to_a_tiny_limit_in_order(
-    managing: ManagerFactory, make_channel: ChannelFactory
-) -> None:
-    channel = make_channel(limit=PlatformLimit(20, "chars"))
-    manager = managing(channel)
+async def test_splits_to_a_tiny_limit_in_order(managed: ManagedFactory) -> None:
+    channel, manager = managed(limit=PlatformLimit(20, "chars"))
 
     await manager.deliver(reply(TEXT, reply_to="in-7"))
 
@@ -56,14 +59,11 @@ async def test_splits_to_a_tiny_limit_in_order(
     assert not any(call.formatted for call in sent)
 
 
-async def test_resplits_when_formatting_grows_the_text(
-    managing: ManagerFactory, make_channel: ChannelFactory
-) -> None:
+async def test_resplits_when_formatting_grows_the_text(managed: ManagedFactory) -> None:
     # Every "e" becomes three characters once formatted: raw chunks of 20 no longer fit.
-    channel = make_channel(
+    channel, manager = managed(
         limit=PlatformLimit(20, "chars"), formatter=lambda text: text.replace("e", "<e>")
     )
-    manager = managing(channel)
 
     await manager.deliver(reply(TEXT))
 
@@ -95,11 +95,8 @@ async def test_a_reply_that_fits_once_rendered_is_one_message_and_so_is_its_stre
     assert streamed.of("send") == []
 
 
-async def test_limit_is_measured_in_the_platforms_unit(
-    managing: ManagerFactory, make_channel: ChannelFactory
-) -> None:
-    channel = make_channel(limit=PlatformLimit(12, "utf16"))
-    manager = managing(channel)
+async def test_limit_is_measured_in_the_platforms_unit(managed: ManagedFactory) -> None:
+    channel, manager = managed(limit=PlatformLimit(12, "utf16"))
 
     await manager.deliver(reply("😀😀😀😀 😀😀😀😀 😀😀😀😀"))
 
@@ -107,14 +104,12 @@ async def test_limit_is_measured_in_the_platforms_unit(
 
 
 async def test_rate_limit_waits_exactly_retry_after_and_delivers_once(
-    managing: ManagerFactory,
-    make_channel: ChannelFactory,
+    managed: ManagedFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
-    channel = make_channel()
+    channel, manager = managed()
     channel.fail("send", RateLimited(7.5))
-    manager = managing(channel)
 
     await manager.deliver(reply("hello"))
 
@@ -149,11 +144,10 @@ async def test_rate_limit_wait_is_capped(
     ids=["transient", "timeout", "oserror", "aiohttp"],
 )
 async def test_transient_errors_back_off_exponentially(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock, error: Exception
+    managed: ManagedFactory, clock: FakeClock, error: Exception
 ) -> None:
-    channel = make_channel()
+    channel, manager = managed()
     channel.fail("send", error, error, error)
-    manager = managing(channel)
 
     await manager.deliver(reply("hello"))
 
@@ -188,16 +182,14 @@ async def test_gives_up_after_max_attempts_with_a_typed_error(
     [(MessageTooLong("too long"), "too_long"), (AuthError("401"), "auth")],
 )
 async def test_refusals_are_never_retried(
-    managing: ManagerFactory,
-    make_channel: ChannelFactory,
+    managed: ManagedFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
     error: Exception,
     reason: str,
 ) -> None:
-    channel = make_channel()
+    channel, manager = managed()
     channel.fail("send", error)
-    manager = managing(channel)
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("hello"))
@@ -209,12 +201,9 @@ async def test_refusals_are_never_retried(
     assert sample(registry, "octos_send_errors_total", channel="rec", reason=reason) == 1
 
 
-async def test_unexpected_errors_give_up_as_unknown(
-    managing: ManagerFactory, make_channel: ChannelFactory
-) -> None:
-    channel = make_channel()
+async def test_unexpected_errors_give_up_as_unknown(managed: ManagedFactory) -> None:
+    channel, manager = managed()
     channel.fail("send", ValueError("a bug in the channel"))
-    manager = managing(channel)
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("hello"))
@@ -223,14 +212,11 @@ async def test_unexpected_errors_give_up_as_unknown(
     assert isinstance(caught.value.__cause__, ValueError)
 
 
-async def test_formatting_rejection_is_resent_as_plain_text(
-    managing: ManagerFactory, make_channel: ChannelFactory
-) -> None:
-    channel = make_channel(
+async def test_formatting_rejection_is_resent_as_plain_text(managed: ManagedFactory) -> None:
+    channel, manager = managed(
         formatter=lambda text: text.replace("**", "<b>", 1).replace("**", "</b>", 1)
     )
     channel.fail("send", FormattingRejected("can't parse entities"))
-    manager = managing(channel)
 
     await manager.deliver(reply("a **bold** word", reply_to="in-1"))
 
@@ -244,12 +230,9 @@ async def test_formatting_rejection_is_resent_as_plain_text(
     assert accepted.message.reply_to == "in-1"
 
 
-async def test_formatting_rejection_of_plain_text_gives_up(
-    managing: ManagerFactory, make_channel: ChannelFactory
-) -> None:
-    channel = make_channel()
+async def test_formatting_rejection_of_plain_text_gives_up(managed: ManagedFactory) -> None:
+    channel, manager = managed()
     channel.fail("send", FormattingRejected("can't parse entities"))
-    manager = managing(channel)
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("plain"))
@@ -259,14 +242,12 @@ async def test_formatting_rejection_of_plain_text_gives_up(
 
 
 async def test_not_modified_counts_as_success(
-    managing: ManagerFactory,
-    make_channel: ChannelFactory,
+    managed: ManagedFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
+    channel, manager = managed(editable=True, edit_interval_s=1.0)
     channel.fail("edit", MessageNotModified("message is not modified"))
-    manager = managing(channel)
 
     await manager.deliver(StreamSnapshot(reply("one", stream_id="s")))
     clock.advance(1.0)
@@ -281,11 +262,10 @@ async def test_not_modified_counts_as_success(
 
 
 async def test_first_failure_stops_the_remaining_chunks(
-    managing: ManagerFactory, make_channel: ChannelFactory, registry: CollectorRegistry
+    managed: ManagedFactory, registry: CollectorRegistry
 ) -> None:
-    channel = make_channel(limit=PlatformLimit(20, "chars"))
+    channel, manager = managed(limit=PlatformLimit(20, "chars"))
     channel.fail("send", None, MessageTooLong("no"))
-    manager = managing(channel)
 
     with pytest.raises(DeliveryError):
         await manager.deliver(reply(TEXT))
@@ -295,9 +275,8 @@ async def test_first_failure_stops_the_remaining_chunks(
     assert sample(registry, "octos_send_errors_total", channel="rec", reason="too_long") == 1
 
 
-async def test_media_is_sent_whole(managing: ManagerFactory, make_channel: ChannelFactory) -> None:
-    channel = make_channel(limit=PlatformLimit(10, "chars"))
-    manager = managing(channel)
+async def test_media_is_sent_whole(managed: ManagedFactory) -> None:
+    channel, manager = managed(limit=PlatformLimit(10, "chars"))
 
     await manager.deliver(reply("a caption longer than ten", media=["/tmp/photo.png"]))
 
@@ -305,11 +284,9 @@ async def test_media_is_sent_whole(managing: ManagerFactory, make_channel: Chann
 
 
 async def test_an_empty_reply_reaches_the_channel_as_is_and_blanks_are_skipped(
-    managing: ManagerFactory,
-    make_channel: ChannelFactory,
+    managed: ManagedFactory,
 ) -> None:
-    channel = make_channel()
-    manager = managing(channel)
+    channel, manager = managed()
 
     # An empty reply is still the answer a waiting request (the HTTP API) needs.
     await manager.deliver(reply("", metadata={ANSWERS: ["in-1"]}))
@@ -323,11 +300,9 @@ async def test_an_empty_reply_reaches_the_channel_as_is_and_blanks_are_skipped(
 
 
 async def test_formatted_flag_is_set_only_when_formatting_changed_the_text(
-    managing: ManagerFactory,
-    make_channel: ChannelFactory,
+    managed: ManagedFactory,
 ) -> None:
-    channel = make_channel(formatter=str.upper)
-    manager = managing(channel)
+    channel, manager = managed(formatter=str.upper)
 
     await manager.deliver(reply("shout"))
     await manager.deliver(reply("QUIET", metadata={FORMATTED: True}))
@@ -380,10 +355,9 @@ class WholeSendChannel(RecordingChannel):
 
 
 async def test_a_whole_reply_reports_the_platform_ids_of_its_messages(
-    managing: ManagerFactory, make_channel: ChannelFactory
+    managed: ManagedFactory,
 ) -> None:
-    channel = make_channel(limit=PlatformLimit(60, "chars"), cls=WholeSendChannel)
-    manager = managing(channel)
+    channel, manager = managed(limit=PlatformLimit(60, "chars"), cls=WholeSendChannel)
 
     ids = await manager.deliver(reply(TEXT, reply_to="in-7"))
 
@@ -396,10 +370,10 @@ async def test_a_whole_reply_reports_the_platform_ids_of_its_messages(
 
 
 async def test_a_channel_whose_send_with_id_opens_a_stream_is_sent_whole_without_ids(
-    managing: ManagerFactory, make_channel: ChannelFactory
+    managed: ManagedFactory,
 ) -> None:
-    channel = make_channel(limit=PlatformLimit(60, "chars"))  # send_with_id_sends_whole False
-    manager = managing(channel)
+    # send_with_id_sends_whole False
+    channel, manager = managed(limit=PlatformLimit(60, "chars"))
 
     assert await manager.deliver(reply(TEXT)) == []
     assert len(channel.of("send")) == 2

@@ -12,7 +12,13 @@ from bus import OutboundEvent, OutboundMessage, StreamSnapshot
 from channels.errors import DeliveryError, RateLimited
 from channels.limits import PlatformLimit
 from channels.manager import ChannelManager
-from tests.channels.conftest import ChannelFactory, FakeClock, ManagerFactory, sample
+from tests.channels.conftest import (
+    ChannelFactory,
+    FakeClock,
+    ManagedFactory,
+    ManagerFactory,
+    sample,
+)
 from tests.channels.recording import FinishingChannel, RecordingChannel
 
 SENTENCES = [f"Sentence number {n} of the streamed reply." for n in range(1, 13)]
@@ -60,13 +66,11 @@ def shown_messages(channel: RecordingChannel) -> dict[str, str]:
 
 
 async def test_edits_never_exceed_one_per_interval(
-    managing: ManagerFactory,
-    make_channel: ChannelFactory,
+    managed: ManagedFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = managing(channel)
+    channel, manager = managed(editable=True, edit_interval_s=1.0)
     text = " ".join(SENTENCES[:4])
 
     for content in growing(text, 5):
@@ -85,10 +89,9 @@ async def test_edits_never_exceed_one_per_interval(
 
 
 async def test_snapshots_within_the_interval_are_coalesced_to_the_newest(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = managing(channel)
+    channel, manager = managed(editable=True, edit_interval_s=1.0)
 
     await manager.deliver(snapshot("a"))
     for content in ("a b", "a b c", "a b c d"):
@@ -108,11 +111,8 @@ async def test_snapshots_within_the_interval_are_coalesced_to_the_newest(
     assert manager.streams.next_flush_delay_s() is None
 
 
-async def test_identical_edits_are_skipped(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
-) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = managing(channel)
+async def test_identical_edits_are_skipped(managed: ManagedFactory, clock: FakeClock) -> None:
+    channel, manager = managed(editable=True, edit_interval_s=1.0)
 
     for content in ("same", "same", "same more", "same more"):
         await manager.deliver(snapshot(content))
@@ -126,10 +126,9 @@ async def test_identical_edits_are_skipped(
 
 
 async def test_final_equal_to_what_is_shown_makes_no_call(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = managing(channel)
+    channel, manager = managed(editable=True, edit_interval_s=1.0)
 
     await manager.deliver(snapshot("all of it"))
     clock.advance(5)
@@ -139,10 +138,9 @@ async def test_final_equal_to_what_is_shown_makes_no_call(
 
 
 async def test_a_platform_that_needs_the_finish_hears_it_once(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(cls=FinishingChannel, editable=True, edit_interval_s=1.0)
-    manager = managing(channel)
+    channel, manager = managed(cls=FinishingChannel, editable=True, edit_interval_s=1.0)
 
     await manager.deliver(snapshot("all"))
     clock.advance(5)
@@ -163,16 +161,14 @@ async def test_a_platform_that_needs_the_finish_hears_it_once(
     ids=["a platform's final waits for its edit slot", "a local edit's final takes none"],
 )
 async def test_final_waits_for_its_edit_slot_where_edits_are_rate_limited(
-    managing: ManagerFactory,
-    make_channel: ChannelFactory,
+    managed: ManagedFactory,
     clock: FakeClock,
     rate_limited: bool,
     sleeps: list[float],
     final_after_s: float,
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
+    channel, manager = managed(editable=True, edit_interval_s=1.0)
     channel.edits_rate_limited = rate_limited  # type: ignore[misc]
-    manager = managing(channel)
 
     await manager.deliver(snapshot("one"))
     clock.advance(0.25)
@@ -186,10 +182,11 @@ async def test_final_waits_for_its_edit_slot_where_edits_are_rate_limited(
 
 
 async def test_rolls_over_to_a_new_message_before_the_limit(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0, limit=PlatformLimit(100, "chars"))
-    manager = managing(channel)
+    channel, manager = managed(
+        editable=True, edit_interval_s=1.0, limit=PlatformLimit(100, "chars")
+    )
     text = " ".join(SENTENCES)
 
     await stream(manager, clock, text, step=17)
@@ -206,15 +203,14 @@ async def test_rolls_over_to_a_new_message_before_the_limit(
 
 
 async def test_rollover_is_measured_after_formatting(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(
+    channel, manager = managed(
         editable=True,
         edit_interval_s=1.0,
         limit=PlatformLimit(60, "chars"),
         formatter=lambda text: text.replace("e", "<e>"),
     )
-    manager = managing(channel)
     text = " ".join(SENTENCES[:6])
 
     await stream(manager, clock, text, step=11)
@@ -225,10 +221,9 @@ async def test_rollover_is_measured_after_formatting(
 
 
 async def test_a_code_fence_continues_in_the_next_message(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0, limit=PlatformLimit(80, "chars"))
-    manager = managing(channel)
+    channel, manager = managed(editable=True, edit_interval_s=1.0, limit=PlatformLimit(80, "chars"))
     code = "\n".join(f"value_{n} = compute({n})" for n in range(12))
     text = f"Here is the code:\n\n```python\n{code}\n```"
 
@@ -244,10 +239,9 @@ async def test_a_code_fence_continues_in_the_next_message(
 
 
 async def test_a_channel_that_cannot_edit_gets_only_the_final(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(limit=PlatformLimit(100, "chars"))
-    manager = managing(channel)
+    channel, manager = managed(limit=PlatformLimit(100, "chars"))
     text = " ".join(SENTENCES[:5])
 
     await stream(manager, clock, text, step=20)
@@ -259,10 +253,9 @@ async def test_a_channel_that_cannot_edit_gets_only_the_final(
 
 
 async def test_without_a_message_id_only_the_final_follows(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(editable=True, returns_ids=False)
-    manager = managing(channel)
+    channel, manager = managed(editable=True, returns_ids=False)
 
     await manager.deliver(snapshot("partial"))
     for content in ("partial text", "partial text grows"):
@@ -276,11 +269,8 @@ async def test_without_a_message_id_only_the_final_follows(
     ]
 
 
-async def test_first_message_keeps_reply_to(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
-) -> None:
-    channel = make_channel(editable=True, limit=PlatformLimit(60, "chars"))
-    manager = managing(channel)
+async def test_first_message_keeps_reply_to(managed: ManagedFactory, clock: FakeClock) -> None:
+    channel, manager = managed(editable=True, limit=PlatformLimit(60, "chars"))
     text = " ".join(SENTENCES[:4])
 
     for content in growing(text, 30):
@@ -294,11 +284,10 @@ async def test_first_message_keeps_reply_to(
 
 
 async def test_a_rate_limited_edit_waits_and_edits(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
+    channel, manager = managed(editable=True, edit_interval_s=1.0)
     channel.fail("edit", RateLimited(3.0))
-    manager = managing(channel)
 
     await manager.deliver(snapshot("one"))
     clock.advance(1.0)
@@ -309,14 +298,12 @@ async def test_a_rate_limited_edit_waits_and_edits(
 
 
 async def test_a_failed_final_edit_sends_the_text_anew(
-    managing: ManagerFactory,
-    make_channel: ChannelFactory,
+    managed: ManagedFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
+    channel, manager = managed(editable=True, edit_interval_s=1.0)
     channel.fail("edit", ValueError("message to edit not found"))
-    manager = managing(channel)
 
     await manager.deliver(snapshot("one"))
     clock.advance(1.0)
@@ -326,14 +313,12 @@ async def test_a_failed_final_edit_sends_the_text_anew(
 
 
 async def test_a_failed_snapshot_edit_is_reported_and_the_stream_goes_on(
-    managing: ManagerFactory,
-    make_channel: ChannelFactory,
+    managed: ManagedFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
+    channel, manager = managed(editable=True, edit_interval_s=1.0)
     channel.fail("edit", ValueError("boom"))
-    manager = managing(channel)
 
     await manager.deliver(snapshot("one"))
     clock.advance(1.0)
@@ -362,10 +347,9 @@ async def test_abandoned_streams_expire(
 
 
 async def test_the_flusher_shows_a_coalesced_snapshot_when_it_falls_due(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = managing(channel)
+    channel, manager = managed(editable=True, edit_interval_s=1.0)
     await manager.deliver(snapshot("one"))
     clock.advance(0.3)
     await manager.deliver(snapshot("one two"))
@@ -382,12 +366,13 @@ async def test_the_flusher_shows_a_coalesced_snapshot_when_it_falls_due(
 
 
 async def test_the_final_reports_the_platform_ids_of_every_message_the_stream_made(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0, limit=PlatformLimit(100, "chars"))
+    channel, manager = managed(
+        editable=True, edit_interval_s=1.0, limit=PlatformLimit(100, "chars")
+    )
     # Its ids name platform messages (the recording channel's own default says they do not).
     channel.send_with_id_sends_whole = True
-    manager = managing(channel)
     text = " ".join(SENTENCES)
     for content in growing(text, 17):
         await manager.deliver(snapshot(content))
@@ -401,10 +386,9 @@ async def test_the_final_reports_the_platform_ids_of_every_message_the_stream_ma
 
 
 async def test_a_snapshot_arriving_after_its_final_opens_no_second_message(
-    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+    managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel = make_channel(editable=True, edit_interval_s=1.0)
-    manager = managing(channel)
+    channel, manager = managed(editable=True, edit_interval_s=1.0)
     await manager.deliver(snapshot("the reply"))
     clock.advance(1.0)
     await manager.deliver(snapshot("the reply, whole", final=True))

@@ -16,10 +16,7 @@ from cluster.chat_queue import Waiting, plan
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.streams import ensure_streams, names_of
 from tests.cluster.harness import nats_config, running_worker
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import column, fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import column, fresh_scope
 
 
 def said(text: str, message_id: str, *, chat: str = "chat-1") -> InboundMessage:

@@ -23,10 +23,7 @@ from gateway.cluster_worker import WorkerProfile
 from tests.cluster.harness import RunningWorker, running_worker
 from tests.cluster.test_shared_chat_state import message, two_workers
 from tests.cluster.test_worker import reply_texts
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 CHAT = "chat-1"
 Answer = Callable[..., Awaitable[TurnRecord]]

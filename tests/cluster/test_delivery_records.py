@@ -22,10 +22,7 @@ from cluster.metrics import ClusterMetrics
 from cluster.streams import ensure_streams, names_of
 from cluster.subjects import ClusterNames
 from tests.cluster.harness import Observer, nats_config
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 WAIT_S = 20.0
 

@@ -17,9 +17,6 @@ from gateway.metrics import GatewayMetrics
 from gateway.strangers import StrangerNotices
 from tests.channels.recording import RecordingChannel
 from tests.cluster.harness import nats_config
-from tests.support.nats import nats_client, nats_prefix
-
-__all__ = ["nats_client", "nats_prefix"]  # the fixtures
 
 
 class ApiLike(RecordingChannel):

@@ -27,10 +27,7 @@ from cluster.live import MAX_BACKLOG_BYTES, LiveTurn
 from cluster.live_ingress import LiveShows, hand_over
 from cluster.subjects import ClusterNames
 from tests.cluster.harness import RunningWorker, Seen, nats_config, running_worker
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 TEXT = "one two three four five six seven eight"
 #: Pieces 50 ms apart: the agent's snapshots (at most one per 100 ms) are several.

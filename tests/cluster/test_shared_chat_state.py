@@ -14,9 +14,7 @@ from config import ProfileConfig
 from config.store import StoreConfig
 from gateway.cluster_worker import WorkerProfile, worker_profile
 from gateway.metrics import GatewayMetrics
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["postgres_dsn"]  # the fixture
+from tests.support.postgres import fresh_scope
 
 
 def message(text: str) -> InboundMessage:

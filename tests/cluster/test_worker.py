@@ -28,10 +28,7 @@ from sessions.errors import SessionError
 from sessions.postgres import PostgresSessionStore
 from sessions.store import AppendReceipt
 from tests.cluster.harness import RunningWorker, nats_config, running_worker
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 
 def message(text: str, *, chat: str = "chat-1", message_id: str | None = None) -> InboundMessage:

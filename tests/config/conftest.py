@@ -4,12 +4,11 @@ numbers asserted in a test are the line numbers of the text in that test."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-WriteYaml = Callable[[str, str], Path]
+from tests.support.config_files import ProblemsIn, WriteYaml, problems_of
 
 
 @pytest.fixture
@@ -23,3 +22,10 @@ def write_yaml(tmp_path: Path) -> WriteYaml:
         return path
 
     return write
+
+
+@pytest.fixture
+def problems_in(write_yaml: WriteYaml) -> ProblemsIn:
+    """The problems loading a profile of `text` reports, written to bot.yaml as `write_yaml`
+    writes it (so a problem's line is the line of `text` in the test)."""
+    return lambda text: problems_of(write_yaml("bot.yaml", text))

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from config import ConfigError, ConfigProblem, load_gateway
 from config.bus import redact_url
+from tests.support.config_files import WriteYaml
 
-WriteYaml = Callable[[str, str], Path]
 POSTGRES = 'store: {backend: postgres, dsn: "postgresql://u@127.0.0.1/db"}\n'
 
 

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from config import CHANNEL_TYPES, ConfigError, ConfigProblem, load_gateway, load_profile
-
-WriteYaml = Callable[[str, str], Path]
-
-
-def problems_of(path: Path, env: dict[str, str] | None = None) -> list[ConfigProblem]:
-    with pytest.raises(ConfigError) as caught:
-        load_profile(path, env=env or {})
-    return caught.value.problems
+from tests.support.config_files import ProblemsIn, WriteYaml, problems_of
 
 
 def test_problem_text_format() -> None:
@@ -49,39 +41,34 @@ def test_typo_reports_its_line_and_a_did_you_mean(write_yaml: WriteYaml) -> None
     )
 
 
-def test_missing_secret_suggests_an_environment_variable(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_missing_secret_suggests_an_environment_variable(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels:
           - type: slack
             app_token: xapp-1
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert problem.line == 2
     assert problem.message == "missing required key 'bot_token' in channels[0] (slack)"
     assert "${SLACK_BOT_TOKEN}" in problem.suggestion
 
 
 def test_unknown_top_level_key_without_close_match_lists_the_keys(
-    write_yaml: WriteYaml,
+    problems_in: ProblemsIn,
 ) -> None:
-    path = write_yaml(
-        "bot.yaml",
+    (problem,) = problems_in(
         """
         channels: []
         frobnicate: true
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert (problem.line, problem.message) == (2, "unknown key 'frobnicate' at the top level")
     assert problem.suggestion.endswith("agent, channels, sessions, queue_mode")
 
 
-def test_wrong_types(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_wrong_types(problems_in: ProblemsIn) -> None:
+    problems = problems_in(
         """
         agent:
           type: echo
@@ -93,9 +80,8 @@ def test_wrong_types(write_yaml: WriteYaml) -> None:
             require_mention: perhaps
             allow: [1, [2]]
         sessions: 10
-        """,
+        """
     )
-    problems = problems_of(path)
     assert [(p.line, p.message) for p in problems] == [
         (3, "'delay_s' in agent (echo): expected a number"),
         (4, "'pieces' in agent (echo): expected a whole number"),
@@ -106,9 +92,8 @@ def test_wrong_types(write_yaml: WriteYaml) -> None:
     assert problems[0].suggestion == "for example 0 (the default)"
 
 
-def test_out_of_range_and_invalid_choices(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_out_of_range_and_invalid_choices(problems_in: ProblemsIn) -> None:
+    problems = problems_in(
         """
         channels:
           - type: api
@@ -116,9 +101,8 @@ def test_out_of_range_and_invalid_choices(write_yaml: WriteYaml) -> None:
           - type: telegram
             token: "1:a"
             mode: pooling
-        """,
+        """
     )
-    problems = problems_of(path)
     assert [(p.line, p.message) for p in problems] == [
         (3, "'port' in channels[0] (api): must be at most 65535"),
         (6, "'mode' in channels[1] (telegram): invalid value 'pooling'"),
@@ -126,17 +110,15 @@ def test_out_of_range_and_invalid_choices(write_yaml: WriteYaml) -> None:
     assert problems[1].suggestion == "did you mean 'polling'? use one of: polling, webhook"
 
 
-def test_unknown_channel_type_lists_the_known_ones(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_unknown_channel_type_lists_the_known_ones(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels:
           - type: cli
           - type: telegarm
             token: x
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert problem.line == 3
     assert problem.message == "unknown channel type 'telegarm' in channels[1]"
     assert problem.suggestion == (
@@ -145,37 +127,32 @@ def test_unknown_channel_type_lists_the_known_ones(write_yaml: WriteYaml) -> Non
     assert CHANNEL_TYPES[:6] == ("telegram", "discord", "slack", "api", "cli", "plugin")
 
 
-def test_channel_without_type(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_channel_without_type(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels:
           - token: x
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert (problem.line, problem.message) == (2, "missing required key 'type' in channels[0]")
     assert "telegram" in problem.suggestion
 
 
-def test_unknown_agent_type(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_unknown_agent_type(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels: [{type: cli}]
         agent:
           type: opanai
           model: x
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert (problem.line, problem.message) == (2, "unknown agent type 'opanai' in agent")
     assert problem.suggestion.startswith("did you mean 'openai'?")
 
 
-def test_duplicate_channel_type_points_at_the_second(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_duplicate_channel_type_points_at_the_second(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels:
           - type: discord
@@ -183,16 +160,14 @@ def test_duplicate_channel_type_points_at_the_second(write_yaml: WriteYaml) -> N
           - type: cli
           - type: discord
             token: b
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert problem.line == 5
     assert "channel 'discord' is already configured in channels[0]" in problem.message
 
 
-def test_mode_validators_point_at_mode(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_mode_validators_point_at_mode(problems_in: ProblemsIn) -> None:
+    problems = problems_in(
         """
         channels:
           - type: telegram
@@ -201,55 +176,48 @@ def test_mode_validators_point_at_mode(write_yaml: WriteYaml) -> None:
           - type: slack
             bot_token: xoxb-1
             mode: http
-        """,
+        """
     )
-    problems = problems_of(path)
     assert [(p.line, p.message) for p in problems] == [
         (4, "'mode' in channels[0] (telegram): webhook mode requires 'webhook_url'"),
         (7, "'mode' in channels[1] (slack): http mode requires 'signing_secret'"),
     ]
 
 
-def test_slack_socket_mode_by_default_needs_app_token(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_slack_socket_mode_by_default_needs_app_token(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels:
           - type: slack
             bot_token: xoxb-1
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert problem.line == 2
     assert problem.message == "'mode' in channels[0] (slack): socket mode requires 'app_token'"
 
 
-def test_invalid_yaml_reports_the_marks_line(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_invalid_yaml_reports_the_marks_line(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels:
           - type: telegram
             token: "123:abc
         agent: {}
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert problem.message.startswith("invalid YAML: ")
     assert problem.line == 5
     assert "123:abc" not in str(problem)
 
 
-def test_invalid_yaml_indentation(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_invalid_yaml_indentation(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels:
           - type: cli
          bad: indent
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert problem.message.startswith("invalid YAML: ")
     assert problem.line == 3
 
@@ -263,16 +231,14 @@ def test_top_level_must_be_a_mapping(write_yaml: WriteYaml) -> None:
     )
 
 
-def test_duplicate_yaml_keys_are_errors(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_duplicate_yaml_keys_are_errors(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         queue_mode: collect
         channels: [{type: cli}]
         queue_mode: interrupt
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert (problem.line, problem.message) == (
         3,
         "duplicate key 'queue_mode' (first given on line 1)",
@@ -370,18 +336,16 @@ def test_error_text_has_no_pydantic_dump(write_yaml: WriteYaml) -> None:
     assert len(caught.value.problems) == 2
 
 
-def test_telegram_webhook_mode_requires_a_secret_token(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_telegram_webhook_mode_requires_a_secret_token(problems_in: ProblemsIn) -> None:
+    problems = problems_in(
         """
         channels:
           - type: telegram
             token: "1:a"
             mode: webhook
             webhook_url: https://bot.example.com/telegram/webhook
-        """,
+        """
     )
-    problems = problems_of(path)
     assert len(problems) == 1
     assert problems[0].line == 4
     assert "webhook mode requires 'secret_token'" in problems[0].message

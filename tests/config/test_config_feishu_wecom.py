@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import pytest
 
-from config import ConfigError, FeishuConfig, WeComConfig, load_profile
-from config.problems import ConfigProblem
+from config import FeishuConfig, WeComConfig
+from tests.support.config_files import WriteYaml, problems_of
 
-WriteYaml = Callable[[str, str], Path]
 DOC_AES_KEY = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
-
-
-def problems_of(path: Path) -> list[ConfigProblem]:
-    with pytest.raises(ConfigError) as caught:
-        load_profile(path, env={})
-    return caught.value.problems
 
 
 def test_feishu_defaults() -> None:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from config import ConfigError, DiscordConfig, TelegramConfig, load_gateway, load_profile
 from config.interpolate import expand_variables, interpolate_tree
-
-WriteYaml = Callable[[str, str], Path]
+from tests.support.config_files import WriteYaml
 
 
 @pytest.mark.parametrize(

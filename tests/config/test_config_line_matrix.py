@@ -2,20 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
-import pytest
-
-from config import ConfigError, ConfigProblem, LineConfig, MatrixConfig, load_profile
-
-WriteYaml = Callable[[str, str], Path]
-
-
-def problems_of(path: Path) -> list[ConfigProblem]:
-    with pytest.raises(ConfigError) as caught:
-        load_profile(path, env={})
-    return caught.value.problems
+from config import LineConfig, MatrixConfig
+from tests.support.config_files import ProblemsIn
 
 
 def test_line_defaults_point_at_line_s_own_hosts() -> None:
@@ -26,37 +14,32 @@ def test_line_defaults_point_at_line_s_own_hosts() -> None:
     assert config.allow == []
 
 
-def test_the_line_webhook_secret_is_never_optional(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_the_line_webhook_secret_is_never_optional(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels:
           - type: line
             channel_access_token: "token"
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert "channel_secret" in problem.message
     assert problem.line == 2
 
 
-def test_an_empty_line_secret_is_refused(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_an_empty_line_secret_is_refused(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels:
           - type: line
             channel_secret: ""
             channel_access_token: "token"
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert "channel_secret" in str(problem)
 
 
-def test_unknown_keys_are_errors(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_unknown_keys_are_errors(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels:
           - type: matrix
@@ -64,25 +47,22 @@ def test_unknown_keys_are_errors(write_yaml: WriteYaml) -> None:
             user_id: "@octos:example.org"
             access_token: "t"
             auto_joinn: false
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert "auto_joinn" in problem.message
     assert problem.line == 6
 
 
-def test_a_matrix_user_id_must_look_like_one(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
+def test_a_matrix_user_id_must_look_like_one(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
         """
         channels:
           - type: matrix
             homeserver: https://matrix.example.org
             user_id: octos
             access_token: "t"
-        """,
+        """
     )
-    (problem,) = problems_of(path)
     assert "not a Matrix user id" in problem.message
     assert "@localpart:server.name" in problem.suggestion
 

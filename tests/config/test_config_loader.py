@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,8 +22,7 @@ from config import (
     load_gateway,
     load_profile,
 )
-
-WriteYaml = Callable[[str, str], Path]
+from tests.support.config_files import WriteYaml
 
 ENV = {
     "TELEGRAM_TOKEN": "123456:telegram-secret",

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import pytest
 
-from config import ConfigError, ConfigProblem, TwilioConfig, WhatsAppConfig, load_profile
+from config import TwilioConfig, WhatsAppConfig
+from tests.support.config_files import WriteYaml, problems_of
 
-WriteYaml = Callable[[str, str], Path]
 SID = "AC" + "0" * 32
-
-
-def problems_of(path: Path) -> list[ConfigProblem]:
-    with pytest.raises(ConfigError) as caught:
-        load_profile(path, env={})
-    return caught.value.problems
 
 
 def twilio(**fields: object) -> TwilioConfig:

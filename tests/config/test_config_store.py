@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import pytest
 
 from config import ConfigError, ConfigProblem, load_gateway
 from config.store import StoreConfig, redact_dsn
-
-WriteYaml = Callable[[str, str], Path]
+from tests.support.config_files import WriteYaml
 
 
 def gateway_problems(write_yaml: WriteYaml, text: str) -> list[ConfigProblem]:

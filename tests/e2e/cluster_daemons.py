@@ -12,37 +12,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from nats.aio.client import Client
-
 from tests.e2e.conftest import DAEMON_ENV
+from tests.e2e.telegram_profiles import polling_profile
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess, write_config
 from tests.support.nats import NATS_URL
-
-
-def telegram_profile(
-    fake: FakeTelegram,
-    user: int,
-    agent: str,
-    *,
-    edit_interval_s: float = 1.0,
-    queue_mode: str = "followup",
-) -> str:
-    """A profile with the Telegram channel on the fake, allowing `user`; a streamed reply is
-    edited at most every `edit_interval_s` (its final waits for that slot too); followup
-    unless asked otherwise, so that each message is answered on its own."""
-    return f"""\
-agent: {agent}
-queue_mode: {queue_mode}
-channels:
-  - type: telegram
-    token: "{fake.token}"
-    base_url: {fake.base_url}
-    base_file_url: {fake.base_file_url}
-    poll_timeout_s: 2
-    edit_interval_s: {edit_interval_s}
-    allow: [{user}]
-"""
 
 
 def cluster_config(
@@ -72,7 +46,7 @@ def echo_on_telegram(
 ) -> Path:
     """A cluster config of one profile: the echo agent, Telegram on the fake allowing `user`;
     `cluster` as `cluster_config` takes it (prefix, dsn, ...)."""
-    profiles = {profile: telegram_profile(fake, user, "{type: echo}")}
+    profiles = {profile: polling_profile(fake, user, "{type: echo}")}
     return cluster_config(directory, profiles, **cluster)
 
 
@@ -95,9 +69,3 @@ async def processes() -> AsyncIterator[list[DaemonProcess]]:
     finally:
         for daemon in started:
             await daemon.stop()
-
-
-async def left_in(client: Client, stream: str) -> int:
-    """Messages still in a stream (a work queue keeps only what is not done)."""
-    info = await client.jetstream().stream_info(stream)
-    return info.state.messages

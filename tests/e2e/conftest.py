@@ -1,4 +1,5 @@
-"""The daemon subprocess with platform profiles, and what the platform tests read back from it.
+"""The daemon subprocess with platform profiles, and what the platform tests read back from its
+files (what they read from the daemon itself, its log events and /metrics, `DaemonProcess` says).
 
 Each platform module runs one daemon for most of its tests (module scope, each test in a chat of
 its own), because a daemon takes seconds to start; tests that stop the daemon start their own.
@@ -8,15 +9,17 @@ from __future__ import annotations
 
 import itertools
 import json
-import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from tests.support.daemon import DaemonProcess, write_config
+from tests.support.nats import nats_client, nats_prefix, streams
+from tests.support.postgres import postgres_dsn
+
+#: The fixtures, for this directory.
+__all__ = ["nats_client", "nats_prefix", "postgres_dsn", "streams"]
 
 WAIT_S = 30.0
 #: The edit interval the platform profiles configure, and the clock tolerance of the check.
@@ -39,39 +42,8 @@ async def running_daemon(
         await daemon.stop()
 
 
-async def stop_cleanly(daemon: DaemonProcess) -> int:
-    """SIGTERM, then the exit status once the daemon has shut down."""
-    daemon.signal(signal.SIGTERM)
-    return await daemon.wait(WAIT_S)
-
-
 def logged(event_name: str) -> Callable[[dict[str, Any]], bool]:
     return lambda event: event.get("event") == event_name
-
-
-def count_logged(daemon: DaemonProcess, event_name: str) -> int:
-    return sum(1 for event in daemon.logs if event.get("event") == event_name)
-
-
-async def wait_logged(daemon: DaemonProcess, event_name: str, *, more_than: int) -> None:
-    """Wait until the daemon has logged `event_name` more than `more_than` times."""
-    await daemon.wait_log(lambda _event: count_logged(daemon, event_name) > more_than)
-
-
-async def metric(daemon: DaemonProcess, name: str, **labels: str) -> float:
-    """The value of one sample on the daemon's /metrics (0 when it was never counted)."""
-    status, body = await daemon.get("/metrics")
-    assert status == 200, body
-    for family in text_string_to_metric_families(body):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
-
-
-async def rate_limited_retries(daemon: DaemonProcess, channel: str) -> float:
-    """How often the daemon has waited out a platform's rate limit on `channel` so far."""
-    return await metric(daemon, "octos_send_retries_total", channel=channel, reason="rate_limited")
 
 
 def session_keys(data_dir: Path) -> set[str]:

@@ -20,8 +20,12 @@ Chat = TypeVar("Chat")
 #: A reply the echo agent streams slowly enough to be shown growing by several edits.
 STREAMED_TEXT = " ".join(f"Streaming shows the reply growing, word {n}." for n in range(1, 25))
 
-#: Barrier texts are unique in the whole test run, so one never answers for another.
 _markers = itertools.count(1)
+
+
+def barrier_marker() -> str:
+    """A barrier's text: unique in the whole test run, so one never answers for another."""
+    return f"barrier {next(_markers)}"
 
 
 def echo_profile(channel: str, *, delay_s: float = 0.3, pieces: int = 8) -> str:
@@ -53,9 +57,17 @@ class EchoBot(ABC, Generic[Chat]):
         """Wait until the bot's last message in `chat` shows all of `text`."""
         await self.wait_until(lambda: self.shown(chat)[-1:] == [text])
 
+    async def reply_shown_in(self, chat: Chat, text: str) -> list[str]:
+        """Write `text` in `chat` (one of the test's own) and wait past a barrier: the texts of
+        the bot's messages its reply was shown in."""
+        await self.say(chat, text)
+        await self.barrier(chat)
+        *reply, _barrier = self.shown(chat)
+        return reply
+
     async def barrier(self, chat: Chat) -> None:
         """Another message in the chat, answered: everything before it has been delivered."""
-        marker = f"barrier {next(_markers)}"
+        marker = barrier_marker()
         await self.say(chat, marker)
         await self.reply_shown(chat, marker)
 

@@ -48,6 +48,31 @@ channels:
 """
 
 
+def polling_profile(
+    fake: FakeTelegram,
+    user: int,
+    agent: str,
+    *,
+    edit_interval_s: float = 1.0,
+    queue_mode: str = "followup",
+) -> str:
+    """`agent` behind Telegram by long polling on the fake, allowing `user`; a streamed reply is
+    edited at most every `edit_interval_s` (its final waits for that slot too); followup
+    unless asked otherwise, so that each message is answered on its own."""
+    return f"""\
+agent: {agent}
+queue_mode: {queue_mode}
+channels:
+  - type: telegram
+    token: "{fake.token}"
+    base_url: {fake.base_url}
+    base_file_url: {fake.base_file_url}
+    poll_timeout_s: 2
+    edit_interval_s: {edit_interval_s}
+    allow: [{user}]
+"""
+
+
 def update(update_id: int, text: str, *, user_id: int, name: str) -> dict[str, Any]:
     """A private message from `user_id` (username `name` in lower case) in their own chat."""
     return {

@@ -20,22 +20,14 @@ import time
 from pathlib import Path
 
 import pytest
-from nats.aio.client import Client
 
-from tests.e2e.cluster_daemons import (
-    cluster_config,
-    left_in,
-    processes,
-    start_role,
-    telegram_profile,
-)
+from tests.e2e.cluster_daemons import cluster_config, processes, start_role
+from tests.e2e.telegram_profiles import polling_profile
 from tests.e2e.test_crash_telegram import dedupe, explained_by_a_kill
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.nats import OwnStreams
+from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +75,7 @@ def text_of(chat: int, index: int) -> str:
 
 
 async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
-    tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
+    tmp_path: Path, nats_prefix: str, postgres_dsn: str, streams: OwnStreams
 ) -> None:
     chooser = random.Random(20261202)
     chats = [91_001 + number for number in range(CHATS)]
@@ -94,7 +86,7 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
         config = cluster_config(
             tmp_path,
             # Replies stream: each final waits for its edit slot, kept short here.
-            {fresh_scope(): telegram_profile(fake, USER, AGENT, edit_interval_s=0.1)},
+            {fresh_scope(): polling_profile(fake, USER, AGENT, edit_interval_s=0.1)},
             prefix=nats_prefix,
             dsn=postgres_dsn,
             ack_wait_s=2,
@@ -176,9 +168,9 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
                     sends.get((str(chat), text)), kill_times
                 ) or a_killed_draft(fake, chat, text, [text], ingress_kills), text
         # Nothing left to do in the streams, but the dead letter the test planted.
-        assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
-        assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
-        assert await left_in(nats_client, f"{nats_prefix}_DEAD") == 1
+        assert await streams.left_in("IN") == 0
+        assert await streams.left_in("OUT") == 0
+        assert await streams.left_in("DEAD") == 1
         # The standby took the lease over from the killed leader.
         assert sum(holds_lease(i) for i in ingresses) == 1
         # The kills did land mid-flight: messages a dead worker held were delivered again.

@@ -19,10 +19,7 @@ import pytest
 
 from tests.e2e.cluster_daemons import echo_on_telegram, processes, start_role
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.nats import nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
 

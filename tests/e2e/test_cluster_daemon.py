@@ -13,23 +13,14 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
-from nats.aio.client import Client
 
-from tests.e2e.cluster_daemons import (
-    cluster_config,
-    left_in,
-    processes,
-    start_role,
-    telegram_profile,
-)
-from tests.e2e.conftest import wait_logged
+from tests.e2e.cluster_daemons import cluster_config, processes, start_role
+from tests.e2e.telegram_profiles import polling_profile
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
 from tests.support.daemon import free_port, write_config
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.nats import OwnStreams
+from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
 
@@ -39,14 +30,14 @@ ANSWER_TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 
 async def test_an_ingress_and_two_workers_answer_telegram_in_order(
-    tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
+    tmp_path: Path, nats_prefix: str, postgres_dsn: str, streams: OwnStreams
 ) -> None:
     chats = [7001, 7002, 7003]
     profile = fresh_scope()
     async with FakeTelegram() as fake, processes() as running:
         config = cluster_config(
             tmp_path,
-            {profile: telegram_profile(fake, USER, "{type: echo, delay_s: 0.05}")},
+            {profile: polling_profile(fake, USER, "{type: echo, delay_s: 0.05}")},
             prefix=nats_prefix,
             dsn=postgres_dsn,
         )
@@ -66,7 +57,7 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
 
         await fake.wait_until(answered, timeout_s=60)
         # Streamed: the text is shown before the final is delivered; wait for every final.
-        await wait_logged(ingress, "cluster.hand_over_answered", more_than=17)
+        await ingress.wait_logged("cluster.hand_over_answered", more_than=17)
         # Every process reports its cluster connections on /readyz.
         status, body = await ingress.get("/readyz")
         assert status == 200, body
@@ -83,13 +74,13 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
         # Both workers took turns (partitions are shared out by whoever fetches first).
         turns = [sum(1 for e in w.logs if e.get("event") == "turn.started") for w in running[:2]]
         assert sum(turns) == 18
-        assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
+        assert await streams.left_in("IN") == 0
         await fake.wait_until(lambda: fake.pending_update_ids == [], timeout_s=10)
         # SIGTERM: every process stops cleanly (ingress first, as a rolling stop would).
         for daemon in reversed(running):
             daemon.signal(signal.SIGTERM)
             assert await daemon.wait() == 0, daemon.logs[-10:]
-    assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+    assert await streams.left_in("OUT") == 0
     # Each reply's delivery was recorded (before its ack) with the id Telegram gave the message
     # it streamed into.
     sent = sorted(str(m["message_id"]) for chat in chats for m in fake.bot_messages(chat))
@@ -121,7 +112,7 @@ async def chat(port: int, body: dict[str, Any], *, status: int = 200) -> dict[st
 
 
 async def test_the_api_through_two_ingress_processes_answers_every_request_once(
-    tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
+    tmp_path: Path, nats_prefix: str, postgres_dsn: str, streams: OwnStreams
 ) -> None:
     profile = fresh_scope()
     async with processes() as running:
@@ -152,8 +143,8 @@ async def test_the_api_through_two_ingress_processes_answers_every_request_once(
         assert first["reply"] == again["reply"] == "once"
         worker = running[0]
         assert sum(1 for e in worker.logs if e.get("event") == "turn.started") == 41
-    assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
-    assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+    assert await streams.left_in("IN") == 0
+    assert await streams.left_in("OUT") == 0
 
 
 async def test_a_failing_message_is_a_dead_letter_the_cli_shows_retries_and_purges(

@@ -15,15 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cluster_daemons import cluster_config, processes, start_role
-from tests.e2e.conftest import count_logged, metric, wait_logged
 from tests.e2e.telegram_profiles import SECRET, post, telegram_profile, update
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
 from tests.support.daemon import DaemonProcess
-from tests.support.nats import nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
 
@@ -63,13 +59,13 @@ async def test_an_approval_reaches_every_ingress(
         assert found, texts(fake)
 
         reloads = {
-            ingress: count_logged(ingress, "allow.overlay_reloaded") for ingress in (first, second)
+            ingress: ingress.count_logged("allow.overlay_reloaded") for ingress in (first, second)
         }
         paired = await run_cli("pair", found.group(1), "-c", str(config), cwd=tmp_path)
         assert paired.code == 0, paired.err
         assert f"telegram sender {STRANGER} may now talk to profile {profile}" in paired.out
         for ingress, seen in reloads.items():
-            await wait_logged(ingress, "allow.overlay_reloaded", more_than=seen)
+            await ingress.wait_logged("allow.overlay_reloaded", more_than=seen)
 
         # Allowed by the ingress that did not issue the code, and by the one that did.
         await post_update(second, 2, "hello via the second")
@@ -81,12 +77,12 @@ async def test_an_approval_reaches_every_ingress(
         listed = await run_cli("allow", "list", "-c", str(config), cwd=tmp_path)
         assert f"{profile}\ttelegram\t{STRANGER}\tadded " in listed.out
         reloads = {
-            ingress: count_logged(ingress, "allow.overlay_reloaded") for ingress in (first, second)
+            ingress: ingress.count_logged("allow.overlay_reloaded") for ingress in (first, second)
         }
         removed = await run_cli("allow", "remove", str(STRANGER), "-c", str(config), cwd=tmp_path)
         assert removed.code == 0, removed.err
         for ingress, seen in reloads.items():
-            await wait_logged(ingress, "allow.overlay_reloaded", more_than=seen)
+            await ingress.wait_logged("allow.overlay_reloaded", more_than=seen)
         # Refused by both again: the webhook's 200 comes after the refusal is counted.
         for update_id, ingress in enumerate((first, second), start=4):
             before = await refusals(ingress)
@@ -98,4 +94,4 @@ async def test_an_approval_reaches_every_ingress(
 
 
 async def refusals(ingress: DaemonProcess) -> float:
-    return await metric(ingress, "octos_messages_in_total", channel="telegram", outcome="refused")
+    return await ingress.metric("octos_messages_in_total", channel="telegram", outcome="refused")

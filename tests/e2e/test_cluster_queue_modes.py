@@ -17,20 +17,13 @@ import pytest
 from nats.aio.client import Client
 
 from tests.cluster.harness import Observer
-from tests.e2e.cluster_daemons import (
-    cluster_config,
-    left_in,
-    processes,
-    start_role,
-    telegram_profile,
-)
+from tests.e2e.cluster_daemons import cluster_config, processes, start_role
+from tests.e2e.telegram_profiles import polling_profile
 from tests.fakes.gated_webhook import GatedWebhook
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import column, fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.nats import OwnStreams
+from tests.support.postgres import column, fresh_scope
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +49,7 @@ def config_of(
     agent = f"{{type: webhook, url: {hook.url}}}"
     config = cluster_config(
         directory,
-        {profile: telegram_profile(fake, USER, agent, queue_mode=mode)},
+        {profile: polling_profile(fake, USER, agent, queue_mode=mode)},
         prefix=prefix,
         dsn=dsn,
         ack_wait_s=ack_wait_s,
@@ -142,7 +135,7 @@ async def first_question_then_three_more(
 
 
 async def test_a_stop_at_the_ingress_cancels_the_turn_on_a_worker_and_is_answered_at_once(
-    tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
+    tmp_path: Path, nats_prefix: str, postgres_dsn: str, streams: OwnStreams
 ) -> None:
     async with GatedWebhook() as hook, FakeTelegram() as fake, processes() as running:
         hook.hold("forever")  # never let go: only a cancel ends these turns
@@ -166,12 +159,12 @@ async def test_a_stop_at_the_ingress_cancels_the_turn_on_a_worker_and_is_answere
     # Each cancelled turn ran once (not delivered again) and left nothing in the session.
     assert hook.asked("forever") == 2
     assert await session_texts(postgres_dsn, profile) == ["and now this", "and now this"]
-    assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
-    assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+    assert await streams.left_in("IN") == 0
+    assert await streams.left_in("OUT") == 0
 
 
 async def test_interrupt_cancels_the_running_turn_for_the_newer_message(
-    tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
+    tmp_path: Path, nats_prefix: str, postgres_dsn: str, streams: OwnStreams
 ) -> None:
     async with GatedWebhook() as hook, FakeTelegram() as fake, processes() as running:
         hook.hold("forever")
@@ -185,11 +178,11 @@ async def test_interrupt_cancels_the_running_turn_for_the_newer_message(
         assert [e["reason"] for e in logged(worker, "cluster.turn_cancelled")] == ["interrupt"]
         await stop_all(running)
     assert hook.turns == ["think forever about this", "no, this instead"]
-    assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
+    assert await streams.left_in("IN") == 0
 
 
 async def test_collect_joins_the_messages_sent_during_a_turn_into_one_next_turn(
-    tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
+    tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client, streams: OwnStreams
 ) -> None:
     inbound = await Inbound(nats_prefix).follow(nats_client)
     async with GatedWebhook() as hook, FakeTelegram() as fake, processes() as running:
@@ -213,12 +206,12 @@ async def test_collect_joins_the_messages_sent_during_a_turn_into_one_next_turn(
         COLLECTED,
         COLLECTED,
     ]
-    assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
-    assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+    assert await streams.left_in("IN") == 0
+    assert await streams.left_in("OUT") == 0
 
 
 async def test_a_worker_killed_in_a_collected_turn_still_answers_each_message_once(
-    tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client
+    tmp_path: Path, nats_prefix: str, postgres_dsn: str, nats_client: Client, streams: OwnStreams
 ) -> None:
     inbound = await Inbound(nats_prefix).follow(nats_client)
     async with GatedWebhook() as hook, FakeTelegram() as fake, processes() as running:
@@ -246,5 +239,5 @@ async def test_a_worker_killed_in_a_collected_turn_still_answers_each_message_on
         # Asked again after the kill (the reply was not stored), then answered once.
         assert hook.turns == ["the first question", COLLECTED, COLLECTED]
         assert len(logged(successor, "cluster.settled_acked")) == 2
-    assert await left_in(nats_client, f"{nats_prefix}_IN") == 0
-    assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+    assert await streams.left_in("IN") == 0
+    assert await streams.left_in("OUT") == 0

@@ -14,10 +14,7 @@ import pytest
 
 from tests.e2e.cluster_daemons import cluster_config, processes, start_role
 from tests.support.daemon import DaemonProcess, free_port
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
 

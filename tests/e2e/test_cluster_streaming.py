@@ -15,21 +15,13 @@ from bus import InboundMessage
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.subjects import ClusterNames
 from tests.channels.api.test_api_daemon import Api
-from tests.e2e.cluster_daemons import (
-    cluster_config,
-    left_in,
-    processes,
-    start_role,
-    telegram_profile,
-)
-from tests.e2e.conftest import wait_logged
+from tests.e2e.cluster_daemons import cluster_config, processes, start_role
+from tests.e2e.telegram_profiles import polling_profile
 from tests.e2e.test_cluster_chaos import holds_lease
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import free_port
-from tests.support.nats import nats_client, nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_client", "nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.nats import OwnStreams
+from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +33,7 @@ WORDS = "streams its reply word by word so that the chat sees it growing in plac
 
 
 def streaming_telegram(fake: FakeTelegram) -> str:
-    return telegram_profile(fake, USER, AGENT, edit_interval_s=0.3)
+    return polling_profile(fake, USER, AGENT, edit_interval_s=0.3)
 
 
 def texts(fake: FakeTelegram, chat: int) -> list[str]:
@@ -62,7 +54,7 @@ def calls_to(fake: FakeTelegram, method: str, chat: int) -> int:
 
 
 async def test_telegram_replies_stream_in_edits_and_finish_in_place_across_two_ingress(
-    tmp_path: Any, nats_prefix: str, postgres_dsn: str, nats_client: Client
+    tmp_path: Any, nats_prefix: str, postgres_dsn: str, streams: OwnStreams
 ) -> None:
     chats = [8101 + n for n in range(6)]
     expected = {chat: [f"{chat} message {n} {WORDS}" for n in range(2)] for chat in chats}
@@ -87,7 +79,7 @@ async def test_telegram_replies_stream_in_edits_and_finish_in_place_across_two_i
         # The text shows before the final is delivered: wait until the ingress that shows the
         # turns (the poller) has delivered every final handed to it.
         [showing] = [daemon for daemon in running[1:] if holds_lease(daemon)]
-        await wait_logged(showing, "cluster.hand_over_answered", more_than=2 * len(chats) - 1)
+        await showing.wait_logged("cluster.hand_over_answered", more_than=2 * len(chats) - 1)
         for daemon in reversed(running):
             daemon.signal(signal.SIGTERM)
             assert await daemon.wait() == 0, daemon.logs[-10:]
@@ -103,7 +95,7 @@ async def test_telegram_replies_stream_in_edits_and_finish_in_place_across_two_i
     # Replies taken by the ingress that did not show their turn went to the one that did.
     assert {e["elsewhere"] for e in handed} == {True, False}
     assert len({e["ingress"] for e in handed}) == 1
-    assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+    assert await streams.left_in("OUT") == 0
 
 
 async def test_the_api_streams_snapshots_then_done_through_a_cluster(
@@ -132,7 +124,7 @@ async def test_the_api_streams_snapshots_then_done_through_a_cluster(
 
 
 async def test_a_turn_whose_live_events_reach_no_ingress_is_answered_once_whole(
-    tmp_path: Any, nats_prefix: str, postgres_dsn: str, nats_client: Client
+    tmp_path: Any, nats_prefix: str, postgres_dsn: str, nats_client: Client, streams: OwnStreams
 ) -> None:
     profile, chat = fresh_scope(), 8201
     async with FakeTelegram() as fake, processes() as running:
@@ -175,7 +167,7 @@ async def test_a_turn_whose_live_events_reach_no_ingress_is_answered_once_whole(
         await fake.wait_until(
             lambda: texts(fake, chat) == [WORDS, f"and now {WORDS}"], timeout_s=30
         )
-        await wait_logged(ingress, "cluster.hand_over_answered", more_than=0)
+        await ingress.wait_logged("cluster.hand_over_answered", more_than=0)
         for daemon in reversed(running):
             daemon.signal(signal.SIGTERM)
             assert await daemon.wait() == 0, daemon.logs[-10:]
@@ -183,4 +175,4 @@ async def test_a_turn_whose_live_events_reach_no_ingress_is_answered_once_whole(
     assert edits_of(fake, first) == 0  # sent once, whole
     assert edits_of(fake, second) >= 1
     assert calls_to(fake, "sendMessage", chat) == 2
-    assert await left_in(nats_client, f"{nats_prefix}_OUT") == 0
+    assert await streams.left_in("OUT") == 0

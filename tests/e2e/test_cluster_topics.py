@@ -10,13 +10,11 @@ import asyncpg
 import pytest
 
 from bus import SessionKey
-from tests.e2e.cluster_daemons import cluster_config, processes, start_role, telegram_profile
+from tests.e2e.cluster_daemons import cluster_config, processes, start_role
+from tests.e2e.telegram_profiles import polling_profile
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess
-from tests.support.nats import nats_prefix
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["nats_prefix", "postgres_dsn"]  # the fixtures
+from tests.support.postgres import fresh_scope
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +50,7 @@ async def test_new_on_one_worker_holds_on_the_other(
     async with FakeTelegram() as fake, processes() as running:
         config = cluster_config(
             tmp_path,
-            {profile: telegram_profile(fake, USER, "{type: echo}")},
+            {profile: polling_profile(fake, USER, "{type: echo}")},
             prefix=nats_prefix,
             dsn=postgres_dsn,
         )

@@ -13,27 +13,14 @@ import aiohttp
 import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S
+from tests.e2e.slack_profiles import WEBHOOK_PATH, slack_http_profile
 from tests.fakes.slack_server import FakeSlack
 from tests.support.daemon import DaemonProcess, free_port, write_config
 
 pytestmark = pytest.mark.slow
 
 ALICE = "UALICE0001"
-WEBHOOK_PATH = "/slack/events"
-
-
-def profile(fake: FakeSlack) -> str:
-    return f"""\
-agent: {{type: echo, delay_s: 0.8, pieces: 2}}
-channels:
-  - type: slack
-    mode: http
-    bot_token: "{fake.bot_token}"
-    signing_secret: "{fake.signing_secret}"
-    base_url: {fake.base_url}
-    webhook_path: {WEBHOOK_PATH}
-    allow: [{ALICE}]
-"""
+AGENT = "{type: echo, delay_s: 0.8, pieces: 2}"
 
 
 def final_texts(fake: FakeSlack, channel: str) -> list[str]:
@@ -53,7 +40,8 @@ async def test_an_acknowledged_event_survives_a_sigkill_and_its_retries_are_not_
     tmp_path: Path,
 ) -> None:
     async with FakeSlack() as fake:
-        config = write_config(tmp_path, {"main": profile(fake)}, http_port=free_port())
+        profile = slack_http_profile(fake, ALICE, agent=AGENT)
+        config = write_config(tmp_path, {"main": profile}, http_port=free_port())
         daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
         try:
             await fake.wait_until(lambda: len(fake.calls("auth.test")) >= 1, WAIT_S)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S
+from tests.e2e.telegram_profiles import polling_profile
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.daemon import DaemonProcess, free_port, write_config
 
@@ -27,23 +28,10 @@ USER = 4201
 CHATS = 16
 MESSAGES_PER_CHAT = 14
 KILLS = 4
+AGENT = "{type: echo, delay_s: 0.15, pieces: 2}"
 #: A text shown twice (or a streamed half left behind) is explained by a kill when its first
 #: copy was shown this soon before it (generous: a loaded machine delays the log's records).
 KILL_WINDOW_S = 2.0
-
-
-def profile(fake: FakeTelegram) -> str:
-    return f"""\
-queue_mode: followup
-agent: {{type: echo, delay_s: 0.15, pieces: 2}}
-channels:
-  - type: telegram
-    token: "{fake.token}"
-    base_url: {fake.base_url}
-    base_file_url: {fake.base_file_url}
-    poll_timeout_s: 2
-    allow: [{USER}]
-"""
 
 
 def text_of(chat: int, index: int) -> str:
@@ -65,7 +53,9 @@ async def test_every_message_is_answered_once_in_order_across_sigkills(tmp_path:
     kill_times: list[float] = []
     runs: list[DaemonProcess] = []
     async with FakeTelegram() as fake:
-        config = write_config(tmp_path, {"main": profile(fake)}, http_port=free_port())
+        config = write_config(
+            tmp_path, {"main": polling_profile(fake, USER, AGENT)}, http_port=free_port()
+        )
         daemon = await start(config)
         runs.append(daemon)
         try:

@@ -12,17 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import (
-    EDIT_INTERVAL_S,
-    WAIT_S,
-    count_logged,
-    logged,
-    metric,
-    rate_limited_retries,
-    running_daemon,
-    session_keys,
-    stop_cleanly,
-)
+from tests.e2e.conftest import EDIT_INTERVAL_S, WAIT_S, logged, running_daemon, session_keys
 from tests.e2e.echo_bot import (
     STREAMED_TEXT,
     EchoBot,
@@ -130,11 +120,11 @@ async def test_allowed_users_get_the_echo_a_stranger_one_notice_and_sigterm_exit
             ),
             WAIT_S,
         )
-        refused = await metric(
-            d, "octos_messages_in_total", profile="main", channel="discord", outcome="refused"
+        refused = await d.metric(
+            "octos_messages_in_total", profile="main", channel="discord", outcome="refused"
         )
         assert refused == 2
-        assert await stop_cleanly(d) == 0
+        assert await d.stop_cleanly() == 0
 
     # Shutdown delivers everything in hand, so what the fake holds now is complete.
     [reply] = fake.bot_messages(alice_dm)
@@ -156,10 +146,7 @@ async def test_a_long_mixed_reply_arrives_in_natural_chunks_within_the_limit(
     bot: DiscordBot,
 ) -> None:
     fake, dm, text = bot.fake, bot.new_dm(), mixed_text()
-    await bot.say(dm, text)
-    await bot.barrier(dm)
-
-    *chunks, _barrier = contents(fake, dm)
+    chunks = await bot.reply_shown_in(dm, text)
     assert all(len(chunk) <= DISCORD_LIMIT_CHARS for chunk in chunks)
     assert_split_well(text, chunks, fences_shown=True)
     # Shown as a stream that rolled over while it grew: a message opened for the rest was
@@ -191,7 +178,7 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
 
 async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: DiscordBot) -> None:
     fake, dm = bot.fake, bot.new_dm()
-    before = await rate_limited_retries(bot.daemon, "discord")
+    before = await bot.daemon.rate_limited_retries("discord")
     # Without `Via`, discord.py does not wait by itself: the manager's retry policy does.
     fake.rate_limit_next("POST", rf"/channels/{dm}/messages", retry_after_s=1.0, via=False)
     await bot.say(dm, "patience, please")
@@ -199,7 +186,7 @@ async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: DiscordBot)
 
     assert contents(fake, dm)[0] == "patience, please"
     assert [call.status for call in posts(fake, dm)] == [429, 200, 200]
-    assert await rate_limited_retries(bot.daemon, "discord") > before
+    assert await bot.daemon.rate_limited_retries("discord") > before
 
 
 async def test_a_dropped_gateway_resumes_and_answers_once(bot: DiscordBot) -> None:
@@ -220,28 +207,28 @@ async def test_a_dropped_gateway_resumes_and_answers_once(bot: DiscordBot) -> No
     assert contents(fake, dm)[0] == "are you still there"
     assert len(contents(fake, dm)) == 2
     assert (
-        await metric(bot.daemon, "octos_messages_in_total", channel="discord", outcome="duplicate")
+        await bot.daemon.metric("octos_messages_in_total", channel="discord", outcome="duplicate")
         >= 1
     )
 
 
 async def test_malformed_events_and_frames_are_logged_and_skipped(bot: DiscordBot) -> None:
     fake, daemon, dm = bot.fake, bot.daemon, bot.new_dm()
-    malformed = count_logged(daemon, "discord.malformed_event_skipped")
-    undecodable = count_logged(daemon, "discord.undecodable_gateway_frame")
+    malformed = daemon.count_logged("discord.malformed_event_skipped")
+    undecodable = daemon.count_logged("discord.undecodable_gateway_frame")
     identified = fake.identify_count
     await fake.push_dispatch("MESSAGE_CREATE", {"id": "not-a-number", "channel_id": "1"})
     await fake.push_dispatch("MESSAGE_CREATE", {"content": "no ids at all"})
     await bot.say(dm, "still answering?")
     await bot.reply_shown(dm, "still answering?")
-    assert count_logged(daemon, "discord.malformed_event_skipped") == malformed + 2
+    assert daemon.count_logged("discord.malformed_event_skipped") == malformed + 2
 
     # A frame that is not JSON at all breaks the compressed stream: the bot connects anew.
     await fake.push_raw_frame("this is not JSON {")
     await fake.wait_until(lambda: fake.identify_count > identified and fake.live_sessions, WAIT_S)
     await bot.say(dm, "and now?")
     await bot.reply_shown(dm, "and now?")
-    assert count_logged(daemon, "discord.undecodable_gateway_frame") == undecodable + 1
+    assert daemon.count_logged("discord.undecodable_gateway_frame") == undecodable + 1
 
 
 async def test_messages_posted_while_the_daemon_was_down_are_caught_up_once(

@@ -12,15 +12,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import (
-    WAIT_S,
-    logged,
-    metric,
-    rate_limited_retries,
-    running_daemon,
-    session_keys,
-    stop_cleanly,
-)
+from tests.e2e.conftest import WAIT_S, logged, running_daemon, session_keys
 from tests.e2e.echo_bot import echo_profile
 from tests.e2e.long_text import code_block, fences_balanced, mixed_text
 from tests.fakes.imap_server import FakeImap
@@ -122,11 +114,11 @@ async def test_an_allowed_sender_gets_the_echo_a_stranger_one_notice_and_sigterm
         uid = await imap.deliver(question)
         await smtp.wait_until(lambda: len(smtp.to(ALICE)) == 1, WAIT_S)
         assert imap.is_seen(uid)
-        refused = await metric(
-            daemon, "octos_messages_in_total", profile="main", channel="email", outcome="refused"
+        refused = await daemon.metric(
+            "octos_messages_in_total", profile="main", channel="email", outcome="refused"
         )
         assert refused == 2
-        assert await stop_cleanly(daemon) == 0
+        assert await daemon.stop_cleanly() == 0
 
     # Shutdown delivers everything in hand, so what the fake holds now is complete.
     [reply] = smtp.to(ALICE)
@@ -179,7 +171,7 @@ async def test_a_rate_limited_send_is_waited_out_and_the_reply_delivered_once(
     bot: EmailBot,
 ) -> None:
     sender = bot.new_correspondent()
-    before = await metric(bot.daemon, "octos_send_retries_total", channel="email")
+    before = await bot.daemon.metric("octos_send_retries_total", channel="email")
     replies_before = len(bot.smtp.data_replies)
     bot.smtp.fail_next("DATA", "451 4.7.1 Rate limited, try again in 1 seconds")
     await bot.say(sender, "patience, please")
@@ -188,7 +180,7 @@ async def test_a_rate_limited_send_is_waited_out_and_the_reply_delivered_once(
     first, _barrier = bot.smtp.to(sender)
     assert first.text.strip() == "patience, please"
     assert bot.smtp.data_replies[replies_before:] == [451, 250, 250]
-    retried = await rate_limited_retries(bot.daemon, "email")
+    retried = await bot.daemon.rate_limited_retries("email")
     assert retried > before
 
 
@@ -232,7 +224,7 @@ async def test_wrong_credentials_mark_the_channel_down_and_other_profiles_keep_w
         await imap.deliver(make_mail(ALICE, "still there?"))
         await smtp.wait_until(lambda: len(smtp.to(ALICE)) == 1, WAIT_S)
         assert smtp.to(ALICE)[0].text.strip() == "still there?"
-        assert await stop_cleanly(daemon) == 0
+        assert await daemon.stop_cleanly() == 0
 
 
 async def test_a_message_marked_seen_survives_a_sigkill_and_is_answered_once(
@@ -257,5 +249,5 @@ async def test_a_message_marked_seen_survives_a_sigkill_and_is_answered_once(
             await connected(daemon, imap)
             # Bounded below WAIT_S: while this is expected to fail, it should fail soon.
             await smtp.wait_until(lambda: len(smtp.to(ALICE)) >= 1, RECOVERY_WAIT_S)
-            assert await stop_cleanly(daemon) == 0
+            assert await daemon.stop_cleanly() == 0
         assert [mail.text.strip() for mail in smtp.to(ALICE)] == ["remember me"]

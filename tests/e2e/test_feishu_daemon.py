@@ -17,17 +17,7 @@ import pytest
 import pytest_asyncio
 
 from channels.feishu.channel import CARD_TEXT_LIMIT
-from tests.e2e.conftest import (
-    DAEMON_ENV,
-    WAIT_S,
-    gaps_s,
-    metric,
-    no_repeats,
-    rate_limited_retries,
-    running_daemon,
-    session_keys,
-    stop_cleanly,
-)
+from tests.e2e.conftest import DAEMON_ENV, WAIT_S, gaps_s, no_repeats, running_daemon, session_keys
 from tests.e2e.echo_bot import STREAMED_TEXT, EchoBot, echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text, non_space, without_fences
 from tests.fakes.feishu_server import MAX_BODY_BYTES, FakeFeishu
@@ -119,11 +109,11 @@ async def test_an_allowed_user_gets_the_echo_a_stranger_one_notice_and_sigterm_e
         await bot.say(stranger_chat, "please?", user=MALLORY)
         await bot.say(chat, "你好，飞书")
         await bot.reply_shown(chat, "你好，飞书")
-        refused = await metric(
-            d, "octos_messages_in_total", profile="main", channel="feishu", outcome="refused"
+        refused = await d.metric(
+            "octos_messages_in_total", profile="main", channel="feishu", outcome="refused"
         )
         assert refused == 2
-        assert await stop_cleanly(d) == 0
+        assert await d.stop_cleanly() == 0
 
     assert fake.texts(chat) == ["你好，飞书"]
     [notice] = fake.texts(stranger_chat)
@@ -136,10 +126,7 @@ async def test_an_allowed_user_gets_the_echo_a_stranger_one_notice_and_sigterm_e
 
 async def test_a_10000_character_reply_arrives_complete(bot: FeishuBot) -> None:
     chat, text = bot.new_chat(), mixed_text()
-    await bot.say(chat, text)
-    await bot.barrier(chat)
-
-    *cards, _barrier = bot.fake.texts(chat)
+    cards = await bot.reply_shown_in(chat, text)
     assert all(len(card.encode()) <= CARD_TEXT_LIMIT.max_units for card in cards)
     assert non_space(without_fences("".join(cards))) == non_space(without_fences(text))
     refused = [c for c in bot.fake.calls if c.status != 200 and c.path.startswith("/open-apis/im")]
@@ -149,10 +136,7 @@ async def test_a_10000_character_reply_arrives_complete(bot: FeishuBot) -> None:
 async def test_a_longer_reply_rolls_over_to_new_cards_at_natural_breaks(bot: FeishuBot) -> None:
     chat, text = bot.new_chat(), mixed_text(25_000)
     assert len(text.encode()) > MAX_BODY_BYTES
-    await bot.say(chat, text)
-    await bot.barrier(chat)
-
-    *cards, _barrier = bot.fake.texts(chat)
+    cards = await bot.reply_shown_in(chat, text)
     assert all(len(card.encode()) <= CARD_TEXT_LIMIT.max_units for card in cards)
     assert_split_well(text, cards, fences_shown=True)
     refused = [c for c in bot.fake.calls if c.status != 200 and c.path.startswith("/open-apis/im")]
@@ -185,7 +169,7 @@ async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: FeishuBot) 
     assert bot.fake.texts(chat) == ["patience, please", bot.fake.texts(chat)[-1]]
     new = bot.fake.statuses("/open-apis/im/v1/messages")[len(sent_before) :]
     assert new.count(429) == 1
-    retries = await rate_limited_retries(bot.daemon, "feishu")
+    retries = await bot.daemon.rate_limited_retries("feishu")
     assert retries >= 1
 
 
@@ -217,8 +201,8 @@ async def test_webhook_mode_refuses_forged_stale_and_unsigned_events_and_answers
     forgeries = fake.forgeries(event)
     statuses = {name: (await fake.post(url, *request))[0] for name, request in forgeries.items()}
     assert statuses == dict.fromkeys(forgeries, 401)
-    accepted = await metric(
-        bot.daemon, "octos_messages_in_total", profile="hooks", outcome="accepted"
+    accepted = await bot.daemon.metric(
+        "octos_messages_in_total", profile="hooks", outcome="accepted"
     )
     assert accepted == 0
     assert (await fake.post(url, headers, body))[0] == 200
@@ -248,7 +232,7 @@ async def test_an_acknowledged_event_survives_sigkill_and_is_answered_once(
         await second.start()
         try:
             await fake.wait_until(lambda: fake.texts(chat) == ["survive this"], 15)
-            assert await stop_cleanly(second) == 0
+            assert await second.stop_cleanly() == 0
         finally:
             await second.stop()
         assert fake.texts(chat) == ["survive this"]

@@ -21,6 +21,8 @@ import pytest_asyncio
 from bus import Message, SessionKey
 from sessions import SessionStore
 from tests.e2e.conftest import WAIT_S, running_daemon
+from tests.e2e.slack_profiles import WEBHOOK_PATH as SLACK_PATH
+from tests.e2e.slack_profiles import slack_http_profile
 from tests.e2e.telegram_profiles import telegram_profile
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
@@ -33,13 +35,13 @@ from tests.support.attack_corpus import (
     send,
 )
 from tests.support.daemon import DaemonProcess, free_port
+from tests.support.sse import streamed_events
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 TOKEN = "attack-test-token"
 TELEGRAM_SECRET = "telegram-secret_123"
 TELEGRAM_PATH = "/telegram/webhook"
-SLACK_PATH = "/slack/events"
 REPLY_TIMEOUT_S = 2.0
 RANDOM_EXAMPLES = 25
 
@@ -63,20 +65,6 @@ channels:
   - type: api
     port: {port}
     reply_timeout_s: {reply_timeout_s}
-"""
-
-
-def slack_profile(fake: FakeSlack) -> str:
-    return f"""\
-agent: {{type: echo}}
-channels:
-  - type: slack
-    mode: http
-    bot_token: "{fake.bot_token}"
-    signing_secret: "{fake.signing_secret}"
-    base_url: {fake.base_url}
-    webhook_path: {SLACK_PATH}
-    allow: ["U0ALICE"]
 """
 
 
@@ -106,7 +94,7 @@ async def surface(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sur
             # ... or 4 s, longer than the reply timeout.
             "late": slow_profile(late_port, delay_s=2.0, reply_timeout_s=REPLY_TIMEOUT_S),
             "hook": telegram_profile(telegram, 4201, path=TELEGRAM_PATH, secret=TELEGRAM_SECRET),
-            "events": slack_profile(slack),
+            "events": slack_http_profile(slack, '"U0ALICE"'),
         }
         await leave_a_session_of_a_future_schema(directory / "data" / "web")
         async with running_daemon(directory, profiles) as daemon:
@@ -342,13 +330,8 @@ async def sse_events(url: str, body: Mapping[str, Any]) -> list[tuple[str, str]]
         http.post(url + "/v1/chat", json={**body, "stream": True}) as response,
     ):
         assert response.status == 200
-        kind = ""
-        async for raw in response.content:
-            line = raw.decode().strip()
-            if line.startswith("event:"):
-                kind = line.removeprefix("event:").strip()
-            elif line.startswith("data:"):
-                events.append((kind, json.loads(line.removeprefix("data:"))["text"]))
+        async for kind, data in streamed_events(response):
+            events.append((kind, data["text"]))
     return events
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.e2e.conftest import DAEMON_ENV, count_logged
+from tests.e2e.conftest import DAEMON_ENV
 from tests.support.daemon import DaemonProcess, free_port, write_config
 
 pytestmark = pytest.mark.slow
@@ -95,7 +95,7 @@ async def test_a_slowloris_is_turned_away_and_cut_off_while_the_other_listener_a
             daemon.http_url + "/healthz" if target == "health" else f"http://127.0.0.1:{api_port}/"
         )
         assert await get_status(url) == 200
-        assert 1 <= count_logged(daemon, "http.connections_refused") <= 2
-        assert 1 <= count_logged(daemon, "http.header_timeout") <= 2
+        assert 1 <= daemon.count_logged("http.connections_refused") <= 2
+        assert 1 <= daemon.count_logged("http.header_timeout") <= 2
     finally:
         await daemon.stop()

@@ -19,16 +19,7 @@ import pytest_asyncio
 
 from channels.limits import utf16_units
 from tests.channels.line.attacks import ATTACK_NAMES, attack_cases
-from tests.e2e.conftest import (
-    DAEMON_ENV,
-    WAIT_S,
-    logged,
-    metric,
-    rate_limited_retries,
-    running_daemon,
-    session_keys,
-    stop_cleanly,
-)
+from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged, running_daemon, session_keys
 from tests.e2e.echo_bot import EchoBot, echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.line_server import FakeLine
@@ -114,11 +105,11 @@ async def test_an_allowed_user_gets_the_echo_a_stranger_one_notice_and_sigterm_e
             assert await fake.deliver(url, [fake.text_event(MALLORY, text)]) == 200
         assert await fake.deliver(url, [fake.text_event(ALICE, "hello from alice")]) == 200
         await fake.wait_until(lambda: fake.texts_to(ALICE) == ["hello from alice"], WAIT_S)
-        refused = await metric(
-            d, "octos_messages_in_total", profile="main", channel="line", outcome="refused"
+        refused = await d.metric(
+            "octos_messages_in_total", profile="main", channel="line", outcome="refused"
         )
         assert refused == 2
-        assert await stop_cleanly(d) == 0
+        assert await d.stop_cleanly() == 0
 
     [answer] = fake.delivered_to(ALICE)
     assert answer.via == "reply"  # answered with the free reply token, not a push
@@ -145,24 +136,24 @@ async def test_a_long_mixed_reply_arrives_complete_within_the_limit(bot: LineBot
 
 
 async def test_a_rate_limited_send_is_waited_out_and_delivered_once(bot: LineBot) -> None:
-    before = await rate_limited_retries(bot.daemon, "line")
+    before = await bot.daemon.rate_limited_retries("line")
     bot.fake.rate_limit_next("/v2/bot/message/reply")
     await bot.say(ALICE, "patience, please")
     await bot.barrier(ALICE)
     assert bot.fake.texts_to(ALICE)[-2:] == ["patience, please", bot.fake.texts_to(ALICE)[-1]]
     assert bot.fake.texts_to(ALICE).count("patience, please") == 1
-    assert await rate_limited_retries(bot.daemon, "line") > before
+    assert await bot.daemon.rate_limited_retries("line") > before
 
 
 async def test_forged_stale_and_unsigned_webhooks_are_refused(bot: LineBot) -> None:
     fake = bot.fake
-    accepted = await metric(bot.daemon, "octos_messages_in_total", outcome="accepted")
+    accepted = await bot.daemon.metric("octos_messages_in_total", outcome="accepted")
     cases = attack_cases(fake)
     assert [case.name for case in cases] == list(ATTACK_NAMES)
     for case in cases:
         assert await fake.post_webhook(bot.url, case.body, case.headers) == case.status, case.name
     await bot.barrier(ALICE)
-    assert await metric(bot.daemon, "octos_messages_in_total", outcome="accepted") == accepted + 1
+    assert await bot.daemon.metric("octos_messages_in_total", outcome="accepted") == accepted + 1
     assert not {"let me in", "let me IN", "old news"} & set(fake.texts_to(ALICE))
     refusals = [
         e.get("reason") for e in bot.daemon.logs if e.get("event") == "line.webhook_refused"
@@ -221,7 +212,7 @@ async def test_an_acknowledged_message_survives_sigkill_and_is_answered_once(
             after = fake.text_event(ALICE, "and me")
             assert await fake.deliver(restarted.http_url + PATH, [after]) == 200
             await fake.wait_until(lambda: "and me" in fake.texts_to(ALICE), WAIT_S)
-            assert await stop_cleanly(restarted) == 0
+            assert await restarted.stop_cleanly() == 0
         finally:
             await restarted.stop()
         assert fake.texts_to(ALICE) == ["do not lose me", "and me"]

@@ -11,16 +11,7 @@ import pytest
 import pytest_asyncio
 
 from channels.matrix import ENCRYPTED_NOTICE
-from tests.e2e.conftest import (
-    DAEMON_ENV,
-    WAIT_S,
-    logged,
-    metric,
-    rate_limited_retries,
-    running_daemon,
-    session_keys,
-    stop_cleanly,
-)
+from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged, running_daemon, session_keys
 from tests.e2e.echo_bot import STREAMED_TEXT, echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.matrix_server import MAX_EVENT_BYTES, SERVER, FakeMatrix
@@ -83,11 +74,11 @@ async def test_an_allowed_user_gets_the_echo_a_stranger_one_notice_and_sigterm_e
         room = fake.create_room([ALICE])
         fake.say(room, ALICE, "hello from alice")
         await fake.wait_until(lambda: fake.shown(room) == ["hello from alice"], WAIT_S)
-        refused = await metric(
-            d, "octos_messages_in_total", profile="main", channel="matrix", outcome="refused"
+        refused = await d.metric(
+            "octos_messages_in_total", profile="main", channel="matrix", outcome="refused"
         )
         assert refused == 2
-        assert await stop_cleanly(d) == 0
+        assert await d.stop_cleanly() == 0
 
     assert (room, True) in fake.typing  # "typing" showed while the turn ran
     [notice] = fake.shown(stranger_room)
@@ -143,13 +134,13 @@ async def test_a_streamed_reply_is_edited_in_place_without_a_duplicate(bot: Matr
 
 async def test_a_rate_limited_send_is_waited_out_and_delivered_once(bot: MatrixBot) -> None:
     fake, room = bot.fake, bot.fake.create_room([ALICE])
-    before = await rate_limited_retries(bot.daemon, "matrix")
+    before = await bot.daemon.rate_limited_retries("matrix")
     fake.rate_limit_next("send", retry_after_ms=800)
     fake.say(room, ALICE, "patience")
     await bot.barrier(room)
     assert fake.shown(room)[0] == "patience"
     assert fake.shown(room).count("patience") == 1
-    assert await rate_limited_retries(bot.daemon, "matrix") > before
+    assert await bot.daemon.rate_limited_retries("matrix") > before
 
 
 async def test_an_encrypted_room_gets_a_clear_notice(bot: MatrixBot) -> None:
@@ -198,7 +189,7 @@ async def test_an_acknowledged_message_survives_sigkill_and_is_answered_once(
             await syncing(fake, restarted)
             fake.say(room, ALICE, "and me")
             await fake.wait_until(lambda: "and me" in fake.shown(room), WAIT_S)
-            assert await stop_cleanly(restarted) == 0
+            assert await restarted.stop_cleanly() == 0
         finally:
             await restarted.stop()
         shown = fake.shown(room)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import WAIT_S, count_logged, metric, running_daemon, wait_logged
+from tests.e2e.conftest import WAIT_S, running_daemon
 from tests.e2e.telegram_profiles import telegram_profile
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import run_cli
@@ -44,11 +44,11 @@ async def test_a_stranger_is_paired_by_code_then_removed(tmp_path: Path) -> None
         assert wrong.code == 1
         assert "no valid pairing code" in wrong.err
 
-        reloads = count_logged(daemon, "allow.overlay_reloaded")
+        reloads = daemon.count_logged("allow.overlay_reloaded")
         paired = await run_cli("pair", code.lower(), "-c", config, cwd=tmp_path)
         assert paired.code == 0, paired.err
         assert f"telegram sender {STRANGER} may now talk to profile main" in paired.out
-        await wait_logged(daemon, "allow.overlay_reloaded", more_than=reloads)
+        await daemon.wait_logged("allow.overlay_reloaded", more_than=reloads)
 
         fake.push_message(STRANGER, "hello bot", user_id=STRANGER, username="mallory")
         await fake.wait_until(lambda: texts(fake, STRANGER)[-1:] == ["hello bot"], timeout_s=WAIT_S)
@@ -60,21 +60,21 @@ async def test_a_stranger_is_paired_by_code_then_removed(tmp_path: Path) -> None
         assert listed.code == 0
         assert f"main\ttelegram\t{STRANGER}\tadded " in listed.out
 
-        reloads = count_logged(daemon, "allow.overlay_reloaded")
+        reloads = daemon.count_logged("allow.overlay_reloaded")
         removed = await run_cli("allow", "remove", str(STRANGER), "-c", config, cwd=tmp_path)
         assert removed.code == 0, removed.err
         assert f"removed: main telegram {STRANGER}" in removed.out
-        await wait_logged(daemon, "allow.overlay_reloaded", more_than=reloads)
+        await daemon.wait_logged("allow.overlay_reloaded", more_than=reloads)
 
-        refused = await metric(
-            daemon, "octos_messages_in_total", profile="main", channel="telegram", outcome="refused"
+        refused = await daemon.metric(
+            "octos_messages_in_total", profile="main", channel="telegram", outcome="refused"
         )
         fake.push_message(STRANGER, "still there?", user_id=STRANGER, username="mallory")
         # The owner's message after it is answered once the stranger's was dispatched.
         fake.push_message(OWNER, "barrier", user_id=OWNER, username="owner")
         await fake.wait_until(lambda: texts(fake, OWNER) == ["barrier"], timeout_s=WAIT_S)
-        after = await metric(
-            daemon, "octos_messages_in_total", profile="main", channel="telegram", outcome="refused"
+        after = await daemon.metric(
+            "octos_messages_in_total", profile="main", channel="telegram", outcome="refused"
         )
         assert after == refused + 1
         assert texts(fake, STRANGER)[-1] == "hello bot"

@@ -19,9 +19,7 @@ import pytest
 from tests.e2e.conftest import DAEMON_ENV, session_keys
 from tests.support.cli import run_cli
 from tests.support.daemon import DaemonProcess, free_port, write_config
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["postgres_dsn"]  # the fixture
+from tests.support.postgres import fresh_scope
 
 ANSWER_TIMEOUT = aiohttp.ClientTimeout(total=20)
 

@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tests.e2e.conftest import WAIT_S, metric, rate_limited_retries, running_daemon, stop_cleanly
+from tests.e2e.conftest import WAIT_S, running_daemon
 from tests.e2e.long_text import assert_split_well, mixed_text, non_space, without_fences
 from tests.fakes.qq_server import FakeQQ, qq_seed
 from tests.support.daemon import DaemonProcess
@@ -100,8 +100,8 @@ async def test_an_allowed_user_gets_the_echo_and_a_stranger_one_notice(bot: QQBo
     assert await bot.replies(f"c2c:{ALICE}", 1) == ["hello from alice"]
     [notice] = await bot.replies(f"c2c:{MALLORY}", 1)
     assert MALLORY in notice
-    refused = await metric(
-        bot.daemon, "octos_messages_in_total", channel="qq-bot", outcome="refused"
+    refused = await bot.daemon.metric(
+        "octos_messages_in_total", channel="qq-bot", outcome="refused"
     )
     assert refused == 2
     assert fake.replies_to(f"c2c:{MALLORY}") == [notice]
@@ -145,24 +145,24 @@ async def test_a_longer_reply_takes_five_replies_and_says_it_was_cut(bot: QQBot)
 
 async def test_a_rate_limit_is_waited_out_and_the_reply_delivered_once(bot: QQBot) -> None:
     fake = bot.fake
-    before = await rate_limited_retries(bot.daemon, "qq-bot")
+    before = await bot.daemon.rate_limited_retries("qq-bot")
     fake.rate_limit_next()
     event = await bot.say("patience, please")
     await fake.wait_until(lambda: "patience, please" in fake.replies_to(f"c2c:{ALICE}"), WAIT_S)
     ours = [r for r in fake.replies if r.msg_id == event["d"]["id"]]
     assert [(r.status, r.code) for r in ours] == [(429, 22009), (200, None)]
-    after = await rate_limited_retries(bot.daemon, "qq-bot")
+    after = await bot.daemon.rate_limited_retries("qq-bot")
     assert after > before
 
 
 async def test_forged_stale_and_unsigned_webhooks_are_refused(bot: QQBot) -> None:
     fake = bot.fake
-    before = await metric(bot.daemon, "octos_messages_in_total", channel="qq-bot")
+    before = await bot.daemon.metric("octos_messages_in_total", channel="qq-bot")
     body = json.dumps(fake.c2c_message(ALICE, "forged")).encode()
     for name, headers in webhook_attacks(fake, body).items():
         status, _ = await fake.post(bot.url, body, headers)
         assert status == 401, name
-    assert await metric(bot.daemon, "octos_messages_in_total", channel="qq-bot") == before
+    assert await bot.daemon.metric("octos_messages_in_total", channel="qq-bot") == before
     # The callback URL check (unsigned, as QQ sends it) is answered with the signature QQ
     # expects; an unsigned event is not.
     status, _ = await fake.post(bot.url, body, {"Content-Type": "application/json"})
@@ -195,7 +195,7 @@ async def test_websocket_mode_answers_over_the_gateway(tmp_path: Path) -> None:
             await fake.wait_until(lambda: fake.replies_to(f"c2c:{MALLORY}"), WAIT_S)
             status, _ = await fake.post(daemon.http_url + PATH, b"{}", fake.sign(b"{}"))
             assert status == 404  # no webhook route in websocket mode
-            assert await stop_cleanly(daemon) == 0
+            assert await daemon.stop_cleanly() == 0
         assert fake.replies_to(f"c2c:{ALICE}") == ["over the gateway"]
         [notice] = fake.replies_to(f"c2c:{MALLORY}")
         assert MALLORY in notice
@@ -215,5 +215,5 @@ async def test_an_acknowledged_event_survives_a_sigkill_and_is_answered_once(
             await daemon.wait(WAIT_S)
         async with running_daemon(tmp_path, {"main": profile(fake)}) as daemon:
             await fake.wait_until(lambda: fake.replies_to(f"c2c:{ALICE}"), WAIT_S)
-            assert await stop_cleanly(daemon) == 0
+            assert await daemon.stop_cleanly() == 0
         assert fake.replies_to(f"c2c:{ALICE}") == ["survive this"]

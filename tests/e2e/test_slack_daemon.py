@@ -18,16 +18,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import (
-    EDIT_INTERVAL_S,
-    WAIT_S,
-    count_logged,
-    metric,
-    rate_limited_retries,
-    running_daemon,
-    session_keys,
-    stop_cleanly,
-)
+from tests.e2e.conftest import EDIT_INTERVAL_S, WAIT_S, running_daemon, session_keys
 from tests.e2e.echo_bot import (
     STREAMED_TEXT,
     EchoBot,
@@ -35,6 +26,7 @@ from tests.e2e.echo_bot import (
     echo_profile,
 )
 from tests.e2e.long_text import assert_split_well, mixed_text
+from tests.e2e.slack_profiles import WEBHOOK_PATH, slack_http_profile
 from tests.fakes.slack_server import FakeSlack, RecordedRequest, sign_request
 from tests.support.daemon import DaemonProcess
 
@@ -42,7 +34,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 ALICE, MALLORY = "UALICE0001", "UMALLORY01"
 GENERAL = "CGENERAL01"
-WEBHOOK_PATH = "/slack/events"
 SLACK_LIMIT_CHARS = 4000
 
 
@@ -56,20 +47,6 @@ def socket_profile(fake: FakeSlack, *, delay_s: float = 0.3, pieces: int = 8) ->
     allow: [{ALICE}]
 """
     return echo_profile(channel, delay_s=delay_s, pieces=pieces)
-
-
-def http_profile(fake: FakeSlack) -> str:
-    return f"""\
-agent: {{type: echo}}
-channels:
-  - type: slack
-    mode: http
-    bot_token: "{fake.bot_token}"
-    signing_secret: "{fake.signing_secret}"
-    base_url: {fake.base_url}
-    webhook_path: {WEBHOOK_PATH}
-    allow: [{ALICE}]
-"""
 
 
 def texts(fake: FakeSlack, channel: str) -> list[str]:
@@ -114,7 +91,7 @@ async def bot(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SlackBo
     async with (
         FakeSlack() as fake,
         running_daemon(
-            directory, {"main": socket_profile(fake), "hooks": http_profile(fake)}
+            directory, {"main": socket_profile(fake), "hooks": slack_http_profile(fake, ALICE)}
         ) as daemon,
     ):
         await connected(fake, auth_checks=2)
@@ -136,11 +113,11 @@ async def test_an_allowed_user_gets_the_echo_a_stranger_one_notice_and_sigterm_e
         post = fake.user_message(GENERAL, ALICE, "hello from alice")
         await fake.push_event(post)
         await fake.wait_until(lambda: texts(fake, GENERAL) == ["hello from alice"], WAIT_S)
-        refused = await metric(
-            d, "octos_messages_in_total", profile="main", channel="slack", outcome="refused"
+        refused = await d.metric(
+            "octos_messages_in_total", profile="main", channel="slack", outcome="refused"
         )
         assert refused == 2
-        assert await stop_cleanly(d) == 0
+        assert await d.stop_cleanly() == 0
 
     # Shutdown delivers everything in hand, so what the fake holds now is complete.
     [reply] = fake.bot_messages(GENERAL)
@@ -157,10 +134,7 @@ async def test_a_long_mixed_reply_arrives_in_natural_chunks_within_the_limit(
     bot: SlackBot,
 ) -> None:
     fake, dm, text = bot.fake, bot.new_dm(), mixed_text()
-    await bot.say(dm, text)
-    await bot.barrier(dm)
-
-    *chunks, _barrier = texts(fake, dm)
+    chunks = await bot.reply_shown_in(dm, text)
     assert all(len(chunk) <= SLACK_LIMIT_CHARS for chunk in chunks)
     assert_split_well(text, chunks, fences_shown=True)
     # Shown as a stream that rolled over while it grew: a message opened for the rest was
@@ -192,7 +166,7 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
 
 async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: SlackBot) -> None:
     fake, dm = bot.fake, bot.new_dm()
-    before = await rate_limited_retries(bot.daemon, "slack")
+    before = await bot.daemon.rate_limited_retries("slack")
     fake.rate_limit_next("chat.postMessage", retry_after_s=1)
     await bot.say(dm, "patience, please")
     await bot.barrier(dm)
@@ -200,7 +174,7 @@ async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: SlackBot) -
     assert texts(fake, dm)[0] == "patience, please"
     statuses = [call.status for call in calls_to(fake, "chat.postMessage", dm)]
     assert statuses == [429, 200, 200]  # the reply, refused once, then the barrier's reply
-    assert await rate_limited_retries(bot.daemon, "slack") > before
+    assert await bot.daemon.rate_limited_retries("slack") > before
 
 
 async def test_a_dropped_socket_reconnects_and_a_redelivered_event_is_answered_once(
@@ -223,8 +197,8 @@ async def test_a_dropped_socket_reconnects_and_a_redelivered_event_is_answered_o
 
 async def test_malformed_frames_and_events_are_logged_and_skipped(bot: SlackBot) -> None:
     fake, daemon, dm = bot.fake, bot.daemon, bot.new_dm()
-    callbacks = count_logged(daemon, "slack.event_callback_malformed")
-    events = count_logged(daemon, "slack.malformed_event_skipped")
+    callbacks = daemon.count_logged("slack.event_callback_malformed")
+    events = daemon.count_logged("slack.malformed_event_skipped")
     await fake.push_raw("this is not JSON {")
     await fake.push_raw(json.dumps({"type": "events_api", "envelope_id": "e-1", "payload": 7}))
     not_an_object = fake.event_callback({"type": "message"}) | {"event": "not an object"}
@@ -233,8 +207,8 @@ async def test_malformed_frames_and_events_are_logged_and_skipped(bot: SlackBot)
     await bot.say(dm, "still answering?")
     await bot.reply_shown(dm, "still answering?")
 
-    assert count_logged(daemon, "slack.event_callback_malformed") == callbacks + 1
-    assert count_logged(daemon, "slack.malformed_event_skipped") == events + 1
+    assert daemon.count_logged("slack.event_callback_malformed") == callbacks + 1
+    assert daemon.count_logged("slack.malformed_event_skipped") == events + 1
     assert texts(fake, dm) == ["still answering?"]
 
 
@@ -254,8 +228,8 @@ async def test_http_mode_refuses_forged_and_stale_requests_and_answers_a_signed_
         for headers in (forged, wrong_secret, stale):
             async with http.post(url, data=body, headers=headers) as response:
                 assert response.status == 401
-        accepted = await metric(
-            bot.daemon, "octos_messages_in_total", profile="hooks", outcome="accepted"
+        accepted = await bot.daemon.metric(
+            "octos_messages_in_total", profile="hooks", outcome="accepted"
         )
         assert accepted == 0  # nothing was published
         async with http.post(url, data=body, headers=fake.sign(body)) as response:
@@ -264,6 +238,5 @@ async def test_http_mode_refuses_forged_and_stale_requests_and_answers_a_signed_
 
     assert texts(fake, dm) == ["signed hello"]
     assert (
-        await metric(bot.daemon, "octos_messages_in_total", profile="hooks", outcome="accepted")
-        == 1
+        await bot.daemon.metric("octos_messages_in_total", profile="hooks", outcome="accepted") == 1
     )

@@ -11,17 +11,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import (
-    EDIT_INTERVAL_S,
-    WAIT_S,
-    count_logged,
-    metric,
-    rate_limited_retries,
-    running_daemon,
-    session_keys,
-    stop_cleanly,
-    wait_logged,
-)
+from tests.e2e.conftest import EDIT_INTERVAL_S, WAIT_S, running_daemon, session_keys
 from tests.e2e.echo_bot import (
     STREAMED_TEXT,
     EchoBot,
@@ -124,11 +114,11 @@ async def test_allowed_users_get_the_echo_a_stranger_one_notice_and_sigterm_conf
             ),
             timeout_s=WAIT_S,
         )
-        refused = await metric(
-            d, "octos_messages_in_total", profile="main", channel="telegram", outcome="refused"
+        refused = await d.metric(
+            "octos_messages_in_total", profile="main", channel="telegram", outcome="refused"
         )
         assert refused == 2
-        assert await stop_cleanly(d) == 0
+        assert await d.stop_cleanly() == 0
 
     # Shutdown delivers everything in hand, so what the fake holds now is complete.
     [reply] = fake.bot_messages(ALICE)
@@ -201,7 +191,7 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
 
 async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: TelegramBot) -> None:
     fake, chat = bot.fake, bot.new_chat()
-    before = await rate_limited_retries(bot.daemon, "telegram")
+    before = await bot.daemon.rate_limited_retries("telegram")
     fake.fail_next("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1)
     await bot.say(chat, "patience, please")
     await bot.barrier(chat)
@@ -209,16 +199,16 @@ async def test_a_429_is_waited_out_and_the_reply_delivered_once(bot: TelegramBot
     assert texts(fake, chat)[0] == "patience, please"
     sends = [call.status for call in fake.calls("sendMessage") if sent_to(chat, call)]
     assert sends == [429, 200, 200]  # the reply, refused once, then the barrier's reply
-    assert await rate_limited_retries(bot.daemon, "telegram") > before
+    assert await bot.daemon.rate_limited_retries("telegram") > before
 
 
 async def test_a_dropped_long_poll_reconnects_and_answers_once(bot: TelegramBot) -> None:
     fake, chat = bot.fake, bot.new_chat()
     await fake.wait_until(lambda: fake.long_polls_waiting > 0, timeout_s=WAIT_S)
-    failures = count_logged(bot.daemon, "telegram.poll_failed")
+    failures = bot.daemon.count_logged("telegram.poll_failed")
     assert fake.drop_connections() >= 1
     message = await bot.say(chat, "are you still there")
-    await wait_logged(bot.daemon, "telegram.poll_failed", more_than=failures)
+    await bot.daemon.wait_logged("telegram.poll_failed", more_than=failures)
     await bot.reply_shown(chat, "are you still there")
     # Telegram sends the same message again, in a new update.
     fake.push_update({"message": message})
@@ -227,20 +217,20 @@ async def test_a_dropped_long_poll_reconnects_and_answers_once(bot: TelegramBot)
     assert texts(fake, chat)[0] == "are you still there"
     assert len(texts(fake, chat)) == 2
     assert (
-        await metric(bot.daemon, "octos_messages_in_total", channel="telegram", outcome="duplicate")
+        await bot.daemon.metric("octos_messages_in_total", channel="telegram", outcome="duplicate")
         >= 1
     )
 
 
 async def test_malformed_updates_are_logged_and_skipped(bot: TelegramBot) -> None:
     fake, chat = bot.fake, bot.new_chat()
-    skipped = count_logged(bot.daemon, "telegram.malformed_update_skipped")
+    skipped = bot.daemon.count_logged("telegram.malformed_update_skipped")
     fake.push_raw_update("this is not an update")
     broken = fake.push_raw_update({"message": {"message_id": "seven", "chat": "nowhere"}})
     await bot.say(chat, "still answering?")
     await bot.reply_shown(chat, "still answering?")
 
-    assert count_logged(bot.daemon, "telegram.malformed_update_skipped") == skipped + 2
+    assert bot.daemon.count_logged("telegram.malformed_update_skipped") == skipped + 2
     # The offset moved past the broken update: Telegram will not send it again.
     await fake.wait_until(lambda: broken not in fake.pending_update_ids, timeout_s=WAIT_S)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import running_daemon, stop_cleanly
+from tests.e2e.conftest import running_daemon
 from tests.e2e.telegram_profiles import PATH, SECRET, post, telegram_profile, update
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -43,5 +43,5 @@ async def test_updates_posted_to_the_daemon_are_answered_and_forgeries_refused(
         await fake.wait_until(lambda: len(fake.bot_messages(CHAT)) >= 2)
         assert [m["text"] for m in fake.bot_messages(CHAT)] == ["hello by webhook", "second"]
         assert not fake.calls("getUpdates")
-        assert await stop_cleanly(daemon) == 0
+        assert await daemon.stop_cleanly() == 0
     assert fake.calls("deleteWebhook")

@@ -7,9 +7,8 @@ guessed that URL). Replies come back through the fake's Messages API.
 
 from __future__ import annotations
 
-import itertools
 import signal
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode
@@ -17,11 +16,11 @@ from urllib.parse import parse_qs, urlencode
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import WAIT_S, count_logged, metric, running_daemon, stop_cleanly
+from tests.e2e.conftest import WAIT_S, running_daemon
 from tests.e2e.long_text import assert_split_well, mixed_text
+from tests.e2e.phone_bot import PhoneBot
 from tests.e2e.webhook_attacks import Attack, WebhookRequest, WebhookSigner, post, standard_attacks
 from tests.fakes.twilio_server import FakeTwilio, twilio_signature
-from tests.support.daemon import DaemonProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -72,25 +71,13 @@ def signer_for(fake: FakeTwilio, public_url: str = PUBLIC_URL) -> WebhookSigner:
 
 
 @dataclass
-class SmsBot:
-    fake: FakeTwilio
-    daemon: DaemonProcess
-    numbers: itertools.Iterator[str] = field(default_factory=lambda: iter(ALLOWED))
-    markers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+class SmsBot(PhoneBot[FakeTwilio]):
+    numbers: Iterator[str] = field(default_factory=lambda: iter(ALLOWED))
+    path = PATH
 
-    @property
-    def url(self) -> str:
-        return self.daemon.http_url + PATH
-
-    async def text(self, sender: str, body: str, **options: object) -> int:
-        form = self.fake.webhook_form(sender, body, **options)  # type: ignore[arg-type]
+    async def say(self, number: str, text: str, **options: object) -> int:
+        form = self.fake.webhook_form(number, text, **options)  # type: ignore[arg-type]
         return await post(self.url, signer_for(self.fake).genuine(form_body(form)))
-
-    async def barrier(self, number: str) -> None:
-        """Another message from `number`, answered: everything before it was delivered."""
-        marker = f"barrier {next(self.markers)}"
-        assert await self.text(number, marker) == 200
-        await self.fake.wait_until(lambda: self.fake.texts_to(number)[-1:] == [marker], WAIT_S)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -111,14 +98,14 @@ async def bot(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SmsBot]
 async def test_an_allowed_number_gets_the_echo_and_a_stranger_one_notice(bot: SmsBot) -> None:
     fake, alice = bot.fake, next(bot.numbers)
     for text in ("let me in", "please?"):
-        assert await bot.text(MALLORY, text) == 200
-    assert await bot.text(alice, "hello by sms") == 200
+        assert await bot.say(MALLORY, text) == 200
+    assert await bot.say(alice, "hello by sms") == 200
     await fake.wait_until(lambda: fake.texts_to(alice) == ["hello by sms"], WAIT_S)
     await bot.barrier(alice)
     [notice] = fake.texts_to(MALLORY)
     assert MALLORY in notice
-    refused = await metric(
-        bot.daemon, "octos_messages_in_total", profile="sms", channel="twilio", outcome="refused"
+    refused = await bot.daemon.metric(
+        "octos_messages_in_total", profile="sms", channel="twilio", outcome="refused"
     )
     assert refused == 2
 
@@ -132,12 +119,12 @@ async def test_strangers_cost_nothing_when_the_notice_is_off(bot: SmsBot) -> Non
         assert await post(quiet, signer.genuine(form_body(form))) == 200
     await fake.wait_until(lambda: fake.texts_to(alice) == ["quiet hello"], WAIT_S)
     assert fake.texts_to(EVE) == []
-    assert count_logged(bot.daemon, "twilio.stranger_ignored") == 1
+    assert bot.daemon.count_logged("twilio.stranger_ignored") == 1
 
 
 async def test_a_long_mixed_reply_arrives_complete_within_the_sms_limit(bot: SmsBot) -> None:
     fake, alice, text = bot.fake, next(bot.numbers), mixed_text()
-    assert await bot.text(alice, text) == 200
+    assert await bot.say(alice, text) == 200
     await bot.barrier(alice)
     *chunks, _barrier = fake.texts_to(alice)
     assert len(chunks) >= len(text) // SMS_LIMIT_CHARS
@@ -148,18 +135,18 @@ async def test_a_long_mixed_reply_arrives_complete_within_the_sms_limit(bot: Sms
 
 async def test_a_rate_limited_send_is_waited_out_and_delivered_once(bot: SmsBot) -> None:
     fake, alice = bot.fake, next(bot.numbers)
-    before = await metric(
-        bot.daemon, "octos_send_retries_total", channel="twilio", reason="rate_limited"
+    before = await bot.daemon.metric(
+        "octos_send_retries_total", channel="twilio", reason="rate_limited"
     )
     statuses_before = len(fake.send_statuses())
     fake.rate_limit_next()
-    assert await bot.text(alice, "patience, please") == 200
+    assert await bot.say(alice, "patience, please") == 200
     await bot.barrier(alice)
     assert fake.texts_to(alice)[0] == "patience, please"
     assert len(fake.texts_to(alice)) == 2
     assert fake.send_statuses()[statuses_before:] == [429, 201, 201]
-    after = await metric(
-        bot.daemon, "octos_send_retries_total", channel="twilio", reason="rate_limited"
+    after = await bot.daemon.metric(
+        "octos_send_retries_total", channel="twilio", reason="rate_limited"
     )
     assert after == before + 1
 
@@ -169,11 +156,11 @@ async def test_carrier_keywords_are_twilios_never_answered_nor_taken_for_abort(
 ) -> None:
     fake, alice = bot.fake, next(bot.numbers)
     for keyword in ("STOP", "cancel", "HELP", "START"):
-        assert await bot.text(alice, keyword) == 200
-    assert await bot.text(alice, "arrêt", opt_out_type="STOP") == 200
+        assert await bot.say(alice, keyword) == 200
+    assert await bot.say(alice, "arrêt", opt_out_type="STOP") == 200
     await bot.barrier(alice)
     assert len(fake.texts_to(alice)) == 1  # only the barrier's echo: no abort reply, no echo
-    assert count_logged(bot.daemon, "twilio.carrier_keyword") >= 5
+    assert bot.daemon.count_logged("twilio.carrier_keyword") >= 5
 
 
 def twilio_attacks(fake: FakeTwilio, sender: str) -> list[Attack]:
@@ -187,14 +174,12 @@ def twilio_attacks(fake: FakeTwilio, sender: str) -> list[Attack]:
 
 async def test_forged_unsigned_tampered_and_stale_webhooks_are_refused(bot: SmsBot) -> None:
     fake, alice = bot.fake, next(bot.numbers)
-    accepted = await metric(
-        bot.daemon, "octos_messages_in_total", profile="sms", outcome="accepted"
-    )
+    accepted = await bot.daemon.metric("octos_messages_in_total", profile="sms", outcome="accepted")
     for attack in twilio_attacks(fake, alice):
         assert await post(bot.url, attack.request) in attack.refused, attack.name
     await bot.barrier(alice)
     assert fake.texts_to(alice) == [fake.texts_to(alice)[-1]]  # the barrier's echo alone
-    after = await metric(bot.daemon, "octos_messages_in_total", profile="sms", outcome="accepted")
+    after = await bot.daemon.metric("octos_messages_in_total", profile="sms", outcome="accepted")
     assert after == accepted + 1
 
 
@@ -213,7 +198,7 @@ async def test_mms_media_reaches_the_agent_and_an_empty_body_is_still_answered(
 ) -> None:
     fake, alice = bot.fake, next(bot.numbers)
     url = fake.host_media(b"\xff\xd8 a photo", "image/jpeg")
-    assert await bot.text(alice, "see attached", media=[(url, "image/jpeg")]) == 200
+    assert await bot.say(alice, "see attached", media=[(url, "image/jpeg")]) == 200
     await fake.wait_until(lambda: fake.texts_to(alice) == ["see attached"], WAIT_S)
     assert len(fake.media_fetches) >= 1
     saved = list((bot.daemon.config.parent / "data" / "sms" / "media" / "twilio").rglob("*.jpg"))
@@ -242,7 +227,7 @@ async def test_an_acknowledged_sms_survives_a_sigkill_and_is_answered_once(
             bot = SmsBot(fake, daemon)
             await bot.barrier(alice)
             assert fake.texts_to(alice)[:-1] == ["survive this"]
-            assert await stop_cleanly(daemon) == 0
+            assert await daemon.stop_cleanly() == 0
 
 
 async def test_a_webhook_replayed_after_a_restart_is_recognised(tmp_path: Path) -> None:
@@ -255,7 +240,7 @@ async def test_a_webhook_replayed_after_a_restart_is_recognised(tmp_path: Path) 
             request = signer_for(fake).genuine(form_body(fake.webhook_form(alice, "once only")))
             assert await post(daemon.http_url + PATH, request) == 200
             await fake.wait_until(lambda: fake.texts_to(alice) == ["once only"], WAIT_S)
-            assert await stop_cleanly(daemon) == 0
+            assert await daemon.stop_cleanly() == 0
         async with running_daemon(tmp_path, profiles) as daemon:
             await fake.wait_until(lambda: len(fake.calls) >= 3, WAIT_S)
             assert await post(daemon.http_url + PATH, request) == 200

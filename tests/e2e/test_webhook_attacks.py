@@ -25,7 +25,7 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e import webhook_platforms as platforms
-from tests.e2e.conftest import WAIT_S, metric, running_daemon
+from tests.e2e.conftest import WAIT_S, running_daemon
 from tests.e2e.webhook_platforms import REFUSED, USERS, Fakes, Platform
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.line_server import FakeLine
@@ -108,8 +108,8 @@ async def webhooks(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[We
 
 
 async def accepted(webhooks: Webhooks, platform: Platform) -> float:
-    return await metric(
-        webhooks.daemon, "octos_messages_in_total", profile=platform.profile, outcome="accepted"
+    return await webhooks.daemon.metric(
+        "octos_messages_in_total", profile=platform.profile, outcome="accepted"
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import WAIT_S, metric, running_daemon, stop_cleanly
+from tests.e2e.conftest import WAIT_S, running_daemon
 from tests.e2e.echo_bot import echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.wecom_bot_server import FakeWecomBot
@@ -77,8 +77,8 @@ async def test_an_allowed_user_gets_the_echo_and_a_stranger_one_notice(bot: Weco
     await bot.barrier(MALLORY + "-never")  # a group the stranger is not in: all dispatched
     assert fake.frames(second) == []
     assert fake.markdown_to(MALLORY) == []
-    refused = await metric(
-        bot.daemon, "octos_messages_in_total", channel="wecom-bot", outcome="refused"
+    refused = await bot.daemon.metric(
+        "octos_messages_in_total", channel="wecom-bot", outcome="refused"
     )
     assert refused == 2
     assert fake.violations == []
@@ -123,7 +123,7 @@ async def test_long_mixed_replies_arrive_complete_within_the_limits(bot: WecomBo
 
 async def test_a_rate_limit_is_waited_out_and_the_reply_delivered_once(bot: WecomBot) -> None:
     fake, group = bot.fake, bot.new_group()
-    before = await metric(bot.daemon, "octos_send_retries_total", channel="wecom-bot")
+    before = await bot.daemon.metric("octos_send_retries_total", channel="wecom-bot")
     errors = len(fake.reply_errors)
     fake.rate_limit_next()
     req_id = await bot.say(group, "patience, please")
@@ -132,8 +132,8 @@ async def test_a_rate_limit_is_waited_out_and_the_reply_delivered_once(bot: Weco
     assert fake.reply_errors[errors:] == [45009]
     assert [f.finish for f in fake.frames(req_id)].count(True) == 1
     assert fake.markdown_to(group) == []
-    retries = await metric(
-        bot.daemon, "octos_send_retries_total", channel="wecom-bot", reason="rate_limited"
+    retries = await bot.daemon.metric(
+        "octos_send_retries_total", channel="wecom-bot", reason="rate_limited"
     )
     assert retries > before
 
@@ -164,5 +164,5 @@ async def test_a_message_received_before_a_sigkill_is_answered_once_after_restar
             await fake.wait_subscribed(count=2, timeout_s=WAIT_S)
             # The old req_id died with the connection: the answer is sent as a new message.
             await fake.wait_until(lambda: fake.markdown_to(ALICE), WAIT_S)
-            assert await stop_cleanly(daemon) == 0
+            assert await daemon.stop_cleanly() == 0
         assert fake.markdown_to(ALICE) == ["survive this"]

@@ -11,14 +11,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import (
-    DAEMON_ENV,
-    WAIT_S,
-    metric,
-    running_daemon,
-    session_keys,
-    stop_cleanly,
-)
+from tests.e2e.conftest import DAEMON_ENV, WAIT_S, running_daemon, session_keys
 from tests.e2e.echo_bot import EchoBot, echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.wecom_server import MAX_CONTENT_BYTES, FakeWeCom
@@ -94,11 +87,11 @@ async def test_an_allowed_user_gets_the_echo_a_stranger_one_notice_and_sigterm_e
         await bot.say("mallory", "please?")
         await bot.say("alice", "你好，企业微信")
         await fake.wait_until(lambda: fake.texts("alice") == ["你好，企业微信"], WAIT_S)
-        refused = await metric(
-            d, "octos_messages_in_total", profile="main", channel="wecom", outcome="refused"
+        refused = await d.metric(
+            "octos_messages_in_total", profile="main", channel="wecom", outcome="refused"
         )
         assert refused == 2
-        assert await stop_cleanly(d) == 0
+        assert await d.stop_cleanly() == 0
 
     [notice] = fake.texts("mallory")
     assert "mallory" in notice
@@ -111,10 +104,7 @@ async def test_a_long_mixed_reply_arrives_whole_in_pieces_within_2048_bytes(
     bot: WeComBot,
 ) -> None:
     user, text = bot.new_user(), mixed_text()
-    await bot.say(user, text)
-    await bot.barrier(user)
-
-    *chunks, _barrier = bot.fake.texts(user)
+    chunks = await bot.reply_shown_in(user, text)
     assert all(len(chunk.encode()) <= MAX_CONTENT_BYTES for chunk in chunks)
     assert_split_well(text, chunks, fences_shown=True)
     assert [m.errcode for m in bot.fake.sent if m.touser == user] == [0] * (len(chunks) + 1)
@@ -128,8 +118,8 @@ async def test_a_rate_limit_is_waited_out_and_the_reply_delivered_once(bot: WeCo
 
     assert bot.fake.texts(user)[0] == "patience, please"
     assert [m.errcode for m in bot.fake.sent if m.touser == user] == [45009, 0, 0]
-    retries = await metric(
-        bot.daemon, "octos_send_retries_total", channel="wecom", reason="rate_limited"
+    retries = await bot.daemon.metric(
+        "octos_send_retries_total", channel="wecom", reason="rate_limited"
     )
     assert retries >= 1
 
@@ -173,7 +163,7 @@ async def test_an_acknowledged_message_survives_sigkill_and_is_answered_once(
         await second.start()
         try:
             await fake.wait_until(lambda: fake.texts("alice") == ["survive this"], 15)
-            assert await stop_cleanly(second) == 0
+            assert await second.stop_cleanly() == 0
         finally:
             await second.stop()
         assert fake.texts("alice") == ["survive this"]

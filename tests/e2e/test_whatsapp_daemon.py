@@ -6,10 +6,9 @@ own HTTP server; replies, read receipts and typing indicators come back to the f
 
 from __future__ import annotations
 
-import itertools
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,8 +16,9 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import WAIT_S, count_logged, metric, running_daemon, stop_cleanly
+from tests.e2e.conftest import WAIT_S, running_daemon
 from tests.e2e.long_text import assert_split_well, mixed_text
+from tests.e2e.phone_bot import PhoneBot
 from tests.e2e.webhook_attacks import Attack, WebhookSigner, post, standard_attacks
 from tests.fakes.whatsapp_server import FakeWhatsApp, hub_signature
 from tests.support.daemon import DaemonProcess
@@ -54,27 +54,15 @@ def signer_for(fake: FakeWhatsApp) -> WebhookSigner:
 
 
 @dataclass
-class WhatsAppBot:
-    fake: FakeWhatsApp
-    daemon: DaemonProcess
-    numbers: itertools.Iterator[str] = field(default_factory=lambda: iter(ALLOWED))
-    markers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    @property
-    def url(self) -> str:
-        return self.daemon.http_url + PATH
+class WhatsAppBot(PhoneBot[FakeWhatsApp]):
+    numbers: Iterator[str] = field(default_factory=lambda: iter(ALLOWED))
+    path = PATH
 
     async def notify(self, body: bytes) -> int:
         return await post(self.url, signer_for(self.fake).genuine(body))
 
-    async def say(self, sender: str, text: str) -> int:
-        return await self.notify(self.fake.text_notification(sender, text))
-
-    async def barrier(self, number: str) -> None:
-        """Another message from `number`, answered: everything before it was delivered."""
-        marker = f"barrier {next(self.markers)}"
-        assert await self.say(number, marker) == 200
-        await self.fake.wait_until(lambda: self.fake.texts_to(number)[-1:] == [marker], WAIT_S)
+    async def say(self, number: str, text: str) -> int:
+        return await self.notify(self.fake.text_notification(number, text))
 
 
 async def account_checked(fake: FakeWhatsApp, daemon: DaemonProcess) -> None:
@@ -113,8 +101,8 @@ async def test_an_allowed_number_gets_the_echo_a_stranger_one_notice(bot: WhatsA
     await bot.barrier(alice)
     [notice] = fake.texts_to(MALLORY)
     assert MALLORY in notice
-    refused = await metric(
-        bot.daemon, "octos_messages_in_total", profile="wa", channel="whatsapp", outcome="refused"
+    refused = await bot.daemon.metric(
+        "octos_messages_in_total", profile="wa", channel="whatsapp", outcome="refused"
     )
     assert refused == 2
     # While the turn ran, Alice's message was marked read with the typing indicator.
@@ -141,8 +129,8 @@ async def test_a_throughput_limit_is_waited_out_and_the_reply_delivered_once(
     bot: WhatsAppBot,
 ) -> None:
     fake, alice = bot.fake, next(bot.numbers)
-    before = await metric(
-        bot.daemon, "octos_send_retries_total", channel="whatsapp", reason="rate_limited"
+    before = await bot.daemon.metric(
+        "octos_send_retries_total", channel="whatsapp", reason="rate_limited"
     )
     results_before = len(fake.send_results)
     fake.fail_next(130429)
@@ -150,8 +138,8 @@ async def test_a_throughput_limit_is_waited_out_and_the_reply_delivered_once(
     await bot.barrier(alice)
     assert fake.texts_to(alice) == ["patience, please", fake.texts_to(alice)[-1]]
     assert fake.send_results[results_before:] == [(400, 130429), (200, None), (200, None)]
-    after = await metric(
-        bot.daemon, "octos_send_retries_total", channel="whatsapp", reason="rate_limited"
+    after = await bot.daemon.metric(
+        "octos_send_retries_total", channel="whatsapp", reason="rate_limited"
     )
     assert after == before + 1
 
@@ -163,9 +151,9 @@ async def test_outside_the_24_hour_window_is_one_log_line_and_a_metric(bot: What
     assert await bot.say(alice, "too late") == 200
     await bot.barrier(alice)
     assert fake.send_results[results_before:] == [(400, 131047), (200, None)]  # not retried
-    assert count_logged(bot.daemon, "whatsapp.outside_24h_window") == 1
-    failures = await metric(
-        bot.daemon, "octos_send_errors_total", channel="whatsapp", reason="outside_window"
+    assert bot.daemon.count_logged("whatsapp.outside_24h_window") == 1
+    failures = await bot.daemon.metric(
+        "octos_send_errors_total", channel="whatsapp", reason="outside_window"
     )
     assert failures == 1
 
@@ -189,7 +177,7 @@ async def test_forged_unsigned_and_tampered_webhooks_are_refused_and_stale_ones_
     bot: WhatsAppBot,
 ) -> None:
     fake, alice = bot.fake, next(bot.numbers)
-    accepted = await metric(bot.daemon, "octos_messages_in_total", profile="wa", outcome="accepted")
+    accepted = await bot.daemon.metric("octos_messages_in_total", profile="wa", outcome="accepted")
     for attack in whatsapp_attacks(fake, alice):
         assert await post(bot.url, attack.request) in attack.refused, attack.name
     # Stale: genuinely signed, but older than Meta's 7-day retry window: a replay, dropped.
@@ -197,9 +185,9 @@ async def test_forged_unsigned_and_tampered_webhooks_are_refused_and_stale_ones_
     assert await bot.notify(stale) == 200
     await bot.barrier(alice)
     assert len(fake.texts_to(alice)) == 1  # the barrier's echo alone
-    after = await metric(bot.daemon, "octos_messages_in_total", profile="wa", outcome="accepted")
+    after = await bot.daemon.metric("octos_messages_in_total", profile="wa", outcome="accepted")
     assert after == accepted + 1
-    assert count_logged(bot.daemon, "whatsapp.stale_message_dropped") == 1
+    assert bot.daemon.count_logged("whatsapp.stale_message_dropped") == 1
 
 
 async def test_a_redelivered_notification_is_answered_once(bot: WhatsAppBot) -> None:
@@ -259,7 +247,7 @@ async def test_an_acknowledged_message_survives_a_sigkill_and_is_answered_once(
             await fake.wait_until(lambda: fake.texts_to(alice), WAIT_S)
             await WhatsAppBot(fake, daemon).barrier(alice)
             assert fake.texts_to(alice)[:-1] == ["survive this"]
-            assert await stop_cleanly(daemon) == 0
+            assert await daemon.stop_cleanly() == 0
 
 
 async def test_a_webhook_replayed_after_a_restart_is_recognised(tmp_path: Path) -> None:
@@ -271,7 +259,7 @@ async def test_a_webhook_replayed_after_a_restart_is_recognised(tmp_path: Path) 
             await account_checked(fake, daemon)
             assert await WhatsAppBot(fake, daemon).notify(body) == 200
             await fake.wait_until(lambda: fake.texts_to(alice) == ["once only"], WAIT_S)
-            assert await stop_cleanly(daemon) == 0
+            assert await daemon.stop_cleanly() == 0
         async with running_daemon(tmp_path, profiles) as daemon:
             await account_checked(fake, daemon)
             bot = WhatsAppBot(fake, daemon)

@@ -8,7 +8,6 @@ that went away while it was holding a response open.
 from __future__ import annotations
 
 import asyncio
-from types import TracebackType
 from typing import Self
 
 from aiohttp import web
@@ -38,14 +37,15 @@ class LocalHttpServer:
         self._port = int(self._runner.addresses[0][1])
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self._port = None
         await self._runner.cleanup()
+
+
+def word_by_word(text: str) -> tuple[str, ...]:
+    """`text` cut as a fake streams it by default: word by word, each keeping its leading space."""
+    words = text.split(" ")
+    return tuple(word if i == 0 else f" {word}" for i, word in enumerate(words))
 
 
 class StreamControl:
@@ -81,14 +81,9 @@ class ServedFake:
         await self._server.__aenter__()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self._before_shutdown()
-        await self._server.__aexit__(exc_type, exc, tb)
+        await self._server.__aexit__(*exc_info)
 
     async def _before_shutdown(self) -> None:
         """Nothing is held open unless a fake says so."""

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from tests.fakes import ServedFake
+from tests.fakes.changes import Changes
 
 HOOK_PATH = "/hook"
 WAIT_S = 60.0
@@ -27,7 +28,7 @@ class GatedWebhook(ServedFake):
     def __init__(self) -> None:
         self.turns: list[str] = []
         self._gates: dict[str, asyncio.Event] = {}
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
         app = web.Application()
         app.router.add_post(HOOK_PATH, self._hook)
         super().__init__(app)
@@ -46,17 +47,12 @@ class GatedWebhook(ServedFake):
         return sum(1 for turn in self.turns if marker in turn)
 
     async def wait_for(self, condition: Callable[[], bool], timeout_s: float = WAIT_S) -> None:
-        async def until() -> None:
-            async with self._changed:
-                await self._changed.wait_for(condition)
-
-        await asyncio.wait_for(until(), timeout_s)
+        await self._changes.wait_until(condition, timeout_s)
 
     async def _hook(self, request: web.Request) -> web.Response:
         text = str((await request.json())["message"]["content"])
-        async with self._changed:
-            self.turns.append(text)
-            self._changed.notify_all()
+        self.turns.append(text)
+        await self._changes.notify()
         for marker, gate in self._gates.items():
             if marker in text:
                 await gate.wait()

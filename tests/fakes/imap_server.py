@@ -16,9 +16,9 @@ import contextlib
 import re
 import ssl
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Self
 
+from tests.fakes.changes import Changes
 from tests.fakes.imap_mailbox import SEEN, StoredMail, by_uid, matching, unquote
 
 #: One IMAP argument: a quoted string, a parenthesised list, or an atom.
@@ -69,7 +69,7 @@ class FakeImap:
         self._failures: dict[str, list[str]] = {}
         self._sessions: set[_Session] = set()
         self._server: asyncio.Server | None = None
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
         self.port = 0
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -80,12 +80,7 @@ class FakeImap:
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.drop_connections()
         if self._server is not None:
             self._server.close()
@@ -110,7 +105,7 @@ class FakeImap:
         for session in self._sessions:
             if session.selected:
                 session.news.put_nowait(f"* {len(self.mails)} EXISTS".encode())
-        await self._notify()
+        await self._changes.notify()
         return mail.uid
 
     def is_seen(self, uid: int) -> bool:
@@ -133,22 +128,17 @@ class FakeImap:
             session.writer.close()
             with contextlib.suppress(ConnectionError):
                 await session.writer.wait_closed()
-        await self._notify()
+        await self._changes.notify()
 
     async def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> None:
-        async with asyncio.timeout(timeout_s), self._changed:
-            await self._changed.wait_for(predicate)
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        await self._changes.wait_until(predicate, timeout_s)
 
     # -- the protocol --------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         session = _Session(self, writer)
         self._sessions.add(session)
-        await self._notify()
+        await self._changes.notify()
         try:
             await session.write(b"* OK [" + self._capabilities() + b"] fake IMAP ready")
             while line := await reader.readline():
@@ -159,7 +149,7 @@ class FakeImap:
         finally:
             self._sessions.discard(session)
             writer.close()
-            await self._notify()
+            await self._changes.notify()
 
     def _capabilities(self) -> bytes:
         starttls = self.tls is not None and self.tls_mode == "starttls"
@@ -181,7 +171,7 @@ class FakeImap:
         if name != "LOGIN":
             shown = " ".join([name, *(arg.decode("utf-8", "replace") for arg in args)])
         self.commands.append(shown)
-        await self._notify()
+        await self._changes.notify()
         scripted = self._failures.get(name)
         if scripted:
             await session.write(tag + b" " + scripted.pop(0).encode())
@@ -294,7 +284,7 @@ class FakeImap:
                 parts.append(b"BODY[] {" + str(len(mail.raw)).encode() + b"}\r\n" + mail.raw)
             session.writer.write(f"* {number} FETCH (".encode() + b" ".join(parts) + b")\r\n")
         await session.write(tag + b" OK FETCH completed")
-        await self._notify()
+        await self._changes.notify()
         return True
 
     async def _store(
@@ -311,7 +301,7 @@ class FakeImap:
             shown = " ".join(sorted(mail.flags))
             await session.write(f"* {number} FETCH (UID {mail.uid} FLAGS ({shown}))".encode())
         await session.write(tag + b" OK STORE completed")
-        await self._notify()
+        await self._changes.notify()
         return True
 
     async def _idle(
@@ -322,7 +312,7 @@ class FakeImap:
             return True
         await session.write(b"+ idling")
         session.idling = True
-        await self._notify()
+        await self._changes.notify()
         done = asyncio.create_task(reader.readline(), name="fake-imap:idle-done")
         try:
             while True:
@@ -337,7 +327,7 @@ class FakeImap:
         finally:
             session.idling = False
             done.cancel()
-            await self._notify()
+            await self._changes.notify()
         if done.result().strip().upper() != b"DONE":
             return False  # the client went away (or broke the protocol) mid-IDLE
         await session.write(tag + b" OK IDLE terminated")

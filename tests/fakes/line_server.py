@@ -21,14 +21,12 @@ a rate limit is HTTP 429 `{"message": "Too Many Requests"}`. Data API:
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self
 
 import aiohttp
@@ -36,6 +34,7 @@ from aiohttp import web
 
 from channels.line.signature import SIGNATURE_HEADER, signature_of
 from tests.fakes import LocalHttpServer
+from tests.fakes.changes import Changes
 
 JsonObject = dict[str, Any]
 
@@ -97,7 +96,7 @@ class FakeLine:
         self._retry_keys: dict[str, list[str]] = {}
         self._failures: list[_Failure] = []
         self._ids = itertools.count(1)
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
         self._api = LocalHttpServer(self._api_app())
         self._data = LocalHttpServer(self._data_app())
         self.reply_token_ttl_s = 60.0
@@ -120,14 +119,9 @@ class FakeLine:
         await self._data.__aenter__()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._data.__aexit__(exc_type, exc, tb)
-        await self._api.__aexit__(exc_type, exc, tb)
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._data.__aexit__(*exc_info)
+        await self._api.__aexit__(*exc_info)
 
     @property
     def api_base_url(self) -> str:
@@ -148,14 +142,9 @@ class FakeLine:
     def delivered_to(self, chat_id: str) -> list[Delivered]:
         return [d for d in self.delivered if d.chat_id == chat_id]
 
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
     async def wait_until(self, predicate: Callable[[], object], timeout_s: float = 10.0) -> None:
         """Wait until `predicate()` is true; checked after every change the fake sees."""
-        async with asyncio.timeout(timeout_s), self._changed:
-            await self._changed.wait_for(lambda: bool(predicate()))
+        await self._changes.wait_until(predicate, timeout_s)
 
     # The world: events LINE would send, signed as LINE signs them
 
@@ -259,7 +248,7 @@ class FakeLine:
         self.calls.append(
             RecordedCall(request.path, body, dict(request.headers), status, self._clock())
         )
-        await self._notify()
+        await self._changes.notify()
 
     async def _answer(
         self, request: web.Request, handler: Callable[[JsonObject, web.Request], tuple[int, Any]]
@@ -384,7 +373,7 @@ class FakeLine:
     async def _content(self, request: web.Request) -> web.Response:
         message_id = request.match_info["message_id"]
         self.content_requests.append(message_id)
-        await self._notify()
+        await self._changes.notify()
         if request.headers.get("Authorization") != f"Bearer {self.access_token}":
             return web.json_response({"message": "Authentication failed"}, status=401)
         found = self.contents.get(message_id)

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes import HoldableFake
+from tests.fakes import HoldableFake, word_by_word
 
 DEFAULT_REPLY = "Hello from the fake model."
 
@@ -49,10 +49,7 @@ class ScriptedCompletion:
     reasoning_tokens: int = 0
 
     def pieces(self) -> tuple[str, ...]:
-        if self.deltas is not None:
-            return self.deltas
-        words = self.text.split(" ")
-        return tuple(word if i == 0 else f" {word}" for i, word in enumerate(words))
+        return self.deltas if self.deltas is not None else word_by_word(self.text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,6 @@ key is made with `cryptography`.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
@@ -45,6 +44,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.fakes import ServedFake
+from tests.fakes.changes import Changes
 
 JsonObject = dict[str, Any]
 MAX_REPLIES = 5
@@ -83,7 +83,7 @@ class FakeQQ(ServedFake):
         self._rate_limits = 0
         self._delivered: dict[str, str] = {}  # msg_id -> chat id
         self._seqs: dict[str, set[int]] = {}
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
         self._numbers = itertools.count(1)
         app = web.Application()
         app.router.add_post("/app/getAppAccessToken", self._access_token)
@@ -118,8 +118,7 @@ class FakeQQ(ServedFake):
     # -- what a test reads and arranges -----------------------------------------------------
 
     async def wait_until(self, predicate: Callable[[], object], timeout_s: float = 10.0) -> None:
-        async with asyncio.timeout(timeout_s), self._changed:
-            await self._changed.wait_for(lambda: bool(predicate()))
+        await self._changes.wait_until(predicate, timeout_s)
 
     def replies_to(self, chat_id: str) -> list[str]:
         """The texts QQ accepted for `chat_id`, in order."""
@@ -197,17 +196,13 @@ class FakeQQ(ServedFake):
 
     # -- the server -------------------------------------------------------------------------
 
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
     async def _access_token(self, request: web.Request) -> web.Response:
         payload = await request.json()
         self.token_requests += 1
         if payload.get("appId") != self.app_id or payload.get("clientSecret") != self.app_secret:
             return web.json_response({"code": 100016, "message": "invalid appid or secret"})
         self._token = f"token-{next(self._numbers)}"
-        await self._notify()
+        await self._changes.notify()
         return web.json_response({"access_token": self._token, "expires_in": "7200"})
 
     def _authorised(self, request: web.Request) -> web.Response | None:
@@ -238,7 +233,7 @@ class FakeQQ(ServedFake):
         self.replies.append(
             Reply(chat_id, content, msg_id, int(seq or 0), status, code, time.monotonic())
         )
-        await self._notify()
+        await self._changes.notify()
         if status != 200:
             return web.json_response(
                 {"code": code, "err_code": code, "message": message}, status=status
@@ -300,7 +295,7 @@ class FakeQQ(ServedFake):
                     await self._gateway_frame(socket, json.loads(message.data))
         finally:
             self._gateway_sockets.discard(socket)
-            await self._notify()
+            await self._changes.notify()
         return socket
 
     async def _gateway_frame(self, socket: web.WebSocketResponse, frame: JsonObject) -> None:
@@ -331,4 +326,4 @@ class FakeQQ(ServedFake):
             self.heartbeats.append(data if isinstance(data, int) else None)
             if self.answer_heartbeats:
                 await socket.send_json({"op": 11})
-        await self._notify()
+        await self._changes.notify()

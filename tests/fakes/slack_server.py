@@ -31,7 +31,6 @@ reconnect, `socket_available` refuses new connections, `push_raw` sends anything
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import itertools
@@ -45,6 +44,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from tests.fakes import ServedFake
+from tests.fakes.changes import Changes
 
 JsonObject = dict[str, Any]
 Answer = tuple[int, JsonObject, dict[str, str]]
@@ -129,7 +129,7 @@ class FakeSlack(ServedFake):
         self._hosted: dict[str, tuple[bytes, str]] = {}
         self._ids = itertools.count(1)
         self._last_ts = time.time()
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
         ServedFake.__init__(self, self._application())
 
     def _application(self) -> web.Application:
@@ -172,14 +172,9 @@ class FakeSlack(ServedFake):
 
     # Waiting
 
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
     async def wait_until(self, predicate: Callable[[], object], timeout_s: float = 10.0) -> None:
         """Wait until `predicate()` is true; it is checked after every change the fake sees."""
-        async with asyncio.timeout(timeout_s), self._changed:
-            await self._changed.wait_for(lambda: bool(predicate()))
+        await self._changes.wait_until(predicate, timeout_s)
 
     async def wait_connected(self, count: int = 1, timeout_s: float = 10.0) -> None:
         """Wait until `count` connections were opened in all and one is open now."""
@@ -343,14 +338,14 @@ class FakeSlack(ServedFake):
                 "connection_info": {"app_id": self.app_id},
             }
         )
-        await self._notify()
+        await self._changes.notify()
         try:
             async for frame in ws:
                 if frame.type == WSMsgType.TEXT:
                     await self._client_frame(socket, frame.data)
         finally:
             self._sockets.remove(socket)
-            await self._notify()
+            await self._changes.notify()
         return ws
 
     async def _client_frame(self, socket: _Socket, data: str) -> None:
@@ -361,7 +356,7 @@ class FakeSlack(ServedFake):
         socket.frames.append(frame)
         if isinstance(frame, dict) and isinstance(frame.get("envelope_id"), str):
             self.acks.append(frame["envelope_id"])
-        await self._notify()
+        await self._changes.notify()
 
     # Failures
 
@@ -406,7 +401,7 @@ class FakeSlack(ServedFake):
                 at=self._clock(),
             )
         )
-        await self._notify()
+        await self._changes.notify()
         if status >= 500:
             return web.Response(status=status, text="upstream trouble", headers=headers)
         return web.json_response(body, status=status, headers=headers)
@@ -519,7 +514,7 @@ class FakeSlack(ServedFake):
         if staged is None:
             return web.Response(status=404, text="unknown upload")
         staged.data = await request.read()
-        await self._notify()
+        await self._changes.notify()
         return web.Response(text=f"OK - {len(staged.data)}", content_type="text/plain")
 
     def _complete_upload(self, params: JsonObject) -> Answer:

@@ -16,10 +16,11 @@ from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
 from functools import partial
-from types import TracebackType
 from typing import Any, Self
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+from tests.fakes.changes import Changes
 
 HOSTNAME = "fake-smtp.test"
 
@@ -63,7 +64,7 @@ class FakeSmtp:
         self.refused_recipients = {"nobody@invalid.example"}
         self._failures: dict[str, list[str]] = {}
         self._server: asyncio.Server | None = None
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
         self.port = 0
 
     async def __aenter__(self) -> Self:
@@ -84,12 +85,7 @@ class FakeSmtp:
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -102,12 +98,7 @@ class FakeSmtp:
         return [mail for mail in self.sent if address in mail.rcpt_tos]
 
     async def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> None:
-        async with asyncio.timeout(timeout_s), self._changed:
-            await self._changed.wait_for(predicate)
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        await self._changes.wait_until(predicate, timeout_s)
 
     # aiosmtpd hooks
 
@@ -141,7 +132,7 @@ class FakeSmtp:
         if self._failures.get("DATA"):
             reply = self._failures["DATA"].pop(0)
             self.data_replies.append(int(reply[:3]))
-            await self._notify()
+            await self._changes.notify()
             return reply
         content = envelope.original_content or b""
         message = BytesParser(policy=policy.default).parsebytes(content)
@@ -155,5 +146,5 @@ class FakeSmtp:
             )
         )
         self.data_replies.append(250)
-        await self._notify()
+        await self._changes.notify()
         return "250 2.0.0 OK queued"

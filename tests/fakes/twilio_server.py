@@ -21,7 +21,6 @@ sends with 429/20429.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
@@ -35,6 +34,7 @@ import aiohttp
 from aiohttp import web
 
 from tests.fakes import ServedFake
+from tests.fakes.changes import Changes
 
 MAX_BODY_CHARS = 1600
 FormParams = Mapping[str, Sequence[str]]
@@ -100,7 +100,7 @@ class FakeTwilio(ServedFake):
         self._retry_after_s: int | None = None
         self._clock = clock
         self._ids = itertools.count(1)
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
         app = web.Application()
         prefix = f"/2010-04-01/Accounts/{account_sid}"
         app.router.add_post(f"{prefix}/Messages.json", self._create_message)
@@ -121,12 +121,7 @@ class FakeTwilio(ServedFake):
         return [call.status for call in self.calls if call.path.endswith("/Messages.json")]
 
     async def wait_until(self, predicate: Callable[[], object], timeout_s: float = 10.0) -> None:
-        async with asyncio.timeout(timeout_s), self._changed:
-            await self._changed.wait_for(lambda: bool(predicate()))
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        await self._changes.wait_until(predicate, timeout_s)
 
     # The world
 
@@ -201,7 +196,7 @@ class FakeTwilio(ServedFake):
 
     async def _record(self, request: web.Request, status: int, code: int | None) -> None:
         self.calls.append(RecordedCall(request.path, status, code, self._clock()))
-        await self._notify()
+        await self._changes.notify()
 
     async def _fetch_account(self, request: web.Request) -> web.Response:
         if not self._authorised(request):

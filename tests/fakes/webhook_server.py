@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from tests.fakes import HoldableFake
+from tests.fakes import HoldableFake, word_by_word
 
 DEFAULT_REPLY = "Hello from the webhook."
 HOOK_PATH = "/hook"
@@ -47,10 +47,7 @@ class ScriptedReply:
     omit_done: bool = False
 
     def pieces(self) -> tuple[str, ...]:
-        if self.deltas is not None:
-            return self.deltas
-        words = self.text.split(" ")
-        return tuple(word if i == 0 else f" {word}" for i, word in enumerate(words))
+        return self.deltas if self.deltas is not None else word_by_word(self.text)
 
 
 @dataclass(frozen=True, slots=True)

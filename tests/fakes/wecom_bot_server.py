@@ -34,6 +34,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from tests.fakes import ServedFake
+from tests.fakes.changes import Changes
 
 JsonObject = dict[str, Any]
 STREAM_LIMIT_BYTES = 20_480
@@ -76,7 +77,7 @@ class FakeWecomBot(ServedFake):
         self._rate_limits = 0
         self._sockets: set[web.WebSocketResponse] = set()
         self._subscribed: set[web.WebSocketResponse] = set()
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
         self._numbers = itertools.count(1)
         self._acks: set[asyncio.Task[None]] = set()
         app = web.Application()
@@ -101,8 +102,7 @@ class FakeWecomBot(ServedFake):
     # -- what a test reads ------------------------------------------------------------------
 
     async def wait_until(self, predicate: Callable[[], object], timeout_s: float = 10.0) -> None:
-        async with asyncio.timeout(timeout_s), self._changed:
-            await self._changed.wait_for(lambda: bool(predicate()))
+        await self._changes.wait_until(predicate, timeout_s)
 
     async def wait_subscribed(self, count: int = 1, timeout_s: float = 10.0) -> None:
         """Wait until `count` subscriptions succeeded in all and one connection is live."""
@@ -177,10 +177,6 @@ class FakeWecomBot(ServedFake):
 
     # -- the server -------------------------------------------------------------------------
 
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
     async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
         socket = web.WebSocketResponse()
         await socket.prepare(request)
@@ -193,7 +189,7 @@ class FakeWecomBot(ServedFake):
         finally:
             self._sockets.discard(socket)
             self._subscribed.discard(socket)
-            await self._notify()
+            await self._changes.notify()
         return socket
 
     async def _ack(self, socket: web.WebSocketResponse, req_id: str, errcode: int = 0) -> None:
@@ -224,7 +220,7 @@ class FakeWecomBot(ServedFake):
             await self._send_msg(socket, req_id, body)
         else:
             self.violations.append(f"unknown cmd {cmd!r}")
-        await self._notify()
+        await self._changes.notify()
 
     def _take_rate_limit(self) -> bool:
         if self._rate_limits:
@@ -273,7 +269,7 @@ class FakeWecomBot(ServedFake):
         callback.awaiting_ack = False
         if not socket.closed:
             await self._ack(socket, req_id)
-        await self._notify()
+        await self._changes.notify()
 
     async def _send_msg(self, socket: web.WebSocketResponse, req_id: str, body: JsonObject) -> None:
         content = str((body.get("markdown") or {}).get("content", ""))

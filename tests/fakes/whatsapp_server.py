@@ -20,7 +20,6 @@ over 4,096 characters is refused with code 100.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import itertools
@@ -34,6 +33,7 @@ import aiohttp
 from aiohttp import web
 
 from tests.fakes import ServedFake
+from tests.fakes.changes import Changes
 
 API_VERSION = "v21.0"
 MAX_TEXT_CHARS = 4096
@@ -108,7 +108,7 @@ class FakeWhatsApp(ServedFake):
         self._failures: list[int] = []
         self._clock = clock
         self._ids = itertools.count(1)
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
         app = web.Application(client_max_size=32 * 1024 * 1024)
         base = f"/{API_VERSION}"
         app.router.add_post(f"{base}/{phone_number_id}/messages", self._messages)
@@ -128,12 +128,7 @@ class FakeWhatsApp(ServedFake):
         return [m.text for m in self.sent if m.to == wa_id and m.kind == "text"]
 
     async def wait_until(self, predicate: Callable[[], object], timeout_s: float = 10.0) -> None:
-        async with asyncio.timeout(timeout_s), self._changed:
-            await self._changed.wait_for(lambda: bool(predicate()))
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        await self._changes.wait_until(predicate, timeout_s)
 
     # The world
 
@@ -236,19 +231,19 @@ class FakeWhatsApp(ServedFake):
         if body.get("status") == "read":
             typing = body.get("typing_indicator") == {"type": "text"}
             self.reads.append(ReadReceipt(str(body.get("message_id")), typing, self._clock()))
-            await self._notify()
+            await self._changes.notify()
             return web.json_response({"success": True})
         answer = self._refusal(body)
         if answer is not None:
             code = json.loads(answer.text or "{}")["error"]["code"]
             self.send_results.append((answer.status, code))
-            await self._notify()
+            await self._changes.notify()
             return answer
         wamid = self.new_wamid()
         to, kind = str(body["to"]), str(body["type"])
         self.sent.append(SentMessage(wamid, to, kind, dict(body[kind]), self._clock()))
         self.send_results.append((200, None))
-        await self._notify()
+        await self._changes.notify()
         return web.json_response(
             {
                 "messaging_product": "whatsapp",

@@ -65,7 +65,15 @@ async def run_lanes(mode: QueueMode, script: object, dropped: list[str] | None =
     return recorder
 
 
-async def test_collect_joins_messages_that_waited() -> None:
+@pytest.mark.parametrize(
+    ("mode", "finished"),
+    [
+        ("collect", ["first", "second\n---\nQueued #2: third"]),
+        ("followup", ["first", "second", "third"]),
+    ],
+    ids=["collect joins messages that waited", "followup answers one by one in order"],
+)
+async def test_messages_that_waited_for_a_turn(mode: QueueMode, finished: list[str]) -> None:
     async def script(lanes: Lanes, recorder: Recorder) -> None:
         lanes.submit("c", turn("first"))
         await recorder.first_started.wait()
@@ -73,20 +81,8 @@ async def test_collect_joins_messages_that_waited() -> None:
         lanes.submit("c", turn("third"))
         recorder.release_first.set()
 
-    recorder = await run_lanes("collect", script)
-    assert recorder.finished == ["first", "second\n---\nQueued #2: third"]
-
-
-async def test_followup_answers_one_by_one_in_order() -> None:
-    async def script(lanes: Lanes, recorder: Recorder) -> None:
-        lanes.submit("c", turn("first"))
-        await recorder.first_started.wait()
-        lanes.submit("c", turn("second"))
-        lanes.submit("c", turn("third"))
-        recorder.release_first.set()
-
-    recorder = await run_lanes("followup", script)
-    assert recorder.finished == ["first", "second", "third"]
+    recorder = await run_lanes(mode, script)
+    assert recorder.finished == finished
 
 
 async def test_interrupt_cancels_the_running_turn_and_keeps_the_newest() -> None:

@@ -4,11 +4,11 @@ and a profile passed where gateway.yaml belongs."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import socket
 import sys
+from contextlib import aclosing
 from pathlib import Path
 
 import aiohttp
@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.cli import LOOPBACK_ENV, run_cli
 from tests.support.daemon import REPO_ROOT, free_port, write_config
+from tests.support.sse import streamed_events
 
 pytestmark = pytest.mark.slow
 
@@ -29,15 +30,12 @@ async def snapshots_of(api_port: int, text: str) -> list[str]:
     body = {"chat_id": "flags", "content": text, "stream": True}
     async with aiohttp.ClientSession() as http, http.post(url, json=body) as response:
         assert response.status == 200
-        kind = ""
-        async for raw in response.content:
-            line = raw.decode().strip()
-            if line.startswith("event:"):
-                kind = line.removeprefix("event:").strip()
-            elif line.startswith("data:") and kind == "snapshot":
-                texts.append(json.loads(line.removeprefix("data:"))["text"])
-            elif line.startswith("data:") and kind in ("done", "error"):
-                break
+        async with aclosing(streamed_events(response)) as events:
+            async for kind, data in events:
+                if kind == "snapshot":
+                    texts.append(data["text"])
+                elif kind in ("done", "error"):
+                    break
     return texts
 
 

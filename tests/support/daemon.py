@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 30.0
@@ -120,9 +121,32 @@ class DaemonProcess:
 
         return await asyncio.wait_for(find(), timeout_s)
 
+    def count_logged(self, event_name: str) -> int:
+        return sum(1 for event in self.logs if event.get("event") == event_name)
+
+    async def wait_logged(self, event_name: str, *, more_than: int) -> None:
+        """Wait until the daemon has logged `event_name` more than `more_than` times."""
+        await self.wait_log(lambda _event: self.count_logged(event_name) > more_than)
+
     async def get(self, path: str) -> tuple[int, str]:
         async with aiohttp.ClientSession() as http, http.get(self.http_url + path) as response:
             return response.status, await response.text()
+
+    async def metric(self, name: str, **labels: str) -> float:
+        """The value of one sample on the daemon's /metrics (0 when it was never counted)."""
+        status, body = await self.get("/metrics")
+        assert status == 200, body
+        for family in text_string_to_metric_families(body):
+            for sample in family.samples:
+                if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
+                    return float(sample.value)
+        return 0.0
+
+    async def rate_limited_retries(self, channel: str) -> float:
+        """How often the daemon has waited out a platform's rate limit on `channel` so far."""
+        return await self.metric("octos_send_retries_total", channel=channel, reason="rate_limited")
 
     def signal(self, signum: signal.Signals) -> None:
         assert self.process is not None
@@ -134,6 +158,11 @@ class DaemonProcess:
         if self._reader is not None:
             await self._reader
         return code
+
+    async def stop_cleanly(self) -> int:
+        """SIGTERM, then the exit status once the daemon has shut down."""
+        self.signal(signal.SIGTERM)
+        return await self.wait(WAIT_S)
 
     async def stop(self) -> None:
         if self.process is not None and self.process.returncode is None:

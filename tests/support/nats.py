@@ -11,6 +11,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import nats
 import pytest
@@ -64,3 +65,23 @@ async def nats_client() -> AsyncIterator[Client]:
         yield client
     finally:
         await client.close()
+
+
+@dataclass(frozen=True)
+class OwnStreams:
+    """A test's own streams (`{prefix}_IN`, `_OUT`, `_DEAD`), read through `client`."""
+
+    client: Client
+    prefix: str
+
+    async def left_in(self, suffix: str) -> int:
+        """Messages still in the stream `{prefix}_{suffix}` (a work queue keeps only what is not
+        done)."""
+        info = await self.client.jetstream().stream_info(f"{self.prefix}_{suffix}")
+        return info.state.messages
+
+
+@pytest.fixture
+def streams(nats_client: Client, nats_prefix: str) -> OwnStreams:
+    """The streams of this test's `nats_prefix`, read through its `nats_client`."""
+    return OwnStreams(nats_client, nats_prefix)

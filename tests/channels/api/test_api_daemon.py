@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import aiohttp
 import pytest
 
 from tests.support.daemon import DaemonProcess, free_port, write_config
+from tests.support.sse import streamed_events
 
 pytestmark = pytest.mark.slow
 
@@ -53,13 +53,8 @@ class Api:
         ):
             assert response.status == 200
             assert response.content_type == "text/event-stream"
-            kind = ""
-            async for raw in response.content:
-                line = raw.decode().strip()
-                if line.startswith("event:"):
-                    kind = line.removeprefix("event:").strip()
-                elif line.startswith("data:"):
-                    events.append((kind, json.loads(line.removeprefix("data:"))["text"]))
+            async for kind, data in streamed_events(response):
+                events.append((kind, data["text"]))
         return events
 
 

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bus import AgentHandle
 from channels.discord import DiscordChannel
 from config import DiscordConfig
-from tests.channels.started import ReadsInbound, started_on_bus
+from tests.channels.started import OnBus, started_on_bus
 from tests.fakes.discord_server import FakeDiscord, FakeUser
 
 WAIT_S = 10.0
@@ -41,10 +40,7 @@ def make_channel(
 
 
 @dataclass
-class RunningBot(ReadsInbound):
-    fake: FakeDiscord
-    channel: DiscordChannel
-    agent: AgentHandle
+class RunningBot(OnBus[FakeDiscord, DiscordChannel]):
     task: asyncio.Task[None]
     data_dir: Path
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from bus import InboundMessage, InboundRefused
+from tests.fakes.changes import Changes
 
 
 class ScriptedInbound:
@@ -15,26 +16,21 @@ class ScriptedInbound:
         self.durable = asyncio.Event()
         self.durable.set()
         self.refusals = 0
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
 
     async def send(self, message: InboundMessage) -> None:
         self.offered.append(message)
-        await self._notify()
+        await self._changes.notify()
         if self.refusals:
             self.refusals -= 1
             raise InboundRefused("global", 0.05, "backlog full")
         await self.durable.wait()
         self.received.append(message)
-        await self._notify()
+        await self._changes.notify()
 
     def close(self) -> None:
         """Nothing to release."""
 
     async def wait_until(self, predicate: object, timeout_s: float = 10.0) -> None:
         assert callable(predicate)
-        async with asyncio.timeout(timeout_s), self._changed:
-            await self._changed.wait_for(predicate)
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        await self._changes.wait_until(predicate, timeout_s)

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
+from bus import InboundMessage, OutboundMessage, create_bus
 from channels.coalesce_fit import fit_chunks
 from channels.errors import FatalChannelError, RateLimited
 from channels.qq import QQBotChannel, seed_from_secret, sign_hex, signing_key
 from channels.qq.api import ReplyWindowClosed
 from tests.channels.qq.configs import PATH, qq_config
 from tests.channels.started import (
-    ReadsInbound,
+    OnBus,
     once,
     webhooks_on_bus,
 )
@@ -28,10 +28,7 @@ WAIT_S = 10.0
 
 
 @dataclass
-class Running(ReadsInbound):
-    fake: FakeQQ
-    channel: QQBotChannel
-    agent: AgentHandle
+class Running(OnBus[FakeQQ, QQBotChannel]):
     url: str
 
 

@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
 
-from bus import AgentHandle
 from channels.qq import QQBotChannel
 from channels.reconnect import ReconnectPolicy
 from tests.channels.qq.configs import qq_config
-from tests.channels.started import ReadsInbound, once, started_on_bus
+from tests.channels.started import OnBus, once, started_on_bus
 from tests.fakes.qq_server import FakeQQ
 
 WAIT_S = 10.0
 
 
-@dataclass
-class Running(ReadsInbound):
-    fake: FakeQQ
-    channel: QQBotChannel
-    agent: AgentHandle
+Running = OnBus[FakeQQ, QQBotChannel]
 
 
 @pytest.fixture

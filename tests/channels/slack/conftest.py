@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from bus import AgentHandle, InboundMessage
+from bus import InboundMessage
 from channels.slack import SlackChannel
 from config import SlackConfig
-from tests.channels.started import ReadsInbound, started_on_bus
+from tests.channels.started import OnBus, started_on_bus
 from tests.fakes.slack_server import FakeSlack
 
 WAIT_S = 10.0
@@ -72,10 +72,7 @@ def make_channel(
 
 
 @dataclass
-class RunningSlack(ReadsInbound):
-    fake: FakeSlack
-    channel: SlackChannel
-    agent: AgentHandle
+class RunningSlack(OnBus[FakeSlack, SlackChannel]):
     task: asyncio.Task[None]
     data_dir: Path
 

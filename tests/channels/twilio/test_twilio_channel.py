@@ -13,20 +13,19 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bus import AgentHandle, OutboundMessage, create_bus
+from bus import OutboundMessage, create_bus
 from channels.allow import AllowList
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.registry import ChannelContext, ChannelUnavailable, build_channel
 from channels.twilio import TwilioChannel, TwilioSignature, Verdict, parse_sms
 from config import TwilioConfig
-from tests.channels.refusing_sender import RefusingSender
+from tests.channels.refusing_sender import RefusingSender, refused_then_taken
 from tests.channels.started import (
-    ReadsInbound,
+    OnBus,
     once,
-    serving_webhooks,
-    started,
     webhooks_on_bus,
+    webhooks_started,
 )
 from tests.fakes.twilio_server import FakeTwilio, post_form, twilio_signature
 
@@ -55,10 +54,7 @@ def make_channel(fake: FakeTwilio, tmp_path: Path, **fields: object) -> TwilioCh
 
 
 @dataclass
-class Running(ReadsInbound):
-    fake: FakeTwilio
-    channel: TwilioChannel
-    agent: AgentHandle
+class Running(OnBus[FakeTwilio, TwilioChannel]):
     url: str
     task: asyncio.Task[None]
 
@@ -232,19 +228,14 @@ async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_take
         sender = RefusingSender(refusals=1)
         ready = once(channel.wait_receiving)
         async with (
-            serving_webhooks(channel) as server,
-            started(channel, sender, ready, name="twilio"),
+            webhooks_started(channel, sender, ready, name="twilio") as (_task, origin),
             aiohttp.ClientSession() as http,
         ):
             form = fake.webhook_form(ALICE, "busy?")
             fields = [(name, value) for name, values in form.items() for value in values]
             headers = fake.signed_headers(PUBLIC_URL, form)
-            url = server.origin + "/twilio/sms"
-            async with http.post(url, data=fields, headers=headers) as refused:
-                assert refused.status == 429
-                assert refused.headers["Retry-After"] == "7"
-            async with http.post(url, data=fields, headers=headers) as taken:
-                assert taken.status == 200
+            url = origin + "/twilio/sms"
+            await refused_then_taken(http, url, sender, data=fields, headers=headers)
             assert [message.content for message in sender.taken] == ["busy?"]
 
 

@@ -4,28 +4,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
 
-from bus import AgentHandle, InboundMessage, OutboundMessage, create_bus
+from bus import InboundMessage, OutboundMessage, create_bus
 from bus.envelope import ANSWERS
 from channels.errors import FatalChannelError, RateLimited
 from channels.reconnect import ReconnectPolicy
 from channels.wecom_bot import WecomBotChannel
 from channels.wecom_bot.frames import MalformedFrame, parse_callback, parse_frame
-from tests.channels.started import ReadsInbound, once, started_on_bus
+from tests.channels.started import OnBus, once, started_on_bus
 from tests.channels.wecom_bot.configs import wecom_bot_config
 from tests.fakes.wecom_bot_server import FakeWecomBot
 
 WAIT_S = 10.0
 
 
-@dataclass
-class Running(ReadsInbound):
-    fake: FakeWecomBot
-    channel: WecomBotChannel
-    agent: AgentHandle
+Running = OnBus[FakeWecomBot, WecomBotChannel]
 
 
 @pytest.fixture

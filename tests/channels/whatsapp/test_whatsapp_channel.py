@@ -14,19 +14,18 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bus import AgentHandle, OutboundMessage, create_bus
+from bus import OutboundMessage, create_bus
 from channels.allow import AllowList
 from channels.errors import ChannelError, DeliveryError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, parse_notification
 from config import WhatsAppConfig
-from tests.channels.refusing_sender import RefusingSender
+from tests.channels.refusing_sender import RefusingSender, refused_then_taken
 from tests.channels.started import (
-    ReadsInbound,
+    OnBus,
     once,
-    serving_webhooks,
-    started,
     webhooks_on_bus,
+    webhooks_started,
 )
 from tests.fakes.whatsapp_server import FakeWhatsApp, post_json
 
@@ -53,10 +52,7 @@ def make_channel(
 
 
 @dataclass
-class Running(ReadsInbound):
-    fake: FakeWhatsApp
-    channel: WhatsAppChannel
-    agent: AgentHandle
+class Running(OnBus[FakeWhatsApp, WhatsAppChannel]):
     url: str
     task: asyncio.Task[None]
 
@@ -259,15 +255,10 @@ async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_take
         sender = RefusingSender(refusals=1)
         ready = once(channel.wait_receiving)
         async with (
-            serving_webhooks(channel) as server,
-            started(channel, sender, ready, name="whatsapp"),
+            webhooks_started(channel, sender, ready, name="whatsapp") as (_task, origin),
             aiohttp.ClientSession() as http,
         ):
             body = fake.text_notification(ALICE, "busy?")
             headers = {**fake.signed_headers(body), "Content-Type": "application/json"}
-            async with http.post(server.origin + PATH, data=body, headers=headers) as refused:
-                assert refused.status == 429
-                assert refused.headers["Retry-After"] == "7"
-            async with http.post(server.origin + PATH, data=body, headers=headers) as taken:
-                assert taken.status == 200
+            await refused_then_taken(http, origin + PATH, sender, data=body, headers=headers)
             assert [message.content for message in sender.taken] == ["busy?"]

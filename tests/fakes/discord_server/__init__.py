@@ -28,7 +28,6 @@ refuses new connections, `gateway.identify_close_code` refuses IDENTIFY (4004, 4
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
@@ -37,6 +36,7 @@ from aiohttp import web
 
 from channels.discord.routing import DiscordEndpoints
 from tests.fakes import ServedFake
+from tests.fakes.changes import Changes
 from tests.fakes.discord_server.gateway import Gateway
 from tests.fakes.discord_server.models import (
     DISCORD_EPOCH_MS,
@@ -74,17 +74,17 @@ class FakeDiscord(ServedFake):
         ids = Snowflakes()
         bot = bot or FakeUser(id=ids.next(), username="octos-bot", bot=True)
         self._world = World(token=token, bot=bot, ids=ids)
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
         self.rest = RestApi(
             self._world,
             lambda: self.gateway_url,
-            self._notify,
+            self._changes.notify,
             edit_budget=None if edit_budget is None else EditBudget(*edit_budget),
         )
         self.gateway = Gateway(
             self._world,
             lambda: self.gateway_url,
-            self._notify,
+            self._changes.notify,
             heartbeat_interval_ms=heartbeat_interval_ms,
         )
         ServedFake.__init__(self, self._application())
@@ -178,14 +178,9 @@ class FakeDiscord(ServedFake):
 
     # Waiting
 
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
     async def wait_until(self, predicate: Callable[[], object], timeout_s: float = 10.0) -> None:
         """Wait until `predicate()` is true; it is checked after every change the fake sees."""
-        async with asyncio.timeout(timeout_s), self._changed:
-            await self._changed.wait_for(lambda: bool(predicate()))
+        await self._changes.wait_until(predicate, timeout_s)
 
     async def wait_ready(self, timeout_s: float = 10.0) -> None:
         """Wait until a client's session is open (identified or resumed)."""

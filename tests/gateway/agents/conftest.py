@@ -8,7 +8,9 @@ from collections.abc import Sequence
 import pytest
 
 from bus import Message, SessionKey
-from gateway.agents import AgentTurn
+from gateway.agents import Agent, AgentTurn
+from tests.fakes import StreamControl
+from tests.fakes.changes import Changes
 
 
 class SnapshotRecorder:
@@ -17,18 +19,16 @@ class SnapshotRecorder:
     def __init__(self) -> None:
         self.snapshots: list[str] = []
         self.first = asyncio.Event()
-        self._changed = asyncio.Condition()
+        self._changes = Changes()
 
     async def __call__(self, text: str) -> None:
         self.snapshots.append(text)
         self.first.set()
-        async with self._changed:
-            self._changed.notify_all()
+        await self._changes.notify()
 
     async def wait_for_count(self, count: int, timeout_s: float = 10.0) -> None:
         """Wait until at least `count` snapshots arrived."""
-        async with asyncio.timeout(timeout_s), self._changed:
-            await self._changed.wait_for(lambda: len(self.snapshots) >= count)
+        await self._changes.wait_until(lambda: len(self.snapshots) >= count, timeout_s)
 
     def assert_grows_to(self, final: str) -> None:
         """Each snapshot extends the one before it, and the last is the whole reply."""
@@ -46,6 +46,20 @@ def make_turn(text: str = "hello there", history: Sequence[Message] = ()) -> Age
         history=list(history),
         message=Message.user(text),
     )
+
+
+async def cancel_mid_stream(
+    agent: Agent, recorder: SnapshotRecorder, control: StreamControl, *, shown: int, name: str
+) -> None:
+    """Run a turn until the fake holds its stream with `shown` snapshots out, cancel the turn,
+    and wait until the fake sees its client go away."""
+    run = asyncio.create_task(agent.run(make_turn(), recorder), name=name)
+    await asyncio.wait_for(control.holding.wait(), timeout=10)
+    await recorder.wait_for_count(shown)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    await asyncio.wait_for(control.client_disconnected.wait(), timeout=10)
 
 
 @pytest.fixture

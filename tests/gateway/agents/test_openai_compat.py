@@ -19,7 +19,7 @@ from gateway.agents import (
 )
 from gateway.agents.openai_compat import PLACEHOLDER_API_KEY, chat_messages
 from tests.fakes.openai_server import DEFAULT_REPLY, FakeOpenAI, ScriptedCompletion
-from tests.gateway.agents.conftest import SnapshotRecorder, make_turn
+from tests.gateway.agents.conftest import SnapshotRecorder, cancel_mid_stream, make_turn
 
 API_KEY = "sk-test-0123456789abcdef"
 
@@ -188,13 +188,7 @@ async def test_cancellation_mid_stream_releases_the_connection(
 ) -> None:
     fake.script(ScriptedCompletion(text="one two three four", hold_after=2))
     async with make_agent(fake) as agent:
-        run = asyncio.create_task(agent.run(make_turn(), recorder), name="openai-turn")
-        await asyncio.wait_for(fake.control.holding.wait(), timeout=10)
-        await recorder.wait_for_count(2)
-        run.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await run
-        await asyncio.wait_for(fake.control.client_disconnected.wait(), timeout=10)
+        await cancel_mid_stream(agent, recorder, fake.control, shown=2, name="openai-turn")
         # The agent still works after a cancelled turn.
         reply = await agent.run(make_turn(), SnapshotRecorder())
     assert recorder.snapshots == ["one", "one two"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
@@ -26,7 +25,7 @@ from gateway.agents import (
 )
 from tests.fakes import LocalHttpServer
 from tests.fakes.webhook_server import DEFAULT_REPLY, FakeWebhook, ReplyMode, ScriptedReply
-from tests.gateway.agents.conftest import SnapshotRecorder, make_turn
+from tests.gateway.agents.conftest import SnapshotRecorder, cancel_mid_stream, make_turn
 
 SECRET = "webhook-signing-secret"
 TOKEN = "Bearer hook-token-123"
@@ -178,13 +177,7 @@ async def test_cancellation_mid_stream_releases_the_connection(
 ) -> None:
     fake.script(ScriptedReply(mode="sse", text="one two three", hold_after=1))
     async with make_agent(fake.url) as agent:
-        run = asyncio.create_task(agent.run(make_turn(), recorder), name="webhook-turn")
-        await asyncio.wait_for(fake.control.holding.wait(), timeout=10)
-        await recorder.wait_for_count(1)
-        run.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await run
-        await asyncio.wait_for(fake.control.client_disconnected.wait(), timeout=10)
+        await cancel_mid_stream(agent, recorder, fake.control, shown=1, name="webhook-turn")
         reply = await agent.run(make_turn(), SnapshotRecorder())
     assert recorder.snapshots == ["one"]
     assert reply.content == DEFAULT_REPLY

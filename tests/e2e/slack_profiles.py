@@ -1,0 +1,25 @@
+"""A Slack profile in HTTP mode on the fake: Slack's events are posted to the daemon's own HTTP
+server at the webhook path, signed with the fake's signing secret."""
+
+from __future__ import annotations
+
+from tests.fakes.slack_server import FakeSlack
+
+WEBHOOK_PATH = "/slack/events"
+
+
+def slack_http_profile(
+    fake: FakeSlack, allow: str, *, agent: str = "{type: echo}", path: str = WEBHOOK_PATH
+) -> str:
+    """The `agent` behind Slack in HTTP mode at `path`, allowing the user `allow`."""
+    return f"""\
+agent: {agent}
+channels:
+  - type: slack
+    mode: http
+    bot_token: "{fake.bot_token}"
+    signing_secret: "{fake.signing_secret}"
+    base_url: {fake.base_url}
+    webhook_path: {path}
+    allow: [{allow}]
+"""
