@@ -6,9 +6,7 @@ import asyncpg
 
 from bus import OutboundMessage
 from cluster.turn_records import TurnRecords
-from tests.support.postgres import fresh_scope, postgres_dsn
-
-__all__ = ["postgres_dsn"]  # the fixture
+from tests.support.postgres import fresh_scope
 
 
 async def commit_setting(connection: asyncpg.Connection) -> str:
