@@ -32,12 +32,13 @@ from cluster.delivery_records import DeliveryRecords
 from cluster.live_ingress import LiveChannels, LiveShows
 from cluster.metrics import ClusterMetrics
 from cluster.poller_leases import PollerLeases
+from cluster.profile_worker import ProfileWorker
 from cluster.record_table import RecordTable
 from cluster.status import StatusBoard, StatusPublisher
 from cluster.streams import ensure_streams, names_of
 from cluster.subjects import ClusterNames
 from cluster.turn_records import TurnRecords
-from cluster.worker import ProfileWorker, Worker
+from cluster.worker import Worker
 from config.bus import NatsConfig
 from config.store import StoreConfig
 

@@ -32,21 +32,14 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import TYPE_CHECKING, Protocol
+from contextlib import AsyncExitStack
 
 import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from bus import (
-    FAILED,
-    InboundMessage,
-    Message,
-    OutboundMessage,
-    TokenUsage,
-)
+from bus import FAILED, InboundMessage, OutboundMessage, TokenUsage
 from cluster.answer import Answer, answered_ids, reply_to_answer
 from cluster.arrivals import Arrivals
 from cluster.cancels import CancelReason, RunningTurns, TakenTurn
@@ -57,17 +50,14 @@ from cluster.dead_letters import bury
 from cluster.heartbeat import heartbeats
 from cluster.live import LiveTurn, live_turn
 from cluster.metrics import ClusterMetrics
+from cluster.profile_worker import ProfileWorker
 from cluster.pull import pull_bounded, pull_forever
 from cluster.record_expiry import start_record_expiry
 from cluster.status import StatusPublisher
 from cluster.streams import ensure_worker_consumers, names_of
 from cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
 from config.bus import NatsConfig
-from config.profile import QueueMode
 from gateway.turns import CANCELLED_NOTICE
-
-if TYPE_CHECKING:
-    from sessions.postgres.connect import Connection
 
 log = structlog.get_logger(__name__)
 
@@ -77,38 +67,6 @@ ABANDONED_REASON = "every delivery allowed was taken by a worker that stopped be
 DEAD_LETTER_REPLY = (
     "Sorry, I could not answer that: {reason}. It was set aside for the bot's owner to look at."
 )
-
-
-class ProfileWorker(Protocol):
-    """One profile's agent side, as the worker uses it (built in `gateway.cluster_worker`)."""
-
-    @property
-    def queue_mode(self) -> QueueMode: ...
-
-    async def answer(
-        self, messages: Sequence[InboundMessage], turn_id: str, live: LiveTurn | None = None
-    ) -> Answer:
-        """The answer to `messages`: one, or several of a chat collected into one turn;
-        `live`: where the turn shows its snapshots and typing (None: nowhere)."""
-        ...
-
-    def effect_transaction(
-        self, message: InboundMessage
-    ) -> AbstractAsyncContextManager[Connection | None]:
-        """For a message whose answer changes chat state (a command), the transaction its
-        effect and its stored reply commit in; None for the others (an agent turn's messages
-        are stored with its reply, and no transaction is held across the agent's call)."""
-        ...
-
-    def turn_transaction(self) -> AbstractAsyncContextManager[Connection]:
-        """A transaction of the profile's session store, that `append` joins: a turn's stored
-        reply and its session messages commit in it together (a savepoint inside a command's
-        `effect_transaction`)."""
-        ...
-
-    async def append(self, session_key: str, messages: Sequence[Message]) -> None:
-        """Append to the session (idempotent), inside `turn_transaction` when in one."""
-        ...
 
 
 class TurnFailed(Exception):
