@@ -36,6 +36,9 @@ from config.http_limits import (
 )
 from config.problems import ConfigValueError, require_in_mode
 
+#: Where the HTTP API and its web chat listen unless configured otherwise.
+DEFAULT_API_PORT = 8091
+
 # Telegram's own rule for the X-Telegram-Bot-Api-Secret-Token header.
 _TELEGRAM_SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
@@ -185,7 +188,9 @@ class ApiChannelConfig(ChannelConfigBase):
         "token is the access control.",
     )
     host: str = Field("127.0.0.1", description="Address the API listens on.")
-    port: Port = Field(8091, description="TCP port the API listens on; 0 picks a free one.")
+    port: Port = Field(
+        DEFAULT_API_PORT, description="TCP port the API listens on; 0 picks a free one."
+    )
     auth_token: OptionalSecret = Field(
         None, description="Bearer token clients must send; unset means no authentication."
     )
