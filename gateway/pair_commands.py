@@ -99,6 +99,8 @@ async def _allow_list(
     return EXIT_OK
 
 
+# Shaped as `_allow_list` on purpose: each prints what it found in each profile's store; what
+# they ask the store, and what they say and return when it found nothing, differ.
 async def _allow_remove(
     args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
 ) -> int:
