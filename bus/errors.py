@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from enum import StrEnum
-from typing import Any, Self
+from typing import Any, Self, TypedDict, Unpack
 
 from bus.text import truncated_utf8
 
@@ -39,28 +39,30 @@ def _restore(cls: type[GatewayError], state: dict[str, Any]) -> GatewayError:
     return error
 
 
+class ErrorDetails(TypedDict, total=False):
+    """The keywords every `GatewayError` takes, its subclasses' constructors passing them on."""
+
+    #: What we were doing.
+    context: str | None
+    #: What the user should do.
+    suggestion: str | None
+    #: The HTTP status of an API error.
+    status: int | None
+    #: How long the far end asked us to wait, when it said.
+    retry_after_s: float | None
+
+
 class GatewayError(Exception):
     """An error with a kind, the context it happened in and a suggestion for the user."""
 
-    def __init__(
-        self,
-        kind: ErrorKind,
-        message: str,
-        *,
-        context: str | None = None,
-        suggestion: str | None = None,
-        status: int | None = None,
-        retry_after_s: float | None = None,
-    ) -> None:
+    def __init__(self, kind: ErrorKind, message: str, **details: Unpack[ErrorDetails]) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
-        self.context = context
-        self.suggestion = suggestion
-        #: The HTTP status of an API error.
-        self.status = status
-        #: How long the far end asked us to wait, when it said.
-        self.retry_after_s = retry_after_s
+        self.context = details.get("context")
+        self.suggestion = details.get("suggestion")
+        self.status = details.get("status")
+        self.retry_after_s = details.get("retry_after_s")
 
     def __str__(self) -> str:
         lines = [f"{self.kind.value}: {self.message}"]
@@ -86,6 +88,8 @@ class GatewayError(Exception):
         changed.suggestion = suggestion
         return changed
 
+    # Named constructors, alike in form on purpose (as `channels.health.ChannelHealth`'s are):
+    # a caller says what happened, the kind and the suggestion follow from the name.
     @classmethod
     def config(cls, message: str, *, suggestion: str | None = None) -> GatewayError:
         return cls(ErrorKind.CONFIG, message, suggestion=suggestion)

@@ -30,10 +30,10 @@ import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from cluster.connection import NATS_ERRORS
-from cluster.follower import SubjectFollower
+from cluster.follower import SubjectFollower, read_notice
 
 log = structlog.get_logger(__name__)
 
@@ -189,12 +189,9 @@ class RunningTurns(SubjectFollower, Generic[T]):
         return True
 
     async def _on_message(self, msg: Msg) -> None:
-        try:
-            cancel = Cancel.model_validate_json(msg.data)
-        except ValidationError as error:
-            log.warning("cluster.cancel_unreadable", error=str(error))
-            return
-        self.cancel(cancel)
+        cancel = read_notice(msg, Cancel.model_validate_json, "cluster.cancel_unreadable")
+        if cancel is not None:
+            self.cancel(cancel)
 
 
 def _cancelled(turn: TakenTurn[T], cancel: Cancel) -> None:

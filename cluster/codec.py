@@ -66,8 +66,18 @@ def platform_id(profile: str, message: InboundMessage) -> str | None:
     return hashlib.blake2b(key.encode("utf-8"), digest_size=16).hexdigest()
 
 
+class _MessageBody:
+    """Either envelope's body: its message's own pydantic JSON (`_parse` reads it back)."""
+
+    __slots__ = ()
+    message: InboundMessage | OutboundMessage
+
+    def body(self) -> bytes:
+        return self.message.model_dump_json().encode("utf-8")
+
+
 @dataclass(frozen=True, slots=True)
-class InboundEnvelope:
+class InboundEnvelope(_MessageBody):
     profile: str
     inbound_id: str
     message: InboundMessage
@@ -96,9 +106,6 @@ class InboundEnvelope:
             headers[LIVE] = ",".join(name for name, on in shows if on)
         return headers
 
-    def body(self) -> bytes:
-        return self.message.model_dump_json().encode("utf-8")
-
     @classmethod
     def decode(cls, headers: dict[str, str] | None, body: bytes) -> InboundEnvelope:
         headers = headers or {}
@@ -120,7 +127,7 @@ class InboundEnvelope:
 
 
 @dataclass(frozen=True, slots=True)
-class OutboundEnvelope:
+class OutboundEnvelope(_MessageBody):
     profile: str
     message: OutboundMessage
     #: The ingress that showed the turn's live events: the reply is delivered there.
@@ -131,9 +138,6 @@ class OutboundEnvelope:
         if self.live_at is not None:
             headers[LIVE_AT] = self.live_at
         return headers
-
-    def body(self) -> bytes:
-        return self.message.model_dump_json().encode("utf-8")
 
     @classmethod
     def decode(cls, headers: dict[str, str] | None, body: bytes) -> OutboundEnvelope:

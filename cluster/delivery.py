@@ -53,6 +53,8 @@ NOT_HERE_DELAY_S = 1.0
 
 
 class ReplyDelivery:
+    # Takes the node's connection, config, its record table and metrics as `Worker` does, on
+    # purpose: the node's two services on one connection; what they do with them differs.
     def __init__(
         self,
         client: Client,

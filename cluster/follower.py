@@ -7,13 +7,19 @@ core NATS, handled as they come; this is what they share.
 from __future__ import annotations
 
 import contextlib
-from typing import ClassVar
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
 
+import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import DEFAULT_SUB_PENDING_MSGS_LIMIT, Subscription
 
 from cluster.connection import NATS_ERRORS
+
+log = structlog.get_logger(__name__)
+
+Notice = TypeVar("Notice")
 
 
 class SubjectFollower:
@@ -39,3 +45,13 @@ class SubjectFollower:
 
     async def _on_message(self, msg: Msg) -> None:
         raise NotImplementedError
+
+
+def read_notice(msg: Msg, parse: Callable[[bytes], Notice], unreadable: str) -> Notice | None:
+    """`msg`'s body as `parse` reads it; None, logged as `unreadable`, when it cannot: a hint
+    this build does not read is dropped (nothing redelivers core NATS)."""
+    try:
+        return parse(msg.data)
+    except ValueError as error:
+        log.warning(unreadable, error=str(error))
+        return None

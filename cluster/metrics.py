@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter
 
 
+# Declared as `gateway.metrics.GatewayMetrics` is, on purpose: each part's own families, made
+# once on the process's registry by `create`.
 @dataclass(frozen=True, slots=True)
 class ClusterMetrics:
     dead_letters: Counter

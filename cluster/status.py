@@ -27,7 +27,7 @@ from bus import (
     TokenUsage,
 )
 from cluster.connection import NATS_ERRORS
-from cluster.follower import SubjectFollower
+from cluster.follower import SubjectFollower, read_notice
 
 log = structlog.get_logger(__name__)
 
@@ -73,12 +73,9 @@ class StatusBoard(SubjectFollower):
         self._running: dict[str, RunningTurn] = {}
 
     async def _on_message(self, msg: Msg) -> None:
-        try:
-            message = AgentMessage.from_json(msg.data)
-        except ValueError as error:
-            log.warning("cluster.status_unreadable", error=str(error))
-            return
-        self.apply(message)
+        message = read_notice(msg, AgentMessage.from_json, "cluster.status_unreadable")
+        if message is not None:
+            self.apply(message)
 
     def apply(self, message: AgentMessage) -> None:
         variant = message.root

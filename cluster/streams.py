@@ -84,17 +84,22 @@ async def ensure_streams(js: JetStreamContext, config: NatsConfig) -> None:
             await js.update_stream(stream)
 
 
-def partition_consumer(
-    durable: str, subject: str, *, ack_wait_s: float, max_deliver: int
-) -> ConsumerConfig:
-    """One partition's consumer: one message in flight cluster-wide keeps the chat's order."""
+def partition_consumer(durable: str, subject: str, *, ack_wait_s: float) -> ConsumerConfig:
+    """One partition's consumer: one message in flight cluster-wide keeps the chat's order.
+
+    JetStream never stops offering a message (`max_deliver` unlimited). An inbound one: the
+    worker counts deliveries and buries it itself; with JetStream's own limit, a worker killed
+    during the last delivery would leave it in the stream, neither answered nor buried. A
+    reply: it is offered until an ingress delivers it (or the delivery layer gives up on it),
+    and nothing else would ever send it.
+    """
     return ConsumerConfig(
         durable_name=durable,
         deliver_policy=DeliverPolicy.ALL,
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait_s,
         max_ack_pending=1,
-        max_deliver=max_deliver,
+        max_deliver=UNLIMITED,
         filter_subject=subject,
     )
 
@@ -111,30 +116,14 @@ async def ensure_consumer(js: JetStreamContext, stream: str, consumer: ConsumerC
 async def ensure_worker_consumers(js: JetStreamContext, config: NatsConfig) -> None:
     names = names_of(config)
     await _ensure_partition_consumers(
-        js,
-        config,
-        names.inbound_stream,
-        names.worker_consumer,
-        names.inbound_subject,
-        # JetStream never stops offering an inbound message: the worker counts deliveries and
-        # buries the message itself. With JetStream's own limit, a worker killed during the
-        # last delivery would leave the message in the stream, neither answered nor buried.
-        max_deliver=UNLIMITED,
+        js, config, names.inbound_stream, names.worker_consumer, names.inbound_subject
     )
 
 
-# The worker's consumers' twin on the outbound stream: same partitioning, other names.
 async def ensure_delivery_consumers(js: JetStreamContext, config: NatsConfig) -> None:
     names = names_of(config)
-    # A reply is offered until an ingress delivers it (or the delivery layer gives up on it):
-    # it is durable, and nothing else would ever send it.
     await _ensure_partition_consumers(
-        js,
-        config,
-        names.outbound_stream,
-        names.delivery_consumer,
-        names.outbound_subject,
-        max_deliver=UNLIMITED,
+        js, config, names.outbound_stream, names.delivery_consumer, names.outbound_subject
     )
 
 
@@ -144,15 +133,10 @@ async def _ensure_partition_consumers(
     stream: str,
     durable_of: Callable[[int], str],
     subject_of: Callable[[int], str],
-    *,
-    max_deliver: int,
 ) -> None:
     for partition in range(config.partitions):
         consumer = partition_consumer(
-            durable_of(partition),
-            subject_of(partition),
-            ack_wait_s=config.ack_wait_s,
-            max_deliver=max_deliver,
+            durable_of(partition), subject_of(partition), ack_wait_s=config.ack_wait_s
         )
         await ensure_consumer(js, stream, consumer)
 

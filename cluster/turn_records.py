@@ -194,10 +194,7 @@ class TurnRecords(RecordTable):
                     appended,
                 )
                 stored = row is not None
-                if row is not None:
-                    await _settle_joined(on, record, JOINED, joined)
-                else:
-                    row = await _row_of(on, record)
+                row = await _closed_row(on, record, row, JOINED, joined)
         except DATABASE_ERRORS as error:
             raise database_error(self._dsn, error) from error
         if not stored and connection is not None:
@@ -233,10 +230,7 @@ class TurnRecords(RecordTable):
                     record.inbound_id,
                     reason,
                 )
-                if row is not None:
-                    await _settle_joined(connection, record, reason, joined)
-                else:
-                    row = await _row_of(connection, record)
+                row = await _closed_row(connection, record, row, reason, joined)
         except DATABASE_ERRORS as error:
             raise database_error(self._dsn, error) from error
         return _record(row)
@@ -252,6 +246,22 @@ class TurnRecords(RecordTable):
             )
         except DATABASE_ERRORS as error:
             raise database_error(self._dsn, error) from error
+
+
+async def _closed_row(
+    connection: Connection,
+    record: TurnRecord,
+    updated: asyncpg.Record | None,
+    reason: str,
+    joined: Sequence[tuple[str, int]],
+) -> asyncpg.Record:
+    """`record`'s row after an UPDATE that closes it: when that took (`updated`), the messages
+    `joined` into its turn are closed with it, as `reason`; when the row was closed before
+    (answered or settled elsewhere), the row as that left it."""
+    if updated is None:
+        return await _row_of(connection, record)
+    await _settle_joined(connection, record, reason, joined)
+    return updated
 
 
 async def _row_of(connection: Connection, record: TurnRecord) -> asyncpg.Record:

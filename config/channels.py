@@ -5,13 +5,13 @@ The fields that mean the same on every platform (`allow`, `webhook_path`) are de
 timeouts) are declared one by one: each description documents that platform in the generated
 reference (`python -m config.reference`), so that parallel is on purpose. What the models share
 in behaviour is written once: `ChannelConfigBase`, the types of `config.common`, and
-`require_in_mode` for the keys a mode needs.
+`MODE_REQUIRES` for the keys a mode needs.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
@@ -34,7 +34,10 @@ from config.http_limits import (
     HttpLimitsConfig,
     loopback_hosts,
 )
-from config.problems import ConfigValueError, require_in_mode
+from config.problems import ConfigValueError, ModeRequires
+
+#: Where the HTTP API and its web chat listen unless configured otherwise.
+DEFAULT_API_PORT = 8091
 
 # Telegram's own rule for the X-Telegram-Bot-Api-Secret-Token header.
 _TELEGRAM_SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -46,6 +49,9 @@ def _everyone() -> list[AllowEntry]:
 
 class ChannelConfigBase(ConfigModel):
     """Fields every channel has."""
+
+    #: The keys a channel needs in one of its modes, checked in this order.
+    MODE_REQUIRES: ClassVar[tuple[ModeRequires, ...]] = ()
 
     allow: list[AllowEntry] = allow_list_field("User ids or @usernames")
     edit_interval_s: float | None = Field(
@@ -59,6 +65,12 @@ class ChannelConfigBase(ConfigModel):
         description="Answer a stranger with a one-time code; `octos-gateway pair CODE` then "
         "adds them to the allow list without editing this file.",
     )
+
+    @model_validator(mode="after")
+    def _mode_requires(self) -> Self:
+        for requirement in self.MODE_REQUIRES:
+            requirement.check(self)
+        return self
 
     @property
     def routing_key(self) -> str:
@@ -109,24 +121,21 @@ class TelegramConfig(ChannelConfigBase):
             )
         return value
 
-    @model_validator(mode="after")
-    def _webhook_needs_url(self) -> Self:
-        require_in_mode(
-            self,
+    MODE_REQUIRES = (
+        ModeRequires(
             "webhook",
             "webhook_url",
             "add webhook_url: https://your.host/telegram/webhook, or use mode: polling",
-        )
+        ),
         # Without it anyone who finds the URL can post forged updates as any user.
-        require_in_mode(
-            self,
+        ModeRequires(
             "webhook",
             "secret_token",
             "add secret_token: ${TELEGRAM_SECRET_TOKEN} (e.g. from `openssl rand -hex 32`), "
             "or use mode: polling",
             why=" (it proves an update comes from Telegram)",
-        )
-        return self
+        ),
+    )
 
 
 class DiscordConfig(ChannelConfigBase):
@@ -158,21 +167,18 @@ class SlackConfig(ChannelConfigBase):
     base_url: HttpUrlText = Field("https://slack.com/api/", description="Slack Web API base URL.")
     webhook_path: UrlPath = webhook_path_field("/slack/events", "events (http mode)")
 
-    @model_validator(mode="after")
-    def _mode_credentials(self) -> Self:
-        require_in_mode(
-            self,
+    MODE_REQUIRES = (
+        ModeRequires(
             "socket",
             "app_token",
             "add app_token: ${SLACK_APP_TOKEN} (an xapp- token), or use mode: http",
-        )
-        require_in_mode(
-            self,
+        ),
+        ModeRequires(
             "http",
             "signing_secret",
             "add signing_secret: ${SLACK_SIGNING_SECRET}, or use mode: socket",
-        )
-        return self
+        ),
+    )
 
 
 class ApiChannelConfig(ChannelConfigBase):
@@ -185,7 +191,9 @@ class ApiChannelConfig(ChannelConfigBase):
         "token is the access control.",
     )
     host: str = Field("127.0.0.1", description="Address the API listens on.")
-    port: Port = Field(8091, description="TCP port the API listens on; 0 picks a free one.")
+    port: Port = Field(
+        DEFAULT_API_PORT, description="TCP port the API listens on; 0 picks a free one."
+    )
     auth_token: OptionalSecret = Field(
         None, description="Bearer token clients must send; unset means no authentication."
     )

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from config.channel_fields import allow_list_field, webhook_path_field
 from config.channels import ChannelConfigBase
 from config.common import AllowEntry, HttpUrlText, OptionalSecret, Secret, UrlPath
-from config.problems import require_in_mode
+from config.problems import ModeRequires
 
 
 class FeishuConfig(ChannelConfigBase):
@@ -41,13 +41,16 @@ class FeishuConfig(ChannelConfigBase):
         True, description="In group chats, answer only messages that mention the bot."
     )
 
-    @model_validator(mode="after")
-    def _webhook_secrets(self) -> Self:
-        needed = (
+    MODE_REQUIRES = tuple(
+        ModeRequires(
+            "webhook",
+            key,
+            f"add {key}: ${{{env}}} (from the app's Events and Callbacks page), "
+            "or use mode: websocket",
+            at=(key,),
+        )
+        for key, env in (
             ("encrypt_key", "FEISHU_ENCRYPT_KEY"),
             ("verification_token", "FEISHU_VERIFICATION_TOKEN"),
         )
-        for key, env in needed:
-            fix = f"add {key}: ${{{env}}} (from the app's Events and Callbacks page), "
-            require_in_mode(self, "webhook", key, fix + "or use mode: websocket", at=(key,))
-        return self
+    )

@@ -19,7 +19,14 @@ from pydantic import (
 
 
 class ConfigModel(BaseModel):
-    """Unknown keys are errors (a typo must not pass silently); loaded configs are immutable."""
+    """Unknown keys are errors (a typo must not pass silently); loaded configs are immutable.
+
+    Every model declares its keys in one form, `key: Type = Field(default, bounds,
+    description=...)`, and its checks as validators raising `ConfigValueError`: the
+    descriptions are the generated reference (`python -m config.reference`), so models look
+    alike key by key on purpose. What keys share in meaning is a type of this module or a
+    helper of `config.channel_fields`, not a copied declaration.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

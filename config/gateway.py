@@ -22,10 +22,15 @@ LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 _LEVEL_ALIASES = {"warn": "warning", "fatal": "critical"}
 
 
+#: Where the health and metrics server (and the status page) listens unless configured otherwise.
+DEFAULT_HEALTH_PORT = 8090
+
+
 class HttpConfig(ConfigModel):
     host: str = Field("127.0.0.1", description="Address of the health and metrics server.")
     port: Port = Field(
-        8090, description="Port of the health and metrics server; 0 picks a free one."
+        DEFAULT_HEALTH_PORT,
+        description="Port of the health and metrics server; 0 picks a free one.",
     )
     allowed_hosts: list[AllowedHost] = Field(
         default_factory=loopback_hosts,

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from bus import is_channel_name
 from config.agents import EchoAgentConfig
-from config.channels import ApiChannelConfig
+from config.channels import DEFAULT_API_PORT, ApiChannelConfig
 from config.explain import explain_validation_error
 from config.gateway import GatewayConfig
 from config.interpolate import interpolate_tree
@@ -237,7 +237,7 @@ def default_config(data_dir: Path = Path("./data")) -> LoadedConfig:
     profile = ProfileConfig(
         # Paced so that the web chat visibly streams (one snapshot per piece).
         agent=EchoAgentConfig(delay_s=EMBEDDED_ECHO_DELAY_S, pieces=EMBEDDED_ECHO_PIECES),
-        channels=[ApiChannelConfig(host="127.0.0.1", port=8091)],
+        channels=[ApiChannelConfig(host="127.0.0.1", port=DEFAULT_API_PORT)],
     )
     warnings = [ConfigWarning(None, None, warning.message) for warning in profile.warnings()]
     return LoadedConfig(gateway, {DEFAULT_PROFILE_ID: profile}, {}, warnings)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 #: One step into a YAML document: a mapping key or a list index.
 PathPart = str | int
@@ -85,15 +85,20 @@ class ConfigValueError(ValueError):
         self.at = at
 
 
-class _HasModes(Protocol):
-    @property
-    def mode(self) -> str: ...
+@dataclass(frozen=True, slots=True)
+class ModeRequires:
+    """In `mode`, `key` must be set: the problem names both, and `why` says what the key is
+    for; `fix` tells what to add (or which other mode needs no such key)."""
 
+    mode: str
+    key: str
+    fix: str
+    why: str = ""
+    at: DataPath = ("mode",)
 
-def require_in_mode(
-    model: _HasModes, mode: str, key: str, fix: str, *, why: str = "", at: DataPath = ("mode",)
-) -> None:
-    """Refuse `model` in `mode` while `key` is unset: the problem names both, and `why` says
-    what the key is for; `fix` tells what to add (or which other mode needs no such key)."""
-    if model.mode == mode and getattr(model, key) is None:
-        raise ConfigValueError(f"{mode} mode requires '{key}'{why}", fix, at=at)
+    def check(self, model: object) -> None:
+        """Refuse `model` when it is in this mode without the key."""
+        if getattr(model, "mode", None) == self.mode and getattr(model, self.key) is None:
+            raise ConfigValueError(
+                f"{self.mode} mode requires '{self.key}'{self.why}", self.fix, at=self.at
+            )

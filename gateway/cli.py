@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from config import ConfigError, LoadedConfig, default_config, load_gateway
+from config.channels import DEFAULT_API_PORT
 from gateway.cli_args import CommandSet, Handler, add_config_argument
 from gateway.cluster_commands import (
     ROLES,
@@ -149,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_run,
         help="run the daemon",
         description="Run the daemon. Without -c: one profile with the HTTP API channel and the "
-        "echo agent on http://127.0.0.1:8091, data in ./data.",
+        f"echo agent on http://127.0.0.1:{DEFAULT_API_PORT}, data in ./data.",
     )
     run.add_argument("-c", "--config", type=Path, help="gateway.yaml (default: embedded default)")
     run.add_argument("--data-dir", type=Path, help="where sessions live (overrides data_dir)")

@@ -27,6 +27,8 @@ from gateway.run_overrides import bind_error
 DEFAULT_TIMEOUT_S = 10.0
 
 
+# Shaped like `channels.health`'s HealthStatus and ChannelHealth, but not the same concept: a
+# check's verdict in the doctor's table (skipped, or failed with its fix), not a channel's state.
 class Outcome(Enum):
     OK = "ok"
     WARN = "warn"

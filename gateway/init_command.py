@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from config import ConfigError, load_gateway
+from config.channels import DEFAULT_API_PORT
+from config.gateway import DEFAULT_HEALTH_PORT
 from gateway.cli_args import CommandSet
 from gateway.env_file import ENV_FILE, environment_for
 from gateway.scaffold import (
@@ -155,5 +157,8 @@ def _report(config: Path, choices: ScaffoldChoices) -> int:
     print("Run it:")
     print(f"  octos-gateway run -c {config}")
     if "api" in choices.channels:
-        print("then open http://127.0.0.1:8091 to chat; the status page is http://127.0.0.1:8090")
+        print(
+            f"then open http://127.0.0.1:{DEFAULT_API_PORT} to chat; the status page is "
+            f"http://127.0.0.1:{DEFAULT_HEALTH_PORT}"
+        )
     return EXIT_OK

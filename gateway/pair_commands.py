@@ -22,6 +22,7 @@ from gateway.cli_args import (
     EXIT_OK,
     EXIT_UNAVAILABLE,
     CommandSet,
+    Handler,
     add_location_arguments,
     located,
 )
@@ -49,9 +50,11 @@ def add_pair_commands(commands: CommandSet) -> None:
         "channel (the allow lists in the profiles are not changed).",
         located=True,
     )
-    listing = allow.add("list", cmd_allow_list, help="every approved sender")
+    listing = allow.add("list", _in_selected_profiles(_allow_list), help="every approved sender")
     listing.add_argument("--profile", help="only this profile")
-    remove = allow.add("remove", cmd_allow_remove, help="withdraw a sender's approval")
+    remove = allow.add(
+        "remove", _in_selected_profiles(_allow_remove), help="withdraw a sender's approval"
+    )
     remove.add_argument("sender", help="the sender id, as `allow list` shows it")
     remove.add_argument("--profile", help="only in this profile")
     remove.add_argument("--channel", help="only on this channel")
@@ -83,10 +86,6 @@ async def _pair(args: argparse.Namespace, stores: dict[str, PairingStore], where
     return EXIT_NOT_FOUND
 
 
-def cmd_allow_list(args: argparse.Namespace) -> int:
-    return _run(args, _allow_list, only=args.profile)
-
-
 async def _allow_list(
     _args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
 ) -> int:
@@ -100,10 +99,8 @@ async def _allow_list(
     return EXIT_OK
 
 
-def cmd_allow_remove(args: argparse.Namespace) -> int:
-    return _run(args, _allow_remove, only=args.profile)
-
-
+# Shaped as `_allow_list` on purpose: each prints what it found in each profile's store; what
+# they ask the store, and what they say and return when it found nothing, differ.
 async def _allow_remove(
     args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
 ) -> int:
@@ -122,6 +119,11 @@ async def _allow_remove(
 
 
 Action = Callable[[argparse.Namespace, dict[str, PairingStore], str], Awaitable[int]]
+
+
+def _in_selected_profiles(action: Action) -> Handler:
+    """The command running `action` over the profile `--profile` names, or every profile."""
+    return lambda args: _run(args, action, only=args.profile)
 
 
 def _run(args: argparse.Namespace, action: Action, *, only: str | None = None) -> int:

@@ -12,14 +12,15 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
+from config.channels import DEFAULT_API_PORT
+from config.gateway import DEFAULT_HEALTH_PORT
+
 AgentChoice = Literal["echo", "openai"]
 CHANNEL_CHOICES = ("telegram", "discord", "slack", "api", "cli")
 DEFAULT_CHANNELS = ("api",)
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_PROFILE = "main"
-API_PORT = 8091
-HEALTH_PORT = 8090
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +76,8 @@ _CHANNELS: dict[str, tuple[str, tuple[SecretVar, ...]]] = {
         ),
     ),
     "api": (
-        f"  - type: api                     # web chat on http://127.0.0.1:{API_PORT}\n"
-        f"    host: 127.0.0.1\n    port: {API_PORT}\n"
+        f"  - type: api                     # web chat on http://127.0.0.1:{DEFAULT_API_PORT}\n"
+        f"    host: 127.0.0.1\n    port: {DEFAULT_API_PORT}\n"
         "    auth_token: ${API_TOKEN:-}     # empty: no token needed on loopback\n",
         (SecretVar("API_TOKEN", "", "HTTP API: a bearer token, needed once host is not loopback"),),
     ),
@@ -89,7 +90,7 @@ def gateway_yaml() -> str:
 # octos-gateway's own settings (written by octos-gateway init)
 data_dir: data                      # sessions, pairing codes, the allow-list overlay
 profiles_dir: profiles              # one <id>.yaml per bot
-http: {{host: 127.0.0.1, port: {HEALTH_PORT}}}  # status page /, /healthz, /readyz, /metrics
+http: {{host: 127.0.0.1, port: {DEFAULT_HEALTH_PORT}}}  # status page /, /healthz, /readyz, /metrics
 logging: {{level: info, format: console}}
 """
 

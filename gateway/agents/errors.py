@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
+from typing import Unpack
 
 from yarl import URL
 
-from bus.errors import ErrorKind, GatewayError
+from bus.errors import ErrorDetails, ErrorKind, GatewayError
 
 #: How much of an error response body goes into the log line.
 BODY_EXCERPT_CHARS = 500
@@ -88,20 +89,12 @@ class AgentError(GatewayError):
         message: str,
         *,
         failure: AgentFailure,
-        context: str | None = None,
-        status: int | None = None,
-        retry_after_s: float | None = None,
         user_message: str | None = None,
-        suggestion: str | None = None,
+        **details: Unpack[ErrorDetails],
     ) -> None:
-        super().__init__(
-            _ERROR_KINDS.get(failure, ErrorKind.API),
-            message,
-            context=context,
-            suggestion=_SUGGESTIONS[failure] if suggestion is None else suggestion,
-            status=status,
-            retry_after_s=retry_after_s,
-        )
+        if details.get("suggestion") is None:
+            details["suggestion"] = _SUGGESTIONS[failure]
+        super().__init__(_ERROR_KINDS.get(failure, ErrorKind.API), message, **details)
         self.failure = failure
         self.user_message = user_message or _USER_MESSAGES[failure]
 
@@ -114,22 +107,11 @@ class AgentErrors:
         self.context = context
         self._secrets = secrets
 
-    # AgentError's own keywords, passed through with this agent's context added.
     def error(
-        self,
-        failure: AgentFailure,
-        detail: str,
-        *,
-        status: int | None = None,
-        retry_after_s: float | None = None,
+        self, failure: AgentFailure, detail: str, **details: Unpack[ErrorDetails]
     ) -> AgentError:
-        return AgentError(
-            detail,
-            failure=failure,
-            context=self.context,
-            status=status,
-            retry_after_s=retry_after_s,
-        )
+        """An `AgentError` with this agent's context (over any `context` in `details`)."""
+        return AgentError(detail, failure=failure, **(details | {"context": self.context}))
 
     def mask(self, text: str) -> str:
         """An excerpt of `text` for the log, the agent's secrets masked."""
