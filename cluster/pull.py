@@ -109,11 +109,12 @@ async def pull_bounded(
     the consumer's), takes one from there, and only when none has any waits for the next
     arrival (`arrivals`) or `fetch_wait_s`, whichever comes first, and sweeps again.
 
-    Each sweep starts at a random partition: runners sweeping from the same place (runner 0 of
-    every worker, or each runner one step on from its last sweep) find the same partition free
-    at the same moment, and all but one wait on it while other partitions have work. A runner
-    whose message had more waiting behind it takes the next one of that partition without a
-    sweep, up to `STAY_LIMIT` in a row.
+    Each sweep tries the partitions in a random order (weighted by what waits in each, see
+    `_partition_with_work`): runners sweeping in the same order (runner 0 of every worker, or
+    each runner one step on from its last sweep) find the same partition free at the same
+    moment, and all but one wait on it while other partitions have work. A runner whose
+    message had more waiting behind it takes the next one of that partition without a sweep,
+    up to `STAY_LIMIT` in a row.
     """
     async with asyncio.TaskGroup() as tasks:
         for runner in range(max_in_hand):
@@ -153,8 +154,7 @@ async def _bounded_runner(
                 ready: str | None = staying
                 stayed += 1
             else:
-                start = random.randrange(len(consumers))
-                ready, stayed = await _partition_with_work(js, stream, consumers, start), 0
+                ready, stayed = await _partition_with_work(js, stream, consumers), 0
             if ready is not None:
                 pulled = await subscription(ready)
                 more = await _fetch_and_handle(pulled, ready, handle, stop, FETCH_READY_WAIT_S)
@@ -172,7 +172,7 @@ async def _bounded_runner(
 #: How many messages in a row a runner takes from a partition that has more waiting after each
 #: before it sweeps again: a message it just acknowledged frees that partition's next one for
 #: it, and a sweep costs two requests; the limit lets the partitions it passes by have a turn.
-STAY_LIMIT = 4
+STAY_LIMIT = 2
 
 #: A partition that had a message waiting is asked this long. A free message comes at once;
 #: one another runner took first leaves this runner waiting for the partition's next, idle,
@@ -181,9 +181,15 @@ FETCH_READY_WAIT_S = 0.1
 
 
 async def _partition_with_work(
-    js: JetStreamContext, stream: str, consumers: list[tuple[str, str]], start: int
+    js: JetStreamContext, stream: str, consumers: list[tuple[str, str]]
 ) -> str | None:
-    """A consumer from `start` on whose partition has a message no one holds, or None."""
+    """A consumer whose partition has a message no one holds, or None.
+
+    Partitions are tried in a random order weighted by what waits in each: every waiting
+    message is as likely as any other to be the next one taken, so a chat with one message
+    waiting among busy partitions waits no longer than their messages do, and the partitions
+    holding the most, which would end a backlog last (their messages run one at a time),
+    are drained first."""
     subjects = [subject for _durable, subject in consumers]
     try:
         info = await js.stream_info(stream, subjects_filter=_common_filter(subjects))
@@ -191,12 +197,11 @@ async def _partition_with_work(
         log.warning("cluster.stream_info_failed", stream=stream, error=str(error))
         return None
     counts = info.state.subjects or {}
-    rotated = consumers[start:] + consumers[:start]
+    waiting = [(durable, counts[subject]) for durable, subject in consumers if counts.get(subject)]
     # A partition's next message is free only when none of it is in flight (max_ack_pending 1):
     # the stream's counts skip the empty ones, the consumer's count says which are held.
-    for durable, subject in rotated:
-        if counts.get(subject, 0) == 0:
-            continue
+    while waiting:
+        durable, _count = picked = random.choices(waiting, weights=[n for _d, n in waiting])[0]
         try:
             consumer = await js.consumer_info(stream, durable)
         except NATS_ERRORS as error:
@@ -204,6 +209,7 @@ async def _partition_with_work(
             return None
         if (consumer.num_pending or 0) > 0 and not consumer.num_ack_pending:
             return durable
+        waiting.remove(picked)
     return None
 
 
