@@ -85,6 +85,9 @@ async def test_retried_requests_are_answered_once_across_sigkills(tmp_path: Path
                 await daemon.wait()
                 daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
             await asyncio.gather(*clients)
+            # The last restart may have come after the clients were done: its API listens
+            # only once the profile is up, a moment after the health server.
+            await daemon.wait_log(lambda event: event.get("event") == "api.web_chat_ready")
             for number in range(CLIENTS):
                 chat = f"client-{number}"
                 expected = [f"{chat} says {index:02d}" for index in range(MESSAGES_PER_CLIENT)]
