@@ -221,6 +221,8 @@ async def test_an_acknowledged_event_survives_sigkill_and_is_answered_once(
         await first.start()
         try:
             await fake.wait_connected(timeout_s=WAIT_S)
+            # Nothing the first daemon sends is shown: its first piece would race the kill.
+            fake.rate_limit_next("send", count=1000)
             await FeishuBot(fake, first).say(chat, "survive this")  # acknowledged: durable
             assert first.process is not None
             first.process.kill()
@@ -228,6 +230,7 @@ async def test_an_acknowledged_event_survives_sigkill_and_is_answered_once(
         finally:
             await first.stop()
         assert fake.texts(chat) == []
+        fake.stop_rate_limiting()
         second = DaemonProcess(config, env=DAEMON_ENV)
         await second.start()
         try:

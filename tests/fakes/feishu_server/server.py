@@ -231,6 +231,9 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         """`kind` is "send" or "patch"."""
         self._rate_limits[kind] = self._rate_limits.get(kind, 0) + count
 
+    def stop_rate_limiting(self) -> None:
+        self._rate_limits.clear()
+
     def expire_tokens(self) -> None:
         self._tokens.clear()
 
