@@ -44,6 +44,7 @@ from gateway.collector import settle_after_start_up
 from gateway.journal import Journal
 from gateway.logs import configure_logging
 from gateway.metrics import GatewayMetrics
+from gateway.pairing_stores import PairingDatabases
 from gateway.profile import JOURNAL_DIR, ProfileRuntime
 from gateway.services import ProcessServices
 from gateway.webhooks import WebhookRoutes
@@ -130,6 +131,7 @@ def _runtime(data_dir: Path, fsync: str = "batch") -> ProfileRuntime:
         metrics=GatewayMetrics.create(CollectorRegistry()),
         webhooks=WebhookRoutes(),
         request_shutdown=lambda: None,
+        pairing=PairingDatabases(),
     )
     return ProfileRuntime(PROFILE, _profile(fsync), shared)
 

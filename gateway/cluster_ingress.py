@@ -34,7 +34,6 @@ from cluster.node import ClusterNode
 from config import ProfileConfig
 from gateway.history import ProfileHistory
 from gateway.pairing import Pairing
-from gateway.pairing_stores import pairing_store
 from gateway.profile_channels import build_channels, register_all
 from gateway.services import ProcessServices
 from gateway.strangers import StrangerNotices
@@ -176,7 +175,9 @@ class IngressProfile:
             # Codes and approvals in the sessions' database: shared by every ingress, anywhere.
             pairing = Pairing(
                 self.profile_id,
-                await stack.enter_async_context(pairing_store(self._shared.store, self._root)),
+                await stack.enter_async_context(
+                    self._shared.pairing.store(self._shared.store, self._root)
+                ),
             )
             await pairing.load()
             strangers.stranger_notice = pairing.stranger_notice

@@ -27,6 +27,7 @@ from config import ApiChannelConfig, ConfigError, LoadedConfig, ProfileConfig
 from gateway.collector import settle_after_start_up
 from gateway.http_server import HttpServer, build_app, webhook_hosts
 from gateway.metrics import GatewayMetrics
+from gateway.pairing_stores import PairingDatabases
 from gateway.profile import ProfileRuntime
 from gateway.recent_failures import recent_failures
 from gateway.services import ProcessServices
@@ -83,6 +84,7 @@ class Daemon:
         self._registry = CollectorRegistry()
         self._metrics = GatewayMetrics.create(self._registry)
         self._webhooks = WebhookRoutes()
+        self._pairing = PairingDatabases()
         self._profiles: dict[str, tuple[ProfileProcess, asyncio.Task[None]]] = {}
         # Signal handlers set a flag and wake the main loop, which acts on it.
         self._wake = asyncio.Event()
@@ -266,6 +268,7 @@ class Daemon:
             self._metrics,
             self._webhooks,
             self.request_shutdown,
+            self._pairing,
         )
         if self._node is None:
             runtime = ProfileRuntime(profile_id, config, shared)

@@ -1,14 +1,17 @@
 """Which pairing store a profile gets: beside its sessions, the files in its data directory
 (`store: {backend: jsonl}`) or tables in the sessions' PostgreSQL database (`backend:
-postgres`), so a cluster's ingress processes pair through the database, not a shared disk.
+postgres`), so a cluster's ingress processes pair through the database, not a shared disk;
+the profiles of one process share a pool and a listener there (`PairingDatabases`).
 
 PostgreSQL's modules (and asyncpg) are imported only when a configuration asks for them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -18,6 +21,8 @@ from config.store import StoreConfig
 if TYPE_CHECKING:
     import asyncpg
 
+    from sessions.postgres.pairing import OverlayChanges
+
 #: Connections a process's pairing pool may hold (codes are issued one stranger at a time).
 _POOL_SIZE: Final = 2
 _SCOPES: Final = """
@@ -26,16 +31,72 @@ ORDER BY scope
 """
 
 
-@asynccontextmanager
-async def pairing_store(config: StoreConfig, root: Path) -> AsyncIterator[PairingStore]:
-    """The pairing of the profile whose data directory is `root` (its name is the profile id)."""
-    if config.backend != "postgres":
-        yield FilePairingStore(root)
-        return
-    from sessions.postgres.pairing import PostgresPairingStore
+class PairingDatabases:
+    """The pairing databases of one process. For each, one small pool and one listener
+    (`OverlayChanges`) serve every profile that pairs there: opened by the first of them,
+    closed with the last (profiles come and go on a reload), so a process's connections for
+    pairing do not grow with its profiles."""
 
-    async with _database(config) as (pool, dsn):
-        yield PostgresPairingStore(pool, dsn, root.name, connect_timeout_s=config.connect_timeout_s)
+    def __init__(self) -> None:
+        self._open: dict[str, _SharedDatabase] = {}
+        self._lock = asyncio.Lock()
+
+    def __len__(self) -> int:
+        """How many databases are open now, each for the profiles that pair there."""
+        return len(self._open)
+
+    @asynccontextmanager
+    async def store(self, config: StoreConfig, root: Path) -> AsyncIterator[PairingStore]:
+        """The pairing of the profile whose data directory is `root` (named as the profile)."""
+        if config.backend != "postgres":
+            yield FilePairingStore(root)
+            return
+        from sessions.postgres.pairing import PostgresPairingStore
+
+        shared = await self._acquire(config)
+        try:
+            yield PostgresPairingStore(shared.pool, shared.dsn, root.name, changes=shared.changes)
+        finally:
+            await self._release(shared)
+
+    async def _acquire(self, config: StoreConfig) -> _SharedDatabase:
+        from sessions.postgres.pairing import OverlayChanges
+
+        assert config.dsn is not None  # the config model requires it with this backend
+        key = config.dsn.get_secret_value()
+        async with self._lock:
+            shared = self._open.get(key)
+            if shared is None:
+                stack = AsyncExitStack()
+                pool, dsn = await stack.enter_async_context(_database(config))
+                changes = OverlayChanges(dsn, connect_timeout_s=config.connect_timeout_s)
+                listener = asyncio.create_task(changes.run(), name="pairing-overlay-listener")
+                stack.push_async_callback(_stopped, listener)
+                shared = self._open[key] = _SharedDatabase(key, pool, dsn, changes, stack)
+            shared.users += 1
+            return shared
+
+    async def _release(self, shared: _SharedDatabase) -> None:
+        async with self._lock:
+            shared.users -= 1
+            if shared.users == 0:
+                del self._open[shared.key]
+                await shared.stack.aclose()
+
+
+@dataclass(eq=False)
+class _SharedDatabase:
+    key: str
+    pool: asyncpg.Pool
+    dsn: str
+    changes: OverlayChanges
+    stack: AsyncExitStack
+    users: int = 0
+
+
+async def _stopped(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 @asynccontextmanager

@@ -30,7 +30,6 @@ from gateway.history import ProfileHistory
 from gateway.intake import ProfileIntake
 from gateway.journal import Journal, Recovery
 from gateway.pairing import Pairing
-from gateway.pairing_stores import pairing_store
 from gateway.profile_channels import build_channels, register_all
 from gateway.services import ProcessServices, ProfileServices
 from gateway.turns import TurnRunner
@@ -118,7 +117,9 @@ class ProfileRuntime:
         stack.callback(self._shared.webhooks.unmount, self.profile_id)
         pairing = Pairing(
             self.profile_id,
-            await stack.enter_async_context(pairing_store(self._shared.store, self.root)),
+            await stack.enter_async_context(
+                self._shared.pairing.store(self._shared.store, self.root)
+            ),
         )
         await pairing.load()
         built_channels = build_channels(

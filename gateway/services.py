@@ -1,11 +1,11 @@
 """What the pieces of a profile are handed: the process's services and the profile's own.
 
 `ProcessServices` is what the daemon gives every profile it starts, in one process or in a
-cluster (the data directory, the session store's settings, the bus size, metrics, webhook routes
-and the way to ask for shutdown). `ProfileServices` is what one profile builds once and gives
-whole to its turn runner, its commands and its dispatcher (or, in a cluster worker, to the
-worker's answering side): its configuration, sessions, active topics, the outbound side of its
-bus and its metrics.
+cluster (the data directory, the session store's settings, the bus size, metrics, webhook routes,
+the way to ask for shutdown and the pairing databases). `ProfileServices` is what one profile
+builds once and gives whole to its turn runner, its commands and its dispatcher (or, in a
+cluster worker, to the worker's answering side): its configuration, sessions, active topics,
+the outbound side of its bus and its metrics.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from bus import AgentHandle
 from config import ProfileConfig
 from config.store import StoreConfig
 from gateway.metrics import GatewayMetrics
+from gateway.pairing_stores import PairingDatabases
 from gateway.webhooks import WebhookRoutes
 from sessions import SessionManager
 from sessions.topics import ActiveTopicsStore
@@ -33,6 +34,8 @@ class ProcessServices:
     metrics: GatewayMetrics
     webhooks: WebhookRoutes
     request_shutdown: Callable[[], None]
+    #: The pairing databases every profile of the process shares a pool and listener on.
+    pairing: PairingDatabases
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,14 +8,17 @@ database, so the ingress processes of a cluster need no shared data directory to
 
 Issuing takes an advisory lock on the sender, so two ingress processes answering the same
 stranger at once give one code. Every change of the overlay sends a NOTIFY (payload: the
-profile) in its transaction; a daemon LISTENs on a connection of its own and reads the overlay
-again when one arrives, and whenever it (re)connects, so a change made while it was away is not
-missed. The tables are migration 3 of `sessions.postgres.schema`.
+profile) in its transaction; a daemon LISTENs on one connection of its own for all its profiles
+(`OverlayChanges`) and reads a profile's overlay again when one names it, and whenever it
+(re)connects, so a change made while it was away is not missed. The tables are migration 3 of
+`sessions.postgres.schema`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -75,16 +78,22 @@ ORDER BY channel, added_at, sender_id
 
 
 class PostgresPairingStore(PairingStore):
-    """The pairing of profile `scope`, over `pool` (shared with other profiles' stores); the
-    listener connects to `dsn` by itself."""
+    """The pairing of profile `scope`, over `pool` and told of changes by `changes`, both
+    shared with the other profiles of the process that pair on the database (a store opened
+    without `changes`, the CLI's, does not `watch`)."""
 
     def __init__(
-        self, pool: asyncpg.Pool, dsn: str, scope: str, *, connect_timeout_s: float = 10.0
+        self,
+        pool: asyncpg.Pool,
+        dsn: str,
+        scope: str,
+        *,
+        changes: OverlayChanges | None = None,
     ) -> None:
         self._pool = pool
         self._dsn = dsn
         self.scope = scope
-        self._connect_timeout_s = connect_timeout_s
+        self._changes = changes
 
     async def issue(self, channel: str, sender_id: str, chat_id: str) -> str | None:
         scope = self.scope
@@ -167,45 +176,16 @@ class PostgresPairingStore(PairingStore):
         return [_entry(row) for row in removed]
 
     async def watch(self, on_change: OnChange) -> None:
-        while True:
-            try:
-                await self._listen(on_change)
-                reason = "the server closed the connection"
-            except DATABASE_ERRORS as error:
-                reason = str(error) or type(error).__name__
-            log.warning(
-                "allow.overlay_listener_lost",
-                profile=self.scope,
-                error=reason,
-                detail="the approvals read last stay in force until it is back",
-                retry_in_s=LISTENER_RETRY_S,
-            )
-            await asyncio.sleep(LISTENER_RETRY_S)
-
-    async def _listen(self, on_change: OnChange) -> None:
-        """LISTEN, then read: a change committed in between is read or notified, never lost.
-        Returns when the connection is lost."""
-        listener = await asyncpg.connect(self._dsn, timeout=self._connect_timeout_s)
-        changed = asyncio.Event()
-
-        def notified(_connection: Any, _pid: int, _channel: str, payload: object) -> None:
-            if payload == self.scope:
-                changed.set()
-
-        try:
-            listener.add_termination_listener(lambda _connection: changed.set())
-            await listener.add_listener(CHANGES, notified)
-            while not listener.is_closed():
+        changes = self._changes
+        if changes is None:
+            raise RuntimeError("this pairing store was opened without a listener to watch with")
+        with changes.watching(self.scope) as changed:
+            while True:
+                # LISTEN, then read: a change committed after the read is notified.
+                await changes.listening()
                 changed.clear()
                 on_change(await self.entries())
-                while not changed.is_set():
-                    try:
-                        await asyncio.wait_for(changed.wait(), LISTENER_CHECK_S)
-                    except TimeoutError:
-                        # Quiet for long: make sure the quiet is not a dead connection's.
-                        await listener.fetchval("SELECT 1", timeout=self._connect_timeout_s)
-        finally:
-            listener.terminate()
+                await changed.wait()
 
     async def _fetchrow(self, query: str, *args: object) -> asyncpg.Record | None:
         try:
@@ -250,3 +230,75 @@ async def import_approved(connection: Connection, scope: str, entries: list[Over
 def _entry(row: asyncpg.Record) -> OverlayEntry:
     added_at = row["added_at"].isoformat(timespec="seconds")
     return OverlayEntry(row["channel"], row["sender_id"], added_at)
+
+
+class OverlayChanges:
+    """One LISTEN connection for the overlay changes of every profile of a process on one
+    database. A watcher of a profile is woken by a NOTIFY naming it, and each time the listener
+    (re)connects, so a change made while it was away is read too; `listening` holds a watcher
+    back until the LISTEN is in place. `run` is the listener, until cancelled."""
+
+    def __init__(self, dsn: str, *, connect_timeout_s: float = 10.0) -> None:
+        self._dsn = dsn
+        self._connect_timeout_s = connect_timeout_s
+        self._watchers: dict[str, set[asyncio.Event]] = {}
+        self._listening = asyncio.Event()
+
+    @contextlib.contextmanager
+    def watching(self, scope: str) -> Iterator[asyncio.Event]:
+        """An event set whenever profile `scope`'s approvals may have changed."""
+        changed = asyncio.Event()
+        watchers = self._watchers.setdefault(scope, set())
+        watchers.add(changed)
+        try:
+            yield changed
+        finally:
+            watchers.discard(changed)
+            if not watchers:
+                del self._watchers[scope]
+
+    async def listening(self) -> None:
+        await self._listening.wait()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._listen()
+                reason = "the server closed the connection"
+            except DATABASE_ERRORS as error:
+                reason = str(error) or type(error).__name__
+            log.warning(
+                "allow.overlay_listener_lost",
+                profiles=sorted(self._watchers),
+                error=reason,
+                detail="the approvals read last stay in force until it is back",
+                retry_in_s=LISTENER_RETRY_S,
+            )
+            await asyncio.sleep(LISTENER_RETRY_S)
+
+    async def _listen(self) -> None:
+        """Returns when the connection is lost."""
+        listener = await asyncpg.connect(self._dsn, timeout=self._connect_timeout_s)
+        lost = asyncio.Event()
+
+        def notified(_connection: Any, _pid: int, _channel: str, payload: object) -> None:
+            for changed in self._watchers.get(str(payload), ()):
+                changed.set()
+
+        try:
+            listener.add_termination_listener(lambda _connection: lost.set())
+            await listener.add_listener(CHANGES, notified)
+            # In place: every watcher reads again, for what changed while none listened.
+            for watchers in self._watchers.values():
+                for changed in watchers:
+                    changed.set()
+            self._listening.set()
+            while not lost.is_set() and not listener.is_closed():
+                try:
+                    await asyncio.wait_for(lost.wait(), LISTENER_CHECK_S)
+                except TimeoutError:
+                    # Quiet for long: make sure the quiet is not a dead connection's.
+                    await listener.fetchval("SELECT 1", timeout=self._connect_timeout_s)
+        finally:
+            self._listening.clear()
+            listener.terminate()

@@ -14,7 +14,7 @@ from channels.allow_overlay import OverlayEntry
 from channels.pairing_codes import MAX_CODES_PER_DAY, PendingPair, display_code
 from channels.pairing_store import PairingStore
 from config.store import StoreConfig
-from gateway.pairing_stores import every_pairing_store, pairing_store
+from gateway.pairing_stores import PairingDatabases, every_pairing_store
 from tests.support.postgres import fresh_scope, postgres_dsn
 
 __all__ = ["postgres_dsn"]  # the fixture
@@ -25,7 +25,10 @@ async def processes(dsn: str, root: Path, count: int) -> AsyncIterator[list[Pair
     """The pairing of one profile as `count` processes open it (each its own pool)."""
     config = StoreConfig.model_validate({"backend": "postgres", "dsn": dsn})
     async with AsyncExitStack() as stack:
-        yield [await stack.enter_async_context(pairing_store(config, root)) for _ in range(count)]
+        yield [
+            await stack.enter_async_context(PairingDatabases().store(config, root))
+            for _ in range(count)
+        ]
 
 
 async def execute(dsn: str, statement: str, *args: object) -> None:
@@ -154,6 +157,54 @@ async def test_a_watcher_whose_connection_was_cut_reads_what_changed_meanwhile(
             (entry,) = await asyncio.wait_for(seen.get(), 20)
             assert entry.sender_id == "66"
             watcher.cancel()
+
+
+async def connections_to(dsn: str) -> int:
+    """Connections to the database other than the asking one."""
+    connection = await asyncpg.connect(dsn)
+    try:
+        count = await connection.fetchval(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    finally:
+        await connection.close()
+    assert isinstance(count, int)
+    return count
+
+
+async def test_the_profiles_of_one_process_share_one_pool_and_one_listener(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Connections for pairing do not grow with a process's profiles: one pool and one LISTEN
+    for all of them, each watcher told only of its own profile's changes, and both closed
+    with the last profile."""
+    config = StoreConfig.model_validate({"backend": "postgres", "dsn": postgres_dsn})
+    before = await connections_to(postgres_dsn)
+    databases = PairingDatabases()
+    scopes = [fresh_scope() for _ in range(4)]
+    seen = {scope: asyncio.Queue[list[OverlayEntry]]() for scope in scopes}
+    async with AsyncExitStack() as stack, asyncio.TaskGroup() as tasks:
+        stores = [
+            await stack.enter_async_context(databases.store(config, tmp_path / scope))
+            for scope in scopes
+        ]
+        watchers = [
+            tasks.create_task(store.watch(seen[scope].put_nowait), name=f"watch-{scope}")
+            for store, scope in zip(stores, scopes, strict=True)
+        ]
+        for scope in scopes:
+            assert await seen[scope].get() == []
+        assert await stores[2].add("telegram", "66")
+        (entry,) = await asyncio.wait_for(seen[scopes[2]].get(), 10)
+        assert entry.sender_id == "66"
+        assert all(seen[scope].empty() for scope in scopes)
+        # The pool (at most 2) and the listener, for four profiles.
+        assert len(databases) == 1
+        assert await connections_to(postgres_dsn) - before <= 3
+        for watcher in watchers:
+            watcher.cancel()
+    assert len(databases) == 0  # closed with the last
 
 
 async def test_the_command_line_finds_every_profile_with_pairing(
