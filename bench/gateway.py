@@ -34,10 +34,10 @@ from typing import Any
 import psutil
 from prometheus_client import CollectorRegistry
 
+from bench.bench_channel import IN_FLIGHT, BenchChannel, send_all
 from bench.report import Figure
-from bus import FAILED, InboundMessage, InboundSender, Message, OutboundMessage, create_bus
+from bus import InboundMessage, Message, OutboundMessage, create_bus
 from bus.session_key import SessionKey
-from channels.base import Channel
 from config import ProfileConfig
 from config.store import StoreConfig
 from gateway.collector import settle_after_start_up
@@ -54,49 +54,6 @@ SUITE = "gateway"
 PROFILE = "bench"
 RATE_PER_S = 500
 RATE_SECONDS = 4
-IN_FLIGHT = 256
-
-
-class BenchChannel(Channel):
-    """Publishes what the bench says and timestamps every turn's reply."""
-
-    running: BenchChannel | None = None
-
-    def __init__(self, config: Any, context: Any) -> None:
-        self.inbound: InboundSender | None = None
-        self.ready = asyncio.Event()
-        self.stopped = asyncio.Event()
-        self.turns = 0
-        self.expected = 0
-        self.all_answered = asyncio.Event()
-        self.reply_times: dict[str, float] = {}
-        BenchChannel.running = self
-
-    @property
-    def name(self) -> str:
-        return "bench"
-
-    async def start(self, inbound: InboundSender) -> None:
-        self.inbound = inbound
-        self.ready.set()
-        await self.stopped.wait()
-
-    async def stop(self) -> None:
-        self.stopped.set()
-
-    async def send(self, message: OutboundMessage) -> None:
-        if message.delivery_id is None or message.metadata.get(FAILED):
-            return  # not a turn's reply
-        if message.reply_to is not None:
-            self.reply_times[message.reply_to] = time.perf_counter()
-        self.turns += 1
-        if self.turns >= self.expected:
-            self.all_answered.set()
-
-    def expect(self, count: int) -> None:
-        self.turns, self.expected = 0, count
-        self.reply_times.clear()
-        self.all_answered.clear()
 
 
 def _profile(fsync: str) -> ProfileConfig:
@@ -107,7 +64,7 @@ def _profile(fsync: str) -> ProfileConfig:
             "queue_mode": "followup",
             "sessions": {"fsync": fsync, "max_backlog": 100_000, "max_backlog_per_chat": 10_000},
             "channels": [
-                {"type": "plugin", "class_path": "bench.gateway:BenchChannel", "allow": ["*"]}
+                {"type": "plugin", "class_path": "bench.bench_channel:BenchChannel", "allow": ["*"]}
             ],
         }
     )
@@ -174,28 +131,11 @@ async def _running(runtime: ProfileRuntime) -> AsyncIterator[BenchChannel]:
             await running
 
 
-async def _send_all(channel: BenchChannel, messages: list[InboundMessage]) -> None:
-    """`messages` sent IN_FLIGHT at a time, as many platform connections would: each sender
-    takes the next one when its last is durable. (A semaphore per message cost the harness
-    a scan of its waiters at every release, counted as the gateway's time.)"""
-    assert channel.inbound is not None
-    inbound = channel.inbound
-    waiting = iter(messages)
-
-    async def sender() -> None:
-        for message in waiting:  # shared: each message is taken by one sender
-            await inbound.send(message)
-
-    async with asyncio.TaskGroup() as tasks:
-        for number in range(min(IN_FLIGHT, len(messages))):
-            tasks.create_task(sender(), name=f"bench-sender-{number}")
-
-
 async def _throughput(channel: BenchChannel, chats: int, count: int) -> float:
     messages = [_message(number, chats) for number in range(count)]
     channel.expect(count)
     started = time.perf_counter()
-    await _send_all(channel, messages)
+    await send_all(channel, messages)
     await channel.all_answered.wait()
     return count / (time.perf_counter() - started)
 
@@ -207,7 +147,7 @@ async def _answer_chats(channel: BenchChannel, first: int, chats: int) -> None:
             _message(n, 1_000_000_000) for n in range(start, min(first + chats, start + IN_FLIGHT))
         ]
         channel.expect(len(batch))
-        await _send_all(channel, batch)
+        await send_all(channel, batch)
         await channel.all_answered.wait()
 
 

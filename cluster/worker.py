@@ -228,7 +228,10 @@ class Worker:
                 return
             joined = queued.joined
             messages = [envelope.message, *(w.envelope.message for w in joined)]
-            live = await live_turn(self._client, self._js, self._names, envelope)
+            # Only an agent turn shows itself live (and reads where it stands to do so).
+            live = None
+            if cancellable:
+                live = await live_turn(self._client, self._js, self._names, envelope)
             try:
                 async with profile.effect_transaction(envelope.message):
                     answer = await self._answered(profile, record, messages, taken, live)

@@ -1,5 +1,9 @@
 """A webhook agent endpoint that echoes each turn, and holds the turns a test names.
 
+`FakeWebhook` (`tests.fakes.webhook_server`) answers one process's turns as scripted, in
+order; this one answers whatever turns many processes send, each by its own text, which is
+what a cluster test needs to say which turn waits.
+
     async with GatedWebhook() as hook:
         gate = hook.hold("first")          # turns whose text contains "first" wait
         ... agent: {type: webhook, url: hook.url} ...
@@ -19,8 +23,8 @@ from aiohttp import web
 
 from tests.fakes import ServedFake
 from tests.fakes.changes import Changes
+from tests.fakes.webhook_server import HOOK_PATH
 
-HOOK_PATH = "/hook"
 WAIT_S = 60.0
 
 
