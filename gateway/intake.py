@@ -4,8 +4,14 @@ In order: the channel's allow list (a stranger gets at most one "your id is ..."
 and the agent never sees them), dedup by platform id against the journal (a retry returns once
 the first copy is durable; a channel whose messages are requests, the HTTP API, gets the first
 reply again), the backlog bound (`InboundRefused`: nothing stored), then the message is written
-to the journal. The sender returns once the record is durable (the channel then acknowledges the
-platform), and the message is handed to the dispatcher's router.
+to the journal and handed to the dispatcher's router at once. The sender returns once the record
+is durable (the channel then acknowledges the platform).
+
+Routing does not wait for the disk: the turn runs while its message is being synced, and all
+it leaves behind waits anyway. Its outcome is a later record of the same log, durable only once
+every record before it is, and its reply goes out only once its outcome is durable; if the
+message's write fails, the log takes no more records, so that outcome fails too and nothing is
+answered for a message that was never stored (the platform, refused, sends it again).
 """
 
 from __future__ import annotations
@@ -100,6 +106,7 @@ class Intake:
         received, durable = self._journal.accept(message)
         self._in_flight[received.id] = durable
         durable.add_done_callback(lambda done: self._durable(received, done))
+        self._route(received)
         try:
             # Shielded: a channel that gives up waiting must not hide a write still in flight.
             await asyncio.shield(durable)
@@ -115,7 +122,6 @@ class Intake:
         if done.cancelled() or done.exception() is not None:
             self._journal.forget(received)
             return
-        self._route(received)
         self._after_durable()
 
     def _check_backlog(self, message: InboundMessage) -> None:

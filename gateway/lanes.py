@@ -7,7 +7,8 @@ writes. While a turn runs, new messages wait: `collect` joins consecutive waitin
 one turn, `followup` runs them one by one, `interrupt` cancels the running turn and keeps only
 the newest message. A lane exists only while it has work: an idle chat costs no task.
 
-Every item is already durable in the journal; the lane holds no more than the intake's backlog
+Every item is in the journal (durable, or its record on its way to the disk: the item's
+reply waits for its outcome, a later record); the lane holds no more than the intake's backlog
 bound lets in. Items dropped (abort, interrupt) are handed to `on_dropped`, so the journal can
 record that they will not be answered.
 
