@@ -1,10 +1,10 @@
 """The dispatcher: what happens to each message of one profile once the journal holds it.
 
 The intake (`gateway.intake`) checks, deduplicates and journals what channels receive; each
-durable message is routed here, live or when the previous run's unfinished work is recovered:
-abort triggers cancel the chat's running turn, immediate commands answer at once, everything
-else waits in the chat's lane and runs as a turn. Every answer is an outcome in the journal
-before it is sent; session files are written behind it.
+journaled message is routed here, live (as its record goes to the disk) or when the previous
+run's unfinished work is recovered: abort triggers cancel the chat's running turn, immediate
+commands answer at once, everything else waits in the chat's lane and runs as a turn. Every
+answer is an outcome in the journal before it is sent; session files are written behind it.
 """
 
 from __future__ import annotations
@@ -78,9 +78,11 @@ class Dispatcher:
         self._ready = asyncio.Event()
         self._stopped = asyncio.Event()
         self._checkpoint_wanted = asyncio.Event()
+        # Read when scraped, not set per message: no cost on the hot path, and never stale (a
+        # reloaded profile's dispatcher takes its place under the same labels).
         depth = services.metrics.queue_depth
-        self._inbound_depth = depth.labels(settings.profile, "inbound")
-        self._outbound_depth = depth.labels(settings.profile, "outbound")
+        depth.labels(settings.profile, "inbound").set_function(lambda: len(journal.state.received))
+        depth.labels(settings.profile, "outbound").set_function(self._handle.outbound_depth)
         self.intake = Intake(
             IntakeSettings(
                 settings.profile,
@@ -163,10 +165,8 @@ class Dispatcher:
 
     def _after_durable(self) -> None:
         self._maybe_checkpoint()
-        self._inbound_depth.set(len(self._journal.state.received))
-        self._outbound_depth.set(self._handle.outbound_depth())
 
-    # Routing (synchronous: runs as soon as a message is durable, live or on recovery)
+    # Routing (synchronous: runs as soon as a message is journaled, live or on recovery)
 
     def _route(self, received: Received) -> None:
         assert self._lanes is not None

@@ -4,6 +4,7 @@ channel, and the bus's outbound end read directly (no channel manager, no subpro
 from __future__ import annotations
 
 import asyncio
+import errno
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
 from gateway.turns import TurnRunner
 from sessions import ActiveTopics, SessionManager, SessionStore
+from sessions.wal import log as wal_log
 from tests.channels.recording import RecordingChannel
 
 WAIT_S = 5.0
@@ -62,7 +64,13 @@ class Rig:
     publisher: BusPublisher
     sessions: SessionManager
     task: asyncio.Task[None]
+    registry: CollectorRegistry
     replies: list[OutboundMessage] = field(default_factory=list)
+
+    def waiting(self) -> float | None:
+        """The inbound queue depth a scrape reads now."""
+        labels = {"profile": "p", "direction": "inbound"}
+        return self.registry.get_sample_value("octos_queue_depth", labels)
 
     async def reply(self) -> OutboundMessage:
         """The next whole reply (typing signals and snapshots are skipped)."""
@@ -90,7 +98,8 @@ async def running(
 ) -> AsyncIterator[Rig]:
     agent = agent or GatedAgent()
     channel = RecordingChannel("rec")
-    metrics = GatewayMetrics.create(CollectorRegistry())
+    registry = CollectorRegistry()
+    metrics = GatewayMetrics.create(registry)
     handle: AgentHandle
     handle, publisher = create_bus()
     async with SessionStore(root, fsync="never", track_unsynced=True) as store:
@@ -113,7 +122,7 @@ async def running(
         task = asyncio.create_task(dispatcher.run(recovery), name="dispatcher-under-test")
         await dispatcher.wait_ready()
         try:
-            yield Rig(dispatcher, agent, publisher, sessions, task)
+            yield Rig(dispatcher, agent, publisher, sessions, task, registry)
         finally:
             agent.release.set()
             dispatcher.stop_intake()
@@ -187,6 +196,38 @@ async def test_a_full_chat_is_refused_and_nothing_is_stored(tmp_path: Path) -> N
         rig.agent.release.set()
         assert [(await rig.reply()).content for _ in range(2)] == ["hold 1", "two"]
     assert "three" not in rig.agent.seen
+
+
+async def test_a_message_the_journal_cannot_store_is_refused_and_never_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its turn may start while the record is on its way to the disk; the record fails, so the
+    turn's outcome (a later record of the broken log) fails too and no reply goes out."""
+
+    def failing_disk(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    async with running(tmp_path) as rig:
+        monkeypatch.setattr(wal_log, "sync_data", failing_disk)
+        with pytest.raises(InboundRefused) as refused:
+            await rig.dispatcher.intake.receive(said("lost", "1"))
+        assert "journal cannot be written" in str(refused.value)
+    events = [await rig.publisher.recv_outbound() for _ in range(rig.publisher.outbound_depth())]
+    assert not [e for e in events if isinstance(e, OutboundMessage)]
+
+
+async def test_the_queue_depth_a_scrape_reads_counts_what_is_unanswered_now(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path) as rig:
+        assert rig.waiting() == 0
+        await rig.dispatcher.intake.receive(said("hold 1", "1"))
+        await rig.dispatcher.intake.receive(said("two", "2"))
+        assert rig.waiting() == 2
+        rig.agent.release.set()
+        assert [(await rig.reply()).content for _ in range(2)] == ["hold 1", "two"]
+        # Answered: the gauge says so without another message arriving to update it.
+        assert rig.waiting() == 0
 
 
 async def test_a_failing_turn_is_answered_with_the_reason(tmp_path: Path) -> None:
