@@ -34,7 +34,7 @@ from gateway.intake import Intake, IntakeSettings
 from gateway.journal import Journal, Outcome, Received, Recovery, restore_sessions
 from gateway.lanes import CommandItem, Commit, LaneItem, Lanes, QueueMode, TurnItem
 from gateway.services import ProfileServices
-from gateway.turn_task import turn_task
+from gateway.turn_task import TurnTask
 from gateway.turns import CANCELLED_NOTICE, FAILED_TURN_REPLY, TurnResult, TurnRunner
 from sessions import SessionError
 
@@ -345,7 +345,7 @@ class Dispatcher:
             session=str(session),
             messages=messages,
             reply=reply,
-            task=turn_task(turn, result),
+            task=TurnTask.of(turn, result),
         )
         await self._journal.record_outcome(outcome)
         if messages:

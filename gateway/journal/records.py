@@ -24,6 +24,7 @@ from typing import Any
 import pydantic_core
 
 from bus import InboundMessage, Message, OutboundMessage, Task
+from gateway.turn_task import TurnTask
 
 
 @dataclass(slots=True)
@@ -46,7 +47,7 @@ class Outcome:
     session: str
     messages: list[Message]
     reply: OutboundMessage | None
-    task: Task | None = None
+    task: TurnTask | None = None
     #: In memory only: the session file has these messages (written, maybe not yet synced).
     written: bool = False
     delivered: bool = False
@@ -78,7 +79,7 @@ class Outcome:
             if self.reply is not None:
                 record["reply"] = self.reply
             if self.task is not None:
-                record["task"] = self.task
+                record["task"] = self.task.wire()
             self._encoded = _dumps(record)
         return self._encoded
 
@@ -119,7 +120,7 @@ def outcome_from(record: Record) -> Outcome:
         session=str(record["session"]),
         messages=[Message.model_validate(m) for m in record.get("msgs", [])],
         reply=None if reply is None else OutboundMessage.model_validate(reply),
-        task=None if task is None else Task.model_validate(task),
+        task=None if task is None else TurnTask.from_task(Task.model_validate(task)),
     )
 
 

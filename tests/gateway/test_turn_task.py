@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pydantic_core
 import pytest
 
 from bus import (
@@ -19,7 +20,7 @@ from bus import (
     new_turn_id,
 )
 from bus.task import can_transition
-from gateway.turn_task import turn_task
+from gateway.turn_task import TurnTask
 from gateway.turns import TurnResult
 
 _IGNORED = {"created_at", "updated_at"}
@@ -36,8 +37,9 @@ def test_the_task_is_what_the_state_diagram_walk_gives(failed: bool) -> None:
     usage = TokenUsage(input_tokens=3, output_tokens=5)
     result = TurnResult(Message.user("hi"), "hello", usage, failed=failed, error="boom")
     turn = str(new_turn_id())
-    task = turn_task(turn, result)
-    assert task is not None
+    recorded = TurnTask.of(turn, result)
+    assert recorded is not None
+    task = recorded.as_task()
     final = FailedStatus(error="boom") if failed else CompletedStatus()
     walked = _walked(task, final)
     assert task.model_dump(exclude=_IGNORED) == walked.model_dump(exclude=_IGNORED)
@@ -47,6 +49,25 @@ def test_the_task_is_what_the_state_diagram_walk_gives(failed: bool) -> None:
     assert task.is_finished
     # Built like this, it still reads back as a valid Task from its JSON (the journal's form).
     assert Task.model_validate_json(task.model_dump_json()) == task
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_the_journal_form_is_the_task_serialized_and_reads_back_as_the_same_turn(
+    failed: bool,
+) -> None:
+    usage = TokenUsage(input_tokens=3, output_tokens=5)
+    result = TurnResult(Message.user("hi"), "hello", usage, failed=failed, error="boom")
+    recorded = TurnTask.of(str(new_turn_id()), result)
+    assert recorded is not None
+    wire = pydantic_core.to_json(recorded.wire())
+    assert wire == pydantic_core.to_json(recorded.as_task())
+    assert TurnTask.from_task(Task.model_validate_json(wire)) == recorded
+
+
+def test_a_task_no_turn_records_is_refused_on_reading_back() -> None:
+    other = Task(kind=CustomKind(name="build"), context=TaskContext(working_dir=Path(".")))
+    with pytest.raises(ValueError, match="not a turn's task"):
+        TurnTask.from_task(other)
 
 
 def test_a_finished_turn_passed_through_in_progress() -> None:
@@ -60,4 +81,4 @@ def test_a_finished_turn_passed_through_in_progress() -> None:
 
 
 def test_a_command_has_no_task() -> None:
-    assert turn_task(str(new_turn_id()), None) is None
+    assert TurnTask.of(str(new_turn_id()), None) is None
