@@ -27,10 +27,6 @@ from channels.errors import AuthError, ChannelError
 Clock = Callable[[], float]
 T = TypeVar("T")
 
-#: Refresh this long before the platform's expiry, or at a fifth of a short lifetime.
-DEFAULT_EARLY_REFRESH_S = 300.0
-DEFAULT_SHORT_LIFETIME_SHARE = 0.2
-
 
 @dataclass(frozen=True, slots=True)
 class IssuedToken:
@@ -64,6 +60,11 @@ Fetch = Callable[[], Awaitable[IssuedToken]]
 
 class TokenRefused(ChannelError):
     """The platform refused the token a call carried (expired early, revoked, rotated)."""
+
+
+#: Refresh this long before the platform's expiry, or at a fifth of a short lifetime.
+DEFAULT_EARLY_REFRESH_S = 300.0
+DEFAULT_SHORT_LIFETIME_SHARE = 0.2
 
 
 @dataclass(eq=False)

@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from functools import partial
 from typing import assert_never
 
 import structlog
@@ -90,19 +91,24 @@ class ChannelManager:
         self.profile = profile
         self.metrics = metrics or ChannelMetrics.private(profile)
         self._publisher = publisher
-        self._clock = clock
-        self._sleep = sleep
-        self._restart_jitter = jitter or full_jitter
-        self._restart_policy = restart_policy or RestartPolicy()
+        #: A channel's supervisor, made by `run()`: the restart settings are given here once.
+        #: Channels send what they receive to `intake` (by default the bus's inbound pipe);
+        #: `run_channel` runs each receiver (a cluster's ingress: under a poller lease).
+        self._supervisor_of = partial(
+            ChannelSupervisor,
+            open_inbound=intake or publisher.inbound_sender,
+            metrics=self.metrics,
+            policy=restart_policy or RestartPolicy(),
+            clock=clock,
+            sleep=sleep,
+            jitter=jitter or full_jitter,
+            run_channel=run_channel,
+        )
         self._max_active_chats = max_active_chats
         self._max_queued_messages = max_queued_messages
         self._stop_grace_s = stop_grace_s
         self._health_timeout_s = health_timeout_s
         self._on_delivered = on_delivered
-        #: Where channels send what they receive; by default the bus's inbound pipe.
-        self._open_intake: Callable[[], InboundSender] = intake or publisher.inbound_sender
-        #: How each channel's receiver is run (a cluster's ingress: under a poller lease).
-        self._run_channel = run_channel
         retrier = Retrier(
             retry_policy,
             sleep=sleep,
@@ -155,16 +161,7 @@ class ChannelManager:
         self._running = True
         self._finished.clear()
         self._supervisors = {
-            name: ChannelSupervisor(
-                registration.channel,
-                self._open_intake,
-                self.metrics,
-                policy=self._restart_policy,
-                clock=self._clock,
-                sleep=self._sleep,
-                jitter=self._restart_jitter,
-                run_channel=self._run_channel,
-            )
+            name: self._supervisor_of(registration.channel)
             for name, registration in self._registrations.items()
         }
         router = OutboundRouter(

@@ -79,6 +79,8 @@ def store_unreachable(loaded: LoadedConfig) -> str | None:
     return None
 
 
+# One run's tally, a field per outcome: declared like the channels' RetryPolicy and
+# RestartPolicy (numbers with defaults), nothing shared.
 @dataclass(slots=True)
 class Counts:
     copied: int = 0

@@ -34,7 +34,6 @@ RECENT_REPLY_CHARS = 16_000_000
 RECENT_REPLY_TTL_S = 600.0
 
 
-# A plain record, alike in shape to access_token.IssuedToken and nothing more.
 @dataclass(frozen=True, slots=True)
 class ReplyEvent:
     kind: EventKind

@@ -22,36 +22,17 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.platform_call import platform_call
 from channels.token_api import TokenApi
 
 CHANNEL = "feishu"
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
 ENDPOINT_PATH = "/callback/ws/endpoint"
 
-INVALID_TOKEN = frozenset({99991661, 99991663, 99991664, 99991668})
-RATE_LIMITED = frozenset({99991400, 11232, 230020})
-#: Wrong app id or secret, app not enabled, bot capability off, long connection not allowed.
-CREDENTIALS = {
-    10003: "check app_id",
-    10014: "check app_secret",
-    99991401: "add this server's IP to the app's allow list",
-    99991672: "grant the app the scopes it needs (im:message, im:message:send_as_bot)",
-    230006: "enable the app's bot capability",
-    403: "enable long-connection event subscription for the app, or use mode: webhook",
-    514: "check app_id and app_secret",
-}
-TOO_LONG = frozenset({230025})
-CARD_REJECTED = frozenset({230099, 11310})
-DEFAULT_RETRY_AFTER_S = 1.0
-REQUEST_TIMEOUT_S = 15.0
-
 
 class FeishuApi(TokenApi):
     # The platform facts TokenApi asks for: alike in shape to WeComApi's, different values.
     channel = CHANNEL
     credentials_hint = "check app_id and app_secret"
-    request_timeout_s = REQUEST_TIMEOUT_S
 
     async def _fetch_token(self) -> IssuedToken:
         credentials = {"app_id": self.client_id, "app_secret": self._secret}
@@ -105,7 +86,7 @@ class FeishuApi(TokenApi):
             data = dumps(json, ensure_ascii=False, separators=(",", ":")).encode()
             headers["Content-Type"] = "application/json; charset=utf-8"
         async with (
-            platform_call(what, REQUEST_TIMEOUT_S, channel=CHANNEL),
+            self.deadline(what),
             self.http().request(
                 method, self.base_url + path, params=params, data=data, headers=headers
             ) as response,
@@ -121,6 +102,24 @@ class FeishuApi(TokenApi):
             raise TransientError(f"{what}: HTTP {status}, not Feishu's JSON", channel=CHANNEL)
         check(body, status, reset, what)
         return body
+
+
+# What the answers' codes mean, as `check` raises them.
+INVALID_TOKEN = frozenset({99991661, 99991663, 99991664, 99991668})
+RATE_LIMITED = frozenset({99991400, 11232, 230020})
+#: Wrong app id or secret, app not enabled, bot capability off, long connection not allowed.
+CREDENTIALS = {
+    10003: "check app_id",
+    10014: "check app_secret",
+    99991401: "add this server's IP to the app's allow list",
+    99991672: "grant the app the scopes it needs (im:message, im:message:send_as_bot)",
+    230006: "enable the app's bot capability",
+    403: "enable long-connection event subscription for the app, or use mode: webhook",
+    514: "check app_id and app_secret",
+}
+TOO_LONG = frozenset({230025})
+CARD_REJECTED = frozenset({230099, 11310})
+DEFAULT_RETRY_AFTER_S = 1.0
 
 
 def _seconds(value: str | None) -> float:

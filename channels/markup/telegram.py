@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import ClassVar, Literal
 
@@ -51,11 +52,14 @@ class _TelegramMarkup(Renderer, ABC):
     #: False where a ``` block cannot sit inside a quote: quoted code becomes quoted text.
     pre_in_quote: ClassVar[bool] = True
 
-    def style(self, style: Style, inner: str) -> str:
-        return self.entity(style, inner) if inner else ""
+    #: What opens and what closes each style's entity.
+    entity_marks: ClassVar[Mapping[Style, tuple[str, str]]]
 
-    @abstractmethod
-    def entity(self, style: Style, inner: str) -> str: ...
+    def style(self, style: Style, inner: str) -> str:
+        if not inner:
+            return ""
+        opening, closing = self.entity_marks[style]
+        return f"{opening}{inner}{closing}"
 
     def pre(self, code: str, info: str, ctx: Context) -> str:
         if ctx.in_quote and not self.pre_in_quote:
@@ -76,18 +80,17 @@ class _TelegramMarkup(Renderer, ABC):
     def text_link(self, inner: str, href: str) -> str: ...
 
 
-_HTML_TAGS = {Style.BOLD: "b", Style.ITALIC: "i", Style.STRIKE: "s"}
-
-
 class TelegramHtml(_TelegramMarkup):
     """Telegram's HTML: a handful of tags, and `&lt;`, `&gt;`, `&amp;`, `&quot;`."""
 
+    entity_marks: ClassVar[Mapping[Style, tuple[str, str]]] = {
+        Style.BOLD: ("<b>", "</b>"),
+        Style.ITALIC: ("<i>", "</i>"),
+        Style.STRIKE: ("<s>", "</s>"),
+    }
+
     def text(self, plain: str) -> str:
         return html.escape(plain, quote=False)
-
-    def entity(self, style: Style, inner: str) -> str:
-        tag = _HTML_TAGS[style]
-        return f"<{tag}>{inner}</{tag}>"
 
     def code_span(self, plain: str) -> str:
         return f"<code>{self.text(plain)}</code>"
@@ -105,21 +108,19 @@ class TelegramHtml(_TelegramMarkup):
         return f"<blockquote>{inner}</blockquote>"
 
 
-_MARKDOWN_V2_MARKERS = {Style.BOLD: "*", Style.ITALIC: "_", Style.STRIKE: "~"}
-
-
 class TelegramMarkdownV2(_TelegramMarkup):
     """Telegram's MarkdownV2: `*bold*`, `_italic_`, `~strike~`, backslash escapes everywhere."""
 
     # The same members as TelegramHtml: two renderings of one markup tree, each its escapes.
+    entity_marks: ClassVar[Mapping[Style, tuple[str, str]]] = {
+        Style.BOLD: ("*", "*"),
+        Style.ITALIC: ("_", "_"),
+        Style.STRIKE: ("~", "~"),
+    }
     pre_in_quote: ClassVar[bool] = False
 
     def text(self, plain: str) -> str:
         return escape_markdown(plain, version=2)
-
-    def entity(self, style: Style, inner: str) -> str:
-        marker = _MARKDOWN_V2_MARKERS[style]
-        return f"{marker}{inner}{marker}"
 
     def code_span(self, plain: str) -> str:
         return f"`{escape_markdown(plain, version=2, entity_type='code')}`"

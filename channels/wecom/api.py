@@ -13,34 +13,18 @@ from typing import Any
 
 from channels.access_token import IssuedToken, TokenRefused, issued_token
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from channels.platform_call import platform_call
 from channels.token_api import TokenApi
 
 CHANNEL = "wecom"
 
-INVALID_TOKEN = frozenset({40014, 42001})
-#: 45009 "api freq out of limit", 45033 too many concurrent calls, 45047 too many unread
-#: messages per member (U), -1 "system busy".
-RATE_LIMITED = frozenset({45009, 45033, 45047})
-BUSY = frozenset({-1})
-CREDENTIALS = {
-    40001: "check secret: it is the application's Secret, not the corp's",
-    40013: "check corp_id (My Company > Corp ID)",
-    40056: "check agent_id",
-    60020: "add this server's IP to the application's trusted IPs",
-    301002: "check agent_id: the secret belongs to another application",
-}
-TOO_LONG = frozenset({44004, 45002})
 #: WeCom says nothing of when to try again; its limits are counted per minute.
 RATE_LIMIT_WAIT_S = 3.0
-REQUEST_TIMEOUT_S = 15.0
 
 
 class WeComApi(TokenApi):
     # The platform facts TokenApi asks for: alike in shape to FeishuApi's, different values.
     channel = CHANNEL
     credentials_hint = "check corp_id and secret"
-    request_timeout_s = REQUEST_TIMEOUT_S
 
     async def _fetch_token(self) -> IssuedToken:
         params = {"corpid": self.client_id, "corpsecret": self._secret}
@@ -68,7 +52,7 @@ class WeComApi(TokenApi):
     ) -> dict[str, Any]:
         url = self.base_url + path
         async with (
-            platform_call(what, REQUEST_TIMEOUT_S, channel=CHANNEL),
+            self.deadline(what),
             self.http().request(method, url, params=params, json=json) as response,
         ):
             if response.status >= 500:
@@ -83,6 +67,22 @@ class WeComApi(TokenApi):
             raise TransientError(f"{what}: the answer is not a JSON object", channel=CHANNEL)
         check(body, what)
         return body
+
+
+# What the answers' codes mean, as `check` raises them.
+INVALID_TOKEN = frozenset({40014, 42001})
+#: 45009 "api freq out of limit", 45033 too many concurrent calls, 45047 too many unread
+#: messages per member (U), -1 "system busy".
+RATE_LIMITED = frozenset({45009, 45033, 45047})
+BUSY = frozenset({-1})
+CREDENTIALS = {
+    40001: "check secret: it is the application's Secret, not the corp's",
+    40013: "check corp_id (My Company > Corp ID)",
+    40056: "check agent_id",
+    60020: "add this server's IP to the application's trusted IPs",
+    301002: "check agent_id: the secret belongs to another application",
+}
+TOO_LONG = frozenset({44004, 45002})
 
 
 def check(body: Mapping[str, Any], what: str) -> None:

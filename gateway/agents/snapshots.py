@@ -25,6 +25,8 @@ DEFAULT_SNAPSHOT_INTERVAL_S = 0.1
 class SnapshotStream:
     """Collects the deltas of one reply and feeds throttled whole-text snapshots to a sink."""
 
+    # The sink, then its pacing with the clock injectable, as LINE's and QQ's webhooks take
+    # their settings: alike in shape only.
     def __init__(
         self,
         sink: SnapshotSink,
