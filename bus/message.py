@@ -52,6 +52,9 @@ class ToolCall(WireModel):
     metadata: Any | None = None
 
 
+_NO_MEDIA: set[str] = {"media"}
+
+
 class Message(WireModel):
     role: MessageRole
     content: str
@@ -62,6 +65,14 @@ class Message(WireModel):
     client_message_id: ClientMessageId | None = None
     thread_id: ThreadId | None = None
     timestamp: datetime = Field(default_factory=utc_now)
+
+    def to_json(self) -> str:
+        # Every optional field but `media` defaults to None, so without tool calls (whose
+        # arguments default to {}) leaving out None and an empty `media` is leaving out the
+        # defaults, without calling each default factory to compare (a session line a message).
+        if self.tool_calls is not None:
+            return super().to_json()
+        return self.model_dump_json(exclude_none=True, exclude=None if self.media else _NO_MEDIA)
 
     @classmethod
     def user(cls, content: str, *, media: list[str] | None = None) -> Message:

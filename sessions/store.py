@@ -168,18 +168,22 @@ class SessionStore(StoreBase):
         data = b"".join(message.to_json().encode() + b"\n" for message in messages)
         path = self._layout.path_for(key)
         with self._operation(writes=True):
+            if self._track_unsynced and (entry := self._free_open_file(path, len(data))):
+                # What the locked path below does for an open file, done without the lock: no
+                # one holds or awaits it, and nothing here awaits, so no one can come between.
+                self._open.move_to_end(path)
+                self._queue_behind(entry, path, data)
+                return AppendReceipt()
             async with self._locks.hold(path):
                 entry = await self._entry_for_append(key, path, messages[0])
                 compacted = False
                 if entry.size + len(data) > self.max_file_bytes:
                     compacted = await self._compact(key, path, len(data))
                     entry = await self._entry_for_append(key, path, messages[0])
-                entry.size += len(data)
                 if self._track_unsynced:
-                    self._dirty.add(path)
-                    refused = partial(self._written_behind, entry, len(data))
-                    self._writer.append_behind(entry.target, data, refused)
+                    self._queue_behind(entry, path, data)
                     return AppendReceipt(compacted=compacted)
+                entry.size += len(data)
                 waiter = self._writer.append(entry.target, data)
             try:
                 # Shielded: a cancelled caller must not hide a write that is still queued.
@@ -213,6 +217,26 @@ class SessionStore(StoreBase):
                 if self._chats is not None:
                     self._chats.keep_new(new_chats)
                 raise
+
+    def _free_open_file(self, path: Path, size: int) -> _OpenFile | None:
+        """`path`'s open file if `size` more bytes can be appended to it at once: no one holds
+        or waits for its lock, it is healthy and the append needs no compaction."""
+        entry = self._open.get(path)
+        if (
+            entry is None
+            or entry.target.broken is not None
+            or self._locks.in_use(path)
+            or entry.size + size > self.max_file_bytes
+        ):
+            return None
+        return entry
+
+    def _queue_behind(self, entry: _OpenFile, path: Path, data: bytes) -> None:
+        """Hand `data` to the writer with nothing to wait on (the journal holds it)."""
+        entry.size += len(data)
+        self._dirty.add(path)
+        refused = partial(self._written_behind, entry, len(data))
+        self._writer.append_behind(entry.target, data, refused)
 
     def _written_behind(self, entry: _OpenFile, size: int, error: SessionWriteError) -> None:
         entry.size -= size

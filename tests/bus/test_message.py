@@ -119,3 +119,24 @@ def test_identities_are_strings_on_the_wire_and_turn_ids_are_time_ordered() -> N
     # UUIDv7: later ids sort after earlier ones, so a turn id orders turns.
     assert sorted([second, first]) == [first, second]
     assert TurnId(first) == first
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message.user("hi"),
+        Message.user("with a picture", media=["/data/media/a.png"]),
+        Message.assistant("hello"),
+        Message(role=MessageRole.TOOL, content="42", tool_call_id="call-1"),
+        Message(role=MessageRole.ASSISTANT, content="", tool_calls=[ToolCall(id="c", name="f")]),
+        Message(
+            role=MessageRole.ASSISTANT,
+            content="thinking",
+            reasoning_content="because",
+            tool_calls=[ToolCall(id="c", name="f", arguments={"x": 1}, metadata={"p": 1})],
+        ),
+        Message.user_with_cmid("again", ClientMessageId("cm-1")),
+    ],
+)
+def test_a_message_line_leaves_out_exactly_its_defaults(message: Message) -> None:
+    assert message.to_json() == message.model_dump_json(exclude_defaults=True)
