@@ -38,8 +38,6 @@ from sessions.backends import active_topics, session_store
 
 log = structlog.get_logger(__name__)
 
-JOURNAL_DIR = "journal"
-
 
 @dataclass(frozen=True, slots=True)
 class _Built:
@@ -62,6 +60,10 @@ def _delivery_recorder(journal: Journal) -> DeliveryHook:
         journal.record_delivered(message.delivery_id, failed=error is not None)
 
     return delivered
+
+
+#: The journal's directory in a profile's data directory (the gateway bench opens it too).
+JOURNAL_DIR = "journal"
 
 
 class ProfileRuntime:
