@@ -18,10 +18,6 @@ from channels.limits import PlatformLimit
 
 log = structlog.get_logger(__name__)
 
-#: Only a text at most this many times the limit is rendered whole to see if it fits as is:
-#: markup never shrinks a text that much, and rendering a huge reply twice is wasted work.
-_WHOLE_RENDER_MAX_FACTOR = 2
-
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
@@ -37,6 +33,11 @@ class Chunk:
     @property
     def is_formatted(self) -> bool:
         return self.formatted != self.raw
+
+
+#: Only a text at most this many times the limit is rendered whole to see if it fits as is:
+#: markup never shrinks a text that much, and rendering a huge reply twice is wasted work.
+_WHOLE_RENDER_MAX_FACTOR = 2
 
 
 def fit_chunks(channel: Channel, text: str, *, max_chunks: int | None = MAX_CHUNKS) -> list[Chunk]:

@@ -28,6 +28,8 @@ log = structlog.get_logger(__name__)
 
 #: Larger files are not downloaded (MMS is at most 5 MB, WhatsApp media at most 100 MB).
 DEFAULT_MAX_BYTES = 25 * 1024 * 1024
+#: Longest one download may take before it is given up.
+DEFAULT_TIMEOUT_S = 60.0
 MEDIA_DIR = "media"
 _SAFE_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
 
@@ -84,7 +86,7 @@ class MediaStore:
     root: Path
     channel: str
     max_bytes: int = DEFAULT_MAX_BYTES
-    timeout_s: float = 60.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
 
     @classmethod
     def under(
@@ -93,7 +95,7 @@ class MediaStore:
         channel: str,
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
-        timeout_s: float = 60.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> MediaStore:
         return cls(media_root(data_dir, channel), channel, max_bytes, timeout_s)
 

@@ -35,9 +35,10 @@ from cluster.delivery_records import DeliveryRecord, DeliveryRecords
 from cluster.heartbeat import heartbeats
 from cluster.live_ingress import hand_over
 from cluster.metrics import ClusterMetrics
+from cluster.node_service import NodeService
 from cluster.pull import pull_forever
 from cluster.record_expiry import start_record_expiry
-from cluster.streams import ensure_consumer, ensure_delivery_consumers, names_of, reply_consumer
+from cluster.streams import ensure_consumer, ensure_delivery_consumers, reply_consumer
 from config.bus import NatsConfig
 from sessions.errors import SessionError
 
@@ -52,9 +53,7 @@ Deliver = Callable[[OutboundMessage], Awaitable[Delivered]]
 NOT_HERE_DELAY_S = 1.0
 
 
-class ReplyDelivery:
-    # Takes the node's connection, config, its record table and metrics as `Worker` does, on
-    # purpose: the node's two services on one connection; what they do with them differs.
+class ReplyDelivery(NodeService[DeliveryRecords]):
     def __init__(
         self,
         client: Client,
@@ -67,25 +66,16 @@ class ReplyDelivery:
     ) -> None:
         """`delivered_here(profile, msg_id)`: told of each reply this process delivered (or
         handed over and saw delivered), once it is recorded."""
+        super().__init__(client, js, config, records, metrics)
         self._delivered_here = delivered_here
-        self._client = client
-        self._js = js
-        self._config = config
-        self._names = names_of(config)
         self._ingress_id = ingress_id
-        self._records = records
-        self._metrics = metrics
         self._profiles: dict[str, Deliver] = {}
-        self._stopping = asyncio.Event()
 
     def add_profile(self, profile: str, deliver: Deliver) -> None:
         self._profiles[profile] = deliver
 
     def remove_profile(self, profile: str) -> None:
         self._profiles.pop(profile, None)
-
-    def stop(self) -> None:
-        self._stopping.set()
 
     async def run(self) -> None:
         names = self._names

@@ -21,6 +21,9 @@ class ClusterMetrics:
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> ClusterMetrics:
+        def per_profile(name: str, documentation: str) -> Counter:
+            return Counter(name, documentation, ["profile"], registry=registry)
+
         return cls(
             dead_letters=Counter(
                 "octos_dead_letters",
@@ -28,36 +31,25 @@ class ClusterMetrics:
                 ["profile", "reason"],
                 registry=registry,
             ),
-            redeliveries=Counter(
+            redeliveries=per_profile(
                 "octos_redeliveries",
                 "Inbound messages a worker received again (a crash, a timeout, a retry)",
-                ["profile"],
-                registry=registry,
             ),
-            replayed_replies=Counter(
-                "octos_replayed_replies",
-                "Stored replies published again instead of recomputed",
-                ["profile"],
-                registry=registry,
+            replayed_replies=per_profile(
+                "octos_replayed_replies", "Stored replies published again instead of recomputed"
             ),
-            dropped_duplicates=Counter(
+            dropped_duplicates=per_profile(
                 "octos_dropped_duplicates",
                 "Platform retries recognised by their inbound id and not answered again",
-                ["profile"],
-                registry=registry,
             ),
-            replies_not_resent=Counter(
+            replies_not_resent=per_profile(
                 "octos_replies_not_resent",
                 "Replies offered again whose delivery was recorded already: acknowledged, "
                 "not sent twice",
-                ["profile"],
-                registry=registry,
             ),
-            replies_handed_over=Counter(
+            replies_handed_over=per_profile(
                 "octos_replies_handed_over",
                 "Replies handed to the ingress that showed their turn's snapshots and typing, "
                 "which delivered them in the message it was editing",
-                ["profile"],
-                registry=registry,
             ),
         )

@@ -50,11 +50,12 @@ from cluster.dead_letters import bury
 from cluster.heartbeat import heartbeats
 from cluster.live import LiveTurn, live_turn
 from cluster.metrics import ClusterMetrics
+from cluster.node_service import NodeService
 from cluster.profile_worker import ProfileWorker
 from cluster.pull import pull_bounded, pull_forever
 from cluster.record_expiry import start_record_expiry
 from cluster.status import StatusPublisher
-from cluster.streams import ensure_worker_consumers, names_of
+from cluster.streams import ensure_worker_consumers
 from cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
 from config.bus import NatsConfig
 from gateway.turns import CANCELLED_NOTICE
@@ -73,7 +74,7 @@ class TurnFailed(Exception):
     """The turn produced no answer to store; the reason goes to the retry or the dead letter."""
 
 
-class Worker:
+class Worker(NodeService[TurnRecords]):
     def __init__(
         self,
         client: Client,
@@ -84,15 +85,9 @@ class Worker:
         status: StatusPublisher,
         metrics: ClusterMetrics,
     ) -> None:
-        self._client = client
-        self._js = js
-        self._config = config
-        self._names = names_of(config)
-        self._records = records
+        super().__init__(client, js, config, records, metrics)
         self._profiles = profiles
         self._status = status
-        self._metrics = metrics
-        self._stopping = asyncio.Event()
         #: Messages in hand, by profile: a profile that leaves waits for its own to finish.
         self._in_hand: Counter[str] = Counter()
         self._idle = asyncio.Condition()
@@ -102,10 +97,6 @@ class Worker:
         """Until no message of `profile` is in hand (it has left: no new one starts)."""
         async with self._idle:
             await self._idle.wait_for(lambda: self._in_hand[profile] == 0)
-
-    def stop(self) -> None:
-        """Fetch no more; messages in hand are finished."""
-        self._stopping.set()
 
     async def run(self) -> None:
         await ensure_worker_consumers(self._js, self._config)

@@ -30,6 +30,7 @@ from config.common import (
 )
 from config.http_limits import (
     ALLOWED_HOSTS_DESCRIPTION,
+    LIMITS_DESCRIPTION,
     AllowedHost,
     HttpLimitsConfig,
     loopback_hosts,
@@ -214,7 +215,7 @@ class ApiChannelConfig(ChannelConfigBase):
     )
     limits: HttpLimitsConfig = Field(
         default_factory=HttpLimitsConfig,
-        description="Timeouts and connection caps against slow or too many clients.",
+        description=LIMITS_DESCRIPTION,
     )
     expose_without_token: bool = Field(
         False,

@@ -43,13 +43,6 @@ _EXPECTED = {
     "path_type": "a path",
 }
 
-_BOUNDS = {
-    "greater_than": ("gt", "greater than"),
-    "greater_than_equal": ("ge", "at least"),
-    "less_than": ("lt", "less than"),
-    "less_than_equal": ("le", "at most"),
-}
-
 
 @dataclass(frozen=True, slots=True)
 class _Explained:
@@ -137,6 +130,15 @@ def _container_text(where: Trace, container: DataPath) -> str:
     if not container:
         return "at the top level"
     return f"in {_location(container, where.tags)}"
+
+
+#: For each bound pydantic checks, its `Field` keyword and how `_explain` words it.
+_BOUNDS = {
+    "greater_than": ("gt", "greater than"),
+    "greater_than_equal": ("ge", "at least"),
+    "less_than": ("lt", "less than"),
+    "less_than_equal": ("le", "at most"),
+}
 
 
 def _explain(

@@ -11,6 +11,7 @@ from config.bus import BusConfig
 from config.common import ConfigModel, OptionalSecret, Port, is_loopback_host
 from config.http_limits import (
     ALLOWED_HOSTS_DESCRIPTION,
+    LIMITS_DESCRIPTION,
     AllowedHost,
     HttpLimitsConfig,
     loopback_hosts,
@@ -43,7 +44,7 @@ class HttpConfig(ConfigModel):
     )
     limits: HttpLimitsConfig = Field(
         default_factory=HttpLimitsConfig,
-        description="Timeouts and connection caps against slow or too many clients.",
+        description=LIMITS_DESCRIPTION,
     )
     token: OptionalSecret = Field(
         None,

@@ -82,3 +82,6 @@ ALLOWED_HOSTS_DESCRIPTION = (
     '"*.example.com" for subdomains, "*" for any; the listener\'s own `host` address is always '
     "allowed. Default: the loopback names."
 )
+
+#: Both listeners declare `limits` alike (default and description): the same setting on each.
+LIMITS_DESCRIPTION = "Timeouts and connection caps against slow or too many clients."

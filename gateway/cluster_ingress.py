@@ -33,7 +33,7 @@ from cluster.ingress_intake import ClusterIntake
 from cluster.node import ClusterNode
 from config import ProfileConfig
 from gateway.history import ProfileHistory
-from gateway.pairing import Pairing
+from gateway.pairing import open_pairing
 from gateway.profile_channels import build_channels, register_all
 from gateway.services import ProcessServices
 from gateway.strangers import StrangerNotices
@@ -173,13 +173,9 @@ class IngressProfile:
             )
             stack.callback(self._shared.webhooks.unmount, self.profile_id)
             # Codes and approvals in the sessions' database: shared by every ingress, anywhere.
-            pairing = Pairing(
-                self.profile_id,
-                await stack.enter_async_context(
-                    self._shared.pairing.store(self._shared.store, self._root)
-                ),
+            pairing = await open_pairing(
+                stack, self.profile_id, self._shared.pairing.store(self._shared.store, self._root)
             )
-            await pairing.load()
             strangers.stranger_notice = pairing.stranger_notice
             built = build_channels(
                 self.profile_id,

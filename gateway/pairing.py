@@ -9,6 +9,8 @@ approval by `octos-gateway pair` or a withdrawal by `allow remove` takes effect 
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+
 import structlog
 
 from bus import InboundMessage
@@ -64,3 +66,12 @@ class Pairing:
         return PAIRING_NOTICE.format(
             code=display_code(code), minutes=int(CODE_TTL_S // 60), sender_id=message.sender_id
         )
+
+
+async def open_pairing(
+    stack: AsyncExitStack, profile: str, store: AbstractAsyncContextManager[PairingStore]
+) -> Pairing:
+    """The profile's pairing, its `store` held open by `stack`, with the approvals loaded."""
+    pairing = Pairing(profile, await stack.enter_async_context(store))
+    await pairing.load()
+    return pairing

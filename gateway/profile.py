@@ -29,7 +29,7 @@ from gateway.dispatcher import Dispatcher, DispatcherSettings
 from gateway.history import ProfileHistory
 from gateway.intake import ProfileIntake
 from gateway.journal import Journal, Recovery
-from gateway.pairing import Pairing
+from gateway.pairing import Pairing, open_pairing
 from gateway.profile_channels import build_channels, register_all
 from gateway.services import ProcessServices, ProfileServices
 from gateway.turns import TurnRunner
@@ -37,8 +37,6 @@ from sessions import SessionManager, SessionStore
 from sessions.backends import active_topics, session_store
 
 log = structlog.get_logger(__name__)
-
-JOURNAL_DIR = "journal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +60,10 @@ def _delivery_recorder(journal: Journal) -> DeliveryHook:
         journal.record_delivered(message.delivery_id, failed=error is not None)
 
     return delivered
+
+
+#: The journal's directory in a profile's data directory (the gateway bench opens it too).
+JOURNAL_DIR = "journal"
 
 
 class ProfileRuntime:
@@ -115,13 +117,9 @@ class ProfileRuntime:
         services = await self._open_services(stack, handle)
         agent = await stack.enter_async_context(create_agent(self.config.agent))
         stack.callback(self._shared.webhooks.unmount, self.profile_id)
-        pairing = Pairing(
-            self.profile_id,
-            await stack.enter_async_context(
-                self._shared.pairing.store(self._shared.store, self.root)
-            ),
+        pairing = await open_pairing(
+            stack, self.profile_id, self._shared.pairing.store(self._shared.store, self.root)
         )
-        await pairing.load()
         built_channels = build_channels(
             self.profile_id,
             self.config,

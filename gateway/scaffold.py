@@ -24,19 +24,21 @@ DEFAULT_PROFILE = "main"
 
 
 @dataclass(frozen=True, slots=True)
-class SecretVar:
-    name: str
-    placeholder: str
-    comment: str
-
-
-@dataclass(frozen=True, slots=True)
 class ScaffoldChoices:
     channels: tuple[str, ...] = DEFAULT_CHANNELS
     agent: AgentChoice = "echo"
     base_url: str = DEFAULT_BASE_URL
     model: str = DEFAULT_MODEL
     profile: str = DEFAULT_PROFILE
+
+
+@dataclass(frozen=True, slots=True)
+class SecretVar:
+    """A secret a profile names as `${name}`: `.env` lists it with its placeholder value."""
+
+    name: str
+    placeholder: str
+    comment: str
 
 
 _PAIRING = """\
