@@ -105,24 +105,33 @@ class Intake:
         self._check_backlog(message)
         received, durable = self._journal.accept(message)
         self._in_flight[received.id] = durable
-        durable.add_done_callback(lambda done: self._durable(received, done))
+        # The sender waits on a future of its own, so a channel that gives up waiting cancels
+        # only that, never the write (which other messages of its batch share).
+        acknowledged = asyncio.get_running_loop().create_future()
+        durable.add_done_callback(lambda done: self._durable(received, done, acknowledged))
         self._route(received)
         try:
-            # Shielded: a channel that gives up waiting must not hide a write still in flight.
-            await asyncio.shield(durable)
+            await acknowledged
         except LogWriteError as error:
             # Nothing was stored: the platform is told to try again later, as when full.
             raise InboundRefused(
                 "global", self._settings.retry_after_s, f"the journal cannot be written: {error}"
             ) from error
-        self._count(message, "accepted")
 
-    def _durable(self, received: Received, done: asyncio.Future[None]) -> None:
+    def _durable(
+        self, received: Received, done: asyncio.Future[None], acknowledged: asyncio.Future[None]
+    ) -> None:
         del self._in_flight[received.id]
-        if done.cancelled() or done.exception() is not None:
+        error = None if done.cancelled() else done.exception()
+        if done.cancelled() or error is not None:
             self._journal.forget(received)
+            if not acknowledged.done():
+                acknowledged.set_exception(error or LogWriteError("the write was cancelled"))
             return
+        self._count(received.message, "accepted")
         self._after_durable()
+        if not acknowledged.done():
+            acknowledged.set_result(None)
 
     def _check_backlog(self, message: InboundMessage) -> None:
         settings = self._settings
