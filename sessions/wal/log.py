@@ -1,11 +1,11 @@
 """`WriteAheadLog`: append-only segment files, one writer thread, one fdatasync per batch.
 
 `append` queues a framed record and returns a future that resolves once the record is durable
-under the fsync policy (records appended in one iteration of the event loop share one future and
-reach the writer together, `sessions.handover`): `batch` writes everything queued at once and
-syncs once for all of it (group commit, no timer, so an idle disk adds no latency), `always`
-syncs after each record, `never` leaves flushing to the kernel (a killed process loses nothing,
-a power cut may).
+under the fsync policy (records appended in one iteration of the event loop and the one after it
+share one future and reach the writer together, `sessions.handover`): `batch` writes everything
+queued at once and syncs once for all of it (group commit, no timer, so an idle disk adds no
+latency), `always` syncs after each record, `never` leaves flushing to the kernel (a killed
+process loses nothing, a power cut may).
 
 `checkpoint(snapshot)` starts a new segment holding `snapshot` (records that restate all live
 state), and once that segment is durable deletes the older ones: the log stays as small as what
@@ -128,7 +128,9 @@ class WriteAheadLog:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
         self.directory = directory
         self.policy: FsyncPolicy = fsync
-        self._handover: Handover[_Command] = Handover(on_hand_over=self._seal)
+        self._handover: Handover[_Command] = Handover(
+            on_hand_over=self._seal, one_more_iteration=True
+        )
         #: The append this loop iteration's records join, until it is handed over.
         self._pending: _Append | None = None
         self._thread: threading.Thread | None = None

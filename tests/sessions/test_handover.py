@@ -41,3 +41,23 @@ def test_a_put_before_bind_says_the_writer_is_not_running() -> None:
     handover: Handover[int] = Handover()
     with pytest.raises(RuntimeError, match="not running"):
         handover.put(1)
+
+
+@pytest.mark.parametrize("one_more_iteration", [False, True])
+async def test_one_more_iteration_gathers_what_the_next_iteration_puts(
+    one_more_iteration: bool,
+) -> None:
+    """What the callbacks made ready by one iteration put (a turn answering the message just
+    journaled) is handed over with it, and nothing waits longer than that iteration."""
+    hand_overs: list[int] = []
+    handover: Handover[str] = Handover(
+        on_hand_over=lambda: hand_overs.append(1), one_more_iteration=one_more_iteration
+    )
+    loop = asyncio.get_running_loop()
+    handover.bind(loop)
+    handover.put("message")
+    loop.call_soon(handover.put, "its answer")  # made ready by this iteration: runs in the next
+    for _ in range(3):
+        await asyncio.sleep(0)  # three iterations: every hand-over has run
+    assert await asyncio.to_thread(handover.take) == ["message", "its answer"]
+    assert len(hand_overs) == (1 if one_more_iteration else 2)
