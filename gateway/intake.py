@@ -129,6 +129,7 @@ class Intake:
                 acknowledged.set_exception(error or LogWriteError("the write was cancelled"))
             return
         self._count(received.message, "accepted")
+        log.debug("intake.accepted", channel=received.message.channel, journal_id=received.id)
         self._after_durable()
         if not acknowledged.done():
             acknowledged.set_result(None)

@@ -156,6 +156,9 @@ async def test_a_message_received_before_a_sigkill_is_answered_once_after_restar
         async with running_daemon(tmp_path, profiles) as daemon:
             await fake.wait_subscribed(timeout_s=WAIT_S)
             await fake.push_text(ALICE, "survive this")
+            # The protocol has no acknowledgement: the kill comes once the message is durable
+            # (a turn may start before its record is written).
+            await daemon.wait_log(lambda e: e.get("event") == "intake.accepted")
             await daemon.wait_log(lambda e: e.get("event") == "turn.started")
             daemon.signal(signal.SIGKILL)
             await daemon.wait(WAIT_S)
