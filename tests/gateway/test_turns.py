@@ -5,23 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from bus import (
-    ANSWERS,
-    SESSION,
-    InboundMessage,
-    OutboundEvent,
-    SessionKey,
-    StreamSnapshot,
-    create_bus,
-)
-from config import ProfileConfig
+from bus import ANSWERS, SESSION, InboundMessage, OutboundEvent, SessionKey, StreamSnapshot
 from gateway.agents import Agent, AgentReply, AgentTurn, SnapshotSink
-from gateway.metrics import GatewayMetrics
-from gateway.services import ProfileServices
 from gateway.turns import TurnRunner
-from sessions import ActiveTopics, SessionManager, SessionStore
+from tests.gateway.profile import profile_services
 
 
 class TwoSnapshotAgent(Agent):
@@ -45,17 +33,7 @@ class Recorded:
 async def test_snapshots_reach_only_a_channel_that_shows_them(
     tmp_path: Path, streams: bool
 ) -> None:
-    handle, _publisher = create_bus()
-    async with SessionStore(tmp_path, fsync="never") as store:
-        config = ProfileConfig.model_validate({"sessions": {"max_history": 50}})
-        services = ProfileServices(
-            "p",
-            config,
-            SessionManager(store),
-            ActiveTopics(tmp_path),
-            handle,
-            GatewayMetrics.create(CollectorRegistry()),
-        )
+    async with profile_services(tmp_path) as services:
         trigger = InboundMessage(
             channel="rec", sender_id="alice", chat_id="c1", content="hi", message_id="m1"
         )
