@@ -55,7 +55,10 @@ class Commands:
         self._fork_copy = services.config.sessions.fork_copy
 
     async def current_key(self, chat: SessionKey) -> SessionKey:
-        return chat.with_topic(await self._topics.active(chat.base_key()))
+        topic = await self._topics.active(chat.base_key())
+        if (topic or None) == chat.topic_name:
+            return chat  # what `with_topic` would build: the key is frozen, so the same key
+        return chat.with_topic(topic)
 
     async def run(
         self, chat: SessionKey, name: str, argument: str, *, status: ChatStatus | None = None

@@ -323,10 +323,11 @@ class Dispatcher:
         session = key or await self._commands.current_key(
             trigger.session_key(self._settings.profile)
         )
+        session_name = str(session)
         turn = turn_id or str(new_turn_id())
         metadata: dict[str, object] = {
             ANSWERS: [r.message.message_id for r in received if r.message.message_id],
-            SESSION: str(session),
+            SESSION: session_name,
         }
         if failed:
             metadata[FAILED] = True
@@ -342,7 +343,7 @@ class Dispatcher:
         outcome = Outcome(
             turn=turn,
             answers=[r.id for r in received],
-            session=str(session),
+            session=session_name,
             messages=messages,
             reply=reply,
             task=TurnTask.of(turn, result),
@@ -354,11 +355,11 @@ class Dispatcher:
             except Exception:
                 # Supervision point: the journal keeps the messages and replays them into the
                 # session file at the next start; the reply still goes out.
-                log.exception("dispatcher.session_write_failed", session=str(session))
+                log.exception("dispatcher.session_write_failed", session=session_name)
             else:
                 self._journal.record_written(turn)
             if result is not None:
-                log.debug("turn.done", session=str(session), tokens=result.usage.total)
+                log.debug("turn.done", session=session_name, tokens=result.usage.total)
         else:
             self._journal.record_written(turn)
         await self._handle.send(reply)

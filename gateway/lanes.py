@@ -57,6 +57,8 @@ class TurnItem:
         return [item.id for item in self.received]
 
     def content(self) -> str:
+        if len(self.received) == 1:
+            return self.received[0].message.content  # what collecting one message gives
         return collected_content([item.message.content for item in self.received])
 
 
@@ -121,7 +123,9 @@ class Lanes:
 
     def submit(self, chat: str, item: LaneItem) -> None:
         """Queue `item` behind the chat's earlier work."""
-        lane = self._lanes.setdefault(chat, Lane())
+        lane = self._lanes.get(chat)
+        if lane is None:
+            lane = self._lanes[chat] = Lane()
         if (
             isinstance(item, TurnItem)
             and self._mode == "interrupt"

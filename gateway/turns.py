@@ -25,7 +25,7 @@ from bus import (
     TypingStarted,
     TypingStopped,
 )
-from gateway.agents import Agent, AgentError, AgentTurn
+from gateway.agents import Agent, AgentError, AgentTurn, SnapshotSink
 from gateway.services import ProfileServices
 
 log = structlog.get_logger(__name__)
@@ -86,11 +86,11 @@ class TurnRunner:
         """
         sink: OutboundSink = self._outbound if outbound is None else outbound
         started = time.perf_counter()
-        log.debug("turn.started", session=str(key), stream=stream_id)
+        session = str(key)
+        log.debug("turn.started", session=session, stream=stream_id)
         if shows_typing:
             await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
         user_message = Message.user(content, media=list(trigger.media))
-        metadata: dict[str, object] = {ANSWERS: answers, SESSION: str(key)}
         try:
             history = await self._sessions.history(key, self._max_history)
             turn = AgentTurn(
@@ -99,9 +99,11 @@ class TurnRunner:
                 history=history,
                 message=user_message,
             )
+            show_snapshot: SnapshotSink = _show_nothing
+            if streams:
+                metadata: dict[str, object] = {ANSWERS: answers, SESSION: session}
 
-            async def show_snapshot(text: str) -> None:
-                if streams:
+                async def show_snapshot(text: str) -> None:
                     reply_so_far = OutboundMessage(
                         channel=trigger.channel,
                         chat_id=trigger.chat_id,
@@ -115,7 +117,7 @@ class TurnRunner:
 
             reply = await self._agent.run(turn, show_snapshot)
         except AgentError as error:
-            log.error("turn.agent_failed", session=str(key), error=str(error))
+            log.error("turn.agent_failed", session=session, error=str(error))
             self._turns_failed.inc()
             return TurnResult(
                 user_message, error.user_message, TokenUsage(), failed=True, error=str(error)
@@ -128,3 +130,7 @@ class TurnRunner:
         self._turns_ok.inc()
         self._turn_latency.observe(time.perf_counter() - started)
         return TurnResult(user_message, reply.content, reply.usage)
+
+
+async def _show_nothing(text: str) -> None:
+    """The snapshot sink of a turn whose channel cannot show a growing reply."""

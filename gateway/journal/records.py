@@ -78,9 +78,12 @@ class Outcome:
             }
             if self.reply is not None:
                 record["reply"] = self.reply
+            encoded = _dumps(record)
             if self.task is not None:
-                record["task"] = self.task.wire()
-            self._encoded = _dumps(record)
+                # The task's own bytes as the last field: the object's closing brace moves
+                # after it (`to_json` writes no white space).
+                encoded = b"".join((encoded[:-1], b',"task":', self.task.wire_json(), b"}"))
+            self._encoded = encoded
         return self._encoded
 
 

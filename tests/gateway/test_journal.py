@@ -6,12 +6,16 @@ import asyncio
 import itertools
 from pathlib import Path
 
+import pydantic_core
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bus import InboundMessage, Message, OutboundMessage, SessionKey
+from bus import InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage, new_turn_id
+from bus.message import utc_now
 from gateway.journal import Journal, Outcome, restore_sessions
 from gateway.journal.fixup import missing_suffix
+from gateway.journal.records import decode, outcome_from
+from gateway.turn_task import TurnTask
 from sessions import SessionManager, SessionStore
 
 _turns = itertools.count(1)
@@ -31,6 +35,33 @@ def outcome(ids: list[int], text: str | None) -> Outcome:
         session="p:telegram:c",
         messages=[Message.user("q"), Message.assistant(text or "")],
         reply=reply,
+    )
+
+
+def test_an_outcome_record_is_what_earlier_builds_wrote_and_reads_back() -> None:
+    # The task's bytes are spliced into the record: the same bytes as serializing it whole.
+    turn = str(new_turn_id())
+    task = TurnTask(turn, TokenUsage(input_tokens=2, output_tokens=2), utc_now())
+    done = outcome([4, 5], "a reply")
+    done.turn, done.task = turn, task
+    encoded = done.encode()
+    whole = {
+        "k": "done",
+        "turn": turn,
+        "ids": [4, 5],
+        "session": "p:telegram:c",
+        "msgs": done.messages,
+        "reply": done.reply,
+        "task": task.as_task(),
+    }
+    assert encoded == pydantic_core.to_json(whole)
+    read = outcome_from(decode(encoded))
+    assert (read.turn, read.answers, read.messages, read.reply, read.task) == (
+        turn,
+        [4, 5],
+        done.messages,
+        done.reply,
+        task,
     )
 
 

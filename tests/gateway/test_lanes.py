@@ -9,7 +9,15 @@ import pytest
 
 from bus import InboundMessage
 from gateway.journal import Received
-from gateway.lanes import CommandItem, Commit, LaneItem, Lanes, QueueMode, TurnItem
+from gateway.lanes import (
+    CommandItem,
+    Commit,
+    LaneItem,
+    Lanes,
+    QueueMode,
+    TurnItem,
+    collected_content,
+)
 
 _ids = itertools.count(1)
 
@@ -63,6 +71,12 @@ async def run_lanes(mode: QueueMode, script: object, dropped: list[str] | None =
         await asyncio.wait_for(lanes.wait_idle(), 5)
         assert len(lanes) == 0
     return recorder
+
+
+@pytest.mark.parametrize("text", ["hello", "", "two\n---\nlines"])
+def test_a_turn_of_one_message_has_what_collecting_it_gives(text: str) -> None:
+    # TurnItem.content skips the join for one message: the same text as collecting it.
+    assert turn(text).content() == collected_content([text]) == text
 
 
 @pytest.mark.parametrize(

@@ -52,14 +52,29 @@ def test_the_task_is_what_the_state_diagram_walk_gives(failed: bool) -> None:
 
 
 @pytest.mark.parametrize("failed", [False, True])
+@pytest.mark.parametrize("error", ["boom", 'a "quoted"\nline, ünïcode 🙂', None])
+@pytest.mark.parametrize(
+    "usage",
+    [
+        TokenUsage(input_tokens=3, output_tokens=5),
+        TokenUsage(),
+        TokenUsage(
+            input_tokens=10**9,
+            output_tokens=7,
+            reasoning_tokens=2,
+            cache_read_tokens=4,
+            cache_write_tokens=1,
+        ),
+    ],
+)
 def test_the_journal_form_is_the_task_serialized_and_reads_back_as_the_same_turn(
-    failed: bool,
+    failed: bool, error: str | None, usage: TokenUsage
 ) -> None:
-    usage = TokenUsage(input_tokens=3, output_tokens=5)
-    result = TurnResult(Message.user("hi"), "hello", usage, failed=failed, error="boom")
+    # The JSON is built from pieces serialized once: byte for byte what the model writes.
+    result = TurnResult(Message.user("hi"), "hello", usage, failed=failed, error=error)
     recorded = TurnTask.of(str(new_turn_id()), result)
     assert recorded is not None
-    wire = pydantic_core.to_json(recorded.wire())
+    wire = recorded.wire_json()
     assert wire == pydantic_core.to_json(recorded.as_task())
     assert TurnTask.from_task(Task.model_validate_json(wire)) == recorded
 

@@ -68,3 +68,21 @@ async def test_create_agent_builds_echo_from_config(recorder: SnapshotRecorder) 
         reply = await agent.run(make_turn("ping pong"), recorder)
     assert reply.content == "ping pong"
     assert recorder.snapshots[-1] == "ping pong"
+
+
+@pytest.mark.parametrize("text", ["", "one", "hello there", "一二三"])
+@pytest.mark.parametrize("interval_s", [0.0, 0.1, 3600.0])
+async def test_echo_of_one_piece_shows_what_a_snapshot_stream_shows(
+    text: str, interval_s: float
+) -> None:
+    # The one-piece reply skips the stream: it must show and return exactly what one shows.
+    pacing = SnapshotPacing(interval_s=interval_s)
+    through_stream = SnapshotRecorder()
+    stream = pacing.stream(through_stream)
+    for piece in split_into_pieces(text, 1):
+        await stream.append(piece)
+    streamed = await stream.finish()
+    direct = SnapshotRecorder()
+    reply = await EchoAgent(pieces=1, snapshots=pacing).run(make_turn(text), direct)
+    assert reply.content == streamed == text
+    assert direct.snapshots == through_stream.snapshots
