@@ -135,7 +135,16 @@ class OutboundRouter:
                 seq, event = lane.items.popleft()
                 try:
                     if not lane.superseded(seq, event):
-                        await self._deliver_one(event)
+                        await self._deliver(event)
+                except Exception as exc:
+                    # Supervision point (per message): one bad event must never stop the router.
+                    log.error(
+                        "router.outbound_failed",
+                        channel=event.channel,
+                        chat_id=event.chat_id,
+                        error=f"{type(exc).__name__}: {exc}",
+                        exc_info=exc,
+                    )
                 finally:
                     self._queue_slots.release()
                     self._in_flight -= 1
@@ -144,16 +153,3 @@ class OutboundRouter:
             del self._lanes[key]
             self._active_chats.release()
             self._changed.set()
-
-    async def _deliver_one(self, event: OutboundEvent) -> None:
-        try:
-            await self._deliver(event)
-        except Exception as exc:
-            # Supervision point (per message): one bad event must never stop the router.
-            log.error(
-                "router.outbound_failed",
-                channel=event.channel,
-                chat_id=event.chat_id,
-                error=f"{type(exc).__name__}: {exc}",
-                exc_info=exc,
-            )
