@@ -35,12 +35,12 @@ def _stream_of(event: OutboundEvent) -> str | None:
 
 @dataclass(eq=False)
 class _Lane:
-    items: deque[tuple[int, OutboundEvent]] = field(default_factory=deque)
+    #: (sequence number, event, its stream): the stream found once, when the event is queued
+    items: deque[tuple[int, OutboundEvent, str | None]] = field(default_factory=deque)
     #: stream_id -> sequence number of that stream's newest event in this lane
     newest: dict[str, int] = field(default_factory=dict)
 
-    def superseded(self, seq: int, event: OutboundEvent) -> bool:
-        stream_id = _stream_of(event)
+    def superseded(self, seq: int, event: OutboundEvent, stream_id: str | None) -> bool:
         if stream_id is None:
             return False
         newest = self.newest.get(stream_id, seq)
@@ -109,8 +109,9 @@ class OutboundRouter:
                 raise
             # No await between finding the lane and appending: a lane only closes when empty.
             self._seq += 1
-            lane.items.append((self._seq, event))
-            if (stream_id := _stream_of(event)) is not None:
+            stream_id = _stream_of(event)
+            lane.items.append((self._seq, event, stream_id))
+            if stream_id is not None:
                 lane.newest[stream_id] = self._seq
 
     async def _lane_for(self, event: OutboundEvent, group: asyncio.TaskGroup) -> _Lane:
@@ -132,9 +133,9 @@ class OutboundRouter:
     async def _drain(self, key: LaneKey, lane: _Lane) -> None:
         try:
             while lane.items:
-                seq, event = lane.items.popleft()
+                seq, event, stream_id = lane.items.popleft()
                 try:
-                    if not lane.superseded(seq, event):
+                    if not lane.superseded(seq, event, stream_id):
                         await self._deliver(event)
                 except Exception as exc:
                     # Supervision point (per message): one bad event must never stop the router.
