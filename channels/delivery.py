@@ -73,8 +73,11 @@ class Delivery:
         channel gets it as is, unsplit; text of blanks alone has nothing to split and is skipped.
         """
         if message.media or not message.content:
-            sent = await self._call(
-                channel, message.chat_id, "send", functools.partial(_whole_send(channel), message)
+            sent = await self.retrier.call(
+                functools.partial(_whole_send(channel), message),
+                channel=channel.name,
+                chat_id=message.chat_id,
+                action="send",
             )
             self.metrics.message_sent(channel.name)
             return [sent] if sent is not None else []
@@ -92,10 +95,12 @@ class Delivery:
         """Each chunk as its own message; only the reply's first message keeps `reply_to`.
         The platform ids of the messages sent (where the channel gives them)."""
         ids = []
+        send = _whole_send(channel)
         for index, chunk in enumerate(chunks):
             reply_to = template.reply_to if first and index == 0 else None
-            sent = await self.send_chunk(
-                channel, template, chunk, reply_to=reply_to, part=first_part + index
+            # What `send_chunk` does for a whole message, one coroutine layer less a chunk.
+            sent = await self._send_with_fallback(
+                channel, template, chunk, reply_to, send, first_part + index
             )
             if sent is not None:
                 ids.append(sent)
@@ -176,8 +181,11 @@ class Delivery:
     ) -> T | None:
         """`operation` on the chunk as formatted; if the platform rejects the markup, once more
         on the agent's plain text. Rejected as plain text too is a `DeliveryError`."""
+        call = self.retrier.call
         try:
-            return await self._call(channel, chat_id, action, operation(chunk))
+            return await call(
+                operation(chunk), channel=channel.name, chat_id=chat_id, action=action
+            )
         except FormattingRejected as exc:
             if not chunk.is_formatted:
                 raise self._formatting_error(channel, chat_id, exc) from exc
@@ -189,18 +197,10 @@ class Delivery:
                 error=str(exc),
             )
         try:
-            return await self._call(
-                channel, chat_id, action, operation(Chunk(chunk.raw, chunk.raw))
-            )
+            plain = operation(Chunk(chunk.raw, chunk.raw))
+            return await call(plain, channel=channel.name, chat_id=chat_id, action=action)
         except FormattingRejected as again:
             raise self._formatting_error(channel, chat_id, again) from again
-
-    async def _call(
-        self, channel: Channel, chat_id: str, action: str, operation: Callable[[], Awaitable[T]]
-    ) -> T | None:
-        return await self.retrier.call(
-            operation, channel=channel.name, chat_id=chat_id, action=action
-        )
 
     @staticmethod
     def _formatting_error(channel: Channel, chat_id: str, exc: FormattingRejected) -> DeliveryError:

@@ -266,33 +266,31 @@ class ChannelManager:
             )
             self._delivery.record_failure(event.channel, event.chat_id, error)
             raise error
+        channel = registration.channel
+        # One `match`, in `deliver` itself: a coroutine layer of its own cost every reply a frame.
         try:
-            return await self._dispatch(registration, event)
+            match event:
+                case TypingStarted(chat_id=chat_id):
+                    self.typing.start(channel, chat_id)
+                case TypingStopped(chat_id=chat_id):
+                    self.typing.stop(channel.name, chat_id)
+                case StreamSnapshot():
+                    # A channel that cannot edit shows only the final reply.
+                    if channel.supports_edit():
+                        await self.streams.snapshot(channel, event, registration.edit_interval_s)
+                case OutboundMessage():
+                    # The reply itself is here: the indicator stops before it, or it would linger.
+                    self.typing.stop(channel.name, event.chat_id)
+                    streamed = event.stream_id is not None and not event.media
+                    if streamed and channel.supports_edit():
+                        return await self.streams.final(channel, event)
+                    else:
+                        return await self._delivery.send_message(channel, event)
+                case _:
+                    assert_never(event)
         except DeliveryError as exc:
             self._delivery.record_failure(event.channel, event.chat_id, exc)
             raise
-
-    async def _dispatch(self, registration: _Registration, event: OutboundEvent) -> list[str]:
-        channel = registration.channel
-        match event:
-            case TypingStarted(chat_id=chat_id):
-                self.typing.start(channel, chat_id)
-            case TypingStopped(chat_id=chat_id):
-                self.typing.stop(channel.name, chat_id)
-            case StreamSnapshot():
-                # A channel that cannot edit shows only the final reply.
-                if channel.supports_edit():
-                    await self.streams.snapshot(channel, event, registration.edit_interval_s)
-            case OutboundMessage():
-                # The reply itself is here: the indicator stops before it, or it would linger.
-                self.typing.stop(channel.name, event.chat_id)
-                streamed = event.stream_id is not None and not event.media
-                if streamed and channel.supports_edit():
-                    return await self.streams.final(channel, event)
-                else:
-                    return await self._delivery.send_message(channel, event)
-            case _:
-                assert_never(event)
         return []
 
     async def _deliver_routed(self, event: OutboundEvent) -> None:

@@ -33,14 +33,46 @@ def _stream_of(event: OutboundEvent) -> str | None:
             return None
 
 
+class _Slots:
+    """Free places, taken by the router's one reader and given back by its lanes.
+
+    What `asyncio.Semaphore` does, for the one taker the router has: a semaphore is fair among
+    many waiters, at the price of a scan of its waiters on every acquire and release, and here
+    there is nobody to be fair to.
+    """
+
+    def __init__(self, count: int) -> None:
+        if count < 0:
+            raise ValueError(f"a slot count must be at least 0, got {count}")
+        self.free = count
+        self._given_back: asyncio.Future[None] | None = None
+
+    async def take(self) -> None:
+        """One slot, once one is free; a cancelled wait takes none."""
+        while self.free == 0:
+            assert self._given_back is None, "a second task waits for a slot"
+            self._given_back = asyncio.get_running_loop().create_future()
+            try:
+                await self._given_back
+            finally:
+                self._given_back = None
+        self.free -= 1
+
+    def give_back(self) -> None:
+        self.free += 1
+        waiter = self._given_back
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
 @dataclass(eq=False)
 class _Lane:
-    items: deque[tuple[int, OutboundEvent]] = field(default_factory=deque)
+    #: (sequence number, event, its stream): the stream found once, when the event is queued
+    items: deque[tuple[int, OutboundEvent, str | None]] = field(default_factory=deque)
     #: stream_id -> sequence number of that stream's newest event in this lane
     newest: dict[str, int] = field(default_factory=dict)
 
-    def superseded(self, seq: int, event: OutboundEvent) -> bool:
-        stream_id = _stream_of(event)
+    def superseded(self, seq: int, event: OutboundEvent, stream_id: str | None) -> bool:
         if stream_id is None:
             return False
         newest = self.newest.get(stream_id, seq)
@@ -62,8 +94,8 @@ class OutboundRouter:
     ) -> None:
         self._deliver = deliver
         self._source_depth = source_depth
-        self._active_chats = asyncio.Semaphore(max_active_chats)
-        self._queue_slots = asyncio.Semaphore(max_queued)
+        self._active_chats = _Slots(max_active_chats)
+        self._queue_slots = _Slots(max_queued)
         self._lanes: dict[LaneKey, _Lane] = {}
         self._seq = 0
         self._in_flight = 0
@@ -109,20 +141,21 @@ class OutboundRouter:
                 raise
             # No await between finding the lane and appending: a lane only closes when empty.
             self._seq += 1
-            lane.items.append((self._seq, event))
-            if (stream_id := _stream_of(event)) is not None:
+            stream_id = _stream_of(event)
+            lane.items.append((self._seq, event, stream_id))
+            if stream_id is not None:
                 lane.newest[stream_id] = self._seq
 
     async def _lane_for(self, event: OutboundEvent, group: asyncio.TaskGroup) -> _Lane:
         """The chat's lane, opened when needed, once the event has a queue slot."""
-        await self._queue_slots.acquire()
+        await self._queue_slots.take()
         key = (event.channel, event.chat_id)
         lane = self._lanes.get(key)
         if lane is None:
             try:
-                await self._active_chats.acquire()
+                await self._active_chats.take()
             except asyncio.CancelledError:
-                self._queue_slots.release()
+                self._queue_slots.give_back()
                 raise
             lane = _Lane()
             self._lanes[key] = lane
@@ -132,28 +165,24 @@ class OutboundRouter:
     async def _drain(self, key: LaneKey, lane: _Lane) -> None:
         try:
             while lane.items:
-                seq, event = lane.items.popleft()
+                seq, event, stream_id = lane.items.popleft()
                 try:
-                    if not lane.superseded(seq, event):
-                        await self._deliver_one(event)
+                    if not lane.superseded(seq, event, stream_id):
+                        await self._deliver(event)
+                except Exception as exc:
+                    # Supervision point (per message): one bad event must never stop the router.
+                    log.error(
+                        "router.outbound_failed",
+                        channel=event.channel,
+                        chat_id=event.chat_id,
+                        error=f"{type(exc).__name__}: {exc}",
+                        exc_info=exc,
+                    )
                 finally:
-                    self._queue_slots.release()
+                    self._queue_slots.give_back()
                     self._in_flight -= 1
                     self._changed.set()
         finally:
             del self._lanes[key]
-            self._active_chats.release()
+            self._active_chats.give_back()
             self._changed.set()
-
-    async def _deliver_one(self, event: OutboundEvent) -> None:
-        try:
-            await self._deliver(event)
-        except Exception as exc:
-            # Supervision point (per message): one bad event must never stop the router.
-            log.error(
-                "router.outbound_failed",
-                channel=event.channel,
-                chat_id=event.chat_id,
-                error=f"{type(exc).__name__}: {exc}",
-                exc_info=exc,
-            )

@@ -173,3 +173,39 @@ async def test_close_intake_delivers_what_lanes_hold() -> None:
 
     assert deliveries.of("c1") == ["one", "two"]
     await asyncio.wait_for(router.wait_idle(), timeout=5)
+
+
+async def test_past_max_queued_the_router_stops_reading_until_a_slot_is_free() -> None:
+    deliveries = Deliveries()
+    gate = deliveries.gates["c1"] = asyncio.Event()
+    messages: list[OutboundEvent] = [out(f"m{n}") for n in range(6)]
+    source = Source(messages)
+    router = OutboundRouter(deliveries, lambda: 0, max_queued=3)
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(router.run(source()), name="router-under-test")
+        await deliveries.wait_until(lambda: deliveries.active == 1)
+        # Three events hold the three slots (one of them in delivery): the fourth waits.
+        assert not source.all_taken.is_set()
+        gate.set()
+        await deliveries.wait_for_count(len(messages))
+        source.release.set()
+
+    assert deliveries.of("c1") == [f"m{n}" for n in range(6)]
+
+
+async def test_close_intake_while_waiting_for_a_slot_leaves_nothing_in_flight() -> None:
+    deliveries = Deliveries()
+    gate = deliveries.gates["c1"] = asyncio.Event()
+    source = Source([out("one"), out("two")])
+    router = OutboundRouter(deliveries, lambda: 0, max_queued=1)
+
+    async with asyncio.TaskGroup() as group:
+        routing = group.create_task(router.run(source()), name="router-under-test")
+        await deliveries.wait_until(lambda: deliveries.active == 1)
+        router.close_intake()  # the reader waits for a slot for "two": it stops there
+        gate.set()
+        await asyncio.wait_for(routing, timeout=5)
+
+    assert deliveries.of("c1") == ["one"]
+    await asyncio.wait_for(router.wait_idle(), timeout=5)
