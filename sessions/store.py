@@ -165,7 +165,7 @@ class SessionStore(StoreBase):
         behind a log: once queued, see the module's docstring)."""
         if not messages:
             return AppendReceipt()
-        data = b"".join(message.to_json().encode() + b"\n" for message in messages)
+        data = b"".join(message.to_line() for message in messages)
         path = self._layout.path_for(key)
         with self._operation(writes=True):
             if self._track_unsynced and (entry := self._free_open_file(path, len(data))):
