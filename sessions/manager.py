@@ -63,10 +63,7 @@ class SessionManager:
             return
         if self._cache.get(key) is not session:
             return  # evicted meanwhile; whoever reloads it reads these lines from disk
-        meta = session.meta.touched()
-        for message in messages:
-            meta = meta.titled_by(message)
-        session.meta = meta
+        session.meta = session.meta.appended(messages)
         session.messages.extend(messages)
 
     async def history(self, key: SessionKey, limit: int | None = None) -> list[Message]:

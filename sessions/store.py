@@ -45,7 +45,7 @@ from sessions.fileops import make_dirs, sync_files
 from sessions.keyed_lock import KeyedLocks
 from sessions.layout import SessionLayout
 from sessions.listing import list_sessions
-from sessions.meta import SessionMeta
+from sessions.meta import SessionMeta, title_of
 from sessions.operations import (
     archive_session,
     compact_session,
@@ -312,7 +312,7 @@ class SessionStore(StoreBase):
             self._open.move_to_end(path)
             return entry
         await self._quiesce(path)
-        initial = SessionMeta.new(key).titled_by(first)
+        initial = SessionMeta.new(key, title=title_of(first))
         if self._chats is not None and self._chats.add_new(path):
             # A new chat: its file is created by the writer thread, before this first append.
             line = initial.to_line()
