@@ -67,12 +67,22 @@ class Message(WireModel):
     timestamp: datetime = Field(default_factory=utc_now)
 
     def to_json(self) -> str:
+        return self._json_bytes().decode()
+
+    def to_line(self) -> bytes:
+        """The message's line in a session file: `to_json()` in UTF-8, then a newline."""
+        return self._json_bytes() + b"\n"
+
+    def _json_bytes(self) -> bytes:
+        # pydantic-core serializes to UTF-8 bytes; `model_dump_json` only decodes them into a
+        # str, which a session line would encode straight back (the same call, same options).
         # Every optional field but `media` defaults to None, so without tool calls (whose
         # arguments default to {}) leaving out None and an empty `media` is leaving out the
         # defaults, without calling each default factory to compare (a session line a message).
         if self.tool_calls is not None:
-            return super().to_json()
-        return self.model_dump_json(exclude_none=True, exclude=None if self.media else _NO_MEDIA)
+            return self.__pydantic_serializer__.to_json(self, exclude_defaults=True)
+        exclude = None if self.media else _NO_MEDIA
+        return self.__pydantic_serializer__.to_json(self, exclude_none=True, exclude=exclude)
 
     @classmethod
     def user(cls, content: str, *, media: list[str] | None = None) -> Message:

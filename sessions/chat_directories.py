@@ -17,7 +17,9 @@ from sessions.layout import SessionLayout
 
 def _chat_of(path: Path) -> str:
     """The chat directory's name of a session file: users/{chat}/sessions/{topic}.jsonl."""
-    return path.parent.parent.name
+    # `parent.parent.name` by index: each `parent` builds a new Path, while `parts` is parsed
+    # once per path and kept (every session path has these three last parts).
+    return path.parts[-3]
 
 
 class ChatDirectories:

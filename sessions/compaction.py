@@ -64,7 +64,7 @@ def compact_file(
         replace=False,
     )
     moved_count = sum(not is_compaction_summary(message) for message in moved)
-    summary = summary_message(moved_count, archive.name).to_json().encode() + b"\n"
+    summary = summary_message(moved_count, archive.name).to_line()
     size = atomic_write(
         path, [meta_line, summary, *(raw + b"\n" for raw in loaded.lines[keep_from:])]
     )

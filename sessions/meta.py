@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
@@ -22,6 +23,16 @@ def derive_title(content: str) -> str | None:
     """Octos' rule: the first user message, trimmed, its first 50 characters."""
     title = content.strip()[:TITLE_MAX_CHARS].strip()
     return title or None
+
+
+def title_of(message: Message) -> str | None:
+    """The title `message` gives a session that has none: only a user's words title it."""
+    return derive_title(message.content) if message.role is MessageRole.USER else None
+
+
+def first_title(messages: Iterable[Message]) -> str | None:
+    """The title the first titling one of `messages` gives (see `title_of`), if any does."""
+    return next((title for title in map(title_of, messages) if title is not None), None)
 
 
 class SessionMeta(WireModel):
@@ -49,6 +60,7 @@ class SessionMeta(WireModel):
         *,
         parent_key: SessionKey | None = None,
         now: datetime | None = None,
+        title: str | None = None,
     ) -> SessionMeta:
         stamp = now or utc_now()
         return cls(
@@ -56,6 +68,7 @@ class SessionMeta(WireModel):
             session_key=str(key),
             parent_key=None if parent_key is None else str(parent_key),
             topic=key.topic(),
+            title=title,
             created_at=stamp,
             updated_at=stamp,
         )
@@ -70,17 +83,21 @@ class SessionMeta(WireModel):
         return self.model_dump(mode="json", **self._dump_options())
 
     def to_line(self) -> bytes:
-        return self.to_json().encode() + b"\n"
-
-    def titled_by(self, message: Message) -> SessionMeta:
-        """This meta with a title taken from `message`, if it has none and the user spoke."""
-        if self.title is not None or message.role is not MessageRole.USER:
-            return self
-        title = derive_title(message.content)
-        return self if title is None else self.model_copy(update={"title": title})
+        # Straight to bytes, as `Message.to_line`: `model_dump_json` would only decode them.
+        return self.__pydantic_serializer__.to_json(self, **self._dump_options()) + b"\n"
 
     def touched(self, now: datetime | None = None) -> SessionMeta:
         return self.model_copy(update={"updated_at": now or utc_now()})
+
+    def appended(self, messages: Iterable[Message], now: datetime | None = None) -> SessionMeta:
+        """This meta once `messages` were appended: touched now, and titled by them (see
+        `first_title`) if it had no title; one copy, as a turn appends every time."""
+        update: dict[str, Any] = {"updated_at": now or utc_now()}
+        if self.title is None:
+            title = first_title(messages)
+            if title is not None:
+                update["title"] = title
+        return self.model_copy(update=update)
 
     def current_schema(self) -> SessionMeta:
         return self.model_copy(update={"schema_version": CURRENT_SCHEMA_VERSION})

@@ -103,7 +103,7 @@ def write_session(layout: SessionLayout, session: Session, *, create_only: bool)
         raise EmptyRewriteRefused(str(session.key), path)
     make_dirs(path.parent, durable=True)
     meta = session.meta.current_schema()
-    lines = (message.to_json().encode() + b"\n" for message in session.messages)
+    lines = (message.to_line() for message in session.messages)
     return atomic_write(path, [meta.to_line(), *lines])
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bus import Message, SessionKey
-from sessions.meta import SessionMeta
+from sessions.meta import SessionMeta, first_title
 
 
 @dataclass(slots=True)
@@ -33,9 +33,7 @@ class Session:
         """`child`, a new topic of `parent` (`source`, None if it has no session yet) that
         starts with its last `copy_messages` messages, titled by them as they were."""
         copied = [] if source is None or copy_messages <= 0 else source.messages[-copy_messages:]
-        meta = SessionMeta.new(child, parent_key=parent)
-        for message in copied:
-            meta = meta.titled_by(message)
+        meta = SessionMeta.new(child, parent_key=parent, title=first_title(copied))
         return cls(child, meta, list(copied))
 
     @property

@@ -45,7 +45,7 @@ from sessions.fileops import make_dirs, sync_files
 from sessions.keyed_lock import KeyedLocks
 from sessions.layout import SessionLayout
 from sessions.listing import list_sessions
-from sessions.meta import SessionMeta
+from sessions.meta import SessionMeta, title_of
 from sessions.operations import (
     archive_session,
     compact_session,
@@ -165,15 +165,18 @@ class SessionStore(StoreBase):
         behind a log: once queued, see the module's docstring)."""
         if not messages:
             return AppendReceipt()
-        data = b"".join(message.to_json().encode() + b"\n" for message in messages)
+        data = b"".join(map(Message.to_line, messages))
         path = self._layout.path_for(key)
-        with self._operation(writes=True):
-            if self._track_unsynced and (entry := self._free_open_file(path, len(data))):
-                # What the locked path below does for an open file, done without the lock: no
-                # one holds or awaits it, and nothing here awaits, so no one can come between.
-                self._open.move_to_end(path)
-                self._queue_behind(entry, path, data)
-                return AppendReceipt()
+        self._check_usable(writes=True)
+        if self._track_unsynced and (entry := self._free_open_file(path, len(data))):
+            # What the locked path below does for an open file, done without the lock: no one
+            # holds or awaits it, and nothing here awaits, so no one can come between. Nor is it
+            # counted as a running operation: `close` waits for those, and could only look
+            # once this one is done.
+            self._open.move_to_end(path)
+            self._queue_behind(entry, path, data)
+            return AppendReceipt()
+        with _Operation(self):
             async with self._locks.hold(path):
                 entry = await self._entry_for_append(key, path, messages[0])
                 compacted = False
@@ -253,8 +256,10 @@ class SessionStore(StoreBase):
         """The session as on disk (repairing a torn or corrupt file), None if there is none."""
         path = self._layout.path_for(key)
         if self._chats is not None and not self._chats.has(path):
-            with self._operation():
-                return None  # a chat that never talked: nothing on disk to look for
+            # A chat that never talked: nothing on disk to look for, nothing awaited (so, as
+            # the fast append, not counted as a running operation).
+            self._check_usable()
+            return None
         with self._operation():
             async with self._locks.hold(path):
                 await self._quiesce(path)
@@ -289,11 +294,14 @@ class SessionStore(StoreBase):
             self._chats.add(path)
 
     def _operation(self, *, writes: bool = False) -> _Operation:
+        self._check_usable(writes=writes)
+        return _Operation(self)
+
+    def _check_usable(self, *, writes: bool = False) -> None:
         if not self._running:
             raise SessionStoreClosed()
         if writes and self.read_only:
             raise SessionError(f"the session store at {self.root} was opened read-only")
-        return _Operation(self)
 
     async def _write_whole(self, session: Session, *, create_only: bool) -> None:
         """Replace the file atomically: temp file, fsync, rename, fsync the directory."""
@@ -312,7 +320,7 @@ class SessionStore(StoreBase):
             self._open.move_to_end(path)
             return entry
         await self._quiesce(path)
-        initial = SessionMeta.new(key).titled_by(first)
+        initial = SessionMeta.new(key, title=title_of(first))
         if self._chats is not None and self._chats.add_new(path):
             # A new chat: its file is created by the writer thread, before this first append.
             line = initial.to_line()

@@ -27,7 +27,7 @@ from bus import Message, SessionKey
 from config.store import redact_dsn
 from sessions.errors import SessionError, SessionStoreClosed
 from sessions.keyed_lock import KeyedLocks
-from sessions.meta import SessionMeta
+from sessions.meta import SessionMeta, title_of
 from sessions.postgres import queries
 from sessions.postgres.connect import DATABASE_ERRORS, close_pool, create_pool, database_error
 from sessions.postgres.schema import SCHEMA_VERSION, StoreSchemaTooNew, applied_version
@@ -171,7 +171,7 @@ class PostgresSessionStore(StoreBase):
         if not messages:
             return AppendReceipt()
         encoded = [message.to_json() for message in messages]
-        initial = SessionMeta.new(key).titled_by(messages[0])
+        initial = SessionMeta.new(key, title=title_of(messages[0]))
         async with self._locks.hold(key), self._connection(writes=True) as connection:
             await queries.append_messages(connection, self.scope, key, initial, encoded, self.where)
         return AppendReceipt()

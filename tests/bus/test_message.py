@@ -136,7 +136,10 @@ def test_identities_are_strings_on_the_wire_and_turn_ids_are_time_ordered() -> N
             tool_calls=[ToolCall(id="c", name="f", arguments={"x": 1}, metadata={"p": 1})],
         ),
         Message.user_with_cmid("again", ClientMessageId("cm-1")),
+        Message.user("non-ASCII: café, 東京, 🙂, \u2028"),
     ],
 )
 def test_a_message_line_leaves_out_exactly_its_defaults(message: Message) -> None:
     assert message.to_json() == message.model_dump_json(exclude_defaults=True)
+    # The session line is serialized straight to bytes: the same text, in UTF-8.
+    assert message.to_line() == message.model_dump_json(exclude_defaults=True).encode() + b"\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bus import Message, SessionKey
-from sessions import SessionStore, SessionWriteError
+from sessions import SessionStore, SessionStoreClosed, SessionWriteError
 from sessions.layout import SessionLayout
 from sessions.meta import SessionMeta
 
@@ -109,3 +109,26 @@ async def test_a_new_chat_s_file_is_made_by_the_writer_and_its_directories_synce
     chat_dir = session_file.parent.parent
     # The file's directory, the chat's, users/ and the root: a new chat's entries are durable.
     assert {session_file.parent, chat_dir, chat_dir.parent, tmp_path} <= set(synced)
+
+
+async def test_appends_that_skip_the_lock_are_written_by_close_and_refused_after_it(
+    tmp_path: Path,
+) -> None:
+    never_talked = SessionKey.for_chat("p", "telegram", "silent")
+    store = SessionStore(tmp_path, fsync="never", track_unsynced=True)
+    await store.open()
+    await store.append_all(KEY, [Message.user("opens the file")])
+    # The file is open and nobody holds its lock: these take the path without the lock.
+    for number in range(3):
+        await store.append_all(KEY, [Message.user(f"queued {number}"), Message.assistant("ok")])
+    assert await store.load(never_talked) is None  # no directory: nothing looked for
+    await store.close()
+    lines = store.path_for(KEY).read_bytes().splitlines()
+    assert [Message.from_json(line).content for line in lines[1:]] == [
+        "opens the file",
+        *(content for n in range(3) for content in (f"queued {n}", "ok")),
+    ]
+    with pytest.raises(SessionStoreClosed):
+        await store.append_all(KEY, [Message.user("after close")])
+    with pytest.raises(SessionStoreClosed):
+        await store.load(never_talked)
