@@ -73,6 +73,8 @@ _UPDATED_AT = b',"updated_at":'
 class TurnTask:
     """The finished task of one agent turn."""
 
+    # The usage and failure of `TurnResult`, deliberately copied rather than the result held:
+    # a task read back from the journal has no turn messages to make a `TurnResult` of.
     id: str
     usage: TokenUsage
     at: datetime
