@@ -28,13 +28,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from pathlib import Path
-from types import TracebackType
-from typing import TypeVar
 
 import structlog
 
@@ -54,13 +52,13 @@ from sessions.operations import (
     open_for_append,
     write_session,
 )
+from sessions.running import RunningOperations
 from sessions.session import Session, SessionInfo
 from sessions.store_base import StoreBase
+from sessions.thread_work import to_completion
 from sessions.writer import AppendTarget, DiskWriter, FsyncPolicy
 
 log = structlog.get_logger(__name__)
-
-T = TypeVar("T")
 
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
 MIN_MAX_FILE_BYTES = 4096
@@ -119,9 +117,7 @@ class SessionStore(StoreBase):
         #: known here, so no later `sync` may let the log drop anything until a restart
         #: replays the log into the files.
         self._unsaved: SessionWriteError | None = None
-        self._operations = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._operations = RunningOperations()
 
     # Lifecycle
 
@@ -138,7 +134,7 @@ class SessionStore(StoreBase):
         if not self._running:
             return
         self._running = False
-        await self._idle.wait()
+        await self._operations.idle()
         closes = [self._writer.close(entry.target) for entry in self._open.values()]
         self._open.clear()
         closes.extend(self._closing.values())
@@ -176,7 +172,7 @@ class SessionStore(StoreBase):
             self._open.move_to_end(path)
             self._queue_behind(entry, path, data)
             return AppendReceipt()
-        with _Operation(self):
+        with self._operations:
             async with self._locks.hold(path):
                 entry = await self._entry_for_append(key, path, messages[0])
                 compacted = False
@@ -264,7 +260,7 @@ class SessionStore(StoreBase):
             async with self._locks.hold(path):
                 await self._quiesce(path)
                 loading = partial(load_session, self._layout, key, repair=not self.read_only)
-                loaded = await _to_completion(loading)
+                loaded = await to_completion(loading)
         return None if loaded is None else Session(key, loaded.meta, loaded.messages)
 
     async def archive(self, key: SessionKey) -> Path | None:
@@ -273,7 +269,7 @@ class SessionStore(StoreBase):
         with self._operation(writes=True):
             async with self._locks.hold(path):
                 await self._quiesce(path)
-                return await _to_completion(partial(archive_session, self._layout, key))
+                return await to_completion(partial(archive_session, self._layout, key))
 
     async def list(self, base_key: str | None = None) -> list[SessionInfo]:
         """Every session on disk (of one chat if `base_key` is given), without loading them."""
@@ -293,9 +289,9 @@ class SessionStore(StoreBase):
         if self._chats is not None:
             self._chats.add(path)
 
-    def _operation(self, *, writes: bool = False) -> _Operation:
+    def _operation(self, *, writes: bool = False) -> RunningOperations:
         self._check_usable(writes=writes)
-        return _Operation(self)
+        return self._operations
 
     def _check_usable(self, *, writes: bool = False) -> None:
         if not self._running:
@@ -310,7 +306,7 @@ class SessionStore(StoreBase):
             async with self._locks.hold(path):
                 await self._quiesce(path)
                 self._on_disk(path)
-                await _to_completion(
+                await to_completion(
                     partial(write_session, self._layout, session, create_only=create_only)
                 )
 
@@ -331,7 +327,7 @@ class SessionStore(StoreBase):
             open_for_append, self._layout, key, initial, durable=self.fsync != "never"
         )
         # Registered even if our caller is cancelled meanwhile: the descriptor must be owned.
-        fd, size = await _to_completion(opening, partial(self._register, path))
+        fd, size = await to_completion(opening, partial(self._register, path))
         return self._register(path, (fd, size))
 
     def _register(self, path: Path, opened: tuple[int, int]) -> _OpenFile:
@@ -346,7 +342,7 @@ class SessionStore(StoreBase):
 
     async def _compact(self, key: SessionKey, path: Path, incoming_bytes: int) -> bool:
         await self._quiesce(path)
-        compacted = await _to_completion(
+        compacted = await to_completion(
             partial(
                 compact_session,
                 self._layout,
@@ -393,51 +389,3 @@ class SessionStore(StoreBase):
         idle = list(islice((path for path in self._open if not self._locks.in_use(path)), excess))
         for path in idle:
             self._close_later(path)
-
-
-async def _to_completion(
-    work: Callable[[], T], on_abandoned: Callable[[T], object] | None = None
-) -> T:
-    """Run blocking file work in a thread and see it finish, even if the caller is cancelled.
-
-    A thread cannot be stopped halfway, and the caller's lock on the session must outlive the
-    work, or the next operation would race it. The cancellation is re-raised once the work is
-    done; `on_abandoned` receives a result nobody else will (a descriptor to keep track of).
-    """
-    task = asyncio.create_task(asyncio.to_thread(work), name="session-file-work")
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        while not task.done():
-            try:
-                await asyncio.wait([task])
-            except asyncio.CancelledError:
-                continue  # already leaving with a CancelledError: raised below
-        if on_abandoned is not None and not task.cancelled() and task.exception() is None:
-            on_abandoned(task.result())
-        raise
-
-
-class _Operation:
-    """Counts running operations so `close()` can wait for them; never suspends."""
-
-    __slots__ = ("_store",)
-
-    def __init__(self, store: SessionStore) -> None:
-        self._store = store
-
-    def __enter__(self) -> None:
-        store = self._store
-        store._operations += 1
-        store._idle.clear()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        store = self._store
-        store._operations -= 1
-        if store._operations == 0:
-            store._idle.set()
