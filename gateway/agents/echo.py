@@ -88,24 +88,12 @@ class EchoAgent(Agent):
                 f"the echo agent fails messages containing {self._fail_when!r} (fail_when)",
                 failure=AgentFailure.UNAVAILABLE,
             )
-        pieces = split_into_pieces(text, self._pieces)
-        if len(pieces) <= 1:
-            # What a `SnapshotStream` shows of a reply of at most one piece, without building
-            # one (the common case, `pieces: 1`): its first text goes out at once whatever the
-            # pacing, and `finish` then has nothing new to emit; an empty reply shows nothing.
-            content = pieces[0] if pieces else ""
-            if content:
-                await on_snapshot(content)
-        else:
-            content = await self._stream(pieces, on_snapshot)
-        words = count_words(text)
-        return AgentReply(content, TokenUsage(input_tokens=words, output_tokens=words))
-
-    async def _stream(self, pieces: list[str], on_snapshot: SnapshotSink) -> str:
         stream = self._snapshots.stream(on_snapshot)
-        for index, piece in enumerate(pieces):
+        for index, piece in enumerate(split_into_pieces(text, self._pieces)):
             if index and self._delay_s:
                 # Stands in for the time a model takes to produce the next piece.
                 await asyncio.sleep(self._delay_s)
             await stream.append(piece)
-        return await stream.finish()
+        content = await stream.finish()
+        words = count_words(text)
+        return AgentReply(content, TokenUsage(input_tokens=words, output_tokens=words))
