@@ -230,6 +230,34 @@ async def test_the_queue_depth_a_scrape_reads_counts_what_is_unanswered_now(
         assert rig.waiting() == 0
 
 
+async def test_a_message_and_its_instant_answer_reach_the_log_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn starts while the message's record waits for the log's writer, and its outcome
+    joins that hand-over: one write and one sync, not one for each (no delivery record here:
+    the rig reads the bus's outbound end itself)."""
+    hand_overs: list[int] = []
+    syncs: list[int] = []
+    real_seal, real_sync = wal_log.WriteAheadLog._seal, wal_log.sync_data
+
+    def sealed(log: wal_log.WriteAheadLog) -> None:
+        hand_overs.append(1)
+        real_seal(log)
+
+    def synced(fd: int) -> None:
+        syncs.append(fd)
+        real_sync(fd)
+
+    # Before the journal is made: it gives its hand-over the bound `_seal`.
+    monkeypatch.setattr(wal_log.WriteAheadLog, "_seal", sealed)
+    async with running(tmp_path) as rig:
+        monkeypatch.setattr(wal_log, "sync_data", synced)
+        hand_overs.clear()
+        await rig.dispatcher.intake.receive(said("at once", "1"))
+        assert (await rig.reply()).content == "at once"
+        assert (len(hand_overs), len(syncs)) == (1, 1)
+
+
 async def test_a_failing_turn_is_answered_with_the_reason(tmp_path: Path) -> None:
     class Broken(GatedAgent):
         async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
