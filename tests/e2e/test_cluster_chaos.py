@@ -80,7 +80,8 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
     chooser = random.Random(20261202)
     chats = [91_001 + number for number in range(CHATS)]
     sent: list[tuple[int, str]] = []
-    kill_times: list[float] = []
+    #: (when a kill was signalled, when its process was seen dead)
+    kills: list[tuple[float, float]] = []
     ingress_kills: list[float] = []
     async with FakeTelegram() as fake, processes() as running:
         config = cluster_config(
@@ -113,11 +114,12 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
             else:
                 victim = next(i for i in ingresses if holds_lease(i))
                 ingresses.remove(victim)
-            kill_times.append(time.monotonic())
+            signalled = time.monotonic()
             if role == "ingress":
-                ingress_kills.append(kill_times[-1])
+                ingress_kills.append(signalled)
             victim.signal(signal.SIGKILL)
             await victim.wait()
+            kills.append((signalled, time.monotonic()))
             replacement = await start_role(config, role)
             running.append(replacement)
             (workers if role == "worker" else ingresses).append(replacement)
@@ -164,9 +166,9 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
             # once the reply it was to show has been sent whole by the other one.
             assert dedupe(answers) == expected
             for text in {t for t in answers if answers.count(t) > 1}:
-                assert explained_by_a_kill(
-                    sends.get((str(chat), text)), kill_times
-                ) or a_killed_draft(fake, chat, text, [text], ingress_kills), text
+                assert explained_by_a_kill(sends.get((str(chat), text)), kills) or a_killed_draft(
+                    fake, chat, text, [text], ingress_kills
+                ), text
         # Nothing left to do in the streams, but the dead letter the test planted.
         assert await streams.left_in("IN") == 0
         assert await streams.left_in("OUT") == 0
