@@ -202,7 +202,7 @@ class SlackChannel(RunStateChannel):
             if self._mode == "socket":
                 await self._receive_over_socket(pump)
             else:
-                self._run_state.receiving.set()
+                self._receiving()
                 await pump
         finally:
             pump.cancel()
@@ -219,12 +219,17 @@ class SlackChannel(RunStateChannel):
         try:
             async with connection:
                 self._connection = connection
-                self._run_state.receiving.set()
+                self._receiving()
                 await pump
         except AuthError as error:
             raise self._fatal_error(error) from error
         finally:
             self._connection = None
+
+    def _receiving(self) -> None:
+        self._run_state.receiving.set()
+        # As the webhook channels log it (`RunState.serve`): the moment events are taken.
+        log.info("slack.receiving", mode=self._mode)
 
     # Inbound
 

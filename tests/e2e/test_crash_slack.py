@@ -44,7 +44,7 @@ async def test_an_acknowledged_event_survives_a_sigkill_and_its_retries_are_not_
         config = write_config(tmp_path, {"main": profile}, http_port=free_port())
         daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
         try:
-            await fake.wait_until(lambda: len(fake.calls("auth.test")) >= 1, WAIT_S)
+            await daemon.wait_log(lambda e: e.get("event") == "slack.receiving")
             url = daemon.http_url + WEBHOOK_PATH
             answered = fake.event_callback(
                 fake.user_message(
@@ -64,6 +64,7 @@ async def test_an_acknowledged_event_survives_a_sigkill_and_its_retries_are_not_
             await daemon.wait()
             daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
             url = daemon.http_url + WEBHOOK_PATH
+            await daemon.wait_log(lambda e: e.get("event") == "slack.receiving")
             await fake.wait_until(
                 lambda: "in flight at the kill" in final_texts(fake, "DCRASH0002"), WAIT_S
             )

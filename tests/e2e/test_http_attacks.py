@@ -100,7 +100,7 @@ async def surface(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sur
         async with running_daemon(directory, profiles) as daemon:
             await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
             await telegram.wait_for_calls("setWebhook")
-            await slack.wait_until(lambda: len(slack.calls("auth.test")) >= 1, WAIT_S)
+            await daemon.wait_log(lambda e: e.get("event") == "slack.receiving")
             yield Surface(
                 daemon,
                 telegram,

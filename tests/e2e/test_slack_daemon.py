@@ -78,11 +78,10 @@ class SlackBot(EchoBot[str]):
         await self.fake.wait_until(condition, WAIT_S)
 
 
-async def connected(fake: FakeSlack, *, auth_checks: int) -> None:
-    """Socket Mode is connected, and every profile has checked its token (http mode takes
-    events from then on)."""
+async def connected(fake: FakeSlack, daemon: DaemonProcess, *, profiles: int) -> None:
+    """Socket Mode is connected, and every profile's channel takes events."""
     await fake.wait_connected(timeout_s=WAIT_S)
-    await fake.wait_until(lambda: len(fake.calls("auth.test")) >= auth_checks, WAIT_S)
+    await daemon.wait_logged("slack.receiving", more_than=profiles - 1)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -94,7 +93,7 @@ async def bot(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SlackBo
             directory, {"main": socket_profile(fake), "hooks": slack_http_profile(fake, ALICE)}
         ) as daemon,
     ):
-        await connected(fake, auth_checks=2)
+        await connected(fake, daemon, profiles=2)
         yield SlackBot(fake, daemon)
 
 
@@ -106,7 +105,7 @@ async def test_an_allowed_user_gets_the_echo_a_stranger_one_notice_and_sigterm_e
         FakeSlack() as fake,
         running_daemon(tmp_path, {"main": socket_profile(fake, delay_s=0.05, pieces=2)}) as d,
     ):
-        await connected(fake, auth_checks=1)
+        await connected(fake, d, profiles=1)
         # The stranger writes first: once Alice is answered, both were dispatched.
         for text in ("let me in", "please?"):
             await fake.push_event(fake.user_message(stranger_dm, MALLORY, text, channel_type="im"))
