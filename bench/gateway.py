@@ -1,10 +1,11 @@
 """The whole pipeline in one process: bench channel -> journal -> dispatcher -> echo agent ->
 session write-behind -> split -> bench channel send.
 
-A real `ProfileRuntime` runs with a plugin channel that publishes messages (up to 256 sends in
-flight, as a platform with many chats does) and records replies; the journal and sessions are
-on disk with the default `fsync: batch`. Only turns are counted: a reply counts when it carries
-the turn's delivery id and is not an apology. Figures:
+A real `ProfileRuntime` runs on the daemon's default event loop (uvloop), with a plugin channel
+that publishes messages (up to 256 sends in flight, as a platform with many chats does) and
+records replies; the journal and sessions are on disk with the default `fsync: batch`. Only
+turns are counted: a reply counts when it carries the turn's delivery id and is not an apology.
+Figures:
 
 - turns per second with 1, 100 and 10,000 distinct chats, against the bus alone (baseline);
 - p50 / p99 latency added at a fixed 500 messages per second, against the disk's own
@@ -41,7 +42,8 @@ from bus import InboundMessage, Message, OutboundMessage, create_bus
 from bus.session_key import SessionKey
 from config import ProfileConfig
 from config.store import StoreConfig
-from gateway.collector import settle_after_start_up
+from gateway import event_loop
+from gateway.collector import keep_settled, settle_after_start_up
 from gateway.journal import Journal
 from gateway.logs import configure_logging
 from gateway.metrics import GatewayMetrics
@@ -106,12 +108,15 @@ async def _with_runtime(
         # As the daemon does once its profiles are up.
         thresholds = gc.get_threshold()
         settle_after_start_up()
+        collector = asyncio.create_task(keep_settled(), name="bench-gc-settle")
         try:
             if with_runtime is not None:
                 return await with_runtime(runtime, channel)
             assert work is not None
             return await work(channel)
         finally:
+            collector.cancel()
+            await asyncio.gather(collector, return_exceptions=True)
             gc.unfreeze()
             gc.set_threshold(*thresholds)
 
@@ -375,4 +380,4 @@ async def _measure() -> list[Figure]:
 
 
 def run() -> list[Figure]:
-    return asyncio.run(_measure())
+    return event_loop.run(_measure())

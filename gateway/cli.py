@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -11,6 +10,7 @@ from pathlib import Path
 
 from config import ConfigError, LoadedConfig, default_config, load_gateway
 from config.channels import DEFAULT_API_PORT
+from gateway import event_loop
 from gateway.cli_args import CommandSet, Handler, add_config_argument
 from gateway.cluster_commands import (
     ROLES,
@@ -101,7 +101,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return with_listen_overrides(load(config_path, data_dir), **listen)
 
     try:
-        return asyncio.run(Daemon(loaded, reload_config, role=args.role).run())
+        return event_loop.run(
+            Daemon(loaded, reload_config, role=args.role).run(), loaded.gateway.event_loop
+        )
     finally:
         if log_stream is not None:
             log_stream.close()

@@ -24,7 +24,8 @@ from channels.health import ChannelHealth
 from channels.http_guard import ConnectionGuard
 from channels.http_names import HostCheck, listener_names
 from config import ApiChannelConfig, ConfigError, LoadedConfig, ProfileConfig
-from gateway.collector import settle_after_start_up
+from gateway.collector import keep_settled, settle_after_start_up
+from gateway.event_loop import running_kind
 from gateway.http_server import HttpServer, build_app, webhook_hosts
 from gateway.metrics import GatewayMetrics
 from gateway.pairing_stores import PairingDatabases
@@ -153,6 +154,7 @@ class Daemon:
             "daemon.listening",
             url=f"http://{settings.http.host}:{self.http.bound_port}",
             health="/healthz",
+            event_loop=running_kind(),
         )
         self._install_signals()
         self._announce(self.http.bound_port)
@@ -188,7 +190,7 @@ class Daemon:
                 delivery = tasks.create_task(node.run_delivery(), name="cluster-delivery")
             for profile_id, config in self._loaded.profiles.items():
                 self._start_profile(profile_id, config)
-            tasks.create_task(self._freeze_start_up_objects(), name="gc-freeze")
+            collector = tasks.create_task(self._settle_collector(), name="gc-settle")
             await self._serve_until_shutdown()
             if node is not None and worker is not None and delivery is not None:
                 # Turns in hand finish and their replies are published; then deliveries in
@@ -198,12 +200,15 @@ class Daemon:
                 node.stop_delivery()
                 await asyncio.wait([delivery], timeout=grace_s)
             await self._stop_all(grace_s)
+            collector.cancel()
 
-    async def _freeze_start_up_objects(self) -> None:
-        """Once every profile has started, the collector is set for serving turns."""
+    async def _settle_collector(self) -> None:
+        """Once every profile has started, the collector is set for serving turns, and kept
+        so until the daemon stops (`gateway.collector`)."""
         started = [runtime.started.wait() for runtime, _task in self._profiles.values()]
         await asyncio.gather(*started)
         log.debug("gc.frozen", objects=settle_after_start_up())
+        await keep_settled()
 
     def _http_names(self) -> set[str]:
         http = self._loaded.gateway.http
