@@ -80,6 +80,7 @@ class _Opener:
             content_end -= 1
         if content_start == close_start:
             content_end = body_start
+        # Field by field, as any record is built (the WeCom bot's Callback looks the same).
         return Fence(
             open_start=self.line_start,
             body_start=body_start,

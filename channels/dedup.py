@@ -16,6 +16,7 @@ from channels.bounded import AgedMap
 
 
 class InboundDedup:
+    # The bounds of an AgedMap, as Feishu's Reassembler takes them too, named for what is kept.
     def __init__(
         self,
         max_entries: int = 10_000,

@@ -67,6 +67,8 @@ SYNC_FILTER = {"presence": {"types": []}, "room": {"timeline": {"limit": 50}}}
 
 
 class MatrixChannel(RunStateChannel):
+    # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
+    # config, data_dir, the timeouts tests shorten): alike in shape, Matrix's values.
     limit: ClassVar[PlatformLimit] = PlatformLimit(MAX_CONTENT_BYTES, "bytes")
     #: Synapse's default message rate limit is 0.2/s with a burst of 10: edits every 2 s.
     edit_interval_s: ClassVar[float] = 2.0

@@ -43,6 +43,7 @@ EventHandler = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class QQWebhook:
+    # Settings like LineWebhook's (secret, event age, clock); the checks they feed differ.
     def __init__(
         self,
         app_secret: str,

@@ -151,6 +151,8 @@ class TwilioChannel(RunStateChannel):
             self._recent.seen(sms.sid)
             return
         media = await self._save_media(sms) if allowed else []
+        # The SMS onto InboundMessage's fields: every channel writes this mapping, alike in
+        # shape, with its own sources.
         await inbound.send(
             InboundMessage(
                 channel=CHANNEL,

@@ -44,7 +44,7 @@ class MalformedWebhook(ValueError):
 
 
 # Telegram's MediaRef names a file on Telegram's servers by id; this one a URL Twilio serves.
-# Alike in name and shape only.
+# Alike in name and shape only, as two small records side by side are (the cluster's Waiting).
 @dataclass(frozen=True, slots=True)
 class MediaRef:
     url: str

@@ -50,6 +50,8 @@ MARKDOWN_LIMIT = PlatformLimit(4_096, "bytes")
 
 
 class WecomBotChannel(Channel):
+    # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
+    # config, the timeouts tests shorten; it keeps no files): alike in shape, its own values.
     limit: ClassVar[PlatformLimit] = STREAM_LIMIT
     #: `send_with_id` opens a streamed message on a callback, or sends nothing.
     send_with_id_sends_whole: ClassVar[bool] = False
@@ -160,6 +162,8 @@ class WecomBotChannel(Channel):
             return
         # Known before publishing: the reply may come back before `send` returns.
         self._book.received(callback.msg_id, callback.req_id, callback.chat_id)
+        # The callback onto InboundMessage's fields: every channel writes this mapping, alike in
+        # shape, with its own sources.
         message = InboundMessage(
             channel=CHANNEL,
             sender_id=callback.sender_id,

@@ -63,6 +63,7 @@ class AibotConnection:
         ack_timeout_s: float,
         ping_interval_s: float,
     ) -> None:
+        # Its arguments kept one by one, as any constructor does (many in the project read alike).
         self._socket = socket
         self._ack_timeout_s = ack_timeout_s
         self._ping_interval_s = ping_interval_s

@@ -169,6 +169,8 @@ class WhatsAppChannel(RunStateChannel):
             if message.timestamp
             else datetime.now(UTC)
         )
+        # WhatsApp's message onto InboundMessage's fields: every channel writes this mapping,
+        # alike in shape, with its own sources.
         await inbound.send(
             InboundMessage(
                 channel=CHANNEL,

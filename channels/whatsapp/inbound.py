@@ -42,6 +42,7 @@ class WhatsAppMessage:
     context_id: str | None
 
 
+# A plain record: alike in shape to other frozen records (email's ThreadInfo), no more.
 @dataclass(frozen=True, slots=True)
 class DeliveryStatus:
     wamid: str
