@@ -111,6 +111,7 @@ class PollerLease:
                 f"lease ttl_s={ttl_s} must be at least twice renew_s={renew_s}: the holder "
                 "stops its poller one renew interval before a standby may take over"
             )
+        # Its arguments kept one by one, as any constructor does (the supervisor's read alike).
         self.kv = kv
         self.key = key
         self.holder = holder
