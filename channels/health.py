@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
+# An Enum of states and a record of one (as the doctor's Outcome and ProbeResult, the store
+# migration's Copied and Imported are): each its own concept, alike only in that form.
 class HealthStatus(StrEnum):
     HEALTHY = "healthy"
     DEGRADED = "degraded"
@@ -18,6 +20,7 @@ class ChannelHealth:
     status: HealthStatus
     reason: str = ""
 
+    # One named constructor per state, alike in form as GatewayError's are: each reads as its name.
     @classmethod
     def healthy(cls) -> ChannelHealth:
         return cls(HealthStatus.HEALTHY)

@@ -43,6 +43,10 @@ from channels.stopping import until_stopped
 
 log = structlog.get_logger(__name__)
 
+#: A lease's defaults, for a lease made alone and for those `PollerLeases` makes alike.
+DEFAULT_TTL_S = 5.0
+DEFAULT_RENEW_S = 1.0
+
 #: JetStream's "wrong last sequence" error codes: the key's revision is not the one expected.
 _WRONG_REVISION_CODES = frozenset({10071, 10164})
 #: What "NATS unreachable or slow" looks like from nats-py (all its errors share the base).
@@ -102,8 +106,8 @@ class PollerLease:
         key: str,
         holder: str,
         *,
-        ttl_s: float = 5.0,
-        renew_s: float = 1.0,
+        ttl_s: float = DEFAULT_TTL_S,
+        renew_s: float = DEFAULT_RENEW_S,
         gauge: Gauge | None = None,
     ) -> None:
         if not 0 < 2 * renew_s <= ttl_s:
@@ -111,6 +115,7 @@ class PollerLease:
                 f"lease ttl_s={ttl_s} must be at least twice renew_s={renew_s}: the holder "
                 "stops its poller one renew interval before a standby may take over"
             )
+        # Its arguments kept one by one, as any constructor does (the supervisor's read alike).
         self.kv = kv
         self.key = key
         self.holder = holder

@@ -45,6 +45,7 @@ class LiveTurn:
         shows_typing: bool,
         after: str | None = None,
     ) -> None:
+        # Its arguments kept one by one, as any constructor does (many in the project read alike).
         self._client = client
         self._subject = subject
         self._profile = profile

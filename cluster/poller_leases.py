@@ -17,7 +17,13 @@ from nats.js.kv import KeyValue
 from prometheus_client import CollectorRegistry, Gauge
 
 from channels.leased import LeasedChannels
-from cluster.lease import PollerLease, held_leases_gauge, open_lease_bucket
+from cluster.lease import (
+    DEFAULT_RENEW_S,
+    DEFAULT_TTL_S,
+    PollerLease,
+    held_leases_gauge,
+    open_lease_bucket,
+)
 
 
 def default_holder() -> str:
@@ -26,13 +32,15 @@ def default_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+# What every lease of this process is made with, bound once: a plain record (any settings
+# dataclass reads alike), its defaults the lease's own.
 @dataclass(frozen=True, slots=True)
 class PollerLeases:
     kv: KeyValue
     holder: str
     gauge: Gauge
-    ttl_s: float = 5.0
-    renew_s: float = 1.0
+    ttl_s: float = DEFAULT_TTL_S
+    renew_s: float = DEFAULT_RENEW_S
 
     @classmethod
     async def open(

@@ -34,6 +34,7 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, f"{shown}@{hostport}", parts.path, parts.query, ""))
 
 
+# Keys in ConfigModel's one declaration form (see its docstring): alike key by key on purpose.
 class NatsConfig(ConfigModel):
     url: SecretStr = Field(
         SecretStr("nats://127.0.0.1:4222"),
@@ -134,6 +135,7 @@ class NatsConfig(ConfigModel):
         return ",".join(redact_url(url) for url in self.servers)
 
 
+# Keys in ConfigModel's one declaration form (see its docstring): alike key by key on purpose.
 class BusConfig(ConfigModel):
     backend: Literal["memory", "nats"] = Field(
         "memory",

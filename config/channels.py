@@ -29,11 +29,10 @@ from config.common import (
     WebSocketUrlText,
 )
 from config.http_limits import (
-    ALLOWED_HOSTS_DESCRIPTION,
-    LIMITS_DESCRIPTION,
     AllowedHost,
     HttpLimitsConfig,
-    loopback_hosts,
+    allowed_hosts_field,
+    limits_field,
 )
 from config.problems import ConfigValueError, ModeRequires
 
@@ -204,19 +203,14 @@ class ApiChannelConfig(ChannelConfigBase):
     max_body_bytes: int = Field(
         1_000_000, ge=1, description="Largest request body accepted, in bytes."
     )
-    allowed_hosts: list[AllowedHost] = Field(
-        default_factory=loopback_hosts, description=ALLOWED_HOSTS_DESCRIPTION
-    )
+    allowed_hosts: list[AllowedHost] = allowed_hosts_field()
     reply_timeout_s: float = Field(
         300.0,
         gt=0,
         description="Seconds a request waits for its reply before a JSON 504 (or an SSE "
         "`error` event).",
     )
-    limits: HttpLimitsConfig = Field(
-        default_factory=HttpLimitsConfig,
-        description=LIMITS_DESCRIPTION,
-    )
+    limits: HttpLimitsConfig = limits_field()
     expose_without_token: bool = Field(
         False,
         description="Listen beyond loopback without auth_token on purpose (a container whose "

@@ -10,11 +10,10 @@ from pydantic import Field, field_validator, model_validator
 from config.bus import BusConfig
 from config.common import ConfigModel, OptionalSecret, Port, is_loopback_host
 from config.http_limits import (
-    ALLOWED_HOSTS_DESCRIPTION,
-    LIMITS_DESCRIPTION,
     AllowedHost,
     HttpLimitsConfig,
-    loopback_hosts,
+    allowed_hosts_field,
+    limits_field,
 )
 from config.problems import ConfigValueError
 from config.store import StoreConfig
@@ -35,19 +34,14 @@ class HttpConfig(ConfigModel):
         DEFAULT_HEALTH_PORT,
         description="Port of the health and metrics server; 0 picks a free one.",
     )
-    allowed_hosts: list[AllowedHost] = Field(
-        default_factory=loopback_hosts,
-        description=ALLOWED_HOSTS_DESCRIPTION + " The host names of the channels' "
-        "`webhook_url`s are added; behind a proxy that keeps the public Host (Slack http "
-        "mode), add that name.",
+    allowed_hosts: list[AllowedHost] = allowed_hosts_field(
+        "The host names of the channels' `webhook_url`s are added; behind a proxy that keeps "
+        "the public Host (Slack http mode), add that name."
     )
     max_body_bytes: int = Field(
         1_000_000, ge=1, description="Largest webhook request body accepted, in bytes (413)."
     )
-    limits: HttpLimitsConfig = Field(
-        default_factory=HttpLimitsConfig,
-        description=LIMITS_DESCRIPTION,
-    )
+    limits: HttpLimitsConfig = limits_field()
     token: OptionalSecret = Field(
         None,
         description="Bearer token the status page (GET /) asks for; required to see it when "

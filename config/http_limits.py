@@ -17,6 +17,7 @@ from config.common import ConfigModel
 LOOPBACK_HOSTS = ("localhost", "*.localhost", "127.0.0.1", "::1")
 
 
+# Keys in ConfigModel's one declaration form (see its docstring): alike key by key on purpose.
 class HttpLimitsConfig(ConfigModel):
     header_timeout_s: float = Field(
         10.0,
@@ -77,11 +78,22 @@ def loopback_hosts() -> list[str]:
     return list(LOOPBACK_HOSTS)
 
 
-ALLOWED_HOSTS_DESCRIPTION = (
+_ALLOWED_HOSTS_DESCRIPTION = (
     "Host header names this listener answers to (a DNS-rebinding guard): exact names, "
     '"*.example.com" for subdomains, "*" for any; the listener\'s own `host` address is always '
     "allowed. Default: the loopback names."
 )
 
-#: Both listeners declare `limits` alike (default and description): the same setting on each.
-LIMITS_DESCRIPTION = "Timeouts and connection caps against slow or too many clients."
+
+def allowed_hosts_field(more: str = "") -> list[AllowedHost]:
+    """`allowed_hosts`: the loopback names by default; `more` adds what this listener adds."""
+    description = f"{_ALLOWED_HOSTS_DESCRIPTION} {more}" if more else _ALLOWED_HOSTS_DESCRIPTION
+    return Field(default_factory=loopback_hosts, description=description)
+
+
+def limits_field() -> HttpLimitsConfig:
+    """`limits`: the same setting on both listeners, so declared once for both."""
+    return Field(
+        default_factory=HttpLimitsConfig,
+        description="Timeouts and connection caps against slow or too many clients.",
+    )

@@ -14,6 +14,7 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 
+from channels.allow_overlay import OverlayEntry
 from channels.pairing_codes import normalise_code
 from channels.pairing_store import PairingStore
 from gateway.cli_args import (
@@ -89,26 +90,27 @@ async def _pair(args: argparse.Namespace, stores: dict[str, PairingStore], where
 async def _allow_list(
     _args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
 ) -> int:
-    count = 0
-    for profile, store in stores.items():
-        for entry in await store.entries():
-            print(f"{profile}\t{entry.channel}\t{entry.sender_id}\tadded {entry.added_at}")
-            count += 1
-    if not count:
+    listed = await _print_each(
+        stores,
+        lambda store: store.entries(),
+        lambda profile, entry: (
+            f"{profile}\t{entry.channel}\t{entry.sender_id}\tadded {entry.added_at}"
+        ),
+    )
+    if not listed:
         print("no senders approved by pairing", file=sys.stderr)
     return EXIT_OK
 
 
-# Shaped as `_allow_list` on purpose: each prints what it found in each profile's store; what
-# they ask the store, and what they say and return when it found nothing, differ.
+# Opens as `_allow_list` does because both are `Action`s; their one loop is `_print_each`.
 async def _allow_remove(
     args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
 ) -> int:
-    removed = 0
-    for profile, store in stores.items():
-        for entry in await store.remove(args.sender, args.channel):
-            print(f"removed: {profile} {entry.channel} {entry.sender_id}")
-            removed += 1
+    removed = await _print_each(
+        stores,
+        lambda store: store.remove(args.sender, args.channel),
+        lambda profile, entry: f"removed: {profile} {entry.channel} {entry.sender_id}",
+    )
     if not removed:
         print(
             f"error: {args.sender!r} is not approved by pairing; see `octos-gateway allow list`",
@@ -116,6 +118,21 @@ async def _allow_remove(
         )
         return EXIT_NOT_FOUND
     return EXIT_OK
+
+
+async def _print_each(
+    stores: dict[str, PairingStore],
+    ask: Callable[[PairingStore], Awaitable[list[OverlayEntry]]],
+    line: Callable[[str, OverlayEntry], str],
+) -> int:
+    """Prints `line` for each entry `ask` gets from each profile's store, in profile order;
+    returns how many it printed."""
+    printed = 0
+    for profile, store in stores.items():
+        for entry in await ask(store):
+            print(line(profile, entry))
+            printed += 1
+    return printed
 
 
 Action = Callable[[argparse.Namespace, dict[str, PairingStore], str], Awaitable[int]]

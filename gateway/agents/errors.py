@@ -147,6 +147,8 @@ def excerpt(body: str, secrets: tuple[str, ...] = ()) -> str:
     return text
 
 
+# "Nothing, or parse it, or nothing if it does not parse": a shape many small parsers share
+# (Telegram's reply ids read alike), the values and the checks after it are this header's.
 def parse_retry_after(value: str | None) -> float | None:
     """Seconds from a `Retry-After` header given in seconds (the HTTP-date form is ignored)."""
     if not value:

@@ -39,6 +39,8 @@ RETURNING id
 """
 
 
+# What one session's copy came to, an Enum and its record: shaped like channels.health's
+# HealthStatus and ChannelHealth or the doctor's Outcome and ProbeResult, nothing shared.
 class Copied(StrEnum):
     COPIED = "copied"
     CAUGHT_UP = "new messages copied"
