@@ -1,13 +1,14 @@
 """The whole pipeline in one process: bench channel -> journal -> dispatcher -> echo agent ->
 session write-behind -> split -> bench channel send.
 
-A real `ProfileRuntime` runs on the daemon's default event loop (uvloop), with a plugin channel
-that publishes messages (up to 256 sends in flight, as a platform with many chats does) and
-records replies; the journal and sessions are on disk with the default `fsync: batch`. Only
-turns are counted: a reply counts when it carries the turn's delivery id and is not an apology.
-Figures:
+A real `ProfileRuntime` runs with a plugin channel that publishes messages (up to 256 sends in
+flight, as a platform with many chats does) and records replies; the journal and sessions are
+on disk with the default `fsync: batch`. Only turns are counted: a reply counts when it carries
+the turn's delivery id and is not an apology. Figures:
 
 - turns per second with 1, 100 and 10,000 distinct chats, against the bus alone (baseline);
+- the collector's time per turn and longest pause over 10,000 turns at 100 chats, as the
+  daemon sets it (`gateway.collector`) against the older generations on CPython's schedule;
 - p50 / p99 latency added at a fixed 500 messages per second, against the disk's own
   append + fdatasync latency measured back to back in the same run (target: p99 <= 3x the
   disk's p99 + 2 ms); the disk synced at that pace is reported too, for context;
@@ -37,13 +38,13 @@ import psutil
 from prometheus_client import CollectorRegistry
 
 from bench.bench_channel import IN_FLIGHT, BenchChannel, send_all
+from bench.collector_pauses import collector_pauses
 from bench.report import Figure
 from bus import InboundMessage, Message, OutboundMessage, create_bus
 from bus.session_key import SessionKey
 from config import ProfileConfig
 from config.store import StoreConfig
-from gateway import event_loop
-from gateway.collector import keep_settled, settle_after_start_up
+from gateway.collector import YOUNG_THRESHOLD, keep_settled, settle_after_start_up
 from gateway.journal import Journal
 from gateway.logs import configure_logging
 from gateway.metrics import GatewayMetrics
@@ -102,21 +103,32 @@ async def _with_runtime(
     fsync: str = "batch",
     *,
     with_runtime: Callable[[ProfileRuntime, BenchChannel], Awaitable[Any]] | None = None,
+    cpython_schedule: bool = False,
 ) -> Any:
+    """`work` on a running runtime, the collector set as the daemon sets it (or, for
+    `cpython_schedule`, start-up frozen and young collections spaced out, but the older
+    generations on CPython's own schedule: the collector before `keep_settled`)."""
     runtime = _runtime(data_dir, fsync)
     async with _running(runtime) as channel:
         # As the daemon does once its profiles are up.
         thresholds = gc.get_threshold()
         settle_after_start_up()
-        collector = asyncio.create_task(keep_settled(), name="bench-gc-settle")
+        if cpython_schedule:
+            gc.set_threshold(YOUNG_THRESHOLD, *thresholds[1:])
+        collector = (
+            None
+            if cpython_schedule
+            else asyncio.create_task(keep_settled(), name="bench-gc-settle")
+        )
         try:
             if with_runtime is not None:
                 return await with_runtime(runtime, channel)
             assert work is not None
             return await work(channel)
         finally:
-            collector.cancel()
-            await asyncio.gather(collector, return_exceptions=True)
+            if collector is not None:
+                collector.cancel()
+                await asyncio.gather(collector, return_exceptions=True)
             gc.unfreeze()
             gc.set_threshold(*thresholds)
 
@@ -138,7 +150,7 @@ async def _running(runtime: ProfileRuntime) -> AsyncIterator[BenchChannel]:
 
 
 async def _throughput(channel: BenchChannel, chats: int, count: int) -> float:
-    messages = [_message(number, chats) for number in range(count)]
+    messages = (_message(number, chats) for number in range(count))
     channel.expect(count)
     started = time.perf_counter()
     await send_all(channel, messages)
@@ -220,7 +232,8 @@ def _raw_disk_latencies(
 async def _bus_baseline(count: int) -> float:
     handle, publisher = create_bus()
     sender = publisher.inbound_sender()
-    messages = [_message(number, 100) for number in range(count)]
+    # Made as they are sent, as `_throughput` makes the gateway's.
+    messages = (_message(number, 100) for number in range(count))
 
     async def agent() -> None:
         async for message in handle:
@@ -335,6 +348,7 @@ async def _measure() -> list[Figure]:
         figures.append(
             Figure(SUITE, "turns / bus alone, 100 chats", round(rates[100] / baseline, 4), "ratio")
         )
+        figures += await _collector_figures(base)
         raw = await asyncio.to_thread(_raw_disk_latencies, base)
         latencies = await _with_runtime(base / "latency", _latencies)
         unsynced = await _with_runtime(base / "latency-never", _latencies, fsync="never")
@@ -379,5 +393,38 @@ async def _measure() -> list[Figure]:
     return figures
 
 
+async def _collector_figures(base: Path) -> list[Figure]:
+    """The collector's pauses over 10,000 turns at 100 chats, as the daemon sets it and on
+    CPython's schedule for the older generations (the baseline), run alternately."""
+    figures: list[Figure] = []
+    for cpython_schedule, label in ((True, "CPython's schedule (baseline)"), (False, "daemon")):
+
+        async def run(channel: BenchChannel) -> tuple[int, float, float]:
+            with collector_pauses() as pauses:
+                await _throughput(channel, 100, 10_000)
+            return pauses.collections, pauses.total_s, pauses.longest_s
+
+        collections, total_s, longest_s = await _with_runtime(
+            base / f"collector-{label[:7]}", run, cpython_schedule=cpython_schedule
+        )
+        figures.append(
+            Figure(
+                SUITE,
+                f"collector time per turn, 100 chats, {label} ({collections} collections)",
+                round(total_s / 10_000 * 1e6, 1),
+                "us",
+            )
+        )
+        figures.append(
+            Figure(
+                SUITE,
+                f"longest collector pause, 100 chats, {label}",
+                round(longest_s * 1e3, 1),
+                "ms",
+            )
+        )
+    return figures
+
+
 def run() -> list[Figure]:
-    return event_loop.run(_measure())
+    return asyncio.run(_measure())

@@ -18,8 +18,6 @@ from config.http_limits import (
 from config.problems import ConfigValueError
 from config.store import StoreConfig
 
-#: uvloop (libuv in C) or the standard library's loop; see gateway.event_loop.
-EventLoopKind = Literal["uvloop", "asyncio"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 _LEVEL_ALIASES = {"warn": "warning", "fatal": "critical"}
 
@@ -94,10 +92,6 @@ class GatewayConfig(ConfigModel):
     )
     shutdown_grace_s: float = Field(
         10.0, ge=0, description="Seconds running turns get to finish after SIGTERM."
-    )
-    event_loop: EventLoopKind = Field(
-        "uvloop",
-        description="The event loop: uvloop (libuv, faster) or asyncio (the standard library's).",
     )
 
     @model_validator(mode="after")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -10,7 +11,6 @@ from pathlib import Path
 
 from config import ConfigError, LoadedConfig, default_config, load_gateway
 from config.channels import DEFAULT_API_PORT
-from gateway import event_loop
 from gateway.cli_args import CommandSet, Handler, add_config_argument
 from gateway.cluster_commands import (
     ROLES,
@@ -101,9 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return with_listen_overrides(load(config_path, data_dir), **listen)
 
     try:
-        return event_loop.run(
-            Daemon(loaded, reload_config, role=args.role).run(), loaded.gateway.event_loop
-        )
+        return asyncio.run(Daemon(loaded, reload_config, role=args.role).run())
     finally:
         if log_stream is not None:
             log_stream.close()

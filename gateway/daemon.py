@@ -25,7 +25,6 @@ from channels.http_guard import ConnectionGuard
 from channels.http_names import HostCheck, listener_names
 from config import ApiChannelConfig, ConfigError, LoadedConfig, ProfileConfig
 from gateway.collector import keep_settled, settle_after_start_up
-from gateway.event_loop import running_kind
 from gateway.http_server import HttpServer, build_app, webhook_hosts
 from gateway.metrics import GatewayMetrics
 from gateway.pairing_stores import PairingDatabases
@@ -154,7 +153,6 @@ class Daemon:
             "daemon.listening",
             url=f"http://{settings.http.host}:{self.http.bound_port}",
             health="/healthz",
-            event_loop=running_kind(),
         )
         self._install_signals()
         self._announce(self.http.bound_port)
