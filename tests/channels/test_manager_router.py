@@ -98,7 +98,12 @@ async def route_held_then_released(events: list[OutboundEvent], *, count: int) -
 
 async def test_snapshots_superseded_in_a_lane_are_skipped() -> None:
     stream = [snap("x" * n, "s") for n in range(1, 30)]
-    events = [out("before"), *stream, out("x" * 30, stream_id="s"), out("after")]
+    events: list[OutboundEvent] = [
+        out("before"),
+        *stream,
+        out("x" * 30, stream_id="s"),
+        out("after"),
+    ]
     assert await route_held_then_released(events, count=3) == ["before", "x" * 30, "after"]
 
 
@@ -126,7 +131,9 @@ async def test_concurrency_is_bounded_and_order_kept_per_chat() -> None:
     deliveries = Deliveries()
     gates = {f"chat{n}": asyncio.Event() for n in range(6)}
     deliveries.gates.update(gates)
-    messages = [out(f"{chat}-{i}", chat_id=chat) for i in range(5) for chat in gates]
+    messages: list[OutboundEvent] = [
+        out(f"{chat}-{i}", chat_id=chat) for i in range(5) for chat in gates
+    ]
     source = Source(messages)
     router = OutboundRouter(deliveries, lambda: 0, max_active_chats=2)
 
