@@ -9,6 +9,8 @@ the turn's delivery id and is not an apology. Figures:
 - turns per second with 1, 100 and 10,000 distinct chats, against the bus alone (baseline);
 - the collector's time per turn and longest pause over 10,000 turns at 100 chats, as the
   daemon sets it (`gateway.collector`) against the older generations on CPython's schedule;
+- Python and builtin calls per turn on the loop's thread at 100 chats, against a message
+  through the bus alone: a count of the work, which does not move with the machine's speed;
 - p50 / p99 latency added at a fixed 500 messages per second, against the disk's own
   append + fdatasync latency measured back to back in the same run (target: p99 <= 3x the
   disk's p99 + 2 ms); the disk synced at that pace is reported too, for context;
@@ -39,6 +41,7 @@ from prometheus_client import CollectorRegistry
 
 from bench.bench_channel import IN_FLIGHT, BenchChannel, send_all
 from bench.collector_pauses import collector_pauses
+from bench.loop_calls import loop_calls
 from bench.report import Figure
 from bus import InboundMessage, Message, OutboundMessage, create_bus
 from bus.session_key import SessionKey
@@ -149,8 +152,10 @@ async def _running(runtime: ProfileRuntime) -> AsyncIterator[BenchChannel]:
             await running
 
 
-async def _throughput(channel: BenchChannel, chats: int, count: int) -> float:
-    messages = (_message(number, chats) for number in range(count))
+async def _throughput(channel: BenchChannel, chats: int, count: int, first: int = 0) -> float:
+    """Turns per second over `count` messages numbered from `first` (a number is a message's
+    platform id: one sent again is a duplicate, not a turn)."""
+    messages = (_message(number, chats) for number in range(first, first + count))
     channel.expect(count)
     started = time.perf_counter()
     await send_all(channel, messages)
@@ -349,6 +354,7 @@ async def _measure() -> list[Figure]:
             Figure(SUITE, "turns / bus alone, 100 chats", round(rates[100] / baseline, 4), "ratio")
         )
         figures += await _collector_figures(base)
+        figures += await _calls_figures(base)
         raw = await asyncio.to_thread(_raw_disk_latencies, base)
         latencies = await _with_runtime(base / "latency", _latencies)
         unsynced = await _with_runtime(base / "latency-never", _latencies, fsync="never")
@@ -421,6 +427,43 @@ async def _collector_figures(base: Path) -> list[Figure]:
                 f"longest collector pause, 100 chats, {label}",
                 round(longest_s * 1e3, 1),
                 "ms",
+            )
+        )
+    return figures
+
+
+CALLS_TURNS = 2_000
+
+
+async def _calls_figures(base: Path) -> list[Figure]:
+    """Python and builtin calls a turn makes on the loop's thread at 100 chats (after as many
+    turns again to warm the chats up), against a message through the bus alone."""
+
+    async def run(channel: BenchChannel) -> tuple[int, int]:
+        await _throughput(channel, 100, CALLS_TURNS)
+        with loop_calls() as calls:
+            await _throughput(channel, 100, CALLS_TURNS, first=CALLS_TURNS)
+        return calls.python, calls.builtin
+
+    python, builtin = await _with_runtime(base / "calls", run)
+    with loop_calls() as bus:
+        await _bus_baseline(CALLS_TURNS)
+    figures = []
+    for kind, turn, message in (("Python", python, bus.python), ("builtin", builtin, bus.builtin)):
+        figures.append(
+            Figure(
+                SUITE,
+                f"{kind} calls per message, bus alone (baseline)",
+                round(message / CALLS_TURNS),
+                "calls",
+            )
+        )
+        figures.append(
+            Figure(
+                SUITE,
+                f"{kind} calls per turn on the loop's thread, 100 chats",
+                round(turn / CALLS_TURNS),
+                "calls",
             )
         )
     return figures
