@@ -36,6 +36,9 @@ def test_every_cli_command_is_documented() -> None:
     from gateway.cli import build_parser
 
     parser = build_parser()
-    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    subparsers = parser._subparsers
+    assert subparsers is not None
+    commands = subparsers._group_actions[0].choices
+    assert commands is not None
     for name in commands:
         assert f"octos-gateway {name}" in README, name

@@ -6,13 +6,27 @@ import asyncio
 
 import pytest
 
-from bus import AgentHandle, InboundMessage, InboundSender, OutboundMessage, PipeClosed, create_bus
+from bus import (
+    AgentHandle,
+    InboundMessage,
+    InboundSender,
+    OutboundEvent,
+    OutboundMessage,
+    PipeClosed,
+    create_bus,
+)
 
 WAIT_S = 5.0
 
 
 def _inbound(i: int, channel: str = "test") -> InboundMessage:
     return InboundMessage(channel=channel, sender_id="u", chat_id="c", content=str(i))
+
+
+def _reply(event: OutboundEvent) -> OutboundMessage:
+    """An event the echo agent sent: only ever a whole reply."""
+    assert isinstance(event, OutboundMessage)
+    return event
 
 
 async def _echo_agent(agent: AgentHandle) -> int:
@@ -42,7 +56,7 @@ async def test_round_trip_through_an_agent() -> None:
         # Published in a task of its own: with 20 messages and room for 4 each way, publishing
         # before reading the replies would fill both pipes and stall, as it should.
         group.create_task(publish_all(), name="publisher")
-        replies = [reply.content async for reply in publisher.outbound()]
+        replies = [_reply(event).content async for event in publisher.outbound()]
     assert replies == [str(i) for i in range(20)]
     assert answered.result() == 20
     assert await publisher.recv_outbound() is None
@@ -75,7 +89,7 @@ async def test_extra_outbound_senders_keep_the_outbound_side_open() -> None:
     agent.close()
     await streamer.send(OutboundMessage(channel="api", chat_id="c", content="late"))
     reply = await publisher.recv_outbound()
-    assert reply is not None
+    assert isinstance(reply, OutboundMessage)
     assert reply.content == "late"
     streamer.close()
     assert await publisher.recv_outbound() is None
@@ -128,7 +142,7 @@ async def test_many_channels_many_messages_nothing_dropped() -> None:
         for index in range(channels):
             group.create_task(channel(index, publisher.inbound_sender()), name=f"channel-{index}")
         publisher.close()
-        replies = [reply async for reply in publisher.outbound()]
+        replies = [_reply(event) async for event in publisher.outbound()]
 
     assert len(replies) == channels * per_channel
     for index in range(channels):

@@ -205,3 +205,9 @@ class FinishingChannel(RecordingChannel):
 
     async def finish_stream(self, chat_id: str, message_id: str, content: str) -> None:
         self._attempt(Call("finish", chat_id, content, message_id))
+
+
+class WholeSendChannel(RecordingChannel):
+    """A platform whose `send_with_id` is its send (Telegram, Discord, Slack, ...)."""
+
+    send_with_id_sends_whole = True

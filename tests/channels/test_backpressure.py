@@ -34,9 +34,9 @@ async def test_a_durable_hand_over_leaves_the_answer_to_the_webhook() -> None:
 
 async def test_a_full_backlog_is_answered_with_retry_after() -> None:
     async def refuse(scope: str) -> None:
-        raise InboundRefused("chat" if scope == "chat" else "profile", 2.5, "full")
+        raise InboundRefused("chat" if scope == "chat" else "global", 2.5, "full")
 
-    for scope, status in (("chat", 429), ("profile", 503)):
+    for scope, status in (("chat", 429), ("global", 503)):
         answer = await hand_over(refuse(scope), event="test.deferred")
         assert answer is not None
         assert (answer.status, answer.headers["Retry-After"]) == (status, "3")

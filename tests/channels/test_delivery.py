@@ -28,7 +28,7 @@ from tests.channels.conftest import (
     ManagerFactory,
     sample,
 )
-from tests.channels.recording import RecordingChannel
+from tests.channels.recording import WholeSendChannel
 
 TEXT = (
     "The first sentence is here. A second one follows it.\n\n"
@@ -346,12 +346,6 @@ async def test_cancellation_during_a_backoff_propagates(
         await task
     assert len(channel.of("send", ok=False)) == 1
     assert channel.delivered == []
-
-
-class WholeSendChannel(RecordingChannel):
-    """A platform whose `send_with_id` is its send (Telegram, Discord, Slack, ...)."""
-
-    send_with_id_sends_whole = True
 
 
 async def test_a_whole_reply_reports_the_platform_ids_of_its_messages(

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from bus import (
     AgentHandle,
     OutboundMessage,
+    PipeSender,
     StreamSnapshot,
     TypingStarted,
     TypingStopped,
@@ -219,7 +220,7 @@ async def test_cancelling_run_stops_the_channels(
         await task
 
     assert len(channel.of("stop")) == 1
-    assert channel.inbound is not None
+    assert isinstance(channel.inbound, PipeSender)  # the bus's own sender: no intake is given
     assert channel.inbound.is_closed
 
 

@@ -94,5 +94,6 @@ async def test_a_refused_credentials_check_is_the_fatal_error_of_the_run() -> No
     assert state.fatal is None
     with pytest.raises(FatalChannelError, match="X refused the token") as raised:
         await state.check_credentials(refused, "X refused the token", channel="x")
-    assert (state.fatal, raised.value.suggestion) == (raised.value, "check the token")
+    # mypy still holds `state.fatal` to the None asserted before the call that set it.
+    assert (state.fatal, raised.value.suggestion) == (raised.value, "check the token")  # type: ignore[comparison-overlap]
     assert state.dead.is_set()

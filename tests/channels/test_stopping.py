@@ -49,9 +49,10 @@ async def test_work_that_comes_after_the_stop_never_starts() -> None:
     stopping.set()
     ran = False
 
-    async def work() -> None:
+    async def work() -> str:
         nonlocal ran
         ran = True
+        return "ran"
 
     assert await until_stopped(work(), stopping, name="test-work") is None
     assert not ran

@@ -19,7 +19,7 @@ from tests.channels.conftest import (
     ManagerFactory,
     sample,
 )
-from tests.channels.recording import FinishingChannel, RecordingChannel
+from tests.channels.recording import FinishingChannel, RecordingChannel, WholeSendChannel
 
 SENTENCES = [f"Sentence number {n} of the streamed reply." for n in range(1, 13)]
 
@@ -368,11 +368,13 @@ async def test_the_flusher_shows_a_coalesced_snapshot_when_it_falls_due(
 async def test_the_final_reports_the_platform_ids_of_every_message_the_stream_made(
     managed: ManagedFactory, clock: FakeClock
 ) -> None:
-    channel, manager = managed(
-        editable=True, edit_interval_s=1.0, limit=PlatformLimit(100, "chars")
-    )
     # Its ids name platform messages (the recording channel's own default says they do not).
-    channel.send_with_id_sends_whole = True
+    channel, manager = managed(
+        editable=True,
+        edit_interval_s=1.0,
+        limit=PlatformLimit(100, "chars"),
+        cls=WholeSendChannel,
+    )
     text = " ".join(SENTENCES)
     for content in growing(text, 17):
         await manager.deliver(snapshot(content))

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import AgentHandle, BusPublisher
+from bus import AgentHandle, BusPublisher, PipeSender
 from channels.errors import FatalChannelError
 from channels.health import HealthStatus
 from channels.metrics import ChannelMetrics
@@ -191,7 +191,7 @@ async def test_cancellation_propagates_and_stops_the_channel(
     task = asyncio.create_task(supervisor.run())
     await channel.wait_for(lambda: bool(channel.of("start")))
     inbound = channel.inbound
-    assert inbound is not None
+    assert isinstance(inbound, PipeSender)  # the bus's own sender, as `supervise` opens it
 
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -191,7 +191,7 @@ async def test_the_memory_of_cancels_covers_what_is_stored_after_it_began_with_n
         return ack.seq
 
     before = await stored("before the worker followed")
-    turns: RunningTurns[str] = RunningTurns()
+    turns: RunningTurns[bool] = RunningTurns()  # its one turn is an event's wait
     assert not await turns.knows_cancels_behind(before)  # not following yet
     await turns.follow_for(nats_client, names.cancel_subject, js, names.inbound_stream)
     try:

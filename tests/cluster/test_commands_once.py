@@ -7,11 +7,11 @@ would fork a second session from the first."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import asyncpg
 import pytest
@@ -25,8 +25,10 @@ from tests.cluster.test_shared_chat_state import message, two_workers
 from tests.cluster.test_worker import reply_texts
 from tests.support.postgres import fresh_scope
 
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
+
 CHAT = "chat-1"
-Answer = Callable[..., Awaitable[TurnRecord]]
 
 
 @dataclass
@@ -62,29 +64,40 @@ async def dying_once_after(
     async with running_worker(
         client, prefix, dsn, profile, tmp_path, retry_backoff_s=[backoff_s]
     ) as worker:
-        stored: Answer = worker.records.answer
+        stored = worker.records.answer
         failures: list[str] = []
 
         async def answer_or_die(
             record: TurnRecord,
-            key: str,
+            session_key: str,
             reply: OutboundMessage,
             messages: list[Message],
-            **kw: Any,
+            *,
+            joined: Sequence[tuple[str, int]] = (),
+            connection: Connection | None = None,
+            appended: bool = False,
         ) -> TurnRecord:
             if reply.content.startswith(reply_prefix) and not failures:
-                connection = kw["connection"]
                 assert connection is not None  # a command's reply joins its effect's transaction
                 assert effect(await topics_of(connection, profile))
                 failures.append("the worker died between the effect and the reply")
                 raise RuntimeError(failures[-1])
-            return await stored(record, key, reply, messages, **kw)
+            return await stored(
+                record,
+                session_key,
+                reply,
+                messages,
+                joined=joined,
+                connection=connection,
+                appended=appended,
+            )
 
+        # Replaced on this one worker's records, as the test's own failure, on purpose.
         worker.records.answer = answer_or_die  # type: ignore[method-assign]
         yield DyingWorker(worker, profile, failures)
 
 
-async def topics_of(connection: Any, profile: str) -> tuple[str | None, str | None]:
+async def topics_of(connection: Connection, profile: str) -> tuple[str | None, str | None]:
     row = await connection.fetchrow(
         "SELECT active, previous FROM octos_active_topics WHERE scope = $1 AND base_key = $2",
         profile,

@@ -71,7 +71,7 @@ class RunningDelivery:
         return len([s for s in self.observer.on("$JS.ACK.") if (s.data or b"+ACK") == b"+ACK"])
 
     def not_resent(self) -> float:
-        return self.metrics.replies_not_resent.labels(self.profile)._value.get()
+        return float(self.metrics.replies_not_resent.labels(self.profile)._value.get())
 
 
 @asynccontextmanager

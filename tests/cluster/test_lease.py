@@ -43,7 +43,7 @@ async def _revisions(kv: KeyValue, key: str, count: int) -> list[int]:
                 if len(seen) >= count:
                     return seen
     finally:
-        await watcher.stop()
+        await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
     return seen
 
 

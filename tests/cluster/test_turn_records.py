@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import asyncpg
+from typing import TYPE_CHECKING
 
 from bus import OutboundMessage
 from cluster.turn_records import TurnRecords
 from tests.support.postgres import fresh_scope
 
+if TYPE_CHECKING:
+    from sessions.postgres.connect import Connection
 
-async def commit_setting(connection: asyncpg.Connection) -> str:
+
+async def commit_setting(connection: Connection) -> str:
     value = await connection.fetchval("SHOW synchronous_commit")
     assert isinstance(value, str)
     return value

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict
 
 import asyncpg
 import pytest
@@ -20,6 +21,7 @@ from bus import (
     TaskComplete,
     TaskUpdate,
 )
+from bus.wire import TaggedModel
 from cluster.codec import DEAD_REASON, MSG_ID, InboundEnvelope, platform_id
 from cluster.status import StatusBoard
 from cluster.streams import ensure_streams, ensure_worker_consumers, names_of
@@ -79,9 +81,11 @@ async def test_a_message_is_answered_stored_and_acknowledged(
             board.apply(update)
             if isinstance(update.root, TaskUpdate):
                 assert [t.worker for t in board.running()] == ["test-worker"]
+        # Named with its type: mypy's join of two model classes is no class.
+        statuses: list[type[TaggedModel]] = [TaskUpdate, TaskComplete]
         assert [
             type(AgentMessage.from_json(s.data).root) for s in w.observer.on(w.names.status_subject)
-        ] == [TaskUpdate, TaskComplete]
+        ] == statuses
         assert board.running() == []
         assert await w.stream_count(w.names.inbound_stream) == 0
     assert await session_rows(postgres_dsn, profile, f"{profile}:telegram:chat-1") == [
@@ -231,13 +235,20 @@ async def test_a_message_that_always_fails_is_a_dead_letter_and_its_partition_fl
         assert await w.stream_count(w.names.dead_stream) == 1
 
 
+class DeliveryLimits(TypedDict):
+    """The NATS settings a test of redelivery sets, for `nats_config` and `running_worker`."""
+
+    max_deliver: int
+    ack_wait_s: float
+
+
 async def test_a_message_whose_last_delivery_never_finished_is_buried_not_lost(
     nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
 ) -> None:
     """Workers that die holding a message (killed, maybe by the message itself) use up its
     deliveries: the next delivery buries it instead of leaving it in the stream forever."""
     profile = fresh_scope()
-    settings = {"max_deliver": 2, "ack_wait_s": 1}
+    settings = DeliveryLimits(max_deliver=2, ack_wait_s=1)
     config = nats_config(nats_prefix, **settings)
     names = names_of(config)
     js = nats_client.jetstream(timeout=10)

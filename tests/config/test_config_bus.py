@@ -41,7 +41,10 @@ def test_bad_nats_settings_point_at_their_line(write_yaml: WriteYaml) -> None:
         + "bus:\n  backend: nats\n  nats:\n    url: http://127.0.0.1:4222\n"
         + "    stream_prefix: a.b\n    partitions: 0\n    retry_backoff_s: []\n",
     )
-    found = {problem.line: str(problem) for problem in problems(path)}
+    found: dict[int, str] = {}
+    for problem in problems(path):
+        assert problem.line is not None
+        found[problem.line] = str(problem)
     assert sorted(found) == [5, 6, 7, 8]
     assert "nats://127.0.0.1:4222" in found[5]
     assert "letters, digits, _ or -" in found[6]

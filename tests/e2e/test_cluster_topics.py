@@ -71,7 +71,11 @@ async def test_new_on_one_worker_holds_on_the_other(
         texts = [f"in work {n}" for n in range(3)]
         for n, text in enumerate(texts, start=2):
             fake.push_message(CHAT, text, user_id=USER)
-            await fake.wait_until(lambda n=n: len(fake.bot_messages(CHAT)) == n, timeout_s=30)
+
+            def answered(count: int = n) -> bool:
+                return len(fake.bot_messages(CHAT)) == count
+
+            await fake.wait_until(answered, timeout_s=30)
         fake.push_message(CHAT, "/sessions", user_id=USER)
         await fake.wait_until(lambda: len(fake.bot_messages(CHAT)) == 5, timeout_s=30)
         replies = [message["text"] for message in fake.bot_messages(CHAT)]

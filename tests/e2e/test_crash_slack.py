@@ -77,9 +77,11 @@ async def test_an_acknowledged_event_survives_a_sigkill_and_its_retries_are_not_
                     fake.user_message(channel, ALICE, f"later in {channel}", channel_type="im")
                 )
                 assert await post(url, fake, later) == 200
-                await fake.wait_until(
-                    lambda c=channel: final_texts(fake, c)[-1:] == [f"later in {c}"], WAIT_S
-                )
+
+                def answered_later(c: str = channel) -> bool:
+                    return final_texts(fake, c)[-1:] == [f"later in {c}"]
+
+                await fake.wait_until(answered_later, WAIT_S)
         finally:
             await daemon.stop()
         assert final_texts(fake, "DCRASH0001") == [

@@ -64,10 +64,10 @@ class EmailBot:
     def new_correspondent(self) -> str:
         return f"user{next(self.numbers)}@friends.example"
 
-    async def say(self, sender: str, text: str, **fields: str) -> str:
+    async def say(self, sender: str, text: str) -> str:
         """Mail `text` from `sender`; returns its Message-ID (without brackets)."""
         message_id = f"m{next(self.numbers)}@client.example"
-        await self.imap.deliver(make_mail(sender, text, message_id=f"<{message_id}>", **fields))
+        await self.imap.deliver(make_mail(sender, text, message_id=f"<{message_id}>"))
         return message_id
 
     async def replies(self, to: str, count: int) -> list[SentMail]:

@@ -155,9 +155,7 @@ async def test_forged_stale_and_unsigned_webhooks_are_refused(bot: LineBot) -> N
     await bot.barrier(ALICE)
     assert await bot.daemon.metric("octos_messages_in_total", outcome="accepted") == accepted + 1
     assert not {"let me in", "let me IN", "old news"} & set(fake.texts_to(ALICE))
-    refusals = [
-        e.get("reason") for e in bot.daemon.logs if e.get("event") == "line.webhook_refused"
-    ]
+    refusals = [e["reason"] for e in bot.daemon.logs if e.get("event") == "line.webhook_refused"]
     assert sorted(refusals) == sorted(case.reason for case in cases)
 
 

@@ -8,7 +8,7 @@ guessed that URL). Replies come back through the fake's Messages API.
 from __future__ import annotations
 
 import signal
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode
@@ -75,8 +75,15 @@ class SmsBot(PhoneBot[FakeTwilio]):
     numbers: Iterator[str] = field(default_factory=lambda: iter(ALLOWED))
     path = PATH
 
-    async def say(self, number: str, text: str, **options: object) -> int:
-        form = self.fake.webhook_form(number, text, **options)  # type: ignore[arg-type]
+    async def say(
+        self,
+        number: str,
+        text: str,
+        *,
+        media: Sequence[tuple[str, str]] = (),
+        opt_out_type: str | None = None,
+    ) -> int:
+        form = self.fake.webhook_form(number, text, media=media, opt_out_type=opt_out_type)
         return await post(self.url, signer_for(self.fake).genuine(form_body(form)))
 
 

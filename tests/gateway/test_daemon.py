@@ -124,7 +124,7 @@ async def test_failing_channel_restarts_with_backoff_while_another_answers(
             allow: ["*"]"""
     daemon = await start_daemon(tmp_path, socket_profile(hub.port, extra_channels=flaky))
     try:
-        starts = []
+        starts: list[int] = []
         while len(starts) < 3:
             hello = await hub.next_hello()
             if hello["name"] == "flaky":

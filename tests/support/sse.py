@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import aiohttp
 
 
-async def streamed_events(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, Any]]:
+async def streamed_events(
+    response: aiohttp.ClientResponse,
+) -> AsyncGenerator[tuple[str, Any], None]:
     """Each event of `response` as (its `event:` name, its `data:` decoded from JSON), in order."""
     kind = ""
     async for raw in response.content:

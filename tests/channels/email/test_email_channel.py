@@ -47,7 +47,7 @@ def built(config: EmailConfig, data_dir: Path) -> EmailChannel:
 def reply(
     text: str, *, reply_to: str | None, chat: str = ALICE, **fields: object
 ) -> OutboundMessage:
-    return OutboundMessage(channel="email", chat_id=chat, content=text, reply_to=reply_to, **fields)  # type: ignore[arg-type]
+    return OutboundMessage(channel="email", chat_id=chat, content=text, reply_to=reply_to, **fields)
 
 
 async def test_a_reply_is_threaded_under_the_received_message_even_after_a_restart(

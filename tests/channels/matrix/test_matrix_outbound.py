@@ -9,7 +9,7 @@ import pytest
 
 from bus import OutboundMessage
 from channels.base import FORMATTED
-from channels.delivery import fit_chunks
+from channels.coalesce_fit import fit_chunks
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.matrix.content import MAX_EVENT_BYTES
@@ -25,7 +25,7 @@ def formatted(matrix: RunningMatrix, room: str, text: str, **fields: object) -> 
         chat_id=room,
         content=matrix.channel.format_outbound(text),
         metadata={FORMATTED: True},
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from bus import OutboundMessage
 from channels.base import FORMATTED
-from channels.delivery import fit_chunks
+from channels.coalesce_fit import fit_chunks
 from channels.errors import (
     AuthError,
     ChannelError,

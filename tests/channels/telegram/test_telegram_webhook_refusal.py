@@ -76,6 +76,7 @@ async def test_a_full_backlog_is_refused_with_retry_after_and_the_retry_is_taken
         async with TestClient(TestServer(app)) as client:
             refused = await client.post(PATH, json=update(11), headers=HEADERS)
             assert refused.status == status
+            assert refusal.retry_after_s is not None
             assert refused.headers["Retry-After"] == str(int(refusal.retry_after_s + 0.999))
             assert inbound.taken == []
             retried = await client.post(PATH, json=update(11), headers=HEADERS)

@@ -289,9 +289,9 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         self.connections_opened += 1
         self._changed.set()
         try:
-            async for message in ws:
-                if message.type == WSMsgType.BINARY:
-                    await self._client_frame(ws, frames.parse(message.data))
+            async for received in ws:
+                if received.type == WSMsgType.BINARY:
+                    await self._client_frame(ws, frames.parse(received.data))
         finally:
             self._sockets.remove(ws)
             self._changed.set()
