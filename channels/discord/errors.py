@@ -26,6 +26,7 @@ from channels.errors import (
     TransientError,
 )
 from channels.platform_call import platform_calls
+from channels.retry_after import DEFAULT_RETRY_AFTER_S, parse_retry_after, retry_after_s
 
 CHANNEL = "discord"
 
@@ -95,17 +96,15 @@ discord_call = platform_calls(
 
 def _retry_after_s(error: discord.HTTPException) -> float:
     header = error.response.headers.get("Retry-After") if error.response is not None else None
-    if header is not None:
-        try:
-            return float(header)
-        except ValueError:
-            header = None  # malformed: the body's `retry_after` says the same thing
+    seconds = parse_retry_after(header)
+    if seconds is not None:
+        return seconds
+    # Absent or malformed: the body's `retry_after` says the same thing.
     try:
         body = json.loads(error.text)
     except ValueError:
-        return 1.0
-    value = body.get("retry_after") if isinstance(body, dict) else None
-    return float(value) if isinstance(value, int | float) else 1.0
+        return DEFAULT_RETRY_AFTER_S
+    return retry_after_s(body.get("retry_after") if isinstance(body, dict) else None)
 
 
 def _is_length_error(text: str) -> bool:

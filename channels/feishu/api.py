@@ -22,6 +22,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from channels.retry_after import retry_after_s
 from channels.token_api import TokenApi
 
 CHANNEL = "feishu"
@@ -98,7 +99,7 @@ class FeishuApi(TokenApi):
                 body = None
         if not isinstance(body, dict):
             if status == 429:
-                raise RateLimited(_seconds(reset), f"{what}: HTTP 429", channel=CHANNEL)
+                raise RateLimited(retry_after_s(reset), f"{what}: HTTP 429", channel=CHANNEL)
             raise TransientError(f"{what}: HTTP {status}, not Feishu's JSON", channel=CHANNEL)
         check(body, status, reset, what)
         return body
@@ -119,14 +120,6 @@ CREDENTIALS = {
 }
 TOO_LONG = frozenset({230025})
 CARD_REJECTED = frozenset({230099, 11310})
-DEFAULT_RETRY_AFTER_S = 1.0
-
-
-def _seconds(value: str | None) -> float:
-    try:
-        return max(0.0, float(value)) if value is not None else DEFAULT_RETRY_AFTER_S
-    except ValueError:
-        return DEFAULT_RETRY_AFTER_S
 
 
 def check(body: Mapping[str, Any], status: int, reset: str | None, what: str) -> None:
@@ -136,7 +129,7 @@ def check(body: Mapping[str, Any], status: int, reset: str | None, what: str) ->
         return
     detail = f"{what}: HTTP {status}, code {code} ({body.get('msg', '')})"
     if status == 429 or code in RATE_LIMITED:
-        raise RateLimited(_seconds(reset), detail, channel=CHANNEL)
+        raise RateLimited(retry_after_s(reset), detail, channel=CHANNEL)
     if code in INVALID_TOKEN:
         raise TokenRefused(detail, channel=CHANNEL)
     if isinstance(code, int) and code in CREDENTIALS:

@@ -13,10 +13,10 @@ from linebot.v3.messaging.exceptions import ApiException, OpenApiException
 
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.platform_call import answers_of, platform_calls
+from channels.retry_after import retry_after_s
 
 CHANNEL = "line"
 #: How long to wait on a 429 that names no time of its own.
-DEFAULT_RETRY_AFTER_S = 1.0
 
 
 class LineApiError(ChannelError):
@@ -47,11 +47,7 @@ def error_message(error: ApiException) -> str:
 
 def _retry_after_s(error: ApiException) -> float:
     headers = error.headers or {}
-    value = headers.get("Retry-After") if hasattr(headers, "get") else None
-    try:
-        return float(value) if value is not None else DEFAULT_RETRY_AFTER_S
-    except ValueError:
-        return DEFAULT_RETRY_AFTER_S
+    return retry_after_s(headers.get("Retry-After") if hasattr(headers, "get") else None)
 
 
 def translate(error: ApiException, what: str) -> ChannelError:

@@ -12,10 +12,10 @@ from nio import ErrorResponse
 
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.platform_call import platform_calls
+from channels.retry_after import DEFAULT_RETRY_AFTER_S
 
 CHANNEL = "matrix"
 #: When a 429 names no time of its own.
-DEFAULT_RETRY_AFTER_S = 1.0
 
 AUTH_ERRCODES = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_USER_DEACTIVATED"})
 

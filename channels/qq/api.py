@@ -16,13 +16,13 @@ import aiohttp
 from channels.access_token import AccessTokenCache, TokenRefused
 from channels.errors import AuthError, ChannelError, RateLimited, TransientError
 from channels.qq.token import CHANNEL
+from channels.retry_after import retry_after_s
 
 RATE_LIMIT_CODES = frozenset({22009})
 DUPLICATE_CODES = frozenset({40054005})
 WINDOW_CLOSED_CODES = frozenset({304103, 40034005, 40034128})
 TOKEN_CODES = frozenset({11241, 11242, 11243, 11244})
 #: QQ sends no Retry-After; a short pause, then the retry layer tries again.
-DEFAULT_RETRY_AFTER_S = 1.0
 
 
 class ReplyWindowClosed(ChannelError):
@@ -41,13 +41,6 @@ def _code(data: object) -> int | None:
         if isinstance(value, int) and value != 0:
             return value
     return None
-
-
-def _retry_after(headers: Any) -> float:
-    try:
-        return max(0.0, float(headers.get("Retry-After", DEFAULT_RETRY_AFTER_S)))
-    except (TypeError, ValueError):
-        return DEFAULT_RETRY_AFTER_S
 
 
 class QQApi:
@@ -108,7 +101,7 @@ class QQApi:
         message = data.get("message") if isinstance(data, dict) else None
         text = f"{method} {path}: {status} code {code} ({message})"
         if status == 429 or code in RATE_LIMIT_CODES:
-            return RateLimited(_retry_after(headers), text, channel=CHANNEL)
+            return RateLimited(retry_after_s(headers.get("Retry-After")), text, channel=CHANNEL)
         if code in DUPLICATE_CODES:
             return AlreadyDelivered(text)
         if code in WINDOW_CLOSED_CODES:

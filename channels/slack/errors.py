@@ -20,6 +20,7 @@ from channels.errors import (
     TransientError,
 )
 from channels.platform_call import answers_of, platform_calls
+from channels.retry_after import retry_after_s
 
 CHANNEL = "slack"
 
@@ -43,7 +44,6 @@ SERVER_ERRORS = frozenset(
 )
 #: When Slack does not say how long to wait, this long (its Tier 1 methods allow ~1 call/min,
 #: but chat methods allow about one message per second per channel).
-DEFAULT_RETRY_AFTER_S = 1.0
 
 _SUGGESTIONS = {
     "invalid_auth": "check bot_token (xoxb-...) and app_token (xapp-...)",
@@ -86,11 +86,7 @@ def translate_api_error(error: SlackApiError, what: str) -> ChannelError:
 
 def _retry_after_s(error: SlackApiError) -> float:
     headers = getattr(error.response, "headers", None) or {}
-    value = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        return float(value) if value is not None else DEFAULT_RETRY_AFTER_S
-    except ValueError:
-        return DEFAULT_RETRY_AFTER_S
+    return retry_after_s(headers.get("Retry-After") or headers.get("retry-after"))
 
 
 #: Web API calls with a deadline, raising only `channels.errors` types.

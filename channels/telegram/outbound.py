@@ -204,7 +204,7 @@ class TelegramSender:
 
 
 # "Nothing, or parse it, or nothing if it does not parse": a shape many small parsers share
-# (the agents' parse_retry_after reads alike), the values and what is built after are Telegram's.
+# (channels.retry_after reads alike), the values and what is built after are Telegram's.
 def _reply_parameters(reply_to: str | None) -> ReplyParameters | None:
     if not reply_to:
         return None

@@ -18,9 +18,9 @@ from channels.errors import (
     TransientError,
 )
 from channels.platform_call import answers_of, platform_calls
+from channels.retry_after import DEFAULT_RETRY_AFTER_S
 
 CHANNEL = "twilio"
-DEFAULT_RETRY_AFTER_S = 1.0
 
 TOO_MANY_REQUESTS = 20429
 AUTHENTICATE = 20003

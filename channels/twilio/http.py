@@ -22,7 +22,8 @@ from twilio.http.response import Response
 
 from channels.errors import RateLimited
 from channels.http_session import LazySession
-from channels.twilio.errors import CHANNEL, DEFAULT_RETRY_AFTER_S
+from channels.retry_after import retry_after_s
+from channels.twilio.errors import CHANNEL
 
 _log = logging.getLogger("twilio.http_client")
 
@@ -42,13 +43,6 @@ def _fields(values: Mapping[str, object] | None) -> Fields | None:
         items = value if isinstance(value, list | tuple) else [value]
         pairs.extend((name, str(item)) for item in items if item is not None)
     return pairs
-
-
-def _retry_after_s(headers: Mapping[str, str]) -> float:
-    try:
-        return max(0.0, float(headers.get("Retry-After", DEFAULT_RETRY_AFTER_S)))
-    except ValueError:
-        return DEFAULT_RETRY_AFTER_S
 
 
 class TwilioHttp(AsyncHttpClient):  # type: ignore[misc]
@@ -83,7 +77,7 @@ class TwilioHttp(AsyncHttpClient):  # type: ignore[misc]
             text = await answer.text()
             if answer.status == 429:
                 raise RateLimited(
-                    _retry_after_s(answer.headers),
+                    retry_after_s(answer.headers.get("Retry-After")),
                     f"{method.upper()} {answer.url.path}: HTTP 429 ({text[:200]})",
                     channel=CHANNEL,
                 )

@@ -7,7 +7,6 @@ status, the start of the response body, and what to do about it. Neither ever ho
 
 from __future__ import annotations
 
-import math
 from enum import StrEnum
 from typing import Unpack
 
@@ -145,19 +144,6 @@ def excerpt(body: str, secrets: tuple[str, ...] = ()) -> str:
     if len(text) > BODY_EXCERPT_CHARS:
         text = f"{text[:BODY_EXCERPT_CHARS]}... [{len(text) - BODY_EXCERPT_CHARS} chars cut]"
     return text
-
-
-# "Nothing, or parse it, or nothing if it does not parse": a shape many small parsers share
-# (Telegram's reply ids read alike), the values and the checks after it are this header's.
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a `Retry-After` header given in seconds (the HTTP-date form is ignored)."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def url_for_log(url: str) -> str:

@@ -24,13 +24,13 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionMessageParam
 
 from bus import Message, MessageRole, TokenUsage
+from channels.retry_after import parse_retry_after
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.errors import (
     AgentError,
     AgentErrors,
     AgentFailure,
     failure_for_status,
-    parse_retry_after,
     url_for_log,
 )
 from gateway.agents.snapshots import DEFAULT_PACING, SnapshotPacing

@@ -36,13 +36,13 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bus import TokenUsage
+from channels.retry_after import parse_retry_after
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.errors import (
     AgentError,
     AgentErrors,
     AgentFailure,
     failure_for_status,
-    parse_retry_after,
     secret_fragments,
     url_for_log,
 )

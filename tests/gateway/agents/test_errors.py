@@ -10,7 +10,6 @@ from gateway.agents.errors import (
     AgentFailure,
     excerpt,
     failure_for_status,
-    parse_retry_after,
     secret_fragments,
     url_for_log,
 )
@@ -80,23 +79,6 @@ def test_excerpt_masks_secrets_before_cutting() -> None:
     assert secret not in shown
     assert "sss" not in shown
     assert shown.endswith("chars cut]")
-
-
-@pytest.mark.parametrize(
-    ("header", "seconds"),
-    [
-        ("3", 3.0),
-        ("0.5", 0.5),
-        ("0", 0.0),
-        (None, None),
-        ("", None),
-        ("-1", None),
-        ("nan", None),
-        ("Wed, 21 Oct 2015 07:28:00 GMT", None),
-    ],
-)
-def test_parse_retry_after(header: str | None, seconds: float | None) -> None:
-    assert parse_retry_after(header) == seconds
 
 
 def test_url_for_log_drops_credentials_query_and_fragment() -> None:
