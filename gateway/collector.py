@@ -11,7 +11,7 @@ too, and the middle and old generations are never collected on CPython's schedul
 about a dozen tracked objects that live on (its messages in the session cache, its journal
 record until the checkpoint); CPython's middle generation walked each of them again, in one
 long pause every ten young collections. In `python -m bench gateway` (10,000 turns at 100
-chats, three runs) the longest pause went from 35-48 ms to 12-26 ms and the collector's time
+chats, four runs) the longest pause went from 35-48 ms to 11-26 ms and the collector's time
 per turn from 11-13 to 9-11 us. Those objects die by reference counting like the rest.
 
 Cyclic garbage that outlives a young collection (rare: a cycle is nearly always an exception's
