@@ -31,143 +31,40 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import psutil
-from prometheus_client import CollectorRegistry
 
 from bench.bench_channel import IN_FLIGHT, BenchChannel, send_all
-from bench.collector_pauses import collector_pauses
-from bench.loop_calls import loop_calls
+from bench.gateway_costs import calls_figures, collector_figures
+from bench.gateway_runtime import (
+    PROFILE,
+    SUITE,
+    bench_message,
+    bench_runtime,
+    bus_baseline,
+    running,
+    throughput,
+    with_runtime,
+)
 from bench.report import Figure
-from bus import InboundMessage, Message, OutboundMessage, create_bus
+from bus import Message
 from bus.session_key import SessionKey
-from config import ProfileConfig
-from config.store import StoreConfig
-from gateway.collector import YOUNG_THRESHOLD, keep_settled, settle_after_start_up
 from gateway.journal import Journal
 from gateway.logs import configure_logging
-from gateway.metrics import GatewayMetrics
-from gateway.pairing_stores import PairingDatabases
 from gateway.profile import JOURNAL_DIR, ProfileRuntime
-from gateway.services import ProcessServices
-from gateway.webhooks import WebhookRoutes
 from sessions import SessionStore
 
-SUITE = "gateway"
-PROFILE = "bench"
 RATE_PER_S = 500
 RATE_SECONDS = 4
-
-
-def _profile(fsync: str) -> ProfileConfig:
-    return ProfileConfig.model_validate(
-        {
-            # The cheapest agent there is: what is measured is the gateway around it.
-            "agent": {"type": "echo", "pieces": 1},
-            "queue_mode": "followup",
-            "sessions": {"fsync": fsync, "max_backlog": 100_000, "max_backlog_per_chat": 10_000},
-            "channels": [
-                {"type": "plugin", "class_path": "bench.bench_channel:BenchChannel", "allow": ["*"]}
-            ],
-        }
-    )
-
-
-def _message(number: int, chats: int) -> InboundMessage:
-    return InboundMessage(
-        channel="bench",
-        sender_id="bencher",
-        chat_id=f"chat-{number % chats}",
-        content=f"message number {number} with a few words to echo back",
-        message_id=str(number),
-    )
-
-
-def _runtime(data_dir: Path, fsync: str = "batch") -> ProfileRuntime:
-    shared = ProcessServices(
-        data_dir,
-        StoreConfig(),
-        bus_capacity=4096,
-        metrics=GatewayMetrics.create(CollectorRegistry()),
-        webhooks=WebhookRoutes(),
-        request_shutdown=lambda: None,
-        pairing=PairingDatabases(),
-    )
-    return ProfileRuntime(PROFILE, _profile(fsync), shared)
-
-
-async def _with_runtime(
-    data_dir: Path,
-    work: Callable[[BenchChannel], Awaitable[Any]] | None,
-    fsync: str = "batch",
-    *,
-    with_runtime: Callable[[ProfileRuntime, BenchChannel], Awaitable[Any]] | None = None,
-    cpython_schedule: bool = False,
-) -> Any:
-    """`work` on a running runtime, the collector set as the daemon sets it (or, for
-    `cpython_schedule`, start-up frozen and young collections spaced out, but the older
-    generations on CPython's own schedule: the collector before `keep_settled`)."""
-    runtime = _runtime(data_dir, fsync)
-    async with _running(runtime) as channel:
-        # As the daemon does once its profiles are up.
-        thresholds = gc.get_threshold()
-        settle_after_start_up()
-        if cpython_schedule:
-            gc.set_threshold(YOUNG_THRESHOLD, *thresholds[1:])
-        collector = (
-            None
-            if cpython_schedule
-            else asyncio.create_task(keep_settled(), name="bench-gc-settle")
-        )
-        try:
-            if with_runtime is not None:
-                return await with_runtime(runtime, channel)
-            assert work is not None
-            return await work(channel)
-        finally:
-            if collector is not None:
-                collector.cancel()
-                await asyncio.gather(collector, return_exceptions=True)
-            gc.unfreeze()
-            gc.set_threshold(*thresholds)
-
-
-@asynccontextmanager
-async def _running(runtime: ProfileRuntime) -> AsyncIterator[BenchChannel]:
-    """`runtime` running with its bench channel up; stopped (its turns finished) on the way out."""
-    async with asyncio.TaskGroup() as tasks:
-        running = tasks.create_task(runtime.run(), name="bench-profile")
-        await runtime.ready.wait()
-        channel = BenchChannel.running
-        assert channel is not None
-        await channel.ready.wait()
-        try:
-            yield channel
-        finally:
-            runtime.request_stop()
-            await running
-
-
-async def _throughput(channel: BenchChannel, chats: int, count: int, first: int = 0) -> float:
-    """Turns per second over `count` messages numbered from `first` (a number is a message's
-    platform id: one sent again is a duplicate, not a turn)."""
-    messages = (_message(number, chats) for number in range(first, first + count))
-    channel.expect(count)
-    started = time.perf_counter()
-    await send_all(channel, messages)
-    await channel.all_answered.wait()
-    return count / (time.perf_counter() - started)
 
 
 async def _answer_chats(channel: BenchChannel, first: int, chats: int) -> None:
     """One message in each of `chats` new chats, IN_FLIGHT at a time, each answered."""
     for start in range(first, first + chats, IN_FLIGHT):
         batch = [
-            _message(n, 1_000_000_000) for n in range(start, min(first + chats, start + IN_FLIGHT))
+            bench_message(n, 1_000_000_000)
+            for n in range(start, min(first + chats, start + IN_FLIGHT))
         ]
         channel.expect(len(batch))
         await send_all(channel, batch)
@@ -205,7 +102,7 @@ async def _latencies(channel: BenchChannel) -> list[float]:
             due = started + number / RATE_PER_S
             if (delay := due - time.perf_counter()) > 0:
                 await asyncio.sleep(delay)
-            message = _message(number, 100)
+            message = bench_message(number, 100)
             sent[str(number)] = time.perf_counter()
             tasks.create_task(inbound.send(message))
     await channel.all_answered.wait()
@@ -234,34 +131,6 @@ def _raw_disk_latencies(
     return timings
 
 
-async def _bus_baseline(count: int) -> float:
-    handle, publisher = create_bus()
-    sender = publisher.inbound_sender()
-    # Made as they are sent, as `_throughput` makes the gateway's.
-    messages = (_message(number, 100) for number in range(count))
-
-    async def agent() -> None:
-        async for message in handle:
-            await handle.send(
-                OutboundMessage(channel="bench", chat_id=message.chat_id, content=message.content)
-            )
-        handle.close()
-
-    async def channel_side() -> None:
-        async for _reply in publisher.outbound():
-            pass
-
-    started = time.perf_counter()
-    async with asyncio.TaskGroup() as tasks:
-        tasks.create_task(agent(), name="bench-agent")
-        tasks.create_task(channel_side(), name="bench-receiver")
-        for message in messages:
-            await sender.send(message)
-        sender.close()
-        publisher.close()
-    return count / (time.perf_counter() - started)
-
-
 async def _seed_restart_data(root: Path, idle_sessions: int, interrupted: int) -> None:
     """A data directory as a busy daemon leaves it when killed: many idle sessions on disk and
     turns accepted into the journal but never answered."""
@@ -272,15 +141,15 @@ async def _seed_restart_data(root: Path, idle_sessions: int, interrupted: int) -
     journal = Journal(root / JOURNAL_DIR, fsync="never")
     await journal.open()
     for number in range(interrupted):
-        _received, durable = journal.accept(_message(1_000_000 + number, 50))
+        _received, durable = journal.accept(bench_message(1_000_000 + number, 50))
         await durable
     await journal.close()
 
 
 async def _start_up_s(data_dir: Path) -> float:
-    runtime = _runtime(data_dir)
+    runtime = bench_runtime(data_dir)
     started = time.perf_counter()
-    async with _running(runtime):
+    async with running(runtime):
         elapsed = time.perf_counter() - started
     return elapsed
 
@@ -305,9 +174,9 @@ async def _measure() -> list[Figure]:
             rss_before = process.memory_info().rss
 
             async def run(channel: BenchChannel, c: int = chats, n: int = count) -> float:
-                return await _throughput(channel, c, n)
+                return await throughput(channel, c, n)
 
-            rates[chats] = await _with_runtime(base / f"chats-{chats}", run)
+            rates[chats] = await with_runtime(base / f"chats-{chats}", run)
             if chats == 10_000:
                 gc.collect()
                 grown = process.memory_info().rss - rss_before
@@ -319,7 +188,7 @@ async def _measure() -> list[Figure]:
                         "B",
                     )
                 )
-        warm_up, idle = await _with_runtime(
+        warm_up, idle = await with_runtime(
             base / "idle-chats",
             None,
             with_runtime=lambda runtime, channel: _idle_chat_bytes(runtime, channel, 10_000),
@@ -342,7 +211,7 @@ async def _measure() -> list[Figure]:
                 idle <= 2048,
             )
         )
-        baseline = await _bus_baseline(10_000)
+        baseline = await bus_baseline(10_000)
         for chats, target in ((1, None), (100, ">= 5000"), (10_000, ">= 3000")):
             rate = round(rates[chats])
             ok = None if target is None else rate >= int(target.split()[-1])
@@ -353,11 +222,11 @@ async def _measure() -> list[Figure]:
         figures.append(
             Figure(SUITE, "turns / bus alone, 100 chats", round(rates[100] / baseline, 4), "ratio")
         )
-        figures += await _collector_figures(base)
-        figures += await _calls_figures(base)
+        figures += await collector_figures(base)
+        figures += await calls_figures(base)
         raw = await asyncio.to_thread(_raw_disk_latencies, base)
-        latencies = await _with_runtime(base / "latency", _latencies)
-        unsynced = await _with_runtime(base / "latency-never", _latencies, fsync="never")
+        latencies = await with_runtime(base / "latency", _latencies)
+        unsynced = await with_runtime(base / "latency-never", _latencies, fsync="never")
         raw_p99 = statistics.quantiles(raw, n=100)[98]
         p99 = statistics.quantiles(latencies, n=100)[98]
         figures += _latency_figures(raw, "disk append + fdatasync (baseline)")
@@ -394,76 +263,6 @@ async def _measure() -> list[Figure]:
                 "s",
                 f"<= baseline + 0.5 s ({empty_s + 0.5:.2f})",
                 seeded_s <= empty_s + 0.5,
-            )
-        )
-    return figures
-
-
-async def _collector_figures(base: Path) -> list[Figure]:
-    """The collector's pauses over 10,000 turns at 100 chats, as the daemon sets it and on
-    CPython's schedule for the older generations (the baseline), run alternately."""
-    figures: list[Figure] = []
-    for cpython_schedule, label in ((True, "CPython's schedule (baseline)"), (False, "daemon")):
-
-        async def run(channel: BenchChannel) -> tuple[int, float, float]:
-            with collector_pauses() as pauses:
-                await _throughput(channel, 100, 10_000)
-            return pauses.collections, pauses.total_s, pauses.longest_s
-
-        collections, total_s, longest_s = await _with_runtime(
-            base / f"collector-{label[:7]}", run, cpython_schedule=cpython_schedule
-        )
-        figures.append(
-            Figure(
-                SUITE,
-                f"collector time per turn, 100 chats, {label} ({collections} collections)",
-                round(total_s / 10_000 * 1e6, 1),
-                "us",
-            )
-        )
-        figures.append(
-            Figure(
-                SUITE,
-                f"longest collector pause, 100 chats, {label}",
-                round(longest_s * 1e3, 1),
-                "ms",
-            )
-        )
-    return figures
-
-
-CALLS_TURNS = 2_000
-
-
-async def _calls_figures(base: Path) -> list[Figure]:
-    """Python and builtin calls a turn makes on the loop's thread at 100 chats (after as many
-    turns again to warm the chats up), against a message through the bus alone."""
-
-    async def run(channel: BenchChannel) -> tuple[int, int]:
-        await _throughput(channel, 100, CALLS_TURNS)
-        with loop_calls() as calls:
-            await _throughput(channel, 100, CALLS_TURNS, first=CALLS_TURNS)
-        return calls.python, calls.builtin
-
-    python, builtin = await _with_runtime(base / "calls", run)
-    with loop_calls() as bus:
-        await _bus_baseline(CALLS_TURNS)
-    figures = []
-    for kind, turn, message in (("Python", python, bus.python), ("builtin", builtin, bus.builtin)):
-        figures.append(
-            Figure(
-                SUITE,
-                f"{kind} calls per message, bus alone (baseline)",
-                round(message / CALLS_TURNS),
-                "calls",
-            )
-        )
-        figures.append(
-            Figure(
-                SUITE,
-                f"{kind} calls per turn on the loop's thread, 100 chats",
-                round(turn / CALLS_TURNS),
-                "calls",
             )
         )
     return figures
