@@ -191,7 +191,7 @@ async def _measure() -> list[Figure]:
         warm_up, idle = await with_runtime(
             base / "idle-chats",
             None,
-            with_runtime=lambda runtime, channel: _idle_chat_bytes(runtime, channel, 10_000),
+            on_runtime=lambda runtime, channel: _idle_chat_bytes(runtime, channel, 10_000),
         )
         figures.append(
             Figure(

@@ -71,12 +71,13 @@ async def with_runtime(
     work: Callable[[BenchChannel], Awaitable[Any]] | None,
     fsync: str = "batch",
     *,
-    with_runtime: Callable[[ProfileRuntime, BenchChannel], Awaitable[Any]] | None = None,
+    on_runtime: Callable[[ProfileRuntime, BenchChannel], Awaitable[Any]] | None = None,
     cpython_schedule: bool = False,
 ) -> Any:
-    """`work` on a running runtime, the collector set as the daemon sets it (or, for
-    `cpython_schedule`, start-up frozen and young collections spaced out, but the older
-    generations on CPython's own schedule: the collector before `keep_settled`)."""
+    """`work` (or `on_runtime`, which is given the runtime too) on a running runtime, the
+    collector set as the daemon sets it (or, for `cpython_schedule`, start-up frozen and young
+    collections spaced out, but the older generations on CPython's own schedule: the collector
+    before `keep_settled`)."""
     runtime = bench_runtime(data_dir, fsync)
     async with running(runtime) as channel:
         # As the daemon does once its profiles are up.
@@ -90,8 +91,8 @@ async def with_runtime(
             else asyncio.create_task(keep_settled(), name="bench-gc-settle")
         )
         try:
-            if with_runtime is not None:
-                return await with_runtime(runtime, channel)
+            if on_runtime is not None:
+                return await on_runtime(runtime, channel)
             assert work is not None
             return await work(channel)
         finally:
@@ -106,7 +107,7 @@ async def with_runtime(
 async def running(runtime: ProfileRuntime) -> AsyncIterator[BenchChannel]:
     """`runtime` running with its bench channel up; stopped (its turns finished) on the way out."""
     async with asyncio.TaskGroup() as tasks:
-        running = tasks.create_task(runtime.run(), name="bench-profile")
+        profile = tasks.create_task(runtime.run(), name="bench-profile")
         await runtime.ready.wait()
         channel = BenchChannel.running
         assert channel is not None
@@ -115,7 +116,7 @@ async def running(runtime: ProfileRuntime) -> AsyncIterator[BenchChannel]:
             yield channel
         finally:
             runtime.request_stop()
-            await running
+            await profile
 
 
 async def throughput(channel: BenchChannel, chats: int, count: int, first: int = 0) -> float:
@@ -132,7 +133,7 @@ async def throughput(channel: BenchChannel, chats: int, count: int, first: int =
 async def bus_baseline(count: int) -> float:
     handle, publisher = create_bus()
     sender = publisher.inbound_sender()
-    # Made as they are sent, as `_throughput` makes the gateway's.
+    # Made as they are sent, as `throughput` makes the gateway's.
     messages = (bench_message(number, 100) for number in range(count))
 
     async def agent() -> None:

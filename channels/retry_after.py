@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 
-#: What is waited out when a platform says "too many requests" without saying how long.
+#: What is waited out when a platform says "too many requests" without saying how long (QQ
+#: never says; Slack's chat methods allow about one message a second per channel), then the
+#: retry layer tries again.
 DEFAULT_RETRY_AFTER_S = 1.0
 
 

@@ -16,7 +16,6 @@ from channels.platform_call import answers_of, platform_calls
 from channels.retry_after import retry_after_s
 
 CHANNEL = "line"
-#: How long to wait on a 429 that names no time of its own.
 
 
 class LineApiError(ChannelError):

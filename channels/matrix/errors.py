@@ -15,7 +15,6 @@ from channels.platform_call import platform_calls
 from channels.retry_after import DEFAULT_RETRY_AFTER_S
 
 CHANNEL = "matrix"
-#: When a 429 names no time of its own.
 
 AUTH_ERRCODES = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_USER_DEACTIVATED"})
 

@@ -22,7 +22,6 @@ RATE_LIMIT_CODES = frozenset({22009})
 DUPLICATE_CODES = frozenset({40054005})
 WINDOW_CLOSED_CODES = frozenset({304103, 40034005, 40034128})
 TOKEN_CODES = frozenset({11241, 11242, 11243, 11244})
-#: QQ sends no Retry-After; a short pause, then the retry layer tries again.
 
 
 class ReplyWindowClosed(ChannelError):

@@ -42,8 +42,6 @@ AUTH_ERRORS = frozenset(
 SERVER_ERRORS = frozenset(
     {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
-#: When Slack does not say how long to wait, this long (its Tier 1 methods allow ~1 call/min,
-#: but chat methods allow about one message per second per channel).
 
 _SUGGESTIONS = {
     "invalid_auth": "check bot_token (xoxb-...) and app_token (xapp-...)",
