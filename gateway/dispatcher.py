@@ -29,6 +29,7 @@ from bus import (
 from bus.abort import abort_response, is_abort_trigger
 from bus.text import scrub_surrogates
 from channels.base import Channel
+from gateway import logs
 from gateway.commands import IMMEDIATE, ChatStatus, Commands, parse_command
 from gateway.intake import Intake, IntakeSettings
 from gateway.journal import Journal, Outcome, Received, Recovery, restore_sessions
@@ -358,7 +359,7 @@ class Dispatcher:
                 log.exception("dispatcher.session_write_failed", session=session_name)
             else:
                 self._journal.record_written(turn)
-            if result is not None:
+            if result is not None and logs.debug_enabled:
                 log.debug("turn.done", session=session_name, tokens=result.usage.total)
         else:
             self._journal.record_written(turn)

@@ -25,6 +25,7 @@ from prometheus_client import Counter
 
 from bus import InboundMessage, InboundRefused
 from channels.base import Channel
+from gateway import logs
 from gateway.journal import Journal, Received
 from gateway.services import ProfileServices
 from gateway.strangers import EdgeCheck, StrangerNotices, notice_for, scrubbed
@@ -129,7 +130,8 @@ class Intake:
                 acknowledged.set_exception(error or LogWriteError("the write was cancelled"))
             return
         self._count(received.message, "accepted")
-        log.debug("intake.accepted", channel=received.message.channel, journal_id=received.id)
+        if logs.debug_enabled:
+            log.debug("intake.accepted", channel=received.message.channel, journal_id=received.id)
         self._after_durable()
         if not acknowledged.done():
             acknowledged.set_result(None)

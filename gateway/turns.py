@@ -25,6 +25,7 @@ from bus import (
     TypingStarted,
     TypingStopped,
 )
+from gateway import logs
 from gateway.agents import Agent, AgentError, AgentTurn, SnapshotSink
 from gateway.services import ProfileServices
 
@@ -87,7 +88,8 @@ class TurnRunner:
         sink: OutboundSink = self._outbound if outbound is None else outbound
         started = time.perf_counter()
         session = str(key)
-        log.debug("turn.started", session=session, stream=stream_id)
+        if logs.debug_enabled:
+            log.debug("turn.started", session=session, stream=stream_id)
         if shows_typing:
             await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
         user_message = Message.user(content, media=list(trigger.media))

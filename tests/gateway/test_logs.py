@@ -8,6 +8,7 @@ import logging
 import pytest
 import structlog
 
+from gateway import logs
 from gateway.logs import configure_logging, redact
 
 TELEGRAM_URL = "https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/getUpdates"
@@ -57,3 +58,20 @@ def test_structlog_and_stdlib_lines_are_redacted(capsys: pytest.CaptureFixture[s
     assert event["event"] == "request"
     assert event["headers"] == {"Authorization": "<redacted>"}
     assert "HTTP Request: POST" in err
+
+
+@pytest.mark.parametrize(("level", "expected"), [("debug", True), ("info", False)])
+def test_the_hot_path_debug_switch_follows_the_configured_level(
+    level: str, expected: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    configure_logging(level, "json")
+    try:
+        assert logs.debug_enabled is expected
+        structlog.get_logger("test").debug("a debug line")
+    finally:
+        structlog.reset_defaults()
+        root.handlers[:], root.level = saved_handlers, saved_level
+        logs.debug_enabled = True  # structlog's defaults write every level
+    assert ("a debug line" in capsys.readouterr().err) is expected
