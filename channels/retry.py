@@ -17,6 +17,7 @@ from typing import TypeVar
 import aiohttp
 import structlog
 
+from channels.attempt_deadlines import AttemptDeadlines
 from channels.errors import (
     AuthError,
     DeliveryError,
@@ -129,6 +130,7 @@ class Retrier:
         on_retry: RetryListener | None = None,
     ) -> None:
         self.policy = policy or RetryPolicy()
+        self._deadlines = AttemptDeadlines(self.policy.attempt_timeout_s)
         self._sleep = sleep
         self._jitter = jitter
         self._on_retry = on_retry
@@ -151,8 +153,7 @@ class Retrier:
         while True:
             attempt += 1
             try:
-                async with asyncio.timeout(policy.attempt_timeout_s):
-                    return await operation()
+                return await self._deadlines.call(operation)
             except MessageNotModified:
                 return None
             except (FormattingRejected, DeliveryError):
