@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
-from prometheus_client import Counter
 
 from bus import InboundMessage, InboundRefused
 from channels.base import Channel
+from channels.loop_counters import LoopCount
 from gateway import logs
 from gateway.journal import Journal, Received
 from gateway.services import ProfileServices
@@ -71,7 +71,7 @@ class Intake:
         self._open = asyncio.Event()
         #: journal id -> the write that makes it durable, while it is in flight
         self._in_flight: dict[int, asyncio.Future[None]] = {}
-        self._counters: dict[tuple[str, str], Counter] = {}
+        self._counters: dict[tuple[str, str], LoopCount] = {}
 
     def open(self) -> None:
         """Take messages (the previous run's unfinished work has been routed)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+
+from channels.loop_counters import LoopCounter, LoopHistogram
 
 _LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 _APPEND_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
@@ -15,9 +17,10 @@ class GatewayMetrics:
     """Metric families shared by every profile; each series is labelled with its profile."""
 
     registry: CollectorRegistry
-    messages_in: Counter
-    turns: Counter
-    turn_latency: Histogram
+    # Counted a few times a turn, on the loop's thread: lock-free (see channels.loop_counters).
+    messages_in: LoopCounter
+    turns: LoopCounter
+    turn_latency: LoopHistogram
     queue_depth: Gauge
     session_append_latency: Histogram
 
@@ -25,19 +28,19 @@ class GatewayMetrics:
     def create(cls, registry: CollectorRegistry) -> GatewayMetrics:
         return cls(
             registry=registry,
-            messages_in=Counter(
+            messages_in=LoopCounter(
                 "octos_messages_in",
                 "Inbound messages by what the dispatcher did with them",
                 ["profile", "channel", "outcome"],
                 registry=registry,
             ),
-            turns=Counter(
+            turns=LoopCounter(
                 "octos_turns",
                 "Agent turns by result",
                 ["profile", "result"],
                 registry=registry,
             ),
-            turn_latency=Histogram(
+            turn_latency=LoopHistogram(
                 "octos_turn_latency_seconds",
                 "Time from a turn's start to its durable final reply",
                 ["profile"],
