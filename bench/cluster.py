@@ -148,7 +148,7 @@ async def _turns_per_second(workers: int, dsn: str) -> float:
                         content=f"message {index}",
                     )
                     envelope = InboundEnvelope("bench", f"{prefix}-{chat}-{index}", message)
-                    partition = names.partition_of_inbound("bench", message)
+                    partition = names.partition_of_chat("bench", message)
                     await js.publish(
                         names.inbound_subject(partition),
                         envelope.body(),

@@ -83,7 +83,7 @@ class ClusterIntake:
         msg_id = envelope.inbound_id
         if envelope.request:
             msg_id = f"{msg_id}.{uuid.uuid4().hex}"  # every attempt reaches a worker
-        partition = self._names.partition_of_inbound(self._profile, envelope.message)
+        partition = self._names.partition_of_chat(self._profile, envelope.message)
         try:
             ack = await self._js.publish(
                 self._names.inbound_subject(partition),

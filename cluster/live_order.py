@@ -49,7 +49,7 @@ async def live_order(
 ) -> LiveOrder:
     """Whether the turn of `envelope` (whose channel streams) may stream, and after what."""
     message = envelope.message
-    partition = names.partition_of_inbound(envelope.profile, message)
+    partition = names.partition_of_chat(envelope.profile, message)
     stream = names.outbound_stream
     try:
         info = await js.consumer_info(stream, names.delivery_consumer(partition))

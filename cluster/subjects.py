@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Protocol
 
-from bus import InboundMessage, OutboundMessage, SessionKey
+from bus import SessionKey
 
 
 def partition_of(base_key: str, partitions: int) -> int:
@@ -33,6 +34,16 @@ def partition_of(base_key: str, partitions: int) -> int:
 def chat_base_key(profile: str, channel: str, chat_id: str) -> str:
     """The base key of a chat's sessions (topics of one chat share it, and its partition)."""
     return SessionKey.for_chat(profile, channel, chat_id).base_key()
+
+
+class InChat(Protocol):
+    """Anything that names one chat: an `InboundMessage`, an `OutboundMessage`."""
+
+    @property
+    def channel(self) -> str: ...
+
+    @property
+    def chat_id(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +103,8 @@ class ClusterNames:
     def reply_consumer(self, ingress_id: str) -> str:
         return f"reply-{ingress_id}"
 
-    def partition_of_inbound(self, profile: str, message: InboundMessage) -> int:
-        return partition_of(
-            chat_base_key(profile, message.channel, message.chat_id), self.partitions
-        )
-
-    def partition_of_reply(self, profile: str, message: OutboundMessage) -> int:
+    def partition_of_chat(self, profile: str, message: InChat) -> int:
+        """The partition of the message's chat: an inbound message and its replies share it."""
         return partition_of(
             chat_base_key(profile, message.channel, message.chat_id), self.partitions
         )

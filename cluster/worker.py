@@ -345,7 +345,7 @@ class Worker(NodeService[TurnRecords]):
     ) -> None:
         names = self._names
         subject = envelope.reply_subject or names.outbound_subject(
-            names.partition_of_reply(envelope.profile, reply)
+            names.partition_of_chat(envelope.profile, reply)
         )
         # Every reply to a message whose turn shows live is delivered where it is shown, so the
         # reply (or a dead letter's notice) finishes the stream and stops the typing there.

@@ -21,15 +21,17 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from channels.api.channel import FAVICON
 from channels.health import ChannelHealth
 from gateway.recent_failures import RecentFailures
 
 STATIC_DIR = Path(__file__).parent / "static"
 REFRESH_S = 3.0
 _FILES = {
-    "/status.js": ("status.js", "text/javascript"),
-    "/status.css": ("status.css", "text/css"),
-    "/favicon.svg": ("favicon.svg", "image/svg+xml"),
+    "/status.js": (STATIC_DIR / "status.js", "text/javascript"),
+    "/status.css": (STATIC_DIR / "status.css", "text/css"),
+    # The web chat page's icon, the project's one copy.
+    "/favicon.svg": (FAVICON, "image/svg+xml"),
 }
 
 
@@ -117,11 +119,11 @@ class StatusPage:
             app.router.add_get(path, self._file)
 
     async def _page(self, _request: web.Request) -> web.FileResponse:
-        return _static("status.html", "text/html")
+        return _static(STATIC_DIR / "status.html", "text/html")
 
     async def _file(self, request: web.Request) -> web.FileResponse:
-        name, content_type = _FILES[request.path]
-        return _static(name, content_type)
+        path, content_type = _FILES[request.path]
+        return _static(path, content_type)
 
     async def _data(self, request: web.Request) -> web.Response:
         refusal = self._refusal(request)
@@ -152,8 +154,8 @@ class StatusPage:
         )
 
 
-def _static(name: str, content_type: str) -> web.FileResponse:
-    response = web.FileResponse(STATIC_DIR / name)
+def _static(path: Path, content_type: str) -> web.FileResponse:
+    response = web.FileResponse(path)
     response.content_type = content_type
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Content-Type-Options"] = "nosniff"

@@ -14,7 +14,7 @@ import asyncio
 import hmac
 import json
 import uuid
-from importlib import resources
+from pathlib import Path
 
 import structlog
 from aiohttp import web
@@ -35,13 +35,17 @@ from config import ApiChannelConfig
 
 log = structlog.get_logger(__name__)
 
+STATIC_DIR = Path(__file__).parent / "static"
+#: The project's one icon. The status page (`gateway.status_page`) serves this file too: it is
+#: kept here because gateway may import channels, and channels may not import gateway.
+FAVICON = STATIC_DIR / "favicon.svg"
 STATIC_FILES = {
     "/": "index.html",
     "/static/app.js": "app.js",
     "/static/style.css": "style.css",
     "/static/markdown-it.min.js": "markdown-it.min.js",
-    "/static/favicon.svg": "favicon.svg",
-    "/favicon.ico": "favicon.svg",
+    "/static/favicon.svg": FAVICON.name,
+    "/favicon.ico": FAVICON.name,
 }
 CONTENT_TYPES = {
     ".html": "text/html",
@@ -325,5 +329,4 @@ def _sse(event: ReplyEvent) -> bytes:
 
 
 def _read_static_files() -> dict[str, bytes]:
-    folder = resources.files("channels.api") / "static"
-    return {name: (folder / name).read_bytes() for name in STATIC_FILES.values()}
+    return {name: (STATIC_DIR / name).read_bytes() for name in STATIC_FILES.values()}

@@ -29,9 +29,19 @@ def out(content: str, *, chat_id: str = "c1", channel: str = "rec") -> OutboundM
     return OutboundMessage(channel=channel, chat_id=chat_id, content=content)
 
 
+# `wait_for`'s conditions, made by functions: these bind the channel and the count when called,
+# where a lambda in a loop would see the loop's later values (ruff's B023).
+def has_started(channel: RecordingChannel, times: int = 1) -> Callable[[], bool]:
+    return lambda: len(channel.of("start")) >= times
+
+
+def has_delivered(channel: RecordingChannel, count: int) -> Callable[[], bool]:
+    return lambda: len(channel.delivered) >= count
+
+
 async def started(*channels: RecordingChannel) -> None:
     for channel in channels:
-        await channel.wait_for(lambda c=channel: bool(c.of("start")))  # type: ignore[misc]
+        await channel.wait_for(has_started(channel))
 
 
 async def test_routes_outbound_messages_to_their_channel(
@@ -161,9 +171,9 @@ async def test_run_and_stop_twice(
 
     for round_number in (1, 2):
         task = asyncio.create_task(manager.run())
-        await channel.wait_for(lambda n=round_number: len(channel.of("start")) == n)  # type: ignore[misc]
+        await channel.wait_for(has_started(channel, times=round_number))
         await agent.send(out(f"round {round_number}"))
-        await channel.wait_for(lambda n=round_number: len(channel.delivered) == n)  # type: ignore[misc]
+        await channel.wait_for(has_delivered(channel, round_number))
         await asyncio.wait_for(manager.stop(), timeout=5)
         await asyncio.wait_for(manager.stop(), timeout=5)  # idempotent
         await asyncio.wait_for(task, timeout=5)

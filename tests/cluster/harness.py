@@ -100,7 +100,7 @@ class RunningWorker:
             streams=streams,
             shows_typing=shows_typing,
         )
-        partition = self.names.partition_of_inbound(self.profile, message)
+        partition = self.names.partition_of_chat(self.profile, message)
         return await self.js.publish(
             self.names.inbound_subject(partition),
             envelope.body(),

@@ -125,7 +125,7 @@ async def publish_before_the_worker(
         inbound_id = platform_id(profile, message)
         assert inbound_id is not None
         stored = InboundEnvelope(profile, inbound_id, message)
-        partition = names.partition_of_inbound(profile, message)
+        partition = names.partition_of_chat(profile, message)
         await js.publish(
             names.inbound_subject(partition),
             stored.body(),

@@ -60,7 +60,7 @@ class RunningDelivery:
             channel="telegram", chat_id="1", content=content, delivery_id=turn_id
         )
         envelope = OutboundEnvelope(self.profile, reply)
-        partition = self.names.partition_of_reply(self.profile, reply)
+        partition = self.names.partition_of_chat(self.profile, reply)
         await self.js.publish(
             self.names.outbound_subject(partition),
             envelope.body(),

@@ -204,7 +204,7 @@ async def test_a_turn_behind_an_undelivered_reply_streams_after_it(
     assert {seen.headers[LIVE_AFTER] for seen in held} == {second_seen.headers[MSG_ID]}
     assert third.live_at == "ingress-b"
     # Delivered (as an ingress would: fetched, acknowledged), the chat streams freely again.
-    partition = w.names.partition_of_inbound(w.profile, later)
+    partition = w.names.partition_of_chat(w.profile, later)
     delivery = await w.js.pull_subscribe_bind(
         durable=w.names.delivery_consumer(partition), stream=w.names.outbound_stream
     )

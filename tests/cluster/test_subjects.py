@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bus import InboundMessage
+from bus import InboundMessage, OutboundMessage
 from cluster.subjects import ClusterNames, chat_base_key, partition_of
 
 NAMES = ClusterNames("OCTOS", 16)
@@ -22,7 +22,13 @@ def test_a_partition_is_the_same_in_every_process() -> None:
 
 def test_topics_of_one_chat_share_its_partition() -> None:
     message = InboundMessage(channel="telegram", sender_id="1", chat_id="42", content="hi")
-    assert NAMES.partition_of_inbound("main", message) == partition_of("main:telegram:42", 16)
+    assert NAMES.partition_of_chat("main", message) == partition_of("main:telegram:42", 16)
+
+
+def test_a_reply_is_in_its_chats_partition() -> None:
+    message = InboundMessage(channel="telegram", sender_id="1", chat_id="42", content="hi")
+    reply = OutboundMessage(channel="telegram", chat_id="42", content="hello")
+    assert NAMES.partition_of_chat("main", reply) == NAMES.partition_of_chat("main", message)
 
 
 @given(st.text(), st.text(), st.integers(min_value=1, max_value=1024))
@@ -31,7 +37,7 @@ def test_any_chat_id_gives_a_partition_in_range_and_a_safe_subject(
 ) -> None:
     names = ClusterNames("OCTOS", partitions)
     message = InboundMessage(channel="telegram", sender_id="1", chat_id=chat_id, content="")
-    partition = names.partition_of_inbound(profile, message)
+    partition = names.partition_of_chat(profile, message)
     assert 0 <= partition < partitions
     tokens = names.inbound_subject(partition).split(".")
     assert tokens == ["OCTOS", "in", str(partition)]

@@ -255,7 +255,7 @@ async def test_a_message_whose_last_delivery_never_finished_is_buried_not_lost(
     await ensure_streams(js, config)
     await ensure_worker_consumers(js, config)
     killer = message("a message its workers die of")
-    partition = names.partition_of_inbound(profile, killer)
+    partition = names.partition_of_chat(profile, killer)
     inbound_id = platform_id(profile, killer)
     assert inbound_id is not None
     envelope = InboundEnvelope(profile, inbound_id, killer)

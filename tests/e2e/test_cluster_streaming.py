@@ -156,7 +156,7 @@ async def test_a_turn_whose_live_events_reach_no_ingress_is_answered_once_whole(
         )
         names = ClusterNames(nats_prefix, PARTITIONS)
         await nats_client.jetstream().publish(
-            names.inbound_subject(names.partition_of_inbound(profile, message)),
+            names.inbound_subject(names.partition_of_chat(profile, message)),
             envelope.body(),
             headers=envelope.headers(envelope.inbound_id),
         )

@@ -26,7 +26,7 @@ import pytest_asyncio
 
 from tests.e2e import webhook_platforms as platforms
 from tests.e2e.conftest import WAIT_S, running_daemon
-from tests.e2e.webhook_platforms import REFUSED, USERS, Fakes, Platform
+from tests.e2e.webhook_platforms import USERS, Fakes, Platform
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.line_server import FakeLine
 from tests.fakes.qq_server import FakeQQ
@@ -34,6 +34,7 @@ from tests.fakes.twilio_server import FakeTwilio
 from tests.fakes.wecom_server import FakeWeCom
 from tests.fakes.whatsapp_server import FakeWhatsApp
 from tests.support.attack_corpus import (
+    REFUSED,
     Route,
     fixed_cases,
     run_fixed_corpus,

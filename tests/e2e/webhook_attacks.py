@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-REFUSED = (401, 403)
+from tests.support.attack_corpus import REFUSED
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,9 +27,8 @@ from tests.fakes.qq_server import FakeQQ
 from tests.fakes.twilio_server import FakeTwilio, twilio_signature
 from tests.fakes.wecom_server import FakeWeCom
 from tests.fakes.whatsapp_server import FakeWhatsApp, hub_signature
-from tests.support.attack_corpus import Route, send
+from tests.support.attack_corpus import REFUSED, Route, send
 
-REFUSED: tuple[int, ...] = (401, 403)
 TWO_DAYS_S = 2 * 86400
 #: Older than the 7 days the WhatsApp channel still answers.
 THIRTY_DAYS_S = 30 * 86400

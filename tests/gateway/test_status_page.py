@@ -151,3 +151,30 @@ async def test_beyond_loopback_without_a_token_the_data_stays_closed(tmp_path: P
                     assert response.status == 200
         finally:
             await daemon.stop()
+
+
+async def test_both_pages_serve_the_one_icon(tmp_path: Path) -> None:
+    # One file is the project's icon (the web chat page's): the status page serves it too.
+    api_port = free_port()
+    async with FakeTelegram() as fake:
+        config = write_gateway(
+            tmp_path, http_host="127.0.0.1", api_port=api_port, fake=fake, token=None
+        )
+        daemon = await DaemonProcess(config).start()
+        try:
+            await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
+            icons = []
+            async with aiohttp.ClientSession() as http:
+                for url in (
+                    status_url(daemon) + "favicon.svg",
+                    f"http://127.0.0.1:{api_port}/static/favicon.svg",
+                    f"http://127.0.0.1:{api_port}/favicon.ico",
+                ):
+                    async with http.get(url) as response:
+                        assert response.status == 200, url
+                        assert response.content_type == "image/svg+xml", url
+                        icons.append(await response.read())
+            assert icons[0].startswith(b"<svg")
+            assert icons == [icons[0]] * 3
+        finally:
+            await daemon.stop()

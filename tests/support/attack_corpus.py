@@ -45,6 +45,8 @@ from hypothesis import strategies as st
 #: (body, time the request claims to be from) -> the headers that make it genuine.
 Sign = Callable[[bytes, float], Mapping[str, str]]
 DELIBERATE_5XX = frozenset({503})
+#: The statuses that count as a forged or unsigned request refused (each channel picks one).
+REFUSED: tuple[int, ...] = (401, 403)
 TRACE_MARKERS = ("Traceback", 'File "', "Exception:")
 
 
