@@ -30,7 +30,8 @@ async def test_a_call_past_its_bound_ends_in_timeout_error() -> None:
     assert loop.time() - started >= BOUND_S
     assert deadlines.running == 0
     task = asyncio.current_task()
-    assert task is not None and task.cancelling() == 0  # the cancellation was taken back
+    assert task is not None
+    assert task.cancelling() == 0  # the cancellation was taken back
 
 
 async def test_a_quick_call_returns_its_result_and_leaves_nothing_running() -> None:
