@@ -69,6 +69,24 @@ def a_killed_draft(
     return any(s < kill < r for s in shown for r in resent for kill in kills)
 
 
+def timeline(
+    fake: FakeTelegram, chat: int, texts: list[str], kills: list[tuple[float, float]]
+) -> str:
+    """What a failed assertion shows: when each copy of `texts` was sent or edited to, against
+    when each kill was signalled and its process seen dead, all relative to the first kill
+    (an unexplained copy is otherwise a text and nothing to go on)."""
+    origin = kills[0][0] if kills else 0.0
+    copies = sorted(
+        (at - origin, method, text)
+        for text in set(texts)
+        for method in ("sendMessage", "editMessageText")
+        for at in shown_at(fake, chat, text, (method,))
+    )
+    shown = "; ".join(f"{at:+.3f} s {method} {text!r}" for at, method, text in copies)
+    killed = ", ".join(f"{s - origin:+.3f}..{d - origin:+.3f} s" for s, d in kills)
+    return f"copies: {shown}; kills (signalled..dead): {killed}"
+
+
 def text_of(chat: int, index: int) -> str:
     # The number first: a streamed reply's first half tells which answer it begins.
     return f"message {index:03d} of chat {chat} asks for its echo"
@@ -161,14 +179,14 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
                 if any(answer.startswith(text) for answer in expected)
                 and a_killed_draft(fake, chat, text, expected, ingress_kills)
             ]
-            assert extra == drafts, extra
+            assert extra == drafts, timeline(fake, chat, extra, kills)
             # In the chat's order, even around a killed ingress: the next answer streams only
             # once the reply it was to show has been sent whole by the other one.
             assert dedupe(answers) == expected
             for text in {t for t in answers if answers.count(t) > 1}:
                 assert explained_by_a_kill(sends.get((str(chat), text)), kills) or a_killed_draft(
                     fake, chat, text, [text], ingress_kills
-                ), text
+                ), timeline(fake, chat, [text], kills)
         # Nothing left to do in the streams, but the dead letter the test planted.
         assert await streams.left_in("IN") == 0
         assert await streams.left_in("OUT") == 0
