@@ -4,7 +4,7 @@
 push, and a cancelled handle left in the loop's heap for the whole timeout (60 s), which the
 loop keeps sifting and rebuilds when half of it is dead. That was about 4% of a turn's
 instructions (callgrind, `python -m bench gateway`), for a bound meant only for a channel whose
-own timeouts are missing. Here the running calls are kept in a dict with their deadlines, and one
+own timeouts are missing. Here the running calls are kept in a set with their deadlines, and one
 check, scheduled only while calls run, cancels those past due: a call runs at most `tick_s`
 longer than its bound, which for a safety net of a minute is nothing.
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -24,18 +25,25 @@ T = TypeVar("T")
 MAX_TICK_S = 1.0
 
 
+@dataclass(eq=False, slots=True)
+class _Call:
+    task: asyncio.Task[object]
+    deadline: float
+    #: The task's cancel count when the call began: more than that at its end is someone else's.
+    cancels: int
+    expired: bool = False
+
+
 class AttemptDeadlines:
-    """Runs awaitables with a bound each; one per event loop user (a `Retrier`)."""
+    """Runs awaitables with a bound each; one per event loop user (a `Retrier`). Calls may
+    nest, in one task or many: each has its own deadline."""
 
     def __init__(self, timeout_s: float) -> None:
         if timeout_s <= 0:
             raise ValueError(f"an attempt's timeout must be positive, got {timeout_s}")
         self.timeout_s = timeout_s
         self._tick_s = min(MAX_TICK_S, timeout_s)
-        #: task -> (deadline on the loop's clock, the task's cancel count when it began)
-        self._running: dict[asyncio.Task[object], tuple[float, int]] = {}
-        #: Tasks this class cancelled whose call has not ended yet.
-        self._expired: set[asyncio.Task[object]] = set()
+        self._running: set[_Call] = set()
         self._check: asyncio.TimerHandle | None = None
         self._check_loop: asyncio.AbstractEventLoop | None = None
 
@@ -49,26 +57,20 @@ class AttemptDeadlines:
         task = asyncio.current_task()
         assert task is not None, "AttemptDeadlines.call runs in a task"
         loop = asyncio.get_running_loop()
-        self._running[task] = (loop.time() + self.timeout_s, task.cancelling())
+        call = _Call(task, loop.time() + self.timeout_s, task.cancelling())
+        self._running.add(call)
         if self._check is None or self._check_loop is not loop:  # (a test's loop may be gone)
             self._check = loop.call_later(self._tick_s, self._cancel_overdue)
             self._check_loop = loop
         try:
             return await operation()
         except asyncio.CancelledError:
-            if task in self._expired:
-                self._expired.discard(task)
-                # Ours, unless someone else cancelled the task as well.
-                if task.uncancel() <= self._running_cancels(task):
-                    raise TimeoutError(f"the call took longer than {self.timeout_s:g} s") from None
+            # Ours, unless someone else cancelled the task as well.
+            if call.expired and task.uncancel() <= call.cancels:
+                raise TimeoutError(f"the call took longer than {self.timeout_s:g} s") from None
             raise
         finally:
-            self._running.pop(task, None)
-            self._expired.discard(task)
-
-    def _running_cancels(self, task: asyncio.Task[object]) -> int:
-        entry = self._running.get(task)
-        return entry[1] if entry is not None else 0
+            self._running.discard(call)
 
     def _cancel_overdue(self) -> None:
         self._check = None
@@ -76,8 +78,8 @@ class AttemptDeadlines:
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
-        for task, (deadline, _cancels) in self._running.items():
-            if deadline <= now and task not in self._expired:
-                self._expired.add(task)
-                task.cancel()
+        for call in self._running:
+            if not call.expired and call.deadline <= now:
+                call.expired = True
+                call.task.cancel()
         self._check = loop.call_later(self._tick_s, self._cancel_overdue)

@@ -67,6 +67,26 @@ async def test_calls_in_many_tasks_are_each_bounded_by_the_one_check() -> None:
     assert results[5] == "sent"
 
 
+async def test_nested_calls_each_keep_their_own_deadline() -> None:
+    patient, hasty = AttemptDeadlines(60.0), AttemptDeadlines(BOUND_S)
+
+    async def outlives_a_hung_inner_call() -> str:
+        with pytest.raises(TimeoutError):
+            await hasty.call(never_answers)
+        return "recovered"
+
+    # The inner call's deadline passes: the outer one, far from its own, goes on.
+    assert await patient.call(outlives_a_hung_inner_call) == "recovered"
+
+    async def waits_inside_a_patient_call() -> str:
+        return await patient.call(never_answers)
+
+    # The outer call's deadline passes while the inner one waits: the outer one times out.
+    with pytest.raises(TimeoutError):
+        await hasty.call(waits_inside_a_patient_call)
+    assert (patient.running, hasty.running) == (0, 0)
+
+
 async def test_the_retrier_tries_a_hung_attempt_again() -> None:
     attempts: list[int] = []
 
