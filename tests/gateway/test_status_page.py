@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
@@ -48,6 +49,22 @@ def write_gateway(
     return config
 
 
+@asynccontextmanager
+async def running_gateway(
+    directory: Path, *, http_host: str, api_port: int, token: str | None
+) -> AsyncIterator[DaemonProcess]:
+    """The daemon of `write_gateway`'s files, its Telegram channel on a fake; stopped after."""
+    async with FakeTelegram() as fake:
+        config = write_gateway(
+            directory, http_host=http_host, api_port=api_port, fake=fake, token=token
+        )
+        daemon = await DaemonProcess(config).start()
+        try:
+            yield daemon
+        finally:
+            await daemon.stop()
+
+
 @pytest.fixture
 async def browser() -> AsyncIterator[BrowserContext]:
     executable = require_chromium()
@@ -74,107 +91,87 @@ async def test_the_page_shows_health_last_error_counts_and_failures_and_refreshe
     tmp_path: Path, browser: BrowserContext
 ) -> None:
     api_port = free_port()
-    async with FakeTelegram() as fake:
-        config = write_gateway(
-            tmp_path, http_host="127.0.0.1", api_port=api_port, fake=fake, token=None
-        )
-        daemon = await DaemonProcess(config).start()
-        try:
-            await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
-            await daemon.wait_log(lambda e: e.get("event") == "channel.down")
-            await chat(api_port, "first")
-            page: Page = await browser.new_page()
-            await page.goto(status_url(daemon))
-            profile = page.locator("[data-profile=main]")
-            await expect(profile.locator("h2")).to_contain_text("agent echo")
-            telegram = profile.locator("[data-channel=telegram]")
-            await expect(telegram.locator(".status")).to_have_text("down")
-            await expect(telegram).to_contain_text("rejected the bot token")
-            await expect(profile.locator("[data-channel=api] .status")).to_have_text("healthy")
-            await expect(profile.locator("[data-figure=turns]")).to_contain_text("1 ok")
-            await expect(profile.locator("[data-figure=sessions]")).to_contain_text("1")
-            await expect(page.locator("#failures")).to_contain_text("channel.down")
-            assert WRONG_TELEGRAM_TOKEN not in await page.content()
-            # It refreshes itself: a second turn shows up without a reload.
-            await chat(api_port, "second")
-            await expect(profile.locator("[data-figure=turns]")).to_contain_text("2 ok")
-            # The favicon is served, and the page is read-only.
-            async with aiohttp.ClientSession() as http:
-                async with http.get(status_url(daemon) + "favicon.svg") as response:
-                    assert response.status == 200
-                    assert response.content_type == "image/svg+xml"
-                async with http.post(status_url(daemon) + "status.json") as response:
-                    assert response.status in (404, 405)
-        finally:
-            await daemon.stop()
+    async with running_gateway(
+        tmp_path, http_host="127.0.0.1", api_port=api_port, token=None
+    ) as daemon:
+        await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
+        await daemon.wait_log(lambda e: e.get("event") == "channel.down")
+        await chat(api_port, "first")
+        page: Page = await browser.new_page()
+        await page.goto(status_url(daemon))
+        profile = page.locator("[data-profile=main]")
+        await expect(profile.locator("h2")).to_contain_text("agent echo")
+        telegram = profile.locator("[data-channel=telegram]")
+        await expect(telegram.locator(".status")).to_have_text("down")
+        await expect(telegram).to_contain_text("rejected the bot token")
+        await expect(profile.locator("[data-channel=api] .status")).to_have_text("healthy")
+        await expect(profile.locator("[data-figure=turns]")).to_contain_text("1 ok")
+        await expect(profile.locator("[data-figure=sessions]")).to_contain_text("1")
+        await expect(page.locator("#failures")).to_contain_text("channel.down")
+        assert WRONG_TELEGRAM_TOKEN not in await page.content()
+        # It refreshes itself: a second turn shows up without a reload.
+        await chat(api_port, "second")
+        await expect(profile.locator("[data-figure=turns]")).to_contain_text("2 ok")
+        # The favicon is served, and the page is read-only.
+        async with aiohttp.ClientSession() as http:
+            async with http.get(status_url(daemon) + "favicon.svg") as response:
+                assert response.status == 200
+                assert response.content_type == "image/svg+xml"
+            async with http.post(status_url(daemon) + "status.json") as response:
+                assert response.status in (404, 405)
 
 
 async def test_beyond_loopback_the_page_needs_the_token(
     tmp_path: Path, browser: BrowserContext
 ) -> None:
-    async with FakeTelegram() as fake:
-        config = write_gateway(
-            tmp_path, http_host="0.0.0.0", api_port=free_port(), fake=fake, token=STATUS_TOKEN
-        )
-        daemon = await DaemonProcess(config).start()
-        try:
-            url = status_url(daemon)
-            async with aiohttp.ClientSession() as http, http.get(url + "status.json") as response:
-                assert response.status == 401
-            page = await browser.new_page()
-            await page.goto(url)
-            await expect(page.locator("#token-form")).to_be_visible()
-            await page.fill("#token-input", "not-it")
-            await page.click("#token-form button")
-            await expect(page.locator("#error")).to_have_text("That token was refused.")
-            await page.fill("#token-input", STATUS_TOKEN)
-            await page.click("#token-form button")
-            await expect(page.locator("[data-profile=main] h2")).to_contain_text("agent echo")
-            await expect(page.locator("#token-form")).to_be_hidden()
-        finally:
-            await daemon.stop()
+    async with running_gateway(
+        tmp_path, http_host="0.0.0.0", api_port=free_port(), token=STATUS_TOKEN
+    ) as daemon:
+        url = status_url(daemon)
+        async with aiohttp.ClientSession() as http, http.get(url + "status.json") as response:
+            assert response.status == 401
+        page = await browser.new_page()
+        await page.goto(url)
+        await expect(page.locator("#token-form")).to_be_visible()
+        await page.fill("#token-input", "not-it")
+        await page.click("#token-form button")
+        await expect(page.locator("#error")).to_have_text("That token was refused.")
+        await page.fill("#token-input", STATUS_TOKEN)
+        await page.click("#token-form button")
+        await expect(page.locator("[data-profile=main] h2")).to_contain_text("agent echo")
+        await expect(page.locator("#token-form")).to_be_hidden()
 
 
 async def test_beyond_loopback_without_a_token_the_data_stays_closed(tmp_path: Path) -> None:
-    async with FakeTelegram() as fake:
-        config = write_gateway(
-            tmp_path, http_host="0.0.0.0", api_port=free_port(), fake=fake, token=None
-        )
-        daemon = await DaemonProcess(config).start()
-        try:
-            url = status_url(daemon)
-            async with aiohttp.ClientSession() as http:
-                async with http.get(url + "status.json") as response:
-                    assert response.status == 403
-                    assert "http.token" in (await response.json())["suggestion"]
-                async with http.get(url + "healthz") as response:
-                    assert response.status == 200
-        finally:
-            await daemon.stop()
+    async with running_gateway(
+        tmp_path, http_host="0.0.0.0", api_port=free_port(), token=None
+    ) as daemon:
+        url = status_url(daemon)
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url + "status.json") as response:
+                assert response.status == 403
+                assert "http.token" in (await response.json())["suggestion"]
+            async with http.get(url + "healthz") as response:
+                assert response.status == 200
 
 
 async def test_both_pages_serve_the_one_icon(tmp_path: Path) -> None:
     # One file is the project's icon (the web chat page's): the status page serves it too.
     api_port = free_port()
-    async with FakeTelegram() as fake:
-        config = write_gateway(
-            tmp_path, http_host="127.0.0.1", api_port=api_port, fake=fake, token=None
-        )
-        daemon = await DaemonProcess(config).start()
-        try:
-            await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
-            icons = []
-            async with aiohttp.ClientSession() as http:
-                for url in (
-                    status_url(daemon) + "favicon.svg",
-                    f"http://127.0.0.1:{api_port}/static/favicon.svg",
-                    f"http://127.0.0.1:{api_port}/favicon.ico",
-                ):
-                    async with http.get(url) as response:
-                        assert response.status == 200, url
-                        assert response.content_type == "image/svg+xml", url
-                        icons.append(await response.read())
-            assert icons[0].startswith(b"<svg")
-            assert icons == [icons[0]] * 3
-        finally:
-            await daemon.stop()
+    async with running_gateway(
+        tmp_path, http_host="127.0.0.1", api_port=api_port, token=None
+    ) as daemon:
+        await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
+        icons = []
+        async with aiohttp.ClientSession() as http:
+            for url in (
+                status_url(daemon) + "favicon.svg",
+                f"http://127.0.0.1:{api_port}/static/favicon.svg",
+                f"http://127.0.0.1:{api_port}/favicon.ico",
+            ):
+                async with http.get(url) as response:
+                    assert response.status == 200, url
+                    assert response.content_type == "image/svg+xml", url
+                    icons.append(await response.read())
+        assert icons[0].startswith(b"<svg")
+        assert icons == [icons[0]] * 3
