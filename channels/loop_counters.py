@@ -19,12 +19,15 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
+
+S = TypeVar("S")
 
 
 class LoopCount:
@@ -40,9 +43,37 @@ class LoopCount:
         self.value += amount
 
 
-class LoopCounter(Collector):
-    """A counter family: `labels(...)` gives a series (keep it: the lookup costs more than the
-    count), `inc()` counts on it."""
+class _LoopFamily(Collector, Generic[S]):
+    """A family of series by label values, registered with its registry."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        registry: CollectorRegistry,
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._labelnames = tuple(labelnames)
+        self._series: dict[tuple[str, ...], S] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> S:
+        """The series of these label values (keep it: the lookup costs more than a count)."""
+        series = self._series.get(values)
+        if series is None:
+            if len(values) != len(self._labelnames):
+                raise ValueError(f"{self._name} takes the labels {self._labelnames}, got {values}")
+            series = self._series[values] = self._new_series()
+        return series
+
+    def _new_series(self) -> S:
+        raise NotImplementedError
+
+
+class LoopCounter(_LoopFamily[LoopCount]):
+    """A counter family: `labels(...)` gives a series, `inc()` counts on it."""
 
     def __init__(
         self,
@@ -52,19 +83,10 @@ class LoopCounter(Collector):
         *,
         registry: CollectorRegistry,
     ) -> None:
-        self._name = name.removesuffix("_total")
-        self._documentation = documentation
-        self._labelnames = tuple(labelnames)
-        self._series: dict[tuple[str, ...], LoopCount] = {}
-        registry.register(self)
+        super().__init__(name.removesuffix("_total"), documentation, labelnames, registry)
 
-    def labels(self, *values: str) -> LoopCount:
-        series = self._series.get(values)
-        if series is None:
-            if len(values) != len(self._labelnames):
-                raise ValueError(f"{self._name} takes the labels {self._labelnames}, got {values}")
-            series = self._series[values] = LoopCount()
-        return series
+    def _new_series(self) -> LoopCount:
+        return LoopCount()
 
     def describe(self) -> Iterable[Metric]:
         yield CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
@@ -94,7 +116,7 @@ class LoopObservations:
         self.sum += amount
 
 
-class LoopHistogram(Collector):
+class LoopHistogram(_LoopFamily[LoopObservations]):
     """A histogram family with fixed buckets: `labels(...)` gives a series, `observe()`."""
 
     def __init__(
@@ -109,20 +131,11 @@ class LoopHistogram(Collector):
         bounds = sorted(float(bound) for bound in buckets if bound != float("inf"))
         if not bounds:
             raise ValueError(f"{name} needs at least one finite bucket")
-        self._name = name
-        self._documentation = documentation
-        self._labelnames = tuple(labelnames)
         self._upper_bounds = tuple(bounds)
-        self._series: dict[tuple[str, ...], LoopObservations] = {}
-        registry.register(self)
+        super().__init__(name, documentation, labelnames, registry)
 
-    def labels(self, *values: str) -> LoopObservations:
-        series = self._series.get(values)
-        if series is None:
-            if len(values) != len(self._labelnames):
-                raise ValueError(f"{self._name} takes the labels {self._labelnames}, got {values}")
-            series = self._series[values] = LoopObservations(self._upper_bounds)
-        return series
+    def _new_series(self) -> LoopObservations:
+        return LoopObservations(self._upper_bounds)
 
     def describe(self) -> Iterable[Metric]:
         yield HistogramMetricFamily(self._name, self._documentation, labels=self._labelnames)
