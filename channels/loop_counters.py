@@ -46,14 +46,18 @@ class LoopCount:
 class _LoopFamily(Collector, Generic[S]):
     """A family of series by label values, registered with its registry."""
 
+    #: What a name may end with that the exposition adds itself (a counter's `_total`).
+    _exposition_suffix = ""
+
     def __init__(
         self,
         name: str,
         documentation: str,
         labelnames: Sequence[str],
+        *,
         registry: CollectorRegistry,
     ) -> None:
-        self._name = name
+        self._name = name.removesuffix(self._exposition_suffix) if self._exposition_suffix else name
         self._documentation = documentation
         self._labelnames = tuple(labelnames)
         self._series: dict[tuple[str, ...], S] = {}
@@ -75,15 +79,7 @@ class _LoopFamily(Collector, Generic[S]):
 class LoopCounter(_LoopFamily[LoopCount]):
     """A counter family: `labels(...)` gives a series, `inc()` counts on it."""
 
-    def __init__(
-        self,
-        name: str,
-        documentation: str,
-        labelnames: Sequence[str],
-        *,
-        registry: CollectorRegistry,
-    ) -> None:
-        super().__init__(name.removesuffix("_total"), documentation, labelnames, registry)
+    _exposition_suffix = "_total"
 
     def _new_series(self) -> LoopCount:
         return LoopCount()
@@ -132,7 +128,7 @@ class LoopHistogram(_LoopFamily[LoopObservations]):
         if not bounds:
             raise ValueError(f"{name} needs at least one finite bucket")
         self._upper_bounds = tuple(bounds)
-        super().__init__(name, documentation, labelnames, registry)
+        super().__init__(name, documentation, labelnames, registry=registry)
 
     def _new_series(self) -> LoopObservations:
         return LoopObservations(self._upper_bounds)
