@@ -40,6 +40,8 @@ class LoopCount:
         self.created = time.time()
 
     def inc(self, amount: float = 1.0) -> None:
+        if amount < 0:
+            raise ValueError(f"a counter only goes up; {amount} would take it down")
         self.value += amount
 
 

@@ -71,3 +71,9 @@ def test_the_wrong_number_of_labels_is_refused() -> None:
     )
     with pytest.raises(ValueError, match="takes the labels"):
         counter.labels("main")
+
+
+def test_a_counter_only_goes_up() -> None:
+    counter = LoopCounter("octos_turns", "Agent turns", ["profile"], registry=CollectorRegistry())
+    with pytest.raises(ValueError, match="only goes up"):
+        counter.labels("main").inc(-1)
