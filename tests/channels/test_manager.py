@@ -31,12 +31,16 @@ def out(content: str, *, chat_id: str = "c1", channel: str = "rec") -> OutboundM
 
 # `wait_for`'s conditions, made by functions: these bind the channel and the count when called,
 # where a lambda in a loop would see the loop's later values (ruff's B023).
-def has_started(channel: RecordingChannel, times: int = 1) -> Callable[[], bool]:
-    return lambda: len(channel.of("start")) >= times
+def has_started(channel: RecordingChannel, times: int | None = None) -> Callable[[], bool]:
+    """Started at all (`times` None), or exactly `times` times."""
+    if times is None:
+        return lambda: bool(channel.of("start"))
+    return lambda: len(channel.of("start")) == times
 
 
 def has_delivered(channel: RecordingChannel, count: int) -> Callable[[], bool]:
-    return lambda: len(channel.delivered) >= count
+    """Exactly `count` messages delivered."""
+    return lambda: len(channel.delivered) == count
 
 
 async def started(*channels: RecordingChannel) -> None:
