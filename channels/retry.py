@@ -74,14 +74,18 @@ def backoff_delay_s(attempt: int, base_s: float, cap_s: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """The pause of a poller after a failed poll (Telegram's getUpdates, an IMAP session):
-    `initial_s` first, doubled after each further failure up to `max_s`."""
+    """An exponential backoff: `initial_s` after the first failure, doubled after each further
+    one up to `max_s`. A poller (Telegram's getUpdates, an IMAP session) doubles the pause it
+    keeps with `next`; a send's retries and a channel's restarts count failures (`delay_s`)."""
 
     initial_s: float = 5.0
     max_s: float = 60.0
 
     def next(self, delay_s: float) -> float:
         return min(delay_s * 2, self.max_s)
+
+    def delay_s(self, failures: int) -> float:
+        return backoff_delay_s(failures, self.initial_s, self.max_s)
 
 
 #: Failures worth trying again after a pause, including the ones a channel forgot to wrap.
@@ -99,11 +103,10 @@ def is_transient(exc: BaseException) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    # Shaped like supervisor.RestartPolicy (numbers of a backoff), but one send's retries, not
-    # a channel's restarts: separate knobs in the config, so separate types.
+    """How one send or edit is tried again; `backoff` paces the transient failures."""
+
     max_attempts: int = 5
-    backoff_base_s: float = 1.0
-    backoff_cap_s: float = 30.0
+    backoff: Backoff = Backoff(initial_s=1.0, max_s=30.0)
     #: A platform asking for a longer pause than this is obeyed only this far.
     max_retry_after_s: float = 300.0
     #: Bounds each single attempt, in case a channel's own timeouts are missing.
@@ -173,9 +176,7 @@ class Retrier:
                         exc, Reason.UNKNOWN, channel, chat_id, action, attempt
                     ) from exc
                 reason, error = Reason.TRANSIENT, exc
-                delay_s = self._jitter(
-                    backoff_delay_s(attempt, policy.backoff_base_s, policy.backoff_cap_s)
-                )
+                delay_s = self._jitter(policy.backoff.delay_s(attempt))
             if attempt >= policy.max_attempts:
                 raise self._give_up(error, reason, channel, chat_id, action, attempt) from error
             log.info(

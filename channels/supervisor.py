@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 import structlog
@@ -23,7 +23,7 @@ from channels.base import Channel
 from channels.errors import FatalChannelError
 from channels.health import ChannelHealth, HealthStatus
 from channels.metrics import ChannelMetrics
-from channels.retry import Clock, Jitter, Sleep, backoff_delay_s, full_jitter
+from channels.retry import Backoff, Clock, Jitter, Sleep, full_jitter
 from channels.stopping import sleep_unless_set
 
 log = structlog.get_logger(__name__)
@@ -42,9 +42,9 @@ async def start_channel(channel: Channel, inbound: InboundSender, stopping: asyn
 
 @dataclass(frozen=True, slots=True)
 class RestartPolicy:
-    # Shaped like retry.RetryPolicy; a channel's restarts, not one send's retries.
-    base_delay_s: float = 1.0
-    max_delay_s: float = 60.0
+    """How often and how soon a failed channel is started again."""
+
+    backoff: Backoff = field(default_factory=lambda: Backoff(initial_s=1.0, max_s=60.0))
     max_restarts: int = 20
     window_s: float = 3600.0
     #: A run at least this long counts as a success: the next failure backs off from the start.
@@ -187,9 +187,7 @@ class ChannelSupervisor:
                 None,
             )
             return False
-        delay_s = self._jitter(
-            backoff_delay_s(failures, self.policy.base_delay_s, self.policy.max_delay_s)
-        )
+        delay_s = self._jitter(self.policy.backoff.delay_s(failures))
         self._set_state(SupervisorState.RESTARTING, failure)
         log.warning(
             "channel.restarting",

@@ -79,10 +79,10 @@ def store_unreachable(loaded: LoadedConfig) -> str | None:
     return None
 
 
-# One run's tally, a field per outcome: declared like the channels' RetryPolicy and
-# RestartPolicy (numbers with defaults), nothing shared.
 @dataclass(slots=True)
 class Counts:
+    """One run's tally, a field per outcome."""
+
     copied: int = 0
     messages: int = 0
     already: int = 0

@@ -20,7 +20,7 @@ from channels.errors import (
     TransientError,
 )
 from channels.limits import PlatformLimit
-from channels.retry import RetryPolicy
+from channels.retry import Backoff, RetryPolicy
 from tests.channels.conftest import (
     ChannelFactory,
     FakeClock,
@@ -163,7 +163,9 @@ async def test_gives_up_after_max_attempts_with_a_typed_error(
 ) -> None:
     channel = make_channel()
     channel.fail("send", *[TransientError("down")] * 5)
-    manager = managing(channel, retry_policy=RetryPolicy(max_attempts=5, backoff_cap_s=5.0))
+    manager = managing(
+        channel, retry_policy=RetryPolicy(max_attempts=5, backoff=Backoff(initial_s=1.0, max_s=5.0))
+    )
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("hello"))
