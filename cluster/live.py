@@ -16,6 +16,8 @@ the ingress says which in the inbound message's `Octos-Live` header.
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass, field
+
 import structlog
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -32,40 +34,32 @@ log = structlog.get_logger(__name__)
 MAX_BACKLOG_BYTES = 256 * 1024
 
 
+@dataclass(slots=True)
 class LiveTurn:
     """One turn's outbound sink (`gateway.turns.OutboundSink`) towards its ingress."""
 
-    def __init__(
-        self,
-        client: Client,
-        subject: str,
-        profile: str,
-        *,
-        streams: bool,
-        shows_typing: bool,
-        after: str | None = None,
-    ) -> None:
-        # Its arguments kept one by one, as any constructor does (many in the project read alike).
-        self._client = client
-        self._subject = subject
-        self._profile = profile
-        #: The reply of the chat (its message id) the ingress shows these events after.
-        self._after = after
-        self.streams = streams
-        self.shows_typing = shows_typing
-        self.skipped = 0
+    client: Client
+    subject: str
+    profile: str
+    _: KW_ONLY
+    streams: bool
+    shows_typing: bool
+    #: The reply of the chat (its message id) the ingress shows these events after.
+    after: str | None = None
+    #: Events not sent (a slow or lost connection): losing one costs nothing, see above.
+    skipped: int = field(default=0, init=False)
 
     async def send(self, event: OutboundEvent) -> None:
         if isinstance(event, OutboundMessage):
             raise TypeError("a turn's reply goes to the outbound stream, never as a live event")
-        client = self._client
+        client = self.client
         if not client.is_connected or client.pending_data_size > MAX_BACKLOG_BYTES:
             self.skipped += 1
             log.debug("cluster.live_event_skipped", backlog_bytes=client.pending_data_size)
             return
-        headers, body = live_signal_message(self._profile, event, after=self._after)
+        headers, body = live_signal_message(self.profile, event, after=self.after)
         try:
-            await client.publish(self._subject, body, headers=headers)
+            await client.publish(self.subject, body, headers=headers)
         except NATS_ERRORS as error:
             self.skipped += 1
             log.debug("cluster.live_event_not_sent", error=str(error) or type(error).__name__)
