@@ -7,6 +7,7 @@ The classes are alike in form on purpose: one per failure, each keeping its fact
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 
 class SessionError(Exception):
@@ -40,27 +41,31 @@ class SessionKeyCollision(SessionError):
         )
 
 
-class SessionExists(SessionError):
+class SessionChangeRefused(SessionError):
+    """A change to session `key` (its file or row at `path`) refused, so its history is kept;
+    each kind says why, and what to do, in its `explanation`."""
+
+    explanation: ClassVar[str]
+
+    def __init__(self, key: str, path: Path | str) -> None:
+        self.key = key
+        self.path = path
+        super().__init__(self.explanation.format(key=repr(key), path=path))
+
+
+class SessionExists(SessionChangeRefused):
     """A fork or create would overwrite a session that already has history."""
 
-    def __init__(self, key: str, path: Path | str) -> None:
-        self.key = key
-        self.path = path
-        super().__init__(
-            f"session {key!r} exists already ({path}); switch to it, or archive it first"
-        )
+    explanation = "session {key} exists already ({path}); switch to it, or archive it first"
 
 
-class EmptyRewriteRefused(SessionError):
+class EmptyRewriteRefused(SessionChangeRefused):
     """A rewrite would replace a session that has messages with an empty one."""
 
-    def __init__(self, key: str, path: Path | str) -> None:
-        self.key = key
-        self.path = path
-        super().__init__(
-            f"refusing to replace session {key!r} ({path}) with an empty one; "
-            "archive it instead (reset/delete do), so its history is kept"
-        )
+    explanation = (
+        "refusing to replace session {key} ({path}) with an empty one; "
+        "archive it instead (reset/delete do), so its history is kept"
+    )
 
 
 class SessionWriteError(SessionError):
