@@ -28,7 +28,7 @@ from channels.limits import PLATFORM_LIMITS
 from channels.retry import Backoff
 from channels.telegram.errors import CHANNEL, rejected_token, translate, translated
 from channels.telegram.media import download, media_dir
-from channels.telegram.outbound import TelegramSender, telegram_message_id
+from channels.telegram.outbound import TelegramSender
 from channels.telegram.polling import (
     ALLOWED_UPDATES,
     GOODBYE_TIMEOUT_S,
@@ -216,7 +216,7 @@ class TelegramChannel(Channel):
                 log.debug("telegram.update_ignored", update_id=update.update_id)
                 return
             media = await self._download_media(incoming) if incoming.media else []
-            await inbound.send(incoming.to_inbound(media))
+            await inbound.send(incoming.with_files(media))
         except (PipeClosed, InboundRefused):
             raise  # nothing was stored: the update must be offered again, not acknowledged
         except Exception:  # supervision point: one update must not stop the channel
@@ -224,10 +224,11 @@ class TelegramChannel(Channel):
 
     async def _download_media(self, incoming: IncomingMessage) -> list[str]:
         # A stranger's files are not fetched: the dispatcher will refuse the message anyway.
-        if not self.is_allowed(incoming.sender_id):
+        message = incoming.message
+        if not self.is_allowed(message.sender_id):
             return []
-        directory = media_dir(self._data_dir, incoming.chat_id)
-        message_id = telegram_message_id(incoming.message_id)
+        directory = media_dir(self._data_dir, message.chat_id)
+        message_id = int(message.metadata["telegram_message_id"])
         paths: list[str] = []
         for ref in incoming.media:
             try:
@@ -236,7 +237,7 @@ class TelegramChannel(Channel):
                 )
             except ChannelError as exc:
                 log.warning("telegram.media_not_downloaded", kind=ref.kind, error=str(exc))
-                incoming.metadata.setdefault("media_errors", []).append(f"{ref.kind}: {exc}")
+                message.metadata.setdefault("media_errors", []).append(f"{ref.kind}: {exc}")
                 continue
             paths.append(str(path))
         return paths

@@ -9,8 +9,7 @@ out of the text in every chat. Entity offsets are in UTF-16 code units, as Teleg
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
 from telegram import Message, MessageEntity, Update, User
@@ -45,30 +44,14 @@ class MediaRef:
 
 @dataclass(frozen=True, slots=True)
 class IncomingMessage:
-    """A message for the gateway, before its files are downloaded."""
+    """A message for the gateway and its files, still on Telegram's servers."""
 
-    chat_id: str
-    sender_id: str
-    content: str
-    #: Telegram numbers messages per chat; the chat id makes the id unique for dedup.
-    message_id: str
-    timestamp: datetime
-    metadata: dict[str, Any] = field(default_factory=dict)
+    message: InboundMessage
     media: tuple[MediaRef, ...] = ()
 
-    # Telegram's message onto InboundMessage's fields: every channel writes this mapping, alike
-    # in shape, with its own sources.
-    def to_inbound(self, media_paths: Sequence[str] = ()) -> InboundMessage:
-        return InboundMessage(
-            channel=CHANNEL,
-            sender_id=self.sender_id,
-            chat_id=self.chat_id,
-            content=self.content,
-            timestamp=self.timestamp,
-            media=list(media_paths),
-            metadata=dict(self.metadata),
-            message_id=self.message_id,
-        )
+    def with_files(self, paths: Sequence[str]) -> InboundMessage:
+        """The message with the files downloaded to `paths` (the ones that could be)."""
+        return self.message.model_copy(update={"media": list(paths)}) if paths else self.message
 
 
 def sender_id_of(user: User) -> str:
@@ -104,15 +87,17 @@ def read_update(
     media = _media_of(message)
     if not text.strip() and not media:
         return None
-    return IncomingMessage(
-        chat_id=str(message.chat.id),
+    inbound = InboundMessage(
+        channel=CHANNEL,
         sender_id=sender_id_of(user),
+        chat_id=str(message.chat.id),
         content=text.strip(),
-        message_id=dedup_id(message.chat.id, message.message_id),
         timestamp=message.date,
         metadata=_metadata(message, user),
-        media=media,
+        # Telegram numbers messages per chat; the chat id makes the id unique for dedup.
+        message_id=dedup_id(message.chat.id, message.message_id),
     )
+    return IncomingMessage(inbound, media)
 
 
 def _metadata(message: Message, user: User) -> dict[str, Any]:

@@ -65,9 +65,11 @@ def message(
 def test_a_private_text_message() -> None:
     incoming = read_update(update(message("hello")), BOT, require_mention=True)
     assert incoming is not None
-    assert (incoming.sender_id, incoming.chat_id, incoming.content) == ("42|ann", "42", "hello")
-    assert incoming.message_id == "42:10"
-    assert incoming.metadata["sender_name"] == "Ann"
+    got = incoming.message
+    assert (got.channel, got.sender_id, got.chat_id) == ("telegram", "42|ann", "42")
+    assert got.content == "hello"
+    assert got.message_id == "42:10"
+    assert got.metadata["sender_name"] == "Ann"
 
 
 @pytest.mark.parametrize(
@@ -89,7 +91,7 @@ def test_group_mentions_are_matched_case_insensitively_and_cut() -> None:
         update(message("@Octos_Bot  please help", chat_type="group")), BOT, require_mention=True
     )
     assert incoming is not None
-    assert incoming.content == "please help"
+    assert incoming.message.content == "please help"
 
 
 def test_a_text_mention_of_the_bot_counts() -> None:
@@ -100,7 +102,7 @@ def test_a_text_mention_of_the_bot_counts() -> None:
         update(message(text, chat_type="supergroup", entities=[entity])), BOT, require_mention=True
     )
     assert incoming is not None
-    assert incoming.content == ", status?"
+    assert incoming.message.content == ", status?"
 
 
 def test_a_mention_of_someone_else_does_not_count() -> None:
@@ -111,10 +113,10 @@ def test_a_mention_of_someone_else_does_not_count() -> None:
 def test_a_command_for_another_bot_keeps_its_suffix_in_private() -> None:
     incoming = read_update(update(message("/help@other_bot")), BOT, require_mention=True)
     assert incoming is not None
-    assert incoming.content == "/help@other_bot"
+    assert incoming.message.content == "/help@other_bot"
     own = read_update(update(message("/help@octos_bot topic")), BOT, require_mention=True)
     assert own is not None
-    assert own.content == "/help topic"
+    assert own.message.content == "/help topic"
 
 
 def test_a_caption_with_a_mention_and_a_photo() -> None:
@@ -132,7 +134,7 @@ def test_a_caption_with_a_mention_and_a_photo() -> None:
     )
     incoming = read_update(update(data), BOT, require_mention=True)
     assert incoming is not None
-    assert incoming.content == "what is this?"
+    assert incoming.message.content == "what is this?"
     [ref] = incoming.media
     assert (ref.kind, ref.file_id, ref.file_size) == ("photo", "big", 7)
 
