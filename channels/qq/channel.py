@@ -23,7 +23,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from bus import InboundMessage, InboundSender, OutboundMessage
+from bus import InboundSender, OutboundMessage
 from channels.answers import answered_ids
 from channels.backpressure import until_taken
 from channels.base import Channel
@@ -174,19 +174,8 @@ class QQBotChannel(Channel):
             log.info("qq.duplicate_skipped", event_id=message.event_id)
             return
         self._replies.received(message.msg_id, message.kind)
-        # QQ's message onto InboundMessage's fields: every channel writes this mapping, alike
-        # in shape, with its own sources.
-        if message.text:
-            await inbound.send(
-                InboundMessage(
-                    channel=CHANNEL,
-                    sender_id=message.sender_id,
-                    chat_id=message.chat_id,
-                    content=message.text,
-                    message_id=message.msg_id,
-                    metadata={"chat_type": message.kind},
-                )
-            )
+        if message.inbound is not None:
+            await inbound.send(message.inbound)
         self._dedup.seen(message.event_id)
 
     async def stop(self) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bus import InboundMessage
 from channels.qq.passive import ChatKind
+from channels.qq.token import CHANNEL
 
 C2C_MESSAGE = "C2C_MESSAGE_CREATE"
 GROUP_MESSAGE = "GROUP_AT_MESSAGE_CREATE"
@@ -23,12 +25,13 @@ class MalformedEvent(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class QQMessage:
+    """A message event: its ids (dedup, the passive reply window) and, when it has text, the
+    message for the gateway."""
+
     event_id: str
     msg_id: str
     kind: ChatKind
-    sender_id: str
-    chat_id: str
-    text: str
+    inbound: InboundMessage | None
 
 
 def _text(value: object, what: str) -> str:
@@ -58,14 +61,20 @@ def parse_message(payload: dict[str, Any]) -> QQMessage | None:
         kind = "group"
         chat_id = f"group:{_text(data.get('group_openid'), 'd.group_openid')}"
     content = data.get("content")
-    return QQMessage(
-        event_id=str(event_id),
-        msg_id=msg_id,
-        kind=kind,
-        sender_id=sender,
-        chat_id=chat_id,
-        text=content.strip() if isinstance(content, str) else "",
+    text = content.strip() if isinstance(content, str) else ""
+    inbound = (
+        InboundMessage(
+            channel=CHANNEL,
+            sender_id=sender,
+            chat_id=chat_id,
+            content=text,
+            message_id=msg_id,
+            metadata={"chat_type": kind},
+        )
+        if text
+        else None
     )
+    return QQMessage(str(event_id), msg_id, kind, inbound)
 
 
 def target(chat_id: str) -> tuple[ChatKind, str]:
