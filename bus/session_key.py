@@ -14,8 +14,7 @@ part name a profile.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
@@ -53,8 +52,10 @@ def is_channel_name(name: str) -> bool:
     return name in KNOWN_CHANNELS
 
 
-@dataclass(frozen=True, slots=True)
-class SessionKey:
+class SessionKey(NamedTuple):
+    """Which conversation: a value, hashed and compared as a tuple (in C: a turn looks its
+    session up by key several times)."""
+
     channel: str
     chat_id: str
     profile: str | None = None
