@@ -220,7 +220,7 @@ class PostgresSessionStore(StoreBase):
         async with self._connection() as connection:
             infos, skipped = await queries.list_infos(connection, self.scope, base_key, self.where)
         for key in skipped:
-            log.warning("sessions.newer_schema_skipped", key=str(key), database=self.where)
+            log.warning("sessions.newer_schema_skipped", key=key, database=self.where)
         return infos
 
     async def scopes(self) -> builtins.list[str]:
