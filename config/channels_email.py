@@ -24,6 +24,13 @@ _IMAP_PORTS = {"ssl": 993, "starttls": 143, "none": 143}
 _SMTP_PORTS = {"ssl": 465, "starttls": 587, "none": 25}
 
 
+def _security_field() -> Security:
+    """`security`: the same setting, worded once, for the IMAP and the SMTP server."""
+    return Field(
+        "ssl", description="ssl (implicit TLS), starttls, or none (only on a trusted network)."
+    )
+
+
 def check_address(value: str) -> str:
     if not _ADDRESS.fullmatch(value.strip()):
         raise ConfigValueError(
@@ -37,9 +44,7 @@ class ImapSettings(ConfigModel):
     port: MailPort | None = Field(
         None, description="IMAP port; unset means 993 with ssl, else 143."
     )
-    security: Security = Field(
-        "ssl", description="ssl (implicit TLS), starttls, or none (only on a trusted network)."
-    )
+    security: Security = _security_field()
     username: str | None = Field(None, description="IMAP login; unset means the address.")
     password: Secret = Field(description="IMAP password (an app password where one is needed).")
     folder: str = Field("INBOX", min_length=1, description="Mailbox folder the bot reads.")
@@ -55,9 +60,7 @@ class SmtpSettings(ConfigModel):
     port: MailPort | None = Field(
         None, description="SMTP port; unset means 465 with ssl, 587 with starttls, 25 with none."
     )
-    security: Security = Field(
-        "ssl", description="ssl (implicit TLS), starttls, or none (only on a trusted network)."
-    )
+    security: Security = _security_field()
     username: str | None = Field(
         None, description="SMTP login; unset means the address (when a password is set)."
     )
