@@ -1,4 +1,4 @@
-"""The outbound router: from the bus to per-chat delivery lanes.
+"""The outbound router: from the bus to per-chat delivery lanes (`bus.lanes`).
 
 Events for one chat (channel, chat_id) are delivered one at a time, in order, by that chat's
 lane; different chats proceed concurrently, at most `max_active_chats` at once, so one slow chat
@@ -11,13 +11,13 @@ stream queued behind it is skipped: snapshots are whole texts, so only the newes
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
 
 from bus import OutboundEvent, OutboundMessage, StreamSnapshot
+from bus.lanes import KeyedLanes, Lane
 
 log = structlog.get_logger(__name__)
 
@@ -65,10 +65,12 @@ class _Slots:
             waiter.set_result(None)
 
 
+#: (sequence number, event, its stream): the stream found once, when the event is queued
+_Queued = tuple[int, OutboundEvent, str | None]
+
+
 @dataclass(eq=False)
-class _Lane:
-    #: (sequence number, event, its stream): the stream found once, when the event is queued
-    items: deque[tuple[int, OutboundEvent, str | None]] = field(default_factory=deque)
+class _Lane(Lane[_Queued]):
     #: stream_id -> sequence number of that stream's newest event in this lane
     newest: dict[str, int] = field(default_factory=dict)
 
@@ -81,7 +83,7 @@ class _Lane:
         return isinstance(event, StreamSnapshot) and newest > seq
 
 
-class OutboundRouter:
+class OutboundRouter(KeyedLanes[LaneKey, _Queued, _Lane]):
     """Reads one outbound source and delivers it through per-chat lanes; one router per run."""
 
     def __init__(
@@ -92,11 +94,11 @@ class OutboundRouter:
         max_active_chats: int = 64,
         max_queued: int = 1024,
     ) -> None:
+        super().__init__()
         self._deliver = deliver
         self._source_depth = source_depth
         self._active_chats = _Slots(max_active_chats)
         self._queue_slots = _Slots(max_queued)
-        self._lanes: dict[LaneKey, _Lane] = {}
         self._seq = 0
         self._in_flight = 0
         self._changed = asyncio.Event()
@@ -142,7 +144,7 @@ class OutboundRouter:
             # No await between finding the lane and appending: a lane only closes when empty.
             self._seq += 1
             stream_id = _stream_of(event)
-            lane.items.append((self._seq, event, stream_id))
+            lane.pending.append((self._seq, event, stream_id))
             if stream_id is not None:
                 lane.newest[stream_id] = self._seq
 
@@ -157,32 +159,31 @@ class OutboundRouter:
             except asyncio.CancelledError:
                 self._queue_slots.give_back()
                 raise
-            lane = _Lane()
-            self._lanes[key] = lane
-            group.create_task(self._drain(key, lane), name=f"deliver:{key[0]}:{key[1]}")
+            lane = self._open(key, group, f"deliver:{key[0]}:{key[1]}")
         return lane
 
-    async def _drain(self, key: LaneKey, lane: _Lane) -> None:
+    def _new_lane(self) -> _Lane:
+        return _Lane()
+
+    async def _run(self, key: LaneKey, lane: _Lane, item: _Queued) -> None:
+        seq, event, stream_id = item
         try:
-            while lane.items:
-                seq, event, stream_id = lane.items.popleft()
-                try:
-                    if not lane.superseded(seq, event, stream_id):
-                        await self._deliver(event)
-                except Exception as exc:
-                    # Supervision point (per message): one bad event must never stop the router.
-                    log.error(
-                        "router.outbound_failed",
-                        channel=event.channel,
-                        chat_id=event.chat_id,
-                        error=f"{type(exc).__name__}: {exc}",
-                        exc_info=exc,
-                    )
-                finally:
-                    self._queue_slots.give_back()
-                    self._in_flight -= 1
-                    self._changed.set()
+            if not lane.superseded(seq, event, stream_id):
+                await self._deliver(event)
+        except Exception as exc:
+            # Supervision point (per message): one bad event must never stop the router.
+            log.error(
+                "router.outbound_failed",
+                channel=event.channel,
+                chat_id=event.chat_id,
+                error=f"{type(exc).__name__}: {exc}",
+                exc_info=exc,
+            )
         finally:
-            del self._lanes[key]
-            self._active_chats.give_back()
+            self._queue_slots.give_back()
+            self._in_flight -= 1
             self._changed.set()
+
+    def _closed(self, key: LaneKey) -> None:
+        self._active_chats.give_back()
+        self._changed.set()

@@ -1,11 +1,12 @@
-"""Per-chat lanes: the one ordering mechanism of a profile's turns.
+"""A profile's turns in per-chat lanes (`bus.lanes`, the ordering mechanism of both sides of
+the bus).
 
 A lane holds a chat's pending work in arrival order: agent turns and the commands that change
 which session the chat talks to (so "/new x" followed by "hello" sends hello to x). A chat's
 sessions all belong to its lane, so one item at a time per lane also orders each session's
 writes. While a turn runs, new messages wait: `collect` joins consecutive waiting messages into
 one turn, `followup` runs them one by one, `interrupt` cancels the running turn and keeps only
-the newest message. A lane exists only while it has work: an idle chat costs no task.
+the newest message.
 
 Every item is in the journal (durable, or its record on its way to the disk: the item's
 reply waits for its outcome, a later record); the lane holds no more than the intake's backlog
@@ -21,12 +22,15 @@ busy chat, none per item.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import structlog
 
+from bus.lanes import KeyedLanes
+from bus.lanes import Lane as KeyedLane
 from gateway.journal import Received
 
 log = structlog.get_logger(__name__)
@@ -84,30 +88,28 @@ Dropped = Callable[[list[LaneItem]], None]
 
 
 @dataclass(eq=False)
-class Lane:
-    pending: list[LaneItem] = field(default_factory=list)
+class Lane(KeyedLane[LaneItem]):
     current_item: LaneItem | None = None
     #: The current item is past its work: an abort no longer cancels it.
     committing: bool = False
     #: An abort cancelled the worker; the CancelledError it gets is ours, not shutdown's.
     aborting: bool = False
-    worker: asyncio.Task[None] | None = None
 
 
-class Lanes:
+class Lanes(KeyedLanes[str, LaneItem, Lane]):
     """All chats' lanes of one profile; workers live in the task group the owner passes in."""
 
     def __init__(
         self, mode: QueueMode, run_item: Runner, tasks: asyncio.TaskGroup, on_dropped: Dropped
     ) -> None:
+        super().__init__(self._collected if mode == "collect" else deque.popleft)
         self._mode = mode
         self._run_item = run_item
         self._tasks = tasks
         self._on_dropped = on_dropped
-        self._lanes: dict[str, Lane] = {}
 
-    def __len__(self) -> int:
-        return len(self._lanes)
+    def _new_lane(self) -> Lane:
+        return Lane()
 
     def busy(self, chat: str) -> bool:
         lane = self._lanes.get(chat)
@@ -125,25 +127,26 @@ class Lanes:
         """Queue `item` behind the chat's earlier work."""
         lane = self._lanes.get(chat)
         if lane is None:
-            lane = self._lanes[chat] = Lane()
-        if (
+            lane = self._open(chat, self._tasks, f"lane:{chat}")
+        elif (
             isinstance(item, TurnItem)
             and self._mode == "interrupt"
             and lane.current_item is not None
         ):
             dropped: list[LaneItem] = [q for q in lane.pending if isinstance(q, TurnItem)]
-            lane.pending = [queued for queued in lane.pending if not isinstance(queued, TurnItem)]
+            kept = [queued for queued in lane.pending if not isinstance(queued, TurnItem)]
+            lane.pending.clear()
+            lane.pending.extend(kept)
             self._cancel_current(lane, dropped)
         lane.pending.append(item)
-        if lane.worker is None:
-            lane.worker = self._tasks.create_task(self._drain(chat, lane), name=f"lane:{chat}")
 
     def abort(self, chat: str) -> bool:
         """Cancel the running item and drop what waits; True if something was cancelled."""
         lane = self._lanes.get(chat)
         if lane is None:
             return False
-        dropped, lane.pending = lane.pending, []
+        dropped = list(lane.pending)
+        lane.pending.clear()
         cancelled = self._cancel_current(lane, dropped)
         return cancelled or bool(dropped)
 
@@ -175,13 +178,15 @@ class Lanes:
         if lane is not None and lane.worker is not None:
             await asyncio.wait([lane.worker])
 
-    def _next(self, lane: Lane) -> LaneItem:
-        head = lane.pending.pop(0)
-        if not isinstance(head, TurnItem) or self._mode != "collect":
+    @staticmethod
+    def _collected(pending: deque[LaneItem]) -> LaneItem:
+        """The first item; a turn with the turns queued right behind it joined into one."""
+        head = pending.popleft()
+        if not isinstance(head, TurnItem):
             return head
         received = list(head.received)
-        while lane.pending and isinstance(following := lane.pending[0], TurnItem):
-            lane.pending.pop(0)
+        while pending and isinstance(following := pending[0], TurnItem):
+            pending.popleft()
             received.extend(following.received)
         return TurnItem(tuple(received))
 
@@ -204,12 +209,3 @@ class Lanes:
             log.exception("lane.item_failed", chat=chat)
         finally:
             lane.current_item, lane.committing, lane.aborting = None, False, False
-
-    async def _drain(self, chat: str, lane: Lane) -> None:
-        try:
-            while lane.pending:
-                await self._run(chat, lane, self._next(lane))
-        finally:
-            lane.worker = None
-            if not lane.pending:
-                self._lanes.pop(chat, None)
