@@ -22,21 +22,29 @@ from gateway.agents.base import SnapshotSink
 DEFAULT_SNAPSHOT_INTERVAL_S = 0.1
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotPacing:
+    """How often an agent shows its growing reply: every agent takes one (tests pace by a fake
+    clock, or with `interval_s=0` every delta) and starts each reply's stream from it."""
+
+    interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S
+    clock: Callable[[], float] = time.monotonic
+
+    def stream(self, sink: SnapshotSink) -> SnapshotStream:
+        return SnapshotStream(sink, self)
+
+
+#: A snapshot at most every `DEFAULT_SNAPSHOT_INTERVAL_S` of the monotonic clock.
+DEFAULT_PACING = SnapshotPacing()
+
+
 class SnapshotStream:
     """Collects the deltas of one reply and feeds throttled whole-text snapshots to a sink."""
 
-    # The sink, then its pacing with the clock injectable, as LINE's and QQ's webhooks take
-    # their settings: alike in shape only.
-    def __init__(
-        self,
-        sink: SnapshotSink,
-        *,
-        interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, sink: SnapshotSink, pacing: SnapshotPacing = DEFAULT_PACING) -> None:
         self._sink = sink
-        self._interval_s = max(0.0, interval_s)
-        self._clock = clock
+        self._interval_s = max(0.0, pacing.interval_s)
+        self._clock = pacing.clock
         self._parts: list[str] = []
         self._emitted = ""
         self._emitted_at: float | None = None
@@ -85,19 +93,3 @@ class SnapshotStream:
         if len(self._parts) > 1:
             self._parts[:] = ["".join(self._parts)]
         return self._parts[0] if self._parts else ""
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotPacing:
-    """How often an agent shows its growing reply: every agent takes one (tests pace by a fake
-    clock, or with `interval_s=0` every delta) and starts each reply's stream from it."""
-
-    interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S
-    clock: Callable[[], float] = time.monotonic
-
-    def stream(self, sink: SnapshotSink) -> SnapshotStream:
-        return SnapshotStream(sink, interval_s=self.interval_s, clock=self.clock)
-
-
-#: A snapshot at most every `DEFAULT_SNAPSHOT_INTERVAL_S` of the monotonic clock.
-DEFAULT_PACING = SnapshotPacing()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.agents.snapshots import SnapshotStream
+from gateway.agents.snapshots import SnapshotPacing, SnapshotStream
 from tests.gateway.agents.conftest import SnapshotRecorder
 
 
@@ -18,14 +18,14 @@ class FakeClock:
 
 
 async def test_first_delta_is_emitted_at_once(recorder: SnapshotRecorder) -> None:
-    stream = SnapshotStream(recorder, interval_s=0.1, clock=FakeClock())
+    stream = SnapshotStream(recorder, SnapshotPacing(interval_s=0.1, clock=FakeClock()))
     await stream.append("Hel")
     assert recorder.snapshots == ["Hel"]
 
 
 async def test_deltas_within_the_interval_are_coalesced(recorder: SnapshotRecorder) -> None:
     clock = FakeClock()
-    stream = SnapshotStream(recorder, interval_s=0.1, clock=clock)
+    stream = SnapshotStream(recorder, SnapshotPacing(interval_s=0.1, clock=clock))
     await stream.append("a")
     for piece in "bcd":
         clock.advance(0.02)
@@ -38,7 +38,7 @@ async def test_deltas_within_the_interval_are_coalesced(recorder: SnapshotRecord
 
 async def test_finish_always_emits_the_final_text(recorder: SnapshotRecorder) -> None:
     clock = FakeClock()
-    stream = SnapshotStream(recorder, interval_s=0.1, clock=clock)
+    stream = SnapshotStream(recorder, SnapshotPacing(interval_s=0.1, clock=clock))
     await stream.append("one")
     await stream.append(" two")
     assert await stream.finish() == "one two"
@@ -46,14 +46,14 @@ async def test_finish_always_emits_the_final_text(recorder: SnapshotRecorder) ->
 
 
 async def test_finish_does_not_repeat_the_last_snapshot(recorder: SnapshotRecorder) -> None:
-    stream = SnapshotStream(recorder, interval_s=0.0, clock=FakeClock())
+    stream = SnapshotStream(recorder, SnapshotPacing(interval_s=0.0, clock=FakeClock()))
     await stream.append("all")
     assert await stream.finish() == "all"
     assert recorder.snapshots == ["all"]
 
 
 async def test_empty_reply_emits_nothing(recorder: SnapshotRecorder) -> None:
-    stream = SnapshotStream(recorder, clock=FakeClock())
+    stream = SnapshotStream(recorder, SnapshotPacing(clock=FakeClock()))
     await stream.append("")
     assert await stream.finish() == ""
     assert recorder.snapshots == []
@@ -61,7 +61,7 @@ async def test_empty_reply_emits_nothing(recorder: SnapshotRecorder) -> None:
 
 async def test_snapshots_are_whole_texts_never_deltas(recorder: SnapshotRecorder) -> None:
     clock = FakeClock()
-    stream = SnapshotStream(recorder, interval_s=0.1, clock=clock)
+    stream = SnapshotStream(recorder, SnapshotPacing(interval_s=0.1, clock=clock))
     words = [f"w{i} " for i in range(50)]
     for word in words:
         clock.advance(0.03)
@@ -73,7 +73,7 @@ async def test_snapshots_are_whole_texts_never_deltas(recorder: SnapshotRecorder
 
 
 async def test_append_after_finish_is_a_bug(recorder: SnapshotRecorder) -> None:
-    stream = SnapshotStream(recorder, clock=FakeClock())
+    stream = SnapshotStream(recorder, SnapshotPacing(clock=FakeClock()))
     await stream.finish()
     with pytest.raises(RuntimeError):
         await stream.append("late")
@@ -87,7 +87,7 @@ async def test_parts_are_joined_only_when_emitting() -> None:
         joined.append(len(text))
 
     clock = FakeClock()
-    stream = SnapshotStream(sink, interval_s=0.1, clock=clock)
+    stream = SnapshotStream(sink, SnapshotPacing(interval_s=0.1, clock=clock))
     for _ in range(10_000):
         await stream.append("x")  # the clock does not move: nothing after the first is emitted
     assert joined == [1]
