@@ -14,19 +14,13 @@ from channels.bounded import AgedMap
 
 #: LINE documents reply tokens as valid for one minute; this leaves time for the request.
 REPLY_TOKEN_TTL_S = 50.0
+#: Tokens of events not answered yet; past this many the oldest go (their replies are pushed).
+MAX_TOKENS = 4096
 
 
-# Bounded like the WeCom bot's ReplyBook, which checks its reply window itself instead of
-# expiring callbacks (one past its window must stop the search, not be skipped).
 class ReplyTokens:
-    def __init__(
-        self,
-        *,
-        ttl_s: float = REPLY_TOKEN_TTL_S,
-        capacity: int = 4096,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._tokens: AgedMap[str, str] = AgedMap(capacity, ttl_s, clock)
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._tokens: AgedMap[str, str] = AgedMap(MAX_TOKENS, REPLY_TOKEN_TTL_S, clock)
 
     def remember(self, event_id: str, token: str) -> None:
         self._tokens.put(event_id, token)

@@ -39,8 +39,8 @@ class OpenStream:
 class ReplyBook:
     """Callbacks awaiting their reply and streams being shown, bounded in size and age."""
 
-    # Bounds like LINE's ReplyTokens, but a RecentMap whose window `available` checks itself:
-    # a callback past its window must stop the search, which an expired entry could not.
+    # A RecentMap, not an AgedMap of expiring entries: `available` checks the window itself,
+    # since a callback past its window must stop the search, which an expired entry could not.
     def __init__(
         self,
         *,
