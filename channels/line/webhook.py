@@ -25,6 +25,7 @@ log = structlog.get_logger(__name__)
 
 #: Events older than this are refused as replays (LINE redelivers within far less).
 MAX_EVENT_AGE_S = 24 * 3600.0
+_MAX_EVENT_AGE_MS = MAX_EVENT_AGE_S * 1000
 
 TakePosts = Callable[[list[LinePost]], Awaitable[None]]
 
@@ -32,16 +33,8 @@ TakePosts = Callable[[list[LinePost]], Awaitable[None]]
 class LineWebhook:
     """The aiohttp handler of the webhook route; `take` is set while the channel runs."""
 
-    # Settings like QQWebhook's (secret, event age, clock); the checks they feed differ.
-    def __init__(
-        self,
-        channel_secret: str,
-        *,
-        max_event_age_s: float = MAX_EVENT_AGE_S,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, channel_secret: str, *, clock: Callable[[], float] = time.time) -> None:
         self._secret = channel_secret
-        self._max_age_ms = max_event_age_s * 1000
         self._clock = clock
         self.take: TakePosts | None = None
 
@@ -67,7 +60,7 @@ class LineWebhook:
             log.warning("line.malformed_webhook", error=str(error))
             return web.Response(status=400, text=str(error))
         now_ms = self._clock() * 1000
-        if any(now_ms - (event_timestamp_ms(raw) or now_ms) > self._max_age_ms for raw in raws):
+        if any(now_ms - (event_timestamp_ms(raw) or now_ms) > _MAX_EVENT_AGE_MS for raw in raws):
             return self._refuse(request, "stale", "stale event")
         posts = [post for raw in raws if (post := parse_post(raw)) is not None]
         refusal = await hand_over(take(posts), event="line.webhook_backpressure")

@@ -43,17 +43,9 @@ EventHandler = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class QQWebhook:
-    # Settings like LineWebhook's (secret, event age, clock); the checks they feed differ.
-    def __init__(
-        self,
-        app_secret: str,
-        *,
-        max_age_s: float = MAX_AGE_S,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, app_secret: str, *, clock: Callable[[], float] = time.time) -> None:
         self._key = signing.signing_key(app_secret)
         self._public = self._key.public_key()
-        self._max_age_s = max_age_s
         self._clock = clock
         #: Set while the channel runs.
         self.handle: EventHandler | None = None
@@ -65,7 +57,7 @@ class QQWebhook:
             return "half-signed"
         if not _DIGITS.fullmatch(timestamp):
             return "bad timestamp"
-        if abs(self._clock() - int(timestamp)) > self._max_age_s:
+        if abs(self._clock() - int(timestamp)) > MAX_AGE_S:
             return "stale"
         if not signing.verify(self._public, signature, timestamp.encode() + body):
             return "forged"
