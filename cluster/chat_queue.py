@@ -61,8 +61,8 @@ def chat_of(envelope: InboundEnvelope) -> str:
     return chat_base_key(envelope.profile, message.channel, message.chat_id)
 
 
-# Two small records side by side, declared like Telegram's BotIdentity and MediaRef or Twilio's
-# MediaRef and Sms: alike in shape only.
+# Two small records side by side, declared like Telegram's BotIdentity and MediaRef: alike in
+# shape only.
 @dataclass(frozen=True, slots=True)
 class Waiting:
     seq: int

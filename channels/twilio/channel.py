@@ -167,20 +167,20 @@ class TwilioChannel(RunStateChannel):
         self._recent.seen(sms.sid)
 
     async def _save_media(self, sms: Sms) -> list[str]:
-        if not sms.media:
+        if not sms.media_urls:
             return []
         paths: list[str] = []
         auth = {"Authorization": basic_auth_header(self._account_sid, self._auth_token)}
         async with aiohttp.ClientSession() as session:
-            for index, ref in enumerate(sms.media):
+            for index, url in enumerate(sms.media_urls):
                 try:
                     path = await self._media.fetch(
                         session,
-                        ref.url,
+                        url,
                         chat_id=sms.sender,
                         name=f"{sms.sid}-{index}",
                         # The credentials go only to Twilio's own API host.
-                        headers=auth if _same_origin(ref.url, self._api_base_url) else None,
+                        headers=auth if _same_origin(url, self._api_base_url) else None,
                     )
                 except ChannelError as error:
                     log.warning("twilio.media_download_failed", sid=sms.sid, error=str(error))

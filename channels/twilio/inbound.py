@@ -43,21 +43,15 @@ class MalformedWebhook(ValueError):
     """A signed request that is not an inbound message (missing MessageSid or From)."""
 
 
-# Telegram's MediaRef names a file on Telegram's servers by id; this one a URL Twilio serves.
-# Alike in name and shape only, as two small records side by side are (the cluster's Waiting).
-@dataclass(frozen=True, slots=True)
-class MediaRef:
-    url: str
-    content_type: str
-
-
 @dataclass(frozen=True, slots=True)
 class Sms:
     sid: str
     sender: str
     to: str
     body: str
-    media: tuple[MediaRef, ...]
+    #: The attachments' `MediaUrl{i}`. Their `MediaContentType{i}` is not kept: a saved file
+    #: is named by the content type its download answers with.
+    media_urls: tuple[str, ...]
     opt_out_type: str | None
 
     @property
@@ -78,16 +72,12 @@ def parse_sms(params: Params) -> Sms:
         count = min(MAX_MEDIA, max(0, int(_one(params, "NumMedia") or "0")))
     except ValueError as error:
         raise MalformedWebhook("NumMedia is not a number") from error
-    media = tuple(
-        MediaRef(url, _one(params, f"MediaContentType{index}"))
-        for index in range(count)
-        if (url := _one(params, f"MediaUrl{index}"))
-    )
+    media_urls = tuple(url for index in range(count) if (url := _one(params, f"MediaUrl{index}")))
     return Sms(
         sid=sid,
         sender=sender,
         to=_one(params, "To"),
         body=_one(params, "Body"),
-        media=media,
+        media_urls=media_urls,
         opt_out_type=_one(params, "OptOutType") or None,
     )

@@ -106,7 +106,7 @@ def test_parsing_finds_media_and_carrier_keywords() -> None:
         "MediaUrl1": ["https://x/1"],
     }
     sms = parse_sms(form)
-    assert [ref.url for ref in sms.media] == ["https://x/0", "https://x/1"]
+    assert sms.media_urls == ("https://x/0", "https://x/1")
     assert sms.is_carrier_keyword
     assert not parse_sms({**form, "Body": ["stop the music"]}).is_carrier_keyword
     assert parse_sms({**form, "Body": ["arrêt"], "OptOutType": ["STOP"]}).is_carrier_keyword
