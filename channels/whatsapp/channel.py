@@ -19,14 +19,13 @@ window (131047) is not retried: one log line and `octos_send_errors_total{reason
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
 import structlog
 from aiohttp import web
 
-from bus import InboundMessage, InboundSender, OutboundMessage
+from bus import InboundSender, OutboundMessage
 from channels.bounded import RecentMap
 from channels.dedup import InboundDedup
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
@@ -157,34 +156,11 @@ class WhatsAppChannel(RunStateChannel):
             log.warning("whatsapp.stale_message_dropped", wamid=message.wamid, age_s=round(age_s))
             self._recent.seen(message.wamid)
             return
-        allowed = self.is_allowed(message.sender)
-        media = await self._save_media(message) if allowed else []
-        metadata: dict[str, object] = {"type": message.kind}
-        if message.profile_name:
-            metadata["profile_name"] = message.profile_name
-        if message.context_id:
-            metadata["reply_to"] = message.context_id
-        sent_at = (
-            datetime.fromtimestamp(message.timestamp, UTC)
-            if message.timestamp
-            else datetime.now(UTC)
-        )
-        # WhatsApp's message onto InboundMessage's fields: every channel writes this mapping,
-        # alike in shape, with its own sources.
-        await inbound.send(
-            InboundMessage(
-                channel=CHANNEL,
-                sender_id=message.sender,
-                chat_id=message.sender,
-                content=message.text,
-                timestamp=sent_at,
-                media=media,
-                metadata=metadata,
-                message_id=message.wamid,
-            )
-        )
+        sender = message.message.sender_id
+        media = await self._save_media(message) if self.is_allowed(sender) else []
+        await inbound.send(message.with_files(media))
         self._recent.seen(message.wamid)
-        self._remember_latest(message.sender, message.wamid)
+        self._remember_latest(sender, message.wamid)
 
     def _remember_latest(self, chat_id: str, wamid: str) -> None:
         for stale_chat, _ in self._last_inbound.remember(chat_id, wamid):
@@ -205,7 +181,7 @@ class WhatsAppChannel(RunStateChannel):
         if message.media is None:
             return []
         try:
-            path = await download(self.graph, self._media, message.media, message.sender)
+            path = await download(self.graph, self._media, message.media, message.message.chat_id)
         except ChannelError as error:
             log.warning("whatsapp.media_download_failed", wamid=message.wamid, error=str(error))
             return []

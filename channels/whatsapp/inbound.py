@@ -14,7 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+
+from bus import InboundMessage
+from channels.whatsapp.errors import CHANNEL
 
 MEDIA_KINDS = frozenset({"image", "video", "audio", "document", "sticker"})
 
@@ -32,14 +36,19 @@ class MediaRef:
 
 @dataclass(frozen=True, slots=True)
 class WhatsAppMessage:
+    """A user's message for the gateway (its wamid the `message_id`, the sender the chat), with
+    what deciding whether to take it and fetching its file need."""
+
+    message: InboundMessage
     wamid: str
-    sender: str
-    timestamp: int
     kind: str
-    text: str
+    #: When it was sent, in seconds since the epoch; 0 when WhatsApp did not say.
+    timestamp: int
     media: MediaRef | None
-    profile_name: str | None
-    context_id: str | None
+
+    def with_files(self, paths: list[str]) -> InboundMessage:
+        """The message with its file saved at `paths` (none: no file was saved)."""
+        return self.message.model_copy(update={"media": paths}) if paths else self.message
 
 
 # A plain record: alike in shape to other frozen records (email's ThreadInfo), no more.
@@ -100,18 +109,27 @@ def _message(raw: Mapping[str, Any], names: Mapping[str, str]) -> WhatsAppMessag
         timestamp = int(raw.get("timestamp", 0))
     except (TypeError, ValueError):
         timestamp = 0
+    message = InboundMessage(
+        channel=CHANNEL,
+        sender_id=sender,
+        chat_id=sender,
+        content=_text_of(kind, raw),
+        timestamp=datetime.fromtimestamp(timestamp, UTC) if timestamp else datetime.now(UTC),
+        metadata=_metadata(kind, raw, names.get(sender)),
+        message_id=wamid,
+    )
+    return WhatsAppMessage(message, wamid, kind, timestamp, _media_of(kind, raw))
+
+
+def _metadata(kind: str, raw: Mapping[str, Any], profile_name: str | None) -> dict[str, object]:
+    metadata: dict[str, object] = {"type": kind}
+    if profile_name:
+        metadata["profile_name"] = profile_name
     context = raw.get("context")
     context_id = context.get("id") if isinstance(context, Mapping) else None
-    return WhatsAppMessage(
-        wamid=wamid,
-        sender=sender,
-        timestamp=timestamp,
-        kind=kind,
-        text=_text_of(kind, raw),
-        media=_media_of(kind, raw),
-        profile_name=names.get(sender),
-        context_id=str(context_id) if context_id else None,
-    )
+    if context_id:
+        metadata["reply_to"] = str(context_id)
+    return metadata
 
 
 def _status(raw: Mapping[str, Any]) -> DeliveryStatus:

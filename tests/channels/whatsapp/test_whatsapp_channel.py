@@ -91,8 +91,10 @@ def test_the_signature_is_an_hmac_of_the_raw_body() -> None:
 def test_notifications_are_parsed_for_our_number_only() -> None:
     fake = FakeWhatsApp()
     payload = json.loads(fake.text_notification(ALICE, "hi", name="Alice A."))
-    [message] = parse_notification(payload, fake.phone_number_id).messages
-    assert (message.sender, message.text, message.profile_name) == (ALICE, "hi", "Alice A.")
+    [parsed] = parse_notification(payload, fake.phone_number_id).messages
+    message = parsed.message
+    assert (message.sender_id, message.chat_id, message.content) == (ALICE, ALICE, "hi")
+    assert message.metadata["profile_name"] == "Alice A."
     other = parse_notification(payload, "999")
     assert other.messages == ()
     assert other.foreign == 1
