@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -118,26 +118,20 @@ class _Stream:
             self.platform_ids.extend(platform_ids)
 
 
+@dataclass(eq=False, slots=True)
 class StreamEditor:
     """The state of every stream being shown, and the edits that show them."""
 
-    def __init__(
-        self,
-        delivery: Delivery,
-        *,
-        clock: Clock = time.monotonic,
-        sleep: Sleep = asyncio.sleep,
-        ttl_s: float = 600.0,
-    ) -> None:
-        self._delivery = delivery
-        self._clock = clock
-        self._sleep = sleep
-        self._ttl_s = ttl_s
-        self._streams: dict[StreamKey, _Stream] = {}
-        #: Streams whose final was delivered, and when: their late snapshots are dropped.
-        self._finished: dict[StreamKey, float] = {}
-        self._pending_added = asyncio.Event()
-        self._next_expiry_at = float("-inf")
+    delivery: Delivery
+    _: KW_ONLY
+    clock: Clock = time.monotonic
+    sleep: Sleep = asyncio.sleep
+    ttl_s: float = 600.0
+    _streams: dict[StreamKey, _Stream] = field(default_factory=dict, init=False)
+    #: Streams whose final was delivered, and when: their late snapshots are dropped.
+    _finished: dict[StreamKey, float] = field(default_factory=dict, init=False)
+    _pending_added: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _next_expiry_at: float = field(default=float("-inf"), init=False)
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -154,12 +148,12 @@ class StreamEditor:
             return
         stream = self._streams.get(key)
         if stream is None:
-            stream = _Stream(channel, message, edit_interval_s, touched_at=self._clock())
+            stream = _Stream(channel, message, edit_interval_s, touched_at=self.clock())
             self._streams[key] = stream
         async with stream.lock:
             if stream.closed or stream.without_id:
                 return
-            now = self._clock()
+            now = self.clock()
             stream.touched_at = now
             if stream.message_id is not None and now < stream.edit_due_at():
                 stream.pending = message.content
@@ -176,16 +170,16 @@ class StreamEditor:
         assert message.stream_id is not None
         key = (channel.name, message.chat_id, message.stream_id)
         self._expire_abandoned()
-        self._finished[key] = self._clock()
+        self._finished[key] = self.clock()
         stream = self._streams.pop(key, None)
         if stream is None:
-            return await self._delivery.send_message(channel, message)
+            return await self.delivery.send_message(channel, message)
         async with stream.lock:
             stream.closed = True
             stream.pending = None
             rest = stream.display(message.content)
             if stream.without_id or stream.message_id is None:
-                sent = await self._delivery.send_message(
+                sent = await self.delivery.send_message(
                     channel,
                     message.model_copy(
                         update={"content": rest, "reply_to": stream.next_reply_to()}
@@ -196,7 +190,7 @@ class StreamEditor:
                 chunks = fit_chunks(channel, rest)
                 await self._complete(stream, chunks[0], final=True)
                 stream.made(
-                    await self._delivery.send_chunks(
+                    await self.delivery.send_chunks(
                         channel, stream.template, chunks[1:], first=False
                     )
                 )
@@ -207,23 +201,23 @@ class StreamEditor:
         due = [s.edit_due_at() for s in self._streams.values() if s.pending is not None]
         if not due:
             return None
-        return max(0.0, min(due) - self._clock())
+        return max(0.0, min(due) - self.clock())
 
     async def flush_due(self) -> None:
         """Show every coalesced snapshot whose edit interval has passed."""
-        now = self._clock()
+        now = self.clock()
         for stream in list(self._streams.values()):
             if stream.pending is None or stream.edit_due_at() > now:
                 continue
             async with stream.lock:
                 # The lane may have shown a newer snapshot while this waited for the lock.
-                if stream.closed or stream.pending is None or stream.edit_due_at() > self._clock():
+                if stream.closed or stream.pending is None or stream.edit_due_at() > self.clock():
                     continue
                 snapshot, stream.pending = stream.pending, None
                 try:
                     await self._show(stream, snapshot)
                 except DeliveryError as exc:
-                    self._delivery.record_failure(stream.channel.name, stream.chat_id, exc)
+                    self.delivery.record_failure(stream.channel.name, stream.chat_id, exc)
                 except Exception as exc:
                     # Supervision point (per message): a channel's bug must not end the flusher.
                     log.error(
@@ -243,7 +237,7 @@ class StreamEditor:
             if delay_s is None:
                 await self._pending_added.wait()
             elif delay_s > 0:
-                await sleep_unless_set(self._pending_added, delay_s, self._sleep)
+                await sleep_unless_set(self._pending_added, delay_s, self.sleep)
             else:
                 await self.flush_due()
             self._expire_abandoned()
@@ -261,16 +255,16 @@ class StreamEditor:
         if stream.message_id is None:
             await self._open(stream, chunk)
         elif chunk.formatted != stream.shown:
-            await self._delivery.edit(channel, stream.chat_id, stream.message_id, chunk)
+            await self.delivery.edit(channel, stream.chat_id, stream.message_id, chunk)
             stream.shown = chunk.formatted
-            stream.last_edit_at = self._clock()
+            stream.last_edit_at = self.clock()
 
     async def _roll_over(self, stream: _Stream, snapshot: str, chunks: list[Chunk]) -> None:
         """Finish the current message at the splitter's first break; continue in a new one."""
         head, middle, tail = chunks[0], chunks[1:-1], chunks[-1]
         await self._complete(stream, head, final=False)
         stream.made(
-            await self._delivery.send_chunks(
+            await self.delivery.send_chunks(
                 stream.channel, stream.template, middle, first=False, first_part=stream.parts
             )
         )
@@ -281,7 +275,7 @@ class StreamEditor:
         await self._open(stream, Chunk.rendered(stream.channel, stream.carry))
 
     async def _open(self, stream: _Stream, chunk: Chunk) -> None:
-        message_id = await self._delivery.send_chunk(
+        message_id = await self.delivery.send_chunk(
             stream.channel,
             stream.template,
             chunk,
@@ -290,7 +284,7 @@ class StreamEditor:
             editable=True,
         )
         stream.sent_any = True
-        stream.last_edit_at = self._clock()
+        stream.last_edit_at = self.clock()
         stream.made(message_id)
         if message_id is None:
             stream.without_id = True
@@ -307,7 +301,7 @@ class StreamEditor:
         channel = stream.channel
         if stream.message_id is None:
             stream.made(
-                await self._delivery.send_chunk(
+                await self.delivery.send_chunk(
                     channel,
                     stream.template,
                     chunk,
@@ -321,10 +315,10 @@ class StreamEditor:
             return
         # The final may come right after an edit; it waits for its slot like any edit, where
         # the platform limits edits.
-        if channel.edits_rate_limited and (wait_s := stream.edit_due_at() - self._clock()) > 0:
-            await self._sleep(wait_s)
+        if channel.edits_rate_limited and (wait_s := stream.edit_due_at() - self.clock()) > 0:
+            await self.sleep(wait_s)
         try:
-            await self._delivery.finish(channel, stream.chat_id, stream.message_id, chunk)
+            await self.delivery.finish(channel, stream.chat_id, stream.message_id, chunk)
         except DeliveryError as exc:
             if not final or exc.reason != Reason.UNKNOWN:
                 raise
@@ -336,23 +330,23 @@ class StreamEditor:
                 error=str(exc),
             )
             stream.made(
-                await self._delivery.send_chunk(
+                await self.delivery.send_chunk(
                     channel, stream.template, chunk, reply_to=None, part=stream.next_part()
                 )
             )
         stream.shown = chunk.formatted
-        stream.last_edit_at = self._clock()
+        stream.last_edit_at = self.clock()
 
     def _expire_abandoned(self) -> None:
         """Forget streams whose final never came; checked at most ten times per TTL."""
-        now = self._clock()
+        now = self.clock()
         if now < self._next_expiry_at:
             return
-        self._next_expiry_at = now + self._ttl_s / 10
-        expired = [k for k, s in self._streams.items() if now - s.touched_at > self._ttl_s]
+        self._next_expiry_at = now + self.ttl_s / 10
+        expired = [k for k, s in self._streams.items() if now - s.touched_at > self.ttl_s]
         for key in expired:
             stream = self._streams.pop(key)
             stream.closed = True
             log.info("stream.abandoned_expired", channel=key[0], chat_id=key[1], stream_id=key[2])
-        for key in [k for k, at in self._finished.items() if now - at > self._ttl_s]:
+        for key in [k for k, at in self._finished.items() if now - at > self.ttl_s]:
             del self._finished[key]
