@@ -29,7 +29,7 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 
 import nats.errors
@@ -99,31 +99,24 @@ class _Term:
     confirmed_sent_at: float
 
 
+@dataclass(eq=False, slots=True)
 class PollerLease:
-    def __init__(
-        self,
-        kv: KeyValue,
-        key: str,
-        holder: str,
-        *,
-        ttl_s: float = DEFAULT_TTL_S,
-        renew_s: float = DEFAULT_RENEW_S,
-        gauge: Gauge | None = None,
-    ) -> None:
-        if not 0 < 2 * renew_s <= ttl_s:
+    kv: KeyValue
+    key: str
+    holder: str
+    _: KW_ONLY
+    ttl_s: float = DEFAULT_TTL_S
+    renew_s: float = DEFAULT_RENEW_S
+    gauge: Gauge | None = None
+    #: Set while this holder holds the lease (tests wait on it).
+    held: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+
+    def __post_init__(self) -> None:
+        if not 0 < 2 * self.renew_s <= self.ttl_s:
             raise ValueError(
-                f"lease ttl_s={ttl_s} must be at least twice renew_s={renew_s}: the holder "
-                "stops its poller one renew interval before a standby may take over"
+                f"lease ttl_s={self.ttl_s} must be at least twice renew_s={self.renew_s}: the "
+                "holder stops its poller one renew interval before a standby may take over"
             )
-        # Its arguments kept one by one, as any constructor does (the supervisor's read alike).
-        self.kv = kv
-        self.key = key
-        self.holder = holder
-        self.ttl_s = ttl_s
-        self.renew_s = renew_s
-        self._gauge = gauge
-        #: Set while this holder holds the lease (tests wait on it).
-        self.held = asyncio.Event()
 
     async def hold(
         self, run: Callable[[], Awaitable[None]], *, until: asyncio.Event | None = None
@@ -294,8 +287,8 @@ class PollerLease:
             self.held.set()
         else:
             self.held.clear()
-        if self._gauge is not None:
-            self._gauge.labels(self.key).set(1 if held else 0)
+        if self.gauge is not None:
+            self.gauge.labels(self.key).set(1 if held else 0)
 
 
 def _wrong_revision(exc: nats.js.errors.BadRequestError) -> bool:
