@@ -6,7 +6,8 @@ Two groups of names, kept apart in `__all__`:
   bus (`create_bus`: `AgentHandle` for the agent side, `BusPublisher` for the channels), the
   envelopes that cross it (`InboundMessage` in; outbound events out: a reply
   `OutboundMessage`, a `StreamSnapshot`, `TypingStarted` / `TypingStopped`) with the metadata
-  keys of a reply, the inbound sender a channel publishes to, and session keys.
+  keys of a reply, the inbound sender a channel publishes to, and session keys. Keyed lanes
+  (`bus.lanes`, imported by their two users) order the work on each side of it.
 - **The octos-core domain types**: conversation messages and their identities, tasks and the
   messages agents exchange about them, session summaries, token usage, errors that say what
   to do, byte-budget text utilities and abort triggers. The project implements octos-core, so
