@@ -72,6 +72,8 @@ from channels.limits import PlatformLimit
 #: Metadata key the manager sets on an outbound message whose content went through
 #: `format_outbound`; a channel sends it with its markup mode. Without it, plain text.
 FORMATTED = "octos.formatted"
+#: How long one call of a `probe()` waits for the platform to answer.
+PROBE_TIMEOUT_S = 10.0
 
 
 class Channel(ABC):
@@ -214,6 +216,7 @@ class Channel(ABC):
 
         Return who the bot is there (e.g. "@my_bot (id 123)"); raise `AuthError` when the
         platform rejects the credentials and another `ChannelError` when it cannot be reached.
-        The default, None, means the channel has nothing to probe. Must finish within seconds.
+        The default, None, means the channel has nothing to probe. Must finish within seconds
+        (`PROBE_TIMEOUT_S` a call).
         """
         return None

@@ -23,7 +23,7 @@ from discord.backoff import ExponentialBackoff
 
 from bus import InboundSender, OutboundMessage, PipeClosed
 from channels.backpressure import until_taken
-from channels.base import Channel
+from channels.base import PROBE_TIMEOUT_S, Channel
 from channels.discord.addressing import delivery_nonce, reply_reference, snowflake
 from channels.discord.catchup import HandledBook, catch_up_missed
 from channels.discord.client import MAX_RATELIMIT_WAIT_S, GatewayClient
@@ -52,8 +52,6 @@ log = structlog.get_logger(__name__)
 _UNDECODABLE_FRAME = (ValueError, TypeError, AttributeError, KeyError, zlib.error)
 #: A second undecodable frame within this long of the first one reconnects with backoff.
 _QUIET_PERIOD_S = 60.0
-#: How long `probe()` waits for Discord to answer.
-_PROBE_TIMEOUT_S = 10.0
 
 
 class DiscordChannel(Channel):
@@ -166,7 +164,7 @@ class DiscordChannel(Channel):
             max_ratelimit_timeout_s=MAX_RATELIMIT_WAIT_S,
         )
         try:
-            async with discord_call("GET /users/@me", _PROBE_TIMEOUT_S):
+            async with discord_call("GET /users/@me", PROBE_TIMEOUT_S):
                 me = await http.static_login(self._token)
         except discord.LoginFailure:
             raise AuthError(

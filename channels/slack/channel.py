@@ -28,7 +28,7 @@ from pydantic import SecretStr
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
-from channels.base import FORMATTED
+from channels.base import FORMATTED, PROBE_TIMEOUT_S
 from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
@@ -45,8 +45,6 @@ from channels.stopping import until_stopped
 from config import SlackConfig
 
 log = structlog.get_logger(__name__)
-#: How long `probe()` waits for auth.test.
-_PROBE_TIMEOUT_S = 10.0
 
 
 def _secret(value: SecretStr | None) -> str:
@@ -179,7 +177,7 @@ class SlackChannel(RunStateChannel):
 
     async def probe(self) -> str | None:
         """auth.test with the bot token (`doctor`); AuthError when Slack refuses it."""
-        async with slack_call("auth.test", min(self._request_timeout_s, _PROBE_TIMEOUT_S)):
+        async with slack_call("auth.test", min(self._request_timeout_s, PROBE_TIMEOUT_S)):
             response = await self.web.auth_test()
             if self._mode == "socket":
                 # The app-level token is checked too: Socket Mode needs both.

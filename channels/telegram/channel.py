@@ -21,7 +21,7 @@ from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
 from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
-from channels.base import Channel
+from channels.base import PROBE_TIMEOUT_S, Channel
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS
@@ -58,7 +58,6 @@ DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
 _CONNECT_TIMEOUT_S = 30.0
 _SHUTDOWN_WAIT_S = 2.0
 _DOWNLOAD_TIMEOUT_S = 60.0
-_PROBE_TIMEOUT_S = 10.0
 
 
 class TelegramChannel(Channel):
@@ -264,11 +263,11 @@ class TelegramChannel(Channel):
     async def probe(self) -> str | None:
         """getMe: who the token belongs to (`doctor`); AuthError when Telegram refuses it."""
         try:
-            async with asyncio.timeout(_PROBE_TIMEOUT_S):
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
                 me = await self._bot.get_me()
         except TimeoutError as exc:
             raise TransientError(
-                f"getMe took over {_PROBE_TIMEOUT_S} s",
+                f"getMe took over {PROBE_TIMEOUT_S} s",
                 channel=CHANNEL,
                 suggestion="check that base_url is reachable from this machine",
             ) from exc
