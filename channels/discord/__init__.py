@@ -13,7 +13,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
     import discord  # noqa: F401
 
-from channels.discord.channel import DiscordChannel
+from channels.discord.channel import DiscordChannel, DiscordTimeouts
 from channels.discord.routing import (
     DEFAULT_API_BASE_URL,
     DEFAULT_GATEWAY_URL,
@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_GATEWAY_URL",
     "DiscordChannel",
     "DiscordEndpoints",
+    "DiscordTimeouts",
     "create",
 ]
 

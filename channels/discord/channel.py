@@ -13,6 +13,7 @@ import asyncio
 import time
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,12 +34,7 @@ from channels.discord.errors import (
     gateway_failure,
 )
 from channels.discord.inbound import InboundPolicy, should_answer, to_inbound
-from channels.discord.media import (
-    DEFAULT_MAX_ATTACHMENT_BYTES,
-    AttachmentStore,
-    batches,
-    load_files,
-)
+from channels.discord.media import AttachmentStore, batches, load_files
 from channels.discord.routing import DiscordEndpoints, RoutedHTTPClient
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
@@ -54,6 +50,18 @@ _UNDECODABLE_FRAME = (ValueError, TypeError, AttributeError, KeyError, zlib.erro
 _QUIET_PERIOD_S = 60.0
 
 
+@dataclass(frozen=True, slots=True)
+class DiscordTimeouts:
+    """How long the channel waits on Discord; the tests shorten them."""
+
+    #: One REST call (the login, a message, an attachment download, the catch-up's reads).
+    request_s: float = 60.0
+    #: Closing the gateway connection, in `stop()` or after an undecodable frame.
+    close_s: float = 5.0
+    #: discord.py's wait for the guilds' GUILD_CREATE after READY.
+    guild_ready_s: float = 2.0
+
+
 class DiscordChannel(Channel):
     # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
     # config, data_dir, the timeouts tests shorten): alike in shape, Discord's values.
@@ -66,22 +74,15 @@ class DiscordChannel(Channel):
         config: DiscordConfig,
         *,
         data_dir: Path,
-        request_timeout_s: float = 60.0,
-        close_timeout_s: float = 5.0,
-        guild_ready_timeout_s: float = 2.0,
-        max_attachment_bytes: int = DEFAULT_MAX_ATTACHMENT_BYTES,
+        timeouts: DiscordTimeouts = DiscordTimeouts(),
     ) -> None:
         self._token = config.token.get_secret_value()
         self._endpoints = DiscordEndpoints(
             api_base_url=config.api_base_url, gateway_url=config.gateway_url
         )
         self._require_mention = config.require_mention
-        self._request_timeout_s = request_timeout_s
-        self._close_timeout_s = close_timeout_s
-        self._guild_ready_timeout_s = guild_ready_timeout_s
-        self._attachments = AttachmentStore(
-            data_dir, max_bytes=max_attachment_bytes, timeout_s=request_timeout_s
-        )
+        self._timeouts = timeouts
+        self._attachments = AttachmentStore(data_dir, timeout_s=timeouts.request_s)
         self._handled = HandledBook(data_dir / "discord" / "handled.json")
         self._client: GatewayClient | None = None
         self._stopped = False
@@ -104,7 +105,7 @@ class DiscordChannel(Channel):
         self._fatal = None
         received: asyncio.Queue[discord.Message] = asyncio.Queue(maxsize=1024)
         client = GatewayClient(
-            self._endpoints, received, guild_ready_timeout_s=self._guild_ready_timeout_s
+            self._endpoints, received, guild_ready_timeout_s=self._timeouts.guild_ready_s
         )
         self._client = client
         gateway = asyncio.create_task(self._run_gateway(client), name="discord-gateway")
@@ -112,7 +113,7 @@ class DiscordChannel(Channel):
             self._pump_inbound(client, received, inbound), name="discord-inbound"
         )
         catch_up = asyncio.create_task(
-            catch_up_missed(client, self._handled, received, self._request_timeout_s),
+            catch_up_missed(client, self._handled, received, self._timeouts.request_s),
             name="discord-catch-up",
         )
         try:
@@ -185,7 +186,7 @@ class DiscordChannel(Channel):
 
     async def _run_gateway(self, client: GatewayClient) -> None:
         try:
-            async with asyncio.timeout(self._request_timeout_s):
+            async with asyncio.timeout(self._timeouts.request_s):
                 await client.login(self._token)
             await self._connect(client)
         except (
@@ -227,17 +228,17 @@ class DiscordChannel(Channel):
         if ws is None or not ws.open:
             return
         try:
-            async with asyncio.timeout(self._close_timeout_s):
+            async with asyncio.timeout(self._timeouts.close_s):
                 await ws.close(code=4000)
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             log.warning("discord.socket_close_failed", error=repr(error))
 
     async def _close_client(self, client: GatewayClient) -> None:
         try:
-            async with asyncio.timeout(self._close_timeout_s):
+            async with asyncio.timeout(self._timeouts.close_s):
                 await client.close()
         except TimeoutError:
-            log.warning("discord.close_timed_out", timeout_s=self._close_timeout_s)
+            log.warning("discord.close_timed_out", timeout_s=self._timeouts.close_s)
 
     async def _pump_inbound(
         self,
@@ -318,17 +319,17 @@ class DiscordChannel(Channel):
             extra["reference"] = reference
         if nonce is not None:
             extra["nonce"] = nonce
-        async with discord_call("send message", self._request_timeout_s):
+        async with discord_call("send message", self._timeouts.request_s):
             return await target.send(text, **extra)
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
         partial = self._partial_message(chat_id, message_id)
-        async with discord_call("edit message", self._request_timeout_s):
+        async with discord_call("edit message", self._timeouts.request_s):
             await partial.edit(content=content)
 
     async def delete_message(self, chat_id: str, message_id: str) -> None:
         partial = self._partial_message(chat_id, message_id)
-        async with discord_call("delete message", self._request_timeout_s):
+        async with discord_call("delete message", self._timeouts.request_s):
             try:
                 await partial.delete()
             except discord.NotFound:
@@ -336,19 +337,19 @@ class DiscordChannel(Channel):
 
     async def send_typing(self, chat_id: str) -> None:
         target = self._messageable(chat_id)
-        async with discord_call("trigger typing", self._request_timeout_s):
+        async with discord_call("trigger typing", self._timeouts.request_s):
             await target.typing()
 
     async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
         partial = self._partial_message(chat_id, message_id)
-        async with discord_call("add reaction", self._request_timeout_s):
+        async with discord_call("add reaction", self._timeouts.request_s):
             await partial.add_reaction(emoji)
 
     async def remove_reaction(self, chat_id: str, message_id: str, emoji: str) -> None:
         client = self._require_client()
         partial = self._partial_message(chat_id, message_id)
         assert client.user is not None  # _require_client checked it
-        async with discord_call("remove reaction", self._request_timeout_s):
+        async with discord_call("remove reaction", self._timeouts.request_s):
             await partial.remove_reaction(emoji, client.user)
 
     # The signature is Channel.send_embed's, repeated as an override must; the body is Discord's.
@@ -364,7 +365,7 @@ class DiscordChannel(Channel):
         for field_name, value, inline in fields:
             embed.add_field(name=field_name, value=value, inline=inline)
         target = self._messageable(chat_id)
-        async with discord_call("send embed", self._request_timeout_s):
+        async with discord_call("send embed", self._timeouts.request_s):
             sent = await target.send(embed=embed)
         return str(sent.id)
 

@@ -7,11 +7,11 @@ module only for profiles that use Matrix.
 
 from __future__ import annotations
 
-from channels.matrix.channel import MatrixChannel
+from channels.matrix.channel import MatrixChannel, MatrixTimeouts
 from channels.matrix.receiver import ENCRYPTED_NOTICE
 from channels.registry import channel_factory
 
-__all__ = ["ENCRYPTED_NOTICE", "MatrixChannel", "create"]
+__all__ = ["ENCRYPTED_NOTICE", "MatrixChannel", "MatrixTimeouts", "create"]
 
 
 create = channel_factory(MatrixChannel)

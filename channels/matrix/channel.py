@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -66,6 +67,16 @@ log = structlog.get_logger(__name__)
 SYNC_FILTER = {"presence": {"types": []}, "room": {"timeline": {"limit": 50}}}
 
 
+@dataclass(frozen=True, slots=True)
+class MatrixTimeouts:
+    """How long the channel waits on the homeserver; the tests shorten them."""
+
+    #: How long one `/sync` long poll may wait for events (the request gets `request_s` more).
+    sync_s: float = 30.0
+    #: One client-server API call.
+    request_s: float = 30.0
+
+
 class MatrixChannel(RunStateChannel):
     # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
     # config, data_dir, the timeouts tests shorten): alike in shape, Matrix's values.
@@ -78,14 +89,12 @@ class MatrixChannel(RunStateChannel):
         config: MatrixConfig,
         *,
         data_dir: Path,
-        sync_timeout_s: float = 30.0,
-        request_timeout_s: float = 30.0,
+        timeouts: MatrixTimeouts = MatrixTimeouts(),
     ) -> None:
         self._homeserver = config.homeserver.rstrip("/")
         self.user_id = user_id = config.user_id
         self._token = config.access_token.get_secret_value()
-        self._sync_timeout_s = sync_timeout_s
-        self._timeout_s = request_timeout_s
+        self._timeouts = timeouts
         self._since = SinceStore(since_path(data_dir, user_id))
         self._handler = SyncHandler(
             self._nio,
@@ -95,7 +104,7 @@ class MatrixChannel(RunStateChannel):
             send=self._room_send,
             require_mention=config.require_mention,
             auto_join=config.auto_join,
-            timeout_s=request_timeout_s,
+            timeout_s=timeouts.request_s,
         )
         self._client: AsyncClient | None = None
         super().__init__()
@@ -117,7 +126,7 @@ class MatrixChannel(RunStateChannel):
                 # No sleeping or retrying inside nio: the manager's retry policy is the one layer.
                 max_limit_exceeded=0,
                 max_timeouts=0,
-                request_timeout=self._timeout_s,
+                request_timeout=self._timeouts.request_s,
                 encryption_enabled=False,
                 store_sync_tokens=False,
             )
@@ -154,7 +163,10 @@ class MatrixChannel(RunStateChannel):
         return self._run_state.health(None if trouble is None else ChannelHealth.degraded(trouble))
 
     async def probe(self) -> str | None:
-        async with self._probing(self._close_client), matrix_call("whoami", self._timeout_s):
+        async with (
+            self._probing(self._close_client),
+            matrix_call("whoami", self._timeouts.request_s),
+        ):
             response = await self._nio().whoami()
         if not isinstance(response, WhoamiResponse):
             raise translate(response, "whoami")
@@ -178,7 +190,7 @@ class MatrixChannel(RunStateChannel):
         failures = 0
         while True:
             try:
-                response = await self._sync(since, self._sync_timeout_s)
+                response = await self._sync(since, self._timeouts.sync_s)
             except (TransientError, RateLimited) as error:
                 failures += 1
                 self._trouble = f"sync failing: {error}"
@@ -199,7 +211,7 @@ class MatrixChannel(RunStateChannel):
 
     async def _sync(self, since: str | None, timeout_s: float) -> SyncResponse:
         client = self._nio()
-        async with matrix_call("sync", timeout_s + self._timeout_s):
+        async with matrix_call("sync", timeout_s + self._timeouts.request_s):
             response = await client.sync(
                 timeout=int(timeout_s * 1000), since=since, sync_filter=SYNC_FILTER
             )
@@ -227,7 +239,7 @@ class MatrixChannel(RunStateChannel):
     # Outbound
 
     async def _room_send(self, room_id: str, content: Content, txn_id: str) -> str:
-        async with matrix_call("send", self._timeout_s):
+        async with matrix_call("send", self._timeouts.request_s):
             response = await self._nio().room_send(room_id, "m.room.message", content, tx_id=txn_id)
         if not isinstance(response, RoomSendResponse):
             raise translate(response, "send")
@@ -258,7 +270,7 @@ class MatrixChannel(RunStateChannel):
         await self._typing(chat_id, False)
 
     async def _typing(self, room_id: str, active: bool) -> None:
-        async with matrix_call("typing", self._timeout_s):
+        async with matrix_call("typing", self._timeouts.request_s):
             response = await self._nio().room_typing(room_id, active, timeout=30_000)
         if isinstance(response, ErrorResponse):
             raise translate(response, "typing")

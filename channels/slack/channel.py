@@ -19,6 +19,7 @@ stays the base class's no-op.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -38,13 +39,27 @@ from channels.run_state import RunStateChannel
 from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
 from channels.slack.errors import CHANNEL, slack_call
 from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
-from channels.slack.media import DEFAULT_MAX_FILE_BYTES, FileStore, read_uploads
+from channels.slack.media import FileStore, read_uploads
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.slack.threads import ThreadBook
 from channels.stopping import until_stopped
 from config import SlackConfig
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SlackTimeouts:
+    """How long the channel waits on Slack and on the gateway; the tests shorten them."""
+
+    #: One Web API call (an upload gets three times as long).
+    request_s: float = 30.0
+    #: How often the SDK pings the Socket Mode connection, to notice one that went stale.
+    ping_interval_s: float = 5.0
+    #: Opening a Socket Mode connection (apps.connections.open and the websocket).
+    connect_s: float = 30.0
+    #: How long an event may take to become durable before Slack is told it was not taken.
+    enqueue_s: float = 2.0
 
 
 def _secret(value: SecretStr | None) -> str:
@@ -64,26 +79,19 @@ class SlackChannel(RunStateChannel):
         config: SlackConfig,
         *,
         data_dir: Path,
-        request_timeout_s: float = 30.0,
-        ping_interval_s: float = 5.0,
-        connect_timeout_s: float = 30.0,
-        enqueue_timeout_s: float = 2.0,
-        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        timeouts: SlackTimeouts = SlackTimeouts(),
     ) -> None:
         # The config is validated: socket mode has its app token, http mode its signing secret.
         self._mode = config.mode
         self._app_token = _secret(config.app_token)
         self._webhook_path = config.webhook_path
         bot_token, base_url = config.bot_token.get_secret_value(), config.base_url
-        self._request_timeout_s = request_timeout_s
-        self._ping_interval_s = ping_interval_s
-        self._connect_timeout_s = connect_timeout_s
-        self._enqueue_timeout_s = enqueue_timeout_s
+        self._timeouts = timeouts
         proxy = proxy_for(base_url)
         self.web = AsyncWebClient(
             token=bot_token,
             base_url=base_url,
-            timeout=max(1, round(request_timeout_s)),
+            timeout=max(1, round(timeouts.request_s)),
             proxy=proxy,
             # The manager's retry policy is the one retry layer (see errors.py).
             retry_handlers=[],
@@ -98,7 +106,7 @@ class SlackChannel(RunStateChannel):
             identity=lambda: self._identity,
             take_event=self._take_event,
         )
-        self._files = FileStore(data_dir, bot_token, proxy=proxy, max_bytes=max_file_bytes)
+        self._files = FileStore(data_dir, bot_token, proxy=proxy)
         self._threads = ThreadBook()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
         self._inbound: InboundSender | None = None
@@ -161,7 +169,7 @@ class SlackChannel(RunStateChannel):
 
     async def _authenticate(self) -> BotIdentity:
         try:
-            async with slack_call("auth.test", self._request_timeout_s):
+            async with slack_call("auth.test", self._timeouts.request_s):
                 response = await self.web.auth_test()
         except AuthError as error:
             raise self._fatal_error(error) from error
@@ -177,7 +185,7 @@ class SlackChannel(RunStateChannel):
 
     async def probe(self) -> str | None:
         """auth.test with the bot token (`doctor`); AuthError when Slack refuses it."""
-        async with slack_call("auth.test", min(self._request_timeout_s, PROBE_TIMEOUT_S)):
+        async with slack_call("auth.test", min(self._timeouts.request_s, PROBE_TIMEOUT_S)):
             response = await self.web.auth_test()
             if self._mode == "socket":
                 # The app-level token is checked too: Socket Mode needs both.
@@ -211,8 +219,8 @@ class SlackChannel(RunStateChannel):
             self.app,
             self._app_token,
             self.web,
-            ping_interval_s=self._ping_interval_s,
-            connect_timeout_s=self._connect_timeout_s,
+            ping_interval_s=self._timeouts.ping_interval_s,
+            connect_timeout_s=self._timeouts.connect_s,
         )
         try:
             async with connection:
@@ -239,7 +247,7 @@ class SlackChannel(RunStateChannel):
         if not self._accepting or inbound is None:
             raise ChannelError("the Slack channel is not receiving", channel=CHANNEL)
         try:
-            async with asyncio.timeout(self._enqueue_timeout_s):
+            async with asyncio.timeout(self._timeouts.enqueue_s):
                 await self._forward(body, inbound)
         except MalformedEvent as error:
             # Acknowledged: a retry of the same payload would be just as malformed.
@@ -253,7 +261,7 @@ class SlackChannel(RunStateChannel):
             raise ChannelError(f"not taken now: {error.message}", channel=CHANNEL) from error
         except TimeoutError:
             raise ChannelError(
-                f"the gateway did not take the event within {self._enqueue_timeout_s:g} s",
+                f"the gateway did not take the event within {self._timeouts.enqueue_s:g} s",
                 channel=CHANNEL,
             ) from None
 
@@ -296,7 +304,7 @@ class SlackChannel(RunStateChannel):
         text, mrkdwn = _outgoing_text(message)
         if not text.strip():
             return None
-        async with slack_call("chat.postMessage", self._request_timeout_s):
+        async with slack_call("chat.postMessage", self._timeouts.request_s):
             response = await self.web.chat_postMessage(
                 channel=message.chat_id, text=text, thread_ts=thread_ts, mrkdwn=mrkdwn
             )
@@ -304,11 +312,11 @@ class SlackChannel(RunStateChannel):
         return ts if isinstance(ts, str) else None
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
-        async with slack_call("chat.update", self._request_timeout_s):
+        async with slack_call("chat.update", self._timeouts.request_s):
             await self.web.chat_update(channel=chat_id, ts=message_id, text=content)
 
     async def delete_message(self, chat_id: str, message_id: str) -> None:
-        async with slack_call("chat.delete", self._request_timeout_s):
+        async with slack_call("chat.delete", self._timeouts.request_s):
             await self.web.chat_delete(channel=chat_id, ts=message_id)
 
     async def _upload(self, message: OutboundMessage, thread_ts: str | None) -> None:
@@ -317,7 +325,7 @@ class SlackChannel(RunStateChannel):
         if comment and not message.metadata.get(FORMATTED):
             comment = render_mrkdwn(comment)
         # Three calls per file (URL, upload, completion): more time than one message.
-        async with slack_call("files_upload_v2", 3 * self._request_timeout_s):
+        async with slack_call("files_upload_v2", 3 * self._timeouts.request_s):
             await self.web.files_upload_v2(
                 file_uploads=uploads,
                 channel=message.chat_id,

@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from channels.wecom_bot.channel import MARKDOWN_LIMIT, STREAM_LIMIT, WecomBotChannel
+from channels.wecom_bot.connection import WecomBotTimeouts
 
 if TYPE_CHECKING:
     from channels.registry import ChannelContext
     from config import WecomBotConfig
 
-__all__ = ["MARKDOWN_LIMIT", "STREAM_LIMIT", "WecomBotChannel", "create"]
+__all__ = ["MARKDOWN_LIMIT", "STREAM_LIMIT", "WecomBotChannel", "WecomBotTimeouts", "create"]
 
 
 def create(config: WecomBotConfig, context: ChannelContext) -> WecomBotChannel:

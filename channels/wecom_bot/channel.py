@@ -31,17 +31,17 @@ from channels.dedup import InboundDedup
 from channels.errors import FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.reconnect import ReconnectPolicy, reconnecting
+from channels.reconnect import reconnecting
 from channels.wecom_bot import frames
-from channels.wecom_bot.connection import CHANNEL, AibotConnection
+from channels.wecom_bot.connection import CHANNEL, AibotConnection, WecomBotTimeouts
 from channels.wecom_bot.frames import Callback, Frame, MalformedFrame
 from channels.wecom_bot.replies import ReplyBook
 from config import WecomBotConfig
 
 log = structlog.get_logger(__name__)
 
-#: After the websocket ends: 1 s, doubling to 30 s while it keeps failing.
-RECONNECT = ReconnectPolicy(base_s=1.0, cap_s=30.0)
+#: The waits of a channel no test shortened.
+DEFAULT_TIMEOUTS = WecomBotTimeouts()
 
 #: A stream frame's `content` may hold at most 20,480 bytes (UTF-8).
 STREAM_LIMIT = PLATFORM_LIMITS["wecom-bot"]
@@ -59,21 +59,12 @@ class WecomBotChannel(Channel):
     edit_interval_s: ClassVar[float] = 0.5
 
     def __init__(
-        self,
-        config: WecomBotConfig,
-        *,
-        ping_interval_s: float = 30.0,
-        ack_timeout_s: float = 5.0,
-        connect_timeout_s: float = 10.0,
-        reconnect: ReconnectPolicy = RECONNECT,
+        self, config: WecomBotConfig, *, timeouts: WecomBotTimeouts = DEFAULT_TIMEOUTS
     ) -> None:
         self._bot_id = config.bot_id
         self._secret = config.secret.get_secret_value()
         self._ws_url = config.ws_url
-        self._ping_interval_s = ping_interval_s
-        self._ack_timeout_s = ack_timeout_s
-        self._connect_timeout_s = connect_timeout_s
-        self._reconnect = reconnect
+        self._timeouts = timeouts
         self._book = ReplyBook()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=24 * 3600.0)
         self._received: asyncio.Queue[Frame] = asyncio.Queue(maxsize=256)
@@ -108,14 +99,11 @@ class WecomBotChannel(Channel):
             self._stopping,
             channel=CHANNEL,
             failed_event="wecom_bot.connection_failed",
-            policy=self._reconnect,
+            policy=self._timeouts.reconnect,
         )
 
     async def _session(self, http: aiohttp.ClientSession) -> None:
-        socket = await asyncio.wait_for(http.ws_connect(self._ws_url), self._connect_timeout_s)
-        connection = AibotConnection(
-            socket, ack_timeout_s=self._ack_timeout_s, ping_interval_s=self._ping_interval_s
-        )
+        connection = await AibotConnection.open(http, self._ws_url, self._timeouts)
         try:
             await connection.subscribe(self._bot_id, self._secret)
             self._connection = connection
@@ -258,10 +246,7 @@ class WecomBotChannel(Channel):
         """Subscribe once and leave. WeCom keeps one connection per bot, so a probe while a
         gateway serves the bot takes the connection over from it."""
         async with aiohttp.ClientSession() as http:
-            socket = await asyncio.wait_for(http.ws_connect(self._ws_url), self._connect_timeout_s)
-            connection = AibotConnection(
-                socket, ack_timeout_s=self._ack_timeout_s, ping_interval_s=self._ping_interval_s
-            )
+            connection = await AibotConnection.open(http, self._ws_url, self._timeouts)
             try:
                 await connection.subscribe(self._bot_id, self._secret)
             finally:

@@ -5,8 +5,8 @@ hands every message callback to the channel. Frames answering one callback (`req
 at a time: the next is sent only once the previous one's acknowledgement came back, as the
 official SDK does; different `req_id`s (concurrent turns) do not wait for each other.
 
-`run()` reads until the connection closes and pings every `ping_interval_s`; two pings in a row
-without an acknowledgement count the connection as dead.
+`run()` reads until the connection closes and pings every `timeouts.ping_interval_s`; two pings
+in a row without an acknowledgement count the connection as dead.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import aiohttp
 import structlog
 
 from channels.errors import AuthError, ChannelError, RateLimited, TransientError
+from channels.reconnect import ReconnectPolicy
 from channels.wecom_bot import frames
 from channels.wecom_bot.frames import Frame, MalformedFrame
 
@@ -31,6 +32,8 @@ RATE_LIMIT_CODES = frozenset({45009, 45033})
 #: WeCom does not say how long to wait on a rate limit; a conservative pause.
 RATE_LIMIT_WAIT_S = 2.0
 MISSED_PINGS_ALLOWED = 2
+#: After the websocket ends: 1 s, doubling to 30 s while it keeps failing.
+RECONNECT = ReconnectPolicy(base_s=1.0, cap_s=30.0)
 
 FrameHandler = Callable[[Frame], Awaitable[None]]
 
@@ -55,21 +58,35 @@ def ack_error(frame: Frame, action: str) -> ChannelError:
     return ChannelError(text, channel=CHANNEL)
 
 
+@dataclass(frozen=True, slots=True)
+class WecomBotTimeouts:
+    """How long the bot waits on WeCom, and before connecting again; the tests shorten them."""
+
+    #: Opening the websocket.
+    connect_s: float = 10.0
+    #: How long a frame may take to go out, and its acknowledgement to come back.
+    ack_s: float = 5.0
+    #: How often `run()` pings (MISSED_PINGS_ALLOWED unanswered in a row end the connection).
+    ping_interval_s: float = 30.0
+    #: The pause before the channel connects again after the websocket ended.
+    reconnect: ReconnectPolicy = RECONNECT
+
+
 class AibotConnection:
-    def __init__(
-        self,
-        socket: aiohttp.ClientWebSocketResponse,
-        *,
-        ack_timeout_s: float,
-        ping_interval_s: float,
-    ) -> None:
-        # Its arguments kept one by one, as any constructor does (many in the project read alike).
+    def __init__(self, socket: aiohttp.ClientWebSocketResponse, timeouts: WecomBotTimeouts) -> None:
         self._socket = socket
-        self._ack_timeout_s = ack_timeout_s
-        self._ping_interval_s = ping_interval_s
+        self._timeouts = timeouts
         self._acks: dict[str, asyncio.Future[Frame]] = {}
         self._reply_lanes: dict[str, _ReplyLane] = {}
         self._closed = asyncio.Event()
+
+    @classmethod
+    async def open(
+        cls, http: aiohttp.ClientSession, url: str, timeouts: WecomBotTimeouts
+    ) -> AibotConnection:
+        """Connect to `url`, not yet subscribed."""
+        socket = await asyncio.wait_for(http.ws_connect(url), timeouts.connect_s)
+        return cls(socket, timeouts)
 
     @property
     def closed(self) -> bool:
@@ -79,7 +96,7 @@ class AibotConnection:
         """Authenticate: the first frame of a connection, before `run()` reads. Raises
         AuthError when WeCom refuses the credentials."""
         req_id, text = frames.subscribe(bot_id, secret)
-        async with asyncio.timeout(self._ack_timeout_s):
+        async with asyncio.timeout(self._timeouts.ack_s):
             await self._socket.send_str(text)
             ack = await self._first_ack(req_id)
         if ack.errcode != 0:
@@ -133,11 +150,11 @@ class AibotConnection:
         waiter: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         self._acks[req_id] = waiter
         try:
-            await asyncio.wait_for(self._socket.send_str(text), self._ack_timeout_s)
-            return await asyncio.wait_for(asyncio.shield(waiter), self._ack_timeout_s)
+            await asyncio.wait_for(self._socket.send_str(text), self._timeouts.ack_s)
+            return await asyncio.wait_for(asyncio.shield(waiter), self._timeouts.ack_s)
         except TimeoutError as exc:
             raise TransientError(
-                f"no acknowledgement for {req_id} within {self._ack_timeout_s:g} s",
+                f"no acknowledgement for {req_id} within {self._timeouts.ack_s:g} s",
                 channel=CHANNEL,
             ) from exc
         except (ConnectionResetError, aiohttp.ClientError) as exc:
@@ -185,7 +202,7 @@ class AibotConnection:
     async def _ping_loop(self) -> None:
         missed = 0
         while True:
-            await asyncio.sleep(self._ping_interval_s)
+            await asyncio.sleep(self._timeouts.ping_interval_s)
             req_id, text = frames.ping()
             try:
                 await self._request(req_id, text)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from channels.discord import DiscordChannel
+from channels.discord import DiscordChannel, DiscordTimeouts
 from config import DiscordConfig
 from tests.channels.started import OnBus, started_on_bus
 from tests.fakes.discord_server import FakeDiscord, FakeUser
@@ -36,7 +36,7 @@ def make_channel(
             "require_mention": require_mention,
         }
     )
-    return DiscordChannel(config, data_dir=data_dir, guild_ready_timeout_s=0.05)
+    return DiscordChannel(config, data_dir=data_dir, timeouts=DiscordTimeouts(guild_ready_s=0.05))
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from channels.allow import AllowList
-from channels.matrix import MatrixChannel
+from channels.matrix import MatrixChannel, MatrixTimeouts
 from config import MatrixConfig
 from tests.fakes.matrix_server import SERVER, FakeMatrix
 from tests.support.inbound import RecordingInbound
@@ -31,7 +31,8 @@ def make_channel(fake: FakeMatrix, data_dir: Path, **options: Any) -> MatrixChan
             **options,
         }
     )
-    channel = MatrixChannel(config, data_dir=data_dir, sync_timeout_s=5.0, request_timeout_s=5.0)
+    timeouts = MatrixTimeouts(sync_s=5.0, request_s=5.0)
+    channel = MatrixChannel(config, data_dir=data_dir, timeouts=timeouts)
     channel.allow = AllowList([ALICE, BOB])
     return channel
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bus import InboundMessage
-from channels.slack import SlackChannel
+from channels.slack import SlackChannel, SlackTimeouts
 from config import SlackConfig
 from tests.channels.started import OnBus, started_on_bus
 from tests.fakes.slack_server import FakeSlack
@@ -33,8 +33,8 @@ _AMBIENT = (
     "SLACK_CLIENT_SECRET",
 )
 
-#: What `make_channel` passes to the config rather than to the channel.
-CONFIG_FIELDS = ("bot_token", "app_token", "signing_secret", "base_url", "webhook_path")
+#: Short, so a dropped connection is noticed at once; pongs come back within 0.25 s.
+TEST_TIMEOUTS = SlackTimeouts(request_s=5.0, connect_s=5.0, ping_interval_s=0.5)
 
 
 @pytest.fixture(autouse=True)
@@ -58,17 +58,16 @@ def slack_config(fake: FakeSlack, *, mode: str = "socket", **fields: Any) -> Sla
 
 
 def make_channel(
-    fake: FakeSlack, data_dir: Path, *, mode: str = "socket", **options: Any
+    fake: FakeSlack,
+    data_dir: Path,
+    *,
+    mode: str = "socket",
+    timeouts: SlackTimeouts = TEST_TIMEOUTS,
+    **fields: Any,
 ) -> SlackChannel:
-    fields = {key: options.pop(key) for key in CONFIG_FIELDS if key in options}
-    settings: dict[str, Any] = {
-        "request_timeout_s": 5.0,
-        "connect_timeout_s": 5.0,
-        # Short, so a dropped connection is noticed at once; pongs come back within 0.25 s.
-        "ping_interval_s": 0.5,
-        **options,
-    }
-    return SlackChannel(slack_config(fake, mode=mode, **fields), data_dir=data_dir, **settings)
+    """The channel on the fake Slack; `fields` go to its config."""
+    config = slack_config(fake, mode=mode, **fields)
+    return SlackChannel(config, data_dir=data_dir, timeouts=timeouts)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,15 @@ from channels.health import HealthStatus
 from channels.registry import ChannelContext, build_channel
 from channels.slack import SlackChannel, proxy_for
 from config.channels import SlackConfig
-from tests.channels.slack.conftest import ALICE, DM, WAIT_S, RunningSlack, make_channel, run_slack
+from tests.channels.slack.conftest import (
+    ALICE,
+    DM,
+    TEST_TIMEOUTS,
+    WAIT_S,
+    RunningSlack,
+    make_channel,
+    run_slack,
+)
 from tests.fakes.slack_server import FakeSlack
 
 
@@ -71,7 +80,7 @@ async def test_a_socket_that_cannot_connect_times_out_as_transient(
     fake_slack: FakeSlack, tmp_path: Path
 ) -> None:
     fake_slack.socket_available = False
-    channel = make_channel(fake_slack, tmp_path, connect_timeout_s=0.5)
+    channel = make_channel(fake_slack, tmp_path, timeouts=replace(TEST_TIMEOUTS, connect_s=0.5))
     _agent, publisher = create_bus(8)
 
     with pytest.raises(TransientError, match="no Socket Mode connection"):
@@ -110,7 +119,7 @@ async def test_stop_during_connecting_returns_promptly(
     fake_slack: FakeSlack, tmp_path: Path
 ) -> None:
     fake_slack.socket_available = False
-    channel = make_channel(fake_slack, tmp_path, connect_timeout_s=60.0)
+    channel = make_channel(fake_slack, tmp_path, timeouts=replace(TEST_TIMEOUTS, connect_s=60.0))
     _agent, publisher = create_bus(8)
     task = asyncio.create_task(channel.start(publisher.inbound_sender()), name="connecting")
     await fake_slack.wait_until(lambda: fake_slack.calls("apps.connections.open"))

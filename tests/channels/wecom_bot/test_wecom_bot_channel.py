@@ -11,7 +11,7 @@ from bus import InboundMessage, OutboundMessage, create_bus
 from bus.envelope import ANSWERS
 from channels.errors import FatalChannelError, RateLimited
 from channels.reconnect import ReconnectPolicy
-from channels.wecom_bot import WecomBotChannel
+from channels.wecom_bot import WecomBotChannel, WecomBotTimeouts
 from channels.wecom_bot.frames import MalformedFrame, parse_callback, parse_frame
 from tests.channels.started import OnBus, once, started_on_bus
 from tests.channels.wecom_bot.configs import wecom_bot_config
@@ -28,7 +28,7 @@ async def running() -> AsyncIterator[Running]:
     async with FakeWecomBot() as fake:
         channel = WecomBotChannel(
             wecom_bot_config(fake),
-            reconnect=ReconnectPolicy(base_s=0.05),
+            timeouts=WecomBotTimeouts(reconnect=ReconnectPolicy(base_s=0.05)),
         )
         ready = once(channel.wait_connected)
         async with started_on_bus(channel, ready, name="test:wecom-bot", capacity=16) as (

@@ -9,7 +9,7 @@ import pytest
 from bus import InboundMessage, InboundRefused
 from channels.errors import FatalChannelError
 from channels.reconnect import ReconnectPolicy
-from channels.wecom_bot import WecomBotChannel
+from channels.wecom_bot import WecomBotChannel, WecomBotTimeouts
 from tests.channels.wecom_bot.configs import wecom_bot_config
 from tests.fakes.wecom_bot_server import FakeWecomBot
 
@@ -39,9 +39,9 @@ async def test_pings_keep_the_connection_and_unanswered_ones_replace_it() -> Non
     async with FakeWecomBot() as fake:
         channel = WecomBotChannel(
             wecom_bot_config(fake),
-            ping_interval_s=0.05,
-            ack_timeout_s=0.2,
-            reconnect=ReconnectPolicy(base_s=0.05),
+            timeouts=WecomBotTimeouts(
+                ack_s=0.2, ping_interval_s=0.05, reconnect=ReconnectPolicy(base_s=0.05)
+            ),
         )
         inbound = RefusingOnce()
         task = asyncio.create_task(channel.start(inbound), name="test:wecom-bot")
