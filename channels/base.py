@@ -66,6 +66,7 @@ from aiohttp import web
 
 from bus import InboundSender, OutboundMessage
 from channels.allow import AllowList
+from channels.embed import Embed
 from channels.health import ChannelHealth
 from channels.limits import PlatformLimit
 
@@ -182,19 +183,10 @@ class Channel(ABC):
     async def remove_reaction(self, chat_id: str, message_id: str, emoji: str) -> None:
         """Take a reaction back."""
 
-    async def send_embed(
-        self,
-        chat_id: str,
-        title: str,
-        description: str,
-        fields: Sequence[tuple[str, str, bool]] = (),
-        color: int | None = None,
-    ) -> str | None:
+    async def send_embed(self, chat_id: str, embed: Embed) -> str | None:
         """A titled card; by default plain Markdown sent as one message."""
-        lines = [f"**{title}**", description]
-        lines.extend(f"**{name}:** {value}" for name, value, _inline in fields)
         return await self.send_with_id(
-            OutboundMessage(channel=self.name, chat_id=chat_id, content="\n".join(lines))
+            OutboundMessage(channel=self.name, chat_id=chat_id, content=embed.markdown())
         )
 
     def web_routes(self) -> Sequence[web.AbstractRouteDef]:

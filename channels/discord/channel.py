@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -36,6 +35,7 @@ from channels.discord.errors import (
 from channels.discord.inbound import InboundPolicy, should_answer, to_inbound
 from channels.discord.media import AttachmentStore, batches, load_files
 from channels.discord.routing import DiscordEndpoints, RoutedHTTPClient
+from channels.embed import Embed
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
@@ -352,21 +352,13 @@ class DiscordChannel(Channel):
         async with discord_call("remove reaction", self._timeouts.request_s):
             await partial.remove_reaction(emoji, client.user)
 
-    # The signature is Channel.send_embed's, repeated as an override must; the body is Discord's.
-    async def send_embed(
-        self,
-        chat_id: str,
-        title: str,
-        description: str,
-        fields: Sequence[tuple[str, str, bool]] = (),
-        color: int | None = None,
-    ) -> str | None:
-        embed = discord.Embed(title=title, description=description, colour=color)
-        for field_name, value, inline in fields:
-            embed.add_field(name=field_name, value=value, inline=inline)
+    async def send_embed(self, chat_id: str, embed: Embed) -> str | None:
+        card = discord.Embed(title=embed.title, description=embed.description, colour=embed.color)
+        for field in embed.fields:
+            card.add_field(name=field.name, value=field.value, inline=field.inline)
         target = self._messageable(chat_id)
         async with discord_call("send embed", self._timeouts.request_s):
-            sent = await target.send(embed=embed)
+            sent = await target.send(embed=card)
         return str(sent.id)
 
     def _require_client(self) -> GatewayClient:

@@ -8,6 +8,7 @@ import pytest
 
 from bus import OutboundMessage
 from channels.discord import DiscordChannel
+from channels.embed import Embed, EmbedField
 from config import DiscordConfig
 from tests.channels.discord.conftest import (
     ALICE,
@@ -132,10 +133,15 @@ async def test_an_embed_is_a_real_discord_embed(bot: RunningBot) -> None:
 
     message_id = await bot.channel.send_embed(
         str(DM_CHANNEL),
-        "Status",
-        "All systems go",
-        fields=[("Uptime", "3 days", True), ("Queue", "empty", False)],
-        color=0x00FF00,
+        Embed(
+            "Status",
+            "All systems go",
+            fields=(
+                EmbedField("Uptime", "3 days", inline=True),
+                EmbedField("Queue", "empty", inline=False),
+            ),
+            color=0x00FF00,
+        ),
     )
 
     [request] = bot.fake.requests_to("POST", MESSAGES)
