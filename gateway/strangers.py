@@ -90,14 +90,18 @@ def notice_for(message: InboundMessage, text: str, *, failed: bool = False) -> O
     )
 
 
+#: The fields of an inbound message that reach a file, a log line or the agent as text.
+_SCRUBBED_FIELDS = ("content", "chat_id", "sender_id")
+
+
 def scrubbed(message: InboundMessage) -> InboundMessage:
     """The message with lone surrogates (unencodable, from a platform's JSON) replaced."""
-    fields = {
-        "content": message.content,
-        "chat_id": message.chat_id,
-        "sender_id": message.sender_id,
-    }
-    clean = {name: scrub_surrogates(value) for name, value in fields.items()}
-    if clean == fields:
-        return message
-    return message.model_copy(update=clean)
+    try:
+        # The common case, checked without building anything: every field encodes.
+        message.content.encode()
+        message.chat_id.encode()
+        message.sender_id.encode()
+    except UnicodeEncodeError:
+        clean = {name: scrub_surrogates(getattr(message, name)) for name in _SCRUBBED_FIELDS}
+        return message.model_copy(update=clean)
+    return message

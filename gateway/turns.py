@@ -87,9 +87,8 @@ class TurnRunner:
         """
         sink: OutboundSink = self._outbound if outbound is None else outbound
         started = time.perf_counter()
-        session = str(key)
         if logs.debug_enabled:
-            log.debug("turn.started", session=session, stream=stream_id)
+            log.debug("turn.started", session=str(key), stream=stream_id)
         if shows_typing:
             await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
         user_message = Message.user(content, media=list(trigger.media))
@@ -103,7 +102,7 @@ class TurnRunner:
             )
             show_snapshot: SnapshotSink = _show_nothing
             if streams:
-                metadata: dict[str, object] = {ANSWERS: answers, SESSION: session}
+                metadata: dict[str, object] = {ANSWERS: answers, SESSION: str(key)}
 
                 async def show_snapshot(text: str) -> None:
                     reply_so_far = OutboundMessage(
@@ -119,7 +118,7 @@ class TurnRunner:
 
             reply = await self._agent.run(turn, show_snapshot)
         except AgentError as error:
-            log.error("turn.agent_failed", session=session, error=str(error))
+            log.error("turn.agent_failed", session=str(key), error=str(error))
             self._turns_failed.inc()
             return TurnResult(
                 user_message, error.user_message, TokenUsage(), failed=True, error=str(error)

@@ -135,6 +135,10 @@ class ActiveTopics(ActiveTopicsStore):
     async def state(self, base_key: str) -> ChatTopics:
         return ChatTopics(self._active.get(base_key), self._previous.get(base_key))
 
+    async def active(self, base_key: str) -> str | None:
+        # `state(base_key).active` without building the state: every turn asks this.
+        return self._active.get(base_key)
+
     def chats(self) -> dict[str, ChatTopics]:
         """Every chat with a topic or a previous one, as loaded (`store migrate` copies them)."""
         return {
