@@ -7,8 +7,8 @@ on disk with the default `fsync: batch`. Only turns are counted: a reply counts 
 the turn's delivery id and is not an apology. Figures:
 
 - turns per second with 1, 100 and 10,000 distinct chats, against the bus alone (baseline):
-  the median of three runs, each on a fresh runtime and data directory (the baseline likewise),
-  with the slowest run shown too;
+  the median of three runs, each on a fresh runtime and data directory, with the disk's earlier
+  writes flushed first (the baseline likewise a median of three), with the slowest run shown;
 - the collector's time per turn and longest pause over 10,000 turns at 100 chats, as the
   daemon sets it (`gateway.collector`) against the older generations on CPython's schedule;
 - Python and builtin calls per turn on the loop's thread at 100 chats, against a message
@@ -181,6 +181,7 @@ async def _measure() -> list[Figure]:
 
             rates[chats] = []
             for attempt in range(RUNS):
+                await asyncio.to_thread(os.sync)  # the runs before leave no writeback to this one
                 gc.collect()
                 rss_before = process.memory_info().rss
                 rates[chats].append(await with_runtime(base / f"chats-{chats}-{attempt}", run))
@@ -238,6 +239,9 @@ async def _measure() -> list[Figure]:
         )
         figures += await collector_figures(base)
         figures += await calls_figures(base)
+        # The throughput runs wrote tens of thousands of session files: their writeback must
+        # not land in the latency runs (nor in the disk's baseline).
+        await asyncio.to_thread(os.sync)
         raw = await asyncio.to_thread(_raw_disk_latencies, base)
         latencies = await with_runtime(base / "latency", _latencies)
         unsynced = await with_runtime(base / "latency-never", _latencies, fsync="never")
