@@ -18,6 +18,7 @@ IN_FLIGHT = 256
 class BenchChannel(Channel):
     """Publishes what the bench says and timestamps every turn's reply."""
 
+    name = "bench"
     running: BenchChannel | None = None
 
     def __init__(self, config: Any, context: Any) -> None:
@@ -29,10 +30,6 @@ class BenchChannel(Channel):
         self.all_answered = asyncio.Event()
         self.reply_times: dict[str, float] = {}
         BenchChannel.running = self
-
-    @property
-    def name(self) -> str:
-        return "bench"
 
     async def start(self, inbound: InboundSender) -> None:
         self.inbound = inbound

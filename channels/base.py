@@ -104,7 +104,8 @@ class Channel(ABC):
     @property
     @abstractmethod
     def name(self) -> str:
-        """The routing key: outbound messages whose `channel` equals it come here."""
+        """The routing key: outbound messages whose `channel` equals it come here. A class
+        attribute (`name = "telegram"`) is the usual way to give it."""
 
     @abstractmethod
     async def start(self, inbound: InboundSender) -> None:

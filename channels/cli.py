@@ -146,6 +146,7 @@ class _Output:
 
 
 class CliChannel(Channel):
+    name = "cli"
     limit = PLATFORM_LIMITS["cli"]
     edit_interval_s = 0.05
     #: An edit redraws the terminal: the final needs no slot.
@@ -168,10 +169,6 @@ class CliChannel(Channel):
         self._next_id = 0
         self._counter = 0
         self._stopped = asyncio.Event()
-
-    @property
-    def name(self) -> str:
-        return "cli"
 
     def supports_edit(self) -> bool:
         return self._stdout.isatty()

@@ -58,6 +58,7 @@ REPLY_TIMEOUT_S = 600.0
 
 
 class ApiChannel(Channel):
+    name = "api"
     limit = PLATFORM_LIMITS["api"]
     edit_interval_s = 0.1
     #: An edit is a server-sent event on the request's own connection: no platform to pace.
@@ -84,10 +85,6 @@ class ApiChannel(Channel):
         self.bound_port: int | None = None
         #: Set once the listener accepts connections (`bound_port` is known).
         self.listening = asyncio.Event()
-
-    @property
-    def name(self) -> str:
-        return "api"
 
     def supports_edit(self) -> bool:
         return True

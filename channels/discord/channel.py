@@ -63,6 +63,7 @@ class DiscordTimeouts:
 
 
 class DiscordChannel(Channel):
+    name = CHANNEL
     # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
     # config, data_dir, the timeouts tests shorten): alike in shape, Discord's values.
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["discord"]
@@ -88,10 +89,6 @@ class DiscordChannel(Channel):
         self._stopped = False
         self._fatal: FatalChannelError | None = None
         self._last_failure: str | None = None
-
-    @property
-    def name(self) -> str:
-        return CHANNEL
 
     def supports_edit(self) -> bool:
         return True

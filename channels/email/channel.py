@@ -39,6 +39,7 @@ _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 class EmailChannel(Channel):
+    name = CHANNEL
     limit = PLATFORM_LIMITS["email"]
 
     def __init__(self, config: EmailConfig, *, data_dir: Path) -> None:
@@ -59,10 +60,6 @@ class EmailChannel(Channel):
         self._stopping = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-
-    @property
-    def name(self) -> str:
-        return CHANNEL
 
     @property
     def single_poller(self) -> bool:

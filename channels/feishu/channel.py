@@ -45,6 +45,7 @@ CARD_TEXT_LIMIT = PlatformLimit(PLATFORM_LIMITS["feishu"].max_units * 2 // 3, "b
 
 
 class FeishuChannel(Channel):
+    name = CHANNEL
     limit: ClassVar[PlatformLimit] = CARD_TEXT_LIMIT
     #: Feishu allows 5 card updates a second per message; 4 leaves room for clock skew.
     edit_interval_s: ClassVar[float] = 0.25
@@ -68,10 +69,6 @@ class FeishuChannel(Channel):
                 config.encrypt_key.get_secret_value(),
                 config.verification_token.get_secret_value(),
             )
-
-    @property
-    def name(self) -> str:
-        return CHANNEL
 
     async def wait_receiving(self) -> None:
         """Return once events are being received (connected, or webhook mode started)."""

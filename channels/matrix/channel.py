@@ -78,6 +78,7 @@ class MatrixTimeouts:
 
 
 class MatrixChannel(RunStateChannel):
+    name = CHANNEL
     # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
     # config, data_dir, the timeouts tests shorten): alike in shape, Matrix's values.
     limit: ClassVar[PlatformLimit] = PlatformLimit(MAX_CONTENT_BYTES, "bytes")
@@ -109,10 +110,6 @@ class MatrixChannel(RunStateChannel):
         self._client: AsyncClient | None = None
         super().__init__()
         self._trouble: str | None = None
-
-    @property
-    def name(self) -> str:
-        return CHANNEL
 
     def supports_edit(self) -> bool:
         return True

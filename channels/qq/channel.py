@@ -49,6 +49,7 @@ RECONNECT = ReconnectPolicy(base_s=1.0, cap_s=60.0)
 
 
 class QQBotChannel(Channel):
+    name = CHANNEL
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["qq-bot"]
     max_reply_messages: ClassVar[int | None] = MAX_REPLIES
 
@@ -80,10 +81,6 @@ class QQBotChannel(Channel):
         self._replies = PassiveReplies()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=24 * 3600.0)
         self._stopping = asyncio.Event()
-
-    @property
-    def name(self) -> str:
-        return CHANNEL
 
     def _http(self) -> aiohttp.ClientSession:
         return self._http_session.get()

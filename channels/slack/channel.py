@@ -67,6 +67,7 @@ def _secret(value: SecretStr | None) -> str:
 
 
 class SlackChannel(RunStateChannel):
+    name = CHANNEL
     # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
     # config, data_dir, the timeouts tests shorten): alike in shape, Slack's values.
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["slack"]
@@ -116,10 +117,6 @@ class SlackChannel(RunStateChannel):
         self._connection: SocketConnection | None = None
         self._accepting = False
         super().__init__()
-
-    @property
-    def name(self) -> str:
-        return CHANNEL
 
     @property
     def identity(self) -> BotIdentity | None:

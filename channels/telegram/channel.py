@@ -61,6 +61,7 @@ _DOWNLOAD_TIMEOUT_S = 60.0
 
 
 class TelegramChannel(Channel):
+    name = CHANNEL
     limit = PLATFORM_LIMITS["telegram"]
     edit_interval_s = 1.0
 
@@ -109,10 +110,6 @@ class TelegramChannel(Channel):
         self._idle = asyncio.Event()
         self._idle.set()
         self._closed = False
-
-    @property
-    def name(self) -> str:
-        return CHANNEL
 
     @property
     def single_poller(self) -> bool:

@@ -33,6 +33,7 @@ log = structlog.get_logger(__name__)
 
 
 class WeComChannel(RunStateChannel):
+    name = CHANNEL
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["wecom"]
 
     def __init__(self, config: WeComConfig, *, window: SendWindow | None = None) -> None:
@@ -46,10 +47,6 @@ class WeComChannel(RunStateChannel):
         )
         self._receiver = CallbackReceiver(crypto)
         super().__init__()
-
-    @property
-    def name(self) -> str:
-        return CHANNEL
 
     async def start(self, inbound: InboundSender) -> None:
         if self._run_state.stopping.is_set():

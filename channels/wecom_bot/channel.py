@@ -50,6 +50,7 @@ MARKDOWN_LIMIT = PlatformLimit(4_096, "bytes")
 
 
 class WecomBotChannel(Channel):
+    name = CHANNEL
     # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
     # config, the timeouts tests shorten; it keeps no files): alike in shape, its own values.
     limit: ClassVar[PlatformLimit] = STREAM_LIMIT
@@ -71,10 +72,6 @@ class WecomBotChannel(Channel):
         self._connection: AibotConnection | None = None
         self._connected = asyncio.Event()
         self._stopping = asyncio.Event()
-
-    @property
-    def name(self) -> str:
-        return CHANNEL
 
     async def wait_connected(self) -> None:
         """Return once subscribed (for tests and the contract suite)."""

@@ -54,6 +54,7 @@ _NOT_MESSAGES = frozenset({"reaction", "system", "unsupported", "request_welcome
 
 
 class WhatsAppChannel(RunStateChannel):
+    name = CHANNEL
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["whatsapp"]
 
     def __init__(
@@ -86,12 +87,8 @@ class WhatsAppChannel(RunStateChannel):
         self._typing_shown: dict[str, float] = {}
         super().__init__()
 
-    # name, format_outbound and start read like TwilioChannel's: the same members, this
-    # platform's values (the shared mechanics are RunState.serve's).
-    @property
-    def name(self) -> str:
-        return CHANNEL
-
+    # format_outbound and start read like TwilioChannel's: the same members, this platform's
+    # values (the shared mechanics are RunState.serve's).
     def format_outbound(self, content: str) -> str:
         return render_phone_text(content, "whatsapp")
 
