@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,8 @@ async def test_http_mode_probes_only_the_bot_token(tmp_path: Path) -> None:
 @pytest.mark.parametrize("which", ["bot_token", "app_token"])
 async def test_a_token_slack_refuses_is_an_auth_error(tmp_path: Path, which: str) -> None:
     async with FakeSlack() as fake:
-        channel = make_channel(fake, tmp_path, **{which: "xoxb-1-wrong"})
+        wrong_token: dict[str, Any] = {which: "xoxb-1-wrong"}  # a config field, not `timeouts`
+        channel = make_channel(fake, tmp_path, **wrong_token)
         with pytest.raises(AuthError) as raised:
             await channel.probe()
     assert "invalid_auth" in str(raised.value)
