@@ -11,7 +11,16 @@ from pathlib import Path
 
 from config import ConfigError, LoadedConfig, default_config, load_gateway
 from config.channels import DEFAULT_API_PORT
-from gateway.cli_args import CommandSet, Handler, add_config_argument
+from gateway.cli_args import (
+    EXIT_INVALID_CONFIG,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    CommandSet,
+    Handler,
+    add_config_argument,
+    plural,
+    print_problems,
+)
 from gateway.cluster_commands import (
     ROLES,
     add_dead_letter_commands,
@@ -28,11 +37,6 @@ from gateway.session_commands import add_session_commands
 from gateway.store_commands import add_store_commands, store_unreachable
 from gateway.terminal_logs import terminal_log_file
 
-EXIT_OK = 0
-EXIT_INVALID_CONFIG = 2
-#: A port the daemon must listen on is taken (EX_UNAVAILABLE, as for the health port).
-EXIT_PORT_BUSY = 69
-
 
 def package_version() -> str:
     try:
@@ -42,10 +46,8 @@ def package_version() -> str:
 
 
 def print_config_error(error: ConfigError) -> None:
-    for problem in error.problems:
-        print(f"error: {problem}", file=sys.stderr)
-    count = len(error.problems)
-    print(f"{count} problem{'s' if count != 1 else ''} in the configuration", file=sys.stderr)
+    print_problems(error)
+    print(f"{plural(len(error.problems), 'problem')} in the configuration", file=sys.stderr)
 
 
 def load(config_path: Path | None, data_dir: Path | None) -> LoadedConfig:
@@ -78,14 +80,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_INVALID_CONFIG
     if (busy := busy_api_port(loaded)) is not None:
         print(f"error: {busy}", file=sys.stderr)
-        return EXIT_PORT_BUSY
+        return EXIT_UNAVAILABLE
     if (wrong_role := role_problem(loaded, args.role)) is not None:
         print(f"error: {wrong_role}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
     for unreachable in (store_unreachable(loaded), bus_unreachable(loaded)):
         if unreachable is not None:
             print(f"error: {unreachable}", file=sys.stderr)
-            return EXIT_PORT_BUSY  # the same EX_UNAVAILABLE: a service the daemon needs is away
+            return EXIT_UNAVAILABLE
     log_stream = terminal_log_file(loaded)
     configure_logging(
         loaded.gateway.logging.level,
@@ -116,8 +118,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     profiles = ", ".join(loaded.profiles) or "none"
-    count = len(loaded.profiles)
-    print(f"ok: {args.config} is valid ({count} profile{'' if count == 1 else 's'}: {profiles})")
+    print(f"ok: {args.config} is valid ({plural(len(loaded.profiles), 'profile')}: {profiles})")
     return EXIT_OK
 
 

@@ -1,5 +1,5 @@
 """Arguments several commands share, accepted before or after a command's action, what they
-locate, and the exit statuses of the commands that read the data directory.
+locate, how a configuration's problems are printed, and the exit statuses the commands share.
 
 Every command declares its own parser (`CommandSet.add` with help and description, then its
 arguments): those declarations look alike because argparse is written that way, and stay with
@@ -20,8 +20,10 @@ from gateway.env_file import environment_for
 
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
+#: The command ran and reported problems (`store migrate`, `dead-letters show` of a missing id).
+EXIT_PROBLEMS = 1
 EXIT_INVALID_CONFIG = 2
-#: A database (or server) the command needs cannot be reached.
+#: A database, server or port the command needs cannot be reached or is taken (EX_UNAVAILABLE).
 EXIT_UNAVAILABLE = 69
 
 #: What runs a command: its parsed arguments in, its exit status out.

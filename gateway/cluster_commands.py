@@ -16,16 +16,20 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from config import ConfigError, LoadedConfig, load_gateway
-from gateway.cli_args import CommandSet, add_config_argument, plural
+from gateway.cli_args import (
+    EXIT_INVALID_CONFIG,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_UNAVAILABLE,
+    CommandSet,
+    add_config_argument,
+    plural,
+)
 from gateway.env_file import environment_for
 
 if TYPE_CHECKING:
     from cluster.dead_letters import DeadLetter, DeadLetters
 
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_INVALID_CONFIG = 2
-EXIT_UNAVAILABLE = 69
 ROLES = ("all", "ingress", "worker")
 
 

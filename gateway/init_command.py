@@ -14,7 +14,7 @@ from pathlib import Path
 from config import ConfigError, load_gateway
 from config.channels import DEFAULT_API_PORT
 from config.gateway import DEFAULT_HEALTH_PORT
-from gateway.cli_args import CommandSet
+from gateway.cli_args import EXIT_INVALID_CONFIG, EXIT_OK, CommandSet, print_problems
 from gateway.env_file import ENV_FILE, environment_for
 from gateway.scaffold import (
     CHANNEL_CHOICES,
@@ -29,9 +29,7 @@ from gateway.scaffold import (
     profile_yaml,
 )
 
-EXIT_OK = 0
 EXIT_NOT_WRITTEN = 1
-EXIT_INVALID = 2
 
 Ask = Callable[[str], str]
 
@@ -143,9 +141,8 @@ def _report(config: Path, choices: ScaffoldChoices) -> int:
     try:
         loaded = load_gateway(config, environment_for(config))
     except ConfigError as error:  # a bug in the scaffold: say so rather than hide it
-        for problem in error.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return EXIT_INVALID
+        print_problems(error)
+        return EXIT_INVALID_CONFIG
     for warning in loaded.warnings:
         print(f"warning: {warning}")
     env = config.parent / ENV_FILE

@@ -24,6 +24,8 @@ from config.store import StoreConfig
 from gateway.cli_args import (
     EXIT_INVALID_CONFIG,
     EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_UNAVAILABLE,
     CommandSet,
     add_config_argument,
     plural,
@@ -40,9 +42,6 @@ from sessions.recovery import load_file
 if TYPE_CHECKING:
     from sessions.postgres.importing import Imported
 
-EXIT_PROBLEMS = 1
-#: PostgreSQL cannot be reached (EX_UNAVAILABLE, as for a taken port).
-EXIT_UNAVAILABLE = 69
 _ARCHIVE_SUFFIXES = (f".archived{SESSION_SUFFIX}", f".archive{SESSION_SUFFIX}")
 
 
