@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
@@ -138,12 +137,8 @@ class OpenAICompatAgent(Agent):
         self._closed = False
 
     async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
-        stream = self._snapshots.stream(on_snapshot)
         outcome = _StreamOutcome(usage=TokenUsage())
-        async with aclosing(self._deltas(turn, outcome)) as deltas:
-            async for delta in deltas:
-                await stream.append(delta)
-        content = await stream.finish()
+        content = await self._snapshots.relay(self._deltas(turn, outcome), on_snapshot)
         if outcome.finish_reason not in ("stop", None):
             log.info(
                 "openai.reply_ended_early",

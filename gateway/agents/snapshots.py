@@ -14,7 +14,8 @@ coarsely (about once a second per chat), so a timer would buy nothing but a task
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from gateway.agents.base import SnapshotSink
@@ -32,6 +33,18 @@ class SnapshotPacing:
 
     def stream(self, sink: SnapshotSink) -> SnapshotStream:
         return SnapshotStream(sink, self)
+
+    async def relay(self, deltas: AsyncGenerator[str, None], sink: SnapshotSink) -> str:
+        """The whole reply of a streamed answer: each of `deltas` into a stream to `sink`.
+
+        `deltas` is closed however this ends (finished, failed, cancelled), so the connection
+        it reads from is released at once rather than when the generator is collected.
+        """
+        stream = self.stream(sink)
+        async with aclosing(deltas) as opened:
+            async for delta in opened:
+                await stream.append(delta)
+        return await stream.finish()
 
 
 #: A snapshot at most every `DEFAULT_SNAPSHOT_INTERVAL_S` of the monotonic clock.

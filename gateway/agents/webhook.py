@@ -148,12 +148,9 @@ class WebhookAgent(Agent):
             await session.close()
 
     async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
-        stream = self._snapshots.stream(on_snapshot)
         outcome = _StreamOutcome()
-        async with aclosing(self._deltas(encode_turn(turn), outcome)) as deltas:
-            async for delta in deltas:
-                await stream.append(delta)
-        return AgentReply(await stream.finish(), outcome.usage)
+        content = await self._snapshots.relay(self._deltas(encode_turn(turn), outcome), on_snapshot)
+        return AgentReply(content, outcome.usage)
 
     def _open_session(self) -> aiohttp.ClientSession:
         if self._closed:
