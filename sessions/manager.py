@@ -65,8 +65,7 @@ class SessionManager:
             return
         if self._cache.get(key) is not session:
             return  # evicted meanwhile; whoever reloads it reads these lines from disk
-        session.meta = session.meta.appended(messages)
-        session.messages.extend(messages)
+        session.appended(messages)
 
     async def history(self, key: SessionKey, limit: int | None = None) -> list[Message]:
         """The last `limit` messages (all for None)."""

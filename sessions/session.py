@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from bus import Message, SessionKey
+from bus.message import utc_now
 from sessions.meta import SessionMeta, first_title
 
 
-@dataclass(slots=True)
 class Session:
     """One conversation: its meta line and the messages of its live file, oldest first.
 
@@ -18,9 +19,48 @@ class Session:
     the older ones (see `sessions.compaction`).
     """
 
-    key: SessionKey
-    meta: SessionMeta
-    messages: list[Message] = field(default_factory=list)
+    __slots__ = ("_meta", "_touched_at", "key", "messages")
+
+    def __init__(
+        self, key: SessionKey, meta: SessionMeta, messages: list[Message] | None = None
+    ) -> None:
+        self.key = key
+        self._meta = meta
+        #: When messages were last appended, not yet stamped on `_meta` (see `meta`).
+        self._touched_at: datetime | None = None
+        self.messages: list[Message] = [] if messages is None else messages
+
+    @property
+    def meta(self) -> SessionMeta:
+        # A turn appends every time and hardly anyone reads the meta of a session in memory,
+        # so an append notes its time and the stamped copy is made here, when it is read.
+        if self._touched_at is not None:
+            self._meta = self._meta.touched(self._touched_at)
+            self._touched_at = None
+        return self._meta
+
+    @meta.setter
+    def meta(self, meta: SessionMeta) -> None:
+        self._meta, self._touched_at = meta, None
+
+    def appended(self, messages: Sequence[Message], now: datetime | None = None) -> None:
+        """Show `messages`, just stored: touched now, and titled by them if it had no title
+        (`SessionMeta.appended`)."""
+        if self._meta.title is None:
+            self.meta = self.meta.appended(messages, now)
+        else:
+            self._touched_at = now or utc_now()
+        self.messages.extend(messages)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Session):
+            return NotImplemented
+        return (self.key, self.meta, self.messages) == (other.key, other.meta, other.messages)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it was
+
+    def __repr__(self) -> str:
+        return f"Session(key={self.key!r}, meta={self.meta!r}, messages={self.messages!r})"
 
     @classmethod
     def new(cls, key: SessionKey) -> Session:

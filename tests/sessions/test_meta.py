@@ -1,4 +1,5 @@
-"""SessionMeta: how an append moves the meta (touched, titled) and its line's bytes."""
+"""SessionMeta: how an append moves the meta (touched, titled) and its line's bytes; a Session
+showing its appends."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from bus import Message, MessageRole, SessionKey
 from sessions.meta import SessionMeta, first_title, title_of
+from sessions.session import Session
 
 KEY = SessionKey("telegram", "42")
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -57,3 +59,24 @@ def test_a_new_meta_given_a_title_writes_the_line_a_titled_copy_would() -> None:
         given.to_line()
         == given.model_dump_json(exclude_none=True, exclude={"title_manual"}).encode() + b"\n"
     )
+
+
+def test_a_session_shows_its_appends_as_the_meta_would() -> None:
+    """`Session.appended` stamps its meta only when the meta is read; what is read is what
+    `SessionMeta.appended` gives, append after append."""
+    titled = SessionMeta.new(KEY, now=CREATED, title="kept")
+    session = Session(KEY, titled)
+    first, second = [Message.user("one")], [Message.assistant("two")]
+    session.appended(first, now=LATER)
+    session.appended(second, now=LATER.replace(minute=9))
+    assert session.meta == titled.appended(first, LATER).appended(second, LATER.replace(minute=9))
+    assert session.messages == first + second
+    assert titled.updated_at == CREATED  # the meta it was given is unchanged
+
+    untitled = Session(KEY, SessionMeta.new(KEY, now=CREATED))
+    untitled.appended([Message.user("what is the weather like on the moon")], now=LATER)
+    assert (untitled.meta.title, untitled.meta.updated_at) == (
+        "what is the weather like on the moon",
+        LATER,
+    )
+    assert untitled == Session(KEY, untitled.meta, list(untitled.messages))
