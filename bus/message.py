@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Self
@@ -72,6 +73,11 @@ class Message(WireModel):
     def to_line(self) -> bytes:
         """The message's line in a session file: `to_json()` in UTF-8, then a newline."""
         return self._json_bytes() + b"\n"
+
+    @staticmethod
+    def lines_of(messages: Iterable[Message]) -> bytes:
+        """`messages` as they stand in a session file: their lines, in order."""
+        return b"".join(map(Message.to_line, messages))
 
     def _json_bytes(self) -> bytes:
         # pydantic-core serializes to UTF-8 bytes; `model_dump_json` only decodes them into a

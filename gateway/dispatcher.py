@@ -352,7 +352,7 @@ class Dispatcher:
         await self._journal.record_outcome(outcome)
         if messages:
             try:
-                await self._sessions.append_all(session, messages)
+                await self._sessions.append_all(session, messages, lines=outcome.session_lines())
             except Exception:
                 # Supervision point: the journal keeps the messages and replays them into the
                 # session file at the next start; the reply still goes out.

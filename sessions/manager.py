@@ -47,13 +47,17 @@ class SessionManager:
     async def append(self, key: SessionKey, message: Message) -> None:
         await self.append_all(key, [message])
 
-    async def append_all(self, key: SessionKey, messages: Sequence[Message]) -> None:
-        """Store messages durably, then show them in memory."""
+    async def append_all(
+        self, key: SessionKey, messages: Sequence[Message], *, lines: bytes | None = None
+    ) -> None:
+        """Store messages durably, then show them in memory.
+        `lines`, where the caller has them already: `Message.lines_of(messages)`.
+        """
         # `get` without its coroutine when the session is in memory (every turn but a chat's
         # first): the same lookup, one call and one coroutine fewer.
         session = self._cached(key) or await self._load(key)
         try:
-            receipt = await self.store.append_all(key, messages)
+            receipt = await self.store.append_all(key, messages, lines=lines)
         except BaseException:
             # Cancelled or failed: whether the line reached the disk is unknown here, so the
             # next reader reloads the session from disk rather than trust memory.

@@ -156,12 +156,16 @@ class SessionStore(StoreBase):
         """Store one message; returns once it is durable under the fsync policy."""
         await self.append_all(key, [message])
 
-    async def append_all(self, key: SessionKey, messages: Sequence[Message]) -> AppendReceipt:
+    async def append_all(
+        self, key: SessionKey, messages: Sequence[Message], *, lines: bytes | None = None
+    ) -> AppendReceipt:
         """Store messages in order, as one write; returns once they are durable (written
-        behind a log: once queued, see the module's docstring)."""
+        behind a log: once queued, see the module's docstring).
+        `lines`, where the caller has them already: `Message.lines_of(messages)`.
+        """
         if not messages:
             return AppendReceipt()
-        data = b"".join(map(Message.to_line, messages))
+        data = Message.lines_of(messages) if lines is None else lines
         path = self._layout.path_for(key)
         self._check_usable(writes=True)
         if self._track_unsynced and (entry := self._free_open_file(path, len(data))):

@@ -38,8 +38,12 @@ class SessionStoreProtocol(Protocol):
 
     async def append(self, key: SessionKey, message: Message) -> None: ...
 
-    async def append_all(self, key: SessionKey, messages: Sequence[Message]) -> AppendReceipt:
-        """Store messages in order, as one write; returns once they are stored."""
+    async def append_all(
+        self, key: SessionKey, messages: Sequence[Message], *, lines: bytes | None = None
+    ) -> AppendReceipt:
+        """Store messages in order, as one write; returns once they are stored.
+        `lines`, where the caller has them already: `Message.lines_of(messages)`.
+        """
         ...
 
     async def sync(self) -> None:

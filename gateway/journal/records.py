@@ -11,8 +11,10 @@
 
 Records are written with every field (pydantic-core's `to_json` of the models, in Rust): the
 domain's `to_dict` leaves defaults out, which makes pydantic call each default factory (a
-UUIDv7, the time) to compare against, and costs three times as much on the hot path. A record
-is encoded once and kept: a checkpoint restates the same bytes.
+UUIDv7, the time) to compare against, and costs three times as much on the hot path. A `done`
+record's messages are the exception: they are their session lines (`Message.to_line`, which
+leaves out what is None without comparing against factories), made once for the record and the
+session file both. A record is encoded once and kept: a checkpoint restates the same bytes.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class Outcome:
     #: In memory only: whether the outcome has a reply (still known once the reply is let go).
     replied: bool = field(init=False)
     _encoded: bytes | None = field(default=None, repr=False, compare=False)
+    _lines: bytes | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.replied = self.reply is not None
@@ -67,6 +70,13 @@ class Outcome:
         self.encode()
         self.messages, self.reply, self.task = [], None, None
 
+    def session_lines(self) -> bytes:
+        """The messages as their session file holds them (`Message.lines_of`), made once: the
+        record holds the same bytes."""
+        if self._lines is None:
+            self._lines = Message.lines_of(self.messages)
+        return self._lines
+
     def encode(self) -> bytes:
         if self._encoded is None:
             record: dict[str, Any] = {
@@ -74,16 +84,23 @@ class Outcome:
                 "turn": self.turn,
                 "ids": self.answers,
                 "session": self.session,
-                "msgs": self.messages,
             }
             if self.reply is not None:
                 record["reply"] = self.reply
-            encoded = _dumps(record)
+            # The messages and the task as their own bytes, the last fields: the object's
+            # closing brace moves after them (`to_json` writes no white space). A session
+            # line is one JSON object and holds no raw newline, so the lines joined by commas
+            # are the array.
+            parts = [
+                _dumps(record)[:-1],
+                b',"msgs":[',
+                self.session_lines()[:-1].replace(b"\n", b","),
+                b"]",
+            ]
             if self.task is not None:
-                # The task's own bytes as the last field: the object's closing brace moves
-                # after it (`to_json` writes no white space).
-                encoded = b"".join((encoded[:-1], b',"task":', self.task.wire_json(), b"}"))
-            self._encoded = encoded
+                parts += (b',"task":', self.task.wire_json())
+            parts.append(b"}")
+            self._encoded = b"".join(parts)
         return self._encoded
 
 

@@ -167,11 +167,19 @@ class PostgresSessionStore(StoreBase):
     async def append(self, key: SessionKey, message: Message) -> None:
         await self.append_all(key, [message])
 
-    async def append_all(self, key: SessionKey, messages: Sequence[Message]) -> AppendReceipt:
-        """Store messages in order in one statement; a message stored already is skipped."""
+    async def append_all(
+        self, key: SessionKey, messages: Sequence[Message], *, lines: bytes | None = None
+    ) -> AppendReceipt:
+        """Store messages in order in one statement; a message stored already is skipped.
+        `lines`, where the caller has them already: `Message.lines_of(messages)`.
+        """
         if not messages:
             return AppendReceipt()
-        encoded = [message.to_json() for message in messages]
+        encoded = (
+            [message.to_json() for message in messages]
+            if lines is None
+            else lines.decode().split("\n")[:-1]  # JSON text holds no raw newline
+        )
         initial = SessionMeta.new(key, title=title_of(messages[0]))
         async with self._locks.hold(key), self._connection(writes=True) as connection:
             await queries.append_messages(connection, self.scope, key, initial, encoded, self.where)

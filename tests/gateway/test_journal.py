@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from pathlib import Path
 
 import pydantic_core
@@ -38,8 +39,9 @@ def outcome(ids: list[int], text: str | None) -> Outcome:
     )
 
 
-def test_an_outcome_record_is_what_earlier_builds_wrote_and_reads_back() -> None:
-    # The task's bytes are spliced into the record: the same bytes as serializing it whole.
+def test_an_outcome_record_is_the_whole_record_serialized_and_reads_back() -> None:
+    # The messages' session lines and the task's bytes are spliced into the record: the same
+    # bytes as serializing the record whole, with the messages as their lines have them.
     turn = str(new_turn_id())
     task = TurnTask(turn, TokenUsage(input_tokens=2, output_tokens=2), utc_now())
     done = outcome([4, 5], "a reply")
@@ -50,19 +52,30 @@ def test_an_outcome_record_is_what_earlier_builds_wrote_and_reads_back() -> None
         "turn": turn,
         "ids": [4, 5],
         "session": "p:telegram:c",
-        "msgs": done.messages,
         "reply": done.reply,
+        "msgs": [json.loads(message.to_line()) for message in done.messages],
         "task": task.as_task(),
     }
     assert encoded == pydantic_core.to_json(whole)
-    read = outcome_from(decode(encoded))
-    assert (read.turn, read.answers, read.messages, read.reply, read.task) == (
-        turn,
-        [4, 5],
-        done.messages,
-        done.reply,
-        task,
-    )
+    assert done.session_lines() == b"".join(message.to_line() for message in done.messages)
+    # Earlier builds wrote each message with every field: such a record reads back the same.
+    earlier = pydantic_core.to_json({**whole, "msgs": done.messages})
+    for record in (encoded, earlier):
+        read = outcome_from(decode(record))
+        assert (read.turn, read.answers, read.messages, read.reply, read.task) == (
+            turn,
+            [4, 5],
+            done.messages,
+            done.reply,
+            task,
+        )
+
+
+def test_an_outcome_without_messages_records_an_empty_list() -> None:
+    done = outcome([6], "cancelled")
+    done.messages = []
+    assert decode(done.encode())["msgs"] == []
+    assert outcome_from(decode(done.encode())).messages == []
 
 
 async def no_sessions() -> None:

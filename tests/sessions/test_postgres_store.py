@@ -56,6 +56,19 @@ async def test_a_message_round_trips_exactly(pg_store: PostgresSessionStore) -> 
     assert session.messages[0].to_json() == odd.to_json()
 
 
+async def test_messages_given_with_their_lines_round_trip_exactly(
+    pg_store: PostgresSessionStore,
+) -> None:
+    # The dispatcher hands over the lines it journaled; newlines and line separators inside a
+    # message are escaped in JSON, so the lines split back into exactly these messages.
+    key = chat_key("lines")
+    turn = [Message.user("two\nlines, a \u2028 separator"), Message.assistant("ok\r\n")]
+    await pg_store.append_all(key, turn, lines=Message.lines_of(turn))
+    session = await pg_store.load(key)
+    assert session is not None
+    assert session.messages == turn
+
+
 async def test_a_missing_session_loads_as_none(pg_store: PostgresSessionStore) -> None:
     assert await pg_store.load(chat_key("nobody")) is None
 

@@ -50,6 +50,19 @@ async def test_appended_messages_load_back_in_order(store: SessionStore) -> None
     assert store.path_for(key).name == "research.jsonl"
 
 
+async def test_messages_given_with_their_lines_are_written_as_those_lines(
+    store: SessionStore,
+) -> None:
+    key = chat_key("lines")
+    turn = [Message.user("two\nlines"), Message.assistant("ok")]
+    await store.append_all(key, turn, lines=Message.lines_of(turn))
+    await store.sync()
+    assert store.path_for(key).read_bytes().split(b"\n", 1)[1] == Message.lines_of(turn)
+    session = await store.load(key)
+    assert session is not None
+    assert session.messages == turn
+
+
 async def test_appends_continue_after_a_load_and_a_reopen(tmp_path: Path) -> None:
     key = chat_key(3)
     async with SessionStore(tmp_path, fsync="always") as store:
