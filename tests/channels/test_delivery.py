@@ -10,6 +10,8 @@ from prometheus_client import CollectorRegistry
 
 from bus import ANSWERS, OutboundMessage, StreamSnapshot
 from channels.base import FORMATTED
+from channels.coalesce_fit import Chunk
+from channels.delivery import chunk_message
 from channels.errors import (
     AuthError,
     DeliveryError,
@@ -374,3 +376,34 @@ async def test_a_channel_whose_send_with_id_opens_a_stream_is_sent_whole_without
     assert await manager.deliver(reply(TEXT)) == []
     assert len(channel.of("send")) == 2
     assert channel.of("send_with_id") == []
+
+
+def test_a_chunk_is_its_reply_with_the_chunk_text_and_its_own_part() -> None:
+    reply = OutboundMessage(
+        channel="telegram",
+        chat_id="42",
+        content="*whole* reply",
+        reply_to="7",
+        media=["/tmp/a.png"],
+        metadata={ANSWERS: ["7"], FORMATTED: True},
+        stream_id="turn-1",
+        delivery_id="turn-1",
+    )
+    formatted = chunk_message(reply, Chunk("*part*", "<b>part</b>"), reply_to=None, part=2)
+    assert formatted == reply.model_copy(
+        update={
+            "content": "<b>part</b>",
+            "reply_to": None,
+            "metadata": {ANSWERS: ["7"], FORMATTED: True},
+            "delivery_id": "turn-1.2",
+        }
+    )
+    plain = chunk_message(reply, Chunk("part", "part"), reply_to="7")
+    assert (plain.content, plain.reply_to, plain.metadata, plain.delivery_id) == (
+        "part",
+        "7",
+        {ANSWERS: ["7"]},  # not formatted: the flag the reply carried is not the chunk's
+        "turn-1.0",
+    )
+    unnumbered = reply.model_copy(update={"delivery_id": None})
+    assert chunk_message(unnumbered, Chunk("p", "p"), reply_to=None).delivery_id is None
