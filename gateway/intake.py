@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 
@@ -104,12 +105,13 @@ class Intake:
             await self._duplicate(channel, message, known)
             return
         self._check_backlog(message)
-        received, durable = self._journal.accept(message)
-        self._in_flight[received.id] = durable
         # The sender waits on a future of its own, so a channel that gives up waiting cancels
         # only that, never the write (which other messages of its batch share).
         acknowledged = asyncio.get_running_loop().create_future()
-        durable.add_done_callback(lambda done: self._durable(received, done, acknowledged))
+        received, durable = self._journal.accept(
+            message, partial(self._durable, acknowledged=acknowledged)
+        )
+        self._in_flight[received.id] = durable
         self._route(received)
         try:
             await acknowledged
@@ -120,14 +122,18 @@ class Intake:
             ) from error
 
     def _durable(
-        self, received: Received, done: asyncio.Future[None], acknowledged: asyncio.Future[None]
+        self,
+        received: Received,
+        error: LogWriteError | None,
+        *,
+        acknowledged: asyncio.Future[None],
     ) -> None:
+        """What the journal tells of `received`'s record (its `on_settled`): durable, or not."""
         del self._in_flight[received.id]
-        error = None if done.cancelled() else done.exception()
-        if done.cancelled() or error is not None:
+        if error is not None:
             self._journal.forget(received)
             if not acknowledged.done():
-                acknowledged.set_exception(error or LogWriteError("the write was cancelled"))
+                acknowledged.set_exception(error)
             return
         self._count(received.message, "accepted")
         if logs.debug_enabled:

@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import structlog
@@ -21,7 +22,7 @@ from bus import InboundMessage
 from gateway.journal.dedup_file import append_entries, read_entries, rewrite_entries
 from gateway.journal.records import Outcome, Received, decode, encode_sent
 from gateway.journal.state import DEDUP_TTL_S, JournalState, platform_key
-from sessions.wal import WriteAheadLog
+from sessions.wal import LogWriteError, WriteAheadLog
 from sessions.writer import FsyncPolicy
 
 log = structlog.get_logger(__name__)
@@ -115,11 +116,17 @@ class Journal:
             return None
         return self.state.seen(platform_key(message.channel, message.chat_id, message.message_id))
 
-    def accept(self, message: InboundMessage) -> tuple[Received, asyncio.Future[None]]:
-        """Give `message` a journal id and log it; the future resolves once it is durable."""
+    def accept(
+        self,
+        message: InboundMessage,
+        on_settled: Callable[[Received, LogWriteError | None], None] | None = None,
+    ) -> tuple[Received, asyncio.Future[None]]:
+        """Give `message` a journal id and log it; the future resolves once it is durable, and
+        `on_settled` is told first (with the error, if it could not be written)."""
         received = Received(self.state.next_id, message, self._clock())
         self.state.add_received(received)
-        return received, self._log.append(received.encode())
+        told = None if on_settled is None else partial(on_settled, received)
+        return received, self._log.append(received.encode(), told)
 
     def forget(self, received: Received) -> None:
         """A message whose record could not be written: as if it never came."""

@@ -21,6 +21,7 @@ import errno
 import fcntl
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,10 @@ class LogWriteError(OSError):
     """The log could not be written; nothing queued after it is trusted either."""
 
 
+#: Called on the loop once a record is durable (None) or could not be written (the error).
+OnSettled = Callable[[LogWriteError | None], None]
+
+
 class LogInUse(RuntimeError):
     """Another process has this log open: two writers would answer every message twice."""
 
@@ -52,6 +57,8 @@ class _Append:
     #: Framed records, in order; the loop adds to them until the hand-over.
     records: list[bytes]
     waiter: asyncio.Future[None]
+    #: Told how their records ended, before `waiter` resolves; the loop adds to them too.
+    on_settled: list[OnSettled] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -163,12 +170,21 @@ class WriteAheadLog:
         self._thread.start()
         return replay.payloads
 
-    def append(self, payload: bytes) -> asyncio.Future[None]:
-        """Queue one record; the future resolves once it is durable (raises LogWriteError)."""
+    def append(self, payload: bytes, on_settled: OnSettled | None = None) -> asyncio.Future[None]:
+        """Queue one record; the future resolves once it is durable (raises LogWriteError).
+
+        `on_settled` is called with how the record ended, just before the future resolves: a
+        writer that must act on it whoever awaits (or stops awaiting) the future, at the cost of
+        a call rather than one more callback of the loop's (`add_done_callback`).
+        """
         data = encode_record(payload)
         if self._broken is not None:
             refused = self._new_waiter()
-            refused.set_exception(LogWriteError(self._broken.errno, str(self._broken)))
+            error = LogWriteError(self._broken.errno, str(self._broken))
+            refused.set_exception(error)
+            if on_settled is not None:
+                assert self._loop is not None
+                self._loop.call_soon(on_settled, error)
             return refused
         self.size_bytes += len(data)
         self.records_since_checkpoint += 1
@@ -177,6 +193,8 @@ class WriteAheadLog:
             pending = self._pending = _Append([], self._new_waiter())
             self._handover.put(pending)
         pending.records.append(data)
+        if on_settled is not None:
+            pending.on_settled.append(on_settled)
         return pending.waiter
 
     def _seal(self) -> None:
@@ -267,7 +285,8 @@ class WriteAheadLog:
                         sync_data(segment.fd)
             except OSError as exc:
                 error = self._break(exc)
-        self._resolve([append.waiter for append in appends], error)
+        told = [tell for append in appends for tell in append.on_settled]
+        self._resolve([append.waiter for append in appends], error, told)
 
     def _rotate(self, snapshot: list[bytes]) -> LogWriteError | None:
         if self._broken is not None:
@@ -308,11 +327,16 @@ class WriteAheadLog:
         log.error("wal.write_failed", directory=str(self.directory), error=str(exc))
         return self._broken
 
-    def _resolve(self, waiters: list[asyncio.Future[None]], error: LogWriteError | None) -> None:
+    def _resolve(
+        self,
+        waiters: list[asyncio.Future[None]],
+        error: LogWriteError | None,
+        told: list[OnSettled] | None = None,
+    ) -> None:
         loop = self._loop
         assert loop is not None
         try:
-            loop.call_soon_threadsafe(_settle, waiters, error)
+            loop.call_soon_threadsafe(_settle, waiters, error, told or [])
         except RuntimeError:
             log.error("wal.loop_closed_before_ack", records=len(waiters))
 
@@ -335,7 +359,16 @@ def _lock(directory: Path) -> int:
     return fd
 
 
-def _settle(waiters: list[asyncio.Future[None]], error: LogWriteError | None) -> None:
+def _settle(
+    waiters: list[asyncio.Future[None]], error: LogWriteError | None, told: list[OnSettled]
+) -> None:
+    for tell in told:
+        try:
+            tell(None if error is None else LogWriteError(error.errno, str(error)))
+        except Exception:
+            # Supervision point: one writer's failing bookkeeping must not keep the others (nor
+            # every waiter of the batch) from hearing that their records are durable.
+            log.exception("wal.on_settled_failed")
     for waiter in waiters:
         if waiter.done():
             continue

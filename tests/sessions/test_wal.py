@@ -113,6 +113,34 @@ async def test_appends_after_a_write_failure_fail_loudly(tmp_path: Path) -> None
     await wal.close()
 
 
+async def test_a_record_tells_how_it_ended_before_its_waiter_resolves(tmp_path: Path) -> None:
+    wal = WriteAheadLog(tmp_path)
+    await wal.open()
+    told: list[tuple[str, OSError | None, bool]] = []
+    first = wal.append(b"one", lambda error: told.append(("one", error, first.done())))
+
+    def fails(error: OSError | None) -> None:
+        raise RuntimeError("a writer's bookkeeping broke")
+
+    wal.append(b"two", fails)  # logged; it keeps neither the next writer nor the waiter
+    last = wal.append(b"three", lambda error: told.append(("three", error, last.done())))
+    await last
+    assert told == [("one", None, False), ("three", None, False)]  # before the waiters resolved
+
+    wal._segments[-1].fd = 10_000  # a descriptor that is not open: every write fails
+    failed: list[OSError | None] = []
+    with pytest.raises(OSError, match="write-ahead log"):
+        await wal.append(b"lost?", failed.append)
+    refused = wal.append(b"refused at once", failed.append)
+    with pytest.raises(OSError, match="write-ahead log"):
+        await refused
+    await asyncio.sleep(0)  # a broken log tells at the loop's next turn, as a write would
+    assert len(failed) == 2
+    assert all(isinstance(error, wal_log.LogWriteError) for error in failed)
+    await wal.close()
+    assert await replay(tmp_path) == [b"one", b"two", b"three"]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     payloads=st.lists(st.binary(min_size=0, max_size=40), min_size=1, max_size=20),
