@@ -36,18 +36,17 @@ def chunk_message(
     if chunk.is_formatted:
         metadata[FORMATTED] = True
     delivery_id = template.delivery_id
-    # Built whole rather than `model_copy(update=...)`: a chunk a reply, and pydantic-core's
-    # validation of these eight fields costs less than the copy's Python (one each of
-    # `__copy__`, three `copy.copy`, the update).
+    # Made anew from the reply's fields rather than `model_copy(update=...)`: a chunk a reply,
+    # and pydantic-core's validation costs less than the copy's Python (`__copy__`, three
+    # `copy.copy`); every field the reply has is carried, as a copy would.
     return OutboundMessage(
-        channel=template.channel,
-        chat_id=template.chat_id,
-        content=chunk.formatted,
-        reply_to=reply_to,
-        media=template.media,
-        metadata=metadata,
-        stream_id=template.stream_id,
-        delivery_id=None if delivery_id is None else f"{delivery_id}.{part}",
+        **{
+            **template.__dict__,
+            "content": chunk.formatted,
+            "reply_to": reply_to,
+            "metadata": metadata,
+            "delivery_id": None if delivery_id is None else f"{delivery_id}.{part}",
+        }
     )
 
 
