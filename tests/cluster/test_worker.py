@@ -108,12 +108,16 @@ async def test_a_turn_whose_session_append_fails_stores_no_reply_and_runs_again(
     failures: list[SessionKey] = []
 
     async def append_failing_once(
-        store: PostgresSessionStore, key: SessionKey, messages: Sequence[Message]
+        store: PostgresSessionStore,
+        key: SessionKey,
+        messages: Sequence[Message],
+        *,
+        lines: bytes | None = None,
     ) -> AppendReceipt:
         if not failures:
             failures.append(key)
             raise SessionError("the session store refused the write")
-        return await real_append(store, key, messages)
+        return await real_append(store, key, messages, lines=lines)
 
     monkeypatch.setattr(PostgresSessionStore, "append_all", append_failing_once)
     async with running_worker(

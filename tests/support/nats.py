@@ -7,6 +7,7 @@ server fails the tests that need it, with the way to fix it: never a silent skip
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import secrets
@@ -79,6 +80,25 @@ class OwnStreams:
         done)."""
         info = await self.client.jetstream().stream_info(f"{self.prefix}_{suffix}")
         return info.state.messages
+
+    async def left_once_settled(self, suffix: str, *, timeout_s: float) -> int:
+        """What `left_in` settles at within `timeout_s`: a worker acks an inbound message only
+        after its reply is published (and an ack lost to a kill comes again after `ack_wait_s`),
+        so a reply can be seen just before its message leaves the stream. Asked again at every
+        ack on the wire (every client's acks go to `$JS.ACK.…` subjects, which anyone may
+        subscribe to) until the stream is empty or time is up; what is left then is the answer.
+        """
+        acks = await self.client.subscribe("$JS.ACK.>")
+        try:
+            left = await self.left_in(suffix)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    while left:
+                        await acks.next_msg(timeout=None)
+                        left = await self.left_in(suffix)
+            return left
+        finally:
+            await acks.unsubscribe()
 
 
 @pytest.fixture
