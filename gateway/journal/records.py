@@ -69,6 +69,7 @@ class Outcome:
         for the garbage collector to walk, less memory between checkpoints)."""
         self.encode()
         self.messages, self.reply, self.task = [], None, None
+        self._lines = None  # the record holds them
 
     def session_lines(self) -> bytes:
         """The messages as their session file holds them (`Message.lines_of`), made once: the
