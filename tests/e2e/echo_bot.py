@@ -11,9 +11,11 @@ from __future__ import annotations
 import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from dataclasses import dataclass
+from typing import ClassVar, Generic, Protocol, TypeVar
 
-from tests.e2e.conftest import CLOCK_TOLERANCE_S, EDIT_INTERVAL_S, gaps_s, no_repeats
+from tests.e2e.conftest import CLOCK_TOLERANCE_S, EDIT_INTERVAL_S, WAIT_S, gaps_s, no_repeats
+from tests.support.daemon import DaemonProcess
 
 Chat = TypeVar("Chat")
 
@@ -77,3 +79,32 @@ def assert_edited_at_the_interval(times: list[float], texts: list[str]) -> None:
     interval, and no edit repeats what the message already showed."""
     assert min(gaps_s(times)) >= EDIT_INTERVAL_S - CLOCK_TOLERANCE_S
     assert no_repeats(texts)
+
+
+class WaitingFake(Protocol):
+    """A platform fake that can wait until what it has seen makes a condition true."""
+
+    async def wait_until(
+        self, condition: Callable[[], bool], timeout_s: float = ..., /
+    ) -> None: ...
+
+
+Fake = TypeVar("Fake", bound=WaitingFake)
+
+
+@dataclass
+class WebhookBot(EchoBot[str], Generic[Fake]):
+    """An allowed user writes by a webhook posted to the daemon's own HTTP server at `path`
+    (LINE, WeCom, the phone platforms); the platform fake sees the bot's replies."""
+
+    fake: Fake
+    daemon: DaemonProcess
+    #: The webhook path the profile names.
+    path: ClassVar[str]
+
+    @property
+    def url(self) -> str:
+        return self.daemon.http_url + self.path
+
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        await self.fake.wait_until(condition, WAIT_S)

@@ -5,37 +5,25 @@ the fake's messages API was asked to send to that number."""
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-from tests.e2e.conftest import WAIT_S
-from tests.e2e.echo_bot import EchoBot, barrier_marker
-from tests.support.daemon import DaemonProcess
+from tests.e2e.echo_bot import WaitingFake, WebhookBot, barrier_marker
 
 
-class PhoneFake(Protocol):
+class PhoneFake(WaitingFake, Protocol):
     def texts_to(self, number: str) -> list[str]: ...
-
-    async def wait_until(self, predicate: Callable[[], object], timeout_s: float = ...) -> None: ...
 
 
 Fake = TypeVar("Fake", bound=PhoneFake)
 
 
 @dataclass
-class PhoneBot(EchoBot[str], Generic[Fake]):
+class PhoneBot(WebhookBot[Fake], Generic[Fake]):
     """Each test talks from a number of its own (`numbers`: the allowed ones, in turn)."""
 
-    fake: Fake
-    daemon: DaemonProcess
     numbers: Iterator[str]
-    #: The webhook path the profile names.
-    path: ClassVar[str]
-
-    @property
-    def url(self) -> str:
-        return self.daemon.http_url + self.path
 
     @abstractmethod
     async def say(self, number: str, text: str) -> int:
@@ -43,9 +31,6 @@ class PhoneBot(EchoBot[str], Generic[Fake]):
 
     def shown(self, number: str) -> list[str]:
         return self.fake.texts_to(number)
-
-    async def wait_until(self, condition: Callable[[], bool]) -> None:
-        await self.fake.wait_until(condition, WAIT_S)
 
     async def barrier(self, number: str) -> None:
         """Another message from `number`, taken (200) and answered: everything before it was

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import pytest_asyncio
 from channels.limits import utf16_units
 from tests.channels.line.attacks import ATTACK_NAMES, attack_cases
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged, running_daemon, session_keys
-from tests.e2e.echo_bot import EchoBot, echo_profile
+from tests.e2e.echo_bot import WebhookBot, echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.line_server import FakeLine
 from tests.support.daemon import DaemonProcess
@@ -54,14 +54,9 @@ def line_profile(
 
 
 @dataclass
-class LineBot(EchoBot[str]):
-    fake: FakeLine
-    daemon: DaemonProcess
+class LineBot(WebhookBot[FakeLine]):
     numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    @property
-    def url(self) -> str:
-        return self.daemon.http_url + PATH
+    path = PATH
 
     def new_user(self) -> str:
         return f"U{next(self.numbers):031x}"
@@ -73,9 +68,6 @@ class LineBot(EchoBot[str]):
 
     def shown(self, user: str) -> list[str]:
         return self.fake.texts_to(user)
-
-    async def wait_until(self, condition: Callable[[], bool]) -> None:
-        await self.fake.wait_until(condition, WAIT_S)
 
 
 async def receiving(daemon: DaemonProcess, count: int = 1) -> None:

@@ -4,7 +4,7 @@ and the fake WeCom server API, with the keys of WeCom's documentation example.""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, running_daemon, session_keys
-from tests.e2e.echo_bot import EchoBot, echo_profile
+from tests.e2e.echo_bot import WebhookBot, echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.wecom_server import MAX_CONTENT_BYTES, FakeWeCom
 from tests.support.daemon import DaemonProcess, write_config
@@ -38,14 +38,9 @@ def wecom_profile(fake: FakeWeCom, *, delay_s: float = 0.0, pieces: int = 1) -> 
 
 
 @dataclass
-class WeComBot(EchoBot[str]):
-    fake: FakeWeCom
-    daemon: DaemonProcess
+class WeComBot(WebhookBot[FakeWeCom]):
     numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    @property
-    def url(self) -> str:
-        return self.daemon.http_url + PATH
+    path = PATH
 
     def new_user(self) -> str:
         user = f"user{next(self.numbers):04d}"
@@ -60,9 +55,6 @@ class WeComBot(EchoBot[str]):
 
     def shown(self, user: str) -> list[str]:
         return self.fake.texts(user)
-
-    async def wait_until(self, condition: Callable[[], bool]) -> None:
-        await self.fake.wait_until(condition, WAIT_S)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
