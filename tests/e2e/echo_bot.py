@@ -62,10 +62,21 @@ class EchoBot(ABC, Generic[Chat]):
     async def reply_shown_in(self, chat: Chat, text: str) -> list[str]:
         """Write `text` in `chat` (one of the test's own) and wait past a barrier: the texts of
         the bot's messages its reply was shown in."""
-        await self.say(chat, text)
-        await self.barrier(chat)
+        await self.said_and_delivered(chat, text)
         *reply, _barrier = self.shown(chat)
         return reply
+
+    async def said_and_delivered(self, chat: Chat, text: str) -> None:
+        """Write `text` in `chat` and wait past a barrier: its reply, however many messages and
+        edits it took, has been delivered."""
+        await self.say(chat, text)
+        await self.barrier(chat)
+
+    async def streamed_reply_delivered(self, chat: Chat) -> str:
+        """`STREAMED_TEXT` written in `chat` and its reply delivered, shown growing by edits:
+        the text the reply should end up showing."""
+        await self.said_and_delivered(chat, STREAMED_TEXT)
+        return STREAMED_TEXT
 
     async def barrier(self, chat: Chat) -> None:
         """Another message in the chat, answered: everything before it has been delivered."""

@@ -14,7 +14,6 @@ import pytest_asyncio
 
 from tests.e2e.conftest import EDIT_INTERVAL_S, WAIT_S, logged, running_daemon, session_keys
 from tests.e2e.echo_bot import (
-    STREAMED_TEXT,
     EchoBot,
     assert_edited_at_the_interval,
     echo_profile,
@@ -160,9 +159,7 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
     bot: DiscordBot,
 ) -> None:
     fake, dm = bot.fake, bot.new_dm()
-    text = STREAMED_TEXT
-    await bot.say(dm, text)
-    await bot.barrier(dm)
+    text = await bot.streamed_reply_delivered(dm)
 
     reply, _barrier = fake.bot_messages(dm)
     assert reply["content"] == text

@@ -18,7 +18,7 @@ import pytest_asyncio
 
 from channels.feishu.channel import CARD_TEXT_LIMIT
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, gaps_s, no_repeats, running_daemon, session_keys
-from tests.e2e.echo_bot import STREAMED_TEXT, EchoBot, echo_profile
+from tests.e2e.echo_bot import EchoBot, echo_profile
 from tests.e2e.long_text import assert_split_well, mixed_text, non_space, without_fences
 from tests.fakes.feishu_server import MAX_BODY_BYTES, FakeFeishu
 from tests.support.daemon import DaemonProcess, write_config
@@ -145,9 +145,7 @@ async def test_a_longer_reply_rolls_over_to_new_cards_at_natural_breaks(bot: Fei
 
 async def test_a_streamed_reply_updates_one_card_within_feishus_rate(bot: FeishuBot) -> None:
     chat = bot.new_chat()
-    text = STREAMED_TEXT
-    await bot.say(chat, text)
-    await bot.barrier(chat)
+    text = await bot.streamed_reply_delivered(chat)
 
     card, _barrier = bot.fake.chat_messages(chat)
     assert card.text == text

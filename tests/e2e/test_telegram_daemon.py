@@ -13,7 +13,6 @@ import pytest_asyncio
 
 from tests.e2e.conftest import EDIT_INTERVAL_S, WAIT_S, running_daemon, session_keys
 from tests.e2e.echo_bot import (
-    STREAMED_TEXT,
     EchoBot,
     assert_edited_at_the_interval,
     echo_profile,
@@ -173,9 +172,7 @@ async def test_a_streamed_reply_is_edited_at_the_configured_rate_without_a_dupli
     bot: TelegramBot,
 ) -> None:
     fake, chat = bot.fake, bot.new_chat()
-    text = STREAMED_TEXT
-    await bot.say(chat, text)
-    await bot.barrier(chat)
+    text = await bot.streamed_reply_delivered(chat)
 
     reply, _barrier = fake.bot_messages(chat)
     assert reply["text"] == text
