@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
-import asyncpg
 import pytest
 from nats.aio.client import Client
 
@@ -30,7 +29,7 @@ from sessions.errors import SessionError
 from sessions.postgres import PostgresSessionStore
 from sessions.store import AppendReceipt
 from tests.cluster.harness import RunningWorker, nats_config, running_worker
-from tests.support.postgres import fresh_scope
+from tests.support.postgres import fresh_scope, session_messages
 
 
 def message(text: str, *, chat: str = "chat-1", message_id: str | None = None) -> InboundMessage:
@@ -45,21 +44,6 @@ def message(text: str, *, chat: str = "chat-1", message_id: str | None = None) -
 
 def reply_texts(worker: RunningWorker) -> list[str]:
     return [OutboundMessage.model_validate_json(seen.data).content for seen in worker.replies()]
-
-
-async def session_rows(dsn: str, profile: str, key: str) -> list[tuple[str, str]]:
-    connection = await asyncpg.connect(dsn)
-    try:
-        rows = await connection.fetch(
-            "SELECT m.message->>'role' AS role, m.message->>'content' AS content "
-            "FROM octos_messages m JOIN octos_sessions s ON s.id = m.session_id "
-            "WHERE s.scope = $1 AND s.session_key = $2 ORDER BY m.seq",
-            profile,
-            key,
-        )
-    finally:
-        await connection.close()
-    return [(row["role"], row["content"]) for row in rows]
 
 
 async def test_a_message_is_answered_stored_and_acknowledged(
@@ -88,7 +72,9 @@ async def test_a_message_is_answered_stored_and_acknowledged(
         ] == statuses
         assert board.running() == []
         assert await w.stream_count(w.names.inbound_stream) == 0
-    assert await session_rows(postgres_dsn, profile, f"{profile}:telegram:chat-1") == [
+    assert await session_messages(
+        postgres_dsn, profile, f"{profile}:telegram:chat-1", archived_too=True
+    ) == [
         ("user", "hello worker"),
         ("assistant", "hello worker"),
     ]
@@ -136,7 +122,9 @@ async def test_a_turn_whose_session_append_fails_stores_no_reply_and_runs_again(
         record = await w.records.claim(profile, inbound_id, 0)
         assert record.answered
         assert record.appended
-    assert await session_rows(postgres_dsn, profile, f"{profile}:telegram:chat-1") == [
+    assert await session_messages(
+        postgres_dsn, profile, f"{profile}:telegram:chat-1", archived_too=True
+    ) == [
         ("user", "appended with its reply"),
         ("assistant", "appended with its reply"),
     ]
@@ -175,7 +163,7 @@ async def test_a_redelivery_after_the_reply_was_stored_republishes_it(
         assert reply_texts(w) == ["the stored reply"]
         assert w.replies()[0].headers[MSG_ID] == record.turn_id
         assert w.metrics.replayed_replies.labels(profile)._value.get() == 1
-    assert await session_rows(postgres_dsn, profile, key) == [
+    assert await session_messages(postgres_dsn, profile, key, archived_too=True) == [
         ("user", "asked before the crash"),
         ("assistant", "the stored reply"),
     ]

@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import asyncpg
 import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, session_keys
 from tests.support.cli import run_cli
 from tests.support.daemon import DaemonProcess, free_port, write_config
-from tests.support.postgres import fresh_scope
+from tests.support.postgres import fresh_scope, session_messages
 
 ANSWER_TIMEOUT = aiohttp.ClientTimeout(total=20)
 
@@ -58,21 +57,6 @@ async def chat(port: int, body: dict[str, Any]) -> dict[str, Any]:
         return answer
 
 
-async def stored_messages(dsn: str, profile: str, key: str) -> list[tuple[str, str]]:
-    connection = await asyncpg.connect(dsn)
-    try:
-        rows = await connection.fetch(
-            "SELECT m.message->>'role' AS role, m.message->>'content' AS content "
-            "FROM octos_messages m JOIN octos_sessions s ON s.id = m.session_id "
-            "WHERE s.scope = $1 AND s.session_key = $2 AND s.archived_at IS NULL ORDER BY m.seq",
-            profile,
-            key,
-        )
-    finally:
-        await connection.close()
-    return [(row["role"], row["content"]) for row in rows]
-
-
 async def test_the_daemon_answers_and_sessions_show_reads_postgres(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
@@ -83,7 +67,7 @@ async def test_the_daemon_answers_and_sessions_show_reads_postgres(
         answer = await chat(port, {"chat_id": "pg-1", "content": "hello postgres"})
         assert answer["reply"] == "hello postgres"
         key = f"{profile}:api:pg-1"
-        assert await stored_messages(postgres_dsn, profile, key) == [
+        assert await session_messages(postgres_dsn, profile, key) == [
             ("user", "hello postgres"),
             ("assistant", "hello postgres"),
         ]
@@ -127,7 +111,7 @@ async def test_a_sigkill_mid_turn_is_answered_once_after_the_restart(
         assert again["reply"] == "survive this"
     finally:
         await daemon.stop()
-    assert await stored_messages(postgres_dsn, profile, f"{profile}:api:pg-kill") == [
+    assert await session_messages(postgres_dsn, profile, f"{profile}:api:pg-kill") == [
         ("user", "survive this"),
         ("assistant", "survive this"),
     ]
@@ -171,7 +155,7 @@ async def test_a_reload_keeps_the_store_the_daemon_started_with(
         assert answer["reply"] == "still postgres"
     finally:
         await daemon.stop()
-    assert await stored_messages(postgres_dsn, added, f"{added}:api:after-reload") == [
+    assert await session_messages(postgres_dsn, added, f"{added}:api:after-reload") == [
         ("user", "still postgres"),
         ("assistant", "still postgres"),
     ]

@@ -43,6 +43,27 @@ async def column(dsn: str, query: str, *args: object) -> list[object]:
     return [row[0] for row in rows]
 
 
+async def session_messages(
+    dsn: str, profile: str, key: str, *, archived_too: bool = False
+) -> list[tuple[str, str]]:
+    """The (role, content) of every message stored in `profile`'s session `key`, in order: the
+    live session's, or (`archived_too`) every session's under that key, archived ones too."""
+    live_only = "" if archived_too else " AND s.archived_at IS NULL"
+    connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_S)
+    try:
+        rows = await connection.fetch(
+            "SELECT m.message->>'role' AS role, m.message->>'content' AS content "
+            "FROM octos_messages m JOIN octos_sessions s ON s.id = m.session_id "
+            f"WHERE s.scope = $1 AND s.session_key = $2{live_only} ORDER BY m.seq",
+            profile,
+            key,
+            timeout=CONNECT_TIMEOUT_S * 3,
+        )
+    finally:
+        await connection.close(timeout=CONNECT_TIMEOUT_S)
+    return [(row["role"], row["content"]) for row in rows]
+
+
 def create_database() -> str:
     name = f"octos_test_{secrets.token_hex(6)}"
     try:
