@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import pytest
@@ -28,6 +30,30 @@ async def started(config: Path) -> DaemonProcess:
     daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
     await daemon.wait_log(lambda event: event.get("event") == "api.web_chat_ready")
     return daemon
+
+
+class PostgresProfile(NamedTuple):
+    """A profile no other test uses, its web chat (the API channel) on `port`, in a config whose
+    store is PostgreSQL."""
+
+    name: str
+    port: int
+    config: Path
+
+
+def postgres_profile(directory: Path, dsn: str, *, delay_s: float = 0) -> PostgresProfile:
+    profile, port = fresh_scope(), free_port()
+    return PostgresProfile(profile, port, with_postgres(directory, profile, port, dsn, delay_s))
+
+
+@asynccontextmanager
+async def answering(config: Path) -> AsyncIterator[DaemonProcess]:
+    """The daemon `started`, stopped on the way out whatever the test did."""
+    daemon = await started(config)
+    try:
+        yield daemon
+    finally:
+        await daemon.stop()
 
 
 def with_postgres(directory: Path, profile: str, api_port: int, dsn: str, delay_s: float) -> Path:
@@ -60,10 +86,8 @@ async def chat(port: int, body: dict[str, Any]) -> dict[str, Any]:
 async def test_the_daemon_answers_and_sessions_show_reads_postgres(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
-    profile, port = fresh_scope(), free_port()
-    config = with_postgres(tmp_path, profile, port, postgres_dsn, 0)
-    daemon = await started(config)
-    try:
+    profile, port, config = postgres_profile(tmp_path, postgres_dsn)
+    async with answering(config):
         answer = await chat(port, {"chat_id": "pg-1", "content": "hello postgres"})
         assert answer["reply"] == "hello postgres"
         key = f"{profile}:api:pg-1"
@@ -85,16 +109,13 @@ async def test_the_daemon_answers_and_sessions_show_reads_postgres(
         ):
             history = (await r.json())["messages"]
         assert [m["content"] for m in history] == ["hello postgres", "hello postgres"]
-    finally:
-        await daemon.stop()
     assert session_keys(tmp_path / "data") == set()  # no session file was written
 
 
 async def test_a_sigkill_mid_turn_is_answered_once_after_the_restart(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
-    profile, port = fresh_scope(), free_port()
-    config = with_postgres(tmp_path, profile, port, postgres_dsn, 3.0)
+    profile, port, config = postgres_profile(tmp_path, postgres_dsn, delay_s=3.0)
     body = {"chat_id": "pg-kill", "content": "survive this", "client_message_id": "kill-1"}
     daemon = await started(config)
     try:
@@ -130,10 +151,8 @@ async def test_an_unreachable_postgres_stops_run_with_exit_69(tmp_path: Path) ->
 async def test_a_reload_keeps_the_store_the_daemon_started_with(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
-    profile, port = fresh_scope(), free_port()
-    config = with_postgres(tmp_path, profile, port, postgres_dsn, 0)
-    daemon = await started(config)
-    try:
+    config = postgres_profile(tmp_path, postgres_dsn).config
+    async with answering(config) as daemon:
         # The store is switched back to the files and a profile added, then SIGHUP.
         text = config.read_text(encoding="utf-8")
         config.write_text(text.replace("backend: postgres", "backend: jsonl"), encoding="utf-8")
@@ -153,8 +172,6 @@ async def test_a_reload_keeps_the_store_the_daemon_started_with(
         )
         answer = await chat(added_port, {"chat_id": "after-reload", "content": "still postgres"})
         assert answer["reply"] == "still postgres"
-    finally:
-        await daemon.stop()
     assert await session_messages(postgres_dsn, added, f"{added}:api:after-reload") == [
         ("user", "still postgres"),
         ("assistant", "still postgres"),
