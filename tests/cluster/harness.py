@@ -107,6 +107,16 @@ class RunningWorker:
             headers=envelope.headers(msg_id or inbound_id),
         )
 
+    async def publish_until_acked(
+        self, message: InboundMessage, *, msg_id: str | None = None
+    ) -> PubAck:
+        """`publish`, then wait until the worker has acked one message more than before (the
+        test's own, when every earlier message it published was acked already)."""
+        acked = len(self.acks()) + 1
+        ack = await self.publish(message, msg_id=msg_id)
+        await self.observer.wait_for(lambda: len(self.acks()) == acked)
+        return ack
+
     def replies(self) -> list[Seen]:
         return self.observer.on(f"{self.names.prefix}.out.") + self.observer.on(
             f"{self.names.prefix}.reply."

@@ -51,8 +51,7 @@ async def test_a_message_is_answered_stored_and_acknowledged(
 ) -> None:
     profile = fresh_scope()
     async with running_worker(nats_client, nats_prefix, postgres_dsn, profile, tmp_path) as w:
-        await w.publish(message("hello worker"))
-        await w.observer.wait_for(lambda: len(w.acks()) == 1)
+        await w.publish_until_acked(message("hello worker"))
         assert reply_texts(w) == ["hello worker"]
         (reply,) = w.replies()
         stored = OutboundMessage.model_validate_json(reply.data)
@@ -110,8 +109,7 @@ async def test_a_turn_whose_session_append_fails_stores_no_reply_and_runs_again(
         nats_client, nats_prefix, postgres_dsn, profile, tmp_path, retry_backoff_s=[0.05]
     ) as w:
         incoming = message("appended with its reply")
-        await w.publish(incoming)
-        await w.observer.wait_for(lambda: len(w.acks()) == 1)
+        await w.publish_until_acked(incoming)
         assert len(failures) == 1
         assert len(w.acks(b"-NAK")) == 1
         assert reply_texts(w) == ["appended with its reply"]
@@ -174,11 +172,9 @@ async def test_a_platform_retry_past_the_duplicate_window_is_not_answered_twice(
 ) -> None:
     profile = fresh_scope()
     async with running_worker(nats_client, nats_prefix, postgres_dsn, profile, tmp_path) as w:
-        await w.publish(message("only once"))
-        await w.observer.wait_for(lambda: len(w.acks()) == 1)
+        await w.publish_until_acked(message("only once"))
         # JetStream has forgotten the id (another Nats-Msg-Id): PostgreSQL has not.
-        await w.publish(message("only once"), msg_id="after-the-window")
-        await w.observer.wait_for(lambda: len(w.acks()) == 2)
+        await w.publish_until_acked(message("only once"), msg_id="after-the-window")
         assert reply_texts(w) == ["only once"]
         assert w.metrics.dropped_duplicates.labels(profile)._value.get() == 1
         # A held request (the HTTP API) asking again gets the stored reply, where it waits.
