@@ -9,9 +9,7 @@ appended by the next run; `sessions show` then reads the copy from the database.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,13 +18,17 @@ import asyncpg
 from bus import Message, SessionKey
 from channels.allow_overlay import AllowOverlay
 from sessions import ActiveTopics, SessionStore
-from tests.support.cli import LOOPBACK_ENV, run_cli
-from tests.support.daemon import REPO_ROOT
+from tests.support.cli import run_cli, started_cli
 from tests.support.postgres import own_database_dsn
 
 __all__ = ["own_database_dsn"]  # the fixture
 
 MANY = 300
+
+
+def migrate_to_postgres(config: Path) -> tuple[str, ...]:
+    """The command line every test here runs: the files of `config` copied into its store."""
+    return ("store", "migrate", "--from", "jsonl", "--to", "postgres", "-c", str(config))
 
 
 def gateway_yaml(directory: Path, dsn: str) -> Path:
@@ -88,7 +90,7 @@ async def test_migrate_copies_every_profile_and_topic_once(
     dsn = own_database_dsn
     config = gateway_yaml(tmp_path, dsn)
     await write_sessions(tmp_path / "data")
-    args = ("store", "migrate", "--from", "jsonl", "--to", "postgres", "-c", str(config))
+    args = migrate_to_postgres(config)
     first = await run_cli(*args, cwd=tmp_path)
     assert first.code == 0, first.err
     assert (
@@ -135,23 +137,7 @@ async def test_a_killed_migration_is_finished_by_the_next_run(
         for chat in range(MANY):
             key = SessionKey.parse(f"bulk:telegram:{chat}")
             await store.append_all(key, [Message.user(f"q {chat}"), Message.assistant("a")])
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "store",
-        "migrate",
-        "--from",
-        "jsonl",
-        "--to",
-        "postgres",
-        "-c",
-        str(config),
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **LOOPBACK_ENV},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await started_cli(*migrate_to_postgres(config), cwd=tmp_path)
     assert process.stdout is not None
     copied_lines = 0
     while copied_lines < 10:
@@ -162,17 +148,7 @@ async def test_a_killed_migration_is_finished_by_the_next_run(
     await asyncio.wait_for(process.wait(), 60)
     partial = await live_sessions(dsn)
     assert 10 <= len(partial) < MANY, "the kill landed after the run ended"
-    resumed = await run_cli(
-        "store",
-        "migrate",
-        "--from",
-        "jsonl",
-        "--to",
-        "postgres",
-        "-c",
-        str(config),
-        cwd=tmp_path,
-    )
+    resumed = await run_cli(*migrate_to_postgres(config), cwd=tmp_path)
     assert resumed.code == 0, resumed.err
     assert f"{MANY - len(partial)} sessions copied" in resumed.out
     assert f"{len(partial)} already copied" in resumed.out
@@ -187,7 +163,7 @@ async def test_a_file_that_grew_since_its_copy_is_caught_up(
     key = SessionKey.parse("work:telegram:9")
     async with SessionStore(tmp_path / "data" / "work") as store:
         await store.append_all(key, [Message.user("one"), Message.assistant("two")])
-    args = ("store", "migrate", "--from", "jsonl", "--to", "postgres", "-c", str(config))
+    args = migrate_to_postgres(config)
     assert (await run_cli(*args, cwd=tmp_path)).code == 0
     # The daemon still ran on the files meanwhile: the session grew.
     async with SessionStore(tmp_path / "data" / "work") as store:

@@ -22,21 +22,28 @@ class CliResult:
     err: str
 
 
-async def run_cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str | None = None
-) -> CliResult:
-    environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **LOOPBACK_ENV, **(env or {})}
-    process = await asyncio.create_subprocess_exec(
+async def started_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> asyncio.subprocess.Process:
+    """`python -m gateway *args` started, its three streams piped: for a test that reads its
+    output while it runs (`run_cli` waits for the end)."""
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "gateway",
         *args,
         cwd=cwd,
-        env=environment,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **LOOPBACK_ENV, **(env or {})},
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+
+
+async def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str | None = None
+) -> CliResult:
+    process = await started_cli(*args, cwd=cwd, env=env)
     data = stdin.encode() if stdin is not None else b""
     out, err = await asyncio.wait_for(process.communicate(data), CLI_TIMEOUT_S)
     assert process.returncode is not None
