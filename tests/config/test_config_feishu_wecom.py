@@ -5,9 +5,22 @@ from __future__ import annotations
 import pytest
 
 from config import FeishuConfig, WeComConfig
-from tests.support.config_files import WriteYaml, problems_of
+from tests.support.config_files import ProblemsIn, WriteYaml, problems_of
 
 DOC_AES_KEY = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
+
+
+def wecom_profile(*keys: str) -> str:
+    """A profile of one WeCom channel with corp_id, agent_id and secret (lines 1 to 5), then
+    `keys` (its other lines, from line 6), for the tests of its problems."""
+    head = [
+        "channels:",
+        "  - type: wecom",
+        "    corp_id: ww1",
+        "    agent_id: 1000002",
+        "    secret: s",
+    ]
+    return "\n".join([*head, *(f"    {key}" for key in keys)]) + "\n"
 
 
 def test_feishu_defaults() -> None:
@@ -48,37 +61,14 @@ def test_feishu_webhook_mode_names_the_missing_secret(write_yaml: WriteYaml, mis
     [("jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2", "42 characters"), ("!" * 43, "not base64")],
 )
 def test_a_wrong_encoding_aes_key_is_explained(
-    write_yaml: WriteYaml, key: str, reason: str
+    problems_in: ProblemsIn, key: str, reason: str
 ) -> None:
-    path = write_yaml(
-        "bot.yaml",
-        f"""
-        channels:
-          - type: wecom
-            corp_id: ww1
-            agent_id: 1000002
-            secret: s
-            token: t
-            encoding_aes_key: "{key}"
-        """,
-    )
-    (problem,) = problems_of(path)
+    (problem,) = problems_in(wecom_profile("token: t", f'encoding_aes_key: "{key}"'))
     assert problem.line == 7  # the encoding_aes_key line
     assert reason in problem.message
     assert "EncodingAESKey" in problem.suggestion
 
 
-def test_a_missing_wecom_key_is_named(write_yaml: WriteYaml) -> None:
-    path = write_yaml(
-        "bot.yaml",
-        f"""
-        channels:
-          - type: wecom
-            corp_id: ww1
-            agent_id: 1000002
-            secret: s
-            encoding_aes_key: {DOC_AES_KEY}
-        """,
-    )
-    (problem,) = problems_of(path)
+def test_a_missing_wecom_key_is_named(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(wecom_profile(f"encoding_aes_key: {DOC_AES_KEY}"))
     assert "token" in problem.message
