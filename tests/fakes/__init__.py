@@ -8,7 +8,8 @@ that went away while it was holding a response open.
 from __future__ import annotations
 
 import asyncio
-from typing import Self
+from collections import deque
+from typing import Generic, Self, TypeVar
 
 from aiohttp import web
 
@@ -101,3 +102,23 @@ class HoldableFake(ServedFake):
 
     async def _before_shutdown(self) -> None:
         self.control.release.set()
+
+
+Script = TypeVar("Script")
+
+
+class ScriptedFake(HoldableFake, Generic[Script]):
+    """A `HoldableFake` whose requests take the answers a test scripted, in order (`script`),
+    then `default` (the provider fakes: the OpenAI API, the webhook agent's endpoint)."""
+
+    def __init__(self, app: web.Application, default: Script) -> None:
+        self.default = default
+        self._scripts: deque[Script] = deque()
+        super().__init__(app)
+
+    def script(self, *scripts: Script) -> None:
+        self._scripts.extend(scripts)
+
+    def _next_script(self) -> Script:
+        """The answer for the request in hand: the next scripted one, else `default`."""
+        return self._scripts.popleft() if self._scripts else self.default

@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from tests.fakes import HoldableFake, word_by_word
+from tests.fakes import ScriptedFake, word_by_word
 
 DEFAULT_REPLY = "Hello from the fake model."
 
@@ -65,27 +64,22 @@ _ERROR_TYPES = {
 }
 
 
-class FakeOpenAI(HoldableFake):
+class FakeOpenAI(ScriptedFake[ScriptedCompletion]):
     """The fake server; requests take scripted completions in order, then `default`."""
 
     def __init__(self, *, api_key: str | None = None, model: str = "fake-model") -> None:
         self.api_key = api_key
         self.model = model
-        self.default = ScriptedCompletion()
         self.requests: list[RecordedRequest] = []
         self.streams_completed = 0
-        self._scripts: deque[ScriptedCompletion] = deque()
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/v1/models", self._models)
-        super().__init__(app)
+        super().__init__(app, ScriptedCompletion())
 
     @property
     def base_url(self) -> str:
         return f"{self._server.origin}/v1"
-
-    def script(self, *completions: ScriptedCompletion) -> None:
-        self._scripts.extend(completions)
 
     def rate_limit(self, times: int, *, retry_after_s: float = 0.01) -> None:
         """Answer the next `times` requests with 429 and a short `retry-after`."""
@@ -115,7 +109,7 @@ class FakeOpenAI(HoldableFake):
         ):
             shown = request.headers.get("Authorization", "")[-4:]
             return _error(401, f"Incorrect API key provided: ...{shown}.")
-        script = self._scripts.popleft() if self._scripts else self.default
+        script = self._next_script()
         if script.status != 200:
             return _error(script.status, script.error_message, script.retry_after_s)
         if not body.get("stream"):

@@ -13,13 +13,12 @@ plain text; or with an error status.
 from __future__ import annotations
 
 import json
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from aiohttp import web
 
-from tests.fakes import HoldableFake, word_by_word
+from tests.fakes import ScriptedFake, word_by_word
 
 DEFAULT_REPLY = "Hello from the webhook."
 HOOK_PATH = "/hook"
@@ -63,27 +62,22 @@ class RecordedPost:
 _STREAM_TYPES = {"sse": "text/event-stream", "ndjson": "application/x-ndjson"}
 
 
-class FakeWebhook(HoldableFake):
+class FakeWebhook(ScriptedFake[ScriptedReply]):
     """The fake endpoint at `url`; requests take scripted replies in order, then `default`."""
 
     def __init__(self) -> None:
-        self.default = ScriptedReply()
         self.requests: list[RecordedPost] = []
-        self._scripts: deque[ScriptedReply] = deque()
         app = web.Application()
         app.router.add_post(HOOK_PATH, self._hook)
-        super().__init__(app)
+        super().__init__(app, ScriptedReply())
 
     @property
     def url(self) -> str:
         return f"{self._server.origin}{HOOK_PATH}"
 
-    def script(self, *replies: ScriptedReply) -> None:
-        self._scripts.extend(replies)
-
     async def _hook(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(RecordedPost(dict(request.headers), await request.read()))
-        script = self._scripts.popleft() if self._scripts else self.default
+        script = self._next_script()
         if script.status != 200:
             return web.Response(status=script.status, text=script.error_body)
         if script.mode == "json":
