@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import NamedTuple
 
 import discord
 import pytest
 
-from bus import create_bus
+from bus import BusPublisher, create_bus
+from channels.discord import DiscordChannel
 from channels.errors import FatalChannelError, TransientError
 from channels.health import HealthStatus
 from tests.channels.discord.conftest import (
@@ -87,13 +89,26 @@ async def test_a_dropped_connection_resumes_and_nothing_is_answered_twice(
     assert fake.identify_count == 1  # resumed, not a new session
 
 
+class BareStart(NamedTuple):
+    channel: DiscordChannel
+    publisher: BusPublisher
+    task: asyncio.Task[None]
+
+
+async def started_bare(fake: FakeDiscord, data_dir: Path) -> BareStart:
+    """The channel's `start()` on a fresh bus as a task the test itself ends, once the fake saw
+    it log in: for the tests of stop and cancellation (`run_bot` ends it for the others)."""
+    _agent, publisher = create_bus(8)
+    channel = make_channel(fake, data_dir)
+    task = asyncio.create_task(channel.start(publisher.inbound_sender()))
+    await fake.wait_ready()
+    return BareStart(channel, publisher, task)
+
+
 async def test_stop_ends_start_and_a_second_stop_is_harmless(
     fake_discord: FakeDiscord, tmp_path: Path
 ) -> None:
-    _agent, publisher = create_bus(8)
-    channel = make_channel(fake_discord, tmp_path)
-    task = asyncio.create_task(channel.start(publisher.inbound_sender()))
-    await fake_discord.wait_ready()
+    channel, publisher, task = await started_bare(fake_discord, tmp_path)
 
     await channel.stop()
     await channel.stop()
@@ -111,10 +126,7 @@ async def test_stop_ends_start_and_a_second_stop_is_harmless(
 async def test_cancelling_start_stops_within_a_second(
     fake_discord: FakeDiscord, tmp_path: Path
 ) -> None:
-    _agent, publisher = create_bus(8)
-    channel = make_channel(fake_discord, tmp_path)
-    task = asyncio.create_task(channel.start(publisher.inbound_sender()))
-    await fake_discord.wait_ready()
+    channel, _publisher, task = await started_bare(fake_discord, tmp_path)
     await channel.wait_connected()
 
     task.cancel()
