@@ -138,6 +138,11 @@ class RecordingChannel(Channel):
             await asyncio.Event().wait()
         await self._stopped.wait()
 
+    def hold(self, chat_id: str) -> asyncio.Event:
+        """Deliveries to `chat_id` wait (in `held`) until the returned event is set."""
+        gate = self.gates[chat_id] = asyncio.Event()
+        return gate
+
     async def stop(self) -> None:
         self._record(Call("stop", at=self._clock()))
         self._stopped.set()

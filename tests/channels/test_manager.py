@@ -144,8 +144,7 @@ async def test_one_chat_is_delivered_in_order_while_a_slow_chat_waits(
     agent: AgentHandle,
 ) -> None:
     channel = make_channel()
-    slow_gate = asyncio.Event()
-    channel.gates["slow"] = slow_gate
+    slow_gate = channel.hold("slow")
     serving(channel)
 
     for n in range(20):
@@ -259,8 +258,7 @@ async def test_drain_waits_for_every_published_message(
     agent: AgentHandle,
 ) -> None:
     channel = make_channel()
-    gate = asyncio.Event()
-    channel.gates["c1"] = gate
+    gate = channel.hold("c1")
     manager = serving(channel)
     for n in range(5):
         await agent.send(out(f"m{n}"))
