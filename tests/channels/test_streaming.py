@@ -15,6 +15,7 @@ from channels.manager import ChannelManager
 from tests.channels.conftest import (
     ChannelFactory,
     FakeClock,
+    Managed,
     ManagedFactory,
     ManagerFactory,
     sample,
@@ -65,12 +66,19 @@ def shown_messages(channel: RecordingChannel) -> dict[str, str]:
     return shown
 
 
+@pytest.fixture
+def edited_every_second(managed: ManagedFactory) -> Managed:
+    """The set-up of most tests here: a channel that edits, at most once a second (so the fake
+    clock's steps decide which snapshot is shown), and the manager it is registered with."""
+    return managed(editable=True, edit_interval_s=1.0)
+
+
 async def test_edits_never_exceed_one_per_interval(
-    managed: ManagedFactory,
+    edited_every_second: Managed,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
-    channel, manager = managed(editable=True, edit_interval_s=1.0)
+    channel, manager = edited_every_second
     text = " ".join(SENTENCES[:4])
 
     for content in growing(text, 5):
@@ -89,9 +97,9 @@ async def test_edits_never_exceed_one_per_interval(
 
 
 async def test_snapshots_within_the_interval_are_coalesced_to_the_newest(
-    managed: ManagedFactory, clock: FakeClock
+    edited_every_second: Managed, clock: FakeClock
 ) -> None:
-    channel, manager = managed(editable=True, edit_interval_s=1.0)
+    channel, manager = edited_every_second
 
     await manager.deliver(snapshot("a"))
     for content in ("a b", "a b c", "a b c d"):
@@ -111,8 +119,8 @@ async def test_snapshots_within_the_interval_are_coalesced_to_the_newest(
     assert manager.streams.next_flush_delay_s() is None
 
 
-async def test_identical_edits_are_skipped(managed: ManagedFactory, clock: FakeClock) -> None:
-    channel, manager = managed(editable=True, edit_interval_s=1.0)
+async def test_identical_edits_are_skipped(edited_every_second: Managed, clock: FakeClock) -> None:
+    channel, manager = edited_every_second
 
     for content in ("same", "same", "same more", "same more"):
         await manager.deliver(snapshot(content))
@@ -126,9 +134,9 @@ async def test_identical_edits_are_skipped(managed: ManagedFactory, clock: FakeC
 
 
 async def test_final_equal_to_what_is_shown_makes_no_call(
-    managed: ManagedFactory, clock: FakeClock
+    edited_every_second: Managed, clock: FakeClock
 ) -> None:
-    channel, manager = managed(editable=True, edit_interval_s=1.0)
+    channel, manager = edited_every_second
 
     await manager.deliver(snapshot("all of it"))
     clock.advance(5)
@@ -161,13 +169,13 @@ async def test_a_platform_that_needs_the_finish_hears_it_once(
     ids=["a platform's final waits for its edit slot", "a local edit's final takes none"],
 )
 async def test_final_waits_for_its_edit_slot_where_edits_are_rate_limited(
-    managed: ManagedFactory,
+    edited_every_second: Managed,
     clock: FakeClock,
     rate_limited: bool,
     sleeps: list[float],
     final_after_s: float,
 ) -> None:
-    channel, manager = managed(editable=True, edit_interval_s=1.0)
+    channel, manager = edited_every_second
     channel.edits_rate_limited = rate_limited  # type: ignore[misc]
 
     await manager.deliver(snapshot("one"))
@@ -284,9 +292,9 @@ async def test_first_message_keeps_reply_to(managed: ManagedFactory, clock: Fake
 
 
 async def test_a_rate_limited_edit_waits_and_edits(
-    managed: ManagedFactory, clock: FakeClock
+    edited_every_second: Managed, clock: FakeClock
 ) -> None:
-    channel, manager = managed(editable=True, edit_interval_s=1.0)
+    channel, manager = edited_every_second
     channel.fail("edit", RateLimited(3.0))
 
     await manager.deliver(snapshot("one"))
@@ -298,11 +306,11 @@ async def test_a_rate_limited_edit_waits_and_edits(
 
 
 async def test_a_failed_final_edit_sends_the_text_anew(
-    managed: ManagedFactory,
+    edited_every_second: Managed,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
-    channel, manager = managed(editable=True, edit_interval_s=1.0)
+    channel, manager = edited_every_second
     channel.fail("edit", ValueError("message to edit not found"))
 
     await manager.deliver(snapshot("one"))
@@ -313,11 +321,11 @@ async def test_a_failed_final_edit_sends_the_text_anew(
 
 
 async def test_a_failed_snapshot_edit_is_reported_and_the_stream_goes_on(
-    managed: ManagedFactory,
+    edited_every_second: Managed,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
-    channel, manager = managed(editable=True, edit_interval_s=1.0)
+    channel, manager = edited_every_second
     channel.fail("edit", ValueError("boom"))
 
     await manager.deliver(snapshot("one"))
@@ -347,9 +355,9 @@ async def test_abandoned_streams_expire(
 
 
 async def test_the_flusher_shows_a_coalesced_snapshot_when_it_falls_due(
-    managed: ManagedFactory, clock: FakeClock
+    edited_every_second: Managed, clock: FakeClock
 ) -> None:
-    channel, manager = managed(editable=True, edit_interval_s=1.0)
+    channel, manager = edited_every_second
     await manager.deliver(snapshot("one"))
     clock.advance(0.3)
     await manager.deliver(snapshot("one two"))
@@ -388,9 +396,9 @@ async def test_the_final_reports_the_platform_ids_of_every_message_the_stream_ma
 
 
 async def test_a_snapshot_arriving_after_its_final_opens_no_second_message(
-    managed: ManagedFactory, clock: FakeClock
+    edited_every_second: Managed, clock: FakeClock
 ) -> None:
-    channel, manager = managed(editable=True, edit_interval_s=1.0)
+    channel, manager = edited_every_second
     await manager.deliver(snapshot("the reply"))
     clock.advance(1.0)
     await manager.deliver(snapshot("the reply, whole", final=True))
