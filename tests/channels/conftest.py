@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import NamedTuple
+from contextlib import AbstractAsyncContextManager
+from typing import NamedTuple, TypeVar
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -19,6 +20,21 @@ PROFILE = "p1"
 #: The SDKs' HTTP clients (aiohttp with `trust_env`, slack_sdk, line-bot-sdk, matrix-nio) read
 #: these by themselves; a developer's proxy must not reach a test of a loopback fake.
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
+
+
+FakeT = TypeVar("FakeT")
+
+
+def fake_fixture(make: Callable[[], AbstractAsyncContextManager[FakeT]]) -> object:
+    """A fixture serving a fresh fake (`make()`, e.g. the fake's class) for each test, shut down
+    after it: assigned to the fixture's name in a platform's conftest.py (`fake = fake_fixture(
+    FakeLine)`), where each platform wrote the same three lines."""
+
+    async def serving() -> AsyncIterator[FakeT]:
+        async with make() as fake:
+            yield fake
+
+    return pytest.fixture(serving)
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ import pytest
 
 from channels.discord import DiscordChannel, DiscordTimeouts
 from config import DiscordConfig
+from tests.channels.conftest import fake_fixture
 from tests.channels.started import OnBus, started_on_bus
 from tests.fakes.discord_server import FakeDiscord, FakeUser
 
@@ -60,10 +61,7 @@ async def run_bot(
         yield RunningBot(fake, channel, agent, task, data_dir)
 
 
-@pytest.fixture
-async def fake_discord() -> AsyncIterator[FakeDiscord]:
-    async with FakeDiscord() as fake:
-        yield fake
+fake_discord = fake_fixture(FakeDiscord)
 
 
 @pytest.fixture

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from config import EmailConfig
+from tests.channels.conftest import fake_fixture
 from tests.fakes.imap_server import FakeImap
 from tests.fakes.smtp_server import FakeSmtp
 
@@ -16,16 +17,10 @@ ALICE = "alice@example.org"
 BOT = "bot@example.org"
 
 
-@pytest.fixture
-async def imap() -> AsyncIterator[FakeImap]:
-    async with FakeImap() as fake:
-        yield fake
+imap = fake_fixture(FakeImap)
 
 
-@pytest.fixture
-async def smtp() -> AsyncIterator[FakeSmtp]:
-    async with FakeSmtp() as fake:
-        yield fake
+smtp = fake_fixture(FakeSmtp)
 
 
 def email_config(imap_fake: FakeImap, smtp_fake: FakeSmtp, **overrides: Any) -> EmailConfig:

@@ -13,6 +13,7 @@ import pytest
 from channels.allow import AllowList
 from channels.line import LineChannel
 from config import LineConfig
+from tests.channels.conftest import fake_fixture
 from tests.channels.started import once, serving_webhooks, started
 from tests.fakes.line_server import FakeLine
 from tests.support.inbound import RecordingInbound
@@ -48,10 +49,7 @@ def make_channel(fake: FakeLine, data_dir: Path, *, token: str | None = None) ->
     return channel
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeLine]:
-    async with FakeLine() as server:
-        yield server
+fake = fake_fixture(FakeLine)
 
 
 @pytest.fixture

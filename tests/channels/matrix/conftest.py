@@ -13,6 +13,7 @@ import pytest
 from channels.allow import AllowList
 from channels.matrix import MatrixChannel, MatrixTimeouts
 from config import MatrixConfig
+from tests.channels.conftest import fake_fixture
 from tests.fakes.matrix_server import SERVER, FakeMatrix
 from tests.support.inbound import RecordingInbound
 
@@ -62,10 +63,7 @@ async def run_channel(fake: FakeMatrix, data_dir: Path, **options: Any) -> Runni
     return RunningMatrix(fake, channel, inbound, task, data_dir)
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeMatrix]:
-    async with FakeMatrix() as server:
-        yield server
+fake = fake_fixture(FakeMatrix)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 from bus import InboundMessage
 from channels.slack import SlackChannel, SlackTimeouts
 from config import SlackConfig
+from tests.channels.conftest import fake_fixture
 from tests.channels.started import OnBus, started_on_bus
 from tests.fakes.slack_server import FakeSlack
 
@@ -105,10 +106,7 @@ async def run_slack(fake: FakeSlack, data_dir: Path, **options: Any) -> AsyncIte
         yield RunningSlack(fake, channel, agent, task, data_dir)
 
 
-@pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    async with FakeSlack() as fake:
-        yield fake
+fake_slack = fake_fixture(FakeSlack)
 
 
 @pytest.fixture

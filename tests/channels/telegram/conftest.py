@@ -15,6 +15,7 @@ from bus import AgentHandle
 from channels.allow import AllowList
 from channels.telegram import Backoff, TelegramChannel
 from config import TelegramConfig
+from tests.channels.conftest import fake_fixture
 from tests.channels.started import ReadsInbound, started_on_bus
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -24,10 +25,7 @@ FAST_BACKOFF = Backoff(initial_s=0.05, max_s=0.2)
 ChannelFactory = Callable[..., TelegramChannel]
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
+fake = fake_fixture(FakeTelegram)
 
 
 def config_for(fake: FakeTelegram, **overrides: Any) -> TelegramConfig:
