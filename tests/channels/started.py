@@ -6,7 +6,8 @@ channel receives (`ready`, given the task so it can notice a `start()` that ende
 the way out `stop()`, wait for `start()` to end and raise what it raised (a test that cancelled
 it on purpose gets nothing). `started_on_bus` adds a real bus whose agent end the test reads
 through `ReadsInbound`; `serving_webhooks` serves a webhook channel's routes as the daemon does
-(`webhooks_started`, `webhooks_on_bus`: both at once).
+(`webhooks_started`, `webhooks_on_bus`: both at once; `receiving_webhooks`: that, ready once the
+channel receives, as a `WebhookOnBus`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from aiohttp import web
 
 from bus import AgentHandle, InboundMessage, InboundSender, create_bus
 from channels.base import Channel
+from channels.run_state import RunStateChannel
 from tests.fakes import LocalHttpServer
 
 WAIT_S = 10.0
@@ -118,6 +120,28 @@ class OnBus(ReadsInbound, Generic[Fake, ChannelT]):
     fake: Fake
     channel: ChannelT
     agent: AgentHandle
+
+
+@dataclass
+class WebhookOnBus(OnBus[Fake, ChannelT]):
+    """A webhook channel receiving on a fresh bus (`receiving_webhooks`), its route at `url`."""
+
+    url: str
+    task: asyncio.Task[None]
+
+
+Running = TypeVar("Running", bound="WebhookOnBus[Any, Any]")
+
+
+@asynccontextmanager
+async def receiving_webhooks(
+    running: type[Running], fake: object, channel: RunStateChannel, path: str, *, name: str
+) -> AsyncIterator[Running]:
+    """`webhooks_on_bus`, ready once the channel receives: yields `running` (a `WebhookOnBus`
+    of the platform's, with its own ways to post) for the route at `path`."""
+    ready = once(channel.wait_receiving)
+    async with webhooks_on_bus(channel, ready, name=name, capacity=16) as (agent, task, origin):
+        yield running(fake, channel, agent, origin + path, task)
 
 
 def serving_webhooks(channel: Channel) -> LocalHttpServer:

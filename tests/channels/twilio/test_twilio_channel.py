@@ -22,9 +22,9 @@ from channels.twilio import TwilioChannel, TwilioSignature, Verdict, parse_sms
 from config import TwilioConfig
 from tests.channels.refusing_sender import RefusingSender, refused_then_taken
 from tests.channels.started import (
-    OnBus,
+    WebhookOnBus,
     once,
-    webhooks_on_bus,
+    receiving_webhooks,
     webhooks_started,
 )
 from tests.fakes.twilio_server import FakeTwilio, post_form, twilio_signature
@@ -54,10 +54,7 @@ def make_channel(fake: FakeTwilio, tmp_path: Path, **fields: object) -> TwilioCh
 
 
 @dataclass
-class Running(OnBus[FakeTwilio, TwilioChannel]):
-    url: str
-    task: asyncio.Task[None]
-
+class Running(WebhookOnBus[FakeTwilio, TwilioChannel]):
     async def post(self, form: dict[str, list[str]]) -> tuple[int, str, str]:
         return await post_form(self.url, form, self.fake.signed_headers(PUBLIC_URL, form))
 
@@ -65,9 +62,8 @@ class Running(OnBus[FakeTwilio, TwilioChannel]):
 @asynccontextmanager
 async def run_twilio(fake: FakeTwilio, channel: TwilioChannel) -> AsyncIterator[Running]:
     """The channel receiving on a fresh bus, its webhook served; stopped on the way out."""
-    ready = once(channel.wait_receiving)
-    async with webhooks_on_bus(channel, ready, name="twilio", capacity=16) as (agent, task, origin):
-        yield Running(fake, channel, agent, origin + "/twilio/sms", task)
+    async with receiving_webhooks(Running, fake, channel, "/twilio/sms", name="twilio") as running:
+        yield running
 
 
 @pytest.fixture

@@ -22,9 +22,9 @@ from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, pars
 from config import WhatsAppConfig
 from tests.channels.refusing_sender import RefusingSender, refused_then_taken
 from tests.channels.started import (
-    OnBus,
+    WebhookOnBus,
     once,
-    webhooks_on_bus,
+    receiving_webhooks,
     webhooks_started,
 )
 from tests.fakes.whatsapp_server import FakeWhatsApp, post_json
@@ -52,10 +52,7 @@ def make_channel(
 
 
 @dataclass
-class Running(OnBus[FakeWhatsApp, WhatsAppChannel]):
-    url: str
-    task: asyncio.Task[None]
-
+class Running(WebhookOnBus[FakeWhatsApp, WhatsAppChannel]):
     async def post(self, body: bytes) -> int:
         return (await post_json(self.url, body, self.fake.signed_headers(body)))[0]
 
@@ -63,13 +60,8 @@ class Running(OnBus[FakeWhatsApp, WhatsAppChannel]):
 @asynccontextmanager
 async def run_whatsapp(fake: FakeWhatsApp, channel: WhatsAppChannel) -> AsyncIterator[Running]:
     """The channel receiving on a fresh bus, its webhook served; stopped on the way out."""
-    ready = once(channel.wait_receiving)
-    async with webhooks_on_bus(channel, ready, name="whatsapp", capacity=16) as (
-        agent,
-        task,
-        origin,
-    ):
-        yield Running(fake, channel, agent, origin + PATH, task)
+    async with receiving_webhooks(Running, fake, channel, PATH, name="whatsapp") as running:
+        yield running
 
 
 @pytest.fixture
