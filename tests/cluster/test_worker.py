@@ -46,6 +46,13 @@ def reply_texts(worker: RunningWorker) -> list[str]:
     return [OutboundMessage.model_validate_json(seen.data).content for seen in worker.replies()]
 
 
+async def stored_in_chat_1(dsn: str, profile: str) -> list[tuple[str, str]]:
+    """What the store holds for `profile`'s chat-1 (where `message` writes by default),
+    archived sessions too."""
+    key = f"{profile}:telegram:chat-1"
+    return await session_messages(dsn, profile, key, archived_too=True)
+
+
 async def test_a_message_is_answered_stored_and_acknowledged(
     nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
 ) -> None:
@@ -71,9 +78,7 @@ async def test_a_message_is_answered_stored_and_acknowledged(
         ] == statuses
         assert board.running() == []
         assert await w.stream_count(w.names.inbound_stream) == 0
-    assert await session_messages(
-        postgres_dsn, profile, f"{profile}:telegram:chat-1", archived_too=True
-    ) == [
+    assert await stored_in_chat_1(postgres_dsn, profile) == [
         ("user", "hello worker"),
         ("assistant", "hello worker"),
     ]
@@ -120,9 +125,7 @@ async def test_a_turn_whose_session_append_fails_stores_no_reply_and_runs_again(
         record = await w.records.claim(profile, inbound_id, 0)
         assert record.answered
         assert record.appended
-    assert await session_messages(
-        postgres_dsn, profile, f"{profile}:telegram:chat-1", archived_too=True
-    ) == [
+    assert await stored_in_chat_1(postgres_dsn, profile) == [
         ("user", "appended with its reply"),
         ("assistant", "appended with its reply"),
     ]
