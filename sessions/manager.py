@@ -44,6 +44,8 @@ class SessionManager:
                 self._remember(session)
         return session
 
+    # The store protocol's two writes, with its signatures: a caller writes to the manager as it
+    # would to the store, and the manager adds only its memory.
     async def append(self, key: SessionKey, message: Message) -> None:
         await self.append_all(key, [message])
 
