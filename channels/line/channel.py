@@ -14,7 +14,6 @@ message, so replies are never streamed; its loading animation shows while a turn
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -32,6 +31,7 @@ from linebot.v3.messaging import (
 )
 
 from bus import InboundMessage, InboundSender, OutboundMessage
+from channels.bounded import AgedMap
 from channels.dedup import InboundDedup
 from channels.errors import RateLimited
 from channels.idempotency import delivery_uuid
@@ -70,7 +70,9 @@ class LineChannel(RunStateChannel):
         self.webhook = LineWebhook(config.channel_secret.get_secret_value())
         self._replies = ReplyTokens()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
-        self._loading_shown: dict[str, float] = {}
+        #: The chats shown the loading animation in the last LOADING_REFRESH_S (bounded: a turn
+        #: that never reaches `stop_typing` leaves no entry behind for long).
+        self._loading_shown: AgedMap[str, None] = AgedMap(10_000, LOADING_REFRESH_S)
         self._clients: tuple[AsyncApiClient, AsyncApiClient] | None = None
         self._inbound: InboundSender | None = None
         super().__init__()
@@ -212,14 +214,13 @@ class LineChannel(RunStateChannel):
         # LINE shows the loading animation only in one-on-one chats (user ids start with U).
         if not chat_id.startswith("U"):
             return
-        now = time.monotonic()
-        if now - self._loading_shown.get(chat_id, float("-inf")) < LOADING_REFRESH_S:
+        if chat_id in self._loading_shown:
             return
-        self._loading_shown[chat_id] = now
+        self._loading_shown.put(chat_id, None)
         request = ShowLoadingAnimationRequest(chatId=chat_id, loadingSeconds=LOADING_SECONDS)
         async with line_call("show_loading_animation", self._timeout_s):
             await self._api().show_loading_animation(request)
 
     async def stop_typing(self, chat_id: str) -> None:
         # The animation ends by itself when the reply arrives.
-        self._loading_shown.pop(chat_id, None)
+        self._loading_shown.pop(chat_id)

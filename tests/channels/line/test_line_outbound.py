@@ -129,6 +129,13 @@ async def test_the_loading_animation_shows_in_one_on_one_chats_only(line: Runnin
     assert line.fake.loading == [{"chatId": ALICE, "loadingSeconds": 20}]
 
 
+async def test_the_next_turn_shows_the_loading_animation_again(line: RunningLine) -> None:
+    await line.channel.send_typing(ALICE)
+    await line.channel.stop_typing(ALICE)  # the turn ended: its refresh interval with it
+    await line.channel.send_typing(ALICE)
+    assert line.fake.loading == [{"chatId": ALICE, "loadingSeconds": 20}] * 2
+
+
 async def test_probe_names_the_bot(line: RunningLine) -> None:
     assert await line.channel.probe() == (
         "Fake LINE bot (@123fake, U0000000000000000000000000000b0t)"
