@@ -160,6 +160,11 @@ class RunStateChannel(Channel):
     async def health_check(self) -> ChannelHealth:
         return self._run_state.health()
 
+    async def stop(self) -> None:
+        """Ask `start()` to end and wait until it has; safe to call twice. A channel with
+        clients of its own overrides it: `await super().stop()`, then close them."""
+        await self._run_state.stop()
+
     @asynccontextmanager
     async def _probing(self, close: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
         """The body of a `probe` that opens clients: probed outside `start()` (`doctor`),

@@ -121,7 +121,7 @@ class LineChannel(RunStateChannel):
                 await asyncio.shield(self._close_clients())
 
     async def stop(self) -> None:
-        await self._run_state.stop()
+        await super().stop()
         await self._close_clients()
 
     async def probe(self) -> str | None:

@@ -152,7 +152,7 @@ class MatrixChannel(RunStateChannel):
                 await asyncio.shield(self._close_client())
 
     async def stop(self) -> None:
-        await self._run_state.stop()
+        await super().stop()
         await self._close_client()
 
     async def health_check(self) -> ChannelHealth:

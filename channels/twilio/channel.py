@@ -105,7 +105,7 @@ class TwilioChannel(RunStateChannel):
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP client; idempotent."""
-        await self._run_state.stop()
+        await super().stop()
         http, self._http, self._client = self._http, None, None
         if http is not None:
             await http.close()

@@ -73,7 +73,7 @@ class WeComChannel(RunStateChannel):
 
     async def stop(self) -> None:
         self._receiver.handle = None
-        await self._run_state.stop()
+        await super().stop()
         await self._api.close()
 
     def web_routes(self) -> Sequence[web.AbstractRouteDef]:

@@ -109,7 +109,7 @@ class WhatsAppChannel(RunStateChannel):
 
     async def stop(self) -> None:
         """Stop taking webhooks and close the HTTP session; idempotent."""
-        await self._run_state.stop()
+        await super().stop()
         await self.graph.close()
 
     async def probe(self) -> str | None:
