@@ -89,7 +89,8 @@ class Channel(ABC):
     #: The most messages one reply may take on this platform (QQ: five per user message),
     #: the splitter's truncation notice included; None leaves it to the splitter's own cap.
     max_reply_messages: ClassVar[int | None] = None
-    #: Who may talk to the bot; the manager sets it from the channel's `allow` config.
+    #: Who may talk to the bot; the registry (`build_channel`) sets it from the config's `allow`
+    #: and the pairing approvals.
     allow: AllowList = AllowList.everyone()
     #: True where each message is a request waiting for its reply (the HTTP API): a retry of
     #: an answered message is sent the first reply again. Elsewhere a retry is only
@@ -132,7 +133,8 @@ class Channel(ABC):
         """
 
     async def stop(self) -> None:
-        """Stop receiving and release connections; safe to call twice."""
+        """Stop receiving and release connections; safe to call twice. A `RunStateChannel` has
+        one that ends `start()`; override it to close clients too, after `super().stop()`."""
 
     @property
     def single_poller(self) -> bool:
@@ -175,7 +177,8 @@ class Channel(ABC):
         """Delete a message the bot sent, where the platform allows it."""
 
     def format_outbound(self, content: str) -> str:
-        """Render the agent's Markdown into the platform's markup; runs before splitting."""
+        """Render one chunk of the agent's Markdown into the platform's markup: the text is
+        split raw and each chunk rendered after (`channels/coalesce_fit.py`)."""
         return content
 
     async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
