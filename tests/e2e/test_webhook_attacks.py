@@ -18,12 +18,15 @@ daemon tests check it), not the signature's.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
 
+from channels.base import Channel
+from channels.registry import CHANNEL_TYPES
 from tests.e2e import webhook_platforms as platforms
 from tests.e2e.conftest import WAIT_S, running_daemon
 from tests.e2e.webhook_platforms import USERS, Fakes, Platform
@@ -55,6 +58,29 @@ FORGERIES = (
     "stale signature",
 )
 PLATFORMS = ("twilio", "whatsapp", "line", "feishu", "wecom", "qq")
+#: The registry's type of a platform here, where it is not the platform's name.
+REGISTERED_AS = {"qq": "qq-bot"}
+#: Types whose webhooks `tests/e2e/test_http_attacks.py` attacks, in its daemon with the API.
+ATTACKED_ELSEWHERE = ("telegram", "slack")
+
+
+def serves_webhooks(target: str) -> bool:
+    """Whether the package behind a registry entry (`module:create`) has a channel class with
+    routes of its own (`web_routes` overridden), in any of its modes."""
+    module = importlib.import_module(target.partition(":")[0])
+    return any(
+        isinstance(value, type)
+        and issubclass(value, Channel)
+        and value.web_routes is not Channel.web_routes
+        for value in vars(module).values()
+    )
+
+
+async def test_every_channel_that_serves_webhooks_is_under_the_corpus() -> None:
+    """A webhook channel added to the registry fails here until its route is attacked."""
+    serving = {kind for kind, target in CHANNEL_TYPES.items() if serves_webhooks(target)}
+    attacked = {REGISTERED_AS.get(name, name) for name in PLATFORMS} | set(ATTACKED_ELSEWHERE)
+    assert serving == attacked
 
 
 @dataclass
