@@ -8,11 +8,12 @@ platform can hold).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from channels.json_payload import UnreadableJson, json_payload
 
 MAX_CHAT_ID_CHARS = 256
 MAX_CLIENT_MESSAGE_ID_CHARS = 256
@@ -56,11 +57,9 @@ async def read_json_body(request: web.Request, max_bytes: int) -> Any:
     if not body:
         raise BadRequest('empty body; send JSON like {"chat_id": "...", "content": "..."}')
     try:
-        return json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        return json_payload(body)
+    except UnreadableJson as error:
         raise BadRequest(f"body is not valid JSON: {error}") from None
-    except RecursionError:
-        raise BadRequest("body is nested too deeply; send a flat JSON object") from None
 
 
 def _valid_text(name: str, value: str) -> str:

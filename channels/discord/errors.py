@@ -12,8 +12,6 @@ What discord.py already does on its own, so the manager does not do it twice:
 
 from __future__ import annotations
 
-import json
-
 import aiohttp
 import discord
 
@@ -25,6 +23,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from channels.json_payload import UnreadableJson, json_payload
 from channels.platform_call import platform_calls
 from channels.retry_after import DEFAULT_RETRY_AFTER_S, parse_retry_after, retry_after_s
 
@@ -101,8 +100,8 @@ def _retry_after_s(error: discord.HTTPException) -> float:
         return seconds
     # Absent or malformed: the body's `retry_after` says the same thing.
     try:
-        body = json.loads(error.text)
-    except ValueError:
+        body = json_payload(error.text)
+    except UnreadableJson:
         return DEFAULT_RETRY_AFTER_S
     return retry_after_s(body.get("retry_after") if isinstance(body, dict) else None)
 

@@ -13,7 +13,6 @@ reply is shown growing by updating the card (PATCH, at most 5 a second per messa
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -29,6 +28,7 @@ from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope,
 from channels.feishu.longconn import RECONNECT, LongConnection
 from channels.feishu.webhook import WebhookReceiver
 from channels.health import ChannelHealth
+from channels.json_payload import UnreadableJson, json_payload
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.reconnect import ReconnectPolicy
 from channels.stopping import until_stopped
@@ -140,12 +140,12 @@ class FeishuChannel(Channel):
     async def _take_frame(self, payload: bytes) -> bool:
         """An event from the long connection; True once it may be acknowledged."""
         try:
-            await self._take(read_envelope(json.loads(payload)))
+            await self._take(read_envelope(json_payload(payload)))
         except InboundRefused as exc:
             # Not acknowledged: Feishu delivers the event again later.
             log.warning("feishu.event_deferred", retry_after_s=exc.retry_after_s)
             return False
-        except (MalformedEvent, ValueError) as exc:
+        except (MalformedEvent, UnreadableJson) as exc:
             log.warning("feishu.malformed_event_skipped", error=str(exc))
         except PipeClosed:
             raise

@@ -9,11 +9,11 @@ text as keys (`@_user_1`) listed in `mentions` with the mentioned user's ids.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from bus import InboundMessage
+from channels.json_payload import UnreadableJson, json_payload
 
 CHANNEL = "feishu"
 MESSAGE_RECEIVED = "im.message.receive_v1"
@@ -75,8 +75,8 @@ def message_text(message: dict[str, Any], bot_open_id: str | None) -> tuple[str,
     for message types the agent cannot read."""
     kind = message.get("message_type")
     try:
-        content = _dict(json.loads(str(message.get("content", "{}"))))
-    except ValueError as exc:
+        content = _dict(json_payload(str(message.get("content", "{}"))))
+    except UnreadableJson as exc:
         raise MalformedEvent("message.content is not JSON") from exc
     if kind == "text":
         text = str(content.get("text", ""))

@@ -12,7 +12,6 @@ replaced, with exponential backoff and jitter; refused credentials are fatal.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
@@ -27,6 +26,7 @@ from channels.errors import AuthError, ChannelError, TransientError
 from channels.feishu import frames
 from channels.feishu.api import CHANNEL, FeishuApi
 from channels.health import ChannelHealth
+from channels.json_payload import UnreadableJson, json_payload
 from channels.reconnect import ReconnectPolicy, reconnecting
 from channels.retry import full_jitter
 
@@ -166,6 +166,6 @@ def handshake_error(exc: aiohttp.WSServerHandshakeError) -> ChannelError:
 
 def _json(payload: bytes) -> Any:
     try:
-        return json.loads(payload)
-    except (ValueError, RecursionError):  # too deeply nested is as unreadable as malformed
+        return json_payload(payload)
+    except UnreadableJson:
         return None

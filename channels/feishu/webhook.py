@@ -11,7 +11,6 @@ retry has the same `event_id` and is answered as usual).
 from __future__ import annotations
 
 import hmac
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,6 +22,7 @@ from channels.acknowledge import hand_over
 from channels.dedup import InboundDedup
 from channels.feishu.crypto import DecryptError, FeishuCipher, signature_matches
 from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope
+from channels.json_payload import UnreadableJson, json_payload
 from channels.webhook_refusal import WebhookRefused, is_stale, not_running, refusal_response
 
 log = structlog.get_logger(__name__)
@@ -69,14 +69,14 @@ class WebhookReceiver:
 
     def _open(self, raw: bytes) -> dict[str, Any]:
         try:
-            outer = json.loads(raw)
-        except (ValueError, RecursionError):  # RecursionError: nested too deeply
+            outer = json_payload(raw)
+        except UnreadableJson:
             raise WebhookRefused(400, "the body is not JSON") from None
         if not isinstance(outer, dict) or not isinstance(outer.get("encrypt"), str):
             raise WebhookRefused(401, "unencrypted: the app has an Encrypt Key, so Feishu encrypts")
         try:
-            payload = json.loads(self._cipher.decrypt(outer["encrypt"]))
-        except (DecryptError, ValueError, RecursionError):
+            payload = json_payload(self._cipher.decrypt(outer["encrypt"]))
+        except (DecryptError, UnreadableJson):
             raise WebhookRefused(401, "does not decrypt with our encrypt_key") from None
         if not isinstance(payload, dict):
             raise WebhookRefused(400, "the decrypted payload is not an object")

@@ -7,11 +7,10 @@ that we know of; when it does, it is honoured); 401 is a bad or revoked channel 
 
 from __future__ import annotations
 
-import json
-
 from linebot.v3.messaging.exceptions import ApiException, OpenApiException
 
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
+from channels.json_payload import UnreadableJson, json_payload
 from channels.platform_call import answers_of, platform_calls
 from channels.retry_after import retry_after_s
 
@@ -32,8 +31,8 @@ def error_message(error: ApiException) -> str:
     body = error.body
     text = body.decode("utf-8", "replace") if isinstance(body, bytes | bytearray) else body or ""
     try:
-        parsed = json.loads(text)
-    except ValueError:
+        parsed = json_payload(text)
+    except UnreadableJson:
         return text[:300]
     if not isinstance(parsed, dict):
         return text[:300]

@@ -9,7 +9,6 @@ allowed senders; a sticker or location becomes a short description.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -28,6 +27,8 @@ from linebot.v3.webhooks import (
     UserSource,
     VideoMessageContent,
 )
+
+from channels.json_payload import UnreadableJson, json_payload
 
 log = structlog.get_logger(__name__)
 
@@ -68,8 +69,8 @@ class LinePost:
 def raw_events(body: bytes) -> list[dict[str, object]]:
     """The events of a signed body; `MalformedBody` when it is not LINE's shape."""
     try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError) as error:  # RecursionError: nested too deeply
+        parsed = json_payload(body)
+    except UnreadableJson as error:
         raise MalformedBody(f"body is not JSON: {error}") from error
     events = parsed.get("events") if isinstance(parsed, dict) else None
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):

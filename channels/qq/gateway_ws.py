@@ -24,6 +24,7 @@ import aiohttp
 import structlog
 
 from channels.errors import AuthError, TransientError
+from channels.json_payload import UnreadableJson, json_payload
 from channels.qq.token import CHANNEL
 
 log = structlog.get_logger(__name__)
@@ -99,8 +100,8 @@ class GatewaySession:
             self._check_close()
             return None
         try:
-            payload = json.loads(message.data)
-        except (ValueError, RecursionError):  # too deeply nested: unreadable too
+            payload = json_payload(message.data)
+        except UnreadableJson:
             log.warning("qq.malformed_gateway_frame_skipped", frame=str(message.data)[:200])
             return {}
         return payload if isinstance(payload, dict) else {}

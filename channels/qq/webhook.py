@@ -16,7 +16,6 @@ it holds. Then:
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +26,7 @@ from aiohttp import web
 
 from bus import InboundRefused, PipeClosed
 from channels.acknowledge import refused_response
+from channels.json_payload import UnreadableJson, json_payload
 from channels.qq import signing
 
 log = structlog.get_logger(__name__)
@@ -70,8 +70,8 @@ class QQWebhook:
         if refusal is not None:
             return self._refused(request, refusal)
         try:
-            payload = json.loads(body)
-        except (ValueError, RecursionError):  # RecursionError: nested too deeply
+            payload = json_payload(body)
+        except UnreadableJson:
             payload = None
         if not isinstance(payload, dict):
             if not signed:

@@ -18,6 +18,7 @@ from telegram import Bot, Update
 from bus import InboundRefused, PipeClosed
 from channels.acknowledge import refused_response
 from channels.bounded import RecentMap
+from channels.json_payload import UnreadableJson, json_payload
 
 log = structlog.get_logger(__name__)
 
@@ -70,8 +71,8 @@ class WebhookReceiver:
         if handle is None:
             return _error(503, "channel not running")
         try:
-            raw = await request.json()
-        except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
+            raw = json_payload(await request.read())
+        except UnreadableJson:
             return _error(400, "body is not JSON")
         update = self._parse(raw)
         if update is None or not self._seen.add(update.update_id):

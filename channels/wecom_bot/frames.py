@@ -14,6 +14,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from channels.json_payload import UnreadableJson, json_payload
+
 SUBSCRIBE = "aibot_subscribe"
 PING = "ping"
 RESPOND = "aibot_respond_msg"
@@ -51,8 +53,8 @@ class Frame:
 
 def parse_frame(raw: str) -> Frame:
     try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
+        data = json_payload(raw)
+    except UnreadableJson as exc:
         raise MalformedFrame(f"not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise MalformedFrame("a frame must be a JSON object")

@@ -11,13 +11,13 @@ Every request has a deadline and carries the bearer token; failures are raised a
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import aiohttp
 
 from channels.errors import TransientError
 from channels.http_session import LazySession
+from channels.json_payload import UnreadableJson, json_payload
 from channels.whatsapp.errors import CHANNEL, graph_error
 
 JsonObject = dict[str, Any]
@@ -68,8 +68,8 @@ class GraphClient:
         except (aiohttp.ClientError, OSError) as error:
             raise TransientError(f"{what} failed: {error!r}", channel=CHANNEL) from error
         try:
-            body: object = json.loads(text) if text else {}
-        except ValueError:
+            body: object = json_payload(text) if text else {}
+        except UnreadableJson:
             body = {}
         if status >= 400:
             raise graph_error(status, body, what)

@@ -13,13 +13,13 @@ taken are recognised by their wamid); a channel that is not running answers 503.
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Awaitable, Callable
 
 import structlog
 from aiohttp import web
 
 from channels.acknowledge import hand_over
+from channels.json_payload import UnreadableJson, json_payload
 from channels.webhook_refusal import signed_request_refusal
 from channels.whatsapp.inbound import MalformedWebhook, Notification, parse_notification
 from channels.whatsapp.signature import SIGNATURE_HEADER, check
@@ -65,9 +65,8 @@ class WhatsAppWebhook:
         if refusal is not None:
             return refusal
         try:
-            notification = parse_notification(json.loads(body), self._phone_number_id)
-        # RecursionError: JSON nested too deeply to parse.
-        except (ValueError, RecursionError, MalformedWebhook) as error:
+            notification = parse_notification(json_payload(body), self._phone_number_id)
+        except (UnreadableJson, MalformedWebhook) as error:
             # Signed by Meta, so a retry would bring the same bytes: answered and logged.
             log.warning("whatsapp.malformed_webhook", error=str(error), size=len(body))
             return web.Response(text="ok")
