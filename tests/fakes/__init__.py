@@ -86,6 +86,12 @@ class ServedFake:
         await self._before_shutdown()
         await self._server.__aexit__(*exc_info)
 
+    @property
+    def origin(self) -> str:
+        """`http://127.0.0.1:<port>`, where the app is served (inside `async with`): the base URL
+        a channel's config points at."""
+        return self._server.origin
+
     async def _before_shutdown(self) -> None:
         """Nothing is held open unless a fake says so."""
 

@@ -39,7 +39,7 @@ class GatedWebhook(ServedFake):
 
     @property
     def url(self) -> str:
-        return f"{self._server.origin}{HOOK_PATH}"
+        return f"{self.origin}{HOOK_PATH}"
 
     def hold(self, marker: str) -> asyncio.Event:
         """Turns whose text contains `marker` wait until the returned event is set."""

@@ -79,7 +79,7 @@ class FakeOpenAI(ScriptedFake[ScriptedCompletion]):
 
     @property
     def base_url(self) -> str:
-        return f"{self._server.origin}/v1"
+        return f"{self.origin}/v1"
 
     def rate_limit(self, times: int, *, retry_after_s: float = 0.01) -> None:
         """Answer the next `times` requests with 429 and a short `retry-after`."""

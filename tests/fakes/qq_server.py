@@ -109,11 +109,11 @@ class FakeQQ(ServedFake):
 
     @property
     def api_base_url(self) -> str:
-        return self._server.origin
+        return self.origin
 
     @property
     def token_url(self) -> str:
-        return f"{self._server.origin}/app/getAppAccessToken"
+        return f"{self.origin}/app/getAppAccessToken"
 
     # -- what a test reads and arranges -----------------------------------------------------
 

@@ -144,12 +144,8 @@ class FakeSlack(ServedFake):
         await self.close_connections()
 
     @property
-    def origin(self) -> str:
-        return self._server.origin
-
-    @property
     def base_url(self) -> str:
-        return f"{self._server.origin}/api/"
+        return f"{self.origin}/api/"
 
     # What happened
 

@@ -110,7 +110,7 @@ class FakeTwilio(ServedFake):
 
     @property
     def base_url(self) -> str:
-        return self._server.origin
+        return self.origin
 
     # What happened
 

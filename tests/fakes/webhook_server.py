@@ -73,7 +73,7 @@ class FakeWebhook(ScriptedFake[ScriptedReply]):
 
     @property
     def url(self) -> str:
-        return f"{self._server.origin}{HOOK_PATH}"
+        return f"{self.origin}{HOOK_PATH}"
 
     async def _hook(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(RecordedPost(dict(request.headers), await request.read()))

@@ -81,7 +81,7 @@ class FakeWeCom(ServedFake):
 
     @property
     def base_url(self) -> str:
-        return self._server.origin
+        return self.origin
 
     # The server API
 

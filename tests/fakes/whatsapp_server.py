@@ -120,7 +120,7 @@ class FakeWhatsApp(ServedFake):
 
     @property
     def base_url(self) -> str:
-        return f"{self._server.origin}/{API_VERSION}"
+        return f"{self.origin}/{API_VERSION}"
 
     # What happened
 
@@ -285,7 +285,7 @@ class FakeWhatsApp(ServedFake):
         return web.json_response(
             {
                 "messaging_product": "whatsapp",
-                "url": f"{self._server.origin}/download/{media_id}",
+                "url": f"{self.origin}/download/{media_id}",
                 "mime_type": mime_type,
                 "sha256": hashlib.sha256(data).hexdigest(),
                 "file_size": len(data),

@@ -98,7 +98,7 @@ class FakeDiscord(ServedFake):
 
     async def __aenter__(self) -> Self:
         await super().__aenter__()
-        self._world.origin = self._server.origin
+        self._world.origin = self.origin
         return self
 
     async def _before_shutdown(self) -> None:
@@ -116,11 +116,11 @@ class FakeDiscord(ServedFake):
 
     @property
     def base_url(self) -> str:
-        return self._server.origin
+        return self.origin
 
     @property
     def api_base_url(self) -> str:
-        return f"{self._server.origin}/api/v10"
+        return f"{self.origin}/api/v10"
 
     @property
     def gateway_url(self) -> str:

@@ -122,7 +122,7 @@ class FakeFeishu(FeishuEventSender, ServedFake):
 
     @property
     def base_url(self) -> str:
-        return self._server.origin
+        return self.origin
 
     # REST
 

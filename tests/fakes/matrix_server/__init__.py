@@ -96,7 +96,7 @@ class FakeMatrix(MatrixWorld, ServedFake):
 
     @property
     def homeserver(self) -> str:
-        return self._server.origin
+        return self.origin
 
     def calls_to(self, method: str, fragment: str) -> list[RecordedCall]:
         return [c for c in self.calls if c.method == method and fragment in c.path]
