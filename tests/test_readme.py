@@ -1,4 +1,5 @@
-"""README.md stays true: the configuration reference and the test command."""
+"""README.md stays true: the configuration reference, the test command, the CLI commands and
+the channel tables."""
 
 from __future__ import annotations
 
@@ -42,3 +43,17 @@ def test_every_cli_command_is_documented() -> None:
     assert commands is not None
     for name in commands:
         assert f"octos-gateway {name}" in README, name
+
+
+def table_first_column(heading_row: str) -> set[str]:
+    """The first cells (backticks dropped) of the README table whose header row is given."""
+    rows = README[README.index(heading_row) :].split("\n\n", 1)[0].splitlines()[2:]
+    return {row.split("|")[1].strip().strip("`") for row in rows}
+
+
+def test_every_channel_type_has_its_row_and_its_delivery_guarantee() -> None:
+    from channels.registry import CHANNEL_TYPES, PLUGIN_TYPE
+
+    assert table_first_column("| type | library | receives by |") == {*CHANNEL_TYPES, PLUGIN_TYPE}
+    # A plugin's guarantee is its own; every built-in channel states its own.
+    assert table_first_column("| channel | acknowledged to the platform |") == set(CHANNEL_TYPES)
