@@ -264,3 +264,17 @@ async def test_a_taken_http_port_is_a_clear_error(tmp_path: Path) -> None:
     assert "cannot start the HTTP server" in result.stderr
     assert "http.port" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_a_daemon_that_exits_at_start_fails_the_waiting_test_with_its_logs(
+    tmp_path: Path,
+) -> None:
+    """The test harness: a daemon that quits after its last line (here a config error) ends
+    `start()`'s wait for `daemon.listening` with that line, not with a bare timeout."""
+    config = write_config(
+        tmp_path, {"broken": "agent: {type: echo}\nchannels:\n  - type: cli\n    alow: ['*']\n"}
+    )
+    daemon = DaemonProcess(config)
+    with pytest.raises(AssertionError, match=r"daemon exited; logs: .*alow"):
+        await daemon.start()
+    assert await daemon.wait() == 2

@@ -65,9 +65,12 @@ class DaemonProcess:
         self.logs: list[dict[str, Any]] = []
         self._log_event = asyncio.Condition()
         self._reader: asyncio.Task[None] | None = None
+        #: Set once stderr closed (the daemon exited): a wait for a log line ends there.
+        self._logs_ended = False
         self.http_url = ""
 
     async def start(self) -> DaemonProcess:
+        self._logs_ended = False
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **self._env}
         self.process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -103,6 +106,11 @@ class DaemonProcess:
             async with self._log_event:
                 self.logs.append(event)
                 self._log_event.notify_all()
+        # A daemon that quits right after its last line (a config `check` refuses) must fail a
+        # waiting test with that line now, not with a bare timeout later.
+        async with self._log_event:
+            self._logs_ended = True
+            self._log_event.notify_all()
 
     async def wait_log(self, matches: Any, timeout_s: float = WAIT_S) -> dict[str, Any]:
         """The first log event (seen so far or later) for which `matches(event)` is true."""
@@ -115,7 +123,8 @@ class DaemonProcess:
                         if matches(event):
                             return event
                     seen = len(self.logs)
-                    if self.process is not None and self.process.returncode is not None:
+                    exited = self.process is not None and self.process.returncode is not None
+                    if exited or self._logs_ended:
                         raise AssertionError(f"daemon exited; logs: {self.logs[-20:]}")
                     await self._log_event.wait()
 
