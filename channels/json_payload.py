@@ -2,8 +2,9 @@
 
 `json.loads` raises `RecursionError`, not `ValueError`, for a document nested a few thousand
 levels deep: a handler that caught only `ValueError` answered such a body with a 500 and a
-traceback. Every channel reads what arrives through `json_payload`, so unreadable input of any
-kind is one `UnreadableJson` (a `ValueError`).
+traceback. The channels read what a platform sends through `json_payload`, so unreadable input
+of any kind is one `UnreadableJson` (a `ValueError`). Where an SDK parses its own input (Bolt
+for Slack's HTTP mode, python-telegram-bot's polling), the channel catches its errors there.
 """
 
 from __future__ import annotations
