@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Generic, Self, TypeVar
+from typing import Generic, Protocol, Self, TypeVar
 
 from aiohttp import web
 
@@ -110,6 +110,16 @@ class HoldableFake(ServedFake):
         self.control.release.set()
 
 
+class Interruptible(Protocol):
+    """A scripted stream that may be cut or held after some of its pieces."""
+
+    @property
+    def disconnect_after(self) -> int | None: ...
+
+    @property
+    def hold_after(self) -> int | None: ...
+
+
 Script = TypeVar("Script")
 
 
@@ -128,3 +138,14 @@ class ScriptedFake(HoldableFake, Generic[Script]):
     def _next_script(self) -> Script:
         """The answer for the request in hand: the next scripted one, else `default`."""
         return self._scripts.popleft() if self._scripts else self.default
+
+    async def _cut_before(self, request: web.Request, script: Interruptible, sent: int) -> bool:
+        """Before piece `sent` of a streamed answer: True once the connection was closed
+        abruptly (the handler returns), else after a hold the test released, if scripted."""
+        if script.disconnect_after == sent:
+            assert request.transport is not None
+            request.transport.close()
+            return True
+        if script.hold_after == sent:
+            await self.control.hold()
+        return False

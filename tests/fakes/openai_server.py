@@ -136,12 +136,8 @@ class FakeOpenAI(ScriptedFake[ScriptedCompletion]):
         try:
             await _send(response, {**base, "choices": [_choice({"role": "assistant"})], **extra})
             for sent, piece in enumerate(pieces):
-                if script.disconnect_after == sent:
-                    assert request.transport is not None
-                    request.transport.close()
+                if await self._cut_before(request, script, sent):
                     return response
-                if script.hold_after == sent:
-                    await self.control.hold()
                 await _send(response, {**base, "choices": [_choice({"content": piece})], **extra})
             if script.finish_reason is not None:
                 finish = _choice({}, script.finish_reason)

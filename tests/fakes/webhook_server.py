@@ -97,12 +97,8 @@ class FakeWebhook(ScriptedFake[ScriptedReply]):
             events.append({"usage": script.usage})
         try:
             for sent, event in enumerate(events):
-                if script.disconnect_after == sent:
-                    assert request.transport is not None
-                    request.transport.close()
+                if await self._cut_before(request, script, sent):
                     return response
-                if script.hold_after == sent:
-                    await self.control.hold()
                 await response.write(_frame(script.mode, json.dumps(event)))
             if script.mode == "sse" and not script.omit_done:
                 await response.write(_frame("sse", "[DONE]"))
