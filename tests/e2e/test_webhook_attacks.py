@@ -76,6 +76,7 @@ def serves_webhooks(target: str) -> bool:
     )
 
 
+# Async only because this module's pytestmark makes every test an asyncio one.
 async def test_every_channel_that_serves_webhooks_is_under_the_corpus() -> None:
     """A webhook channel added to the registry fails here until its route is attacked."""
     serving = {kind for kind, target in CHANNEL_TYPES.items() if serves_webhooks(target)}
