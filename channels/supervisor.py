@@ -164,8 +164,8 @@ class ChannelSupervisor:
                     )
                     return
                 failure = f"{type(exc).__name__}: {exc}"
-                # One line per retry at warning; the (often long, chained) traceback at debug.
-                log.warning("channel.failed", channel=self.name, error=failure)
+                # The retry's one warning line (`channel.restarting`) carries the error; the
+                # (often long, chained) traceback is for debug.
                 log.debug("channel.failure_traceback", channel=self.name, exc_info=exc)
             if self._stop_requested.is_set():
                 return
@@ -205,7 +205,11 @@ class ChannelSupervisor:
 
     def _give_up(self, reason: str, exc: BaseException | None) -> None:
         self._set_state(SupervisorState.DOWN, reason)
-        log.error("channel.down", channel=self.name, reason=reason, exc_info=exc)
+        # A fatal error is raised on purpose and says what to fix (a refused token, a taken
+        # port): one line; its traceback is the channel's own code, for debug.
+        log.error("channel.down", channel=self.name, reason=reason)
+        if exc is not None:
+            log.debug("channel.failure_traceback", channel=self.name, exc_info=exc)
 
     def _set_state(self, state: SupervisorState, reason: str) -> None:
         self.state, self.reason = state, reason

@@ -224,7 +224,7 @@ async def test_inbound_messages_reach_the_agent(
     await asyncio.wait_for(task, timeout=5)
 
 
-async def test_a_failure_is_one_line_at_warning_with_the_traceback_at_debug(
+async def test_a_retry_is_one_warning_line_with_the_traceback_at_debug(
     make_channel: ChannelFactory,
     bus: tuple[AgentHandle, BusPublisher],
     metrics: ChannelMetrics,
@@ -236,11 +236,38 @@ async def test_a_failure_is_one_line_at_warning_with_the_traceback_at_debug(
     supervisor = supervise(channel, bus, metrics, clock, max_restarts=2)
     with capture_logs() as events:
         await asyncio.wait_for(supervisor.run(), timeout=5)
-    failed = [event for event in events if event["event"] == "channel.failed"]
-    assert len(failed) == 3  # the first start and two restarts
-    assert all(event["log_level"] == "warning" for event in failed)
-    assert all("exc_info" not in event for event in failed)
-    assert "ConnectionError: refused" in failed[0]["error"]
+    above_debug = [(e["event"], e["log_level"]) for e in events if e["log_level"] != "debug"]
+    # Two retries, then the third failure gives up.
+    assert above_debug == [
+        ("channel.restarting", "warning"),
+        ("channel.restarting", "warning"),
+        ("channel.down", "error"),
+    ]
+    retries = [event for event in events if event["event"] == "channel.restarting"]
+    assert [(e["attempt"], e["delay_s"]) for e in retries] == [(1, 1.0), (2, 2.0)]
+    assert all(e["error"] == "ConnectionError: refused" for e in retries)
+    assert all("exc_info" not in event for event in events if event["log_level"] != "debug")
     traces = [event for event in events if event["event"] == "channel.failure_traceback"]
     assert [event["log_level"] for event in traces] == ["debug"] * 3
     assert all(isinstance(event["exc_info"], ConnectionError) for event in traces)
+
+
+async def test_a_fatal_error_is_one_error_line_with_the_traceback_at_debug(
+    make_channel: ChannelFactory,
+    bus: tuple[AgentHandle, BusPublisher],
+    metrics: ChannelMetrics,
+    clock: FakeClock,
+) -> None:
+    from structlog.testing import capture_logs
+
+    refused = FatalChannelError("the port is taken", suggestion="choose a free port")
+    channel = make_channel(start_script=[refused])
+    supervisor = supervise(channel, bus, metrics, clock)
+    with capture_logs() as events:
+        await asyncio.wait_for(supervisor.run(), timeout=5)
+    (down,) = [event for event in events if event["log_level"] != "debug"]
+    assert (down["event"], down["log_level"]) == ("channel.down", "error")
+    assert down["reason"] == "the port is taken; choose a free port"
+    assert "exc_info" not in down
+    (trace,) = [event for event in events if event["event"] == "channel.failure_traceback"]
+    assert (trace["log_level"], trace["exc_info"]) == ("debug", refused)
