@@ -2,7 +2,11 @@
 
 SIGTERM or SIGINT stops intake, lets running turns finish within `shutdown_grace_s`, flushes
 sessions, closes clients and exits 0; a second signal exits at once. SIGHUP reloads the profiles
-(added, removed, changed) without touching the unchanged ones.
+(added, removed, changed, and those that failed) without touching the unchanged ones.
+
+A profile that fails (at start-up, at run time, or added by a reload) leaves the others running
+and makes `/readyz` 503 naming it; when no profile could start at all the daemon exits, with the
+status of the first failure (`gateway.profile_failure`), rather than serve nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from gateway.http_server import HttpServer, build_app, webhook_hosts
 from gateway.metrics import GatewayMetrics
 from gateway.pairing_stores import PairingDatabases
 from gateway.profile import ProfileRuntime
+from gateway.profile_failure import ProfileFailure, diagnose
 from gateway.recent_failures import recent_failures
 from gateway.services import ProcessServices
 from gateway.status_page import ProfileFacts, StatusPage, build_snapshot
@@ -50,6 +55,8 @@ class ProfileProcess(Protocol):
     profile_id: str
     config: ProfileConfig
     started: asyncio.Event
+    #: Set once the profile takes messages (its journal's unfinished work taken up again).
+    ready: asyncio.Event
 
     async def health(self) -> dict[str, ChannelHealth]: ...
 
@@ -86,6 +93,11 @@ class Daemon:
         self._webhooks = WebhookRoutes()
         self._pairing = PairingDatabases()
         self._profiles: dict[str, tuple[ProfileProcess, asyncio.Task[None]]] = {}
+        #: Profiles of `_profiles` whose run ended in an exception, until a reload retries them.
+        self._failed: dict[str, ProfileFailure] = {}
+        #: Set once every profile of the start-up has started or failed.
+        self._settled = asyncio.Event()
+        self._exit_status = 0
         # Signal handlers set a flag and wake the main loop, which acts on it.
         self._wake = asyncio.Event()
         self._shutdown_requested = False
@@ -100,6 +112,8 @@ class Daemon:
             pid: ProfileFacts(
                 runtime.config.agent.type, await runtime.health(), runtime.open_sessions()
             )
+            if (failure := self._failed.get(pid)) is None
+            else ProfileFacts(runtime.config.agent.type, {}, 0, failure=failure.summary())
             for pid, (runtime, _task) in self._profiles.items()
         }
         snapshot = build_snapshot(facts, self._registry, recent_failures, self._started_at)
@@ -108,7 +122,15 @@ class Daemon:
         return snapshot
 
     async def readiness(self) -> dict[str, dict[str, ChannelHealth]]:
-        return {pid: await runtime.health() for pid, (runtime, _task) in self._profiles.items()}
+        return {
+            pid: await runtime.health()
+            for pid, (runtime, _task) in self._profiles.items()
+            if pid not in self._failed
+        }
+
+    def failed_profiles(self) -> dict[str, str]:
+        """Each profile that is not running because it failed, and why."""
+        return {pid: failure.summary() for pid, failure in self._failed.items()}
 
     async def cluster_readiness(self) -> tuple[bool, dict[str, object]] | None:
         """This process's NATS and PostgreSQL connections and the cluster's running turns."""
@@ -133,6 +155,7 @@ class Daemon:
                 self._hosts,
                 status,
                 cluster=self.cluster_readiness,
+                failed=self.failed_profiles,
             ),
             http.host,
             http.port,
@@ -155,7 +178,6 @@ class Daemon:
             health="/healthz",
         )
         self._install_signals()
-        self._announce(self.http.bound_port)
         try:
             async with AsyncExitStack() as stack:
                 if settings.bus.backend == "nats":
@@ -169,8 +191,8 @@ class Daemon:
                 await self._serve(settings.shutdown_grace_s)
         finally:
             await self.http.stop()
-        log.info("daemon.stopped")
-        return 0
+        log.info("daemon.stopped", exit_status=self._exit_status)
+        return self._exit_status
 
     def _cluster_node(self) -> ClusterNode:
         from cluster.node import ClusterNode
@@ -188,8 +210,10 @@ class Daemon:
                 delivery = tasks.create_task(node.run_delivery(), name="cluster-delivery")
             for profile_id, config in self._loaded.profiles.items():
                 self._start_profile(profile_id, config)
+            start_up = tasks.create_task(self._finish_start_up(), name="start-up")
             collector = tasks.create_task(self._settle_collector(), name="gc-settle")
             await self._serve_until_shutdown()
+            start_up.cancel()
             if node is not None and worker is not None and delivery is not None:
                 # Turns in hand finish and their replies are published; then deliveries in
                 # hand finish; what is left waits in the streams for the next process.
@@ -203,10 +227,29 @@ class Daemon:
     async def _settle_collector(self) -> None:
         """Once every profile has started, the collector is set for serving turns, and kept
         so until the daemon stops (`gateway.collector`)."""
-        started = [runtime.started.wait() for runtime, _task in self._profiles.values()]
-        await asyncio.gather(*started)
+        await self._settled.wait()
         log.debug("gc.frozen", objects=settle_after_start_up())
         await keep_settled()
+
+    async def _finish_start_up(self) -> None:
+        """Once every profile has started or failed: announce what runs, or, when nothing
+        does, shut down with the first failure's exit status."""
+        await asyncio.gather(
+            *(_started_or_ended(runtime, task) for runtime, task in self._profiles.values())
+        )
+        self._settled.set()
+        failures = [self._failed[pid] for pid in self._profiles if pid in self._failed]
+        if failures and len(failures) == len(self._profiles):
+            self._exit_status = failures[0].exit_status
+            log.info(
+                "daemon.shutting_down",
+                reason="no profile could start",
+                exit_status=self._exit_status,
+            )
+            self.request_shutdown()
+            return
+        assert self.http is not None
+        self._announce(self.http.bound_port)
 
     def _http_names(self) -> set[str]:
         http = self._loaded.gateway.http
@@ -217,8 +260,9 @@ class Daemon:
         settings = self._loaded.gateway
         chats = [
             f"{opened_url(channel.host, channel.port)} ({pid})"
-            for pid, profile in self._loaded.profiles.items()
-            for channel in profile.channels
+            for pid, (runtime, _task) in self._profiles.items()
+            if pid not in self._failed
+            for channel in runtime.config.channels
             if isinstance(channel, ApiChannelConfig) and channel.port and self._role != "worker"
         ]
         log.info(
@@ -285,12 +329,24 @@ class Daemon:
     async def _supervise(self, runtime: ProfileProcess) -> None:
         try:
             await runtime.run()
-        except Exception:
+        except Exception as error:
             # Supervision point: one broken profile must not take the others down.
-            log.exception("profile.failed", profile=runtime.profile_id)
+            self._failed[runtime.profile_id] = self._profile_failed(runtime.profile_id, error)
+
+    def _profile_failed(self, profile_id: str, error: Exception) -> ProfileFailure:
+        failure = diagnose(error, Path(self._loaded.gateway.data_dir))
+        if not failure.known:
+            log.error("profile.failed", profile=profile_id, error=failure.reason, exc_info=error)
+            return failure
+        fix = {"suggestion": failure.suggestion} if failure.suggestion else {}
+        log.error("profile.failed", profile=profile_id, error=failure.reason, **fix)
+        log.debug("profile.failure_traceback", profile=profile_id, exc_info=error)
+        return failure
 
     async def _stop_profiles(self, profile_ids: list[str], grace_s: float) -> None:
         entries = [self._profiles.pop(pid) for pid in profile_ids if pid in self._profiles]
+        for pid in profile_ids:
+            self._failed.pop(pid, None)
         for runtime, _task in entries:
             runtime.request_stop()
         tasks = [task for _runtime, task in entries]
@@ -335,12 +391,32 @@ class Daemon:
             if pid in current and current[pid] != config
         ]
         added = [pid for pid in fresh.profiles if pid not in current]
-        log.info("reload.profiles_changed", added=added, removed=removed, changed=changed)
-        await self._stop_profiles(removed + changed, self._loaded.gateway.shutdown_grace_s)
+        # A failed profile is tried again: what it failed on (a data directory, another
+        # daemon) may have been put right outside its YAML.
+        retried = [pid for pid in self._failed if pid in fresh.profiles and pid not in changed]
+        log.info(
+            "reload.profiles_changed",
+            added=added,
+            removed=removed,
+            changed=changed,
+            retried=retried,
+        )
+        await self._stop_profiles(
+            removed + changed + retried, self._loaded.gateway.shutdown_grace_s
+        )
         self._loaded = fresh
         self._hosts.allowed = self._http_names()
-        for pid in added + changed:
+        for pid in added + changed + retried:
             self._start_profile(pid, fresh.profiles[pid])
+
+
+async def _started_or_ended(runtime: ProfileProcess, task: asyncio.Task[None]) -> None:
+    """Until `runtime` takes messages, or its run has ended (it failed, or was stopped)."""
+    ready = asyncio.create_task(runtime.ready.wait(), name=f"ready:{runtime.profile_id}")
+    try:
+        await asyncio.wait([ready, task], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ready.cancel()
 
 
 def opened_url(host: str, port: int) -> str:

@@ -30,7 +30,10 @@ def build_app(
     status_page: StatusPage | None = None,
     *,
     cluster: Callable[[], Awaitable[ClusterReport | None]] | None = None,
+    failed: Callable[[], Mapping[str, str]] | None = None,
 ) -> web.Application:
+    """`failed`: each profile that is not running because it failed, and why."""
+
     async def healthz(_request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
@@ -42,6 +45,9 @@ def build_app(
         }
         down = any(health.is_down for by in report.values() for health in by.values())
         body: dict[str, object] = {"profiles": channels}
+        if failed is not None and (failures := failed()):
+            body["failed_profiles"] = dict(failures)
+            down = True
         joined = await cluster() if cluster is not None else None
         if joined is not None:
             connected, body["cluster"] = joined

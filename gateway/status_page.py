@@ -1,8 +1,9 @@
 """The status page on the health server: `GET /` (a page) and `GET /status.json` (its data).
 
-Read-only. Per profile: its agent, each channel's health with its last error, open sessions,
-turns, messages in and out, send errors and restarts, and the bus queue depths; plus the recent
-warnings and errors the daemon logged. The page refreshes itself every few seconds.
+Read-only. Per profile: its agent, why it is not running if it failed, each channel's health with
+its last error, open sessions, turns, messages in and out, send errors and restarts, and the bus
+queue depths; plus the recent warnings and errors the daemon logged. The page refreshes itself
+every few seconds.
 
 When the health server listens on a loopback address the data is open to this machine; beyond
 loopback it needs `http.token` as a bearer token (the page asks for it once), and without a
@@ -42,6 +43,8 @@ class ProfileFacts:
     agent: str
     channels: Mapping[str, ChannelHealth]
     open_sessions: int
+    #: Why the profile is not running, when it failed.
+    failure: str | None = None
 
 
 def _samples(registry: CollectorRegistry) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -80,6 +83,7 @@ def build_snapshot(
                 "id": profile_id,
                 "agent": facts.agent,
                 "open_sessions": facts.open_sessions,
+                "failure": facts.failure,
                 "channels": [
                     {"name": name, **health.to_dict()} for name, health in facts.channels.items()
                 ],

@@ -50,8 +50,12 @@ function renderProfile(profile) {
       el("th", {}, "last error"), el("th", {}, "sent"), el("th", {}, "restarts"))),
     el("tbody", {}, ...rows));
   const queue = profile.queue || {};
+  const failure = profile.failure
+    ? [el("p", { class: "status down", "data-failure": "" }, `not running: ${profile.failure}`)]
+    : [];
   return el("section", { class: "profile", "data-profile": profile.id },
     el("h2", {}, profile.id, el("span", { class: "muted" }, ` · agent ${profile.agent}`)),
+    ...failure,
     el("div", { class: "figures" },
       figure("open sessions", String(profile.open_sessions), "sessions"),
       figure("turns", counts(profile.turns), "turns"),

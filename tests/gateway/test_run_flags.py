@@ -54,7 +54,12 @@ async def test_the_embedded_default_on_other_ports_streams_visibly(tmp_path: Pat
     lines: list[str] = []
     try:
         async with asyncio.timeout(WAIT_S):
-            while not any("api.web_chat_ready" in line for line in lines):
+            # The web chat listens, and the start-up line comes once the profile has started:
+            # in either order.
+            while not all(
+                any(event in line for line in lines)
+                for event in ("api.web_chat_ready", "gateway.started")
+            ):
                 lines.append((await process.stderr.readline()).decode())
         started = next(line for line in lines if "gateway.started" in line)
         assert f"http://127.0.0.1:{http_port}/" in started

@@ -13,7 +13,7 @@ from playwright.async_api import BrowserContext, Page, expect
 
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.browser import chromium_context, require_chromium
-from tests.support.daemon import DaemonProcess, free_port
+from tests.support.daemon import DaemonProcess, free_port, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -175,3 +175,22 @@ async def test_both_pages_serve_the_one_icon(tmp_path: Path) -> None:
                     icons.append(await response.read())
         assert icons[0].startswith(b"<svg")
         assert icons == [icons[0]] * 3
+
+
+async def test_a_failed_profile_shows_why_it_is_not_running(
+    tmp_path: Path, browser: BrowserContext
+) -> None:
+    api_only = "agent: {type: echo}\nchannels: [{type: api, port: 0}]\n"
+    config = write_config(tmp_path, {"main": api_only, "broken": api_only})
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "broken").write_text("a file where the profile's directory belongs\n")
+    daemon = await DaemonProcess(config).start()
+    try:
+        await daemon.wait_log(lambda e: e.get("event") == "gateway.started")
+        page = await browser.new_page()
+        await page.goto(status_url(daemon))
+        failure = page.locator("[data-profile=broken] [data-failure]")
+        await expect(failure).to_contain_text("not running: cannot use the data directory")
+        await expect(page.locator("[data-profile=main] [data-failure]")).to_have_count(0)
+    finally:
+        await daemon.stop()
