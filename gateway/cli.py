@@ -78,7 +78,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print_config_error(error)
         return EXIT_INVALID_CONFIG
-    if (busy := busy_api_port(loaded)) is not None:
+    # A worker runs no channel: the API ports are an ingress's to bind.
+    if args.role != "worker" and (busy := busy_api_port(loaded)) is not None:
         print(f"error: {busy}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     if (wrong_role := role_problem(loaded, args.role)) is not None:

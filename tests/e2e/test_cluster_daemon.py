@@ -1,6 +1,7 @@
 """The daemon as cluster processes: `--role ingress` with the Telegram fake, `--role worker`s,
-the HTTP API through two ingress processes, dead letters through the CLI, and the start-up
-errors (an unreachable NATS exits 69; a split role without a cluster is refused)."""
+the HTTP API through two ingress processes, a worker beside the ingress on one host, dead
+letters through the CLI, and the start-up errors (an unreachable NATS exits 69; a split role
+without a cluster is refused)."""
 
 from __future__ import annotations
 
@@ -145,6 +146,25 @@ async def test_the_api_through_two_ingress_processes_answers_every_request_once(
         assert sum(1 for e in worker.logs if e.get("event") == "turn.started") == 41
     assert await streams.left_in("IN") == 0
     assert await streams.left_in("OUT") == 0
+
+
+async def test_a_worker_starts_beside_the_ingress_that_holds_the_api_port(
+    tmp_path: Path, nats_prefix: str, postgres_dsn: str
+) -> None:
+    profile = fresh_scope()
+    port = free_port()
+    async with processes() as running:
+        config = cluster_config(
+            tmp_path,
+            {profile: f"agent: {AGENT}\nchannels: [{{type: api, port: {port}}}]\n"},
+            prefix=nats_prefix,
+            dsn=postgres_dsn,
+        )
+        running.append(await start_role(config, "ingress", ready="api.web_chat_ready"))
+        # A worker binds no channel: the ingress's port is no reason to refuse it.
+        running.append(await start_role(config, "worker"))
+        answer = await chat(port, {"chat_id": "beside", "content": "answered by the worker"})
+        assert answer["reply"] == "answered by the worker"
 
 
 async def test_a_failing_message_is_a_dead_letter_the_cli_shows_retries_and_purges(
