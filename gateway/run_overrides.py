@@ -1,8 +1,10 @@
 """`run --api-port/--api-host/--http-port`: listen elsewhere without editing the config.
 
 The embedded default (no `-c`) has no file to edit, and a busy 8091 must not leave a daemon
-running without its web chat: the API ports are checked before the daemon starts, and a busy one
-exits with the same status (69, EX_UNAVAILABLE) as a busy health port, saying which flag helps.
+running without its web chat: the API ports are checked before the daemon starts (by `cli`, for a
+process that runs channels: a worker binds none), and a busy one exits with the same status (69,
+EX_UNAVAILABLE) as a busy health port, saying which flag helps. A moved api channel is warned of
+as the YAML's would be (`--api-host 0.0.0.0` without `auth_token`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ import socket
 from dataclasses import replace
 from pathlib import Path
 
-from config import ApiChannelConfig, ConfigError, ConfigProblem, LoadedConfig, ProfileConfig
+from config import (
+    ApiChannelConfig,
+    ConfigError,
+    ConfigProblem,
+    ConfigWarning,
+    LoadedConfig,
+    ProfileConfig,
+)
 
 
 def with_listen_overrides(
@@ -34,6 +43,7 @@ def with_listen_overrides(
         )
         gateway = gateway.model_copy(update={"http": http})
     profiles = dict(loaded.profiles)
+    warnings = loaded.warnings
     if api_host is not None or api_port is not None:
         targets = [
             (pid, index)
@@ -54,7 +64,26 @@ def with_listen_overrides(
             )
         pid, index = targets[0]
         profiles[pid] = _moved(profiles[pid], index, api_host, api_port)
-    return replace(loaded, gateway=gateway, profiles=profiles)
+        warnings = _warnings_after_move(loaded, pid, profiles[pid])
+    return replace(loaded, gateway=gateway, profiles=profiles, warnings=warnings)
+
+
+def _warnings_after_move(
+    loaded: LoadedConfig, pid: str, moved: ProfileConfig
+) -> list[ConfigWarning]:
+    """The configuration's warnings with profile `pid`'s as its new address makes them: an api
+    channel moved beyond loopback without auth_token is warned of, one moved back is not."""
+    source = loaded.profile_sources.get(pid)
+    before = {warning.message for warning in loaded.profiles[pid].warnings()}
+    after = [warning.message for warning in moved.warnings()]
+    kept = [
+        warning
+        for warning in loaded.warnings
+        if warning.file != source or warning.message not in before or warning.message in after
+    ]
+    return kept + [
+        ConfigWarning(source, None, message) for message in after if message not in before
+    ]
 
 
 def _moved(profile: ProfileConfig, index: int, host: str | None, port: int | None) -> ProfileConfig:
