@@ -66,6 +66,7 @@ def load(config_path: Path | None, data_dir: Path | None) -> LoadedConfig:
 def cmd_run(args: argparse.Namespace) -> int:
     from gateway.daemon import Daemon
     from gateway.logs import configure_logging
+    from gateway.profile_failure import diagnose
 
     listen = {
         "api_host": args.api_host,
@@ -89,7 +90,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         if unreachable is not None:
             print(f"error: {unreachable}", file=sys.stderr)
             return EXIT_UNAVAILABLE
-    log_stream = terminal_log_file(loaded)
+    try:
+        log_stream = terminal_log_file(loaded)
+    except OSError as error:
+        # The data directory the logs were to go to cannot hold them: what a profile would
+        # have failed on next, said the same way.
+        failure = diagnose(error, Path(loaded.gateway.data_dir))
+        if not failure.known:
+            raise
+        print(f"error: {failure.summary()}", file=sys.stderr)
+        return failure.exit_status
     configure_logging(
         loaded.gateway.logging.level,
         loaded.gateway.logging.format,

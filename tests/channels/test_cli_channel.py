@@ -367,3 +367,27 @@ async def test_on_a_terminal_logs_go_to_a_file_not_into_the_chat(tmp_path: Path)
     assert str(log_file) in shown
     events = [json.loads(line) for line in log_file.read_text().splitlines()]
     assert events[-1]["event"] == "daemon.stopped"
+
+
+async def test_on_a_terminal_a_data_dir_that_is_a_file_is_one_line_and_exit_73(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, {"term": terminal_profile()})
+    (tmp_path / "data").write_text("not a directory\n")
+    master, slave = pty.openpty()
+    try:
+        process = await spawn(config, stdin=slave, stdout=slave, stderr=slave)
+    finally:
+        os.close(slave)
+    screen, transport = await record(master)
+    try:
+        assert await asyncio.wait_for(process.wait(), WAIT_S) == 73
+        await screen.shows(b"--data-dir")
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        transport.close()
+    shown = bytes(screen.data).decode()
+    assert f"error: cannot use the data directory {tmp_path / 'data'}" in shown
+    assert "Traceback" not in shown
