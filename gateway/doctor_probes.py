@@ -21,6 +21,7 @@ import aiohttp
 from channels.errors import AuthError, ChannelError
 from channels.registry import ChannelConfigLike, ChannelContext, build_channel
 from config import AgentConfig, OpenAIAgentConfig
+from config.bus import NatsConfig
 from gateway.run_overrides import bind_error
 
 #: Longest wait of one probe unless `doctor --timeout` says otherwise.
@@ -145,28 +146,31 @@ async def _probe_openai(check: str, config: OpenAIAgentConfig, timeout_s: float)
     return ProbeResult(check, Outcome.OK, f"model {config.model} at {config.base_url}")
 
 
-async def probe_nats(url: str, timeout_s: float) -> ProbeResult:
-    """Connect to NATS with nats-py (imported only when a NATS bus is configured)."""
-    check = f"nats {url}"
+async def probe_nats(config: NatsConfig, timeout_s: float) -> ProbeResult:
+    """Reach NATS and its JetStream as `run` does, within the configured connect timeout (and
+    the doctor's); nats-py is imported only when the NATS bus is configured."""
+    check = f"nats {config.redacted_url}"
     try:
-        nats = importlib.import_module("nats")
-        nats_errors = importlib.import_module("nats.errors")
+        from cluster.connection import BusUnavailable, check_bus
     except ModuleNotFoundError:
         return ProbeResult(
             check, Outcome.FAIL, "nats-py is not installed", "pip install 'octos-gateway[nats]'"
         )
-
-    async def connect_and_close() -> None:
-        client = await nats.connect(url, connect_timeout=timeout_s, allow_reconnect=False)
-        await client.close()
-
-    return await _connection_probe(
-        check,
-        connect_and_close,
-        nats_errors.Error,
-        "check the NATS URL and that the server runs",
-        timeout_s,
-    )
+    connect_timeout_s = min(config.connect_timeout_s, timeout_s)
+    bounded = config.model_copy(update={"connect_timeout_s": connect_timeout_s})
+    try:
+        async with asyncio.timeout(timeout_s):
+            await check_bus(bounded)
+    except BusUnavailable as error:
+        return ProbeResult(check, Outcome.FAIL, f"cannot use it: {error.detail}", error.fix)
+    except TimeoutError:
+        return ProbeResult(
+            check,
+            Outcome.FAIL,
+            f"no answer within {timeout_s:g} s",
+            "check that nats-server runs there with JetStream enabled (-js)",
+        )
+    return ProbeResult(check, Outcome.OK, "connected, JetStream answers")
 
 
 async def probe_postgres(dsn: str, timeout_s: float) -> ProbeResult:

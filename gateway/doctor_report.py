@@ -26,6 +26,7 @@ from gateway.doctor_probes import (
     probe_postgres,
 )
 from gateway.env_file import environment_for
+from gateway.logs import configure_logging
 
 EXIT_HEALTHY = 0
 EXIT_UNHEALTHY = 1
@@ -33,6 +34,9 @@ EXIT_UNHEALTHY = 1
 
 def doctor_exit_status(config_path: Path, timeout_s: float) -> int:
     """Run every check, print the table and the totals; 0 when nothing failed, 1 otherwise."""
+    # The table says what each probe found: a client's own warnings (a refused NATS connection,
+    # retried) would only repeat it, amid the table on stdout. Errors still go to stderr.
+    configure_logging("error", "console", sys.stderr)
     results = run_doctor(config_path, timeout_s)
     print_table(results, sys.stdout)
     failed = sum(1 for result in results if result.outcome is Outcome.FAIL)
@@ -104,10 +108,8 @@ def _probes(
             probe = probe_channel(profile_id, channel, data_dir / profile_id, timeout_s)
             yield f"{profile_id}:{channel.type}", probe
         yield f"{profile_id}:agent", probe_agent(profile_id, profile.agent, timeout_s)
-    # Another bus backend adds these settings; they are probed once they exist.
-    nats_url = getattr(gateway.bus, "url", None) or getattr(gateway.bus, "nats_url", None)
-    if isinstance(nats_url, str) and nats_url:
-        yield "nats", probe_nats(nats_url, timeout_s)
+    if gateway.bus.backend == "nats":
+        yield "nats", probe_nats(gateway.bus.nats, timeout_s)
     dsn = gateway.store.dsn or getattr(gateway.bus, "postgres_dsn", None)
     if dsn is not None:
         secret = getattr(dsn, "get_secret_value", None)

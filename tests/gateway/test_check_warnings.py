@@ -6,7 +6,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
+from config.bus import NatsConfig
 from gateway.cli import main
 from gateway.doctor_probes import Outcome, ProbeResult, probe_nats, probe_postgres
 from tests.e2e.conftest import running_daemon
@@ -58,17 +60,15 @@ async def test_doctor_lists_them_and_knows_the_running_daemon_owns_its_ports(
     assert all("in use by a running octos-gateway" in line for line in ports), ports
 
 
-def test_nats_and_postgresql_are_probed_only_when_configured(tmp_path: Path) -> None:
-    # Nothing configures them yet: the probes stand ready, and fail clearly when asked.
-    for result in asyncio.run(
-        _both(f"nats://127.0.0.1:{free_port()}", f"postgresql://127.0.0.1:{free_port()}/x")
-    ):
+def test_unreachable_nats_and_postgresql_fail_with_a_fix(tmp_path: Path) -> None:
+    nats = NatsConfig(url=SecretStr(f"nats://127.0.0.1:{free_port()}"))
+    for result in asyncio.run(_both(nats, f"postgresql://127.0.0.1:{free_port()}/x")):
         assert result.outcome is Outcome.FAIL
         assert result.fix
 
 
-async def _both(nats_url: str, dsn: str) -> list[ProbeResult]:
-    return [await probe_nats(nats_url, 2.0), await probe_postgres(dsn, 2.0)]
+async def _both(nats: NatsConfig, dsn: str) -> list[ProbeResult]:
+    return [await probe_nats(nats, 2.0), await probe_postgres(dsn, 2.0)]
 
 
 def test_doctor_says_the_status_page_stays_closed_beyond_loopback(tmp_path: Path) -> None:
