@@ -14,7 +14,16 @@ from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import TextIO
 
-from config import ApiChannelConfig, ConfigError, ConfigProblem, LoadedConfig, load_gateway
+from pydantic import SecretStr
+
+from config import (
+    ApiChannelConfig,
+    ChannelConfig,
+    ConfigError,
+    ConfigProblem,
+    LoadedConfig,
+    load_gateway,
+)
 from gateway.config_hint import explain_config_error
 from gateway.doctor_probes import (
     Outcome,
@@ -25,8 +34,9 @@ from gateway.doctor_probes import (
     probe_port,
     probe_postgres,
 )
-from gateway.env_file import environment_for
+from gateway.env_file import ENV_FILE, environment_for
 from gateway.logs import configure_logging
+from gateway.scaffold import placeholder_variable
 
 EXIT_HEALTHY = 0
 EXIT_UNHEALTHY = 1
@@ -103,8 +113,21 @@ def _probes(
 ) -> Iterable[tuple[str, Coroutine[None, None, ProbeResult]]]:
     gateway = loaded.gateway
     data_dir = Path(gateway.data_dir)
+    env_file = (loaded.source or Path("gateway.yaml")).parent / ENV_FILE
     for profile_id, profile in loaded.profiles.items():
         for channel in profile.channels:
+            placeholders = _placeholders_in(channel)
+            if placeholders:
+                # Sent to the platform it would only be refused, with advice about the token.
+                result = ProbeResult(
+                    f"{profile_id}: channel {channel.type}",
+                    Outcome.FAIL,
+                    f"{' and '.join(placeholders)} {'is' if len(placeholders) == 1 else 'are'} "
+                    "still the placeholder from init",
+                    f"replace the placeholder in {env_file}",
+                )
+                yield f"{profile_id}:{channel.type}", _known(result)
+                continue
             probe = probe_channel(profile_id, channel, data_dir / profile_id, timeout_s)
             yield f"{profile_id}:{channel.type}", probe
         yield f"{profile_id}:agent", probe_agent(profile_id, profile.agent, timeout_s)
@@ -125,6 +148,22 @@ def _probes(
                     f"port:{profile_id}:api",
                     probe_port(what, channel.host, channel.port, timeout_s, health_url=health_url),
                 )
+
+
+def _placeholders_in(channel: ChannelConfig) -> list[str]:
+    """The variables `init` named whose placeholder is still `channel`'s secret."""
+    found: list[str] = []
+    for field in type(channel).model_fields:
+        value = getattr(channel, field)
+        if isinstance(value, SecretStr):
+            variable = placeholder_variable(value.get_secret_value())
+            if variable is not None:
+                found.append(variable)
+    return found
+
+
+async def _known(result: ProbeResult) -> ProbeResult:
+    return result
 
 
 def _url_host(host: str) -> str:

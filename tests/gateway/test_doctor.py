@@ -219,3 +219,38 @@ async def test_nats_is_probed_with_its_jetstream(tmp_path: Path) -> None:
     assert result.code == 0, result.out
     assert "ok      connected, JetStream answers" in lines_of(result, f"nats {NATS_URL}")[0]
     assert "ok      connected" in lines_of(result, "postgresql")[0]
+
+
+async def test_secrets_still_as_init_wrote_them_fail_with_where_to_put_them(
+    fakes: Fakes, tmp_path: Path
+) -> None:
+    init = await run_cli(
+        "init", "mybot", "--yes", "--channel", "telegram", "--channel", "slack", cwd=tmp_path
+    )
+    assert init.code == 0, init.err
+    profile_file = tmp_path / "mybot" / "profiles" / "main.yaml"
+    # Point the channels at the fakes, so that a real token is seen to pass.
+    profile_file.write_text(
+        profile_file.read_text()
+        .replace("type: telegram\n", f"type: telegram\n    base_url: {fakes.telegram.base_url}\n")
+        .replace("type: slack\n", f"type: slack\n    base_url: {fakes.slack.base_url}\n")
+    )
+    result = await run_cli("doctor", "-c", "mybot/gateway.yaml", cwd=tmp_path)
+    assert result.code == 1, result.out
+    telegram = lines_of(result, "main: channel telegram")
+    assert "FAIL    TELEGRAM_BOT_TOKEN is still the placeholder from init" in telegram[0]
+    assert "fix: replace the placeholder in mybot/.env" in telegram[1]
+    slack = lines_of(result, "main: channel slack")
+    assert "SLACK_BOT_TOKEN and SLACK_APP_TOKEN are still the placeholder" in slack[0]
+    assert "fix: replace the placeholder in mybot/.env" in slack[1]
+
+    env_file = tmp_path / "mybot" / ".env"
+    env_file.write_text(
+        env_file.read_text().replace(
+            "TELEGRAM_BOT_TOKEN=paste-the-token-from-BotFather",
+            f"TELEGRAM_BOT_TOKEN={fakes.telegram.token}",
+        )
+    )
+    result = await run_cli("doctor", "-c", "mybot/gateway.yaml", cwd=tmp_path)
+    assert " ok " in lines_of(result, "main: channel telegram")[0]
+    assert "placeholder" in lines_of(result, "main: channel slack")[0]
