@@ -33,10 +33,13 @@ from gateway.doctor_probes import (
     probe_nats,
     probe_port,
     probe_postgres,
+    url_host,
 )
 from gateway.env_file import ENV_FILE, environment_for
 from gateway.logs import configure_logging
+from gateway.profile import JOURNAL_DIR
 from gateway.scaffold import placeholder_variable
+from sessions.wal import lock_pid
 
 EXIT_HEALTHY = 0
 EXIT_UNHEALTHY = 1
@@ -79,7 +82,7 @@ def _where(problem: ConfigProblem) -> str:
 
 def _status_page_line(loaded: LoadedConfig) -> ProbeResult:
     http = loaded.gateway.http
-    url = f"http://{_url_host(http.host)}:{http.port}/"
+    url = f"http://{url_host(http.host)}:{http.port}/"
     if http.token is not None:
         return ProbeResult("status page", Outcome.OK, f"{url} behind http.token")
     if http.is_loopback:
@@ -138,15 +141,20 @@ def _probes(
         secret = getattr(dsn, "get_secret_value", None)
         yield "postgresql", probe_postgres(secret() if secret else str(dsn), timeout_s)
     http = gateway.http
-    health_url = f"http://{_url_host(http.host)}:{http.port}/healthz"
-    yield "port:http", probe_port("health", http.host, http.port, timeout_s, health_url=health_url)
+    # The daemon of this configuration, when one runs, holds its journals and its ports.
+    ours = frozenset(
+        pid
+        for profile_id in loaded.profiles
+        if (pid := lock_pid(data_dir / profile_id / JOURNAL_DIR)) is not None
+    )
+    yield "port:http", probe_port("health", http.host, http.port, timeout_s, our_pids=ours)
     for profile_id, profile in loaded.profiles.items():
         for channel in profile.channels:
             if isinstance(channel, ApiChannelConfig):
                 what = f"{profile_id} api"
                 yield (
                     f"port:{profile_id}:api",
-                    probe_port(what, channel.host, channel.port, timeout_s, health_url=health_url),
+                    probe_port(what, channel.host, channel.port, timeout_s, our_pids=ours),
                 )
 
 
@@ -164,14 +172,6 @@ def _placeholders_in(channel: ChannelConfig) -> list[str]:
 
 async def _known(result: ProbeResult) -> ProbeResult:
     return result
-
-
-def _url_host(host: str) -> str:
-    if host in ("0.0.0.0", ""):
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host
 
 
 def print_table(results: list[ProbeResult], out: TextIO) -> None:
