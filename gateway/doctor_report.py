@@ -1,8 +1,9 @@
 """What `octos-gateway doctor` reports: everything `check` does, then live probes, as one table.
 
-Each line is one check: the configuration, each warning `run` would print, every channel's
-credentials (through `Channel.probe()`), every agent, NATS and PostgreSQL when configured, and
-the ports the daemon will listen on. A failed line says how to fix it. Exit status 0 when nothing
+Each line is one check: the configuration, the data directory and listeners on one port (as
+`check` finds them), each warning `run` would print, every channel's credentials (through
+`Channel.probe()`), every agent, NATS and PostgreSQL when configured, and the ports the daemon
+will listen on. A failed line says how to fix it. Exit status 0 when nothing
 failed (warnings allowed), 1 otherwise.
 """
 
@@ -24,6 +25,7 @@ from config import (
     LoadedConfig,
     load_gateway,
 )
+from gateway.config_checks import data_dir_problems, listener_clashes
 from gateway.config_hint import explain_config_error
 from gateway.doctor_probes import (
     Outcome,
@@ -71,6 +73,11 @@ def run_doctor(config_path: Path, timeout_s: float) -> list[ProbeResult]:
             for problem in explain_config_error(config_path, error).problems
         ]
     static = [_config_line(config_path, loaded), _status_page_line(loaded)]
+    static += _data_dir_lines(loaded)
+    static += [
+        ProbeResult("listeners", Outcome.FAIL, _where(problem), problem.suggestion)
+        for problem in listener_clashes(loaded)
+    ]
     static += [ProbeResult("warning", Outcome.WARN, str(w)) for w in loaded.warnings]
     return static + asyncio.run(_live_probes(loaded, timeout_s))
 
@@ -78,6 +85,17 @@ def run_doctor(config_path: Path, timeout_s: float) -> list[ProbeResult]:
 def _where(problem: ConfigProblem) -> str:
     place = f"{problem.file}:{problem.line}" if problem.line is not None else str(problem.file)
     return f"{place}: {problem.message}"
+
+
+def _data_dir_lines(loaded: LoadedConfig) -> list[ProbeResult]:
+    data_dir = loaded.gateway.data_dir
+    problems = data_dir_problems(loaded)
+    if not problems:
+        return [ProbeResult("data dir", Outcome.OK, f"{data_dir}: this user can write it")]
+    return [
+        ProbeResult("data dir", Outcome.FAIL, _where(problem), problem.suggestion)
+        for problem in problems
+    ]
 
 
 def _status_page_line(loaded: LoadedConfig) -> ProbeResult:
