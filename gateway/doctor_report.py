@@ -3,8 +3,8 @@
 Each line is one check: the configuration, the data directory and listeners on one port (as
 `check` finds them), each warning `run` would print, every channel's credentials (through
 `Channel.probe()`), every agent, NATS and PostgreSQL when configured, and the ports the daemon
-will listen on. A failed line says how to fix it. Exit status 0 when nothing
-failed (warnings allowed), 1 otherwise.
+will listen on. A failed line says how to fix it. Exit status 0 when nothing failed (warnings
+allowed), 1 otherwise.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def run_doctor(config_path: Path, timeout_s: float) -> list[ProbeResult]:
         for problem in listener_clashes(loaded)
     ]
     static += [ProbeResult("warning", Outcome.WARN, str(w)) for w in loaded.warnings]
-    return static + asyncio.run(_live_probes(loaded, timeout_s))
+    return static + asyncio.run(_live_probes(loaded, timeout_s, _running_daemon_pids(loaded)))
 
 
 def _where(problem: ConfigProblem) -> str:
@@ -120,17 +120,30 @@ def _config_line(path: Path, loaded: LoadedConfig) -> ProbeResult:
     )
 
 
-async def _live_probes(loaded: LoadedConfig, timeout_s: float) -> list[ProbeResult]:
+def _running_daemon_pids(loaded: LoadedConfig) -> frozenset[int]:
+    """The pids in this configuration's journal locks: its daemon, when one runs, holds them
+    (and its ports)."""
+    data_dir = loaded.gateway.data_dir
+    return frozenset(
+        pid
+        for profile_id in loaded.profiles
+        if (pid := lock_pid(data_dir / profile_id / JOURNAL_DIR)) is not None
+    )
+
+
+async def _live_probes(
+    loaded: LoadedConfig, timeout_s: float, ours: frozenset[int]
+) -> list[ProbeResult]:
     async with asyncio.TaskGroup() as tasks:
         running = [
             tasks.create_task(probe, name=f"doctor:{name}")
-            for name, probe in _probes(loaded, timeout_s)
+            for name, probe in _probes(loaded, timeout_s, ours)
         ]
     return [task.result() for task in running]
 
 
 def _probes(
-    loaded: LoadedConfig, timeout_s: float
+    loaded: LoadedConfig, timeout_s: float, ours: frozenset[int]
 ) -> Iterable[tuple[str, Coroutine[None, None, ProbeResult]]]:
     gateway = loaded.gateway
     data_dir = Path(gateway.data_dir)
@@ -159,12 +172,6 @@ def _probes(
         secret = getattr(dsn, "get_secret_value", None)
         yield "postgresql", probe_postgres(secret() if secret else str(dsn), timeout_s)
     http = gateway.http
-    # The daemon of this configuration, when one runs, holds its journals and its ports.
-    ours = frozenset(
-        pid
-        for profile_id in loaded.profiles
-        if (pid := lock_pid(data_dir / profile_id / JOURNAL_DIR)) is not None
-    )
     yield "port:http", probe_port("health", http.host, http.port, timeout_s, our_pids=ours)
     for profile_id, profile in loaded.profiles.items():
         for channel in profile.channels:
