@@ -26,13 +26,13 @@ class BusUnavailable(RuntimeError):
 
     def __init__(self, config: NatsConfig, cause: BaseException) -> None:
         self.url = config.redacted_url
-        detail = str(cause).strip() or type(cause).__name__
-        super().__init__(
-            f"cannot use NATS at {self.url}: {detail}; check that nats-server runs there with "
-            "JetStream enabled (-js, or `jetstream {}` in its config) and accepts TCP "
-            "connections from this host, and that gateway.yaml's bus.nats.url (user, "
-            "password) is right"
+        self.detail = str(cause).strip() or type(cause).__name__
+        self.fix = (
+            "check that nats-server runs there with JetStream enabled (-js, or `jetstream {}` "
+            "in its config) and accepts TCP connections from this host, and that "
+            "gateway.yaml's bus.nats.url (user, password) is right"
         )
+        super().__init__(f"cannot use NATS at {self.url}: {self.detail}; {self.fix}")
 
 
 async def _log_error(error: Exception) -> None:

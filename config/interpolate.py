@@ -10,8 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from config.problems import DataPath
+
+#: The file beside gateway.yaml that every command reads variables from (`gateway.env_file`).
+ENV_FILE = ".env"
 
 _REFERENCE = re.compile(r"\$\$\{|\$\{(?P<body>[^}]*)(?P<close>\})?")
 _BODY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>.*))?", re.DOTALL)
@@ -27,16 +31,20 @@ class InterpolationProblem:
 
 
 def expand_variables(
-    text: str, env: Mapping[str, str], path: DataPath = ()
+    text: str, env: Mapping[str, str], path: DataPath = (), *, env_file: Path | None = None
 ) -> tuple[str, list[InterpolationProblem]]:
-    """Expand every reference in `text`; unexpandable ones are reported and left as written."""
+    """Expand every reference in `text`; unexpandable ones are reported and left as written.
+
+    `env_file`: the `.env` the variables are also read from, named in the advice for an unset
+    one (whether it exists or not: it is where `init` tells the user to put secrets).
+    """
     problems: list[InterpolationProblem] = []
     pieces: list[str] = []
     position = 0
     for match in _REFERENCE.finditer(text):
         pieces.append(text[position : match.start()])
         position = match.end()
-        pieces.append(_expand_one(match, env, path, problems))
+        pieces.append(_expand_one(match, env, path, problems, env_file))
     pieces.append(text[position:])
     return "".join(pieces), problems
 
@@ -46,6 +54,7 @@ def _expand_one(
     env: Mapping[str, str],
     path: DataPath,
     problems: list[InterpolationProblem],
+    env_file: Path | None,
 ) -> str:
     if match.group(0) == "$${":
         return "${"
@@ -78,7 +87,8 @@ def _expand_one(
             InterpolationProblem(
                 path,
                 f"environment variable '{name}' is not set",
-                f"set {name} in the environment, or give a default with ${{{name}:-default}}",
+                f"set {name} in the environment{f' or in {env_file}' if env_file else ''}, "
+                f"or give a default with ${{{name}:-default}}",
             )
         )
         return match.group(0)
@@ -96,24 +106,32 @@ class Interpolated:
     expanded: set[DataPath] = field(default_factory=set)
 
 
-def interpolate_tree(data: object, env: Mapping[str, str]) -> Interpolated:
+def interpolate_tree(
+    data: object, env: Mapping[str, str], *, env_file: Path | None = None
+) -> Interpolated:
     """Expand references in every string value of a YAML tree (keys are left as written)."""
     result = Interpolated(data=None)
-    result.data = _expand_tree(data, env, (), result)
+    result.data = _expand_tree(data, env, (), result, env_file)
     return result
 
 
-def _expand_tree(data: object, env: Mapping[str, str], path: DataPath, out: Interpolated) -> object:
+def _expand_tree(
+    data: object, env: Mapping[str, str], path: DataPath, out: Interpolated, env_file: Path | None
+) -> object:
     if isinstance(data, str):
-        expanded, problems = expand_variables(data, env, path)
+        expanded, problems = expand_variables(data, env, path, env_file=env_file)
         out.problems.extend(problems)
         if expanded != data or problems:
             out.expanded.add(path)
         return expanded
     if isinstance(data, dict):
         return {
-            key: _expand_tree(value, env, (*path, str(key)), out) for key, value in data.items()
+            key: _expand_tree(value, env, (*path, str(key)), out, env_file)
+            for key, value in data.items()
         }
     if isinstance(data, list):
-        return [_expand_tree(value, env, (*path, index), out) for index, value in enumerate(data)]
+        return [
+            _expand_tree(value, env, (*path, index), out, env_file)
+            for index, value in enumerate(data)
+        ]
     return data

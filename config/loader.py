@@ -21,7 +21,7 @@ from config.agents import EchoAgentConfig
 from config.channels import DEFAULT_API_PORT, ApiChannelConfig
 from config.explain import explain_validation_error
 from config.gateway import GatewayConfig
-from config.interpolate import interpolate_tree
+from config.interpolate import ENV_FILE, interpolate_tree
 from config.problems import ConfigError, ConfigProblem, ConfigWarning, format_path
 from config.profile import ProfileConfig
 from config.yaml_source import YAML_SUFFIXES, YamlDocument, read_yaml
@@ -62,7 +62,9 @@ class _Validated(Generic[ModelT]):
     problems: list[ConfigProblem]
 
 
-def _validate(path: Path, model: type[ModelT], env: Mapping[str, str]) -> _Validated[ModelT]:
+def _validate(
+    path: Path, model: type[ModelT], env: Mapping[str, str], env_file: Path | None
+) -> _Validated[ModelT]:
     document = read_yaml(path)
     problems = list(document.problems)
     if not document.parsed:
@@ -78,7 +80,7 @@ def _validate(path: Path, model: type[ModelT], env: Mapping[str, str]) -> _Valid
             )
         )
         return _Validated(None, document, problems)
-    interpolated = interpolate_tree(data, env)
+    interpolated = interpolate_tree(data, env, env_file=env_file)
     for problem in interpolated.problems:
         line = document.value_lines.get(problem.path) or document.line_of(problem.path)
         message = f"{problem.message} (in {format_path(problem.path)})"
@@ -121,10 +123,10 @@ def _profile_id_problem(path: Path) -> ConfigProblem | None:
 
 
 def _load_profile(
-    path: Path, env: Mapping[str, str]
+    path: Path, env: Mapping[str, str], env_file: Path | None = None
 ) -> tuple[ProfileConfig | None, list[ConfigProblem], list[ConfigWarning]]:
     id_problem = _profile_id_problem(path)
-    result = _validate(path, ProfileConfig, env)
+    result = _validate(path, ProfileConfig, env, env_file)
     problems = [id_problem, *result.problems] if id_problem else result.problems
     if result.model is None or problems:
         return None, problems, []
@@ -194,7 +196,9 @@ def load_gateway(path: Path, env: Mapping[str, str] | None = None) -> LoadedConf
     """
     environment = os.environ if env is None else env
     base_dir = path.absolute().parent
-    result = _validate(path, GatewayConfig, environment)
+    # Named as the user named gateway.yaml: where `init` told them to put the secrets.
+    env_file = path.parent / ENV_FILE
+    result = _validate(path, GatewayConfig, environment, env_file)
     problems = list(result.problems)
     if not result.document.parsed:
         # Without a readable gateway.yaml the profiles' location is unknown.
@@ -206,7 +210,9 @@ def load_gateway(path: Path, env: Mapping[str, str] | None = None) -> LoadedConf
     sources: dict[str, Path] = {}
     warnings: list[ConfigWarning] = []
     for profile_path in files:
-        profile, profile_problems, profile_warnings = _load_profile(profile_path, environment)
+        profile, profile_problems, profile_warnings = _load_profile(
+            profile_path, environment, env_file
+        )
         problems.extend(profile_problems)
         warnings.extend(profile_warnings)
         if profile is not None:

@@ -27,6 +27,7 @@ from gateway.cluster_commands import (
     bus_unreachable,
     role_problem,
 )
+from gateway.config_checks import usability_problems
 from gateway.config_hint import explain_config_error
 from gateway.doctor import add_doctor_command
 from gateway.env_file import environment_for
@@ -125,6 +126,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         loaded = load(args.config, None)
     except ConfigError as error:
         print_config_error(error)
+        return EXIT_INVALID_CONFIG
+    # Valid, but `run` would fail on it here: listeners on one port, an unusable data_dir.
+    if problems := usability_problems(loaded):
+        print_config_error(ConfigError(problems))
         return EXIT_INVALID_CONFIG
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)

@@ -21,6 +21,8 @@ import aiohttp
 from channels.errors import AuthError, ChannelError
 from channels.registry import ChannelConfigLike, ChannelContext, build_channel
 from config import AgentConfig, OpenAIAgentConfig
+from config.bus import NatsConfig
+from gateway.port_holder import listening_holder
 from gateway.run_overrides import bind_error
 
 #: Longest wait of one probe unless `doctor --timeout` says otherwise.
@@ -145,28 +147,31 @@ async def _probe_openai(check: str, config: OpenAIAgentConfig, timeout_s: float)
     return ProbeResult(check, Outcome.OK, f"model {config.model} at {config.base_url}")
 
 
-async def probe_nats(url: str, timeout_s: float) -> ProbeResult:
-    """Connect to NATS with nats-py (imported only when a NATS bus is configured)."""
-    check = f"nats {url}"
+async def probe_nats(config: NatsConfig, timeout_s: float) -> ProbeResult:
+    """Reach NATS and its JetStream as `run` does, within the configured connect timeout (and
+    the doctor's); nats-py is imported only when the NATS bus is configured."""
+    check = f"nats {config.redacted_url}"
     try:
-        nats = importlib.import_module("nats")
-        nats_errors = importlib.import_module("nats.errors")
+        from cluster.connection import BusUnavailable, check_bus
     except ModuleNotFoundError:
         return ProbeResult(
             check, Outcome.FAIL, "nats-py is not installed", "pip install 'octos-gateway[nats]'"
         )
-
-    async def connect_and_close() -> None:
-        client = await nats.connect(url, connect_timeout=timeout_s, allow_reconnect=False)
-        await client.close()
-
-    return await _connection_probe(
-        check,
-        connect_and_close,
-        nats_errors.Error,
-        "check the NATS URL and that the server runs",
-        timeout_s,
-    )
+    connect_timeout_s = min(config.connect_timeout_s, timeout_s)
+    bounded = config.model_copy(update={"connect_timeout_s": connect_timeout_s})
+    try:
+        async with asyncio.timeout(timeout_s):
+            await check_bus(bounded)
+    except BusUnavailable as error:
+        return ProbeResult(check, Outcome.FAIL, f"cannot use it: {error.detail}", error.fix)
+    except TimeoutError:
+        return ProbeResult(
+            check,
+            Outcome.FAIL,
+            f"no answer within {timeout_s:g} s",
+            "check that nats-server runs there with JetStream enabled (-js)",
+        )
+    return ProbeResult(check, Outcome.OK, "connected, JetStream answers")
 
 
 async def probe_postgres(dsn: str, timeout_s: float) -> ProbeResult:
@@ -207,9 +212,10 @@ async def _connection_probe(
 
 
 async def probe_port(
-    what: str, host: str, port: int, timeout_s: float, *, health_url: str | None = None
+    what: str, host: str, port: int, timeout_s: float, *, our_pids: frozenset[int]
 ) -> ProbeResult:
-    """A port the daemon will listen on: free, or already served by a running daemon."""
+    """A port the daemon will listen on: free, or held by this configuration's running daemon
+    (one of `our_pids`, the pids in its journals' locks)."""
     check = f"port {host}:{port} ({what})"
     if port == 0:
         return ProbeResult(check, Outcome.OK, "0: a free port is picked at start")
@@ -218,17 +224,29 @@ async def probe_port(
         return ProbeResult(check, Outcome.OK, "free")
     if error.errno != errno.EADDRINUSE:
         return ProbeResult(check, Outcome.FAIL, f"cannot listen: {error.strerror}", "check host")
-    if health_url is not None and await _is_our_daemon(health_url, timeout_s):
-        return ProbeResult(check, Outcome.OK, "in use by a running octos-gateway")
-    return ProbeResult(
-        check,
-        Outcome.FAIL,
-        "already in use by another program",
-        "stop it, or choose another port in the config (run --http-port / --api-port)",
-    )
+    fix = "stop it, or choose another port in the config (run --http-port / --api-port)"
+    is_octos = await _answers_like_octos(f"http://{url_host(host)}:{port}/healthz", timeout_s)
+    try:
+        holder = await asyncio.to_thread(listening_holder, port, our_pids)
+    except OSError:
+        if not is_octos:
+            return ProbeResult(check, Outcome.FAIL, "already in use by another program", fix)
+        return ProbeResult(
+            check,
+            Outcome.WARN,
+            "in use by an octos-gateway; which one cannot be told here (no /proc)",
+            f"if it is not this configuration's daemon: {fix}",
+        )
+    if holder is not None:
+        return ProbeResult(
+            check, Outcome.OK, f"in use by this configuration's octos-gateway (pid {holder})"
+        )
+    holder_kind = "another octos-gateway" if is_octos else "another program"
+    return ProbeResult(check, Outcome.FAIL, f"already in use by {holder_kind}", fix)
 
 
-async def _is_our_daemon(health_url: str, timeout_s: float) -> bool:
+async def _answers_like_octos(health_url: str, timeout_s: float) -> bool:
+    """Whether `health_url` answers as an octos-gateway's health server does (any one's)."""
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     try:
         async with (
@@ -239,3 +257,12 @@ async def _is_our_daemon(health_url: str, timeout_s: float) -> bool:
     except (aiohttp.ClientError, TimeoutError, ValueError):
         return False
     return isinstance(body, dict) and body.get("status") == "ok"
+
+
+def url_host(host: str) -> str:
+    """`host` as the host part of a URL that reaches a listener bound to it."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-ENV_FILE = ".env"
+from config.interpolate import ENV_FILE
+
+__all__ = ["ENV_FILE", "environment_for"]
 
 
 def environment_for(config_path: Path) -> dict[str, str]:

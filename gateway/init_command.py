@@ -7,6 +7,7 @@ nothing. An existing file is never overwritten without a yes to the question, or
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -70,17 +71,36 @@ def cmd_init(args: argparse.Namespace) -> int:
     }
     existing = [path for path in files if path.exists()]
     if existing and not args.force:
-        refused = [path for path in existing if ask is None or not _confirm(ask, path)]
-        if refused:
-            for path in refused:
-                print(f"error: {path} exists; pass --force to overwrite it", file=sys.stderr)
+        if ask is None:
+            # --yes cannot ask, so what was asked for was not done: a script must notice.
+            for path in existing:
+                print(f"{path} exists; kept it (pass --force to overwrite it)", file=sys.stderr)
             print("nothing written", file=sys.stderr)
             return EXIT_NOT_WRITTEN
+        declined = [path for path in existing if not _confirm(ask, path)]
+        if declined:
+            # The user's own answer: nothing went wrong, so not a failure either.
+            for path in declined:
+                print(f"kept {path}")
+            print("nothing written")
+            return EXIT_OK
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        if path.name == ENV_FILE:
+            _write_private(path, text)
+        else:
+            path.write_text(text, encoding="utf-8")
         print(f"wrote {path}")
     return _report(directory / "gateway.yaml", choices)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` readable by this user only: `.env` holds the secrets."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        # An existing file keeps its mode through O_TRUNC: narrow it before the secrets go in.
+        os.fchmod(file.fileno(), 0o600)
+        file.write(text)
 
 
 def _choose(args: argparse.Namespace, ask: Ask | None) -> ScaffoldChoices:

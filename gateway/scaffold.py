@@ -87,6 +87,20 @@ _CHANNELS: dict[str, tuple[str, tuple[SecretVar, ...]]] = {
 }
 
 
+#: Each placeholder `.env` holds until the user pastes the real secret, and its variable.
+_PLACEHOLDERS = {
+    secret.placeholder: secret.name
+    for _, secrets in _CHANNELS.values()
+    for secret in secrets
+    if secret.placeholder
+}
+
+
+def placeholder_variable(value: str) -> str | None:
+    """The variable whose placeholder from `init` `value` still is; None for a real value."""
+    return _PLACEHOLDERS.get(value)
+
+
 def gateway_yaml() -> str:
     return f"""\
 # octos-gateway's own settings (written by octos-gateway init)

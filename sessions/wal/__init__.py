@@ -5,7 +5,7 @@ delivered; session files are written behind it and the log is cut at checkpoints
 """
 
 from sessions.wal.framing import FrameError, ScanResult, encode_record, scan_records
-from sessions.wal.log import LogInUse, LogWriteError, WriteAheadLog
+from sessions.wal.log import LogInUse, LogWriteError, WriteAheadLog, lock_pid
 
 __all__ = [
     "FrameError",
@@ -14,5 +14,6 @@ __all__ = [
     "ScanResult",
     "WriteAheadLog",
     "encode_record",
+    "lock_pid",
     "scan_records",
 ]

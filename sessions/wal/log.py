@@ -35,6 +35,8 @@ from sessions.writer import FSYNC_POLICIES, FsyncPolicy
 log = structlog.get_logger(__name__)
 
 SEGMENT_SUFFIX = ".wal"
+#: The file an open log holds locked, with its process's pid written in it.
+LOCK_FILE = "lock"
 
 
 class LogWriteError(OSError):
@@ -341,9 +343,19 @@ class WriteAheadLog:
             log.error("wal.loop_closed_before_ack", records=len(waiters))
 
 
+def lock_pid(directory: Path) -> int | None:
+    """The pid written in `directory`'s lock: the process that holds it (or held it last, when
+    none does now); None when the log was never opened."""
+    try:
+        text = (directory / LOCK_FILE).read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
 def _lock(directory: Path) -> int:
     """Hold `directory/lock` for this process (the kernel lets go when the process dies)."""
-    path = directory / "lock"
+    path = directory / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -151,6 +151,16 @@ def test_every_unset_variable_in_every_file_is_reported(write_yaml: WriteYaml) -
         ("a.yaml", 5),
     ]
     assert ["HTTP_PORT" in caught.value.problems[0].message] == [True]
+    # Every command reads the .env beside gateway.yaml too, and `init` said to fill it in: the
+    # advice names it, whether or not it exists yet.
+    env_file = gateway.parent / ".env"
+    assert not env_file.exists()
+    for problem, name in zip(
+        caught.value.problems, ("HTTP_PORT", "A_TOKEN", "B_TOKEN"), strict=True
+    ):
+        assert problem.suggestion.startswith(
+            f"set {name} in the environment or in {env_file}, or give a default"
+        )
 
 
 def test_gateway_values_come_from_variables(write_yaml: WriteYaml) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import textwrap
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +18,8 @@ from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.cli import CliResult, run_cli
 from tests.support.daemon import free_port, write_config
+from tests.support.nats import NATS_URL
+from tests.support.postgres import ADMIN_DSN
 
 pytestmark = pytest.mark.slow
 
@@ -162,3 +166,91 @@ async def test_an_unreachable_agent_fails_and_invalid_config_is_listed(tmp_path:
     [line] = [line for line in result.out.splitlines() if "FAIL" in line]
     assert f"{tmp_path / 'profiles' / 'bot.yaml'}:1:" in line
     assert "token" in line
+
+
+def cluster_config(directory: Path, nats_url: str) -> Path:
+    """A cluster's gateway.yaml (bus on NATS, sessions in the test PostgreSQL), one CLI profile."""
+    config = write_config(directory, {"bot": "channels: [{type: cli}]\n"})
+    config.write_text(
+        config.read_text()
+        + f'bus: {{backend: nats, nats: {{url: "{nats_url}", connect_timeout_s: 3}}}}\n'
+        + f'store: {{backend: postgres, dsn: "{ADMIN_DSN}"}}\n'
+    )
+    return config
+
+
+@asynccontextmanager
+async def nats_without_jetstream() -> AsyncIterator[str]:
+    """A nats-server of the test's own, JetStream off: its URL once it accepts clients."""
+    port = free_port()
+    server = await asyncio.create_subprocess_exec(
+        "nats-server", "-a", "127.0.0.1", "-p", str(port), stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        assert server.stderr is not None
+        async with asyncio.timeout(30):
+            while b"Server is ready" not in await server.stderr.readline():
+                assert not server.stderr.at_eof(), "nats-server exited"
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        server.kill()
+        await server.wait()
+
+
+async def test_nats_is_probed_with_its_jetstream(tmp_path: Path) -> None:
+    dead = f"nats://octos:s3cret-pw@127.0.0.1:{free_port()}"
+    result = await run_cli("doctor", "-c", str(cluster_config(tmp_path, dead)), cwd=tmp_path)
+    assert result.code == 1, result.out
+    nats = lines_of(result, "nats nats://octos:***@127.0.0.1:")
+    assert "FAIL" in nats[0]
+    assert "JetStream enabled (-js" in nats[1]
+    assert "s3cret-pw" not in result.out + result.err
+    # The client's own retries are not printed amid the table.
+    assert "nats.error" not in result.out + result.err
+
+    async with nats_without_jetstream() as plain:
+        result = await run_cli("doctor", "-c", str(cluster_config(tmp_path, plain)), cwd=tmp_path)
+    assert result.code == 1, result.out
+    nats = lines_of(result, f"nats {plain}")
+    assert "FAIL" in nats[0]
+    assert "JetStream enabled (-js" in nats[1]
+
+    result = await run_cli("doctor", "-c", str(cluster_config(tmp_path, NATS_URL)), cwd=tmp_path)
+    assert result.code == 0, result.out
+    assert "ok      connected, JetStream answers" in lines_of(result, f"nats {NATS_URL}")[0]
+    assert "ok      connected" in lines_of(result, "postgresql")[0]
+
+
+async def test_secrets_still_as_init_wrote_them_fail_with_where_to_put_them(
+    fakes: Fakes, tmp_path: Path
+) -> None:
+    init = await run_cli(
+        "init", "mybot", "--yes", "--channel", "telegram", "--channel", "slack", cwd=tmp_path
+    )
+    assert init.code == 0, init.err
+    profile_file = tmp_path / "mybot" / "profiles" / "main.yaml"
+    # Point the channels at the fakes, so that a real token is seen to pass.
+    profile_file.write_text(
+        profile_file.read_text()
+        .replace("type: telegram\n", f"type: telegram\n    base_url: {fakes.telegram.base_url}\n")
+        .replace("type: slack\n", f"type: slack\n    base_url: {fakes.slack.base_url}\n")
+    )
+    result = await run_cli("doctor", "-c", "mybot/gateway.yaml", cwd=tmp_path)
+    assert result.code == 1, result.out
+    telegram = lines_of(result, "main: channel telegram")
+    assert "FAIL    TELEGRAM_BOT_TOKEN is still the placeholder from init" in telegram[0]
+    assert "fix: replace the placeholder in mybot/.env" in telegram[1]
+    slack = lines_of(result, "main: channel slack")
+    assert "SLACK_BOT_TOKEN and SLACK_APP_TOKEN are still the placeholder" in slack[0]
+    assert "fix: replace the placeholder in mybot/.env" in slack[1]
+
+    env_file = tmp_path / "mybot" / ".env"
+    env_file.write_text(
+        env_file.read_text().replace(
+            "TELEGRAM_BOT_TOKEN=paste-the-token-from-BotFather",
+            f"TELEGRAM_BOT_TOKEN={fakes.telegram.token}",
+        )
+    )
+    result = await run_cli("doctor", "-c", "mybot/gateway.yaml", cwd=tmp_path)
+    assert " ok " in lines_of(result, "main: channel telegram")[0]
+    assert "placeholder" in lines_of(result, "main: channel slack")[0]

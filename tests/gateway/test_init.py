@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import stat
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,8 @@ def test_existing_files_are_kept_unless_forced(
     (tmp_path / "gateway.yaml").write_text("# mine\n")
     assert main(["init", str(tmp_path), "--yes"]) == 1
     err = capsys.readouterr().err
-    assert f"{tmp_path / 'gateway.yaml'} exists; pass --force" in err
+    assert f"{tmp_path / 'gateway.yaml'} exists; kept it (pass --force" in err
+    assert "error" not in err
     assert (tmp_path / "gateway.yaml").read_text() == "# mine\n"
     assert not (tmp_path / "profiles").exists()
 
@@ -108,11 +110,15 @@ def test_questions_are_asked_and_bad_answers_asked_again(
     (tmp_path / ".env").write_text("OLD=1\n")
     answers = "irc, api\ntelegram, api\nopenai\n\nqwen2\nn\n"
     monkeypatch.setattr("sys.stdin", io.StringIO(answers))
-    assert main(["init", str(tmp_path)]) == 1
+    # Declining is the user's choice, not a failure: a plain message and exit status 0.
+    assert main(["init", str(tmp_path)]) == 0
     out = capsys.readouterr()
     assert "unknown channel irc" in out.out
     assert "overwrite it? [y/N]" in out.out
+    assert f"kept {tmp_path / '.env'}\nnothing written\n" in out.out
+    assert out.err == ""
     assert (tmp_path / ".env").read_text() == "OLD=1\n"
+    assert not (tmp_path / "gateway.yaml").exists()
 
     monkeypatch.setattr("sys.stdin", io.StringIO("telegram, api\nopenai\n\nqwen2\ny\n"))
     assert main(["init", str(tmp_path)]) == 0
@@ -122,3 +128,16 @@ def test_questions_are_asked_and_bad_answers_asked_again(
     assert profile["agent"]["base_url"] == "https://api.openai.com/v1"
     assert "TELEGRAM_BOT_TOKEN=" in (tmp_path / ".env").read_text()
     assert main(["check", "-c", str(tmp_path / "gateway.yaml")]) == 0
+
+
+def test_the_env_file_is_readable_by_its_owner_only_even_when_overwritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = tmp_path / ".env"
+    assert main(["init", str(tmp_path), "--yes", "--channel", "telegram"]) == 0
+    assert stat.S_IMODE(env.stat().st_mode) == 0o600
+
+    env.chmod(0o644)
+    assert main(["init", str(tmp_path), "--yes", "--channel", "telegram", "--force"]) == 0
+    assert stat.S_IMODE(env.stat().st_mode) == 0o600
+    assert "TELEGRAM_BOT_TOKEN=" in env.read_text()
