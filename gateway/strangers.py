@@ -2,6 +2,10 @@
 
 The agent never sees their message. Shared by the single-process intake and a cluster's
 ingress, which both stand at the edge where the allow list applies.
+
+Before refusing, the edge asks pairing to read the approvals again (`reread_approvals`): an
+owner's `octos-gateway pair` may have approved the sender a moment ago, before the running
+daemon's own look at the overlay.
 """
 
 from __future__ import annotations
@@ -30,10 +34,22 @@ SendReply = Callable[[OutboundMessage], Awaitable[None]]
 class StrangerNotices:
     #: What to tell a refused sender instead of the plain notice (a pairing code); None: plain.
     stranger_notice: Callable[[InboundMessage], Awaitable[str | None]] | None = None
+    #: Reads a channel's approvals again, for a sender about to be refused there; None: the
+    #: allow lists are all there is.
+    reread_approvals: Callable[[str], Awaitable[None]] | None = None
 
     def __init__(self, send: SendReply) -> None:
         self._send = send
         self._refusals = InboundDedup(max_entries=10_000, ttl_s=REFUSAL_NOTICE_INTERVAL_S)
+
+    async def allowed(self, channel: Channel, message: InboundMessage) -> bool:
+        """Whether `channel` lets the sender in, the approvals read again before a no."""
+        if channel.is_allowed(message.sender_id):
+            return True
+        if self.reread_approvals is None:
+            return False
+        await self.reread_approvals(message.channel)
+        return channel.is_allowed(message.sender_id)
 
     async def refuse(self, message: InboundMessage) -> None:
         if self._refusals.seen(f"{message.channel}:{message.sender_id}"):
@@ -67,7 +83,7 @@ class EdgeCheck:
             log.warning("intake.unknown_channel", channel=message.channel)
             self._count(message, "unknown_channel")
             return None
-        if not channel.is_allowed(message.sender_id):
+        if not await self.strangers.allowed(channel, message):
             self._count(message, "refused")
             await self.strangers.refuse(message)
             return None
