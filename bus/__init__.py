@@ -35,7 +35,7 @@ from bus.agent_message import (
 from bus.envelope import ANSWERS, FAILED, SESSION, InboundMessage, OutboundMessage
 from bus.errors import ErrorKind, GatewayError, InvalidStateTransition, UnsupportedSchemaVersion
 from bus.identity import ClientMessageId, ThreadId, TurnId, new_turn_id, thread_rooted_at
-from bus.intake import InboundRefused, InboundSender
+from bus.intake import InboundRefused, InboundSender, SenderRefused
 from bus.message import Message, MessageRole, ToolCall, WireModel
 from bus.outbound import OutboundEvent, StreamSnapshot, TypingStarted, TypingStopped
 from bus.pipe import PipeClosed, PipeReceiver, PipeSender, pipe
@@ -98,6 +98,7 @@ __all__ = [  # noqa: RUF022
     "InboundMessage",
     "InboundSender",
     "InboundRefused",
+    "SenderRefused",
     "OutboundEvent",
     "OutboundMessage",
     "StreamSnapshot",

@@ -9,6 +9,10 @@ retry) returns normally without being stored twice; acknowledge it as usual.
 
 When the backlog is full the call raises `InboundRefused` and stores nothing: answer the
 platform 429/503 with `Retry-After` (webhooks), or stop polling for `retry_after_s`.
+
+A sender the channel's allow list refuses is answered by the gateway (a notice, at most once an
+hour) and `send` returns normally, except on a channel that answers refusals itself
+(`Channel.answers_refusals`, the HTTP API): there it raises `SenderRefused` with the notice.
 """
 
 from __future__ import annotations
@@ -40,11 +44,21 @@ class InboundRefused(GatewayError):
         return 429 if self.scope == "chat" else 503
 
 
+class SenderRefused(Exception):
+    """The channel's allow list refuses the sender: nothing was stored and no reply will come;
+    `notice` is what to tell them (their id, or a pairing code)."""
+
+    def __init__(self, notice: str) -> None:
+        super().__init__(notice)
+        self.notice = notice
+
+
 class InboundSender(Protocol):
     """What a channel's `start()` receives: where its platform's messages go."""
 
     async def send(self, message: InboundMessage) -> None:
         """Return once `message` is durable; raise `InboundRefused` when it cannot be taken,
+        `SenderRefused` for a refused sender on a channel that answers refusals itself,
         `PipeClosed` once the gateway stops taking messages."""
 
     def close(self) -> None:

@@ -22,8 +22,8 @@ Who calls what, and when:
     reply or `TypingStopped`: `send_typing` every few seconds, then `stop_typing`;
 - the manager's health report: `health_check`; `doctor`: `probe`;
 - the dispatcher: `is_allowed` (from `allow`, set by the registry) before the agent sees a
-  message, `replies_to_retries`, `supports_edit` and `shows_typing` (whether to send a turn's
-  snapshots and typing events at all);
+  message, `answers_refusals`, `replies_to_retries`, `supports_edit` and `shows_typing`
+  (whether to send a turn's snapshots and typing events at all);
 - the daemon's HTTP server: `web_routes`, once, before it starts listening.
 
 In a cluster (several ingress processes for the same profiles), `single_poller` says whether
@@ -96,6 +96,11 @@ class Channel(ABC):
     #: an answered message is sent the first reply again. Elsewhere a retry is only
     #: acknowledged, never answered twice.
     replies_to_retries: ClassVar[bool] = False
+    #: True where the channel tells a refused sender itself, on the request that brought the
+    #: message (the HTTP API: a 403): `inbound.send` then raises `bus.SenderRefused` with the
+    #: notice, every time. Elsewhere the gateway sends the notice as a reply, at most once an
+    #: hour, and `send` returns as for any message.
+    answers_refusals: ClassVar[bool] = False
     #: True where `send_with_id` sends a whole message just as `send` does and returns the
     #: platform's id of it: the delivery layer then sends every reply that way and reports
     #: the ids (a cluster records them). False where it opens a streamed message instead (the

@@ -10,13 +10,18 @@
 - `sessions.postgres.pairing.PostgresPairingStore`: tables in the sessions' database, so every
   ingress process of a cluster, on any machine, sees a code issued by another and an approval
   made anywhere (notified at once).
+
+Either is watched with a delay (the second between two looks, a notification on its way), so
+the daemon also reads the approvals at once before it refuses a sender (`look_again`): the
+owner may have approved them a moment ago. Those reads and the watch's go one at a time
+(`OverlayReads`), so a flood of strangers costs one read at a time, not one each.
 """
 
 from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
@@ -28,6 +33,32 @@ OVERLAY_CHECK_INTERVAL_S: Final = 1.0
 
 #: Called with every approved sender whenever the overlay may have changed.
 OnChange = Callable[[list[OverlayEntry]], None]
+
+
+class OverlayReads:
+    """The reads of one profile's approvals, one at a time, each applied before the next
+    starts (so what was applied last is what was read last). A caller that asks while a read
+    runs shares the next one: one that starts after it asked, as it needs, so a flood of callers
+    costs a read at a time. The callers of one store pass the same `on_change` (the daemon's),
+    so one whose read was shared misses nothing."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._started = 0
+
+    async def read(
+        self, read: Callable[[], Awaitable[list[OverlayEntry] | None]], on_change: OnChange
+    ) -> None:
+        """Call `on_change` with what `read` returns (None: nothing changed), unless a read
+        that started after this call has finished meanwhile."""
+        asked_after = self._started
+        async with self._lock:
+            if self._started > asked_after:
+                return  # one started since we asked, and has finished: it saw what we would
+            self._started += 1
+            entries = await read()
+            if entries is not None:
+                on_change(entries)
 
 
 class PairingStore(ABC):
@@ -58,11 +89,17 @@ class PairingStore(ABC):
         """Call `on_change` with the approved senders each time they may have changed (first
         when the watch starts); runs until cancelled."""
 
+    @abstractmethod
+    async def look_again(self, on_change: OnChange) -> None:
+        """Read the approved senders now, without waiting for the watch, and call `on_change`
+        with them if they may have changed; in turn with the watch's reads."""
+
 
 class FilePairingStore(PairingStore):
     def __init__(self, profile_root: Path) -> None:
         self._codes = PairingCodes(profile_root)
         self._overlay = AllowOverlay(profile_root)
+        self._reads = OverlayReads()
 
     async def issue(self, channel: str, sender_id: str, chat_id: str) -> str | None:
         return await asyncio.to_thread(self._codes.issue, channel, sender_id, chat_id)
@@ -82,6 +119,13 @@ class FilePairingStore(PairingStore):
     async def watch(self, on_change: OnChange) -> None:
         # A file gives no event to wait on across processes: its mtime is looked at.
         while True:
-            if await asyncio.to_thread(self._overlay.changed):
-                on_change(await self.entries())
+            await self.look_again(on_change)
             await asyncio.sleep(OVERLAY_CHECK_INTERVAL_S)
+
+    async def look_again(self, on_change: OnChange) -> None:
+        await self._reads.read(self._entries_if_changed, on_change)
+
+    async def _entries_if_changed(self) -> list[OverlayEntry] | None:
+        return await asyncio.to_thread(
+            lambda: self._overlay.entries() if self._overlay.changed() else None
+        )

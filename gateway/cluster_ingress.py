@@ -177,6 +177,7 @@ class IngressProfile:
                 stack, self.profile_id, self._shared.pairing.store(self._shared.store, self._root)
             )
             strangers.stranger_notice = pairing.stranger_notice
+            strangers.reread_approvals = pairing.reread
             built = build_channels(
                 self.profile_id,
                 self._config,

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from channels.allow_overlay import OverlayEntry
 from channels.pairing_codes import normalise_code
@@ -74,9 +76,10 @@ async def _pair(args: argparse.Namespace, stores: dict[str, PairingStore], where
         # Telegram's sender id is "id|username": the id is stable, the username is not.
         sender = pending.sender_id.split("|")[0]
         await store.add(pending.channel, sender)
+        undo = shlex.join(["octos-gateway", "allow", "remove", sender, *_location_flags(args)])
         print(
             f"paired: {pending.channel} sender {sender} may now talk to profile {profile} "
-            f"(undo with: octos-gateway allow remove {sender})"
+            f"(undo with: {undo})"
         )
         return EXIT_OK
     print(
@@ -85,6 +88,17 @@ async def _pair(args: argparse.Namespace, stores: dict[str, PairingStore], where
         file=sys.stderr,
     )
     return EXIT_NOT_FOUND
+
+
+def _location_flags(args: argparse.Namespace) -> list[str]:
+    """The `-c` and `--data-dir` this command was given, made absolute: what a command it
+    prints needs to find the same data, from whatever directory it is run."""
+    flags: list[str] = []
+    if args.config is not None:
+        flags += ["-c", str(Path(args.config).absolute())]
+    if args.data_dir is not None:
+        flags += ["--data-dir", str(Path(args.data_dir).absolute())]
+    return flags
 
 
 async def _allow_list(

@@ -4,7 +4,9 @@ The dispatcher asks `stranger_notice` what to tell a refused sender: on a channe
 `pairing: true`, a notice with their one-time code (see `channels.pairing_codes`); elsewhere
 None, and the plain "your id is" notice. `watch` follows the profile's pairing store
 (`gateway.pairing_stores`: files, or PostgreSQL shared by every ingress of a cluster), so an
-approval by `octos-gateway pair` or a withdrawal by `allow remove` takes effect at once.
+approval by `octos-gateway pair` or a withdrawal by `allow remove` takes effect at once; and
+before a sender on a pairing channel is refused, `reread` reads the approvals again, so one
+approved a moment ago (the watch's next look still to come) is let in, not refused.
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ class Pairing:
     async def watch(self) -> None:
         """Keep the approved senders current; runs until cancelled."""
         await self._store.watch(self._reload)
+
+    async def reread(self, channel: str) -> None:
+        """Read the approvals now, for a sender `channel` is about to refuse. Only pairing adds
+        approvals, so a channel without it has none to read."""
+        if channel not in self._enabled:
+            return
+        try:
+            await self._store.look_again(self._reload)
+        except SessionError as error:
+            # The database is away: the approvals read last stand.
+            log.warning("allow.overlay_not_read", profile=self._profile, error=str(error))
 
     def _reload(self, entries: list[OverlayEntry]) -> None:
         if self.approved.replace(entries):

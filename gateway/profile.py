@@ -140,6 +140,7 @@ class ProfileRuntime:
         channel_named = {channel.name: channel for channel in built_channels}.get
         dispatcher = self._dispatcher_for(services, journal, channel_named, agent)
         dispatcher.intake.strangers.stranger_notice = pairing.stranger_notice
+        dispatcher.intake.strangers.reread_approvals = pairing.reread
         intake = ProfileIntake(dispatcher.intake)
         channels = ChannelManager(
             self.profile_id,

@@ -1,7 +1,13 @@
 """What a sender the allow list refuses is told: their id, at most once an hour per channel.
 
 The agent never sees their message. Shared by the single-process intake and a cluster's
-ingress, which both stand at the edge where the allow list applies.
+ingress, which both stand at the edge where the allow list applies. A channel whose messages
+are requests (`Channel.answers_refusals`, the HTTP API) gets the notice for every refused
+message, as `SenderRefused`, and answers the request with it.
+
+Before refusing, the edge asks pairing to read the approvals again (`reread_approvals`): an
+owner's `octos-gateway pair` may have approved the sender a moment ago, before the running
+daemon's own look at the overlay.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from bus import ANSWERS, FAILED, InboundMessage, OutboundMessage, PipeClosed
+from bus import ANSWERS, FAILED, InboundMessage, OutboundMessage, PipeClosed, SenderRefused
 from bus.text import scrub_surrogates
 from channels.base import Channel
 from channels.dedup import InboundDedup
@@ -30,24 +36,42 @@ SendReply = Callable[[OutboundMessage], Awaitable[None]]
 class StrangerNotices:
     #: What to tell a refused sender instead of the plain notice (a pairing code); None: plain.
     stranger_notice: Callable[[InboundMessage], Awaitable[str | None]] | None = None
+    #: Reads a channel's approvals again, for a sender about to be refused there; None: the
+    #: allow lists are all there is.
+    reread_approvals: Callable[[str], Awaitable[None]] | None = None
 
     def __init__(self, send: SendReply) -> None:
         self._send = send
         self._refusals = InboundDedup(max_entries=10_000, ttl_s=REFUSAL_NOTICE_INTERVAL_S)
 
-    async def refuse(self, message: InboundMessage) -> None:
-        if self._refusals.seen(f"{message.channel}:{message.sender_id}"):
+    async def allowed(self, channel: Channel, message: InboundMessage) -> bool:
+        """Whether `channel` lets the sender in, the approvals read again before a no."""
+        if channel.is_allowed(message.sender_id):
+            return True
+        if self.reread_approvals is None:
+            return False
+        await self.reread_approvals(message.channel)
+        return channel.is_allowed(message.sender_id)
+
+    async def refuse(self, message: InboundMessage, *, answered_by_channel: bool) -> None:
+        """Tell the sender (at most once an hour), or raise `SenderRefused` with the notice
+        when the channel answers the refusal itself (every time: its request waits)."""
+        first = not self._refusals.seen(f"{message.channel}:{message.sender_id}")
+        if first:
+            log.info("intake.stranger_refused", sender=message.sender_id)
+        elif not answered_by_channel:
             return
-        log.info("intake.stranger_refused", sender=message.sender_id)
         notice = await self.stranger_notice(message) if self.stranger_notice else None
-        await self._send(
-            notice_for(message, notice or REFUSAL_NOTICE.format(sender_id=message.sender_id))
-        )
+        text = notice or REFUSAL_NOTICE.format(sender_id=message.sender_id)
+        if answered_by_channel:
+            raise SenderRefused(text)
+        await self._send(notice_for(message, text))
 
 
 class EdgeCheck:
     """What every intake checks first: a known channel, an allowed sender (a stranger is told
-    their id), a gateway still taking messages. Counted by `count(message, outcome)`."""
+    their id, or `SenderRefused` raised), a gateway still taking messages. Counted by
+    `count(message, outcome)`."""
 
     def __init__(
         self,
@@ -67,9 +91,9 @@ class EdgeCheck:
             log.warning("intake.unknown_channel", channel=message.channel)
             self._count(message, "unknown_channel")
             return None
-        if not channel.is_allowed(message.sender_id):
+        if not await self.strangers.allowed(channel, message):
             self._count(message, "refused")
-            await self.strangers.refuse(message)
+            await self.strangers.refuse(message, answered_by_channel=channel.answers_refusals)
             return None
         if self.closed:
             raise PipeClosed("the gateway is stopping and takes no more messages")

@@ -2,8 +2,9 @@
 small web chat page at `/`.
 
 Every request is answered within `reply_timeout_s`: a reply, a JSON error (400 for input that
-cannot be served, 429/503 with Retry-After when the gateway's backlog is full, 504 when the reply
-is late), and a stream always ends with a `done` or an `error` event. The listener runs under a
+cannot be served, 403 at once for a chat id the allow list refuses, with the notice a refused
+sender gets, 429/503 with Retry-After when the gateway's backlog is full, 504 when the reply is
+late), and a stream always ends with a `done` or an `error` event. The listener runs under a
 `ConnectionGuard` (timeouts, connection cap) and checks `Host` and `Origin` (DNS rebinding,
 cross-site posts).
 """
@@ -20,7 +21,14 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from bus import (
+    InboundMessage,
+    InboundRefused,
+    InboundSender,
+    OutboundMessage,
+    PipeClosed,
+    SenderRefused,
+)
 from channels.acknowledge import refused_response
 from channels.api.replies import PendingReply, ReplyEvent, ReplyRouter
 from channels.api.requests import BadRequest, error_response, parse_chat_request, read_json_body
@@ -64,6 +72,8 @@ class ApiChannel(Channel):
     #: An edit is a server-sent event on the request's own connection: no platform to pace.
     edits_rate_limited = False
     replies_to_retries = True
+    #: A refused chat id is told at once, in the 403 that answers its request: no reply comes.
+    answers_refusals = True
     send_with_id_sends_whole = False  # it opens a streamed reply to the waiting request
     #: The profile's agent type, which the empty page names (GET /v1/info).
     agent: str = ""
@@ -227,6 +237,9 @@ class ApiChannel(Channel):
         except InboundRefused as error:
             self._replies.forget(pending)
             return refused_response(error)
+        except SenderRefused as refused:
+            self._replies.forget(pending)
+            return error_response(403, refused.notice)
         except PipeClosed:
             self._replies.forget(pending)
             return error_response(503, "the gateway is shutting down; retry shortly")

@@ -35,7 +35,7 @@ from channels.pairing_codes import (
     new_code,
     normalise_code,
 )
-from channels.pairing_store import OnChange, PairingStore
+from channels.pairing_store import OnChange, OverlayReads, PairingStore
 from sessions.postgres.connect import DATABASE_ERRORS, database_error
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ class PostgresPairingStore(PairingStore):
         self._dsn = dsn
         self.scope = scope
         self._changes = changes
+        self._reads = OverlayReads()
 
     async def issue(self, channel: str, sender_id: str, chat_id: str) -> str | None:
         scope = self.scope
@@ -185,8 +186,13 @@ class PostgresPairingStore(PairingStore):
                 # LISTEN, then read: a change committed after the read is notified.
                 await changes.listening()
                 changed.clear()
-                on_change(await self.entries())
+                await self.look_again(on_change)
                 await changed.wait()
+
+    async def look_again(self, on_change: OnChange) -> None:
+        # The whole overlay, not only the sender asked about: it is what `on_change` replaces,
+        # and a profile's is small.
+        await self._reads.read(self.entries, on_change)
 
     async def _fetchrow(self, query: str, *args: object) -> asyncpg.Record | None:
         try:

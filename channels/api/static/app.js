@@ -85,7 +85,8 @@ async function api(path, options = {}) {
   if (!response.ok) {
     let detail = response.statusText;
     try { detail = (await response.json()).error || detail; } catch (_) { /* not JSON */ }
-    throw new Error(`HTTP ${response.status}: ${detail}`);
+    throw Object.assign(new Error(`HTTP ${response.status}: ${detail}`),
+      { status: response.status, detail });
   }
   return response;
 }
@@ -195,6 +196,11 @@ async function send(text) {
   } catch (error) {
     if (error.name === "AbortError") {
       reply.classList.add("stopped");
+    } else if (error.status === 403) {
+      // This chat id is not on the allow list: the gateway's notice (the id to give the
+      // owner, or a pairing code) is all the answer there is, and it is meant for the reader.
+      reply.className = "message note refused";
+      render(reply, "note", error.detail);
     } else {
       reply.classList.add("failed");
       showError("Sending failed: " + error.message);

@@ -1,5 +1,6 @@
 """The web chat page's first-hour fixes in headless Chromium against the daemon subprocess:
-a non-secure origin, safe Markdown, Stop, who answers, the favicon, the chat's topics."""
+a non-secure origin, a chat id the allow list refuses, safe Markdown, Stop, who answers, the
+favicon, the chat's topics."""
 
 from __future__ import annotations
 
@@ -30,10 +31,15 @@ def non_loopback_address() -> str | None:
     return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
-async def start(tmp_path: Path, *, host: str = "127.0.0.1", slow: bool = False) -> DaemonProcess:
+async def start(
+    tmp_path: Path, *, host: str = "127.0.0.1", slow: bool = False, allow: str = '["*"]'
+) -> DaemonProcess:
     port = free_port()
     agent = "{type: echo, delay_s: 0.4, pieces: 30}" if slow else "{type: echo}"
-    profile = f"agent: {agent}\nchannels:\n  - type: api\n    host: {host}\n    port: {port}\n"
+    profile = (
+        f"agent: {agent}\nchannels:\n  - type: api\n    host: {host}\n    port: {port}\n"
+        f"    allow: {allow}\n"
+    )
     daemon = await DaemonProcess(write_config(tmp_path, {"web": profile})).start()
     await daemon.wait_log(lambda event: event.get("event") == "api.web_chat_ready")
     daemon.http_url = f"http://{host}:{port}/"  # the chat page, for these tests
@@ -77,6 +83,23 @@ async def test_a_page_served_by_ip_over_http_works(tmp_path: Path, browser: Brow
         await say(page, "hello over plain http")
         await expect(page.locator(NEWEST_ASSISTANT)).to_have_text("hello over plain http")
         await expect(page.locator("#error")).to_be_hidden()
+    finally:
+        await daemon.stop()
+
+
+async def test_a_refused_chat_id_is_shown_the_notice(
+    tmp_path: Path, browser: BrowserContext
+) -> None:
+    daemon = await start(tmp_path, allow="[alice]")
+    try:
+        page = await opened(browser, daemon.http_url)
+        await say(page, "hello?")
+        # What the gateway tells a stranger, as a note in the log, not as a failure to send.
+        note = page.locator("#log .message.note.refused")
+        await expect(note).to_contain_text("this bot does not know you yet. Your id is web-")
+        await expect(page.locator("#log .message.assistant")).to_have_count(0)
+        await expect(page.locator("#error")).to_be_hidden()
+        await expect(page.locator("#send")).to_be_enabled()
     finally:
         await daemon.stop()
 
