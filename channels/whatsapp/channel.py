@@ -155,9 +155,11 @@ class WhatsAppChannel(RunStateChannel):
             return
         sender = message.message.sender_id
         media = await self._save_media(message) if self.is_allowed(sender) else []
+        # Before the hand-over: its turn starts as the message goes to the journal, and its
+        # first typing call must find the message to mark read.
+        self._remember_latest(sender, message.wamid)
         await inbound.send(message.with_files(media))
         self._recent.seen(message.wamid)
-        self._remember_latest(sender, message.wamid)
 
     def _remember_latest(self, chat_id: str, wamid: str) -> None:
         for stale_chat, _ in self._last_inbound.remember(chat_id, wamid):
