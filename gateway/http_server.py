@@ -40,7 +40,7 @@ def build_app(
             profile: {name: health.to_dict() for name, health in by_channel.items()}
             for profile, by_channel in report.items()
         }
-        down = any(health.is_down for by in report.values() for health in by.values())
+        down = any(not h.takes_messages for by in report.values() for h in by.values())
         body: dict[str, object] = {"profiles": channels}
         joined = await cluster() if cluster is not None else None
         if joined is not None:

@@ -1,12 +1,12 @@
 """The WhatsApp Cloud API: a signed webhook in, the Graph API out.
 
-`start()` checks the access token (fetching the phone number; a rejected token, error 190, is
-fatal, so the channel is Down rather than restarted forever), then takes the webhooks
-`web_routes()` gives the daemon's HTTP server until `stop()`. Each message is handed to the
-gateway with its wamid as `message_id`, and Meta is answered only after that returns. Media is
-downloaded (`GET /{media-id}`, then its URL with the bearer token) for allowed senders only.
-Statuses (sent, delivered, read, failed) are logged, never answered. A message older than
-Meta's 7-day retry window is a replay: acknowledged and dropped.
+`start()` takes the webhooks `web_routes()` gives the daemon's HTTP server until `stop()`, from
+the start, while it checks the access token (fetching the phone number; a rejected token, error
+190, is fatal, so the channel is Down rather than restarted forever). Each message is handed to
+the gateway with its wamid as `message_id`, and Meta is answered only after that returns. Media
+is downloaded (`GET /{media-id}`, then its URL with the bearer token) for allowed senders only.
+Statuses (sent, delivered, read, failed) are logged, never answered. A message older than Meta's
+7-day retry window is a replay: acknowledged and dropped.
 
 While a turn runs, the user's last message is marked read with the typing indicator (it lasts
 25 s, so it is renewed at most every 20 s). Replies are text messages of at most 4,096

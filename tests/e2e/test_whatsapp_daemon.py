@@ -258,6 +258,27 @@ def read_and_answered(fake: FakeWhatsApp, number: str, wamid: str, text: str) ->
     return wamid in [read.message_id for read in fake.reads] and text in fake.texts_to(number)
 
 
+async def test_ready_once_signed_webhooks_are_taken_even_while_the_token_is_checked(
+    tmp_path: Path,
+) -> None:
+    alice = ALLOWED[-5]
+    async with FakeWhatsApp() as fake:
+        fake.hold_lookups = True  # the channel's token check waits until released
+        async with running_daemon(tmp_path, {"wa": whatsapp_profile(fake)}) as daemon:
+            await fake.control.holding.wait()
+            status, body = await daemon.get("/readyz")
+            assert status == 200, body
+            bot = WhatsAppBot(fake, daemon)
+            assert await bot.say(alice, "early bird") == 200
+            await fake.wait_until(lambda: fake.texts_to(alice) == ["early bird"], WAIT_S)
+            assert not fake.control.release.is_set()  # all while the check was held
+            fake.control.release.set()
+            await account_checked(fake, daemon)
+            await bot.barrier(alice)
+            assert fake.texts_to(alice)[:-1] == ["early bird"]
+            assert await daemon.stop_cleanly() == 0
+
+
 # On the write-ahead log: a message acknowledged to Meta survives the daemon.
 
 
