@@ -13,6 +13,8 @@ class HealthStatus(StrEnum):
     DEGRADED = "degraded"
     DOWN = "down"
     UNKNOWN = "unknown"
+    #: Not taking messages yet (not started, or a webhook channel before it accepts).
+    STARTING = "starting"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +39,19 @@ class ChannelHealth:
     def unknown(cls) -> ChannelHealth:
         return cls(HealthStatus.UNKNOWN)
 
+    @classmethod
+    def starting(cls, reason: str) -> ChannelHealth:
+        return cls(HealthStatus.STARTING, reason)
+
     @property
     def is_down(self) -> bool:
         return self.status is HealthStatus.DOWN
+
+    @property
+    def takes_messages(self) -> bool:
+        """False while down or starting: `/readyz` is 503 until every channel takes messages,
+        so a load balancer sends no webhook to a process that would refuse it."""
+        return self.status not in (HealthStatus.DOWN, HealthStatus.STARTING)
 
     def then(self, new: ChannelHealth) -> ChannelHealth:
         """`new`, unless this is Down: a channel that went down (its credentials refused, or

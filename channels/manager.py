@@ -31,7 +31,7 @@ from bus import (
 from channels.base import Channel
 from channels.delivery import Delivery
 from channels.errors import DeliveryError
-from channels.health import ChannelHealth, HealthStatus
+from channels.health import ChannelHealth
 from channels.metrics import ChannelMetrics
 from channels.retry import (
     Clock,
@@ -239,7 +239,7 @@ class ChannelManager:
     async def _health_of(self, name: str) -> ChannelHealth:
         supervisor = self._supervisors.get(name)
         if supervisor is None:
-            return ChannelHealth(HealthStatus.UNKNOWN, "not started")
+            return ChannelHealth.starting("not started")
         if (override := supervisor.health_override()) is not None:
             return override
         try:

@@ -7,7 +7,7 @@ messages; tests and `wait_receiving` wait on it) and `fatal` (the `FatalChannelE
 ended it: `refused` records the platform refusing the credentials, at start or mid-run, and
 wakes `receive_until`). `health` turns them into the status page's answer; a channel passes
 its own view of a running connection where it has one. A webhook channel's whole `start()` is
-`serve`: the credentials checked, then `inbound` held for the webhooks until the run ends.
+`serve`: `inbound` held for the webhooks until the run ends, the credentials checked meanwhile.
 """
 
 from __future__ import annotations
@@ -69,22 +69,50 @@ class RunState:
         suggestion: str | None = None,
         path: str,
     ) -> None:
-        """A webhook channel's `start()`: nothing once stopped; the credentials checked
-        (`check_credentials`), then `inbound` held as `self.inbound` for the webhooks on `path`
-        until `stop()` or a refusal (`receive_until`, its watch task named `task_name`)."""
+        """A webhook channel's `start()`: nothing once stopped; `inbound` held as
+        `self.inbound` for the webhooks on `path` at once, while the credentials are checked
+        (`check_credentials`), until `stop()` or a refusal (`receive_until`, its watch task
+        named `task_name`)."""
         if self.stopping.is_set():
             return
         async with self.running():
-            await self.check_credentials(
-                probe, what, channel=channel, refusal=refusal, suggestion=suggestion
-            )
+            # A channel starts once the journal is open: a signed webhook can be stored from
+            # then on, and the platform is not kept waiting (or sent elsewhere by a load
+            # balancer) while the credentials check takes its time.
             self.inbound = inbound
             try:
+                await self.receive_while_checking(
+                    probe,
+                    what,
+                    channel=channel,
+                    task_name=task_name,
+                    refusal=refusal,
+                    suggestion=suggestion,
+                )
                 # `<channel>.receiving`, as each platform logged it before this was shared.
                 log.info(f"{channel}.receiving", path=path)
                 await self.receive_until(name=task_name)
             finally:
                 self.inbound = None
+
+    async def receive_while_checking(
+        self,
+        probe: Callable[[], Awaitable[object]],
+        what: str,
+        *,
+        channel: str,
+        task_name: str,
+        refusal: type[ChannelError] = AuthError,
+        suggestion: str | None = None,
+    ) -> None:
+        """Receiving from now on (the caller has handed its webhooks the sender) while `probe`
+        checks the credentials, as `check_credentials` does; returns once they are checked or
+        `stop()` is called."""
+        self.receiving.set()
+        checked = self.check_credentials(
+            probe, what, channel=channel, refusal=refusal, suggestion=suggestion
+        )
+        await until_stopped(checked, self.stopping, name=f"{task_name}:credentials")
 
     def receiver(self, channel: str) -> InboundSender:
         """The sender a webhook hands its message to; a `ChannelError` when not receiving."""
@@ -136,13 +164,15 @@ class RunState:
         return None
 
     def health(self, running: ChannelHealth | None = None) -> ChannelHealth:
-        """`ended()`, otherwise `running`, or by default healthy while receiving and unknown
-        before."""
+        """`ended()`, otherwise `running`, or by default healthy while receiving and starting
+        before (not ready: `/readyz` waits for it)."""
         if (ended := self.ended()) is not None:
             return ended
         if running is not None:
             return running
-        return ChannelHealth.healthy() if self.receiving.is_set() else ChannelHealth.unknown()
+        if self.receiving.is_set():
+            return ChannelHealth.healthy()
+        return ChannelHealth.starting("not receiving yet")
 
 
 class RunStateChannel(Channel):

@@ -21,7 +21,7 @@ import structlog
 from bus import InboundSender, PipeClosed
 from channels.base import Channel
 from channels.errors import FatalChannelError
-from channels.health import ChannelHealth, HealthStatus
+from channels.health import ChannelHealth
 from channels.metrics import ChannelMetrics
 from channels.retry import Backoff, Clock, Jitter, Sleep, full_jitter
 from channels.stopping import sleep_unless_set
@@ -115,7 +115,7 @@ class ChannelSupervisor:
             return ChannelHealth.down(self.reason)
         if self.state is SupervisorState.STOPPED:
             return ChannelHealth.down("stopped")
-        return ChannelHealth(HealthStatus.UNKNOWN, "not started")
+        return ChannelHealth.starting("not started")
 
     async def run(self) -> None:
         """Run the channel until `stop()`, cancellation, a fatal error or giving up.

@@ -34,7 +34,7 @@ from cluster.node import ClusterNode
 from config import ProfileConfig
 from gateway.history import ProfileHistory
 from gateway.pairing import open_pairing
-from gateway.profile_channels import build_channels, register_all
+from gateway.profile_channels import build_channels, not_built_yet, register_all
 from gateway.services import ProcessServices
 from gateway.strangers import StrangerNotices
 from sessions import SessionManager
@@ -94,7 +94,9 @@ class IngressProfile:
         self._queued = QueuedReplies()
 
     async def health(self) -> dict[str, ChannelHealth]:
-        return {} if self._channels is None else await self._channels.health()
+        if self._channels is None:
+            return not_built_yet(self._config)
+        return await self._channels.health()
 
     async def deliver(self, message: OutboundMessage) -> Delivered:
         """One reply from the outbound stream, delivered (or given up on: logged, counted)."""

@@ -43,7 +43,7 @@ def build_app(
             profile: {name: health.to_dict() for name, health in by_channel.items()}
             for profile, by_channel in report.items()
         }
-        down = any(health.is_down for by in report.values() for health in by.values())
+        down = any(not h.takes_messages for by in report.values() for h in by.values())
         body: dict[str, object] = {"profiles": channels}
         if failed is not None and (failures := failed()):
             body["failed_profiles"] = dict(failures)

@@ -30,7 +30,7 @@ from gateway.history import ProfileHistory
 from gateway.intake import ProfileIntake
 from gateway.journal import Journal, Recovery
 from gateway.pairing import Pairing, open_pairing
-from gateway.profile_channels import build_channels, register_all
+from gateway.profile_channels import build_channels, not_built_yet, register_all
 from gateway.services import ProcessServices, ProfileServices
 from gateway.turns import TurnRunner
 from sessions import SessionManager, SessionStore
@@ -82,7 +82,7 @@ class ProfileRuntime:
 
     async def health(self) -> dict[str, ChannelHealth]:
         if self._channels is None:
-            return {}
+            return not_built_yet(self.config)
         return await self._channels.health()
 
     def open_sessions(self) -> int:

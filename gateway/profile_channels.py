@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from channels.base import Channel
+from channels.health import ChannelHealth
 from channels.history import ChatHistory
 from channels.manager import ChannelManager
 from channels.registry import ChannelContext, build_channel
@@ -52,3 +53,12 @@ def register_all(manager: ChannelManager, channels: list[Channel], config: Profi
     """Register the built channels with the manager, each with its configured edit interval."""
     for channel, channel_config in zip(channels, config.channels, strict=True):
         manager.register(channel, edit_interval_s=channel_config.edit_interval_s)
+
+
+def not_built_yet(config: ProfileConfig) -> dict[str, ChannelHealth]:
+    """The health of a profile's channels while the profile is being built (its journal
+    opened and replayed, which may take a while): each starting, so `/readyz` waits."""
+    return {
+        channel.type: ChannelHealth.starting("the profile is starting")
+        for channel in config.channels
+    }

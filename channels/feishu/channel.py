@@ -55,7 +55,8 @@ class FeishuChannel(Channel):
         self._api = FeishuApi(config.base_url, config.app_id, config.app_secret.get_secret_value())
         self._bot_open_id: str | None = None
         self._inbound: InboundSender | None = None
-        self._health = ChannelHealth.unknown()
+        # Until events are taken (the bot's identity is needed to read a group message).
+        self._health = ChannelHealth.starting("not receiving yet")
         self._stopping = asyncio.Event()
         self._accepting = asyncio.Event()
         self.connection = LongConnection(

@@ -1,9 +1,9 @@
 """The LINE channel: a webhook in, the Messaging API out, through line-bot-sdk v3 (async).
 
-`start()` checks the channel access token (`GET /v2/bot/info`; a refused token is fatal), then
-takes webhook requests (see `webhook.py`) until `stop()`. Each message event is published with
-its `webhookEventId` as `message_id`, and the request is answered 200 only once every event in
-it is durable.
+`start()` takes webhook requests (see `webhook.py`) until `stop()`, from the start, while it
+checks the channel access token (`GET /v2/bot/info`; a refused token is fatal). Each message
+event is published with its `webhookEventId` as `message_id`, and the request is answered 200
+only once every event in it is durable.
 
 Replies use the event's reply token while it is valid (free), otherwise a push with an
 `X-Line-Retry-Key` derived from the reply's `delivery_id`, so a resend after a crash is not
@@ -108,11 +108,15 @@ class LineChannel(RunStateChannel):
             return
         async with self._run_state.running():
             try:
-                await self._run_state.check_credentials(
-                    self.probe, "LINE refused the channel access token", channel=CHANNEL
-                )
+                # Webhooks are taken while the token is checked, as in `RunState.serve`.
                 self._inbound = inbound
                 self.webhook.take = self._take
+                await self._run_state.receive_while_checking(
+                    self.probe,
+                    "LINE refused the channel access token",
+                    channel=CHANNEL,
+                    task_name="line-receiving",
+                )
                 log.info("line.receiving", path=self._webhook_path)
                 await self._run_state.receive_until(name="line-receiving")
             finally:

@@ -4,8 +4,9 @@ replies out.
 In webhook mode QQ POSTs events to `webhook_path` on the daemon's HTTP server (see
 `webhook.py`: Ed25519 signatures checked, op 12 acknowledgement only once the message is
 durable). In websocket mode `start()` keeps a gateway connection (see `gateway_ws.py`),
-reconnecting with backoff and resuming the session. Either way `start()` first checks the
-credentials (a token QQ refuses is fatal) and takes events until stopped.
+reconnecting with backoff and resuming the session. Either way `start()` checks the
+credentials (a token QQ refuses is fatal) and takes events until stopped; webhook events from
+the start, while the token is fetched.
 
 Replies: QQ bots may only answer a user's message (`msg_id`, see `passive.py`), at most five
 times, so a long reply is split into at most four messages and a notice that the rest was cut
@@ -106,8 +107,12 @@ class QQBotChannel(Channel):
             await self._take(inbound, payload)
 
         try:
+            if self._mode == "webhook":
+                # Events are taken while the token is fetched: the journal is open already.
+                self._webhook.handle = take
+                self._receiving.set()
             try:
-                await self._token.get()
+                await until_stopped(self._token.get(), self._stopping, name="qq:token")
             except AuthError as exc:
                 raise FatalChannelError(
                     str(exc), channel=CHANNEL, suggestion=exc.suggestion
@@ -115,8 +120,6 @@ class QQBotChannel(Channel):
             if self._mode == "websocket":
                 await self._gateway_until_stopped(inbound)
             else:
-                self._webhook.handle = take
-                self._receiving.set()
                 log.info("qq.webhook_ready", path=self._webhook_path)
                 await self._stopping.wait()
         finally:

@@ -153,10 +153,12 @@ class SlackChannel(RunStateChannel):
     async def health_check(self) -> ChannelHealth:
         if (ended := self._run_state.ended()) is not None:
             return ended
+        # Nothing is taken before auth.test names the bot (its own messages are dropped).
+        authenticating = ChannelHealth.starting("auth.test has not answered yet")
         if self._identity is None:
-            return ChannelHealth.unknown()
+            return authenticating
         if self._mode == "http":
-            return ChannelHealth.healthy() if self._accepting else ChannelHealth.degraded("idle")
+            return ChannelHealth.healthy() if self._accepting else authenticating
         connection = self._connection
         if connection is None:
             return ChannelHealth.degraded("connecting to Slack")

@@ -105,7 +105,13 @@ class TelegramChannel(Channel):
         secret = config.secret_token.get_secret_value() if config.secret_token else None
         self._receiver = WebhookReceiver(self._bot, secret)
         self._identity: BotIdentity | None = None
-        self._health = ChannelHealth.unknown()
+        # A webhook is taken only once getMe answered; a poller in a cluster may wait for its
+        # lease for good (another process polls), which is no reason to be unready.
+        self._health = (
+            ChannelHealth.starting("getMe has not answered yet")
+            if config.mode == "webhook"
+            else ChannelHealth.unknown()
+        )
         self._stopping = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -124,15 +130,20 @@ class TelegramChannel(Channel):
         self._idle.clear()
         try:
             await self._connect()
+            if self._config.mode == "webhook":
+                # Healthy since getMe answered: updates are taken from now on (reading one
+                # needs the bot's identity), also while the webhook is being set.
+                self._receiver.handle = partial(self._handle_update, inbound)
             await self._publish_commands()
             if self._config.mode == "webhook":
-                await self._serve_webhook(inbound)
+                await self._serve_webhook()
             else:
                 await self._poll(inbound)
         except FatalChannelError as exc:
             self._health = ChannelHealth.down(str(exc))
             raise
         finally:
+            self._receiver.handle = None
             self._idle.set()
 
     async def _connect(self) -> None:
@@ -171,7 +182,7 @@ class TelegramChannel(Channel):
         finally:
             await self._poller.confirm()
 
-    async def _serve_webhook(self, inbound: InboundSender) -> None:
+    async def _serve_webhook(self) -> None:
         if not self._config.webhook_url:
             raise FatalChannelError(
                 "webhook mode without webhook_url", channel=CHANNEL, suggestion="set webhook_url"
@@ -187,8 +198,6 @@ class TelegramChannel(Channel):
                 secret_token=secret.get_secret_value(),
                 allowed_updates=ALLOWED_UPDATES,
             )
-        self._receiver.handle = partial(self._handle_update, inbound)
-        self._set_health(ChannelHealth.healthy())
         try:
             await self._stopping.wait()
         finally:

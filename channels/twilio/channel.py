@@ -1,11 +1,12 @@
 """Twilio SMS and MMS: a signed form webhook in, the Messages API out.
 
-`start()` checks the credentials (fetching the account; a refused token is fatal, so the
-channel is Down rather than restarted forever), then takes the webhooks `web_routes()` gives
-the daemon's HTTP server until `stop()`. Each inbound message is handed to the gateway with its
-`MessageSid` as `message_id`; Twilio is answered only after that returns (the message is
-durable). MMS attachments are downloaded with basic auth (`account_sid:auth_token`), for allowed
-senders only. Carrier keywords (STOP, HELP, ...) are Twilio's: acknowledged, never answered.
+`start()` takes the webhooks `web_routes()` gives the daemon's HTTP server until `stop()`, from
+the start, while it checks the credentials (fetching the account; a refused token is fatal, so
+the channel is Down rather than restarted forever). Each inbound message is handed to the
+gateway with its `MessageSid` as `message_id`; Twilio is answered only after that returns (the
+message is durable). MMS attachments are downloaded with basic auth (`account_sid:auth_token`),
+for allowed senders only. Carrier keywords (STOP, HELP, ...) are Twilio's: acknowledged, never
+answered.
 
 Replies go out through the twilio library's async client, pointed at `api_base_url`: one
 `POST /2010-04-01/Accounts/{sid}/Messages.json` per chunk of at most 1,600 characters; a

@@ -1,12 +1,12 @@
 """The WeCom application channel: callbacks in through the daemon's HTTP server, replies out
 with `message/send`.
 
-`start()` fetches an access token (bad credentials are fatal), then serves the callback route
-until stopped. Replies go to the user who wrote as text messages (plain text shows everywhere,
-the WeChat plug-in included; content the manager marks as formatted goes as WeCom Markdown), at
-most 2,048 UTF-8 bytes each: the manager splits to that. No more than 30 go to one member a
-minute (`pacing.py`: WeCom drops the rest silently). WeCom cannot edit a sent message, so
-streamed replies arrive whole.
+`start()` serves the callback route until stopped, from the start, while it fetches an access
+token (bad credentials are fatal). Replies go to the user who wrote as text messages (plain text
+shows everywhere, the WeChat plug-in included; content the manager marks as formatted goes as
+WeCom Markdown), at most 2,048 UTF-8 bytes each: the manager splits to that. No more than 30 go
+to one member a minute (`pacing.py`: WeCom drops the rest silently). WeCom cannot edit a sent
+message, so streamed replies arrive whole.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from aiohttp import web
 
 from bus import InboundSender, OutboundMessage
 from channels.base import FORMATTED
-from channels.errors import AuthError, RateLimited
+from channels.errors import RateLimited
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.run_state import RunStateChannel
 from channels.wecom.api import CHANNEL, WeComApi
@@ -52,21 +52,24 @@ class WeComChannel(RunStateChannel):
         if self._run_state.stopping.is_set():
             return
         async with self._run_state.running():
-            try:
-                await self._api.tokens.get()
-            except AuthError as exc:
-                raise self._run_state.refused(
-                    "WeCom refused the credentials", exc, channel=CHANNEL
-                ) from exc
 
             async def take(message: WeComMessage) -> None:
                 await inbound.send(message.to_inbound())
 
+            # Callbacks are taken while the access token is fetched, as in `RunState.serve`.
             self._receiver.handle = take
-            log.info(
-                "wecom.receiving", path=self._config.webhook_path, agent_id=self._config.agent_id
-            )
             try:
+                await self._run_state.receive_while_checking(
+                    self._api.tokens.get,
+                    "WeCom refused the credentials",
+                    channel=CHANNEL,
+                    task_name="wecom-receiving",
+                )
+                log.info(
+                    "wecom.receiving",
+                    path=self._config.webhook_path,
+                    agent_id=self._config.agent_id,
+                )
                 await self._run_state.receive_until(name="wecom-receiving")
             finally:
                 self._receiver.handle = None

@@ -1,12 +1,12 @@
 """The WhatsApp Cloud API: a signed webhook in, the Graph API out.
 
-`start()` checks the access token (fetching the phone number; a rejected token, error 190, is
-fatal, so the channel is Down rather than restarted forever), then takes the webhooks
-`web_routes()` gives the daemon's HTTP server until `stop()`. Each message is handed to the
-gateway with its wamid as `message_id`, and Meta is answered only after that returns. Media is
-downloaded (`GET /{media-id}`, then its URL with the bearer token) for allowed senders only.
-Statuses (sent, delivered, read, failed) are logged, never answered. A message older than
-Meta's 7-day retry window is a replay: acknowledged and dropped.
+`start()` takes the webhooks `web_routes()` gives the daemon's HTTP server until `stop()`, from
+the start, while it checks the access token (fetching the phone number; a rejected token, error
+190, is fatal, so the channel is Down rather than restarted forever). Each message is handed to
+the gateway with its wamid as `message_id`, and Meta is answered only after that returns. Media
+is downloaded (`GET /{media-id}`, then its URL with the bearer token) for allowed senders only.
+Statuses (sent, delivered, read, failed) are logged, never answered. A message older than Meta's
+7-day retry window is a replay: acknowledged and dropped.
 
 While a turn runs, the user's last message is marked read with the typing indicator (it lasts
 25 s, so it is renewed at most every 20 s). Replies are text messages of at most 4,096
@@ -155,9 +155,11 @@ class WhatsAppChannel(RunStateChannel):
             return
         sender = message.message.sender_id
         media = await self._save_media(message) if self.is_allowed(sender) else []
+        # Before the hand-over: its turn starts as the message goes to the journal, and its
+        # first typing call must find the message to mark read.
+        self._remember_latest(sender, message.wamid)
         await inbound.send(message.with_files(media))
         self._recent.seen(message.wamid)
-        self._remember_latest(sender, message.wamid)
 
     def _remember_latest(self, chat_id: str, wamid: str) -> None:
         for stale_chat, _ in self._last_inbound.remember(chat_id, wamid):

@@ -11,10 +11,11 @@ from channels.health import ChannelHealth
 from channels.run_state import RunState
 
 
-def test_unknown_before_receiving_then_healthy() -> None:
+def test_starting_before_receiving_then_healthy() -> None:
     state = RunState()
     assert state.idle.is_set()
-    assert state.health() == ChannelHealth.unknown()
+    assert state.health() == ChannelHealth.starting("not receiving yet")
+    assert not state.health().takes_messages
     state.receiving.set()
     assert state.health() == ChannelHealth.healthy()
     assert state.ended() is None

@@ -46,3 +46,23 @@ async def test_updates_posted_to_the_daemon_are_answered_and_forgeries_refused(
         assert not fake.calls("getUpdates")
         assert await daemon.stop_cleanly() == 0
     assert fake.calls("deleteWebhook")
+
+
+async def test_not_ready_until_updates_are_taken(tmp_path: Path) -> None:
+    # Reading an update needs the bot's identity: updates are taken once getMe has answered,
+    # and /readyz says so only from then on, so a load balancer sends none in between.
+    async with FakeTelegram() as fake:
+        get_me_answers = fake.hold("getMe")
+        async with running_daemon(tmp_path, {"hook": telegram_profile(fake, ALICE)}) as daemon:
+            await fake.wait_for_calls("getMe")
+            status, body = await daemon.get("/readyz")
+            assert status == 503, body
+            assert await post(daemon, from_alice(1, "too early"), SECRET) == 503
+            get_me_answers.set()
+            await daemon.wait_log(lambda event: event.get("event") == "telegram.connected")
+            status, body = await daemon.get("/readyz")
+            assert status == 200, body
+            assert await post(daemon, from_alice(1, "too early"), SECRET) == 200
+            await fake.wait_until(lambda: len(fake.bot_messages(CHAT)) >= 1)
+            assert [m["text"] for m in fake.bot_messages(CHAT)] == ["too early"]
+            assert await daemon.stop_cleanly() == 0

@@ -10,6 +10,7 @@ import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import aiohttp
@@ -226,6 +227,56 @@ async def test_a_rejected_token_marks_the_channel_down(tmp_path: Path) -> None:
         status, body = await daemon.get("/readyz")
         assert status == 503, body
         assert "access token" in body
+
+
+async def test_each_message_is_marked_read_with_the_typing_indicator_once(
+    tmp_path: Path,
+) -> None:
+    # A turn starts while its message is still being written to the journal, before the
+    # webhook's hand-over returns: the channel must already know which message to mark read.
+    alice = ALLOWED[-4]
+    async with (
+        FakeWhatsApp() as fake,
+        running_daemon(tmp_path, {"wa": whatsapp_profile(fake, delay_s=0.5)}) as daemon,
+    ):
+        await account_checked(fake, daemon)
+        bot = WhatsAppBot(fake, daemon)
+        wamids = [fake.new_wamid() for _ in range(3)]
+        for n, wamid in enumerate(wamids):
+            text = f"read {n}"
+            assert await bot.notify(fake.text_notification(alice, text, wamid=wamid)) == 200
+            await fake.wait_until(partial(read_and_answered, fake, alice, wamid, text), WAIT_S)
+        await bot.barrier(alice)
+        # One POST /messages each: {"status": "read", "message_id": <wamid>,
+        # "typing_indicator": {"type": "text"}}.
+        assert [(r.message_id, r.typing) for r in fake.reads if r.message_id in wamids] == [
+            (wamid, True) for wamid in wamids
+        ]
+
+
+def read_and_answered(fake: FakeWhatsApp, number: str, wamid: str, text: str) -> bool:
+    return wamid in [read.message_id for read in fake.reads] and text in fake.texts_to(number)
+
+
+async def test_ready_once_signed_webhooks_are_taken_even_while_the_token_is_checked(
+    tmp_path: Path,
+) -> None:
+    alice = ALLOWED[-5]
+    async with FakeWhatsApp() as fake:
+        fake.hold_lookups = True  # the channel's token check waits until released
+        async with running_daemon(tmp_path, {"wa": whatsapp_profile(fake)}) as daemon:
+            await fake.control.holding.wait()
+            status, body = await daemon.get("/readyz")
+            assert status == 200, body
+            bot = WhatsAppBot(fake, daemon)
+            assert await bot.say(alice, "early bird") == 200
+            await fake.wait_until(lambda: fake.texts_to(alice) == ["early bird"], WAIT_S)
+            assert not fake.control.release.is_set()  # all while the check was held
+            fake.control.release.set()
+            await account_checked(fake, daemon)
+            await bot.barrier(alice)
+            assert fake.texts_to(alice)[:-1] == ["early bird"]
+            assert await daemon.stop_cleanly() == 0
 
 
 # On the write-ahead log: a message acknowledged to Meta survives the daemon.

@@ -32,7 +32,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from tests.fakes import ServedFake
+from tests.fakes import HoldableFake
 from tests.fakes.changes import Changes
 
 API_VERSION = "v21.0"
@@ -81,7 +81,7 @@ class ReadReceipt:
     at: float
 
 
-class FakeWhatsApp(ServedFake):
+class FakeWhatsApp(HoldableFake):
     def __init__(
         self,
         *,
@@ -106,6 +106,8 @@ class FakeWhatsApp(ServedFake):
         #: Media ids whose download the fake corrupts (a digest mismatch to detect).
         self.corrupt_media: set[str] = set()
         self._failures: list[int] = []
+        #: While True, the phone number lookup (the channel's token check) waits on `control`.
+        self.hold_lookups = False
         self._clock = clock
         self._ids = itertools.count(1)
         self._changes = Changes()
@@ -116,7 +118,7 @@ class FakeWhatsApp(ServedFake):
         app.router.add_get(f"{base}/{phone_number_id}", self._phone_number)
         app.router.add_get(f"{base}/{{media_id}}", self._media_url)
         app.router.add_get("/download/{media_id}", self._download)
-        ServedFake.__init__(self, app)
+        HoldableFake.__init__(self, app)
 
     @property
     def base_url(self) -> str:
@@ -214,6 +216,8 @@ class FakeWhatsApp(ServedFake):
         return web.json_response({"error": error}, status=401 if code == 190 else status)
 
     async def _phone_number(self, request: web.Request) -> web.Response:
+        if self.hold_lookups:
+            await self.control.hold()
         if not self._authorised(request):
             return self._error(190)
         return web.json_response(

@@ -131,7 +131,7 @@ async def test_stop_during_connecting_returns_promptly(
 
 async def test_health_follows_the_connection(fake_slack: FakeSlack, tmp_path: Path) -> None:
     channel = make_channel(fake_slack, tmp_path)
-    assert (await channel.health_check()).status is HealthStatus.UNKNOWN
+    assert (await channel.health_check()).status is HealthStatus.STARTING
 
     async with run_slack(fake_slack, tmp_path) as running:
         assert (await running.channel.health_check()).status is HealthStatus.HEALTHY

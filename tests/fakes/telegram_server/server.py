@@ -69,6 +69,8 @@ class FakeTelegram:
         self._change = asyncio.Event()
         self._drops = 0
         self._long_polls: dict[int, web.Request] = {}
+        #: method (lower case) -> the event its held calls wait for (`hold`).
+        self._held: dict[str, asyncio.Event] = {}
 
     # Lifecycle
 
@@ -91,6 +93,8 @@ class FakeTelegram:
         self._port = self._runner.addresses[0][1]
 
     async def close(self) -> None:
+        for release in self._held.values():
+            release.set()
         if self._runner is not None:
             self.drop_connections()
             await self._runner.cleanup()
@@ -122,6 +126,11 @@ class FakeTelegram:
         """The next `times` calls of `method` get this error answer instead."""
         error = ApiError(status, description, retry_after)
         self._injected.setdefault(method.lower(), []).append(_Injected(error, None, status, times))
+
+    def hold(self, method: str) -> asyncio.Event:
+        """Calls of `method` are recorded, then answered only once the returned event is set
+        (or the fake closes)."""
+        return self._held.setdefault(method.lower(), asyncio.Event())
 
     def respond_next_raw(self, method: str, body: bytes, status: int = 200, times: int = 1) -> None:
         """The next `times` calls of `method` get `body` verbatim (malformed JSON, say)."""
@@ -268,6 +277,8 @@ class FakeTelegram:
         try:
             record.params, record.files = await read_params(request)
             self._notify()
+            if (release := self._held.get(record.method.lower())) is not None:
+                await release.wait()
             result = await self._dispatch(request.match_info["token"], record, request)
         except ApiError as exc:
             record.status = exc.status
