@@ -34,7 +34,14 @@ from bus.agent_message import (
 )
 from bus.envelope import ANSWERS, FAILED, SESSION, InboundMessage, OutboundMessage
 from bus.errors import ErrorKind, GatewayError, InvalidStateTransition, UnsupportedSchemaVersion
-from bus.identity import ClientMessageId, ThreadId, TurnId, new_turn_id, thread_rooted_at
+from bus.identity import (
+    ClientMessageId,
+    ThreadId,
+    TurnId,
+    new_turn_id,
+    thread_rooted_at,
+    turn_made_at,
+)
 from bus.intake import InboundRefused, InboundSender, SenderRefused
 from bus.message import Message, MessageRole, ToolCall, WireModel
 from bus.outbound import OutboundEvent, StreamSnapshot, TypingStarted, TypingStopped
@@ -122,6 +129,7 @@ __all__ = [  # noqa: RUF022
     "ThreadId",
     "TurnId",
     "new_turn_id",
+    "turn_made_at",
     "thread_rooted_at",
     # tasks
     "Task",

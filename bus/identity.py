@@ -7,6 +7,7 @@ mixing them up silently files replies under the wrong bubble, so each is its own
 
 from __future__ import annotations
 
+import uuid
 from typing import NewType
 
 import uuid_utils
@@ -27,3 +28,15 @@ def new_turn_id() -> TurnId:
     uuid-utils makes it in Rust from a generator seeded once: no system call per id (an
     `os.urandom` per id gives the event loop's GIL away on every turn)."""
     return TurnId(str(uuid_utils.uuid7()))
+
+
+def turn_made_at(turn_id: str) -> float | None:
+    """When a turn id was made, in seconds since the epoch, read from its UUIDv7 timestamp;
+    None for an id of another form."""
+    try:
+        value = uuid.UUID(turn_id)
+    except ValueError:
+        return None
+    if value.version != 7:
+        return None
+    return (value.int >> 80) / 1000

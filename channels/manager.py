@@ -27,6 +27,7 @@ from bus import (
     StreamSnapshot,
     TypingStarted,
     TypingStopped,
+    turn_made_at,
 )
 from channels.base import Channel
 from channels.delivery import Delivery
@@ -42,6 +43,7 @@ from channels.retry import (
     Sleep,
     equal_jitter,
     full_jitter,
+    reply_deadline,
 )
 from channels.router import OutboundRouter
 from channels.streaming import StreamEditor
@@ -85,6 +87,8 @@ class ChannelManager:
         on_delivered: DeliveryHook | None = None,
         intake: Callable[[], InboundSender] | None = None,
         run_channel: RunChannel = start_channel,
+        delivery_deadline_s: float = 86_400.0,
+        wall_clock: Clock = time.time,
     ) -> None:
         """`clock`, `sleep` and `jitter` are injectable so tests run backoffs without waiting;
         `jitter=None` keeps the defaults (full jitter for restarts, equal jitter for retries)."""
@@ -109,11 +113,14 @@ class ChannelManager:
         self._stop_grace_s = stop_grace_s
         self._health_timeout_s = health_timeout_s
         self._on_delivered = on_delivered
+        self._delivery_deadline_s = delivery_deadline_s
+        self._wall_clock = wall_clock
         retrier = Retrier(
             retry_policy,
             sleep=sleep,
             jitter=jitter or equal_jitter,
             on_retry=self.metrics.send_retried,
+            wall_clock=wall_clock,
         )
         self._delivery = Delivery(retrier, self.metrics)
         self.streams = StreamEditor(self._delivery, clock=clock, sleep=sleep, ttl_s=stream_ttl_s)
@@ -281,17 +288,27 @@ class ChannelManager:
                 case OutboundMessage():
                     # The reply itself is here: the indicator stops before it, or it would linger.
                     self.typing.stop(channel.name, event.chat_id)
-                    streamed = event.stream_id is not None and not event.media
-                    if streamed and channel.supports_edit():
-                        return await self.streams.final(channel, event)
-                    else:
-                        return await self._delivery.send_message(channel, event)
+                    deadline = reply_deadline.set(self._deadline_of(event))
+                    try:
+                        streamed = event.stream_id is not None and not event.media
+                        if streamed and channel.supports_edit():
+                            return await self.streams.final(channel, event)
+                        else:
+                            return await self._delivery.send_message(channel, event)
+                    finally:
+                        reply_deadline.reset(deadline)
                 case _:
                     assert_never(event)
         except DeliveryError as exc:
             self._delivery.record_failure(event.channel, event.chat_id, exc)
             raise
         return []
+
+    def _deadline_of(self, reply: OutboundMessage) -> float:
+        """Until when a reply is retried: `delivery_deadline_s` after its turn made it (read
+        from the turn id, so a restart keeps the deadline), or after now for a reply without."""
+        made_at = turn_made_at(reply.delivery_id) if reply.delivery_id else None
+        return (made_at or self._wall_clock()) + self._delivery_deadline_s
 
     async def _deliver_routed(self, event: OutboundEvent) -> None:
         error: DeliveryError | None = None

@@ -4,13 +4,22 @@ Channels translate their SDK's failures into `channels.errors`; this module deci
 means: a rate limit waits the platform's own `retry_after`, a transient failure backs off
 exponentially with jitter, a refusal that re-sending cannot fix gives up at once. Whatever gives
 up leaves as a typed `DeliveryError` whose `reason` is a short label for metrics.
+
+A reply is not given up for a failure that can pass: while the manager delivers one it sets
+`reply_deadline`, and every send, edit and finish of that delivery is tried again (capped
+exponential backoff, a rate limit's full `retry_after`) until the deadline; only then, or at a
+refusal, does it fail, as `expired` or with the refusal's reason. A stream's intermediate edits
+have no deadline: they give up after `max_attempts`, since a later snapshot or the final
+replaces them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -48,6 +57,14 @@ class Reason:
     FORMATTING = "formatting"
     NO_CHANNEL = "no_channel"
     UNKNOWN = "unknown"
+    #: Failed for longer than the profile's `delivery_deadline_s`.
+    EXPIRED = "expired"
+
+
+#: The wall-clock time (seconds since the epoch) until which the reply being delivered in this
+#: task is retried; None outside a reply's delivery. Set by `ChannelManager.deliver`, so every
+#: call the reply's delivery makes, however deep in the stream editor, inherits it.
+reply_deadline: ContextVar[float | None] = ContextVar("reply_deadline", default=None)
 
 
 def full_jitter(delay_s: float) -> float:
@@ -131,8 +148,10 @@ class Retrier:
         sleep: Sleep = asyncio.sleep,
         jitter: Jitter = equal_jitter,
         on_retry: RetryListener | None = None,
+        wall_clock: Clock = time.time,
     ) -> None:
         self.policy = policy or RetryPolicy()
+        self._wall_clock = wall_clock
         self._deadlines = AttemptDeadlines(self.policy.attempt_timeout_s)
         self._sleep = sleep
         self._jitter = jitter
@@ -152,6 +171,7 @@ class Retrier:
         text to fall back to. Every other failure that ends the attempts is a `DeliveryError`.
         """
         policy = self.policy
+        deadline = reply_deadline.get()
         attempt = 0
         while True:
             attempt += 1
@@ -162,10 +182,9 @@ class Retrier:
             except (FormattingRejected, DeliveryError):
                 raise
             except RateLimited as exc:
-                reason, delay_s = (
-                    Reason.RATE_LIMITED,
-                    min(exc.retry_after_s, policy.max_retry_after_s),
-                )
+                # A reply waits the platform's whole pause: asking earlier only earns another.
+                cap_s = policy.max_retry_after_s if deadline is None else exc.retry_after_s
+                reason, delay_s = Reason.RATE_LIMITED, min(exc.retry_after_s, cap_s)
                 error: Exception = exc
             except (MessageTooLong, AuthError) as exc:
                 reason = Reason.TOO_LONG if isinstance(exc, MessageTooLong) else Reason.AUTH
@@ -177,8 +196,12 @@ class Retrier:
                     ) from exc
                 reason, error = Reason.TRANSIENT, exc
                 delay_s = self._jitter(policy.backoff.delay_s(attempt))
-            if attempt >= policy.max_attempts:
+            if deadline is None and attempt >= policy.max_attempts:
                 raise self._give_up(error, reason, channel, chat_id, action, attempt) from error
+            if deadline is not None and self._wall_clock() + delay_s > deadline:
+                raise self._give_up(
+                    error, Reason.EXPIRED, channel, chat_id, action, attempt
+                ) from error
             log.info(
                 "retry.retrying",
                 channel=channel,

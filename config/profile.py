@@ -81,6 +81,13 @@ class ProfileConfig(ConfigModel):
         description="Messages arriving during a turn: collect joins them into the next turn, "
         "followup answers them one by one, interrupt cancels the running turn.",
     )
+    delivery_deadline_s: float = Field(
+        86_400.0,
+        gt=0,
+        description="Seconds a reply is retried while its platform fails in a way that can pass "
+        "(network errors, 5xx, timeouts, rate limits), counted from its turn, across restarts; "
+        "then it is a dead letter.",
+    )
 
     @field_validator("channels")
     @classmethod

@@ -162,6 +162,7 @@ class IngressProfile:
                     else start_channel
                 ),
                 on_delivered=self._queued.delivered,
+                delivery_deadline_s=self._config.delivery_deadline_s,
             )
             intake = ClusterIntake(
                 self.profile_id,

@@ -147,6 +147,7 @@ class ProfileRuntime:
             publisher,
             metrics=ChannelMetrics(self._shared.metrics.registry, self.profile_id),
             on_delivered=_delivery_recorder(journal),
+            delivery_deadline_s=self.config.delivery_deadline_s,
             intake=lambda: intake,
         )
         register_all(channels, built_channels, self.config)

@@ -3,7 +3,9 @@
 `start()` checks the access token (`whoami`; a refused token, or one of another user, is fatal),
 then syncs until `stop()`. The `since` token is kept in the channel's data directory and
 advanced only once every event of a sync response was handled: published messages are durable
-in the gateway by then (see `since.py`). A first start without a token skips the backlog.
+in the gateway by then (see `since.py`). A first start without a token skips the backlog; after
+that nothing is skipped: a room whose sync timeline the server cut is read back page by page
+(`receiver.py`), up to 5,000 events per room per gap.
 
 Each message is published with its event id as `message_id`, the room as the chat. In rooms of
 more than two members only messages that mention the bot are taken (`require_mention`);
@@ -188,6 +190,7 @@ class MatrixChannel(RunStateChannel):
         while True:
             try:
                 response = await self._sync(since, self._timeouts.sync_s)
+                published = await self._handler.handle(response, inbound, since)
             except (TransientError, RateLimited) as error:
                 failures += 1
                 self._trouble = f"sync failing: {error}"
@@ -200,7 +203,6 @@ class MatrixChannel(RunStateChannel):
                 await asyncio.sleep(delay_s)
                 continue
             failures, self._trouble = 0, None
-            published = await self._handler.handle(response, inbound)
             since = str(response.next_batch)
             await self._since.save(since)
             if published:

@@ -8,7 +8,7 @@ has no end-to-end encryption): it is reported so the room gets a clear notice.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -65,24 +65,29 @@ def invites(response: SyncResponse, bot_user_id: str) -> list[Invite]:
 
 def posts(response: SyncResponse, bot_user_id: str) -> Iterator[MatrixPost]:
     for room_id, info in response.rooms.join.items():
-        for event in info.timeline.events:
-            if getattr(event, "sender", bot_user_id) == bot_user_id:
-                continue
-            if isinstance(event, MegolmEvent) or _event_type(event) == "m.room.encrypted":
-                yield MatrixPost(
-                    event_id=event.event_id,
-                    room_id=room_id,
-                    sender=event.sender,
-                    body="",
-                    msgtype="m.room.encrypted",
-                    timestamp_ms=event.server_timestamp,
-                    mentions_bot=False,
-                    encrypted=True,
-                )
-            elif isinstance(event, RoomMessage):
-                post = _message(room_id, event.source, bot_user_id)
-                if post is not None:
-                    yield post
+        yield from room_posts(room_id, info.timeline.events, bot_user_id)
+
+
+def room_posts(room_id: str, events: Iterable[object], bot_user_id: str) -> Iterator[MatrixPost]:
+    """The messages among one room's events (a sync's timeline or a page of `/messages`)."""
+    for event in events:
+        if getattr(event, "sender", bot_user_id) == bot_user_id:
+            continue
+        if isinstance(event, MegolmEvent) or _event_type(event) == "m.room.encrypted":
+            yield MatrixPost(
+                event_id=str(getattr(event, "event_id", "")),
+                room_id=room_id,
+                sender=str(getattr(event, "sender", "")),
+                body="",
+                msgtype="m.room.encrypted",
+                timestamp_ms=int(getattr(event, "server_timestamp", 0)),
+                mentions_bot=False,
+                encrypted=True,
+            )
+        elif isinstance(event, RoomMessage):
+            post = _message(room_id, event.source, bot_user_id)
+            if post is not None:
+                yield post
 
 
 def _event_type(event: object) -> str:

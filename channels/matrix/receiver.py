@@ -13,17 +13,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
-from nio import AsyncClient, ErrorResponse, SyncResponse
+from nio import AsyncClient, ErrorResponse, MessageDirection, RoomMessagesResponse, SyncResponse
 
 from bus import InboundMessage, InboundSender
 from channels.backpressure import until_taken
 from channels.dedup import InboundDedup
 from channels.errors import ChannelError
 from channels.matrix.content import Content
-from channels.matrix.errors import CHANNEL, matrix_call
-from channels.matrix.inbound import MatrixPost, invites, posts
+from channels.matrix.errors import CHANNEL, matrix_call, translate
+from channels.matrix.inbound import MatrixPost, invites, room_posts
 from channels.matrix.media import download
 
 log = structlog.get_logger(__name__)
@@ -32,6 +33,11 @@ ENCRYPTED_NOTICE = (
     "🔒 This room is end-to-end encrypted, and this bot cannot read encrypted messages. "
     "Please write to it in a room without encryption."
 )
+
+#: Events asked for per `/messages` page when a room's gap is read back.
+BACKFILL_PAGE = 100
+#: Most events read back for one room's gap: a bot away for weeks answers the newest of them.
+MAX_BACKFILL_EVENTS = 5_000
 
 #: Sends `content` to a room with a transaction id; returns the event id.
 RoomSend = Callable[[str, Content, str], Awaitable[str]]
@@ -55,11 +61,27 @@ class SyncHandler:
     )
     _noticed_rooms: set[str] = field(default_factory=set, init=False, repr=False)
 
-    async def handle(self, response: SyncResponse, inbound: InboundSender) -> int:
-        """Handle a sync response's invites and messages; how many messages were published."""
+    async def handle(
+        self, response: SyncResponse, inbound: InboundSender, since: str | None
+    ) -> int:
+        """Handle a sync response's invites and messages; how many messages were published.
+
+        `since` is the token the sync was asked from: a room whose timeline the server cut
+        (`limited`) is read back from its `prev_batch` to there first, so nothing sent between
+        two syncs, or while the daemon was away, is skipped.
+        """
         await self.accept_invites(response)
         published = 0
-        for post in posts(response, self.user_id):
+        for room_id, info in response.rooms.join.items():
+            events = list(info.timeline.events)
+            if info.timeline.limited and info.timeline.prev_batch and since is not None:
+                events = await self._missed(room_id, info.timeline.prev_batch, since) + events
+            published += await self._handle_room(room_id, events, inbound)
+        return published
+
+    async def _handle_room(self, room_id: str, events: list[Any], inbound: InboundSender) -> int:
+        published = 0
+        for post in room_posts(room_id, events, self.user_id):
             if post.event_id in self._dedup:
                 continue
             if post.encrypted:
@@ -75,6 +97,36 @@ class SyncHandler:
                 published += 1
             self._dedup.seen(post.event_id)
         return published
+
+    async def _missed(self, room_id: str, prev_batch: str, since: str) -> list[Any]:
+        """The events a limited timeline left out, oldest first, paged back to `since`.
+
+        A failed page raises, so the sync is asked again from the same `since` and the gap is
+        read again; nothing of it is skipped.
+        """
+        events: list[Any] = []
+        token = prev_batch
+        while len(events) < MAX_BACKFILL_EVENTS:
+            async with matrix_call("messages", self.timeout_s):
+                page = await self.client().room_messages(
+                    room_id, token, end=since, direction=MessageDirection.back, limit=BACKFILL_PAGE
+                )
+            if not isinstance(page, RoomMessagesResponse):
+                raise translate(page, "messages")
+            events.extend(page.chunk)
+            if not page.chunk or not page.end or page.end == token:
+                break
+            token = page.end
+        else:
+            log.warning(
+                "matrix.gap_unfilled",
+                room_id=room_id,
+                read=len(events),
+                detail=f"over {MAX_BACKFILL_EVENTS} events were missed; older ones are skipped",
+            )
+        log.info("matrix.gap_read", room_id=room_id, events=len(events))
+        events.reverse()
+        return events
 
     def _addressed(self, post: MatrixPost) -> bool:
         if not self.require_mention or post.mentions_bot:

@@ -119,6 +119,7 @@ def make_manager(
         options: dict[str, object] = {
             "metrics": metrics,
             "clock": clock,
+            "wall_clock": clock,
             "sleep": clock.sleep,
             "jitter": no_jitter,
             "stop_grace_s": 1.0,

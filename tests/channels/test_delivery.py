@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import ANSWERS, OutboundMessage, StreamSnapshot
+from bus import ANSWERS, OutboundMessage, StreamSnapshot, new_turn_id, turn_made_at
 from channels.base import FORMATTED
 from channels.coalesce_fit import Chunk
 from channels.delivery import chunk_message
@@ -22,7 +22,7 @@ from channels.errors import (
     TransientError,
 )
 from channels.limits import PlatformLimit
-from channels.retry import Backoff, RetryPolicy
+from channels.retry import Backoff, Retrier, RetryPolicy, no_jitter
 from tests.channels.conftest import (
     ChannelFactory,
     FakeClock,
@@ -122,17 +122,30 @@ async def test_rate_limit_waits_exactly_retry_after_and_delivers_once(
     assert sample(registry, "octos_messages_out_total", channel="rec") == 1
 
 
-async def test_rate_limit_wait_is_capped(
+async def test_a_reply_waits_a_rate_limit_s_whole_retry_after(
     managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
 ) -> None:
     channel = make_channel()
-    channel.fail("send", RateLimited(86_400))
+    channel.fail("send", RateLimited(3_600))
     manager = managing(channel, retry_policy=RetryPolicy(max_retry_after_s=300))
 
     await manager.deliver(reply("hello"))
 
-    assert clock.sleeps == [300]
+    assert clock.sleeps == [3_600], "asked again before the platform's pause was over"
     assert channel.delivered == ["hello"]
+
+
+async def test_a_call_outside_a_reply_caps_the_rate_limit_wait(clock: FakeClock) -> None:
+    retrier = Retrier(RetryPolicy(max_retry_after_s=300), sleep=clock.sleep, jitter=no_jitter)
+    answers = iter([RateLimited(86_400), None])
+
+    async def edit() -> str:
+        if (error := next(answers)) is not None:
+            raise error
+        return "edited"
+
+    assert await retrier.call(edit, channel="rec", chat_id="c1", action="edit") == "edited"
+    assert clock.sleeps == [300]
 
 
 @pytest.mark.parametrize(
@@ -157,28 +170,84 @@ async def test_transient_errors_back_off_exponentially(
     assert channel.delivered == ["hello"]
 
 
-async def test_gives_up_after_max_attempts_with_a_typed_error(
+async def test_a_reply_is_retried_past_max_attempts_until_it_is_delivered(
     managing: ManagerFactory,
     make_channel: ChannelFactory,
     clock: FakeClock,
     registry: CollectorRegistry,
 ) -> None:
     channel = make_channel()
-    channel.fail("send", *[TransientError("down")] * 5)
+    channel.fail("send", *[TransientError("down")] * 12)
     manager = managing(
         channel, retry_policy=RetryPolicy(max_attempts=5, backoff=Backoff(initial_s=1.0, max_s=5.0))
+    )
+
+    await manager.deliver(reply("hello"))
+
+    assert clock.sleeps == [1.0, 2.0, 4.0] + [5.0] * 9
+    assert channel.delivered == ["hello"]
+    assert sample(registry, "octos_send_retries_total", channel="rec", reason="transient") == 12
+    assert sample(registry, "octos_send_errors_total", channel="rec", reason="transient") == 0
+
+
+async def test_a_reply_failing_past_its_deadline_expires_with_a_typed_error(
+    managing: ManagerFactory,
+    make_channel: ChannelFactory,
+    clock: FakeClock,
+    registry: CollectorRegistry,
+) -> None:
+    channel = make_channel()
+    channel.fail("send", *[TransientError("down")] * 1_000)
+    manager = managing(
+        channel,
+        retry_policy=RetryPolicy(backoff=Backoff(initial_s=1.0, max_s=5.0)),
+        delivery_deadline_s=60.0,
     )
 
     with pytest.raises(DeliveryError) as caught:
         await manager.deliver(reply("hello"))
 
-    assert caught.value.reason == "transient"
-    assert caught.value.attempts == 5
+    assert caught.value.reason == "expired"
     assert caught.value.channel == "rec"
-    assert clock.sleeps == [1.0, 2.0, 4.0, 5.0]
+    assert sum(clock.sleeps) <= 60.0
+    assert sum(clock.sleeps) > 55.0, "gave up long before the deadline"
     assert channel.delivered == []
-    assert sample(registry, "octos_send_errors_total", channel="rec", reason="transient") == 1
-    assert sample(registry, "octos_send_retries_total", channel="rec", reason="transient") == 4
+    assert sample(registry, "octos_send_errors_total", channel="rec", reason="expired") == 1
+
+
+async def test_a_reply_s_deadline_counts_from_its_turn_not_from_now(
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+) -> None:
+    channel = make_channel()
+    channel.fail("send", *[TransientError("down")] * 1_000)
+    manager = managing(channel, delivery_deadline_s=3_600.0)
+    turn = str(new_turn_id())
+    made_at = turn_made_at(turn)
+    assert made_at is not None
+    clock.now = made_at + 3_600.0 - 10.0  # a restart 10 s before the deadline
+
+    with pytest.raises(DeliveryError) as caught:
+        await manager.deliver(reply("hello", delivery_id=turn))
+
+    assert caught.value.reason == "expired"
+    assert sum(clock.sleeps) <= 10.0
+
+
+async def test_a_call_outside_a_reply_gives_up_after_max_attempts(clock: FakeClock) -> None:
+    retrier = Retrier(
+        RetryPolicy(max_attempts=5, backoff=Backoff(initial_s=1.0, max_s=5.0)),
+        sleep=clock.sleep,
+        jitter=no_jitter,
+    )
+
+    async def edit() -> None:
+        raise TransientError("down")
+
+    with pytest.raises(DeliveryError) as caught:
+        await retrier.call(edit, channel="rec", chat_id="c1", action="edit")
+
+    assert (caught.value.reason, caught.value.attempts) == ("transient", 5)
+    assert clock.sleeps == [1.0, 2.0, 4.0, 5.0]
 
 
 @pytest.mark.parametrize(

@@ -186,3 +186,45 @@ async def test_files_are_downloaded_for_allowed_senders_only(matrix: RunningMatr
     assert Path(path).read_bytes() == b"\x89PNG alice's picture"  # noqa: ASYNC240
     assert mallory.media == []
     assert len(fake.downloads) == 1
+
+
+async def stopped_while_alice_says(fake: FakeMatrix, tmp_path: Path, texts: list[str]) -> str:
+    """The channel ran in a room with Alice, then was stopped while she said `texts`."""
+    room = fake.create_room([ALICE])
+    first = await run_channel(fake, tmp_path)
+    fake.say(room, ALICE, "before the stop")
+    await first.inbound.wait_for(1)
+    await fake.wait_until(lambda: stored_since(first) == fake.next_batch)
+    await first.stop()
+    for text in texts:
+        fake.say(room, ALICE, text)
+    return room
+
+
+async def test_more_messages_than_a_sync_timeline_holds_are_all_read_in_order(
+    fake: FakeMatrix, tmp_path: Path
+) -> None:
+    texts = [f"missed {n}" for n in range(1, 131)]
+    await stopped_while_alice_says(fake, tmp_path, texts)
+    second = await run_channel(fake, tmp_path)
+    try:
+        messages = await second.inbound.wait_for(len(texts))
+        assert [m.content for m in messages] == texts
+        assert fake.message_pages >= 1, "the sync's timeline was never cut: nothing was tested"
+    finally:
+        await second.stop()
+
+
+async def test_a_page_of_the_gap_that_fails_is_read_again_and_nothing_skipped(
+    fake: FakeMatrix, tmp_path: Path
+) -> None:
+    texts = [f"missed {n}" for n in range(1, 81)]
+    await stopped_while_alice_says(fake, tmp_path, texts)
+    fake.fail_next("messages", 502, "M_UNKNOWN", "Bad Gateway")
+    second = await run_channel(fake, tmp_path)
+    try:
+        messages = await second.inbound.wait_for(len(texts))
+        assert [m.content for m in messages] == texts
+        assert [c.status for c in fake.calls_to("GET", "/messages")].count(502) == 1
+    finally:
+        await second.stop()

@@ -85,6 +85,7 @@ class FakeMatrix(MatrixWorld, ServedFake):
         app = web.Application(client_max_size=4 * 1024 * 1024)
         app.router.add_get(f"{PREFIX}/account/whoami", self._whoami)
         app.router.add_get(f"{PREFIX}/sync", self._sync)
+        app.router.add_get(f"{PREFIX}/rooms/{{room}}/messages", self._messages)
         app.router.add_put(f"{PREFIX}/rooms/{{room}}/send/{{type}}/{{txn}}", self._send)
         app.router.add_put(f"{PREFIX}/rooms/{{room}}/typing/{{user}}", self._typing)
         app.router.add_post(f"{PREFIX}/join/{{room}}", self._join)
@@ -104,7 +105,7 @@ class FakeMatrix(MatrixWorld, ServedFake):
     # Failures
 
     def fail_next(self, kind: str, status: int, errcode: str, error: str, **extra: Any) -> None:
-        """`kind` is "send", "sync", "typing" or "join"."""
+        """`kind` is "send", "sync", "messages", "typing" or "join"."""
         self._failures.append(
             _Failure(kind, status, {"errcode": errcode, "error": error, **extra}, 1)
         )
@@ -228,10 +229,32 @@ class FakeMatrix(MatrixWorld, ServedFake):
                 pass  # a long poll that saw nothing new answers the empty sync, as Synapse does
             finally:
                 self.long_polls_waiting -= 1
-        return await self._answer(request, "sync", lambda _b: (200, self._sync_body(since)))
+        limit = _timeline_limit(request.query.get("filter"))
+        return await self._answer(request, "sync", lambda _b: (200, self._sync_body(since, limit)))
+
+    async def _messages(self, request: web.Request) -> web.Response:
+        start = _position(request.query.get("from", ""), self._position())
+        end = _position(request.query.get("to", ""), 0)
+        limit = int(request.query.get("limit", "10"))
+        room_id = request.match_info["room"]
+        return await self._answer(
+            request, "messages", lambda _b: (200, self._messages_body(room_id, start, end, limit))
+        )
 
     def _authorised(self, request: web.Request) -> bool:
         return request.headers.get("Authorization") == f"Bearer {self.access_token}"
+
+
+def _position(token: str, default: int) -> int:
+    return int(token[1:]) if token.startswith("s") else default
+
+
+def _timeline_limit(sync_filter: str | None) -> int | None:
+    """The `room.timeline.limit` of an inline JSON filter, as matrix-nio sends it."""
+    if not sync_filter or not sync_filter.startswith("{"):
+        return None
+    limit = json.loads(sync_filter).get("room", {}).get("timeline", {}).get("limit")
+    return int(limit) if isinstance(limit, int) else None
 
 
 def _error(errcode: str, error: str) -> JsonObject:

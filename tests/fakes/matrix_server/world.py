@@ -41,6 +41,8 @@ class MatrixWorld:
         self._entries: list[_Entry] = []
         self._ids = itertools.count(1)
         self._changed = asyncio.Event()
+        #: `/messages` pages served: a limited timeline's gap read back.
+        self.message_pages = 0
 
     def _position(self) -> int:
         return self._entries[-1].position if self._entries else 0
@@ -184,7 +186,9 @@ class MatrixWorld:
 
     # What a sync answers
 
-    def _sync_body(self, since: int) -> JsonObject:
+    def _sync_body(self, since: int, timeline_limit: int | None = None) -> JsonObject:
+        """A sync from position `since`; each room's timeline keeps its newest
+        `timeline_limit` events and says it was cut (`limited`, `prev_batch`), as Synapse does."""
         join: dict[str, JsonObject] = {}
         invite: dict[str, JsonObject] = {}
         for entry in self._entries:
@@ -202,6 +206,14 @@ class MatrixWorld:
             section["timeline"]["events"].append(
                 {k: v for k, v in entry.event.items() if k != "room_id"}
             )
+            section["timeline"]["positions"].append(entry.position)
+        for section in join.values():
+            timeline = section["timeline"]
+            positions = timeline.pop("positions")
+            if timeline_limit is not None and len(positions) > timeline_limit:
+                timeline["events"] = timeline["events"][-timeline_limit:]
+                timeline["limited"] = True
+                timeline["prev_batch"] = f"s{positions[-timeline_limit] - 1}"
         return {
             "next_batch": f"s{self._position()}",
             "rooms": {"join": join, "invite": invite, "leave": {}},
@@ -211,12 +223,28 @@ class MatrixWorld:
             "device_one_time_keys_count": {},
         }
 
+    def _messages_body(self, room_id: str, start: int, end: int, limit: int) -> JsonObject:
+        """`GET /rooms/{room}/messages?dir=b`: the room's events at positions in (end, start],
+        newest first, `limit` at most; `end` is left out once the page reaches `end`."""
+        found = [
+            entry
+            for entry in reversed(self._entries)
+            if entry.room_id == room_id
+            and entry.kind == "timeline"
+            and end < entry.position <= start
+        ][:limit]
+        self.message_pages += 1
+        body: JsonObject = {"chunk": [entry.event for entry in found], "start": f"s{start}"}
+        if len(found) == limit:
+            body["end"] = f"s{found[-1].position - 1}"
+        return body
+
     @staticmethod
     def _joined_section(room: _Room) -> JsonObject:
         joined = sum(1 for m in room.members.values() if m == "join")
         invited = sum(1 for m in room.members.values() if m == "invite")
         return {
-            "timeline": {"events": [], "limited": False, "prev_batch": "p0"},
+            "timeline": {"events": [], "limited": False, "prev_batch": "p0", "positions": []},
             "state": {"events": []},
             "ephemeral": {"events": []},
             "account_data": {"events": []},

@@ -1,0 +1,123 @@
+"""Matrix against a real homeserver: the daemon subprocess, matrix-nio and Synapse.
+
+The fake homeserver (`test_matrix_daemon.py`) shows the channel's wire behaviour; these tests
+show what only a real server settles: a room's backlog after the daemon was away, and the
+server itself going away while replies are due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from tests.e2e.conftest import WAIT_S, logged, running_daemon
+from tests.e2e.echo_bot import echo_profile
+from tests.support.daemon import DaemonProcess
+from tests.support.synapse import MatrixPerson, MatrixUser, Synapse, require_synapse
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+#: How long a test waits for many replies through a real server.
+MANY_REPLIES_WAIT_S = 120.0
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def synapse(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Synapse]:
+    server = Synapse(require_synapse(), tmp_path_factory.mktemp("synapse"))
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@dataclass
+class Conversation:
+    """A bot account, a person allowed to talk to it, and their room."""
+
+    server: Synapse
+    bot: MatrixUser
+    person: MatrixPerson
+    room_id: str
+
+    def profile(self) -> str:
+        channel = f"""\
+  - type: matrix
+    homeserver: {self.server.homeserver}
+    user_id: "{self.bot.user_id}"
+    access_token: "{self.bot.access_token}"
+    edit_interval_s: 1.0
+    allow: ["{self.person.user.user_id}"]
+"""
+        return echo_profile(channel, delay_s=0.0, pieces=1)
+
+    async def bot_said(self) -> list[str]:
+        return await self.person.shown(self.room_id, self.bot.user_id)
+
+
+_accounts = iter(range(1, 1_000_000))
+
+
+async def conversation(server: Synapse) -> Conversation:
+    number = next(_accounts)
+    bot = await server.register(f"bot{number}")
+    person = MatrixPerson(server.homeserver, await server.register(f"alice{number}"))
+    room_id = await person.create_room([bot.user_id])
+    return Conversation(server, bot, person, room_id)
+
+
+async def eventually(condition: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
+    """Asks the homeserver until `condition` holds: it gives no other sign of a change."""
+    deadline = time.monotonic() + timeout_s
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the homeserver never showed the expected state")
+        await asyncio.sleep(0.25)
+
+
+async def joined_and_answering(chat: Conversation, daemon: DaemonProcess) -> None:
+    """The bot joined the room and answers in it; its `since` token is past the room's start."""
+    await daemon.wait_log(logged("matrix.receiving"))
+    await eventually(
+        lambda: _has(chat.person.joined_members(chat.room_id), chat.bot.user_id), WAIT_S
+    )
+    await chat.person.say(chat.room_id, "warm-up")
+    await eventually(lambda: _equals(chat.bot_said(), ["warm-up"]), WAIT_S)
+
+
+async def _has(members: Awaitable[set[str]], user_id: str) -> bool:
+    return user_id in await members
+
+
+async def _ends_with(said: Awaitable[list[str]], last: str) -> bool:
+    return (await said)[-1:] == [last]
+
+
+async def _equals(said: Awaitable[list[str]], expected: list[str]) -> bool:
+    return await said == expected
+
+
+@pytest.mark.timeout(300)
+async def test_80_messages_sent_while_the_daemon_was_stopped_are_all_answered_once(
+    synapse: Synapse, tmp_path: Path
+) -> None:
+    chat = await conversation(synapse)
+    async with running_daemon(tmp_path, {"main": chat.profile()}) as daemon:
+        await joined_and_answering(chat, daemon)
+        assert await daemon.stop_cleanly() == 0
+    missed = [f"sent while away {n}" for n in range(1, 81)]
+    for text in missed:
+        await chat.person.say(chat.room_id, text)
+    async with running_daemon(tmp_path, {"main": chat.profile()}) as daemon:
+        await daemon.wait_log(logged("matrix.receiving"))
+        last = "and one after the restart"
+        await chat.person.say(chat.room_id, last)
+        # Turns in a room run in order: the last message's reply comes after all the others.
+        await eventually(lambda: _ends_with(chat.bot_said(), last), MANY_REPLIES_WAIT_S)
+        assert await chat.bot_said() == ["warm-up", *missed, last]
