@@ -73,6 +73,20 @@ async def test_a_reply_is_threaded_under_the_received_message_even_after_a_resta
     assert "<strong>Paid</strong>" in sent.html
 
 
+async def test_a_reply_in_a_long_thread_keeps_one_re_whatever_the_mail_programs_wrote(
+    imap: FakeImap, smtp: FakeSmtp, make_config: Callable[..., EmailConfig], data_dir: Path
+) -> None:
+    channel = EmailChannel(make_config(), data_dir=data_dir)
+    raws = [
+        make_mail(ALICE, "hi", subject="RE: Aw: Thread", message_id="<t1@client.example>"),
+        make_mail(ALICE, "hi", subject="Fwd: Report", message_id="<t2@client.example>"),
+    ]
+    await receive(channel, imap, raws)
+    await channel.send(reply("one", reply_to="t1@client.example"))
+    await channel.send(reply("two", reply_to="t2@client.example"))
+    assert [m.message["Subject"] for m in smtp.sent] == ["Re: Thread", "Re: Fwd: Report"]
+
+
 async def test_later_parts_and_notices_find_the_thread_by_answers_or_chat(
     imap: FakeImap, smtp: FakeSmtp, make_config: Callable[..., EmailConfig], data_dir: Path
 ) -> None:
