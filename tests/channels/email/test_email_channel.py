@@ -14,11 +14,13 @@ from channels.email.smtp import DEFAULT_RATE_LIMIT_WAIT_S, MailRejected
 from channels.errors import AuthError, MessageTooLong, RateLimited, TransientError
 from channels.registry import ChannelContext, build_channel
 from config import EmailConfig
-from tests.channels.email.conftest import ALICE, BOT
+from gateway.doctor_probes import Outcome, probe_channel
+from tests.channels.email.conftest import ALICE, BOT, email_config
 from tests.channels.email.inbound import ScriptedInbound
 from tests.fakes.imap_server import FakeImap
 from tests.fakes.mail import make_mail
 from tests.fakes.smtp_server import FakeSmtp
+from tests.support.daemon import free_port
 
 WAIT_S = 10.0
 
@@ -195,3 +197,13 @@ async def test_probe_names_the_mailbox_and_a_wrong_password_is_an_auth_error(
     broken = EmailChannel(make_config(imap={"password": "nope"}), data_dir=data_dir)
     with pytest.raises(AuthError, match=r"imap\.password"):
         await broken.probe()
+
+
+async def test_doctor_s_fix_for_a_mailbox_that_does_not_answer_names_its_hosts(
+    imap: FakeImap, smtp: FakeSmtp, data_dir: Path
+) -> None:
+    # Nothing listens on the IMAP port: the refusal carries no advice of its own.
+    config = email_config(imap, smtp, imap={"port": free_port()})
+    result = await probe_channel("work", config, data_dir, timeout_s=WAIT_S)
+    assert result.outcome is Outcome.FAIL
+    assert result.fix == "check the network and the channel's imap.host and smtp.host"
