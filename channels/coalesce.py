@@ -133,6 +133,7 @@ class _Splitter:
         self._limit = limit
         self._graphemes = GraphemeIndex(text)
         self._fences = FenceMap(text, keep=self._wrappable)
+        self._codec = "utf-16-le" if limit.unit == "utf16" else "utf-8"
 
     def split(
         self, max_chunks: int | None, render: Callable[[str], str] | None
@@ -282,16 +283,19 @@ class _Splitter:
         if units <= 0:
             return end
         tail_start = max(start, end - units)  # every code point is at least one unit
-        if self._limit.unit == "chars":
-            return tail_start
         tail = self._text[tail_start:end]
+        if self._limit.unit == "chars" or tail.isascii():
+            return tail_start
         if self._limit.unit == "utf16":
-            encoded = tail.encode("utf-16-le", "surrogatepass")
-            # A pair cut in half leaves a lone low surrogate at the start; "ignore" drops it.
-            kept = encoded[-2 * units :].decode("utf-16-le", "ignore")
+            encoded, width = tail.encode("utf-16-le", "surrogatepass"), 2
         else:
-            kept = tail.encode("utf-8", "surrogatepass")[-units:].decode("utf-8", "ignore")
-        return end - len(kept)
+            encoded, width = tail.encode("utf-8", "surrogatepass"), 1
+        excess = len(encoded) // width - units
+        if excess <= 0:
+            return tail_start
+        # The code points of the first `excess` units leave the window; one cut in half by
+        # that count leaves too ("replace" counts it), so the window never exceeds its units.
+        return tail_start + len(encoded[: excess * width].decode(self._codec, "replace"))
 
     def _fits_whole(self, fence: Fence) -> bool:
         """Whether the block, fence lines and all, fits one chunk of its own."""
