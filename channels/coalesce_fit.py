@@ -1,9 +1,10 @@
 """Fitting a reply to a channel: the one function delivery and stream editing both call.
 
 The text is split raw (the splitter, `coalesce.py`, knows Markdown) and each chunk rendered
-with the channel's `format_outbound` afterwards; a chunk that rendering pushed past the
-platform's limit is split again with a proportionally smaller budget until it fits, so the limit
-holds for what the platform receives, measured in the platform's own unit.
+with the channel's `format_outbound`; the splitter measures each chunk's rendering and fills it
+as far as the limit allows (`split_rendered`), so the limit holds for what the platform
+receives, measured in the platform's own unit, and no chunk is left short because its markup
+grew it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from dataclasses import dataclass
 import structlog
 
 from channels.base import Channel
-from channels.coalesce import MAX_CHUNKS, split_message
-from channels.limits import PlatformLimit
+from channels.coalesce import MAX_CHUNKS, split_rendered
 
 log = structlog.get_logger(__name__)
 
@@ -56,32 +56,15 @@ def fit_chunks(channel: Channel, text: str, *, max_chunks: int | None = MAX_CHUN
         # Room for the truncation notice the splitter adds past the cap.
         max_chunks = max(1, min(max_chunks, channel.max_reply_messages - 1))
     chunks: list[Chunk] = []
-    for raw in split_message(text, channel.limit, max_chunks=max_chunks):
-        chunks.extend(_fit(channel, raw))
+    for raw, formatted in split_rendered(
+        text, channel.limit, channel.format_outbound, max_chunks=max_chunks
+    ):
+        if not channel.limit.fits(formatted):
+            log.warning(
+                "coalesce.chunk_does_not_fit",
+                channel=channel.name,
+                measured=channel.limit.measure(formatted),
+                limit=channel.limit.max_units,
+            )
+        chunks.append(Chunk(raw, formatted))
     return chunks
-
-
-def _fit(channel: Channel, raw: str) -> list[Chunk]:
-    limit = channel.limit
-    chunk = Chunk.rendered(channel, raw)
-    measured = limit.measure(chunk.formatted)
-    if measured <= limit.max_units:
-        return [chunk]
-    # Formatting grew the text: shrink the raw budget by the same ratio (and by at least one
-    # unit, so this ends), split the raw chunk again and check each piece the same way.
-    raw_units = limit.measure(raw)
-    budget = min(raw_units - 1, raw_units * limit.max_units // measured)
-    pieces = (
-        split_message(raw, PlatformLimit(budget, limit.unit), max_chunks=None)
-        if budget >= 1
-        else []
-    )
-    if len(pieces) < 2 or any(limit.measure(piece) >= raw_units for piece in pieces):
-        log.warning(
-            "coalesce.chunk_does_not_fit",
-            channel=channel.name,
-            measured=measured,
-            limit=limit.max_units,
-        )
-        return [chunk]
-    return [chunk for piece in pieces for chunk in _fit(channel, piece)]

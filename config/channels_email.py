@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, field_validator
 
-from config.common import AllowEntry, ConfigModel, OptionalSecret, Secret
+from config.common import AllowEntry, ConfigModel, OptionalSecret, Secret, resolve_path
 from config.problems import ConfigValueError
 
 Security = Literal["ssl", "starttls", "none"]
@@ -31,6 +32,16 @@ def _security_field() -> Security:
     )
 
 
+def _ca_file_field() -> Path | None:
+    """`ca_file`: the same setting, worded once, for the IMAP and the SMTP server."""
+    return Field(
+        None,
+        description="PEM file of the certificate authority that signed the server's "
+        "certificate (a private CA): trusted for this server instead of the system's CAs, as "
+        "curl's --cacert; relative to gateway.yaml.",
+    )
+
+
 def check_address(value: str) -> str:
     if not _ADDRESS.fullmatch(value.strip()):
         raise ConfigValueError(
@@ -48,6 +59,7 @@ class ImapSettings(ConfigModel):
     username: str | None = Field(None, description="IMAP login; unset means the address.")
     password: Secret = Field(description="IMAP password (an app password where one is needed).")
     folder: str = Field("INBOX", min_length=1, description="Mailbox folder the bot reads.")
+    ca_file: Path | None = _ca_file_field()
 
     @property
     def effective_port(self) -> int:
@@ -67,6 +79,7 @@ class SmtpSettings(ConfigModel):
     password: OptionalSecret = Field(
         None, description="SMTP password; unset sends without logging in (a local relay)."
     )
+    ca_file: Path | None = _ca_file_field()
 
     @property
     def effective_port(self) -> int:
@@ -88,8 +101,20 @@ class EmailConfigFields(ConfigModel):
         60, gt=0, description="Seconds between mailbox checks when the server lacks IMAP IDLE."
     )
     subject_prefix: str = Field(
-        "Re: ", description="Put before the original subject in a reply (not doubled)."
+        "Re: ",
+        description="Put before the original subject in a reply, in place of the reply markers "
+        "it starts with (Re:, RE:, Aw:, Sv:, 回复: ...; Fwd: stays).",
     )
+
+    def resolve_paths(self, base_dir: Path) -> Self:
+        """A copy whose relative `ca_file`s (and `~`) are resolved against `base_dir`."""
+        servers = {}
+        for role in ("imap", "smtp"):
+            settings: ImapSettings | SmtpSettings = getattr(self, role)
+            if settings.ca_file is not None:
+                ca_file = resolve_path(settings.ca_file, base_dir)
+                servers[role] = settings.model_copy(update={"ca_file": ca_file})
+        return self.model_copy(update=servers)
 
     @field_validator("address")
     @classmethod

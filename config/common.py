@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -16,6 +17,12 @@ from pydantic import (
     SecretStr,
     StrictInt,
 )
+
+
+def resolve_path(path: Path, base_dir: Path) -> Path:
+    """`path` with `~` expanded, and against `base_dir` (gateway.yaml's directory) if relative."""
+    expanded = path.expanduser()
+    return expanded if expanded.is_absolute() else base_dir / expanded
 
 
 class ConfigModel(BaseModel):

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.bus import BusConfig
-from config.common import ConfigModel, OptionalSecret, Port, is_loopback_host
+from config.common import ConfigModel, OptionalSecret, Port, is_loopback_host, resolve_path
 from config.http_limits import (
     AllowedHost,
     HttpLimitsConfig,
@@ -107,14 +107,9 @@ class GatewayConfig(ConfigModel):
 
     def resolve_paths(self, base_dir: Path) -> GatewayConfig:
         """A copy whose relative paths (and `~`) are resolved against `base_dir`."""
-
-        def resolve(path: Path) -> Path:
-            expanded = path.expanduser()
-            return expanded if expanded.is_absolute() else base_dir / expanded
-
         return self.model_copy(
             update={
-                "data_dir": resolve(self.data_dir),
-                "profiles_dir": resolve(self.profiles_dir),
+                "data_dir": resolve_path(self.data_dir, base_dir),
+                "profiles_dir": resolve_path(self.profiles_dir, base_dir),
             }
         )

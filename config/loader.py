@@ -216,7 +216,7 @@ def load_gateway(path: Path, env: Mapping[str, str] | None = None) -> LoadedConf
         problems.extend(profile_problems)
         warnings.extend(profile_warnings)
         if profile is not None:
-            profiles[profile_path.stem] = profile
+            profiles[profile_path.stem] = profile.resolve_paths(base_dir)
             sources[profile_path.stem] = profile_path
     if problems:
         raise ConfigError(problems)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Literal, NamedTuple
 
 from pydantic import Field, field_validator
 
 from config.agents import AgentConfig, EchoAgentConfig
-from config.channels import ApiChannelConfig, ChannelConfig
+from config.channels import ApiChannelConfig, ChannelConfig, EmailConfig
 from config.common import ConfigModel
 from config.problems import ConfigValueError, DataPath
 
@@ -104,6 +105,15 @@ class ProfileConfig(ConfigModel):
                 )
             first_index[key] = index
         return channels
+
+    def resolve_paths(self, base_dir: Path) -> ProfileConfig:
+        """A copy whose relative file paths are resolved against `base_dir` (gateway.yaml's
+        directory, as for every path in the configuration)."""
+        channels = [
+            channel.resolve_paths(base_dir) if isinstance(channel, EmailConfig) else channel
+            for channel in self.channels
+        ]
+        return self.model_copy(update={"channels": channels})
 
     def warnings(self) -> list[ProfileWarning]:
         """Settings that are valid but probably a mistake; the daemon logs them at start-up."""

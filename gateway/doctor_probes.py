@@ -17,6 +17,7 @@ from enum import Enum
 from pathlib import Path
 
 import aiohttp
+from pydantic import BaseModel
 
 from channels.errors import AuthError, ChannelError
 from channels.registry import ChannelConfigLike, ChannelContext, build_channel
@@ -61,10 +62,7 @@ async def probe_channel(
             who = await channel.probe()
     except TimeoutError:
         return ProbeResult(
-            check,
-            Outcome.FAIL,
-            f"no answer within {timeout_s:g} s",
-            "check the network and the channel's base URL",
+            check, Outcome.FAIL, f"no answer within {timeout_s:g} s", _reach_fix(config)
         )
     except AuthError as error:
         return ProbeResult(check, Outcome.FAIL, _without_suggestion(error), error.suggestion)
@@ -73,13 +71,44 @@ async def probe_channel(
             check,
             Outcome.FAIL,
             _without_suggestion(error),
-            error.suggestion or "check the network and the channel's base URL",
+            error.suggestion or _reach_fix(config),
         )
     finally:
         await channel.stop()
     if who is None:
         return ProbeResult(check, Outcome.SKIP, "nothing to probe (no remote credentials)")
     return ProbeResult(check, Outcome.OK, who)
+
+
+def _reach_fix(config: ChannelConfigLike) -> str:
+    """The fix for a server that did not answer, naming the channel's own keys that say where
+    it is (`base_url`, Matrix's `homeserver`, email's `imap.host` and `smtp.host`): the
+    config models are the one place that knows, so a channel added later is named as well."""
+    keys = _server_keys(config)
+    if not keys:
+        return "check the network and the channel's server settings"
+    return f"check the network and the channel's {' and '.join(keys)}"
+
+
+def _server_keys(config: object) -> list[str]:
+    model = type(config)
+    if not issubclass(model, BaseModel):
+        return []
+    keys: list[str] = []
+    for name, field in model.model_fields.items():
+        if name == "homeserver" or name.endswith(("base_url", "ws_url")):
+            keys.append(name)
+        elif _has_host(field.annotation):
+            keys.append(f"{name}.host")  # a server of its own (email's imap and smtp)
+    return keys
+
+
+def _has_host(annotation: object) -> bool:
+    return (
+        isinstance(annotation, type)
+        and issubclass(annotation, BaseModel)
+        and "host" in annotation.model_fields
+    )
 
 
 def _without_suggestion(error: ChannelError) -> str:

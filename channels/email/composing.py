@@ -7,6 +7,7 @@ Threading follows RFC 5322: `In-Reply-To` names the message answered, `Reference
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -24,6 +25,12 @@ _HTML_PAGE = (
 )
 #: References kept in a reply; long threads keep the first and the latest (RFC 5322 3.6.4).
 MAX_REFERENCES = 20
+#: The reply markers mail programs put before a subject, in any case: English "Re", German
+#: "Aw", Scandinavian "Sv", Dutch "Antw", Chinese "回复"/"答复"/"回覆"; with a count as Outlook
+#: and some lists write it ("Re[2]:", "Re(2):"), an ASCII or full-width colon, spaces anywhere.
+_REPLY_MARKER = re.compile(
+    r"\s*(?:re|aw|sv|antw|回复|答复|回覆)\s*(?:\[\d+\]|\(\d+\))?\s*[:：]\s*", re.IGNORECASE
+)
 
 
 def render_html(markdown: str) -> str:
@@ -42,12 +49,24 @@ class Envelope:
 
 
 def reply_subject(original: str, prefix: str) -> str:
+    """`prefix` and the original subject without the reply markers it already starts with,
+    so a thread stays "Re: Thread" however many mail programs answered it, in whatever
+    language. A forward's "Fwd:" is not a reply marker: it stays, after the prefix."""
     if not original:
         return DEFAULT_SUBJECT
-    stripped = prefix.strip().casefold()
-    if stripped and original.casefold().startswith(stripped):
-        return original
-    return f"{prefix}{original}"
+    own_marker = prefix.strip().casefold()
+    subject = original
+    while True:
+        marker = _REPLY_MARKER.match(subject)
+        if marker is not None:
+            subject = subject[marker.end() :]
+        elif own_marker and subject[: len(own_marker)].casefold() == own_marker:
+            subject = subject[len(own_marker) :].lstrip()
+        else:
+            break
+    if not subject:  # nothing but markers: one is enough
+        return prefix.strip() or original
+    return f"{prefix}{subject}"
 
 
 def message_id_for(delivery_id: str, sender: str) -> str:

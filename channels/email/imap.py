@@ -23,6 +23,7 @@ from typing import TypeVar
 from imap_tools import BaseMailBox, MailBox, MailBoxStartTls, MailBoxUnencrypted
 from imap_tools.errors import ImapToolsError, MailboxFolderSelectError, MailboxLoginError
 
+from channels.email.trust import certificate_suggestion, client_context, refused_certificate
 from channels.email.worker import BlockingWorker
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from config.channels_email import ImapSettings
@@ -93,6 +94,14 @@ class ImapConnection:
         except (ImapToolsError, imaplib.IMAP4.error, OSError, ssl.SSLError) as exc:
             if self._interrupted:
                 raise Interrupted(what) from exc
+            refused = refused_certificate(exc)
+            if refused is not None:
+                # Worth retrying (a server may get a new certificate), but the fix is a setting.
+                raise TransientError(
+                    f"IMAP {what}: the server's certificate is not trusted ({refused})",
+                    channel=CHANNEL,
+                    suggestion=certificate_suggestion("imap"),
+                ) from exc
             raise TransientError(f"IMAP {what}: {exc!r}", channel=CHANNEL) from exc
 
     async def connect(self) -> SelectedFolder:
@@ -139,13 +148,11 @@ class ImapConnection:
         settings = self._settings
         host, port = settings.host, settings.effective_port
         if settings.security == "ssl":
-            return MailBox(
-                host, port, timeout=IMAP_TIMEOUT_S, ssl_context=ssl.create_default_context()
-            )
+            context = client_context(settings, "imap")
+            return MailBox(host, port, timeout=IMAP_TIMEOUT_S, ssl_context=context)
         if settings.security == "starttls":
-            return MailBoxStartTls(
-                host, port, timeout=IMAP_TIMEOUT_S, ssl_context=ssl.create_default_context()
-            )
+            context = client_context(settings, "imap")
+            return MailBoxStartTls(host, port, timeout=IMAP_TIMEOUT_S, ssl_context=context)
         return MailBoxUnencrypted(host, port, timeout=IMAP_TIMEOUT_S)
 
     def _connect(self) -> SelectedFolder:

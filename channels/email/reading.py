@@ -2,13 +2,16 @@
 
 The body is the `text/plain` part when there is one, else the HTML part turned into text
 (html-text, on lxml). Quoted history ("On ... wrote:" and `>` lines) and the signature are cut
-off (email-reply-parser, a port of GitHub's), so the agent sees what the sender wrote now.
+off (email-reply-parser, a port of GitHub's), so the agent sees what the sender wrote now. The
+parser misses a signature under RFC 3676's delimiter, a line of exactly "-- ", in some layouts
+(a one-line reply right above it), so everything from that line on is cut here first.
 An empty body falls back to the subject. Attachments are kept as raw parts for the channel to
 save, for allowed senders only.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from email import policy
 from email.message import EmailMessage, Message
@@ -22,6 +25,14 @@ from channels.email.addresses import bare_address, display_name
 #: Longest text handed to the agent from one email (octos: 10,000 characters).
 MAX_TEXT_CHARS = 20_000
 _TRUNCATED = "\n[... the rest of the email was cut off]"
+#: RFC 3676 4.3: the signature starts at a line of dash, dash, space. Only that exact line
+#: does: a "--" within a line, or two dashes without the space, are the sender's text.
+_SIGNATURE_DELIMITER = re.compile(r"^-- $", re.MULTILINE)
+#: The same line in an HTML part's text, where a non-breaking space may stand for the space.
+_HTML_SIGNATURE_DELIMITER = re.compile(r"^--[ \xa0]$", re.MULTILINE)
+#: Put where the delimiter was before HTML is turned into text, which strips the space that
+#: makes "-- " a delimiter; private-use characters no mail contains.
+_SIGNATURE_MARK = "\ue000signature\ue000"
 _QUOTED_HTML = (
     '//blockquote | //*[contains(concat(" ", normalize-space(@class), " "), " gmail_quote ")]'
 )
@@ -88,12 +99,17 @@ def _is_automatic(message: EmailMessage) -> bool:
 def _new_text(message: EmailMessage) -> str:
     plain = message.get_body(preferencelist=("plain",))
     if plain is not None:
-        text = _content(plain)
+        text = _without_signature(_content(plain).replace("\r\n", "\n"))
     else:
         html = message.get_body(preferencelist=("html",))
         text = _html_to_text(_content(html)) if html is not None else ""
-    reply: str = EmailReplyParser.parse_reply(text.replace("\r\n", "\n"))
+    reply: str = EmailReplyParser.parse_reply(text)
     return reply.strip()
+
+
+def _without_signature(text: str) -> str:
+    found = _SIGNATURE_DELIMITER.search(text)
+    return text if found is None else text[: found.start()]
 
 
 def _html_to_text(html: str) -> str:
@@ -105,7 +121,15 @@ def _html_to_text(html: str) -> str:
     for quoted in tree.xpath(_QUOTED_HTML):
         if quoted.getparent() is not None:
             quoted.drop_tree()
-    return str(html_text.extract_text(tree))
+    for element in tree.iter():
+        # A delimiter is a text node of its own ("-- " before a <br>), or a line of a <pre>.
+        if element.text and _HTML_SIGNATURE_DELIMITER.search(element.text):
+            element.text = _HTML_SIGNATURE_DELIMITER.sub(_SIGNATURE_MARK, element.text)
+        if element.tail and _HTML_SIGNATURE_DELIMITER.search(element.tail):
+            element.tail = _HTML_SIGNATURE_DELIMITER.sub(_SIGNATURE_MARK, element.tail)
+    # html-text folds whitespace (inside <pre> too), so the mark may not keep a line of its own.
+    text = str(html_text.extract_text(tree))
+    return text.partition(_SIGNATURE_MARK)[0]
 
 
 def _content(part: Message) -> str:

@@ -8,11 +8,14 @@ names, if it names any), a 5xx reply is permanent and is not.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import ssl
 from email.message import EmailMessage
 
 import aiosmtplib
 
+from channels.email.trust import certificate_suggestion, client_context, refused_certificate
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from config.channels_email import SmtpSettings
 
@@ -43,6 +46,8 @@ def translate(error: aiosmtplib.SMTPException) -> ChannelError:
         return _from_reply(error.code, error.message)
     # Each platform translates its own errors into channels.errors with its own advice; the
     # shape is shared (Discord's translate reads alike), the cases are not.
+    if refused_certificate(error) is not None:
+        return _connection_error(error)
     if isinstance(error, aiosmtplib.SMTPNotSupported):
         return ChannelError(
             f"the SMTP server does not support what the config asks for ({error.message})",
@@ -51,6 +56,19 @@ def translate(error: aiosmtplib.SMTPException) -> ChannelError:
         )
     # Disconnected, connect errors and timeouts: the network, worth another try.
     return TransientError(f"SMTP: {type(error).__name__}: {error}", channel=CHANNEL)
+
+
+def _connection_error(error: Exception) -> TransientError:
+    """A connection that failed below SMTP: the network, or a certificate not trusted."""
+    refused = refused_certificate(error)
+    if refused is not None:
+        # Worth retrying (a server may get a new certificate), but the fix is a setting.
+        return TransientError(
+            f"SMTP: the server's certificate is not trusted ({refused})",
+            channel=CHANNEL,
+            suggestion=certificate_suggestion("smtp"),
+        )
+    return TransientError(f"SMTP: {error!r}", channel=CHANNEL)
 
 
 def _from_reply(code: int, text: str) -> ChannelError:
@@ -81,8 +99,12 @@ class SmtpSender:
         self._settings = settings
         self._address = address
 
-    def _client(self) -> aiosmtplib.SMTP:
+    async def _client(self) -> aiosmtplib.SMTP:
         settings = self._settings
+        tls_context: ssl.SSLContext | None = None
+        if settings.security != "none":
+            # Off the event loop: it reads the CA file, or the system's store.
+            tls_context = await asyncio.to_thread(client_context, settings, "smtp")
         password = settings.password.get_secret_value() if settings.password else None
         username = (settings.username or self._address) if password is not None else None
         return aiosmtplib.SMTP(
@@ -93,28 +115,29 @@ class SmtpSender:
             use_tls=settings.security == "ssl",
             # False, not None: None would upgrade opportunistically where "none" was asked for.
             start_tls=settings.security == "starttls",
+            tls_context=tls_context,
             timeout=SMTP_TIMEOUT_S,
         )
 
     async def send(self, message: EmailMessage, recipient: str) -> None:
-        client = self._client()
+        client = await self._client()
         try:
             async with client:
                 await client.send_message(message, sender=self._address, recipients=[recipient])
         except aiosmtplib.SMTPException as exc:
             raise translate(exc) from exc
         except OSError as exc:
-            raise TransientError(f"SMTP: {exc!r}", channel=CHANNEL) from exc
+            raise _connection_error(exc) from exc
 
     async def probe(self) -> str:
         """Connect, greet and log in (when configured); what the server called itself."""
-        client = self._client()
+        client = await self._client()
         try:
             async with client:  # connects, greets, logs in; quits on the way out
                 greeting = client.last_ehlo_response
         except aiosmtplib.SMTPException as exc:
             raise translate(exc) from exc
         except OSError as exc:
-            raise TransientError(f"SMTP: {exc!r}", channel=CHANNEL) from exc
+            raise _connection_error(exc) from exc
         first_line = (greeting.message.split("\n")[0] if greeting else "").strip()
         return first_line or self._settings.host

@@ -12,10 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from channels.coalesce import (
+    BREAK_WINDOW,
     MAX_CHUNKS,
     PLATFORM_LIMITS,
     PlatformLimit,
     split_message,
+    split_rendered,
     truncation_notice,
 )
 from channels.coalesce_fences import find_fences
@@ -106,30 +108,51 @@ def test_input_that_fits_is_returned_unchanged() -> None:
     assert split_message(text, len(text)) == [text]
 
 
+# Octos searched each level over the whole stretch; here over its last quarter (BREAK_WINDOW),
+# so each example's limit puts its break there.
+
+
 def test_splits_at_paragraph() -> None:
     text = "First paragraph here.\n\nSecond paragraph here."
-    assert split_message(text, 30) == ["First paragraph here.", "Second paragraph here."]
+    assert split_message(text, 24) == ["First paragraph here.", "Second paragraph here."]
 
 
 def test_paragraph_beats_a_later_newline() -> None:
-    text = "Para one.\n\nline two\nline three continues"
-    assert split_message(text, 30) == ["Para one.", "line two\nline three continues"]
+    text = "A paragraph of thirty one chars\n\nline\nx continues beyond the limit"
+    assert split_message(text, 40) == [
+        "A paragraph of thirty one chars",
+        "line\nx continues beyond the limit",
+    ]
 
 
 def test_splits_at_newline() -> None:
     text = "First line of text\nSecond line of text"
-    assert split_message(text, 25) == ["First line of text", "Second line of text"]
+    assert split_message(text, 22) == ["First line of text", "Second line of text"]
 
 
 def test_splits_at_sentence() -> None:
     text = "First sentence here. Second sentence here."
-    assert split_message(text, 30) == ["First sentence here.", "Second sentence here."]
+    assert split_message(text, 24) == ["First sentence here.", "Second sentence here."]
 
 
 @pytest.mark.parametrize("mark", ["!", "?"])
 def test_sentence_also_ends_at_exclamation_and_question(mark: str) -> None:
     text = f"Is this the first one{mark} And then another one follows."
-    assert split_message(text, 30)[0] == f"Is this the first one{mark}"
+    assert split_message(text, 26)[0] == f"Is this the first one{mark}"
+
+
+def test_a_break_early_in_the_room_does_not_leave_a_chunk_mostly_empty() -> None:
+    text = "Short intro.\n\n" + "word " * 20
+    assert split_message(text, 40) == [
+        "Short intro.\n\nword word word word word",
+        "word word word word word word word word",
+        "word word word word word word word",
+    ]
+
+
+def test_a_run_without_breaks_near_the_end_is_kept_whole_when_it_fits() -> None:
+    text = "see https://example.org/a/long/path/x?y=1 now"
+    assert split_message(text, 40) == ["see", "https://example.org/a/long/path/x?y=1", "now"]
 
 
 def test_splits_at_space() -> None:
@@ -298,7 +321,8 @@ def test_a_split_fence_is_closed_and_reopened_with_its_info_string() -> None:
             assert chunk.startswith("```python\n")
     assert all(unbalanced_fence(chunk) is None for chunk in chunks)
     assert all(len(chunk) <= 300 for chunk in chunks)
-    assert chunks[1].startswith("```python\n    value_0")
+    # The block is longer than a chunk: it starts in the first, which is filled first.
+    assert chunks[0].startswith("Here is the code:\n\n```python\n    value_0")
 
 
 def test_fence_lines_count_toward_the_limit() -> None:
@@ -542,3 +566,116 @@ def test_a_text_that_fits_comes_back_unchanged(text: str, unit: str, units: int)
     limit = PlatformLimit(units, unit)  # type: ignore[arg-type]
     if limit.fits(text) and text.strip():
         assert split_message(text, limit) == [text]
+
+
+# -- filling: every chunk but the last as full as the break allows --------------------------------
+
+#: Where the splitter may break: whitespace the levels look for, after a CJK sentence end.
+_BREAKS = re.compile(r"[ \t\n]+|(?<=[。！？])")
+_WHITESPACE_RUN = re.compile(r"\s+")
+
+
+def allowed_shortfall(text: str, limit: PlatformLimit) -> int:
+    """How far short of the limit a chunk other than the last may fall.
+
+    The break is looked for in the last `BREAK_WINDOW` of the room; with none there the chunk
+    ends before a run without any break (kept whole for the next chunk), and before a code
+    block that fits a chunk whole. On top: whitespace dropped at the cut, a grapheme cluster
+    not split, and a block's opener and leading blank lines with the closer they would need.
+    """
+    run = max((limit.measure(piece) for piece in _BREAKS.split(text)), default=0)
+    blocks = [
+        text[fence.open_start : fence.close_end]
+        for fence in find_fences(text)
+        if limit.measure(text[fence.open_start : fence.close_end]) <= limit.max_units
+    ]
+    block = max((limit.measure(b) for b in blocks), default=0)
+    heads = [
+        limit.measure(text[fence.open_start : fence.content_start] + "\n" + fence.closer)
+        for fence in find_fences(text)
+    ]
+    spaces = max((limit.measure(m.group()) for m in _WHITESPACE_RUN.finditer(text)), default=0)
+    window = int(limit.max_units * BREAK_WINDOW)
+    slack = spaces + max(heads, default=0) + 2 * widest_cluster(text, limit)
+    return max(window, run, block) + slack
+
+
+@_SETTINGS
+@given(text=_TEXT, unit=_UNITS, units=_LIMIT_UNITS)
+def test_no_chunk_but_the_last_is_left_short(text: str, unit: str, units: int) -> None:
+    limit = _limit(text, unit, units)
+    chunks = split_message(text, limit, max_chunks=None)
+    least = limit.max_units - allowed_shortfall(text, limit)
+    for chunk in chunks[:-1]:
+        assert limit.measure(chunk) >= least, (chunk, least)
+
+
+_PROSE_WORDS = ["alpha", "beta", "中文", "👩🏽‍💻", "gamma.", "delta!", "e\u0301"]
+
+
+@st.composite
+def _prose(draw: st.DrawFn) -> str:
+    """Words and breaks of every level, paragraphs far apart: where an early break would leave
+    a chunk short."""
+    paragraphs = draw(st.lists(st.integers(1, 120), min_size=1, max_size=12))
+    words = itertools.cycle(_PROSE_WORDS)
+    return "\n\n".join(
+        " ".join(next(words) + ("\n" if i % 17 == 16 else "") for i in range(count))
+        for count in paragraphs
+    )
+
+
+@_SETTINGS
+@given(text=_prose(), unit=_UNITS, units=st.integers(40, 600))
+def test_prose_fills_every_chunk_but_the_last_to_the_break_window(
+    text: str, unit: str, units: int
+) -> None:
+    limit = PlatformLimit(units, unit)  # type: ignore[arg-type]
+    chunks = split_message(text, limit, max_chunks=None)
+    # The longest word with the space before it is the most a cut in the window can give up.
+    least = limit.max_units - int(limit.max_units * BREAK_WINDOW) - limit.measure(" 👩🏽‍💻")
+    assert all(limit.fits(chunk) for chunk in chunks)
+    for chunk in chunks[:-1]:
+        assert limit.measure(chunk) >= least, chunk
+
+
+def _markup(text: str) -> str:
+    """A rendering that grows text unevenly, as HTML escaping and JSON around it do."""
+    return "<p>" + text.replace("&", "&amp;").replace("<", "&lt;").replace("\n", "<br>\n") + "</p>"
+
+
+@_SETTINGS
+@given(text=_TEXT, unit=_UNITS, units=st.integers(64, 3000))
+def test_rendered_chunks_fit_keep_every_character_and_are_filled(
+    text: str, unit: str, units: int
+) -> None:
+    limit = _limit(text, unit, units)
+    pieces = split_rendered(text, limit, _markup, max_chunks=None)
+    for raw, rendered in pieces:
+        assert rendered == _markup(raw)
+        assert limit.fits(rendered)
+    assert_keeps_the_text(text, [raw for raw, _ in pieces])
+    # Markup at most quadruples a unit ("<" is "&lt;"): the raw shortfall, scaled.
+    growth = 5
+    least = limit.max_units - growth * allowed_shortfall(text, limit) - limit.max_units // 64
+    for _, rendered in pieces[:-1]:
+        assert limit.measure(rendered) >= least
+
+
+def assert_keeps_the_text(text: str, raws: list[str]) -> None:
+    """The raw chunks keep every character of the text, in order, fences balanced."""
+    originals = without_added_fence_lines(text, raws)
+    assert [c for original in originals for c in clusters(original)] == clusters(text)
+    if len(raws) > 1:
+        assert [raw for raw in raws if unbalanced_fence(raw) is not None] == []
+
+
+def test_a_rendering_that_doubles_the_text_still_fills_each_chunk() -> None:
+    text = "\n\n".join("<tag> & words " * 12 for _ in range(60))
+    limit = PlatformLimit(2000, "bytes")
+    pieces = split_rendered(text, limit, _markup, max_chunks=None)
+    sizes = [limit.measure(rendered) for _, rendered in pieces]
+    assert all(size <= 2000 for size in sizes)
+    assert all(size >= 2000 * (1 - BREAK_WINDOW) for size in sizes[:-1]), sizes
+    total = limit.measure(_markup(text))
+    assert len(pieces) <= -(-total // int(2000 * (1 - BREAK_WINDOW))), sizes

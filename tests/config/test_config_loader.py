@@ -13,6 +13,7 @@ from config import (
     ConfigError,
     DiscordConfig,
     EchoAgentConfig,
+    EmailConfig,
     OpenAIAgentConfig,
     PluginChannelConfig,
     SlackConfig,
@@ -349,3 +350,22 @@ def test_default_config() -> None:
 
 def test_default_config_uses_the_given_data_dir(tmp_path: Path) -> None:
     assert default_config(tmp_path / "d").gateway.data_dir == tmp_path / "d"
+
+
+def test_an_email_ca_file_is_relative_to_gateway_yaml(write_yaml: WriteYaml) -> None:
+    gateway_path = write_yaml("etc/gateway.yaml", "profiles_dir: bots\n")
+    write_yaml(
+        "etc/bots/mail.yaml",
+        """
+        channels:
+          - type: email
+            address: bot@example.org
+            imap: {host: imap.example.org, password: p, ca_file: tls/our-ca.pem}
+            smtp: {host: smtp.example.org, ca_file: /etc/ssl/relay-ca.pem}
+        """,
+    )
+    loaded = load_gateway(gateway_path, env={})
+    [email] = loaded.profiles["mail"].channels
+    assert isinstance(email, EmailConfig)
+    assert email.imap.ca_file == gateway_path.parent.absolute() / "tls" / "our-ca.pem"
+    assert email.smtp.ca_file == Path("/etc/ssl/relay-ca.pem")

@@ -14,11 +14,13 @@ from channels.email.smtp import DEFAULT_RATE_LIMIT_WAIT_S, MailRejected
 from channels.errors import AuthError, MessageTooLong, RateLimited, TransientError
 from channels.registry import ChannelContext, build_channel
 from config import EmailConfig
-from tests.channels.email.conftest import ALICE, BOT
+from gateway.doctor_probes import Outcome, probe_channel
+from tests.channels.email.conftest import ALICE, BOT, email_config
 from tests.channels.email.inbound import ScriptedInbound
 from tests.fakes.imap_server import FakeImap
 from tests.fakes.mail import make_mail
 from tests.fakes.smtp_server import FakeSmtp
+from tests.support.daemon import free_port
 
 WAIT_S = 10.0
 
@@ -71,6 +73,20 @@ async def test_a_reply_is_threaded_under_the_received_message_even_after_a_resta
     assert sent.message["Message-ID"] == "<t1.1@example.org>"
     assert sent.text == "Paid on Monday.\n"
     assert "<strong>Paid</strong>" in sent.html
+
+
+async def test_a_reply_in_a_long_thread_keeps_one_re_whatever_the_mail_programs_wrote(
+    imap: FakeImap, smtp: FakeSmtp, make_config: Callable[..., EmailConfig], data_dir: Path
+) -> None:
+    channel = EmailChannel(make_config(), data_dir=data_dir)
+    raws = [
+        make_mail(ALICE, "hi", subject="RE: Aw: Thread", message_id="<t1@client.example>"),
+        make_mail(ALICE, "hi", subject="Fwd: Report", message_id="<t2@client.example>"),
+    ]
+    await receive(channel, imap, raws)
+    await channel.send(reply("one", reply_to="t1@client.example"))
+    await channel.send(reply("two", reply_to="t2@client.example"))
+    assert [m.message["Subject"] for m in smtp.sent] == ["Re: Thread", "Re: Fwd: Report"]
 
 
 async def test_later_parts_and_notices_find_the_thread_by_answers_or_chat(
@@ -181,3 +197,13 @@ async def test_probe_names_the_mailbox_and_a_wrong_password_is_an_auth_error(
     broken = EmailChannel(make_config(imap={"password": "nope"}), data_dir=data_dir)
     with pytest.raises(AuthError, match=r"imap\.password"):
         await broken.probe()
+
+
+async def test_doctor_s_fix_for_a_mailbox_that_does_not_answer_names_its_hosts(
+    imap: FakeImap, smtp: FakeSmtp, data_dir: Path
+) -> None:
+    # Nothing listens on the IMAP port: the refusal carries no advice of its own.
+    config = email_config(imap, smtp, imap={"port": free_port()})
+    result = await probe_channel("work", config, data_dir, timeout_s=WAIT_S)
+    assert result.outcome is Outcome.FAIL
+    assert result.fix == "check the network and the channel's imap.host and smtp.host"

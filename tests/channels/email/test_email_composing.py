@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from email import policy
 from email.parser import BytesParser
 
+import pytest
+
 from channels.email.composing import (
     DEFAULT_SUBJECT,
     Envelope,
@@ -84,10 +86,42 @@ def test_a_resend_of_the_same_part_has_the_same_message_id() -> None:
     assert first["Message-ID"] == again["Message-ID"] != other["Message-ID"]
 
 
-def test_the_subject_prefix_is_not_doubled_and_a_new_message_gets_a_subject() -> None:
-    assert reply_subject("A question", "Re: ") == "Re: A question"
-    assert reply_subject("RE: A question", "Re: ") == "RE: A question"
+@pytest.mark.parametrize(
+    ("original", "expected"),
+    [
+        ("A question", "Re: A question"),
+        ("Re: A question", "Re: A question"),
+        ("Re: Re: A question", "Re: A question"),
+        ("RE: A question", "Re: A question"),
+        ("re:A question", "Re: A question"),
+        ("Re[2]: A question", "Re: A question"),
+        ("Re(3): A question", "Re: A question"),
+        ("RE : A question", "Re: A question"),
+        ("Aw: A question", "Re: A question"),
+        ("AW:A question", "Re: A question"),
+        ("Sv: A question", "Re: A question"),
+        ("Antw: A question", "Re: A question"),
+        ("回复: A question", "Re: A question"),
+        ("答复：A question", "Re: A question"),
+        ("Re: AW: RE: A question", "Re: A question"),
+        ("Fwd: A question", "Re: Fwd: A question"),
+        ("Re: Fwd: A question", "Re: Fwd: A question"),
+        ("Reminder: A question", "Re: Reminder: A question"),
+    ],
+)
+def test_a_reply_subject_has_one_prefix_whatever_markers_the_original_has(
+    original: str, expected: str
+) -> None:
+    assert reply_subject(original, "Re: ") == expected
+
+
+def test_a_prefix_of_the_operator_s_own_is_not_doubled_either() -> None:
     assert reply_subject("Frage", "AW: ") == "AW: Frage"
+    assert reply_subject("Re: Frage", "AW: ") == "AW: Frage"
+    assert reply_subject("[bot] status", "[bot] ") == "[bot] status"
+
+
+def test_a_new_message_gets_a_subject() -> None:
     assert reply_subject("", "Re: ") == DEFAULT_SUBJECT
     unthreaded = compose_reply(ENVELOPE, "hello", None, delivery_id=None)
     assert unthreaded["Subject"] == DEFAULT_SUBJECT

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from channels.email.reading import MAX_TEXT_CHARS, read_mail
 from tests.fakes.mail import make_mail
 
@@ -36,6 +38,36 @@ def test_plain_text_is_preferred_and_history_and_signature_are_cut() -> None:
     assert mail.references == ("m1@bot.example",)
     assert mail.subject == "Re: A question"
     assert not mail.automatic
+
+
+def test_a_signature_after_the_rfc_3676_delimiter_is_cut() -> None:
+    body = "Thanks!\n-- \nAlice Example\nACME Corp, +1 555 0100\n"
+    assert read_mail(make_mail("alice@example.org", body)).text == "Thanks!"
+
+
+def test_dashes_that_are_not_the_delimiter_line_are_the_sender_s_text() -> None:
+    body = "Use a -- b here.\n--\nstill mine\n-- not a delimiter\n---\nmine too"
+    assert read_mail(make_mail("alice@example.org", body)).text == body
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<p>Thanks!<br>-- <br>Alice Example<br>ACME Corp</p>",
+        "<div>Thanks!</div><div>--&nbsp;<br>Alice Example</div>",
+        '<p>Thanks!</p><pre class="moz-signature" cols="72">-- \nAlice Example</pre>',
+        '<div>Thanks!</div><span class="gmail_signature_prefix">-- </span><br>'
+        '<div class="gmail_signature">Alice Example</div>',
+    ],
+)
+def test_a_signature_after_the_delimiter_is_cut_from_html_mail(html: str) -> None:
+    assert read_mail(make_mail("alice@example.org", None, html=html)).text == "Thanks!"
+
+
+def test_dashes_in_html_text_stay() -> None:
+    html = "<p>Use a -- b here.</p><p>And c --<br>d.</p>"
+    text = "Use a -- b here.\n\nAnd c --\nd."
+    assert read_mail(make_mail("alice@example.org", None, html=html)).text == text
 
 
 def test_html_only_mail_is_turned_into_text() -> None:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 import pytest
 
 from bus import OutboundMessage
 from channels.base import FORMATTED
+from channels.coalesce import BREAK_WINDOW
 from channels.coalesce_fit import fit_chunks
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
-from channels.matrix.content import MAX_EVENT_BYTES
+from channels.matrix.content import MAX_CONTENT_BYTES, MAX_EVENT_BYTES, decode, size_of
 from tests.channels.matrix.conftest import ALICE, WAIT_S, RunningMatrix, make_channel
 from tests.fakes.matrix_server import FakeMatrix
 from tests.support.inbound import RecordingInbound
@@ -105,6 +107,64 @@ async def test_every_part_and_every_edit_of_a_huge_reply_fits_the_event_limit(
     assert max(matrix.fake.event_sizes) <= MAX_EVENT_BYTES
     shown = "".join(matrix.fake.shown(room))
     assert "".join(shown.split()) == "".join(text.split())
+
+
+_PROSE = "the quick brown fox jumps over the lazy dog, and **then** more"
+
+
+def _prose_reply(size: int) -> str:
+    """A long answer as an agent writes one: paragraphs of Markdown prose."""
+    words = itertools.cycle(_PROSE.split(" "))
+    paragraphs: list[str] = []
+    while sum(len(p) + 2 for p in paragraphs) < size:
+        length = 20 + len(paragraphs) * 37 % 100
+        paragraphs.append(" ".join(next(words) for _ in range(length)) + ".")
+    return "\n\n".join(paragraphs)
+
+
+def _code_reply(size: int) -> str:
+    lines = itertools.count()
+    body: list[str] = []
+    while sum(len(line) + 1 for line in body) < size:
+        n = next(lines)
+        body.append(f"    value_{n} = compute(value_{n - 1}) + 1 < 2 & 3")
+    return "```python\n" + "\n".join(body) + "\n```"
+
+
+async def send_fitted(matrix: RunningMatrix, room: str, text: str) -> list[int]:
+    """The reply as delivery sends it: fitted to the channel, each part one event; their sizes."""
+    for chunk in fit_chunks(matrix.channel, text, max_chunks=None):
+        await matrix.channel.send(
+            OutboundMessage(
+                channel="matrix", chat_id=room, content=chunk.formatted, metadata={FORMATTED: True}
+            )
+        )
+    return list(matrix.fake.event_sizes)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    # Each fits 3 events (body and HTML together), and a splitter that fills them needs no more.
+    [_prose_reply(58_000), _code_reply(59_000)],
+    ids=["58 KB of prose", "59 KB code block"],
+)
+async def test_a_long_reply_takes_as_few_events_as_fit(matrix: RunningMatrix, reply: str) -> None:
+    room = matrix.fake.create_room([ALICE])
+    sizes = await send_fitted(matrix, room, reply)
+    assert len(sizes) == 3, sizes
+    assert max(sizes) <= MAX_EVENT_BYTES
+    # Every part but the last is filled to the break window: none is a sliver.
+    parts = [
+        size_of(decode(c.formatted)) for c in fit_chunks(matrix.channel, reply, max_chunks=None)
+    ]
+    assert all(size >= MAX_CONTENT_BYTES * (1 - BREAK_WINDOW) for size in parts[:-1]), parts
+    assert max(parts) <= MAX_CONTENT_BYTES
+    assert _visible_code("".join(matrix.fake.shown(room))) == _visible_code(reply)
+
+
+def _visible_code(text: str) -> str:
+    """The text without whitespace or fence lines (a split block is closed and reopened)."""
+    return "".join(text.replace("```python", "").replace("```", "").split())
 
 
 async def test_m_limit_exceeded_is_a_rate_limit_with_the_server_s_wait(
