@@ -10,9 +10,11 @@ profiles join and leave it as they start and stop (SIGHUP reloads one at a time)
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import uuid
+from collections.abc import Iterable
 from typing import Literal, Self, TypeVar
 
 import structlog
@@ -73,6 +75,11 @@ class ClusterNode:
         self.delivery: ReplyDelivery | None = None
         self.live: LiveShows | None = None
         self._worker_profiles: dict[str, ProfileWorker] = {}
+        #: Profiles this process is still opening: its worker takes no message until each runs
+        #: or has failed to start (see `expect_worker_profiles`).
+        self._opening_profiles: set[str] = set()
+        self._profiles_opened = asyncio.Event()
+        self._profiles_opened.set()
         self._registry = registry
         #: An ingress's poller leases: its single-poller channels poll only while it holds one.
         self.leases: PollerLeases | None = None
@@ -122,6 +129,7 @@ class ClusterNode:
                 self.config,
                 self._records,
                 self._worker_profiles.get,
+                self._profiles_opened,
                 StatusPublisher(self._client, self.names.status_subject, self.id),
                 self.metrics,
             )
@@ -165,8 +173,29 @@ class ClusterNode:
 
     # Profiles join and leave
 
+    def expect_worker_profiles(self, profiles: Iterable[str]) -> None:
+        """The profiles this process is about to open. Its worker fetches nothing until each
+        one runs (`add_worker_profile`) or failed to (`worker_profile_failed`): JetStream counts
+        every delivery, and a message fetched for a profile still opening could only fail, using
+        up one of its `max_deliver` attempts."""
+        if not self.runs_worker:
+            return
+        self._opening_profiles.update(profiles)
+        if self._opening_profiles:
+            self._profiles_opened.clear()
+
+    def _opened_profile(self, profile: str) -> None:
+        self._opening_profiles.discard(profile)
+        if not self._opening_profiles:
+            self._profiles_opened.set()
+
     def add_worker_profile(self, profile: str, worker: ProfileWorker) -> None:
         self._worker_profiles[profile] = worker
+        self._opened_profile(profile)
+
+    def worker_profile_failed(self, profile: str) -> None:
+        """A profile that could not open: the worker no longer waits for it."""
+        self._opened_profile(profile)
 
     async def remove_worker_profile(self, profile: str) -> None:
         """No new message of `profile` starts here; those in hand finish first."""

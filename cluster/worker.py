@@ -82,11 +82,13 @@ class Worker(NodeService[TurnRecords]):
         config: NatsConfig,
         records: TurnRecords,
         profiles: Callable[[str], ProfileWorker | None],
+        profiles_opened: asyncio.Event,
         status: StatusPublisher,
         metrics: ClusterMetrics,
     ) -> None:
         super().__init__(client, js, config, records, metrics)
         self._profiles = profiles
+        self._profiles_opened = profiles_opened
         self._status = status
         #: Messages in hand, by profile: a profile that leaves waits for its own to finish.
         self._in_hand: Counter[str] = Counter()
@@ -99,6 +101,8 @@ class Worker(NodeService[TurnRecords]):
             await self._idle.wait_for(lambda: self._in_hand[profile] == 0)
 
     async def run(self) -> None:
+        if not await self._until_profiles_opened():
+            return
         await ensure_worker_consumers(self._js, self._config)
         names = self._names
         config = self._config
@@ -142,6 +146,20 @@ class Worker(NodeService[TurnRecords]):
                 tasks, "octos_cluster_turns", self._records.forget_older_than, self._stopping
             )
             log.info("cluster.worker_running", partitions=self._config.partitions)
+
+    async def _until_profiles_opened(self) -> bool:
+        """Wait for this process's profiles to open (or fail to); False when stopped first."""
+        if self._profiles_opened.is_set():
+            return True
+        log.info("cluster.worker_waiting", detail="fetching once this process's profiles run")
+        opened = asyncio.ensure_future(self._profiles_opened.wait())
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait([opened, stopping], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            opened.cancel()
+            stopping.cancel()
+        return self._profiles_opened.is_set()
 
     async def handle(self, msg: Msg) -> None:
         """One inbound message, to its acknowledgement (or its retry, or its burial)."""

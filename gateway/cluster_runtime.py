@@ -50,15 +50,19 @@ class ClusterProfileRuntime:
     async def run(self) -> None:
         async with AsyncExitStack() as stack:
             if self._node.runs_worker:
-                self._worker = await stack.enter_async_context(
-                    worker_profile(
-                        self.profile_id,
-                        self.config,
-                        self._shared.data_dir,
-                        self._shared.store,
-                        self._shared.metrics,
+                try:
+                    self._worker = await stack.enter_async_context(
+                        worker_profile(
+                            self.profile_id,
+                            self.config,
+                            self._shared.data_dir,
+                            self._shared.store,
+                            self._shared.metrics,
+                        )
                     )
-                )
+                except BaseException:
+                    self._node.worker_profile_failed(self.profile_id)
+                    raise
                 self._node.add_worker_profile(self.profile_id, self._worker)
                 stack.push_async_callback(self._node.remove_worker_profile, self.profile_id)
             if self._ingress is not None:

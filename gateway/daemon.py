@@ -206,6 +206,7 @@ class Daemon:
             self._tasks = tasks
             worker = delivery = None
             if node is not None:
+                node.expect_worker_profiles(self._loaded.profiles)
                 worker = tasks.create_task(node.run_worker(), name="cluster-worker")
                 delivery = tasks.create_task(node.run_delivery(), name="cluster-delivery")
             for profile_id, config in self._loaded.profiles.items():

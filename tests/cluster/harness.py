@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from bus import InboundMessage
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.metrics import ClusterMetrics
+from cluster.profile_worker import ProfileWorker
 from cluster.status import StatusPublisher
 from cluster.streams import ensure_delivery_consumers, ensure_streams, names_of
 from cluster.subjects import ClusterNames
@@ -146,8 +147,11 @@ async def running_worker(
     tmp_path: Path,
     *,
     agent: dict[str, Any] | None = None,
+    profiles_opened: asyncio.Event | None = None,
     **nats_overrides: Any,
 ) -> AsyncIterator[RunningWorker]:
+    """A worker running `profile`; with `profiles_opened`, the profile counts as still opening
+    (the worker does not find it, as a process's worker does not) until that event is set."""
     config = nats_config(prefix, **nats_overrides)
     names = names_of(config)
     js = client.jetstream(timeout=10)
@@ -167,12 +171,18 @@ async def running_worker(
         async with worker_profile(
             profile, profile_config, tmp_path, store, GatewayMetrics.create(registry)
         ) as answering:
+            opened = profiles_opened or opened_profiles()
+
+            def runs(name: str) -> ProfileWorker | None:
+                return answering if opened.is_set() and name == profile else None
+
             worker = Worker(
                 client,
                 js,
                 config,
                 records,
-                {profile: answering}.get,
+                runs,
+                opened,
                 StatusPublisher(client, names.status_subject, "test-worker"),
                 metrics,
             )
@@ -184,3 +194,10 @@ async def running_worker(
                 await task
     finally:
         await records.close()
+
+
+def opened_profiles() -> asyncio.Event:
+    """The worker's gate when every profile it runs is open from the start."""
+    opened = asyncio.Event()
+    opened.set()
+    return opened

@@ -3,6 +3,7 @@ retries recognised, and a message that always fails buried while its partition f
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import TypedDict
 
 import pytest
 from nats.aio.client import Client
+from structlog.testing import capture_logs
 
 from bus import (
     AgentMessage,
@@ -294,3 +296,31 @@ async def test_a_bounded_worker_finds_the_partitions_with_work(
             await w.publish(message(f"hello from {chat}", chat=chat))
         await w.observer.wait_for(lambda: len(w.acks()) == len(chats), timeout_s=15)
         assert sorted(reply_texts(w)) == sorted(f"hello from {chat}" for chat in chats)
+
+
+async def test_a_worker_takes_no_message_before_its_profiles_run(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """A message fetched for a profile still opening could only fail, and JetStream counts
+    that delivery: with a low `max_deliver` it could go to the dead letters unanswered."""
+    profile = fresh_scope()
+    opened = asyncio.Event()
+    with capture_logs() as logged:
+        async with running_worker(
+            nats_client,
+            nats_prefix,
+            postgres_dsn,
+            profile,
+            tmp_path,
+            profiles_opened=opened,
+            max_deliver=2,
+        ) as w:
+            await w.publish(message("sent while the worker's profile opens"))
+            await w.observer.wait_for(
+                lambda: any(e["event"] == "cluster.worker_waiting" for e in logged)
+            )
+            opened.set()
+            await w.observer.wait_for(lambda: len(w.acks()) == 1)
+            assert reply_texts(w) == ["sent while the worker's profile opens"]
+            assert w.acks(b"-NAK") == []
+            assert await w.stream_count(w.names.dead_stream) == 0
