@@ -7,9 +7,11 @@ is printed whole; on a terminal (a pseudo-terminal here) it grows in place.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import pty
+import struct
 import sys
 import termios
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,6 +24,7 @@ import pytest
 from channels.cli import PROMPT as CLI_PROMPT
 from channels.cli import REPLY_MARK
 from tests.support.daemon import REPO_ROOT, WAIT_S, write_config
+from tests.support.screen import screen_lines
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +34,10 @@ STOP_OUTPUT = b"\x13"
 START_OUTPUT = b"\x11"
 PROMPT = CLI_PROMPT.encode()
 MARK = REPLY_MARK.encode()
+#: The pseudo-terminal's size, as a terminal window has one.
+SCREEN_ROWS, SCREEN_COLUMNS = 40, 100
+#: The prompt and the reply mark as the screen shows them.
+YOU, BOT = "you › ", "bot › "
 
 
 def terminal_profile(*, delay_s: float = 0.0, pieces: int = 3) -> str:
@@ -165,12 +172,17 @@ async def start_piped(config: Path) -> Terminal:
     )
 
 
-async def start_on_terminal(config: Path) -> Terminal:
-    """stdin and stdout on one pseudo-terminal, as in a terminal window; stderr on a pipe."""
+async def start_on_terminal(config: Path, *, echo: bool = False) -> Terminal:
+    """stdin and stdout on one pseudo-terminal, as in a terminal window; stderr on a pipe.
+
+    Without `echo` the master shows only what the daemon prints; with it, also what was typed,
+    as a terminal window does.
+    """
     master, slave = pty.openpty()
-    # No echo of typed input, so the master shows only what the daemon prints.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SCREEN_ROWS, SCREEN_COLUMNS, 0, 0))
     attributes = termios.tcgetattr(slave)
-    attributes[3] &= ~termios.ECHO
+    if not echo:
+        attributes[3] &= ~termios.ECHO
     termios.tcsetattr(slave, termios.TCSANOW, attributes)
     end_of_file: bytes = attributes[6][termios.VEOF]  # Ctrl-D
     err_read, err_write = os.pipe()
@@ -391,3 +403,86 @@ async def test_on_a_terminal_a_data_dir_that_is_a_file_is_one_line_and_exit_73(
     shown = bytes(screen.data).decode()
     assert f"error: cannot use the data directory {tmp_path / 'data'}" in shown
     assert "Traceback" not in shown
+
+
+def words(count: int) -> str:
+    return " ".join(f"w{n}" for n in range(count))
+
+
+def shown_on_screen(terminal: Terminal) -> list[str]:
+    return screen_lines(bytes(terminal.stdout.data), SCREEN_COLUMNS)
+
+
+def screen_ends_with(*lines: str) -> Predicate:
+    expected = list(lines)
+    return lambda data: screen_lines(data, SCREEN_COLUMNS)[-len(expected) :] == expected
+
+
+async def test_typing_while_a_reply_streams_gets_a_line_of_its_own(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"term": terminal_profile(delay_s=0.3, pieces=8)})
+    terminal = await start_on_terminal(config, echo=True)
+    text = words(16)
+    try:
+        # Keys typed before the channel runs are the kernel's to echo: wait for the prompt.
+        await terminal.stdout.shows(PROMPT)
+        await terminal.write_input(text.encode() + b"\r")
+        await terminal.stdout.shows(MARK + b"w0")
+        # Typed while the reply streams: the reply's line ends, the typing goes below it.
+        await terminal.write_input(b"helo\x7fl")
+        await terminal.stdout.wait_for(screen_ends_with(YOU + "hell"))
+        await terminal.write_input(b"o")
+        # The rest of the reply waited, and is shown above the line being typed once it ends.
+        await terminal.stdout.wait_for(
+            lambda data: (
+                screen_lines(data, SCREEN_COLUMNS)[-2:][0].endswith(" w15")
+                and screen_lines(data, SCREEN_COLUMNS)[-1] == YOU + "hello"
+            )
+        )
+        await terminal.write_input(b"\r")
+        await terminal.stdout.wait_for(screen_ends_with(YOU + "hello", BOT + "hello", YOU))
+
+        lines = shown_on_screen(terminal)
+        assert lines[0] == YOU + text
+        cut_reply = lines[1:-3]
+        assert [line[: len(BOT)] for line in cut_reply] == [BOT, BOT], lines
+        assert "".join(line[len(BOT) :] for line in cut_reply) == text, lines
+        await terminal.end_input()
+        assert await terminal.exit_code() == 0
+    finally:
+        await terminal.close()
+
+
+@pytest.mark.parametrize("echo", [True, False], ids=["echo", "no-echo"])
+async def test_a_reply_the_user_stops_ends_stopped(tmp_path: Path, echo: bool) -> None:
+    config = write_config(tmp_path, {"term": terminal_profile(delay_s=0.3, pieces=20)})
+    terminal = await start_on_terminal(config, echo=echo)
+    text = words(20)
+    try:
+        await terminal.stdout.shows(PROMPT)
+        await terminal.write_input(text.encode() + b"\r")
+        await terminal.stdout.shows(MARK + b"w0")
+        await terminal.write_input(b"stop\r")
+        await terminal.stdout.wait_for(screen_ends_with(BOT + "🛑 Cancelled.", YOU))
+        # A message after it is answered, and nothing of the stopped reply comes after.
+        await terminal.write_input(b"after\r")
+        # (Without the echo, a reply follows the prompt it was typed at.)
+        answered = BOT + "after" if echo else YOU + BOT + "after"
+        await terminal.stdout.wait_for(screen_ends_with(answered, YOU))
+
+        lines = shown_on_screen(terminal)
+        stopped = [n for n, line in enumerate(lines) if line.endswith("(stopped)")]
+        assert len(stopped) == 1, lines
+        assert lines[stopped[0] + 1] == BOT + "🛑 Cancelled.", lines
+        assert not [line for line in lines if BOT in line and "w19" in line], lines
+        if echo:
+            assert lines[0] == YOU + text
+            assert YOU + "stop" in lines
+            assert lines[stopped[0]].startswith(BOT)
+        else:
+            # Typed unseen: the reply's line was never cut, and ends with the mark.
+            assert lines[0].startswith(YOU + BOT + "w0 "), lines
+            assert lines[0].endswith(" (stopped)"), lines
+        await terminal.end_input()
+        assert await terminal.exit_code() == 0
+    finally:
+        await terminal.close()

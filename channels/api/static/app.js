@@ -41,9 +41,12 @@ function chatId() {
   return id;
 }
 
-function headers() {
+function storedToken() {
+  return localStorage.getItem(TOKEN_KEY) || "";
+}
+
+function headers(token) {
   const result = { "Content-Type": "application/json" };
-  const token = localStorage.getItem(TOKEN_KEY);
   if (token) result.Authorization = "Bearer " + token;
   return result;
 }
@@ -69,19 +72,60 @@ function bubble(role, text) {
   return element;
 }
 
-async function askForToken() {
+// The open token dialog, shared by every request refused meanwhile: one dialog, not one each.
+let tokenPrompt = null;
+
+// Resolves to the token entered (and stored), or null when the dialog was dismissed (Escape).
+function askForToken(refused) {
+  if (tokenPrompt) return tokenPrompt;
   const dialog = document.getElementById("token-dialog");
+  const field = document.getElementById("token-input");
+  document.getElementById("token-refused").hidden = !refused;
+  field.value = "";
+  dialog.returnValue = "";
   dialog.showModal();
-  await new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
-  localStorage.setItem(TOKEN_KEY, document.getElementById("token-input").value.trim());
+  tokenPrompt = new Promise((resolve) => {
+    dialog.addEventListener("close", () => {
+      tokenPrompt = null;
+      const token = field.value.trim();
+      if (dialog.returnValue !== "saved" || !token) { resolve(null); return; }
+      localStorage.setItem(TOKEN_KEY, token);
+      resolve(token);
+    }, { once: true });
+  });
+  return tokenPrompt;
 }
 
+// Set while the chat's history is not shown because loading it failed (a refused token).
+let historyMissing = false;
+// Set when the history is to be shown once the running reply ends (it would replace it).
+let historyAfterReply = false;
+
+// A token the gateway took after a 401: the errors the refusals left are stale now, and the
+// history they kept from loading is shown.
+function tokenAccepted() {
+  showError("");
+  if (!historyMissing) return;
+  if (running === null) loadHistory();
+  else historyAfterReply = true;
+}
+
+// A request to the gateway; on 401 it asks for the token, again while the gateway refuses it,
+// until the gateway takes one or the user dismisses the dialog.
 async function api(path, options = {}) {
-  let response = await fetch(path, { ...options, headers: headers() });
-  if (response.status === 401) {
-    await askForToken();
-    response = await fetch(path, { ...options, headers: headers() });
+  let asked = false;
+  let response;
+  for (;;) {
+    const token = storedToken();
+    response = await fetch(path, { ...options, headers: headers(token) });
+    if (response.status !== 401) break;
+    // Another request's dialog may have stored a new token while this one was on its way.
+    if (storedToken() === token && await askForToken(token !== "") === null) {
+      throw new Error(token ? "HTTP 401: the gateway refused the token" : "HTTP 401: the gateway needs an access token");
+    }
+    asked = true;
   }
+  if (asked && response.ok) tokenAccepted();
   if (!response.ok) {
     let detail = response.statusText;
     try { detail = (await response.json()).error || detail; } catch (_) { /* not JSON */ }
@@ -118,6 +162,7 @@ async function loadHistory() {
   log.replaceChildren();
   // Busy until the history is shown, so assistive technology (and tests) know when it is final.
   log.setAttribute("aria-busy", "true");
+  historyMissing = false;
   try {
     const response = await api(`/v1/sessions/${encodeURIComponent(chatId())}/messages`);
     const body = await response.json();
@@ -126,10 +171,13 @@ async function loadHistory() {
     }
     showError("");
   } catch (error) {
+    historyMissing = true;
     showError("Could not load the history: " + error.message);
   } finally {
     log.setAttribute("aria-busy", "false");
   }
+  // Without the history (a dismissed token dialog), asking for more would only ask again.
+  if (historyMissing) return;
   await Promise.all([showWhoAnswers(), loadTopics()]);
 }
 
@@ -212,7 +260,10 @@ async function send(text) {
     sendButton.disabled = false;
     stopButton.hidden = true;
     input.focus();
-    loadTopics();
+    if (historyAfterReply) {
+      historyAfterReply = false;
+      loadHistory();
+    } else loadTopics();
   }
 }
 

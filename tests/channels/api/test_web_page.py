@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 from playwright.async_api import BrowserContext, Page, expect
 
@@ -78,6 +79,18 @@ async def browser() -> AsyncIterator[BrowserContext]:
     executable = require_chromium()
     async with chromium_context(executable) as context:
         await context.add_init_script(RECORD_ASSISTANT_TEXTS)
+        yield context
+
+
+#: A phone's screen, in CSS pixels (an iPhone 12 to 15).
+PHONE_WIDTH, PHONE_HEIGHT = 390, 844
+
+
+@pytest.fixture
+async def phone() -> AsyncIterator[BrowserContext]:
+    async with chromium_context(
+        require_chromium(), width=PHONE_WIDTH, height=PHONE_HEIGHT
+    ) as context:
         yield context
 
 
@@ -192,6 +205,102 @@ async def test_a_failed_send_shows_the_error(tmp_path: Path, browser: BrowserCon
         failed = page.page.locator("#log .message.assistant.failed")
         await expect(failed).to_have_count(1)
         await expect(page.page.locator("#send")).to_be_enabled()
+    finally:
+        await chat.daemon.stop()
+
+
+# Where an element is on screen, and whether it is the one a tap at its centre reaches.
+ON_SCREEN = """
+(element) => {
+  const box = element.getBoundingClientRect();
+  const centre = document.elementFromPoint(box.x + box.width / 2, box.y + box.height / 2);
+  return {
+    left: box.left, right: box.right, top: box.top, bottom: box.bottom,
+    tappable: centre !== null && element.contains(centre),
+  };
+}
+"""
+
+
+async def assert_fits_the_screen(page: Page, *selectors: str) -> None:
+    width: list[int] = await page.evaluate(
+        "() => [document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]"
+    )
+    assert width[0] <= width[1], f"the page scrolls sideways: {width[0]} px in {width[1]} px"
+    for selector in selectors:
+        place = await page.locator(selector).evaluate(ON_SCREEN)
+        assert place["left"] >= 0, (selector, place)
+        assert place["right"] <= PHONE_WIDTH, (selector, place)
+        assert place["top"] >= 0, (selector, place)
+        assert place["bottom"] <= PHONE_HEIGHT, (selector, place)
+        assert place["tappable"], (selector, place)
+
+
+async def test_the_page_fits_a_phone_screen(tmp_path: Path, phone: BrowserContext) -> None:
+    chat = await start_web_chat(tmp_path)
+    # A long word (a link) and a long code line are what push a narrow page wider.
+    text = "see https://example.org/" + "x" * 120
+    try:
+        page = await open_chat(phone, chat.url)
+        await page.history_shown()
+        await page.type_and_enter(text)
+        await page.reply_settled(text)
+        await page.type_and_enter("```\n" + "code " * 60 + "\n```")
+        await expect(page.page.locator("#log .message.assistant pre")).to_have_count(1)
+        await assert_fits_the_screen(
+            page.page, "#chat-label", "#topics", "#new-topic", "#new-chat", "#input", "#send"
+        )
+    finally:
+        await chat.daemon.stop()
+
+
+async def test_a_refused_token_is_said_and_the_right_one_shows_the_history(
+    tmp_path: Path, phone: BrowserContext
+) -> None:
+    chat = await start_web_chat(tmp_path, token=TOKEN)
+    try:
+        async with (
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+            http.post(
+                chat.url + "v1/chat", json={"chat_id": "web-phone", "content": "said before"}
+            ) as said,
+        ):
+            assert said.status == 200, await said.text()
+        await phone.add_init_script(
+            'if (location.protocol === "http:" && !localStorage.getItem("octos.chat_id"))'
+            ' localStorage.setItem("octos.chat_id", "web-phone");'
+        )
+        page = await open_chat(phone, chat.url)
+        dialog = page.page.locator("#token-dialog")
+        refused = page.page.locator("#token-refused")
+        token_input = page.page.locator("#token-input")
+        save = page.page.locator("#token-form button")
+        history = page.page.locator("#log .message")
+        await expect(dialog).to_be_visible()
+        await expect(refused).to_be_hidden()
+
+        await token_input.fill("not-the-token")
+        await save.click()
+        await expect(refused).to_be_visible()
+        await expect(refused).to_contain_text("refused")
+        await expect(dialog).to_be_visible()
+        await assert_fits_the_screen(page.page, "#token-input", "#token-form button")
+
+        await token_input.fill(TOKEN)
+        await save.click()
+        await expect(dialog).to_be_hidden()
+        await expect(history).to_have_text(["said before", "said before"])
+        await page.history_shown()
+        await expect(page.error).to_be_hidden()
+
+        # A token stored earlier and since changed on the server is refused the same way.
+        await page.page.evaluate('() => localStorage.setItem("octos.token", "an-old-token")')
+        await page.page.reload()
+        await expect(refused).to_be_visible()
+        await token_input.fill(TOKEN)
+        await save.click()
+        await expect(history).to_have_text(["said before", "said before"])
+        await expect(page.error).to_be_hidden()
     finally:
         await chat.daemon.stop()
 
