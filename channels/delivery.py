@@ -133,6 +133,14 @@ class Delivery:
     async def finish(self, channel: Channel, chat_id: str, message_id: str, chunk: Chunk) -> None:
         await self._edit_with_fallback(channel, chat_id, message_id, chunk, channel.finish_stream)
 
+    async def delete(self, channel: Channel, chat_id: str, message_id: str) -> None:
+        await self.retrier.call(
+            functools.partial(channel.delete_message, chat_id, message_id),
+            channel=channel.name,
+            chat_id=chat_id,
+            action="delete",
+        )
+
     def record_failure(self, channel: str, chat_id: str, error: DeliveryError) -> None:
         """Log and count a message given up on; the one place every failure is reported."""
         self.metrics.send_failed(channel, error.reason)

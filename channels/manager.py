@@ -46,7 +46,7 @@ from channels.retry import (
     reply_deadline,
 )
 from channels.router import OutboundRouter
-from channels.streaming import StreamEditor
+from channels.streaming import StreamEditor, StreamRecord
 from channels.supervisor import ChannelSupervisor, RestartPolicy, RunChannel, start_channel
 from channels.typing_indicator import TypingIndicators
 
@@ -85,13 +85,15 @@ class ChannelManager:
         stop_grace_s: float = 5.0,
         health_timeout_s: float = 5.0,
         on_delivered: DeliveryHook | None = None,
+        stream_record: StreamRecord | None = None,
         intake: Callable[[], InboundSender] | None = None,
         run_channel: RunChannel = start_channel,
         delivery_deadline_s: float = 86_400.0,
         wall_clock: Clock = time.time,
     ) -> None:
         """`clock`, `sleep` and `jitter` are injectable so tests run backoffs without waiting;
-        `jitter=None` keeps the defaults (full jitter for restarts, equal jitter for retries)."""
+        `jitter=None` keeps the defaults (full jitter for restarts, equal jitter for retries).
+        `stream_record` keeps the messages streamed replies make across a restart."""
         self.profile = profile
         self.metrics = metrics or ChannelMetrics.private(profile)
         self._publisher = publisher
@@ -123,7 +125,9 @@ class ChannelManager:
             wall_clock=wall_clock,
         )
         self._delivery = Delivery(retrier, self.metrics)
-        self.streams = StreamEditor(self._delivery, clock=clock, sleep=sleep, ttl_s=stream_ttl_s)
+        self.streams = StreamEditor(
+            self._delivery, clock=clock, sleep=sleep, ttl_s=stream_ttl_s, record=stream_record
+        )
         self.typing = TypingIndicators(
             interval_s=typing_interval_s, max_duration_s=typing_timeout_s, clock=clock
         )

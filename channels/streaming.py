@@ -20,6 +20,13 @@ the stream, e.g. a finish flag, and gets exactly one call). It returns the platf
 messages the stream made, where the channel gives real ones (`send_with_id_sends_whole`).
 A finished stream is remembered for `ttl_s`: a snapshot of it arriving late (over a cluster's
 core NATS, or from a turn run twice) is dropped instead of opening a second message.
+
+Across a crash (`StreamRecord`): each platform message a stream makes is recorded (the profile's
+journal) before the stream goes on, by part. A stream whose earlier run made messages, a turn
+resumed after a crash under the same id, shows its parts in those messages, edited, and sends
+new only the parts with none; at the final, the earlier messages the reply no longer needs are
+deleted (edited to `WITHDRAWN_TEXT` where the platform cannot delete). An earlier message that
+cannot be edited any more is replaced: the part is sent new and the old message withdrawn.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import KW_ONLY, dataclass, field
+from typing import Protocol
 
 import structlog
 
@@ -42,6 +50,21 @@ log = structlog.get_logger(__name__)
 
 StreamKey = tuple[str, str, str]
 """(channel, chat_id, stream_id)"""
+
+#: What an earlier message of a reply shows once the reply no longer needs it, where the
+#: platform cannot delete it.
+WITHDRAWN_TEXT = "(continued in the message below)"
+
+
+class StreamRecord(Protocol):
+    """Where the messages a stream made are kept across a restart (the profile's journal)."""
+
+    async def opened(self, key: StreamKey, part: int, platform_id: str) -> None:
+        """`key`'s stream made `platform_id` as its message number `part`; returns once that is
+        kept (a crash after it finds the message)."""
+
+    def recorded(self, key: StreamKey) -> dict[int, str]:
+        """part -> platform id of the messages `key`'s stream made in an earlier run."""
 
 
 _FENCE_STARTS = ("```", "~~~")
@@ -63,6 +86,10 @@ def _continuation(tail: str, snapshot: str) -> str:
 def needs_finish_call(channel: Channel) -> bool:
     """A channel that overrides `finish_stream` wants it called even for an unchanged text."""
     return type(channel).finish_stream is not Channel.finish_stream
+
+
+def can_delete(channel: Channel) -> bool:
+    return type(channel).delete_message is not Channel.delete_message
 
 
 @dataclass(eq=False)
@@ -88,6 +115,14 @@ class _Stream:
     parts: int = 0
     #: The platform ids of the messages it made, in order (where the channel gives them).
     platform_ids: list[str] = field(default_factory=list)
+    #: part -> platform id of the messages an earlier run of the stream made and this one has
+    #: not shown a part in yet.
+    earlier: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> StreamKey:
+        assert self.template.stream_id is not None
+        return (self.channel.name, self.template.chat_id, self.template.stream_id)
 
     def next_part(self) -> int:
         self.parts += 1
@@ -127,6 +162,8 @@ class StreamEditor:
     clock: Clock = time.monotonic
     sleep: Sleep = asyncio.sleep
     ttl_s: float = 600.0
+    #: Where the messages streams make are kept across a restart; None: nowhere.
+    record: StreamRecord | None = None
     _streams: dict[StreamKey, _Stream] = field(default_factory=dict, init=False)
     #: Streams whose final was delivered, and when: their late snapshots are dropped.
     _finished: dict[StreamKey, float] = field(default_factory=dict, init=False)
@@ -148,7 +185,13 @@ class StreamEditor:
             return
         stream = self._streams.get(key)
         if stream is None:
-            stream = _Stream(channel, message, edit_interval_s, touched_at=self.clock())
+            stream = _Stream(
+                channel,
+                message,
+                edit_interval_s,
+                touched_at=self.clock(),
+                earlier=self._earlier(key),
+            )
             self._streams[key] = stream
         async with stream.lock:
             if stream.closed or stream.without_id:
@@ -173,12 +216,17 @@ class StreamEditor:
         self._finished[key] = self.clock()
         stream = self._streams.pop(key, None)
         if stream is None:
-            return await self.delivery.send_message(channel, message)
+            earlier = self._earlier(key)
+            if not earlier:
+                return await self.delivery.send_message(channel, message)
+            # Resumed after a crash with nothing shown in this run: the reply goes into the
+            # messages the earlier run made.
+            stream = _Stream(channel, message, 0.0, touched_at=self.clock(), earlier=earlier)
         async with stream.lock:
             stream.closed = True
             stream.pending = None
             rest = stream.display(message.content)
-            if stream.without_id or stream.message_id is None:
+            if stream.without_id or (stream.message_id is None and not stream.earlier):
                 sent = await self.delivery.send_message(
                     channel,
                     message.model_copy(
@@ -189,11 +237,9 @@ class StreamEditor:
             if rest.strip():
                 chunks = fit_chunks(channel, rest)
                 await self._complete(stream, chunks[0], final=True)
-                stream.made(
-                    await self.delivery.send_chunks(
-                        channel, stream.template, chunks[1:], first=False
-                    )
-                )
+                for chunk in chunks[1:]:
+                    await self._send_part(stream, chunk, reply_to=None)
+            await self._withdraw_unused(stream)
             return stream.platform_ids
 
     def next_flush_delay_s(self) -> float | None:
@@ -263,29 +309,18 @@ class StreamEditor:
         """Finish the current message at the splitter's first break; continue in a new one."""
         head, middle, tail = chunks[0], chunks[1:-1], chunks[-1]
         await self._complete(stream, head, final=False)
-        stream.made(
-            await self.delivery.send_chunks(
-                stream.channel, stream.template, middle, first=False, first_part=stream.parts
-            )
-        )
-        stream.parts += len(middle)
+        for chunk in middle:
+            await self._send_part(stream, chunk, reply_to=None)
         stream.message_id, stream.shown = None, ""
         stream.carry = _continuation(tail.raw, snapshot)
         stream.offset = len(snapshot.rstrip())
         await self._open(stream, Chunk.rendered(stream.channel, stream.carry))
 
     async def _open(self, stream: _Stream, chunk: Chunk) -> None:
-        message_id = await self.delivery.send_chunk(
-            stream.channel,
-            stream.template,
-            chunk,
-            reply_to=stream.next_reply_to(),
-            part=stream.next_part(),
-            editable=True,
+        message_id = await self._send_part(
+            stream, chunk, reply_to=stream.next_reply_to(), editable=True
         )
-        stream.sent_any = True
         stream.last_edit_at = self.clock()
-        stream.made(message_id)
         if message_id is None:
             stream.without_id = True
             log.info(
@@ -300,16 +335,7 @@ class StreamEditor:
         """Give the current message its last text (or send it, if there is no message yet)."""
         channel = stream.channel
         if stream.message_id is None:
-            stream.made(
-                await self.delivery.send_chunk(
-                    channel,
-                    stream.template,
-                    chunk,
-                    reply_to=stream.next_reply_to(),
-                    part=stream.next_part(),
-                )
-            )
-            stream.sent_any = True
+            await self._send_part(stream, chunk, reply_to=stream.next_reply_to())
             return
         if chunk.formatted == stream.shown and not needs_finish_call(channel):
             return
@@ -329,13 +355,74 @@ class StreamEditor:
                 chat_id=stream.chat_id,
                 error=str(exc),
             )
-            stream.made(
-                await self.delivery.send_chunk(
-                    channel, stream.template, chunk, reply_to=None, part=stream.next_part()
-                )
-            )
+            await self._send_part(stream, chunk, reply_to=None)
         stream.shown = chunk.formatted
         stream.last_edit_at = self.clock()
+
+    async def _send_part(
+        self, stream: _Stream, chunk: Chunk, *, reply_to: str | None, editable: bool = False
+    ) -> str | None:
+        """The stream's next message, showing `chunk`: the one an earlier run made for this
+        part, edited, or else a new one (recorded). Its platform id, where the channel gives
+        one. `editable`: the stream goes on editing it (else it is complete)."""
+        channel, part = stream.channel, stream.next_part()
+        stream.sent_any = True
+        stale = stream.earlier.pop(part, None)
+        if stale is not None:
+            try:
+                if editable:
+                    await self.delivery.edit(channel, stream.chat_id, stale, chunk)
+                else:
+                    await self.delivery.finish(channel, stream.chat_id, stale, chunk)
+            except DeliveryError as exc:
+                if exc.reason != Reason.UNKNOWN:
+                    raise
+                # Gone, or too old to edit: the part is sent anew and the old one withdrawn.
+                log.warning(
+                    "stream.earlier_message_not_edited",
+                    channel=channel.name,
+                    chat_id=stream.chat_id,
+                    error=str(exc),
+                )
+            else:
+                stream.made(stale)
+                return stale
+        message_id = await self.delivery.send_chunk(
+            channel, stream.template, chunk, reply_to=reply_to, part=part, editable=editable
+        )
+        stream.made(message_id)
+        if message_id is not None and self.record is not None and channel.send_with_id_sends_whole:
+            await self.record.opened(stream.key, part, message_id)
+        if stale is not None:
+            await self._withdraw(stream, stale)
+        return message_id
+
+    def _earlier(self, key: StreamKey) -> dict[int, str]:
+        return {} if self.record is None else self.record.recorded(key)
+
+    async def _withdraw_unused(self, stream: _Stream) -> None:
+        """The earlier run's messages the final reply did not need."""
+        while stream.earlier:
+            _part, platform_id = stream.earlier.popitem()
+            await self._withdraw(stream, platform_id)
+
+    async def _withdraw(self, stream: _Stream, platform_id: str) -> None:
+        """Delete a message of the stream's earlier run, or where the platform cannot, edit it
+        to `WITHDRAWN_TEXT`; a failure leaves it as it is (logged): the reply is out."""
+        channel = stream.channel
+        try:
+            if can_delete(channel):
+                await self.delivery.delete(channel, stream.chat_id, platform_id)
+            else:
+                marker = Chunk(WITHDRAWN_TEXT, WITHDRAWN_TEXT)
+                await self.delivery.finish(channel, stream.chat_id, platform_id, marker)
+        except DeliveryError as exc:
+            log.warning(
+                "stream.earlier_message_not_withdrawn",
+                channel=channel.name,
+                chat_id=stream.chat_id,
+                error=str(exc),
+            )
 
     def _expire_abandoned(self) -> None:
         """Forget streams whose final never came; checked at most ten times per TTL."""

@@ -250,7 +250,11 @@ class Dispatcher:
             assert command is not None
             return await self._run_command(item, chat, command)
         async with self._turn_slots:
-            turn_id = str(new_turn_id())
+            answers = [r.id for r in item.received]
+            # A turn cut off by a crash after its reply began streaming runs again under its
+            # id: its stream finishes the messages it opened instead of adding new ones.
+            turn_id = self._journal.resumed_turn(answers) or str(new_turn_id())
+            self._journal.start_turn(turn_id, answers)
             channel = self._channel_named(trigger.channel)
             try:
                 result = await self._runner.run(

@@ -22,6 +22,7 @@ from channels.errors import DeliveryError
 from channels.health import ChannelHealth
 from channels.manager import ChannelManager, DeliveryHook
 from channels.metrics import ChannelMetrics
+from channels.streaming import StreamKey
 from config import ProfileConfig
 from gateway.agents import Agent, create_agent
 from gateway.commands import Commands
@@ -35,8 +36,30 @@ from gateway.services import ProcessServices, ProfileServices
 from gateway.turns import TurnRunner
 from sessions import SessionManager, SessionStore
 from sessions.backends import active_topics, session_store
+from sessions.wal import LogWriteError
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _JournaledStreams:
+    """The stream editor's record (`channels.streaming.StreamRecord`): the journal, where a
+    stream's id is its turn's."""
+
+    journal: Journal
+
+    async def opened(self, key: StreamKey, part: int, platform_id: str) -> None:
+        channel, chat_id, turn = key
+        try:
+            await self.journal.record_opened(turn, channel, chat_id, part, platform_id)
+        except LogWriteError as error:
+            # The journal takes nothing more (its own error says why); the reply still goes
+            # out, and a crash now leaves this message beside the resent reply, as before.
+            log.warning("profile.stream_not_recorded", channel=channel, error=str(error))
+
+    def recorded(self, key: StreamKey) -> dict[int, str]:
+        channel, chat_id, turn = key
+        return self.journal.opened_parts(turn, channel, chat_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +171,7 @@ class ProfileRuntime:
             metrics=ChannelMetrics(self._shared.metrics.registry, self.profile_id),
             on_delivered=_delivery_recorder(journal),
             delivery_deadline_s=self.config.delivery_deadline_s,
+            stream_record=_JournaledStreams(journal),
             intake=lambda: intake,
         )
         register_all(channels, built_channels, self.config)

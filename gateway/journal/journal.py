@@ -20,7 +20,7 @@ import structlog
 
 from bus import InboundMessage
 from gateway.journal.dedup_file import append_entries, read_entries, rewrite_entries
-from gateway.journal.records import Outcome, Received, decode, encode_sent
+from gateway.journal.records import OpenedPart, Outcome, Received, decode, encode_sent
 from gateway.journal.state import DEDUP_TTL_S, JournalState, platform_key
 from sessions.wal import LogWriteError, WriteAheadLog
 from sessions.writer import FsyncPolicy
@@ -145,6 +145,27 @@ class Journal:
             return
         self.state.mark_delivered(turn)
         self._log.append(encode_sent(turn, failed=failed))
+
+    # Streams
+
+    def start_turn(self, turn: str, answers: list[int]) -> None:
+        """`turn` runs for the inbound `answers` (in memory: its stream's records name them)."""
+        self.state.start_turn(turn, answers)
+
+    def resumed_turn(self, answers: list[int]) -> str | None:
+        """The id of the turn that streamed part of a reply to `answers` before a crash."""
+        return self.state.streamed_turn(answers)
+
+    def record_opened(
+        self, turn: str, channel: str, chat_id: str, part: int, platform_id: str
+    ) -> asyncio.Future[None]:
+        """A platform message `turn`'s streamed reply opened; durable when the future is."""
+        opened = OpenedPart(turn, self.state.answers_of(turn), channel, chat_id, part, platform_id)
+        self.state.add_opened(opened)
+        return self._log.append(opened.encode())
+
+    def opened_parts(self, turn: str, channel: str, chat_id: str) -> dict[int, str]:
+        return self.state.opened_parts(turn, channel, chat_id)
 
     # Checkpoints
 

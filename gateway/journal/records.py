@@ -6,8 +6,19 @@
   write to that session, the reply to deliver (None when there is none: a cancelled turn), and
   the turn as a `bus.Task`.
 - `sent`: the reply of a turn was delivered (or given up on, with `failed`).
-- `snap`: the first record of a checkpoint: the next journal id; the live `in`, `done` and
-  `sent` records follow it (the dedup table is in its own file, see `dedup_file`).
+- `opened`: a platform message a turn's streamed reply opened (`OpenedPart`): the turn, the
+  inbound ids it answers (as far as known when the message opened), the channel and chat, the
+  part (the message's place in the reply, from 0) and the platform's id of it. A turn resumed
+  after a crash finishes these messages in place instead of sending its reply again beside
+  them; the turn's `sent` record retires them.
+- `snap`: the first record of a checkpoint: the next journal id; the live `in`, `done`,
+  `opened` and `sent` records follow it (the dedup table is in its own file, see `dedup_file`).
+
+Extending: a record is a JSON object whose `k` names its kind. A reader takes the fields it
+knows and ignores the others, and a kind it does not know folds to nothing
+(`JournalState.apply`), so a field or a kind may be added without a new format: give a new
+field a default its absence means (an older record, or a checkpoint restating one, lacks it),
+and keep the field names short, as these are (every record carries them).
 
 Records are written with every field (pydantic-core's `to_json` of the models, in Rust): the
 domain's `to_dict` leaves defaults out, which makes pydantic call each default factory (a
@@ -110,6 +121,44 @@ def encode_sent(turn: str, *, failed: bool = False) -> bytes:
     if failed:
         record["failed"] = True
     return _dumps(record)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedPart:
+    """A platform message a streamed reply opened (an `opened` record)."""
+
+    turn: str
+    #: The journal ids of the inbound messages the turn answers.
+    answers: tuple[int, ...]
+    channel: str
+    chat_id: str
+    #: The message's place in the reply (0: its first message).
+    part: int
+    platform_id: str
+
+    def encode(self) -> bytes:
+        return _dumps(
+            {
+                "k": "opened",
+                "turn": self.turn,
+                "ids": list(self.answers),
+                "ch": self.channel,
+                "chat": self.chat_id,
+                "part": self.part,
+                "msg": self.platform_id,
+            }
+        )
+
+
+def opened_from(record: Record) -> OpenedPart:
+    return OpenedPart(
+        turn=str(record["turn"]),
+        answers=tuple(int(i) for i in record.get("ids", ())),
+        channel=str(record["ch"]),
+        chat_id=str(record["chat"]),
+        part=int(record["part"]),
+        platform_id=str(record["msg"]),
+    )
 
 
 def encode_snapshot(next_id: int) -> bytes:

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 
 from bus import OutboundMessage
 from gateway.journal.records import (
+    OpenedPart,
     Outcome,
     Received,
     Record,
     encode_sent,
     encode_snapshot,
+    opened_from,
     outcome_from,
     received_from,
 )
@@ -51,6 +53,12 @@ class JournalState:
     pending_by_chat: Counter[tuple[str, str]] = field(default_factory=Counter)
     #: Outcomes seen on replay whose messages may be missing from their session file.
     fixups: list[Outcome] = field(default_factory=list)
+    #: turn -> the platform messages its streamed reply opened, by part; kept until the
+    #: turn's reply is delivered, so a resumed turn finishes them in place.
+    streams: dict[str, dict[int, OpenedPart]] = field(default_factory=dict)
+    #: In memory only: inbound journal id -> the turn running for it, or whose stream opened
+    #: messages for it (a resumed turn takes that turn's id again).
+    turn_of_inbound: dict[int, str] = field(default_factory=dict)
 
     # The fold
 
@@ -65,6 +73,8 @@ class JournalState:
                 self.fixups.append(outcome)
         elif kind == "sent":
             self.mark_delivered(str(record["turn"]))
+        elif kind == "opened":
+            self.add_opened(opened_from(record))
         elif kind == "snap":
             self.next_id = max(self.next_id, int(record["next"]))
 
@@ -102,8 +112,27 @@ class JournalState:
         if outcome.reply is None:
             outcome.delivered = True
         self.outcomes[outcome.turn] = outcome
+        for inbound_id in outcome.answers:
+            turn = self.turn_of_inbound.pop(inbound_id, None)
+            if turn is not None and turn != outcome.turn:
+                # Answered by another turn (an abort, an interrupt): nothing will finish
+                # what that turn's stream opened.
+                self.streams.pop(turn, None)
+        if outcome.delivered:
+            self.streams.pop(outcome.turn, None)
+
+    def start_turn(self, turn: str, answers: list[int]) -> None:
+        for inbound_id in answers:
+            self.turn_of_inbound[inbound_id] = turn
+
+    def add_opened(self, opened: OpenedPart) -> None:
+        self.streams.setdefault(opened.turn, {})[opened.part] = opened
+        for inbound_id in opened.answers:
+            if inbound_id in self.received:
+                self.turn_of_inbound[inbound_id] = opened.turn
 
     def mark_delivered(self, turn: str) -> None:
+        self.streams.pop(turn, None)
         outcome = self.outcomes.get(turn)
         if outcome is not None:
             outcome.delivered = True
@@ -138,6 +167,30 @@ class JournalState:
     def reply_for(self, inbound_id: int) -> OutboundMessage | None:
         return self.recent.get(inbound_id)
 
+    def answers_of(self, turn: str) -> tuple[int, ...]:
+        """The inbound ids `turn` answers, as far as they are known."""
+        outcome = self.outcomes.get(turn)
+        if outcome is not None:
+            return tuple(outcome.answers)
+        return tuple(i for i, running in self.turn_of_inbound.items() if running == turn)
+
+    def streamed_turn(self, answers: list[int]) -> str | None:
+        """The turn whose stream opened messages answering one of `answers`, if one did: the
+        turn that runs for them again takes its id, and so its messages."""
+        for inbound_id in answers:
+            turn = self.turn_of_inbound.get(inbound_id)
+            if turn is not None and turn in self.streams:
+                return turn
+        return None
+
+    def opened_parts(self, turn: str, channel: str, chat_id: str) -> dict[int, str]:
+        """part -> platform id of the messages `turn`'s stream opened in that chat."""
+        return {
+            part: opened.platform_id
+            for part, opened in self.streams.get(turn, {}).items()
+            if opened.channel == channel and opened.chat_id == chat_id
+        }
+
     def undelivered(self) -> list[Outcome]:
         return [o for o in self.outcomes.values() if not o.delivered and o.reply is not None]
 
@@ -161,6 +214,8 @@ class JournalState:
             records.append(outcome.encode())
             if outcome.delivered and outcome.replied:
                 records.append(encode_sent(outcome.turn))
+        for parts in self.streams.values():
+            records.extend(opened.encode() for opened in parts.values())
         return records
 
 

@@ -20,7 +20,7 @@ from channels.base import FORMATTED, Channel
 from channels.limits import PlatformLimit
 
 CallKind = Literal[
-    "start", "stop", "send", "send_with_id", "edit", "finish", "typing", "stop_typing"
+    "start", "stop", "send", "send_with_id", "edit", "finish", "delete", "typing", "stop_typing"
 ]
 
 #: A `start_script` step: `start()` returns at once instead of running.
@@ -216,3 +216,10 @@ class WholeSendChannel(RecordingChannel):
     """A platform whose `send_with_id` is its send (Telegram, Discord, Slack, ...)."""
 
     send_with_id_sends_whole = True
+
+
+class DeletingChannel(WholeSendChannel):
+    """A platform whose bot may delete its own messages (Telegram, Discord, Slack)."""
+
+    async def delete_message(self, chat_id: str, message_id: str) -> None:
+        self._attempt(Call("delete", chat_id, message_id=message_id))

@@ -9,12 +9,22 @@ in the chat has been delivered (turns in a chat run in order, and so do their de
 from __future__ import annotations
 
 import itertools
+import signal
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, Generic, Protocol, TypeVar
 
-from tests.e2e.conftest import CLOCK_TOLERANCE_S, EDIT_INTERVAL_S, WAIT_S, gaps_s, no_repeats
+from tests.e2e.conftest import (
+    CLOCK_TOLERANCE_S,
+    DAEMON_ENV,
+    EDIT_INTERVAL_S,
+    WAIT_S,
+    gaps_s,
+    no_repeats,
+    running_daemon,
+)
 from tests.support.daemon import DaemonProcess
 
 Chat = TypeVar("Chat")
@@ -83,6 +93,56 @@ class EchoBot(ABC, Generic[Chat]):
         marker = barrier_marker()
         await self.say(chat, marker)
         await self.reply_shown(chat, marker)
+
+
+#: The echo agent of `assert_a_stream_cut_by_sigkill_is_finished_in_place`: `STREAMED_TEXT` in
+#: four pieces two seconds apart, so the kill lands between two edits of the reply.
+MID_STREAM_PIECES = 4
+MID_STREAM_DELAY_S = 2.0
+
+
+async def assert_a_stream_cut_by_sigkill_is_finished_in_place(
+    directory: Path,
+    profile: Callable[[float, int], str],
+    bot_on: Callable[[DaemonProcess], EchoBot[Chat]],
+    chat: Chat,
+    *,
+    ready: Callable[[DaemonProcess], Awaitable[None]],
+) -> None:
+    """SIGKILL the daemon while a reply streams in `chat` (its message opened and edited once),
+    restart it: the resumed turn finishes that message, so the chat shows the reply once, whole,
+    and no part of it beside. `profile(delay_s, pieces)` is the platform's echo profile,
+    `bot_on(daemon)` its `EchoBot`, `ready(daemon)` waits until the daemon receives there."""
+
+    def partial(texts: list[str]) -> bool:
+        return len(texts) == 1 and texts[0] != STREAMED_TEXT and STREAMED_TEXT.startswith(texts[0])
+
+    async with running_daemon(
+        directory, {"main": profile(MID_STREAM_DELAY_S, MID_STREAM_PIECES)}
+    ) as first:
+        await ready(first)
+        bot = bot_on(first)
+        await bot.say(chat, STREAMED_TEXT)
+        await bot.wait_until(lambda: partial(bot.shown(chat)))
+        opened = bot.shown(chat)
+        # Edited once: grown past what it opened with, not yet whole.
+        await bot.wait_until(lambda: bot.shown(chat) != opened)
+        first.signal(signal.SIGKILL)
+        await first.wait(WAIT_S)
+    cut = bot.shown(chat)
+    assert partial(cut), f"the kill was meant to cut the stream, the chat shows {cut}"
+    restarted = DaemonProcess(directory / "gateway.yaml", env=DAEMON_ENV)
+    try:
+        await restarted.start()
+        await ready(restarted)
+        bot = bot_on(restarted)
+        await bot.reply_shown(chat, STREAMED_TEXT)
+        await bot.barrier(chat)
+        assert await restarted.stop_cleanly() == 0
+    finally:
+        await restarted.stop()
+    *reply, _barrier = bot.shown(chat)
+    assert reply == [STREAMED_TEXT], f"the reply shows in {len(reply)} messages: {reply}"
 
 
 def assert_edited_at_the_interval(times: list[float], texts: list[str]) -> None:

@@ -15,6 +15,7 @@ import pytest_asyncio
 from tests.e2e.conftest import EDIT_INTERVAL_S, WAIT_S, logged, running_daemon, session_keys
 from tests.e2e.echo_bot import (
     EchoBot,
+    assert_a_stream_cut_by_sigkill_is_finished_in_place,
     assert_edited_at_the_interval,
     echo_profile,
 )
@@ -260,3 +261,16 @@ async def test_messages_posted_while_the_daemon_was_down_are_caught_up_once(
             "and once more",
             "live again",
         ]
+
+
+async def test_a_reply_streaming_when_sigkilled_is_finished_in_its_message(
+    tmp_path: Path,
+) -> None:
+    async with FakeDiscord() as fake:
+        await assert_a_stream_cut_by_sigkill_is_finished_in_place(
+            tmp_path,
+            lambda delay_s, pieces: discord_profile(fake, delay_s=delay_s, pieces=pieces),
+            lambda daemon: DiscordBot(fake, daemon),
+            300_000_000_000_000_301,
+            ready=lambda daemon: connected(daemon, fake),
+        )

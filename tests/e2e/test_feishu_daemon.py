@@ -18,7 +18,11 @@ import pytest_asyncio
 
 from channels.feishu.channel import CARD_TEXT_LIMIT
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, gaps_s, no_repeats, running_daemon, session_keys
-from tests.e2e.echo_bot import EchoBot, echo_profile
+from tests.e2e.echo_bot import (
+    EchoBot,
+    assert_a_stream_cut_by_sigkill_is_finished_in_place,
+    echo_profile,
+)
 from tests.e2e.long_text import assert_split_well, mixed_text, non_space, without_fences
 from tests.fakes.feishu_server import MAX_BODY_BYTES, FakeFeishu
 from tests.support.daemon import DaemonProcess, write_config
@@ -248,3 +252,19 @@ async def test_malformed_frames_are_skipped_and_the_connection_kept(bot: FeishuB
     await bot.say(chat, "still answering?")
     await bot.reply_shown(chat, "still answering?")
     assert fake.connections_opened == opened
+
+
+async def test_a_reply_streaming_when_sigkilled_is_finished_in_its_card(tmp_path: Path) -> None:
+    async with FakeFeishu() as fake:
+
+        async def connected_anew(daemon: DaemonProcess) -> None:
+            await daemon.wait_log(lambda event: event.get("event") == "feishu.ws_connected")
+            await fake.wait_connected(timeout_s=WAIT_S)
+
+        await assert_a_stream_cut_by_sigkill_is_finished_in_place(
+            tmp_path,
+            lambda delay_s, pieces: ws_profile(fake, delay_s=delay_s, pieces=pieces),
+            lambda daemon: FeishuBot(fake, daemon),
+            "oc_midstream0000000000001",
+            ready=connected_anew,
+        )

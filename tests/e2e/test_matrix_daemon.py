@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +12,12 @@ import pytest_asyncio
 
 from channels.matrix import ENCRYPTED_NOTICE
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged, running_daemon, session_keys
-from tests.e2e.echo_bot import STREAMED_TEXT, echo_profile
+from tests.e2e.echo_bot import (
+    STREAMED_TEXT,
+    EchoBot,
+    assert_a_stream_cut_by_sigkill_is_finished_in_place,
+    echo_profile,
+)
 from tests.e2e.long_text import assert_split_well, mixed_text
 from tests.fakes.matrix_server import MAX_EVENT_BYTES, SERVER, FakeMatrix
 from tests.support.daemon import DaemonProcess
@@ -38,9 +43,18 @@ def matrix_profile(
 
 
 @dataclass
-class MatrixBot:
+class MatrixBot(EchoBot[str]):
     fake: FakeMatrix
     daemon: DaemonProcess
+
+    async def say(self, room: str, text: str) -> str:
+        return self.fake.say(room, ALICE, text)
+
+    def shown(self, room: str) -> list[str]:
+        return self.fake.shown(room)
+
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        await self.fake.wait_until(condition, WAIT_S)
 
     async def barrier(self, room: str) -> None:
         marker = f"barrier {len(self.fake.calls)}"
@@ -196,3 +210,17 @@ async def test_an_acknowledged_message_survives_sigkill_and_is_answered_once(
         assert shown[-2:] == ["do not lose me", "and me"]
         assert len(shown) <= 3
         assert all("do not lose me".startswith(text) for text in shown[:-2])
+
+
+async def test_a_reply_streaming_when_sigkilled_is_finished_in_its_message(
+    tmp_path: Path,
+) -> None:
+    async with FakeMatrix() as fake:
+        room = fake.create_room([ALICE])
+        await assert_a_stream_cut_by_sigkill_is_finished_in_place(
+            tmp_path,
+            lambda delay_s, pieces: matrix_profile(fake, delay_s=delay_s, pieces=pieces),
+            lambda daemon: MatrixBot(fake, daemon),
+            room,
+            ready=lambda daemon: syncing(fake, daemon),
+        )

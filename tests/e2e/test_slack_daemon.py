@@ -21,6 +21,7 @@ import pytest_asyncio
 from tests.e2e.conftest import EDIT_INTERVAL_S, WAIT_S, running_daemon, session_keys
 from tests.e2e.echo_bot import (
     EchoBot,
+    assert_a_stream_cut_by_sigkill_is_finished_in_place,
     assert_edited_at_the_interval,
     echo_profile,
 )
@@ -236,3 +237,16 @@ async def test_http_mode_refuses_forged_and_stale_requests_and_answers_a_signed_
     assert (
         await bot.daemon.metric("octos_messages_in_total", profile="hooks", outcome="accepted") == 1
     )
+
+
+async def test_a_reply_streaming_when_sigkilled_is_finished_in_its_message(
+    tmp_path: Path,
+) -> None:
+    async with FakeSlack() as fake:
+        await assert_a_stream_cut_by_sigkill_is_finished_in_place(
+            tmp_path,
+            lambda delay_s, pieces: socket_profile(fake, delay_s=delay_s, pieces=pieces),
+            lambda daemon: SlackBot(fake, daemon),
+            "DMIDSTREAM1",
+            ready=lambda daemon: connected(fake, daemon, profiles=1),
+        )

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import EDIT_INTERVAL_S, WAIT_S, running_daemon, session_keys
+from tests.e2e.conftest import EDIT_INTERVAL_S, WAIT_S, logged, running_daemon, session_keys
 from tests.e2e.echo_bot import (
     EchoBot,
+    assert_a_stream_cut_by_sigkill_is_finished_in_place,
     assert_edited_at_the_interval,
     echo_profile,
 )
@@ -236,3 +237,20 @@ def of_message(call: RecordedRequest, message: dict[str, Any]) -> bool:
     return str(call.params.get("message_id")) == str(message["message_id"]) and sent_to(
         message["chat"]["id"], call
     )
+
+
+async def test_a_reply_streaming_when_sigkilled_is_finished_in_its_message(
+    tmp_path: Path,
+) -> None:
+    async with FakeTelegram() as fake:
+
+        async def polling(daemon: DaemonProcess) -> None:
+            await daemon.wait_log(logged("telegram.connected"))
+
+        await assert_a_stream_cut_by_sigkill_is_finished_in_place(
+            tmp_path,
+            lambda delay_s, pieces: telegram_profile(fake, delay_s=delay_s, pieces=pieces),
+            lambda daemon: TelegramBot(fake, daemon),
+            10_901,
+            ready=polling,
+        )

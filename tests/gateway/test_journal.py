@@ -134,6 +134,59 @@ async def test_a_checkpoint_keeps_dedup_and_unfinished_work(tmp_path: Path) -> N
     await again.close()
 
 
+async def test_a_stream_cut_off_is_found_again_by_its_messages_and_retired_once_delivered(
+    tmp_path: Path,
+) -> None:
+    journal = Journal(tmp_path)
+    await journal.open()
+    cut, durable = journal.accept(inbound("cut off mid-stream", "1"))
+    await durable
+    journal.start_turn("turn-cut", [cut.id])
+    await journal.record_opened("turn-cut", "telegram", "c", 0, "501")
+    await journal.record_opened("turn-cut", "telegram", "c", 1, "502")
+    await journal.close()
+
+    # After a crash: the turn that runs again for the message takes the earlier turn's id.
+    again = Journal(tmp_path)
+    await again.open()
+    assert again.resumed_turn([cut.id]) == "turn-cut"
+    # Restated by a checkpoint as well.
+    await again.checkpoint(no_sessions)
+    await again.close()
+    third = Journal(tmp_path)
+    await third.open()
+    assert third.resumed_turn([cut.id]) == "turn-cut"
+    assert third.opened_parts("turn-cut", "telegram", "c") == {0: "501", 1: "502"}
+    assert third.opened_parts("turn-cut", "telegram", "other chat") == {}
+    third.start_turn("turn-cut", [cut.id])
+    done = outcome([cut.id], "the whole reply")
+    done.turn = "turn-cut"
+    await third.record_outcome(done)
+    # Answered, not yet delivered: still there for the reply's delivery.
+    assert third.opened_parts("turn-cut", "telegram", "c") == {0: "501", 1: "502"}
+    third.record_delivered("turn-cut")
+    await third.checkpoint(no_sessions)
+    await third.close()
+
+    fourth = Journal(tmp_path)
+    await fourth.open()
+    assert fourth.opened_parts("turn-cut", "telegram", "c") == {}
+    await fourth.close()
+
+
+async def test_a_stream_whose_messages_another_turn_answered_is_forgotten(tmp_path: Path) -> None:
+    journal = Journal(tmp_path)
+    await journal.open()
+    cut, durable = journal.accept(inbound("aborted after a restart", "1"))
+    await durable
+    journal.start_turn("turn-cut", [cut.id])
+    await journal.record_opened("turn-cut", "telegram", "c", 0, "501")
+    await journal.record_outcome(outcome([cut.id], None))  # an abort answered it
+    assert journal.resumed_turn([cut.id]) is None
+    assert journal.opened_parts("turn-cut", "telegram", "c") == {}
+    await journal.close()
+
+
 @st.composite
 def journal_script(draw: st.DrawFn) -> list[tuple[str, int]]:
     steps: list[tuple[str, int]] = []
