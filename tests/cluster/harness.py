@@ -131,6 +131,16 @@ class RunningWorker:
         info = await self.js.stream_info(stream)
         return info.state.messages
 
+    async def stream_emptied(self, stream: str, timeout_s: float = WAIT_S) -> int:
+        """The stream's count once it is 0, or at the timeout: the server applies an ack the
+        observer has seen a moment later, so a count read at once can still include it."""
+        for _ in range(int(timeout_s / 0.05)):
+            if await self.stream_count(stream) == 0:
+                return 0
+            # Polled: JetStream tells no one when a stream's count changes.
+            await asyncio.sleep(0.05)
+        return await self.stream_count(stream)
+
 
 def nats_config(prefix: str, **overrides: Any) -> NatsConfig:
     settings: dict[str, Any] = {"url": NATS_URL, "stream_prefix": prefix, "partitions": 4}

@@ -79,7 +79,7 @@ async def test_a_message_is_answered_stored_and_acknowledged(
             type(AgentMessage.from_json(s.data).root) for s in w.observer.on(w.names.status_subject)
         ] == statuses
         assert board.running() == []
-        assert await w.stream_count(w.names.inbound_stream) == 0
+        assert await w.stream_emptied(w.names.inbound_stream) == 0
     assert await stored_in_chat_1(postgres_dsn, profile) == [
         ("user", "hello worker"),
         ("assistant", "hello worker"),
@@ -192,7 +192,7 @@ async def test_a_platform_retry_past_the_duplicate_window_is_not_answered_twice(
         await w.observer.wait_for(lambda: len(w.acks()) == 3)
         assert reply_texts(w) == ["only once", "only once"]
         assert w.replies()[1].subject == w.names.reply_subject("ingress-b")
-        assert await w.stream_count(w.names.inbound_stream) == 0
+        assert await w.stream_emptied(w.names.inbound_stream) == 0
 
 
 async def test_a_message_that_always_fails_is_a_dead_letter_and_its_partition_flows_on(
@@ -224,7 +224,7 @@ async def test_a_message_that_always_fails_is_a_dead_letter_and_its_partition_fl
         assert "echo agent fails" in dead[0].headers[DEAD_REASON]
         assert json.loads(dead[0].data)["content"] == "poison pill"
         assert w.metrics.dead_letters.labels(profile, "agent_error")._value.get() == 1
-        assert await w.stream_count(w.names.inbound_stream) == 0
+        assert await w.stream_emptied(w.names.inbound_stream) == 0
         assert await w.stream_count(w.names.dead_stream) == 1
 
 
@@ -273,7 +273,7 @@ async def test_a_message_whose_last_delivery_never_finished_is_buried_not_lost(
         (notice,) = reply_texts(w)
         assert notice.startswith("Sorry, I could not answer that: abandoned.")
         assert w.metrics.dead_letters.labels(profile, "abandoned")._value.get() == 1
-        assert await w.stream_count(w.names.inbound_stream) == 0
+        assert await w.stream_emptied(w.names.inbound_stream) == 0
 
 
 async def test_a_bounded_worker_finds_the_partitions_with_work(
