@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 import structlog
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
+from nats.errors import NoRespondersError
+from nats.js.errors import APIError, ServiceUnavailableError
 from nats.js.errors import Error as JetStreamError
 
 from config.bus import NatsConfig
@@ -19,6 +21,10 @@ log = structlog.get_logger(__name__)
 REQUEST_TIMEOUT_S = 10.0
 #: Every failure of NATS or of the way to it.
 NATS_ERRORS = (OSError, TimeoutError, NatsError, JetStreamError)
+#: JetStream error codes that pass once a cluster has formed: "JetStream system temporarily
+#: unavailable" (no meta leader yet), "insufficient resources" and "no suitable peers for
+#: placement" (the servers that would hold the replicas have not reported in yet).
+_UNSETTLED_CODES = frozenset({10008, 10023, 10005})
 
 
 class BusUnavailable(RuntimeError):
@@ -33,6 +39,14 @@ class BusUnavailable(RuntimeError):
             "gateway.yaml's bus.nats.url (user, password) is right"
         )
         super().__init__(f"cannot use NATS at {self.url}: {self.detail}; {self.fix}")
+
+
+def jetstream_unsettled(error: BaseException) -> bool:
+    """Whether `error` is JetStream not answering yet rather than refusing: what a cluster
+    says (or leaves unanswered) while it elects its meta leader, worth asking again."""
+    if isinstance(error, TimeoutError | NoRespondersError | ServiceUnavailableError):
+        return True  # nats-py's own TimeoutError is a TimeoutError too
+    return isinstance(error, APIError) and error.err_code in _UNSETTLED_CODES
 
 
 async def _log_error(error: Exception) -> None:

@@ -2,10 +2,15 @@
 
 A process has a role: `ingress` runs the channels (publishing what they receive, delivering
 replies), `worker` runs the agents (answering inbound partitions), `all` both. The node
-connects, creates the streams idempotently, follows the status subject, opens the turn records
-(workers) and the delivery records (ingress processes) and runs the worker's and the
-deliveries' loops (an ingress's with its live subject: the turns it shows, `cluster.live_ingress`);
-profiles join and leave it as they start and stop (SIGHUP reloads one at a time).
+connects, creates the streams, its role's consumers and the lease bucket idempotently, follows
+the status subject, opens the turn records (workers) and the delivery records (ingress
+processes) and runs the worker's and the deliveries' loops (an ingress's with its live subject:
+the turns it shows, `cluster.live_ingress`); profiles join and leave it as they start and stop
+(SIGHUP reloads one at a time).
+
+Processes are started together with NATS (docker compose does), and a fresh JetStream cluster
+answers nothing until it has elected its meta leader: the node asks again, with backoff, until
+`connect_timeout_s` after its start, and reports itself not ready until it has joined.
 """
 
 from __future__ import annotations
@@ -22,22 +27,30 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry
 
+from channels.retry import Backoff
 from cluster.connection import (
     NATS_ERRORS,
     REQUEST_TIMEOUT_S,
     BusUnavailable,
     connect,
     disconnect,
+    jetstream_unsettled,
 )
 from cluster.delivery import Deliver, ReplyDelivery
 from cluster.delivery_records import DeliveryRecords
+from cluster.lease import open_lease_bucket
 from cluster.live_ingress import LiveChannels, LiveShows
 from cluster.metrics import ClusterMetrics
 from cluster.poller_leases import PollerLeases
 from cluster.profile_worker import ProfileWorker
 from cluster.record_table import RecordTable
 from cluster.status import StatusBoard, StatusPublisher
-from cluster.streams import ensure_streams, names_of
+from cluster.streams import (
+    ensure_delivery_consumers,
+    ensure_streams,
+    ensure_worker_consumers,
+    names_of,
+)
 from cluster.subjects import ClusterNames
 from cluster.turn_records import TurnRecords
 from cluster.worker import Worker
@@ -48,6 +61,12 @@ log = structlog.get_logger(__name__)
 
 Role = Literal["all", "ingress", "worker"]
 Table = TypeVar("Table", bound=RecordTable)
+
+#: Seconds one JetStream request of the join waits: a cluster without a leader never answers,
+#: and the join asks again rather than spend its whole `connect_timeout_s` on one request.
+JOIN_REQUEST_TIMEOUT_S = 2.0
+#: Pauses between the join's attempts.
+JOIN_BACKOFF = Backoff(initial_s=0.25, max_s=2.0)
 
 
 def process_id(role: str) -> str:
@@ -83,6 +102,8 @@ class ClusterNode:
         self._registry = registry
         #: An ingress's poller leases: its single-poller channels poll only while it holds one.
         self.leases: PollerLeases | None = None
+        #: Set once its streams, consumers and records are all there: ready from then on.
+        self._joined = False
 
     @property
     def runs_worker(self) -> bool:
@@ -103,23 +124,68 @@ class ClusterNode:
         return self._js
 
     async def __aenter__(self) -> Self:
+        # One time limit for the connection and the join: "wait this long for NATS".
+        deadline = asyncio.get_running_loop().time() + self.config.connect_timeout_s
         self._client = await connect(self.config, name=f"octos-gateway {self.id}")
         self._js = self._client.jetstream(timeout=REQUEST_TIMEOUT_S)
         try:
+            await self._set_up_jetstream(deadline)
             await self._join()
         except BaseException:
             await self.__aexit__(None, None, None)
             raise
+        self._joined = True
         log.info("cluster.joined", node=self.id, role=self.role, nats=self.config.redacted_url)
         return self
+
+    async def _set_up_jetstream(self, deadline: float) -> None:
+        """The streams, this role's consumers and the lease bucket, asked for again while
+        JetStream is unsettled, until `deadline`; `BusUnavailable` when it refuses or time is up.
+        Every step is idempotent, so an attempt cut short is simply made again, by this process
+        or by another started at the same time."""
+        js = self.client.jetstream(timeout=JOIN_REQUEST_TIMEOUT_S)
+        loop = asyncio.get_running_loop()
+        failures = 0
+        unsettled: BaseException | None = None
+        try:
+            async with asyncio.timeout_at(deadline):
+                while True:
+                    try:
+                        await self._create_jetstream_objects(js)
+                        return
+                    except NATS_ERRORS as error:
+                        if not jetstream_unsettled(error):
+                            raise BusUnavailable(self.config, error) from error
+                        unsettled = error
+                    failures += 1
+                    log.info(
+                        "cluster.join_waiting",
+                        detail="JetStream is not ready yet (a cluster still electing its "
+                        "leader, or a stream another process is creating): asking again",
+                        error=str(unsettled) or type(unsettled).__name__,
+                        attempt=failures,
+                        left_s=round(deadline - loop.time(), 1),
+                    )
+                    await asyncio.sleep(JOIN_BACKOFF.delay_s(failures))
+        except TimeoutError as error:  # the deadline: nats-py's timeouts were caught above
+            last = f" (last: {unsettled})" if unsettled is not None else ""
+            cause = TimeoutError(
+                f"JetStream not ready within bus.nats.connect_timeout_s "
+                f"({self.config.connect_timeout_s:g} s){last}"
+            )
+            raise BusUnavailable(self.config, cause) from error
+
+    async def _create_jetstream_objects(self, js: JetStreamContext) -> None:
+        await ensure_streams(js, self.config)
+        if self.runs_worker:
+            await ensure_worker_consumers(js, self.config)
+        if self.runs_ingress:
+            await ensure_delivery_consumers(js, self.config)
+            await open_lease_bucket(js, self.config.stream_prefix, replicas=self.config.replicas)
 
     async def _join(self) -> None:
         assert self._client is not None
         assert self._js is not None
-        try:
-            await ensure_streams(self._js, self.config)
-        except NATS_ERRORS as error:
-            raise BusUnavailable(self.config, error) from error
         await self.board.follow(self._client, self.names.status_subject)
         if self.runs_worker:
             self._records = await self._opened(TurnRecords)
@@ -164,6 +230,7 @@ class ClusterNode:
         return opened
 
     async def __aexit__(self, *exc_info: object) -> None:
+        self._joined = False
         await self.board.unfollow()
         for table in (self._records, self._deliveries):
             if table is not None:
@@ -244,12 +311,13 @@ class ClusterNode:
         report: dict[str, object] = {
             "node": self.id,
             "role": self.role,
+            "joined": self._joined,
             "nats": {"url": self.config.redacted_url, "connected": nats_ok},
             "running_turns": [
                 {"task": turn.task_id, "worker": turn.worker} for turn in self.board.running()
             ],
         }
-        ready = nats_ok
+        ready = nats_ok and self._joined
         database = self._records or self._deliveries
         if database is not None:
             pg_ok = await database.ping()

@@ -7,10 +7,17 @@
 
 File storage; the duplicate window is the configured one. A work queue removes a message once
 it is acknowledged, so what is left in a stream is what is still to do.
+
+Every process of a cluster runs this at its start, often at the same moment. A stream is
+updated only when its settings differ: NATS 2.9 was seen to leave unanswered a create, an
+update or an info of a stream that another process was creating at that moment, and the caller
+must then ask again (the node's join does), so the fewer such requests the better.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections.abc import Callable
 
 from nats.js import JetStreamContext
@@ -38,7 +45,8 @@ def names_of(config: NatsConfig) -> ClusterNames:
     return ClusterNames(config.stream_prefix, config.partitions)
 
 
-def _stream_configs(config: NatsConfig) -> list[StreamConfig]:
+def stream_configs(config: NatsConfig) -> list[StreamConfig]:
+    """The inbound, outbound and dead-letter streams as `config` makes them."""
     names = names_of(config)
     prefix = config.stream_prefix
     common = {
@@ -73,15 +81,26 @@ def _stream_configs(config: NatsConfig) -> list[StreamConfig]:
 
 
 async def ensure_streams(js: JetStreamContext, config: NatsConfig) -> None:
-    """Create the streams, or update them to this config (subjects, replicas, window)."""
-    for stream in _stream_configs(config):
+    """Create the missing streams (those a failed start left out too), and update those whose
+    settings differ from this config (subjects, replicas, window)."""
+    for stream in stream_configs(config):
         assert stream.name is not None
         try:
-            await js.stream_info(stream.name)
+            info = await js.stream_info(stream.name)
         except NotFoundError:
             await js.add_stream(stream)
         else:
-            await js.update_stream(stream)
+            if not _has_settings(info.config, stream):
+                await js.update_stream(stream)
+
+
+def _has_settings(current: StreamConfig, wanted: StreamConfig) -> bool:
+    """Whether the server's stream has every setting `wanted` makes (its unset ones aside)."""
+    return all(
+        getattr(current, field.name) == value
+        for field in dataclasses.fields(wanted)
+        if (value := getattr(wanted, field.name)) is not None
+    )
 
 
 def partition_consumer(durable: str, subject: str, *, ack_wait_s: float) -> ConsumerConfig:
@@ -134,11 +153,24 @@ async def _ensure_partition_consumers(
     durable_of: Callable[[int], str],
     subject_of: Callable[[int], str],
 ) -> None:
-    for partition in range(config.partitions):
-        consumer = partition_consumer(
-            durable_of(partition), subject_of(partition), ack_wait_s=config.ack_wait_s
-        )
-        await ensure_consumer(js, stream, consumer)
+    # All at once: each new one is a round of JetStream's consensus (a replicated consumer),
+    # and one after another they take seconds at a cluster's first start.
+    outcomes = await asyncio.gather(
+        *(
+            ensure_consumer(
+                js,
+                stream,
+                partition_consumer(
+                    durable_of(partition), subject_of(partition), ack_wait_s=config.ack_wait_s
+                ),
+            )
+            for partition in range(config.partitions)
+        ),
+        return_exceptions=True,
+    )
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 def reply_consumer(names: ClusterNames, ingress_id: str, config: NatsConfig) -> ConsumerConfig:

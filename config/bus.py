@@ -55,7 +55,12 @@ class NatsConfig(ConfigModel):
         "streams before changing it.",
     )
     connect_timeout_s: float = Field(
-        10.0, gt=0, le=300, description="Seconds to wait for the NATS server at start-up."
+        10.0,
+        gt=0,
+        le=300,
+        description="Seconds to wait at start-up for the NATS server and its JetStream (a "
+        "cluster started with the gateway elects its leader meanwhile): `run` tries again "
+        "until then, /readyz answering 503, and exits 69 after.",
     )
     ack_wait_s: float = Field(
         30.0,

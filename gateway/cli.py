@@ -24,7 +24,7 @@ from gateway.cli_args import (
 from gateway.cluster_commands import (
     ROLES,
     add_dead_letter_commands,
-    bus_unreachable,
+    bus_client_missing,
     role_problem,
 )
 from gateway.config_checks import usability_problems
@@ -87,7 +87,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if (wrong_role := role_problem(loaded, args.role)) is not None:
         print(f"error: {wrong_role}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
-    for unreachable in (store_unreachable(loaded), bus_unreachable(loaded)):
+    # NATS is not asked here: the daemon waits for it (up to bus.nats.connect_timeout_s) while
+    # /readyz says it is not ready, since compose starts NATS and the processes together.
+    for unreachable in (store_unreachable(loaded), bus_client_missing(loaded)):
         if unreachable is not None:
             print(f"error: {unreachable}", file=sys.stderr)
             return EXIT_UNAVAILABLE

@@ -43,18 +43,29 @@ def role_problem(loaded: LoadedConfig, role: str) -> str | None:
     return None
 
 
-def bus_unreachable(loaded: LoadedConfig) -> str | None:
-    """Why the configured NATS cannot be used; None when it can (or the bus is in memory)."""
-    bus = loaded.gateway.bus
-    if bus.backend != "nats":
+def bus_client_missing(loaded: LoadedConfig) -> str | None:
+    """Why this installation cannot talk to the configured NATS at all (nats-py missing)."""
+    if loaded.gateway.bus.backend != "nats":
         return None
     try:
-        from cluster.connection import BusUnavailable, check_bus
+        import cluster.connection  # noqa: F401  (imports nats-py)
     except ModuleNotFoundError as error:
         return (
             f"bus backend nats needs nats-py (no module {error.name!r}); install it with "
             "pip install 'octos-gateway[nats]'"
         )
+    return None
+
+
+def bus_unreachable(loaded: LoadedConfig) -> str | None:
+    """Why the configured NATS cannot be used; None when it can (or the bus is in memory)."""
+    bus = loaded.gateway.bus
+    if bus.backend != "nats":
+        return None
+    if (missing := bus_client_missing(loaded)) is not None:
+        return missing
+    from cluster.connection import BusUnavailable, check_bus
+
     try:
         asyncio.run(check_bus(bus.nats))
     except BusUnavailable as error:

@@ -183,8 +183,10 @@ class Daemon:
                 if settings.bus.backend == "nats":
                     from cluster.connection import BusUnavailable
 
+                    # Reported on /readyz from now on: not ready until it has joined.
+                    self._node = self._cluster_node()
                     try:
-                        self._node = await stack.enter_async_context(self._cluster_node())
+                        await stack.enter_async_context(self._node)
                     except (BusUnavailable, SessionError) as error:
                         log.error("cluster.join_failed", error=str(error))
                         return EXIT_NO_HTTP

@@ -28,13 +28,15 @@ def cluster_config(
     partitions: int = 8,
     ack_wait_s: float = 30.0,
     extra_nats: str = "",
+    url: str = NATS_URL,
 ) -> Path:
+    """`url`: the shared test server unless a test runs NATS servers of its own."""
     config = write_config(directory, profiles)
     with config.open("a", encoding="utf-8") as text:
         text.write(
             "bus:\n"
             "  backend: nats\n"
-            f'  nats: {{url: "{NATS_URL}", stream_prefix: {prefix}, partitions: {partitions}, '
+            f'  nats: {{url: "{url}", stream_prefix: {prefix}, partitions: {partitions}, '
             f"ack_wait_s: {ack_wait_s}, retry_backoff_s: [0.2]{extra_nats}}}\n"
             f'store: {{backend: postgres, dsn: "{dsn}"}}\n'
         )
