@@ -19,5 +19,4 @@ __all__ = ["QQBotChannel", "create", "seed_from_secret", "sign_hex", "signing_ke
 
 
 def create(config: QQBotConfig, context: ChannelContext) -> QQBotChannel:
-    del context  # nothing kept on disk
-    return QQBotChannel(config)
+    return QQBotChannel(config, data_dir=context.data_dir)

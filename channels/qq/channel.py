@@ -4,9 +4,10 @@ replies out.
 In webhook mode QQ POSTs events to `webhook_path` on the daemon's HTTP server (see
 `webhook.py`: Ed25519 signatures checked, op 12 acknowledgement only once the message is
 durable). In websocket mode `start()` keeps a gateway connection (see `gateway_ws.py`),
-reconnecting with backoff and resuming the session. Either way `start()` checks the
-credentials (a token QQ refuses is fatal) and takes events until stopped; webhook events from
-the start, while the token is fetched.
+reconnecting with backoff and resuming the session, also after a restart (the session is kept
+in the data directory). Either way `start()` checks the credentials (a token QQ refuses is
+fatal) and takes events until stopped; webhook events from the start, while the token is
+fetched.
 
 Replies: QQ bots may only answer a user's message (`msg_id`, see `passive.py`), at most five
 times, so a long reply is split into at most four messages and a notice that the rest was cut
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import aiohttp
@@ -35,7 +38,7 @@ from channels.http_session import LazySession
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
 from channels.qq.events import MalformedEvent, parse_message, target
-from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionState
+from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionFile, SessionState
 from channels.qq.passive import MAX_REPLIES, PassiveReplies
 from channels.qq.token import CHANNEL, access_token
 from channels.qq.webhook import QQWebhook
@@ -44,6 +47,14 @@ from channels.stopping import until_stopped
 from config import QQBotConfig
 
 log = structlog.get_logger(__name__)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def session_path(data_dir: Path, app_id: str) -> Path:
+    """The file a bot's gateway session is kept in, in the profile's data directory."""
+    return data_dir / "qq" / f"{_UNSAFE.sub('_', app_id).strip('._') or 'bot'}.session.json"
+
 
 #: After the gateway connection ends: 1 s, doubling to a minute while it keeps failing.
 RECONNECT = ReconnectPolicy(base_s=1.0, cap_s=60.0)
@@ -58,6 +69,7 @@ class QQBotChannel(Channel):
         self,
         config: QQBotConfig,
         *,
+        data_dir: Path | None = None,
         request_timeout_s: float = 10.0,
         reconnect: ReconnectPolicy = RECONNECT,
     ) -> None:
@@ -65,6 +77,10 @@ class QQBotChannel(Channel):
         self._mode = config.mode
         self._reconnect = reconnect
         self._gateway_state = SessionState()
+        #: Where the gateway session is kept across restarts (websocket mode); None: nowhere.
+        self._session_file = (
+            None if data_dir is None else SessionFile(session_path(data_dir, config.app_id))
+        )
         self._receiving = asyncio.Event()
         self._webhook_path = config.webhook_path
         self._http_session = LazySession()
@@ -128,6 +144,9 @@ class QQBotChannel(Channel):
             await self._close_http()
 
     async def _gateway_until_stopped(self, inbound: InboundSender) -> None:
+        if self._session_file is not None:
+            self._gateway_state = await self._session_file.load()
+
         async def take(payload: dict[str, Any]) -> None:
             await until_taken(lambda: self._take(inbound, payload), event="qq.inbound_refused")
 
@@ -154,6 +173,7 @@ class QQBotChannel(Channel):
                 token=token,
                 on_dispatch=take,
                 on_ready=self._receiving.set,
+                on_progress=None if self._session_file is None else self._session_file.save,
             )
             await session.run()
         finally:

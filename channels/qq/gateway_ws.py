@@ -9,6 +9,10 @@ the session invalid (op 9) or closes.
 There is no per-event acknowledgement in this protocol: the sequence number the heartbeat
 reports, and a resume continues from, is what tells QQ how far the bot got. So it moves past an
 event only once the channel's handler returned, i.e. once the message is durable.
+
+The session and that sequence are kept on disk (`SessionFile`), so a restart resumes the session
+and QQ replays what was sent while the daemon was away, for as long as QQ keeps the session
+(a short while: then it answers op 9, and the gap is logged as `qq.gap_unfilled`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -26,6 +31,7 @@ import structlog
 from channels.errors import AuthError, TransientError
 from channels.json_payload import UnreadableJson, json_payload
 from channels.qq.token import CHANNEL
+from channels.state_file import read_state_json, write_state_json
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +54,36 @@ class SessionState:
     seq: int | None = None
 
 
+class SessionFile:
+    """The gateway session, kept across restarts; written atomically in a worker thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._saved: tuple[str | None, int | None] = (None, None)
+
+    async def load(self) -> SessionState:
+        data = await asyncio.to_thread(
+            read_state_json, self.path, unreadable_event="qq.session_unreadable"
+        )
+        session_id = data.get("session_id") if isinstance(data, dict) else None
+        seq = data.get("seq") if isinstance(data, dict) else None
+        state = SessionState(
+            session_id if isinstance(session_id, str) and session_id else None,
+            seq if isinstance(seq, int) else None,
+        )
+        self._saved = (state.session_id, state.seq)
+        return state
+
+    async def save(self, state: SessionState) -> None:
+        current = (state.session_id, state.seq)
+        if current == self._saved:
+            return
+        data = {"session_id": state.session_id, "seq": state.seq}
+        # Shielded: a cancellation mid-write must not leave the file behind the events.
+        await asyncio.shield(asyncio.to_thread(write_state_json, self.path, data))
+        self._saved = current
+
+
 @dataclass(eq=False)
 class GatewaySession:
     """One websocket connection; `run` returns when it ends and the caller should reconnect."""
@@ -58,6 +94,8 @@ class GatewaySession:
     token: str
     on_dispatch: DispatchHandler
     on_ready: Callable[[], None]
+    #: Called whenever the session or its sequence changed (to keep them on disk).
+    on_progress: Callable[[SessionState], Awaitable[None]] | None = None
     hello_timeout_s: float = 10.0
     #: Heartbeats sent since the last op 11; two unanswered count the connection as dead.
     _unanswered: int = field(default=0, init=False, repr=False)
@@ -129,8 +167,17 @@ class GatewaySession:
                 log.info("qq.gateway_reconnect_requested")
                 return
             elif op == OP_INVALID_SESSION:
-                log.info("qq.gateway_session_invalid")
+                if self.state.session_id is not None and self.state.seq is not None:
+                    log.warning(
+                        "qq.gap_unfilled",
+                        after_seq=self.state.seq,
+                        detail="QQ no longer holds the session: events it sent after this "
+                        "sequence while the bot was away are not replayed",
+                    )
+                else:
+                    log.info("qq.gateway_session_invalid")
                 self.state.session_id, self.state.seq = None, None
+                await self._progressed()
                 return
 
     async def _dispatch(self, payload: dict[str, Any]) -> None:
@@ -138,6 +185,7 @@ class GatewaySession:
         if kind == "READY":
             data = payload.get("d") or {}
             self.state.session_id = str(data.get("session_id") or "") or None
+            self.state.seq = None  # a new session counts from its own start
             self.on_ready()
             log.info("qq.gateway_ready")
         elif kind == "RESUMED":
@@ -146,9 +194,15 @@ class GatewaySession:
         else:
             await self.on_dispatch(payload)
         seq = payload.get("s")
-        if isinstance(seq, int):
-            # Past this event only now that it is handled (durable).
+        if isinstance(seq, int) and (self.state.seq is None or seq > self.state.seq):
+            # Past this event only now that it is handled (durable); never back, as a RESUMED
+            # frame's own number may be.
             self.state.seq = seq
+        await self._progressed()
+
+    async def _progressed(self) -> None:
+        if self.on_progress is not None:
+            await self.on_progress(self.state)
 
     async def _heartbeats(self, interval_s: float) -> None:
         while True:

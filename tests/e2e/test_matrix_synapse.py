@@ -8,6 +8,7 @@ server itself going away while replies are due.
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -121,3 +122,63 @@ async def test_80_messages_sent_while_the_daemon_was_stopped_are_all_answered_on
         # Turns in a room run in order: the last message's reply comes after all the others.
         await eventually(lambda: _ends_with(chat.bot_said(), last), MANY_REPLIES_WAIT_S)
         assert await chat.bot_said() == ["warm-up", *missed, last]
+
+
+#: How long the homeserver is down in the outage tests: past the old give-up (5 tries in ~10 s).
+OUTAGE_S = 30.0
+
+
+async def outage(server: Synapse) -> None:
+    """The homeserver stopped for `OUTAGE_S`, then started again on the same port and data."""
+    await server.stop()
+    # The outage is a span of time: nothing to wait on but the clock.
+    await asyncio.sleep(OUTAGE_S)
+    await server.start()
+
+
+@pytest.mark.timeout(300)
+async def test_a_reply_streaming_when_the_homeserver_goes_down_ends_complete_once(
+    synapse: Synapse, tmp_path: Path
+) -> None:
+    chat = await conversation(synapse)
+    text = " ".join(f"word{n}" for n in range(1, 41))
+    profile = chat.profile().replace("delay_s: 0.0, pieces: 1", "delay_s: 0.5, pieces: 8")
+    async with running_daemon(tmp_path, {"main": profile}) as daemon:
+        await joined_and_answering(chat, daemon)
+        await chat.person.say(chat.room_id, text)
+        await eventually(lambda: _partly_shown(chat.bot_said(), text), WAIT_S)
+        await outage(synapse)
+        await eventually(lambda: _ends_with(chat.bot_said(), text), MANY_REPLIES_WAIT_S)
+        assert await chat.bot_said() == ["warm-up", text]
+
+
+@pytest.mark.timeout(300)
+async def test_a_reply_due_in_an_outage_arrives_once_also_across_a_sigkill(
+    synapse: Synapse, tmp_path: Path
+) -> None:
+    chat = await conversation(synapse)
+    # Slow enough that the reply is still to come when the homeserver goes away.
+    profile = chat.profile().replace("delay_s: 0.0, pieces: 1", "delay_s: 2.0, pieces: 2")
+    text = "answer me through the outage"
+    async with running_daemon(tmp_path, {"main": profile}) as daemon:
+        await joined_and_answering(chat, daemon)
+        before = daemon.count_logged("matrix.since_advanced")
+        await chat.person.say(chat.room_id, text)
+        await daemon.wait_logged("matrix.since_advanced", more_than=before)
+        await synapse.stop()
+        daemon.signal(signal.SIGKILL)
+        await daemon.wait()
+    async with running_daemon(tmp_path, {"main": profile}) as daemon:
+        # The outage goes on past the daemon's restart: nothing to wait on but the clock.
+        await asyncio.sleep(OUTAGE_S)
+        await synapse.start()
+        await eventually(lambda: _ends_with(chat.bot_said(), text), MANY_REPLIES_WAIT_S)
+        # One more turn: nothing of the first is sent again behind it.
+        await chat.person.say(chat.room_id, "still there?")
+        await eventually(lambda: _ends_with(chat.bot_said(), "still there?"), WAIT_S)
+        assert await chat.bot_said() == ["warm-up", text, "still there?"]
+
+
+async def _partly_shown(said: Awaitable[list[str]], text: str) -> bool:
+    shown = await said
+    return len(shown) == 2 and shown[1] != text and text.startswith(shown[1])

@@ -267,6 +267,11 @@ class FakeQQ(ServedFake):
     def gateway_connections(self) -> int:
         return len(self._gateway_sockets)
 
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last event dispatched over the gateway."""
+        return int(self._dispatched[-1]["s"]) if self._dispatched else 1
+
     async def push_gateway(self, event: JsonObject) -> JsonObject:
         """Dispatch `event` (from c2c_message / group_message) over the gateway."""
         frame = {**event, "s": len(self._dispatched) + 2}  # READY was 1
