@@ -217,8 +217,8 @@ def _file_name(letter_id: str) -> str:
 def _names(directory: Path) -> frozenset[str]:
     try:
         entries = os.listdir(directory)
-    except FileNotFoundError:
-        return frozenset()
+    except (FileNotFoundError, NotADirectoryError):
+        return frozenset()  # none kept yet (or no profile directory: nothing to keep there)
     # A leading dot: a file `write_state_file` is still writing.
     return frozenset(n for n in entries if n.endswith(_SUFFIX) and not n.startswith("."))
 
