@@ -334,6 +334,15 @@ class ProfileDeadLetters:
     async def _sent_again(self, letter_id: str) -> None:
         try:
             await asyncio.to_thread(self._store.sent_again, letter_id)
+        except OSError as failure:
+            log.error(
+                "dead_letters.not_forgotten",
+                profile=self._profile,
+                id=letter_id,
+                error=str(failure),
+                suggestion=f"it was delivered: `octos-gateway dead-letters drop {letter_id}`, "
+                "or the next start sends it again",
+            )
         finally:
             self._sending.discard(letter_id)
             self._seen = None
@@ -342,7 +351,17 @@ class ProfileDeadLetters:
     async def watch(self) -> None:
         """Send each letter asked to be sent again; runs until cancelled."""
         while True:
-            await self.look()
+            try:
+                await self.look()
+            except OSError as failure:
+                # The folder cannot be read now (permissions, a full disk): the profile runs
+                # on, and the next look tries again.
+                log.warning(
+                    "dead_letters.not_read",
+                    profile=self._profile,
+                    directory=str(self._store.directory),
+                    error=str(failure),
+                )
             await asyncio.sleep(CHECK_INTERVAL_S)
 
     async def look(self) -> None:
