@@ -33,6 +33,9 @@ class InboundMessage(WireModel):
 ANSWERS = "octos.answers"
 SESSION = "octos.session"
 FAILED = "octos.failed"
+#: Set on a dead letter sent again (`octos-gateway dead-letters retry`): when that was (seconds
+#: since the epoch), from which its delivery deadline counts instead of from its turn.
+SENT_AGAIN_AT = "octos.sent_again_at"
 
 
 class OutboundMessage(WireModel):

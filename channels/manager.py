@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from typing import assert_never
@@ -29,6 +29,7 @@ from bus import (
     TypingStopped,
     turn_made_at,
 )
+from bus.envelope import SENT_AGAIN_AT
 from channels.base import Channel
 from channels.delivery import Delivery
 from channels.errors import DeliveryError
@@ -55,8 +56,9 @@ log = structlog.get_logger(__name__)
 
 #: Told of each reply that carries a `delivery_id` once it is delivered (error None, with the
 #: platform ids of the messages it made, where the channel gives them) or given up on: the
-#: journal records it, so a restart does not deliver it again.
-DeliveryHook = Callable[[OutboundMessage, list[str], DeliveryError | None], None]
+#: journal records it, so a restart does not deliver it again. What it returns to wait for
+#: (keeping a reply given up on as a dead letter) holds the chat's next reply until done.
+DeliveryHook = Callable[[OutboundMessage, list[str], DeliveryError | None], Awaitable[None] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,8 +312,12 @@ class ChannelManager:
 
     def _deadline_of(self, reply: OutboundMessage) -> float:
         """Until when a reply is retried: `delivery_deadline_s` after its turn made it (read
-        from the turn id, so a restart keeps the deadline), or after now for a reply without."""
+        from the turn id, so a restart keeps the deadline), or after now for a reply without;
+        a dead letter sent again has the whole deadline again, from then."""
         made_at = turn_made_at(reply.delivery_id) if reply.delivery_id else None
+        sent_again_at = reply.metadata.get(SENT_AGAIN_AT)
+        if isinstance(sent_again_at, int | float):
+            made_at = max(made_at or 0.0, float(sent_again_at))
         return (made_at or self._wall_clock()) + self._delivery_deadline_s
 
     async def _deliver_routed(self, event: OutboundEvent) -> None:
@@ -325,4 +331,6 @@ class ChannelManager:
         # Only a reply is recorded as delivered: a snapshot shares its delivery id but is not it.
         hook = self._on_delivered
         if hook is not None and isinstance(event, OutboundMessage) and event.delivery_id:
-            hook(event, platform_ids, error)
+            recorded = hook(event, platform_ids, error)
+            if recorded is not None:
+                await recorded

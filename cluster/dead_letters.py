@@ -4,7 +4,7 @@ A worker buries a message after its last delivery fails (`max_deliver`), or at o
 cannot be read: the copy in the dead-letter stream carries the original headers, subject and
 body plus why, and the original is `term()`ed so its partition flows on. `DeadLetters` is what
 the `dead-letters` CLI reads and changes: list, show, retry (publish the original again, then
-remove the dead copy) and purge.
+remove the dead copy), drop and purge.
 """
 
 from __future__ import annotations
@@ -121,6 +121,11 @@ class DeadLetters:
         )
         await self._js.delete_msg(self._names.dead_stream, seq)
         return ack.seq
+
+    async def drop(self, seq: int) -> None:
+        """Remove one dead letter."""
+        await self.show(seq)  # DeadLetterMissing when there is none
+        await self._js.delete_msg(self._names.dead_stream, seq)
 
     async def purge(self) -> int:
         """Remove every dead letter; how many there were."""

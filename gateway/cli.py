@@ -21,14 +21,10 @@ from gateway.cli_args import (
     plural,
     print_problems,
 )
-from gateway.cluster_commands import (
-    ROLES,
-    add_dead_letter_commands,
-    bus_client_missing,
-    role_problem,
-)
+from gateway.cluster_commands import ROLES, bus_client_missing, role_problem
 from gateway.config_checks import usability_problems
 from gateway.config_hint import explain_config_error
+from gateway.dead_letter_commands import add_dead_letter_commands
 from gateway.doctor import add_doctor_command
 from gateway.env_file import environment_for
 from gateway.init_command import add_init_command

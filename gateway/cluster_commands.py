@@ -1,10 +1,11 @@
 """The CLI's cluster parts: the start-up check of NATS (`run` exits 69 when it is away), the
-`--role` rule, and `octos-gateway dead-letters list|show|retry|purge -c gateway.yaml`.
+`--role` rule, and `octos-gateway dead-letters list|show|retry|drop|purge -c gateway.yaml` with
+`bus: {backend: nats}` (the command itself: `gateway.dead_letter_commands`).
 
-Dead letters are inbound messages that kept failing (`max_deliver`): `list` shows each one's id
-(its sequence in the dead-letter stream), profile, chat and reason; `show ID` the whole message;
-`retry ID` publishes it to its partition again (a fresh delivery count) and removes the dead
-copy; `purge` removes them all.
+A cluster's dead letters are inbound messages that kept failing (`max_deliver`): `list` shows
+each one's id (its sequence in the dead-letter stream), profile, chat and reason; `show ID` the
+whole message; `retry ID` publishes it to its partition again (a fresh delivery count) and
+removes the dead copy; `drop ID` removes one, `purge` them all.
 """
 
 from __future__ import annotations
@@ -15,17 +16,13 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from config import ConfigError, LoadedConfig, load_gateway
+from config import LoadedConfig
 from gateway.cli_args import (
-    EXIT_INVALID_CONFIG,
     EXIT_OK,
     EXIT_PROBLEMS,
     EXIT_UNAVAILABLE,
-    CommandSet,
-    add_config_argument,
     plural,
 )
-from gateway.env_file import environment_for
 
 if TYPE_CHECKING:
     from cluster.dead_letters import DeadLetter, DeadLetters
@@ -73,39 +70,8 @@ def bus_unreachable(loaded: LoadedConfig) -> str | None:
     return None
 
 
-def add_dead_letter_commands(commands: CommandSet) -> None:
-    # Declared as every command is (see gateway.cli_args): alike in argparse's form, not logic.
-    dead = commands.add_group(
-        "dead-letters",
-        help="inspect, retry or purge the cluster's dead letters",
-        description="Inbound messages that kept failing are kept in the dead-letter stream "
-        "with the reason (bus backend nats).",
-    )
-    for name, text in (
-        ("list", "one line per dead letter: id, profile:channel:chat, deliveries, reason"),
-        ("show", "the whole dead letter: headers, reason and message"),
-        ("retry", "publish it to its partition again and remove the dead copy"),
-        ("purge", "remove every dead letter"),
-    ):
-        action = dead.add(name, cmd_dead_letters, help=text, description=text)
-        add_config_argument(action)
-        if name in ("show", "retry"):
-            action.add_argument("id", type=int, help="the id `dead-letters list` shows")
-
-
-def cmd_dead_letters(args: argparse.Namespace) -> int:
-    try:
-        loaded = load_gateway(args.config, environment_for(args.config))
-    except ConfigError as error:
-        print(error, file=sys.stderr)
-        return EXIT_INVALID_CONFIG
-    if loaded.gateway.bus.backend != "nats":
-        print(
-            "error: dead letters exist only with bus: {backend: nats} (this gateway.yaml "
-            "uses the in-memory bus)",
-            file=sys.stderr,
-        )
-        return EXIT_INVALID_CONFIG
+def cluster_dead_letters(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    """`dead-letters ACTION` with `bus: {backend: nats}` (see `gateway.dead_letter_commands`)."""
     if (unreachable := bus_unreachable(loaded)) is not None:
         print(f"error: {unreachable}", file=sys.stderr)
         return EXIT_UNAVAILABLE
@@ -122,9 +88,24 @@ async def _dead_letters(loaded: LoadedConfig, args: argparse.Namespace) -> int:
         box = DeadLetters(client.jetstream(timeout=REQUEST_TIMEOUT_S), names_of(config))
         try:
             return await _act(box, args)
-        except DeadLetterMissing as error:
+        except (DeadLetterMissing, _NotASequence) as error:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_PROBLEMS
+
+
+class _NotASequence(LookupError):
+    def __init__(self, given: str) -> None:
+        super().__init__(
+            f"no dead letter {given!r}: in a cluster the ids are numbers; `dead-letters list` "
+            "shows them"
+        )
+
+
+def _sequence(given: str) -> int:
+    try:
+        return int(given)
+    except ValueError:
+        raise _NotASequence(given) from None
 
 
 async def _act(box: DeadLetters, args: argparse.Namespace) -> int:
@@ -134,10 +115,15 @@ async def _act(box: DeadLetters, args: argparse.Namespace) -> int:
             print(_line(letter))
         print(f"{plural(len(letters), 'dead letter')}", file=sys.stderr)
     elif args.action == "show":
-        print(json.dumps(_details(await box.show(args.id)), indent=2, ensure_ascii=False))
+        print(
+            json.dumps(_details(await box.show(_sequence(args.id))), indent=2, ensure_ascii=False)
+        )
     elif args.action == "retry":
-        seq = await box.retry(args.id)
+        seq = await box.retry(_sequence(args.id))
         print(f"dead letter {args.id} published again (inbound sequence {seq})")
+    elif args.action == "drop":
+        await box.drop(_sequence(args.id))
+        print(f"dropped dead letter {args.id}")
     else:
         print(f"purged {plural(await box.purge(), 'dead letter')}")
     return EXIT_OK

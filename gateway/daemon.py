@@ -35,8 +35,9 @@ from gateway.pairing_stores import PairingDatabases
 from gateway.profile import ProfileRuntime
 from gateway.profile_failure import ProfileFailure, diagnose
 from gateway.recent_failures import recent_failures
+from gateway.reply_dead_letters import SHOWN_ON_STATUS_PAGE, DeadLetterStore
 from gateway.services import ProcessServices
-from gateway.status_page import ProfileFacts, StatusPage, build_snapshot
+from gateway.status_page import DeadLetterSummary, ProfileFacts, StatusPage, build_snapshot
 from gateway.webhooks import WebhookRoutes
 from sessions.errors import SessionError
 
@@ -108,18 +109,31 @@ class Daemon:
         self._started_at = time.monotonic()
 
     async def status_snapshot(self) -> dict[str, object]:
-        facts = {
-            pid: ProfileFacts(
-                runtime.config.agent.type, await runtime.health(), runtime.open_sessions()
-            )
-            if (failure := self._failed.get(pid)) is None
-            else ProfileFacts(runtime.config.agent.type, {}, 0, failure=failure.summary())
-            for pid, (runtime, _task) in self._profiles.items()
-        }
+        facts: dict[str, ProfileFacts] = {}
+        for pid, (runtime, _task) in self._profiles.items():
+            agent, dead_letters = runtime.config.agent.type, await self._dead_letters_of(pid)
+            if (failure := self._failed.get(pid)) is None:
+                facts[pid] = ProfileFacts(
+                    agent, await runtime.health(), runtime.open_sessions(), None, dead_letters
+                )
+            else:
+                facts[pid] = ProfileFacts(agent, {}, 0, failure.summary(), dead_letters)
         snapshot = build_snapshot(facts, self._registry, recent_failures, self._started_at)
         if (joined := await self.cluster_readiness()) is not None:
             snapshot["cluster"] = joined[1]  # which worker runs which turn, from any process
         return snapshot
+
+    async def _dead_letters_of(self, profile_id: str) -> DeadLetterSummary:
+        """The profile's replies kept as dead letters (read from its data directory, so a
+        failed profile's are shown too)."""
+        store = DeadLetterStore(Path(self._loaded.gateway.data_dir) / profile_id)
+        try:
+            count, newest = await asyncio.to_thread(store.newest, SHOWN_ON_STATUS_PAGE)
+        except OSError as error:
+            # The page shows the rest; the folder's problem is the profile's to report.
+            log.warning("status.dead_letters_unreadable", profile=profile_id, error=str(error))
+            return DeadLetterSummary()
+        return DeadLetterSummary(count, [letter.summary() for letter in newest])
 
     async def readiness(self) -> dict[str, dict[str, ChannelHealth]]:
         return {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from channels.loop_counters import LoopCounter, LoopHistogram
 
@@ -23,6 +23,8 @@ class GatewayMetrics:
     turn_latency: LoopHistogram
     queue_depth: Gauge
     session_append_latency: Histogram
+    #: Replies given up on and kept as dead letters (`gateway.reply_dead_letters`).
+    reply_dead_letters: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> GatewayMetrics:
@@ -58,6 +60,12 @@ class GatewayMetrics:
                 "Time until a session append is durable",
                 ["profile"],
                 buckets=_APPEND_BUCKETS_S,
+                registry=registry,
+            ),
+            reply_dead_letters=Counter(
+                "octos_reply_dead_letters",
+                "Replies given up on and kept as dead letters, by channel and reason",
+                ["profile", "channel", "reason"],
                 registry=registry,
             ),
         )

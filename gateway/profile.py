@@ -16,11 +16,10 @@ from dataclasses import dataclass
 
 import structlog
 
-from bus import AgentHandle, OutboundMessage, create_bus
+from bus import AgentHandle, create_bus
 from channels.base import Channel
-from channels.errors import DeliveryError
 from channels.health import ChannelHealth
-from channels.manager import ChannelManager, DeliveryHook
+from channels.manager import ChannelManager
 from channels.metrics import ChannelMetrics
 from channels.streaming import StreamKey
 from config import ProfileConfig
@@ -32,6 +31,7 @@ from gateway.intake import ProfileIntake
 from gateway.journal import Journal, Recovery
 from gateway.pairing import Pairing, open_pairing
 from gateway.profile_channels import build_channels, not_built_yet, register_all
+from gateway.reply_dead_letters import DeadLetterStore, ProfileDeadLetters
 from gateway.services import ProcessServices, ProfileServices
 from gateway.turns import TurnRunner
 from sessions import SessionManager, SessionStore
@@ -71,18 +71,7 @@ class _Built:
     handle: AgentHandle
     recovery: Recovery
     pairing: Pairing
-
-
-def _delivery_recorder(journal: Journal) -> DeliveryHook:
-    """The manager's hook that tells the journal a reply was delivered (or given up on)."""
-
-    def delivered(
-        message: OutboundMessage, _platform_ids: list[str], error: DeliveryError | None
-    ) -> None:
-        assert message.delivery_id is not None
-        journal.record_delivered(message.delivery_id, failed=error is not None)
-
-    return delivered
+    dead_letters: ProfileDeadLetters
 
 
 #: The journal's directory in a profile's data directory (the gateway bench opens it too).
@@ -165,18 +154,27 @@ class ProfileRuntime:
         dispatcher.intake.strangers.stranger_notice = pairing.stranger_notice
         dispatcher.intake.strangers.reread_approvals = pairing.reread
         intake = ProfileIntake(dispatcher.intake)
+        # Told of every reply delivered or given up on: the journal records it, and one given
+        # up on is kept as a dead letter first.
+        dead_letters = ProfileDeadLetters(
+            self.profile_id,
+            DeadLetterStore(self.root),
+            journal,
+            self._shared.metrics.reply_dead_letters,
+            handle.send,
+        )
         channels = ChannelManager(
             self.profile_id,
             publisher,
             metrics=ChannelMetrics(self._shared.metrics.registry, self.profile_id),
-            on_delivered=_delivery_recorder(journal),
+            on_delivered=dead_letters.delivered,
             delivery_deadline_s=self.config.delivery_deadline_s,
             stream_record=_JournaledStreams(journal),
             intake=lambda: intake,
         )
         register_all(channels, built_channels, self.config)
         self._channels, self._dispatcher = channels, dispatcher
-        return _Built(channels, dispatcher, handle, recovery, pairing)
+        return _Built(channels, dispatcher, handle, recovery, pairing, dead_letters)
 
     async def _open_services(self, stack: AsyncExitStack, outbound: AgentHandle) -> ProfileServices:
         settings = self.config.sessions
@@ -237,6 +235,9 @@ class ProfileRuntime:
             overlay_task = tasks.create_task(
                 pairing.watch(), name=f"allow-overlay:{self.profile_id}"
             )
+            retry_task = tasks.create_task(
+                built.dead_letters.watch(), name=f"dead-letter-retries:{self.profile_id}"
+            )
             self.started.set()
             await dispatcher.wait_ready()
             self.ready.set()
@@ -249,6 +250,8 @@ class ProfileRuntime:
             # Intake stops first; running turns finish and their replies are delivered.
             dispatcher.stop_intake()
             await dispatch_task
+            # Nothing more goes out: a retry asked for now is sent at the next start.
+            retry_task.cancel()
             built.handle.close()
             await channels.drain()
             await channels.stop()

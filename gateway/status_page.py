@@ -1,9 +1,10 @@
 """The status page on the health server: `GET /` (a page) and `GET /status.json` (its data).
 
 Read-only. Per profile: its agent, why it is not running if it failed, each channel's health with
-its last error, open sessions, turns, messages in and out, send errors and restarts, and the bus
-queue depths; plus the recent warnings and errors the daemon logged. The page refreshes itself
-every few seconds.
+its last error, open sessions, turns, messages in and out, send errors and restarts, the bus
+queue depths, and its replies kept as dead letters (how many, the newest with their reason);
+plus the recent warnings and errors the daemon logged. The page refreshes itself every few
+seconds.
 
 When the health server listens on a loopback address the data is open to this machine; beyond
 loopback it needs `http.token` as a bearer token (the page asks for it once), and without a
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +38,14 @@ _FILES = {
 
 
 @dataclass(frozen=True, slots=True)
+class DeadLetterSummary:
+    """A profile's replies kept as dead letters: how many, and the newest few."""
+
+    count: int = 0
+    newest: Sequence[Mapping[str, object]] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ProfileFacts:
     """What the daemon knows of one profile beyond its metrics."""
 
@@ -45,6 +54,7 @@ class ProfileFacts:
     open_sessions: int
     #: Why the profile is not running, when it failed.
     failure: str | None = None
+    dead_letters: DeadLetterSummary = DeadLetterSummary()
 
 
 def _samples(registry: CollectorRegistry) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -93,6 +103,10 @@ def build_snapshot(
                 "send_errors": _by(samples, "octos_send_errors_total", profile_id, "reason"),
                 "restarts": _by(samples, "octos_channel_restarts_total", profile_id, "channel"),
                 "queue": _by(samples, "octos_queue_depth", profile_id, "direction"),
+                "dead_letters": {
+                    "count": facts.dead_letters.count,
+                    "newest": list(facts.dead_letters.newest),
+                },
             }
         )
     return {

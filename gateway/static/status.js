@@ -37,6 +37,28 @@ function figure(label, value, name) {
   return el("span", { "data-figure": name }, el("span", { class: "muted" }, `${label}: `), value);
 }
 
+// The profile's replies kept as dead letters: how many, and the newest with their reason.
+function renderDeadLetters(deadLetters) {
+  const dead = deadLetters || { count: 0, newest: [] };
+  if (!dead.count) return [];
+  const rows = dead.newest.map((letter) =>
+    el("tr", { "data-dead-letter": letter.id },
+      el("td", {}, letter.at.replace("T", " ").slice(0, 19)),
+      el("td", {}, `${letter.channel}:${letter.chat_id}`),
+      el("td", { class: "status down" }, letter.retrying ? `${letter.reason} (retry asked)` : letter.reason),
+      el("td", {}, letter.error),
+      el("td", {}, letter.id)));
+  return [
+    el("h3", { "data-figure": "dead_letters" },
+      `${dead.count} dead letter${dead.count === 1 ? "" : "s"}`,
+      el("span", { class: "muted" }, " · octos-gateway dead-letters list|retry|drop")),
+    el("table", {},
+      el("thead", {}, el("tr", {}, el("th", {}, "given up"), el("th", {}, "chat"),
+        el("th", {}, "reason"), el("th", {}, "error"), el("th", {}, "id"))),
+      el("tbody", {}, ...rows)),
+  ];
+}
+
 function renderProfile(profile) {
   const rows = profile.channels.map((channel) =>
     el("tr", { "data-channel": channel.name },
@@ -62,7 +84,8 @@ function renderProfile(profile) {
       figure("messages in", counts(profile.messages_in), "messages_in"),
       figure("send errors", counts(profile.send_errors), "send_errors"),
       figure("queue", `${queue.inbound || 0} in, ${queue.outbound || 0} out`, "queue")),
-    table);
+    table,
+    ...renderDeadLetters(profile.dead_letters));
 }
 
 function renderFailures(failures) {

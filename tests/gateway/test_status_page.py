@@ -11,6 +11,9 @@ import aiohttp
 import pytest
 from playwright.async_api import BrowserContext, Page, expect
 
+from bus import OutboundMessage, new_turn_id
+from channels.errors import DeliveryError
+from gateway.reply_dead_letters import DeadLetterStore, ReplyDeadLetter
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.browser import chromium_context, require_chromium
 from tests.support.daemon import DaemonProcess, free_port, write_config
@@ -192,5 +195,30 @@ async def test_a_failed_profile_shows_why_it_is_not_running(
         failure = page.locator("[data-profile=broken] [data-failure]")
         await expect(failure).to_contain_text("not running: cannot use the data directory")
         await expect(page.locator("[data-profile=main] [data-failure]")).to_have_count(0)
+    finally:
+        await daemon.stop()
+
+
+async def test_the_page_shows_a_profiles_dead_letters_with_their_reason(
+    tmp_path: Path, browser: BrowserContext
+) -> None:
+    api_only = "agent: {type: echo}\nchannels: [{type: api, port: 0}]\n"
+    config = write_config(tmp_path, {"main": api_only})
+    refused = OutboundMessage(
+        channel="telegram", chat_id="42", content="hello", delivery_id=str(new_turn_id())
+    )
+    error = DeliveryError("Forbidden: bot was blocked by the user", reason="auth")
+    DeadLetterStore(tmp_path / "data" / "main").add(ReplyDeadLetter.of("main", refused, error))
+    daemon = await DaemonProcess(config).start()
+    try:
+        await daemon.wait_log(lambda e: e.get("event") == "gateway.started")
+        page = await browser.new_page()
+        await page.goto(status_url(daemon))
+        profile = page.locator("[data-profile=main]")
+        await expect(profile.locator("[data-figure=dead_letters]")).to_contain_text("1 dead letter")
+        letter = profile.locator(f"[data-dead-letter='{refused.delivery_id}']")
+        await expect(letter).to_contain_text("auth")
+        await expect(letter).to_contain_text("telegram:42")
+        await expect(letter).to_contain_text("bot was blocked")
     finally:
         await daemon.stop()

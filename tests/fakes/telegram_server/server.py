@@ -127,6 +127,10 @@ class FakeTelegram:
         error = ApiError(status, description, retry_after)
         self._injected.setdefault(method.lower(), []).append(_Injected(error, None, status, times))
 
+    def recover(self, method: str) -> None:
+        """Calls of `method` are answered normally again: its failures still to come are dropped."""
+        self._injected.pop(method.lower(), None)
+
     def hold(self, method: str) -> asyncio.Event:
         """Calls of `method` are recorded, then answered only once the returned event is set
         (or the fake closes)."""
