@@ -34,7 +34,9 @@ class MailRejected(ChannelError):
 
 def translate(error: aiosmtplib.SMTPException) -> ChannelError:
     """The channel error an aiosmtplib failure stands for."""
-    if isinstance(error, aiosmtplib.SMTPAuthenticationError):
+    # A 4xx to AUTH ("454 4.7.0 Temporary authentication failure") is the server's trouble, not
+    # a wrong password: temporary like any other 4xx, below.
+    if isinstance(error, aiosmtplib.SMTPAuthenticationError) and not 400 <= error.code < 500:
         return AuthError(
             f"the SMTP server refused the login ({error.code} {error.message})",
             channel=CHANNEL,

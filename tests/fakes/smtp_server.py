@@ -91,7 +91,8 @@ class FakeSmtp:
             await self._server.wait_closed()
 
     def fail_next(self, stage: str, reply: str) -> None:
-        """Answer the next `stage` ("DATA" or "RCPT") with `reply`, e.g. "451 4.7.1 slow down"."""
+        """Answer the next `stage` ("AUTH", "RCPT" or "DATA") with `reply`, e.g. "451 4.7.1
+        slow down"."""
         self._failures.setdefault(stage.upper(), []).append(reply)
 
     def to(self, address: str) -> list[SentMail]:
@@ -105,6 +106,8 @@ class FakeSmtp:
     def _authenticate(
         self, _server: SMTP, _session: Session, _envelope: Envelope, _mechanism: str, data: Any
     ) -> AuthResult:
+        if self._failures.get("AUTH"):
+            return AuthResult(success=False, handled=False, message=self._failures["AUTH"].pop(0))
         ok = (
             isinstance(data, LoginPassword)
             and data.login.decode() == self.username

@@ -139,6 +139,24 @@ async def test_a_wrong_smtp_password_is_an_auth_error(
         await channel.send(reply("hello", reply_to=None))
 
 
+async def test_a_temporary_smtp_login_failure_or_a_refused_connection_is_retried(
+    smtp: FakeSmtp, make_config: Callable[..., EmailConfig], data_dir: Path
+) -> None:
+    # "454 4.7.0 Temporary authentication failure": the server's auth backend is away, the
+    # password is not wrong; SMTP's rule (4xx is temporary) holds for AUTH too.
+    channel = EmailChannel(make_config(), data_dir=data_dir)
+    for _mechanism in ("PLAIN", "LOGIN"):  # aiosmtplib tries each one the server offers
+        smtp.fail_next("AUTH", "454 4.7.0 Temporary authentication failure")
+    # 4.7.x reads as "slow down": waited out as a rate limit, retried either way.
+    with pytest.raises((TransientError, RateLimited)):
+        await channel.send(reply("hello", reply_to=None))
+    closed = EmailChannel(make_config(smtp={"port": free_port()}), data_dir=data_dir)
+    with pytest.raises(TransientError, match="Connect call failed"):
+        await closed.send(reply("hello", reply_to=None))
+    await channel.send(reply("hello", reply_to=None))
+    assert [m.text for m in smtp.sent] == ["hello\n"]
+
+
 async def test_a_chat_id_that_is_no_address_is_refused_before_smtp(
     smtp: FakeSmtp, make_config: Callable[..., EmailConfig], data_dir: Path
 ) -> None:
