@@ -30,7 +30,7 @@ from tests.channels.conftest import (
     ManagerFactory,
     sample,
 )
-from tests.channels.recording import WholeSendChannel
+from tests.channels.recording import RecordingChannel, WholeSendChannel
 
 TEXT = (
     "The first sentence is here. A second one follows it.\n\n"
@@ -188,6 +188,41 @@ async def test_a_reply_is_retried_past_max_attempts_until_it_is_delivered(
     assert channel.delivered == ["hello"]
     assert sample(registry, "octos_send_retries_total", channel="rec", reason="transient") == 12
     assert sample(registry, "octos_send_errors_total", channel="rec", reason="transient") == 0
+
+
+class RefusingUntil(RecordingChannel):
+    """Refuses connections until the (fake) clock reaches `outage_ends`."""
+
+    outage_ends = 0.0
+
+    def _refuse_in_the_outage(self) -> None:
+        if self._clock() < self.outage_ends:
+            raise ConnectionRefusedError("connection refused")
+
+    async def send(self, message: OutboundMessage) -> None:
+        self._refuse_in_the_outage()
+        await super().send(message)
+
+    async def send_with_id(self, message: OutboundMessage) -> str | None:
+        self._refuse_in_the_outage()
+        return await super().send_with_id(message)
+
+
+async def test_a_reply_due_through_a_two_minute_outage_is_sent_once_when_it_ends(
+    managing: ManagerFactory, make_channel: ChannelFactory, clock: FakeClock
+) -> None:
+    """The platform refuses connections for 120 s of the clock; the default policy keeps
+    trying (1 s doubling to 30 s) and the reply goes out at the first try after the outage."""
+    channel = make_channel(cls=RefusingUntil)
+    assert isinstance(channel, RefusingUntil)
+    channel.outage_ends = clock.now + 120.0
+    manager = managing(channel)
+
+    await manager.deliver(reply("hello"))
+
+    assert channel.delivered == ["hello"]
+    assert clock.now - channel.outage_ends < 30.0, "waited past the backoff's cap after it"
+    assert len(clock.sleeps) > 5, "the outage outlasted the old five tries"
 
 
 async def test_a_reply_failing_past_its_deadline_expires_with_a_typed_error(
