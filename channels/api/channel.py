@@ -133,9 +133,12 @@ class ApiChannel(Channel):
             await runner.cleanup()
 
     async def health_check(self) -> ChannelHealth:
-        if self._runner is None:
+        if self.listening.is_set():
+            return ChannelHealth.healthy()
+        if self._stopped.is_set():
             return ChannelHealth.down("not listening")
-        return ChannelHealth.healthy()
+        # Started, or about to be, but not bound yet: a load balancer must wait, not give up.
+        return ChannelHealth.starting("opening its listener")
 
     # Outbound: the channel manager hands replies here; they go to the waiting requests.
     async def send(self, message: OutboundMessage) -> None:

@@ -72,6 +72,7 @@ async def test_processes_started_with_a_forming_nats_cluster_join_it(
             assert status == 503, body
         await servers.start()  # the other two, while the processes keep trying
         await servers.wait_meta_leader()
+        await running[0].wait_log(logged("api.web_chat_ready"))  # the ingress's listener
         for daemon in running:
             await daemon.wait_log(logged("profile.started"))  # after it joined
             status, body = await daemon.get("/readyz")

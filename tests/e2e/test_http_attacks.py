@@ -318,8 +318,9 @@ async def test_browser_attacks_are_refused(surface: Surface) -> None:
 
 
 async def test_a_late_reply_is_a_json_504_with_a_reason(surface: Surface) -> None:
-    # The turn takes 4 s; the channel gives up after its 2 s reply timeout.
-    status, body = await post_chat(surface.late_url, {"chat_id": "late", "content": "slow one"})
+    # Three words, three pieces, two pauses: the turn takes 4 s; the channel gives up after its
+    # 2 s reply timeout.
+    status, body = await post_chat(surface.late_url, {"chat_id": "late", "content": "a slow one"})
     assert status == 504
     assert f"no reply within {REPLY_TIMEOUT_S:g} s" in body["error"]
 

@@ -19,6 +19,7 @@ import pytest
 
 from bus import ANSWERS, FAILED, InboundMessage, InboundRefused, OutboundMessage, PipeClosed
 from channels.api import ApiChannel
+from channels.health import HealthStatus
 from config import ApiChannelConfig
 
 
@@ -167,3 +168,15 @@ async def test_a_failed_turn_is_a_json_500_with_its_apology(running: Running) ->
     status, _headers, body = await request
     assert status == 500
     assert body["error"] == "Sorry, the model is not available."
+
+
+async def test_health_is_starting_until_it_listens_and_down_once_stopped() -> None:
+    channel = ApiChannel(ApiChannelConfig(port=0, reply_timeout_s=10), "p", None)
+    assert (await channel.health_check()).status is HealthStatus.STARTING
+    task = asyncio.create_task(channel.start(ControlledInbound()), name="api-channel")
+    async with asyncio.timeout(10):
+        await channel.listening.wait()
+    assert (await channel.health_check()).status is HealthStatus.HEALTHY
+    await channel.stop()
+    await task
+    assert (await channel.health_check()).status is HealthStatus.DOWN
