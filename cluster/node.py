@@ -18,7 +18,7 @@ from typing import Literal, Self, TypeVar
 import structlog
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 
 from cluster.connection import (
     NATS_ERRORS,
@@ -56,8 +56,15 @@ def process_id(role: str) -> str:
 
 class ClusterNode:
     def __init__(
-        self, config: NatsConfig, store: StoreConfig, role: Role, registry: CollectorRegistry
+        self,
+        config: NatsConfig,
+        store: StoreConfig,
+        role: Role,
+        registry: CollectorRegistry,
+        reply_dead_letters: Counter,
     ) -> None:
+        """`reply_dead_letters`: the process's count of replies kept as dead letters (the
+        gateway's, shared with one process: `GatewayMetrics.reply_dead_letters`)."""
         self.config = config
         self.role: Role = role
         self.names: ClusterNames = names_of(config)
@@ -74,6 +81,7 @@ class ClusterNode:
         self.live: LiveShows | None = None
         self._worker_profiles: dict[str, ProfileWorker] = {}
         self._registry = registry
+        self._reply_dead_letters = reply_dead_letters
         #: An ingress's poller leases: its single-poller channels poll only while it holds one.
         self.leases: PollerLeases | None = None
 
@@ -135,6 +143,7 @@ class ClusterNode:
                 self.id,
                 self._deliveries,
                 self.metrics,
+                self._reply_dead_letters,
                 delivered_here=self.live.reply_delivered,
             )
             self.leases = await PollerLeases.open(
