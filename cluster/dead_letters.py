@@ -28,6 +28,7 @@ from nats.js.api import PubAck
 from nats.js.errors import NotFoundError
 
 from bus.envelope import SENT_AGAIN_AT
+from channels.retry import Reason
 from cluster.codec import (
     DEAD_DELIVERIES,
     DEAD_ERROR,
@@ -47,8 +48,6 @@ from cluster.subjects import ClusterNames
 _OWN_HEADERS = frozenset(
     {DEAD_REASON, DEAD_SUBJECT, DEAD_DELIVERIES, DEAD_KIND, DEAD_ERROR, MSG_ID}
 )
-#: The reason of a reply given up on without one (an ingress of an older version handed it).
-_UNKNOWN_REASON = "unknown"
 
 
 async def bury(
@@ -97,7 +96,8 @@ async def bury_reply(
         js,
         names,
         msg,
-        given_up.reason or _UNKNOWN_REASON,
+        # Without one: handed over to an ingress of an older version, which did not say.
+        given_up.reason or Reason.UNKNOWN,
         partition=names.partition_of_chat(envelope.profile, envelope.message),
         marks={DEAD_KIND: DEAD_REPLY, DEAD_ERROR: _header_text(given_up.given_up or "")},
     )

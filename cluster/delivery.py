@@ -34,6 +34,7 @@ from nats.js import JetStreamContext
 from prometheus_client import Counter
 
 from bus import OutboundMessage
+from channels.retry import Reason
 from cluster.codec import MSG_ID, CodecError, OutboundEnvelope
 from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from cluster.dead_letters import bury_reply
@@ -192,7 +193,7 @@ class ReplyDelivery(NodeService[DeliveryRecords]):
                 suggestion="check that NATS is up; the reply is offered again meanwhile",
             )
             return False
-        reason = given_up.reason or "unknown"
+        reason = given_up.reason or Reason.UNKNOWN
         self._reply_dead_letters.labels(envelope.profile, message.channel, reason).inc()
         log.warning(
             "cluster.reply_dead_letter",
