@@ -28,6 +28,12 @@ REPLY_SUBJECT = "Octos-Reply-Subject"
 DEAD_REASON = "Octos-Dead-Reason"
 DEAD_SUBJECT = "Octos-Dead-Subject"
 DEAD_DELIVERIES = "Octos-Dead-Deliveries"
+#: What a dead letter is: `DEAD_REPLY` for a reply an ingress gave up on (its reason is then the
+#: delivery layer's label, `expired`, `auth`, ..., and the platform's error is in `DEAD_ERROR`);
+#: none for an inbound message that kept failing.
+DEAD_KIND = "Octos-Dead-Kind"
+DEAD_REPLY = "reply"
+DEAD_ERROR = "Octos-Dead-Error"
 #: The ingress process that took an inbound message in, and what its channel shows while a
 #: turn runs (`stream`, `typing`): the turn's live events go to that ingress.
 INGRESS = "Octos-Ingress"

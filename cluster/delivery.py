@@ -7,6 +7,11 @@ API). Each reply goes through the profile's `ChannelManager` (retry layer, split
 formatting), with heartbeats while it takes long. Once delivered or given up on (a failure is
 logged and counted by the delivery layer, as in one process) it is recorded in PostgreSQL
 (`cluster.delivery_records`: the turn, the platform message ids), and only then acknowledged.
+A reply given up on is first kept whole as a dead letter (`cluster.dead_letters`, with the
+delivery layer's reason), as one process keeps it in its data directory: buried before its
+record, so a crash between the two offers it again (and a second burial of the same message is
+dropped by JetStream), never leaves it recorded and lost. When it cannot be buried (NATS away)
+it is not recorded either, and offered again.
 A reply offered again whose delivery is recorded is acknowledged without being sent again.
 A reply whose turn was shown live by an ingress (`Octos-Live-At`) is handed over to that
 ingress to deliver (`cluster.live_ingress`), and recorded here with the outcome it reports.
@@ -26,10 +31,13 @@ import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from prometheus_client import Counter
 
 from bus import OutboundMessage
+from channels.retry import Reason
 from cluster.codec import MSG_ID, CodecError, OutboundEnvelope
-from cluster.connection import REQUEST_TIMEOUT_S
+from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
+from cluster.dead_letters import bury_reply
 from cluster.delivery_outcome import Delivered
 from cluster.delivery_records import DeliveryRecord, DeliveryRecords
 from cluster.heartbeat import heartbeats
@@ -62,11 +70,15 @@ class ReplyDelivery(NodeService[DeliveryRecords]):
         ingress_id: str,
         records: DeliveryRecords,
         metrics: ClusterMetrics,
+        reply_dead_letters: Counter,
         delivered_here: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> None:
-        """`delivered_here(profile, msg_id)`: told of each reply this process delivered (or
-        handed over and saw delivered), once it is recorded."""
+        """`reply_dead_letters`: the count of replies kept as dead letters, by profile, channel
+        and reason (one process's `octos_reply_dead_letters_total`).
+        `delivered_here(profile, msg_id)`: told of each reply this process delivered (or handed
+        over and saw delivered), once it is recorded."""
         super().__init__(client, js, config, records, metrics)
+        self._reply_dead_letters = reply_dead_letters
         self._delivered_here = delivered_here
         self._ingress_id = ingress_id
         self._profiles: dict[str, Deliver] = {}
@@ -134,6 +146,11 @@ class ReplyDelivery(NodeService[DeliveryRecords]):
             await msg.nak(delay=NOT_HERE_DELAY_S)
             return
         if key is not None and message.delivery_id is not None:
+            if delivered.given_up is not None and not await self._kept_dead(
+                msg, envelope, delivered
+            ):
+                await msg.nak(delay=NOT_HERE_DELAY_S)
+                return
             await self._record(
                 DeliveryRecord(
                     scope=key[0],
@@ -161,6 +178,34 @@ class ReplyDelivery(NodeService[DeliveryRecords]):
                     self._metrics.replies_handed_over.labels(envelope.profile).inc()
                 return handed
         return await deliver(envelope.message)
+
+    async def _kept_dead(self, msg: Msg, envelope: OutboundEnvelope, given_up: Delivered) -> bool:
+        """Keep a reply given up on as a dead letter; False when it could not be kept."""
+        message = envelope.message
+        try:
+            seq = await bury_reply(self._js, self._names, msg, envelope, given_up)
+        except NATS_ERRORS as error:
+            log.error(
+                "cluster.reply_dead_letter_not_kept",
+                profile=envelope.profile,
+                turn=message.delivery_id,
+                error=str(error) or type(error).__name__,
+                suggestion="check that NATS is up; the reply is offered again meanwhile",
+            )
+            return False
+        reason = given_up.reason or Reason.UNKNOWN
+        self._reply_dead_letters.labels(envelope.profile, message.channel, reason).inc()
+        log.warning(
+            "cluster.reply_dead_letter",
+            profile=envelope.profile,
+            channel=message.channel,
+            chat_id=message.chat_id,
+            reason=reason,
+            dead_letter=seq,
+            suggestion=f"octos-gateway dead-letters show {seq} -c gateway.yaml; `retry` it "
+            "once the cause is fixed",
+        )
+        return True
 
     async def _recorded_before(self, profile: str, msg_id: str) -> bool:
         """Whether this reply's delivery is recorded already (it is then not sent again)."""

@@ -189,7 +189,12 @@ class LiveShows:
             return
         delivered = outcome.result()
         await _respond(
-            msg, {"platform_ids": list(delivered.platform_ids), "given_up": delivered.given_up}
+            msg,
+            {
+                "platform_ids": list(delivered.platform_ids),
+                "given_up": delivered.given_up,
+                "reason": delivered.reason,
+            },
         )
         log.debug("cluster.hand_over_answered", given_up=delivered.given_up is not None)
 
@@ -241,4 +246,6 @@ async def hand_over(
     if answer.get("not_here"):
         log.info("cluster.live_profile_gone", ingress=envelope.live_at, profile=envelope.profile)
         return None
-    return Delivered(tuple(answer["platform_ids"]), given_up=answer["given_up"])
+    return Delivered(
+        tuple(answer["platform_ids"]), given_up=answer["given_up"], reason=answer.get("reason")
+    )

@@ -25,7 +25,7 @@ from typing import Literal, Self, TypeVar
 import structlog
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 
 from channels.retry import Backoff
 from cluster.connection import (
@@ -77,8 +77,15 @@ def process_id(role: str) -> str:
 
 class ClusterNode:
     def __init__(
-        self, config: NatsConfig, store: StoreConfig, role: Role, registry: CollectorRegistry
+        self,
+        config: NatsConfig,
+        store: StoreConfig,
+        role: Role,
+        registry: CollectorRegistry,
+        reply_dead_letters: Counter,
     ) -> None:
+        """`reply_dead_letters`: the process's count of replies kept as dead letters (the
+        gateway's, shared with one process: `GatewayMetrics.reply_dead_letters`)."""
         self.config = config
         self.role: Role = role
         self.names: ClusterNames = names_of(config)
@@ -100,6 +107,7 @@ class ClusterNode:
         self._profiles_opened = asyncio.Event()
         self._profiles_opened.set()
         self._registry = registry
+        self._reply_dead_letters = reply_dead_letters
         #: An ingress's poller leases: its single-poller channels poll only while it holds one.
         self.leases: PollerLeases | None = None
         #: Set once its streams, consumers and records are all there: ready from then on.
@@ -209,6 +217,7 @@ class ClusterNode:
                 self.id,
                 self._deliveries,
                 self.metrics,
+                self._reply_dead_letters,
                 delivered_here=self.live.reply_delivered,
             )
             self.leases = await PollerLeases.open(

@@ -72,7 +72,8 @@ def stream_configs(config: NatsConfig) -> list[StreamConfig]:
         ),
         StreamConfig(
             name=names.dead_stream,
-            description="octos-gateway dead letters: inbound messages that kept failing",
+            description="octos-gateway dead letters: inbound messages that kept failing, "
+            "replies given up on",
             subjects=[f"{prefix}.dead.*"],
             retention=RetentionPolicy.LIMITS,
             **common,  # type: ignore[arg-type]

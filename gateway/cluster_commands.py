@@ -2,9 +2,11 @@
 `--role` rule, and `octos-gateway dead-letters list|show|retry|drop|purge -c gateway.yaml` with
 `bus: {backend: nats}` (the command itself: `gateway.dead_letter_commands`).
 
-A cluster's dead letters are inbound messages that kept failing (`max_deliver`): `list` shows
-each one's id (its sequence in the dead-letter stream), profile, chat and reason; `show ID` the
-whole message; `retry ID` publishes it to its partition again (a fresh delivery count) and
+A cluster's dead letters are inbound messages that kept failing (`max_deliver`) and replies an
+ingress gave up on, in one stream: `list` shows each one's id (its sequence in the dead-letter
+stream), profile, chat and reason (a reply's with when and the platform's error); `show ID` the
+whole message; `retry ID` publishes it to its partition again (an inbound message with a fresh
+delivery count; a reply to its chat's outbound partition, once, with a fresh deadline) and
 removes the dead copy; `drop ID` removes one, `purge` them all.
 """
 
@@ -80,7 +82,7 @@ def cluster_dead_letters(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
 async def _dead_letters(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from cluster.connection import REQUEST_TIMEOUT_S, connected
-    from cluster.dead_letters import DeadLetterMissing, DeadLetters
+    from cluster.dead_letters import DeadLetterMissing, DeadLetters, DeadLetterUnreadable
     from cluster.streams import names_of
 
     config = loaded.gateway.bus.nats
@@ -88,7 +90,7 @@ async def _dead_letters(loaded: LoadedConfig, args: argparse.Namespace) -> int:
         box = DeadLetters(client.jetstream(timeout=REQUEST_TIMEOUT_S), names_of(config))
         try:
             return await _act(box, args)
-        except (DeadLetterMissing, _NotASequence) as error:
+        except (DeadLetterMissing, DeadLetterUnreadable, _NotASequence) as error:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_PROBLEMS
 
@@ -119,8 +121,10 @@ async def _act(box: DeadLetters, args: argparse.Namespace) -> int:
             json.dumps(_details(await box.show(_sequence(args.id))), indent=2, ensure_ascii=False)
         )
     elif args.action == "retry":
-        seq = await box.retry(_sequence(args.id))
-        print(f"dead letter {args.id} published again (inbound sequence {seq})")
+        letter = await box.show(_sequence(args.id))
+        seq = await box.retry(letter.seq)
+        stream = "outbound" if letter.is_reply else "inbound"
+        print(f"dead letter {args.id} published again ({stream} sequence {seq})")
     elif args.action == "drop":
         await box.drop(_sequence(args.id))
         print(f"dropped dead letter {args.id}")
@@ -143,16 +147,27 @@ def _line(letter: DeadLetter) -> str:
     message = _message(letter)
     profile = letter.headers.get(PROFILE, "?")
     where = f"{profile}:{message.get('channel', '?')}:{message.get('chat_id', '?')}"
+    if letter.is_reply:
+        # As one process lists its replies given up on: when, why, and the platform's error.
+        when = letter.buried_at.isoformat(timespec="milliseconds") if letter.buried_at else "?"
+        error = " ".join(letter.error.split())[:200]
+        return f"{letter.seq}\t{where}\treply given up {when}\t{letter.reason}\t{error}"
     return f"{letter.seq}\t{where}\tdelivered {letter.deliveries}x\t{letter.reason}"
 
 
 def _details(letter: DeadLetter) -> dict[str, Any]:
-    return {
+    details: dict[str, Any] = {
         "id": letter.seq,
+        "kind": "reply" if letter.is_reply else "inbound",
         "reason": letter.reason,
         "subject": letter.subject,
         "deliveries": letter.deliveries,
         "buried_at": letter.buried_at.isoformat() if letter.buried_at else None,
         "headers": letter.original_headers,
-        "message": _message(letter),
     }
+    if letter.is_reply:
+        # Named as one process's `show` names it.
+        details.update(error=letter.error, reply=_message(letter))
+    else:
+        details["message"] = _message(letter)
+    return details

@@ -69,7 +69,9 @@ class QueuedReplies:
         if error is not None:
             log.info("cluster.reply_given_up", channel=message.channel, error=str(error))
         outcome.set_result(
-            Delivered(given_up=str(error)) if error is not None else Delivered(tuple(platform_ids))
+            Delivered(given_up=str(error), reason=error.reason)
+            if error is not None
+            else Delivered(tuple(platform_ids))
         )
 
     def cancel_all(self) -> None:
@@ -106,7 +108,7 @@ class IngressProfile:
         except DeliveryError as error:
             # Logged with its context and counted by the delivery layer, as in one process.
             log.info("cluster.reply_given_up", profile=self.profile_id, error=str(error))
-            return Delivered(given_up=str(error))
+            return Delivered(given_up=str(error), reason=error.reason)
         return Delivered(tuple(platform_ids))
 
     async def show(self, signal: LiveSignal) -> None:

@@ -214,7 +214,13 @@ class Daemon:
         from cluster.node import ClusterNode
 
         settings = self._loaded.gateway
-        return ClusterNode(settings.bus.nats, self._store, self._role, self._registry)
+        return ClusterNode(
+            settings.bus.nats,
+            self._store,
+            self._role,
+            self._registry,
+            self._metrics.reply_dead_letters,
+        )
 
     async def _serve(self, grace_s: float) -> None:
         node = self._node

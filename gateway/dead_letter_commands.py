@@ -3,9 +3,10 @@
 In one process (the in-memory bus) the dead letters are the replies each profile gave up on,
 kept in its data directory (`gateway.reply_dead_letters`): `retry ID` asks the daemon to send
 one again (the running one within a second, a stopped one at its next start), `drop ID` forgets
-one, `purge` all. With `bus: {backend: nats}` they are the cluster's inbound messages that kept
-failing, in the dead-letter stream (`gateway.cluster_commands`). Like `sessions`, each action
-takes `-c FILE` or `--data-dir DIR`, before or after it.
+one, `purge` all. With `bus: {backend: nats}` they are in the cluster's dead-letter stream: the
+replies its ingress processes gave up on, and the inbound messages that kept failing
+(`gateway.cluster_commands`). Like `sessions`, each action takes `-c FILE` or `--data-dir DIR`,
+before or after it.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def add_dead_letter_commands(commands: CommandSet) -> None:
         help="list, retry or drop what could not be delivered",
         description="Replies given up on (the platform failed past delivery_deadline_s, or "
         "refused them for good) are kept per profile in the data directory with the reason; "
-        "with bus backend nats, inbound messages that kept failing are kept in the "
-        "dead-letter stream.",
+        "with bus backend nats, they and the inbound messages that kept failing are kept in "
+        "the dead-letter stream.",
         located=True,
     )
     for name, text in _ACTIONS:

@@ -1,6 +1,7 @@
 """Reply delivery on real NATS JetStream and PostgreSQL: a reply's delivery (its turn, the
 platform message ids, delivered or given up) is recorded before the outbound message is
-acknowledged, and a reply offered again whose delivery is recorded is not sent again."""
+acknowledged, and a reply offered again whose delivery is recorded is not sent again. A reply
+given up on is kept as a dead letter first, and its retry is delivered once."""
 
 from __future__ import annotations
 
@@ -10,17 +11,22 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 
 from bus import OutboundMessage, new_turn_id
+from bus.envelope import SENT_AGAIN_AT
 from cluster.codec import OutboundEnvelope
+from cluster.dead_letters import DeadLetterMissing, DeadLetters
 from cluster.delivery import Delivered, ReplyDelivery
 from cluster.delivery_records import DeliveryRecord, DeliveryRecords
 from cluster.metrics import ClusterMetrics
 from cluster.streams import ensure_streams, names_of
 from cluster.subjects import ClusterNames
+from config.bus import NatsConfig
+from gateway.metrics import GatewayMetrics
 from tests.cluster.harness import Observer, nats_config
 from tests.support.postgres import fresh_scope
 
@@ -34,23 +40,28 @@ class Platform:
     sent: list[str] = field(default_factory=list)
     give_up: set[str] = field(default_factory=set)
     fail_once: set[str] = field(default_factory=set)
+    #: Every reply handed to the channels, as handed.
+    handed: list[OutboundMessage] = field(default_factory=list)
 
     async def deliver(self, message: OutboundMessage) -> Delivered:
+        self.handed.append(message)
         if message.content in self.fail_once:
             self.fail_once.discard(message.content)
             raise RuntimeError("the channel manager broke")  # offered again, not recorded
         self.sent.append(message.content)
         if message.content in self.give_up:
-            return Delivered(given_up="chat 1: the platform refused it")
+            return Delivered(given_up="chat 1: the platform refused it", reason="auth")
         return Delivered((f"platform-{len(self.sent)}",))
 
 
 @dataclass
 class RunningDelivery:
     js: JetStreamContext
+    config: NatsConfig
     names: ClusterNames
     records: DeliveryRecords
     metrics: ClusterMetrics
+    reply_dead_letters: Counter
     observer: Observer
     profile: str
     platform: Platform
@@ -70,6 +81,13 @@ class RunningDelivery:
     def acks(self) -> int:
         return len([s for s in self.observer.on("$JS.ACK.") if (s.data or b"+ACK") == b"+ACK"])
 
+    def naks(self) -> int:
+        return len([s for s in self.observer.on("$JS.ACK.") if s.data.startswith(b"-NAK")])
+
+    def kept_dead(self, reason: str) -> float:
+        counted = self.reply_dead_letters.labels(self.profile, "telegram", reason)
+        return float(counted._value.get())
+
     def not_resent(self) -> float:
         return float(self.metrics.replies_not_resent.labels(self.profile)._value.get())
 
@@ -84,15 +102,29 @@ async def running_delivery(client: Client, prefix: str, dsn: str) -> AsyncIterat
     await client.subscribe(f"$JS.ACK.{names.outbound_stream}.>", cb=observer.on_message)
     records = DeliveryRecords(dsn)
     await records.open()
-    metrics = ClusterMetrics.create(CollectorRegistry())
+    registry = CollectorRegistry()
+    metrics = ClusterMetrics.create(registry)
+    reply_dead_letters = GatewayMetrics.create(registry).reply_dead_letters
     profile = fresh_scope()
     platform = Platform()
-    delivery = ReplyDelivery(client, js, config, "test-ingress", records, metrics)
+    delivery = ReplyDelivery(
+        client, js, config, "test-ingress", records, metrics, reply_dead_letters
+    )
     delivery.add_profile(profile, platform.deliver)
     try:
         async with asyncio.TaskGroup() as tasks:
             task = tasks.create_task(delivery.run(), name="test-delivery")
-            yield RunningDelivery(js, names, records, metrics, observer, profile, platform)
+            yield RunningDelivery(
+                js,
+                config,
+                names,
+                records,
+                metrics,
+                reply_dead_letters,
+                observer,
+                profile,
+                platform,
+            )
             delivery.stop()
             await task
     finally:
@@ -160,6 +192,64 @@ async def test_a_delivery_that_broke_is_offered_again_and_recorded_once(
         await d.observer.wait_for(lambda: d.acks() == 2, WAIT_S)
         assert await d.records.find(d.profile, "dead.5") is None
         assert d.platform.sent == ["flaky", "set aside"]
+
+
+async def test_a_reply_given_up_on_is_a_dead_letter_whose_retry_is_delivered_once(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str
+) -> None:
+    async with running_delivery(nats_client, nats_prefix, postgres_dsn) as d:
+        turn = str(new_turn_id())
+        d.platform.give_up.add("refused")
+        await d.publish("refused", msg_id=turn, turn_id=turn)
+        await d.observer.wait_for(lambda: d.acks() == 1, WAIT_S)
+        # Kept whole, with the delivery layer's reason and the platform's error, and counted.
+        box = DeadLetters(d.js, d.names)
+        [letter] = await box.list()
+        assert letter.is_reply
+        assert (letter.reason, letter.error) == ("auth", "chat 1: the platform refused it")
+        assert OutboundEnvelope.decode(letter.headers, letter.body).message.content == "refused"
+        assert d.kept_dead("auth") == 1
+        record = await d.records.find(d.profile, turn)
+        assert record is not None
+        assert not record.delivered  # the delivery record as before
+
+        # Sent again once the platform takes it: same delivery id, a deadline from now.
+        d.platform.give_up.clear()
+        await box.retry(letter.seq)
+        await d.observer.wait_for(lambda: d.acks() == 2, WAIT_S)
+        again = d.platform.handed[-1]
+        assert (again.content, again.delivery_id) == ("refused", turn)
+        assert isinstance(again.metadata[SENT_AGAIN_AT], float)
+        assert await box.list() == []
+        with pytest.raises(DeadLetterMissing):
+            await box.retry(letter.seq)
+        # Its delivery is recorded under the retry's own message id, as delivered.
+        retried = await d.records.find(d.profile, f"retry.{turn}.{letter.seq}")
+        assert retried is not None
+        assert (retried.turn_id, retried.delivered) == (turn, True)
+        assert d.platform.sent == ["refused", "refused"]
+        assert d.kept_dead("auth") == 1
+
+
+async def test_a_reply_that_cannot_be_kept_dead_is_not_recorded_and_comes_again(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str
+) -> None:
+    async with running_delivery(nats_client, nats_prefix, postgres_dsn) as d:
+        # The dead-letter stream is gone (NATS refuses the copy): the reply given up on must
+        # not be recorded and acknowledged, or it would be lost.
+        await d.js.delete_stream(d.names.dead_stream)
+        turn = str(new_turn_id())
+        d.platform.give_up.add("refused")
+        await d.publish("refused", msg_id=turn, turn_id=turn)
+        await d.observer.wait_for(lambda: d.naks() >= 1, WAIT_S)
+        assert d.acks() == 0
+        assert await d.records.find(d.profile, turn) is None
+        await ensure_streams(d.js, d.config)
+        await d.observer.wait_for(lambda: d.acks() == 1, WAIT_S)
+        [letter] = await DeadLetters(d.js, d.names).list()
+        assert letter.is_reply
+        assert await d.records.find(d.profile, turn) is not None
+        assert d.kept_dead("auth") == 1
 
 
 async def test_old_delivery_records_expire(postgres_dsn: str) -> None:

@@ -170,6 +170,21 @@ async def test_a_reply_handed_over_twice_is_queued_once_and_both_get_its_outcome
     assert lanes.queued == [final]
 
 
+async def test_a_reply_given_up_where_it_was_handed_comes_back_with_its_reason(
+    nats_client: Client, nats_prefix: str
+) -> None:
+    # The asking ingress keeps it as a dead letter under the delivery layer's reason.
+    names = ClusterNames(nats_prefix, 4)
+    lanes = Lanes()
+    final = OutboundMessage(channel="telegram", chat_id="c1", content=TEXT, delivery_id="t1")
+    envelope = OutboundEnvelope("p", final, live_at="ingress-s")
+    refused = Delivered(given_up="403 Forbidden: bot was blocked by the user", reason="auth")
+    async with LiveShows(nats_client, names, "ingress-s") as shows:
+        shows.add_profile("p", lanes)
+        lanes.outcome.set_result(refused)
+        assert await hand_over(nats_client, names, envelope, "t1") == refused
+
+
 def snapshots_seen(worker: RunningWorker) -> list[Seen]:
     live = worker.observer.on(f"{worker.names.prefix}.live.")
     return [seen for seen in live if seen.headers[LIVE_KIND] == SNAPSHOT]
