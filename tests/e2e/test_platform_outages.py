@@ -46,13 +46,19 @@ from tests.fakes.whatsapp_server import FakeWhatsApp
 from tests.support.attack_corpus import Route
 from tests.support.daemon import DaemonProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="function")]
-
 #: Where a reply used to be given up for good: 5 tries within about 10 s.
 OLD_GIVE_UP_ATTEMPTS = 5
-#: Patience for the backoff (1 s doubling to 30 s, jittered) to get past those attempts, and
-#: for the next attempt after the platform returns.
-OUTAGE_WAIT_S = 150.0
+#: Patience for the backoff (1 s doubling to 30 s, jittered) to get past those attempts (at most
+#: 31 s), and for the next attempt after the platform returns (at most 30 s more).
+OUTAGE_WAIT_S = 90.0
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.asyncio(loop_scope="function"),
+    # Each test takes about a minute; a failing one should fail in its own waits, which say
+    # what did not happen, rather than at the suite's timeout.
+    pytest.mark.timeout(3 * OUTAGE_WAIT_S),
+]
+
 EDIT_INTERVAL_S = 1.0
 #: The streams' edit interval: the rest of a stream comes well within it after its first
 #: message, so its complete text is coalesced into the final, the only call that carries it.
