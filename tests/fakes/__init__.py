@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Generic, Protocol, Self, TypeVar
 
 from aiohttp import web
+
+from tests.fakes.outage import Outage
 
 
 class LocalHttpServer:
@@ -41,6 +45,20 @@ class LocalHttpServer:
     async def __aexit__(self, *exc_info: object) -> None:
         self._port = None
         await self._runner.cleanup()
+
+    @asynccontextmanager
+    async def connections_refused(self) -> AsyncIterator[None]:
+        """The server down for the block: not listening, its open connections (long polls,
+        websockets) dropped; then it listens again on the same port, as a restarted one."""
+        port = self.port
+        for site in list(self._runner.sites):
+            await site.stop()
+        assert self._runner.server is not None
+        await self._runner.server.shutdown(0.1)
+        try:
+            yield
+        finally:
+            await web.TCPSite(self._runner, "127.0.0.1", port).start()
 
 
 def word_by_word(text: str) -> tuple[str, ...]:
@@ -73,9 +91,14 @@ class ServedFake:
     A subclass builds its app and calls `ServedFake.__init__(self, app)`. Leaving the context
     first runs `_before_shutdown`, where a fake closes what it holds open (websockets, held
     responses), so the server can stop without waiting on them.
+
+    A test takes the platform down with `async with fake.outage.down():` (every request
+    answered 500) or `async with fake.connections_refused():` (the server stopped).
     """
 
     def __init__(self, app: web.Application) -> None:
+        self.outage = Outage()
+        app.middlewares.append(self.outage.middleware)
         self._server = LocalHttpServer(app)
 
     async def __aenter__(self) -> Self:
@@ -91,6 +114,9 @@ class ServedFake:
         """`http://127.0.0.1:<port>`, where the app is served (inside `async with`): the base URL
         a channel's config points at."""
         return self._server.origin
+
+    def connections_refused(self) -> AbstractAsyncContextManager[None]:
+        return self._server.connections_refused()
 
     async def _before_shutdown(self) -> None:
         """Nothing is held open unless a fake says so."""

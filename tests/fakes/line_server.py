@@ -35,6 +35,7 @@ from aiohttp import web
 from channels.line.signature import SIGNATURE_HEADER, signature_of
 from tests.fakes import LocalHttpServer
 from tests.fakes.changes import Changes
+from tests.fakes.outage import Outage
 
 JsonObject = dict[str, Any]
 
@@ -97,12 +98,14 @@ class FakeLine:
         self._failures: list[_Failure] = []
         self._ids = itertools.count(1)
         self._changes = Changes()
+        #: `async with fake.outage.down():` answers every request 500 (see `Outage`).
+        self.outage = Outage()
         self._api = LocalHttpServer(self._api_app())
         self._data = LocalHttpServer(self._data_app())
         self.reply_token_ttl_s = 60.0
 
     def _api_app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self.outage.middleware])
         app.router.add_get("/v2/bot/info", self._bot_info)
         app.router.add_post("/v2/bot/message/reply", self._reply)
         app.router.add_post("/v2/bot/message/push", self._push)
@@ -110,7 +113,7 @@ class FakeLine:
         return app
 
     def _data_app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self.outage.middleware])
         app.router.add_get("/v2/bot/message/{message_id}/content", self._content)
         return app
 

@@ -3,7 +3,8 @@
 It accepts AUTH LOGIN/PLAIN with one username and password (without TLS, on loopback), keeps
 every accepted message parsed, and answers scripted replies for a test's next DATA or RCPT
 (`fail_next("DATA", "451 4.7.1 ...")`), so the channel's handling of 4xx and 5xx is exercised
-against a real SMTP conversation.
+against a real SMTP conversation. While `outage.down()`, every DATA is answered 451 (a relay
+that cannot take mail for now) and recorded in `outage.failed`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Self
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from tests.fakes.changes import Changes
+from tests.fakes.outage import Outage
 
 HOSTNAME = "fake-smtp.test"
 
@@ -65,6 +67,7 @@ class FakeSmtp:
         self._failures: dict[str, list[str]] = {}
         self._server: asyncio.Server | None = None
         self._changes = Changes()
+        self.outage = Outage()
         self.port = 0
 
     async def __aenter__(self) -> Self:
@@ -132,6 +135,10 @@ class FakeSmtp:
         return "250 OK"
 
     async def handle_DATA(self, _server: SMTP, _session: Session, envelope: Envelope) -> str:
+        if self.outage.active:
+            await self.outage.record_failed("DATA", "", envelope.original_content or b"")
+            self.data_replies.append(451)
+            return "451 4.3.0 Mail server temporarily unavailable"
         if self._failures.get("DATA"):
             reply = self._failures["DATA"].pop(0)
             self.data_replies.append(int(reply[:3]))

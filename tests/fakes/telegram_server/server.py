@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.outage import Outage
 from tests.fakes.telegram_server.methods import BotApiMethods
 from tests.fakes.telegram_server.state import (
     ApiError,
@@ -71,6 +72,8 @@ class FakeTelegram:
         self._long_polls: dict[int, web.Request] = {}
         #: method (lower case) -> the event its held calls wait for (`hold`).
         self._held: dict[str, asyncio.Event] = {}
+        #: `async with fake.outage.down():` answers every request 500 (see `Outage`).
+        self.outage = Outage()
 
     # Lifecycle
 
@@ -82,7 +85,9 @@ class FakeTelegram:
         await self.close()
 
     async def start(self) -> None:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(
+            client_max_size=64 * 1024 * 1024, middlewares=[self.outage.middleware]
+        )
         app.router.add_route("*", "/bot{token}/{method}", self._handle_api)
         app.router.add_get("/file/bot{token}/{path:.+}", self._handle_file)
         app.router.add_post("/_control/updates", self._handle_control_update)
