@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -20,11 +21,25 @@ WAIT_S = 30.0
 LOG_LINE_LIMIT_BYTES = 2**24
 
 
+#: Ports handed out for a daemon to bind later: below the kernel's ephemeral range (32768 and
+#: up on Linux), where every outgoing connection and every `bind(0)` takes its port, and each
+#: pytest-xdist worker in a block of its own, so no other test can take one in the meantime.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+_PORT_BLOCK = 12000 // max(1, _WORKERS)
+_FIRST_PORT = 20000 + _PORT_BLOCK * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+_next_ports = itertools.cycle(range(_FIRST_PORT, _FIRST_PORT + _PORT_BLOCK))
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A port free now, for a server that binds it later (a daemon's config names it)."""
+    for port in itertools.islice(_next_ports, _PORT_BLOCK):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_FIRST_PORT}-{_FIRST_PORT + _PORT_BLOCK - 1}")
 
 
 def write_config(
