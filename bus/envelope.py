@@ -57,3 +57,16 @@ class OutboundMessage(WireModel):
     #: the splitter made): a platform with an idempotency key (Discord nonce, Matrix txnId,
     #: LINE X-Line-Retry-Key) derives it from this, so a resend is not shown twice.
     delivery_id: str | None = None
+
+    def answered_ids(self) -> list[str]:
+        """The platform ids of the messages this answers: `reply_to`, then the `ANSWERS` ids
+        newest first (the first part of a long reply has `reply_to`, every part has `ANSWERS`).
+        Platforms that accept only replies (QQ) or answer through the inbound message's handle
+        (the WeCom AI bot's `req_id`) look their handle up by these."""
+        ids: list[str] = []
+        if self.reply_to:
+            ids.append(self.reply_to)
+        answers = self.metadata.get(ANSWERS)
+        if isinstance(answers, list):
+            ids.extend(str(answer) for answer in reversed(answers) if answer and answer not in ids)
+        return ids

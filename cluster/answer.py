@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bus import ANSWERS, SESSION, InboundMessage, Message, OutboundMessage, TokenUsage
-from bus.text import scrub_surrogates
+from bus import InboundMessage, Message, OutboundMessage, TokenUsage
+from gateway.turn.reply import platform_ids, reply_message
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,23 +29,16 @@ class Answer:
     usage: TokenUsage = field(default_factory=TokenUsage)
 
 
-def answered_ids(messages: Sequence[InboundMessage]) -> dict[str, object]:
-    ids = [message.message_id for message in messages if message.message_id]
-    return {ANSWERS: ids} if ids else {}
-
-
 def reply_to_answer(
     messages: Sequence[InboundMessage], answer: Answer, turn_id: str, *, streamed: bool
 ) -> OutboundMessage:
     """The reply to the last of `messages`, naming every message it answers."""
-    trigger = messages[-1]
-    return OutboundMessage(
-        channel=trigger.channel,
-        chat_id=trigger.chat_id,
-        content=scrub_surrogates(answer.text),
-        reply_to=trigger.message_id,
-        metadata={**answered_ids(messages), SESSION: answer.session_key},
+    return reply_message(
+        messages[-1],
+        answer.text,
+        answers=platform_ids(messages),
+        session=answer.session_key,
+        delivery_id=turn_id,
         # The final of the stream the turn's snapshots showed (the turn's id is its stream's).
         stream_id=turn_id if streamed and answer.is_turn else None,
-        delivery_id=turn_id,
     )

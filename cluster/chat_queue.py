@@ -19,40 +19,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from bus import InboundMessage
-from bus.abort import is_abort_trigger
 from cluster.cancels import CancelReason
 from cluster.codec import CodecError, InboundEnvelope
 from cluster.stream_scan import stored_on
 from cluster.subjects import chat_base_key
 from cluster.turn_records import TurnRecords
 from config.profile import QueueMode
-from gateway.commands import IMMEDIATE, parse_command
+from gateway.turn.triage import triage
 
 log = structlog.get_logger(__name__)
 
 #: How many waiting messages of a partition a worker reads behind the one it answers.
 SCAN_LIMIT = 256
-
-MessageKind = Literal["stop", "command", "immediate", "text"]
-
-
-def kind_of(message: InboundMessage) -> MessageKind:
-    """A stop (`/stop`, an abort trigger), a command (answered at once or in turn), or text."""
-    if is_abort_trigger(message.content):
-        return "stop"
-    command = parse_command(message.content)
-    if command is None:
-        return "text"
-    if command[0] == "/stop":
-        return "stop"
-    return "immediate" if command[0] in IMMEDIATE else "command"
 
 
 def chat_of(envelope: InboundEnvelope) -> str:
@@ -61,8 +44,6 @@ def chat_of(envelope: InboundEnvelope) -> str:
     return chat_base_key(envelope.profile, message.channel, message.chat_id)
 
 
-# Two small records side by side, declared like Telegram's BotIdentity and MediaRef: alike in
-# shape only.
 @dataclass(frozen=True, slots=True)
 class Waiting:
     seq: int
@@ -95,7 +76,7 @@ async def queue_plan(
     if not msg.metadata.num_pending:
         return QueuePlan()
     seq = msg.metadata.sequence.stream
-    text = kind_of(envelope.message) == "text"
+    text = triage(envelope.message.content).kind == "text"
     if mode != "collect" and text and await knows_cancels_behind(seq):
         return QueuePlan()
     planned = plan(mode, envelope, await waiting_behind(js, stream, msg.subject, envelope, seq))
@@ -125,10 +106,10 @@ async def waiting_behind(
 
 def plan(mode: QueueMode, envelope: InboundEnvelope, waiting: list[Waiting]) -> QueuePlan:
     """What the single process's lanes would do with `envelope` given what waits behind it."""
-    kind = kind_of(envelope.message)
+    kind = triage(envelope.message.content).kind
     if kind in ("stop", "immediate"):
         return QueuePlan()  # never queued behind a turn in one process: never dropped
-    kinds = [kind_of(w.envelope.message) for w in waiting]
+    kinds = [triage(w.envelope.message.content).kind for w in waiting]
     if "stop" in kinds:
         return QueuePlan(dropped_by="stop")
     if kind != "text":

@@ -30,13 +30,14 @@ from nats.js import JetStreamContext
 from bus import InboundMessage, InboundRefused
 from channels.base import Channel
 from cluster.cancels import Cancel, CancelReason, publish_cancel
-from cluster.chat_queue import chat_of, kind_of
+from cluster.chat_queue import chat_of
 from cluster.codec import InboundEnvelope, platform_id
 from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from cluster.subjects import ClusterNames
 from config.profile import QueueMode
 from gateway.metrics import GatewayMetrics
 from gateway.strangers import EdgeCheck, StrangerNotices, scrubbed
+from gateway.turn.triage import triage
 
 log = structlog.get_logger(__name__)
 
@@ -111,7 +112,7 @@ class ClusterIntake:
     async def _cancel_running_turn(self, envelope: InboundEnvelope, seq: int) -> None:
         """A stop, or a newer message in interrupt mode: the chat's turn ends now, not when
         the partition reaches the message."""
-        kind = kind_of(envelope.message)
+        kind = triage(envelope.message.content).kind
         reason: CancelReason
         if kind == "stop":
             reason = "stop"

@@ -39,11 +39,11 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from bus import FAILED, InboundMessage, OutboundMessage, TokenUsage
-from cluster.answer import Answer, answered_ids, reply_to_answer
+from bus import InboundMessage, OutboundMessage, TokenUsage
+from cluster.answer import Answer, reply_to_answer
 from cluster.arrivals import Arrivals
 from cluster.cancels import CancelReason, RunningTurns, TakenTurn
-from cluster.chat_queue import Waiting, chat_of, kind_of, queue_plan
+from cluster.chat_queue import Waiting, chat_of, queue_plan
 from cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
 from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from cluster.dead_letters import bury
@@ -58,7 +58,8 @@ from cluster.status import StatusPublisher
 from cluster.streams import ensure_worker_consumers
 from cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
 from config.bus import NatsConfig
-from gateway.turns import CANCELLED_NOTICE
+from gateway.turn.reply import CANCELLED_NOTICE, platform_ids, reply_message
+from gateway.turn.triage import triage
 
 log = structlog.get_logger(__name__)
 
@@ -216,7 +217,7 @@ class Worker(NodeService[TurnRecords]):
             await self._already_done(msg, envelope, profile, record)
             return
         # Only an agent turn is cancelled: a command or a stop is quick, and answered.
-        cancellable = kind_of(envelope.message) == "text"
+        cancellable = triage(envelope.message.content).kind == "text"
         chat = chat_of(envelope)
         with self._running.taken(envelope.profile, chat, seq, cancellable=cancellable) as taken:
             if taken.reason is not None:
@@ -325,12 +326,11 @@ class Worker(NodeService[TurnRecords]):
         request held open for it (the HTTP API) is told at once."""
         log.info("cluster.message_dropped", turn=record.turn_id, reason=reason)
         if envelope.request:
-            notice = OutboundMessage(
-                channel=envelope.message.channel,
-                chat_id=envelope.message.chat_id,
-                content=CANCELLED_NOTICE,
-                reply_to=envelope.message.message_id,
-                metadata={FAILED: True, **answered_ids([envelope.message])},
+            notice = reply_message(
+                envelope.message,
+                CANCELLED_NOTICE,
+                answers=platform_ids([envelope.message]),
+                failed=True,
                 delivery_id=record.turn_id,
             )
             record = await self._records.answer(record, chat_of(envelope), notice, [])
@@ -393,12 +393,11 @@ class Worker(NodeService[TurnRecords]):
             f"{seq} -c gateway.yaml; `retry` it once the cause is fixed",
         )
         if envelope is not None:
-            notice = OutboundMessage(
-                channel=envelope.message.channel,
-                chat_id=envelope.message.chat_id,
-                content=DEAD_LETTER_REPLY.format(reason=kind.replace("_", " ")),
-                reply_to=envelope.message.message_id,
-                metadata={FAILED: True, **answered_ids([envelope.message])},
+            notice = reply_message(
+                envelope.message,
+                DEAD_LETTER_REPLY.format(reason=kind.replace("_", " ")),
+                answers=platform_ids([envelope.message]),
+                failed=True,
             )
             await self._publish_reply(envelope, notice, f"dead.{msg.metadata.sequence.stream}")
         await msg.term()

@@ -13,11 +13,11 @@ from config.agents import (
     WebhookAgentConfig,
 )
 from config.bus import BusConfig, NatsConfig
+from config.channel_base import ChannelConfigBase
 from config.channels import (
     CHANNEL_TYPES,
     ApiChannelConfig,
     ChannelConfig,
-    ChannelConfigBase,
     CliChannelConfig,
     DiscordConfig,
     EmailConfig,

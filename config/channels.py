@@ -1,25 +1,30 @@
 """One model per chat platform a profile connects to, told apart by `type`.
 
-The fields that mean the same on every platform (`allow`, `webhook_path`) are declared through
-`config.channel_fields`, each worded for its platform. The others that look alike (api_base_url,
-timeouts) are declared one by one: each description documents that platform in the generated
-reference (`python -m config.reference`), so that parallel is on purpose. What the models share
-in behaviour is written once: `ChannelConfigBase`, the types of `config.common`, and
-`MODE_REQUIRES` for the keys a mode needs.
+Every model builds on `config.channel_base.ChannelConfigBase`; the fields that mean the same on
+every platform (`allow`, `webhook_path`) are declared through its helpers, each worded for its
+platform. The others (api_base_url, timeouts) are declared one by one: each description
+documents that platform in the generated reference (`python -m config.reference`). What the
+models share in behaviour is written once: `ChannelConfigBase`, the types of `config.common`,
+and `MODE_REQUIRES` for the keys a mode needs.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator
 
-from config.channel_fields import allow_list_field, webhook_path_field
+from config.channel_base import ChannelConfigBase, webhook_path_field
 from config.channels_email import EmailConfigFields
+from config.channels_feishu import FeishuConfig
+from config.channels_line import LineConfig
+from config.channels_matrix import MatrixConfig
+from config.channels_phone import TwilioConfig, WhatsAppConfig
+from config.channels_wecom import WeComConfig
+from config.channels_wecom_bot_qq import QQBotConfig, WecomBotConfig
 from config.common import (
     AllowEntry,
-    ConfigModel,
     HttpUrlText,
     OptionalHttpUrlText,
     OptionalSecret,
@@ -45,37 +50,6 @@ _TELEGRAM_SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 def _everyone() -> list[AllowEntry]:
     return ["*"]
-
-
-class ChannelConfigBase(ConfigModel):
-    """Fields every channel has."""
-
-    #: The keys a channel needs in one of its modes, checked in this order.
-    MODE_REQUIRES: ClassVar[tuple[ModeRequires, ...]] = ()
-
-    allow: list[AllowEntry] = allow_list_field("User ids or @usernames")
-    edit_interval_s: float | None = Field(
-        None,
-        gt=0,
-        description="Shortest time between edits of a streamed reply; unset uses the "
-        "platform's own interval.",
-    )
-    pairing: bool = Field(
-        False,
-        description="Answer a stranger with a one-time code; `octos-gateway pair CODE` then "
-        "adds them to the allow list without editing this file.",
-    )
-
-    @model_validator(mode="after")
-    def _mode_requires(self) -> Self:
-        for requirement in self.MODE_REQUIRES:
-            requirement.check(self)
-        return self
-
-    @property
-    def routing_key(self) -> str:
-        """What tells this channel apart from the profile's others: its type."""
-        return str(getattr(self, "type", type(self).__name__))
 
 
 class TelegramConfig(ChannelConfigBase):
@@ -251,14 +225,6 @@ class EmailConfig(EmailConfigFields, ChannelConfigBase):
         "email", description="Channel kind: a mailbox, read over IMAP and answered over SMTP."
     )
 
-
-# Platform models kept in modules of their own; they build on ChannelConfigBase above.
-from config.channels_feishu import FeishuConfig  # noqa: E402
-from config.channels_line import LineConfig  # noqa: E402
-from config.channels_matrix import MatrixConfig  # noqa: E402
-from config.channels_phone import TwilioConfig, WhatsAppConfig  # noqa: E402
-from config.channels_wecom import WeComConfig  # noqa: E402
-from config.channels_wecom_bot_qq import QQBotConfig, WecomBotConfig  # noqa: E402
 
 ChannelConfig = Annotated[
     TelegramConfig

@@ -6,8 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from config.channel_fields import allow_list_field, webhook_path_field
-from config.channels import ChannelConfigBase
+from config.channel_base import ChannelConfigBase, allow_list_field, webhook_path_field
 from config.common import AllowEntry, HttpUrlText, OptionalSecret, Secret, UrlPath
 from config.problems import ModeRequires
 

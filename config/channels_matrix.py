@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from config.channels import ChannelConfigBase
+from config.channel_base import ChannelConfigBase
 from config.common import HttpUrlText, Secret
 from config.problems import ConfigValueError
 

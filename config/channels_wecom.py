@@ -8,8 +8,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from config.channel_fields import allow_list_field, webhook_path_field
-from config.channels import ChannelConfigBase
+from config.channel_base import ChannelConfigBase, allow_list_field, webhook_path_field
 from config.common import AllowEntry, HttpUrlText, Secret, UrlPath
 from config.problems import ConfigValueError
 

@@ -6,8 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from config.channel_fields import webhook_path_field
-from config.channels import ChannelConfigBase
+from config.channel_base import ChannelConfigBase, webhook_path_field
 from config.common import HttpUrlText, Secret, UrlPath, WebSocketUrlText
 
 

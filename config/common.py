@@ -30,9 +30,9 @@ class ConfigModel(BaseModel):
 
     Every model declares its keys in one form, `key: Type = Field(default, bounds,
     description=...)`, and its checks as validators raising `ConfigValueError`: the
-    descriptions are the generated reference (`python -m config.reference`), so models look
-    alike key by key on purpose. What keys share in meaning is a type of this module or a
-    helper of `config.channel_fields`, not a copied declaration.
+    descriptions are the generated reference (`python -m config.reference`). What keys share
+    in meaning is a type of this module or a helper of `config.channel_base`, not a copied
+    declaration.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -1,14 +1,14 @@
 """One profile's agent side in a cluster worker: agent, sessions in PostgreSQL, commands.
 
 What the single-process dispatcher does with a journaled message, this does with one from the
-inbound stream, reusing the same pieces (`TurnRunner`, `Commands`): an abort trigger is answered
-in the user's language, a command runs, anything else is an agent turn over the session's
-history. Messages of a chat that `queue_mode: collect` joined arrive together and are one turn,
-their texts joined as the single process's lanes join them. A turn's snapshots and typing
-signals go to the ingress that took its message in (`live`, from `cluster.live`), when its
-channel shows them, as in one process. Ordering, exactly-once, the queue modes and cancelling a
-turn on a stop are the worker's (`cluster.worker`, `cluster.chat_queue`, `cluster.cancels`);
-this only answers.
+inbound stream, with the same pieces (the turn core's triage and replies, `TurnRunner`,
+`Commands`): a stop is answered in the user's language, a command runs, anything else is an
+agent turn over the session's history. Messages of a chat that `queue_mode: collect` joined
+arrive together and are one turn, their texts joined as the single process's lanes join them.
+A turn's snapshots and typing signals go to the ingress that took its message in (`live`, from
+`cluster.live`), when its channel shows them, as in one process. Ordering, exactly-once, the
+queue modes and cancelling a turn on a stop are the worker's (`cluster.worker`,
+`cluster.chat_queue`, `cluster.cancels`); this only answers.
 """
 
 from __future__ import annotations
@@ -21,18 +21,20 @@ from typing import TYPE_CHECKING
 import structlog
 
 from bus import InboundMessage, Message, SessionKey, create_bus
-from bus.abort import abort_response, is_abort_trigger
+from bus.abort import abort_response
 from cluster.answer import Answer
 from cluster.live import LiveTurn
 from config import ProfileConfig
 from config.profile import QueueMode
 from config.store import StoreConfig
 from gateway.agents import create_agent
-from gateway.commands import ChatStatus, Commands, parse_command
+from gateway.commands import ChatStatus, Commands
 from gateway.lanes import collected_content
 from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
-from gateway.turns import FAILED_TURN_REPLY, TurnRunner
+from gateway.turn.reply import command_reply, platform_ids
+from gateway.turn.triage import triage
+from gateway.turns import TurnRunner
 from sessions import SessionManager
 from sessions.backends import active_topics, postgres_store, session_store
 
@@ -70,7 +72,7 @@ class WorkerProfile:
     async def effect_transaction(self, message: InboundMessage) -> AsyncIterator[Connection | None]:
         """A command's effect (topics, sessions) and its reply commit together: a worker killed
         between them would otherwise run `/back` or an unnamed `/new` twice."""
-        if parse_command(message.content) is None or is_abort_trigger(message.content):
+        if not triage(message.content).command:
             yield None
             return
         async with self._store.transaction() as connection:
@@ -85,20 +87,17 @@ class WorkerProfile:
         # `/reset` or a `/delete` may have run on another worker since.
         self._sessions.evict_chat(chat.base_key())
         key = await self._commands.current_key(chat)
-        if is_abort_trigger(message.content):
+        triaged = triage(message.content)
+        if triaged.kind == "stop":
             # The turn it stops was cancelled by its notice, or ran before it: say stopped.
             return Answer(abort_response(message.content), str(key), [], is_turn=False)
-        command = parse_command(message.content)
-        if command is not None:
-            if command[0] == "/stop":
-                return Answer(abort_response("stop"), str(key), [], is_turn=False)
-            return await self._command(chat, key, *command)
-        answers = [m.message_id for m in messages if m.message_id]
+        if triaged.command:
+            return await self._command(chat, key, triaged.command, triaged.argument)
         result = await self._runner.run(
             key,
             message,
             collected_content([m.content for m in messages]),
-            answers,
+            platform_ids(messages),
             stream_id=turn_id,
             streams=live is not None and live.streams,
             shows_typing=live is not None and live.shows_typing,
@@ -112,16 +111,16 @@ class WorkerProfile:
     async def _command(self, chat: SessionKey, key: SessionKey, name: str, arg: str) -> Answer:
         # Busy is what the chat's partition says: this message runs, so no turn of it does.
         status = ChatStatus(busy=False, queue_mode=self.queue_mode, agent=self._config.agent.type)
-        try:
-            # A savepoint inside `effect_transaction`: a command that fails changes nothing.
-            async with self._store.transaction():
-                text = await self._commands.run(chat, name, arg, status=status)
-        except Exception as error:
-            # Supervision point (per message): a failing command is answered, never left open.
-            log.exception("cluster.command_failed", command=name)
-            text = FAILED_TURN_REPLY.format(reason=f"{type(error).__name__}: {error}")
+        text = await command_reply(name, self._run_in_savepoint(chat, name, arg, status))
         log.debug("cluster.command_answered", command=name, session=str(key))
         return Answer(text, str(key), [], is_turn=False)
+
+    async def _run_in_savepoint(
+        self, chat: SessionKey, name: str, arg: str, status: ChatStatus
+    ) -> str:
+        # A savepoint inside `effect_transaction`: a command that fails changes nothing.
+        async with self._store.transaction():
+            return await self._commands.run(chat, name, arg, status=status)
 
     def turn_transaction(self) -> AbstractAsyncContextManager[Connection]:
         return self._store.transaction()

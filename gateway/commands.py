@@ -1,4 +1,8 @@
-"""Chat commands: topics (`/new`, `/s`, `/sessions`, `/back`, `/delete`), `/reset`, `/status`."""
+"""Chat commands: topics (`/new`, `/s`, `/sessions`, `/back`, `/delete`), `/reset`, `/status`.
+
+Which text is a command (its name, its aliases) and which commands are answered at once is
+decided by the turn core's triage (`gateway.turn.triage`); this runs them.
+"""
 
 from __future__ import annotations
 
@@ -19,24 +23,6 @@ HELP_TEXT = """Commands:
 /status - what the bot is doing
 /stop - cancel the running reply
 /help - this list"""
-
-#: Commands that only read state: answered at once, even while a turn runs.
-IMMEDIATE = frozenset({"/help", "/status", "/sessions", "/stop"})
-
-_ALIASES = {"/switch": "/s", "/b": "/back", "/d": "/delete"}
-
-
-def parse_command(text: str) -> tuple[str, str] | None:
-    """`("/name", "argument")` for a command, None for ordinary text.
-
-    `/cmd@BotName` (Telegram's form in groups) is read as `/cmd`.
-    """
-    stripped = text.strip()
-    if not stripped.startswith("/") or stripped.startswith("//"):
-        return None
-    head, _, argument = stripped.partition(" ")
-    name = head.split("@", 1)[0].lower()
-    return _ALIASES.get(name, name), argument.strip()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,27 +16,26 @@ from functools import partial
 
 import structlog
 
-from bus import (
-    ANSWERS,
-    FAILED,
-    SESSION,
-    Message,
-    OutboundMessage,
-    SessionKey,
-    TokenUsage,
-    new_turn_id,
-)
-from bus.abort import abort_response, is_abort_trigger
-from bus.text import scrub_surrogates
+from bus import Message, SessionKey, TokenUsage, new_turn_id
+from bus.abort import abort_response
 from channels.base import Channel
 from gateway import logs
-from gateway.commands import IMMEDIATE, ChatStatus, Commands, parse_command
+from gateway.commands import ChatStatus, Commands
 from gateway.intake import Intake, IntakeSettings
 from gateway.journal import Journal, Outcome, Received, Recovery, restore_sessions
 from gateway.lanes import CommandItem, Commit, LaneItem, Lanes, QueueMode, TurnItem
 from gateway.services import ProfileServices
+from gateway.turn.reply import (
+    CANCELLED_NOTICE,
+    command_reply,
+    failed_reply,
+    failure_reason,
+    platform_ids,
+    reply_message,
+)
+from gateway.turn.triage import triage
 from gateway.turn_task import TurnTask
-from gateway.turns import CANCELLED_NOTICE, FAILED_TURN_REPLY, TurnResult, TurnRunner
+from gateway.turns import TurnResult, TurnRunner
 from sessions import SessionError
 
 log = structlog.get_logger(__name__)
@@ -175,23 +174,19 @@ class Dispatcher:
         message = received.message
         chat = message.session_key(self._settings.profile)
         lane = chat.base_key()
-        if is_abort_trigger(message.content):
+        triaged = triage(message.content)
+        if triaged.kind == "stop":
             self._lanes.abort(lane)
             self._spawn_answer(received, abort_response(message.content))
-            return
-        command = parse_command(message.content)
-        if command is not None and command[0] in IMMEDIATE:
-            name, argument = command
-            if name == "/stop":
-                self._lanes.abort(lane)
-                self._spawn_answer(received, abort_response("stop"))
-            else:
-                self._tasks.create_task(
-                    self._run_immediate(received, chat, name, argument), name=f"command:{lane}"
-                )
-            return
-        item: LaneItem = CommandItem(received) if command else TurnItem((received,))
-        self._lanes.submit(lane, item)
+        elif triaged.kind == "immediate":
+            self._tasks.create_task(
+                self._run_immediate(received, chat, triaged.command, triaged.argument),
+                name=f"command:{lane}",
+            )
+        elif triaged.kind == "command":
+            self._lanes.submit(lane, CommandItem(received))
+        else:
+            self._lanes.submit(lane, TurnItem((received,)))
 
     def _spawn_answer(self, received: Received, text: str) -> None:
         assert self._tasks is not None
@@ -202,14 +197,12 @@ class Dispatcher:
     async def _run_immediate(
         self, received: Received, chat: SessionKey, name: str, arg: str
     ) -> None:
-        try:
-            status = await self.status_of(await self._commands.current_key(chat))
-            text = await self._commands.run(chat, name, arg, status=status)
-        except Exception as error:
-            # Supervision point (per message): a failing command is answered, never left open.
-            log.exception("dispatcher.command_failed", command=name)
-            text = FAILED_TURN_REPLY.format(reason=f"{type(error).__name__}: {error}")
+        text = await command_reply(name, self._immediate_text(chat, name, arg))
         await self._answer([received], text, messages=[])
+
+    async def _immediate_text(self, chat: SessionKey, name: str, arg: str) -> str:
+        status = await self.status_of(await self._commands.current_key(chat))
+        return await self._commands.run(chat, name, arg, status=status)
 
     def _dropped(self, items: list[LaneItem]) -> None:
         """Messages an abort or an interrupt took away: answered by nothing, except on
@@ -246,11 +239,10 @@ class Dispatcher:
         chat = trigger.session_key(self._settings.profile)
         key = await self._commands.current_key(chat)
         if isinstance(item, CommandItem):
-            command = parse_command(trigger.content)
-            assert command is not None
-            return await self._run_command(item, chat, command)
+            return await self._run_command(item, chat)
         async with self._turn_slots:
             answers = [r.id for r in item.received]
+            platform_answers = [r.message.message_id for r in item.received if r.message.message_id]
             # A turn cut off by a crash after its reply began streaming runs again under its
             # id: its stream finishes the messages it opened instead of adding new ones.
             turn_id = self._journal.resumed_turn(answers) or str(new_turn_id())
@@ -261,7 +253,7 @@ class Dispatcher:
                     key,
                     trigger,
                     item.content(),
-                    [r.message.message_id for r in item.received if r.message.message_id],
+                    platform_answers,
                     stream_id=turn_id,
                     streams=channel is not None and channel.supports_edit(),
                     shows_typing=channel is not None and channel.shows_typing(),
@@ -269,13 +261,12 @@ class Dispatcher:
             except Exception as error:
                 # Supervision point (per message): the turn is answered with the reason.
                 log.exception("dispatcher.turn_failed", session=str(key))
-                reason = f"{type(error).__name__}: {error}"
                 result = TurnResult(
                     Message.user(item.content()),
-                    FAILED_TURN_REPLY.format(reason=reason),
+                    failed_reply(error),
                     usage=TokenUsage(),
                     failed=True,
-                    error=reason,
+                    error=failure_reason(error),
                 )
         messages = [result.user_message]
         if not result.failed:
@@ -285,21 +276,17 @@ class Dispatcher:
             list(item.received),
             result.reply,
             messages=messages,
+            answers=platform_answers,
             key=key,
             turn_id=turn_id,
             failed=result.failed,
             result=result,
         )
 
-    async def _run_command(
-        self, item: CommandItem, chat: SessionKey, command: tuple[str, str]
-    ) -> Commit:
-        name, argument = command
-        try:
-            text = await self._commands.run(chat, name, argument)
-        except Exception as error:
-            log.exception("dispatcher.command_failed", command=name)
-            text = FAILED_TURN_REPLY.format(reason=f"{type(error).__name__}: {error}")
+    async def _run_command(self, item: CommandItem, chat: SessionKey) -> Commit:
+        command = triage(item.received.message.content)
+        name = command.command
+        text = await command_reply(name, self._commands.run(chat, name, command.argument))
 
         async def commit() -> None:
             await self._answer([item.received], text, messages=[])
@@ -315,12 +302,14 @@ class Dispatcher:
         text: str,
         *,
         messages: list[Message],
+        answers: list[str] | None = None,
         key: SessionKey | None = None,
         turn_id: str | None = None,
         failed: bool = False,
         result: TurnResult | None = None,
     ) -> None:
-        """Record the outcome, write the session behind it, then send the reply."""
+        """Record the outcome, write the session behind it, then send the reply; `answers`
+        are the platform ids of `received` when the caller has them already."""
         unanswered = self._journal.state.received
         if not any(r.id in unanswered for r in received):
             return  # an abort or an interrupt got there first
@@ -330,20 +319,14 @@ class Dispatcher:
         )
         session_name = str(session)
         turn = turn_id or str(new_turn_id())
-        metadata: dict[str, object] = {
-            ANSWERS: [r.message.message_id for r in received if r.message.message_id],
-            SESSION: session_name,
-        }
-        if failed:
-            metadata[FAILED] = True
-        reply = OutboundMessage(
-            channel=trigger.channel,
-            chat_id=trigger.chat_id,
-            content=scrub_surrogates(text),
-            reply_to=trigger.message_id,
-            metadata=metadata,
-            stream_id=turn if result is not None else None,
+        reply = reply_message(
+            trigger,
+            text,
+            answers=platform_ids([r.message for r in received]) if answers is None else answers,
+            session=session_name,
+            failed=failed,
             delivery_id=turn,
+            stream_id=turn if result is not None else None,
         )
         outcome = Outcome(
             turn=turn,

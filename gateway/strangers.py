@@ -16,10 +16,11 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from bus import ANSWERS, FAILED, InboundMessage, OutboundMessage, PipeClosed, SenderRefused
+from bus import InboundMessage, OutboundMessage, PipeClosed, SenderRefused
 from bus.text import scrub_surrogates
 from channels.base import Channel
 from channels.dedup import InboundDedup
+from gateway.turn.reply import platform_ids, reply_message
 
 log = structlog.get_logger(__name__)
 
@@ -102,16 +103,7 @@ class EdgeCheck:
 
 def notice_for(message: InboundMessage, text: str, *, failed: bool = False) -> OutboundMessage:
     """A reply that is not an answer (nothing to record): refusals, "already answered"."""
-    metadata: dict[str, object] = {FAILED: True} if failed else {}
-    if message.message_id is not None:
-        metadata[ANSWERS] = [message.message_id]
-    return OutboundMessage(
-        channel=message.channel,
-        chat_id=message.chat_id,
-        content=text,
-        reply_to=message.message_id,
-        metadata=metadata,
-    )
+    return reply_message(message, text, answers=platform_ids([message]), failed=failed)
 
 
 #: The fields of an inbound message that reach a file, a log line or the agent as text.

@@ -13,12 +13,9 @@ from typing import Protocol
 import structlog
 
 from bus import (
-    ANSWERS,
-    SESSION,
     InboundMessage,
     Message,
     OutboundEvent,
-    OutboundMessage,
     SessionKey,
     StreamSnapshot,
     TokenUsage,
@@ -28,12 +25,9 @@ from bus import (
 from gateway import logs
 from gateway.agents import Agent, AgentError, AgentTurn, SnapshotSink
 from gateway.services import ProfileServices
+from gateway.turn.reply import reply_message
 
 log = structlog.get_logger(__name__)
-
-FAILED_TURN_REPLY = "Sorry, I could not answer that: {reason}. Please try again later."
-#: What a request held open for a message that a stop or an interrupt dropped is answered.
-CANCELLED_NOTICE = "Cancelled: a stop or a newer message ended this turn before its reply."
 
 
 class OutboundSink(Protocol):
@@ -102,17 +96,16 @@ class TurnRunner:
             )
             show_snapshot: SnapshotSink = _show_nothing
             if streams:
-                metadata: dict[str, object] = {ANSWERS: answers, SESSION: str(key)}
+                session = str(key)
 
                 async def show_snapshot(text: str) -> None:
-                    reply_so_far = OutboundMessage(
-                        channel=trigger.channel,
-                        chat_id=trigger.chat_id,
-                        content=text,
-                        reply_to=trigger.message_id,
-                        metadata=metadata,
-                        stream_id=stream_id,
+                    reply_so_far = reply_message(
+                        trigger,
+                        text,
+                        answers=answers,
+                        session=session,
                         delivery_id=stream_id,
+                        stream_id=stream_id,
                     )
                     await sink.send(StreamSnapshot(reply_so_far))
 

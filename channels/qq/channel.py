@@ -28,7 +28,6 @@ import structlog
 from aiohttp import web
 
 from bus import InboundSender, OutboundMessage
-from channels.answers import answered_ids
 from channels.backpressure import until_taken
 from channels.base import Channel
 from channels.dedup import InboundDedup
@@ -215,7 +214,7 @@ class QQBotChannel(Channel):
             kind, openid = target(message.chat_id)
         except ValueError as exc:
             raise ChannelError(str(exc), channel=CHANNEL) from exc
-        msg_ids = answered_ids(message)
+        msg_ids = message.answered_ids()
         if not msg_ids:
             raise ReplyWindowClosed(
                 "QQ bots can only reply to a user's message, and this names none",

@@ -23,7 +23,6 @@ import aiohttp
 import structlog
 
 from bus import InboundMessage, InboundSender, OutboundMessage, PipeClosed
-from channels.answers import answered_ids
 from channels.backpressure import until_taken
 from channels.base import Channel
 from channels.coalesce import split_message
@@ -51,8 +50,6 @@ MARKDOWN_LIMIT = PlatformLimit(4_096, "bytes")
 
 class WecomBotChannel(Channel):
     name = CHANNEL
-    # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
-    # config, the timeouts tests shorten; it keeps no files): alike in shape, its own values.
     limit: ClassVar[PlatformLimit] = STREAM_LIMIT
     #: `send_with_id` opens a streamed message on a callback, or sends nothing.
     send_with_id_sends_whole: ClassVar[bool] = False
@@ -147,8 +144,6 @@ class WecomBotChannel(Channel):
             return
         # Known before publishing: the reply may come back before `send` returns.
         self._book.received(callback.msg_id, callback.req_id, callback.chat_id)
-        # The callback onto InboundMessage's fields: every channel writes this mapping, alike in
-        # shape, with its own sources.
         message = InboundMessage(
             channel=CHANNEL,
             sender_id=callback.sender_id,
@@ -185,7 +180,7 @@ class WecomBotChannel(Channel):
             # Media would need WeCom's chunked upload first; not built yet.
             log.warning("wecom_bot.media_not_sent", chat_id=message.chat_id)
             return
-        callback = self._book.available(answered_ids(message), message.chat_id)
+        callback = self._book.available(message.answered_ids(), message.chat_id)
         if callback is None:
             await self._send_own(message.chat_id, message.content)
             return
@@ -200,7 +195,7 @@ class WecomBotChannel(Channel):
         """Open a streamed message on the callback's `req_id`. When there is none, send nothing
         and return None: the manager then sends the rest of the reply, from here on, as
         whole messages once it is final."""
-        callback = self._book.available(answered_ids(message), message.chat_id)
+        callback = self._book.available(message.answered_ids(), message.chat_id)
         if callback is None:
             return None
         msg_id, req_id = callback

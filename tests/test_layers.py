@@ -1,0 +1,202 @@
+"""Imports run one way: what a module imports is read from its source (nothing is imported).
+
+In every folder of the source packages (the root that holds them, each package, each
+sub-package), the modules and sub-packages side by side import each other without a cycle; and
+the turn core (`gateway/turn/`), which one process and the cluster both build on, reaches none
+of what builds on it: the cluster, the daemon, the command line, the cluster glue; nor does the
+cluster reach the daemon or the command line.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("bus", "config", "sessions", "channels", "gateway", "cluster")
+ROOT_FOLDER = "<root>"
+
+#: Cycles known today, by folder, each with why it is not fixed yet: the list may only shrink.
+KNOWN_CYCLES: Mapping[str, tuple[frozenset[str], str]] = {
+    ROOT_FOLDER: (
+        frozenset({"cluster", "gateway"}),
+        "the cluster builds on the turn core, the metrics and the intake's stranger checks "
+        "(`gateway.turn`, `gateway.metrics`, `gateway.strangers`), and the daemon, the CLI "
+        "and the cluster glue (`gateway.daemon`, `gateway.cluster_*`, `gateway.doctor_probes`) "
+        "build on the cluster; it goes when the cluster's package moves below `gateway/`",
+    ),
+}
+
+TURN_CORE = "gateway.turn"
+#: The modules of `gateway/` that run the process: they build on the core and on the cluster.
+PROCESS_GLUE = ("gateway.daemon", "gateway.cli", "gateway.cluster_")
+
+
+@cache
+def source_modules() -> dict[str, Path]:
+    """Every module of the source packages by dotted name (a package by its `__init__.py`)."""
+    modules: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+@cache
+def imports_of(module: str) -> frozenset[str]:
+    """The source modules `module` imports anywhere in its file (at the top, in a function,
+    for type checking only: each is a dependency a reader follows)."""
+    modules = source_modules()
+    path = modules[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            # `from package import module` imports the module; `from module import name`, it.
+            names = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                for alias in node.names
+            ]
+        else:
+            continue
+        found.update(name for name in names if name in modules and name != module)
+    return frozenset(found)
+
+
+def folders() -> set[str]:
+    """The root of the source packages and every package and sub-package in them."""
+    found = {ROOT_FOLDER}
+    for module in source_modules():
+        parts = module.split(".")
+        found.update(".".join(parts[:depth]) for depth in range(1, len(parts)))
+    found.update(module for module, path in source_modules().items() if path.name == "__init__.py")
+    return found
+
+
+def child_of(folder: str, module: str) -> str | None:
+    """The module or sub-package directly in `folder` that `module` is or lies in."""
+    if folder == ROOT_FOLDER:
+        return module.split(".")[0]
+    if not module.startswith(f"{folder}."):
+        return None
+    return ".".join(module.split(".")[: folder.count(".") + 2])
+
+
+def folder_graph(folder: str) -> dict[str, set[str]]:
+    """Which of the modules and sub-packages side by side in `folder` import which."""
+    graph: dict[str, set[str]] = {}
+    for module in source_modules():
+        importer = child_of(folder, module)
+        if importer is None:
+            continue
+        edges = graph.setdefault(importer, set())
+        for imported in imports_of(module):
+            target = child_of(folder, imported)
+            if target is not None and target != importer:
+                edges.add(target)
+    return graph
+
+
+def cycles(graph: Mapping[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    lowest: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[frozenset[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = lowest[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                lowest[node] = min(lowest[node], lowest[target])
+            elif target in stack:
+                lowest[node] = min(lowest[node], index[target])
+        if lowest[node] == index[node]:
+            component = {stack.pop()}
+            while node not in component:
+                component.add(stack.pop())
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def reachable_from(start: str) -> Iterator[tuple[str, str]]:
+    """Every source module reachable by imports from the modules under `start`, with the
+    module that imports it."""
+    queue = [module for module in source_modules() if in_package(module, start)]
+    seen = set(queue)
+    while queue:
+        module = queue.pop()
+        for imported in sorted(imports_of(module)):
+            if imported not in seen:
+                seen.add(imported)
+                queue.append(imported)
+                yield imported, module
+
+
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def is_process_glue(module: str) -> bool:
+    """The daemon, the command line and the cluster's glue in `gateway/`."""
+    return module.startswith(PROCESS_GLUE)
+
+
+def test_the_walk_reads_every_package_and_resolves_imports() -> None:
+    assert {module.split(".")[0] for module in source_modules()} == set(PACKAGES)
+    assert "gateway.turn.triage" in imports_of("gateway.dispatcher")
+    assert "gateway.logs" in imports_of("gateway.dispatcher")  # `from gateway import logs`
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [frozenset({"a", "b", "c"})]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_modules_and_packages_side_by_side_import_each_other_without_a_cycle() -> None:
+    found = {
+        folder: cycle for folder in sorted(folders()) for cycle in cycles(folder_graph(folder))
+    }
+    known = {folder: cycle for folder, (cycle, _why) in KNOWN_CYCLES.items()}
+    new = {folder: sorted(cycle) for folder, cycle in found.items() if known.get(folder) != cycle}
+    assert new == {}, "imports that go both ways (a shared piece belongs below both)"
+    fixed = sorted(folder for folder in known if found.get(folder) != known[folder])
+    assert fixed == [], "a known cycle is gone: remove it from KNOWN_CYCLES"
+
+
+def test_the_turn_core_reaches_nothing_that_builds_on_it() -> None:
+    assert any(module.startswith(f"{TURN_CORE}.") for module in source_modules())
+    wrong = [
+        f"{module} (imported by {importer})"
+        for module, importer in reachable_from(TURN_CORE)
+        if in_package(module, "cluster") or is_process_glue(module)
+    ]
+    assert wrong == []
+
+
+def test_the_cluster_reaches_neither_the_daemon_nor_the_command_line() -> None:
+    wrong = [
+        f"{module} (imported by {importer})"
+        for module, importer in reachable_from("cluster")
+        if is_process_glue(module)
+    ]
+    assert wrong == []
