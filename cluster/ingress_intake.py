@@ -1,6 +1,6 @@
 """An ingress process's `InboundSender`: the edge checks, then a publish to the inbound stream.
 
-At the edge: the channel's allow list (a stranger gets the notice of `gateway.strangers`, the
+At the edge: the channel's allow list (a stranger gets the notice of `gateway.turn.strangers`, the
 agent never sees them) and the stop. Then the message is published to its partition's subject
 with `Nats-Msg-Id` = its platform id, and `send` returns only after JetStream's publish ack: the
 channel acknowledges the platform after that, unchanged. A publish that fails raises
@@ -36,7 +36,7 @@ from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from cluster.subjects import ClusterNames
 from config.profile import QueueMode
 from gateway.metrics import GatewayMetrics
-from gateway.strangers import EdgeCheck, StrangerNotices, scrubbed
+from gateway.turn.strangers import EdgeCheck, StrangerNotices, scrubbed
 from gateway.turn.triage import triage
 
 log = structlog.get_logger(__name__)

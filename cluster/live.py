@@ -36,7 +36,7 @@ MAX_BACKLOG_BYTES = 256 * 1024
 
 @dataclass(slots=True)
 class LiveTurn:
-    """One turn's outbound sink (`gateway.turns.OutboundSink`) towards its ingress."""
+    """One turn's outbound sink (`gateway.turn.runner.OutboundSink`) towards its ingress."""
 
     client: Client
     subject: str

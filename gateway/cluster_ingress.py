@@ -32,11 +32,11 @@ from cluster.delivery import Delivered
 from cluster.ingress_intake import ClusterIntake
 from cluster.node import ClusterNode
 from config import ProfileConfig
-from gateway.history import ProfileHistory
 from gateway.pairing import open_pairing
 from gateway.profile_channels import build_channels, not_built_yet, register_all
 from gateway.services import ProcessServices
-from gateway.strangers import StrangerNotices
+from gateway.turn.history import ProfileHistory
+from gateway.turn.strangers import StrangerNotices
 from sessions import SessionManager
 from sessions.backends import active_topics, session_store
 

@@ -28,13 +28,13 @@ from config import ProfileConfig
 from config.profile import QueueMode
 from config.store import StoreConfig
 from gateway.agents import create_agent
-from gateway.commands import ChatStatus, Commands
-from gateway.lanes import collected_content
 from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
+from gateway.turn.commands import ChatStatus, Commands
+from gateway.turn.lanes import collected_content
 from gateway.turn.reply import command_reply, platform_ids
+from gateway.turn.runner import TurnRunner
 from gateway.turn.triage import triage
-from gateway.turns import TurnRunner
 from sessions import SessionManager
 from sessions.backends import active_topics, postgres_store, session_store
 

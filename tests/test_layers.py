@@ -23,8 +23,8 @@ KNOWN_CYCLES: Mapping[str, tuple[frozenset[str], str]] = {
     ROOT_FOLDER: (
         frozenset({"cluster", "gateway"}),
         "the cluster builds on the turn core, the metrics and the intake's stranger checks "
-        "(`gateway.turn`, `gateway.metrics`, `gateway.strangers`), and the daemon, the CLI "
-        "and the cluster glue (`gateway.daemon`, `gateway.cluster_*`, `gateway.doctor_probes`) "
+        "(`gateway.turn`, `gateway.metrics`, `gateway.turn.strangers`), and the daemon, the CLI "
+        "and the cluster glue (`gateway.daemon`, `gateway.cluster_*`, `gateway.cli.probes`) "
         "build on the cluster; it goes when the cluster's package moves below `gateway/`",
     ),
 }
@@ -162,8 +162,8 @@ def is_process_glue(module: str) -> bool:
 
 def test_the_walk_reads_every_package_and_resolves_imports() -> None:
     assert {module.split(".")[0] for module in source_modules()} == set(PACKAGES)
-    assert "gateway.turn.triage" in imports_of("gateway.dispatcher")
-    assert "gateway.logs" in imports_of("gateway.dispatcher")  # `from gateway import logs`
+    assert "gateway.turn.triage" in imports_of("gateway.turn.dispatcher")
+    assert "gateway.logs" in imports_of("gateway.turn.dispatcher")  # `from gateway import logs`
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:

@@ -14,7 +14,7 @@ from cluster.codec import REPLY_SUBJECT, REQUEST, InboundEnvelope
 from cluster.ingress_intake import ClusterIntake
 from cluster.streams import ensure_streams, names_of
 from gateway.metrics import GatewayMetrics
-from gateway.strangers import StrangerNotices
+from gateway.turn.strangers import StrangerNotices
 from tests.channels.recording import RecordingChannel
 from tests.cluster.harness import nats_config
 
