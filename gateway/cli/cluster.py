@@ -27,7 +27,7 @@ from gateway.cli.args import (
 )
 
 if TYPE_CHECKING:
-    from cluster.dead_letters import DeadLetter, DeadLetters
+    from gateway.cluster.dead_letters import DeadLetter, DeadLetters
 
 ROLES = ("all", "ingress", "worker")
 
@@ -47,7 +47,7 @@ def bus_client_missing(loaded: LoadedConfig) -> str | None:
     if loaded.gateway.bus.backend != "nats":
         return None
     try:
-        import cluster.connection  # noqa: F401  (imports nats-py)
+        import gateway.cluster.connection  # noqa: F401  (imports nats-py)
     except ModuleNotFoundError as error:
         return (
             f"bus backend nats needs nats-py (no module {error.name!r}); install it with "
@@ -63,7 +63,7 @@ def bus_unreachable(loaded: LoadedConfig) -> str | None:
         return None
     if (missing := bus_client_missing(loaded)) is not None:
         return missing
-    from cluster.connection import BusUnavailable, check_bus
+    from gateway.cluster.connection import BusUnavailable, check_bus
 
     try:
         asyncio.run(check_bus(bus.nats))
@@ -81,9 +81,9 @@ def cluster_dead_letters(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
 
 async def _dead_letters(loaded: LoadedConfig, args: argparse.Namespace) -> int:
-    from cluster.connection import REQUEST_TIMEOUT_S, connected
-    from cluster.dead_letters import DeadLetterMissing, DeadLetters, DeadLetterUnreadable
-    from cluster.streams import names_of
+    from gateway.cluster.connection import REQUEST_TIMEOUT_S, connected
+    from gateway.cluster.dead_letters import DeadLetterMissing, DeadLetters, DeadLetterUnreadable
+    from gateway.cluster.streams import names_of
 
     config = loaded.gateway.bus.nats
     async with connected(config, name="octos-gateway dead-letters") as client:
@@ -142,7 +142,7 @@ def _message(letter: DeadLetter) -> dict[str, Any]:
 
 
 def _line(letter: DeadLetter) -> str:
-    from cluster.codec import PROFILE
+    from gateway.cluster.codec import PROFILE
 
     message = _message(letter)
     profile = letter.headers.get(PROFILE, "?")

@@ -231,7 +231,7 @@ async def probe_nats(config: NatsConfig, timeout_s: float) -> ProbeResult:
     the doctor's); nats-py is imported only when the NATS bus is configured."""
     check = f"nats {config.redacted_url}"
     try:
-        from cluster.connection import BusUnavailable, check_bus
+        from gateway.cluster.connection import BusUnavailable, check_bus
     except ModuleNotFoundError:
         return ProbeResult(
             check, Outcome.FAIL, "nats-py is not installed", "pip install 'octos-gateway[nats]'"

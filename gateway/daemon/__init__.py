@@ -41,7 +41,7 @@ from gateway.services import ProcessServices, WebhookRoutes
 from sessions.errors import SessionError
 
 if TYPE_CHECKING:
-    from cluster.node import ClusterNode
+    from gateway.cluster.node import ClusterNode
 
 log = structlog.get_logger(__name__)
 
@@ -194,7 +194,7 @@ class Daemon:
         try:
             async with AsyncExitStack() as stack:
                 if settings.bus.backend == "nats":
-                    from cluster.connection import BusUnavailable
+                    from gateway.cluster.connection import BusUnavailable
 
                     # Reported on /readyz from now on: not ready until it has joined.
                     self._node = self._cluster_node()
@@ -210,7 +210,7 @@ class Daemon:
         return self._exit_status
 
     def _cluster_node(self) -> ClusterNode:
-        from cluster.node import ClusterNode
+        from gateway.cluster.node import ClusterNode
 
         settings = self._loaded.gateway
         return ClusterNode(
@@ -342,7 +342,7 @@ class Daemon:
         if self._node is None:
             runtime = ProfileRuntime(profile_id, config, shared)
         else:
-            from gateway.cluster_runtime import ClusterProfileRuntime
+            from gateway.cluster.runtime import ClusterProfileRuntime
 
             runtime = ClusterProfileRuntime(profile_id, config, shared, self._node)
         task = self._tasks.create_task(self._supervise(runtime), name=f"profile:{profile_id}")

@@ -32,7 +32,7 @@ log = structlog.get_logger(__name__)
 
 class OutboundSink(Protocol):
     """Where a turn's snapshots and typing signals go: the bus (`AgentHandle`), or in a
-    cluster the ingress holding the chat (`cluster.live`)."""
+    cluster the ingress holding the chat (`gateway.cluster.live`)."""
 
     async def send(self, event: OutboundEvent) -> None: ...
 

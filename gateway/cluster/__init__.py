@@ -8,5 +8,5 @@ reply recorded in PostgreSQL before it is published and the inbound message ackn
 
 nats-py is imported only by the modules that talk to NATS, and only when a config asks for it.
 
-`cluster.lease` keeps exactly one active poller per bot account across ingress processes.
+`gateway.cluster.lease` keeps exactly one active poller per bot account across ingress processes.
 """

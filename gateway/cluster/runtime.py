@@ -12,10 +12,10 @@ from contextlib import AsyncExitStack
 import structlog
 
 from channels.health import ChannelHealth
-from cluster.node import ClusterNode
 from config import ProfileConfig
-from gateway.cluster_ingress import IngressProfile
-from gateway.cluster_worker import WorkerProfile, worker_profile
+from gateway.cluster.ingress import IngressProfile
+from gateway.cluster.node import ClusterNode
+from gateway.cluster.profile_worker import WorkerProfile, worker_profile
 from gateway.services import ProcessServices
 
 log = structlog.get_logger(__name__)

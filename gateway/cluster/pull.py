@@ -4,6 +4,23 @@ Used by workers (one loop per inbound partition) and ingress processes (one per 
 partition, plus their own reply consumer). A stop ends the wait for the next message at once;
 a message in hand is finished first. A connection that drops is waited out (nats-py
 reconnects): the loop only logs.
+
+Following one core NATS subject: subscribed by `follow`, let go by `unfollow`.
+
+The status board, a bounded worker's arrival notices and the cancel notices are all hints on
+core NATS, handled as they come; this is what they share.
+
+News of inbound messages for a bounded worker's idle runners: wake up and sweep now.
+
+A bounded worker's runner with nothing to do would otherwise learn of a new message only at
+its next sweep, `fetch_wait_s` later (a request to the HTTP API waited that long for an idle
+worker). JetStream hands every message published to a stream's subjects to core NATS
+subscribers too, so a worker subscribes to the inbound subjects and each arrival wakes one
+idle runner (the one idle longest; with none idle, the next runner to go idle sweeps again at
+once instead of waiting). The notice is only a hint: a lost one (core NATS drops a slow subscriber's
+messages) costs the wait it saves, and messages offered again without a publish (after a
+retry's backoff, after `ack_wait`) are found by the periodic sweep as before. The price is a
+copy of every inbound message to every worker.
 """
 
 from __future__ import annotations
@@ -11,16 +28,99 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import ClassVar, TypeVar
 
 import structlog
+from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.aio.subscription import DEFAULT_SUB_PENDING_MSGS_LIMIT, Subscription
 from nats.js import JetStreamContext
 
-from cluster.arrivals import Arrivals
-from cluster.connection import NATS_ERRORS
+from gateway.cluster.connection import NATS_ERRORS
 
 log = structlog.get_logger(__name__)
+
+Notice = TypeVar("Notice")
+
+
+class SubjectFollower:
+    """A subclass handles each message of the subject in `_on_message`."""
+
+    #: Messages held for a follower that falls behind, before core NATS drops them.
+    PENDING_MESSAGES: ClassVar[int] = DEFAULT_SUB_PENDING_MSGS_LIMIT
+
+    def __init__(self) -> None:
+        self._subscription: Subscription | None = None
+
+    async def follow(self, client: Client, subject: str) -> None:
+        self._subscription = await client.subscribe(
+            subject, cb=self._on_message, pending_msgs_limit=self.PENDING_MESSAGES
+        )
+
+    async def unfollow(self) -> None:
+        if self._subscription is not None:
+            # A closing connection ends the subscription anyway: nothing arrives after it.
+            with contextlib.suppress(*NATS_ERRORS):
+                await self._subscription.unsubscribe()
+            self._subscription = None
+
+    async def _on_message(self, msg: Msg) -> None:
+        raise NotImplementedError
+
+
+def read_notice(msg: Msg, parse: Callable[[bytes], Notice], unreadable: str) -> Notice | None:
+    """`msg`'s body as `parse` reads it; None, logged as `unreadable`, when it cannot: a hint
+    this build does not read is dropped (nothing redelivers core NATS)."""
+    try:
+        return parse(msg.data)
+    except ValueError as error:
+        log.warning(unreadable, error=str(error))
+        return None
+
+
+#: Notices held for a worker that falls behind before core NATS drops them (they are hints).
+PENDING_NOTICES = 1024
+
+
+class Arrivals(SubjectFollower):
+    PENDING_MESSAGES = PENDING_NOTICES
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: Idle runners, longest idle first: each arrival wakes one.
+        self._idle: deque[asyncio.Future[bool]] = deque()
+        #: An arrival came while no runner was idle: the next to go idle must not wait.
+        self._unseen = False
+
+    def seen(self) -> None:
+        """A runner is about to sweep: what arrived so far, it will find."""
+        self._unseen = False
+
+    async def next(self, stop: asyncio.Task[bool], wait_s: float) -> None:
+        """Until an arrival wakes this runner, the stop, or `wait_s` (what arrives without a
+        notice, a retry after its backoff, is found by the sweep that follows)."""
+        if self._unseen:
+            self._unseen = False
+            return
+        woken: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._idle.append(woken)
+        try:
+            await asyncio.wait({woken, stop}, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not woken.done():
+                self._idle.remove(woken)
+                woken.cancel()
+
+    async def _on_message(self, _msg: Msg) -> None:
+        while self._idle:
+            woken = self._idle.popleft()
+            if not woken.done():
+                woken.set_result(True)
+                return
+        self._unseen = True
+
 
 #: How long one fetch waits on the server for a message before it asks again.
 FETCH_WAIT_S = 5.0

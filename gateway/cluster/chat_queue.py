@@ -24,12 +24,11 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from cluster.cancels import CancelReason
-from cluster.codec import CodecError, InboundEnvelope
-from cluster.stream_scan import stored_on
-from cluster.subjects import chat_base_key
-from cluster.turn_records import TurnRecords
 from config.profile import QueueMode
+from gateway.cluster.cancels import CancelReason
+from gateway.cluster.codec import CodecError, InboundEnvelope
+from gateway.cluster.streams import chat_base_key, stored_on
+from gateway.cluster.turn_records import TurnRecords
 from gateway.turn.triage import triage
 
 log = structlog.get_logger(__name__)

@@ -29,7 +29,7 @@ from nats.js.errors import NotFoundError
 
 from bus.envelope import SENT_AGAIN_AT
 from channels.retry import Reason
-from cluster.codec import (
+from gateway.cluster.codec import (
     DEAD_DELIVERIES,
     DEAD_ERROR,
     DEAD_KIND,
@@ -38,11 +38,11 @@ from cluster.codec import (
     DEAD_SUBJECT,
     MSG_ID,
     CodecError,
+    Delivered,
     OutboundEnvelope,
 )
-from cluster.connection import REQUEST_TIMEOUT_S
-from cluster.delivery_outcome import Delivered
-from cluster.subjects import ClusterNames
+from gateway.cluster.connection import REQUEST_TIMEOUT_S
+from gateway.cluster.streams import ClusterNames
 
 #: Headers of the dead copy that are not the original's.
 _OWN_HEADERS = frozenset(

@@ -5,7 +5,7 @@ replies), `worker` runs the agents (answering inbound partitions), `all` both. T
 connects, creates the streams, its role's consumers and the lease bucket idempotently, follows
 the status subject, opens the turn records (workers) and the delivery records (ingress
 processes) and runs the worker's and the deliveries' loops (an ingress's with its live subject:
-the turns it shows, `cluster.live_ingress`); profiles join and leave it as they start and stop
+the turns it shows, `live_ingress`); profiles join and leave it as they start and stop
 (SIGHUP reloads one at a time).
 
 Processes are started together with NATS (docker compose does), and a fresh JetStream cluster
@@ -28,7 +28,9 @@ from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry, Counter
 
 from channels.retry import Backoff
-from cluster.connection import (
+from config.bus import NatsConfig
+from config.store import StoreConfig
+from gateway.cluster.connection import (
     NATS_ERRORS,
     REQUEST_TIMEOUT_S,
     BusUnavailable,
@@ -36,26 +38,21 @@ from cluster.connection import (
     disconnect,
     jetstream_unsettled,
 )
-from cluster.delivery import Deliver, ReplyDelivery
-from cluster.delivery_records import DeliveryRecords
-from cluster.lease import open_lease_bucket
-from cluster.live_ingress import LiveChannels, LiveShows
-from cluster.metrics import ClusterMetrics
-from cluster.poller_leases import PollerLeases
-from cluster.profile_worker import ProfileWorker
-from cluster.record_table import RecordTable
-from cluster.status import StatusBoard, StatusPublisher
-from cluster.streams import (
+from gateway.cluster.delivery import Deliver, ReplyDelivery
+from gateway.cluster.lease import PollerLeases, open_lease_bucket
+from gateway.cluster.live_ingress import LiveChannels, LiveShows
+from gateway.cluster.node_service import ClusterMetrics, StatusBoard, StatusPublisher
+from gateway.cluster.profile_worker import ProfileWorker
+from gateway.cluster.record_table import DeliveryRecords, RecordTable
+from gateway.cluster.streams import (
+    ClusterNames,
     ensure_delivery_consumers,
     ensure_streams,
     ensure_worker_consumers,
     names_of,
 )
-from cluster.subjects import ClusterNames
-from cluster.turn_records import TurnRecords
-from cluster.worker import Worker
-from config.bus import NatsConfig
-from config.store import StoreConfig
+from gateway.cluster.turn_records import TurnRecords
+from gateway.cluster.worker import Worker
 
 log = structlog.get_logger(__name__)
 

@@ -6,33 +6,41 @@ inbound stream, with the same pieces (the turn core's triage and replies, `TurnR
 agent turn over the session's history. Messages of a chat that `queue_mode: collect` joined
 arrive together and are one turn, their texts joined as the single process's lanes join them.
 A turn's snapshots and typing signals go to the ingress that took its message in (`live`, from
-`cluster.live`), when its channel shows them, as in one process. Ordering, exactly-once, the
-queue modes and cancelling a turn on a stop are the worker's (`cluster.worker`,
-`cluster.chat_queue`, `cluster.cancels`); this only answers.
+`gateway.cluster.live`), when its channel shows them, as in one process. Ordering, exactly-once, the
+queue modes and cancelling a turn on a stop are the worker's (`gateway.cluster.worker`,
+`gateway.cluster.chat_queue`, `gateway.cluster.cancels`); this only answers.
+
+What a worker's profile made of an inbound message (`Answer`), and the reply sent for it.
+
+The reply to a collected turn goes to the last of its messages and names every message it
+answers, as one process answers a collected turn.
+
+What a worker asks of a profile: its queue mode, its answer to a chat's messages, and the
+transactions its answer is stored in (`WorkerProfile` below).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from bus import InboundMessage, Message, SessionKey, create_bus
+from bus import InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage, create_bus
 from bus.abort import abort_response
-from cluster.answer import Answer
-from cluster.live import LiveTurn
 from config import ProfileConfig
 from config.profile import QueueMode
 from config.store import StoreConfig
 from gateway.agents import create_agent
+from gateway.cluster.live import LiveTurn
 from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
 from gateway.turn.commands import ChatStatus, Commands
 from gateway.turn.lanes import collected_content
-from gateway.turn.reply import command_reply, platform_ids
+from gateway.turn.reply import command_reply, platform_ids, reply_message
 from gateway.turn.runner import TurnRunner
 from gateway.turn.triage import triage
 from sessions import SessionManager
@@ -41,6 +49,70 @@ from sessions.backends import active_topics, postgres_store, session_store
 if TYPE_CHECKING:
     from sessions.postgres import PostgresSessionStore
     from sessions.postgres.connect import Connection
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a profile made of one inbound message."""
+
+    text: str
+    session_key: str
+    #: What the session gains (the user's message and the reply; nothing for a command).
+    messages: list[Message]
+    #: An agent turn (its reply may stream, it has a task), not a command or notice.
+    is_turn: bool = True
+    #: The agent failed: the message is tried again, and buried after the last try.
+    failed: bool = False
+    error: str | None = None
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+def reply_to_answer(
+    messages: Sequence[InboundMessage], answer: Answer, turn_id: str, *, streamed: bool
+) -> OutboundMessage:
+    """The reply to the last of `messages`, naming every message it answers."""
+    return reply_message(
+        messages[-1],
+        answer.text,
+        answers=platform_ids(messages),
+        session=answer.session_key,
+        delivery_id=turn_id,
+        # The final of the stream the turn's snapshots showed (the turn's id is its stream's).
+        stream_id=turn_id if streamed and answer.is_turn else None,
+    )
+
+
+class ProfileWorker(Protocol):
+    """One profile's agent side, as the worker uses it (`WorkerProfile` below)."""
+
+    @property
+    def queue_mode(self) -> QueueMode: ...
+
+    async def answer(
+        self, messages: Sequence[InboundMessage], turn_id: str, live: LiveTurn | None = None
+    ) -> Answer:
+        """The answer to `messages`: one, or several of a chat collected into one turn;
+        `live`: where the turn shows its snapshots and typing (None: nowhere)."""
+        ...
+
+    def effect_transaction(
+        self, message: InboundMessage
+    ) -> AbstractAsyncContextManager[Connection | None]:
+        """For a message whose answer changes chat state (a command), the transaction its
+        effect and its stored reply commit in; None for the others (an agent turn's messages
+        are stored with its reply, and no transaction is held across the agent's call)."""
+        ...
+
+    def turn_transaction(self) -> AbstractAsyncContextManager[Connection]:
+        """A transaction of the profile's session store, that `append` joins: a turn's stored
+        reply and its session messages commit in it together (a savepoint inside a command's
+        `effect_transaction`)."""
+        ...
+
+    async def append(self, session_key: str, messages: Sequence[Message]) -> None:
+        """Append to the session (idempotent), inside `turn_transaction` when in one."""
+        ...
+
 
 log = structlog.get_logger(__name__)
 

@@ -7,13 +7,13 @@ time, in order, while partitions run in parallel on every worker. For each messa
 1. its row in `octos_cluster_turns` is claimed (or found: a redelivery or a platform retry);
 2. with a stored reply, the reply is published again (redelivery) or the retry dropped; one
    settled without a reply (joined into another turn, dropped by a stop) is acknowledged;
-3. what waits behind it of the same chat decides, by `queue_mode` (`cluster.chat_queue`),
+3. what waits behind it of the same chat decides, by `queue_mode` (`gateway.cluster.chat_queue`),
    whether it is dropped (a stop or, in interrupt mode, a newer message waits) or answered
    together with the messages waiting right behind it (collect);
 4. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
-   heartbeats, an agent turn cancellable by a `Cancel` for its chat (`cluster.cancels`) and
+   heartbeats, an agent turn cancellable by a `Cancel` for its chat (`gateway.cluster.cancels`) and
    showing its snapshots and typing live through the ingress that took the message in
-   (`cluster.live`); the reply, the turn's messages (in the record and appended to the
+   (`gateway.cluster.live`); the reply, the turn's messages (in the record and appended to the
    session) and the rows of the joined messages are stored in one transaction (a command's
    reply in the transaction of its effect, so it runs once), the reply published to the
    outbound stream with `Nats-Msg-Id` = the turn id (naming that ingress,
@@ -40,24 +40,19 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from bus import InboundMessage, OutboundMessage, TokenUsage
-from cluster.answer import Answer, reply_to_answer
-from cluster.arrivals import Arrivals
-from cluster.cancels import CancelReason, RunningTurns, TakenTurn
-from cluster.chat_queue import Waiting, chat_of, queue_plan
-from cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
-from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
-from cluster.dead_letters import bury
-from cluster.heartbeat import heartbeats
-from cluster.live import LiveTurn, live_turn
-from cluster.metrics import ClusterMetrics
-from cluster.node_service import NodeService
-from cluster.profile_worker import ProfileWorker
-from cluster.pull import pull_bounded, pull_forever
-from cluster.record_expiry import start_record_expiry
-from cluster.status import StatusPublisher
-from cluster.streams import ensure_worker_consumers
-from cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
 from config.bus import NatsConfig
+from gateway.cluster.cancels import CancelReason, RunningTurns, TakenTurn
+from gateway.cluster.chat_queue import Waiting, chat_of, queue_plan
+from gateway.cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
+from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
+from gateway.cluster.dead_letters import bury
+from gateway.cluster.live import LiveTurn, live_turn
+from gateway.cluster.node_service import ClusterMetrics, NodeService, StatusPublisher, heartbeats
+from gateway.cluster.profile_worker import Answer, ProfileWorker, reply_to_answer
+from gateway.cluster.pull import Arrivals, pull_bounded, pull_forever
+from gateway.cluster.record_table import start_record_expiry
+from gateway.cluster.streams import ensure_worker_consumers
+from gateway.cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
 from gateway.turn.reply import CANCELLED_NOTICE, platform_ids, reply_message
 from gateway.turn.triage import triage
 

@@ -6,15 +6,15 @@ one loop on this process's own reply subject: the replies to requests it holds o
 API). Each reply goes through the profile's `ChannelManager` (retry layer, splitting,
 formatting), with heartbeats while it takes long. Once delivered or given up on (a failure is
 logged and counted by the delivery layer, as in one process) it is recorded in PostgreSQL
-(`cluster.delivery_records`: the turn, the platform message ids), and only then acknowledged.
-A reply given up on is first kept whole as a dead letter (`cluster.dead_letters`, with the
+(`gateway.cluster.record_table`: the turn, the platform message ids), and only then acknowledged.
+A reply given up on is first kept whole as a dead letter (`gateway.cluster.dead_letters`, with the
 delivery layer's reason), as one process keeps it in its data directory: buried before its
 record, so a crash between the two offers it again (and a second burial of the same message is
 dropped by JetStream), never leaves it recorded and lost. When it cannot be buried (NATS away)
 it is not recorded either, and offered again.
 A reply offered again whose delivery is recorded is acknowledged without being sent again.
 A reply whose turn was shown live by an ingress (`Octos-Live-At`) is handed over to that
-ingress to deliver (`cluster.live_ingress`), and recorded here with the outcome it reports.
+ingress to deliver (`gateway.cluster.live_ingress`), and recorded here with the outcome it reports.
 
 The window left: an ingress killed after the platform took a reply and before its record was
 committed sends it again when the reply is offered again (a reply split into several messages
@@ -35,19 +35,15 @@ from prometheus_client import Counter
 
 from bus import OutboundMessage
 from channels.retry import Reason
-from cluster.codec import MSG_ID, CodecError, OutboundEnvelope
-from cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
-from cluster.dead_letters import bury_reply
-from cluster.delivery_outcome import Delivered
-from cluster.delivery_records import DeliveryRecord, DeliveryRecords
-from cluster.heartbeat import heartbeats
-from cluster.live_ingress import hand_over
-from cluster.metrics import ClusterMetrics
-from cluster.node_service import NodeService
-from cluster.pull import pull_forever
-from cluster.record_expiry import start_record_expiry
-from cluster.streams import ensure_consumer, ensure_delivery_consumers, reply_consumer
 from config.bus import NatsConfig
+from gateway.cluster.codec import MSG_ID, CodecError, Delivered, OutboundEnvelope
+from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
+from gateway.cluster.dead_letters import bury_reply
+from gateway.cluster.live_ingress import hand_over
+from gateway.cluster.node_service import ClusterMetrics, NodeService, heartbeats
+from gateway.cluster.pull import pull_forever
+from gateway.cluster.record_table import DeliveryRecord, DeliveryRecords, start_record_expiry
+from gateway.cluster.streams import ensure_consumer, ensure_delivery_consumers, reply_consumer
 from sessions.errors import SessionError
 
 log = structlog.get_logger(__name__)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, ClassVar, Final, Literal
 import asyncpg
 
 from bus import Message, OutboundMessage, new_turn_id
-from cluster.record_table import RecordTable
+from gateway.cluster.record_table import RecordTable
 from sessions.postgres.connect import DATABASE_ERRORS, database_error
 
 if TYPE_CHECKING:

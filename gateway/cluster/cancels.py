@@ -12,7 +12,7 @@ row) is remembered and cancels the message as it is taken. A worker's memory is 
 the stream sequence its subscription began at (read once it was in place, again after a
 reconnect): for a message stored after that, every stop or interrupt behind it has come as a
 notice (or is coming, and ends the turn as it runs), so in `followup` and `interrupt` mode the
-worker need not read what waits behind it (`cluster.chat_queue`). For a message stored before,
+worker need not read what waits behind it (`chat_queue`). For a message stored before,
 after a gap (a reconnect, a forgotten chat), or in `collect` mode, what waits is read from the
 stream. The window left: an ingress killed between storing a stop and announcing it leaves
 that stop to end only what comes after the worker next reads the stream.
@@ -32,8 +32,8 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from pydantic import BaseModel
 
-from cluster.connection import NATS_ERRORS
-from cluster.follower import SubjectFollower, read_notice
+from gateway.cluster.connection import NATS_ERRORS
+from gateway.cluster.pull import SubjectFollower, read_notice
 
 log = structlog.get_logger(__name__)
 

@@ -3,7 +3,9 @@
 The body is the message's own pydantic JSON (the same wire form the journal writes); the headers
 say what the receiver needs before it parses the body: the profile, the inbound id that makes
 redelivery and platform retries harmless, where a reply goes, and which ingress shows a turn's
-live events (`cluster.live`: stream snapshots and typing signals, over core NATS).
+live events (`gateway.cluster.live`: stream snapshots and typing signals, over core NATS).
+
+What became of one reply an ingress delivered: shared by the delivery loops and hand-overs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,18 @@ from dataclasses import dataclass
 from typing import TypeAlias, TypeVar
 
 from bus import InboundMessage, OutboundMessage, StreamSnapshot, TypingStarted, TypingStopped
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """What became of one reply: the platform ids of its messages, or why it was given up."""
+
+    platform_ids: tuple[str, ...] = ()
+    #: Set when the delivery layer gave up on it (logged and counted there): its error.
+    given_up: str | None = None
+    #: With `given_up`: the delivery layer's reason (`expired`, `auth`, `too_long`, ...).
+    reason: str | None = None
+
 
 #: JetStream's own deduplication header.
 MSG_ID = "Nats-Msg-Id"
