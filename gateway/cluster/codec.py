@@ -96,8 +96,7 @@ class _MessageBody:
         return self.message.model_dump_json().encode("utf-8")
 
 
-# A record of its own fields (what travels with the message), alike in shape only to other
-# frozen records such as Matrix's parsed event; what the envelopes share is `_MessageBody`.
+# What the envelopes share is `_MessageBody`.
 @dataclass(frozen=True, slots=True)
 class InboundEnvelope(_MessageBody):
     profile: str

@@ -209,8 +209,6 @@ class QueuedReplies:
 
 
 class IngressProfile:
-    # Takes what `ClusterProfileRuntime` takes, on purpose: that runtime builds it from its own.
-
     def __init__(
         self, profile_id: str, config: ProfileConfig, shared: ProcessServices, node: ClusterNode
     ) -> None:

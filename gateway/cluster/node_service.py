@@ -55,8 +55,7 @@ from gateway.cluster.record_table import RecordTable
 from gateway.cluster.streams import names_of
 
 
-# Declared as `gateway.metrics.GatewayMetrics` is, on purpose: each part's own families, made
-# once on the process's registry by `create`.
+# The cluster's own families, made once on the process's registry by `create`.
 @dataclass(frozen=True, slots=True)
 class ClusterMetrics:
     dead_letters: Counter

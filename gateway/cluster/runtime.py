@@ -22,7 +22,7 @@ log = structlog.get_logger(__name__)
 
 
 class ClusterProfileRuntime:
-    # Takes what `IngressProfile` takes, on purpose: it passes the same four on to build one.
+    # It passes the same four on to build its `IngressProfile`.
     def __init__(
         self, profile_id: str, config: ProfileConfig, shared: ProcessServices, node: ClusterNode
     ) -> None:

@@ -86,7 +86,7 @@ class InChat(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ClusterNames:
-    # One member per stream, subject and consumer name, alike on purpose: each is a name to grep.
+    # One member per stream, subject and consumer name: each is a name to grep.
     prefix: str
     partitions: int
 
