@@ -13,7 +13,6 @@ WORKDIR /opt/octos-gateway
 COPY pyproject.toml README.md ./
 COPY bus ./bus
 COPY channels ./channels
-COPY cluster ./cluster
 COPY config ./config
 COPY gateway ./gateway
 COPY sessions ./sessions

@@ -39,8 +39,8 @@ from nats.js.errors import NotFoundError
 from bench.report import Figure
 from bench.sessions_postgres import bench_database
 from bus import InboundMessage
-from cluster.codec import InboundEnvelope
-from cluster.subjects import ClusterNames
+from gateway.cluster.codec import InboundEnvelope
+from gateway.cluster.streams import ClusterNames
 from tests.support.daemon import DaemonProcess, free_port
 
 SUITE = "cluster"

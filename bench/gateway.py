@@ -10,7 +10,7 @@ the turn's delivery id and is not an apology. Figures:
   the median of three runs, each on a fresh runtime and data directory, with the disk's earlier
   writes flushed first (the baseline likewise a median of three), with the slowest run shown;
 - the collector's time per turn and longest pause over 10,000 turns at 100 chats, as the
-  daemon sets it (`gateway.collector`) against the older generations on CPython's schedule;
+  daemon sets it (`gateway.daemon.collector`) against the older generations on CPython's schedule;
 - Python and builtin calls per turn on the loop's thread at 100 chats, against a message
   through the bus alone: a count of the work, which does not move with the machine's speed;
 - p50 / p99 latency added at a fixed 500 messages per second, against the disk's own
@@ -52,9 +52,9 @@ from bench.gateway_runtime import (
 from bench.report import Figure
 from bus import Message
 from bus.session_key import SessionKey
-from gateway.journal import Journal
+from gateway.daemon.profile import JOURNAL_DIR, ProfileRuntime
 from gateway.logs import configure_logging
-from gateway.profile import JOURNAL_DIR, ProfileRuntime
+from gateway.turn.journal import Journal
 from sessions import SessionStore
 
 RATE_PER_S = 500

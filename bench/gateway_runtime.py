@@ -18,12 +18,11 @@ from bench.bench_channel import BenchChannel, send_all
 from bus import InboundMessage, OutboundMessage, create_bus
 from config import ProfileConfig
 from config.store import StoreConfig
-from gateway.collector import YOUNG_THRESHOLD, keep_settled, settle_after_start_up
+from gateway.daemon.collector import YOUNG_THRESHOLD, keep_settled, settle_after_start_up
+from gateway.daemon.profile import ProfileRuntime
 from gateway.metrics import GatewayMetrics
-from gateway.pairing_stores import PairingDatabases
-from gateway.profile import ProfileRuntime
-from gateway.services import ProcessServices
-from gateway.webhooks import WebhookRoutes
+from gateway.pairing import PairingDatabases
+from gateway.services import ProcessServices, WebhookRoutes
 
 SUITE = "gateway"
 PROFILE = "bench"

@@ -24,7 +24,7 @@ import structlog
 
 from bench.lease_holder import HolderProcess
 from bench.report import Figure
-from cluster.lease import PollerLease, lease_bucket_name, open_lease_bucket
+from gateway.cluster.lease import PollerLease, lease_bucket_name, open_lease_bucket
 
 NATS_URL = os.environ.get("OCTOS_BENCH_NATS", "nats://127.0.0.1:4222")
 SUITE = "lease"

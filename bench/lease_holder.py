@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import nats
 import structlog
 
-from cluster.lease import PollerLease, open_lease_bucket
+from gateway.cluster.lease import PollerLease, open_lease_bucket
 
 POLLING = "polling"
 #: Generous: a loaded machine may take seconds to start Python and connect.

@@ -3,7 +3,7 @@
 `LeasedChannels` is the `RunChannel` a cluster's ingress gives its channel manager. A channel
 whose `single_poller` is True (Telegram long polling, IMAP) is started only while this process
 holds the lease of its bot account, and cancelled as soon as the lease is lost; every other
-channel starts at once, as in one process. The lease itself (`cluster.lease.PollerLease`, a
+channel starts at once, as in one process. The lease itself (`gateway.cluster.lease.PollerLease`, a
 JetStream KV key) is made by `lease_for`, so this layer knows nothing of NATS.
 
 The account is the profile's channel: a profile is one bot and has at most one channel of each

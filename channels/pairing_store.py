@@ -2,7 +2,7 @@
 
 `PairingStore` is what the daemon (issuing codes, following the overlay) and the command line
 (`pair`, `allow list|remove`) use. Two backends, chosen where the sessions are
-(`gateway.pairing_stores`):
+(`gateway.pairing`):
 
 - `FilePairingStore`: the files in `{profile data}/pairing/` (`channels.pairing_codes`,
   `channels.allow_overlay`), called through a thread; changes are seen by a look at the

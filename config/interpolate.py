@@ -14,7 +14,7 @@ from pathlib import Path
 
 from config.problems import DataPath
 
-#: The file beside gateway.yaml that every command reads variables from (`gateway.env_file`).
+#: The file beside gateway.yaml that every command reads variables from (`gateway.cli.args`).
 ENV_FILE = ".env"
 
 _REFERENCE = re.compile(r"\$\$\{|\$\{(?P<body>[^}]*)(?P<close>\})?")

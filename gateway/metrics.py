@@ -23,7 +23,7 @@ class GatewayMetrics:
     turn_latency: LoopHistogram
     queue_depth: Gauge
     session_append_latency: Histogram
-    #: Replies given up on and kept as dead letters (`gateway.reply_dead_letters`).
+    #: Replies given up on and kept as dead letters (`gateway.daemon.reply_dead_letters`).
     reply_dead_letters: Counter
 
     @classmethod

@@ -17,7 +17,7 @@ from channels.manager import ChannelManager
 from channels.registry import ChannelContext, build_channel
 from config import ProfileConfig
 from gateway.pairing import Pairing
-from gateway.webhooks import WebhookRoutes
+from gateway.services import WebhookRoutes
 
 
 def build_channels(

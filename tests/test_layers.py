@@ -2,9 +2,11 @@
 
 In every folder of the source packages (the root that holds them, each package, each
 sub-package), the modules and sub-packages side by side import each other without a cycle; and
-the turn core (`gateway/turn/`), which one process and the cluster both build on, reaches none
-of what builds on it: the cluster, the daemon, the command line, the cluster glue; nor does the
-cluster reach the daemon or the command line.
+inside `gateway/` the layers run one way: the turn core (`gateway/turn/`), which one process and
+the cluster both build on, reaches none of the cluster, the daemon or the command line; the
+cluster reaches neither the daemon nor the command line; the daemon does not reach the command
+line. What `gateway/` keeps beside its layers (logs, metrics, the services a profile is handed,
+pairing, a profile's channels, the agents) is shared by all of them and reaches none.
 """
 
 from __future__ import annotations
@@ -14,24 +16,19 @@ from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("bus", "config", "sessions", "channels", "gateway", "cluster")
+PACKAGES = ("bus", "config", "sessions", "channels", "gateway")
 ROOT_FOLDER = "<root>"
 
 #: Cycles known today, by folder, each with why it is not fixed yet: the list may only shrink.
-KNOWN_CYCLES: Mapping[str, tuple[frozenset[str], str]] = {
-    ROOT_FOLDER: (
-        frozenset({"cluster", "gateway"}),
-        "the cluster builds on the turn core, the metrics and the intake's stranger checks "
-        "(`gateway.turn`, `gateway.metrics`, `gateway.strangers`), and the daemon, the CLI "
-        "and the cluster glue (`gateway.daemon`, `gateway.cluster_*`, `gateway.doctor_probes`) "
-        "build on the cluster; it goes when the cluster's package moves below `gateway/`",
-    ),
-}
+KNOWN_CYCLES: Mapping[str, tuple[frozenset[str], str]] = {}
 
-TURN_CORE = "gateway.turn"
-#: The modules of `gateway/` that run the process: they build on the core and on the cluster.
-PROCESS_GLUE = ("gateway.daemon", "gateway.cli", "gateway.cluster_")
+#: `gateway/`'s layers, lowest first: each builds on those before it, never on one after it.
+GATEWAY_LAYERS = ("gateway.turn", "gateway.cluster", "gateway.daemon", "gateway.cli")
+#: What starts the process (`python -m gateway`): it sits on top of every layer.
+ENTRY_POINT = "gateway.__main__"
 
 
 @cache
@@ -155,15 +152,14 @@ def in_package(module: str, package: str) -> bool:
     return module == package or module.startswith(f"{package}.")
 
 
-def is_process_glue(module: str) -> bool:
-    """The daemon, the command line and the cluster's glue in `gateway/`."""
-    return module.startswith(PROCESS_GLUE)
+def layer_of(module: str) -> str | None:
+    return next((layer for layer in GATEWAY_LAYERS if in_package(module, layer)), None)
 
 
 def test_the_walk_reads_every_package_and_resolves_imports() -> None:
     assert {module.split(".")[0] for module in source_modules()} == set(PACKAGES)
-    assert "gateway.turn.triage" in imports_of("gateway.dispatcher")
-    assert "gateway.logs" in imports_of("gateway.dispatcher")  # `from gateway import logs`
+    assert "gateway.turn.triage" in imports_of("gateway.turn.dispatcher")
+    assert "gateway.logs" in imports_of("gateway.turn.dispatcher")  # `from gateway import logs`
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:
@@ -183,20 +179,29 @@ def test_modules_and_packages_side_by_side_import_each_other_without_a_cycle() -
     assert fixed == [], "a known cycle is gone: remove it from KNOWN_CYCLES"
 
 
-def test_the_turn_core_reaches_nothing_that_builds_on_it() -> None:
-    assert any(module.startswith(f"{TURN_CORE}.") for module in source_modules())
+@pytest.mark.parametrize("layer", GATEWAY_LAYERS)
+def test_a_layer_of_gateway_reaches_none_above_it(layer: str) -> None:
+    assert any(module.startswith(f"{layer}.") for module in source_modules())
+    above = GATEWAY_LAYERS[GATEWAY_LAYERS.index(layer) + 1 :]
     wrong = [
         f"{module} (imported by {importer})"
-        for module, importer in reachable_from(TURN_CORE)
-        if in_package(module, "cluster") or is_process_glue(module)
+        for module, importer in reachable_from(layer)
+        if layer_of(module) in above
     ]
     assert wrong == []
 
 
-def test_the_cluster_reaches_neither_the_daemon_nor_the_command_line() -> None:
+def test_what_gateway_keeps_beside_its_layers_reaches_none_of_them() -> None:
+    shared = [
+        module
+        for module in source_modules()
+        if module.startswith("gateway.") and layer_of(module) is None and module != ENTRY_POINT
+    ]
+    assert "gateway.services" in shared
     wrong = [
         f"{module} (imported by {importer})"
-        for module, importer in reachable_from("cluster")
-        if is_process_glue(module)
+        for start in shared
+        for module, importer in reachable_from(start)
+        if layer_of(module) is not None
     ]
     assert wrong == []

@@ -44,8 +44,8 @@ from config import ApiChannelConfig
 log = structlog.get_logger(__name__)
 
 STATIC_DIR = Path(__file__).parent / "static"
-#: The project's one icon. The status page (`gateway.status_page`) serves this file too: it is
-#: kept here because gateway may import channels, and channels may not import gateway.
+#: The project's one icon. The status page (`gateway.daemon.status_page`) serves this file too:
+#: it is kept here because gateway may import channels, and channels may not import gateway.
 FAVICON = STATIC_DIR / "favicon.svg"
 STATIC_FILES = {
     "/": "index.html",

@@ -21,18 +21,20 @@ from nats.js.api import PubAck
 from prometheus_client import CollectorRegistry
 
 from bus import InboundMessage
-from cluster.codec import InboundEnvelope, platform_id
-from cluster.metrics import ClusterMetrics
-from cluster.profile_worker import ProfileWorker
-from cluster.status import StatusPublisher
-from cluster.streams import ensure_delivery_consumers, ensure_streams, names_of
-from cluster.subjects import ClusterNames
-from cluster.turn_records import TurnRecords
-from cluster.worker import Worker
 from config import ProfileConfig
 from config.bus import NatsConfig
 from config.store import StoreConfig
-from gateway.cluster_worker import worker_profile
+from gateway.cluster.codec import InboundEnvelope, platform_id
+from gateway.cluster.node_service import ClusterMetrics, StatusPublisher
+from gateway.cluster.profile_worker import ProfileWorker, worker_profile
+from gateway.cluster.streams import (
+    ClusterNames,
+    ensure_delivery_consumers,
+    ensure_streams,
+    names_of,
+)
+from gateway.cluster.turn_records import TurnRecords
+from gateway.cluster.worker import Worker
 from gateway.metrics import GatewayMetrics
 from tests.support.nats import NATS_URL
 

@@ -11,10 +11,10 @@ import pytest
 from nats.aio.client import Client
 
 from bus import ANSWERS, InboundMessage, OutboundMessage
-from cluster.cancels import Cancel, RunningTurns, publish_cancel
-from cluster.chat_queue import Waiting, plan
-from cluster.codec import InboundEnvelope, platform_id
-from cluster.streams import ensure_streams, names_of
+from gateway.cluster.cancels import Cancel, RunningTurns, publish_cancel
+from gateway.cluster.chat_queue import Waiting, plan
+from gateway.cluster.codec import InboundEnvelope, platform_id
+from gateway.cluster.streams import ensure_streams, names_of
 from tests.cluster.harness import nats_config, running_worker
 from tests.support.postgres import column, fresh_scope
 

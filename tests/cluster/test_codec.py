@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bus import InboundMessage, OutboundMessage
-from cluster.codec import (
+from gateway.cluster.codec import (
     INBOUND_ID,
     MSG_ID,
     PROFILE,

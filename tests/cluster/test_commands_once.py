@@ -18,8 +18,8 @@ import pytest
 from nats.aio.client import Client
 
 from bus import Message, OutboundMessage
-from cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
-from gateway.cluster_worker import WorkerProfile
+from gateway.cluster.profile_worker import WorkerProfile
+from gateway.cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
 from tests.cluster.harness import RunningWorker, running_worker
 from tests.cluster.test_shared_chat_state import message, two_workers
 from tests.cluster.test_worker import reply_texts

@@ -18,14 +18,13 @@ from prometheus_client import CollectorRegistry, Counter
 
 from bus import OutboundMessage, new_turn_id
 from bus.envelope import SENT_AGAIN_AT
-from cluster.codec import OutboundEnvelope
-from cluster.dead_letters import DeadLetterMissing, DeadLetters
-from cluster.delivery import Delivered, ReplyDelivery
-from cluster.delivery_records import DeliveryRecord, DeliveryRecords
-from cluster.metrics import ClusterMetrics
-from cluster.streams import ensure_streams, names_of
-from cluster.subjects import ClusterNames
 from config.bus import NatsConfig
+from gateway.cluster.codec import OutboundEnvelope
+from gateway.cluster.dead_letters import DeadLetterMissing, DeadLetters
+from gateway.cluster.delivery import Delivered, ReplyDelivery
+from gateway.cluster.node_service import ClusterMetrics
+from gateway.cluster.record_table import DeliveryRecord, DeliveryRecords
+from gateway.cluster.streams import ClusterNames, ensure_streams, names_of
 from gateway.metrics import GatewayMetrics
 from tests.cluster.harness import Observer, nats_config
 from tests.support.postgres import fresh_scope

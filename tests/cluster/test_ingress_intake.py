@@ -10,11 +10,11 @@ from prometheus_client import CollectorRegistry
 
 from bus import InboundMessage, InboundRefused, OutboundMessage, PipeClosed
 from channels.allow import AllowList
-from cluster.codec import REPLY_SUBJECT, REQUEST, InboundEnvelope
-from cluster.ingress_intake import ClusterIntake
-from cluster.streams import ensure_streams, names_of
+from gateway.cluster.codec import REPLY_SUBJECT, REQUEST, InboundEnvelope
+from gateway.cluster.ingress import ClusterIntake
+from gateway.cluster.streams import ensure_streams, names_of
 from gateway.metrics import GatewayMetrics
-from gateway.strangers import StrangerNotices
+from gateway.turn.strangers import StrangerNotices
 from tests.channels.recording import RecordingChannel
 from tests.cluster.harness import nats_config
 

@@ -17,7 +17,7 @@ from nats.js.kv import KeyValue
 from prometheus_client import CollectorRegistry
 
 from bench.lease_holder import HolderProcess
-from cluster.lease import PollerLease, held_leases_gauge
+from gateway.cluster.lease import PollerLease, held_leases_gauge
 from tests.support.nats_leases import LeaseBucket, bucket_view, lease_bucket
 from tests.support.tcp_proxy import tcp_proxy
 

@@ -17,8 +17,7 @@ from prometheus_client import CollectorRegistry
 from bus import InboundSender, create_bus
 from channels.leased import lease_key
 from channels.manager import ChannelManager
-from cluster.lease import held_leases_gauge
-from cluster.poller_leases import PollerLeases
+from gateway.cluster.lease import PollerLeases, held_leases_gauge
 from tests.channels.recording import RecordingChannel
 from tests.support.nats_leases import LeaseBucket, bucket_view, connect, lease_bucket
 

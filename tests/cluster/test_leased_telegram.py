@@ -16,7 +16,7 @@ from channels.allow import AllowList
 from channels.leased import LeasedChannels
 from channels.manager import ChannelManager
 from channels.telegram import TelegramChannel
-from cluster.lease import PollerLease
+from gateway.cluster.lease import PollerLease
 from tests.channels.telegram.conftest import FAST_BACKOFF, config_for
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.nats_leases import LeaseBucket, bucket_view, lease_bucket

@@ -12,20 +12,19 @@ import pytest
 from nats.aio.client import Client
 
 from bus import InboundMessage, OutboundMessage, StreamSnapshot, TypingStarted
-from cluster.codec import (
+from gateway.cluster.codec import (
     LIVE_AFTER,
     LIVE_KIND,
     MSG_ID,
     SNAPSHOT,
+    Delivered,
     OutboundEnvelope,
     decode_live_signal,
 )
-from cluster.connection import connect, disconnect
-from cluster.delivery_outcome import Delivered
-from cluster.held_signals import HeldSignals
-from cluster.live import MAX_BACKLOG_BYTES, LiveTurn
-from cluster.live_ingress import LiveShows, hand_over
-from cluster.subjects import ClusterNames
+from gateway.cluster.connection import connect, disconnect
+from gateway.cluster.live import MAX_BACKLOG_BYTES, LiveTurn
+from gateway.cluster.live_ingress import HeldSignals, LiveShows, hand_over
+from gateway.cluster.streams import ClusterNames
 from tests.cluster.harness import RunningWorker, Seen, nats_config, running_worker
 from tests.support.postgres import fresh_scope
 
@@ -266,7 +265,7 @@ async def test_live_events_marked_after_a_reply_are_shown_right_behind_it_or_dro
             lanes.changed.clear()
             await lanes.changed.wait()
         # After a reply that never comes here: dropped once the hold ends, never shown late.
-        monkeypatch.setattr("cluster.held_signals.HOLD_S", 0.05)
+        monkeypatch.setattr("gateway.cluster.live_ingress.HOLD_S", 0.05)
         dropped = asyncio.Event()
         real_drop = HeldSignals._drop
 

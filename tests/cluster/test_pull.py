@@ -7,8 +7,8 @@ from collections import Counter
 
 from nats.aio.client import Client
 
-from cluster.pull import _partition_with_work
-from cluster.streams import ensure_streams, ensure_worker_consumers, names_of
+from gateway.cluster.pull import _partition_with_work
+from gateway.cluster.streams import ensure_streams, ensure_worker_consumers, names_of
 from tests.cluster.harness import nats_config
 
 

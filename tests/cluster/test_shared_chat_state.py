@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from bus import InboundMessage
 from config import ProfileConfig
 from config.store import StoreConfig
-from gateway.cluster_worker import WorkerProfile, worker_profile
+from gateway.cluster.profile_worker import WorkerProfile, worker_profile
 from gateway.metrics import GatewayMetrics
 from tests.support.postgres import fresh_scope
 

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bus import InboundMessage, OutboundMessage
-from cluster.subjects import ClusterNames, chat_base_key, partition_of
+from gateway.cluster.streams import ClusterNames, chat_base_key, partition_of
 
 NAMES = ClusterNames("OCTOS", 16)
 

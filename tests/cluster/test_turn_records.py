@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bus import OutboundMessage
-from cluster.turn_records import TurnRecords
+from gateway.cluster.turn_records import TurnRecords
 from tests.support.postgres import fresh_scope
 
 if TYPE_CHECKING:

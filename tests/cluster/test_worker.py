@@ -23,10 +23,10 @@ from bus import (
     TaskUpdate,
 )
 from bus.wire import TaggedModel
-from cluster.codec import DEAD_REASON, MSG_ID, InboundEnvelope, platform_id
-from cluster.status import StatusBoard
-from cluster.streams import ensure_streams, ensure_worker_consumers, names_of
-from cluster.worker import ABANDONED_REASON
+from gateway.cluster.codec import DEAD_REASON, MSG_ID, InboundEnvelope, platform_id
+from gateway.cluster.node_service import StatusBoard
+from gateway.cluster.streams import ensure_streams, ensure_worker_consumers, names_of
+from gateway.cluster.worker import ABANDONED_REASON
 from sessions.errors import SessionError
 from sessions.postgres import PostgresSessionStore
 from sessions.store import AppendReceipt

@@ -12,8 +12,8 @@ import aiohttp
 import nats
 import pytest
 
-from cluster.streams import stream_configs
 from config.bus import NatsConfig
+from gateway.cluster.streams import stream_configs
 from tests.e2e.cluster_daemons import cluster_config, processes
 from tests.e2e.conftest import DAEMON_ENV, logged
 from tests.support.daemon import DaemonProcess, free_port

@@ -12,8 +12,8 @@ import pytest
 from nats.aio.client import Client
 
 from bus import InboundMessage
-from cluster.codec import InboundEnvelope, platform_id
-from cluster.subjects import ClusterNames
+from gateway.cluster.codec import InboundEnvelope, platform_id
+from gateway.cluster.streams import ClusterNames
 from tests.channels.api.test_api_daemon import Api
 from tests.e2e.cluster_daemons import cluster_config, processes, start_role
 from tests.e2e.telegram_profiles import polling_profile

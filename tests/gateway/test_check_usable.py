@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
-from gateway.doctor_probes import Outcome, ProbeResult
-from gateway.doctor_report import run_doctor
+from gateway.cli.doctor import run_doctor
+from gateway.cli.probes import Outcome, ProbeResult
 from tests.support.daemon import free_port, write_config
 
 CLI_BOT = "channels: [{type: cli}]\n"

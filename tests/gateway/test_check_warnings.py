@@ -11,7 +11,7 @@ from pydantic import SecretStr
 
 from config.bus import NatsConfig
 from gateway.cli import main
-from gateway.doctor_probes import Outcome, ProbeResult, probe_nats, probe_postgres
+from gateway.cli.probes import Outcome, ProbeResult, probe_nats, probe_postgres
 from tests.e2e.conftest import running_daemon
 from tests.support.cli import run_cli
 from tests.support.daemon import DaemonProcess, free_port, write_config
@@ -92,7 +92,7 @@ async def _both(nats: NatsConfig, dsn: str) -> list[ProbeResult]:
 
 
 def test_doctor_says_the_status_page_stays_closed_beyond_loopback(tmp_path: Path) -> None:
-    from gateway.doctor_report import run_doctor
+    from gateway.cli.doctor import run_doctor
 
     config = write_config(tmp_path, {"cli-bot": "channels: [{type: cli}]\n"})
     text = config.read_text().replace("host: 127.0.0.1", "host: 0.0.0.0")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bus import Message, SessionKey
 from config.store import StoreConfig
-from gateway.history import ProfileHistory
+from gateway.turn.history import ProfileHistory
 from sessions import SessionManager
 from sessions.backends import active_topics, session_store
 from tests.support.postgres import fresh_scope, postgres_dsn

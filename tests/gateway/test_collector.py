@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway import collector
-from gateway.collector import NEVER, YOUNG_THRESHOLD, keep_settled, settle_after_start_up
+from gateway.daemon import collector
+from gateway.daemon.collector import NEVER, YOUNG_THRESHOLD, keep_settled, settle_after_start_up
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bus import SessionKey
-from gateway.commands import Commands
+from gateway.turn.commands import Commands
 from tests.gateway.profile import profile_services
 
 

@@ -24,13 +24,13 @@ from bus import (
 )
 from config import ProfileConfig
 from gateway.agents import Agent, AgentReply, AgentTurn, SnapshotSink
-from gateway.commands import Commands
-from gateway.dispatcher import Dispatcher, DispatcherSettings
-from gateway.journal import Journal
-from gateway.lanes import QueueMode
 from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
-from gateway.turns import TurnRunner
+from gateway.turn.commands import Commands
+from gateway.turn.dispatcher import Dispatcher, DispatcherSettings
+from gateway.turn.journal import Journal
+from gateway.turn.lanes import QueueMode
+from gateway.turn.runner import TurnRunner
 from sessions import ActiveTopics, SessionManager, SessionStore, fileops
 from sessions.wal import log as wal_log
 from tests.channels.recording import RecordingChannel

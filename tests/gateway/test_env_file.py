@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
-from gateway.env_file import environment_for
+from gateway.cli.args import environment_for
 from tests.support.daemon import write_config
 
 

@@ -8,8 +8,8 @@ import itertools
 import pytest
 
 from bus import InboundMessage
-from gateway.journal import Received
-from gateway.lanes import (
+from gateway.turn.journal import Received
+from gateway.turn.lanes import (
     CommandItem,
     Commit,
     LaneItem,

@@ -8,8 +8,7 @@ import logging
 import pytest
 import structlog
 
-from gateway.logs import configure_logging
-from gateway.recent_failures import RecentFailures, recent_failures
+from gateway.logs import RecentFailures, configure_logging, recent_failures
 
 TELEGRAM_URL = "https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/getMe"
 

@@ -12,7 +12,7 @@ from channels.allow import AllowList
 from channels.allow_overlay import AllowOverlay, OverlayEntry
 from channels.pairing_store import FilePairingStore, OnChange, OverlayReads
 from gateway.pairing import Pairing
-from gateway.strangers import StrangerNotices
+from gateway.turn.strangers import StrangerNotices
 from tests.channels.recording import RecordingChannel
 
 

@@ -12,14 +12,14 @@ from prometheus_client import CollectorRegistry
 from bus import Message, OutboundMessage, new_turn_id
 from bus.envelope import SENT_AGAIN_AT
 from channels.errors import DeliveryError
-from gateway.journal import Journal, Outcome
-from gateway.metrics import GatewayMetrics
-from gateway.reply_dead_letters import (
+from gateway.daemon.reply_dead_letters import (
     DEAD_LETTERS_DIR,
     DeadLetterStore,
     ProfileDeadLetters,
     ReplyDeadLetter,
 )
+from gateway.metrics import GatewayMetrics
+from gateway.turn.journal import Journal, Outcome
 
 
 def reply(text: str = "the answer", *, chat_id: str = "42") -> OutboundMessage:

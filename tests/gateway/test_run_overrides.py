@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from config import default_config, load_gateway
-from gateway.run_overrides import with_listen_overrides
+from gateway.cli.run_overrides import with_listen_overrides
 from tests.support.daemon import write_config
 
 EXPOSED = "listens on 0.0.0.0 without auth_token"

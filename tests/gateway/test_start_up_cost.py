@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_daemon_and_an_echo_profile_never_import_the_openai_sdk() -> None:
     script = (
         "import sys\n"
-        "import gateway.cli, gateway.daemon, gateway.profile\n"
+        "import gateway.cli, gateway.daemon, gateway.daemon.profile\n"
         "from config import EchoAgentConfig\n"
         "from gateway.agents import create_agent\n"
         "create_agent(EchoAgentConfig())\n"

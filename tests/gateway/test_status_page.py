@@ -13,7 +13,7 @@ from playwright.async_api import BrowserContext, Page, expect
 
 from bus import OutboundMessage, new_turn_id
 from channels.errors import DeliveryError
-from gateway.reply_dead_letters import DeadLetterStore, ReplyDeadLetter
+from gateway.daemon.reply_dead_letters import DeadLetterStore, ReplyDeadLetter
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.browser import chromium_context, require_chromium
 from tests.support.daemon import DaemonProcess, free_port, write_config

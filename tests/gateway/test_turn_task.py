@@ -20,8 +20,8 @@ from bus import (
     new_turn_id,
 )
 from bus.task import can_transition
-from gateway.turn_task import TurnTask
-from gateway.turns import TurnResult
+from gateway.turn.runner import TurnResult
+from gateway.turn.task import TurnTask
 
 _IGNORED = {"created_at", "updated_at"}
 

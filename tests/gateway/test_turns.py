@@ -8,7 +8,7 @@ import pytest
 
 from bus import ANSWERS, SESSION, InboundMessage, OutboundEvent, SessionKey, StreamSnapshot
 from gateway.agents import Agent, AgentReply, AgentTurn, SnapshotSink
-from gateway.turns import TurnRunner
+from gateway.turn.runner import TurnRunner
 from tests.gateway.profile import profile_services
 
 

@@ -14,7 +14,7 @@ from channels.allow_overlay import OverlayEntry
 from channels.pairing_codes import MAX_CODES_PER_DAY, PendingPair, display_code
 from channels.pairing_store import PairingStore
 from config.store import StoreConfig
-from gateway.pairing_stores import PairingDatabases, every_pairing_store
+from gateway.pairing import PairingDatabases, every_pairing_store
 from tests.support.postgres import fresh_scope, postgres_dsn
 
 __all__ = ["postgres_dsn"]  # the fixture

@@ -39,7 +39,7 @@ def test_asyncpg_is_not_imported_for_the_file_store() -> None:
         import asyncio, sys, tempfile
         from pathlib import Path
         from config.store import StoreConfig
-        import gateway.cli, gateway.profile, gateway.store_commands
+        import gateway.cli, gateway.daemon.profile, gateway.cli.stores
         from sessions.backends import check_store, session_store
 
         asyncio.run(check_store(StoreConfig()))

@@ -18,7 +18,7 @@ import pytest
 from nats.aio.client import Client
 from nats.js.kv import KeyValue
 
-from cluster.lease import lease_bucket_name, open_lease_bucket
+from gateway.cluster.lease import lease_bucket_name, open_lease_bucket
 
 NATS_URL = os.environ.get("OCTOS_TEST_NATS", "nats://127.0.0.1:4222")
 

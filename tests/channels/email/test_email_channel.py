@@ -14,7 +14,7 @@ from channels.email.smtp import DEFAULT_RATE_LIMIT_WAIT_S, MailRejected
 from channels.errors import AuthError, MessageTooLong, RateLimited, TransientError
 from channels.registry import ChannelContext, build_channel
 from config import EmailConfig
-from gateway.doctor_probes import Outcome, probe_channel
+from gateway.cli.probes import Outcome, probe_channel
 from tests.channels.email.conftest import ALICE, BOT, email_config
 from tests.channels.email.inbound import ScriptedInbound
 from tests.fakes.imap_server import FakeImap

@@ -10,7 +10,7 @@ import pytest
 from bus import OutboundMessage
 from channels.email import EmailChannel
 from channels.errors import ChannelError, FatalChannelError
-from gateway.doctor_probes import Outcome, probe_channel
+from gateway.cli.probes import Outcome, probe_channel
 from tests.channels.email.conftest import ALICE, email_config
 from tests.channels.email.inbound import ScriptedInbound
 from tests.fakes.imap_server import FakeImap

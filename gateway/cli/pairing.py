@@ -1,0 +1,177 @@
+"""`octos-gateway pair CODE` and `octos-gateway allow list|remove`: the allow-list overlay.
+
+`pair` redeems the one-time code a stranger got from a channel with `pairing: true` and adds
+them to their profile's overlay, in the data directory or, with `store: {backend: postgres}`,
+in the database; every running daemon notices within a second (no YAML edit, no SIGHUP).
+`allow list` shows every approved sender, `allow remove` withdraws an approval. Like
+`sessions`, each takes `-c FILE` or `--data-dir DIR`, before or after the action.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from channels.allow_overlay import OverlayEntry
+from channels.pairing_codes import normalise_code
+from channels.pairing_store import PairingStore
+from gateway.cli.args import (
+    EXIT_INVALID_CONFIG,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    CommandSet,
+    Handler,
+    add_location_arguments,
+    located,
+)
+from gateway.pairing import every_pairing_store
+from sessions.errors import SessionError
+
+
+def add_pair_commands(commands: CommandSet) -> None:
+    # Declared as every command is (see gateway.cli.args): alike in argparse's form, not logic.
+    pair = commands.add(
+        "pair",
+        cmd_pair,
+        help="approve a stranger by the code the bot gave them",
+        description="Redeem a pairing code (valid an hour, once) and add its sender to the "
+        "allow-list overlay (in the data directory, or the PostgreSQL database of store.dsn); "
+        "the running daemon applies it at once.",
+    )
+    pair.add_argument("code", help="the code, e.g. K7PQ-4XMZ (dashes and case do not matter)")
+    add_location_arguments(pair)
+
+    allow = commands.add_group(
+        "allow",
+        help="list or remove senders approved by pairing",
+        description="The allow-list overlay: senders approved with `pair`, by profile and "
+        "channel (the allow lists in the profiles are not changed).",
+        located=True,
+    )
+    listing = allow.add("list", _in_selected_profiles(_allow_list), help="every approved sender")
+    listing.add_argument("--profile", help="only this profile")
+    remove = allow.add(
+        "remove", _in_selected_profiles(_allow_remove), help="withdraw a sender's approval"
+    )
+    remove.add_argument("sender", help="the sender id, as `allow list` shows it")
+    remove.add_argument("--profile", help="only in this profile")
+    remove.add_argument("--channel", help="only on this channel")
+
+
+def cmd_pair(args: argparse.Namespace) -> int:
+    return _run(args, _pair)
+
+
+async def _pair(args: argparse.Namespace, stores: dict[str, PairingStore], where: str) -> int:
+    code = normalise_code(args.code)
+    for profile, store in stores.items():
+        pending = await store.redeem(code)
+        if pending is None:
+            continue
+        # Telegram's sender id is "id|username": the id is stable, the username is not.
+        sender = pending.sender_id.split("|")[0]
+        await store.add(pending.channel, sender)
+        undo = shlex.join(["octos-gateway", "allow", "remove", sender, *_location_flags(args)])
+        print(
+            f"paired: {pending.channel} sender {sender} may now talk to profile {profile} "
+            f"(undo with: {undo})"
+        )
+        return EXIT_OK
+    print(
+        f"error: no valid pairing code {args.code!r} in {where}; codes work once and expire "
+        "after an hour: ask the sender to write to the bot again for a new one",
+        file=sys.stderr,
+    )
+    return EXIT_NOT_FOUND
+
+
+def _location_flags(args: argparse.Namespace) -> list[str]:
+    """The `-c` and `--data-dir` this command was given, made absolute: what a command it
+    prints needs to find the same data, from whatever directory it is run."""
+    flags: list[str] = []
+    if args.config is not None:
+        flags += ["-c", str(Path(args.config).absolute())]
+    if args.data_dir is not None:
+        flags += ["--data-dir", str(Path(args.data_dir).absolute())]
+    return flags
+
+
+async def _allow_list(
+    _args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
+) -> int:
+    listed = await _print_each(
+        stores,
+        lambda store: store.entries(),
+        lambda profile, entry: (
+            f"{profile}\t{entry.channel}\t{entry.sender_id}\tadded {entry.added_at}"
+        ),
+    )
+    if not listed:
+        print("no senders approved by pairing", file=sys.stderr)
+    return EXIT_OK
+
+
+# Opens as `_allow_list` does because both are `Action`s; their one loop is `_print_each`.
+async def _allow_remove(
+    args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
+) -> int:
+    removed = await _print_each(
+        stores,
+        lambda store: store.remove(args.sender, args.channel),
+        lambda profile, entry: f"removed: {profile} {entry.channel} {entry.sender_id}",
+    )
+    if not removed:
+        print(
+            f"error: {args.sender!r} is not approved by pairing; see `octos-gateway allow list`",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_FOUND
+    return EXIT_OK
+
+
+async def _print_each(
+    stores: dict[str, PairingStore],
+    ask: Callable[[PairingStore], Awaitable[list[OverlayEntry]]],
+    line: Callable[[str, OverlayEntry], str],
+) -> int:
+    """Prints `line` for each entry `ask` gets from each profile's store, in profile order;
+    returns how many it printed."""
+    printed = 0
+    for profile, store in stores.items():
+        for entry in await ask(store):
+            print(line(profile, entry))
+            printed += 1
+    return printed
+
+
+Action = Callable[[argparse.Namespace, dict[str, PairingStore], str], Awaitable[int]]
+
+
+def _in_selected_profiles(action: Action) -> Handler:
+    """The command running `action` over the profile `--profile` names, or every profile."""
+    return lambda args: _run(args, action, only=args.profile)
+
+
+def _run(args: argparse.Namespace, action: Action, *, only: str | None = None) -> int:
+    """`action` over the pairing store of each profile `only` selects (all by default), where
+    the configuration keeps them (the data directory, or PostgreSQL)."""
+    location = located(args)
+    if location is None:
+        return EXIT_INVALID_CONFIG
+    data_dir, store = location
+    where = store.redacted_dsn if store.backend == "postgres" else str(data_dir)
+
+    async def run() -> int:
+        async with every_pairing_store(store, data_dir, only) as stores:
+            return await action(args, stores, where)
+
+    try:
+        return asyncio.run(run())
+    except SessionError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_UNAVAILABLE

@@ -1,0 +1,231 @@
+"""One profile's agent side in a cluster worker: agent, sessions in PostgreSQL, commands.
+
+What the single-process dispatcher does with a journaled message, this does with one from the
+inbound stream, with the same pieces (the turn core's triage and replies, `TurnRunner`,
+`Commands`): a stop is answered in the user's language, a command runs, anything else is an
+agent turn over the session's history. Messages of a chat that `queue_mode: collect` joined
+arrive together and are one turn, their texts joined as the single process's lanes join them.
+A turn's snapshots and typing signals go to the ingress that took its message in (`live`, from
+`gateway.cluster.live`), when its channel shows them, as in one process. Ordering, exactly-once, the
+queue modes and cancelling a turn on a stop are the worker's (`gateway.cluster.worker`,
+`gateway.cluster.chat_queue`, `gateway.cluster.cancels`); this only answers.
+
+What a worker's profile made of an inbound message (`Answer`), and the reply sent for it.
+
+The reply to a collected turn goes to the last of its messages and names every message it
+answers, as one process answers a collected turn.
+
+What a worker asks of a profile: its queue mode, its answer to a chat's messages, and the
+transactions its answer is stored in (`WorkerProfile` below).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
+
+from bus import InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage, create_bus
+from bus.abort import abort_response
+from config import ProfileConfig
+from config.profile import QueueMode
+from config.store import StoreConfig
+from gateway.agents import create_agent
+from gateway.cluster.live import LiveTurn
+from gateway.metrics import GatewayMetrics
+from gateway.services import ProfileServices
+from gateway.turn.commands import ChatStatus, Commands
+from gateway.turn.lanes import collected_content
+from gateway.turn.reply import command_reply, platform_ids, reply_message
+from gateway.turn.runner import TurnRunner
+from gateway.turn.triage import triage
+from sessions import SessionManager
+from sessions.backends import active_topics, postgres_store, session_store
+
+if TYPE_CHECKING:
+    from sessions.postgres import PostgresSessionStore
+    from sessions.postgres.connect import Connection
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a profile made of one inbound message."""
+
+    text: str
+    session_key: str
+    #: What the session gains (the user's message and the reply; nothing for a command).
+    messages: list[Message]
+    #: An agent turn (its reply may stream, it has a task), not a command or notice.
+    is_turn: bool = True
+    #: The agent failed: the message is tried again, and buried after the last try.
+    failed: bool = False
+    error: str | None = None
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+def reply_to_answer(
+    messages: Sequence[InboundMessage], answer: Answer, turn_id: str, *, streamed: bool
+) -> OutboundMessage:
+    """The reply to the last of `messages`, naming every message it answers."""
+    return reply_message(
+        messages[-1],
+        answer.text,
+        answers=platform_ids(messages),
+        session=answer.session_key,
+        delivery_id=turn_id,
+        # The final of the stream the turn's snapshots showed (the turn's id is its stream's).
+        stream_id=turn_id if streamed and answer.is_turn else None,
+    )
+
+
+class ProfileWorker(Protocol):
+    """One profile's agent side, as the worker uses it (`WorkerProfile` below)."""
+
+    @property
+    def queue_mode(self) -> QueueMode: ...
+
+    async def answer(
+        self, messages: Sequence[InboundMessage], turn_id: str, live: LiveTurn | None = None
+    ) -> Answer:
+        """The answer to `messages`: one, or several of a chat collected into one turn;
+        `live`: where the turn shows its snapshots and typing (None: nowhere)."""
+        ...
+
+    def effect_transaction(
+        self, message: InboundMessage
+    ) -> AbstractAsyncContextManager[Connection | None]:
+        """For a message whose answer changes chat state (a command), the transaction its
+        effect and its stored reply commit in; None for the others (an agent turn's messages
+        are stored with its reply, and no transaction is held across the agent's call)."""
+        ...
+
+    def turn_transaction(self) -> AbstractAsyncContextManager[Connection]:
+        """A transaction of the profile's session store, that `append` joins: a turn's stored
+        reply and its session messages commit in it together (a savepoint inside a command's
+        `effect_transaction`)."""
+        ...
+
+    async def append(self, session_key: str, messages: Sequence[Message]) -> None:
+        """Append to the session (idempotent), inside `turn_transaction` when in one."""
+        ...
+
+
+log = structlog.get_logger(__name__)
+
+
+class WorkerProfile:
+    def __init__(
+        self,
+        services: ProfileServices,
+        runner: TurnRunner,
+        commands: Commands,
+        store: PostgresSessionStore,
+    ) -> None:
+        self.profile_id = services.profile
+        self._config = services.config
+        self._runner = runner
+        self._commands = commands
+        self._sessions = services.sessions
+        self._store = store
+
+    @property
+    def open_sessions(self) -> int:
+        return len(self._sessions)
+
+    @property
+    def queue_mode(self) -> QueueMode:
+        return self._config.queue_mode
+
+    @asynccontextmanager
+    async def effect_transaction(self, message: InboundMessage) -> AsyncIterator[Connection | None]:
+        """A command's effect (topics, sessions) and its reply commit together: a worker killed
+        between them would otherwise run `/back` or an unnamed `/new` twice."""
+        if not triage(message.content).command:
+            yield None
+            return
+        async with self._store.transaction() as connection:
+            yield connection
+
+    async def answer(
+        self, messages: Sequence[InboundMessage], turn_id: str, live: LiveTurn | None = None
+    ) -> Answer:
+        message = messages[-1]
+        chat = message.session_key(self.profile_id)
+        # Whatever this process remembers of the chat may be stale: its previous turns, a
+        # `/reset` or a `/delete` may have run on another worker since.
+        self._sessions.evict_chat(chat.base_key())
+        key = await self._commands.current_key(chat)
+        triaged = triage(message.content)
+        if triaged.kind == "stop":
+            # The turn it stops was cancelled by its notice, or ran before it: say stopped.
+            return Answer(abort_response(message.content), str(key), [], is_turn=False)
+        if triaged.command:
+            return await self._command(chat, key, triaged.command, triaged.argument)
+        result = await self._runner.run(
+            key,
+            message,
+            collected_content([m.content for m in messages]),
+            platform_ids(messages),
+            stream_id=turn_id,
+            streams=live is not None and live.streams,
+            shows_typing=live is not None and live.shows_typing,
+            outbound=live,
+        )
+        if result.failed:
+            return Answer(result.reply, str(key), [], failed=True, error=result.error)
+        messages_added = [result.user_message, Message.assistant(result.reply)]
+        return Answer(result.reply, str(key), messages_added, usage=result.usage)
+
+    async def _command(self, chat: SessionKey, key: SessionKey, name: str, arg: str) -> Answer:
+        # Busy is what the chat's partition says: this message runs, so no turn of it does.
+        status = ChatStatus(busy=False, queue_mode=self.queue_mode, agent=self._config.agent.type)
+        text = await command_reply(name, self._run_in_savepoint(chat, name, arg, status))
+        log.debug("cluster.command_answered", command=name, session=str(key))
+        return Answer(text, str(key), [], is_turn=False)
+
+    async def _run_in_savepoint(
+        self, chat: SessionKey, name: str, arg: str, status: ChatStatus
+    ) -> str:
+        # A savepoint inside `effect_transaction`: a command that fails changes nothing.
+        async with self._store.transaction():
+            return await self._commands.run(chat, name, arg, status=status)
+
+    def turn_transaction(self) -> AbstractAsyncContextManager[Connection]:
+        return self._store.transaction()
+
+    async def append(self, session_key: str, messages: Sequence[Message]) -> None:
+        await self._sessions.append_all(SessionKey.parse(session_key), list(messages))
+
+
+@asynccontextmanager
+async def worker_profile(
+    profile_id: str,
+    config: ProfileConfig,
+    data_dir: Path,
+    store: StoreConfig,
+    metrics: GatewayMetrics,
+) -> AsyncIterator[WorkerProfile]:
+    """The profile's agent and sessions, open for the worker; closed on the way out."""
+    root = data_dir / profile_id
+    settings = config.sessions
+    async with AsyncExitStack() as stack:
+        sessions_store = await stack.enter_async_context(session_store(store, root))
+        agent = await stack.enter_async_context(create_agent(config.agent))
+        sessions = SessionManager(sessions_store, max_open=settings.max_open)
+        # In the same database as the sessions: a `/new` on one worker holds on every worker.
+        topics = active_topics(store, root, sessions_store)
+        await topics.load()
+        # A cluster turn sends its snapshots and typing to its own `LiveTurn`: the runner's
+        # outbound side is a bus nobody reads.
+        handle, _publisher = create_bus(1)
+        services = ProfileServices(profile_id, config, sessions, topics, handle, metrics)
+        yield WorkerProfile(
+            services,
+            TurnRunner(services, agent),
+            Commands(services),
+            postgres_store(sessions_store),
+        )

@@ -1,0 +1,190 @@
+"""The intake: everything between a channel's `send` and the journal.
+
+In order: the channel's allow list (a stranger gets at most one "your id is ..." notice an hour
+and the agent never sees them), dedup by platform id against the journal (a retry returns once
+the first copy is durable; a channel whose messages are requests, the HTTP API, gets the first
+reply again), the backlog bound (`InboundRefused`: nothing stored), then the message is written
+to the journal and handed to the dispatcher's router at once. The sender returns once the record
+is durable (the channel then acknowledges the platform).
+
+Routing does not wait for the disk: the turn runs while its message is being synced, and all
+it leaves behind waits anyway. Its outcome is a later record of the same log, durable only once
+every record before it is, and its reply goes out only once its outcome is durable; if the
+message's write fails, the log takes no more records, so that outcome fails too and nothing is
+answered for a message that was never stored (the platform, refused, sends it again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import structlog
+
+from bus import InboundMessage, InboundRefused
+from channels.base import Channel
+from channels.loop_counters import LoopCount
+from gateway import logs
+from gateway.services import ProfileServices
+from gateway.turn.journal import Journal, Received
+from gateway.turn.strangers import EdgeCheck, StrangerNotices, notice_for, scrubbed
+from sessions.wal import LogWriteError
+
+log = structlog.get_logger(__name__)
+
+ALREADY_ANSWERED = "This message was answered already; its reply is in the chat's history."
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeSettings:
+    profile: str
+    max_backlog_per_chat: int = 256
+    max_backlog: int = 10_000
+    #: What a refusal asks the platform to wait before it tries again.
+    retry_after_s: float = 5.0
+
+
+class Intake:
+    # Its constructor takes the services, journal and channel lookup the dispatcher takes, on
+    # purpose: the dispatcher builds it from its own and hands it those, the intake being the
+    # dispatcher's front half (admission and durability) in a module of its own.
+
+    def __init__(
+        self,
+        settings: IntakeSettings,
+        services: ProfileServices,
+        journal: Journal,
+        channel_named: Callable[[str], Channel | None],
+        *,
+        route: Callable[[Received], None],
+        after_durable: Callable[[], None],
+    ) -> None:
+        self._settings = settings
+        self._journal = journal
+        self._handle = services.outbound
+        self._metrics = services.metrics
+        self._route = route
+        self._after_durable = after_durable
+        self.strangers = StrangerNotices(self._handle.send)
+        self._edge = EdgeCheck(channel_named, self.strangers, self._count)
+        self._open = asyncio.Event()
+        #: journal id -> the write that makes it durable, while it is in flight
+        self._in_flight: dict[int, asyncio.Future[None]] = {}
+        self._counters: dict[tuple[str, str], LoopCount] = {}
+
+    def open(self) -> None:
+        """Take messages (the previous run's unfinished work has been routed)."""
+        self._open.set()
+
+    def close(self) -> None:
+        """Take no more: senders get `PipeClosed`."""
+        self._edge.closed = True
+
+    def _count(self, message: InboundMessage, outcome: str) -> None:
+        counter = self._counters.get((message.channel, outcome))
+        if counter is None:
+            counter = self._metrics.messages_in.labels(
+                self._settings.profile, message.channel, outcome
+            )
+            self._counters[(message.channel, outcome)] = counter
+        counter.inc()
+
+    async def receive(self, message: InboundMessage) -> None:
+        """The `InboundSender.send` of every channel of this profile: returns once durable."""
+        channel = await self._edge.admit(message)
+        if channel is None:
+            return
+        if not self._open.is_set():
+            await self._open.wait()  # recovery of the previous run comes first
+        message = scrubbed(message)
+        known = self._journal.seen(message)
+        if known is not None:
+            self._count(message, "duplicate")
+            await self._duplicate(channel, message, known)
+            return
+        self._check_backlog(message)
+        # The sender waits on a future of its own, so a channel that gives up waiting cancels
+        # only that, never the write (which other messages of its batch share).
+        acknowledged = asyncio.get_running_loop().create_future()
+        received, durable = self._journal.accept(
+            message, partial(self._durable, acknowledged=acknowledged)
+        )
+        self._in_flight[received.id] = durable
+        self._route(received)
+        try:
+            await acknowledged
+        except LogWriteError as error:
+            # Nothing was stored: the platform is told to try again later, as when full.
+            raise InboundRefused(
+                "global", self._settings.retry_after_s, f"the journal cannot be written: {error}"
+            ) from error
+
+    def _durable(
+        self,
+        received: Received,
+        error: LogWriteError | None,
+        *,
+        acknowledged: asyncio.Future[None],
+    ) -> None:
+        """What the journal tells of `received`'s record (its `on_settled`): durable, or not."""
+        del self._in_flight[received.id]
+        if error is not None:
+            self._journal.forget(received)
+            if not acknowledged.done():
+                acknowledged.set_exception(error)
+            return
+        self._count(received.message, "accepted")
+        if logs.debug_enabled:
+            log.debug("intake.accepted", channel=received.message.channel, journal_id=received.id)
+        self._after_durable()
+        if not acknowledged.done():
+            acknowledged.set_result(None)
+
+    def _check_backlog(self, message: InboundMessage) -> None:
+        settings = self._settings
+        state = self._journal.state
+        # Counted from the journal: messages still on their way to the disk count too.
+        if (
+            state.pending_by_chat[(message.channel, message.chat_id)]
+            >= settings.max_backlog_per_chat
+        ):
+            raise InboundRefused(
+                "chat",
+                settings.retry_after_s,
+                f"chat {message.chat_id} has {settings.max_backlog_per_chat} messages waiting",
+            )
+        if len(self._journal.state.received) >= settings.max_backlog:
+            raise InboundRefused(
+                "global", settings.retry_after_s, f"{settings.max_backlog} messages are waiting"
+            )
+
+    async def _duplicate(self, channel: Channel, message: InboundMessage, known: int) -> None:
+        in_flight = self._in_flight.get(known)
+        if in_flight is not None:
+            # The first copy is not durable yet: acknowledge this one no sooner.
+            await asyncio.shield(in_flight)
+        if not channel.replies_to_retries or known in self._journal.state.received:
+            return  # still waiting or running: its reply reaches this request too
+        reply = self._journal.state.reply_for(known)
+        if reply is not None:
+            await self._handle.send(reply)
+        else:
+            await self._send(message, ALREADY_ANSWERED, failed=True)
+
+    async def _send(self, message: InboundMessage, text: str, *, failed: bool = False) -> None:
+        await self._handle.send(notice_for(message, text, failed=failed))
+
+
+class ProfileIntake:
+    """The `InboundSender` every channel of a profile gets: `send` returns once durable."""
+
+    def __init__(self, intake: Intake) -> None:
+        self._intake = intake
+
+    async def send(self, message: InboundMessage) -> None:
+        await self._intake.receive(message)
+
+    def close(self) -> None:
+        """Channels share the profile's intake; closing one channel's view is a no-op."""

@@ -1,0 +1,208 @@
+"""`Journal`: the profile's write-ahead log and the state folded from it, kept in step.
+
+Every change goes through here: the state is updated when a record is appended (so questions
+asked meanwhile see it), and the caller awaits the returned future when it must not go on
+before the record is durable (acknowledging a platform, delivering a reply). A checkpoint
+first makes the session files durable, then restates what is unfinished in a new segment and
+drops the older ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import structlog
+
+from bus import InboundMessage
+from gateway.turn.journal.dedup_file import append_entries, read_entries, rewrite_entries
+from gateway.turn.journal.records import OpenedPart, Outcome, Received, decode, encode_sent
+from gateway.turn.journal.state import DEDUP_TTL_S, JournalState, platform_key
+from sessions.wal import LogWriteError, WriteAheadLog
+from sessions.writer import FsyncPolicy
+
+log = structlog.get_logger(__name__)
+
+#: A checkpoint is taken once the log holds this many records or bytes since the last one:
+#: often enough that the outcomes held in memory until then stay few.
+CHECKPOINT_RECORDS = 10_000
+CHECKPOINT_BYTES = 32 * 1024 * 1024
+DEDUP_FILE = "dedup.keys"
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """What the previous run left unfinished."""
+
+    #: Accepted but never answered, in arrival order: their turns run again.
+    pending: list[Received]
+    #: Answered but not confirmed delivered: their replies are delivered.
+    undelivered: list[Outcome]
+    #: Outcomes whose messages may be missing from their session files.
+    fixups: list[Outcome]
+
+
+class Journal:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        fsync: FsyncPolicy = "batch",
+        clock: Clock = time.time,
+        checkpoint_records: int = CHECKPOINT_RECORDS,
+        checkpoint_bytes: int = CHECKPOINT_BYTES,
+        keeps_replies: frozenset[str] = frozenset(),
+    ) -> None:
+        self.state = JournalState(keeps_replies=keeps_replies)
+        self._log = WriteAheadLog(directory, fsync=fsync)
+        self._dedup_path = directory / DEDUP_FILE
+        self._durable = fsync != "never"
+        self._dedup_lines = 0
+        self._clock = clock
+        self._checkpoint_records = checkpoint_records
+        self._checkpoint_bytes = checkpoint_bytes
+        self._checkpointing = asyncio.Lock()
+
+    async def open(self) -> Recovery:
+        payloads = await self._log.open()
+        await self._load_dedup()
+        skipped = 0
+        for payload in payloads:
+            try:
+                self.state.apply(decode(payload), replaying=True)
+            except (ValueError, KeyError, TypeError) as error:
+                # Framed and checksummed, yet not a record we can read: a newer build wrote it,
+                # or a bug did. Reported; the rest of the log still counts.
+                skipped += 1
+                log.error("journal.unreadable_record", error=str(error), record=payload[:200])
+        fixups, self.state.fixups = self.state.fixups, []
+        recovery = Recovery(
+            pending=sorted(self.state.received.values(), key=lambda r: r.id),
+            undelivered=self.state.undelivered(),
+            fixups=fixups,
+        )
+        if payloads:
+            log.info(
+                "journal.replayed",
+                records=len(payloads),
+                unreadable=skipped,
+                pending=len(recovery.pending),
+                undelivered=len(recovery.undelivered),
+            )
+        return recovery
+
+    async def close(self) -> None:
+        await self._log.close()
+
+    async def _load_dedup(self) -> None:
+        entries = await asyncio.to_thread(lambda: list(read_entries(self._dedup_path)))
+        cutoff = self._clock() - DEDUP_TTL_S
+        for key, inbound_id, at in entries:
+            if at >= cutoff:
+                self.state.remember(key, inbound_id, at)
+        self._dedup_lines = len(entries)
+
+    # Records
+
+    def seen(self, message: InboundMessage) -> int | None:
+        """The journal id under which this platform message was already accepted, if it was."""
+        if message.message_id is None:
+            return None
+        return self.state.seen(platform_key(message.channel, message.chat_id, message.message_id))
+
+    def accept(
+        self,
+        message: InboundMessage,
+        on_settled: Callable[[Received, LogWriteError | None], None] | None = None,
+    ) -> tuple[Received, asyncio.Future[None]]:
+        """Give `message` a journal id and log it; the future resolves once it is durable, and
+        `on_settled` is told first (with the error, if it could not be written)."""
+        received = Received(self.state.next_id, message, self._clock())
+        self.state.add_received(received)
+        told = None if on_settled is None else partial(on_settled, received)
+        return received, self._log.append(received.encode(), told)
+
+    def forget(self, received: Received) -> None:
+        """A message whose record could not be written: as if it never came."""
+        self.state.drop_received(received.id)
+
+    def record_outcome(self, outcome: Outcome) -> asyncio.Future[None]:
+        self.state.add_outcome(outcome)
+        return self._log.append(outcome.encode())
+
+    def record_written(self, turn: str) -> None:
+        self.state.mark_written(turn)
+
+    def record_delivered(self, turn: str, *, failed: bool = False) -> None:
+        """Delivered, or given up on; if this record is lost, the reply is delivered again."""
+        if turn not in self.state.outcomes:
+            return
+        self.state.mark_delivered(turn)
+        self._log.append(encode_sent(turn, failed=failed))
+
+    # Streams
+
+    def start_turn(self, turn: str, answers: list[int]) -> None:
+        """`turn` runs for the inbound `answers` (in memory: its stream's records name them)."""
+        self.state.start_turn(turn, answers)
+
+    def resumed_turn(self, answers: list[int]) -> str | None:
+        """The id of the turn that streamed part of a reply to `answers` before a crash."""
+        return self.state.streamed_turn(answers)
+
+    def record_opened(
+        self, turn: str, channel: str, chat_id: str, part: int, platform_id: str
+    ) -> asyncio.Future[None]:
+        """A platform message `turn`'s streamed reply opened; durable when the future is."""
+        opened = OpenedPart(turn, self.state.answers_of(turn), channel, chat_id, part, platform_id)
+        self.state.add_opened(opened)
+        return self._log.append(opened.encode())
+
+    def opened_parts(self, turn: str, channel: str, chat_id: str) -> dict[int, str]:
+        return self.state.opened_parts(turn, channel, chat_id)
+
+    # Checkpoints
+
+    async def _save_dedup(self) -> None:
+        """The keys the log is about to drop go to the dedup file first (synced)."""
+        fresh, self.state.fresh_dedup = self.state.fresh_dedup, []
+        live = len(self.state.dedup)
+        if self._dedup_lines + len(fresh) > 2 * max(live, 1000):
+            entries = self.state.live_dedup()
+            await asyncio.to_thread(rewrite_entries, self._dedup_path, entries)
+            self._dedup_lines = len(entries)
+        elif fresh:
+            path, durable = self._dedup_path, self._durable
+            self._dedup_lines += await asyncio.to_thread(
+                append_entries, path, fresh, durable=durable
+            )
+
+    def wants_checkpoint(self) -> bool:
+        return (
+            self._log.records_since_checkpoint >= self._checkpoint_records
+            or self._log.size_bytes >= self._checkpoint_bytes
+        )
+
+    async def checkpoint(self, sync_sessions: Callable[[], Awaitable[None]]) -> None:
+        """Make session files durable, then cut the log down to what is unfinished."""
+        async with self._checkpointing:
+            written = [turn for turn, o in self.state.outcomes.items() if o.written]
+            await sync_sessions()
+            self.state.mark_synced(written)
+            self.state.expire(self._clock())
+            await self._save_dedup()
+            # No await between building the snapshot and queueing it: it reflects every
+            # record queued before it.
+            await self._log.checkpoint(self.state.snapshot())
+            log.debug(
+                "journal.checkpointed",
+                pending=len(self.state.received),
+                unfinished=len(self.state.outcomes),
+                dedup=len(self.state.dedup),
+            )

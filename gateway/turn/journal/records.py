@@ -1,0 +1,198 @@
+"""The journal's records, as they are written to the log (one compact JSON object each).
+
+- `in`: an inbound message the gateway accepted, with its journal id (acknowledged to the
+  platform once this is durable).
+- `done`: a turn's outcome: the inbound ids it answers, the session it ran in, the messages to
+  write to that session, the reply to deliver (None when there is none: a cancelled turn), and
+  the turn as a `bus.Task`.
+- `sent`: the reply of a turn was delivered (or given up on, with `failed`).
+- `opened`: a platform message a turn's streamed reply opened (`OpenedPart`): the turn, the
+  inbound ids it answers (as far as known when the message opened), the channel and chat, the
+  part (the message's place in the reply, from 0) and the platform's id of it. A turn resumed
+  after a crash finishes these messages in place instead of sending its reply again beside
+  them; the turn's `sent` record retires them.
+- `snap`: the first record of a checkpoint: the next journal id; the live `in`, `done`,
+  `opened` and `sent` records follow it (the dedup table is in its own file, see `dedup_file`).
+
+Extending: a record is a JSON object whose `k` names its kind. A reader takes the fields it
+knows and ignores the others, and a kind it does not know folds to nothing
+(`JournalState.apply`), so a field or a kind may be added without a new format: give a new
+field a default its absence means (an older record, or a checkpoint restating one, lacks it),
+and keep the field names short, as these are (every record carries them).
+
+Records are written with every field (pydantic-core's `to_json` of the models, in Rust): the
+domain's `to_dict` leaves defaults out, which makes pydantic call each default factory (a
+UUIDv7, the time) to compare against, and costs three times as much on the hot path. A `done`
+record's messages are the exception: they are their session lines (`Message.to_line`, which
+leaves out what is None without comparing against factories), made once for the record and the
+session file both. A record is encoded once and kept: a checkpoint restates the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic_core
+
+from bus import InboundMessage, Message, OutboundMessage, Task
+from gateway.turn.task import TurnTask
+
+
+@dataclass(slots=True)
+class Received:
+    id: int
+    message: InboundMessage
+    at: float
+    _encoded: bytes | None = field(default=None, repr=False, compare=False)
+
+    def encode(self) -> bytes:
+        if self._encoded is None:
+            self._encoded = _dumps({"k": "in", "id": self.id, "at": self.at, "m": self.message})
+        return self._encoded
+
+
+@dataclass(slots=True)
+class Outcome:
+    turn: str
+    answers: list[int]
+    session: str
+    messages: list[Message]
+    reply: OutboundMessage | None
+    task: TurnTask | None = None
+    #: In memory only: the session file has these messages (written, maybe not yet synced).
+    written: bool = False
+    delivered: bool = False
+    synced: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: In memory only: whether the outcome has a reply (still known once the reply is let go).
+    replied: bool = field(init=False)
+    _encoded: bytes | None = field(default=None, repr=False, compare=False)
+    _lines: bytes | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.replied = self.reply is not None
+
+    def settle(self) -> None:
+        """Delivered and written: until the session files are synced only its record is
+        needed (a checkpoint restates it), so the objects go and the bytes stay (fewer objects
+        for the garbage collector to walk, less memory between checkpoints)."""
+        self.encode()
+        self.messages, self.reply, self.task = [], None, None
+        self._lines = None  # the record holds them
+
+    def session_lines(self) -> bytes:
+        """The messages as their session file holds them (`Message.lines_of`), made once: the
+        record holds the same bytes."""
+        if self._lines is None:
+            self._lines = Message.lines_of(self.messages)
+        return self._lines
+
+    def encode(self) -> bytes:
+        if self._encoded is None:
+            record: dict[str, Any] = {
+                "k": "done",
+                "turn": self.turn,
+                "ids": self.answers,
+                "session": self.session,
+            }
+            if self.reply is not None:
+                record["reply"] = self.reply
+            # The messages and the task as their own bytes, the last fields: the object's
+            # closing brace moves after them (`to_json` writes no white space). A session
+            # line is one JSON object and holds no raw newline, so the lines joined by commas
+            # are the array.
+            parts = [
+                _dumps(record)[:-1],
+                b',"msgs":[',
+                self.session_lines()[:-1].replace(b"\n", b","),
+                b"]",
+            ]
+            if self.task is not None:
+                parts += (b',"task":', self.task.wire_json())
+            parts.append(b"}")
+            self._encoded = b"".join(parts)
+        return self._encoded
+
+
+def encode_sent(turn: str, *, failed: bool = False) -> bytes:
+    record: dict[str, Any] = {"k": "sent", "turn": turn}
+    if failed:
+        record["failed"] = True
+    return _dumps(record)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedPart:
+    """A platform message a streamed reply opened (an `opened` record)."""
+
+    turn: str
+    #: The journal ids of the inbound messages the turn answers.
+    answers: tuple[int, ...]
+    channel: str
+    chat_id: str
+    #: The message's place in the reply (0: its first message).
+    part: int
+    platform_id: str
+
+    def encode(self) -> bytes:
+        return _dumps(
+            {
+                "k": "opened",
+                "turn": self.turn,
+                "ids": list(self.answers),
+                "ch": self.channel,
+                "chat": self.chat_id,
+                "part": self.part,
+                "msg": self.platform_id,
+            }
+        )
+
+
+def opened_from(record: Record) -> OpenedPart:
+    return OpenedPart(
+        turn=str(record["turn"]),
+        answers=tuple(int(i) for i in record.get("ids", ())),
+        channel=str(record["ch"]),
+        chat_id=str(record["chat"]),
+        part=int(record["part"]),
+        platform_id=str(record["msg"]),
+    )
+
+
+def encode_snapshot(next_id: int) -> bytes:
+    return _dumps({"k": "snap", "next": next_id})
+
+
+Record = dict[str, Any]
+
+
+def decode(payload: bytes) -> Record:
+    record = json.loads(payload)
+    if not isinstance(record, dict) or not isinstance(record.get("k"), str):
+        raise ValueError("a journal record must be an object with a kind")
+    return record
+
+
+def received_from(record: Record) -> Received:
+    return Received(
+        int(record["id"]), InboundMessage.model_validate(record["m"]), float(record["at"])
+    )
+
+
+def outcome_from(record: Record) -> Outcome:
+    reply = record.get("reply")
+    task = record.get("task")
+    return Outcome(
+        turn=str(record["turn"]),
+        answers=[int(i) for i in record["ids"]],
+        session=str(record["session"]),
+        messages=[Message.model_validate(m) for m in record.get("msgs", [])],
+        reply=None if reply is None else OutboundMessage.model_validate(reply),
+        task=None if task is None else TurnTask.from_task(Task.model_validate(task)),
+    )
+
+
+def _dumps(record: dict[str, Any]) -> bytes:
+    return pydantic_core.to_json(record)

@@ -1,0 +1,234 @@
+"""`JournalState`: the journal's records folded into what is still unfinished.
+
+The same fold runs live (each record as it is appended) and on replay (each record read back),
+so a restarted daemon knows exactly what the one before it knew: which accepted messages were
+never answered, which answers were never delivered, which platform ids were already seen.
+Any prefix of a log folds to a consistent state: a `done` without its `in` (cut by a checkpoint)
+or a `sent` without its `done` changes nothing it cannot account for.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+
+from bus import OutboundMessage
+from gateway.turn.journal.records import (
+    OpenedPart,
+    Outcome,
+    Received,
+    Record,
+    encode_sent,
+    encode_snapshot,
+    opened_from,
+    outcome_from,
+    received_from,
+)
+
+#: How long a platform id is remembered, and how many at most (the oldest go first).
+DEDUP_TTL_S = 24 * 3600.0
+DEDUP_MAX_ENTRIES = 200_000
+#: Replies kept to answer a client's retry of an already answered request (the HTTP API).
+RECENT_REPLIES_MAX = 10_000
+
+
+@dataclass(slots=True)
+class JournalState:
+    next_id: int = 1
+    #: Accepted and not yet answered, in arrival order.
+    received: dict[int, Received] = field(default_factory=dict)
+    #: Answered, and not yet both delivered and synced to the session file.
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    #: platform key -> (journal id, when it arrived)
+    dedup: OrderedDict[str, tuple[int, float]] = field(default_factory=OrderedDict)
+    #: journal id -> the reply that answered it, for the most recent answers on channels
+    #: whose messages are requests (a client that retries an answered request gets this reply
+    #: again, not a second turn)
+    recent: OrderedDict[int, OutboundMessage] = field(default_factory=OrderedDict)
+    #: Channels whose replies `recent` keeps.
+    keeps_replies: frozenset[str] = frozenset()
+    #: Dedup entries accepted since the last checkpoint (not yet in the dedup file).
+    fresh_dedup: list[tuple[str, int, float]] = field(default_factory=list)
+    #: How many accepted, unanswered messages each chat (channel, chat id) has.
+    pending_by_chat: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: Outcomes seen on replay whose messages may be missing from their session file.
+    fixups: list[Outcome] = field(default_factory=list)
+    #: turn -> the platform messages its streamed reply opened, by part; kept until the
+    #: turn's reply is delivered, so a resumed turn finishes them in place.
+    streams: dict[str, dict[int, OpenedPart]] = field(default_factory=dict)
+    #: In memory only: inbound journal id -> the turn running for it, or whose stream opened
+    #: messages for it (a resumed turn takes that turn's id again).
+    turn_of_inbound: dict[int, str] = field(default_factory=dict)
+
+    # The fold
+
+    def apply(self, record: Record, *, replaying: bool) -> None:
+        kind = record["k"]
+        if kind == "in":
+            self.add_received(received_from(record))
+        elif kind == "done":
+            outcome = outcome_from(record)
+            self.add_outcome(outcome)
+            if replaying:
+                self.fixups.append(outcome)
+        elif kind == "sent":
+            self.mark_delivered(str(record["turn"]))
+        elif kind == "opened":
+            self.add_opened(opened_from(record))
+        elif kind == "snap":
+            self.next_id = max(self.next_id, int(record["next"]))
+
+    def add_received(self, received: Received) -> None:
+        self.received[received.id] = received
+        self.pending_by_chat[_chat_of(received)] += 1
+        self.next_id = max(self.next_id, received.id + 1)
+        key = dedup_key(received)
+        if key is not None:
+            self.remember(key, received.id, received.at)
+            self.fresh_dedup.append((key, received.id, received.at))
+
+    def drop_received(self, inbound_id: int) -> None:
+        received = self.received.pop(inbound_id, None)
+        if received is not None:
+            chat = _chat_of(received)
+            self.pending_by_chat[chat] -= 1
+            if self.pending_by_chat[chat] <= 0:
+                del self.pending_by_chat[chat]
+
+    def remember(self, key: str, inbound_id: int, at: float) -> None:
+        self.dedup[key] = (inbound_id, at)
+        self.dedup.move_to_end(key)
+        while len(self.dedup) > DEDUP_MAX_ENTRIES:
+            self.dedup.popitem(last=False)
+
+    def add_outcome(self, outcome: Outcome) -> None:
+        keep = outcome.reply is not None and outcome.reply.channel in self.keeps_replies
+        for inbound_id in outcome.answers:
+            self.drop_received(inbound_id)
+            if keep and outcome.reply is not None:
+                self.recent[inbound_id] = outcome.reply
+        while len(self.recent) > RECENT_REPLIES_MAX:
+            self.recent.popitem(last=False)
+        if outcome.reply is None:
+            outcome.delivered = True
+        self.outcomes[outcome.turn] = outcome
+        for inbound_id in outcome.answers:
+            turn = self.turn_of_inbound.pop(inbound_id, None)
+            if turn is not None and turn != outcome.turn:
+                # Answered by another turn (an abort, an interrupt): nothing will finish
+                # what that turn's stream opened.
+                self.streams.pop(turn, None)
+        if outcome.delivered:
+            self.streams.pop(outcome.turn, None)
+
+    def start_turn(self, turn: str, answers: list[int]) -> None:
+        for inbound_id in answers:
+            self.turn_of_inbound[inbound_id] = turn
+
+    def add_opened(self, opened: OpenedPart) -> None:
+        self.streams.setdefault(opened.turn, {})[opened.part] = opened
+        for inbound_id in opened.answers:
+            if inbound_id in self.received:
+                self.turn_of_inbound[inbound_id] = opened.turn
+
+    def mark_delivered(self, turn: str) -> None:
+        self.streams.pop(turn, None)
+        outcome = self.outcomes.get(turn)
+        if outcome is not None:
+            outcome.delivered = True
+            self._retire(outcome)
+
+    def mark_written(self, turn: str) -> None:
+        outcome = self.outcomes.get(turn)
+        if outcome is not None:
+            outcome.written = True
+            self._retire(outcome)
+
+    def mark_synced(self, turns: list[str]) -> None:
+        for turn in turns:
+            outcome = self.outcomes.get(turn)
+            if outcome is not None:
+                outcome.synced = True
+                self._retire(outcome)
+
+    def _retire(self, outcome: Outcome) -> None:
+        if outcome.delivered and outcome.synced:
+            del self.outcomes[outcome.turn]
+        elif outcome.delivered and outcome.written:
+            outcome.settle()
+
+    # Questions
+
+    def seen(self, key: str) -> int | None:
+        """The journal id of an already accepted message with this platform key."""
+        entry = self.dedup.get(key)
+        return None if entry is None else entry[0]
+
+    def reply_for(self, inbound_id: int) -> OutboundMessage | None:
+        return self.recent.get(inbound_id)
+
+    def answers_of(self, turn: str) -> tuple[int, ...]:
+        """The inbound ids `turn` answers, as far as they are known."""
+        outcome = self.outcomes.get(turn)
+        if outcome is not None:
+            return tuple(outcome.answers)
+        return tuple(i for i, running in self.turn_of_inbound.items() if running == turn)
+
+    def streamed_turn(self, answers: list[int]) -> str | None:
+        """The turn whose stream opened messages answering one of `answers`, if one did: the
+        turn that runs for them again takes its id, and so its messages."""
+        for inbound_id in answers:
+            turn = self.turn_of_inbound.get(inbound_id)
+            if turn is not None and turn in self.streams:
+                return turn
+        return None
+
+    def opened_parts(self, turn: str, channel: str, chat_id: str) -> dict[int, str]:
+        """part -> platform id of the messages `turn`'s stream opened in that chat."""
+        return {
+            part: opened.platform_id
+            for part, opened in self.streams.get(turn, {}).items()
+            if opened.channel == channel and opened.chat_id == chat_id
+        }
+
+    def undelivered(self) -> list[Outcome]:
+        return [o for o in self.outcomes.values() if not o.delivered and o.reply is not None]
+
+    # Checkpoints
+
+    def expire(self, now: float) -> None:
+        while self.dedup:
+            key, (_inbound_id, at) = next(iter(self.dedup.items()))
+            if now - at < DEDUP_TTL_S:
+                break
+            del self.dedup[key]
+
+    def live_dedup(self) -> list[tuple[str, int, float]]:
+        return [(key, inbound_id, at) for key, (inbound_id, at) in self.dedup.items()]
+
+    def snapshot(self) -> list[bytes]:
+        """Records that restate this state but for the dedup table (kept in its own file)."""
+        records = [encode_snapshot(self.next_id)]
+        records.extend(received.encode() for received in self.received.values())
+        for outcome in self.outcomes.values():
+            records.append(outcome.encode())
+            if outcome.delivered and outcome.replied:
+                records.append(encode_sent(outcome.turn))
+        for parts in self.streams.values():
+            records.extend(opened.encode() for opened in parts.values())
+        return records
+
+
+def _chat_of(received: Received) -> tuple[str, str]:
+    return received.message.channel, received.message.chat_id
+
+
+def platform_key(channel: str, chat_id: str, message_id: str) -> str:
+    return f"{channel}\x1f{chat_id}\x1f{message_id}"
+
+
+def dedup_key(received: Received) -> str | None:
+    message = received.message
+    if message.message_id is None:
+        return None
+    return platform_key(message.channel, message.chat_id, message.message_id)
