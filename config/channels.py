@@ -35,6 +35,7 @@ from config.http_limits import (
     limits_field,
 )
 from config.problems import ConfigValueError, ModeRequires
+from config.rate_limits import RateLimitsConfig
 
 #: Where the HTTP API and its web chat listen unless configured otherwise.
 DEFAULT_API_PORT = 8091
@@ -64,6 +65,11 @@ class ChannelConfigBase(ConfigModel):
         False,
         description="Answer a stranger with a one-time code; `octos-gateway pair CODE` then "
         "adds them to the allow list without editing this file.",
+    )
+    rate_limits: RateLimitsConfig = Field(
+        default_factory=RateLimitsConfig,
+        description="How fast replies and edits go out: the platform's published limits "
+        '(README, "Flood limits"), each overridable here.',
     )
 
     @model_validator(mode="after")
