@@ -4,9 +4,11 @@ burst is spread over the platform's published limits instead of being refused.
 A platform limits how fast a bot may send in several scopes at once: the whole account (Telegram
 about 30 messages a second per bot), one chat (about one a second), a group chat (20 a minute).
 Each scope is a token bucket (`aiolimiter.AsyncLimiter`, one per scope and chat); a call may go
-once every scope it touches has room, and takes a token from each at that same moment, right
-before the request leaves: a token taken earlier than its request would let the next request
-follow too closely.
+once every scope it touches has room. The account's token is taken right before the request
+leaves (one taken earlier than its request would let the next follow too closely). A chat has
+one call in flight at a time, and its tokens are taken when that call has been answered: the
+answer comes after the platform saw the request, so the chat's next request is spaced from that
+one however long the HTTP client kept it queued.
 
 Replies go before stream edits: calls compete for the account in `Priority` order, then in the
 order they came. An edit that waits longest is the one the stream editor replaces anyway (the
@@ -24,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -107,18 +109,23 @@ class _Waiting:
 class _ChatBuckets:
     chat: AsyncLimiter | None
     group: AsyncLimiter | None
+    #: A call to the chat has left and not been answered yet.
+    in_flight: bool = False
 
     def has_room(self) -> bool:
-        return all(bucket is None or bucket.has_capacity() for bucket in (self.chat, self.group))
+        return not self.in_flight and all(
+            bucket is None or bucket.has_capacity() for bucket in (self.chat, self.group)
+        )
 
     def is_idle(self) -> bool:
-        return all(
+        return not self.in_flight and all(
             bucket is None or bucket.has_capacity(bucket.max_rate)
             for bucket in (self.chat, self.group)
         )
 
     async def take(self) -> None:
-        # Each has room (checked just before, with no await since): neither waits.
+        # Each had room when the call left, and only that call could take from them since:
+        # neither waits.
         for bucket in (self.chat, self.group):
             if bucket is not None:
                 await bucket.acquire()
@@ -193,10 +200,30 @@ class Pacer:
 
     # -- turns ------------------------------------------------------------------------------
 
+    @contextlib.asynccontextmanager
+    async def sending(
+        self, chat_id: str, priority: Priority = Priority.REPLY
+    ) -> AsyncIterator[None]:
+        """Around one call to `chat_id`: enters when it may leave (see `turn`), and takes the
+        chat's tokens once it has been answered (or has failed)."""
+        await self.turn(chat_id, priority)
+        buckets = self._buckets(chat_id)
+        buckets.in_flight = True
+        try:
+            yield
+        finally:
+            buckets.in_flight = False
+            await buckets.take()
+            for waiting in self._waiting:
+                if waiting.chat_id == chat_id:
+                    waiting.nudge.set()
+            self._nudge_first_ready()
+
     async def turn(self, chat_id: str, priority: Priority = Priority.REPLY) -> None:
-        """Return when one call to `chat_id` may leave now: no hold on it, room in every bucket
-        it touches (taken), and no call of a higher priority (or an earlier one of the same)
-        ready to go before it."""
+        """Return when one call to `chat_id` may leave now: no hold on it, no call to it in
+        flight, room in every bucket it touches (the account's taken), and no call of a higher
+        priority (or an earlier one of the same) ready to go before it. `sending` also takes
+        the chat's tokens; `turn` alone leaves them."""
         waiting = _Waiting(priority, next(self._seq), chat_id)
         self._waiting.append(waiting)
         try:
@@ -229,10 +256,7 @@ class Pacer:
                 await self._account.acquire()
             # A hold may have come, or another call filled the chat, while this one waited for
             # the account: then the account's token is lost, which errs only on the slow side.
-            if self._blocked_for_s(waiting.chat_id) > 0:
-                return False
-            await self._buckets(waiting.chat_id).take()
-            return True
+            return self._blocked_for_s(waiting.chat_id) == 0
         finally:
             self._gate_taken = False
             self._nudge_first_ready()

@@ -192,11 +192,12 @@ class Retrier:
         attempt = 0
         while True:
             attempt += 1
-            if pacer is not None:
-                await pacer.turn(chat_id, priority)
             waits = True
             try:
-                return await self._deadlines.call(operation)
+                if pacer is None:
+                    return await self._deadlines.call(operation)
+                async with pacer.sending(chat_id, priority):
+                    return await self._deadlines.call(operation)
             except MessageNotModified:
                 return None
             except (FormattingRejected, DeliveryError):

@@ -4,10 +4,10 @@ Each scope is a token bucket checked by GCRA (the "virtual scheduling" form): th
 messages a second), each chat (1 a second), each group chat (20 a minute, on top of its chat's);
 `slack_s` forgives the jitter of a request's arrival, as a real server must. A message that
 does not fit is answered 429 with `parameters.retry_after` (whole seconds, as Telegram gives
-them) and holds its scope that long: any request to a held chat (a chat action too) is refused
-again, and each message refused within a minute of the previous refusal doubles the next wait,
-as Telegram's flood waits grow for a bot that keeps asking. A chat action is refused with the
-wait as it stands: it is not a message, and one may have left before its chat was refused.
+them) and holds its scope that long: any request to a held scope (a chat action too) is refused
+with the wait as it stands, and each new excess within a minute of the previous refusal doubles
+the next hold (up to `MAX_RETRY_AFTER_S`), as Telegram's flood waits grow for a bot that keeps
+flooding.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 _ACTIONS = ("sendchataction",)
 #: Refusals this close together count as repeated.
 _REPEATED_WITHIN_S = 60.0
+#: The longest wait one refusal asks for, however often the bot asked too early (Telegram's
+#: have no published cap; this keeps a benchmark of an unpaced bot finite).
+MAX_RETRY_AFTER_S = 30
 
 
 @dataclass(slots=True)
@@ -78,10 +81,8 @@ class FloodControl:
             return None
         for hold in (self._bot_hold, self._holds.get(chat_id)):
             if hold is not None and now < hold.until:
-                if not counted:
-                    self.refusals.append((now, chat_id))
-                    return math.ceil(hold.until - now)
-                return self._refuse(hold, chat_id, hold.until - now, now)
+                self.refusals.append((now, chat_id))
+                return math.ceil(hold.until - now)
         if not counted:
             return None
         if (retry_after := self._refuse_next.pop(chat_id, None)) is not None:
@@ -102,7 +103,7 @@ class FloodControl:
     def _refuse(self, hold: _Hold, chat_id: str, wait_s: float, now: float) -> int:
         hold.strikes = hold.strikes + 1 if now - hold.last_at <= _REPEATED_WITHIN_S else 1
         hold.last_at = now
-        retry_after = math.ceil(wait_s) * 2 ** (hold.strikes - 1)
+        retry_after = min(MAX_RETRY_AFTER_S, math.ceil(wait_s) << (hold.strikes - 1))
         hold.until = max(hold.until, now + retry_after)
         self.refusals.append((now, chat_id))
         return retry_after
