@@ -16,7 +16,7 @@ from pathlib import Path
 from bench.report import RESULTS_PATH, Figure, format_table, merge_results
 
 #: Every suite, in the order they run: `bench/<name>.py` exposing `run() -> list[Figure]`.
-SUITES = ("splitter", "bus", "sessions", "gateway", "lease", "cluster")
+SUITES = ("splitter", "bus", "sessions", "gateway", "lease", "cluster", "pacing")
 
 
 def _load(suite: str) -> Callable[[], list[Figure]] | None:

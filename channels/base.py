@@ -69,6 +69,7 @@ from channels.allow import AllowList
 from channels.embed import Embed
 from channels.health import ChannelHealth
 from channels.limits import PlatformLimit
+from channels.pacing import RateLimits
 
 #: Metadata key the manager sets on an outbound message whose content went through
 #: `format_outbound`; a channel sends it with its markup mode. Without it, plain text.
@@ -80,6 +81,9 @@ PROBE_TIMEOUT_S = 10.0
 class Channel(ABC):
     #: The platform's own limit, in its own unit; the manager splits replies to fit it.
     limit: ClassVar[PlatformLimit] = PlatformLimit(4000, "chars")
+    #: The platform's published send rates (`channels/pacing.py`); the manager's scheduler keeps
+    #: every call within them. None here: only the platform's refusals pace this channel.
+    rate_limits: ClassVar[RateLimits] = RateLimits()
     #: The shortest time between two edits of one streamed message.
     edit_interval_s: ClassVar[float] = 1.0
     #: True where the platform limits how often a message may be edited: a stream's final
@@ -148,6 +152,10 @@ class Channel(ABC):
 
     def is_allowed(self, sender_id: str) -> bool:
         return self.allow.allows(sender_id)
+
+    def is_group_chat(self, chat_id: str) -> bool:
+        """Whether `rate_limits.group` applies to the chat (Telegram: a negative chat id)."""
+        return False
 
     async def send_typing(self, chat_id: str) -> None:
         """Show "typing"; the manager calls it again every few seconds while a turn runs."""

@@ -17,6 +17,7 @@ from channels.base import FORMATTED, Channel
 from channels.coalesce_fit import Chunk, fit_chunks
 from channels.errors import DeliveryError, FormattingRejected
 from channels.metrics import ChannelMetrics
+from channels.pacing import Priority
 from channels.retry import Reason, Retrier
 
 log = structlog.get_logger(__name__)
@@ -128,10 +129,15 @@ class Delivery:
         return await self._send_with_fallback(channel, template, chunk, reply_to, send, part)
 
     async def edit(self, channel: Channel, chat_id: str, message_id: str, chunk: Chunk) -> None:
-        await self._edit_with_fallback(channel, chat_id, message_id, chunk, channel.edit_message)
+        """A stream's intermediate edit: paced after replies, since a later one replaces it."""
+        await self._edit_with_fallback(
+            channel, chat_id, message_id, chunk, channel.edit_message, Priority.EDIT
+        )
 
     async def finish(self, channel: Channel, chat_id: str, message_id: str, chunk: Chunk) -> None:
-        await self._edit_with_fallback(channel, chat_id, message_id, chunk, channel.finish_stream)
+        await self._edit_with_fallback(
+            channel, chat_id, message_id, chunk, channel.finish_stream, Priority.REPLY
+        )
 
     async def delete(self, channel: Channel, chat_id: str, message_id: str) -> None:
         await self.retrier.call(
@@ -177,11 +183,12 @@ class Delivery:
         message_id: str,
         chunk: Chunk,
         edit: Callable[[str, str, str], Awaitable[None]],
+        priority: Priority,
     ) -> None:
         def editing(text: Chunk) -> Callable[[], Awaitable[None]]:
             return functools.partial(edit, chat_id, message_id, text.formatted)
 
-        await self._formatted_then_plain(channel, chat_id, "edit", chunk, editing)
+        await self._formatted_then_plain(channel, chat_id, "edit", chunk, editing, priority)
         self.metrics.stream_edited(channel.name)
 
     async def _formatted_then_plain(
@@ -191,13 +198,18 @@ class Delivery:
         action: str,
         chunk: Chunk,
         operation: Callable[[Chunk], Callable[[], Awaitable[T]]],
+        priority: Priority = Priority.REPLY,
     ) -> T | None:
         """`operation` on the chunk as formatted; if the platform rejects the markup, once more
         on the agent's plain text. Rejected as plain text too is a `DeliveryError`."""
         call = self.retrier.call
         try:
             return await call(
-                operation(chunk), channel=channel.name, chat_id=chat_id, action=action
+                operation(chunk),
+                channel=channel.name,
+                chat_id=chat_id,
+                action=action,
+                priority=priority,
             )
         except FormattingRejected as exc:
             if not chunk.is_formatted:
@@ -211,7 +223,9 @@ class Delivery:
             )
         try:
             plain = operation(Chunk(chunk.raw, chunk.raw))
-            return await call(plain, channel=channel.name, chat_id=chat_id, action=action)
+            return await call(
+                plain, channel=channel.name, chat_id=chat_id, action=action, priority=priority
+            )
         except FormattingRejected as again:
             raise self._formatting_error(channel, chat_id, again) from again
 

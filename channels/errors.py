@@ -23,11 +23,20 @@ class ChannelError(Exception):
 
 
 class RateLimited(ChannelError):
-    """The platform said slow down; `retry_after_s` is its own figure."""
+    """The platform said slow down; `retry_after_s` is its own figure. `account_wide`: the
+    platform says the limit is the whole account's (a global limit), not the chat's."""
 
-    def __init__(self, retry_after_s: float, message: str = "rate limited", **kw: str) -> None:
+    def __init__(
+        self,
+        retry_after_s: float,
+        message: str = "rate limited",
+        *,
+        account_wide: bool = False,
+        **kw: str,
+    ) -> None:
         super().__init__(message, **kw)
         self.retry_after_s = max(0.0, retry_after_s)
+        self.account_wide = account_wide
 
 
 class TransientError(ChannelError):

@@ -35,6 +35,7 @@ from channels.delivery import Delivery
 from channels.errors import DeliveryError
 from channels.health import ChannelHealth
 from channels.metrics import ChannelMetrics
+from channels.pacing import Pacer, RateLimits
 from channels.retry import (
     Clock,
     Jitter,
@@ -119,19 +120,26 @@ class ChannelManager:
         self._on_delivered = on_delivered
         self._delivery_deadline_s = delivery_deadline_s
         self._wall_clock = wall_clock
+        #: One outbound scheduler per channel account, made at `register`.
+        self._pacers: dict[str, Pacer] = {}
+        self._clock, self._sleep = clock, sleep
         retrier = Retrier(
             retry_policy,
             sleep=sleep,
             jitter=jitter or equal_jitter,
             on_retry=self.metrics.send_retried,
             wall_clock=wall_clock,
+            pacer_of=self._pacers.get,
         )
         self._delivery = Delivery(retrier, self.metrics)
         self.streams = StreamEditor(
             self._delivery, clock=clock, sleep=sleep, ttl_s=stream_ttl_s, record=stream_record
         )
         self.typing = TypingIndicators(
-            interval_s=typing_interval_s, max_duration_s=typing_timeout_s, clock=clock
+            interval_s=typing_interval_s,
+            max_duration_s=typing_timeout_s,
+            clock=clock,
+            held=self._held,
         )
         self._registrations: dict[str, _Registration] = {}
         self._supervisors: dict[str, ChannelSupervisor] = {}
@@ -143,14 +151,33 @@ class ChannelManager:
 
     # -- registry -------------------------------------------------------------------------
 
-    def register(self, channel: Channel, *, edit_interval_s: float | None = None) -> None:
-        """Add a channel before `run()`; a second channel with the same name replaces the first."""
+    def register(
+        self,
+        channel: Channel,
+        *,
+        edit_interval_s: float | None = None,
+        rate_limits: RateLimits | None = None,
+    ) -> None:
+        """Add a channel before `run()`; a second channel with the same name replaces the first.
+
+        `rate_limits` (by default the platform's own, `channel.rate_limits`) pace its calls.
+        """
         if self._running:
             raise RuntimeError("register channels before ChannelManager.run()")
         if channel.name in self._registrations:
             log.warning("manager.channel_replaced", channel=channel.name)
         interval_s = channel.edit_interval_s if edit_interval_s is None else edit_interval_s
         self._registrations[channel.name] = _Registration(channel, interval_s)
+        limits = channel.rate_limits if rate_limits is None else rate_limits
+        self._pacers.pop(channel.name, None)
+        if limits.paced:
+            self._pacers[channel.name] = Pacer(
+                channel.name,
+                limits,
+                is_group=channel.is_group_chat,
+                clock=self._clock,
+                sleep=self._sleep,
+            )
         self._supervisors.pop(channel.name, None)
         self.metrics.set_channel_up(channel.name, False)
 
@@ -164,6 +191,14 @@ class ChannelManager:
 
     def supervisor(self, name: str) -> ChannelSupervisor | None:
         return self._supervisors.get(name)
+
+    def pacer(self, name: str) -> Pacer | None:
+        """The outbound scheduler of the channel's account; None where it is not paced."""
+        return self._pacers.get(name)
+
+    def _held(self, channel: str, chat_id: str) -> bool:
+        pacer = self._pacers.get(channel)
+        return pacer is not None and pacer.held(chat_id)
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -11,6 +11,10 @@ exponential backoff, a rate limit's full `retry_after`) until the deadline; only
 refusal, does it fail, as `expired` or with the refusal's reason. A stream's intermediate edits
 have no deadline: they give up after `max_attempts`, since a later snapshot or the final
 replaces them.
+
+Where the channel's account has a scheduler (`channels.pacing.Pacer`), every attempt waits its
+turn there first, and a rate limit holds the scheduler's scope (the chat, or the account) for
+the platform's whole `retry_after` instead of pausing only the call that got it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from channels.pacing import Pacer, Priority
 
 log = structlog.get_logger(__name__)
 
@@ -137,6 +142,13 @@ class RetryPolicy:
 RetryListener = Callable[[str, str], None]
 """Called as `(channel, reason)` before every retry, for metrics."""
 
+#: The scheduler of a channel's account, by channel name; None where nothing is paced.
+PacerOf = Callable[[str], Pacer | None]
+
+
+def _unpaced(channel: str) -> Pacer | None:
+    return None
+
 
 class Retrier:
     """Runs one platform call under the retry policy."""
@@ -149,8 +161,10 @@ class Retrier:
         jitter: Jitter = equal_jitter,
         on_retry: RetryListener | None = None,
         wall_clock: Clock = time.time,
+        pacer_of: PacerOf = _unpaced,
     ) -> None:
         self.policy = policy or RetryPolicy()
+        self._pacer_of = pacer_of
         self._wall_clock = wall_clock
         self._deadlines = AttemptDeadlines(self.policy.attempt_timeout_s)
         self._sleep = sleep
@@ -164,19 +178,26 @@ class Retrier:
         channel: str,
         chat_id: str,
         action: str,
+        priority: Priority = Priority.REPLY,
     ) -> T | None:
         """The operation's result, or `None` when the platform said "not modified".
 
         `FormattingRejected` is passed through untouched: only the caller knows the plain
         text to fall back to. Every other failure that ends the attempts is a `DeliveryError`.
+        `priority` orders the call in its account's scheduler, where it has one.
         """
         policy = self.policy
         deadline = reply_deadline.get()
+        pacer = self._pacer_of(channel)
         attempt = 0
         while True:
             attempt += 1
+            waits = True
             try:
-                return await self._deadlines.call(operation)
+                if pacer is None:
+                    return await self._deadlines.call(operation)
+                async with pacer.sending(chat_id, priority):
+                    return await self._deadlines.call(operation)
             except MessageNotModified:
                 return None
             except (FormattingRejected, DeliveryError):
@@ -186,6 +207,10 @@ class Retrier:
                 cap_s = policy.max_retry_after_s if deadline is None else exc.retry_after_s
                 reason, delay_s = Reason.RATE_LIMITED, min(exc.retry_after_s, cap_s)
                 error: Exception = exc
+                if pacer is not None:
+                    # The scheduler holds the whole scope, this call's next turn included.
+                    pacer.refused(chat_id, exc.retry_after_s, account_wide=exc.account_wide)
+                    delay_s, waits = exc.retry_after_s, False
             except (MessageTooLong, AuthError) as exc:
                 reason = Reason.TOO_LONG if isinstance(exc, MessageTooLong) else Reason.AUTH
                 raise self._give_up(exc, reason, channel, chat_id, action, attempt) from exc
@@ -214,7 +239,8 @@ class Retrier:
             )
             if self._on_retry is not None:
                 self._on_retry(channel, reason)
-            await self._sleep(delay_s)
+            if waits:
+                await self._sleep(delay_s)
 
     @staticmethod
     def _give_up(

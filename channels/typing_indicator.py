@@ -33,13 +33,16 @@ class TypingIndicators:
         max_duration_s: float = 600.0,
         call_timeout_s: float = 10.0,
         clock: Clock = time.monotonic,
+        held: Callable[[str, str], bool] | None = None,
     ) -> None:
+        """`held(channel, chat_id)`: a refusal holds the chat, so nothing is sent to it."""
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, got {interval_s}")
         self.interval_s = interval_s
         self.max_duration_s = max_duration_s
         self._call_timeout_s = call_timeout_s
         self._clock = clock
+        self._held = held
         self._stops: dict[ChatKey, asyncio.Event] = {}
         self._group: asyncio.TaskGroup | None = None
         self._closing = asyncio.Event()
@@ -99,7 +102,8 @@ class TypingIndicators:
                         max_duration_s=self.max_duration_s,
                     )
                     break
-                await self._quietly(channel.send_typing, channel.name, chat_id)
+                if self._held is None or not self._held(channel.name, chat_id):
+                    await self._quietly(channel.send_typing, channel.name, chat_id)
                 await sleep_unless_set(stop, self.interval_s)
         finally:
             if self._stops.get((channel.name, chat_id)) is stop:

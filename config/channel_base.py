@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from config.common import AllowEntry, ConfigModel
 from config.problems import ModeRequires
+from config.rate_limits import RateLimitsConfig
 
 
 def allow_list_field(whose: str, *, verb: str = "talk to") -> list[AllowEntry]:
@@ -49,6 +50,11 @@ class ChannelConfigBase(ConfigModel):
         False,
         description="Answer a stranger with a one-time code; `octos-gateway pair CODE` then "
         "adds them to the allow list without editing this file.",
+    )
+    rate_limits: RateLimitsConfig = Field(
+        default_factory=RateLimitsConfig,
+        description="How fast replies and edits go out: the platform's published limits "
+        '(README, "Flood limits"), each overridable here.',
     )
 
     @model_validator(mode="after")

@@ -14,8 +14,10 @@ from channels.base import Channel
 from channels.health import ChannelHealth
 from channels.history import ChatHistory
 from channels.manager import ChannelManager
+from channels.pacing import Rate, RateLimits
 from channels.registry import ChannelContext, build_channel
 from config import ProfileConfig
+from config.rate_limits import RateLimitsConfig, parse_rate
 from gateway.pairing import Pairing
 from gateway.services import WebhookRoutes
 
@@ -50,9 +52,28 @@ def build_channels(
 
 
 def register_all(manager: ChannelManager, channels: list[Channel], config: ProfileConfig) -> None:
-    """Register the built channels with the manager, each with its configured edit interval."""
+    """Register the built channels with the manager, each with its configured edit interval and
+    send rates."""
     for channel, channel_config in zip(channels, config.channels, strict=True):
-        manager.register(channel, edit_interval_s=channel_config.edit_interval_s)
+        manager.register(
+            channel,
+            edit_interval_s=channel_config.edit_interval_s,
+            rate_limits=rate_limits(channel.rate_limits, channel_config.rate_limits),
+        )
+
+
+def rate_limits(published: RateLimits, override: RateLimitsConfig) -> RateLimits:
+    """The platform's published rates with the profile's overrides applied."""
+
+    def rate(configured: str | None, default: Rate | None) -> Rate | None:
+        return default if configured is None else Rate(*parse_rate(configured))
+
+    return RateLimits(
+        account=rate(override.account, published.account),
+        chat=rate(override.chat, published.chat),
+        group=rate(override.group, published.group),
+        paced=override.paced,
+    )
 
 
 def not_built_yet(config: ProfileConfig) -> dict[str, ChannelHealth]:

@@ -34,6 +34,7 @@ from channels.discord.errors import (
 )
 from channels.discord.inbound import InboundPolicy, should_answer, to_inbound
 from channels.discord.media import AttachmentStore, batches, load_files
+from channels.discord.rates import RATE_LIMITS
 from channels.discord.routing import DiscordEndpoints, RoutedHTTPClient
 from channels.embed import Embed
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
@@ -64,6 +65,7 @@ class DiscordTimeouts:
 
 class DiscordChannel(Channel):
     name = CHANNEL
+    rate_limits = RATE_LIMITS
     # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
     # config, data_dir, the timeouts tests shorten): alike in shape, Discord's values.
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["discord"]

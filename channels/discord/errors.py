@@ -40,7 +40,9 @@ def translate_http_error(error: discord.HTTPException) -> ChannelError:
     status = error.status
     detail = f"HTTP {status} (code {error.code}): {error.text}".strip()
     if status == 429:
-        return RateLimited(_retry_after_s(error), detail, channel=CHANNEL)
+        return RateLimited(
+            _retry_after_s(error), detail, account_wide=_is_global(error), channel=CHANNEL
+        )
     if status >= 500:
         return TransientError(detail, channel=CHANNEL, suggestion="Discord is having trouble")
     if status == 401:
@@ -104,6 +106,18 @@ def _retry_after_s(error: discord.HTTPException) -> float:
     except UnreadableJson:
         return DEFAULT_RETRY_AFTER_S
     return retry_after_s(body.get("retry_after") if isinstance(body, dict) else None)
+
+
+def _is_global(error: discord.HTTPException) -> bool:
+    """Discord marks its global limit with `X-RateLimit-Global` (or `global` in the body)."""
+    headers = error.response.headers if error.response is not None else {}
+    if str(headers.get("X-RateLimit-Global", "")).lower() == "true":
+        return True
+    try:
+        body = json_payload(error.text)
+    except UnreadableJson:
+        return False
+    return isinstance(body, dict) and body.get("global") is True
 
 
 def _is_length_error(text: str) -> bool:

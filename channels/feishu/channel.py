@@ -26,6 +26,7 @@ from channels.feishu.api import CHANNEL, FeishuApi
 from channels.feishu.card import card_content, request_uuid
 from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope, read_message
 from channels.feishu.longconn import RECONNECT, LongConnection
+from channels.feishu.rates import RATE_LIMITS
 from channels.feishu.webhook import WebhookReceiver
 from channels.health import ChannelHealth
 from channels.json_payload import UnreadableJson, json_payload
@@ -46,6 +47,7 @@ CARD_TEXT_LIMIT = PlatformLimit(PLATFORM_LIMITS["feishu"].max_units * 2 // 3, "b
 
 class FeishuChannel(Channel):
     name = CHANNEL
+    rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = CARD_TEXT_LIMIT
     #: Feishu allows 5 card updates a second per message; 4 leaves room for clock skew.
     edit_interval_s: ClassVar[float] = 0.25

@@ -39,6 +39,7 @@ from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.line.errors import CHANNEL, LineApiError, line_call
 from channels.line.events import LinePost
 from channels.line.media import download
+from channels.line.rates import RATE_LIMITS
 from channels.line.replies import ReplyTokens
 from channels.line.webhook import LineWebhook
 from channels.run_state import RunStateChannel
@@ -56,6 +57,7 @@ class LineChannel(RunStateChannel):
     # Opens as docs/channels.md has every platform channel open (name, limit, the config,
     # data_dir, the timeout tests shorten): alike in shape, LINE's values.
     name = CHANNEL
+    rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["line"]
 
     def __init__(

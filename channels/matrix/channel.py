@@ -56,6 +56,7 @@ from channels.matrix.content import (
 )
 from channels.matrix.errors import CHANNEL, matrix_call, translate
 from channels.matrix.inbound import posts
+from channels.matrix.rates import RATE_LIMITS
 from channels.matrix.receiver import SyncHandler
 from channels.matrix.since import SinceStore, since_path
 from channels.retry import backoff_delay_s, full_jitter
@@ -81,6 +82,7 @@ class MatrixTimeouts:
 
 class MatrixChannel(RunStateChannel):
     name = CHANNEL
+    rate_limits = RATE_LIMITS
     # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
     # config, data_dir, the timeouts tests shorten): alike in shape, Matrix's values.
     limit: ClassVar[PlatformLimit] = PlatformLimit(MAX_CONTENT_BYTES, "bytes")

@@ -39,6 +39,7 @@ from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
 from channels.qq.events import MalformedEvent, parse_message, target
 from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionFile, SessionState
 from channels.qq.passive import MAX_REPLIES, PassiveReplies
+from channels.qq.rates import RATE_LIMITS
 from channels.qq.token import CHANNEL, access_token
 from channels.qq.webhook import QQWebhook
 from channels.reconnect import ReconnectPolicy, reconnecting
@@ -61,6 +62,7 @@ RECONNECT = ReconnectPolicy(base_s=1.0, cap_s=60.0)
 
 class QQBotChannel(Channel):
     name = CHANNEL
+    rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["qq-bot"]
     max_reply_messages: ClassVar[int | None] = MAX_REPLIES
 

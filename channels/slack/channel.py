@@ -40,6 +40,7 @@ from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
 from channels.slack.errors import CHANNEL, slack_call
 from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
 from channels.slack.media import FileStore, read_uploads
+from channels.slack.rates import RATE_LIMITS
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.slack.threads import ThreadBook
 from channels.stopping import until_stopped
@@ -68,6 +69,7 @@ def _secret(value: SecretStr | None) -> str:
 
 class SlackChannel(RunStateChannel):
     name = CHANNEL
+    rate_limits = RATE_LIMITS
     # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
     # config, data_dir, the timeouts tests shorten): alike in shape, Slack's values.
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["slack"]

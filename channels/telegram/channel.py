@@ -35,6 +35,7 @@ from channels.telegram.polling import (
     UpdatePoller,
     UpdatesRequest,
 )
+from channels.telegram.rates import RATE_LIMITS, is_group_chat
 from channels.telegram.updates import BotIdentity, IncomingMessage, read_update
 from channels.telegram.webhook import WebhookReceiver
 from config import TelegramConfig
@@ -62,6 +63,7 @@ _DOWNLOAD_TIMEOUT_S = 60.0
 
 class TelegramChannel(Channel):
     name = CHANNEL
+    rate_limits = RATE_LIMITS
     limit = PLATFORM_LIMITS["telegram"]
     edit_interval_s = 1.0
 
@@ -290,6 +292,9 @@ class TelegramChannel(Channel):
         return self._health
 
     # Sending
+
+    def is_group_chat(self, chat_id: str) -> bool:
+        return is_group_chat(chat_id)
 
     def supports_edit(self) -> bool:
         return True

@@ -36,6 +36,7 @@ from channels.run_state import RunStateChannel
 from channels.twilio.errors import CHANNEL, twilio_call
 from channels.twilio.http import TwilioHttp, basic_auth_header
 from channels.twilio.inbound import Sms
+from channels.twilio.rates import RATE_LIMITS
 from channels.twilio.signature import TwilioSignature
 from channels.twilio.webhook import TwilioWebhook
 from config import TwilioConfig
@@ -54,6 +55,7 @@ class TwilioChannel(RunStateChannel):
     # Opens as docs/channels.md has every platform channel open (name, limit, the config,
     # data_dir, the timeout tests shorten): alike in shape, Twilio's values.
     name = CHANNEL
+    rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["twilio"]
 
     def __init__(

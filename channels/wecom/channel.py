@@ -27,6 +27,7 @@ from channels.wecom.callback import CallbackReceiver
 from channels.wecom.crypto import WeComCrypto
 from channels.wecom.messages import WeComMessage
 from channels.wecom.pacing import SendWindow
+from channels.wecom.rates import RATE_LIMITS
 from config import WeComConfig
 
 log = structlog.get_logger(__name__)
@@ -34,6 +35,7 @@ log = structlog.get_logger(__name__)
 
 class WeComChannel(RunStateChannel):
     name = CHANNEL
+    rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["wecom"]
 
     def __init__(self, config: WeComConfig, *, window: SendWindow | None = None) -> None:

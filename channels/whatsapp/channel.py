@@ -37,6 +37,7 @@ from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenReject
 from channels.whatsapp.graph import GraphClient
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
 from channels.whatsapp.media import download, send_file
+from channels.whatsapp.rates import RATE_LIMITS
 from channels.whatsapp.webhook import WhatsAppWebhook
 from config import WhatsAppConfig
 
@@ -55,6 +56,7 @@ _NOT_MESSAGES = frozenset({"reaction", "system", "unsupported", "request_welcome
 
 class WhatsAppChannel(RunStateChannel):
     name = CHANNEL
+    rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["whatsapp"]
 
     def __init__(

@@ -52,9 +52,10 @@ def graph_error(status: int, body: object, what: str) -> ChannelError:
     if message:
         detail += f": {message}"
     if code in _WAIT_S:
-        return RateLimited(_WAIT_S[code], detail, channel=CHANNEL)
+        # The pair rate is one user's; throughput is the whole number's.
+        return RateLimited(_WAIT_S[code], detail, account_wide=code == THROUGHPUT, channel=CHANNEL)
     if code in APP_RATE_LIMITS or status == 429:
-        return RateLimited(_APP_RATE_WAIT_S, detail, channel=CHANNEL)
+        return RateLimited(_APP_RATE_WAIT_S, detail, account_wide=True, channel=CHANNEL)
     if code == OUTSIDE_WINDOW:
         # Not retried: only a template message can reopen the conversation.
         return DeliveryError(detail, reason=OUTSIDE_WINDOW_REASON, channel=CHANNEL, attempts=1)

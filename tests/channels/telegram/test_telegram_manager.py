@@ -8,6 +8,7 @@ import pytest
 
 from bus import OutboundMessage, StreamSnapshot, create_bus
 from channels.manager import ChannelManager
+from channels.pacing import RateLimits
 from channels.telegram import TelegramChannel
 from tests.channels.telegram.conftest import ChannelFactory
 from tests.fakes.telegram_server import FakeTelegram
@@ -16,13 +17,19 @@ CHAT = 42
 
 
 class RecordedSleeps:
-    """The manager's sleep: returns at once and remembers how long it was asked to wait."""
+    """The manager's sleep and clock: a sleep returns at once, moves the clock on and is
+    remembered."""
 
     def __init__(self) -> None:
         self.waits: list[float] = []
+        self.now = 1000.0
 
     async def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
+        self.now += seconds
+
+    def clock(self) -> float:
+        return self.now
 
 
 @pytest.fixture
@@ -40,8 +47,11 @@ async def channel(make_channel: ChannelFactory) -> AsyncIterator[TelegramChannel
 @pytest.fixture
 def manager(channel: TelegramChannel, sleeps: RecordedSleeps) -> ChannelManager:
     _agent, publisher = create_bus()
-    manager = ChannelManager("p1", publisher, sleep=sleeps, jitter=lambda delay_s: delay_s)
-    manager.register(channel, edit_interval_s=0.01)
+    manager = ChannelManager(
+        "p1", publisher, clock=sleeps.clock, sleep=sleeps, jitter=lambda delay_s: delay_s
+    )
+    # Holds only, no buckets: these tests are about what the manager sends, not how fast.
+    manager.register(channel, edit_interval_s=0.01, rate_limits=RateLimits())
     return manager
 
 

@@ -12,11 +12,13 @@ with `description` (python-telegram-bot takes any 2xx as success), 429 with
 `parameters.retry_after`. getUpdates is a real long poll that honours offsets. Text sent with a
 parse mode is parsed by Telegram's rules (`markup`): bad markup is refused with "can't parse
 entities", and the 4096 limit applies to the visible text in UTF-16 units. Every request is
-recorded; failures, garbage updates and dropped connections can be injected.
+recorded; failures, garbage updates and dropped connections can be injected. With
+`flood=FloodControl()` it enforces Telegram's flood limits (`flood.py`).
 
 Standalone: `python -m tests.fakes.telegram_server --port 8081` prints its base URL.
 """
 
+from tests.fakes.telegram_server.flood import FloodControl
 from tests.fakes.telegram_server.markup import (
     MarkupError,
     parse_html,
@@ -40,6 +42,7 @@ __all__ = [
     "TEXT_LIMIT",
     "ApiError",
     "FakeTelegram",
+    "FloodControl",
     "MarkupError",
     "RecordedRequest",
     "UploadedFile",

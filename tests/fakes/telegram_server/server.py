@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.outage import Outage
+from tests.fakes.telegram_server.flood import FloodControl
 from tests.fakes.telegram_server.methods import BotApiMethods
 from tests.fakes.telegram_server.state import (
     ApiError,
@@ -49,8 +50,11 @@ class FakeTelegram:
         bot_username: str = "octos_test_bot",
         host: str = "127.0.0.1",
         port: int = 0,
+        flood: FloodControl | None = None,
     ) -> None:
+        """`flood`: enforce Telegram's flood limits (429 with `retry_after` past them)."""
         self.token = token
+        self.flood = flood
         self.state = BotState(
             {
                 "id": bot_id,
@@ -304,6 +308,13 @@ class FakeTelegram:
             if _TOKEN_SHAPE.fullmatch(token):
                 raise ApiError(401, "Unauthorized")
             raise ApiError(404, "Not Found")
+        if self.flood is not None:
+            chat_id = record.params.get("chat_id")
+            retry_after = self.flood.check(
+                record.method, None if chat_id is None else str(chat_id), record.at
+            )
+            if retry_after is not None:
+                raise ApiError(429, f"Too Many Requests: retry after {retry_after}", retry_after)
         injected = self._take_injected(record.method)
         if injected is not None:
             if injected.error is not None:
