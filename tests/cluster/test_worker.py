@@ -22,7 +22,7 @@ from bus import (
     TaskComplete,
     TaskUpdate,
 )
-from bus.wire import TaggedModel
+from bus.message import TaggedModel
 from cluster.codec import DEAD_REASON, MSG_ID, InboundEnvelope, platform_id
 from cluster.status import StatusBoard
 from cluster.streams import ensure_streams, ensure_worker_consumers, names_of
