@@ -8,6 +8,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, field_validator
 
+from config.channels.base import ChannelConfigBase
 from config.common import AllowEntry, ConfigModel, OptionalSecret, Secret, resolve_path
 from config.problems import ConfigValueError
 
@@ -134,3 +135,9 @@ class EmailConfigFields(ConfigModel):
                 f'write an address, or "{hint}" for everyone at a domain',
             )
         return entries
+
+
+class EmailConfig(EmailConfigFields, ChannelConfigBase):
+    type: Literal["email"] = Field(
+        "email", description="Channel kind: a mailbox, read over IMAP and answered over SMTP."
+    )
