@@ -41,7 +41,7 @@ def new_task_id() -> TaskId:
     return TaskId(uuid.UUID(int=uuid_utils.uuid7().int))
 
 
-# One class per state, alike in form on purpose: each carries exactly its own data.
+# One class per state: each carries exactly its own data.
 class PendingStatus(TaggedModel):
     type: Literal["pending"] = "pending"
 
@@ -86,7 +86,7 @@ def can_transition(current: TaskStatus, new: TaskStatus) -> bool:
     return new.type in TASK_TRANSITIONS[current.type]
 
 
-# One class per kind of task, alike in form as the statuses are: each with its own payload.
+# One class per kind of task, each with its own payload.
 class PlanKind(TaggedModel):
     type: Literal["plan"] = "plan"
     goal: str

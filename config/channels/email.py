@@ -67,7 +67,6 @@ class ImapSettings(ConfigModel):
         return self.port or _IMAP_PORTS[self.security]
 
 
-# Parallel to ImapSettings field by field, on purpose: each documents its own protocol's server.
 class SmtpSettings(ConfigModel):
     host: str = Field(min_length=1, description="SMTP server replies are sent through.")
     port: MailPort | None = Field(

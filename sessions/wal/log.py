@@ -111,9 +111,7 @@ class LogInUse(RuntimeError):
     """Another process has this log open: two writers would answer every message twice."""
 
 
-# The log's own writer commands. They look like those of the session writer
-# (sessions/writer.py) on purpose, each a command with the future its caller awaits, but
-# carry what their own writer needs (one log here, a file per session there).
+# The log's writer commands, each with the future its caller awaits.
 @dataclass(slots=True)
 class _Append:
     #: Framed records, in order; the loop adds to them until the hand-over.
