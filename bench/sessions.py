@@ -29,7 +29,7 @@ from bench.report import Figure
 from bus import Message, SessionKey
 from sessions import FsyncPolicy, Session, SessionManager, SessionStore
 from sessions.meta import SessionMeta
-from sessions.store_protocol import SessionStoreProtocol
+from sessions.store import SessionStoreProtocol
 
 SUITE = "sessions"
 MAX_RATIO = 1.5

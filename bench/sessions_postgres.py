@@ -18,7 +18,7 @@ import asyncpg
 
 from bench.report import Figure
 from sessions.postgres import PostgresSessionStore, StoreUnavailable
-from sessions.store_protocol import SessionStoreProtocol
+from sessions.store import SessionStoreProtocol
 
 ADMIN_DSN = os.environ.get("OCTOS_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 TIMEOUT_S = 10.0

@@ -24,43 +24,58 @@ from bus.abort import (
     abort_response,
     is_abort_trigger,
 )
-from bus.agent_message import (
-    AgentMessage,
-    ContextRequest,
-    ContextResponse,
-    TaskAssign,
-    TaskComplete,
-    TaskUpdate,
+from bus.envelope import (
+    ANSWERS,
+    FAILED,
+    SESSION,
+    InboundMessage,
+    InboundRefused,
+    InboundSender,
+    OutboundEvent,
+    OutboundMessage,
+    SenderRefused,
+    StreamSnapshot,
+    TypingStarted,
+    TypingStopped,
 )
-from bus.envelope import ANSWERS, FAILED, SESSION, InboundMessage, OutboundMessage
 from bus.errors import ErrorKind, GatewayError, InvalidStateTransition, UnsupportedSchemaVersion
-from bus.identity import (
+from bus.message import (
+    SESSION_SUMMARY_SCHEMA_VERSION,
     ClientMessageId,
+    DecisionRecord,
+    FileRecord,
+    Message,
+    MessageRole,
+    SessionSummary,
     ThreadId,
+    TokenUsage,
+    ToolCall,
     TurnId,
+    WireModel,
     new_turn_id,
     thread_rooted_at,
     turn_made_at,
 )
-from bus.intake import InboundRefused, InboundSender, SenderRefused
-from bus.message import Message, MessageRole, ToolCall, WireModel
-from bus.outbound import OutboundEvent, StreamSnapshot, TypingStarted, TypingStopped
-from bus.pipe import PipeClosed, PipeReceiver, PipeSender, pipe
-from bus.queue import AgentHandle, BusPublisher, create_bus
-from bus.session_key import KNOWN_CHANNELS, MAIN_PROFILE, SessionKey, is_channel_name
-from bus.summary import (
-    SESSION_SUMMARY_SCHEMA_VERSION,
-    DecisionRecord,
-    FileRecord,
-    SessionSummary,
+from bus.queue import (
+    AgentHandle,
+    BusPublisher,
+    PipeClosed,
+    PipeReceiver,
+    PipeSender,
+    create_bus,
+    pipe,
 )
+from bus.session_key import KNOWN_CHANNELS, MAIN_PROFILE, SessionKey, is_channel_name
 from bus.task import (
     TASK_RESULT_SCHEMA_VERSION,
     TASK_TRANSITIONS,
     AgentId,
+    AgentMessage,
     BlockedStatus,
     CodeKind,
     CompletedStatus,
+    ContextRequest,
+    ContextResponse,
     CustomKind,
     EpisodeRef,
     FailedStatus,
@@ -70,11 +85,14 @@ from bus.task import (
     PlanKind,
     ReviewKind,
     Task,
+    TaskAssign,
+    TaskComplete,
     TaskContext,
     TaskId,
     TaskKind,
     TaskResult,
     TaskStatus,
+    TaskUpdate,
     TestKind,
     can_transition,
     new_task_id,
@@ -88,7 +106,6 @@ from bus.text import (
     truncated_utf8,
     utf8_len,
 )
-from bus.usage import TokenUsage
 
 # The order of each group is by topic, not alphabetical: keep ruff's sort off this list.
 __all__ = [  # noqa: RUF022

@@ -1,12 +1,44 @@
-"""What crosses the bus: messages from platforms in, replies to platforms out."""
+"""What crosses the bus: messages from platforms in, typed events to platforms out, and the
+contract of the inbound sender a channel hands its messages to.
+
+Outbound, the pipe carries `OutboundEvent`, one of:
+
+- `OutboundMessage`, octos-core's reply type: a whole reply (an answer, a command's output, a
+  refusal notice), or the final text of a streamed reply, whose `stream_id` names the stream;
+- `StreamSnapshot`: the whole text so far of a streamed reply (never a delta, so a lost or
+  merged snapshot does no harm); shown only on a channel that can edit messages;
+- `TypingStarted` / `TypingStopped`: show "typing" in a chat while a turn runs, or no longer
+  (the reply itself stops it too).
+
+The channel manager dispatches them with one `match`. A channel never receives an event: it
+gets the calls the manager makes for it (`send`, `send_with_id` / `edit_message`,
+`send_typing`), so control traffic needs no magic keys in a message's metadata.
+
+Inbound, the delivery contract's first rule is a type, `InboundSender`: `await
+inbound.send(message)` returns only once the message is durable (in the profile's write-ahead
+log in one process, in a JetStream stream in a cluster; in tests, on the in-memory pipe). A
+channel acknowledges the platform (a webhook's 2xx, Telegram's offset, Slack's ack, IMAP
+`\\Seen`) only after that call returns, so a crash never loses what a platform was told was
+handled. A message the gateway already has (same channel, chat and `message_id`: a platform's
+retry) returns normally without being stored twice; acknowledge it as usual.
+
+When the backlog is full the call raises `InboundRefused` and stores nothing: answer the
+platform 429/503 with `Retry-After` (webhooks), or stop polling for `retry_after_s`.
+
+A sender the channel's allow list refuses is answered by the gateway (a notice, at most once an
+hour) and `send` returns normally, except on a channel that answers refusals itself
+(`Channel.answers_refusals`, the HTTP API): there it raises `SenderRefused` with the notice.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, Protocol, TypeAlias
 
 from pydantic import Field
 
+from bus.errors import ErrorKind, GatewayError
 from bus.message import WireModel, utc_now
 from bus.session_key import SessionKey
 
@@ -42,7 +74,7 @@ class OutboundMessage(WireModel):
     """A reply on its way to a platform.
 
     A message without `stream_id` is a whole reply. With one, it is the final text of a streamed
-    reply: the snapshots before it (`bus.outbound.StreamSnapshot`) carry the same `stream_id`,
+    reply: the snapshots before it (`bus.envelope.StreamSnapshot`) carry the same `stream_id`,
     so a channel that showed them edits that message into this final text.
     """
 
@@ -70,3 +102,99 @@ class OutboundMessage(WireModel):
         if isinstance(answers, list):
             ids.extend(str(answer) for answer in reversed(answers) if answer and answer not in ids)
         return ids
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSnapshot:
+    """The reply so far: `reply.content` is the whole text, `reply.stream_id` its stream.
+
+    The reply's other fields (`reply_to`, metadata, `delivery_id`) are those the final reply
+    will carry, so the first platform message the snapshot opens answers the right message.
+    """
+
+    reply: OutboundMessage
+
+    def __post_init__(self) -> None:
+        if self.reply.stream_id is None:
+            raise ValueError("a stream snapshot's reply needs the stream_id its final will carry")
+        if self.reply.media:
+            raise ValueError("a stream snapshot is text only: send media with the final reply")
+
+    @property
+    def channel(self) -> str:
+        return self.reply.channel
+
+    @property
+    def chat_id(self) -> str:
+        return self.reply.chat_id
+
+    @property
+    def stream_id(self) -> str:
+        stream_id = self.reply.stream_id
+        assert stream_id is not None  # checked when the snapshot was made
+        return stream_id
+
+
+@dataclass(frozen=True, slots=True)
+class _ChatSignal:
+    """A control event for one chat: no text, only where it applies."""
+
+    channel: str
+    chat_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TypingStarted(_ChatSignal):
+    """Show "typing" in the chat until the turn's reply (or `TypingStopped`) arrives."""
+
+
+@dataclass(frozen=True, slots=True)
+class TypingStopped(_ChatSignal):
+    """The turn ended without a reply (cancelled): stop showing "typing"."""
+
+
+OutboundEvent: TypeAlias = OutboundMessage | StreamSnapshot | TypingStarted | TypingStopped
+"""The outbound pipe's item: everything the agent side sends towards a chat."""
+
+
+RefusalScope = Literal["chat", "global"]
+
+
+class InboundRefused(GatewayError):
+    """The gateway cannot take a message now; nothing was stored, the platform should retry."""
+
+    def __init__(self, scope: RefusalScope, retry_after_s: float, detail: str) -> None:
+        super().__init__(
+            ErrorKind.RATE_LIMITED,
+            detail,
+            suggestion=f"retry after {retry_after_s:g} s",
+            status=429 if scope == "chat" else 503,
+            retry_after_s=retry_after_s,
+        )
+        self.scope: RefusalScope = scope
+
+    @property
+    def http_status(self) -> int:
+        """429 when one chat's backlog is full, 503 when the whole profile's is."""
+        return 429 if self.scope == "chat" else 503
+
+
+class SenderRefused(Exception):
+    """The channel's allow list refuses the sender: nothing was stored and no reply will come;
+    `notice` is what to tell them (their id, or a pairing code)."""
+
+    def __init__(self, notice: str) -> None:
+        super().__init__(notice)
+        self.notice = notice
+
+
+class InboundSender(Protocol):
+    """What a channel's `start()` receives: where its platform's messages go."""
+
+    async def send(self, message: InboundMessage) -> None:
+        """Return once `message` is durable; raise `InboundRefused` when it cannot be taken,
+        `SenderRefused` for a refused sender on a channel that answers refusals itself,
+        `PipeClosed` once the gateway stops taking messages."""
+
+    def close(self) -> None:
+        """This channel sends no more; idempotent."""

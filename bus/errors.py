@@ -88,8 +88,8 @@ class GatewayError(Exception):
         changed.suggestion = suggestion
         return changed
 
-    # Named constructors, alike in form on purpose (as `channels.health.ChannelHealth`'s are):
-    # a caller says what happened, the kind and the suggestion follow from the name.
+    # Named constructors: a caller says what happened, the kind and the suggestion follow
+    # from the name.
     @classmethod
     def config(cls, message: str, *, suggestion: str | None = None) -> GatewayError:
         return cls(ErrorKind.CONFIG, message, suggestion=suggestion)

@@ -8,6 +8,11 @@
 Only InProgress reaches Completed, so every completed task was worked on. A status is a tagged
 union: each state carries exactly its own data (who works on it, why it is blocked, what
 failed), so "pending with an agent" or "completed with an error" cannot be written down.
+
+Agents coordinate work on tasks with five messages (`AgentMessage`): hand a task over, report
+its new status, report its result, ask for more context, answer with context. Each is a variant
+of a tagged union (`type` on the wire); `AgentMessage` wraps whichever one it is, so a payload
+parses without knowing its variant in advance, and `task_id()` names the task for every variant.
 """
 
 from __future__ import annotations
@@ -17,15 +22,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Literal, NewType
+from typing import Annotated, Any, ClassVar, Literal, NewType, Self
 
 import uuid_utils
-from pydantic import Field
+from pydantic import ConfigDict, Field, RootModel
 
 from bus.errors import InvalidStateTransition
-from bus.message import Message, WireModel, utc_now
-from bus.usage import TokenUsage
-from bus.wire import TaggedModel, VersionedModel
+from bus.message import Message, TaggedModel, TokenUsage, VersionedModel, WireModel, utc_now
 
 TASK_RESULT_SCHEMA_VERSION = 1
 
@@ -38,7 +41,7 @@ def new_task_id() -> TaskId:
     return TaskId(uuid.UUID(int=uuid_utils.uuid7().int))
 
 
-# One class per state, alike in form on purpose: each carries exactly its own data.
+# One class per state: each carries exactly its own data.
 class PendingStatus(TaggedModel):
     type: Literal["pending"] = "pending"
 
@@ -83,7 +86,7 @@ def can_transition(current: TaskStatus, new: TaskStatus) -> bool:
     return new.type in TASK_TRANSITIONS[current.type]
 
 
-# One class per kind of task, alike in form as the statuses are: each with its own payload.
+# One class per kind of task, each with its own payload.
 class PlanKind(TaggedModel):
     type: Literal["plan"] = "plan"
     goal: str
@@ -196,3 +199,60 @@ class Task(WireModel):
     @property
     def is_finished(self) -> bool:
         return not TASK_TRANSITIONS[self.status.type]
+
+
+class TaskAssign(TaggedModel):
+    type: Literal["task_assign"] = "task_assign"
+    task: Task
+
+    @property
+    def task_id(self) -> TaskId:
+        return self.task.id
+
+
+# The variants below share their form (`type`, `task_id`, the payload): octos-core's wire types.
+class TaskUpdate(TaggedModel):
+    type: Literal["task_update"] = "task_update"
+    task_id: TaskId
+    status: TaskStatus
+
+
+class TaskComplete(TaggedModel):
+    type: Literal["task_complete"] = "task_complete"
+    task_id: TaskId
+    result: TaskResult
+
+
+class ContextRequest(TaggedModel):
+    type: Literal["context_request"] = "context_request"
+    task_id: TaskId
+    query: str
+
+
+class ContextResponse(TaggedModel):
+    type: Literal["context_response"] = "context_response"
+    task_id: TaskId
+    context: list[Message] = Field(default_factory=list)
+
+
+AgentMessageVariant = Annotated[
+    TaskAssign | TaskUpdate | TaskComplete | ContextRequest | ContextResponse,
+    Field(discriminator="type"),
+]
+
+
+class AgentMessage(RootModel[AgentMessageVariant]):
+    """Any agent coordination message; the variant itself is `root`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def task_id(self) -> TaskId:
+        """The task this message is about, whichever variant it is."""
+        return self.root.task_id
+
+    def to_json(self) -> str:
+        return self.model_dump_json(exclude_defaults=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Self:
+        return cls.model_validate_json(text)

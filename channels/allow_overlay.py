@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from channels.allow import AllowList
-from channels.state_file import write_state_json
+from sessions.durable import write_state_json
 
 PAIRING_DIR = "pairing"
 ALLOWED_FILE = "allowed.json"
@@ -50,7 +50,7 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Replace `path` atomically (`channels.state_file`), indented for people to read."""
+    """Replace `path` atomically (`sessions.durable`), indented for people to read."""
     write_state_json(path, data, indent=1)
 
 

@@ -9,7 +9,7 @@ Who calls what, and when:
 
 - the supervisor (`channels/supervisor.py`): `start` once the daemon runs, again with backoff
   after it raised anything but `FatalChannelError`; `stop` at shutdown;
-- the manager, for each outbound event (`bus.outbound`) to this channel, one of:
+- the manager, for each outbound event (`bus.envelope`) to this channel, one of:
   - its delivery (`channels/delivery.py`), for a reply (`OutboundMessage`): `format_outbound`
     on every chunk fitted to `limit` (`channels/coalesce_fit.py`, at most
     `max_reply_messages`), then `send`, each call inside the one retry layer, which reads the
@@ -137,7 +137,7 @@ class Channel(ABC):
     async def send(self, message: OutboundMessage) -> None:
         """Deliver one reply that already fits `limit` (media: whole); only ever a reply.
 
-        Typing and stream snapshots are separate outbound events (`bus.outbound`): the manager
+        Typing and stream snapshots are separate outbound events (`bus.envelope`): the manager
         turns them into `send_typing` / `send_with_id` / `edit_message` calls, never `send`.
         """
 

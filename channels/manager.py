@@ -1,7 +1,7 @@
 """The channel manager: one profile's channels, supervised, and every reply delivered.
 
 `run()` supervises each channel's receiver (restarted with backoff, Down when fatal or when it
-keeps failing) and routes the bus's outbound events (`bus.outbound`) to their channel with one
+keeps failing) and routes the bus's outbound events (`bus.envelope`) to their channel with one
 `match`: typing signals to the typing loops, stream snapshots to the stream editor, replies
 split, formatted and sent under the one retry policy. `stop()` stops taking outbound events,
 lets the ones in hand finish within `stop_grace_s`, stops every channel and ends all tasks

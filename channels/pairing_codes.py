@@ -3,8 +3,8 @@
 A channel with `pairing: true` answers a stranger with a short code instead of only their id.
 Codes live in `{profile data}/pairing/codes.json` (the daemon writes them, the command line
 redeems them, both under the overlay's lock), or with `store: {backend: postgres}` in a table
-(`sessions.postgres.pairing`), by the same rules. A code is valid for an hour and works once; a
-sender who asks again while theirs is valid gets the same code; a sender gets at most
+(`channels.access.postgres_pairing`), by the same rules. A code is valid for an hour and works
+once; a sender who asks again while theirs is valid gets the same code; a sender gets at most
 `MAX_CODES_PER_DAY` codes in 24 hours. Blocking file I/O: the daemon calls through a thread.
 """
 

@@ -7,9 +7,9 @@
 - `FilePairingStore`: the files in `{profile data}/pairing/` (`channels.pairing_codes`,
   `channels.allow_overlay`), called through a thread; changes are seen by a look at the
   overlay file's mtime every second. Processes that pair must share the data directory.
-- `sessions.postgres.pairing.PostgresPairingStore`: tables in the sessions' database, so every
-  ingress process of a cluster, on any machine, sees a code issued by another and an approval
-  made anywhere (notified at once).
+- `channels.access.postgres_pairing.PostgresPairingStore`: tables in the sessions' database, so
+  every ingress process of a cluster, on any machine, sees a code issued by another and an
+  approval made anywhere (notified at once).
 
 Either is watched with a delay (the second between two looks, a notification on its way), so
 the daemon also reads the approvals at once before it refuses a sender (`look_again`): the

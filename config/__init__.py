@@ -13,7 +13,6 @@ from config.agents import (
     WebhookAgentConfig,
 )
 from config.bus import BusConfig, NatsConfig
-from config.channel_base import ChannelConfigBase
 from config.channels import (
     CHANNEL_TYPES,
     ApiChannelConfig,
@@ -25,12 +24,10 @@ from config.channels import (
     SlackConfig,
     TelegramConfig,
 )
-from config.channels_feishu import FeishuConfig
-from config.channels_line import LineConfig
-from config.channels_matrix import MatrixConfig
-from config.channels_phone import TwilioConfig, WhatsAppConfig
-from config.channels_wecom import WeComConfig
-from config.channels_wecom_bot_qq import QQBotConfig, WecomBotConfig
+from config.channels.base import ChannelConfigBase
+from config.channels.chat import LineConfig, MatrixConfig
+from config.channels.china import FeishuConfig, QQBotConfig, WecomBotConfig, WeComConfig
+from config.channels.phone import TwilioConfig, WhatsAppConfig
 from config.common import ConfigModel
 from config.describe import (
     describe_config_keys,

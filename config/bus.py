@@ -34,7 +34,6 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, f"{shown}@{hostport}", parts.path, parts.query, ""))
 
 
-# Keys in ConfigModel's one declaration form (see its docstring): alike key by key on purpose.
 class NatsConfig(ConfigModel):
     url: SecretStr = Field(
         SecretStr("nats://127.0.0.1:4222"),
@@ -140,7 +139,6 @@ class NatsConfig(ConfigModel):
         return ",".join(redact_url(url) for url in self.servers)
 
 
-# Keys in ConfigModel's one declaration form (see its docstring): alike key by key on purpose.
 class BusConfig(ConfigModel):
     backend: Literal["memory", "nats"] = Field(
         "memory",

@@ -17,7 +17,6 @@ from config.common import ConfigModel
 LOOPBACK_HOSTS = ("localhost", "*.localhost", "127.0.0.1", "::1")
 
 
-# Keys in ConfigModel's one declaration form (see its docstring): alike key by key on purpose.
 class HttpLimitsConfig(ConfigModel):
     header_timeout_s: float = Field(
         10.0,

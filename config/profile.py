@@ -17,7 +17,6 @@ QueueMode = Literal["collect", "followup", "interrupt"]
 FsyncPolicy = Literal["always", "batch", "never"]
 
 
-# Keys in ConfigModel's one declaration form (see its docstring): alike key by key on purpose.
 class SessionsConfig(ConfigModel):
     fsync: FsyncPolicy = Field(
         "batch",

@@ -37,7 +37,7 @@ from sessions.errors import SessionError
 if TYPE_CHECKING:
     import asyncpg
 
-    from sessions.postgres.pairing import OverlayChanges
+    from channels.access.postgres_pairing import OverlayChanges
 
 
 #: Connections a process's pairing pool may hold (codes are issued one stranger at a time).
@@ -68,7 +68,7 @@ class PairingDatabases:
         if config.backend != "postgres":
             yield FilePairingStore(root)
             return
-        from sessions.postgres.pairing import PostgresPairingStore
+        from channels.access.postgres_pairing import PostgresPairingStore
 
         shared = await self._acquire(config)
         try:
@@ -77,7 +77,7 @@ class PairingDatabases:
             await self._release(shared)
 
     async def _acquire(self, config: StoreConfig) -> _SharedDatabase:
-        from sessions.postgres.pairing import OverlayChanges
+        from channels.access.postgres_pairing import OverlayChanges
 
         assert config.dsn is not None  # the config model requires it with this backend
         key = config.dsn.get_secret_value()
@@ -125,8 +125,8 @@ async def every_pairing_store(
     if config.backend != "postgres":
         yield {profile: FilePairingStore(root) for profile, root in _profile_roots(data_dir, only)}
         return
+    from channels.access.postgres_pairing import PostgresPairingStore
     from sessions.postgres.connect import DATABASE_ERRORS, database_error
-    from sessions.postgres.pairing import PostgresPairingStore
 
     async with _database(config) as (pool, dsn):
         try:

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 from config.store import StoreConfig
 from sessions.errors import SessionError
-from sessions.store import SessionStore
-from sessions.store_protocol import SessionStoreProtocol
+from sessions.store import SessionStore, SessionStoreProtocol
 from sessions.topics import ActiveTopics, ActiveTopicsStore
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from typing import Final
 import structlog
 
 from bus import Message, MessageRole, SessionKey
-from sessions.fileops import atomic_write
+from sessions.durable import atomic_write
 from sessions.layout import archive_numbers, archive_path
 from sessions.recovery import load_file
 

@@ -1,7 +1,7 @@
 """Typed errors of the session layer: each says what went wrong and what to do about it.
 
-The classes are alike in form on purpose: one per failure, each keeping its facts as attributes
-(for callers) and saying them in its message (for the operator).
+One class per failure, each keeping its facts as attributes (for callers) and saying them in its
+message (for the operator).
 """
 
 from __future__ import annotations

@@ -12,11 +12,12 @@ from pathlib import Path
 import structlog
 
 from bus import SessionKey
-from sessions.encoding import decode_component, is_cut_name
 from sessions.errors import UnsupportedSessionSchema
 from sessions.layout import (
     SESSION_SUFFIX,
     SessionLayout,
+    decode_component,
+    is_cut_name,
     is_live_file_name,
     key_from_parts,
     topic_of_stem,

@@ -11,9 +11,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from bus import Message, SessionKey
-from sessions.keyed_lock import KeyedLocks
+from sessions.concurrency import KeyedLocks
 from sessions.session import Session, SessionInfo
-from sessions.store_protocol import SessionStoreProtocol
+from sessions.store import SessionStoreProtocol
 
 
 class SessionManager:

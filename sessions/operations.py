@@ -12,12 +12,11 @@ import structlog
 
 from bus import SessionKey
 from sessions.compaction import compact_file
+from sessions.durable import atomic_write, fsync_dir, make_dirs, move_aside, write_all
 from sessions.errors import EmptyRewriteRefused, SessionExists
-from sessions.fileops import atomic_write, fsync_dir, make_dirs, move_aside, write_all
 from sessions.layout import SessionLayout, archived_path
 from sessions.meta import SessionMeta
-from sessions.migration import ensure_migrated
-from sessions.recovery import SessionFile, check_tail, load_file
+from sessions.recovery import SessionFile, check_tail, ensure_migrated, load_file
 from sessions.session import Session
 
 log = structlog.get_logger(__name__)

@@ -5,10 +5,20 @@ half-written line, or lines that do not parse at the very end) is a torn tail: i
 `{file}.torn` and cut off, so the next append starts on a clean line. A line that does not parse
 in the middle is copied to `{file}.corrupt` with its line number, logged, and left out of a
 rewritten file; the rest loads. Blocking code: call it from a worker thread.
+
+It also moves a session from octos' legacy flat layout into the per-user layout, once
+(`ensure_migrated`). Octos' state machine, with one change: the legacy file is renamed aside
+(`*.jsonl.migrated`) instead of deleted, so no history is ever destroyed. A crash at any step
+is safe to resume:
+
+    legacy only              -> copy into the per-user file, write the marker, move legacy aside
+    per-user + legacy        -> an earlier run copied but did not finish: finish it
+    marker present           -> done; a legacy file that reappeared is ignored
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +28,10 @@ import structlog
 from pydantic import ValidationError
 
 from bus import Message, SessionKey
+from sessions.durable import append_side_file, atomic_write, make_dirs, move_aside
 from sessions.errors import SessionKeyCollision
-from sessions.fileops import append_side_file, atomic_write
-from sessions.layout import corrupt_path, torn_path
-from sessions.meta import SessionMeta, read_meta_line
+from sessions.layout import SessionLayout, corrupt_path, torn_path
+from sessions.meta import CURRENT_SCHEMA_VERSION, SessionMeta, read_meta_line
 
 log = structlog.get_logger(__name__)
 
@@ -195,3 +205,57 @@ def _tail_is_clean(file: BinaryIO, size: int, meta_end: int) -> bool:
         if previous >= 0 or start == meta_end:
             return parse_message(chunk[previous + 1 : -1]) is not None
         window *= 4
+
+
+log = structlog.get_logger(__name__)
+
+MARKER_CONTENT = b"migrated-from-flat\n"
+
+
+def ensure_migrated(layout: SessionLayout, key: SessionKey) -> None:
+    """Blocking; cheap (one stat) when there is no legacy file, which is the usual case."""
+    legacy = layout.legacy_path_for(key)
+    if not legacy.exists():
+        return
+    marker = layout.migration_marker(key)
+    if marker.exists():
+        return
+    live = layout.path_for(key)
+    if not live.exists():
+        _copy_legacy(layout, key, legacy, live)
+    make_dirs(marker.parent, durable=True)
+    atomic_write(marker, [MARKER_CONTENT])
+    aside = _move_legacy_aside(legacy)
+    log.info(
+        "sessions.legacy_layout_migrated",
+        key=str(key),
+        to=str(live),
+        legacy_kept_as=str(aside),
+    )
+
+
+def _copy_legacy(layout: SessionLayout, key: SessionKey, legacy: Path, live: Path) -> None:
+    loaded = load_file(legacy, key, name_was_cut=layout.legacy_name_was_cut(key))
+    if loaded is None:
+        return
+    meta = loaded.meta.model_copy(
+        update={
+            "schema_version": CURRENT_SCHEMA_VERSION,
+            "session_key": str(key),
+            "topic": key.topic(),
+        }
+    )
+    make_dirs(live.parent, durable=True)
+    atomic_write(live, [meta.to_line(), *(raw + b"\n" for raw in loaded.lines)], replace=False)
+
+
+def _move_legacy_aside(legacy: Path) -> Path:
+    for attempt in itertools.count():
+        suffix = ".migrated" if attempt == 0 else f".migrated.{attempt}"
+        target = legacy.with_name(legacy.name + suffix)
+        try:
+            move_aside(legacy, target)
+        except FileExistsError:
+            continue
+        return target
+    raise AssertionError("unreachable")

@@ -1,4 +1,13 @@
-"""`SessionStore`: durable JSONL sessions with O(1) appends that never block the event loop.
+"""What a session store is, and `SessionStore`, the one that keeps JSONL files.
+
+`SessionStoreProtocol` is what the gateway needs of a session store, whatever keeps the data:
+`SessionStore` (JSONL files) and `sessions.postgres.PostgresSessionStore` implement it;
+`SessionManager`, the dispatcher, the chat commands, the API's history and the `sessions` CLI
+use nothing else. `StoreBase` is what both stores share: `async with store:` is `open()`, then
+`close()` on the way out; `rewrite` and `fork` are whole-session writes, which each store makes
+atomic in its own way (`_write_whole`).
+
+`SessionStore`: durable JSONL sessions with O(1) appends that never block the event loop.
 
 Each session file is touched by one operation at a time (a per-file lock), but an append holds
 the lock only to queue its line: the disk writer thread writes and group-commits it, and many
@@ -12,7 +21,7 @@ whose descriptor was closed costs no memory here and is reopened, with a cheap t
 its next append.
 
 The daemon's store (written behind its journal) knows which chats have a directory
-(`chat_directories`): a first message loads nothing from disk, and its file is created by the
+(`ChatDirectories`): a first message loads nothing from disk, and its file is created by the
 writer thread.
 
 A store written behind a write-ahead log (`track_unsynced`) does not wait for its appends: the
@@ -27,21 +36,23 @@ neither repairs nor migrates, and refuses every change.
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from pathlib import Path
+from types import TracebackType
+from typing import Protocol, Self
 
 import structlog
 
 from bus import Message, SessionKey
-from sessions.chat_directories import ChatDirectories
+from sessions.concurrency import KeyedLocks, RunningOperations, to_completion
+from sessions.durable import make_dirs, sync_files
 from sessions.errors import SessionError, SessionStoreClosed, SessionWriteError
-from sessions.fileops import make_dirs, sync_files
-from sessions.keyed_lock import KeyedLocks
-from sessions.layout import SessionLayout
+from sessions.layout import ChatDirectories, SessionLayout
 from sessions.listing import list_sessions
 from sessions.meta import SessionMeta, title_of
 from sessions.operations import (
@@ -52,11 +63,42 @@ from sessions.operations import (
     open_for_append,
     write_session,
 )
-from sessions.running import RunningOperations
 from sessions.session import Session, SessionInfo
-from sessions.store_base import StoreBase
-from sessions.thread_work import to_completion
 from sessions.writer import AppendTarget, DiskWriter, FsyncPolicy
+
+
+class StoreBase(ABC):
+    @abstractmethod
+    async def open(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    async def load(self, key: SessionKey) -> Session | None: ...
+
+    @abstractmethod
+    async def _write_whole(self, session: Session, *, create_only: bool) -> None:
+        """Store `session` in place of what the store holds for its key, atomically;
+        `create_only` refuses (SessionExists) a key that has history already."""
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def rewrite(self, session: Session) -> None:
+        """Replace the session's messages with `session`'s, atomically."""
+        await self._write_whole(session, create_only=False)
+
+    async def fork(self, parent: SessionKey, child: SessionKey, copy_messages: int) -> Session:
+        """A new session `child` that records `parent` and starts with its last N messages."""
+        session = Session.forked(child, parent, await self.load(parent), copy_messages)
+        await self._write_whole(session, create_only=True)
+        return session
+
 
 log = structlog.get_logger(__name__)
 
@@ -393,3 +435,57 @@ class SessionStore(StoreBase):
         idle = list(islice((path for path in self._open if not self._locks.in_use(path)), excess))
         for path in idle:
             self._close_later(path)
+
+
+class SessionStoreProtocol(Protocol):
+    @property
+    def read_only(self) -> bool:
+        """A store opened read-only refuses every change (a CLI reading a running daemon's)."""
+        ...
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
+
+    async def append(self, key: SessionKey, message: Message) -> None: ...
+
+    async def append_all(
+        self, key: SessionKey, messages: Sequence[Message], *, lines: bytes | None = None
+    ) -> AppendReceipt:
+        """Store messages in order, as one write; returns once they are stored.
+        `lines`, where the caller has them already: `Message.lines_of(messages)`.
+        """
+        ...
+
+    async def sync(self) -> None:
+        """Every append made so far is durable (the journal calls it before cutting its log)."""
+        ...
+
+    async def load(self, key: SessionKey) -> Session | None: ...
+
+    async def rewrite(self, session: Session) -> None:
+        """Replace the session's messages with `session`'s, atomically."""
+        ...
+
+    async def fork(self, parent: SessionKey, child: SessionKey, copy_messages: int) -> Session:
+        """A new session `child` recording `parent`, starting with its last N messages."""
+        ...
+
+    async def archive(self, key: SessionKey) -> Path | str | None:
+        """Set the session aside (history is kept); where it went, None if there was none."""
+        ...
+
+    async def list(self, base_key: str | None = None) -> list[SessionInfo]: ...
+
+    def release(self, key: SessionKey) -> None:
+        """The session left memory: free what is held for it (no I/O on the caller)."""
+        ...

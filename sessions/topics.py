@@ -27,8 +27,8 @@ from typing import Final
 
 import structlog
 
+from sessions.durable import atomic_write, make_dirs
 from sessions.errors import InvalidTopicName
-from sessions.fileops import atomic_write, make_dirs
 
 log = structlog.get_logger(__name__)
 

@@ -2,11 +2,13 @@
 
 In every folder of the source packages (the root that holds them, each package, each
 sub-package), the modules and sub-packages side by side import each other without a cycle; and
-inside `gateway/` the layers run one way: the turn core (`gateway/turn/`), which one process and
-the cluster both build on, reaches none of the cluster, the daemon or the command line; the
-cluster reaches neither the daemon nor the command line; the daemon does not reach the command
-line. What `gateway/` keeps beside its layers (logs, metrics, the services a profile is handed,
-pairing, a profile's channels, the agents) is shared by all of them and reaches none.
+the top-level packages import one way, each only those below it (bus <- config <- sessions <-
+channels <- gateway); and inside `gateway/` the layers run one way: the turn core
+(`gateway/turn/`), which one process and the cluster both build on, reaches none of the cluster,
+the daemon or the command line; the cluster reaches neither the daemon nor the command line; the
+daemon does not reach the command line. What `gateway/` keeps beside its layers (logs, metrics,
+the services a profile is handed, pairing, a profile's channels, the agents) is shared by all of
+them and reaches none.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ ROOT_FOLDER = "<root>"
 
 #: Cycles known today, by folder, each with why it is not fixed yet: the list may only shrink.
 KNOWN_CYCLES: Mapping[str, tuple[frozenset[str], str]] = {}
+
+#: The layers from the bottom: each package imports only those before it.
+LAYERS = ("bus", "config", "sessions", "channels")
+#: Imports that go up a layer, by (importer, imported module), each with why: it may only shrink.
+KNOWN_UPWARD_IMPORTS: Mapping[tuple[str, str], str] = {}
 
 #: `gateway/`'s layers, lowest first: each builds on those before it, never on one after it.
 GATEWAY_LAYERS = ("gateway.turn", "gateway.cluster", "gateway.daemon", "gateway.cli")
@@ -177,6 +184,32 @@ def test_modules_and_packages_side_by_side_import_each_other_without_a_cycle() -
     assert new == {}, "imports that go both ways (a shared piece belongs below both)"
     fixed = sorted(folder for folder in known if found.get(folder) != known[folder])
     assert fixed == [], "a known cycle is gone: remove it from KNOWN_CYCLES"
+
+
+def test_the_layers_import_only_those_below_them() -> None:
+    upward = {
+        (module, imported)
+        for module in source_modules()
+        if module.split(".")[0] in LAYERS
+        for imported in imports_of(module)
+        if not is_below(imported.split(".")[0], module.split(".")[0])
+    }
+    new = sorted(upward - KNOWN_UPWARD_IMPORTS.keys())
+    assert new == [], "an import from below reaches up a layer (move the shared piece down)"
+    gone = sorted(KNOWN_UPWARD_IMPORTS.keys() - upward)
+    assert gone == [], "a known upward import is gone: remove it from KNOWN_UPWARD_IMPORTS"
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    assert is_below("bus", "config")
+    assert is_below("config", "config")
+    assert not is_below("channels", "sessions")
+    assert not is_below("gateway", "channels")
+
+
+def is_below(package: str, layer: str) -> bool:
+    """Whether a module of `layer` may import `package`: it is `layer` or a layer under it."""
+    return package in LAYERS and LAYERS.index(package) <= LAYERS.index(layer)
 
 
 @pytest.mark.parametrize("layer", GATEWAY_LAYERS)

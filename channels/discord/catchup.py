@@ -21,7 +21,7 @@ import structlog
 from channels.discord.client import GatewayClient
 from channels.discord.errors import discord_call
 from channels.errors import ChannelError
-from channels.state_file import read_state_file, write_state_file
+from sessions.durable import read_state_file, write_state_file
 
 log = structlog.get_logger(__name__)
 

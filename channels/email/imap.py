@@ -26,7 +26,7 @@ from imap_tools.errors import ImapToolsError, MailboxFolderSelectError, MailboxL
 from channels.email.trust import certificate_suggestion, client_context, refused_certificate
 from channels.email.worker import BlockingWorker
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
-from config.channels_email import ImapSettings
+from config.channels.email import ImapSettings
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from channels.errors import AuthError, ChannelError, FatalChannelError, Transien
 from channels.health import ChannelHealth
 from channels.retry import Backoff
 from channels.stopping import sleep_unless_set
-from config.channels_email import ImapSettings
+from config.channels.email import ImapSettings
 
 log = structlog.get_logger(__name__)
 

@@ -17,7 +17,7 @@ import aiosmtplib
 
 from channels.email.trust import certificate_suggestion, client_context, refused_certificate
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from config.channels_email import SmtpSettings
+from config.channels.email import SmtpSettings
 
 CHANNEL = "email"
 SMTP_TIMEOUT_S = 30.0

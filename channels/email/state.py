@@ -1,7 +1,7 @@
 """What the channel keeps on disk: the last handled UID of the mailbox, and reply threads.
 
 Both are small JSON files in the channel's data directory, replaced atomically by
-`channels.state_file` and always written in a worker thread, never on the event loop. A torn
+`sessions.durable` and always written in a worker thread, never on the event loop. A torn
 or unreadable file counts as absent: the channel then falls back to the unseen messages, and
 the gateway's dedup by Message-ID keeps anything already handled from being answered twice.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from channels.bounded import RecentMap
-from channels.state_file import read_state_json, write_state_file
+from sessions.durable import read_state_json, write_state_file
 
 log = structlog.get_logger(__name__)
 

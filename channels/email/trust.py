@@ -11,7 +11,7 @@ import ssl
 from typing import Literal
 
 from channels.errors import FatalChannelError
-from config.channels_email import ImapSettings, SmtpSettings
+from config.channels.email import ImapSettings, SmtpSettings
 
 CHANNEL = "email"
 Role = Literal["imap", "smtp"]

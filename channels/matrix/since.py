@@ -2,7 +2,7 @@
 
 The token is advanced only past events whose `inbound.send` returned (they are durable in the
 gateway), so a crash between receiving and storing re-reads those events, and the gateway's
-dedup by event id answers each once. Written atomically by `channels.state_file`, in a worker
+dedup by event id answers each once. Written atomically by `sessions.durable`, in a worker
 thread, never on the event loop.
 """
 
@@ -12,7 +12,7 @@ import asyncio
 import re
 from pathlib import Path
 
-from channels.state_file import read_state_json, write_state_json
+from sessions.durable import read_state_json, write_state_json
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 

@@ -31,7 +31,7 @@ import structlog
 from channels.errors import AuthError, TransientError
 from channels.json_payload import UnreadableJson, json_payload
 from channels.qq.token import CHANNEL
-from channels.state_file import read_state_json, write_state_json
+from sessions.durable import read_state_json, write_state_json
 
 log = structlog.get_logger(__name__)
 

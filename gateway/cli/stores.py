@@ -136,9 +136,9 @@ def _say(line: str) -> None:
 async def migrate(
     data_dir: Path, config: StoreConfig, *, archives: bool, only_profile: str | None
 ) -> Counts:
+    from channels.access.postgres_pairing import import_approved
     from sessions.postgres import PostgresSessionStore
     from sessions.postgres.importing import import_session
-    from sessions.postgres.pairing import import_approved
     from sessions.postgres.topics import import_topics
 
     assert config.dsn is not None

@@ -7,7 +7,7 @@ its reason and error, before the journal lets it go; so its text outlives the jo
 checkpoint, and `octos-gateway dead-letters list|show|retry|drop|purge` can act on it.
 
 One file per dead letter, named by the reply's `delivery_id` (its turn's id), in
-`{profile data}/dead-letters/`, each written whole and durably (`channels.state_file`):
+`{profile data}/dead-letters/`, each written whole and durably (`sessions.durable`):
 
 - `dead-letters/<id>.json`: given up on;
 - `dead-letters/retry/<id>.json`: asked to be sent again (`dead-letters retry` moves it there).
@@ -41,9 +41,8 @@ from prometheus_client import Counter
 from bus import OutboundMessage
 from bus.envelope import SENT_AGAIN_AT
 from channels.errors import DeliveryError
-from channels.state_file import read_state_json, write_state_json
 from gateway.turn.journal import Journal
-from sessions.fileops import fsync_dir
+from sessions.durable import fsync_dir, read_state_json, write_state_json
 
 log = structlog.get_logger(__name__)
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 from bus.message import utc_now
 from sessions.meta import SessionMeta
-from sessions.postgres.queries import row_columns
-from sessions.postgres.sql import (
+from sessions.postgres.queries import (
     COUNT_APPENDED,
     INSERT_MESSAGES,
     LIVE_ROW,
     fingerprint,
     line_bytes,
+    row_columns,
 )
 from sessions.session import Session
 

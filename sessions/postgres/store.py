@@ -25,16 +25,15 @@ import structlog
 
 from bus import Message, SessionKey
 from config.store import redact_dsn
+from sessions.concurrency import KeyedLocks
 from sessions.errors import SessionError, SessionStoreClosed
-from sessions.keyed_lock import KeyedLocks
 from sessions.meta import SessionMeta, title_of
 from sessions.postgres import queries
 from sessions.postgres.connect import DATABASE_ERRORS, close_pool, create_pool, database_error
 from sessions.postgres.schema import SCHEMA_VERSION, StoreSchemaTooNew, applied_version
 from sessions.postgres.schema import ensure_schema as ensure_schema
 from sessions.session import Session, SessionInfo
-from sessions.store import AppendReceipt
-from sessions.store_base import StoreBase
+from sessions.store import AppendReceipt, StoreBase
 
 if TYPE_CHECKING:
     from sessions.postgres.connect import Connection

@@ -4,8 +4,16 @@ The log is the single durable record of what a profile received, what it answere
 delivered; session files are written behind it and the log is cut at checkpoints.
 """
 
-from sessions.wal.framing import FrameError, ScanResult, encode_record, scan_records
-from sessions.wal.log import LogInUse, LogWriteError, WriteAheadLog, lock_pid
+from sessions.wal.log import (
+    FrameError,
+    LogInUse,
+    LogWriteError,
+    ScanResult,
+    WriteAheadLog,
+    encode_record,
+    lock_pid,
+    scan_records,
+)
 
 __all__ = [
     "FrameError",

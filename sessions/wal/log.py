@@ -2,16 +2,22 @@
 
 `append` queues a framed record and returns a future that resolves once the record is durable
 under the fsync policy (records appended in one iteration of the event loop and the one after it
-share one future and reach the writer together, `sessions.handover`): `batch` writes everything
-queued at once and syncs once for all of it (group commit, no timer, so an idle disk adds no
-latency), `always` syncs after each record, `never` leaves flushing to the kernel (a killed
-process loses nothing, a power cut may).
+share one future and reach the writer together, `sessions.writer.Handover`): `batch` writes
+everything queued at once and syncs once for all of it (group commit, no timer, so an idle disk
+adds no latency), `always` syncs after each record, `never` leaves flushing to the kernel (a
+killed process loses nothing, a power cut may).
 
 `checkpoint(snapshot)` starts a new segment holding `snapshot` (records that restate all live
 state), and once that segment is durable deletes the older ones: the log stays as small as what
 is still unfinished. Opening the log replays every segment in order; a torn tail (the process
 died mid-write) is cut off and kept in a `.torn` side file, a corrupt frame and what follows it
 in its segment go to a `.corrupt` side file and are reported.
+
+Record framing: `length (4 bytes, big-endian) | CRC-32 of the payload (4 bytes) | payload`. A
+record counts only when its whole frame is there and its checksum matches. Scanning stops at
+the first frame that is cut short (a torn tail: the process died mid-write, so nothing after it
+was ever acknowledged) or whose checksum fails; what follows such a frame cannot be trusted to
+be framed at all, so it is reported, never guessed at.
 """
 
 from __future__ import annotations
@@ -20,17 +26,71 @@ import asyncio
 import errno
 import fcntl
 import os
+import struct
 import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import structlog
 
-from sessions.fileops import append_side_file, fsync_dir, make_dirs, sync_data, write_all
-from sessions.handover import Handover
-from sessions.wal.framing import encode_record, scan_records
-from sessions.writer import FSYNC_POLICIES, FsyncPolicy
+from sessions.durable import append_side_file, fsync_dir, make_dirs, sync_data, write_all
+from sessions.writer import FSYNC_POLICIES, FsyncPolicy, Handover
+
+_HEADER = struct.Struct(">II")
+HEADER_BYTES = _HEADER.size
+#: No single record is larger; a length past it is corruption, not a record.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+
+
+class FrameError(ValueError):
+    """A record that cannot be framed (too large)."""
+
+
+def encode_record(payload: bytes) -> bytes:
+    if len(payload) > MAX_RECORD_BYTES:
+        raise FrameError(f"a log record is {len(payload)} bytes; the limit is {MAX_RECORD_BYTES}")
+    return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+Damage = Literal["none", "torn", "corrupt"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    payloads: list[bytes]
+    #: Bytes of `data` that hold whole, valid records; everything past it is damage.
+    valid_bytes: int
+    damage: Damage
+
+
+def scan_records(data: bytes) -> ScanResult:
+    """Every valid record from the start of `data`, and how the rest (if any) is damaged."""
+    payloads: list[bytes] = []
+    offset = 0
+    end = len(data)
+    view = memoryview(data)
+    while offset < end:
+        if end - offset < HEADER_BYTES:
+            return ScanResult(payloads, offset, "torn")
+        length, checksum = _HEADER.unpack_from(data, offset)
+        if length > MAX_RECORD_BYTES:
+            return ScanResult(payloads, offset, "corrupt")
+        start = offset + HEADER_BYTES
+        if end - start < length:
+            return ScanResult(payloads, offset, "torn")
+        payload = bytes(view[start : start + length])
+        if zlib.crc32(payload) != checksum:
+            # A frame that is all there but wrong at the very end of the file is a write the
+            # disk never finished (torn); anywhere else it is corruption.
+            damage: Damage = "torn" if start + length == end else "corrupt"
+            return ScanResult(payloads, offset, damage)
+        payloads.append(payload)
+        offset = start + length
+    return ScanResult(payloads, offset, "none")
+
 
 log = structlog.get_logger(__name__)
 
@@ -51,9 +111,7 @@ class LogInUse(RuntimeError):
     """Another process has this log open: two writers would answer every message twice."""
 
 
-# The log's own writer commands. They look like those of the session writer
-# (sessions/writer.py) on purpose, each a command with the future its caller awaits, but
-# carry what their own writer needs (one log here, a file per session there).
+# The log's writer commands, each with the future its caller awaits.
 @dataclass(slots=True)
 class _Append:
     #: Framed records, in order; the loop adds to them until the hand-over.

@@ -23,7 +23,7 @@ from bus import (
     UnsupportedSchemaVersion,
     new_task_id,
 )
-from bus.agent_message import AgentMessage
+from bus.task import AgentMessage
 
 
 def test_task_result_round_trips() -> None:

@@ -22,7 +22,7 @@ from bus import (
     TaskComplete,
     TaskUpdate,
 )
-from bus.wire import TaggedModel
+from bus.message import TaggedModel
 from gateway.cluster.codec import DEAD_REASON, MSG_ID, InboundEnvelope, platform_id
 from gateway.cluster.node_service import StatusBoard
 from gateway.cluster.streams import ensure_streams, ensure_worker_consumers, names_of

@@ -31,7 +31,7 @@ from gateway.turn.dispatcher import Dispatcher, DispatcherSettings
 from gateway.turn.journal import Journal
 from gateway.turn.lanes import QueueMode
 from gateway.turn.runner import TurnRunner
-from sessions import ActiveTopics, SessionManager, SessionStore, fileops
+from sessions import ActiveTopics, SessionManager, SessionStore, durable
 from sessions.wal import log as wal_log
 from tests.channels.recording import RecordingChannel
 
@@ -238,7 +238,7 @@ async def test_a_message_and_its_instant_answer_reach_the_log_in_one_write(
     the rig reads the bus's outbound end itself)."""
     hand_overs: list[int] = []
     syncs: list[int] = []
-    real_seal, real_sync = wal_log.WriteAheadLog._seal, fileops.sync_data
+    real_seal, real_sync = wal_log.WriteAheadLog._seal, durable.sync_data
 
     def sealed(log: wal_log.WriteAheadLog) -> None:
         hand_overs.append(1)

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from bus import SessionKey
-from sessions.chat_directories import ChatDirectories, _chat_of
-from sessions.layout import SessionLayout
+from sessions.layout import ChatDirectories, SessionLayout, _chat_of
 
 KEYS = [
     SessionKey("telegram", "12345"),

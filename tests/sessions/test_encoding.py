@@ -10,16 +10,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bus import SessionKey
-from sessions.encoding import (
+from sessions.layout import (
     HASH_SUFFIX_LEN,
     MAX_ENCODED_NAME,
+    SessionLayout,
     bounded_name,
     decode_component,
     encode_component,
     fnv1a_64,
     is_cut_name,
+    key_from_parts,
+    topic_of_stem,
+    topic_stem,
 )
-from sessions.layout import SessionLayout, key_from_parts, topic_of_stem, topic_stem
 
 ROOT = Path("/srv/octos/data")
 HOSTILE = st.sampled_from(

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from sessions.handover import Handover
+from sessions.writer import Handover
 
 
 async def test_one_iteration_is_one_hand_over_and_order_is_kept() -> None:

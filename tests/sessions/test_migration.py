@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bus import Message, SessionKey
 from sessions import SessionStore
-from sessions.encoding import bounded_name
+from sessions.layout import bounded_name
 from sessions.meta import SessionMeta
 from tests.sessions.conftest import chat_key, contents, numbered
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions import fileops
+from sessions import durable
 from sessions.wal import LogInUse, WriteAheadLog, encode_record, scan_records
 from sessions.wal import log as wal_log
 
@@ -90,7 +90,7 @@ async def test_concurrent_appends_share_fsyncs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     syncs: list[int] = []
-    real_sync = fileops.sync_data
+    real_sync = durable.sync_data
 
     def counting_sync(fd: int) -> None:
         syncs.append(fd)

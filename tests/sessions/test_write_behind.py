@@ -96,7 +96,7 @@ async def test_a_new_chat_s_file_is_made_by_the_writer_and_its_directories_synce
 
     synced: list[Path] = []
     monkeypatch.setattr("sessions.store.open_for_append", refuse)
-    monkeypatch.setattr("sessions.fileops.fsync_dir", synced.append)
+    monkeypatch.setattr("sessions.durable.fsync_dir", synced.append)
     async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
         await store.append_all(KEY, [Message.user("hello")])
         await store.append_all(KEY, [Message.assistant("hi")])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sessions import SessionWriteError
-from sessions.fileops import write_all
+from sessions.durable import write_all
 from sessions.writer import AppendTarget, DiskWriter
 
 

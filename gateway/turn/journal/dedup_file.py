@@ -12,8 +12,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from channels.state_file import write_state_file
-from sessions.fileops import sync_data, write_all
+from sessions.durable import sync_data, write_all, write_state_file
 
 Entry = tuple[str, int, float]
 

@@ -8,6 +8,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, field_validator
 
+from config.channels.base import ChannelConfigBase
 from config.common import AllowEntry, ConfigModel, OptionalSecret, Secret, resolve_path
 from config.problems import ConfigValueError
 
@@ -66,7 +67,6 @@ class ImapSettings(ConfigModel):
         return self.port or _IMAP_PORTS[self.security]
 
 
-# Parallel to ImapSettings field by field, on purpose: each documents its own protocol's server.
 class SmtpSettings(ConfigModel):
     host: str = Field(min_length=1, description="SMTP server replies are sent through.")
     port: MailPort | None = Field(
@@ -134,3 +134,9 @@ class EmailConfigFields(ConfigModel):
                 f'write an address, or "{hint}" for everyone at a domain',
             )
         return entries
+
+
+class EmailConfig(EmailConfigFields, ChannelConfigBase):
+    type: Literal["email"] = Field(
+        "email", description="Channel kind: a mailbox, read over IMAP and answered over SMTP."
+    )

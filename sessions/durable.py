@@ -1,15 +1,28 @@
-"""Blocking file primitives for worker threads: atomic replace, durable side files, dir fsync.
+"""Durable files, the one recipe: a file written whole and atomically (a temp file beside it,
+fsync, rename, fsync of the directory), so a crash leaves the old content or the new, never
+half of each; durable side files, new directories and directory syncs.
 
-Nothing here may run on the event loop; the store calls these through `asyncio.to_thread`.
+Every whole-file write of the project goes through `atomic_write`: session files, the topics
+file, the journal's dedup file, reply dead letters and the small state files a channel keeps in
+its data directory (`write_state_file`: the Discord catch-up position, the Matrix sync token,
+the email UID mark and threads, the QQ session, the pairing overlay), which are private to the
+profile (mode 0600).
+
+Blocking: nothing here may run on the event loop; callers go through `asyncio.to_thread`.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 _temp_names = itertools.count()
 
@@ -73,16 +86,17 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def atomic_write(path: Path, chunks: Iterable[bytes], *, replace: bool = True) -> int:
+def atomic_write(
+    path: Path, chunks: Iterable[bytes], *, replace: bool = True, mode: int = 0o644
+) -> int:
     """Write a whole file durably: temp file beside it, fsync, rename, fsync the directory.
 
     With `replace=False` an existing file is never overwritten (FileExistsError). Returns the
     number of bytes written. A crash at any point leaves either the old file or the new one,
     plus at worst a hidden temp file.
     """
-    temp = path.with_name(f".{path.name}.{os.getpid()}-{next(_temp_names)}.tmp")
+    temp, fd = _new_temp_file(path, mode)
     size = 0
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         try:
             for chunk in chunks:
@@ -100,6 +114,58 @@ def atomic_write(path: Path, chunks: Iterable[bytes], *, replace: bool = True) -
         raise
     fsync_dir(path.parent)
     return size
+
+
+def _new_temp_file(path: Path, mode: int) -> tuple[Path, int]:
+    """A hidden temp file beside `path` that no other writer (thread or process) uses, open for
+    writing; a name left behind by a crashed process of the same pid is passed over."""
+    while True:
+        temp = path.with_name(f".{path.name}.{os.getpid()}-{next(_temp_names)}.tmp")
+        try:
+            return temp, os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+        except FileExistsError:
+            continue
+
+
+def write_state_file(path: Path, payload: bytes) -> None:
+    """Replace a channel's state file `path` with `payload` (`atomic_write`, private to the
+    profile), creating its directory if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, (payload,), mode=0o600)
+
+
+def read_state_file(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def write_state_json(path: Path, data: object, *, indent: int | None = None) -> None:
+    """`write_state_file` of `data` as JSON (keys sorted when indented, for people to read)."""
+    text = json.dumps(data, indent=indent, sort_keys=indent is not None)
+    write_state_file(path, text.encode("utf-8"))
+
+
+def read_state_json(path: Path, *, unreadable_event: str) -> object | None:
+    """The JSON in `path`, or None when it is absent or unreadable (then logged as the event).
+
+    A torn or foreign file counts as absent: every caller has a safe fallback (start from
+    the platform's unseen messages, and the gateway's durable dedup answers each once).
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        log.warning(unreadable_event, path=str(path), error=repr(error))
+        return None
+    try:
+        data: object = json.loads(raw)
+    except ValueError as error:
+        log.warning(unreadable_event, path=str(path), error=repr(error))
+        return None
+    return data
 
 
 def append_side_file(path: Path, header: str, raw: bytes) -> None:

@@ -12,7 +12,7 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from config.channel_base import ChannelConfigBase, allow_list_field, webhook_path_field
+from config.channels.base import ChannelConfigBase, allow_list_field, webhook_path_field
 from config.common import AllowEntry, HttpUrlText, Secret, UrlPath
 from config.problems import ConfigValueError
 
