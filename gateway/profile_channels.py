@@ -17,7 +17,7 @@ from channels.manager import ChannelManager
 from channels.pacing import Rate, RateLimits
 from channels.registry import ChannelContext, build_channel
 from config import ProfileConfig
-from config.rate_limits import RateLimitsConfig, parse_rate
+from config.channels.rate_limits import RateLimitsConfig, parse_rate
 from gateway.pairing import Pairing
 from gateway.services import WebhookRoutes
 

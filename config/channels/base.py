@@ -12,9 +12,9 @@ from typing import ClassVar, Self
 
 from pydantic import Field, model_validator
 
+from config.channels.rate_limits import RateLimitsConfig
 from config.common import AllowEntry, ConfigModel
 from config.problems import ModeRequires
-from config.rate_limits import RateLimitsConfig
 
 
 def allow_list_field(whose: str, *, verb: str = "talk to") -> list[AllowEntry]:
