@@ -40,6 +40,8 @@ from sessions.postgres.connect import DATABASE_ERRORS, close_pool, create_pool, 
 
 #: Serialises concurrent start-ups creating the cluster's tables.
 _LOCK: Final = 0x6F63746F7374
+#: Tries of the schema's transaction when PostgreSQL ends a deadlock by cancelling it.
+SCHEMA_ATTEMPTS: Final = 5
 
 
 class RecordTable:
@@ -65,9 +67,19 @@ class RecordTable:
             server_settings=self.SERVER_SETTINGS,
         )
         try:
-            async with self._pool.acquire() as connection, connection.transaction():
-                await connection.execute("SELECT pg_advisory_xact_lock($1)", _LOCK)
-                await connection.execute(self.SCHEMA)
+            for attempt in range(1, SCHEMA_ATTEMPTS + 1):
+                try:
+                    async with self._pool.acquire() as connection, connection.transaction():
+                        await connection.execute("SELECT pg_advisory_xact_lock($1)", _LOCK)
+                        await connection.execute(self.SCHEMA)
+                    break
+                except asyncpg.DeadlockDetectedError:
+                    # PostgreSQL chose this transaction to end a deadlock with a running
+                    # process's writes; nothing of it was applied, so it may simply run again.
+                    if attempt == SCHEMA_ATTEMPTS:
+                        raise
+                    log.info("cluster.schema_deadlock_retried", table=type(self).__name__)
+                    await asyncio.sleep(0.1 * attempt)
         except DATABASE_ERRORS as error:
             await self.close()
             raise database_error(self._dsn, error) from error

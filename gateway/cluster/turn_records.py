@@ -52,7 +52,16 @@ CREATE TABLE IF NOT EXISTS octos_cluster_turns (
     PRIMARY KEY (scope, inbound_id)
 );
 CREATE INDEX IF NOT EXISTS octos_cluster_turns_received ON octos_cluster_turns (received_at);
-ALTER TABLE octos_cluster_turns ADD COLUMN IF NOT EXISTS settled text;
+DO $$ BEGIN
+    -- Only a table from before `settled` needs the ALTER: it locks the table out, running
+    -- workers' transactions included, even when the column is there already.
+    IF NOT EXISTS (
+        SELECT 1 FROM information_schema.columns
+        WHERE table_name = 'octos_cluster_turns' AND column_name = 'settled'
+    ) THEN
+        ALTER TABLE octos_cluster_turns ADD COLUMN settled text;
+    END IF;
+END $$;
 """
 #: An outcome's transaction on the table's own pool waits for the disk, as the sessions' do.
 _DURABLE: Final = "SET LOCAL synchronous_commit TO on"
