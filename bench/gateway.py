@@ -9,6 +9,10 @@ the turn's delivery id and is not an apology. Figures:
 - turns per second with 1, 100 and 10,000 distinct chats, against the bus alone (baseline):
   the median of three runs, each on a fresh runtime and data directory, with the disk's earlier
   writes flushed first (the baseline likewise a median of three), with the slowest run shown;
+  the clock stops at the last reply (in the 10,000 case every chat is new, and the syncs of
+  its session files are left to the checkpoint after);
+- a new chat's first turn against a known chat's turn, the clock stopped once the checkpoint
+  has synced their session files (`bench.gateway_new_chats`);
 - the collector's time per turn and longest pause over 10,000 turns at 100 chats, as the
   daemon sets it (`gateway.daemon.collector`) against the older generations on CPython's schedule;
 - Python and builtin calls per turn on the loop's thread at 100 chats, against a message
@@ -39,6 +43,7 @@ import psutil
 
 from bench.bench_channel import IN_FLIGHT, BenchChannel, send_all
 from bench.gateway_costs import calls_figures, collector_figures
+from bench.gateway_new_chats import new_chat_figures
 from bench.gateway_runtime import (
     PROFILE,
     SUITE,
@@ -237,6 +242,7 @@ async def _measure() -> list[Figure]:
                 "ratio",
             )
         )
+        figures += await new_chat_figures(base, RUNS)
         figures += await collector_figures(base)
         figures += await calls_figures(base)
         # The throughput runs wrote tens of thousands of session files: their writeback must

@@ -13,10 +13,13 @@ Blocking: nothing here may run on the event loop; callers go through `asyncio.to
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import json
 import os
-from collections.abc import Iterable
+import re
+import sys
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,6 +28,19 @@ import structlog
 log = structlog.get_logger(__name__)
 
 _temp_names = itertools.count()
+
+#: A sync of more files and new chat directories than this asks for one `syncfs` of their
+#: file system rather than an fsync of each file and directory. Each fsync costs a commit or
+#: at least a flush of the disk's cache, and a new chat needs three (its file and its two new
+#: directories): one `syncfs` commits them all at once.
+SYNCFS_ABOVE = 64
+
+#: File systems whose `syncfs` writes back and commits every file's data and every directory
+#: entry, as an fsync of each would (ext4, XFS, btrfs). Elsewhere (FUSE, network file
+#: systems) it may not, and files are synced one by one.
+_SYNCFS_FILE_SYSTEMS = frozenset({0xEF53, 0x58465342, 0x9123683E})
+#: Before Linux 5.8 `syncfs` returned 0 even when a write-back failed.
+_SYNCFS_REPORTS_ERRORS_SINCE = (5, 8)
 
 #: fdatasync flushes the data and the size (all a reader needs) without other metadata.
 sync_data = getattr(os, "fdatasync", os.fsync)
@@ -39,10 +55,78 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def sync_files(paths: Iterable[Path], *, new_directories: Iterable[Path] = ()) -> None:
+class FileSystemSync:
+    """`syncfs` of the file system holding a directory, through a descriptor kept open from
+    the start: the kernel reports to it every write-back error on that file system since it
+    was opened."""
+
+    def __init__(self, fd: int, syncfs: Callable[[int], int]) -> None:
+        self._fd = fd
+        self._syncfs = syncfs
+
+    @classmethod
+    def opened(cls, directory: Path) -> FileSystemSync | None:
+        """One for `directory`'s file system, or None where `syncfs` cannot stand in for an
+        fsync of each file (not Linux 5.8 or later, or a file system not known to commit
+        everything on `syncfs`)."""
+        if sys.platform != "linux" or _kernel_version() < _SYNCFS_REPORTS_ERRORS_SINCE:
+            return None
+        libc = ctypes.CDLL(None, use_errno=True)
+        syncfs = getattr(libc, "syncfs", None)
+        fstatfs = getattr(libc, "fstatfs", None)
+        if syncfs is None or fstatfs is None:
+            return None
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        # `struct statfs` starts with its `f_type`, a C long (Linux keeps that layout on
+        # every 64-bit architecture; elsewhere an unknown type only means no `syncfs`).
+        buffer = ctypes.create_string_buffer(512)
+        if fstatfs(fd, buffer) != 0 or ctypes.c_long.from_buffer(buffer).value not in (
+            _SYNCFS_FILE_SYSTEMS
+        ):
+            os.close(fd)
+            return None
+        return cls(fd, syncfs)
+
+    def sync(self) -> None:
+        """Write back and commit everything on the file system; OSError if a write-back
+        failed since the last call (on any file of the file system, not only ours)."""
+        if self._syncfs(self._fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def _kernel_version() -> tuple[int, int]:
+    numbers = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return (int(numbers[1]), int(numbers[2])) if numbers else (0, 0)
+
+
+def sync_files(
+    paths: Iterable[Path],
+    *,
+    new_directories: Iterable[Path] = (),
+    file_system: FileSystemSync | None = None,
+) -> None:
     """fsync each file that still exists, and each of their directories once; for each of
     `new_directories` (users/{chat}, made without syncing), also it and the two above it, so
-    the entries of a new chat's directories are durable too."""
+    the entries of a new chat's directories are durable too.
+
+    With `file_system` (the one holding them all), more than SYNCFS_ABOVE files and new
+    directories are synced with one `syncfs` instead. If that reports a failed write-back,
+    which may be another program's, the files are synced one by one after all: each file's
+    own fsync says whether the failure was its own.
+    """
+    paths = list(paths)
+    new_directories = list(new_directories)
+    if file_system is not None and len(paths) + len(new_directories) > SYNCFS_ABOVE:
+        try:
+            file_system.sync()
+        except OSError as error:
+            log.warning("sessions.syncfs_failed", error=str(error), files=len(paths))
+        else:
+            return
     directories: set[Path] = set()
     for path in paths:
         try:

@@ -50,7 +50,7 @@ import structlog
 
 from bus import Message, SessionKey
 from sessions.concurrency import KeyedLocks, RunningOperations, to_completion
-from sessions.durable import make_dirs, sync_files
+from sessions.durable import FileSystemSync, make_dirs, sync_files
 from sessions.errors import SessionError, SessionStoreClosed, SessionWriteError
 from sessions.layout import ChatDirectories, SessionLayout
 from sessions.listing import list_sessions
@@ -153,6 +153,8 @@ class SessionStore(StoreBase):
         #: Files appended to since the last `sync` (whose data may be only in the page cache).
         self._dirty: set[Path] = set()
         self._track_unsynced = track_unsynced
+        #: What syncs many files at once, where the file system allows it.
+        self._file_system: FileSystemSync | None = None
         #: The chats with a directory, when the store owns its directory (the daemon's).
         self._chats: ChatDirectories | None = None
         #: The first write-behind append the disk refused. Sticky: which turns it lost is not
@@ -168,6 +170,7 @@ class SessionStore(StoreBase):
             await asyncio.to_thread(make_dirs, self.root, durable=self.fsync != "never")
             if self._track_unsynced:
                 self._chats = await asyncio.to_thread(ChatDirectories.listed, self._layout)
+                self._file_system = await asyncio.to_thread(FileSystemSync.opened, self.root)
             self._writer.start()
         self._running = True
 
@@ -184,6 +187,9 @@ class SessionStore(StoreBase):
             await asyncio.wait(closes)
         if not self.read_only:
             await self._writer.stop()
+        if self._file_system is not None:
+            self._file_system.close()
+            self._file_system = None
 
     # Public operations
 
@@ -210,11 +216,14 @@ class SessionStore(StoreBase):
         data = Message.lines_of(messages) if lines is None else lines
         path = self._layout.path_for(key)
         self._check_usable(writes=True)
-        if self._track_unsynced and (entry := self._free_open_file(path, len(data))):
-            # What the locked path below does for an open file, done without the lock: no one
-            # holds or awaits it, and nothing here awaits, so no one can come between. Nor is it
-            # counted as a running operation: `close` waits for those, and could only look
-            # once this one is done.
+        if self._track_unsynced and (
+            (entry := self._free_open_file(path, len(data)))
+            or (entry := self._free_new_chat_file(key, path, messages[0], len(data)))
+        ):
+            # What the locked path below does for an open file or a new chat's, done without
+            # the lock: no one holds or awaits it, and nothing here awaits, so no one can come
+            # between. Nor is it counted as a running operation: `close` waits for those, and
+            # could only look once this one is done.
             self._open.move_to_end(path)
             self._queue_behind(entry, path, data)
             return AppendReceipt()
@@ -255,8 +264,13 @@ class SessionStore(StoreBase):
             raise self._unsaved
         new_chats = self._chats.take_new() if self._chats is not None else set()
         if paths:
+            syncing = partial(
+                sync_files, paths, new_directories=new_chats, file_system=self._file_system
+            )
             try:
-                await asyncio.to_thread(sync_files, paths, new_directories=new_chats)
+                # Counted as running, so `close` keeps the file system's descriptor open for it.
+                with self._operations:
+                    await to_completion(syncing)
             except BaseException:
                 self._dirty |= paths
                 if self._chats is not None:
@@ -275,6 +289,25 @@ class SessionStore(StoreBase):
         ):
             return None
         return entry
+
+    def _free_new_chat_file(
+        self, key: SessionKey, path: Path, first: Message, size: int
+    ) -> _OpenFile | None:
+        """A file for `path` made now if its chat has no directory yet (the writer thread
+        creates it before the first append), no one holds or waits for its lock and the
+        append needs no compaction; None otherwise."""
+        chats = self._chats
+        if chats is None or chats.has(path) or self._locks.in_use(path):
+            return None
+        line = SessionMeta.new(key, title=title_of(first)).to_line()
+        if len(line) + size > self.max_file_bytes:
+            return None
+        chats.add_new(path)
+        return self._new_chat_target(path, line)
+
+    def _new_chat_target(self, path: Path, meta_line: bytes) -> _OpenFile:
+        target = AppendTarget(path, -1, opener=partial(create_session_file, path, meta_line))
+        return self._register_target(path, target, len(meta_line))
 
     def _queue_behind(self, entry: _OpenFile, path: Path, data: bytes) -> None:
         """Hand `data` to the writer with nothing to wait on (the journal holds it)."""
@@ -365,9 +398,7 @@ class SessionStore(StoreBase):
         initial = SessionMeta.new(key, title=title_of(first))
         if self._chats is not None and self._chats.add_new(path):
             # A new chat: its file is created by the writer thread, before this first append.
-            line = initial.to_line()
-            target = AppendTarget(path, -1, opener=partial(create_session_file, path, line))
-            return self._register_target(path, target, len(line))
+            return self._new_chat_target(path, initial.to_line())
         self._on_disk(path)
         opening = partial(
             open_for_append, self._layout, key, initial, durable=self.fsync != "never"

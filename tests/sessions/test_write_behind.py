@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 import pytest
 
 from bus import Message, SessionKey
 from sessions import SessionStore, SessionStoreClosed, SessionWriteError
+from sessions.durable import SYNCFS_ABOVE, FileSystemSync
 from sessions.layout import SessionLayout
 from sessions.meta import SessionMeta
 
@@ -132,3 +134,78 @@ async def test_appends_that_skip_the_lock_are_written_by_close_and_refused_after
         await store.append_all(KEY, [Message.user("after close")])
     with pytest.raises(SessionStoreClosed):
         await store.load(never_talked)
+
+
+def _new_chats(count: int) -> list[SessionKey]:
+    return [SessionKey.for_chat("p", "telegram", f"new-{number}") for number in range(count)]
+
+
+async def test_a_sync_after_many_new_chats_commits_their_file_system_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if FileSystemSync.opened(tmp_path) is None:
+        pytest.skip("syncfs cannot stand in for each fsync on this system")
+    fsynced: list[int] = []
+    file_systems_synced: list[FileSystemSync] = []
+    real_fsync, real_syncfs = os.fsync, FileSystemSync.sync
+
+    def counted_fsync(fd: int) -> None:
+        fsynced.append(fd)
+        real_fsync(fd)
+
+    def counted_syncfs(self: FileSystemSync) -> None:
+        file_systems_synced.append(self)
+        real_syncfs(self)
+
+    monkeypatch.setattr("sessions.durable.os.fsync", counted_fsync)
+    monkeypatch.setattr(FileSystemSync, "sync", counted_syncfs)
+    chats = _new_chats(SYNCFS_ABOVE)
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        for key in chats:
+            await store.append_all(key, [Message.user("first words")])
+        await store.sync()
+        # Not an fsync of each chat's file and of each of its two new directories.
+        assert (len(fsynced), len(file_systems_synced)) == (0, 1)
+        loaded = [await store.load(key) for key in chats]
+    assert all(session is not None and len(session.messages) == 1 for session in loaded)
+
+
+async def test_a_sync_whose_syncfs_fails_syncs_each_file_and_directory_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if FileSystemSync.opened(tmp_path) is None:
+        pytest.skip("syncfs cannot stand in for each fsync on this system")
+
+    def failed(_self: FileSystemSync) -> None:
+        # As the kernel reports a write-back failure, perhaps another program's file.
+        raise OSError(errno.EIO, "Input/output error")
+
+    synced_directories: list[Path] = []
+    monkeypatch.setattr(FileSystemSync, "sync", failed)
+    monkeypatch.setattr("sessions.durable.fsync_dir", synced_directories.append)
+    chats = _new_chats(SYNCFS_ABOVE)
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        for key in chats:
+            await store.append_all(key, [Message.user("first words")])
+        await store.sync()
+    sessions_directories = {store.path_for(key).parent for key in chats}
+    chat_directories = {directory.parent for directory in sessions_directories}
+    assert sessions_directories | chat_directories <= set(synced_directories)
+
+
+async def test_a_new_chat_s_first_append_takes_no_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+
+        def refuse(_key: Path) -> None:
+            raise AssertionError("a new chat's first append waited for its file's lock")
+
+        monkeypatch.setattr(store._locks, "hold", refuse)
+        await store.append_all(KEY, [Message.user("hello")])
+        await store.append_all(KEY, [Message.assistant("hi")])
+        monkeypatch.undo()
+        await store.sync()
+        loaded = await store.load(KEY)
+    assert loaded is not None
+    assert [m.content for m in loaded.messages] == ["hello", "hi"]
