@@ -34,13 +34,24 @@ from channels.discord.errors import (
 )
 from channels.discord.inbound import InboundPolicy, should_answer, to_inbound
 from channels.discord.media import AttachmentStore, batches, load_files
-from channels.discord.rates import RATE_LIMITS
 from channels.discord.routing import DiscordEndpoints, RoutedHTTPClient
 from channels.embed import Embed
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.pacing import Rate, RateLimits
 from config import DiscordConfig
+
+# Discord's published send rate, on top of the route buckets discord.py already keeps.
+#
+# discord.py reads every route's `X-RateLimit-*` headers and waits out a bucket before it is
+# empty, so per-channel limits need nothing more. What it cannot know ahead is the global limit:
+# Discord's "My Bot is Being Rate Limited"
+# (https://support-dev.discord.com/hc/en-us/articles/6223003921559-My-Bot-is-Being-Rate-Limited):
+# "Global Rate Limits - Limit: 50 requests per second across most endpoints - Scope: Applies to
+# your entire application" (also https://discord.com/developers/docs/topics/rate-limits#global-rate-limit).
+RATE_LIMITS = RateLimits(account=Rate(50, 1.0))
+
 
 log = structlog.get_logger(__name__)
 

@@ -39,11 +39,19 @@ from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.line.errors import CHANNEL, LineApiError, line_call
 from channels.line.events import LinePost
 from channels.line.media import download
-from channels.line.rates import RATE_LIMITS
 from channels.line.replies import ReplyTokens
 from channels.line.webhook import LineWebhook
+from channels.pacing import Rate, RateLimits
 from channels.run_state import RunStateChannel
 from config import LineConfig
+
+# LINE's published send rate, which the manager's scheduler keeps every call within.
+#
+# LINE Messaging API reference, "Rate limits" (https://developers.line.biz/en/reference/messaging-api/#rate-limits):
+# per channel, "Other API endpoints: 2,000 requests per second", which covers the reply and push
+# endpoints; past it "429 Too Many Requests".
+RATE_LIMITS = RateLimits(account=Rate(2000, 1.0))
+
 
 log = structlog.get_logger(__name__)
 

@@ -56,13 +56,20 @@ from channels.matrix.content import (
 )
 from channels.matrix.errors import CHANNEL, matrix_call, translate
 from channels.matrix.inbound import posts
-from channels.matrix.rates import RATE_LIMITS
 from channels.matrix.receiver import SyncHandler
 from channels.matrix.since import SinceStore, since_path
+from channels.pacing import RateLimits
 from channels.retry import backoff_delay_s, full_jitter
 from channels.run_state import RunStateChannel
 from channels.stopping import until_stopped
 from config import MatrixConfig
+
+# Matrix's send rates: each homeserver sets its own (Synapse's `rc_message`), and the
+# client-server API publishes none, so the scheduler paces by the homeserver's refusals alone:
+# a 429 `M_LIMIT_EXCEEDED` holds the room for its `retry_after_ms`
+# (https://spec.matrix.org/latest/client-server-api/#rate-limiting).
+RATE_LIMITS = RateLimits()
+
 
 log = structlog.get_logger(__name__)
 

@@ -35,16 +35,26 @@ from channels.errors import AuthError, ChannelError, FatalChannelError, Transien
 from channels.health import ChannelHealth
 from channels.http_session import LazySession
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.pacing import Rate, RateLimits
 from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
 from channels.qq.events import MalformedEvent, parse_message, target
 from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionFile, SessionState
 from channels.qq.passive import MAX_REPLIES, PassiveReplies
-from channels.qq.rates import RATE_LIMITS
 from channels.qq.token import CHANNEL, access_token
 from channels.qq.webhook import QQWebhook
 from channels.reconnect import ReconnectPolicy, reconnecting
 from channels.stopping import until_stopped
 from config import QQBotConfig
+
+# The QQ bot platform's published send rate, which the manager's scheduler keeps every call
+# within.
+#
+# QQ bot open platform, 发送消息 (https://bot.q.qq.com/wiki/develop/api-v2/server-inter/message/send-receive/send.html):
+# "不论主动消息还是被动消息，在一个子频道中，每 1s 只能发送 5 条消息" (five messages a second in one
+# channel). The other documented limit, five replies to one user message, is the channel's
+# `max_reply_messages`.
+RATE_LIMITS = RateLimits(chat=Rate(5, 1.0))
+
 
 log = structlog.get_logger(__name__)
 

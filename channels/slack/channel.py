@@ -35,16 +35,25 @@ from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.markup.slack import escape, render_mrkdwn
+from channels.pacing import Rate, RateLimits
 from channels.run_state import RunStateChannel
 from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
 from channels.slack.errors import CHANNEL, slack_call
 from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
 from channels.slack.media import FileStore, read_uploads
-from channels.slack.rates import RATE_LIMITS
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.slack.threads import ThreadBook
 from channels.stopping import until_stopped
 from config import SlackConfig
+
+# Slack's published send rates, which the manager's scheduler keeps every call within.
+#
+# Slack API, "Rate limits" (https://api.slack.com/apis/rate-limits): "chat.postMessage generally
+# allows posting one message per second per channel, while also maintaining a workspace-wide
+# limit"; "Posting messages: 1 per second. Short bursts >1 allowed." The workspace-wide figure is
+# not published: a 429 there holds the whole account (several channels refused together).
+RATE_LIMITS = RateLimits(chat=Rate(1, 1.0))
+
 
 log = structlog.get_logger(__name__)
 
