@@ -32,9 +32,9 @@ import structlog
 from bench.report import Figure
 from bus import OutboundEvent, OutboundMessage, StreamSnapshot, create_bus
 from channels.errors import DeliveryError
-from channels.manager import ChannelManager
-from channels.pacing import RateLimits
+from channels.outbound.manager import ChannelManager
 from channels.registry import ChannelContext, build_channel
+from channels.retry.pacing import RateLimits
 from channels.telegram.channel import RATE_LIMITS
 from config import TelegramConfig
 from tests.fakes.telegram_server import FakeTelegram, FloodControl

@@ -22,8 +22,7 @@ import structlog
 from discord.backoff import ExponentialBackoff
 
 from bus import InboundSender, OutboundMessage, PipeClosed
-from channels.backpressure import until_taken
-from channels.base import PROBE_TIMEOUT_S, Channel
+from channels.base import PROBE_TIMEOUT_S, Channel, Embed
 from channels.discord.addressing import delivery_nonce, reply_reference, snowflake
 from channels.discord.catchup import HandledBook, catch_up_missed
 from channels.discord.client import MAX_RATELIMIT_WAIT_S, GatewayClient
@@ -35,11 +34,11 @@ from channels.discord.errors import (
 from channels.discord.inbound import InboundPolicy, should_answer, to_inbound
 from channels.discord.media import AttachmentStore, batches, load_files
 from channels.discord.routing import DiscordEndpoints, RoutedHTTPClient
-from channels.embed import Embed
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.pacing import Rate, RateLimits
+from channels.lifecycle.backpressure import until_taken
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from config import DiscordConfig
 
 # Discord's published send rate, on top of the route buckets discord.py already keeps.

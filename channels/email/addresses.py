@@ -1,6 +1,6 @@
 """Email addresses as the channel uses them: bare and lower-case.
 
-The allow list (addresses, `*@domain`) is `channels.allow.AllowList`, like every channel's.
+The allow list (addresses, `*@domain`) is `channels.access.allow.AllowList`, like every channel's.
 """
 
 from __future__ import annotations

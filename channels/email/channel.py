@@ -17,7 +17,6 @@ from pathlib import Path
 import structlog
 
 from bus import ANSWERS, InboundMessage, InboundSender, OutboundMessage
-from channels.backpressure import until_taken
 from channels.base import Channel
 from channels.email.composing import Envelope, compose_reply
 from channels.email.imap import ImapConnection, Interrupted
@@ -28,7 +27,8 @@ from channels.email.smtp import SmtpSender
 from channels.email.state import ThreadInfo, ThreadStore, UidStore
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
-from channels.limits import PLATFORM_LIMITS
+from channels.lifecycle.backpressure import until_taken
+from channels.split.limits import PLATFORM_LIMITS
 from config import EmailConfig
 
 log = structlog.get_logger(__name__)

@@ -28,11 +28,11 @@ from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope,
 from channels.feishu.longconn import RECONNECT, LongConnection
 from channels.feishu.webhook import WebhookReceiver
 from channels.health import ChannelHealth
-from channels.json_payload import UnreadableJson, json_payload
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.pacing import Rate, RateLimits
-from channels.reconnect import ReconnectPolicy
+from channels.lifecycle.reconnect import ReconnectPolicy
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.stopping import until_stopped
+from channels.web.webhook import UnreadableJson, json_payload
 from config import FeishuConfig
 
 # Feishu's (and Lark's) published send rates, which the manager's scheduler keeps every call

@@ -13,8 +13,8 @@ import json
 import time
 from collections.abc import Callable
 
-from channels.bounded import AgedMap
 from channels.feishu.pbbp2_pb2 import Frame, Header
+from channels.lifecycle.bounded import AgedMap
 
 CONTROL, DATA = 0, 1
 

@@ -26,9 +26,9 @@ from channels.errors import AuthError, ChannelError, TransientError
 from channels.feishu import frames
 from channels.feishu.api import CHANNEL, FeishuApi
 from channels.health import ChannelHealth
-from channels.json_payload import UnreadableJson, json_payload
-from channels.reconnect import ReconnectPolicy, reconnecting
+from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
 from channels.retry import full_jitter
+from channels.web.webhook import UnreadableJson, json_payload
 
 log = structlog.get_logger(__name__)
 

@@ -18,12 +18,18 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from channels.acknowledge import hand_over
-from channels.dedup import InboundDedup
 from channels.feishu.crypto import DecryptError, FeishuCipher, signature_matches
 from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope
-from channels.json_payload import UnreadableJson, json_payload
-from channels.webhook_refusal import WebhookRefused, is_stale, not_running, refusal_response
+from channels.lifecycle.bounded import InboundDedup
+from channels.web.webhook import (
+    UnreadableJson,
+    WebhookRefused,
+    hand_over,
+    is_stale,
+    json_payload,
+    not_running,
+    refusal_response,
+)
 
 log = structlog.get_logger(__name__)
 

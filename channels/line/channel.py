@@ -31,18 +31,17 @@ from linebot.v3.messaging import (
 )
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.bounded import AgedMap
-from channels.dedup import InboundDedup
 from channels.errors import RateLimited
-from channels.idempotency import delivery_uuid
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.lifecycle.bounded import AgedMap, InboundDedup
+from channels.lifecycle.run_state import RunStateChannel
 from channels.line.errors import CHANNEL, LineApiError, line_call
 from channels.line.events import LinePost
 from channels.line.media import download
 from channels.line.replies import ReplyTokens
 from channels.line.webhook import LineWebhook
-from channels.pacing import Rate, RateLimits
-from channels.run_state import RunStateChannel
+from channels.outbound.delivery import delivery_uuid
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from config import LineConfig
 
 # LINE's published send rate, which the manager's scheduler keeps every call within.

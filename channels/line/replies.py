@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from channels.bounded import AgedMap
+from channels.lifecycle.bounded import AgedMap
 
 #: LINE documents reply tokens as valid for one minute; this leaves time for the request.
 REPLY_TOKEN_TTL_S = 50.0

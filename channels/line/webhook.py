@@ -16,10 +16,9 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
-from channels.acknowledge import hand_over
 from channels.line.events import LinePost, MalformedBody, event_timestamp_ms, parse_post, raw_events
 from channels.line.signature import SIGNATURE_HEADER, signature_valid
-from channels.webhook_refusal import not_running
+from channels.web.webhook import hand_over, not_running
 
 log = structlog.get_logger(__name__)
 

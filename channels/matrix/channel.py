@@ -44,8 +44,7 @@ from channels.errors import (
     TransientError,
 )
 from channels.health import ChannelHealth
-from channels.idempotency import delivery_key
-from channels.limits import PlatformLimit
+from channels.lifecycle.run_state import RunStateChannel
 from channels.matrix.content import (
     MAX_CONTENT_BYTES,
     Content,
@@ -58,9 +57,10 @@ from channels.matrix.errors import CHANNEL, matrix_call, translate
 from channels.matrix.inbound import posts
 from channels.matrix.receiver import SyncHandler
 from channels.matrix.since import SinceStore, since_path
-from channels.pacing import RateLimits
+from channels.outbound.delivery import delivery_key
 from channels.retry import backoff_delay_s, full_jitter
-from channels.run_state import RunStateChannel
+from channels.retry.pacing import RateLimits
+from channels.split.limits import PlatformLimit
 from channels.stopping import until_stopped
 from config import MatrixConfig
 

@@ -19,9 +19,9 @@ import structlog
 from nio import AsyncClient, ErrorResponse, MessageDirection, RoomMessagesResponse, SyncResponse
 
 from bus import InboundMessage, InboundSender
-from channels.backpressure import until_taken
-from channels.dedup import InboundDedup
 from channels.errors import ChannelError
+from channels.lifecycle.backpressure import until_taken
+from channels.lifecycle.bounded import InboundDedup
 from channels.matrix.content import Content
 from channels.matrix.errors import CHANNEL, matrix_call, translate
 from channels.matrix.inbound import MatrixPost, invites, room_posts

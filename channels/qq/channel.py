@@ -28,22 +28,22 @@ import structlog
 from aiohttp import web
 
 from bus import InboundSender, OutboundMessage
-from channels.backpressure import until_taken
 from channels.base import Channel
-from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
-from channels.http_session import LazySession
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.pacing import Rate, RateLimits
+from channels.lifecycle.backpressure import until_taken
+from channels.lifecycle.bounded import InboundDedup
+from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
 from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
 from channels.qq.events import MalformedEvent, parse_message, target
 from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionFile, SessionState
 from channels.qq.passive import MAX_REPLIES, PassiveReplies
 from channels.qq.token import CHANNEL, access_token
 from channels.qq.webhook import QQWebhook
-from channels.reconnect import ReconnectPolicy, reconnecting
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.stopping import until_stopped
+from channels.web.client import LazySession
 from config import QQBotConfig
 
 # The QQ bot platform's published send rate, which the manager's scheduler keeps every call

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from channels.bounded import RecentMap
+from channels.lifecycle.bounded import RecentMap
 from channels.qq.api import ReplyWindowClosed
 from channels.qq.token import CHANNEL
 

@@ -25,9 +25,8 @@ import structlog
 from aiohttp import web
 
 from bus import InboundRefused, PipeClosed
-from channels.acknowledge import refused_response
-from channels.json_payload import UnreadableJson, json_payload
 from channels.qq import signing
+from channels.web.webhook import UnreadableJson, json_payload, refused_response
 
 log = structlog.get_logger(__name__)
 

@@ -30,19 +30,19 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.base import FORMATTED, PROBE_TIMEOUT_S
-from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.lifecycle.bounded import InboundDedup
+from channels.lifecycle.run_state import RunStateChannel
 from channels.markup.slack import escape, render_mrkdwn
-from channels.pacing import Rate, RateLimits
-from channels.run_state import RunStateChannel
+from channels.retry.pacing import Rate, RateLimits
 from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
 from channels.slack.errors import CHANNEL, slack_call
 from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
 from channels.slack.media import FileStore, read_uploads
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.slack.threads import ThreadBook
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.stopping import until_stopped
 from config import SlackConfig
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from bus import ANSWERS, OutboundMessage
-from channels.bounded import RecentMap
+from channels.lifecycle.bounded import RecentMap
 
 #: Outbound metadata key naming the thread to post in (Slack's `thread_ts`) outright.
 THREAD_TS = "thread_ts"

@@ -24,9 +24,9 @@ from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.base import PROBE_TIMEOUT_S, Channel
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
-from channels.limits import PLATFORM_LIMITS
-from channels.pacing import Rate, RateLimits
 from channels.retry import Backoff
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS
 from channels.telegram.errors import CHANNEL, rejected_token, translate, translated
 from channels.telegram.media import download, media_dir
 from channels.telegram.outbound import TelegramSender

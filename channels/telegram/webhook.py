@@ -16,9 +16,8 @@ from aiohttp import web
 from telegram import Bot, Update
 
 from bus import InboundRefused, PipeClosed
-from channels.acknowledge import refused_response
-from channels.bounded import RecentMap
-from channels.json_payload import UnreadableJson, json_payload
+from channels.lifecycle.bounded import RecentMap
+from channels.web.webhook import UnreadableJson, json_payload, refused_response
 
 log = structlog.get_logger(__name__)
 

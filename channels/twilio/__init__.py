@@ -10,7 +10,7 @@ from channels.registry import channel_factory
 from channels.twilio.channel import TwilioChannel
 from channels.twilio.inbound import CARRIER_KEYWORDS, parse_sms
 from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature
-from channels.webhook_refusal import Verdict
+from channels.web.webhook import Verdict
 
 __all__ = [
     "CARRIER_KEYWORDS",

@@ -27,13 +27,13 @@ from aiohttp import web
 from twilio.rest import Client
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.lifecycle.bounded import InboundDedup
+from channels.lifecycle.run_state import RunStateChannel
 from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
-from channels.pacing import RateLimits
-from channels.run_state import RunStateChannel
+from channels.retry.pacing import RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.twilio.errors import CHANNEL, twilio_call
 from channels.twilio.http import TwilioHttp, basic_auth_header
 from channels.twilio.inbound import Sms

@@ -17,8 +17,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.platform_call import answers_of, platform_calls
-from channels.retry_after import DEFAULT_RETRY_AFTER_S
+from channels.retry import DEFAULT_RETRY_AFTER_S, answers_of, platform_calls
 
 CHANNEL = "twilio"
 

@@ -21,9 +21,9 @@ from twilio.http import AsyncHttpClient
 from twilio.http.response import Response
 
 from channels.errors import RateLimited
-from channels.http_session import LazySession
-from channels.retry_after import retry_after_s
+from channels.retry import retry_after_s
 from channels.twilio.errors import CHANNEL
+from channels.web.client import LazySession
 
 _log = logging.getLogger("twilio.http_client")
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from twilio.request_validator import RequestValidator, add_port, remove_port
 
-from channels.webhook_refusal import Verdict
+from channels.web.webhook import Verdict
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
 

@@ -15,10 +15,9 @@ import structlog
 from aiohttp import web
 from twilio.twiml.messaging_response import MessagingResponse
 
-from channels.acknowledge import hand_over
 from channels.twilio.inbound import MalformedWebhook, Params, Sms, parse_sms
 from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature
-from channels.webhook_refusal import signed_request_refusal
+from channels.web.webhook import hand_over, signed_request_refusal
 
 log = structlog.get_logger(__name__)
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from channels.access_token import IssuedToken, TokenRefused, issued_token
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from channels.token_api import TokenApi
+from channels.web.client import IssuedToken, TokenApi, TokenRefused, issued_token
 
 CHANNEL = "wecom"
 

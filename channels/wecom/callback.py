@@ -19,9 +19,8 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
-from channels.acknowledge import hand_over
-from channels.dedup import InboundDedup
-from channels.webhook_refusal import WebhookRefused, is_stale, not_running, refusal_response
+from channels.lifecycle.bounded import InboundDedup
+from channels.web.webhook import WebhookRefused, hand_over, is_stale, not_running, refusal_response
 from channels.wecom.crypto import CryptoError, SignatureMismatch, WeComCrypto
 from channels.wecom.messages import (
     TEXT_TYPES,

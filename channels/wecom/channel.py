@@ -20,9 +20,9 @@ from aiohttp import web
 from bus import InboundSender, OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import RateLimited
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.pacing import Rate, RateLimits
-from channels.run_state import RunStateChannel
+from channels.lifecycle.run_state import RunStateChannel
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.wecom.api import CHANNEL, WeComApi
 from channels.wecom.callback import CallbackReceiver
 from channels.wecom.crypto import WeComCrypto

@@ -23,14 +23,14 @@ import aiohttp
 import structlog
 
 from bus import InboundMessage, InboundSender, OutboundMessage, PipeClosed
-from channels.backpressure import until_taken
 from channels.base import Channel
-from channels.coalesce import split_message
-from channels.dedup import InboundDedup
 from channels.errors import FatalChannelError, TransientError
 from channels.health import ChannelHealth
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.reconnect import reconnecting
+from channels.lifecycle.backpressure import until_taken
+from channels.lifecycle.bounded import InboundDedup
+from channels.lifecycle.reconnect import reconnecting
+from channels.split import split_message
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.wecom_bot import frames
 from channels.wecom_bot.connection import CHANNEL, AibotConnection, WecomBotTimeouts
 from channels.wecom_bot.frames import Callback, Frame, MalformedFrame

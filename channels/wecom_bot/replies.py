@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from channels.bounded import RecentMap
+from channels.lifecycle.bounded import RecentMap
 
 #: How long a callback's `req_id` takes replies. WeCom ends a stream the bot has not finished
 #: six minutes after the user's message; five leaves room for the last frames.

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from channels.registry import channel_factory
-from channels.webhook_refusal import Verdict
+from channels.web.webhook import Verdict
 from channels.whatsapp.channel import WhatsAppChannel
 from channels.whatsapp.errors import graph_error
 from channels.whatsapp.inbound import parse_notification

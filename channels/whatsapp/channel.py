@@ -26,14 +26,13 @@ import structlog
 from aiohttp import web
 
 from bus import InboundSender, OutboundMessage
-from channels.bounded import RecentMap
-from channels.dedup import InboundDedup
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.lifecycle.bounded import InboundDedup, RecentMap
+from channels.lifecycle.run_state import RunStateChannel
 from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
-from channels.pacing import Rate, RateLimits
-from channels.run_state import RunStateChannel
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenRejected
 from channels.whatsapp.graph import GraphClient
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage

@@ -16,8 +16,8 @@ from typing import Any
 import aiohttp
 
 from channels.errors import TransientError
-from channels.http_session import LazySession
-from channels.json_payload import UnreadableJson, json_payload
+from channels.web.client import LazySession
+from channels.web.webhook import UnreadableJson, json_payload
 from channels.whatsapp.errors import CHANNEL, graph_error
 
 JsonObject = dict[str, Any]

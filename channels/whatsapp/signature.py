@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from channels.webhook_refusal import Verdict
+from channels.web.webhook import Verdict
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 _PREFIX = "sha256="

@@ -18,9 +18,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
-from channels.acknowledge import hand_over
-from channels.json_payload import UnreadableJson, json_payload
-from channels.webhook_refusal import signed_request_refusal
+from channels.web.webhook import UnreadableJson, hand_over, json_payload, signed_request_refusal
 from channels.whatsapp.inbound import MalformedWebhook, Notification, parse_notification
 from channels.whatsapp.signature import SIGNATURE_HEADER, check
 

@@ -1,14 +1,4 @@
-"""The allow-list overlay: senders the owner approved by pairing, kept in the data directory.
-
-One file per profile, `{profile data}/pairing/allowed.json`, written by `octos-gateway pair`
-and `allow remove` and read by the running daemon, which reloads it when its mtime changes (no
-YAML edit, no SIGHUP). Writers take an exclusive `fcntl` lock on `pairing/.lock` and replace the
-file atomically, so the daemon never reads half a file and two writers never lose an entry.
-(With `store: {backend: postgres}` the overlay is a table instead: `channels.pairing_store`.)
-
-`ApprovedSenders` is the daemon's view of the overlay, whichever keeps it. All file methods do
-blocking file I/O: the daemon calls them through `asyncio.to_thread`.
-"""
+"""Allow lists: who may talk to a bot."""
 
 from __future__ import annotations
 
@@ -21,9 +11,71 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from channels.allow import AllowList
 from sessions.durable import write_state_json
 
+#: An entry of this form (`*@example.org`) allows every address at that domain.
+DOMAIN_PATTERN_PREFIX = "*@"
+
+
+class AllowList:
+    """Sender ids or usernames that may use a channel.
+
+    `"*"` allows everyone; an empty list allows nobody. A sender id may carry several
+    identities separated by `|` (Telegram's `"12345|alice"`): any one of them matching is
+    enough. Usernames match with or without a leading `@`, case-insensitively. An entry
+    `*@example.org` allows every address at that domain (email), but not at its subdomains,
+    which may be run by someone else. `extra` is consulted too: the senders approved by
+    pairing (`channels.access.allow`).
+    """
+
+    def __init__(
+        self, entries: Iterable[str | int], extra: Callable[[str], bool] | None = None
+    ) -> None:
+        texts = {str(entry).strip().casefold() for entry in entries}
+        patterns = {text for text in texts if text.startswith(DOMAIN_PATTERN_PREFIX)}
+        self._domains = frozenset(text.removeprefix(DOMAIN_PATTERN_PREFIX) for text in patterns)
+        normalised = {self._normalise(text) for text in texts - patterns}
+        self.allows_everyone = "*" in normalised
+        self._entries = frozenset(normalised - {"*", ""})
+        self._extra = extra
+
+    @staticmethod
+    def _normalise(identity: str) -> str:
+        return identity.strip().removeprefix("@").casefold()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.allows_everyone and not self._entries and not self._domains
+
+    def allows(self, sender_id: str) -> bool:
+        if self.allows_everyone:
+            return True
+        identities = [self._normalise(part) for part in sender_id.split("|")]
+        if any(identity in self._entries for identity in identities):
+            return True
+        if any(self._at_allowed_domain(identity) for identity in identities):
+            return True
+        return self._extra is not None and self._extra(sender_id)
+
+    def _at_allowed_domain(self, identity: str) -> bool:
+        local, at, domain = identity.rpartition("@")
+        return bool(local and at) and domain in self._domains
+
+    @classmethod
+    def everyone(cls) -> AllowList:
+        return cls(["*"])
+
+
+# The allow-list overlay: senders the owner approved by pairing, kept in the data directory.
+#
+# One file per profile, `{profile data}/pairing/allowed.json`, written by `octos-gateway pair`
+# and `allow remove` and read by the running daemon, which reloads it when its mtime changes (no
+# YAML edit, no SIGHUP). Writers take an exclusive `fcntl` lock on `pairing/.lock` and replace the
+# file atomically, so the daemon never reads half a file and two writers never lose an entry.
+# (With `store: {backend: postgres}` the overlay is a table instead: `channels.access.pairing`.)
+#
+# `ApprovedSenders` is the daemon's view of the overlay, whichever keeps it. All file methods do
+# blocking file I/O: the daemon calls them through `asyncio.to_thread`.
 PAIRING_DIR = "pairing"
 ALLOWED_FILE = "allowed.json"
 LOCK_FILE = ".lock"

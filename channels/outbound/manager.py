@@ -31,11 +31,19 @@ from bus import (
 )
 from bus.envelope import SENT_AGAIN_AT
 from channels.base import Channel
-from channels.delivery import Delivery
 from channels.errors import DeliveryError
 from channels.health import ChannelHealth
+from channels.lifecycle.supervisor import (
+    ChannelSupervisor,
+    RestartPolicy,
+    RunChannel,
+    start_channel,
+)
 from channels.metrics import ChannelMetrics
-from channels.pacing import Pacer, RateLimits
+from channels.outbound.delivery import Delivery
+from channels.outbound.router import OutboundRouter
+from channels.outbound.streaming import StreamEditor, StreamRecord
+from channels.outbound.typing_indicator import TypingIndicators
 from channels.retry import (
     Clock,
     Jitter,
@@ -47,10 +55,7 @@ from channels.retry import (
     full_jitter,
     reply_deadline,
 )
-from channels.router import OutboundRouter
-from channels.streaming import StreamEditor, StreamRecord
-from channels.supervisor import ChannelSupervisor, RestartPolicy, RunChannel, start_channel
-from channels.typing_indicator import TypingIndicators
+from channels.retry.pacing import Pacer, RateLimits
 
 log = structlog.get_logger(__name__)
 

@@ -7,18 +7,82 @@ send reports the platform ids of the messages it made, where the channel gives t
 from __future__ import annotations
 
 import functools
+import hashlib
+import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import structlog
 
 from bus import OutboundMessage
 from channels.base import FORMATTED, Channel
-from channels.coalesce_fit import Chunk, fit_chunks
 from channels.errors import DeliveryError, FormattingRejected
 from channels.metrics import ChannelMetrics
-from channels.pacing import Priority
 from channels.retry import Reason, Retrier
+from channels.retry.pacing import Priority
+from channels.split import MAX_CHUNKS, split_rendered
+
+# Fitting a reply to a channel: the one function delivery and stream editing both call.
+#
+# The text is split raw (the splitter, `coalesce.py`, knows Markdown) and each chunk rendered
+# with the channel's `format_outbound`; the splitter measures each chunk's rendering and fills it
+# as far as the limit allows (`split_rendered`), so the limit holds for what the platform
+# receives, measured in the platform's own unit, and no chunk is left short because its markup
+# grew it.
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One message's worth of a reply: the agent's text and what the platform is sent."""
+
+    raw: str
+    formatted: str
+
+    @classmethod
+    def rendered(cls, channel: Channel, raw: str) -> Chunk:
+        return cls(raw, channel.format_outbound(raw))
+
+    @property
+    def is_formatted(self) -> bool:
+        return self.formatted != self.raw
+
+
+#: Only a text at most this many times the limit is rendered whole to see if it fits as is:
+#: markup never shrinks a text that much, and rendering a huge reply twice is wasted work.
+_WHOLE_RENDER_MAX_FACTOR = 2
+
+
+def fit_chunks(channel: Channel, text: str, *, max_chunks: int | None = MAX_CHUNKS) -> list[Chunk]:
+    """`text` in chunks whose formatted form fits `channel.limit`, in order.
+
+    With `max_chunks` (None: no cap; a streamed message rolls over instead) the splitter ends
+    with a truncation notice past that many chunks, or past the channel's `max_reply_messages`.
+    """
+    if len(text) <= _WHOLE_RENDER_MAX_FACTOR * channel.limit.max_units:
+        # Markup can shrink a text (Slack's `*bold*` for `**bold**`): what fits once rendered
+        # is one message, even when the agent's text alone would not.
+        whole = Chunk.rendered(channel, text)
+        if text.strip() and channel.limit.fits(whole.formatted):
+            return [whole]
+    if max_chunks is not None and channel.max_reply_messages is not None:
+        # Room for the truncation notice the splitter adds past the cap.
+        max_chunks = max(1, min(max_chunks, channel.max_reply_messages - 1))
+    chunks: list[Chunk] = []
+    for raw, formatted in split_rendered(
+        text, channel.limit, channel.format_outbound, max_chunks=max_chunks
+    ):
+        if not channel.limit.fits(formatted):
+            log.warning(
+                "coalesce.chunk_does_not_fit",
+                channel=channel.name,
+                measured=channel.limit.measure(formatted),
+                limit=channel.limit.max_units,
+            )
+        chunks.append(Chunk(raw, formatted))
+    return chunks
+
 
 log = structlog.get_logger(__name__)
 
@@ -237,3 +301,29 @@ class Delivery:
             channel=channel.name,
             attempts=1,
         )
+
+
+# Idempotency keys for platforms that take one (Matrix txnId, LINE X-Line-Retry-Key).
+#
+# A reply part must carry the same key when it is sent again after a crash, so the platform shows
+# it once. `OutboundMessage.delivery_id` is stable across re-deliveries; the part's own text is
+# too (the splitter is deterministic), so the key is derived from both: two parts of one reply get
+# different keys even where the gateway gives every part the same `delivery_id`. Without a
+# `delivery_id` there is nothing stable to derive from, and a fresh random key is used.
+#: The namespace of the UUIDs derived here (a fixed, random UUID: the derivation never changes).
+_NAMESPACE = uuid.UUID("5b0f3c8e-7a51-4f5c-9d7e-2f6a0c1b9e43")
+
+
+def delivery_key(message: OutboundMessage) -> str:
+    """A key that is the same for the same part of the same reply, and only for it."""
+    if message.delivery_id is None:
+        return uuid.uuid4().hex
+    digest = hashlib.sha256(message.content.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{message.delivery_id}.{digest[:24]}"
+
+
+def delivery_uuid(message: OutboundMessage) -> str:
+    """`delivery_key` as a UUID in hexadecimal form, for platforms that require one."""
+    if message.delivery_id is None:
+        return str(uuid.uuid4())
+    return str(uuid.uuid5(_NAMESPACE, delivery_key(message)))

@@ -40,9 +40,8 @@ import structlog
 
 from bus import OutboundMessage, StreamSnapshot
 from channels.base import Channel
-from channels.coalesce_fit import Chunk, fit_chunks
-from channels.delivery import Delivery
 from channels.errors import DeliveryError
+from channels.outbound.delivery import Chunk, Delivery, fit_chunks
 from channels.retry import Clock, Reason, Sleep
 from channels.stopping import sleep_unless_set
 

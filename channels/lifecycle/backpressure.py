@@ -1,6 +1,6 @@
 """Waiting out a full gateway backlog, for channels whose platform does not deliver again.
 
-A webhook answers a full backlog with 429/503 and the platform retries (`channels.acknowledge`).
+A webhook answers a full backlog with 429/503 and the platform retries (`channels.web.webhook`).
 A channel that receives over a socket or a sync loop (Discord, Matrix, QQ's gateway, the WeCom
 bot, email) has nobody to retry for it: it keeps the message, pauses for the `retry_after_s`
 the refusal names, and offers it again, so nothing is lost and the platform's stream is slowed

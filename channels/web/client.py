@@ -9,7 +9,7 @@ Concurrent callers wait on one refresh rather than each fetching their own. A ca
 is refused (`TokenRefused`) is repeated once with a fresh one; refused again, the credentials are
 at fault (`AuthError`).
 
-The one owner of that cache: Feishu, WeCom (both through `channels/token_api.py`) and the QQ bot
+The one owner of that cache: Feishu, WeCom (both through `channels/web/client.py`) and the QQ bot
 (`channels/qq/token.py`) each bring only their credentials call (`Fetch`, its answer read by
 `issued_token`) and say which answers mean a refused token.
 """
@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
+
+import aiohttp
 
 from channels.errors import AuthError, ChannelError
+from channels.retry import platform_call
 
 Clock = Callable[[], float]
 T = TypeVar("T")
@@ -128,3 +133,73 @@ class AccessTokenCache:
         if self._value is not None and self.clock() < self._refresh_at:
             return self._value
         return None
+
+
+# One aiohttp session for a channel's life: made on first use, inside the event loop.
+#
+# An `aiohttp.ClientSession` must be created inside a running loop, so a channel cannot make it
+# in `__init__`; and after `close()` (a stopped channel, a `doctor` probe) the next call makes a
+# new one. Every aiohttp channel (Feishu, WeCom, QQ, WhatsApp, Twilio's HTTP client) keeps one of
+# these instead of its own `None or closed` check.
+class LazySession:
+    def __init__(
+        self, *, timeout_s: float | None = None, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else None
+        self._headers = dict(headers or {})
+        self._session: aiohttp.ClientSession | None = None
+
+    def get(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            if self._timeout is None:
+                self._session = aiohttp.ClientSession(headers=self._headers)
+            else:
+                self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
+        return self._session
+
+    async def close(self) -> None:
+        """Close the session if one is open; safe to call twice."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+
+# A platform's JSON API authorised by one cached access token: the base of Feishu's and WeCom's.
+#
+# Both open an aiohttp session lazily, give every request one deadline (`deadline`), fetch their
+# token with their own credentials call, and share `AccessTokenCache`'s refresh and refused-token
+# retry; what differs (the credentials call, how a request is built, what each error code means)
+# is each subclass's.
+class TokenApi(ABC):
+    """`client_id` and `secret` are the app's credentials (Feishu's app id and secret, WeCom's
+    corp id and application secret), sent by `_fetch_token`."""
+
+    channel: ClassVar[str]
+    #: The suggestion when even a fresh token is refused.
+    credentials_hint: ClassVar[str]
+    #: How long one request may take, the session's limit and `deadline`'s alike.
+    request_timeout_s: ClassVar[float] = 15.0
+
+    def __init__(self, base_url: str, client_id: str, secret: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.client_id = client_id
+        self._secret = secret
+        self._session = LazySession(timeout_s=self.request_timeout_s)
+        self.tokens = AccessTokenCache(
+            self._fetch_token, channel=self.channel, credentials_hint=self.credentials_hint
+        )
+
+    def http(self) -> aiohttp.ClientSession:
+        return self._session.get()
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    def deadline(self, what: str) -> AbstractAsyncContextManager[None]:
+        """The `async with` around one request: `request_timeout_s` for it, and its timeout or
+        network failure raised as `TransientError` (`platform_call`)."""
+        return platform_call(what, self.request_timeout_s, channel=self.channel)
+
+    @abstractmethod
+    async def _fetch_token(self) -> IssuedToken:
+        """The platform's credentials call: a new token and its lifetime."""

@@ -29,9 +29,9 @@ from channels.stopping import sleep_unless_set
 log = structlog.get_logger(__name__)
 
 #: How the supervisor runs a channel's receiver: by default `channel.start(inbound)`. A
-#: cluster's ingress injects `channels.leased.LeasedChannels`, which starts a single-poller
-#: channel only while this process holds its lease. `stopping` is set once the channel is
-#: asked to stop, so a strategy that is still waiting to start it can give up.
+#: cluster's ingress injects `channels.lifecycle.run_state.LeasedChannels`, which starts a
+#: single-poller channel only while this process holds its lease. `stopping` is set once the
+#: channel is asked to stop, so a strategy that is still waiting to start it can give up.
 RunChannel = Callable[[Channel, InboundSender, asyncio.Event], Awaitable[None]]
 
 

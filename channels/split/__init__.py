@@ -47,9 +47,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from channels.coalesce_fences import Fence, FenceMap
-from channels.coalesce_graphemes import GraphemeIndex
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.split.fences import Fence, FenceMap
+from channels.split.graphemes import GraphemeIndex
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 
 __all__ = [
     "BREAK_WINDOW",

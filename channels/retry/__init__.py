@@ -12,7 +12,7 @@ refusal, does it fail, as `expired` or with the refusal's reason. A stream's int
 have no deadline: they give up after `max_attempts`, since a later snapshot or the final
 replaces them.
 
-Where the channel's account has a scheduler (`channels.pacing.Pacer`), every attempt waits its
+Where the channel's account has a scheduler (`channels.retry.pacing.Pacer`), every attempt waits its
 turn there first, and a rate limit holds the scheduler's scope (the chat, or the account) for
 the platform's whole `retry_after` instead of pausing only the call that got it.
 """
@@ -20,9 +20,11 @@ the platform's whole `retry_after` instead of pausing only the call that got it.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
@@ -30,9 +32,9 @@ from typing import TypeVar
 import aiohttp
 import structlog
 
-from channels.attempt_deadlines import AttemptDeadlines
 from channels.errors import (
     AuthError,
+    ChannelError,
     DeliveryError,
     FormattingRejected,
     MessageNotModified,
@@ -40,11 +42,89 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.pacing import Pacer, Priority
+from channels.retry.pacing import Pacer, Priority
+
+# A bound on each platform call, without a timer per call.
+#
+# `asyncio.timeout` around every send schedules a timer and cancels it again: a handle, a heap
+# push, and a cancelled handle left in the loop's heap for the whole timeout (60 s), which the
+# loop keeps sifting and rebuilds when half of it is dead. That was about 4% of a turn's
+# instructions (callgrind, `python -m bench gateway`), for a bound meant only for a channel whose
+# own timeouts are missing. Here the running calls are kept in a set with their deadlines, and one
+# check, scheduled only while calls run, cancels those past due: a call runs at most one tick
+# (`MAX_TICK_S`, or the bound itself when shorter) longer than its bound: nothing, for a safety
+# net of a minute.
+#
+# A call cancelled here ends in `TimeoutError`, as under `asyncio.timeout`; a cancellation from
+# anywhere else (an abort, shutdown) is passed on untouched.
+T = TypeVar("T")
+
+#: How often running calls are checked, at most (a shorter bound checks as often as it lasts).
+MAX_TICK_S = 1.0
+
+
+@dataclass(eq=False, slots=True)
+class _Call:
+    task: asyncio.Task[object]
+    deadline: float
+    #: The task's cancel count when the call began: more than that at its end is someone else's.
+    cancels: int
+    expired: bool = False
+
+
+class AttemptDeadlines:
+    """Runs awaitables with a bound each; one per event loop user (a `Retrier`). Calls may
+    nest, in one task or many: each has its own deadline."""
+
+    def __init__(self, timeout_s: float) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"an attempt's timeout must be positive, got {timeout_s}")
+        self.timeout_s = timeout_s
+        self._tick_s = min(MAX_TICK_S, timeout_s)
+        self._running: set[_Call] = set()
+        self._check: asyncio.TimerHandle | None = None
+        self._check_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    async def call(self, operation: Callable[[], Awaitable[T]]) -> T:
+        """`operation()`'s result; `TimeoutError` once it has run `timeout_s` (give or take
+        one tick)."""
+        task = asyncio.current_task()
+        assert task is not None, "AttemptDeadlines.call runs in a task"
+        loop = asyncio.get_running_loop()
+        call = _Call(task, loop.time() + self.timeout_s, task.cancelling())
+        self._running.add(call)
+        if self._check is None or self._check_loop is not loop:  # (a test's loop may be gone)
+            self._check = loop.call_later(self._tick_s, self._cancel_overdue)
+            self._check_loop = loop
+        try:
+            return await operation()
+        except asyncio.CancelledError:
+            # Ours, unless someone else cancelled the task as well.
+            if call.expired and task.uncancel() <= call.cancels:
+                raise TimeoutError(f"the call took longer than {self.timeout_s:g} s") from None
+            raise
+        finally:
+            self._running.discard(call)
+
+    def _cancel_overdue(self) -> None:
+        self._check = None
+        if not self._running:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for call in self._running:
+            if not call.expired and call.deadline <= now:
+                call.expired = True
+                call.task.cancel()
+        self._check = loop.call_later(self._tick_s, self._cancel_overdue)
+
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
@@ -253,3 +333,113 @@ class Retrier:
             channel=channel,
             attempts=attempts,
         )
+
+
+# How long a "too many requests" answer asks to wait: the one reading of a `Retry-After`
+# value (a header, or a rate limit's field in a body) that every platform channel and the
+# agents' HTTP clients share.
+#: What is waited out when a platform says "too many requests" without saying how long (QQ
+#: never says; Slack's chat methods allow about one message a second per channel), then the
+#: retry layer tries again.
+DEFAULT_RETRY_AFTER_S = 1.0
+
+
+def parse_retry_after(value: object) -> float | None:
+    """Seconds from a `Retry-After` value given in seconds (text or a number); None when it is
+    absent or not a finite, non-negative number (the HTTP-date form included)."""
+    if isinstance(value, bool) or value is None or value == "":
+        return None
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str | bytes):
+        try:
+            seconds = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def retry_after_s(value: object, default: float = DEFAULT_RETRY_AFTER_S) -> float:
+    """`parse_retry_after(value)`, or `default` when it says nothing usable."""
+    seconds = parse_retry_after(value)
+    return default if seconds is None else seconds
+
+
+# One platform call with a deadline, whose failures come out as `channels.errors` types.
+#
+# Every SDK channel wraps its calls the same way: a timeout becomes `TransientError("… timed out
+# after N s")`, a network error (`aiohttp.ClientError`, `OSError`) `TransientError("… failed")`,
+# and the SDK's own exceptions go through the channel's translation (status codes and platform
+# error codes to `RateLimited`, `AuthError`, `MessageTooLong`, ...). A channel says only which
+# SDK exceptions it translates and how, once (`platform_calls`):
+#
+#     line_call = platform_calls(channel=CHANNEL, sdk_errors=(OpenApiException,),
+#                                translate=answers_of(ApiException, translate, channel=CHANNEL))
+#     async with line_call("get_bot_info", timeout_s):
+#         info = await api.get_bot_info()
+#
+# Most SDKs raise one exception type for the platform's answers and others for requests they
+# refused to build; `answers_of` is that translation.
+Translate = Callable[[Exception, str], ChannelError]
+#: `platform_call` bound to one channel: `(what, timeout_s)` to an `async with` block.
+PlatformCall = Callable[[str, float], AbstractAsyncContextManager[None]]
+E = TypeVar("E", bound=Exception)
+
+
+def answers_of(
+    api_error: type[E], translate: Callable[[E, str], ChannelError], *, channel: str
+) -> Translate:
+    """A `Translate` for an SDK that raises `api_error` for what the platform answered (given
+    to `translate`) and other exceptions for requests it refused to build: those become a
+    plain `ChannelError`, since re-sending the same request cannot help."""
+
+    def translated(error: Exception, what: str) -> ChannelError:
+        if isinstance(error, api_error):
+            return translate(error, what)
+        return ChannelError(f"{what}: {error}", channel=channel)
+
+    return translated
+
+
+def _untranslated(error: Exception, what: str) -> ChannelError:
+    return ChannelError(f"{what}: {error}")
+
+
+@asynccontextmanager
+async def platform_call(
+    what: str,
+    timeout_s: float,
+    *,
+    channel: str,
+    sdk_errors: tuple[type[Exception], ...] = (),
+    translate: Translate = _untranslated,
+) -> AsyncIterator[None]:
+    """Run the block within `timeout_s`; raise only `ChannelError`s for what it raises."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield
+    except sdk_errors as error:
+        # The SDK's own exceptions first: some of them are also network errors.
+        raise translate(error, what) from error
+    except TimeoutError as error:
+        raise TransientError(f"{what} timed out after {timeout_s:g} s", channel=channel) from error
+    except (aiohttp.ClientError, OSError) as error:
+        raise TransientError(f"{what} failed: {error!r}", channel=channel) from error
+
+
+def platform_calls(
+    *,
+    channel: str,
+    sdk_errors: tuple[type[Exception], ...] = (),
+    translate: Translate = _untranslated,
+) -> PlatformCall:
+    """`platform_call` with one channel's name, SDK exceptions and translation bound."""
+
+    def call(what: str, timeout_s: float) -> AbstractAsyncContextManager[None]:
+        return platform_call(
+            what, timeout_s, channel=channel, sdk_errors=sdk_errors, translate=translate
+        )
+
+    return call

@@ -4,7 +4,7 @@ On a terminal it shows a prompt and marks each reply, so what the bot says stand
 what was typed; piped or redirected, the output is the replies alone, for scripts. `/quit`,
 `/exit` or the end of input stops the daemon cleanly.
 
-On a terminal the channel echoes the keys itself (`channels/cli_terminal.py`), so typing never
+On a terminal the channel echoes the keys itself (`channels/cli/terminal.py`), so typing never
 lands inside a streaming reply: the first key ends the reply's line and opens the prompt below
 it; while the user types, the rest of the reply waits, and it is shown above their line when
 it ends or once they press Enter. A reply the user stops ("stop", "/stop") ends "(stopped)".
@@ -22,7 +22,7 @@ from typing import TextIO
 
 from bus import InboundMessage, InboundSender, OutboundMessage, is_abort_trigger
 from channels.base import Channel
-from channels.cli_terminal import (
+from channels.cli.terminal import (
     CbreakMode,
     Edit,
     EndOfInput,
@@ -34,8 +34,8 @@ from channels.cli_terminal import (
     terminal_columns,
 )
 from channels.errors import ChannelError
-from channels.limits import PLATFORM_LIMITS
 from channels.registry import ChannelContext
+from channels.split.limits import PLATFORM_LIMITS
 from channels.stopping import until_stopped
 from config import CliChannelConfig
 

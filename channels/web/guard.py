@@ -23,15 +23,48 @@ import asyncio
 import enum
 import json
 import resource
+import time
 from collections.abc import Callable
-from typing import cast
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
 
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from channels.interval_log import IntervalLog
 from config.http_limits import HttpLimitsConfig
+
+
+# A log event that may happen thousands of times a second, logged at most once per interval.
+#
+# The first occurrence is logged at once; later ones are counted and the count is logged with the
+# next occurrence after the interval has passed, so a flood costs one line per interval.
+class _Logger(Protocol):
+    def warning(self, event: str, **fields: object) -> object: ...
+
+
+@dataclass(eq=False)
+class IntervalLog:
+    event: str
+    interval_s: float
+    logger: _Logger
+    clock: Callable[[], float] = time.monotonic
+    #: Occurrences since this was made, logged or not.
+    total: int = field(default=0, init=False)
+    _last_logged: float | None = field(default=None, init=False, repr=False)
+    _unlogged: int = field(default=0, init=False, repr=False)
+
+    def note(self, **fields: object) -> None:
+        """One more occurrence; logged (with the count since the last line) when due."""
+        self.total += 1
+        self._unlogged += 1
+        now = self.clock()
+        if self._last_logged is not None and now - self._last_logged < self.interval_s:
+            return
+        self.logger.warning(self.event, count=self._unlogged, interval_s=self.interval_s, **fields)
+        self._last_logged = now
+        self._unlogged = 0
+
 
 log = structlog.get_logger(__name__)
 
@@ -290,3 +323,44 @@ class GuardedSite(web.BaseSite):
             reuse_address=True,
             backlog=min(128, self._guard.max_connections),
         )
+
+
+# Accept errors of every listener of the event loop, logged once per interval with a count.
+#
+# When the process runs out of file descriptors, asyncio's server retries `accept()` every second
+# and reports each failure to the loop's exception handler with a traceback: a flood of identical
+# lines (47 MB in 30 s under a slowloris attack). `install_accept_error_log` puts a handler in
+# front that turns them into one `http.accept_failed` line per interval, with how many there were,
+# and passes every other report on unchanged.
+log = structlog.get_logger(__name__)
+
+ACCEPT_FAILED = "socket.accept() out of system resource"
+
+
+class AcceptErrorLog:
+    def __init__(self, interval_s: float, previous: Any) -> None:
+        self.errors = IntervalLog("http.accept_failed", interval_s, log)
+        self._previous = previous
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if str(context.get("message", "")).startswith(ACCEPT_FAILED):
+            error = context.get("exception")
+            self.errors.note(
+                error=str(error),
+                suggestion="raise the open-file limit (ulimit -n) or lower max_connections",
+            )
+            return
+        if self._previous is not None:
+            self._previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+
+def install_accept_error_log(loop: asyncio.AbstractEventLoop, interval_s: float) -> AcceptErrorLog:
+    """Install the handler on `loop` (once: a second call returns the installed one)."""
+    current = loop.get_exception_handler()
+    if isinstance(current, AcceptErrorLog):
+        return current
+    handler = AcceptErrorLog(interval_s, current)
+    loop.set_exception_handler(handler)
+    return handler
