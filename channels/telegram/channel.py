@@ -35,9 +35,9 @@ from channels.telegram.polling import (
     GOODBYE_TIMEOUT_S,
     UpdatePoller,
     UpdatesRequest,
+    WebhookReceiver,
 )
 from channels.telegram.updates import BotIdentity, IncomingMessage, read_update
-from channels.telegram.webhook import WebhookReceiver
 from config import TelegramConfig
 
 # Telegram's published send rates, which the manager's scheduler keeps every call within.

@@ -34,11 +34,8 @@ from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
 from channels.retry.pacing import RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.twilio.errors import CHANNEL, twilio_call
-from channels.twilio.http import TwilioHttp, basic_auth_header
-from channels.twilio.inbound import Sms
-from channels.twilio.signature import TwilioSignature
-from channels.twilio.webhook import TwilioWebhook
+from channels.twilio.http import CHANNEL, TwilioHttp, basic_auth_header, twilio_call
+from channels.twilio.webhook import Sms, TwilioSignature, TwilioWebhook
 from config import TwilioConfig
 
 # Twilio's send rates: Twilio paces the sending itself, so the scheduler only obeys refusals.

@@ -33,8 +33,7 @@ from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenRejected
-from channels.whatsapp.graph import GraphClient
+from channels.whatsapp.graph import CHANNEL, OUTSIDE_WINDOW_REASON, GraphClient, TokenRejected
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
 from channels.whatsapp.media import download, send_file
 from channels.whatsapp.webhook import WhatsAppWebhook
