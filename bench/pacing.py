@@ -9,7 +9,7 @@ group; 429 with `retry_after` past them, longer after repeated refusals). Three 
   chats, then their finals;
 - (c) both at once.
 
-Each runs twice in the same process: paced (the published limits, `channels/telegram/rates.py`)
+Each runs twice in the same process: paced (the published limits, `channels/telegram/channel.py`)
 and with pacing off (`rate_limits: {paced: false}`: every call sent at once, a refused one
 waiting its own `retry_after`, as before pacing), the baseline. Per run: the time to the last
 final reply against the limits' lower bound (a: N / 30 s; b: a group's 2 messages per stream at
@@ -32,10 +32,10 @@ import structlog
 from bench.report import Figure
 from bus import OutboundEvent, OutboundMessage, StreamSnapshot, create_bus
 from channels.errors import DeliveryError
-from channels.manager import ChannelManager
-from channels.pacing import RateLimits
+from channels.outbound.manager import ChannelManager
 from channels.registry import ChannelContext, build_channel
-from channels.telegram.rates import RATE_LIMITS
+from channels.retry.pacing import RateLimits
+from channels.telegram.channel import RATE_LIMITS
 from config import TelegramConfig
 from tests.fakes.telegram_server import FakeTelegram, FloodControl
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from bench.corpus import generate
 from bench.report import Figure
-from channels.coalesce import PLATFORM_LIMITS, split_message
+from channels.split import PLATFORM_LIMITS, split_message
 
 SUITE = "splitter"
 CORPUS_CHARS = 200_000

@@ -5,10 +5,10 @@ concurrently. A lane exists only while it has work: its first item opens it, one
 it, and it is gone once empty, so an idle chat costs no task and no memory.
 
 The agent side orders a chat's turns, and with them its sessions' writes, in lanes
-(`gateway.turn.lanes`); the channel side orders a chat's deliveries in lanes (`channels.router`).
-They are two users of this one mechanism, not one object, because replies cross the bus and
-nothing above the bus may depend on it being in-process: in a cluster the two sides are
-different processes, each ordering with a JetStream consumer per partition with
+(`gateway.turn.lanes`); the channel side orders a chat's deliveries in lanes
+(`channels.outbound.router`). They are two users of this one mechanism, not one object, because
+replies cross the bus and nothing above the bus may depend on it being in-process: in a cluster
+the two sides are different processes, each ordering with a JetStream consumer per partition with
 `max_ack_pending=1`, as these lanes do in one process.
 
 A subclass says what an item is and how one runs, and may say how the next one is taken from

@@ -7,18 +7,18 @@ guide to writing one.
 
 Who calls what, and when:
 
-- the supervisor (`channels/supervisor.py`): `start` once the daemon runs, again with backoff
-  after it raised anything but `FatalChannelError`; `stop` at shutdown;
+- the supervisor (`channels/lifecycle/supervisor.py`): `start` once the daemon runs, again with
+  backoff after it raised anything but `FatalChannelError`; `stop` at shutdown;
 - the manager, for each outbound event (`bus.envelope`) to this channel, one of:
-  - its delivery (`channels/delivery.py`), for a reply (`OutboundMessage`): `format_outbound`
-    on every chunk fitted to `limit` (`channels/coalesce_fit.py`, at most
+  - its delivery (`channels/outbound/delivery.py`), for a reply (`OutboundMessage`):
+    `format_outbound` on every chunk fitted to `limit` (`channels/outbound/delivery.py`, at most
     `max_reply_messages`), then `send`, each call inside the one retry layer, which reads the
     `channels.errors` types the channel raises;
-  - its streaming (`channels/streaming.py`), for a `StreamSnapshot` and a streamed reply's
+  - its streaming (`channels/outbound/streaming.py`), for a `StreamSnapshot` and a streamed reply's
     final, only when `supports_edit()` is True: `send_with_id` for the first snapshot,
     `edit_message` for later ones (at most one per `edit_interval_s`), `finish_stream` for
     the final text;
-  - its typing indicator (`channels/typing_indicator.py`), from `TypingStarted` until the
+  - its typing indicator (`channels/outbound/typing_indicator.py`), from `TypingStarted` until the
     reply or `TypingStopped`: `send_typing` every few seconds, then `stop_typing`;
 - the manager's health report: `health_check`; `doctor`: `probe`;
 - the dispatcher: `is_allowed` (from `allow`, set by the registry) before the agent sees a
@@ -28,8 +28,8 @@ Who calls what, and when:
 
 In a cluster (several ingress processes for the same profiles), `single_poller` says whether
 the channel may receive in only one process at a time for its bot account. Such a channel is
-started only while its process holds the account's lease (`channels/leased.py`); a standby
-process takes over within seconds when the holder dies. Which are, and why:
+started only while its process holds the account's lease (`channels/lifecycle/run_state.py`);
+a standby process takes over within seconds when the holder dies. Which are, and why:
 
 - True: Telegram long polling (Telegram answers a second concurrent `getUpdates` with 409
   Conflict, and the offset that confirms updates is shared by all pollers) and the email
@@ -60,16 +60,42 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 from aiohttp import web
 
-from bus import InboundSender, OutboundMessage
-from channels.allow import AllowList
-from channels.embed import Embed
+from bus import InboundSender, Message, OutboundMessage
+from channels.access.allow import AllowList
 from channels.health import ChannelHealth
-from channels.limits import PlatformLimit
-from channels.pacing import RateLimits
+from channels.retry.pacing import RateLimits
+from channels.split.limits import PlatformLimit
+
+
+# An embed: a titled card with named fields, what `Channel.send_embed` sends.
+@dataclass(frozen=True, slots=True)
+class Embed:
+    title: str
+    description: str
+    fields: tuple[EmbedField, ...] = ()
+    #: The card's accent colour, 0xRRGGBB; None leaves the platform's own.
+    color: int | None = None
+
+    def markdown(self) -> str:
+        """The card as plain Markdown, for a platform without embeds."""
+        lines = [f"**{self.title}**", self.description]
+        lines.extend(f"**{field.name}:** {field.value}" for field in self.fields)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedField:
+    name: str
+    value: str
+    #: Laid out beside its neighbours, where the platform puts fields in columns (discord.py's
+    #: default too).
+    inline: bool = True
+
 
 #: Metadata key the manager sets on an outbound message whose content went through
 #: `format_outbound`; a channel sends it with its markup mode. Without it, plain text.
@@ -81,8 +107,9 @@ PROBE_TIMEOUT_S = 10.0
 class Channel(ABC):
     #: The platform's own limit, in its own unit; the manager splits replies to fit it.
     limit: ClassVar[PlatformLimit] = PlatformLimit(4000, "chars")
-    #: The platform's published send rates (`channels/pacing.py`); the manager's scheduler keeps
-    #: every call within them. None here: only the platform's refusals pace this channel.
+    #: The platform's published send rates (`channels/retry/pacing.py`); the manager's
+    #: scheduler keeps every call within them. None here: only the platform's refusals pace
+    #: this channel.
     rate_limits: ClassVar[RateLimits] = RateLimits()
     #: The shortest time between two edits of one streamed message.
     edit_interval_s: ClassVar[float] = 1.0
@@ -126,7 +153,7 @@ class Channel(ABC):
         returns, never before. Give each message the platform's own id as `message_id` (update
         id, event id, message sid): a platform retry with the same id is recognised, across
         restarts, and not answered twice. `InboundRefused` (backlog full, nothing stored) is
-        answered with `channels.acknowledge.refused_response` by webhooks; pollers wait its
+        answered with `channels.web.webhook.refused_response` by webhooks; pollers wait its
         `retry_after_s` and ask again.
 
         Raise `FatalChannelError` when trying again cannot help (a bad token); any other
@@ -191,7 +218,7 @@ class Channel(ABC):
 
     def format_outbound(self, content: str) -> str:
         """Render one chunk of the agent's Markdown into the platform's markup: the text is
-        split raw and each chunk rendered after (`channels/coalesce_fit.py`)."""
+        split raw and each chunk rendered after (`channels/outbound/delivery.py`)."""
         return content
 
     async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
@@ -229,3 +256,21 @@ class Channel(ABC):
         (`PROBE_TIMEOUT_S` a call).
         """
         return None
+
+
+# What a channel may read of its profile's sessions (the HTTP API lists them); the gateway
+# provides it.
+class HistoryUnavailable(Exception):
+    """A session exists but cannot be read (a newer schema_version, a key collision); the
+    message says which file and why. The API answers it as 409 with that reason."""
+
+
+class ChatHistory(Protocol):
+    async def sessions(self, channel: str) -> list[dict[str, object]]:
+        """This profile's sessions on `channel`: key, chat id, topic, counts, updated_at."""
+        ...
+
+    async def messages(self, channel: str, chat_id: str) -> list[Message]:
+        """The active session's messages of one chat, oldest first; `HistoryUnavailable` when
+        its file cannot be read."""
+        ...

@@ -16,11 +16,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol, TypeVar
 
-from channels.allow import AllowList
-from channels.allow_overlay import ApprovedSenders
-from channels.base import Channel
+from channels.access.allow import AllowList, ApprovedSenders
+from channels.base import Channel, ChatHistory
 from channels.errors import ChannelError
-from channels.history import ChatHistory
 
 CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
     {

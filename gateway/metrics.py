@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from channels.loop_counters import LoopCounter, LoopHistogram
+from channels.metrics import LoopCounter, LoopHistogram
 
 _LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 _APPEND_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
@@ -17,7 +17,7 @@ class GatewayMetrics:
     """Metric families shared by every profile; each series is labelled with its profile."""
 
     registry: CollectorRegistry
-    # Counted a few times a turn, on the loop's thread: lock-free (see channels.loop_counters).
+    # Counted a few times a turn, on the loop's thread: lock-free (see channels.metrics).
     messages_in: LoopCounter
     turns: LoopCounter
     turn_latency: LoopHistogram

@@ -1,7 +1,7 @@
 """Pairing in the running daemon: codes for strangers, and the overlay kept current.
 
 The dispatcher asks `stranger_notice` what to tell a refused sender: on a channel with
-`pairing: true`, a notice with their one-time code (see `channels.pairing_codes`); elsewhere
+`pairing: true`, a notice with their one-time code (see `channels.access.pairing`); elsewhere
 None, and the plain "your id is" notice. `watch` follows the profile's pairing store
 (files, or PostgreSQL shared by every ingress of a cluster), so an
 approval by `octos-gateway pair` or a withdrawal by `allow remove` takes effect at once; and
@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Final
 import structlog
 
 from bus import InboundMessage
-from channels.allow_overlay import ApprovedSenders, OverlayEntry
-from channels.pairing_codes import CODE_TTL_S, display_code
-from channels.pairing_store import FilePairingStore, PairingStore
+from channels.access.allow import ApprovedSenders, OverlayEntry
+from channels.access.pairing import CODE_TTL_S, FilePairingStore, PairingStore, display_code
 from config.store import StoreConfig
 from sessions.errors import SessionError
 

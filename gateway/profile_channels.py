@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from channels.base import Channel
+from channels.base import Channel, ChatHistory
 from channels.health import ChannelHealth
-from channels.history import ChatHistory
-from channels.manager import ChannelManager
-from channels.pacing import Rate, RateLimits
+from channels.outbound.manager import ChannelManager
 from channels.registry import ChannelContext, build_channel
+from channels.retry.pacing import Rate, RateLimits
 from config import ProfileConfig
 from config.channels.rate_limits import RateLimitsConfig, parse_rate
 from gateway.pairing import Pairing

@@ -25,17 +25,18 @@ from typing import TYPE_CHECKING, Any, Final
 import asyncpg
 import structlog
 
-from channels.allow import AllowList
-from channels.allow_overlay import OverlayEntry
-from channels.pairing_codes import (
+from channels.access.allow import AllowList, OverlayEntry
+from channels.access.pairing import (
     CODE_TTL_S,
     DAY_S,
     MAX_CODES_PER_DAY,
+    OnChange,
+    OverlayReads,
+    PairingStore,
     PendingPair,
     new_code,
     normalise_code,
 )
-from channels.pairing_store import OnChange, OverlayReads, PairingStore
 from sessions.postgres.connect import DATABASE_ERRORS, database_error
 
 if TYPE_CHECKING:

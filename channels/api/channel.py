@@ -29,16 +29,15 @@ from bus import (
     PipeClosed,
     SenderRefused,
 )
-from channels.acknowledge import refused_response
 from channels.api.replies import PendingReply, ReplyEvent, ReplyRouter
 from channels.api.requests import BadRequest, error_response, parse_chat_request, read_json_body
-from channels.base import Channel
+from channels.base import Channel, ChatHistory, HistoryUnavailable
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
-from channels.history import ChatHistory, HistoryUnavailable
-from channels.http_guard import ConnectionGuard, GuardedSite, guarded_runner
-from channels.http_names import HostCheck, listener_names, origin_allowed
-from channels.limits import PLATFORM_LIMITS
+from channels.split.limits import PLATFORM_LIMITS
+from channels.web.guard import ConnectionGuard, GuardedSite, guarded_runner
+from channels.web.names import HostCheck, listener_names, origin_allowed
+from channels.web.webhook import refused_response
 from config import ApiChannelConfig
 
 log = structlog.get_logger(__name__)

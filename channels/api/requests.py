@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from channels.json_payload import UnreadableJson, json_payload
+from channels.web.webhook import UnreadableJson, json_payload
 
 MAX_CHAT_ID_CHARS = 256
 MAX_CLIENT_MESSAGE_ID_CHARS = 256

@@ -23,9 +23,8 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.json_payload import UnreadableJson, json_payload
-from channels.platform_call import platform_calls
-from channels.retry_after import DEFAULT_RETRY_AFTER_S, parse_retry_after, retry_after_s
+from channels.retry import DEFAULT_RETRY_AFTER_S, parse_retry_after, platform_calls, retry_after_s
+from channels.web.webhook import UnreadableJson, json_payload
 
 CHANNEL = "discord"
 

@@ -17,18 +17,23 @@ from pathlib import Path
 import structlog
 
 from bus import ANSWERS, InboundMessage, InboundSender, OutboundMessage
-from channels.backpressure import until_taken
 from channels.base import Channel
 from channels.email.composing import Envelope, compose_reply
 from channels.email.imap import ImapConnection, Interrupted
 from channels.email.inbox import InboxReader
-from channels.email.media import attach_files, media_dir, save_attachments
-from channels.email.reading import ReceivedMail, read_mail
+from channels.email.reading import (
+    ReceivedMail,
+    attach_files,
+    media_dir,
+    read_mail,
+    save_attachments,
+)
 from channels.email.smtp import SmtpSender
 from channels.email.state import ThreadInfo, ThreadStore, UidStore
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
-from channels.limits import PLATFORM_LIMITS
+from channels.lifecycle.backpressure import until_taken
+from channels.split.limits import PLATFORM_LIMITS
 from config import EmailConfig
 
 log = structlog.get_logger(__name__)

@@ -1,6 +1,6 @@
 """A reply email: the agent's Markdown as a plain-text and an HTML part, threaded.
 
-The HTML part is markdown-it-py's own renderer (`channels.markup.html`), the plain-text part
+The HTML part is markdown-it-py's own renderer (`channels.markup.renderer`), the plain-text part
 the email dialect of the one Markdown renderer (`channels.markup.email`).
 Threading follows RFC 5322: `In-Reply-To` names the message answered, `References` the thread.
 """
@@ -15,7 +15,7 @@ from email.utils import format_datetime, formataddr, make_msgid
 
 from channels.email.state import ThreadInfo
 from channels.markup.email import render_email_text
-from channels.markup.html import render_html as markdown_html
+from channels.markup.renderer import render_html as markdown_html
 
 #: A subject for a message that answers nothing the channel remembers.
 DEFAULT_SUBJECT = "Message from your assistant"

@@ -11,16 +11,45 @@ save, for allowed senders only.
 
 from __future__ import annotations
 
+import hashlib
+import mimetypes
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from email import policy
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
+from email.utils import getaddresses, parseaddr
+from pathlib import Path
 
 import html_text
 from email_reply_parser import EmailReplyParser
 
-from channels.email.addresses import bare_address, display_name
+from channels.media_files import media_root, read_file, safe_name, save_media
+
+
+# Email addresses as the channel uses them: bare and lower-case.
+#
+# The allow list (addresses, `*@domain`) is `channels.access.allow.AllowList`, like every channel's.
+def bare_address(header_value: str) -> str:
+    """The address of a From/To header (`"Alice" <Alice@Example.org>` -> alice@example.org).
+
+    Empty when there is none. Lower-cased as a whole: the local part is case-sensitive only
+    in theory, and every real mail system treats it as case-insensitive.
+    """
+    _name, address = parseaddr(header_value)
+    address = address.strip()
+    return address.casefold() if "@" in address else ""
+
+
+def display_name(header_value: str) -> str:
+    name, _address = parseaddr(header_value)
+    return name.strip()
+
+
+def all_addresses(header_values: Iterable[str]) -> list[str]:
+    return [address.casefold() for _name, address in getaddresses(list(header_values)) if address]
+
 
 #: Longest text handed to the agent from one email (octos: 10,000 characters).
 MAX_TEXT_CHARS = 20_000
@@ -155,3 +184,85 @@ def _attachments(message: EmailMessage) -> list[Attachment]:
             )
         )
     return found
+
+
+# Attachments in both directions: files users send are saved, files the agent sends attached.
+#
+# Received attachments are saved under `{data_dir}/media/email/<sender>/` by
+# `channels.media_files` (only for allowed senders: the channel does not store a stranger's
+# files) and handed to the agent as paths.
+# Disk reads and writes run in a worker thread, never on the event loop.
+CHANNEL = "email"
+#: Attachments larger than this are not saved (the agent is told); 25 MB is what most
+#: providers accept in one email.
+MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
+#: A suffix keeps only its safe characters (".p d f" is ".pdf").
+_UNSAFE_IN_SUFFIX = re.compile(r"[^A-Za-z0-9._@-]+")
+
+
+def media_dir(data_dir: Path, sender: str) -> Path:
+    return media_root(data_dir, CHANNEL) / safe_name(
+        sender, keep="@", trim_ends="._", max_chars=None
+    )
+
+
+def local_name(prefix: str, index: int, attachment: Attachment) -> str:
+    name = Path(attachment.filename).name if attachment.filename else ""
+    stem = safe_name(Path(name).stem, keep="@", trim_ends="._", max_chars=None, fallback="")[:60]
+    suffix = _UNSAFE_IN_SUFFIX.sub("", Path(name).suffix)[:11].lower()
+    if not suffix:
+        suffix = mimetypes.guess_extension(attachment.content_type) or ".bin"
+    return f"{prefix}-{index}-{stem or 'attachment'}{suffix}"
+
+
+async def save_attachments(
+    directory: Path, message_key: str, attachments: tuple[Attachment, ...]
+) -> tuple[list[str], list[str]]:
+    """Saved paths, and a note for each attachment that was not saved."""
+    prefix = hashlib.sha256(message_key.encode()).hexdigest()[:16]
+    paths: list[str] = []
+    errors: list[str] = []
+    for index, attachment in enumerate(attachments, start=1):
+        if len(attachment.payload) > MAX_ATTACHMENT_BYTES:
+            errors.append(f"{attachment.filename or 'attachment'}: over 25 MB, not saved")
+            continue
+        path = directory / local_name(prefix, index, attachment)
+        try:
+            await save_media(path, attachment.payload)
+        except OSError as exc:
+            errors.append(f"{attachment.filename or 'attachment'}: {exc}")
+            continue
+        paths.append(str(path))
+    return paths, errors
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingFile:
+    name: str
+    maintype: str
+    subtype: str
+    data: bytes
+
+
+async def _read_file(text: str) -> OutgoingFile:
+    data = await read_file(
+        text,
+        channel=CHANNEL,
+        max_bytes=MAX_ATTACHMENT_BYTES,
+        limit_note="email takes attachments up to 25 MB",
+    )
+    name = Path(text).name
+    content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    maintype, _, subtype = content_type.partition("/")
+    return OutgoingFile(name, maintype, subtype, data)
+
+
+async def attach_files(message: EmailMessage, paths: list[str]) -> None:
+    for text in paths:
+        outgoing = await _read_file(text)
+        message.add_attachment(
+            outgoing.data,
+            maintype=outgoing.maintype,
+            subtype=outgoing.subtype,
+            filename=outgoing.name,
+        )

@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from channels.bounded import RecentMap
+from channels.lifecycle.bounded import RecentMap
 from sessions.durable import read_state_json, write_state_file
 
 log = structlog.get_logger(__name__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from channels.feishu.channel import FeishuChannel
-from channels.feishu.crypto import FeishuCipher
+from channels.feishu.webhook import FeishuCipher
 
 if TYPE_CHECKING:
     from channels.registry import ChannelContext

@@ -13,7 +13,6 @@ from functools import partial
 from json import dumps
 from typing import Any
 
-from channels.access_token import IssuedToken, TokenRefused, issued_token
 from channels.errors import (
     AuthError,
     ChannelError,
@@ -22,8 +21,8 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.retry_after import retry_after_s
-from channels.token_api import TokenApi
+from channels.retry import retry_after_s
+from channels.web.client import IssuedToken, TokenApi, TokenRefused, issued_token
 
 CHANNEL = "feishu"
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"

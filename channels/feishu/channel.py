@@ -13,8 +13,11 @@ reply is shown growing by updating the card (PATCH, at most 5 a second per messa
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import uuid
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import structlog
 from aiohttp import web
@@ -23,17 +26,56 @@ from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.base import Channel
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.feishu.api import CHANNEL, FeishuApi
-from channels.feishu.card import card_content, request_uuid
 from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope, read_message
 from channels.feishu.longconn import RECONNECT, LongConnection
-from channels.feishu.rates import RATE_LIMITS
 from channels.feishu.webhook import WebhookReceiver
 from channels.health import ChannelHealth
-from channels.json_payload import UnreadableJson, json_payload
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.reconnect import ReconnectPolicy
+from channels.lifecycle.reconnect import ReconnectPolicy
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.stopping import until_stopped
+from channels.web.webhook import UnreadableJson, json_payload
 from config import FeishuConfig
+
+# Replies as interactive cards: one Markdown element, `update_multi` so the card can be
+# updated in place (a streamed reply) for everyone in the chat.
+#: Feishu keeps a message `uuid` for an hour and sends the same uuid only once (at most 50).
+UUID_CHARS = 50
+
+
+def card(text: str) -> dict[str, Any]:
+    return {
+        "config": {"wide_screen_mode": True, "update_multi": True},
+        "elements": [{"tag": "markdown", "content": text}],
+    }
+
+
+def card_content(text: str) -> str:
+    """The card as the stringified JSON Feishu's `content` field takes (UTF-8 kept as is, so a
+    CJK character costs its 3 bytes, not a 6-byte escape)."""
+    return json.dumps(card(text), ensure_ascii=False, separators=(",", ":"))
+
+
+def request_uuid(delivery_id: str | None, content: str) -> str:
+    """Idempotency key of one message: stable across resends of the same delivery (each chunk
+    of a reply has its own), fresh when the gateway gave no delivery id."""
+    if delivery_id is None:
+        return uuid.uuid4().hex
+    digest = hashlib.sha256(f"{delivery_id}\0{content}".encode()).hexdigest()
+    return digest[:UUID_CHARS]
+
+
+# Feishu's (and Lark's) published send rates, which the manager's scheduler keeps every call
+# within.
+#
+# Feishu open platform, im/v1/messages create ("发送消息",
+# https://open.feishu.cn/document/server-docs/im-v1/message/create): "向同一用户发送消息的限频为
+# 5 QPS、向同一群组发送消息的限频为群内机器人共享 5 QPS" (5 a second to one user, 5 a second to one
+# group, shared by its bots), and the API's own level "1000 次/分钟、50 次/秒"
+# (https://open.feishu.cn/document/server-docs/api-call-guide/frequency-control): 16 a second
+# keeps under both 1,000 a minute and 50 in any second.
+RATE_LIMITS = RateLimits(account=Rate(16, 1.0), chat=Rate(5, 1.0))
+
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bus import InboundMessage
-from channels.json_payload import UnreadableJson, json_payload
+from channels.web.webhook import UnreadableJson, json_payload
 
 CHANNEL = "feishu"
 MESSAGE_RECEIVED = "im.message.receive_v1"

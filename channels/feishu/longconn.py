@@ -3,7 +3,7 @@
 lark-oapi's client captures an event loop when imported and runs its own, so it cannot live in
 a running daemon; this client speaks the same protocol: `POST /callback/ws/endpoint` with the
 app's credentials gives a `wss://` URL (its query names `service_id`) and client settings; the
-socket carries protobuf frames (`frames.py`). Pings go out every `PingInterval` seconds; an
+socket carries protobuf frames (`py`). Pings go out every `PingInterval` seconds; an
 event frame is acknowledged only after `on_event` returns True (the message is durable), so a
 crash before that leaves Feishu to redeliver. A connection that fails or goes silent is
 replaced, with exponential backoff and jitter; refused credentials are fatal.
@@ -12,6 +12,7 @@ replaced, with exponential backoff and jitter; refused credentials are fatal.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
@@ -23,12 +24,89 @@ import structlog
 from google.protobuf.message import DecodeError
 
 from channels.errors import AuthError, ChannelError, TransientError
-from channels.feishu import frames
 from channels.feishu.api import CHANNEL, FeishuApi
+from channels.feishu.pbbp2_pb2 import Frame, Header
 from channels.health import ChannelHealth
-from channels.json_payload import UnreadableJson, json_payload
-from channels.reconnect import ReconnectPolicy, reconnecting
+from channels.lifecycle.bounded import AgedMap
+from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
 from channels.retry import full_jitter
+from channels.web.webhook import UnreadableJson, json_payload
+
+# Frames of Feishu's long connection: protobuf `pbbp2.Frame`s (generated from pbbp2.proto).
+#
+# A frame is a control frame (`method` 0: ping, pong) or a data frame (`method` 1: an event).
+# Headers say the data frame's `type` (event, card), its `message_id`, and for a payload cut into
+# parts `sum` and `seq`; the parts are joined before the event is read. Every event frame is
+# answered by sending the frame back with the payload `{"code": 200}` and a `biz_rt` header
+# (milliseconds spent): without it Feishu delivers the event again.
+CONTROL, DATA = 0, 1
+
+
+def header(frame: Frame, key: str, default: str = "") -> str:
+    for item in frame.headers:
+        if item.key == key:
+            return str(item.value)
+    return default
+
+
+def parse(data: bytes) -> Frame:
+    frame = Frame()
+    frame.ParseFromString(data)
+    return frame
+
+
+def ping(service_id: int) -> bytes:
+    frame = Frame(
+        SeqID=0,
+        LogID=0,
+        service=service_id,
+        method=CONTROL,
+        headers=[Header(key="type", value="ping")],
+    )
+    return bytes(frame.SerializeToString())
+
+
+def acknowledgement(frame: Frame, elapsed_ms: int, code: int = 200) -> bytes:
+    """The answer to a data frame: the same frame, `biz_rt` added, the payload `{"code"}`."""
+    answer = Frame()
+    answer.CopyFrom(frame)
+    answer.headers.append(Header(key="biz_rt", value=str(elapsed_ms)))
+    answer.payload = json.dumps({"code": code}).encode()
+    return bytes(answer.SerializeToString())
+
+
+class Reassembler:
+    """Joins the parts of a payload Feishu cut into `sum` frames; bounded in count and age."""
+
+    # The bounds of an AgedMap, as InboundDedup takes them too, named for what is kept here.
+    def __init__(
+        self,
+        max_pending: int = 64,
+        ttl_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        #: message_id -> its parts so far, None where one has not come yet.
+        self._pending: AgedMap[str, list[bytes | None]] = AgedMap(max_pending, ttl_s, clock)
+
+    def add(self, frame: Frame) -> bytes | None:
+        """The whole payload once every part has come; None while parts are missing."""
+        total = int(header(frame, "sum", "1") or 1)
+        if total <= 1:
+            return bytes(frame.payload)
+        seq = int(header(frame, "seq", "0") or 0)
+        if not 0 <= seq < total:
+            raise ValueError(f"part {seq} of {total}")
+        key = header(frame, "message_id")
+        pieces = self._pending.get(key)
+        if pieces is None or len(pieces) != total:
+            pieces = [None] * total
+            self._pending.put(key, pieces)
+        pieces[seq] = bytes(frame.payload)
+        if any(piece is None for piece in pieces):
+            return None
+        self._pending.pop(key)
+        return b"".join(piece for piece in pieces if piece is not None)
+
 
 log = structlog.get_logger(__name__)
 
@@ -55,7 +133,7 @@ class LongConnection:
     connected: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     connections: int = field(default=0, init=False)
     _ping_interval_s: float = field(default=DEFAULT_PING_INTERVAL_S, init=False, repr=False)
-    _parts: frames.Reassembler = field(default_factory=frames.Reassembler, init=False, repr=False)
+    _parts: Reassembler = field(default_factory=Reassembler, init=False, repr=False)
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Stay connected until `stopping` is set or this task is cancelled."""
@@ -108,7 +186,7 @@ class LongConnection:
     async def _ping(self, ws: aiohttp.ClientWebSocketResponse, service_id: int) -> None:
         while True:
             async with asyncio.timeout(SEND_TIMEOUT_S):
-                await ws.send_bytes(frames.ping(service_id))
+                await ws.send_bytes(ping(service_id))
             await asyncio.sleep(self._ping_interval_s)
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> None:
@@ -128,9 +206,9 @@ class LongConnection:
 
     async def _frame(self, ws: aiohttp.ClientWebSocketResponse, data: bytes) -> None:
         try:
-            frame = frames.parse(data)
-            if frame.method == frames.CONTROL:
-                if frames.header(frame, "type") == "pong" and frame.payload:
+            frame = parse(data)
+            if frame.method == CONTROL:
+                if header(frame, "type") == "pong" and frame.payload:
                     self._configure(_json(frame.payload))
                 return
             payload = self._parts.add(frame)
@@ -140,11 +218,11 @@ class LongConnection:
         if payload is None:
             return
         started = time.monotonic()
-        durable = await self.on_event(payload) if frames.header(frame, "type") == "event" else True
+        durable = await self.on_event(payload) if header(frame, "type") == "event" else True
         if durable:
             elapsed_ms = int((time.monotonic() - started) * 1000)
             async with asyncio.timeout(SEND_TIMEOUT_S):
-                await ws.send_bytes(frames.acknowledgement(frame, elapsed_ms))
+                await ws.send_bytes(acknowledgement(frame, elapsed_ms))
 
 
 def handshake_error(exc: aiohttp.WSServerHandshakeError) -> ChannelError:

@@ -8,7 +8,7 @@ module only for profiles that use LINE.
 from __future__ import annotations
 
 from channels.line.channel import LineChannel
-from channels.line.signature import SIGNATURE_HEADER, signature_of
+from channels.line.webhook import SIGNATURE_HEADER, signature_of
 from channels.registry import channel_factory
 
 __all__ = ["SIGNATURE_HEADER", "LineChannel", "create", "signature_of"]

@@ -14,6 +14,8 @@ message, so replies are never streamed; its loading animation shows while a turn
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -31,19 +33,89 @@ from linebot.v3.messaging import (
 )
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.bounded import AgedMap
-from channels.dedup import InboundDedup
-from channels.errors import RateLimited
-from channels.idempotency import delivery_uuid
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.errors import ChannelError, RateLimited
+from channels.lifecycle.bounded import AgedMap, InboundDedup
+from channels.lifecycle.run_state import RunStateChannel
 from channels.line.errors import CHANNEL, LineApiError, line_call
 from channels.line.events import LinePost
-from channels.line.media import download
-from channels.line.rates import RATE_LIMITS
-from channels.line.replies import ReplyTokens
 from channels.line.webhook import LineWebhook
-from channels.run_state import RunStateChannel
+from channels.media_files import media_root, safe_name, safe_suffix, save_within
+from channels.outbound.delivery import delivery_uuid
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from config import LineConfig
+
+# Files users send the bot, downloaded from LINE's data API (`data_api_base_url`).
+#
+# Images, video, audio and files are not in the webhook: their bytes are fetched with the blob
+# API (`GET /v2/bot/message/{id}/content`) and saved under `{data_dir}/media/line/<chat_id>/`
+# by `channels.media_files`, off the event loop. Only allowed senders' files are fetched.
+log = structlog.get_logger(__name__)
+
+#: Larger files are not kept (the SDK reads a download whole into memory).
+MAX_DOWNLOAD_BYTES = 25 * 1024 * 1024
+_DEFAULT_SUFFIX = {"image": ".jpg", "video": ".mp4", "audio": ".m4a", "file": ""}
+
+
+def local_path(data_dir: Path, post: LinePost) -> Path:
+    suffix = safe_suffix(post.file_name) or _DEFAULT_SUFFIX.get(post.media_kind or "", "")
+    chat = safe_name(post.chat_id, max_chars=None)
+    name = safe_name(post.message_id, max_chars=None, fallback="")
+    return media_root(data_dir, "line") / chat / f"{name}{suffix}"
+
+
+async def download(
+    blob: AsyncMessagingApiBlob, post: LinePost, data_dir: Path, *, timeout_s: float
+) -> str | None:
+    """The saved file's path, or None when it could not be fetched (logged)."""
+    try:
+        async with line_call("get_message_content", timeout_s):
+            data = bytes(await blob.get_message_content(post.message_id))
+    except ChannelError as error:
+        log.warning("line.media_download_failed", message_id=post.message_id, error=str(error))
+        return None
+    target = local_path(data_dir, post)
+    return await save_within(
+        target, data, MAX_DOWNLOAD_BYTES, channel="line", message_id=post.message_id
+    )
+
+
+# Reply tokens: answering with one is free, pushing costs the account's monthly quota.
+#
+# A message event carries a reply token that LINE accepts once, for about a minute. The channel
+# keeps each one under the event's id (the inbound `message_id`, which a turn's reply names as
+# `reply_to`) until it is used or too old; after a restart they are gone and replies are pushed.
+#: LINE documents reply tokens as valid for one minute; this leaves time for the request.
+REPLY_TOKEN_TTL_S = 50.0
+#: Tokens of events not answered yet; past this many the oldest go (their replies are pushed).
+MAX_TOKENS = 4096
+
+
+class ReplyTokens:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._tokens: AgedMap[str, str] = AgedMap(MAX_TOKENS, REPLY_TOKEN_TTL_S, clock)
+
+    def remember(self, event_id: str, token: str) -> None:
+        self._tokens.put(event_id, token)
+
+    def take(self, event_id: str | None) -> str | None:
+        """The event's token if it is still valid; it is forgotten either way."""
+        if event_id is None:
+            return None
+        return self._tokens.pop(event_id)
+
+    def give_back(self, event_id: str, token: str) -> None:
+        """A token a refused request did not use (a 429), for the retry."""
+        self._tokens.put(event_id, token)
+
+
+# LINE's published send rate, which the manager's scheduler keeps every call within.
+#
+# LINE Messaging API reference, "Rate limits" (https://developers.line.biz/en/reference/messaging-api/#rate-limits):
+# per channel, "Other API endpoints: 2,000 requests per second", which covers the reply and push
+# endpoints; past it "429 Too Many Requests".
+RATE_LIMITS = RateLimits(account=Rate(2000, 1.0))
+
 
 log = structlog.get_logger(__name__)
 

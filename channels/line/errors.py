@@ -10,9 +10,8 @@ from __future__ import annotations
 from linebot.v3.messaging.exceptions import ApiException, OpenApiException
 
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from channels.json_payload import UnreadableJson, json_payload
-from channels.platform_call import answers_of, platform_calls
-from channels.retry_after import retry_after_s
+from channels.retry import answers_of, platform_calls, retry_after_s
+from channels.web.webhook import UnreadableJson, json_payload
 
 CHANNEL = "line"
 

@@ -28,7 +28,7 @@ from linebot.v3.webhooks import (
     VideoMessageContent,
 )
 
-from channels.json_payload import UnreadableJson, json_payload
+from channels.web.webhook import UnreadableJson, json_payload
 
 log = structlog.get_logger(__name__)
 

@@ -10,16 +10,35 @@ which LINE's webhook redelivery retries.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import time
 from collections.abc import Awaitable, Callable
 
 import structlog
 from aiohttp import web
 
-from channels.acknowledge import hand_over
 from channels.line.events import LinePost, MalformedBody, event_timestamp_ms, parse_post, raw_events
-from channels.line.signature import SIGNATURE_HEADER, signature_valid
-from channels.webhook_refusal import not_running
+from channels.web.webhook import hand_over, not_running
+
+# LINE's webhook signature: `X-Line-Signature` = base64(HMAC-SHA256(channel secret, raw body)).
+#
+# Checked on the raw bytes, in constant time, before anything reads the body as JSON.
+SIGNATURE_HEADER = "X-Line-Signature"
+
+
+def signature_of(channel_secret: str, body: bytes) -> str:
+    digest = hmac.new(channel_secret.encode("utf-8"), body, hashlib.sha256).digest()
+    return base64.b64encode(digest).decode("ascii")
+
+
+def signature_valid(channel_secret: str, body: bytes, offered: str | None) -> bool:
+    if not offered:
+        return False
+    expected = signature_of(channel_secret, body).encode("ascii")
+    return hmac.compare_digest(expected, offered.encode("utf-8", "replace"))
+
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """The agent's Markdown rendered into each platform's markup: one walk, one dialect a platform.
 
-`renderer.Renderer` walks markdown-it-py's syntax tree (`channels.markdown_tree`) once; each
+`renderer.Renderer` walks markdown-it-py's syntax tree (`channels.markup.renderer`) once; each
 dialect module subclasses it and says only what differs on its platform (escaping, markers,
 links, quotes, code blocks):
 

@@ -11,8 +11,7 @@ from typing import ClassVar
 
 from markdown_it.tree import SyntaxTreeNode
 
-from channels.markdown_tree import table_text
-from channels.markup.renderer import Context, Renderer
+from channels.markup.renderer import Context, Renderer, table_text
 
 
 class EmailText(Renderer):

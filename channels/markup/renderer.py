@@ -18,13 +18,65 @@ Every piece of text goes through `text`, so a dialect's escaping covers all of t
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import cache
 from typing import ClassVar
+from urllib.parse import urlsplit
 
+from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from channels.markdown_tree import markdown_parser, plain_text, table_text
+
+# Helpers shared by the renderers that turn the agent's Markdown into a platform's markup.
+@cache
+def markdown_parser() -> MarkdownIt:
+    """CommonMark with strikethrough and tables. Raw HTML in the agent's text is shown, not
+    interpreted: no chat platform takes arbitrary HTML."""
+    return MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
+
+
+def is_linkable(href: str, schemes: Collection[str]) -> bool:
+    """Whether `href` is a URL the platform will render as a link (no spaces, a known scheme)."""
+    if not href or any(ch.isspace() for ch in href):
+        return False
+    try:
+        parts = urlsplit(href)
+    except ValueError:
+        return False
+    return parts.scheme.lower() in schemes and bool(parts.netloc or parts.path)
+
+
+def plain_text(nodes: list[SyntaxTreeNode]) -> str:
+    """The text of inline nodes without any markup."""
+    out: list[str] = []
+    for node in nodes:
+        if node.type in ("text", "code_inline"):
+            out.append(node.content)
+        elif node.type in ("softbreak", "hardbreak"):
+            out.append(" ")
+        else:
+            out.append(plain_text(node.children))
+    return "".join(out)
+
+
+def table_text(table: SyntaxTreeNode) -> str:
+    """A Markdown table as aligned plain text, for platforms without tables."""
+    rows = [
+        [plain_text(cell.children).strip() for cell in row.children]
+        for section in table.children
+        for row in section.children
+    ]
+    if not rows:
+        return ""
+    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(rows[0]))]
+    lines = [
+        " | ".join(cell.ljust(widths[i]) for i, cell in enumerate(row) if i < len(widths)).rstrip()
+        for row in rows
+    ]
+    lines.insert(1, "-+-".join("-" * width for width in widths))
+    return "\n".join(lines)
 
 
 class Style(StrEnum):
@@ -203,3 +255,11 @@ def wrap_touching(marker: str, inner: str) -> str:
     start = len(inner) - len(inner.lstrip())
     end = start + len(stripped)
     return f"{inner[:start]}{marker}{stripped}{marker}{inner[end:]}"
+
+
+# The agent's Markdown as HTML: markdown-it-py's own renderer over the project's parser.
+#
+# For platforms that take (a subset of) HTML as it is: Matrix's `formatted_body` and the HTML
+# part of a reply email. Raw HTML in the agent's text is escaped, never passed on.
+def render_html(markdown: str) -> str:
+    return str(markdown_parser().render(markdown))

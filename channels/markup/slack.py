@@ -16,8 +16,14 @@ from urllib.parse import quote
 
 from markdown_it.tree import SyntaxTreeNode
 
-from channels.markdown_tree import is_linkable, plain_text
-from channels.markup.renderer import Context, Renderer, Style, wrap_touching
+from channels.markup.renderer import (
+    Context,
+    Renderer,
+    Style,
+    is_linkable,
+    plain_text,
+    wrap_touching,
+)
 
 _MARKERS = {Style.BOLD: "*", Style.ITALIC: "_", Style.STRIKE: "~"}
 #: Schemes Slack turns into a clickable link; anything else is shown as text.

@@ -24,8 +24,7 @@ from typing import ClassVar, Literal
 from markdown_it.tree import SyntaxTreeNode
 from telegram.helpers import escape_markdown
 
-from channels.markdown_tree import is_linkable
-from channels.markup.renderer import Context, Renderer, Style
+from channels.markup.renderer import Context, Renderer, Style, is_linkable
 
 ParseModeName = Literal["html", "markdownv2", "none"]
 

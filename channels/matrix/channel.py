@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -44,8 +45,7 @@ from channels.errors import (
     TransientError,
 )
 from channels.health import ChannelHealth
-from channels.idempotency import delivery_key
-from channels.limits import PlatformLimit
+from channels.lifecycle.run_state import RunStateChannel
 from channels.matrix.content import (
     MAX_CONTENT_BYTES,
     Content,
@@ -56,13 +56,61 @@ from channels.matrix.content import (
 )
 from channels.matrix.errors import CHANNEL, matrix_call, translate
 from channels.matrix.inbound import posts
-from channels.matrix.rates import RATE_LIMITS
 from channels.matrix.receiver import SyncHandler
-from channels.matrix.since import SinceStore, since_path
+from channels.outbound.delivery import delivery_key
 from channels.retry import backoff_delay_s, full_jitter
-from channels.run_state import RunStateChannel
+from channels.retry.pacing import RateLimits
+from channels.split.limits import PlatformLimit
 from channels.stopping import until_stopped
 from config import MatrixConfig
+from sessions.durable import read_state_json, write_state_json
+
+# The `/sync` position, kept durably: where the channel resumes after a restart.
+#
+# The token is advanced only past events whose `inbound.send` returned (they are durable in the
+# gateway), so a crash between receiving and storing re-reads those events, and the gateway's
+# dedup by event id answers each once. Written atomically by `sessions.durable`, in a worker
+# thread, never on the event loop.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def since_path(data_dir: Path, user_id: str) -> Path:
+    return data_dir / "matrix" / f"{_UNSAFE.sub('_', user_id).strip('._') or 'bot'}.since.json"
+
+
+def _read(path: Path) -> str | None:
+    data = read_state_json(path, unreadable_event="matrix.since_unreadable")
+    token = data.get("next_batch") if isinstance(data, dict) else None
+    return token if isinstance(token, str) and token else None
+
+
+def _write(path: Path, token: str) -> None:
+    write_state_json(path, {"next_batch": token})
+
+
+class SinceStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._saved: str | None = None
+
+    async def load(self) -> str | None:
+        self._saved = await asyncio.to_thread(_read, self.path)
+        return self._saved
+
+    async def save(self, token: str) -> None:
+        if token == self._saved:
+            return
+        # Shielded: a cancellation mid-write must not leave the token behind the events.
+        await asyncio.shield(asyncio.to_thread(_write, self.path, token))
+        self._saved = token
+
+
+# Matrix's send rates: each homeserver sets its own (Synapse's `rc_message`), and the
+# client-server API publishes none, so the scheduler paces by the homeserver's refusals alone:
+# a 429 `M_LIMIT_EXCEEDED` holds the room for its `retry_after_ms`
+# (https://spec.matrix.org/latest/client-server-api/#rate-limiting).
+RATE_LIMITS = RateLimits()
+
 
 log = structlog.get_logger(__name__)
 

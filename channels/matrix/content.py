@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from bus.text import truncate_utf8
-from channels.markup.html import render_html as markdown_html
+from channels.markup.renderer import render_html as markdown_html
 
 #: The spec's limit for a whole event (canonical JSON, federation format).
 MAX_EVENT_BYTES = 65_536

@@ -11,8 +11,7 @@ from __future__ import annotations
 from nio import ErrorResponse
 
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from channels.platform_call import platform_calls
-from channels.retry_after import DEFAULT_RETRY_AFTER_S
+from channels.retry import DEFAULT_RETRY_AFTER_S, platform_calls
 
 CHANNEL = "matrix"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from channels.qq.channel import QQBotChannel
-from channels.qq.signing import seed_from_secret, sign_hex, signing_key
+from channels.qq.webhook import seed_from_secret, sign_hex, signing_key
 
 if TYPE_CHECKING:
     from channels.registry import ChannelContext

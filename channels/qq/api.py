@@ -13,10 +13,10 @@ from typing import Any
 
 import aiohttp
 
-from channels.access_token import AccessTokenCache, TokenRefused
 from channels.errors import AuthError, ChannelError, RateLimited, TransientError
 from channels.qq.token import CHANNEL
-from channels.retry_after import retry_after_s
+from channels.retry import retry_after_s
+from channels.web.client import AccessTokenCache, TokenRefused
 
 RATE_LIMIT_CODES = frozenset({22009})
 DUPLICATE_CODES = frozenset({40054005})

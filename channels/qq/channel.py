@@ -19,32 +19,185 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import aiohttp
 import structlog
 from aiohttp import web
 
-from bus import InboundSender, OutboundMessage
-from channels.backpressure import until_taken
+from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.base import Channel
-from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
-from channels.http_session import LazySession
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.lifecycle.backpressure import until_taken
+from channels.lifecycle.bounded import InboundDedup, RecentMap
+from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
 from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
-from channels.qq.events import MalformedEvent, parse_message, target
 from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionFile, SessionState
-from channels.qq.passive import MAX_REPLIES, PassiveReplies
-from channels.qq.rates import RATE_LIMITS
 from channels.qq.token import CHANNEL, access_token
 from channels.qq.webhook import QQWebhook
-from channels.reconnect import ReconnectPolicy, reconnecting
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.stopping import until_stopped
+from channels.web.client import LazySession
 from config import QQBotConfig
+
+# Passive replies: QQ answers only within a window after the user's message, five at most.
+#
+# Since 2025-04 a QQ bot can only reply (`msg_id` of the user's message, plus `msg_seq`, unique
+# per `msg_id`): within 60 minutes in a C2C chat, 5 minutes in a group, and at most 5 replies per
+# message. `msg_seq` is counted per `msg_id` (octos used one global counter, and the same pair
+# twice is refused). Where the reply carries a `delivery_id` (`<turn>.<part>`), the part number
+# picks the sequence, so a resend after a crash repeats its pair and QQ reports it as known
+# instead of showing it twice.
+ChatKind = Literal["c2c", "group"]
+MAX_REPLIES = 5
+WINDOW_S: dict[ChatKind, float] = {"c2c": 3600.0, "group": 300.0}
+
+
+@dataclass(slots=True)
+class _Received:
+    kind: ChatKind
+    received_at: float
+    used: set[int] = field(default_factory=set)
+
+
+class PassiveReplies:
+    def __init__(
+        self, *, capacity: int = 20_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._clock = clock
+        self._messages: RecentMap[str, _Received] = RecentMap(capacity)
+
+    def received(self, msg_id: str, kind: ChatKind) -> None:
+        if msg_id in self._messages:
+            return
+        self._messages.remember(msg_id, _Received(kind, self._clock()))
+
+    def next_seq(self, msg_id: str, kind: ChatKind, delivery_id: str | None) -> int:
+        """The `msg_seq` of the next reply to `msg_id`; ReplyWindowClosed when none is left."""
+        record = self._messages.get(msg_id)
+        if record is None:
+            # Received before a restart: its age is unknown, QQ will say if it is too old.
+            record = _Received(kind, self._clock())
+            self._messages[msg_id] = record
+        if self._clock() - record.received_at > WINDOW_S[record.kind]:
+            raise ReplyWindowClosed(
+                f"message {msg_id} is older than QQ's reply window "
+                f"({WINDOW_S[record.kind] / 60:g} min)",
+                channel=CHANNEL,
+            )
+        # A delivery id fixes the sequence, so a retry of the same part repeats its pair.
+        seq = _part_seq(delivery_id)
+        if seq is None:
+            free = [n for n in range(1, MAX_REPLIES + 1) if n not in record.used]
+            seq = free[0] if free else None
+        if seq is None or seq > MAX_REPLIES:
+            raise ReplyWindowClosed(
+                f"message {msg_id} already has QQ's {MAX_REPLIES} replies", channel=CHANNEL
+            )
+        record.used.add(seq)
+        return seq
+
+
+def _part_seq(delivery_id: str | None) -> int | None:
+    if not delivery_id:
+        return None
+    _, dot, part = delivery_id.rpartition(".")
+    if not dot or not part.isdigit():
+        return None
+    return int(part) + 1
+
+
+# QQ message events (`op 0` dispatches) as the gateway's inbound messages.
+#
+# `C2C_MESSAGE_CREATE` is a user writing to the bot; `GROUP_AT_MESSAGE_CREATE` a group member
+# mentioning it. The chat id keeps which one it was (`c2c:<user_openid>`, `group:<group_openid>`),
+# so a reply after a restart still goes to the right API (octos lost that on restart).
+C2C_MESSAGE = "C2C_MESSAGE_CREATE"
+GROUP_MESSAGE = "GROUP_AT_MESSAGE_CREATE"
+MESSAGE_EVENTS = frozenset({C2C_MESSAGE, GROUP_MESSAGE})
+
+
+class MalformedEvent(ValueError):
+    """An event of a known type without the fields it must have."""
+
+
+@dataclass(frozen=True, slots=True)
+class QQMessage:
+    """A message event: its ids (dedup, the passive reply window) and, when it has text, the
+    message for the gateway."""
+
+    event_id: str
+    msg_id: str
+    kind: ChatKind
+    inbound: InboundMessage | None
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise MalformedEvent(f"the event has no {what}")
+    return value
+
+
+def parse_message(payload: dict[str, Any]) -> QQMessage | None:
+    """The message in a dispatch, or None for event types the gateway does not take."""
+    if payload.get("t") not in MESSAGE_EVENTS:
+        return None
+    data = payload.get("d")
+    if not isinstance(data, dict):
+        raise MalformedEvent("the event has no d object")
+    author = data.get("author")
+    if not isinstance(author, dict):
+        raise MalformedEvent("the event has no author")
+    msg_id = _text(data.get("id"), "d.id")
+    event_id = payload.get("id") if isinstance(payload.get("id"), str) else msg_id
+    if payload["t"] == C2C_MESSAGE:
+        sender = _text(author.get("user_openid") or author.get("id"), "author.user_openid")
+        kind: ChatKind = "c2c"
+        chat_id = f"c2c:{sender}"
+    else:
+        sender = _text(author.get("member_openid") or author.get("id"), "author.member_openid")
+        kind = "group"
+        chat_id = f"group:{_text(data.get('group_openid'), 'd.group_openid')}"
+    content = data.get("content")
+    text = content.strip() if isinstance(content, str) else ""
+    inbound = (
+        InboundMessage(
+            channel=CHANNEL,
+            sender_id=sender,
+            chat_id=chat_id,
+            content=text,
+            message_id=msg_id,
+            metadata={"chat_type": kind},
+        )
+        if text
+        else None
+    )
+    return QQMessage(str(event_id), msg_id, kind, inbound)
+
+
+def target(chat_id: str) -> tuple[ChatKind, str]:
+    """The chat kind and openid a chat id names; ValueError for a chat id of another form."""
+    kind, _, openid = chat_id.partition(":")
+    if kind not in ("c2c", "group") or not openid:
+        raise ValueError(f"not a QQ chat id: {chat_id!r} (expected c2c:<openid> or group:<openid>)")
+    return ("c2c" if kind == "c2c" else "group"), openid
+
+
+# The QQ bot platform's published send rate, which the manager's scheduler keeps every call
+# within.
+#
+# QQ bot open platform, 发送消息 (https://bot.q.qq.com/wiki/develop/api-v2/server-inter/message/send-receive/send.html):
+# "不论主动消息还是被动消息，在一个子频道中，每 1s 只能发送 5 条消息" (five messages a second in one
+# channel). The other documented limit, five replies to one user message, is the channel's
+# `max_reply_messages`.
+RATE_LIMITS = RateLimits(chat=Rate(5, 1.0))
+
 
 log = structlog.get_logger(__name__)
 

@@ -29,8 +29,8 @@ import aiohttp
 import structlog
 
 from channels.errors import AuthError, TransientError
-from channels.json_payload import UnreadableJson, json_payload
 from channels.qq.token import CHANNEL
+from channels.web.webhook import UnreadableJson, json_payload
 from sessions.durable import read_state_json, write_state_json
 
 log = structlog.get_logger(__name__)

@@ -4,7 +4,7 @@
 `expires_in` is a string of seconds ("7200"). The token is refreshed `refresh_margin_s` before
 it expires (QQ hands out a new one within the last minute), or at once after the API refused it
 (`call_with_token` does that for a refused call). Concurrent callers share one fetch: the
-caching is `channels.access_token`'s (`AccessTokenCache`), this module is only QQ's
+caching is `channels.web.client`'s (`AccessTokenCache`), this module is only QQ's
 credentials call.
 """
 
@@ -17,8 +17,8 @@ from functools import partial
 import aiohttp
 import structlog
 
-from channels.access_token import AccessTokenCache, IssuedToken, issued_token
 from channels.errors import AuthError, ChannelError, TransientError
+from channels.web.client import AccessTokenCache, IssuedToken, issued_token
 
 log = structlog.get_logger(__name__)
 

@@ -19,8 +19,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.platform_call import answers_of, platform_calls
-from channels.retry_after import retry_after_s
+from channels.retry import answers_of, platform_calls, retry_after_s
 
 CHANNEL = "slack"
 

@@ -18,8 +18,8 @@ from telegram.constants import ChatAction, ParseMode
 from bus import OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import FormattingRejected
-from channels.limits import utf16_units
 from channels.markup.telegram import ParseModeName, render
+from channels.split.limits import utf16_units
 from channels.telegram.errors import translated
 from channels.telegram.media import Upload, load_upload
 
@@ -204,7 +204,7 @@ class TelegramSender:
 
 
 # "Nothing, or parse it, or nothing if it does not parse": a shape many small parsers share
-# (channels.retry_after reads alike), the values and what is built after are Telegram's.
+# (channels.retry reads alike), the values and what is built after are Telegram's.
 def _reply_parameters(reply_to: str | None) -> ReplyParameters | None:
     if not reply_to:
         return None

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from channels.registry import channel_factory
 from channels.twilio.channel import TwilioChannel
-from channels.twilio.inbound import CARRIER_KEYWORDS, parse_sms
-from channels.twilio.signature import SIGNATURE_HEADER, TwilioSignature
-from channels.webhook_refusal import Verdict
+from channels.twilio.webhook import CARRIER_KEYWORDS, SIGNATURE_HEADER, TwilioSignature, parse_sms
+from channels.web.webhook import Verdict
 
 __all__ = [
     "CARRIER_KEYWORDS",

@@ -27,19 +27,25 @@ from aiohttp import web
 from twilio.rest import Client
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.dedup import InboundDedup
 from channels.errors import AuthError, ChannelError, FatalChannelError
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.lifecycle.bounded import InboundDedup
+from channels.lifecycle.run_state import RunStateChannel
 from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
-from channels.run_state import RunStateChannel
-from channels.twilio.errors import CHANNEL, twilio_call
-from channels.twilio.http import TwilioHttp, basic_auth_header
-from channels.twilio.inbound import Sms
-from channels.twilio.rates import RATE_LIMITS
-from channels.twilio.signature import TwilioSignature
-from channels.twilio.webhook import TwilioWebhook
+from channels.retry.pacing import RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.twilio.http import CHANNEL, TwilioHttp, basic_auth_header, twilio_call
+from channels.twilio.webhook import Sms, TwilioSignature, TwilioWebhook
 from config import TwilioConfig
+
+# Twilio's send rates: Twilio paces the sending itself, so the scheduler only obeys refusals.
+#
+# Twilio error 30001 / 21611 (https://www.twilio.com/docs/api/errors/30001): "Twilio queues
+# messages based on the sending rate of a sender or an account. For example a US long code number
+# can send one message segment per second"; what exceeds it waits in Twilio's queue (up to 10
+# hours), it is not refused. A 429 (error 20429, too many concurrent requests) holds the account.
+RATE_LIMITS = RateLimits()
+
 
 log = structlog.get_logger(__name__)
 

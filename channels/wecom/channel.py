@@ -11,7 +11,10 @@ message, so streamed replies arrive whole.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
 import structlog
@@ -19,16 +22,156 @@ from aiohttp import web
 
 from bus import InboundSender, OutboundMessage
 from channels.base import FORMATTED
-from channels.errors import RateLimited
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.run_state import RunStateChannel
-from channels.wecom.api import CHANNEL, WeComApi
-from channels.wecom.callback import CallbackReceiver
+from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
+from channels.lifecycle.run_state import RunStateChannel
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.web.client import IssuedToken, TokenApi, TokenRefused, issued_token
+from channels.wecom.callback import CallbackReceiver, WeComMessage
 from channels.wecom.crypto import WeComCrypto
-from channels.wecom.messages import WeComMessage
-from channels.wecom.pacing import SendWindow
-from channels.wecom.rates import RATE_LIMITS
 from config import WeComConfig
+
+# WeCom's server API over aiohttp: `gettoken` and `message/send`, errors in the manager's words.
+#
+# WeCom answers HTTP 200 with `{"errcode", "errmsg"}` for nearly everything: 0 is success,
+# 40014/42001 an invalid or expired access token (refetched once, then the call is repeated),
+# 45009 and its kin a frequency limit (waited out by the retry layer), 40001/40013/60020 bad
+# credentials or a server IP not on the app's list.
+CHANNEL = "wecom"
+
+#: WeCom says nothing of when to try again; its limits are counted per minute.
+RATE_LIMIT_WAIT_S = 3.0
+
+
+class WeComApi(TokenApi):
+    # The platform facts TokenApi asks for: alike in shape to FeishuApi's, different values.
+    channel = CHANNEL
+    credentials_hint = "check corp_id and secret"
+
+    async def _fetch_token(self) -> IssuedToken:
+        params = {"corpid": self.client_id, "corpsecret": self._secret}
+        body = await self._request("GET", "/cgi-bin/gettoken", "gettoken", params=params)
+        return issued_token(body, "access_token", "expires_in", channel=CHANNEL)
+
+    async def call(self, path: str, what: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """POST `payload` with the cached access token; a refused token is refetched once."""
+
+        async def post(token: str) -> dict[str, Any]:
+            return await self._request(
+                "POST", path, what, params={"access_token": token}, json=payload
+            )
+
+        return await self.tokens.call_with_token(post, what=what)
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        *,
+        params: Mapping[str, str],
+        json: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        url = self.base_url + path
+        async with (
+            self.deadline(what),
+            self.http().request(method, url, params=params, json=json) as response,
+        ):
+            if response.status >= 500:
+                raise TransientError(f"{what}: HTTP {response.status}", channel=CHANNEL)
+            if response.status == 429:
+                raise RateLimited(RATE_LIMIT_WAIT_S, f"{what}: HTTP 429", channel=CHANNEL)
+            try:
+                body = await response.json(content_type=None)
+            except ValueError as exc:
+                raise TransientError(f"{what}: the answer is not JSON", channel=CHANNEL) from exc
+        if not isinstance(body, dict):
+            raise TransientError(f"{what}: the answer is not a JSON object", channel=CHANNEL)
+        check(body, what)
+        return body
+
+
+# What the answers' codes mean, as `check` raises them.
+INVALID_TOKEN = frozenset({40014, 42001})
+#: 45009 "api freq out of limit", 45033 too many concurrent calls, 45047 too many unread
+#: messages per member (U), -1 "system busy".
+RATE_LIMITED = frozenset({45009, 45033, 45047})
+BUSY = frozenset({-1})
+CREDENTIALS = {
+    40001: "check secret: it is the application's Secret, not the corp's",
+    40013: "check corp_id (My Company > Corp ID)",
+    40056: "check agent_id",
+    60020: "add this server's IP to the application's trusted IPs",
+    301002: "check agent_id: the secret belongs to another application",
+}
+TOO_LONG = frozenset({44004, 45002})
+
+
+def check(body: Mapping[str, Any], what: str) -> None:
+    """Raise the typed error an `errcode` stands for; return for 0."""
+    code = body.get("errcode", 0)
+    if code == 0:
+        return
+    detail = f"{what}: errcode {code} ({body.get('errmsg', '')})"
+    if code in INVALID_TOKEN:
+        raise TokenRefused(detail, channel=CHANNEL)
+    if code in RATE_LIMITED:
+        raise RateLimited(RATE_LIMIT_WAIT_S, detail, channel=CHANNEL)
+    if code in BUSY:
+        raise TransientError(detail, channel=CHANNEL, suggestion="WeCom is busy")
+    if isinstance(code, int) and code in CREDENTIALS:
+        raise AuthError(detail, channel=CHANNEL, suggestion=CREDENTIALS[code])
+    if code in TOO_LONG:
+        raise MessageTooLong(detail, channel=CHANNEL)
+    raise ChannelError(detail, channel=CHANNEL)
+
+
+# WeCom's quiet limit: an application may send a member at most 30 messages a minute, and
+# WeCom drops what is over it without an error. So the channel counts for itself: a send that
+# would pass the limit is refused with `RateLimited` for exactly as long as the oldest send in
+# the window needs to age out, and the retry layer waits that long and sends it then.
+#: 发送应用消息: "每应用对同一个成员不可超过30次/分" (U: per member, per minute).
+MAX_SENDS = 30
+WINDOW_S = 60.0
+
+
+@dataclass(eq=False)
+class SendWindow:
+    """At most `max_sends` per member in any `window_s`, for the `max_members` seen last."""
+
+    max_sends: int = MAX_SENDS
+    window_s: float = WINDOW_S
+    _: KW_ONLY
+    max_members: int = 10_000
+    clock: Callable[[], float] = time.monotonic
+    _sent: OrderedDict[str, deque[float]] = field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
+
+    def reserve(self, member: str) -> float:
+        """0 and the send is counted, or the seconds to wait before it may go."""
+        now = self.clock()
+        sent = self._sent.setdefault(member, deque())
+        self._sent.move_to_end(member)
+        while sent and now - sent[0] >= self.window_s:
+            sent.popleft()
+        if len(sent) >= self.max_sends:
+            return self.window_s - (now - sent[0])
+        sent.append(now)
+        while len(self._sent) > self.max_members:
+            self._sent.popitem(last=False)
+        return 0.0
+
+
+# WeCom's published send rates for an application's messages, which the manager's scheduler
+# keeps every call within.
+#
+# WeCom server API, "访问频率限制" (https://developer.work.weixin.qq.com/document/path/90454),
+# 发送应用消息频率: "每应用对同一个成员不可超过30次/分钟，1000次/小时，超过部分会被丢弃不下发"
+# (each application may send one member at most 30 messages a minute; beyond that they are
+# dropped, not refused), which is why this one must be kept ahead rather than learnt from refusals.
+RATE_LIMITS = RateLimits(chat=Rate(30, 60.0))
+
 
 log = structlog.get_logger(__name__)
 

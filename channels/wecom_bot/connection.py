@@ -20,7 +20,7 @@ import aiohttp
 import structlog
 
 from channels.errors import AuthError, ChannelError, RateLimited, TransientError
-from channels.reconnect import ReconnectPolicy
+from channels.lifecycle.reconnect import ReconnectPolicy
 from channels.wecom_bot import frames
 from channels.wecom_bot.frames import Frame, MalformedFrame
 

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from channels.json_payload import UnreadableJson, json_payload
+from channels.web.webhook import UnreadableJson, json_payload
 
 SUBSCRIBE = "aibot_subscribe"
 PING = "ping"

@@ -6,12 +6,12 @@
 from __future__ import annotations
 
 from channels.registry import channel_factory
-from channels.webhook_refusal import Verdict
+from channels.web.webhook import Verdict
 from channels.whatsapp.channel import WhatsAppChannel
-from channels.whatsapp.errors import graph_error
+from channels.whatsapp.graph import graph_error
 from channels.whatsapp.inbound import parse_notification
 from channels.whatsapp.media import media_kind
-from channels.whatsapp.signature import SIGNATURE_HEADER, check, sign
+from channels.whatsapp.webhook import SIGNATURE_HEADER, check, sign
 
 __all__ = [
     "SIGNATURE_HEADER",

@@ -26,20 +26,29 @@ import structlog
 from aiohttp import web
 
 from bus import InboundSender, OutboundMessage
-from channels.bounded import RecentMap
-from channels.dedup import InboundDedup
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
-from channels.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.lifecycle.bounded import InboundDedup, RecentMap
+from channels.lifecycle.run_state import RunStateChannel
 from channels.markup.phone import render_phone_text
 from channels.media_files import MediaStore
-from channels.run_state import RunStateChannel
-from channels.whatsapp.errors import CHANNEL, OUTSIDE_WINDOW_REASON, TokenRejected
-from channels.whatsapp.graph import GraphClient
+from channels.retry.pacing import Rate, RateLimits
+from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.whatsapp.graph import CHANNEL, OUTSIDE_WINDOW_REASON, GraphClient, TokenRejected
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
 from channels.whatsapp.media import download, send_file
-from channels.whatsapp.rates import RATE_LIMITS
 from channels.whatsapp.webhook import WhatsAppWebhook
 from config import WhatsAppConfig
+
+# WhatsApp Cloud API's published send rates, which the manager's scheduler keeps every call
+# within.
+#
+# Meta, "Throughput" (https://developers.facebook.com/documentation/business-messaging/whatsapp/throughput):
+# "For each registered business phone number, Cloud API supports up to 80 messages per second
+# (mps) by default" (error 130429 past it) and "If you attempt to send too many messages to the
+# same WhatsApp user number, you may encounter a pair rate limit error" (131056): one message
+# every 6 seconds to one user, short bursts tolerated; 10 a minute, at most 10 at once, keeps to it.
+RATE_LIMITS = RateLimits(account=Rate(80, 1.0), chat=Rate(10, 60.0))
+
 
 log = structlog.get_logger(__name__)
 

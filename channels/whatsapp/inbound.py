@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bus import InboundMessage
-from channels.whatsapp.errors import CHANNEL
+from channels.whatsapp.graph import CHANNEL
 
 MEDIA_KINDS = frozenset({"image", "video", "audio", "document", "sticker"})
 

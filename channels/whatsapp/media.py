@@ -13,8 +13,7 @@ from pathlib import Path
 
 from channels.errors import ChannelError
 from channels.media_files import MediaStore, read_file
-from channels.whatsapp.errors import CHANNEL
-from channels.whatsapp.graph import GraphClient
+from channels.whatsapp.graph import CHANNEL, GraphClient
 from channels.whatsapp.inbound import MediaRef
 
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png"})

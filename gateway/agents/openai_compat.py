@@ -23,7 +23,7 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionMessageParam
 
 from bus import Message, MessageRole, TokenUsage
-from channels.retry_after import parse_retry_after
+from channels.retry import parse_retry_after
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.errors import (
     AgentError,

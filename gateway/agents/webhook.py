@@ -36,7 +36,7 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bus import TokenUsage
-from channels.retry_after import parse_retry_after
+from channels.retry import parse_retry_after
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.errors import (
     AgentError,

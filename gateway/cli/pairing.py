@@ -16,9 +16,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from channels.allow_overlay import OverlayEntry
-from channels.pairing_codes import normalise_code
-from channels.pairing_store import PairingStore
+from channels.access.allow import OverlayEntry
+from channels.access.pairing import PairingStore, normalise_code
 from gateway.cli.args import (
     EXIT_INVALID_CONFIG,
     EXIT_NOT_FOUND,

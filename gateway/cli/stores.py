@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bus import SessionKey
-from channels.allow_overlay import AllowOverlay
+from channels.access.allow import AllowOverlay
 from config import ConfigError, LoadedConfig, load_gateway
 from config.store import StoreConfig
 from gateway.cli.args import (

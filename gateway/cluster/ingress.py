@@ -47,9 +47,9 @@ from bus import AgentHandle, InboundMessage, InboundRefused, OutboundMessage, Pi
 from channels.base import Channel
 from channels.errors import DeliveryError
 from channels.health import ChannelHealth
-from channels.manager import ChannelManager
+from channels.lifecycle.supervisor import start_channel
 from channels.metrics import ChannelMetrics
-from channels.supervisor import start_channel
+from channels.outbound.manager import ChannelManager
 from config import ProfileConfig
 from config.profile import QueueMode
 from gateway.cluster.cancels import Cancel, CancelReason, publish_cancel

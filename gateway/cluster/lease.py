@@ -47,7 +47,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 from prometheus_client import CollectorRegistry, Gauge
 
-from channels.leased import LeasedChannels
+from channels.lifecycle.run_state import LeasedChannels
 from channels.stopping import until_stopped
 
 log = structlog.get_logger(__name__)

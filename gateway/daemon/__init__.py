@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import structlog
 from prometheus_client import CollectorRegistry
 
-from channels.accept_errors import install_accept_error_log
 from channels.health import ChannelHealth
-from channels.http_guard import ConnectionGuard
-from channels.http_names import HostCheck, listener_names
+from channels.web.guard import ConnectionGuard, install_accept_error_log
+from channels.web.names import HostCheck, listener_names
 from config import ApiChannelConfig, ConfigError, LoadedConfig, ProfileConfig
 from gateway.daemon.collector import keep_settled, settle_after_start_up
 from gateway.daemon.http_server import HttpServer, build_app, webhook_hosts

@@ -9,8 +9,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from channels.health import ChannelHealth
-from channels.http_guard import ConnectionGuard, GuardedSite, guarded_runner
-from channels.http_names import HostCheck
+from channels.web.guard import ConnectionGuard, GuardedSite, guarded_runner
+from channels.web.names import HostCheck
 from config import ProfileConfig
 from gateway.daemon.status_page import StatusPage
 from gateway.services import WebhookRoutes

@@ -19,9 +19,9 @@ import structlog
 from bus import AgentHandle, create_bus
 from channels.base import Channel
 from channels.health import ChannelHealth
-from channels.manager import ChannelManager
 from channels.metrics import ChannelMetrics
-from channels.streaming import StreamKey
+from channels.outbound.manager import ChannelManager
+from channels.outbound.streaming import StreamKey
 from config import ProfileConfig
 from gateway.agents import Agent, create_agent
 from gateway.daemon.reply_dead_letters import DeadLetterStore, ProfileDeadLetters
@@ -43,7 +43,7 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class _JournaledStreams:
-    """The stream editor's record (`channels.streaming.StreamRecord`): the journal, where a
+    """The stream editor's record (`channels.outbound.streaming.StreamRecord`): the journal, where a
     stream's id is its turn's."""
 
     journal: Journal

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from bus import Message, SessionKey
-from channels.history import HistoryUnavailable
+from channels.base import HistoryUnavailable
 from sessions import SessionManager
 from sessions.errors import SessionError, UnsupportedSessionSchema
 from sessions.topics import ActiveTopicsStore
 
 
 class ProfileHistory:
-    """Implements `channels.history.ChatHistory` over the session manager."""
+    """Implements `channels.base.ChatHistory` over the session manager."""
 
     def __init__(
         self,

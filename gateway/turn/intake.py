@@ -25,7 +25,7 @@ import structlog
 
 from bus import InboundMessage, InboundRefused
 from channels.base import Channel
-from channels.loop_counters import LoopCount
+from channels.metrics import LoopCount
 from gateway import logs
 from gateway.services import ProfileServices
 from gateway.turn.journal import Journal, Received

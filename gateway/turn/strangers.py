@@ -19,7 +19,7 @@ import structlog
 from bus import InboundMessage, OutboundMessage, PipeClosed, SenderRefused
 from bus.text import scrub_surrogates
 from channels.base import Channel
-from channels.dedup import InboundDedup
+from channels.lifecycle.bounded import InboundDedup
 from gateway.turn.reply import platform_ids, reply_message
 
 log = structlog.get_logger(__name__)

@@ -7,7 +7,7 @@
     octos_active_topics      one row per chat: its active topic and the one before (`/s`,
                              `/back`), so every worker of a cluster answers in the same session
     octos_pairing_codes      one row per pairing code issued (a day's worth): whose, until when,
-                             whether redeemed (`channels.pairing_codes` as a table)
+                             whether redeemed (`channels.access.pairing` as a table)
     octos_allowed_senders    one row per sender approved by pairing (the allow-list overlay)
 
 An append is one call of `octos_append` (one statement, one round trip, atomic): it upserts the

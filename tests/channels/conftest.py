@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from bus import AgentHandle, BusPublisher, create_bus
-from channels.manager import ChannelManager
 from channels.metrics import ChannelMetrics
+from channels.outbound.manager import ChannelManager
 from channels.retry import no_jitter
 from tests.channels.recording import RecordingChannel
 

@@ -17,7 +17,7 @@ from typing import Literal
 
 from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.base import FORMATTED, Channel
-from channels.limits import PlatformLimit
+from channels.split.limits import PlatformLimit
 
 CallKind = Literal[
     "start", "stop", "send", "send_with_id", "edit", "finish", "delete", "typing", "stop_typing"

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from bus import AgentHandle, InboundMessage, InboundSender, create_bus
 from channels.base import Channel
-from channels.run_state import RunStateChannel
+from channels.lifecycle.run_state import RunStateChannel
 from tests.fakes import LocalHttpServer
 
 WAIT_S = 10.0

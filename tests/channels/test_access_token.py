@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from channels.access_token import AccessTokenCache, IssuedToken, TokenRefused, issued_token
 from channels.errors import AuthError, ChannelError
+from channels.web.client import AccessTokenCache, IssuedToken, TokenRefused, issued_token
 from tests.channels.conftest import FakeClock
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from channels.allow import AllowList
+from channels.access.allow import AllowList
 
 
 def test_ids_and_usernames_match_any_identity_of_a_sender() -> None:

@@ -6,8 +6,7 @@ import asyncio
 
 import pytest
 
-from channels.attempt_deadlines import AttemptDeadlines
-from channels.retry import Retrier, RetryPolicy
+from channels.retry import AttemptDeadlines, Retrier, RetryPolicy
 
 BOUND_S = 0.05
 

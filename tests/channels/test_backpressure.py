@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from bus import InboundMessage, InboundRefused, PipeClosed
-from channels.acknowledge import hand_over
-from channels.backpressure import until_taken
+from channels.lifecycle.backpressure import until_taken
+from channels.web.webhook import hand_over
 from tests.channels.refusing_sender import RefusingSender
 
 MESSAGE = InboundMessage(channel="test", sender_id="u1", chat_id="c1", content="hi")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from channels.bounded import RecentMap
+from channels.lifecycle.bounded import RecentMap
 
 
 def test_the_oldest_entries_are_dropped_and_returned() -> None:

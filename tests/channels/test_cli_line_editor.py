@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import termios
 
-from channels.cli_terminal import (
+from channels.cli.terminal import (
     EndOfInput,
     Entered,
     Erased,

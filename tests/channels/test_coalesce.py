@@ -11,7 +11,7 @@ import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from channels.coalesce import (
+from channels.split import (
     BREAK_WINDOW,
     MAX_CHUNKS,
     PLATFORM_LIMITS,
@@ -20,8 +20,8 @@ from channels.coalesce import (
     split_rendered,
     truncation_notice,
 )
-from channels.coalesce_fences import find_fences
-from channels.coalesce_graphemes import GraphemeIndex
+from channels.split.fences import find_fences
+from channels.split.graphemes import GraphemeIndex
 
 _CLUSTER = regex.compile(r"\X", regex.DOTALL)
 _FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from channels.dedup import InboundDedup
+from channels.lifecycle.bounded import InboundDedup
 from tests.channels.conftest import FakeClock
 
 

@@ -10,8 +10,6 @@ from prometheus_client import CollectorRegistry
 
 from bus import ANSWERS, OutboundMessage, StreamSnapshot, new_turn_id, turn_made_at
 from channels.base import FORMATTED
-from channels.coalesce_fit import Chunk
-from channels.delivery import chunk_message
 from channels.errors import (
     AuthError,
     DeliveryError,
@@ -21,8 +19,9 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.limits import PlatformLimit
+from channels.outbound.delivery import Chunk, chunk_message
 from channels.retry import Backoff, Retrier, RetryPolicy, no_jitter
+from channels.split.limits import PlatformLimit
 from tests.channels.conftest import (
     ChannelFactory,
     FakeClock,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from channels.embed import Embed, EmbedField
+from channels.base import Embed, EmbedField
 from tests.channels.recording import RecordingChannel
 
 

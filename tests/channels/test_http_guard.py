@@ -20,14 +20,15 @@ import structlog
 from aiohttp import web
 from structlog.testing import capture_logs
 
-from channels.accept_errors import ACCEPT_FAILED, install_accept_error_log
-from channels.http_guard import (
+from channels.web.guard import (
+    ACCEPT_FAILED,
     ConnectionGuard,
     GuardedSite,
+    IntervalLog,
     effective_max_connections,
     guarded_runner,
+    install_accept_error_log,
 )
-from channels.interval_log import IntervalLog
 from config.http_limits import HttpLimitsConfig
 
 MAX_BODY = 1000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
-from channels.http_names import HostCheck, host_name, listener_names, origin_allowed
+from channels.web.names import HostCheck, host_name, listener_names, origin_allowed
 from config.http_limits import LOOPBACK_HOSTS
 
 

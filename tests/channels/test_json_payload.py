@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from channels.json_payload import UnreadableJson, json_payload
+from channels.web.webhook import UnreadableJson, json_payload
 from channels.wecom_bot.frames import MalformedFrame, parse_frame
 
 DEEP_LIST = b"[" * 100_000 + b"]" * 100_000

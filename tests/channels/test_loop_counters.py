@@ -7,7 +7,7 @@ import re
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from channels.loop_counters import LoopCounter, LoopHistogram
+from channels.metrics import LoopCounter, LoopHistogram
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 OBSERVED = (0.001, 0.005, 0.0051, 0.3, 1.0, 7.5, 119.0, 500.0)

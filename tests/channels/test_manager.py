@@ -18,7 +18,7 @@ from bus import (
 )
 from channels.errors import FatalChannelError, MessageTooLong
 from channels.health import ChannelHealth, HealthStatus
-from channels.manager import ChannelManager
+from channels.outbound.manager import ChannelManager
 from tests.channels.conftest import ChannelFactory, FakeClock, ManagerFactory, sample
 from tests.channels.recording import RecordingChannel
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 
 from bus import OutboundEvent, OutboundMessage, StreamSnapshot, TypingStarted
-from channels.router import OutboundRouter
+from channels.outbound.router import OutboundRouter
 
 
 def out(content: str, chat_id: str = "c1", **fields: object) -> OutboundMessage:

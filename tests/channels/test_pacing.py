@@ -15,9 +15,9 @@ import pytest
 
 from bus import OutboundEvent, OutboundMessage, StreamSnapshot, create_bus
 from channels.errors import DeliveryError, RateLimited
-from channels.manager import ChannelManager
-from channels.pacing import CHAT_POLL_S, Pacer, Priority, Rate, RateLimits
+from channels.outbound.manager import ChannelManager
 from channels.retry import Reason, Retrier, reply_deadline
+from channels.retry.pacing import CHAT_POLL_S, Pacer, Priority, Rate, RateLimits
 from tests.channels.recording import RecordingChannel
 from tests.support.virtual_time import run_virtual
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from channels.allow_overlay import AllowOverlay
-from channels.pairing_codes import (
+from channels.access.allow import AllowOverlay
+from channels.access.pairing import (
     CODE_TTL_S,
     MAX_CODES_PER_DAY,
     PairingCodes,

@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from channels.errors import ChannelError, RateLimited, TransientError
-from channels.platform_call import answers_of, platform_call, platform_calls
+from channels.retry import answers_of, platform_call, platform_calls
 
 
 class SdkError(Exception):

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import asyncpg
 
-from channels.allow_overlay import OverlayEntry
-from channels.pairing_codes import MAX_CODES_PER_DAY, PendingPair, display_code
-from channels.pairing_store import PairingStore
+from channels.access.allow import OverlayEntry
+from channels.access.pairing import MAX_CODES_PER_DAY, PairingStore, PendingPair, display_code
 from config.store import StoreConfig
 from gateway.pairing import PairingDatabases, every_pairing_store
 from tests.support.postgres import fresh_scope, postgres_dsn

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
-from channels.reconnect import ReconnectPolicy, reconnecting
+from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
 
 POLICY = ReconnectPolicy(base_s=1.0, cap_s=4.0)
 

@@ -130,7 +130,7 @@ def test_platform_sdks_are_imported_only_when_used() -> None:
         import sys
         from pathlib import Path
         from channels.registry import ChannelContext, build_channel
-        from channels.manager import ChannelManager
+        from channels.outbound.manager import ChannelManager
         from bus import create_bus
         from tests.channels.registry_plugins import FakeConfig
 

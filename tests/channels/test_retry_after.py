@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from channels.retry_after import DEFAULT_RETRY_AFTER_S, parse_retry_after, retry_after_s
+from channels.retry import DEFAULT_RETRY_AFTER_S, parse_retry_after, retry_after_s
 
 
 @pytest.mark.parametrize(

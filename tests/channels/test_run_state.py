@@ -8,7 +8,7 @@ import pytest
 
 from channels.errors import FatalChannelError
 from channels.health import ChannelHealth
-from channels.run_state import RunState
+from channels.lifecycle.run_state import RunState
 
 
 def test_starting_before_receiving_then_healthy() -> None:

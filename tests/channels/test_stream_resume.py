@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bus import OutboundEvent, OutboundMessage, StreamSnapshot
-from channels.limits import PlatformLimit
-from channels.manager import ChannelManager
-from channels.streaming import WITHDRAWN_TEXT, StreamKey
+from channels.outbound.manager import ChannelManager
+from channels.outbound.streaming import WITHDRAWN_TEXT, StreamKey
+from channels.split.limits import PlatformLimit
 from tests.channels.conftest import ChannelFactory, FakeClock, ManagerFactory
 from tests.channels.recording import DeletingChannel, RecordingChannel, WholeSendChannel
 

@@ -10,8 +10,8 @@ from prometheus_client import CollectorRegistry
 
 from bus import OutboundEvent, OutboundMessage, StreamSnapshot
 from channels.errors import DeliveryError, RateLimited
-from channels.limits import PlatformLimit
-from channels.manager import ChannelManager
+from channels.outbound.manager import ChannelManager
+from channels.split.limits import PlatformLimit
 from tests.channels.conftest import (
     ChannelFactory,
     FakeClock,

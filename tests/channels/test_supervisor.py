@@ -10,9 +10,9 @@ from prometheus_client import CollectorRegistry
 from bus import AgentHandle, BusPublisher, PipeSender
 from channels.errors import FatalChannelError
 from channels.health import HealthStatus
+from channels.lifecycle.supervisor import ChannelSupervisor, RestartPolicy, SupervisorState
 from channels.metrics import ChannelMetrics
 from channels.retry import no_jitter
-from channels.supervisor import ChannelSupervisor, RestartPolicy, SupervisorState
 from tests.channels.conftest import ChannelFactory, FakeClock, sample
 from tests.channels.recording import RETURN, RecordingChannel
 

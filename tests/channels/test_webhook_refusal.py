@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp.test_utils import make_mocked_request
 from structlog.testing import capture_logs
 
-from channels.webhook_refusal import (
+from channels.web.webhook import (
     Verdict,
     WebhookRefused,
     is_stale,

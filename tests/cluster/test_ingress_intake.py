@@ -9,7 +9,7 @@ from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
 
 from bus import InboundMessage, InboundRefused, OutboundMessage, PipeClosed
-from channels.allow import AllowList
+from channels.access.allow import AllowList
 from gateway.cluster.codec import REPLY_SUBJECT, REQUEST, InboundEnvelope
 from gateway.cluster.ingress import ClusterIntake
 from gateway.cluster.streams import ensure_streams, names_of

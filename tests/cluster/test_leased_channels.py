@@ -15,8 +15,8 @@ from nats.js.kv import KeyValue
 from prometheus_client import CollectorRegistry
 
 from bus import InboundSender, create_bus
-from channels.leased import lease_key
-from channels.manager import ChannelManager
+from channels.lifecycle.run_state import lease_key
+from channels.outbound.manager import ChannelManager
 from gateway.cluster.lease import PollerLeases, held_leases_gauge
 from tests.channels.recording import RecordingChannel
 from tests.support.nats_leases import LeaseBucket, bucket_view, connect, lease_bucket

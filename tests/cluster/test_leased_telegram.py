@@ -12,9 +12,9 @@ import pytest
 from nats.js.kv import KeyValue
 
 from bus import InboundMessage, create_bus
-from channels.allow import AllowList
-from channels.leased import LeasedChannels
-from channels.manager import ChannelManager
+from channels.access.allow import AllowList
+from channels.lifecycle.run_state import LeasedChannels
+from channels.outbound.manager import ChannelManager
 from channels.telegram import TelegramChannel
 from gateway.cluster.lease import PollerLease
 from tests.channels.telegram.conftest import FAST_BACKOFF, config_for

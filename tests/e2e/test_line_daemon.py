@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from channels.limits import utf16_units
+from channels.split.limits import utf16_units
 from tests.channels.line.attacks import ATTACK_NAMES, attack_cases
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged, running_daemon, session_keys
 from tests.e2e.echo_bot import WebhookBot, echo_profile

@@ -16,7 +16,7 @@ from pathlib import Path
 import asyncpg
 
 from bus import Message, SessionKey
-from channels.allow_overlay import AllowOverlay
+from channels.access.allow import AllowOverlay
 from sessions import ActiveTopics, SessionStore
 from tests.support.cli import run_cli, started_cli
 from tests.support.postgres import own_database_dsn

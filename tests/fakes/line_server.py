@@ -32,7 +32,7 @@ from typing import Any, Self
 import aiohttp
 from aiohttp import web
 
-from channels.line.signature import SIGNATURE_HEADER, signature_of
+from channels.line.webhook import SIGNATURE_HEADER, signature_of
 from tests.fakes import LocalHttpServer
 from tests.fakes.changes import Changes
 from tests.fakes.outage import Outage

@@ -8,9 +8,8 @@ import asyncio
 from pathlib import Path
 
 from bus import InboundMessage, OutboundMessage
-from channels.allow import AllowList
-from channels.allow_overlay import AllowOverlay, OverlayEntry
-from channels.pairing_store import FilePairingStore, OnChange, OverlayReads
+from channels.access.allow import AllowList, AllowOverlay, OverlayEntry
+from channels.access.pairing import FilePairingStore, OnChange, OverlayReads
 from gateway.pairing import Pairing
 from gateway.turn.strangers import StrangerNotices
 from tests.channels.recording import RecordingChannel

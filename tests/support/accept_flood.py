@@ -13,7 +13,7 @@ import resource
 import sys
 from typing import Any
 
-from channels.accept_errors import AcceptErrorLog, install_accept_error_log
+from channels.web.guard import AcceptErrorLog, install_accept_error_log
 from gateway.logs import configure_logging
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from bus import OutboundMessage
+from channels.base import Embed, EmbedField
 from channels.discord import DiscordChannel
-from channels.embed import Embed, EmbedField
 from config import DiscordConfig
 from tests.channels.discord.conftest import (
     ALICE,
@@ -219,7 +219,7 @@ def without_markup(text: str) -> str:
 async def test_a_ten_thousand_character_reply_arrives_in_chunks_that_fit(
     bot: RunningBot,
 ) -> None:
-    coalesce = pytest.importorskip("channels.coalesce")
+    coalesce = pytest.importorskip("channels.split")
     text = long_mixed_reply()
     assert 9_000 < len(text) <= 11_000
     await bot.fake.push_message(DM_CHANNEL, ALICE, "long please")

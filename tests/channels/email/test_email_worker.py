@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from channels.email.worker import BlockingWorker
+from channels.email.imap import BlockingWorker
 
 
 async def test_calls_run_in_order_in_one_daemon_thread() -> None:

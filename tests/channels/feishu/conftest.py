@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from channels.feishu import FeishuChannel
-from channels.reconnect import ReconnectPolicy
+from channels.lifecycle.reconnect import ReconnectPolicy
 from config import FeishuConfig
 from tests.channels.inbound_gate import GatedInbound
 from tests.fakes.feishu_server import FakeFeishu

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from channels.feishu.crypto import DecryptError, FeishuCipher, signature, signature_matches
+from channels.feishu.webhook import DecryptError, FeishuCipher, signature, signature_matches
 
 # 事件订阅 > 配置请求地址 > 示例: encrypt_key "test key" decrypts this to "hello world".
 DOC_ENCRYPTED = "P37w+VZImNgPEO1RBhJ6RtKl7n6zymIbEG1pReEzghk="

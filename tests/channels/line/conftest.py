@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from channels.allow import AllowList
+from channels.access.allow import AllowList
 from channels.line import LineChannel
 from config import LineConfig
 from tests.channels.conftest import fake_fixture

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from channels.allow import AllowList
+from channels.access.allow import AllowList
 from channels.matrix import MatrixChannel, MatrixTimeouts
 from config import MatrixConfig
 from tests.channels.conftest import fake_fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bus import InboundRefused
 from channels.matrix import ENCRYPTED_NOTICE
-from channels.matrix.since import since_path
+from channels.matrix.channel import since_path
 from tests.channels.matrix.conftest import (
     ALICE,
     BOB,

@@ -10,11 +10,11 @@ import pytest
 
 from bus import OutboundMessage
 from channels.base import FORMATTED
-from channels.coalesce import BREAK_WINDOW
-from channels.coalesce_fit import fit_chunks
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.matrix.content import MAX_CONTENT_BYTES, MAX_EVENT_BYTES, decode, size_of
+from channels.outbound.delivery import fit_chunks
+from channels.split import BREAK_WINDOW
 from tests.channels.matrix.conftest import ALICE, WAIT_S, RunningMatrix, make_channel
 from tests.fakes.matrix_server import FakeMatrix
 from tests.support.inbound import RecordingInbound

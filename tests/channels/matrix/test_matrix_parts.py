@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bus import OutboundMessage
-from channels.idempotency import delivery_key, delivery_uuid
+from channels.matrix.channel import SinceStore, since_path
 from channels.matrix.content import (
     MAX_CONTENT_BYTES,
     MAX_EDIT_CONTENT_BYTES,
@@ -20,7 +20,7 @@ from channels.matrix.content import (
     message_content,
     size_of,
 )
-from channels.matrix.since import SinceStore, since_path
+from channels.outbound.delivery import delivery_key, delivery_uuid
 
 
 def test_encode_is_the_content_as_sent_and_decode_gives_it_back() -> None:

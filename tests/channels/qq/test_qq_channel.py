@@ -12,8 +12,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bus import InboundMessage, OutboundMessage, create_bus
-from channels.coalesce_fit import fit_chunks
 from channels.errors import FatalChannelError, RateLimited
+from channels.outbound.delivery import fit_chunks
 from channels.qq import QQBotChannel, seed_from_secret, sign_hex, signing_key
 from channels.qq.api import ReplyWindowClosed
 from tests.channels.qq.configs import PATH, qq_config

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from channels.lifecycle.reconnect import ReconnectPolicy
 from channels.qq import QQBotChannel
 from channels.qq.channel import session_path
-from channels.reconnect import ReconnectPolicy
 from tests.channels.qq.configs import qq_config
 from tests.channels.started import OnBus, once, started_on_bus
 from tests.fakes.qq_server import FakeQQ

@@ -11,8 +11,7 @@ from aiohttp import web
 
 from bus import InboundRefused
 from channels.qq.api import ReplyWindowClosed
-from channels.qq.events import MalformedEvent, parse_message, target
-from channels.qq.passive import PassiveReplies
+from channels.qq.channel import MalformedEvent, PassiveReplies, parse_message, target
 from channels.qq.token import access_token
 from channels.qq.webhook import QQWebhook
 from tests.fakes import LocalHttpServer

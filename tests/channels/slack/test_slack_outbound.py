@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from bus import ANSWERS, OutboundMessage, StreamSnapshot
-from channels.coalesce import split_message
 from channels.errors import ChannelError, DeliveryError, RateLimited
 from channels.retry import Reason
 from channels.slack import SlackChannel
+from channels.split import split_message
 from tests.channels.conftest import FakeClock, ManagerFactory
 from tests.channels.slack.conftest import GENERAL, make_channel
 from tests.fakes.slack_server import FakeSlack

@@ -16,9 +16,9 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from channels.slack.channel import ThreadBook
 from channels.slack.errors import translate_api_error
 from channels.slack.inbound import MalformedEvent, clean_text, parse_event
-from channels.slack.threads import ThreadBook
 
 BOT = "UBOT000001"
 

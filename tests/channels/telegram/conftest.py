@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bus import AgentHandle
-from channels.allow import AllowList
+from channels.access.allow import AllowList
 from channels.telegram import Backoff, TelegramChannel
 from config import TelegramConfig
 from tests.channels.conftest import fake_fixture

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bus import OutboundMessage, StreamSnapshot, create_bus
-from channels.manager import ChannelManager
-from channels.pacing import RateLimits
+from channels.outbound.manager import ChannelManager
+from channels.retry.pacing import RateLimits
 from channels.telegram import TelegramChannel
 from tests.channels.telegram.conftest import ChannelFactory
 from tests.fakes.telegram_server import FakeTelegram

@@ -10,7 +10,6 @@ import pytest
 
 from bus import OutboundMessage
 from channels.base import FORMATTED
-from channels.coalesce_fit import fit_chunks
 from channels.errors import (
     AuthError,
     ChannelError,
@@ -20,8 +19,9 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
-from channels.limits import utf16_units
+from channels.outbound.delivery import fit_chunks
 from channels.registry import ChannelContext, build_channel
+from channels.split.limits import utf16_units
 from channels.telegram import TelegramChannel
 from tests.channels.telegram.conftest import ChannelFactory, config_for
 from tests.fakes.telegram_server import FakeTelegram, parse_html

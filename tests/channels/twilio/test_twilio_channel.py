@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from bus import OutboundMessage, create_bus
-from channels.allow import AllowList
+from channels.access.allow import AllowList
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.registry import ChannelContext, ChannelUnavailable, build_channel

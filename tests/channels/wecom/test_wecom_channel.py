@@ -12,7 +12,7 @@ from bus import OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.wecom import WeComChannel
-from channels.wecom.pacing import SendWindow
+from channels.wecom.channel import SendWindow
 from config import WeComConfig
 from tests.channels.conftest import FakeClock
 from tests.channels.inbound_gate import GatedInbound

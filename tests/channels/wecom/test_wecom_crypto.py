@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from channels.wecom.callback import MalformedCallback, encrypted_field, read_message
 from channels.wecom.crypto import CryptoError, SignatureMismatch, WeComCrypto, aes_key, signature
-from channels.wecom.messages import MalformedCallback, encrypted_field, read_message
 from tests.fakes.wecom_server import DOC_CORP_ID, DOC_ENCODING_AES_KEY, DOC_TOKEN
 
 # 加解密方案说明 / the samples shipped with WXBizMsgCrypt: a POST callback and a URL check.

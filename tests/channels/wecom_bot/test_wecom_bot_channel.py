@@ -10,7 +10,7 @@ import pytest
 from bus import InboundMessage, OutboundMessage, create_bus
 from bus.envelope import ANSWERS
 from channels.errors import FatalChannelError, RateLimited
-from channels.reconnect import ReconnectPolicy
+from channels.lifecycle.reconnect import ReconnectPolicy
 from channels.wecom_bot import WecomBotChannel, WecomBotTimeouts
 from channels.wecom_bot.frames import MalformedFrame, parse_callback, parse_frame
 from tests.channels.started import OnBus, once, started_on_bus

@@ -8,7 +8,7 @@ import pytest
 
 from bus import InboundMessage, InboundRefused
 from channels.errors import FatalChannelError
-from channels.reconnect import ReconnectPolicy
+from channels.lifecycle.reconnect import ReconnectPolicy
 from channels.wecom_bot import WecomBotChannel, WecomBotTimeouts
 from tests.channels.wecom_bot.configs import wecom_bot_config
 from tests.fakes.wecom_bot_server import FakeWecomBot

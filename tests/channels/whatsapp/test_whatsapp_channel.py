@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from bus import OutboundMessage, create_bus
-from channels.allow import AllowList
+from channels.access.allow import AllowList
 from channels.errors import ChannelError, DeliveryError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, parse_notification

@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from channels.feishu.crypto import FeishuCipher, signature
+from channels.feishu.webhook import FeishuCipher, signature
 
 #: The Encrypt Key of Feishu's documentation example ("test key" decrypts
 #: P37w+VZImNgPEO1RBhJ6RtKl7n6zymIbEG1pReEzghk= to "hello world").

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 
 from aiohttp import WSMsgType, web
 
-from channels.feishu import frames
-from channels.feishu.crypto import FeishuCipher
+from channels.feishu import longconn
 from channels.feishu.pbbp2_pb2 import Frame, Header
+from channels.feishu.webhook import FeishuCipher
 from tests.fakes import ServedFake
 from tests.fakes.feishu_server.events import DOC_ENCRYPT_KEY, FeishuEventSender, JsonObject
 
@@ -291,27 +291,27 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         try:
             async for received in ws:
                 if received.type == WSMsgType.BINARY:
-                    await self._client_frame(ws, frames.parse(received.data))
+                    await self._client_frame(ws, longconn.parse(received.data))
         finally:
             self._sockets.remove(ws)
             self._changed.set()
         return ws
 
     async def _client_frame(self, ws: web.WebSocketResponse, frame: Frame) -> None:
-        if frame.method == frames.CONTROL and frames.header(frame, "type") == "ping":
+        if frame.method == longconn.CONTROL and longconn.header(frame, "type") == "ping":
             self.pings += 1
             pong = Frame(
                 SeqID=0,
                 LogID=0,
                 service=frame.service,
-                method=frames.CONTROL,
+                method=longconn.CONTROL,
                 headers=[Header(key="type", value="pong")],
                 payload=json.dumps(self._config()).encode(),
             )
             await ws.send_bytes(pong.SerializeToString())
-        elif frame.method == frames.DATA:
-            ack = json.loads(frame.payload) | {"biz_rt": frames.header(frame, "biz_rt")}
-            self.acks[frames.header(frame, "message_id")] = ack
+        elif frame.method == longconn.DATA:
+            ack = json.loads(frame.payload) | {"biz_rt": longconn.header(frame, "biz_rt")}
+            self.acks[longconn.header(frame, "message_id")] = ack
         self._changed.set()
 
     @property
@@ -336,7 +336,7 @@ class FakeFeishu(FeishuEventSender, ServedFake):
                 SeqID=seq,
                 LogID=next(self._ids),
                 service=77,
-                method=frames.DATA,
+                method=longconn.DATA,
                 headers=[
                     Header(key="type", value="event"),
                     Header(key="message_id", value=frame_id),

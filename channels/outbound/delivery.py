@@ -1,0 +1,329 @@
+"""Outbound delivery: a reply fitted to the channel (`coalesce_fit`), sent under the one retry
+policy, each chunk re-sent as plain text when the platform rejects its markup. A whole reply's
+send reports the platform ids of the messages it made, where the channel gives them
+(`Channel.send_with_id_sends_whole`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
+
+from bus import OutboundMessage
+from channels.base import FORMATTED, Channel
+from channels.errors import DeliveryError, FormattingRejected
+from channels.metrics import ChannelMetrics
+from channels.retry import Reason, Retrier
+from channels.retry.pacing import Priority
+from channels.split import MAX_CHUNKS, split_rendered
+
+# Fitting a reply to a channel: the one function delivery and stream editing both call.
+#
+# The text is split raw (the splitter, `coalesce.py`, knows Markdown) and each chunk rendered
+# with the channel's `format_outbound`; the splitter measures each chunk's rendering and fills it
+# as far as the limit allows (`split_rendered`), so the limit holds for what the platform
+# receives, measured in the platform's own unit, and no chunk is left short because its markup
+# grew it.
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One message's worth of a reply: the agent's text and what the platform is sent."""
+
+    raw: str
+    formatted: str
+
+    @classmethod
+    def rendered(cls, channel: Channel, raw: str) -> Chunk:
+        return cls(raw, channel.format_outbound(raw))
+
+    @property
+    def is_formatted(self) -> bool:
+        return self.formatted != self.raw
+
+
+#: Only a text at most this many times the limit is rendered whole to see if it fits as is:
+#: markup never shrinks a text that much, and rendering a huge reply twice is wasted work.
+_WHOLE_RENDER_MAX_FACTOR = 2
+
+
+def fit_chunks(channel: Channel, text: str, *, max_chunks: int | None = MAX_CHUNKS) -> list[Chunk]:
+    """`text` in chunks whose formatted form fits `channel.limit`, in order.
+
+    With `max_chunks` (None: no cap; a streamed message rolls over instead) the splitter ends
+    with a truncation notice past that many chunks, or past the channel's `max_reply_messages`.
+    """
+    if len(text) <= _WHOLE_RENDER_MAX_FACTOR * channel.limit.max_units:
+        # Markup can shrink a text (Slack's `*bold*` for `**bold**`): what fits once rendered
+        # is one message, even when the agent's text alone would not.
+        whole = Chunk.rendered(channel, text)
+        if text.strip() and channel.limit.fits(whole.formatted):
+            return [whole]
+    if max_chunks is not None and channel.max_reply_messages is not None:
+        # Room for the truncation notice the splitter adds past the cap.
+        max_chunks = max(1, min(max_chunks, channel.max_reply_messages - 1))
+    chunks: list[Chunk] = []
+    for raw, formatted in split_rendered(
+        text, channel.limit, channel.format_outbound, max_chunks=max_chunks
+    ):
+        if not channel.limit.fits(formatted):
+            log.warning(
+                "coalesce.chunk_does_not_fit",
+                channel=channel.name,
+                measured=channel.limit.measure(formatted),
+                limit=channel.limit.max_units,
+            )
+        chunks.append(Chunk(raw, formatted))
+    return chunks
+
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+
+def chunk_message(
+    template: OutboundMessage, chunk: Chunk, *, reply_to: str | None, part: int = 0
+) -> OutboundMessage:
+    """A copy of `template` carrying one chunk, flagged when it went through formatting.
+
+    `part` numbers the platform messages of one reply: the chunk's `delivery_id` is the
+    reply's with `.part` appended, the same on every resend of that part.
+    """
+    metadata = {key: value for key, value in template.metadata.items() if key != FORMATTED}
+    if chunk.is_formatted:
+        metadata[FORMATTED] = True
+    delivery_id = template.delivery_id
+    # Made anew from the reply's fields rather than `model_copy(update=...)`: a chunk a reply,
+    # and pydantic-core's validation costs less than the copy's Python (`__copy__`, three
+    # `copy.copy`); every field the reply has is carried, as a copy would.
+    return OutboundMessage(
+        **{
+            **template.__dict__,
+            "content": chunk.formatted,
+            "reply_to": reply_to,
+            "metadata": metadata,
+            "delivery_id": None if delivery_id is None else f"{delivery_id}.{part}",
+        }
+    )
+
+
+async def _sent_without_id(channel: Channel, message: OutboundMessage) -> str | None:
+    await channel.send(message)
+    return None
+
+
+def _whole_send(channel: Channel) -> Callable[[OutboundMessage], Awaitable[str | None]]:
+    """How `channel` sends a whole message and tells its id: `send_with_id` where that is the
+    same send (most platforms), else `send`, which tells none."""
+    if channel.send_with_id_sends_whole:
+        return channel.send_with_id
+    return functools.partial(_sent_without_id, channel)
+
+
+class Delivery:
+    """Sends, edits and finishes messages on a channel with the retry policy and metrics."""
+
+    def __init__(self, retrier: Retrier, metrics: ChannelMetrics) -> None:
+        self.retrier = retrier
+        self.metrics = metrics
+
+    async def send_message(self, channel: Channel, message: OutboundMessage) -> list[str]:
+        """A whole reply: media as is, text split to the limit; the first failure stops it.
+        The platform ids of the messages sent, in order (none where the channel gives none).
+
+        An empty reply is still the answer (a request to the HTTP API waits for it), so the
+        channel gets it as is, unsplit; text of blanks alone has nothing to split and is skipped.
+        """
+        if message.media or not message.content:
+            sent = await self.retrier.call(
+                functools.partial(_whole_send(channel), message),
+                channel=channel.name,
+                chat_id=message.chat_id,
+                action="send",
+            )
+            self.metrics.message_sent(channel.name)
+            return [sent] if sent is not None else []
+        return await self.send_chunks(channel, message, fit_chunks(channel, message.content))
+
+    async def send_chunks(
+        self,
+        channel: Channel,
+        template: OutboundMessage,
+        chunks: list[Chunk],
+        *,
+        first: bool = True,
+        first_part: int = 0,
+    ) -> list[str]:
+        """Each chunk as its own message; only the reply's first message keeps `reply_to`.
+        The platform ids of the messages sent (where the channel gives them)."""
+        ids = []
+        send = _whole_send(channel)
+        for index, chunk in enumerate(chunks):
+            reply_to = template.reply_to if first and index == 0 else None
+            # What `send_chunk` does for a whole message, one coroutine layer less a chunk.
+            sent = await self._send_with_fallback(
+                channel, template, chunk, reply_to, send, first_part + index
+            )
+            if sent is not None:
+                ids.append(sent)
+        return ids
+
+    async def send_chunk(
+        self,
+        channel: Channel,
+        template: OutboundMessage,
+        chunk: Chunk,
+        *,
+        reply_to: str | None,
+        part: int = 0,
+        editable: bool = False,
+    ) -> str | None:
+        """One chunk as a message; the platform's id of it, where the channel gives one.
+        `editable`: a stream will edit it, so it goes by `send_with_id` (whose id is the point)
+        rather than as a whole message."""
+        send = channel.send_with_id if editable else _whole_send(channel)
+        return await self._send_with_fallback(channel, template, chunk, reply_to, send, part)
+
+    async def edit(self, channel: Channel, chat_id: str, message_id: str, chunk: Chunk) -> None:
+        """A stream's intermediate edit: paced after replies, since a later one replaces it."""
+        await self._edit_with_fallback(
+            channel, chat_id, message_id, chunk, channel.edit_message, Priority.EDIT
+        )
+
+    async def finish(self, channel: Channel, chat_id: str, message_id: str, chunk: Chunk) -> None:
+        await self._edit_with_fallback(
+            channel, chat_id, message_id, chunk, channel.finish_stream, Priority.REPLY
+        )
+
+    async def delete(self, channel: Channel, chat_id: str, message_id: str) -> None:
+        await self.retrier.call(
+            functools.partial(channel.delete_message, chat_id, message_id),
+            channel=channel.name,
+            chat_id=chat_id,
+            action="delete",
+        )
+
+    def record_failure(self, channel: str, chat_id: str, error: DeliveryError) -> None:
+        """Log and count a message given up on; the one place every failure is reported."""
+        self.metrics.send_failed(channel, error.reason)
+        log.error(
+            "delivery.failed",
+            channel=channel,
+            chat_id=chat_id,
+            reason=error.reason,
+            attempts=error.attempts,
+            error=str(error),
+        )
+
+    async def _send_with_fallback(
+        self,
+        channel: Channel,
+        template: OutboundMessage,
+        chunk: Chunk,
+        reply_to: str | None,
+        send: Callable[[OutboundMessage], Awaitable[T]],
+        part: int,
+    ) -> T | None:
+        def sending(text: Chunk) -> Callable[[], Awaitable[T]]:
+            message = chunk_message(template, text, reply_to=reply_to, part=part)
+            return functools.partial(send, message)
+
+        result = await self._formatted_then_plain(channel, template.chat_id, "send", chunk, sending)
+        self.metrics.message_sent(channel.name)
+        return result
+
+    async def _edit_with_fallback(
+        self,
+        channel: Channel,
+        chat_id: str,
+        message_id: str,
+        chunk: Chunk,
+        edit: Callable[[str, str, str], Awaitable[None]],
+        priority: Priority,
+    ) -> None:
+        def editing(text: Chunk) -> Callable[[], Awaitable[None]]:
+            return functools.partial(edit, chat_id, message_id, text.formatted)
+
+        await self._formatted_then_plain(channel, chat_id, "edit", chunk, editing, priority)
+        self.metrics.stream_edited(channel.name)
+
+    async def _formatted_then_plain(
+        self,
+        channel: Channel,
+        chat_id: str,
+        action: str,
+        chunk: Chunk,
+        operation: Callable[[Chunk], Callable[[], Awaitable[T]]],
+        priority: Priority = Priority.REPLY,
+    ) -> T | None:
+        """`operation` on the chunk as formatted; if the platform rejects the markup, once more
+        on the agent's plain text. Rejected as plain text too is a `DeliveryError`."""
+        call = self.retrier.call
+        try:
+            return await call(
+                operation(chunk),
+                channel=channel.name,
+                chat_id=chat_id,
+                action=action,
+                priority=priority,
+            )
+        except FormattingRejected as exc:
+            if not chunk.is_formatted:
+                raise self._formatting_error(channel, chat_id, exc) from exc
+            log.info(
+                "delivery.formatting_rejected",
+                channel=channel.name,
+                chat_id=chat_id,
+                action=action,
+                error=str(exc),
+            )
+        try:
+            plain = operation(Chunk(chunk.raw, chunk.raw))
+            return await call(
+                plain, channel=channel.name, chat_id=chat_id, action=action, priority=priority
+            )
+        except FormattingRejected as again:
+            raise self._formatting_error(channel, chat_id, again) from again
+
+    @staticmethod
+    def _formatting_error(channel: Channel, chat_id: str, exc: FormattingRejected) -> DeliveryError:
+        return DeliveryError(
+            f"chat {chat_id}: the platform rejected the text even as plain text ({exc})",
+            reason=Reason.FORMATTING,
+            channel=channel.name,
+            attempts=1,
+        )
+
+
+# Idempotency keys for platforms that take one (Matrix txnId, LINE X-Line-Retry-Key).
+#
+# A reply part must carry the same key when it is sent again after a crash, so the platform shows
+# it once. `OutboundMessage.delivery_id` is stable across re-deliveries; the part's own text is
+# too (the splitter is deterministic), so the key is derived from both: two parts of one reply get
+# different keys even where the gateway gives every part the same `delivery_id`. Without a
+# `delivery_id` there is nothing stable to derive from, and a fresh random key is used.
+#: The namespace of the UUIDs derived here (a fixed, random UUID: the derivation never changes).
+_NAMESPACE = uuid.UUID("5b0f3c8e-7a51-4f5c-9d7e-2f6a0c1b9e43")
+
+
+def delivery_key(message: OutboundMessage) -> str:
+    """A key that is the same for the same part of the same reply, and only for it."""
+    if message.delivery_id is None:
+        return uuid.uuid4().hex
+    digest = hashlib.sha256(message.content.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{message.delivery_id}.{digest[:24]}"
+
+
+def delivery_uuid(message: OutboundMessage) -> str:
+    """`delivery_key` as a UUID in hexadecimal form, for platforms that require one."""
+    if message.delivery_id is None:
+        return str(uuid.uuid4())
+    return str(uuid.uuid5(_NAMESPACE, delivery_key(message)))
