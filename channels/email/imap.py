@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from imap_tools import BaseMailBox, MailBox, MailBoxStartTls, MailBoxUnencrypted
 from imap_tools.errors import ImapToolsError, MailboxFolderSelectError, MailboxLoginError
 
-from channels.email.trust import certificate_suggestion, client_context, refused_certificate
+from channels.email.trust import client_context, untrusted_certificate
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from config.channels.email import ImapSettings
 
@@ -150,14 +150,9 @@ class ImapConnection:
         except (ImapToolsError, imaplib.IMAP4.error, OSError, ssl.SSLError) as exc:
             if self._interrupted:
                 raise Interrupted(what) from exc
-            refused = refused_certificate(exc)
-            if refused is not None:
-                # Worth retrying (a server may get a new certificate), but the fix is a setting.
-                raise TransientError(
-                    f"IMAP {what}: the server's certificate is not trusted ({refused})",
-                    channel=CHANNEL,
-                    suggestion=certificate_suggestion("imap"),
-                ) from exc
+            untrusted = untrusted_certificate(exc, "imap", what)
+            if untrusted is not None:
+                raise untrusted from exc
             raise TransientError(f"IMAP {what}: {exc!r}", channel=CHANNEL) from exc
 
     async def connect(self) -> SelectedFolder:

@@ -15,7 +15,7 @@ from email.message import EmailMessage
 
 import aiosmtplib
 
-from channels.email.trust import certificate_suggestion, client_context, refused_certificate
+from channels.email.trust import client_context, untrusted_certificate
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from config.channels.email import SmtpSettings
 
@@ -48,8 +48,8 @@ def translate(error: aiosmtplib.SMTPException) -> ChannelError:
         return _from_reply(error.code, error.message)
     # Each platform translates its own errors into channels.errors with its own advice; the
     # shape is shared (Discord's translate reads alike), the cases are not.
-    if refused_certificate(error) is not None:
-        return _connection_error(error)
+    if (untrusted := untrusted_certificate(error, "smtp")) is not None:
+        return untrusted
     if isinstance(error, aiosmtplib.SMTPNotSupported):
         return ChannelError(
             f"the SMTP server does not support what the config asks for ({error.message})",
@@ -62,14 +62,9 @@ def translate(error: aiosmtplib.SMTPException) -> ChannelError:
 
 def _connection_error(error: Exception) -> TransientError:
     """A connection that failed below SMTP: the network, or a certificate not trusted."""
-    refused = refused_certificate(error)
-    if refused is not None:
-        # Worth retrying (a server may get a new certificate), but the fix is a setting.
-        return TransientError(
-            f"SMTP: the server's certificate is not trusted ({refused})",
-            channel=CHANNEL,
-            suggestion=certificate_suggestion("smtp"),
-        )
+    untrusted = untrusted_certificate(error, "smtp")
+    if untrusted is not None:
+        return untrusted
     return TransientError(f"SMTP: {error!r}", channel=CHANNEL)
 
 

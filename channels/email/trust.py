@@ -10,7 +10,7 @@ from __future__ import annotations
 import ssl
 from typing import Literal
 
-from channels.errors import FatalChannelError
+from channels.errors import FatalChannelError, TransientError
 from config.channels.email import ImapSettings, SmtpSettings
 
 CHANNEL = "email"
@@ -45,10 +45,20 @@ def refused_certificate(error: BaseException) -> ssl.SSLCertVerificationError | 
     return None
 
 
-def certificate_suggestion(role: Role) -> str:
-    """The fix for a server certificate this side does not trust."""
-    return (
-        f"if the {role.upper()} server's certificate is signed by a private CA, set "
+def untrusted_certificate(
+    error: BaseException, role: Role, what: str = ""
+) -> TransientError | None:
+    """The error to raise when `error` (while `role`'s client did `what`) is a certificate
+    this side does not trust; None when it is something else. Worth retrying (a server may
+    get a new certificate), but the fix is a setting, which the suggestion names."""
+    refused = refused_certificate(error)
+    if refused is None:
+        return None
+    doing = f"{role.upper()} {what}" if what else role.upper()
+    return TransientError(
+        f"{doing}: the server's certificate is not trusted ({refused})",
+        channel=CHANNEL,
+        suggestion=f"if the {role.upper()} server's certificate is signed by a private CA, set "
         f"{role}.ca_file to that CA's certificate (PEM); else check {role}.host against the "
-        "name in the certificate"
+        "name in the certificate",
     )
