@@ -118,6 +118,10 @@ class _Stream:
     #: not shown a part in yet.
     earlier: dict[int, str] = field(default_factory=dict)
 
+    def warn(self, event: str, error: DeliveryError) -> None:
+        """Log a delivery of this stream that failed and was passed over."""
+        log.warning(event, channel=self.channel.name, chat_id=self.chat_id, error=str(error))
+
     @property
     def key(self) -> StreamKey:
         assert self.template.stream_id is not None
@@ -348,12 +352,7 @@ class StreamEditor:
             if not final or exc.reason != Reason.UNKNOWN:
                 raise
             # The message may be gone (deleted by the user): the final text still gets out.
-            log.warning(
-                "stream.finish_failed",
-                channel=channel.name,
-                chat_id=stream.chat_id,
-                error=str(exc),
-            )
+            stream.warn("stream.finish_failed", exc)
             await self._send_part(stream, chunk, reply_to=None)
         stream.shown = chunk.formatted
         stream.last_edit_at = self.clock()
@@ -377,12 +376,7 @@ class StreamEditor:
                 if exc.reason != Reason.UNKNOWN:
                     raise
                 # Gone, or too old to edit: the part is sent anew and the old one withdrawn.
-                log.warning(
-                    "stream.earlier_message_not_edited",
-                    channel=channel.name,
-                    chat_id=stream.chat_id,
-                    error=str(exc),
-                )
+                stream.warn("stream.earlier_message_not_edited", exc)
             else:
                 stream.made(stale)
                 return stale
@@ -416,12 +410,7 @@ class StreamEditor:
                 marker = Chunk(WITHDRAWN_TEXT, WITHDRAWN_TEXT)
                 await self.delivery.finish(channel, stream.chat_id, platform_id, marker)
         except DeliveryError as exc:
-            log.warning(
-                "stream.earlier_message_not_withdrawn",
-                channel=channel.name,
-                chat_id=stream.chat_id,
-                error=str(exc),
-            )
+            stream.warn("stream.earlier_message_not_withdrawn", exc)
 
     def _expire_abandoned(self) -> None:
         """Forget streams whose final never came; checked at most ten times per TTL."""
