@@ -22,7 +22,6 @@ class ChannelHealth:
     status: HealthStatus
     reason: str = ""
 
-    # One named constructor per state, alike in form as GatewayError's are: each reads as its name.
     @classmethod
     def healthy(cls) -> ChannelHealth:
         return cls(HealthStatus.HEALTHY)

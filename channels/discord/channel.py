@@ -253,8 +253,6 @@ class DiscordTimeouts:
 class DiscordChannel(Channel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
-    # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
-    # config, data_dir, the timeouts tests shorten): alike in shape, Discord's values.
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["discord"]
     #: Discord allows five edits per five seconds in one channel.
     edit_interval_s: ClassVar[float] = 1.0

@@ -133,8 +133,6 @@ class EmailChannel(Channel):
             media, errors = await save_attachments(directory, message_id, mail.attachments)
             if errors:
                 metadata["media_errors"] = errors
-        # The mail's message onto InboundMessage's fields: every channel writes this mapping, alike
-        # in shape, with its own sources.
         return InboundMessage(
             channel=CHANNEL,
             sender_id=mail.sender,

@@ -56,7 +56,6 @@ class UidStore:
         await asyncio.to_thread(write_state_file, self.path, data)
 
 
-# A plain record: alike in shape to other frozen records (WhatsApp's DeliveryStatus), no more.
 @dataclass(frozen=True, slots=True)
 class ThreadInfo:
     """What a reply to one received message needs to land in the sender's thread."""

@@ -30,7 +30,6 @@ ENDPOINT_PATH = "/callback/ws/endpoint"
 
 
 class FeishuApi(TokenApi):
-    # The platform facts TokenApi asks for: alike in shape to WeComApi's, different values.
     channel = CHANNEL
     credentials_hint = "check app_id and app_secret"
 

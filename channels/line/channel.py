@@ -126,8 +126,6 @@ LOADING_REFRESH_S = 15.0
 
 
 class LineChannel(RunStateChannel):
-    # Opens as docs/channels.md has every platform channel open (name, limit, the config,
-    # data_dir, the timeout tests shorten): alike in shape, LINE's values.
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["line"]

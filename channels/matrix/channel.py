@@ -131,8 +131,6 @@ class MatrixTimeouts:
 class MatrixChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
-    # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
-    # config, data_dir, the timeouts tests shorten): alike in shape, Matrix's values.
     limit: ClassVar[PlatformLimit] = PlatformLimit(MAX_CONTENT_BYTES, "bytes")
     #: Synapse's default message rate limit is 0.2/s with a burst of 10: edits every 2 s.
     edit_interval_s: ClassVar[float] = 2.0

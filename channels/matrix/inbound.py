@@ -21,8 +21,6 @@ TEXT_TYPES = frozenset({"m.text", "m.emote"})
 MEDIA_TYPES = frozenset({"m.image", "m.file", "m.audio", "m.video"})
 
 
-# The event's own fields: alike in shape to other frozen records (the cluster's
-# InboundEnvelope), no more.
 @dataclass(frozen=True, slots=True)
 class MatrixPost:
     event_id: str

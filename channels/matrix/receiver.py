@@ -209,8 +209,6 @@ class SyncHandler:
             log.warning("matrix.encrypted_notice_failed", room_id=post.room_id, error=str(error))
 
 
-# Matrix's message onto InboundMessage's fields: every channel writes this mapping, alike
-# in shape, with its own sources.
 def _to_inbound(post: MatrixPost, media: list[str]) -> InboundMessage:
     return InboundMessage(
         channel=CHANNEL,

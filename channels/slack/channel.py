@@ -132,8 +132,6 @@ def _secret(value: SecretStr | None) -> str:
 class SlackChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
-    # Opens as docs/channels.md has every platform channel open (limit, edit interval, the
-    # config, data_dir, the timeouts tests shorten): alike in shape, Slack's values.
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["slack"]
     #: chat.update is a Tier 3 method (about 50 calls a minute); one edit a second keeps a
     #: streamed reply within it.

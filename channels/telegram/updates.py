@@ -21,8 +21,6 @@ CHANNEL = "telegram"
 _GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
 
 
-# Two small records side by side, declared like the cluster's Waiting and QueuePlan: alike in
-# shape only.
 @dataclass(frozen=True, slots=True)
 class BotIdentity:
     """Who the bot is, from getMe: mentions and replies are matched against it."""

@@ -58,8 +58,6 @@ def _same_origin(url: str, other: str) -> bool:
 
 
 class TwilioChannel(RunStateChannel):
-    # Opens as docs/channels.md has every platform channel open (name, limit, the config,
-    # data_dir, the timeout tests shorten): alike in shape, Twilio's values.
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["twilio"]
@@ -159,8 +157,6 @@ class TwilioChannel(RunStateChannel):
             self._recent.seen(sms.sid)
             return
         media = await self._save_media(sms) if allowed else []
-        # The SMS onto InboundMessage's fields: every channel writes this mapping, alike in
-        # shape, with its own sources.
         await inbound.send(
             InboundMessage(
                 channel=CHANNEL,

@@ -79,8 +79,6 @@ class WeComMessage:
         """MsgId for messages; events have none, so sender and time stand in."""
         return self.msg_id or f"{self.sender}:{self.create_time}:{self.event}"
 
-    # WeCom's message onto InboundMessage's fields: every channel writes this mapping, alike in
-    # shape, with its own sources.
     def to_inbound(self) -> InboundMessage:
         return InboundMessage(
             channel=CHANNEL,

@@ -44,7 +44,6 @@ RATE_LIMIT_WAIT_S = 3.0
 
 
 class WeComApi(TokenApi):
-    # The platform facts TokenApi asks for: alike in shape to FeishuApi's, different values.
     channel = CHANNEL
     credentials_hint = "check corp_id and secret"
 

@@ -51,7 +51,6 @@ class WhatsAppMessage:
         return self.message.model_copy(update={"media": paths}) if paths else self.message
 
 
-# A plain record: alike in shape to other frozen records (email's ThreadInfo), no more.
 @dataclass(frozen=True, slots=True)
 class DeliveryStatus:
     wamid: str

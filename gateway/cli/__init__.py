@@ -67,7 +67,6 @@ DEFAULT_TIMEOUT_S = 10.0
 
 
 def add_doctor_command(commands: CommandSet) -> None:
-    # Declared as every command is (see gateway.cli.args): alike in argparse's form, not logic.
     doctor = commands.add(
         "doctor",
         cmd_doctor,
@@ -214,7 +213,6 @@ def build_parser() -> argparse.ArgumentParser:
         description="Connects an AI agent to chat platforms; one YAML profile per bot.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    # Declared as every command is (see gateway.cli.args): alike in argparse's form, not logic.
     commands = CommandSet(parser, dest="command", metavar="COMMAND")
 
     run = commands.add(

@@ -40,7 +40,6 @@ _ACTIONS = (
 
 
 def add_dead_letter_commands(commands: CommandSet) -> None:
-    # Declared as every command is (see gateway.cli.args): alike in argparse's form, not logic.
     dead = commands.add_group(
         "dead-letters",
         help="list, retry or drop what could not be delivered",

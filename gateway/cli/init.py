@@ -42,7 +42,6 @@ Ask = Callable[[str], str]
 
 
 def add_init_command(commands: CommandSet) -> None:
-    # Declared as every command is (see gateway.cli.args): alike in argparse's form, not logic.
     init = commands.add(
         "init",
         cmd_init,

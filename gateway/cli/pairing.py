@@ -33,7 +33,6 @@ from sessions.errors import SessionError
 
 
 def add_pair_commands(commands: CommandSet) -> None:
-    # Declared as every command is (see gateway.cli.args): alike in argparse's form, not logic.
     pair = commands.add(
         "pair",
         cmd_pair,

@@ -31,7 +31,6 @@ KEY_FORM = (
 
 
 def add_session_commands(commands: CommandSet) -> None:
-    # Declared as every command is (see gateway.cli.args): alike in argparse's form, not logic.
     sessions = commands.add_group(
         "sessions",
         help="list, show or export sessions",

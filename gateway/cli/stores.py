@@ -46,7 +46,6 @@ _ARCHIVE_SUFFIXES = (f".archived{SESSION_SUFFIX}", f".archive{SESSION_SUFFIX}")
 
 
 def add_store_commands(commands: CommandSet) -> None:
-    # Declared as every command is (see gateway.cli.args): alike in argparse's form, not logic.
     store = commands.add_group(
         "store",
         help="move sessions between stores",
