@@ -207,7 +207,7 @@ async def test_every_message_is_answered_once_in_order_across_cluster_sigkills(
         # Nothing left to do in the streams, but the dead letter the test planted (an ack that
         # a kill lost comes again after ack_wait_s: 2 s).
         assert await streams.left_once_settled("IN", timeout_s=10) == 0
-        assert await streams.left_in("OUT") == 0
+        assert await streams.left_once_settled("OUT", timeout_s=10) == 0
         assert await streams.left_in("DEAD") == 1
         # The standby took the lease over from the killed leader.
         assert sum(holds_lease(i) for i in ingresses) == 1

@@ -75,13 +75,13 @@ async def test_an_ingress_and_two_workers_answer_telegram_in_order(
         # Both workers took turns (partitions are shared out by whoever fetches first).
         turns = [sum(1 for e in w.logs if e.get("event") == "turn.started") for w in running[:2]]
         assert sum(turns) == 18
-        assert await streams.left_in("IN") == 0
+        assert await streams.left_once_settled("IN", timeout_s=10) == 0
         await fake.wait_until(lambda: fake.pending_update_ids == [], timeout_s=10)
         # SIGTERM: every process stops cleanly (ingress first, as a rolling stop would).
         for daemon in reversed(running):
             daemon.signal(signal.SIGTERM)
             assert await daemon.wait() == 0, daemon.logs[-10:]
-    assert await streams.left_in("OUT") == 0
+    assert await streams.left_once_settled("OUT", timeout_s=10) == 0
     # Each reply's delivery was recorded (before its ack) with the id Telegram gave the message
     # it streamed into.
     sent = sorted(str(m["message_id"]) for chat in chats for m in fake.bot_messages(chat))
@@ -144,8 +144,8 @@ async def test_the_api_through_two_ingress_processes_answers_every_request_once(
         assert first["reply"] == again["reply"] == "once"
         worker = running[0]
         assert sum(1 for e in worker.logs if e.get("event") == "turn.started") == 41
-    assert await streams.left_in("IN") == 0
-    assert await streams.left_in("OUT") == 0
+    assert await streams.left_once_settled("IN", timeout_s=10) == 0
+    assert await streams.left_once_settled("OUT", timeout_s=10) == 0
 
 
 async def test_a_worker_starts_beside_the_ingress_that_holds_the_api_port(

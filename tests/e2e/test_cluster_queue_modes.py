@@ -159,8 +159,8 @@ async def test_a_stop_at_the_ingress_cancels_the_turn_on_a_worker_and_is_answere
     # Each cancelled turn ran once (not delivered again) and left nothing in the session.
     assert hook.asked("forever") == 2
     assert await session_texts(postgres_dsn, profile) == ["and now this", "and now this"]
-    assert await streams.left_in("IN") == 0
-    assert await streams.left_in("OUT") == 0
+    assert await streams.left_once_settled("IN", timeout_s=10) == 0
+    assert await streams.left_once_settled("OUT", timeout_s=10) == 0
 
 
 async def test_interrupt_cancels_the_running_turn_for_the_newer_message(
@@ -178,7 +178,7 @@ async def test_interrupt_cancels_the_running_turn_for_the_newer_message(
         assert [e["reason"] for e in logged(worker, "cluster.turn_cancelled")] == ["interrupt"]
         await stop_all(running)
     assert hook.turns == ["think forever about this", "no, this instead"]
-    assert await streams.left_in("IN") == 0
+    assert await streams.left_once_settled("IN", timeout_s=10) == 0
 
 
 async def test_collect_joins_the_messages_sent_during_a_turn_into_one_next_turn(
@@ -206,8 +206,8 @@ async def test_collect_joins_the_messages_sent_during_a_turn_into_one_next_turn(
         COLLECTED,
         COLLECTED,
     ]
-    assert await streams.left_in("IN") == 0
-    assert await streams.left_in("OUT") == 0
+    assert await streams.left_once_settled("IN", timeout_s=10) == 0
+    assert await streams.left_once_settled("OUT", timeout_s=10) == 0
 
 
 async def test_a_worker_killed_in_a_collected_turn_still_answers_each_message_once(
@@ -239,5 +239,5 @@ async def test_a_worker_killed_in_a_collected_turn_still_answers_each_message_on
         # Asked again after the kill (the reply was not stored), then answered once.
         assert hook.turns == ["the first question", COLLECTED, COLLECTED]
         assert len(logged(successor, "cluster.settled_acked")) == 2
-    assert await streams.left_in("IN") == 0
-    assert await streams.left_in("OUT") == 0
+    assert await streams.left_once_settled("IN", timeout_s=10) == 0
+    assert await streams.left_once_settled("OUT", timeout_s=10) == 0

@@ -95,7 +95,7 @@ async def test_telegram_replies_stream_in_edits_and_finish_in_place_across_two_i
     # Replies taken by the ingress that did not show their turn went to the one that did.
     assert {e["elsewhere"] for e in handed} == {True, False}
     assert len({e["ingress"] for e in handed}) == 1
-    assert await streams.left_in("OUT") == 0
+    assert await streams.left_once_settled("OUT", timeout_s=10) == 0
 
 
 async def test_the_api_streams_snapshots_then_done_through_a_cluster(
@@ -175,4 +175,4 @@ async def test_a_turn_whose_live_events_reach_no_ingress_is_answered_once_whole(
     assert edits_of(fake, first) == 0  # sent once, whole
     assert edits_of(fake, second) >= 1
     assert calls_to(fake, "sendMessage", chat) == 2
-    assert await streams.left_in("OUT") == 0
+    assert await streams.left_once_settled("OUT", timeout_s=10) == 0

@@ -51,6 +51,8 @@ OLD_GIVE_UP_ATTEMPTS = 5
 #: Patience for the backoff (1 s doubling to 30 s, jittered) to get past those attempts (at most
 #: 31 s), and for the next attempt after the platform returns (at most 30 s more).
 OUTAGE_WAIT_S = 90.0
+#: The Telegram outage a SIGKILL falls in: two minutes, far past the old give-up (~10 s).
+TELEGRAM_OUTAGE_S = 120.0
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.asyncio(loop_scope="function"),
@@ -501,6 +503,7 @@ async def test_a_reply_due_during_an_outage_arrives_once_it_is_back_on_every_cha
         assert shown == {profile: [text] for profile, text in replies.items()}
 
 
+@pytest.mark.timeout(TELEGRAM_OUTAGE_S + 2 * OUTAGE_WAIT_S)
 async def test_a_telegram_reply_due_during_an_outage_survives_a_sigkill(tmp_path: Path) -> None:
     async with HeldEchoAgent() as agent, FakeTelegram() as fake, AsyncExitStack() as stack:
         case = telegram(agent, fake, 10_002)
@@ -516,6 +519,7 @@ async def test_a_telegram_reply_due_during_an_outage_survives_a_sigkill(tmp_path
         await case.say(daemon, text)
         await asyncio.wait_for(hold.reached.wait(), WAIT_S)
         async with case.down():
+            outage_ends = asyncio.get_running_loop().time() + TELEGRAM_OUTAGE_S
             hold.release.set()
             await case.wait_failed(daemon, marker, more_than=1)
             daemon.signal(signal.SIGKILL)
@@ -527,6 +531,8 @@ async def test_a_telegram_reply_due_during_an_outage_survives_a_sigkill(tmp_path
             await case.wait_failed(
                 restarted, marker, more_than=failed_before_restart + OLD_GIVE_UP_ATTEMPTS
             )
+            # The outage lasts its two minutes: nothing to wait on but the clock.
+            await asyncio.sleep(max(0.0, outage_ends - asyncio.get_running_loop().time()))
         await case.wait_until(lambda: text in case.shown())
         assert await restarted.stop_cleanly() == 0
 
