@@ -179,7 +179,7 @@ class Synapse:
                         if reply.status == 200:
                             return
                 except aiohttp.ClientError:
-                    pass
+                    pass  # not listening yet: asked again below, until the deadline
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"Synapse did not answer: {self.last_output()}")
                 # Polled: Synapse gives no other sign that it listens.
