@@ -24,9 +24,15 @@ LOG_LINE_LIMIT_BYTES = 2**24
 #: Ports handed out for a daemon to bind later: below the kernel's ephemeral range (32768 and
 #: up on Linux), where every outgoing connection and every `bind(0)` takes its port, and each
 #: pytest-xdist worker in a block of its own, so no other test can take one in the meantime.
+#: `OCTOS_TEST_PORTS=FIRST-LAST` narrows the range, for two suites run side by side.
+_RANGE_FIRST, _RANGE_LAST = (
+    int(bound) for bound in os.environ.get("OCTOS_TEST_PORTS", "20000-31999").split("-")
+)
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-_PORT_BLOCK = 12000 // max(1, _WORKERS)
-_FIRST_PORT = 20000 + _PORT_BLOCK * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+_PORT_BLOCK = (_RANGE_LAST + 1 - _RANGE_FIRST) // max(1, _WORKERS)
+_FIRST_PORT = _RANGE_FIRST + _PORT_BLOCK * int(
+    os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0
+)
 _next_ports = itertools.cycle(range(_FIRST_PORT, _FIRST_PORT + _PORT_BLOCK))
 
 
