@@ -33,6 +33,7 @@ from bus.envelope import (
     InboundSender,
     OutboundEvent,
     OutboundMessage,
+    OutboundSink,
     SenderRefused,
     StreamSnapshot,
     TypingStarted,
@@ -57,8 +58,10 @@ from bus.message import (
     turn_made_at,
 )
 from bus.queue import (
+    Admitted,
     AgentHandle,
     BusPublisher,
+    InboundLog,
     PipeClosed,
     PipeReceiver,
     PipeSender,
@@ -118,9 +121,12 @@ __all__ = [  # noqa: RUF022
     "create_bus",
     "AgentHandle",
     "BusPublisher",
+    "InboundLog",
+    "Admitted",
     # envelopes: inbound, and the outbound events
     "InboundMessage",
     "InboundSender",
+    "OutboundSink",
     "InboundRefused",
     "SenderRefused",
     "OutboundEvent",

@@ -198,3 +198,10 @@ class InboundSender(Protocol):
 
     def close(self) -> None:
         """This channel sends no more; idempotent."""
+
+
+class OutboundSink(Protocol):
+    """Where the agent side sends replies, snapshots and typing signals: the bus
+    (`AgentHandle`), or in a cluster the ingress holding the chat."""
+
+    async def send(self, event: OutboundEvent) -> None: ...

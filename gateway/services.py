@@ -21,7 +21,6 @@ from pathlib import Path
 
 from aiohttp import web
 
-from bus import AgentHandle
 from config import ProfileConfig
 from config.store import StoreConfig
 from gateway.metrics import GatewayMetrics
@@ -81,6 +80,4 @@ class ProfileServices:
     config: ProfileConfig
     sessions: SessionManager
     topics: ActiveTopicsStore
-    #: Where the profile's replies, snapshots and typing signals go.
-    outbound: AgentHandle
     metrics: GatewayMetrics

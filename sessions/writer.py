@@ -17,12 +17,12 @@ writer thread woken per command costs the loop a queue put and a GIL hand-off fo
 journal records and a session line a turn, every turn. Commands put here during one iteration
 of the loop are gathered and handed over together at the next, so the thread wakes once for
 everything the loop did in between, and the order of commands is kept. Nothing waits on a
-timer: the hand-over is the next callback the loop runs, or with `one_more_iteration` the one
-after it. The journal asks for that: the turn a message starts runs in the iteration after the
-message's record was put (its lane's task is scheduled then), and an agent that answers at once
-puts the turn's outcome there too, so the message and its answer share one write and one
-fdatasync instead of waiting for two in turn. A slow agent's outcome comes later whatever the
-hand-over does; the cost to it is one iteration.
+timer: the hand-over is the next callback the loop runs, or `extra_iterations` later. The
+journal asks for two: in the iteration after a message's record was put the dispatcher takes
+the record from the bus and routes it (its lane's task is scheduled), in the next the turn runs,
+and an agent that answers at once puts the turn's outcome there too, so the message and its
+answer share one write and one fdatasync instead of waiting for two in turn. A slow agent's
+outcome comes later whatever the hand-over does; the cost to it is two iterations.
 """
 
 from __future__ import annotations
@@ -51,16 +51,16 @@ class Handover(Generic[Command]):
         self,
         on_hand_over: Callable[[], None] | None = None,
         *,
-        one_more_iteration: bool = False,
+        extra_iterations: int = 0,
     ) -> None:
         """`on_hand_over` runs on the loop just before a gathering is handed over: after it,
-        nothing put before may change (the thread may be reading it). `one_more_iteration`:
-        what the callbacks made ready by this iteration put joins its gathering."""
+        nothing put before may change (the thread may be reading it). `extra_iterations`: how
+        many iterations of callbacks made ready by this one may still join its gathering."""
         self._queue: queue.SimpleQueue[list[Command]] = queue.SimpleQueue()
         self._gathering: list[Command] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_hand_over = on_hand_over
-        self._one_more_iteration = one_more_iteration
+        self._extra_iterations = extra_iterations
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """The loop `put` is called on (the writer's `start` or `open`)."""
@@ -74,15 +74,14 @@ class Handover(Generic[Command]):
             if self._loop is None:
                 raise RuntimeError("the writer is not running")
             gathering = self._gathering = []
-            later = self._hand_over_next if self._one_more_iteration else self._hand_over
-            self._loop.call_soon(later)
+            self._loop.call_soon(self._hand_over, self._extra_iterations)
         gathering.append(command)
 
-    def _hand_over_next(self) -> None:
-        assert self._loop is not None
-        self._loop.call_soon(self._hand_over)
-
-    def _hand_over(self) -> None:
+    def _hand_over(self, iterations_left: int) -> None:
+        if iterations_left > 0:
+            assert self._loop is not None
+            self._loop.call_soon(self._hand_over, iterations_left - 1)
+            return
         if self._on_hand_over is not None:
             self._on_hand_over()
         gathering, self._gathering = self._gathering, None

@@ -15,13 +15,12 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from functools import partial
-from typing import assert_never
+from typing import Any, assert_never
 
 import structlog
 
 from bus import (
     BusPublisher,
-    InboundSender,
     OutboundEvent,
     OutboundMessage,
     StreamSnapshot,
@@ -77,7 +76,7 @@ class ChannelManager:
     def __init__(
         self,
         profile: str,
-        publisher: BusPublisher,
+        publisher: BusPublisher[Any],
         *,
         metrics: ChannelMetrics | None = None,
         clock: Clock = time.monotonic,
@@ -94,7 +93,6 @@ class ChannelManager:
         health_timeout_s: float = 5.0,
         on_delivered: DeliveryHook | None = None,
         stream_record: StreamRecord | None = None,
-        intake: Callable[[], InboundSender] | None = None,
         run_channel: RunChannel = start_channel,
         delivery_deadline_s: float = 86_400.0,
         wall_clock: Clock = time.time,
@@ -106,11 +104,12 @@ class ChannelManager:
         self.metrics = metrics or ChannelMetrics.private(profile)
         self._publisher = publisher
         #: A channel's supervisor, made by `run()`: the restart settings are given here once.
-        #: Channels send what they receive to `intake` (by default the bus's inbound pipe);
-        #: `run_channel` runs each receiver (a cluster's ingress: under a poller lease).
+        #: Channels publish what they receive on the bus (through its log, whatever it hands
+        #: the agent side); `run_channel` runs each receiver (a cluster's ingress: under a
+        #: poller lease).
         self._supervisor_of = partial(
             ChannelSupervisor,
-            open_inbound=intake or publisher.inbound_sender,
+            open_inbound=publisher.inbound_sender,
             metrics=self.metrics,
             policy=restart_policy or RestartPolicy(),
             clock=clock,

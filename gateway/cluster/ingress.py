@@ -43,7 +43,15 @@ import structlog
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from bus import AgentHandle, InboundMessage, InboundRefused, OutboundMessage, PipeClosed, create_bus
+from bus import (
+    Admitted,
+    AgentHandle,
+    InboundMessage,
+    InboundRefused,
+    OutboundMessage,
+    PipeClosed,
+    create_bus,
+)
 from channels.base import Channel
 from channels.errors import DeliveryError
 from channels.health import ChannelHealth
@@ -73,6 +81,8 @@ log = structlog.get_logger(__name__)
 
 
 class ClusterIntake:
+    """The ingress bus's `InboundLog`: the inbound stream, where the workers take messages."""
+
     def __init__(
         self,
         profile: str,
@@ -96,9 +106,6 @@ class ClusterIntake:
         self._retry_after_s = retry_after_s
         self._edge = EdgeCheck(channel_named, strangers, self._count)
 
-    def close(self) -> None:
-        """Channels share the profile's intake; `stop` is what ends it."""
-
     def stop(self) -> None:
         """Take no more: channels get `PipeClosed`."""
         self._edge.closed = True
@@ -106,10 +113,12 @@ class ClusterIntake:
     def _count(self, message: InboundMessage, outcome: str) -> None:
         self._metrics.messages_in.labels(self._profile, message.channel, outcome).inc()
 
-    async def send(self, message: InboundMessage) -> None:
+    async def admit(self, message: InboundMessage) -> Admitted[InboundMessage] | None:
+        """Published to the partition of its chat; `None` once JetStream holds it: a worker
+        takes it from there, this process has no agent side."""
         channel = await self._edge.admit(message)
         if channel is None:
-            return
+            return None
         envelope = self._envelope(channel, scrubbed(message))
         msg_id = envelope.inbound_id
         if envelope.request:
@@ -138,6 +147,7 @@ class ClusterIntake:
             duplicate=bool(ack.duplicate),
             chat=message.chat_id,
         )
+        return None
 
     async def _cancel_running_turn(self, envelope: InboundEnvelope, seq: int) -> None:
         """A stop, or a newer message in interrupt mode: the chat's turn ends now, not when
@@ -275,13 +285,12 @@ class IngressProfile:
                 topics,
                 written_elsewhere=True,
             )
-            handle, publisher = create_bus(self._shared.bus_capacity)
+            handle, publisher = create_bus(self._shared.bus_capacity, carries=InboundMessage)
             strangers = StrangerNotices(handle.send)
             channels = ChannelManager(
                 self.profile_id,
                 publisher,
                 metrics=ChannelMetrics(self._shared.metrics.registry, self.profile_id),
-                intake=lambda: intake,
                 # A single-poller channel (Telegram long polling, IMAP) polls only while this
                 # process holds its lease: one poller per bot across every ingress.
                 run_channel=(
@@ -302,6 +311,7 @@ class IngressProfile:
                 self._shared.metrics,
                 queue_mode=self._config.queue_mode,
             )
+            publisher.log_through(intake)
             stack.callback(self._shared.webhooks.unmount, self.profile_id)
             # Codes and approvals in the sessions' database: shared by every ingress, anywhere.
             pairing = await open_pairing(

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from bus import InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage, create_bus
+from bus import InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage
 from bus.abort import abort_response
 from config import ProfileConfig
 from config.profile import QueueMode
@@ -219,12 +219,10 @@ async def worker_profile(
         # In the same database as the sessions: a `/new` on one worker holds on every worker.
         topics = active_topics(store, root, sessions_store)
         await topics.load()
-        # A cluster turn sends its snapshots and typing to its own `LiveTurn`: the runner's
-        # outbound side is a bus nobody reads.
-        handle, _publisher = create_bus(1)
-        services = ProfileServices(profile_id, config, sessions, topics, handle, metrics)
+        services = ProfileServices(profile_id, config, sessions, topics, metrics)
         yield WorkerProfile(
             services,
+            # Each turn names where it shows its snapshots and typing: its own `LiveTurn`.
             TurnRunner(services, agent),
             Commands(services),
             postgres_store(sessions_store),

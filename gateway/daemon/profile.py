@@ -31,8 +31,7 @@ from gateway.services import ProcessServices, ProfileServices
 from gateway.turn.commands import Commands
 from gateway.turn.dispatcher import Dispatcher, DispatcherSettings
 from gateway.turn.history import ProfileHistory
-from gateway.turn.intake import ProfileIntake
-from gateway.turn.journal import Journal, Recovery
+from gateway.turn.journal import Journal, Received, Recovery
 from gateway.turn.runner import TurnRunner
 from sessions import SessionManager, SessionStore
 from sessions.backends import active_topics, session_store
@@ -68,7 +67,7 @@ class _Built:
 
     channels: ChannelManager
     dispatcher: Dispatcher
-    handle: AgentHandle
+    handle: AgentHandle[Received]
     recovery: Recovery
     pairing: Pairing
     dead_letters: ProfileDeadLetters
@@ -125,8 +124,10 @@ class ProfileRuntime:
         which is built last, around the dispatcher's intake.
         """
         settings = self.config.sessions
-        handle, publisher = create_bus(self._shared.bus_capacity)
-        services = await self._open_services(stack, handle)
+        # Every message a channel publishes goes through the dispatcher's intake (the bus's
+        # log: the journal) before the dispatcher takes it from `handle`.
+        handle, publisher = create_bus(self._shared.bus_capacity, carries=Received)
+        services = await self._open_services(stack)
         agent = await stack.enter_async_context(create_agent(self.config.agent))
         stack.callback(self._shared.webhooks.unmount, self.profile_id)
         pairing = await open_pairing(
@@ -150,10 +151,10 @@ class ProfileRuntime:
         stack.push_async_callback(journal.close)
         # A later channel of the same name replaces an earlier one, as in the manager.
         channel_named = {channel.name: channel for channel in built_channels}.get
-        dispatcher = self._dispatcher_for(services, journal, channel_named, agent)
+        dispatcher = self._dispatcher_for(services, journal, channel_named, agent, handle)
         dispatcher.intake.strangers.stranger_notice = pairing.stranger_notice
         dispatcher.intake.strangers.reread_approvals = pairing.reread
-        intake = ProfileIntake(dispatcher.intake)
+        publisher.log_through(dispatcher.intake)
         # Told of every reply delivered or given up on: the journal records it, and one given
         # up on is kept as a dead letter first.
         dead_letters = ProfileDeadLetters(
@@ -170,13 +171,12 @@ class ProfileRuntime:
             on_delivered=dead_letters.delivered,
             delivery_deadline_s=self.config.delivery_deadline_s,
             stream_record=_JournaledStreams(journal),
-            intake=lambda: intake,
         )
         register_all(channels, built_channels, self.config)
         self._channels, self._dispatcher = channels, dispatcher
         return _Built(channels, dispatcher, handle, recovery, pairing, dead_letters)
 
-    async def _open_services(self, stack: AsyncExitStack, outbound: AgentHandle) -> ProfileServices:
+    async def _open_services(self, stack: AsyncExitStack) -> ProfileServices:
         settings = self.config.sessions
         # The journal is the durable copy: session files are written behind it and synced
         # at its checkpoints, so their appends need not wait for the disk.
@@ -197,9 +197,7 @@ class ProfileRuntime:
         self._sessions = sessions
         topics = active_topics(self._shared.store, self.root, store)
         await topics.load()
-        return ProfileServices(
-            self.profile_id, self.config, sessions, topics, outbound, self._shared.metrics
-        )
+        return ProfileServices(self.profile_id, self.config, sessions, topics, self._shared.metrics)
 
     def _dispatcher_for(
         self,
@@ -207,6 +205,7 @@ class ProfileRuntime:
         journal: Journal,
         channel_named: Callable[[str], Channel | None],
         agent: Agent,
+        bus: AgentHandle[Received],
     ) -> Dispatcher:
         settings = self.config.sessions
         return Dispatcher(
@@ -221,8 +220,9 @@ class ProfileRuntime:
             services,
             journal,
             channel_named,
-            TurnRunner(services, agent),
+            TurnRunner(services, agent, bus),
             Commands(services),
+            bus,
         )
 
     async def _serve(self, built: _Built) -> None:

@@ -1,10 +1,12 @@
 """The dispatcher: what happens to each message of one profile once the journal holds it.
 
-The intake (`gateway.turn.intake`) checks, deduplicates and journals what channels receive; each
-journaled message is routed here, live (as its record goes to the disk) or when the previous
-run's unfinished work is recovered: abort triggers cancel the chat's running turn, immediate
-commands answer at once, everything else waits in the chat's lane and runs as a turn. Every
-answer is an outcome in the journal before it is sent; session files are written behind it.
+The intake (`gateway.turn.intake`), the bus's inbound log, checks, deduplicates and journals
+what channels publish; the dispatcher takes each journaled message from the bus's agent end
+(`AgentHandle`) as its record goes to the disk, or from the journal when the previous run's
+unfinished work is recovered, and routes it: abort triggers cancel the chat's running turn,
+immediate commands answer at once, everything else waits in the chat's lane and runs as a turn.
+Every answer is an outcome in the journal before it is sent; session files are written behind
+it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from functools import partial
 
 import structlog
 
-from bus import Message, SessionKey, TokenUsage, new_turn_id
+from bus import AgentHandle, Message, SessionKey, TokenUsage, new_turn_id
 from bus.abort import abort_response
 from channels.base import Channel
 from gateway import logs
@@ -64,10 +66,11 @@ class Dispatcher:
         channel_named: Callable[[str], Channel | None],
         runner: TurnRunner,
         commands: Commands,
+        bus: AgentHandle[Received],
     ) -> None:
         self._settings = settings
         self._journal = journal
-        self._handle = services.outbound
+        self._bus = bus
         self._channel_named = channel_named
         self._runner = runner
         self._commands = commands
@@ -82,7 +85,7 @@ class Dispatcher:
         # reloaded profile's dispatcher takes its place under the same labels).
         depth = services.metrics.queue_depth
         depth.labels(settings.profile, "inbound").set_function(lambda: len(journal.state.received))
-        depth.labels(settings.profile, "outbound").set_function(self._handle.outbound_depth)
+        depth.labels(settings.profile, "outbound").set_function(self._bus.outbound_depth)
         self.intake = Intake(
             IntakeSettings(
                 settings.profile,
@@ -93,7 +96,7 @@ class Dispatcher:
             services,
             journal,
             channel_named,
-            route=self._route,
+            outbound=bus,
             after_durable=self._after_durable,
         )
 
@@ -107,11 +110,15 @@ class Dispatcher:
             self._lanes = Lanes(self._settings.queue_mode, self._run_item, tasks, self._dropped)
             await self._recover(recovery)
             self.intake.open()
+            routing = tasks.create_task(
+                self._route_published(), name=f"inbound-routing:{self._settings.profile}"
+            )
             self._ready.set()
             checkpoints = tasks.create_task(
                 self._checkpoint_loop(), name=f"journal-checkpoints:{self._settings.profile}"
             )
             await self._stopped.wait()
+            await routing
             await self._lanes.wait_idle()
             checkpoints.cancel()
 
@@ -122,6 +129,7 @@ class Dispatcher:
     def stop_intake(self) -> None:
         """Take no more messages; what is running or waiting still finishes."""
         self.intake.close()
+        self._bus.stop_receiving()
         self._stopped.set()
 
     def busy(self) -> bool:
@@ -134,7 +142,7 @@ class Dispatcher:
             self._journal.record_written(outcome.turn)
         for outcome in recovery.undelivered:
             assert outcome.reply is not None
-            await self._handle.send(outcome.reply)
+            await self._bus.send(outcome.reply)
         for received in recovery.pending:
             self._route(received)
         if recovery.pending or recovery.undelivered:
@@ -167,6 +175,11 @@ class Dispatcher:
         self._maybe_checkpoint()
 
     # Routing (synchronous: runs as soon as a message is journaled, live or on recovery)
+
+    async def _route_published(self) -> None:
+        """Every message the bus brings, until it takes no more and what it queued is routed."""
+        async for received in self._bus:
+            self._route(received)
 
     def _route(self, received: Received) -> None:
         assert self._lanes is not None
@@ -350,7 +363,7 @@ class Dispatcher:
                 log.debug("turn.done", session=session_name, tokens=result.usage.total)
         else:
             self._journal.record_written(turn)
-        await self._handle.send(reply)
+        await self._bus.send(reply)
         self._maybe_checkpoint()
 
     async def status_of(self, key: SessionKey) -> ChatStatus:

@@ -1,11 +1,12 @@
-"""The intake: everything between a channel's `send` and the journal.
+"""The intake: everything between a channel's `send` and the journal, as the bus's inbound log.
 
-In order: the channel's allow list (a stranger gets at most one "your id is ..." notice an hour
+Channels send to the bus's publisher, which hands each message to `Intake.admit`. In order: the
+channel's allow list (a stranger gets at most one "your id is ..." notice an hour
 and the agent never sees them), dedup by platform id against the journal (a retry returns once
 the first copy is durable; a channel whose messages are requests, the HTTP API, gets the first
 reply again), the backlog bound (`InboundRefused`: nothing stored), then the message is written
-to the journal and handed to the dispatcher's router at once. The sender returns once the record
-is durable (the channel then acknowledges the platform).
+to the journal and its record goes on the bus to the dispatcher at once. The channel's `send`
+returns once the record is durable (the channel then acknowledges the platform).
 
 Routing does not wait for the disk: the turn runs while its message is being synced, and all
 it leaves behind waits anyway. Its outcome is a later record of the same log, durable only once
@@ -23,7 +24,7 @@ from functools import partial
 
 import structlog
 
-from bus import InboundMessage, InboundRefused
+from bus import Admitted, InboundMessage, InboundRefused, OutboundSink
 from channels.base import Channel
 from channels.metrics import LoopCount
 from gateway import logs
@@ -47,9 +48,7 @@ class IntakeSettings:
 
 
 class Intake:
-    # Its constructor takes the services, journal and channel lookup the dispatcher takes, on
-    # purpose: the dispatcher builds it from its own and hands it those, the intake being the
-    # dispatcher's front half (admission and durability) in a module of its own.
+    """The profile bus's `InboundLog`: admits a message into the journal."""
 
     def __init__(
         self,
@@ -58,16 +57,15 @@ class Intake:
         journal: Journal,
         channel_named: Callable[[str], Channel | None],
         *,
-        route: Callable[[Received], None],
+        outbound: OutboundSink,
         after_durable: Callable[[], None],
     ) -> None:
         self._settings = settings
         self._journal = journal
-        self._handle = services.outbound
+        self._outbound = outbound
         self._metrics = services.metrics
-        self._route = route
         self._after_durable = after_durable
-        self.strangers = StrangerNotices(self._handle.send)
+        self.strangers = StrangerNotices(outbound.send)
         self._edge = EdgeCheck(channel_named, self.strangers, self._count)
         self._open = asyncio.Event()
         #: journal id -> the write that makes it durable, while it is in flight
@@ -91,11 +89,11 @@ class Intake:
             self._counters[(message.channel, outcome)] = counter
         counter.inc()
 
-    async def receive(self, message: InboundMessage) -> None:
-        """The `InboundSender.send` of every channel of this profile: returns once durable."""
+    async def admit(self, message: InboundMessage) -> Admitted[Received] | None:
+        """Checked, then written: the record for the dispatcher, and its durability."""
         channel = await self._edge.admit(message)
         if channel is None:
-            return
+            return None
         if not self._open.is_set():
             await self._open.wait()  # recovery of the previous run comes first
         message = scrubbed(message)
@@ -103,7 +101,7 @@ class Intake:
         if known is not None:
             self._count(message, "duplicate")
             await self._duplicate(channel, message, known)
-            return
+            return None
         self._check_backlog(message)
         # The sender waits on a future of its own, so a channel that gives up waiting cancels
         # only that, never the write (which other messages of its batch share).
@@ -112,14 +110,7 @@ class Intake:
             message, partial(self._durable, acknowledged=acknowledged)
         )
         self._in_flight[received.id] = durable
-        self._route(received)
-        try:
-            await acknowledged
-        except LogWriteError as error:
-            # Nothing was stored: the platform is told to try again later, as when full.
-            raise InboundRefused(
-                "global", self._settings.retry_after_s, f"the journal cannot be written: {error}"
-            ) from error
+        return Admitted(received, acknowledged)
 
     def _durable(
         self,
@@ -133,7 +124,14 @@ class Intake:
         if error is not None:
             self._journal.forget(received)
             if not acknowledged.done():
-                acknowledged.set_exception(error)
+                # Nothing was stored: the platform is told to try again later, as when full.
+                acknowledged.set_exception(
+                    InboundRefused(
+                        "global",
+                        self._settings.retry_after_s,
+                        f"the journal cannot be written: {error}",
+                    )
+                )
             return
         self._count(received.message, "accepted")
         if logs.debug_enabled:
@@ -169,22 +167,9 @@ class Intake:
             return  # still waiting or running: its reply reaches this request too
         reply = self._journal.state.reply_for(known)
         if reply is not None:
-            await self._handle.send(reply)
+            await self._outbound.send(reply)
         else:
             await self._send(message, ALREADY_ANSWERED, failed=True)
 
     async def _send(self, message: InboundMessage, text: str, *, failed: bool = False) -> None:
-        await self._handle.send(notice_for(message, text, failed=failed))
-
-
-class ProfileIntake:
-    """The `InboundSender` every channel of a profile gets: `send` returns once durable."""
-
-    def __init__(self, intake: Intake) -> None:
-        self._intake = intake
-
-    async def send(self, message: InboundMessage) -> None:
-        await self._intake.receive(message)
-
-    def close(self) -> None:
-        """Channels share the profile's intake; closing one channel's view is a no-op."""
+        await self._outbound.send(notice_for(message, text, failed=failed))

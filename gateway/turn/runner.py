@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol
 
 import structlog
 
@@ -16,6 +15,7 @@ from bus import (
     InboundMessage,
     Message,
     OutboundEvent,
+    OutboundSink,
     SessionKey,
     StreamSnapshot,
     TokenUsage,
@@ -28,13 +28,6 @@ from gateway.services import ProfileServices
 from gateway.turn.reply import reply_message
 
 log = structlog.get_logger(__name__)
-
-
-class OutboundSink(Protocol):
-    """Where a turn's snapshots and typing signals go: the bus (`AgentHandle`), or in a
-    cluster the ingress holding the chat (`gateway.cluster.live`)."""
-
-    async def send(self, event: OutboundEvent) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +43,16 @@ class TurnResult:
 class TurnRunner:
     """Runs turns for one profile; the caller serialises turns per chat."""
 
-    def __init__(self, services: ProfileServices, agent: Agent) -> None:
+    def __init__(
+        self, services: ProfileServices, agent: Agent, outbound: OutboundSink | None = None
+    ) -> None:
+        """`outbound`: where turns show their snapshots and typing, unless a turn names its own
+        (a cluster worker's turns each name the ingress holding their chat)."""
         self._profile = services.profile
         self._max_history = services.config.sessions.max_history
         self._agent = agent
         self._sessions = services.sessions
-        self._outbound = services.outbound
+        self._outbound = outbound
         profile, metrics = services.profile, services.metrics
         self._turns_ok = metrics.turns.labels(profile, "ok")
         self._turns_failed = metrics.turns.labels(profile, "agent_error")
@@ -77,9 +74,9 @@ class TurnRunner:
 
         `answers` are the platform ids of the messages this turn answers; snapshots of the
         growing reply are sent only when the channel can show them (`streams`), and typing
-        signals only to a channel that shows typing, to `outbound` (default: the runner's bus).
+        signals only to a channel that shows typing, to `outbound` (default: the runner's).
         """
-        sink: OutboundSink = self._outbound if outbound is None else outbound
+        sink = outbound or self._outbound or _SHOWN_NOWHERE
         started = time.perf_counter()
         if logs.debug_enabled:
             log.debug("turn.started", session=str(key), stream=stream_id)
@@ -128,3 +125,14 @@ class TurnRunner:
 
 async def _show_nothing(text: str) -> None:
     """The snapshot sink of a turn whose channel cannot show a growing reply."""
+
+
+class _ShownNowhere:
+    """The sink of a runner built without one, for a turn that names none: such a turn (a
+    cluster turn whose channel shows neither typing nor a growing reply) sends nothing."""
+
+    async def send(self, event: OutboundEvent) -> None:
+        raise RuntimeError(f"a turn with nowhere to show itself sent {type(event).__name__}")
+
+
+_SHOWN_NOWHERE = _ShownNowhere()

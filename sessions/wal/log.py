@@ -195,9 +195,7 @@ class WriteAheadLog:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
         self.directory = directory
         self.policy: FsyncPolicy = fsync
-        self._handover: Handover[_Command] = Handover(
-            on_hand_over=self._seal, one_more_iteration=True
-        )
+        self._handover: Handover[_Command] = Handover(on_hand_over=self._seal, extra_iterations=2)
         #: The append this loop iteration's records join, until it is handed over.
         self._pending: _Append | None = None
         self._thread: threading.Thread | None = None

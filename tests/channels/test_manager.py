@@ -11,11 +11,11 @@ from prometheus_client import CollectorRegistry
 from bus import (
     AgentHandle,
     OutboundMessage,
-    PipeSender,
     StreamSnapshot,
     TypingStarted,
     TypingStopped,
 )
+from bus.queue import PublishingSender
 from channels.errors import FatalChannelError, MessageTooLong
 from channels.health import ChannelHealth, HealthStatus
 from channels.outbound.manager import ChannelManager
@@ -233,7 +233,7 @@ async def test_cancelling_run_stops_the_channels(
         await task
 
     assert len(channel.of("stop")) == 1
-    assert isinstance(channel.inbound, PipeSender)  # the bus's own sender: no intake is given
+    assert isinstance(channel.inbound, PublishingSender)
     assert channel.inbound.is_closed
 
 

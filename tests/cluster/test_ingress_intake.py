@@ -67,10 +67,10 @@ async def stored(client: Client, prefix: str) -> list[InboundEnvelope]:
 
 async def test_a_platform_retry_is_stored_once(nats_client: Client, nats_prefix: str) -> None:
     intake, _notices = await intake_for(nats_client, nats_prefix, RecordingChannel())
-    await intake.send(message("first"))
+    await intake.admit(message("first"))
     # send returned: the message is in the stream already (durable before acknowledged).
     assert [e.message.content for e in await stored(nats_client, nats_prefix)] == ["first"]
-    await intake.send(message("first"))  # the platform did not see our ack and retries
+    await intake.admit(message("first"))  # the platform did not see our ack and retries
     assert len(await stored(nats_client, nats_prefix)) == 1
 
 
@@ -78,8 +78,8 @@ async def test_every_attempt_of_a_held_request_is_published_with_its_reply_subje
     nats_client: Client, nats_prefix: str
 ) -> None:
     intake, _notices = await intake_for(nats_client, nats_prefix, ApiLike("api"))
-    await intake.send(message("ask", channel="api"))
-    await intake.send(message("ask", channel="api"))
+    await intake.admit(message("ask", channel="api"))
+    await intake.admit(message("ask", channel="api"))
     envelopes = await stored(nats_client, nats_prefix)
     assert len(envelopes) == 2
     assert envelopes[0].inbound_id == envelopes[1].inbound_id  # the worker knows them as one
@@ -97,8 +97,8 @@ async def test_a_stranger_is_told_their_id_and_nothing_is_published(
     channel = RecordingChannel()
     channel.allow = AllowList(["1"])
     intake, notices = await intake_for(nats_client, nats_prefix, channel)
-    await intake.send(message("let me in", sender="666"))
-    await intake.send(message("let me in", sender="666"))
+    await intake.admit(message("let me in", sender="666"))
+    await intake.admit(message("let me in", sender="666"))
     assert [n.content for n in notices] == [
         "Sorry, this bot does not know you yet. Your id is 666: ask its owner to add it to the "
         "allow list."
@@ -112,9 +112,9 @@ async def test_a_stream_that_cannot_be_written_refuses_with_a_retry(
     intake, _notices = await intake_for(nats_client, nats_prefix, RecordingChannel())
     await nats_client.jetstream().delete_stream(f"{nats_prefix}_IN")
     with pytest.raises(InboundRefused) as refused:
-        await intake.send(message("nowhere to go"))
+        await intake.admit(message("nowhere to go"))
     assert refused.value.http_status == 503
     assert refused.value.retry_after_s == 5.0
     intake.stop()
     with pytest.raises(PipeClosed):
-        await intake.send(message("too late"))
+        await intake.admit(message("too late"))

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from bus import create_bus
 from config import ProfileConfig
 from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
@@ -18,7 +17,6 @@ from sessions import ActiveTopics, SessionManager, SessionStore
 
 @asynccontextmanager
 async def profile_services(root: Path) -> AsyncIterator[ProfileServices]:
-    handle, _publisher = create_bus()
     async with SessionStore(root, fsync="never") as store:
         config = ProfileConfig.model_validate({"sessions": {"max_history": 50}})
         yield ProfileServices(
@@ -26,6 +24,5 @@ async def profile_services(root: Path) -> AsyncIterator[ProfileServices]:
             config,
             SessionManager(store),
             ActiveTopics(root),
-            handle,
             GatewayMetrics.create(CollectorRegistry()),
         )

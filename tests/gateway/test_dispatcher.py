@@ -15,7 +15,6 @@ from prometheus_client import CollectorRegistry
 
 from bus import (
     FAILED,
-    AgentHandle,
     BusPublisher,
     InboundMessage,
     InboundRefused,
@@ -28,7 +27,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
 from gateway.turn.commands import Commands
 from gateway.turn.dispatcher import Dispatcher, DispatcherSettings
-from gateway.turn.journal import Journal
+from gateway.turn.journal import Journal, Received
 from gateway.turn.lanes import QueueMode
 from gateway.turn.runner import TurnRunner
 from sessions import ActiveTopics, SessionManager, SessionStore, durable
@@ -61,11 +60,19 @@ class GatedAgent(Agent):
 class Rig:
     dispatcher: Dispatcher
     agent: GatedAgent
-    publisher: BusPublisher
+    publisher: BusPublisher[Received]
     sessions: SessionManager
     task: asyncio.Task[None]
     registry: CollectorRegistry
     replies: list[OutboundMessage] = field(default_factory=list)
+
+    async def send(self, message: InboundMessage) -> None:
+        """As a channel sends: through the bus's publisher, returning once journaled."""
+        sender = self.publisher.inbound_sender()
+        try:
+            await sender.send(message)
+        finally:
+            sender.close()
 
     def waiting(self) -> float | None:
         """The inbound queue depth a scrape reads now."""
@@ -100,8 +107,7 @@ async def running(
     channel = RecordingChannel("rec")
     registry = CollectorRegistry()
     metrics = GatewayMetrics.create(registry)
-    handle: AgentHandle
-    handle, publisher = create_bus()
+    handle, publisher = create_bus(carries=Received)
     async with SessionStore(root, fsync="never", track_unsynced=True) as store:
         journal = Journal(root / "journal", fsync="batch")
         recovery = await journal.open()
@@ -110,15 +116,17 @@ async def running(
         config = ProfileConfig.model_validate(
             {"queue_mode": mode, "sessions": {"max_history": 50, "fork_copy": 5}}
         )
-        services = ProfileServices("p", config, sessions, topics, handle, metrics)
+        services = ProfileServices("p", config, sessions, topics, metrics)
         dispatcher = Dispatcher(
             DispatcherSettings("p", mode, "gated", max_backlog_per_chat=per_chat),
             services,
             journal,
             lambda name: channel if name == "rec" else None,
-            TurnRunner(services, agent),
+            TurnRunner(services, agent, handle),
             Commands(services),
+            handle,
         )
+        publisher.log_through(dispatcher.intake)
         task = asyncio.create_task(dispatcher.run(recovery), name="dispatcher-under-test")
         await dispatcher.wait_ready()
         try:
@@ -132,7 +140,7 @@ async def running(
 
 async def test_a_message_is_answered_and_both_sides_are_in_the_session(tmp_path: Path) -> None:
     async with running(tmp_path) as rig:
-        await rig.dispatcher.intake.receive(said("hello", "1"))
+        await rig.send(said("hello", "1"))
         reply = await rig.reply()
         assert (reply.content, reply.reply_to) == ("hello", "1")
         assert reply.delivery_id is not None
@@ -142,39 +150,39 @@ async def test_a_message_is_answered_and_both_sides_are_in_the_session(tmp_path:
 
 async def test_a_platform_retry_is_not_a_second_turn(tmp_path: Path) -> None:
     async with running(tmp_path) as rig:
-        await rig.dispatcher.intake.receive(said("once", "7"))
+        await rig.send(said("once", "7"))
         await rig.reply()
-        await rig.dispatcher.intake.receive(said("once", "7"))
-        await rig.dispatcher.intake.receive(said("next", "8"))
+        await rig.send(said("once", "7"))
+        await rig.send(said("next", "8"))
         assert (await rig.reply()).content == "next"
         assert rig.agent.seen == ["once", "next"]
 
 
 async def test_abort_cancels_the_running_turn_and_answers_in_its_language(tmp_path: Path) -> None:
     async with running(tmp_path) as rig:
-        await rig.dispatcher.intake.receive(said("hold on", "1"))
+        await rig.send(said("hold on", "1"))
         assert await asyncio.wait_for(rig.agent.started.get(), WAIT_S) == "hold on"
-        await rig.dispatcher.intake.receive(said("停止", "2"))
+        await rig.send(said("停止", "2"))
         assert (await rig.reply()).content == "🛑 已取消。"
         # The cancelled turn is answered by nothing: the next message is the next reply.
-        await rig.dispatcher.intake.receive(said("after", "3"))
+        await rig.send(said("after", "3"))
         assert (await rig.reply()).content == "after"
 
 
 async def test_interrupt_keeps_only_the_newest_message(tmp_path: Path) -> None:
     async with running(tmp_path, mode="interrupt") as rig:
-        await rig.dispatcher.intake.receive(said("hold first", "1"))
+        await rig.send(said("hold first", "1"))
         await asyncio.wait_for(rig.agent.started.get(), WAIT_S)
-        await rig.dispatcher.intake.receive(said("second", "2"))
+        await rig.send(said("second", "2"))
         assert (await rig.reply()).content == "second"
 
 
 async def test_collect_joins_what_waited_into_one_turn(tmp_path: Path) -> None:
     async with running(tmp_path, mode="collect") as rig:
-        await rig.dispatcher.intake.receive(said("hold first", "1"))
+        await rig.send(said("hold first", "1"))
         await asyncio.wait_for(rig.agent.started.get(), WAIT_S)
-        await rig.dispatcher.intake.receive(said("a", "2"))
-        await rig.dispatcher.intake.receive(said("b", "3"))
+        await rig.send(said("a", "2"))
+        await rig.send(said("b", "3"))
         rig.agent.release.set()
         assert (await rig.reply()).content == "hold first"
         joined = await rig.reply()
@@ -184,14 +192,14 @@ async def test_collect_joins_what_waited_into_one_turn(tmp_path: Path) -> None:
 
 async def test_a_full_chat_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
     async with running(tmp_path, per_chat=2) as rig:
-        await rig.dispatcher.intake.receive(said("hold 1", "1"))
-        await rig.dispatcher.intake.receive(said("two", "2"))
+        await rig.send(said("hold 1", "1"))
+        await rig.send(said("two", "2"))
         with pytest.raises(InboundRefused) as refused:
-            await rig.dispatcher.intake.receive(said("three", "3"))
+            await rig.send(said("three", "3"))
         assert refused.value.http_status == 429
         assert refused.value.retry_after_s
         # Another chat is not affected.
-        await rig.dispatcher.intake.receive(said("elsewhere", "4", chat="c2"))
+        await rig.send(said("elsewhere", "4", chat="c2"))
         assert (await rig.reply()).content == "elsewhere"
         rig.agent.release.set()
         assert [(await rig.reply()).content for _ in range(2)] == ["hold 1", "two"]
@@ -210,7 +218,7 @@ async def test_a_message_the_journal_cannot_store_is_refused_and_never_answered(
     async with running(tmp_path) as rig:
         monkeypatch.setattr(wal_log, "sync_data", failing_disk)
         with pytest.raises(InboundRefused) as refused:
-            await rig.dispatcher.intake.receive(said("lost", "1"))
+            await rig.send(said("lost", "1"))
         assert "journal cannot be written" in str(refused.value)
     events = [await rig.publisher.recv_outbound() for _ in range(rig.publisher.outbound_depth())]
     assert not [e for e in events if isinstance(e, OutboundMessage)]
@@ -221,8 +229,8 @@ async def test_the_queue_depth_a_scrape_reads_counts_what_is_unanswered_now(
 ) -> None:
     async with running(tmp_path) as rig:
         assert rig.waiting() == 0
-        await rig.dispatcher.intake.receive(said("hold 1", "1"))
-        await rig.dispatcher.intake.receive(said("two", "2"))
+        await rig.send(said("hold 1", "1"))
+        await rig.send(said("two", "2"))
         assert rig.waiting() == 2
         rig.agent.release.set()
         assert [(await rig.reply()).content for _ in range(2)] == ["hold 1", "two"]
@@ -253,7 +261,7 @@ async def test_a_message_and_its_instant_answer_reach_the_log_in_one_write(
     async with running(tmp_path) as rig:
         monkeypatch.setattr(wal_log, "sync_data", synced)
         hand_overs.clear()
-        await rig.dispatcher.intake.receive(said("at once", "1"))
+        await rig.send(said("at once", "1"))
         assert (await rig.reply()).content == "at once"
         assert (len(hand_overs), len(syncs)) == (1, 1)
 
@@ -264,7 +272,7 @@ async def test_a_failing_turn_is_answered_with_the_reason(tmp_path: Path) -> Non
             raise RuntimeError("the model fell over")
 
     async with running(tmp_path, agent=Broken()) as rig:
-        await rig.dispatcher.intake.receive(said("hi", "1"))
+        await rig.send(said("hi", "1"))
         reply = await rig.reply()
         assert reply.metadata.get(FAILED) is True
         assert "the model fell over" in reply.content
@@ -275,7 +283,7 @@ async def test_what_was_unanswered_runs_again_after_a_crash_and_a_retry_is_recog
 ) -> None:
     first = GatedAgent()
     async with running(tmp_path, agent=first) as rig:
-        await rig.dispatcher.intake.receive(said("hold across a crash", "1"))
+        await rig.send(said("hold across a crash", "1"))
         await asyncio.wait_for(first.started.get(), WAIT_S)
         # A crash mid-turn: everything is cancelled, no outcome is written.
         rig.task.cancel()
@@ -284,9 +292,7 @@ async def test_what_was_unanswered_runs_again_after_a_crash_and_a_retry_is_recog
     second.release.set()
     async with running(tmp_path, agent=second) as rig:
         assert (await rig.reply()).content == "hold across a crash"
-        await rig.dispatcher.intake.receive(
-            said("hold across a crash", "1")
-        )  # the platform retries
-        await rig.dispatcher.intake.receive(said("fresh", "2"))
+        await rig.send(said("hold across a crash", "1"))  # the platform retries
+        await rig.send(said("fresh", "2"))
         assert (await rig.reply()).content == "fresh"
         assert second.seen == ["hold across a crash", "fresh"]

@@ -43,21 +43,24 @@ def test_a_put_before_bind_says_the_writer_is_not_running() -> None:
         handover.put(1)
 
 
-@pytest.mark.parametrize("one_more_iteration", [False, True])
-async def test_one_more_iteration_gathers_what_the_next_iteration_puts(
-    one_more_iteration: bool,
-) -> None:
-    """What the callbacks made ready by one iteration put (a turn answering the message just
-    journaled) is handed over with it, and nothing waits longer than that iteration."""
+@pytest.mark.parametrize("extra_iterations", [0, 1, 2])
+async def test_extra_iterations_gather_what_later_iterations_put(extra_iterations: int) -> None:
+    """What callbacks made ready by the following iterations put (the dispatcher routing the
+    message just journaled, then a turn answering it) is handed over with it, and nothing
+    waits longer than those iterations."""
     hand_overs: list[int] = []
     handover: Handover[str] = Handover(
-        on_hand_over=lambda: hand_overs.append(1), one_more_iteration=one_more_iteration
+        on_hand_over=lambda: hand_overs.append(1), extra_iterations=extra_iterations
     )
     loop = asyncio.get_running_loop()
     handover.bind(loop)
     handover.put("message")
-    loop.call_soon(handover.put, "its answer")  # made ready by this iteration: runs in the next
-    for _ in range(3):
-        await asyncio.sleep(0)  # three iterations: every hand-over has run
+
+    def route() -> None:  # runs in the next iteration, and makes the answer ready for the one after
+        loop.call_soon(handover.put, "its answer")
+
+    loop.call_soon(route)
+    for _ in range(5):
+        await asyncio.sleep(0)  # five iterations: every hand-over has run
     assert await asyncio.to_thread(handover.take) == ["message", "its answer"]
-    assert len(hand_overs) == (1 if one_more_iteration else 2)
+    assert len(hand_overs) == (1 if extra_iterations == 2 else 2)
