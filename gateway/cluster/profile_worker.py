@@ -10,11 +10,6 @@ A turn's snapshots and typing signals go to the ingress that took its message in
 queue modes and cancelling a turn on a stop are the worker's (`gateway.cluster.worker`,
 `gateway.cluster.chat_queue`, `gateway.cluster.cancels`); this only answers.
 
-What a worker's profile made of an inbound message (`Answer`), and the reply sent for it.
-
-The reply to a collected turn goes to the last of its messages and names every message it
-answers, as one process answers a collected turn.
-
 What a worker asks of a profile: its queue mode, its answer to a chat's messages, and the
 transactions its answer is stored in (`WorkerProfile` below).
 """
@@ -23,14 +18,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from bus import InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage
-from bus.abort import abort_response
+from bus import InboundMessage, Message, SessionKey
 from config import ProfileConfig
 from config.profile import QueueMode
 from config.store import StoreConfig
@@ -39,8 +32,8 @@ from gateway.cluster.live import LiveTurn
 from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
 from gateway.turn.commands import ChatStatus, Commands
-from gateway.turn.lanes import collected_content
-from gateway.turn.reply import command_reply, platform_ids, reply_message
+from gateway.turn.outcome import Answer, stop_answer
+from gateway.turn.reply import command_reply
 from gateway.turn.runner import TurnRunner
 from gateway.turn.triage import triage
 from sessions import SessionManager
@@ -49,37 +42,6 @@ from sessions.backends import active_topics, postgres_store, session_store
 if TYPE_CHECKING:
     from sessions.postgres import PostgresSessionStore
     from sessions.postgres.connect import Connection
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What a profile made of one inbound message."""
-
-    text: str
-    session_key: str
-    #: What the session gains (the user's message and the reply; nothing for a command).
-    messages: list[Message]
-    #: An agent turn (its reply may stream, it has a task), not a command or notice.
-    is_turn: bool = True
-    #: The agent failed: the message is tried again, and buried after the last try.
-    failed: bool = False
-    error: str | None = None
-    usage: TokenUsage = field(default_factory=TokenUsage)
-
-
-def reply_to_answer(
-    messages: Sequence[InboundMessage], answer: Answer, turn_id: str, *, streamed: bool
-) -> OutboundMessage:
-    """The reply to the last of `messages`, naming every message it answers."""
-    return reply_message(
-        messages[-1],
-        answer.text,
-        answers=platform_ids(messages),
-        session=answer.session_key,
-        delivery_id=turn_id,
-        # The final of the stream the turn's snapshots showed (the turn's id is its stream's).
-        stream_id=turn_id if streamed and answer.is_turn else None,
-    )
 
 
 class ProfileWorker(Protocol):
@@ -162,30 +124,24 @@ class WorkerProfile:
         triaged = triage(message.content)
         if triaged.kind == "stop":
             # The turn it stops was cancelled by its notice, or ran before it: say stopped.
-            return Answer(abort_response(message.content), str(key), [], is_turn=False)
+            return stop_answer(message, key)
         if triaged.command:
             return await self._command(chat, key, triaged.command, triaged.argument)
-        result = await self._runner.run(
+        return await self._runner.answer(
             key,
-            message,
-            collected_content([m.content for m in messages]),
-            platform_ids(messages),
+            messages,
             stream_id=turn_id,
             streams=live is not None and live.streams,
             shows_typing=live is not None and live.shows_typing,
             outbound=live,
         )
-        if result.failed:
-            return Answer(result.reply, str(key), [], failed=True, error=result.error)
-        messages_added = [result.user_message, Message.assistant(result.reply)]
-        return Answer(result.reply, str(key), messages_added, usage=result.usage)
 
     async def _command(self, chat: SessionKey, key: SessionKey, name: str, arg: str) -> Answer:
         # Busy is what the chat's partition says: this message runs, so no turn of it does.
         status = ChatStatus(busy=False, queue_mode=self.queue_mode, agent=self._config.agent.type)
         text = await command_reply(name, self._run_in_savepoint(chat, name, arg, status))
         log.debug("cluster.command_answered", command=name, session=str(key))
-        return Answer(text, str(key), [], is_turn=False)
+        return Answer.said(key, text)
 
     async def _run_in_savepoint(
         self, chat: SessionKey, name: str, arg: str, status: ChatStatus

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 
 import structlog
@@ -48,11 +48,12 @@ from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from gateway.cluster.dead_letters import bury
 from gateway.cluster.live import LiveTurn, live_turn
 from gateway.cluster.node_service import ClusterMetrics, NodeService, StatusPublisher, heartbeats
-from gateway.cluster.profile_worker import Answer, ProfileWorker, reply_to_answer
+from gateway.cluster.profile_worker import ProfileWorker
 from gateway.cluster.pull import Arrivals, pull_bounded, pull_forever
 from gateway.cluster.record_table import start_record_expiry
 from gateway.cluster.streams import ensure_worker_consumers
 from gateway.cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
+from gateway.turn.outcome import Answer, TurnOutcome, reply_to_answer
 from gateway.turn.reply import CANCELLED_NOTICE, platform_ids, reply_message
 from gateway.turn.triage import triage
 
@@ -64,6 +65,10 @@ ABANDONED_REASON = "every delivery allowed was taken by a worker that stopped be
 DEAD_LETTER_REPLY = (
     "Sorry, I could not answer that: {reason}. It was set aside for the bot's owner to look at."
 )
+
+
+#: Publishes a reply to the outbound stream under a `Nats-Msg-Id`.
+PublishReply = Callable[[InboundEnvelope, OutboundMessage, str], Awaitable[None]]
 
 
 class TurnFailed(Exception):
@@ -237,6 +242,7 @@ class Worker(NodeService[TurnRecords]):
             live = None
             if cancellable:
                 live = await live_turn(self._client, self._js, self._names, envelope)
+            turn_log = self._turn_log(msg, envelope, profile, record, joined)
             try:
                 async with profile.effect_transaction(envelope.message):
                     answer = await self._answered(profile, record, messages, taken, live)
@@ -244,19 +250,8 @@ class Worker(NodeService[TurnRecords]):
                         reply = reply_to_answer(
                             messages, answer, record.turn_id, streamed=envelope.streams
                         )
-                        # The reply, the session's new messages and the joined messages' rows
-                        # commit together (inside a command's effect, as a savepoint of it).
-                        async with profile.turn_transaction() as connection:
-                            record = await self._records.answer(
-                                record,
-                                answer.session_key,
-                                reply,
-                                answer.messages,
-                                joined=[(w.envelope.inbound_id, w.seq) for w in joined],
-                                connection=connection,
-                                appended=True,
-                            )
-                            await profile.append(answer.session_key, answer.messages)
+                        await turn_log.record(TurnOutcome(record.turn_id, messages, answer, reply))
+                        record = turn_log.stored
             except AnsweredElsewhere as elsewhere:
                 log.info("cluster.answered_elsewhere", turn=elsewhere.stored.turn_id, seq=seq)
                 record = elsewhere.stored  # this run's effect rolled back: the other one's stands
@@ -339,19 +334,25 @@ class Worker(NodeService[TurnRecords]):
     async def _finish(
         self, msg: Msg, envelope: InboundEnvelope, profile: ProfileWorker, record: TurnRecord
     ) -> None:
-        """Session messages appended, the reply published, then the inbound message acked."""
+        """Session messages appended (when the answer's run did not), the stored reply
+        delivered."""
         assert record.reply is not None
         if record.messages and not record.appended and record.session_key is not None:
             await profile.append(record.session_key, record.messages)
             await self._records.mark_appended(record)
-        seq = msg.metadata.sequence.stream
-        # A copy for a retry of a held request must not be dropped as the first reply's twin.
-        msg_id = record.turn_id if record.first_seq == seq else f"{record.turn_id}.{seq}"
-        await self._publish_reply(envelope, record.reply, msg_id)
-        # Not waited for: it goes out with the runner's next request. Lost (the connection
-        # dropped), the message comes again after `ack_wait_s` and its stored reply is
-        # published again under the same `Nats-Msg-Id`, which JetStream drops.
-        await msg.ack()
+        await self._turn_log(msg, envelope, profile, record).deliver(record.reply)
+
+    def _turn_log(
+        self,
+        msg: Msg,
+        envelope: InboundEnvelope,
+        profile: ProfileWorker,
+        record: TurnRecord,
+        joined: Sequence[Waiting] = (),
+    ) -> ClusterTurnLog:
+        return ClusterTurnLog(
+            self._records, self._publish_reply, msg, envelope, profile, record, joined
+        )
 
     async def _publish_reply(
         self, envelope: InboundEnvelope, reply: OutboundMessage, msg_id: str
@@ -396,3 +397,55 @@ class Worker(NodeService[TurnRecords]):
             )
             await self._publish_reply(envelope, notice, f"dead.{msg.metadata.sequence.stream}")
         await msg.term()
+
+
+class ClusterTurnLog:
+    """The cluster's `TurnLog`, for the message a worker holds: the turn's row in PostgreSQL,
+    the session's new messages and the rows of the messages joined into it in one transaction
+    (inside a command's effect, as a savepoint of it); the reply published to the outbound
+    stream, then the message acknowledged."""
+
+    def __init__(
+        self,
+        records: TurnRecords,
+        publish: PublishReply,
+        msg: Msg,
+        envelope: InboundEnvelope,
+        profile: ProfileWorker,
+        stored: TurnRecord,
+        joined: Sequence[Waiting] = (),
+    ) -> None:
+        self._records = records
+        self._publish = publish
+        self._msg = msg
+        self._envelope = envelope
+        self._profile = profile
+        #: The turn's row as stored last (`record` answers it).
+        self.stored = stored
+        self._joined = [(w.envelope.inbound_id, w.seq) for w in joined]
+
+    async def record(self, outcome: TurnOutcome[InboundMessage]) -> None:
+        answer, profile = outcome.answer, self._profile
+        session = str(answer.session_key)
+        async with profile.turn_transaction() as connection:
+            self.stored = await self._records.answer(
+                self.stored,
+                session,
+                outcome.reply,
+                answer.messages,
+                joined=self._joined,
+                connection=connection,
+                appended=True,
+            )
+            await profile.append(session, answer.messages)
+
+    async def deliver(self, reply: OutboundMessage) -> None:
+        seq = self._msg.metadata.sequence.stream
+        stored = self.stored
+        # A copy for a retry of a held request must not be dropped as the first reply's twin.
+        msg_id = stored.turn_id if stored.first_seq == seq else f"{stored.turn_id}.{seq}"
+        await self._publish(self._envelope, reply, msg_id)
+        # Not waited for: it goes out with the runner's next request. Lost (the connection
+        # dropped), the message comes again after `ack_wait_s` and its stored reply is
+        # published again under the same `Nats-Msg-Id`, which JetStream drops.
+        await self._msg.ack()

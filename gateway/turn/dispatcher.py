@@ -12,14 +12,14 @@ it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import structlog
 
-from bus import AgentHandle, Message, SessionKey, TokenUsage, new_turn_id
-from bus.abort import abort_response
+from bus import AgentHandle, OutboundMessage, SessionKey, new_turn_id
 from channels.base import Channel
 from gateway import logs
 from gateway.services import ProfileServices
@@ -27,18 +27,12 @@ from gateway.turn.commands import ChatStatus, Commands
 from gateway.turn.intake import Intake, IntakeSettings
 from gateway.turn.journal import Journal, Outcome, Received, Recovery, restore_sessions
 from gateway.turn.lanes import CommandItem, Commit, LaneItem, Lanes, QueueMode, TurnItem
-from gateway.turn.reply import (
-    CANCELLED_NOTICE,
-    command_reply,
-    failed_reply,
-    failure_reason,
-    platform_ids,
-    reply_message,
-)
-from gateway.turn.runner import TurnResult, TurnRunner
+from gateway.turn.outcome import Answer, TurnOutcome, reply_to_answer, stop_answer
+from gateway.turn.reply import CANCELLED_NOTICE, command_reply
+from gateway.turn.runner import TurnRunner
 from gateway.turn.task import TurnTask
 from gateway.turn.triage import triage
-from sessions import SessionError
+from sessions import SessionError, SessionManager
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +67,7 @@ class Dispatcher:
         self._bus = bus
         self._channel_named = channel_named
         self._runner = runner
+        self._log = JournalTurnLog(journal, services.sessions, bus, self._maybe_checkpoint)
         self._commands = commands
         self._sessions = services.sessions
         self._turn_slots = asyncio.Semaphore(settings.max_concurrent_turns)
@@ -183,16 +178,15 @@ class Dispatcher:
 
     def _route(self, received: Received) -> None:
         assert self._lanes is not None
-        assert self._tasks is not None
         message = received.message
         chat = message.session_key(self._settings.profile)
         lane = chat.base_key()
         triaged = triage(message.content)
         if triaged.kind == "stop":
             self._lanes.abort(lane)
-            self._spawn_answer(received, abort_response(message.content))
+            self._spawn(self._answer_stop(received, chat), name=f"answer:{received.id}")
         elif triaged.kind == "immediate":
-            self._tasks.create_task(
+            self._spawn(
                 self._run_immediate(received, chat, triaged.command, triaged.argument),
                 name=f"command:{lane}",
             )
@@ -201,17 +195,19 @@ class Dispatcher:
         else:
             self._lanes.submit(lane, TurnItem((received,)))
 
-    def _spawn_answer(self, received: Received, text: str) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None], *, name: str) -> None:
         assert self._tasks is not None
-        self._tasks.create_task(
-            self._answer([received], text, messages=[]), name=f"answer:{received.id}"
-        )
+        self._tasks.create_task(work, name=name)
+
+    async def _answer_stop(self, received: Received, chat: SessionKey) -> None:
+        key = await self._commands.current_key(chat)
+        await self._commit([received], stop_answer(received.message, key))
 
     async def _run_immediate(
         self, received: Received, chat: SessionKey, name: str, arg: str
     ) -> None:
         text = await command_reply(name, self._immediate_text(chat, name, arg))
-        await self._answer([received], text, messages=[])
+        await self._commit([received], Answer.said(await self._commands.current_key(chat), text))
 
     async def _immediate_text(self, chat: SessionKey, name: str, arg: str) -> str:
         status = await self.status_of(await self._commands.current_key(chat))
@@ -220,7 +216,6 @@ class Dispatcher:
     def _dropped(self, items: list[LaneItem]) -> None:
         """Messages an abort or an interrupt took away: answered by nothing, except on
         channels where a request waits for them (the HTTP API), which are told at once."""
-        assert self._tasks is not None
         unanswered = self._journal.state.received
         for item in items:
             ids = [i for i in item.ids if i in unanswered]
@@ -230,10 +225,7 @@ class Dispatcher:
             channel = self._channel_named(trigger.channel)
             if channel is not None and channel.replies_to_retries:
                 waiting = [r for r in _received_of(item) if r.id in ids]
-                self._tasks.create_task(
-                    self._answer(waiting, CANCELLED_NOTICE, messages=[], failed=True),
-                    name=f"cancelled:{ids[0]}",
-                )
+                self._spawn(self._answer_cancelled(waiting), name=f"cancelled:{ids[0]}")
                 continue
             self._journal.record_outcome(
                 Outcome(
@@ -245,56 +237,35 @@ class Dispatcher:
                 )
             )
 
+    async def _answer_cancelled(self, waiting: list[Received]) -> None:
+        chat = waiting[-1].message.session_key(self._settings.profile)
+        key = await self._commands.current_key(chat)
+        notice = Answer(CANCELLED_NOTICE, key, [], is_turn=False, failed=True)
+        await self._commit(waiting, notice)
+
     # Running an item (in its lane's task: the work, then its commit, which an abort spares)
 
     async def _run_item(self, item: LaneItem) -> Commit:
         trigger = item.trigger.message
         chat = trigger.session_key(self._settings.profile)
-        key = await self._commands.current_key(chat)
         if isinstance(item, CommandItem):
             return await self._run_command(item, chat)
+        key = await self._commands.current_key(chat)
         async with self._turn_slots:
             answers = [r.id for r in item.received]
-            platform_answers = [r.message.message_id for r in item.received if r.message.message_id]
             # A turn cut off by a crash after its reply began streaming runs again under its
             # id: its stream finishes the messages it opened instead of adding new ones.
             turn_id = self._journal.resumed_turn(answers) or str(new_turn_id())
             self._journal.start_turn(turn_id, answers)
             channel = self._channel_named(trigger.channel)
-            try:
-                result = await self._runner.run(
-                    key,
-                    trigger,
-                    item.content(),
-                    platform_answers,
-                    stream_id=turn_id,
-                    streams=channel is not None and channel.supports_edit(),
-                    shows_typing=channel is not None and channel.shows_typing(),
-                )
-            except Exception as error:
-                # Supervision point (per message): the turn is answered with the reason.
-                log.exception("dispatcher.turn_failed", session=str(key))
-                result = TurnResult(
-                    Message.user(item.content()),
-                    failed_reply(error),
-                    usage=TokenUsage(),
-                    failed=True,
-                    error=failure_reason(error),
-                )
-        messages = [result.user_message]
-        if not result.failed:
-            messages.append(Message.assistant(result.reply))
-        return partial(
-            self._answer,
-            list(item.received),
-            result.reply,
-            messages=messages,
-            answers=platform_answers,
-            key=key,
-            turn_id=turn_id,
-            failed=result.failed,
-            result=result,
-        )
+            answer = await self._runner.answer(
+                key,
+                [r.message for r in item.received],
+                stream_id=turn_id,
+                streams=channel is not None and channel.supports_edit(),
+                shows_typing=channel is not None and channel.shows_typing(),
+            )
+        return partial(self._commit, item.received, answer, turn_id)
 
     async def _run_command(self, item: CommandItem, chat: SessionKey) -> Commit:
         command = triage(item.received.message.content)
@@ -302,69 +273,26 @@ class Dispatcher:
         text = await command_reply(name, self._commands.run(chat, name, command.argument))
 
         async def commit() -> None:
-            await self._answer([item.received], text, messages=[])
+            # The session the command leaves the chat in (`/new` opens another).
+            key = await self._commands.current_key(chat)
+            await self._commit([item.received], Answer.said(key, text))
             if name in ARCHIVING_COMMANDS:
                 # Older outcomes must never be replayed into the session just archived.
                 await self.checkpoint()
 
         return commit
 
-    async def _answer(
-        self,
-        received: list[Received],
-        text: str,
-        *,
-        messages: list[Message],
-        answers: list[str] | None = None,
-        key: SessionKey | None = None,
-        turn_id: str | None = None,
-        failed: bool = False,
-        result: TurnResult | None = None,
+    async def _commit(
+        self, received: Sequence[Received], answer: Answer, turn_id: str | None = None
     ) -> None:
-        """Record the outcome, write the session behind it, then send the reply; `answers`
-        are the platform ids of `received` when the caller has them already."""
+        """The outcome recorded (the session written behind it), then the reply sent."""
         unanswered = self._journal.state.received
         if not any(r.id in unanswered for r in received):
             return  # an abort or an interrupt got there first
-        trigger = received[-1].message
-        session = key or await self._commands.current_key(
-            trigger.session_key(self._settings.profile)
-        )
-        session_name = str(session)
         turn = turn_id or str(new_turn_id())
-        reply = reply_message(
-            trigger,
-            text,
-            answers=platform_ids([r.message for r in received]) if answers is None else answers,
-            session=session_name,
-            failed=failed,
-            delivery_id=turn,
-            stream_id=turn if result is not None else None,
-        )
-        outcome = Outcome(
-            turn=turn,
-            answers=[r.id for r in received],
-            session=session_name,
-            messages=messages,
-            reply=reply,
-            task=TurnTask.of(turn, result),
-        )
-        await self._journal.record_outcome(outcome)
-        if messages:
-            try:
-                await self._sessions.append_all(session, messages, lines=outcome.session_lines())
-            except Exception:
-                # Supervision point: the journal keeps the messages and replays them into the
-                # session file at the next start; the reply still goes out.
-                log.exception("dispatcher.session_write_failed", session=session_name)
-            else:
-                self._journal.record_written(turn)
-            if result is not None and logs.debug_enabled:
-                log.debug("turn.done", session=session_name, tokens=result.usage.total)
-        else:
-            self._journal.record_written(turn)
-        await self._bus.send(reply)
-        self._maybe_checkpoint()
+        reply = reply_to_answer([r.message for r in received], answer, turn, streamed=True)
+        await self._log.record(TurnOutcome(turn, received, answer, reply))
+        await self._log.deliver(reply)
 
     async def status_of(self, key: SessionKey) -> ChatStatus:
         lanes = self._lanes
@@ -372,6 +300,54 @@ class Dispatcher:
         return ChatStatus(
             busy=busy, queue_mode=self._settings.queue_mode, agent=self._settings.agent_name
         )
+
+
+class JournalTurnLog:
+    """The single process's `TurnLog`: an outcome record in the profile's journal, the session
+    file written behind it (synced at the journal's checkpoints), the reply on the bus."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        sessions: SessionManager,
+        bus: AgentHandle[Received],
+        after_delivery: Callable[[], None],
+    ) -> None:
+        self._journal = journal
+        self._sessions = sessions
+        self._bus = bus
+        self._after_delivery = after_delivery
+
+    async def record(self, outcome: TurnOutcome[Received]) -> None:
+        answer, turn = outcome.answer, outcome.turn_id
+        recorded = Outcome(
+            turn=turn,
+            answers=[r.id for r in outcome.answered],
+            session=str(answer.session_key),
+            messages=answer.messages,
+            reply=outcome.reply,
+            task=TurnTask.of(turn, answer),
+        )
+        await self._journal.record_outcome(recorded)
+        if not answer.messages:
+            self._journal.record_written(turn)
+            return
+        try:
+            await self._sessions.append_all(
+                answer.session_key, answer.messages, lines=recorded.session_lines()
+            )
+        except Exception:
+            # Supervision point: the journal keeps the messages and replays them into the
+            # session file at the next start; the reply still goes out.
+            log.exception("dispatcher.session_write_failed", session=str(answer.session_key))
+        else:
+            self._journal.record_written(turn)
+        if answer.is_turn and logs.debug_enabled:
+            log.debug("turn.done", session=str(answer.session_key), tokens=answer.usage.total)
+
+    async def deliver(self, reply: OutboundMessage) -> None:
+        await self._bus.send(reply)
+        self._after_delivery()
 
 
 def _received_of(item: LaneItem) -> tuple[Received, ...]:

@@ -1,12 +1,13 @@
 """One agent turn: history in, streamed snapshots out, the reply (or the failure) returned.
 
-The runner does not store anything: the dispatcher records the turn's outcome in the journal
-(durable before the reply is sent) and writes the session behind it.
+The runner does not store anything: the turn's log (`gateway.turn.outcome.TurnLog`) records its
+outcome, durable before the reply is sent, and the session behind it.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -25,7 +26,9 @@ from bus import (
 from gateway import logs
 from gateway.agents import Agent, AgentError, AgentTurn, SnapshotSink
 from gateway.services import ProfileServices
-from gateway.turn.reply import reply_message
+from gateway.turn.lanes import collected_content
+from gateway.turn.outcome import Answer
+from gateway.turn.reply import failed_reply, failure_reason, platform_ids, reply_message
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +60,45 @@ class TurnRunner:
         self._turns_ok = metrics.turns.labels(profile, "ok")
         self._turns_failed = metrics.turns.labels(profile, "agent_error")
         self._turn_latency = metrics.turn_latency.labels(profile)
+
+    async def answer(
+        self,
+        key: SessionKey,
+        messages: Sequence[InboundMessage],
+        *,
+        stream_id: str,
+        streams: bool,
+        shows_typing: bool,
+        outbound: OutboundSink | None = None,
+    ) -> Answer:
+        """The agent's answer to `messages` (one, or several of a chat collected into one
+        turn), in the chat of the last; a turn that fails is answered with the reason."""
+        content = collected_content([message.content for message in messages])
+        try:
+            result = await self.run(
+                key,
+                messages[-1],
+                content,
+                platform_ids(messages),
+                stream_id=stream_id,
+                streams=streams,
+                shows_typing=shows_typing,
+                outbound=outbound,
+            )
+        except Exception as error:
+            # Supervision point (per turn): the turn is answered with the reason.
+            log.exception("turn.failed", session=str(key))
+            return Answer(
+                failed_reply(error),
+                key,
+                [Message.user(content)],
+                failed=True,
+                error=failure_reason(error),
+            )
+        if result.failed:
+            return Answer(result.reply, key, [result.user_message], failed=True, error=result.error)
+        messages_added = [result.user_message, Message.assistant(result.reply)]
+        return Answer(result.reply, key, messages_added, usage=result.usage)
 
     async def run(
         self,

@@ -36,7 +36,7 @@ from bus import (
 from bus.message import utc_now
 
 if TYPE_CHECKING:
-    from gateway.turn.runner import TurnResult
+    from gateway.turn.outcome import Answer
 
 _TURN_KIND = CustomKind(name="turn")
 _CONTEXT = TaskContext(working_dir=Path("."))
@@ -73,8 +73,8 @@ _UPDATED_AT = b',"updated_at":'
 class TurnTask:
     """The finished task of one agent turn."""
 
-    # The usage and failure of `TurnResult`, deliberately copied rather than the result held:
-    # a task read back from the journal has no turn messages to make a `TurnResult` of.
+    # The usage and failure of the turn's `Answer`, copied rather than the answer held: a task
+    # read back from the journal has no turn messages to make an `Answer` of.
     id: str
     usage: TokenUsage
     at: datetime
@@ -82,12 +82,12 @@ class TurnTask:
     error: str | None = None
 
     @classmethod
-    def of(cls, turn_id: str, result: TurnResult | None) -> TurnTask | None:
-        """The task of a turn's result; None for answers that are not turns (commands)."""
-        if result is None:
+    def of(cls, turn_id: str, answer: Answer) -> TurnTask | None:
+        """The task of a turn's answer; None for answers that are not turns (commands)."""
+        if not answer.is_turn:
             return None
-        error = (result.error or "failed") if result.failed else None
-        return cls(turn_id, result.usage, utc_now(), result.failed, error)
+        error = (answer.error or "failed") if answer.failed else None
+        return cls(turn_id, answer.usage, utc_now(), answer.failed, error)
 
     @classmethod
     def from_task(cls, task: Task) -> TurnTask:

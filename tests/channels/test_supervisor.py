@@ -7,7 +7,8 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import AgentHandle, BusPublisher, PipeSender
+from bus import AgentHandle, BusPublisher
+from bus.queue import PublishingSender
 from channels.errors import FatalChannelError
 from channels.health import HealthStatus
 from channels.lifecycle.supervisor import ChannelSupervisor, RestartPolicy, SupervisorState
@@ -191,7 +192,7 @@ async def test_cancellation_propagates_and_stops_the_channel(
     task = asyncio.create_task(supervisor.run())
     await channel.wait_for(lambda: bool(channel.of("start")))
     inbound = channel.inbound
-    assert isinstance(inbound, PipeSender)  # the bus's own sender, as `supervise` opens it
+    assert isinstance(inbound, PublishingSender)  # the bus's own, as `supervise` opens it
 
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -196,4 +196,6 @@ async def answer_stored(
         assert connection is not None
         given = await worker.answer([incoming], record.turn_id)
         reply = OutboundMessage(channel="telegram", chat_id=CHAT, content=given.text)
-        return await records.answer(record, given.session_key, reply, [], connection=connection)
+        return await records.answer(
+            record, str(given.session_key), reply, [], connection=connection
+        )

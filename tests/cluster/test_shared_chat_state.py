@@ -49,7 +49,7 @@ async def answer(worker: WorkerProfile, text: str) -> str:
     """Answer as the cluster worker does: the answer, then its session messages stored."""
     given = await worker.answer([message(text)], f"turn-{text}")
     if given.messages:
-        await worker.append(given.session_key, given.messages)
+        await worker.append(str(given.session_key), given.messages)
     return given.text
 
 
@@ -59,10 +59,10 @@ async def test_a_topic_switched_on_one_worker_is_used_by_the_other(
     async with two_workers(postgres_dsn, tmp_path) as (first, second):
         assert (await answer(first, "/new work")).startswith("New session 'work'")
         given = await second.answer([message("hello")], "turn-hello")
-        assert given.session_key.endswith(":telegram:chat-1#work")
+        assert str(given.session_key).endswith(":telegram:chat-1#work")
         assert (await answer(second, "/back")) == "Back to 'default'."
         given = await first.answer([message("again")], "turn-again")
-        assert given.session_key.endswith(":telegram:chat-1")
+        assert str(given.session_key).endswith(":telegram:chat-1")
 
 
 async def test_a_worker_reads_the_history_another_worker_wrote(

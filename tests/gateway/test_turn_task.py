@@ -14,14 +14,17 @@ from bus import (
     FailedStatus,
     InProgressStatus,
     Message,
+    SessionKey,
     Task,
     TaskContext,
     TokenUsage,
     new_turn_id,
 )
 from bus.task import can_transition
-from gateway.turn.runner import TurnResult
+from gateway.turn.outcome import Answer
 from gateway.turn.task import TurnTask
+
+CHAT = SessionKey.parse("p:rec:c1")
 
 _IGNORED = {"created_at", "updated_at"}
 
@@ -35,7 +38,14 @@ def _walked(built: Task, final: CompletedStatus | FailedStatus) -> Task:
 @pytest.mark.parametrize("failed", [False, True])
 def test_the_task_is_what_the_state_diagram_walk_gives(failed: bool) -> None:
     usage = TokenUsage(input_tokens=3, output_tokens=5)
-    result = TurnResult(Message.user("hi"), "hello", usage, failed=failed, error="boom")
+    result = Answer(
+        "hello",
+        SessionKey.parse("p:rec:c1"),
+        [Message.user("hi")],
+        failed=failed,
+        error="boom",
+        usage=usage,
+    )
     turn = str(new_turn_id())
     recorded = TurnTask.of(turn, result)
     assert recorded is not None
@@ -71,7 +81,14 @@ def test_the_journal_form_is_the_task_serialized_and_reads_back_as_the_same_turn
     failed: bool, error: str | None, usage: TokenUsage
 ) -> None:
     # The JSON is built from pieces serialized once: byte for byte what the model writes.
-    result = TurnResult(Message.user("hi"), "hello", usage, failed=failed, error=error)
+    result = Answer(
+        "hello",
+        SessionKey.parse("p:rec:c1"),
+        [Message.user("hi")],
+        failed=failed,
+        error=error,
+        usage=usage,
+    )
     recorded = TurnTask.of(str(new_turn_id()), result)
     assert recorded is not None
     wire = recorded.wire_json()
@@ -96,4 +113,4 @@ def test_a_finished_turn_passed_through_in_progress() -> None:
 
 
 def test_a_command_has_no_task() -> None:
-    assert TurnTask.of(str(new_turn_id()), None) is None
+    assert TurnTask.of(str(new_turn_id()), Answer.said(CHAT, "Unknown command /x.")) is None
