@@ -82,12 +82,23 @@ class StoreBase(ABC):
         """Store `session` in place of what the store holds for its key, atomically;
         `create_only` refuses (SessionExists) a key that has history already."""
 
+    @abstractmethod
+    async def append_all(
+        self, key: SessionKey, messages: Sequence[Message], *, lines: bytes | None = None
+    ) -> AppendReceipt:
+        """Store messages in order, as one write; returns once they are stored.
+        `lines`, where the caller has them already: `Message.lines_of(messages)`."""
+
     async def __aenter__(self) -> Self:
         await self.open()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+    async def append(self, key: SessionKey, message: Message) -> None:
+        """Store one message; returns once it is stored (durable under the store's policy)."""
+        await self.append_all(key, [message])
 
     async def rewrite(self, session: Session) -> None:
         """Replace the session's messages with `session`'s, atomically."""
@@ -199,10 +210,6 @@ class SessionStore(StoreBase):
     @property
     def open_file_count(self) -> int:
         return len(self._open)
-
-    async def append(self, key: SessionKey, message: Message) -> None:
-        """Store one message; returns once it is durable under the fsync policy."""
-        await self.append_all(key, [message])
 
     async def append_all(
         self, key: SessionKey, messages: Sequence[Message], *, lines: bytes | None = None

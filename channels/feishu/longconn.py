@@ -75,18 +75,18 @@ def acknowledgement(frame: Frame, elapsed_ms: int, code: int = 200) -> bytes:
     return bytes(answer.SerializeToString())
 
 
+#: Payloads whose parts are awaited at once, at most, and how long the first part waits for
+#: the rest before the payload is forgotten.
+MAX_PENDING_PAYLOADS = 64
+PARTS_TTL_S = 10.0
+
+
 class Reassembler:
     """Joins the parts of a payload Feishu cut into `sum` frames; bounded in count and age."""
 
-    # The bounds of an AgedMap, as InboundDedup takes them too, named for what is kept here.
-    def __init__(
-        self,
-        max_pending: int = 64,
-        ttl_s: float = 10.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self) -> None:
         #: message_id -> its parts so far, None where one has not come yet.
-        self._pending: AgedMap[str, list[bytes | None]] = AgedMap(max_pending, ttl_s, clock)
+        self._pending: AgedMap[str, list[bytes | None]] = AgedMap(MAX_PENDING_PAYLOADS, PARTS_TTL_S)
 
     def add(self, frame: Frame) -> bytes | None:
         """The whole payload once every part has come; None while parts are missing."""

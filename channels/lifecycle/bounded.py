@@ -96,7 +96,6 @@ class AgedMap(Generic[K, V]):
 # seconds, and a fixed lifetime keeps the oldest entry at the front, so every operation is O(1)
 # amortised.
 class InboundDedup:
-    # The bounds of an AgedMap, as Feishu's Reassembler takes them too, named for what is kept.
     def __init__(
         self,
         max_entries: int = 10_000,

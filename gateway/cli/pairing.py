@@ -14,6 +14,7 @@ import asyncio
 import shlex
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from channels.access.allow import OverlayEntry
@@ -99,52 +100,47 @@ def _location_flags(args: argparse.Namespace) -> list[str]:
     return flags
 
 
-async def _allow_list(
-    _args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
-) -> int:
-    listed = await _print_each(
-        stores,
-        lambda store: store.entries(),
-        lambda profile, entry: (
-            f"{profile}\t{entry.channel}\t{entry.sender_id}\tadded {entry.added_at}"
-        ),
-    )
-    if not listed:
-        print("no senders approved by pairing", file=sys.stderr)
-    return EXIT_OK
+@dataclass(frozen=True, slots=True)
+class _EntryAction:
+    """An `allow` action: one line for each overlay entry `ask` gets from each profile's store,
+    in profile order; with none, `if_none` on stderr and the exit code `exit_if_none`."""
+
+    ask: Callable[[argparse.Namespace, PairingStore], Awaitable[list[OverlayEntry]]]
+    line: Callable[[str, OverlayEntry], str]
+    if_none: Callable[[argparse.Namespace], str]
+    exit_if_none: int
+
+    async def __call__(
+        self, args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
+    ) -> int:
+        printed = 0
+        for profile, store in stores.items():
+            for entry in await self.ask(args, store):
+                print(self.line(profile, entry))
+                printed += 1
+        if printed:
+            return EXIT_OK
+        print(self.if_none(args), file=sys.stderr)
+        return self.exit_if_none
 
 
-# Opens as `_allow_list` does because both are `Action`s; their one loop is `_print_each`.
-async def _allow_remove(
-    args: argparse.Namespace, stores: dict[str, PairingStore], _where: str
-) -> int:
-    removed = await _print_each(
-        stores,
-        lambda store: store.remove(args.sender, args.channel),
-        lambda profile, entry: f"removed: {profile} {entry.channel} {entry.sender_id}",
-    )
-    if not removed:
-        print(
-            f"error: {args.sender!r} is not approved by pairing; see `octos-gateway allow list`",
-            file=sys.stderr,
-        )
-        return EXIT_NOT_FOUND
-    return EXIT_OK
+_allow_list = _EntryAction(
+    ask=lambda _args, store: store.entries(),
+    line=lambda profile, entry: (
+        f"{profile}\t{entry.channel}\t{entry.sender_id}\tadded {entry.added_at}"
+    ),
+    if_none=lambda _args: "no senders approved by pairing",
+    exit_if_none=EXIT_OK,
+)
 
-
-async def _print_each(
-    stores: dict[str, PairingStore],
-    ask: Callable[[PairingStore], Awaitable[list[OverlayEntry]]],
-    line: Callable[[str, OverlayEntry], str],
-) -> int:
-    """Prints `line` for each entry `ask` gets from each profile's store, in profile order;
-    returns how many it printed."""
-    printed = 0
-    for profile, store in stores.items():
-        for entry in await ask(store):
-            print(line(profile, entry))
-            printed += 1
-    return printed
+_allow_remove = _EntryAction(
+    ask=lambda args, store: store.remove(args.sender, args.channel),
+    line=lambda profile, entry: f"removed: {profile} {entry.channel} {entry.sender_id}",
+    if_none=lambda args: (
+        f"error: {args.sender!r} is not approved by pairing; see `octos-gateway allow list`"
+    ),
+    exit_if_none=EXIT_NOT_FOUND,
+)
 
 
 Action = Callable[[argparse.Namespace, dict[str, PairingStore], str], Awaitable[int]]

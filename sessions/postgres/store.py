@@ -163,9 +163,6 @@ class PostgresSessionStore(StoreBase):
 
     # Operations
 
-    async def append(self, key: SessionKey, message: Message) -> None:
-        await self.append_all(key, [message])
-
     async def append_all(
         self, key: SessionKey, messages: Sequence[Message], *, lines: bytes | None = None
     ) -> AppendReceipt:
