@@ -32,7 +32,8 @@ def test_a_larger_image_is_scaled_down_under_the_budget_keeping_its_shape() -> N
     assert fitted is not None
     assert len(fitted.data) <= budget
     assert fitted.mime == "image/jpeg"
-    assert fitted.width < 1600 and abs(fitted.width / fitted.height - 4 / 3) < 0.01
+    assert fitted.width < 1600
+    assert abs(fitted.width / fitted.height - 4 / 3) < 0.01
     assert dimensions(fitted.data) == (fitted.width, fitted.height)
 
 
@@ -48,4 +49,5 @@ def test_a_transparent_image_stays_a_png() -> None:
     image.save(buffer, "PNG")
     data = buffer.getvalue()
     fitted = fit_image(data, "image/png", len(data) // 3)
-    assert fitted is not None and fitted.mime == "image/png"
+    assert fitted is not None
+    assert fitted.mime == "image/png"
