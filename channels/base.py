@@ -68,6 +68,7 @@ from aiohttp import web
 from bus import InboundSender, Message, OutboundMessage
 from channels.access.allow import AllowList
 from channels.health import ChannelHealth
+from channels.media_files import DEFAULT_MAX_MEDIA_BYTES
 from channels.retry.pacing import RateLimits
 from channels.split.limits import PlatformLimit
 
@@ -123,6 +124,9 @@ class Channel(ABC):
     #: Who may talk to the bot; the registry (`build_channel`) sets it from the config's `allow`
     #: and the pairing approvals.
     allow: AllowList = AllowList.everyone()
+    #: Largest file a user sends that is downloaded; the registry sets it from the profile's
+    #: `max_media_bytes`. A larger one is named in the message's text instead.
+    max_media_bytes: int = DEFAULT_MAX_MEDIA_BYTES
     #: True where each message is a request waiting for its reply (the HTTP API): a retry of
     #: an answered message is sent the first reply again. Elsewhere a retry is only
     #: acknowledged, never answered twice.

@@ -26,7 +26,10 @@ from channels.errors import ChannelError
 
 log = structlog.get_logger(__name__)
 
-#: Larger files are not downloaded (MMS is at most 5 MB, WhatsApp media at most 100 MB).
+#: Larger files are not downloaded unless a profile says otherwise (`max_media_bytes`).
+DEFAULT_MAX_MEDIA_BYTES = 20 * 1024 * 1024
+#: What a channel's own store takes at most (MMS is at most 5 MB, WhatsApp media at most
+#: 100 MB); the profile's `max_media_bytes` is checked as well.
 DEFAULT_MAX_BYTES = 25 * 1024 * 1024
 #: Longest one download may take before it is given up.
 DEFAULT_TIMEOUT_S = 60.0

@@ -19,6 +19,7 @@ from typing import Protocol, TypeVar
 from channels.access.allow import AllowList, ApprovedSenders
 from channels.base import Channel, ChatHistory
 from channels.errors import ChannelError
+from channels.media_files import DEFAULT_MAX_MEDIA_BYTES
 
 CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
     {
@@ -87,6 +88,8 @@ class ChannelContext:
     allow_overlay: ApprovedSenders | None = None
     #: The profile's agent type (the web chat page says who answers).
     agent: str = ""
+    #: Largest file a user sends that is downloaded (the profile's `max_media_bytes`).
+    max_media_bytes: int = DEFAULT_MAX_MEDIA_BYTES
 
 
 class ChannelUnavailable(ChannelError):
@@ -114,6 +117,7 @@ def build_channel(config: ChannelConfigLike, context: ChannelContext) -> Channel
     overlay = context.allow_overlay
     approved = overlay.view(channel.name) if overlay is not None else None
     channel.allow = AllowList(config.allow, approved)
+    channel.max_media_bytes = context.max_media_bytes
     return channel
 
 

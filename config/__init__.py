@@ -10,6 +10,7 @@ from config.agents import (
     AgentConfig,
     EchoAgentConfig,
     OpenAIAgentConfig,
+    TranscriptionConfig,
     WebhookAgentConfig,
 )
 from config.bus import BusConfig, NatsConfig
@@ -83,6 +84,7 @@ __all__ = [
     "SessionsConfig",
     "SlackConfig",
     "TelegramConfig",
+    "TranscriptionConfig",
     "TwilioConfig",
     "WeComConfig",
     "WebhookAgentConfig",

@@ -53,6 +53,23 @@ class OpenAIAgentConfig(ConfigModel):
     max_tokens: int | None = Field(
         None, ge=1, description="Upper bound on tokens in one reply; unset means no bound."
     )
+    vision: bool = Field(
+        True,
+        description="Send the new message's images to the model as image parts; false names "
+        "them in the text instead (for models without vision).",
+    )
+    max_image_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        description="Largest image sent to the model, in bytes; larger ones are scaled down, "
+        "or named in the text when that cannot bring them under.",
+    )
+    max_file_chars: int = Field(
+        20_000,
+        ge=0,
+        description="Longest text file (UTF-8) put into the message, in characters; other "
+        "files are named with their type and size.",
+    )
 
 
 class WebhookAgentConfig(ConfigModel):
@@ -72,6 +89,38 @@ class WebhookAgentConfig(ConfigModel):
         None,
         description="Key for an HMAC-SHA256 signature of the request body, sent as "
         "X-Octos-Signature: sha256=<hex>.",
+    )
+    media: Literal["url", "inline"] = Field(
+        "url",
+        description="How attachments reach the webhook: url (a signed, expiring link to the "
+        "gateway's HTTP server) or inline (the bytes as base64 `data`).",
+    )
+    media_url_ttl_s: float = Field(
+        3600, gt=0, description="How long an attachment's link stays valid, in seconds."
+    )
+
+
+class TranscriptionConfig(ConfigModel):
+    base_url: HttpUrlText = Field(
+        "https://api.openai.com/v1",
+        description="Base URL of an OpenAI-compatible API; /audio/transcriptions is appended "
+        "(OpenAI, Groq, a local whisper server).",
+    )
+    model: str = Field("whisper-1", min_length=1, description="Transcription model name.")
+    api_key: OptionalSecret = Field(
+        None, description="Bearer token for the API; leave unset for local servers."
+    )
+    language: str | None = Field(
+        None, description="ISO-639-1 language of the audio (e.g. en); unset lets the model tell."
+    )
+    max_seconds: float = Field(
+        600,
+        gt=0,
+        description="Longest voice message transcribed, in seconds; longer ones reach the "
+        "agent as a placeholder.",
+    )
+    timeout_s: float = Field(
+        120, gt=0, description="Longest wait for one transcription, in seconds."
     )
 
 

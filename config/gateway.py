@@ -8,7 +8,14 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.bus import BusConfig
-from config.common import ConfigModel, OptionalSecret, Port, is_loopback_host, resolve_path
+from config.common import (
+    ConfigModel,
+    HttpUrlText,
+    OptionalSecret,
+    Port,
+    is_loopback_host,
+    resolve_path,
+)
 from config.http_limits import (
     AllowedHost,
     HttpLimitsConfig,
@@ -44,6 +51,11 @@ class HttpConfig(ConfigModel):
         None,
         description="Bearer token the status page (GET /) asks for; required to see it when "
         "host is not a loopback address.",
+    )
+    public_url: HttpUrlText | None = Field(
+        None,
+        description="Base URL under which others reach this server (the links to attachments "
+        "a webhook agent receives); unset: http://<host>:<port>.",
     )
 
     @property

@@ -8,7 +8,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import Field, field_validator
 
-from config.agents import AgentConfig, EchoAgentConfig
+from config.agents import AgentConfig, EchoAgentConfig, TranscriptionConfig
 from config.channels import ApiChannelConfig, ChannelConfig, EmailConfig
 from config.common import ConfigModel
 from config.problems import ConfigValueError, DataPath
@@ -80,6 +80,17 @@ class ProfileConfig(ConfigModel):
         "collect",
         description="Messages arriving during a turn: collect joins them into the next turn, "
         "followup answers them one by one, interrupt cancels the running turn.",
+    )
+    max_media_bytes: int = Field(
+        20 * 1024 * 1024,
+        ge=1,
+        description="Largest file a user sends that is downloaded, in bytes; a larger one "
+        "reaches the agent as a placeholder naming it, its kind and size.",
+    )
+    transcription: TranscriptionConfig | None = Field(
+        None,
+        description="Where voice messages and audio files are turned into text before the "
+        "agent runs; unset: they reach the agent as a placeholder.",
     )
     delivery_deadline_s: float = Field(
         86_400.0,

@@ -39,6 +39,7 @@ def build_channels(
         request_shutdown=request_shutdown,
         allow_overlay=pairing.approved,
         agent=config.agent.type,
+        max_media_bytes=config.max_media_bytes,
     )
     channels: list[Channel] = []
     for channel_config in config.channels:

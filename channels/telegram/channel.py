@@ -20,15 +20,16 @@ from telegram import Bot, BotCommand, Update
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
-from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.base import PROBE_TIMEOUT_S, Channel
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
+from channels.media_info import not_downloaded, record_details
 from channels.retry import Backoff
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS
 from channels.telegram.errors import CHANNEL, rejected_token, translate, translated
-from channels.telegram.media import download, media_dir
+from channels.telegram.media import MEDIA_KINDS, download, media_dir, refusal
 from channels.telegram.outbound import TelegramSender
 from channels.telegram.polling import (
     ALLOWED_UPDATES,
@@ -244,32 +245,54 @@ class TelegramChannel(Channel):
             if incoming is None:
                 log.debug("telegram.update_ignored", update_id=update.update_id)
                 return
-            media = await self._download_media(incoming) if incoming.media else []
-            await inbound.send(incoming.with_files(media))
+            message = await self._download_media(incoming) if incoming.media else incoming.message
+            await inbound.send(message)
         except (PipeClosed, InboundRefused):
             raise  # nothing was stored: the update must be offered again, not acknowledged
         except Exception:  # supervision point: one update must not stop the channel
             log.exception("telegram.update_failed", update_id=update.update_id)
 
-    async def _download_media(self, incoming: IncomingMessage) -> list[str]:
-        # A stranger's files are not fetched: the dispatcher will refuse the message anyway.
+    async def _download_media(self, incoming: IncomingMessage) -> InboundMessage:
+        """The message with its files downloaded, and those that could not be named in its
+        text. A stranger's files are not fetched: the dispatcher will refuse the message."""
         message = incoming.message
         if not self.is_allowed(message.sender_id):
-            return []
+            return message
         directory = media_dir(self._data_dir, message.chat_id)
         message_id = int(message.metadata["telegram_message_id"])
         paths: list[str] = []
+        placeholders: list[str] = []
         for ref in incoming.media:
-            try:
-                path = await download(
-                    self._bot, ref, directory, message_id, timeout_s=_DOWNLOAD_TIMEOUT_S
+            kind = MEDIA_KINDS.get(ref.kind, "file")
+            reason = refusal(ref, self.max_media_bytes)
+            if reason is None:
+                try:
+                    path = await download(
+                        self._bot,
+                        ref,
+                        directory,
+                        message_id,
+                        timeout_s=_DOWNLOAD_TIMEOUT_S,
+                        max_bytes=self.max_media_bytes,
+                    )
+                except ChannelError as exc:
+                    reason = str(exc.args[0]) if exc.args else str(exc)
+                else:
+                    paths.append(str(path))
+                    record_details(
+                        message.metadata,
+                        str(path),
+                        name=ref.file_name,
+                        mime=ref.mime_type,
+                        duration_s=ref.duration,
+                    )
+                    continue
+            placeholders.append(
+                not_downloaded(
+                    message, kind=kind, name=ref.file_name, size=ref.file_size, reason=reason
                 )
-            except ChannelError as exc:
-                log.warning("telegram.media_not_downloaded", kind=ref.kind, error=str(exc))
-                message.metadata.setdefault("media_errors", []).append(f"{ref.kind}: {exc}")
-                continue
-            paths.append(str(path))
-        return paths
+            )
+        return incoming.with_files(paths, placeholders)
 
     async def stop(self) -> None:
         if self._closed:

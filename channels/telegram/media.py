@@ -22,6 +22,7 @@ from channels.media_files import (
     safe_suffix,
     save_media,
 )
+from channels.media_info import MediaKind, too_large_reason
 from channels.telegram.errors import CHANNEL, translated
 from channels.telegram.updates import MediaRef
 
@@ -58,19 +59,42 @@ def local_name(ref: MediaRef, message_id: int, server_path: str | None) -> str:
     return f"{message_id}-{stem[:60] or ref.file_unique_id}{suffix}"
 
 
+#: What the agent is told a Telegram attachment is, by its kind.
+MEDIA_KINDS: dict[str, MediaKind] = {
+    "photo": "image",
+    "voice": "audio",
+    "audio": "audio",
+    "video": "video",
+    "video_note": "video",
+    "animation": "video",
+    "document": "file",
+}
+
+
+def refusal(ref: MediaRef, max_bytes: int) -> str | None:
+    """Why `ref` is not downloaded before trying (its size, as Telegram states it), or None."""
+    if ref.file_size is None:
+        return None
+    if ref.file_size > max_bytes:
+        return too_large_reason(max_bytes)
+    if ref.file_size > MAX_DOWNLOAD_BYTES:
+        return "larger than the 20 MB the Telegram Bot API lets bots download"
+    return None
+
+
 async def download(
-    bot: Bot, ref: MediaRef, directory: Path, message_id: int, *, timeout_s: float
+    bot: Bot, ref: MediaRef, directory: Path, message_id: int, *, timeout_s: float, max_bytes: int
 ) -> Path:
-    """Fetch one file from Telegram and save it; raises a channel error on failure."""
-    if ref.file_size is not None and ref.file_size > MAX_DOWNLOAD_BYTES:
-        raise ChannelError(
-            f"{ref.kind} of {ref.file_size} bytes is over the Bot API's 20 MB download limit",
-            channel=CHANNEL,
-        )
+    """Fetch one file from Telegram and save it; raises a channel error on failure (the
+    reason the agent is told)."""
     with translated("getFile"):
         remote = await bot.get_file(ref.file_id)
+    if remote.file_size is not None and remote.file_size > max_bytes:
+        raise ChannelError(too_large_reason(max_bytes), channel=CHANNEL)
     with translated("download file"):
         data = await remote.download_as_bytearray(read_timeout=timeout_s)
+    if len(data) > max_bytes:
+        raise ChannelError(too_large_reason(max_bytes), channel=CHANNEL)
     path = directory / local_name(ref, message_id, remote.file_path)
     return await save_media(path, bytes(data))
 

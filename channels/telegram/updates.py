@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from telegram import Message, MessageEntity, Update, User
+from telegram import Message, MessageEntity, TelegramObject, Update, User
 from telegram.constants import ChatType
 
 from bus import InboundMessage
+from channels.media_info import with_placeholders
 
 CHANNEL = "telegram"
 _GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
@@ -38,6 +39,9 @@ class MediaRef:
     file_unique_id: str
     file_name: str | None = None
     file_size: int | None = None
+    mime_type: str | None = None
+    #: Seconds, for voice notes, audio and video.
+    duration: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +51,13 @@ class IncomingMessage:
     message: InboundMessage
     media: tuple[MediaRef, ...] = ()
 
-    def with_files(self, paths: Sequence[str]) -> InboundMessage:
-        """The message with the files downloaded to `paths` (the ones that could be)."""
-        return self.message.model_copy(update={"media": list(paths)}) if paths else self.message
+    def with_files(self, paths: Sequence[str], placeholders: Sequence[str] = ()) -> InboundMessage:
+        """The message with the files downloaded to `paths` (the ones that could be) and the
+        placeholders naming the others after its text."""
+        if not paths and not placeholders:
+            return self.message
+        content = with_placeholders(self.message.content, placeholders)
+        return self.message.model_copy(update={"media": list(paths), "content": content})
 
 
 def sender_id_of(user: User) -> str:
@@ -156,7 +164,14 @@ def _media_of(message: Message) -> tuple[MediaRef, ...]:
     if message.photo:
         largest = message.photo[-1]
         refs.append(
-            MediaRef("photo", largest.file_id, largest.file_unique_id, None, largest.file_size)
+            MediaRef(
+                "photo",
+                largest.file_id,
+                largest.file_unique_id,
+                None,
+                largest.file_size,
+                "image/jpeg",
+            )
         )
     for kind in ("document", "audio", "voice", "video", "video_note", "animation"):
         attachment = getattr(message, kind, None)
@@ -169,9 +184,18 @@ def _media_of(message: Message) -> tuple[MediaRef, ...]:
                 attachment.file_unique_id,
                 getattr(attachment, "file_name", None),
                 attachment.file_size,
+                getattr(attachment, "mime_type", None),
+                _seconds(attachment),
             )
         )
     return tuple(refs)
+
+
+def _seconds(attachment: TelegramObject) -> int | None:
+    """An attachment's duration in whole seconds, as the Bot API sent it (PTB's `duration`
+    property warns of its coming change of type)."""
+    duration = attachment.to_dict().get("duration")
+    return duration if isinstance(duration, int) else None
 
 
 def _utf16_len(text: str) -> int:

@@ -8,6 +8,7 @@ from config import AgentConfig, EchoAgentConfig, OpenAIAgentConfig, WebhookAgent
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.echo import EchoAgent
 from gateway.agents.errors import AgentError, AgentFailure
+from gateway.agents.media_links import MediaLinks, current_media_links
 from gateway.agents.snapshots import SnapshotPacing, SnapshotStream
 from gateway.agents.webhook import SIGNATURE_HEADER, WebhookAgent, sign_body, verify_signature
 
@@ -33,8 +34,11 @@ __all__ = [
 ]
 
 
-def create_agent(config: AgentConfig) -> Agent:
-    """The agent a profile's `agent:` section describes; enter it (`async with`) to run turns."""
+def create_agent(config: AgentConfig, *, media_links: MediaLinks | None = None) -> Agent:
+    """The agent a profile's `agent:` section describes; enter it (`async with`) to run turns.
+
+    `media_links` makes the links to received files a webhook agent is sent (default: the
+    daemon's, `current_media_links`)."""
     if isinstance(config, EchoAgentConfig):
         return EchoAgent.from_config(config)
     if isinstance(config, OpenAIAgentConfig):
@@ -43,7 +47,7 @@ def create_agent(config: AgentConfig) -> Agent:
 
         return OpenAICompatAgent(config)
     if isinstance(config, WebhookAgentConfig):
-        return WebhookAgent(config)
+        return WebhookAgent(config, media_links=media_links or current_media_links())
     assert_never(config)
 
 

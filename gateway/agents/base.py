@@ -8,11 +8,13 @@ no harm downstream. The last snapshot an agent emits equals `AgentReply.content`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Self
 
 from bus import Message, SessionKey, TokenUsage
+from channels.media_info import MediaInfo
+from channels.participants import Chat, Sender
 
 #: Receives the whole reply so far, never a delta.
 SnapshotSink = Callable[[str], Awaitable[None]]
@@ -27,6 +29,14 @@ class AgentTurn:
     #: Earlier messages of the session, oldest first, already windowed by the caller.
     history: Sequence[Message]
     message: Message
+    #: The message's files (`message.media`) described; those that could not be read are left
+    #: out.
+    attachments: Sequence[MediaInfo] = ()
+    #: Transcripts of its audio, by path (already in `message.content`).
+    transcripts: Mapping[str, str] = field(default_factory=dict)
+    #: Who sent it and where (None outside a channel, as in tests).
+    sender: Sender | None = None
+    chat: Chat | None = None
 
 
 @dataclass(frozen=True, slots=True)

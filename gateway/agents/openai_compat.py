@@ -5,8 +5,9 @@ LiteLLM...). The official SDK does the HTTP: retries with backoff (429s wait the
 `retry-after`), timeouts, SSE parsing. This module turns a turn into the request, the chunks into
 snapshots and usage, and the SDK's exceptions into `AgentError`s.
 
-Only the text of the conversation is sent: tool results are left out of the history (this agent
-offers the model no tools, so they could not be matched to a call) and so are media.
+Tool results are left out of the history (this agent offers the model no tools, so they could
+not be matched to a call). The new message's files are shown as `openai_media` says: images as
+image parts, text files inlined; earlier messages' files are named only.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ import openai
 import structlog
 from openai import AsyncOpenAI
 from openai.types import CompletionUsage
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat import (
+    ChatCompletionContentPartParam,
+    ChatCompletionMessageParam,
+    ChatCompletionUserMessageParam,
+)
 
 from bus import Message, MessageRole, TokenUsage
 from channels.retry import parse_retry_after
@@ -32,6 +37,7 @@ from gateway.agents.errors import (
     failure_for_status,
     url_for_log,
 )
+from gateway.agents.openai_media import message_parts, named_in_history, participant_name
 from gateway.agents.snapshots import DEFAULT_PACING, SnapshotPacing
 
 if TYPE_CHECKING:
@@ -74,27 +80,52 @@ _TIMEOUTS: tuple[type[Exception], ...] = (openai.APITimeoutError, *_LEGACY_TIMEO
 
 
 def chat_messages(
-    system_prompt: str | None, history: Sequence[Message], message: Message, max_history: int
+    system_prompt: str | None,
+    history: Sequence[Message],
+    message: Message,
+    max_history: int,
+    *,
+    content: str | list[ChatCompletionContentPartParam] | None = None,
+    name: str | None = None,
 ) -> list[ChatCompletionMessageParam]:
-    """The request's messages: system prompt, the last `max_history` turns, the user message."""
+    """The request's messages: system prompt, the last `max_history` turns, the user message
+    (`content` when given: its text and image parts; `name`: who sent it, in a group)."""
     messages: list[ChatCompletionMessageParam] = []
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
     window = history[-max_history:] if max_history > 0 else ()
     for earlier in window:
-        if not earlier.content:
+        text = earlier.content
+        if earlier.media:
+            files = named_in_history(earlier.media)
+            text = f"{text}\n{files}" if text else files
+        if not text:
             continue
         match earlier.role:
             case MessageRole.SYSTEM:
-                messages.append({"role": "system", "content": earlier.content})
+                messages.append({"role": "system", "content": text})
             case MessageRole.USER:
-                messages.append({"role": "user", "content": earlier.content})
+                messages.append({"role": "user", "content": text})
             case MessageRole.ASSISTANT:
-                messages.append({"role": "assistant", "content": earlier.content})
+                messages.append({"role": "assistant", "content": text})
             case MessageRole.TOOL:
                 continue
-    messages.append({"role": "user", "content": message.content})
+    user: ChatCompletionUserMessageParam = {
+        "role": "user",
+        "content": message.content if content is None else content,
+    }
+    if name is not None:
+        user["name"] = name
+    messages.append(user)
     return messages
+
+
+def _sender_name(turn: AgentTurn) -> str | None:
+    """The sender's display name, for the model to tell people apart in a group."""
+    chat, sender = turn.chat, turn.sender
+    if chat is None or chat.type not in ("group", "channel") or sender is None:
+        return None
+    return participant_name(sender.name) if sender.name else None
 
 
 def usage_from(usage: CompletionUsage) -> TokenUsage:
@@ -182,7 +213,12 @@ class OpenAICompatAgent(Agent):
         client = self._open_client()
         config = self._config
         messages = chat_messages(
-            config.system_prompt, turn.history, turn.message, config.max_history
+            config.system_prompt,
+            turn.history,
+            turn.message,
+            config.max_history,
+            content=await message_parts(turn.message.content, turn.attachments, config),
+            name=_sender_name(turn),
         )
         try:
             chunks = await client.chat.completions.create(

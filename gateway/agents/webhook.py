@@ -3,11 +3,17 @@
 Request: `POST url` with `Content-Type: application/json` and the body
 
     {"profile": "work", "session_key": "work:telegram:42",
-     "message": {"role": "user", "content": "hi", ...},
+     "sender": {"id": "42|alice", "name": "Alice"},
+     "chat": {"id": "42", "type": "private", "title": null},
+     "message": {"role": "user", "content": "hi", "attachments": [...], ...},
      "history": [{"role": "user", ...}, {"role": "assistant", ...}]}
 
-(messages in the session file's JSON form, oldest first), the configured headers, and, when a
-`secret` is set, `X-Octos-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes>`.
+(messages in the session file's JSON form, oldest first, local paths left out), the configured
+headers, and, when a `secret` is set, `X-Octos-Signature: sha256=<hex HMAC-SHA256 of the exact
+body bytes>`. The message's files are `attachments`: `{"kind": "image|audio|video|file",
+"mime", "name", "size", "sha256", "url"}` (a signed link to the gateway's `/media/`, valid for
+`media_url_ttl_s`), or with `media: inline` the bytes as base64 `data` instead of `url`; audio
+has its `transcript` when there is one. Earlier messages' files are named only (`kind`, `name`).
 
 Reply, chosen by the response's `Content-Type`:
 - `application/json`: `{"reply": "the whole answer", "usage": {...}}` (`usage` optional, with
@@ -24,18 +30,22 @@ retried: a webhook may act on a turn, and acting twice is worse than apologising
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import hashlib
 import hmac
 import json
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Self
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal, Self
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bus import TokenUsage
+from bus import Message, TokenUsage
+from channels.media_info import kind_for, mime_for
 from channels.retry import parse_retry_after
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.errors import (
@@ -46,12 +56,14 @@ from gateway.agents.errors import (
     secret_fragments,
     url_for_log,
 )
+from gateway.agents.media_links import MediaLinks
 from gateway.agents.snapshots import DEFAULT_PACING, SnapshotPacing
 from gateway.agents.stream_decode import NdjsonDecoder, SseDataDecoder, StreamFormatError
 
 if TYPE_CHECKING:
     from config import WebhookAgentConfig
 
+MediaMode = Literal["url", "inline"]
 SIGNATURE_HEADER: Final = "X-Octos-Signature"
 MAX_REPLY_BYTES: Final = 16 * 1024 * 1024
 _ERROR_BODY_BYTES: Final = 4096
@@ -83,15 +95,62 @@ class _StreamOutcome:
     bytes_received: int = 0
 
 
-def encode_turn(turn: AgentTurn) -> bytes:
-    """The request body for a turn (compact UTF-8 JSON; the signature covers these bytes)."""
+def encode_turn(turn: AgentTurn, attachments: list[dict[str, Any]] | None = None) -> bytes:
+    """The request body for a turn (compact UTF-8 JSON; the signature covers these bytes);
+    `attachments` are the new message's files as the webhook is to see them."""
+    message = _without_paths(turn.message)
+    if attachments:
+        message["attachments"] = attachments
     payload = {
         "profile": turn.profile,
         "session_key": str(turn.session_key),
-        "message": turn.message.to_dict(),
-        "history": [message.to_dict() for message in turn.history],
+        "sender": asdict(turn.sender) if turn.sender else None,
+        "chat": asdict(turn.chat) if turn.chat else None,
+        "message": message,
+        "history": [_without_paths(earlier) for earlier in turn.history],
     }
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _without_paths(message: Message) -> dict[str, Any]:
+    """A message's JSON form with its files named by kind and name, never by local path."""
+    encoded = message.to_dict()
+    media = encoded.pop("media", None)
+    if media:
+        encoded["attachments"] = [
+            {"kind": kind_for(mime_for(path)), "name": Path(path).name} for path in media
+        ]
+    return encoded
+
+
+async def attachment_fields(
+    turn: AgentTurn, mode: MediaMode, links: MediaLinks | None, ttl_s: float
+) -> list[dict[str, Any]]:
+    """The new message's files for the request: described, with a link or the bytes."""
+    described: list[dict[str, Any]] = []
+    for media in turn.attachments:
+        fields: dict[str, Any] = {
+            "kind": media.kind,
+            "mime": media.mime,
+            "name": media.name,
+            "size": media.size,
+            "sha256": media.sha256,
+        }
+        if mode == "inline":
+            try:
+                data = await asyncio.to_thread(Path(media.path).read_bytes)
+            except OSError as error:
+                fields["error"] = f"the file cannot be read: {error.strerror}"
+            else:
+                fields["data"] = base64.b64encode(data).decode("ascii")
+        elif links is not None:
+            fields["url"] = links.url_for(media, ttl_s)
+        if media.duration_s is not None:
+            fields["duration_s"] = media.duration_s
+        if (transcript := turn.transcripts.get(media.path)) is not None:
+            fields["transcript"] = transcript
+        described.append(fields)
+    return described
 
 
 def sign_body(secret: str, body: bytes) -> str:
@@ -117,8 +176,12 @@ class WebhookAgent(Agent):
         *,
         snapshots: SnapshotPacing = DEFAULT_PACING,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        media_links: MediaLinks | None = None,
     ) -> None:
         self._url = config.url
+        self._media_mode: MediaMode = config.media
+        self._media_ttl_s = config.media_url_ttl_s
+        self._media_links = media_links
         self._timeout = aiohttp.ClientTimeout(
             total=None, connect=config.timeout_s, sock_read=config.timeout_s
         )
@@ -149,7 +212,11 @@ class WebhookAgent(Agent):
 
     async def run(self, turn: AgentTurn, on_snapshot: SnapshotSink) -> AgentReply:
         outcome = _StreamOutcome()
-        content = await self._snapshots.relay(self._deltas(encode_turn(turn), outcome), on_snapshot)
+        attachments = await attachment_fields(
+            turn, self._media_mode, self._media_links, self._media_ttl_s
+        )
+        body = encode_turn(turn, attachments)
+        content = await self._snapshots.relay(self._deltas(body, outcome), on_snapshot)
         return AgentReply(content, outcome.usage)
 
     def _open_session(self) -> aiohttp.ClientSession:

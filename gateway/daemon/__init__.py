@@ -19,6 +19,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
+from urllib.parse import urlsplit
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -27,6 +28,7 @@ from channels.health import ChannelHealth
 from channels.web.guard import ConnectionGuard, install_accept_error_log
 from channels.web.names import HostCheck, listener_names
 from config import ApiChannelConfig, ConfigError, LoadedConfig, ProfileConfig
+from gateway.agents.media_links import MediaLinks, public_base_url, use_media_links
 from gateway.daemon.collector import keep_settled, settle_after_start_up
 from gateway.daemon.http_server import HttpServer, build_app, webhook_hosts
 from gateway.daemon.profile import ProfileRuntime
@@ -158,6 +160,7 @@ class Daemon:
         self._hosts = HostCheck(self._http_names(), "gateway.yaml http.allowed_hosts")
         token = http.token.get_secret_value() if http.token else None
         status = StatusPage(self.status_snapshot, token=token, loopback=http.is_loopback)
+        media_links = await self._media_links()
         self.http = HttpServer(
             build_app(
                 self._registry,
@@ -168,6 +171,7 @@ class Daemon:
                 status,
                 cluster=self.cluster_readiness,
                 failed=self.failed_profiles,
+                media_links=media_links,
             ),
             http.host,
             http.port,
@@ -189,6 +193,11 @@ class Daemon:
             url=f"http://{settings.http.host}:{self.http.bound_port}",
             health="/healthz",
         )
+        if media_links is not None:
+            port = self.http.bound_port or http.port
+            media_links.base_url = public_base_url(http.public_url, http.host, port)
+            # Every profile task started from here on inherits it (the webhook agent's links).
+            use_media_links(media_links)
         self._install_signals()
         try:
             async with AsyncExitStack() as stack:
@@ -272,9 +281,25 @@ class Daemon:
         assert self.http is not None
         self._announce(self.http.bound_port)
 
+    async def _media_links(self) -> MediaLinks | None:
+        data_dir = Path(self._loaded.gateway.data_dir)
+        try:
+            return await asyncio.to_thread(MediaLinks.open, data_dir)
+        except OSError as error:
+            log.error(
+                "daemon.media_links_unavailable",
+                detail="webhook agents get no links to received files",
+                error=str(error),
+                suggestion=f"make {data_dir} writable by the daemon",
+            )
+            return None
+
     def _http_names(self) -> set[str]:
         http = self._loaded.gateway.http
-        return listener_names(http.host, http.allowed_hosts, webhook_hosts(self._loaded.profiles))
+        public = [urlsplit(http.public_url).hostname or ""] if http.public_url else []
+        return listener_names(
+            http.host, http.allowed_hosts, [*webhook_hosts(self._loaded.profiles), *public]
+        )
 
     def _announce(self, http_port: int | None) -> None:
         """One start-up line with every URL a user may open, and how to stop."""

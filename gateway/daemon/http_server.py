@@ -1,17 +1,24 @@
-"""The daemon's HTTP server: `/healthz`, `/readyz`, `/metrics`, the status page and webhooks."""
+"""The daemon's HTTP server: `/healthz`, `/readyz`, `/metrics`, the status page, the links to
+received files (`/media/<token>`) and webhooks."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from channels.health import ChannelHealth
+from channels.media_info import mime_for
 from channels.web.guard import ConnectionGuard, GuardedSite, guarded_runner
 from channels.web.names import HostCheck
 from config import ProfileConfig
+from gateway.agents.media_links import ROUTE as MEDIA_ROUTE
+from gateway.agents.media_links import MediaLinks
 from gateway.daemon.status_page import StatusPage
 from gateway.services import WebhookRoutes
 
@@ -31,8 +38,10 @@ def build_app(
     *,
     cluster: Callable[[], Awaitable[ClusterReport | None]] | None = None,
     failed: Callable[[], Mapping[str, str]] | None = None,
+    media_links: MediaLinks | None = None,
 ) -> web.Application:
-    """`failed`: each profile that is not running because it failed, and why."""
+    """`failed`: each profile that is not running because it failed, and why; `media_links`
+    opens the tokens of `/media/<token>`."""
 
     async def healthz(_request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -68,10 +77,43 @@ def build_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    if media_links is not None:
+        app.router.add_get(MEDIA_ROUTE, _media_handler(media_links))
     if status_page is not None:
         status_page.mount(app)
     app.router.add_route("*", "/{tail:.*}", webhooks.handle)
     return app
+
+
+def _media_handler(
+    links: MediaLinks,
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def media(request: web.Request) -> web.StreamResponse:
+        opened = links.open_token(request.match_info["token"])
+        data = await asyncio.to_thread(_read_unchanged, *opened) if opened else None
+        if opened is None or data is None:
+            # One answer for every refusal: a token tells nothing of which files exist.
+            raise web.HTTPForbidden(text="this link is not valid, or has expired")
+        return web.Response(
+            body=data,
+            content_type=mime_for(opened[0].name),
+            headers={
+                "Cache-Control": "private, no-store",
+                "X-Content-Type-Options": "nosniff",
+                "Content-Disposition": "attachment",
+            },
+        )
+
+    return media
+
+
+def _read_unchanged(path: Path, sha256: str) -> bytes | None:
+    """The file's bytes when it still has the digest its link was made for."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if hashlib.sha256(data).hexdigest() == sha256 else None
 
 
 class HttpServer:

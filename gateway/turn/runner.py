@@ -23,10 +23,13 @@ from bus import (
     TypingStarted,
     TypingStopped,
 )
+from channels.participants import chat_of, sender_of
 from gateway import logs
 from gateway.agents import Agent, AgentError, AgentTurn, SnapshotSink
+from gateway.agents.transcription import Transcriber
 from gateway.services import ProfileServices
 from gateway.turn.lanes import collected_content
+from gateway.turn.media import prepare_message
 from gateway.turn.outcome import Answer
 from gateway.turn.reply import failed_reply, failure_reason, platform_ids, reply_message
 
@@ -56,6 +59,7 @@ class TurnRunner:
         self._agent = agent
         self._sessions = services.sessions
         self._outbound = outbound
+        self._transcriber = Transcriber(services.config.transcription)
         profile, metrics = services.profile, services.metrics
         self._turns_ok = metrics.turns.labels(profile, "ok")
         self._turns_failed = metrics.turns.labels(profile, "agent_error")
@@ -126,12 +130,18 @@ class TurnRunner:
             await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
         user_message = Message.user(content, media=list(trigger.media))
         try:
+            prepared = await prepare_message(trigger, content, self._transcriber)
+            user_message = Message.user(prepared.content, media=list(trigger.media))
             history = await self._sessions.history(key, self._max_history)
             turn = AgentTurn(
                 profile=self._profile,
                 session_key=key,
                 history=history,
                 message=user_message,
+                attachments=prepared.attachments,
+                transcripts=prepared.transcripts,
+                sender=sender_of(trigger),
+                chat=chat_of(trigger),
             )
             show_snapshot: SnapshotSink = _show_nothing
             if streams:

@@ -72,8 +72,14 @@ class FakeOpenAI(ScriptedFake[ScriptedCompletion]):
         self.model = model
         self.requests: list[RecordedRequest] = []
         self.streams_completed = 0
+        #: What `/v1/audio/transcriptions` answers: the text, or an error status.
+        self.transcript = "a scripted transcript"
+        self.transcription_status = 200
+        #: Each transcription request's form fields and uploaded file (name, bytes).
+        self.transcriptions: list[tuple[dict[str, str], tuple[str, bytes]]] = []
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat_completions)
+        app.router.add_post("/v1/audio/transcriptions", self._transcriptions)
         app.router.add_get("/v1/models", self._models)
         super().__init__(app, ScriptedCompletion())
 
@@ -100,6 +106,16 @@ class FakeOpenAI(ScriptedFake[ScriptedCompletion]):
             return _error(401, "Incorrect API key provided.")
         model = {"id": self.model, "object": "model", "created": 0, "owned_by": "octos-tests"}
         return web.json_response({"object": "list", "data": [model]})
+
+    async def _transcriptions(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        fields = {key: value for key, value in form.items() if isinstance(value, str)}
+        upload = form.get("file")
+        assert isinstance(upload, web.FileField), "the SDK uploads the audio as a file part"
+        self.transcriptions.append((fields, (upload.filename, upload.file.read())))
+        if self.transcription_status != 200:
+            return _error(self.transcription_status, "scripted transcription failure")
+        return web.json_response({"text": self.transcript})
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

@@ -180,6 +180,7 @@ class FakeTelegram:
         caption: str | None = None,
         photo: bytes | None = None,
         document: tuple[str, bytes] | None = None,
+        voice: tuple[bytes, int] | None = None,
         reply_to_message_id: int | None = None,
         entities: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
@@ -211,6 +212,10 @@ class FakeTelegram:
             stored = self.state.add_file(data, "documents", file_name=name)
             stored.extra = {"file_name": name}
             message["document"] = stored.as_file()
+        if voice is not None:
+            data, duration = voice
+            stored = self.state.add_file(data, "voice", suffix=".oga")
+            message["voice"] = {**stored.as_file(), "duration": duration, "mime_type": "audio/ogg"}
         if reply_to_message_id is not None:
             message["reply_to_message"] = self.state.messages[(chat_id, reply_to_message_id)]
         self.state.messages[(chat_id, message["message_id"])] = message
