@@ -2,13 +2,19 @@
 
 The runner does not store anything: the turn's log (`gateway.turn.outcome.TurnLog`) records its
 outcome, durable before the reply is sent, and the session behind it.
+
+Before the agent runs, the turn's files are made ready for it (`prepare_message`): described,
+and its voice messages put in words. A crash during a transcription runs it again with the
+turn. The transcript (or, when there is none, a placeholder saying why) becomes the message's
+text: the session stores what the agent read, and every agent, the history and `/sessions` see
+words.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -23,13 +29,13 @@ from bus import (
     TypingStarted,
     TypingStopped,
 )
+from channels.media_info import MediaInfo, describe_media
 from channels.participants import chat_of, sender_of
 from gateway import logs
 from gateway.agents import Agent, AgentError, AgentTurn, SnapshotSink
-from gateway.agents.transcription import Transcriber
+from gateway.agents.transcription import Transcriber, placeholder
 from gateway.services import ProfileServices
 from gateway.turn.lanes import collected_content
-from gateway.turn.media import prepare_message
 from gateway.turn.outcome import Answer
 from gateway.turn.reply import failed_reply, failure_reason, platform_ids, reply_message
 
@@ -188,3 +194,40 @@ class _ShownNowhere:
 
 
 _SHOWN_NOWHERE = _ShownNowhere()
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedMessage:
+    content: str
+    attachments: Sequence[MediaInfo] = ()
+    #: Transcripts by path.
+    transcripts: Mapping[str, str] = field(default_factory=dict)
+
+
+async def prepare_message(
+    trigger: InboundMessage, content: str, transcriber: Transcriber
+) -> PreparedMessage:
+    """`content` (the turn's text; `trigger`'s own text is its end) with the words of
+    `trigger`'s audio, or placeholders, after `trigger`'s text."""
+    if not trigger.media:
+        return PreparedMessage(content)
+    attachments = await describe_media(trigger)
+    transcripts: dict[str, str] = {}
+    spoken: list[str] = []
+    for media in attachments:
+        if media.kind != "audio":
+            continue
+        transcript = await transcriber.transcribe(media)
+        if transcript.text is not None:
+            transcripts[media.path] = transcript.text
+            spoken.append(transcript.text)
+        else:
+            spoken.append(placeholder(media, transcript.reason or "unknown reason"))
+    if not spoken:
+        return PreparedMessage(content, attachments)
+    # The trigger's text ends `content` (`collected_content`): the words go right after it.
+    # A trigger without text of its own ends a collected turn as "Queued #2: ".
+    follows_label = not trigger.content and content.endswith(": ")
+    separator = "" if not content or follows_label else "\n"
+    said = "\n".join(spoken)
+    return PreparedMessage(content + separator + said, attachments, transcripts)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from bus import InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage, new_turn_id
 from bus.message import utc_now
 from gateway.turn.journal import Journal, Outcome, restore_sessions
-from gateway.turn.journal.fixup import missing_suffix
+from gateway.turn.journal.journal import missing_suffix
 from gateway.turn.journal.records import decode, outcome_from
 from gateway.turn.task import TurnTask
 from sessions import SessionManager, SessionStore

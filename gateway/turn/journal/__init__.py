@@ -1,7 +1,6 @@
 """The profile's journal: what it received, answered and delivered, on the write-ahead log."""
 
-from gateway.turn.journal.fixup import restore_sessions
-from gateway.turn.journal.journal import Journal, Recovery
+from gateway.turn.journal.journal import Journal, Recovery, restore_sessions
 from gateway.turn.journal.records import Outcome, Received
 from gateway.turn.journal.state import JournalState
 

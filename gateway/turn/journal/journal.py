@@ -5,23 +5,29 @@ asked meanwhile see it), and the caller awaits the returned future when it must 
 before the record is durable (acknowledging a platform, delivering a reply). A checkpoint
 first makes the session files durable, then restates what is unfinished in a new segment and
 drops the older ones.
+
+After a crash, `restore_sessions` replays the last outcomes into the session files,
+idempotently: each file holds some prefix of its outcomes' messages at its tail (appends are in
+order); the longest such prefix is found by comparing messages (their timestamps make them
+unique) and only the rest is appended, so running it twice changes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import structlog
 
-from bus import InboundMessage
+from bus import InboundMessage, Message, SessionKey
 from gateway.turn.journal.dedup_file import append_entries, read_entries, rewrite_entries
 from gateway.turn.journal.records import OpenedPart, Outcome, Received, decode, encode_sent
 from gateway.turn.journal.state import DEDUP_TTL_S, JournalState, platform_key
+from sessions import SessionManager
 from sessions.wal import LogWriteError, WriteAheadLog
 from sessions.writer import FsyncPolicy
 
@@ -206,3 +212,33 @@ class Journal:
                 unfinished=len(self.state.outcomes),
                 dedup=len(self.state.dedup),
             )
+
+
+log = structlog.get_logger(__name__)
+
+
+def missing_suffix(existing: Sequence[Message], expected: Sequence[Message]) -> list[Message]:
+    """What of `expected` is not yet at the end of `existing` (which holds a prefix of it)."""
+    for written in range(min(len(existing), len(expected)), 0, -1):
+        if list(existing[len(existing) - written :]) == list(expected[:written]):
+            return list(expected[written:])
+    return list(expected)
+
+
+async def restore_sessions(sessions: SessionManager, outcomes: Sequence[Outcome]) -> int:
+    """Append what each outcome's session file lacks; the number of messages appended."""
+    by_session: dict[str, list[Message]] = {}
+    for outcome in outcomes:
+        if outcome.messages:
+            by_session.setdefault(outcome.session, []).extend(outcome.messages)
+    appended = 0
+    for session, expected in by_session.items():
+        key = SessionKey.parse(session)
+        existing = (await sessions.get(key)).messages
+        missing = missing_suffix(existing, expected)
+        if missing:
+            await sessions.append_all(key, missing)
+            appended += len(missing)
+    if appended:
+        log.info("journal.sessions_restored", sessions=len(by_session), messages=appended)
+    return appended

@@ -7,7 +7,7 @@ import os
 
 from PIL import Image
 
-from gateway.agents.images import MIN_SIDE, dimensions, fit_image
+from gateway.agents.openai_media import MIN_SIDE, dimensions, fit_image
 
 
 def noisy_jpeg(width: int, height: int) -> bytes:
