@@ -1,7 +1,7 @@
 """A reply email: the agent's Markdown as a plain-text and an HTML part, threaded.
 
 The HTML part is markdown-it-py's own renderer (`channels.markup.renderer`), the plain-text part
-the email dialect of the one Markdown renderer (`channels.markup.email`).
+the email dialect of the one Markdown renderer (`channels.markup.plain`).
 Threading follows RFC 5322: `In-Reply-To` names the message answered, `References` the thread.
 """
 
@@ -14,7 +14,7 @@ from email.message import EmailMessage
 from email.utils import format_datetime, formataddr, make_msgid
 
 from channels.email.state import ThreadInfo
-from channels.markup.email import render_email_text
+from channels.markup.plain import render_email_text
 from channels.markup.renderer import render_html as markdown_html
 
 #: A subject for a message that answers nothing the channel remembers.

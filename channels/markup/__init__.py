@@ -7,8 +7,7 @@ links, quotes, code blocks):
 - `slack`: Slack mrkdwn;
 - `telegram`: Telegram HTML and MarkdownV2 (imports python-telegram-bot: only the Telegram
   channel imports it);
-- `phone`: WhatsApp's markup and plain SMS text;
-- `email`: the plain-text part of a reply email;
+- `plain`: WhatsApp's markup, plain SMS text, and the plain-text part of a reply email;
 - `html`: markdown-it-py's own HTML (Matrix `formatted_body`, the email HTML part).
 
 Feishu cards, Discord, WeCom and QQ take the agent's Markdown as it is.

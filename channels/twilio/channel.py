@@ -30,7 +30,7 @@ from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup
 from channels.lifecycle.run_state import RunStateChannel
-from channels.markup.phone import render_phone_text
+from channels.markup.plain import render_phone_text
 from channels.media_files import MediaStore
 from channels.retry.pacing import RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit

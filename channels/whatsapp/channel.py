@@ -29,7 +29,7 @@ from bus import InboundSender, OutboundMessage
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.run_state import RunStateChannel
-from channels.markup.phone import render_phone_text
+from channels.markup.plain import render_phone_text
 from channels.media_files import MediaStore
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit

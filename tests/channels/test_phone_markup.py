@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from channels.markup.phone import render_phone_text
+from channels.markup.plain import render_phone_text
 from channels.twilio import TwilioChannel
 from channels.whatsapp import WhatsAppChannel
 
