@@ -93,7 +93,8 @@ class ApiChannel(RunStateChannel):
         self._static: dict[str, bytes] = {}
         #: The port the listener is bound to, once it accepts connections (`wait_receiving`).
         self.bound_port: int | None = None
-        super().__init__()
+        # Started, or about to be, but not bound yet: a load balancer must wait, not give up.
+        super().__init__(not_receiving=ChannelHealth.starting("opening its listener"))
 
     def supports_edit(self) -> bool:
         return True
@@ -136,11 +137,6 @@ class ApiChannel(RunStateChannel):
         if runner is not None:
             self._replies.fail_all("the server is shutting down")
             await runner.cleanup()
-
-    async def health_check(self) -> ChannelHealth:
-        # Started, or about to be, but not bound yet: a load balancer must wait, not give up.
-        opening = ChannelHealth.starting("opening its listener")
-        return self._run_state.health(None if self._run_state.receiving.is_set() else opening)
 
     # Outbound: the channel manager hands replies here; they go to the waiting requests.
     async def send(self, message: OutboundMessage) -> None:

@@ -37,8 +37,17 @@ from channels.stopping import until_stopped
 log = structlog.get_logger(__name__)
 
 
+#: What a channel that is not receiving yet answers by default: not ready, `/readyz` waits.
+NOT_RECEIVING_YET = ChannelHealth.starting("not receiving yet")
+
+
 class RunState:
-    def __init__(self, health: ChannelHealth | None = None) -> None:
+    def __init__(
+        self,
+        health: ChannelHealth | None = None,
+        *,
+        not_receiving: ChannelHealth = NOT_RECEIVING_YET,
+    ) -> None:
         self.stopping = asyncio.Event()
         self.idle = asyncio.Event()
         self.idle.set()
@@ -51,6 +60,8 @@ class RunState:
         #: The channel's own word on its connection (`report`), which `health` answers while
         #: the channel runs; None leaves it to `receiving`.
         self.reported = health
+        #: What `health` answers, without a report, while not receiving.
+        self.not_receiving = not_receiving
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -214,7 +225,7 @@ class RunState:
 
     def health(self, running: ChannelHealth | None = None) -> ChannelHealth:
         """`ended()`, otherwise `running`, else what was `report`ed, or by default healthy
-        while receiving and starting before (not ready: `/readyz` waits for it)."""
+        while receiving and `not_receiving` before."""
         if (ended := self.ended()) is not None:
             return ended
         if running is not None:
@@ -223,17 +234,22 @@ class RunState:
             return self.reported
         if self.receiving.is_set():
             return ChannelHealth.healthy()
-        return ChannelHealth.starting("not receiving yet")
+        return self.not_receiving
 
 
 class RunStateChannel(Channel):
-    """A channel whose life is one `RunState` (`self._run_state`, made here, `health` its first
-    report): waiting until it receives and its health are the run state's. A subclass with
-    more to say about a running connection `report`s it, or overrides `health_check` and
-    passes its view to `RunState.health`."""
+    """A channel whose life is one `RunState` (`self._run_state`, made here from `health`, its
+    first report, and `not_receiving`): waiting until it receives and its health are the run
+    state's. A subclass with more to say about a running connection `report`s it, or
+    overrides `health_check` and passes its view to `RunState.health`."""
 
-    def __init__(self, health: ChannelHealth | None = None) -> None:
-        self._run_state = RunState(health)
+    def __init__(
+        self,
+        health: ChannelHealth | None = None,
+        *,
+        not_receiving: ChannelHealth = NOT_RECEIVING_YET,
+    ) -> None:
+        self._run_state = RunState(health, not_receiving=not_receiving)
 
     async def wait_receiving(self) -> None:
         """Return once the channel takes messages (tests and `doctor` wait on it)."""

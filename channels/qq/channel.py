@@ -250,7 +250,8 @@ class QQBotChannel(RunStateChannel):
         self._webhook = QQWebhook(app_secret)
         self._replies = PassiveReplies()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=24 * 3600.0)
-        super().__init__()
+        # Receiving once the webhook is live, or the gateway said READY.
+        super().__init__(not_receiving=ChannelHealth.degraded("not receiving QQ events"))
 
     def _http(self) -> aiohttp.ClientSession:
         return self._http_session.get()
@@ -259,13 +260,6 @@ class QQBotChannel(RunStateChannel):
         if self._mode != "webhook":
             return ()
         return [web.post(self._webhook_path, self._webhook.handle_request)]
-
-    async def health_check(self) -> ChannelHealth:
-        # Receiving once the webhook is live, or the gateway said READY.
-        receiving = self._run_state.receiving.is_set()
-        return self._run_state.health(
-            None if receiving else ChannelHealth.degraded("not receiving QQ events")
-        )
 
     async def start(self, inbound: InboundSender) -> None:
         await self._run_state.run(self._receive(inbound))
