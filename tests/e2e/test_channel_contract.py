@@ -331,7 +331,7 @@ async def wecom_bot_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator
 
         async def ready(channel: Channel, _agent: AgentHandle) -> None:
             assert isinstance(channel, WecomBotChannel)
-            await asyncio.wait_for(channel.wait_connected(), WAIT_S)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
 
         async def failing(_channel: Channel) -> OutboundMessage:
             fake.rate_limit_next()  # the next frame is refused with errcode 45009
