@@ -26,7 +26,7 @@ import structlog
 from discord.backoff import ExponentialBackoff
 
 from bus import InboundMessage, InboundSender, OutboundMessage, PipeClosed
-from channels.base import PROBE_TIMEOUT_S, Channel, Embed
+from channels.base import PROBE_TIMEOUT_S, Embed
 from channels.discord.catchup import HandledBook, catch_up_missed
 from channels.discord.client import MAX_RATELIMIT_WAIT_S, GatewayClient
 from channels.discord.errors import (
@@ -35,9 +35,10 @@ from channels.discord.errors import (
     gateway_failure,
 )
 from channels.discord.routing import DiscordEndpoints, RoutedHTTPClient
-from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
+from channels.errors import AuthError, ChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.backpressure import until_taken
+from channels.lifecycle.run_state import RunStateChannel
 from channels.media_files import MediaStore, read_file, safe_file_name
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
@@ -250,7 +251,7 @@ class DiscordTimeouts:
     guild_ready_s: float = 2.0
 
 
-class DiscordChannel(Channel):
+class DiscordChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["discord"]
@@ -273,9 +274,8 @@ class DiscordChannel(Channel):
         self._attachments = AttachmentStore(data_dir, timeout_s=timeouts.request_s)
         self._handled = HandledBook(data_dir / "discord" / "handled.json")
         self._client: GatewayClient | None = None
-        self._stopped = False
-        self._fatal: FatalChannelError | None = None
         self._last_failure: str | None = None
+        super().__init__()
 
     def supports_edit(self) -> bool:
         return True
@@ -284,12 +284,16 @@ class DiscordChannel(Channel):
 
     async def start(self, inbound: InboundSender) -> None:
         """Run the bot until `stop()` or cancellation; a stopped channel stays stopped."""
-        if self._stopped:
-            return
-        self._fatal = None
+        await self._run_state.run(self._run(inbound))
+
+    async def _run(self, inbound: InboundSender) -> None:
+        """A fresh client until `stop()` closes it (receiving while its session is up)."""
         received: asyncio.Queue[discord.Message] = asyncio.Queue(maxsize=1024)
         client = GatewayClient(
-            self._endpoints, received, guild_ready_timeout_s=self._timeouts.guild_ready_s
+            self._endpoints,
+            received,
+            session_up=self._run_state.receiving,
+            guild_ready_timeout_s=self._timeouts.guild_ready_s,
         )
         self._client = client
         gateway = asyncio.create_task(self._run_gateway(client), name="discord-gateway")
@@ -320,16 +324,17 @@ class DiscordChannel(Channel):
                 await self._handled.save()
 
     async def stop(self) -> None:
-        self._stopped = True
+        # Closing the client ends the gateway's run: `start()` then lets go of the rest.
+        self._run_state.stopping.set()
         client = self._client
         if client is not None and not client.is_closed():
             await self._close_client(client)
+        await super().stop()
 
     async def health_check(self) -> ChannelHealth:
-        if self._fatal is not None:
-            return ChannelHealth.down(str(self._fatal))
-        if self._stopped:
-            return ChannelHealth.down("stopped")
+        return self._run_state.health(self._connection_health())
+
+    def _connection_health(self) -> ChannelHealth:
         client = self._client
         if client is None:
             return ChannelHealth.unknown()
@@ -361,13 +366,6 @@ class DiscordChannel(Channel):
             await http.close()
         return f"@{me['username']} (id {me['id']})"
 
-    async def wait_connected(self) -> None:
-        """Return once the running client's gateway session is up (READY or RESUMED)."""
-        client = self._client
-        if client is None:
-            raise RuntimeError("the Discord channel has not been started")
-        await client.session_up.wait()
-
     async def _run_gateway(self, client: GatewayClient) -> None:
         try:
             async with asyncio.timeout(self._timeouts.request_s):
@@ -381,13 +379,11 @@ class DiscordChannel(Channel):
             TimeoutError,
             RuntimeError,
         ) as error:
-            if self._stopped:
+            if self._run_state.stopping.is_set():
                 return  # stop() closed the client under a running request
             failure = gateway_failure(error)
             if failure is None:
                 raise
-            if isinstance(failure, FatalChannelError):
-                self._fatal = failure
             raise failure from error
 
     async def _connect(self, client: GatewayClient) -> None:
