@@ -61,6 +61,7 @@ class EmailChannel(RunStateChannel):
             UidStore(state_dir / "uid-state.json"),
             poll_interval_s=config.poll_interval_s,
             on_health=self._run_state.report,
+            stopping=self._run_state.stopping,
         )
         self._smtp = SmtpSender(config.smtp, config.address)
 
@@ -140,7 +141,8 @@ class EmailChannel(RunStateChannel):
         )
 
     async def stop(self) -> None:
-        self._reader.stop()
+        self._run_state.stopping.set()
+        self._reader.interrupt()
         await self._run_state.stop_within(_SHUTDOWN_WAIT_S, channel=CHANNEL)
 
     async def probe(self) -> str | None:
