@@ -39,9 +39,6 @@ class AttachmentStore:
         self._store = MediaStore.under(
             data_dir, "discord", max_bytes=max_bytes, timeout_s=timeout_s
         )
-        self.root = self._store.root
-        self.max_bytes = max_bytes
-        self.timeout_s = timeout_s
 
     async def save_all(self, message: discord.Message) -> list[str]:
         """Paths of the saved attachments; one that cannot be fetched is logged and left out."""
@@ -56,7 +53,7 @@ class AttachmentStore:
         if not self._store.admits(attachment.size, attachment_id=attachment.id):
             return None
         try:
-            async with asyncio.timeout(self.timeout_s):
+            async with asyncio.timeout(self._store.timeout_s):
                 data = await attachment.read()
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as error:
             log.warning(
@@ -64,7 +61,9 @@ class AttachmentStore:
             )
             return None
         target = (
-            self.root / str(channel_id) / f"{attachment.id}_{safe_file_name(attachment.filename)}"
+            self._store.root
+            / str(channel_id)
+            / f"{attachment.id}_{safe_file_name(attachment.filename)}"
         )
         return await self._store.save(target, data)
 
