@@ -31,9 +31,10 @@ from bus import (
 )
 from channels.api.replies import PendingReply, ReplyEvent, ReplyRouter
 from channels.api.requests import BadRequest, error_response, parse_chat_request, read_json_body
-from channels.base import Channel, ChatHistory, HistoryUnavailable
+from channels.base import ChatHistory, HistoryUnavailable
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
+from channels.lifecycle.run_state import RunStateChannel
 from channels.split.limits import PLATFORM_LIMITS
 from channels.web.guard import ConnectionGuard, GuardedSite, guarded_runner
 from channels.web.names import HostCheck, listener_names, origin_allowed
@@ -64,7 +65,7 @@ CONTENT_TYPES = {
 REPLY_TIMEOUT_S = 600.0
 
 
-class ApiChannel(Channel):
+class ApiChannel(RunStateChannel):
     name = "api"
     limit = PLATFORM_LIMITS["api"]
     edit_interval_s = 0.1
@@ -90,17 +91,23 @@ class ApiChannel(Channel):
         self._inbound: InboundSender | None = None
         self._runner: web.AppRunner | None = None
         self._static: dict[str, bytes] = {}
-        self._stopped = asyncio.Event()
+        #: The port the listener is bound to, once it accepts connections (`wait_receiving`).
         self.bound_port: int | None = None
-        #: Set once the listener accepts connections (`bound_port` is known).
-        self.listening = asyncio.Event()
+        # Started, or about to be, but not bound yet: a load balancer must wait, not give up.
+        super().__init__(not_receiving=ChannelHealth.starting("opening its listener"))
 
     def supports_edit(self) -> bool:
         return True
 
     async def start(self, inbound: InboundSender) -> None:
+        try:
+            await self._run_state.run(self._listen(inbound))
+        finally:
+            await self._close_listener()
+
+    async def _listen(self, inbound: InboundSender) -> None:
+        """Serve the API until `stop()`; a port that is taken is fatal."""
         self._inbound = inbound
-        self._stopped.clear()
         self._static = await asyncio.to_thread(_read_static_files)
         self._runner = guarded_runner(self._build_app(), self._guard)
         await self._runner.setup()
@@ -108,36 +115,28 @@ class ApiChannel(Channel):
         try:
             await site.start()
         except OSError as error:
-            await self._runner.cleanup()
-            self._runner = None
             raise FatalChannelError(
                 f"cannot listen on {self._config.host}:{self._config.port}: {error}",
                 channel="api",
                 suggestion="choose a free port in the api channel's `port`",
             ) from error
         self.bound_port = self._runner.addresses[0][1]
-        self.listening.set()
+        self._run_state.receiving.set()
         log.info("api.web_chat_ready", url=f"http://{self._config.host}:{self.bound_port}/")
-        try:
-            await self._stopped.wait()
-        finally:
-            await self.stop()
+        await self._run_state.stopping.wait()
 
     async def stop(self) -> None:
-        self._stopped.set()
-        self.listening.clear()
+        # The waiting requests are answered and the listener closed first: `start()` ends
+        # once it has nothing left to wait for.
+        self._run_state.stopping.set()
+        await self._close_listener()
+        await super().stop()
+
+    async def _close_listener(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
             self._replies.fail_all("the server is shutting down")
             await runner.cleanup()
-
-    async def health_check(self) -> ChannelHealth:
-        if self.listening.is_set():
-            return ChannelHealth.healthy()
-        if self._stopped.is_set():
-            return ChannelHealth.down("not listening")
-        # Started, or about to be, but not bound yet: a load balancer must wait, not give up.
-        return ChannelHealth.starting("opening its listener")
 
     # Outbound: the channel manager hands replies here; they go to the waiting requests.
     async def send(self, message: OutboundMessage) -> None:

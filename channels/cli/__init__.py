@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import TextIO
 
 from bus import InboundMessage, InboundSender, OutboundMessage, is_abort_trigger
-from channels.base import Channel
 from channels.cli.terminal import (
     CbreakMode,
     Edit,
@@ -34,6 +33,7 @@ from channels.cli.terminal import (
     terminal_columns,
 )
 from channels.errors import ChannelError
+from channels.lifecycle.run_state import RunStateChannel
 from channels.registry import ChannelContext
 from channels.split.limits import PLATFORM_LIMITS
 from channels.stopping import until_stopped
@@ -175,7 +175,7 @@ class _Output:
                 self._restore_blocking = None
 
 
-class CliChannel(Channel):
+class CliChannel(RunStateChannel):
     name = "cli"
     limit = PLATFORM_LIMITS["cli"]
     edit_interval_s = 0.05
@@ -197,7 +197,6 @@ class CliChannel(Channel):
         self._user = getpass.getuser()
         self._next_id = 0
         self._counter = 0
-        self._stopped = asyncio.Event()
         # What the screen shows. Keys and replies both change it: one at a time.
         self._screen = asyncio.Lock()
         #: On a terminal: the kernel's echo off, the keys edited here (None elsewhere).
@@ -217,6 +216,7 @@ class CliChannel(Channel):
         self._latest: dict[str, str] = {}
         #: Replies the user stopped: their late snapshots are not shown.
         self._stopped_replies: set[str] = set()
+        super().__init__()
 
     def supports_edit(self) -> bool:
         return self._stdout.isatty()
@@ -243,12 +243,17 @@ class CliChannel(Channel):
         return REPLY_MARK if self._decorated else ""
 
     async def start(self, inbound: InboundSender) -> None:
+        await self._run_state.run(self._read(inbound))
+
+    async def _read(self, inbound: InboundSender) -> None:
+        """Hand each line typed to the gateway until the end of input or `stop()`."""
         await self._output.open()
         self._enter_cbreak_mode()
         if self._decorated:
             await self._write(PROMPT)
             self._input_shown = True
         source = await _line_source(self._stdin)
+        self._run_state.receiving.set()
         try:
             while (raw := await self._next_line(source)) is not None:
                 line = raw.strip()
@@ -271,7 +276,7 @@ class CliChannel(Channel):
             if source is not None:
                 source[1].close()
         # The daemon is shutting down; wait here to be stopped rather than be restarted.
-        await self._stopped.wait()
+        await self._run_state.stopping.wait()
 
     def _enter_cbreak_mode(self) -> None:
         """Edit the keys here when both ends are a terminal (see the module's docstring)."""
@@ -287,17 +292,19 @@ class CliChannel(Channel):
 
     async def _next_line(self, source: _LineSource | None) -> str | None:
         """The next line typed ("" at the end of input), or None once `stop()` was called."""
-        if self._stopped.is_set():
+        if self._run_state.stopping.is_set():
             return None
         if source is None:
             return await asyncio.to_thread(self._stdin.readline)  # a file: never waits long
         if self._editor is None:
-            line = await until_stopped(source[0].readline(), self._stopped, name="cli-read-line")
+            line = await until_stopped(
+                source[0].readline(), self._run_state.stopping, name="cli-read-line"
+            )
             self._input_shown = False  # the reply comes after the line the kernel echoed
             return None if line is None else line.decode(errors="replace")
         while not self._typed_lines:
             keys = await until_stopped(
-                source[0].read(KEYS_READ_BYTES), self._stopped, name="cli-read-keys"
+                source[0].read(KEYS_READ_BYTES), self._run_state.stopping, name="cli-read-keys"
             )
             if keys is None:
                 return None
@@ -308,12 +315,15 @@ class CliChannel(Channel):
         return self._typed_lines.popleft()
 
     async def stop(self) -> None:
-        self._stopped.set()
+        # The output is closed first: a write waiting on a paused terminal must not hold up
+        # `start()`, which `super().stop()` waits for.
+        self._run_state.stopping.set()
         await self._output.close()
         if self._terminal is not None:
             # The terminal is shared with the shell that started us: leave it as we found it.
             self._terminal.restore()
             self._terminal = None
+        await super().stop()
 
     async def _write(self, text: str) -> None:
         await self._output.write(text)

@@ -2,9 +2,10 @@
 
 Each `start()` runs a fresh `GatewayClient` until `stop()` or cancellation: discord.py keeps the
 gateway connected (heartbeats, RESUME after a drop, re-IDENTIFY when the session is gone), and the
-channel drains received messages in order, filters them (own and other bots' messages, guild
-messages without a mention) and publishes them. Every outbound call translates discord.py's
-exceptions into `channels.errors`, so the manager's single retry policy can act on them.
+channel drains received messages in order, filters them (`inbound.py`: own and other bots'
+messages, guild messages without a mention) and publishes them. Every outbound call translates
+discord.py's exceptions into `channels.errors`, so the manager's single retry policy can act on
+them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
-import re
 import time
 import zlib
 from collections.abc import Sequence
@@ -25,8 +25,8 @@ import discord
 import structlog
 from discord.backoff import ExponentialBackoff
 
-from bus import InboundMessage, InboundSender, OutboundMessage, PipeClosed
-from channels.base import PROBE_TIMEOUT_S, Channel, Embed
+from bus import InboundSender, OutboundMessage, PipeClosed
+from channels.base import PROBE_TIMEOUT_S, Embed
 from channels.discord.catchup import HandledBook, catch_up_missed
 from channels.discord.client import MAX_RATELIMIT_WAIT_S, GatewayClient
 from channels.discord.errors import (
@@ -34,68 +34,22 @@ from channels.discord.errors import (
     discord_call,
     gateway_failure,
 )
+from channels.discord.inbound import AttachmentStore, InboundPolicy, should_answer, to_inbound
 from channels.discord.routing import DiscordEndpoints, RoutedHTTPClient
-from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
+from channels.errors import AuthError, ChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.backpressure import until_taken
-from channels.media_files import MediaStore, read_file, safe_file_name
+from channels.lifecycle.run_state import RunStateChannel
+from channels.media_files import read_file
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from config import DiscordConfig
 
-# Files both ways: attachments users send are saved for the agent; media paths go out as files.
-#
-# Inbound attachments land in `{data_dir}/media/discord/<channel_id>/<attachment id>_<name>`,
-# saved by `channels.media_files` (safe names, size limit, off the event loop).
+# Media paths go out as files; what users send is saved by `channels.discord.inbound`.
 log = structlog.get_logger(__name__)
 
 #: Discord takes at most ten files per message.
 MAX_FILES_PER_MESSAGE = 10
-#: Discord's default upload limit; larger attachments are not downloaded.
-DEFAULT_MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
-
-
-class AttachmentStore:
-    """Saves the attachments of received messages under one profile's data directory."""
-
-    def __init__(
-        self,
-        data_dir: Path,
-        *,
-        max_bytes: int = DEFAULT_MAX_ATTACHMENT_BYTES,
-        timeout_s: float = 60.0,
-    ) -> None:
-        self._store = MediaStore.under(
-            data_dir, "discord", max_bytes=max_bytes, timeout_s=timeout_s
-        )
-        self.root = self._store.root
-        self.max_bytes = max_bytes
-        self.timeout_s = timeout_s
-
-    async def save_all(self, message: discord.Message) -> list[str]:
-        """Paths of the saved attachments; one that cannot be fetched is logged and left out."""
-        paths: list[str] = []
-        for attachment in message.attachments:
-            path = await self._save(message.channel.id, attachment)
-            if path is not None:
-                paths.append(str(path))
-        return paths
-
-    async def _save(self, channel_id: int, attachment: discord.Attachment) -> Path | None:
-        if not self._store.admits(attachment.size, attachment_id=attachment.id):
-            return None
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                data = await attachment.read()
-        except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as error:
-            log.warning(
-                "discord.attachment_download_failed", attachment_id=attachment.id, error=repr(error)
-            )
-            return None
-        target = (
-            self.root / str(channel_id) / f"{attachment.id}_{safe_file_name(attachment.filename)}"
-        )
-        return await self._store.save(target, data)
 
 
 async def load_files(paths: Sequence[str]) -> list[discord.File]:
@@ -113,83 +67,6 @@ def batches(files: Sequence[discord.File]) -> list[list[discord.File]]:
         list(files[start : start + MAX_FILES_PER_MESSAGE])
         for start in range(0, len(files), MAX_FILES_PER_MESSAGE)
     ]
-
-
-# Which Discord messages the bot answers, and what the gateway sees of them.
-#
-# DMs are always answered. In guild channels, with `require_mention` the bot answers only messages
-# that mention it, and the mention is taken out of the text. The bot never answers itself or
-# another bot (two bots answering each other never stop).
-CHANNEL_NAME = "discord"
-
-#: The message types a person writes; joins, pins, boosts and the like are not addressed to us.
-_CONVERSATION_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
-
-
-@dataclass(frozen=True, slots=True)
-class InboundPolicy:
-    bot_user_id: int
-    require_mention: bool = True
-
-
-def is_direct(message: discord.Message) -> bool:
-    return isinstance(message.channel, discord.DMChannel)
-
-
-def mentions_bot(message: discord.Message, bot_user_id: int) -> bool:
-    return bot_user_id in message.raw_mentions or any(
-        user.id == bot_user_id for user in message.mentions
-    )
-
-
-def should_answer(message: discord.Message, policy: InboundPolicy) -> bool:
-    author = message.author
-    if author.id == policy.bot_user_id or author.bot:
-        return False
-    if message.type not in _CONVERSATION_TYPES:
-        return False
-    if not message.content.strip() and not message.attachments:
-        return False
-    if is_direct(message) or not policy.require_mention:
-        return True
-    return mentions_bot(message, policy.bot_user_id)
-
-
-def strip_mention(content: str, bot_user_id: int) -> str:
-    """The text without the bot's `<@id>` / `<@!id>` mentions, spaces tidied where they were."""
-    return re.sub(rf"\s*<@!?{bot_user_id}>\s*", " ", content).strip()
-
-
-def guild_id_of(message: discord.Message) -> int | None:
-    if message.guild is not None:
-        return message.guild.id
-    # A guild the client has not cached yet still names itself on the channel.
-    guild_id = getattr(message.channel, "guild_id", None)
-    return guild_id if isinstance(guild_id, int) else None
-
-
-def to_inbound(message: discord.Message, policy: InboundPolicy, media: list[str]) -> InboundMessage:
-    """The bus message for one Discord message the bot answers.
-
-    `sender_id` is `"<user id>|<username>"`, so an allow list may name either.
-    """
-    author = message.author
-    guild_id = guild_id_of(message)
-    return InboundMessage(
-        channel=CHANNEL_NAME,
-        sender_id=f"{author.id}|{author.name}",
-        chat_id=str(message.channel.id),
-        content=strip_mention(message.content, policy.bot_user_id),
-        timestamp=message.created_at,
-        media=media,
-        message_id=str(message.id),
-        metadata={
-            "guild_id": None if guild_id is None else str(guild_id),
-            "is_dm": is_direct(message),
-            "sender_user_id": str(author.id),
-            "sender_name": author.display_name,
-        },
-    )
 
 
 # How an outbound message names things on Discord: ids, the message it replies to, and the
@@ -229,8 +106,6 @@ def delivery_nonce(delivery_id: str | None, batch: int) -> str | None:
 RATE_LIMITS = RateLimits(account=Rate(50, 1.0))
 
 
-log = structlog.get_logger(__name__)
-
 #: What decoding a broken gateway frame raises inside discord.py (bad JSON, a broken zlib stream,
 #: a frame that is not an object). The connection is dropped and opened again.
 _UNDECODABLE_FRAME = (ValueError, TypeError, AttributeError, KeyError, zlib.error)
@@ -250,7 +125,7 @@ class DiscordTimeouts:
     guild_ready_s: float = 2.0
 
 
-class DiscordChannel(Channel):
+class DiscordChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["discord"]
@@ -273,9 +148,8 @@ class DiscordChannel(Channel):
         self._attachments = AttachmentStore(data_dir, timeout_s=timeouts.request_s)
         self._handled = HandledBook(data_dir / "discord" / "handled.json")
         self._client: GatewayClient | None = None
-        self._stopped = False
-        self._fatal: FatalChannelError | None = None
         self._last_failure: str | None = None
+        super().__init__()
 
     def supports_edit(self) -> bool:
         return True
@@ -284,12 +158,16 @@ class DiscordChannel(Channel):
 
     async def start(self, inbound: InboundSender) -> None:
         """Run the bot until `stop()` or cancellation; a stopped channel stays stopped."""
-        if self._stopped:
-            return
-        self._fatal = None
+        await self._run_state.run(self._run(inbound))
+
+    async def _run(self, inbound: InboundSender) -> None:
+        """A fresh client until `stop()` closes it (receiving while its session is up)."""
         received: asyncio.Queue[discord.Message] = asyncio.Queue(maxsize=1024)
         client = GatewayClient(
-            self._endpoints, received, guild_ready_timeout_s=self._timeouts.guild_ready_s
+            self._endpoints,
+            received,
+            session_up=self._run_state.receiving,
+            guild_ready_timeout_s=self._timeouts.guild_ready_s,
         )
         self._client = client
         gateway = asyncio.create_task(self._run_gateway(client), name="discord-gateway")
@@ -320,16 +198,17 @@ class DiscordChannel(Channel):
                 await self._handled.save()
 
     async def stop(self) -> None:
-        self._stopped = True
+        # Closing the client ends the gateway's run: `start()` then lets go of the rest.
+        self._run_state.stopping.set()
         client = self._client
         if client is not None and not client.is_closed():
             await self._close_client(client)
+        await super().stop()
 
     async def health_check(self) -> ChannelHealth:
-        if self._fatal is not None:
-            return ChannelHealth.down(str(self._fatal))
-        if self._stopped:
-            return ChannelHealth.down("stopped")
+        return self._run_state.health(self._connection_health())
+
+    def _connection_health(self) -> ChannelHealth:
         client = self._client
         if client is None:
             return ChannelHealth.unknown()
@@ -361,13 +240,6 @@ class DiscordChannel(Channel):
             await http.close()
         return f"@{me['username']} (id {me['id']})"
 
-    async def wait_connected(self) -> None:
-        """Return once the running client's gateway session is up (READY or RESUMED)."""
-        client = self._client
-        if client is None:
-            raise RuntimeError("the Discord channel has not been started")
-        await client.session_up.wait()
-
     async def _run_gateway(self, client: GatewayClient) -> None:
         try:
             async with asyncio.timeout(self._timeouts.request_s):
@@ -381,13 +253,11 @@ class DiscordChannel(Channel):
             TimeoutError,
             RuntimeError,
         ) as error:
-            if self._stopped:
+            if self._run_state.stopping.is_set():
                 return  # stop() closed the client under a running request
             failure = gateway_failure(error)
             if failure is None:
                 raise
-            if isinstance(failure, FatalChannelError):
-                self._fatal = failure
             raise failure from error
 
     async def _connect(self, client: GatewayClient) -> None:

@@ -49,6 +49,7 @@ class GatewayClient(discord.Client):
         endpoints: DiscordEndpoints,
         received: asyncio.Queue[discord.Message],
         *,
+        session_up: asyncio.Event,
         guild_ready_timeout_s: float = 2.0,
     ) -> None:
         # discord.py warns at its first client that voice libraries are missing; no voice is used.
@@ -71,8 +72,9 @@ class GatewayClient(discord.Client):
         self._connection.http = routed
         _guard_parsers(self._connection.parsers)
         self._received = received
-        #: Set while a gateway session is up: from READY or RESUMED until the next disconnect.
-        self.session_up = asyncio.Event()
+        #: Set while a gateway session is up: from READY or RESUMED until the next disconnect
+        #: (the channel passes its run state's `receiving`).
+        self.session_up = session_up
 
     @property
     def gateway_connected(self) -> bool:

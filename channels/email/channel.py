@@ -9,7 +9,6 @@ threaded under the message it answers. No edits, so no streaming.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import uuid
 from pathlib import Path
@@ -17,7 +16,6 @@ from pathlib import Path
 import structlog
 
 from bus import ANSWERS, InboundMessage, InboundSender, OutboundMessage
-from channels.base import Channel
 from channels.email.composing import Envelope, compose_reply
 from channels.email.imap import ImapConnection, Interrupted
 from channels.email.inbox import InboxReader
@@ -30,9 +28,10 @@ from channels.email.reading import (
 )
 from channels.email.smtp import SmtpSender
 from channels.email.state import ThreadInfo, ThreadStore, UidStore
-from channels.errors import ChannelError, FatalChannelError
+from channels.errors import ChannelError
 from channels.health import ChannelHealth
 from channels.lifecycle.backpressure import until_taken
+from channels.lifecycle.run_state import RunStateChannel
 from channels.split.limits import PLATFORM_LIMITS
 from config import EmailConfig
 
@@ -43,7 +42,7 @@ _SHUTDOWN_WAIT_S = 2.0
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
-class EmailChannel(Channel):
+class EmailChannel(RunStateChannel):
     name = CHANNEL
     limit = PLATFORM_LIMITS["email"]
 
@@ -51,6 +50,9 @@ class EmailChannel(Channel):
         self._config = config
         self._address = config.address.casefold()
         self._data_dir = data_dir
+        # Unknown, not starting, until IMAP answers: in a cluster a standby may wait for the
+        # mailbox's lease for good (another process reads it), which is no reason to be unready.
+        super().__init__(ChannelHealth.unknown())
         state_dir = data_dir / "email"
         self._threads = ThreadStore(state_dir / "threads.json")
         self._reader = InboxReader(
@@ -58,13 +60,10 @@ class EmailChannel(Channel):
             config.address,
             UidStore(state_dir / "uid-state.json"),
             poll_interval_s=config.poll_interval_s,
-            on_health=self._set_health,
+            on_health=self._run_state.report,
+            stopping=self._run_state.stopping,
         )
         self._smtp = SmtpSender(config.smtp, config.address)
-        self._health = ChannelHealth.unknown()
-        self._stopping = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
 
     @property
     def single_poller(self) -> bool:
@@ -74,18 +73,16 @@ class EmailChannel(Channel):
     # Receiving
 
     async def start(self, inbound: InboundSender) -> None:
-        if self._stopping.is_set():
-            return
-        self._idle.clear()
-        try:
-            self._warn_if_plaintext()
-            await self._threads.load()
-            await self._reader.run(functools.partial(self._handle, inbound))
-        except FatalChannelError as exc:
-            self._health = ChannelHealth.down(str(exc))
-            raise
-        finally:
-            self._idle.set()
+        await self._run_state.run(self._receive(inbound))
+
+    async def _receive(self, inbound: InboundSender) -> None:
+        """Read the mailbox until `stop()` interrupts the reader; a refused login is fatal."""
+        self._warn_if_plaintext()
+        await self._threads.load()
+        # As Matrix's sync loop: receiving from here on, a failing IMAP connection reported
+        # as degraded health while the reader connects again.
+        self._run_state.receiving.set()
+        await self._reader.run(functools.partial(self._handle, inbound))
 
     def _warn_if_plaintext(self) -> None:
         for role, settings in (("imap", self._config.imap), ("smtp", self._config.smtp)):
@@ -114,7 +111,7 @@ class EmailChannel(Channel):
         taken = await until_taken(
             lambda: inbound.send(message),
             event="email.inbound_refused",
-            stopping=self._stopping,
+            stopping=self._run_state.stopping,
             uid=uid,
         )
         if not taken:
@@ -144,19 +141,9 @@ class EmailChannel(Channel):
         )
 
     async def stop(self) -> None:
-        self._stopping.set()
-        self._reader.stop()
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout=_SHUTDOWN_WAIT_S)
-        except TimeoutError:
-            log.warning("email.stop_timeout", waited_s=_SHUTDOWN_WAIT_S)
-        self._health = ChannelHealth.unknown()
-
-    def _set_health(self, health: ChannelHealth) -> None:
-        self._health = self._health.then(health)
-
-    async def health_check(self) -> ChannelHealth:
-        return self._health
+        self._run_state.stopping.set()
+        self._reader.interrupt()
+        await self._run_state.stop_within(_SHUTDOWN_WAIT_S, channel=CHANNEL)
 
     async def probe(self) -> str | None:
         connection = ImapConnection(self._config.imap, self._config.address)

@@ -43,20 +43,21 @@ class InboxReader:
     _: KW_ONLY
     poll_interval_s: float
     on_health: Callable[[ChannelHealth], None]
+    #: Set when the channel stops (its run state's): `run` ends once it sees it.
+    stopping: asyncio.Event
     backoff: Backoff = field(default_factory=Backoff)
     idle_timeout_s: float = IDLE_TIMEOUT_S
     _connection: ImapConnection | None = field(default=None, init=False, repr=False)
     _connected: bool = field(default=False, init=False, repr=False)
-    _stopping: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
 
-    def stop(self) -> None:
-        self._stopping.set()
+    def interrupt(self) -> None:
+        """Wake the connection from IDLE, so a `run` that is stopping ends at once."""
         if self._connection is not None:
             self._connection.interrupt()
 
     async def run(self, handle: Handler) -> None:
         delay_s = self.backoff.initial_s
-        while not self._stopping.is_set():
+        while not self.stopping.is_set():
             connection = ImapConnection(self.settings, self.address)
             self._connection = connection
             self._connected = False
@@ -80,12 +81,12 @@ class InboxReader:
             finally:
                 self._connection = None
                 await connection.close()
-            if await sleep_unless_set(self._stopping, delay_s):
+            if await sleep_unless_set(self.stopping, delay_s):
                 return
             delay_s = self.backoff.next(delay_s)
 
     async def _session(self, connection: ImapConnection, handle: Handler) -> None:
-        if self._stopping.is_set():
+        if self.stopping.is_set():
             return
         folder = await connection.connect()
         self._connected = True
@@ -101,12 +102,12 @@ class InboxReader:
             log.warning("email.uidvalidity_changed", was=mark.uidvalidity, now=folder.uidvalidity)
             mark = None
         mark = await self._catch_up(connection, folder, mark, handle)
-        while not self._stopping.is_set():
+        while not self.stopping.is_set():
             if folder.supports_idle:
                 await connection.idle(self.idle_timeout_s)
-            elif await sleep_unless_set(self._stopping, self.poll_interval_s):
+            elif await sleep_unless_set(self.stopping, self.poll_interval_s):
                 return
-            if self._stopping.is_set():
+            if self.stopping.is_set():
                 return
             mark = await self._catch_up(connection, folder, mark, handle)
 
@@ -128,7 +129,7 @@ class InboxReader:
             # "N:*" always includes the highest UID, even when it is below N.
             uids = [uid for uid in found if uid > mark.last_uid]
         for uid in uids:
-            if self._stopping.is_set():
+            if self.stopping.is_set():
                 return mark
             raw = await connection.fetch(uid)
             handed_over = raw is not None and await handle(folder.uidvalidity, uid, raw)

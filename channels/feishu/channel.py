@@ -12,7 +12,6 @@ reply is shown growing by updating the card (PATCH, at most 5 a second per messa
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import uuid
@@ -23,17 +22,15 @@ import structlog
 from aiohttp import web
 
 from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
-from channels.base import Channel
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.feishu.api import CHANNEL, FeishuApi
 from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope, read_message
 from channels.feishu.longconn import RECONNECT, LongConnection
 from channels.feishu.webhook import WebhookReceiver
-from channels.health import ChannelHealth
 from channels.lifecycle.reconnect import ReconnectPolicy
+from channels.lifecycle.run_state import RunStateChannel
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.stopping import until_stopped
 from channels.web.webhook import UnreadableJson, json_payload
 from config import FeishuConfig
 
@@ -87,7 +84,7 @@ log = structlog.get_logger(__name__)
 CARD_TEXT_LIMIT = PlatformLimit(PLATFORM_LIMITS["feishu"].max_units * 2 // 3, "bytes")
 
 
-class FeishuChannel(Channel):
+class FeishuChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = CARD_TEXT_LIMIT
@@ -99,12 +96,15 @@ class FeishuChannel(Channel):
         self._api = FeishuApi(config.base_url, config.app_id, config.app_secret.get_secret_value())
         self._bot_open_id: str | None = None
         self._inbound: InboundSender | None = None
-        # Until events are taken (the bot's identity is needed to read a group message).
-        self._health = ChannelHealth.starting("not receiving yet")
-        self._stopping = asyncio.Event()
-        self._accepting = asyncio.Event()
+        # Starting until events are taken (the bot's identity is needed to read a group
+        # message); the long connection reports itself from then on.
+        super().__init__()
         self.connection = LongConnection(
-            self._api, self._take_frame, on_health=self._set_health, reconnect=reconnect
+            self._api,
+            self._take_frame,
+            on_health=self._run_state.report,
+            reconnect=reconnect,
+            connected=self._run_state.receiving,
         )
         self._receiver: WebhookReceiver | None = None
         if config.mode == "webhook":
@@ -115,55 +115,39 @@ class FeishuChannel(Channel):
                 config.verification_token.get_secret_value(),
             )
 
-    async def wait_receiving(self) -> None:
-        """Return once events are being received (connected, or webhook mode started)."""
-        if self._receiver is not None:
-            await self._accepting.wait()
-        else:
-            await self.connection.connected.wait()
-
     # Receiving
 
     async def start(self, inbound: InboundSender) -> None:
-        if self._stopping.is_set():
-            return
+        await self._run_state.run_until_stopped(self._receive(inbound), name="feishu-receive")
+
+    async def _receive(self, inbound: InboundSender) -> None:
+        """The bot's identity, then events (webhooks, or the long connection: receiving
+        while it is connected) until `stop()`; refused credentials are fatal."""
         try:
             await self._identify()
         except AuthError as exc:
-            raise self._fatal(exc) from exc
+            raise self._refused(exc) from exc
         self._inbound = inbound
         try:
             if self._receiver is not None:
                 self._receiver.handle = self._take
-                self._accepting.set()
-                self._set_health(ChannelHealth.healthy())
+                self._run_state.receiving.set()
                 log.info("feishu.receiving", mode="webhook", path=self._config.webhook_path)
-                await self._stopping.wait()
+                await self._run_state.stopping.wait()
             else:
-                await self._run_connection()
-        except FatalChannelError as exc:
-            self._health = ChannelHealth.down(str(exc))
-            raise
+                await self.connection.run(self._run_state.stopping)
         finally:
             if self._receiver is not None:
                 self._receiver.handle = None
-            self._accepting.clear()
             self._inbound = None
 
-    async def _run_connection(self) -> None:
-        """The long connection until it fails fatally or `stop()` is called."""
-        await until_stopped(
-            self.connection.run(self._stopping), self._stopping, name="feishu-long-connection"
-        )
-
-    def _fatal(self, exc: AuthError) -> FatalChannelError:
-        error = FatalChannelError(
-            f"Feishu refused the app credentials ({exc})",
+    def _refused(self, exc: AuthError) -> FatalChannelError:
+        return self._run_state.refused(
+            "Feishu refused the app credentials",
+            exc,
             channel=CHANNEL,
             suggestion=exc.suggestion or "check app_id and app_secret",
         )
-        self._health = ChannelHealth.down(str(error))
-        return error
 
     async def _identify(self) -> str:
         name, self._bot_open_id = await bot_identity(self._api)
@@ -201,21 +185,15 @@ class FeishuChannel(Channel):
         return True
 
     async def stop(self) -> None:
-        self._stopping.set()
         if self._receiver is not None:
             self._receiver.handle = None
+        await super().stop()
         await self._api.close()
 
     def web_routes(self) -> Sequence[web.AbstractRouteDef]:
         if self._receiver is None:
             return ()
         return (web.post(self._config.webhook_path, self._receiver.handle_request),)
-
-    def _set_health(self, health: ChannelHealth) -> None:
-        self._health = self._health.then(health)
-
-    async def health_check(self) -> ChannelHealth:
-        return self._health
 
     async def probe(self) -> str | None:
         # Its own client: a probe neither disturbs nor outlives a running channel's session.

@@ -129,8 +129,9 @@ class LongConnection:
     _: KW_ONLY
     on_health: HealthListener
     reconnect: ReconnectPolicy = RECONNECT
-    #: Set while connected, and how many connections were made so far.
-    connected: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    #: Set while connected (the channel passes its run state's `receiving`).
+    connected: asyncio.Event = field(default_factory=asyncio.Event)
+    #: How many connections were made so far.
     connections: int = field(default=0, init=False)
     _ping_interval_s: float = field(default=DEFAULT_PING_INTERVAL_S, init=False, repr=False)
     _parts: Reassembler = field(default_factory=Reassembler, init=False, repr=False)

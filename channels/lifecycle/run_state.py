@@ -5,19 +5,26 @@ Every channel that receives in `start()` keeps the same four facts: `stopping` (
 can wait for it to let go of its connections), `receiving` (set while `start()` takes
 messages; tests and `wait_receiving` wait on it) and `fatal` (the `FatalChannelError` that
 ended it: `refused` records the platform refusing the credentials, at start or mid-run, and
-wakes `receive_until`). `health` turns them into the status page's answer; a channel passes
-its own view of a running connection where it has one. A webhook channel's whole `start()` is
-`serve`: `inbound` held for the webhooks until the run ends, the credentials checked meanwhile.
+wakes `receive_until`; any `FatalChannelError` that leaves `running()` is recorded too).
+`health` turns them into the status page's answer: a channel passes its own view of a running
+connection where it has one, or `report`s it as it changes (a poller's or a long connection's
+word on its last attempt).
+
+A webhook channel's whole `start()` is `serve`: `inbound` held for the webhooks until the run
+ends, the credentials checked meanwhile. A polling or long-connection channel's `start()` is
+`run_until_stopped` (its work cancelled by `stop()`) or, where the platform wants a goodbye (an
+offset confirmed, a webhook deleted), `run` with work that watches `stopping` and ends itself;
+its `stop()` then waits for that at most a while (`stop_within`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -30,8 +37,17 @@ from channels.stopping import until_stopped
 log = structlog.get_logger(__name__)
 
 
+#: What a channel that is not receiving yet answers by default: not ready, `/readyz` waits.
+NOT_RECEIVING_YET = ChannelHealth.starting("not receiving yet")
+
+
 class RunState:
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        health: ChannelHealth | None = None,
+        *,
+        not_receiving: ChannelHealth = NOT_RECEIVING_YET,
+    ) -> None:
         self.stopping = asyncio.Event()
         self.idle = asyncio.Event()
         self.idle.set()
@@ -41,16 +57,47 @@ class RunState:
         self.dead = asyncio.Event()
         #: The gateway's sender while `serve` receives: what webhooks hand messages to.
         self.inbound: InboundSender | None = None
+        #: The channel's own word on its connection (`report`), which `health` answers while
+        #: the channel runs; None leaves it to `receiving`.
+        self.reported = health
+        #: What `health` answers, without a report, while not receiving.
+        self.not_receiving = not_receiving
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The body of one `start()`: not idle while it runs, not receiving once it ends."""
+        """The body of one `start()`: not idle while it runs, not receiving once it ends, and
+        the fatal error that ended it recorded."""
         self.idle.clear()
         try:
             yield
+        except FatalChannelError as error:
+            if self.fatal is None:
+                self.fatal = error
+            raise
         finally:
             self.receiving.clear()
             self.idle.set()
+
+    async def run(self, work: Coroutine[Any, Any, object]) -> None:
+        """A `start()` whose `work` watches `stopping` itself and ends once it is set: nothing
+        once stopped, otherwise `work` inside `running()`."""
+        if self.stopping.is_set():
+            work.close()
+            return
+        async with self.running():
+            await work
+
+    async def run_until_stopped(self, work: Coroutine[Any, Any, object], *, name: str) -> None:
+        """`run`, with `work` a task named `name` that `stop()` cancels."""
+        if self.stopping.is_set():
+            work.close()
+            return
+        await self.run(until_stopped(work, self.stopping, name=name))
+
+    def report(self, health: ChannelHealth) -> None:
+        """The connection's new state (`health` answers it while the channel runs), unless it
+        reported itself down before."""
+        self.reported = health if self.reported is None else self.reported.then(health)
 
     async def receive_until(self, *, name: str) -> None:
         """Receiving (webhooks arrive meanwhile) until `stop()` or `refused` (the platform
@@ -158,6 +205,16 @@ class RunState:
         self.stopping.set()
         await self.idle.wait()
 
+    async def stop_within(self, wait_s: float, *, channel: str) -> None:
+        """`stop()`, waiting at most `wait_s` for `start()`'s goodbye to the platform; past
+        that, `<channel>.stop_timeout` is logged and the caller closes its clients anyway."""
+        self.stopping.set()
+        try:
+            async with asyncio.timeout(wait_s):
+                await self.idle.wait()
+        except TimeoutError:
+            log.warning(f"{channel}.stop_timeout", waited_s=wait_s)
+
     def ended(self) -> ChannelHealth | None:
         """Down after a fatal error or a stop; None while the channel may still run."""
         if self.fatal is not None:
@@ -167,24 +224,32 @@ class RunState:
         return None
 
     def health(self, running: ChannelHealth | None = None) -> ChannelHealth:
-        """`ended()`, otherwise `running`, or by default healthy while receiving and starting
-        before (not ready: `/readyz` waits for it)."""
+        """`ended()`, otherwise `running`, else what was `report`ed, or by default healthy
+        while receiving and `not_receiving` before."""
         if (ended := self.ended()) is not None:
             return ended
         if running is not None:
             return running
+        if self.reported is not None:
+            return self.reported
         if self.receiving.is_set():
             return ChannelHealth.healthy()
-        return ChannelHealth.starting("not receiving yet")
+        return self.not_receiving
 
 
 class RunStateChannel(Channel):
-    """A channel whose life is one `RunState` (`self._run_state`, made here): waiting until it
-    receives and its health are the run state's. A subclass with more to say about a running
-    connection overrides `health_check` and passes its view to `RunState.health`."""
+    """A channel whose life is one `RunState` (`self._run_state`, made here from `health`, its
+    first report, and `not_receiving`): waiting until it receives and its health are the run
+    state's. A subclass with more to say about a running connection `report`s it, or
+    overrides `health_check` and passes its view to `RunState.health`."""
 
-    def __init__(self) -> None:
-        self._run_state = RunState()
+    def __init__(
+        self,
+        health: ChannelHealth | None = None,
+        *,
+        not_receiving: ChannelHealth = NOT_RECEIVING_YET,
+    ) -> None:
+        self._run_state = RunState(health, not_receiving=not_receiving)
 
     async def wait_receiving(self) -> None:
         """Return once the channel takes messages (tests and `doctor` wait on it)."""

@@ -176,25 +176,25 @@ class LineChannel(RunStateChannel):
     # Lifecycle
 
     async def start(self, inbound: InboundSender) -> None:
-        if self._run_state.stopping.is_set():
-            return
-        async with self._run_state.running():
-            try:
-                # Webhooks are taken while the token is checked, as in `RunState.serve`.
-                self._inbound = inbound
-                self.webhook.take = self._take
-                await self._run_state.receive_while_checking(
-                    self.probe,
-                    "LINE refused the channel access token",
-                    channel=CHANNEL,
-                    task_name="line-receiving",
-                )
-                log.info("line.receiving", path=self._webhook_path)
-                await self._run_state.receive_until(name="line-receiving")
-            finally:
-                self.webhook.take = None
-                self._inbound = None
-                await asyncio.shield(self._close_clients())
+        await self._run_state.run(self._receive(inbound))
+
+    async def _receive(self, inbound: InboundSender) -> None:
+        try:
+            # Webhooks are taken while the token is checked, as in `RunState.serve`.
+            self._inbound = inbound
+            self.webhook.take = self._take
+            await self._run_state.receive_while_checking(
+                self.probe,
+                "LINE refused the channel access token",
+                channel=CHANNEL,
+                task_name="line-receiving",
+            )
+            log.info("line.receiving", path=self._webhook_path)
+            await self._run_state.receive_until(name="line-receiving")
+        finally:
+            self.webhook.take = None
+            self._inbound = None
+            await asyncio.shield(self._close_clients())
 
     async def stop(self) -> None:
         await super().stop()

@@ -61,7 +61,6 @@ from channels.outbound.delivery import delivery_key
 from channels.retry import backoff_delay_s, full_jitter
 from channels.retry.pacing import RateLimits
 from channels.split.limits import PlatformLimit
-from channels.stopping import until_stopped
 from config import MatrixConfig
 from sessions.durable import read_state_json, write_state_json
 
@@ -191,15 +190,10 @@ class MatrixChannel(RunStateChannel):
     # Lifecycle
 
     async def start(self, inbound: InboundSender) -> None:
-        if self._run_state.stopping.is_set():
-            return
-        async with self._run_state.running():
-            try:
-                await until_stopped(
-                    self._run(inbound), self._run_state.stopping, name="matrix-sync"
-                )
-            finally:
-                await asyncio.shield(self._close_client())
+        try:
+            await self._run_state.run_until_stopped(self._run(inbound), name="matrix-sync")
+        finally:
+            await asyncio.shield(self._close_client())
 
     async def stop(self) -> None:
         await super().stop()
@@ -266,8 +260,7 @@ class MatrixChannel(RunStateChannel):
             return response
         error = translate(response, "sync")
         if isinstance(error, AuthError):
-            self._run_state.fatal = FatalChannelError(str(error), channel=CHANNEL)
-            raise self._run_state.fatal from error
+            raise FatalChannelError(str(error), channel=CHANNEL) from error
         if isinstance(error, TransientError | RateLimited):
             raise error
         # Another refusal: back off and sync again.

@@ -30,12 +30,12 @@ import structlog
 from aiohttp import web
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.base import Channel
-from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
+from channels.errors import ChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.backpressure import until_taken
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
+from channels.lifecycle.run_state import RunStateChannel
 from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
 from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionFile, SessionState
 from channels.qq.token import CHANNEL, access_token
@@ -213,7 +213,7 @@ def session_path(data_dir: Path, app_id: str) -> Path:
 RECONNECT = ReconnectPolicy(base_s=1.0, cap_s=60.0)
 
 
-class QQBotChannel(Channel):
+class QQBotChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["qq-bot"]
@@ -235,7 +235,6 @@ class QQBotChannel(Channel):
         self._session_file = (
             None if data_dir is None else SessionFile(session_path(data_dir, config.app_id))
         )
-        self._receiving = asyncio.Event()
         self._webhook_path = config.webhook_path
         self._http_session = LazySession()
         self._token = access_token(
@@ -251,7 +250,8 @@ class QQBotChannel(Channel):
         self._webhook = QQWebhook(app_secret)
         self._replies = PassiveReplies()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=24 * 3600.0)
-        self._stopping = asyncio.Event()
+        # Receiving once the webhook is live, or the gateway said READY.
+        super().__init__(not_receiving=ChannelHealth.degraded("not receiving QQ events"))
 
     def _http(self) -> aiohttp.ClientSession:
         return self._http_session.get()
@@ -261,18 +261,10 @@ class QQBotChannel(Channel):
             return ()
         return [web.post(self._webhook_path, self._webhook.handle_request)]
 
-    async def wait_receiving(self) -> None:
-        """Return once events are taken (the webhook is live, or the gateway said READY)."""
-        await self._receiving.wait()
-
-    async def health_check(self) -> ChannelHealth:
-        if self._receiving.is_set():
-            return ChannelHealth.healthy()
-        return ChannelHealth.degraded("not receiving QQ events")
-
     async def start(self, inbound: InboundSender) -> None:
-        self._stopping.clear()
+        await self._run_state.run(self._receive(inbound))
 
+    async def _receive(self, inbound: InboundSender) -> None:
         async def take(payload: dict[str, Any]) -> None:
             await self._take(inbound, payload)
 
@@ -280,20 +272,17 @@ class QQBotChannel(Channel):
             if self._mode == "webhook":
                 # Events are taken while the token is fetched: the journal is open already.
                 self._webhook.handle = take
-                self._receiving.set()
-            try:
-                await until_stopped(self._token.get(), self._stopping, name="qq:token")
-            except AuthError as exc:
-                raise FatalChannelError(
-                    str(exc), channel=CHANNEL, suggestion=exc.suggestion
-                ) from exc
+                self._run_state.receiving.set()
+            checked = self._run_state.check_credentials(
+                self._token.get, "QQ refused the credentials", channel=CHANNEL
+            )
+            await until_stopped(checked, self._run_state.stopping, name="qq:token")
             if self._mode == "websocket":
                 await self._gateway_until_stopped(inbound)
             else:
                 log.info("qq.webhook_ready", path=self._webhook_path)
-                await self._stopping.wait()
+                await self._run_state.stopping.wait()
         finally:
-            self._receiving.clear()
             self._webhook.handle = None
             await self._close_http()
 
@@ -305,12 +294,14 @@ class QQBotChannel(Channel):
             await until_taken(lambda: self._take(inbound, payload), event="qq.inbound_refused")
 
         await reconnecting(
-            lambda: until_stopped(self._gateway_session(take), self._stopping, name="qq:gateway"),
-            self._stopping,
+            lambda: until_stopped(
+                self._gateway_session(take), self._run_state.stopping, name="qq:gateway"
+            ),
+            self._run_state.stopping,
             channel=CHANNEL,
             failed_event="qq.gateway_failed",
             policy=self._reconnect,
-            on_ended=self._receiving.clear,
+            on_ended=self._run_state.receiving.clear,
         )
 
     async def _gateway_session(self, take: DispatchHandler) -> None:
@@ -326,7 +317,7 @@ class QQBotChannel(Channel):
                 self._gateway_state,
                 token=token,
                 on_dispatch=take,
-                on_ready=self._receiving.set,
+                on_ready=self._run_state.receiving.set,
                 on_progress=None if self._session_file is None else self._session_file.save,
             )
             await session.run()
@@ -353,8 +344,8 @@ class QQBotChannel(Channel):
         self._dedup.seen(message.event_id)
 
     async def stop(self) -> None:
-        self._stopping.set()
         self._webhook.handle = None
+        await super().stop()
         await self._close_http()
 
     async def _close_http(self) -> None:

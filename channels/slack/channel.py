@@ -43,7 +43,6 @@ from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
 from channels.slack.media import FileStore, read_uploads
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.stopping import until_stopped
 from config import SlackConfig
 
 # Where a reply goes: which thread of a conversation answers which post.
@@ -194,23 +193,15 @@ class SlackChannel(RunStateChannel):
 
     async def start(self, inbound: InboundSender) -> None:
         """Receive until `stop()` or cancellation; a stopped channel stays stopped."""
-        if self._run_state.stopping.is_set():
-            return
-        self._run_state.idle.clear()
         try:
-            await until_stopped(
-                self._receive(inbound), self._run_state.stopping, name="slack-receive"
-            )
+            await self._run_state.run_until_stopped(self._receive(inbound), name="slack-receive")
         finally:
             self._accepting = False
-            self._run_state.receiving.clear()
-            self._run_state.idle.set()
 
     async def stop(self) -> None:
         """Stop receiving; returns once `start()` has closed its connection. Idempotent."""
-        self._run_state.stopping.set()
         self._accepting = False
-        await self._run_state.idle.wait()
+        await super().stop()
 
     async def health_check(self) -> ChannelHealth:
         if (ended := self._run_state.ended()) is not None:

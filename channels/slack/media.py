@@ -40,9 +40,6 @@ class FileStore:
         timeout_s: float = 60.0,
     ) -> None:
         self._store = MediaStore.under(data_dir, CHANNEL, max_bytes=max_bytes, timeout_s=timeout_s)
-        self.root = self._store.root
-        self.max_bytes = max_bytes
-        self.timeout_s = timeout_s
         self._bot_token = bot_token
         self._proxy = proxy
 
@@ -51,7 +48,7 @@ class FileStore:
         if not files:
             return []
         paths: list[str] = []
-        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+        timeout = aiohttp.ClientTimeout(total=self._store.timeout_s)
         headers = {"Authorization": f"Bearer {self._bot_token}"}
         async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
             for file in files:
@@ -70,7 +67,9 @@ class FileStore:
         except (aiohttp.ClientError, OSError, TimeoutError, ChannelError) as error:
             log.warning("slack.file_download_failed", file_id=file.id, error=str(error))
             return None
-        target = self.root / safe_file_name(channel_id) / f"{file.id}_{safe_file_name(file.name)}"
+        target = (
+            self._store.root / safe_file_name(channel_id) / f"{file.id}_{safe_file_name(file.name)}"
+        )
         return await self._store.save(target, data)
 
     async def _download(self, session: aiohttp.ClientSession, file: SlackFile) -> bytes:
@@ -86,8 +85,10 @@ class FileStore:
             data = bytearray()
             async for block in response.content.iter_chunked(64 * 1024):
                 data.extend(block)
-                if len(data) > self.max_bytes:
-                    raise ChannelError(f"larger than {self.max_bytes} bytes", channel=CHANNEL)
+                if not self._store.fits(len(data)):
+                    raise ChannelError(
+                        f"larger than {self._store.max_bytes} bytes", channel=CHANNEL
+                    )
             return bytes(data)
 
 

@@ -21,9 +21,10 @@ from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
 from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage, PipeClosed
-from channels.base import PROBE_TIMEOUT_S, Channel
+from channels.base import PROBE_TIMEOUT_S
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
+from channels.lifecycle.run_state import RunStateChannel
 from channels.media_info import not_downloaded, record_details
 from channels.retry import Backoff
 from channels.retry.pacing import Rate, RateLimits
@@ -84,7 +85,7 @@ _SHUTDOWN_WAIT_S = 2.0
 _DOWNLOAD_TIMEOUT_S = 60.0
 
 
-class TelegramChannel(Channel):
+class TelegramChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit = PLATFORM_LIMITS["telegram"]
@@ -120,26 +121,24 @@ class TelegramChannel(Channel):
             get_updates_request=self._updates_request,
         )
         self._sender = TelegramSender(self._bot, config.parse_mode)
+        # A webhook is taken only once getMe answered; a poller in a cluster may wait for its
+        # lease for good (another process polls), which is no reason to be unready.
+        super().__init__(
+            ChannelHealth.starting("getMe has not answered yet")
+            if config.mode == "webhook"
+            else ChannelHealth.unknown()
+        )
         self._poller = UpdatePoller(
             self._bot,
             self._updates_request,
             poll_timeout_s=config.poll_timeout_s,
             backoff=backoff or Backoff(),
-            on_health=self._set_health,
+            on_health=self._run_state.report,
         )
         secret = config.secret_token.get_secret_value() if config.secret_token else None
         self._receiver = WebhookReceiver(self._bot, secret)
         self._identity: BotIdentity | None = None
-        # A webhook is taken only once getMe answered; a poller in a cluster may wait for its
-        # lease for good (another process polls), which is no reason to be unready.
-        self._health = (
-            ChannelHealth.starting("getMe has not answered yet")
-            if config.mode == "webhook"
-            else ChannelHealth.unknown()
-        )
-        self._stopping = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
+        #: The HTTP clients are shut down (by the first `stop()`).
         self._closed = False
 
     @property
@@ -150,43 +149,42 @@ class TelegramChannel(Channel):
     # Receiving
 
     async def start(self, inbound: InboundSender) -> None:
-        if self._stopping.is_set():
-            return
-        self._idle.clear()
+        await self._run_state.run(self._receive(inbound))
+
+    async def _receive(self, inbound: InboundSender) -> None:
+        """getMe, then updates until `stop()`: the poller confirms its offset, a webhook is
+        deleted, before this returns."""
         try:
             await self._connect()
             if self._config.mode == "webhook":
                 # Healthy since getMe answered: updates are taken from now on (reading one
                 # needs the bot's identity), also while the webhook is being set.
                 self._receiver.handle = partial(self._handle_update, inbound)
+                self._run_state.receiving.set()
             await self._publish_commands()
             if self._config.mode == "webhook":
                 await self._serve_webhook()
             else:
                 await self._poll(inbound)
-        except FatalChannelError as exc:
-            self._health = ChannelHealth.down(str(exc))
-            raise
         finally:
             self._receiver.handle = None
-            self._idle.set()
 
     async def _connect(self) -> None:
         try:
             async with asyncio.timeout(_CONNECT_TIMEOUT_S):
                 await self._bot.initialize()
         except TimeoutError as exc:
-            self._health = ChannelHealth.degraded("getMe timed out")
+            self._run_state.report(ChannelHealth.degraded("getMe timed out"))
             raise TransientError(
                 f"getMe took over {_CONNECT_TIMEOUT_S} s", channel=CHANNEL
             ) from exc
         except TelegramError as exc:
             if (rejected := rejected_token(exc, FatalChannelError)) is not None:
                 raise rejected from None
-            self._health = ChannelHealth.degraded(f"getMe failed: {exc.message}")
+            self._run_state.report(ChannelHealth.degraded(f"getMe failed: {exc.message}"))
             raise translate(exc, "getMe") from exc
         self._identity = BotIdentity(self._bot.id, self._bot.username)
-        self._set_health(ChannelHealth.healthy())
+        self._run_state.report(ChannelHealth.healthy())
         log.info("telegram.connected", bot=self._bot.username, mode=self._config.mode)
 
     async def _publish_commands(self) -> None:
@@ -202,8 +200,9 @@ class TelegramChannel(Channel):
         with translated("deleteWebhook"):
             # A webhook left from an earlier run makes every getUpdates fail with 409.
             await self._bot.delete_webhook(drop_pending_updates=False)
+        self._run_state.receiving.set()
         try:
-            await self._poller.run(partial(self._handle_update, inbound), self._stopping)
+            await self._poller.run(partial(self._handle_update, inbound), self._run_state.stopping)
         finally:
             await self._poller.confirm()
 
@@ -224,7 +223,7 @@ class TelegramChannel(Channel):
                 allowed_updates=ALLOWED_UPDATES,
             )
         try:
-            await self._stopping.wait()
+            await self._run_state.stopping.wait()
         finally:
             self._receiver.handle = None
             await self._delete_webhook()
@@ -298,15 +297,10 @@ class TelegramChannel(Channel):
         if self._closed:
             return
         self._closed = True
-        self._stopping.set()
-        try:
-            # Let a running start() confirm its offset before the HTTP clients close.
-            await asyncio.wait_for(self._idle.wait(), timeout=_SHUTDOWN_WAIT_S)
-        except TimeoutError:
-            log.warning("telegram.stop_timeout", waited_s=_SHUTDOWN_WAIT_S)
+        # Let a running start() confirm its offset before the HTTP clients close.
+        await self._run_state.stop_within(_SHUTDOWN_WAIT_S, channel=CHANNEL)
         await self._bot.shutdown()
         await asyncio.gather(self._updates_request.shutdown(), self._request.shutdown())
-        self._health = ChannelHealth.unknown()
 
     def web_routes(self) -> Sequence[web.AbstractRouteDef]:
         if self._config.mode != "webhook":
@@ -329,12 +323,6 @@ class TelegramChannel(Channel):
                 raise rejected from None
             raise translate(exc, "getMe") from None
         return f"@{me.username} (id {me.id})"
-
-    def _set_health(self, health: ChannelHealth) -> None:
-        self._health = self._health.then(health)
-
-    async def health_check(self) -> ChannelHealth:
-        return self._health
 
     # Sending
 

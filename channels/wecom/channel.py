@@ -193,30 +193,29 @@ class WeComChannel(RunStateChannel):
         super().__init__()
 
     async def start(self, inbound: InboundSender) -> None:
-        if self._run_state.stopping.is_set():
-            return
-        async with self._run_state.running():
+        await self._run_state.run(self._receive(inbound))
 
-            async def take(message: WeComMessage) -> None:
-                await inbound.send(message.to_inbound())
+    async def _receive(self, inbound: InboundSender) -> None:
+        async def take(message: WeComMessage) -> None:
+            await inbound.send(message.to_inbound())
 
-            # Callbacks are taken while the access token is fetched, as in `RunState.serve`.
-            self._receiver.handle = take
-            try:
-                await self._run_state.receive_while_checking(
-                    self._api.tokens.get,
-                    "WeCom refused the credentials",
-                    channel=CHANNEL,
-                    task_name="wecom-receiving",
-                )
-                log.info(
-                    "wecom.receiving",
-                    path=self._config.webhook_path,
-                    agent_id=self._config.agent_id,
-                )
-                await self._run_state.receive_until(name="wecom-receiving")
-            finally:
-                self._receiver.handle = None
+        # Callbacks are taken while the access token is fetched, as in `RunState.serve`.
+        self._receiver.handle = take
+        try:
+            await self._run_state.receive_while_checking(
+                self._api.tokens.get,
+                "WeCom refused the credentials",
+                channel=CHANNEL,
+                task_name="wecom-receiving",
+            )
+            log.info(
+                "wecom.receiving",
+                path=self._config.webhook_path,
+                agent_id=self._config.agent_id,
+            )
+            await self._run_state.receive_until(name="wecom-receiving")
+        finally:
+            self._receiver.handle = None
 
     async def stop(self) -> None:
         self._receiver.handle = None

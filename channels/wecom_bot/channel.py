@@ -26,12 +26,12 @@ import aiohttp
 import structlog
 
 from bus import InboundMessage, InboundSender, OutboundMessage, PipeClosed
-from channels.base import Channel
 from channels.errors import FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.backpressure import until_taken
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import reconnecting
+from channels.lifecycle.run_state import RunStateChannel
 from channels.split import split_message
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.wecom_bot import frames
@@ -128,7 +128,7 @@ STREAM_LIMIT = PLATFORM_LIMITS["wecom-bot"]
 MARKDOWN_LIMIT = PlatformLimit(4_096, "bytes")
 
 
-class WecomBotChannel(Channel):
+class WecomBotChannel(RunStateChannel):
     name = CHANNEL
     limit: ClassVar[PlatformLimit] = STREAM_LIMIT
     #: `send_with_id` opens a streamed message on a callback, or sends nothing.
@@ -147,17 +147,16 @@ class WecomBotChannel(Channel):
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=24 * 3600.0)
         self._received: asyncio.Queue[Frame] = asyncio.Queue(maxsize=256)
         self._connection: AibotConnection | None = None
-        self._connected = asyncio.Event()
-        self._stopping = asyncio.Event()
-
-    async def wait_connected(self) -> None:
-        """Return once subscribed (for tests and the contract suite)."""
-        await self._connected.wait()
+        # Receiving while subscribed.
+        super().__init__(not_receiving=ChannelHealth.degraded("not connected to WeCom"))
 
     # -- receiving --------------------------------------------------------------------------
 
     async def start(self, inbound: InboundSender) -> None:
-        self._stopping.clear()
+        # Cancelled by `stop()`: a connection still subscribing is closed as one that reads.
+        await self._run_state.run_until_stopped(self._receive(inbound), name="wecom-bot:receive")
+
+    async def _receive(self, inbound: InboundSender) -> None:
         async with aiohttp.ClientSession() as http:
             # Not a TaskGroup: a FatalChannelError must reach the supervisor as itself.
             pump = asyncio.create_task(self._pump(inbound), name="wecom-bot:inbound-pump")
@@ -170,7 +169,7 @@ class WecomBotChannel(Channel):
     async def _connect_until_stopped(self, http: aiohttp.ClientSession) -> None:
         await reconnecting(
             lambda: self._session(http),
-            self._stopping,
+            self._run_state.stopping,
             channel=CHANNEL,
             failed_event="wecom_bot.connection_failed",
             policy=self._timeouts.reconnect,
@@ -181,11 +180,11 @@ class WecomBotChannel(Channel):
         try:
             await connection.subscribe(self._bot_id, self._secret)
             self._connection = connection
-            self._connected.set()
+            self._run_state.receiving.set()
             log.info("wecom_bot.subscribed", bot_id=self._bot_id)
             await connection.run(self._take)
         finally:
-            self._connected.clear()
+            self._run_state.receiving.clear()
             self._connection = None
             await connection.close()
         log.info("wecom_bot.disconnected")
@@ -237,12 +236,6 @@ class WecomBotChannel(Channel):
         except PipeClosed:
             return
         self._dedup.seen(key)
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        connection = self._connection
-        if connection is not None:
-            await connection.close()
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -306,13 +299,6 @@ class WecomBotChannel(Channel):
         for piece in split_message(content, MARKDOWN_LIMIT, max_chunks=None):
             req_id, frame = frames.markdown_message(chat_id, piece)
             await connection.send(req_id, frame)
-
-    # -- health -----------------------------------------------------------------------------
-
-    async def health_check(self) -> ChannelHealth:
-        if self._connected.is_set():
-            return ChannelHealth.healthy()
-        return ChannelHealth.degraded("not connected to WeCom")
 
     async def probe(self) -> str | None:
         """Subscribe once and leave. WeCom keeps one connection per bot, so a probe while a

@@ -98,3 +98,81 @@ async def test_a_refused_credentials_check_is_the_fatal_error_of_the_run() -> No
     # mypy still holds `state.fatal` to the None asserted before the call that set it.
     assert (state.fatal, raised.value.suggestion) == (raised.value, "check the token")  # type: ignore[comparison-overlap]
     assert state.dead.is_set()
+
+
+async def test_run_until_stopped_is_cancelled_by_stop_and_a_stopped_state_runs_nothing() -> None:
+    state = RunState()
+    started = asyncio.Event()
+
+    async def receive() -> None:
+        state.receiving.set()
+        started.set()
+        await asyncio.Event().wait()  # until cancelled
+
+    run = asyncio.create_task(state.run_until_stopped(receive(), name="test-receive"))
+    await asyncio.wait_for(started.wait(), 1)
+    assert not state.idle.is_set()
+    await asyncio.wait_for(state.stop(), 1)
+    await asyncio.wait_for(run, 1)
+    assert state.idle.is_set()
+    assert not state.receiving.is_set()
+    assert state.health() == ChannelHealth.down("stopped")
+
+    ran: list[str] = []
+
+    async def never() -> None:
+        ran.append("ran")
+
+    await state.run(never())
+    await state.run_until_stopped(never(), name="test-late")
+    assert ran == []
+
+
+async def test_a_fatal_error_leaving_run_is_the_runs_fatal_error() -> None:
+    state = RunState()
+    fatal = FatalChannelError("the gateway refused the identify", channel="x")
+
+    async def refused() -> None:
+        raise fatal
+
+    with pytest.raises(FatalChannelError):
+        await state.run(refused())
+    assert state.fatal is fatal
+    assert state.idle.is_set()
+    assert state.health() == ChannelHealth.down(str(fatal))
+
+
+def test_a_reported_connection_state_is_the_health_until_the_run_ends() -> None:
+    state = RunState(ChannelHealth.unknown())
+    assert state.health() == ChannelHealth.unknown()
+    state.report(ChannelHealth.degraded("polling failed"))
+    assert state.health() == ChannelHealth.degraded("polling failed")
+    state.report(ChannelHealth.healthy())
+    assert state.health() == ChannelHealth.healthy()
+    state.report(ChannelHealth.down("gone"))
+    state.report(ChannelHealth.healthy())
+    assert state.health() == ChannelHealth.down("gone")
+
+    waiting = RunState(not_receiving=ChannelHealth.degraded("not connected"))
+    assert waiting.health() == ChannelHealth.degraded("not connected")
+    waiting.receiving.set()
+    assert waiting.health() == ChannelHealth.healthy()
+
+
+async def test_stop_within_gives_up_on_a_start_that_does_not_end() -> None:
+    state = RunState()
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def deaf() -> None:
+        started.set()
+        await release.wait()  # does not watch `stopping`
+
+    run = asyncio.create_task(state.run(deaf()))
+    await asyncio.wait_for(started.wait(), 1)
+    assert not state.idle.is_set()
+    await state.stop_within(0.01, channel="test")
+    assert state.stopping.is_set()
+    assert not state.idle.is_set()
+    release.set()
+    await asyncio.wait_for(run, 1)
+    assert state.idle.is_set()

@@ -125,7 +125,7 @@ async def discord_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator[R
         async def ready(channel: Channel, _agent: AgentHandle) -> None:
             await fake.wait_ready(WAIT_S)
             assert isinstance(channel, DiscordChannel)
-            await asyncio.wait_for(channel.wait_connected(), WAIT_S)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
 
         async def failing(_channel: Channel) -> OutboundMessage:
             return message("discord", str(fake.new_id()))  # a channel the fake does not know
@@ -331,7 +331,7 @@ async def wecom_bot_rig(_tmp: Path, _patch: pytest.MonkeyPatch) -> AsyncIterator
 
         async def ready(channel: Channel, _agent: AgentHandle) -> None:
             assert isinstance(channel, WecomBotChannel)
-            await asyncio.wait_for(channel.wait_connected(), WAIT_S)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
 
         async def failing(_channel: Channel) -> OutboundMessage:
             fake.rate_limit_next()  # the next frame is refused with errcode 45009

@@ -78,7 +78,7 @@ async def running() -> AsyncIterator[Running]:
     inbound = ControlledInbound()
     task = asyncio.create_task(channel.start(inbound), name="api-channel")
     async with asyncio.timeout(10):
-        await channel.listening.wait()
+        await channel.wait_receiving()
     try:
         yield Running(channel, inbound, f"http://127.0.0.1:{channel.bound_port}")
     finally:
@@ -175,7 +175,7 @@ async def test_health_is_starting_until_it_listens_and_down_once_stopped() -> No
     assert (await channel.health_check()).status is HealthStatus.STARTING
     task = asyncio.create_task(channel.start(ControlledInbound()), name="api-channel")
     async with asyncio.timeout(10):
-        await channel.listening.wait()
+        await channel.wait_receiving()
     assert (await channel.health_check()).status is HealthStatus.HEALTHY
     await channel.stop()
     await task

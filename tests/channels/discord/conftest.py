@@ -55,7 +55,7 @@ async def run_bot(
 
     async def ready(_task: asyncio.Task[None]) -> None:
         await fake.wait_ready()
-        await channel.wait_connected()
+        await channel.wait_receiving()
 
     async with started_on_bus(channel, ready, name="discord-test") as (agent, task):
         yield RunningBot(fake, channel, agent, task, data_dir)

@@ -59,7 +59,7 @@ async def test_health_follows_the_gateway_connection(
 
         fake_discord.gateway_available = True
         async with asyncio.timeout(WAIT_S):
-            await channel.wait_connected()
+            await channel.wait_receiving()
         assert (await channel.health_check()).status is HealthStatus.HEALTHY
 
     health = await channel.health_check()
@@ -127,7 +127,7 @@ async def test_cancelling_start_stops_within_a_second(
     fake_discord: FakeDiscord, tmp_path: Path
 ) -> None:
     channel, _publisher, task = await started_bare(fake_discord, tmp_path)
-    await channel.wait_connected()
+    await channel.wait_receiving()
 
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=1.0)

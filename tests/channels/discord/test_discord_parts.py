@@ -10,8 +10,8 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
 from channels.discord import DiscordChannel, DiscordEndpoints
-from channels.discord.channel import strip_mention
 from channels.discord.errors import translate_gateway_error
+from channels.discord.inbound import strip_mention
 from channels.errors import FatalChannelError, TransientError
 from channels.media_files import safe_file_name
 from channels.registry import ChannelContext, build_channel

@@ -30,7 +30,7 @@ async def running() -> AsyncIterator[Running]:
             wecom_bot_config(fake),
             timeouts=WecomBotTimeouts(reconnect=ReconnectPolicy(base_s=0.05)),
         )
-        ready = once(channel.wait_connected)
+        ready = once(channel.wait_receiving)
         async with started_on_bus(channel, ready, name="test:wecom-bot", capacity=16) as (
             agent,
             _task,

@@ -52,7 +52,7 @@ async def test_pings_keep_the_connection_and_unanswered_ones_replace_it() -> Non
             # Two pings without an answer: the connection is given up and a new one made.
             await fake.wait_subscribed(count=2, timeout_s=WAIT_S)
             fake.answer_pings = True
-            await asyncio.wait_for(channel.wait_connected(), WAIT_S)
+            await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
             # A full backlog is waited out; the message is stored once.
             await fake.push_text("alice", "let me through")
             await asyncio.wait_for(inbound.changed.wait(), WAIT_S)
@@ -67,7 +67,7 @@ async def test_another_connection_taking_the_bot_over_is_fatal() -> None:
     async with FakeWecomBot() as fake:
         channel = WecomBotChannel(wecom_bot_config(fake))
         task = asyncio.create_task(channel.start(RefusingOnce()), name="test:wecom-bot")
-        await asyncio.wait_for(channel.wait_connected(), WAIT_S)
+        await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
         await fake.push_event("enter_chat")  # ignored
         await fake.push_event("disconnected_event")
         with pytest.raises(FatalChannelError, match="another one subscribed"):

@@ -1,0 +1,143 @@
+"""Discord messages as the gateway sees them: which are answered, their text and ids, and the
+attachments saved for the agent.
+
+Attachments users send land in `{data_dir}/media/discord/<channel_id>/<attachment id>_<name>`,
+saved by `channels.media_files` (safe names, size limit, off the event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import discord
+import structlog
+
+from bus import InboundMessage
+from channels.discord.errors import CHANNEL
+from channels.media_files import MediaStore, safe_file_name
+
+log = structlog.get_logger(__name__)
+
+#: Discord's default upload limit; larger attachments are not downloaded.
+DEFAULT_MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
+
+
+class AttachmentStore:
+    """Saves the attachments of received messages under one profile's data directory."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        max_bytes: int = DEFAULT_MAX_ATTACHMENT_BYTES,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self._store = MediaStore.under(
+            data_dir, "discord", max_bytes=max_bytes, timeout_s=timeout_s
+        )
+
+    async def save_all(self, message: discord.Message) -> list[str]:
+        """Paths of the saved attachments; one that cannot be fetched is logged and left out."""
+        paths: list[str] = []
+        for attachment in message.attachments:
+            path = await self._save(message.channel.id, attachment)
+            if path is not None:
+                paths.append(str(path))
+        return paths
+
+    async def _save(self, channel_id: int, attachment: discord.Attachment) -> Path | None:
+        if not self._store.admits(attachment.size, attachment_id=attachment.id):
+            return None
+        try:
+            async with asyncio.timeout(self._store.timeout_s):
+                data = await attachment.read()
+        except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as error:
+            log.warning(
+                "discord.attachment_download_failed", attachment_id=attachment.id, error=repr(error)
+            )
+            return None
+        target = (
+            self._store.root
+            / str(channel_id)
+            / f"{attachment.id}_{safe_file_name(attachment.filename)}"
+        )
+        return await self._store.save(target, data)
+
+
+# Which Discord messages the bot answers, and what the gateway sees of them.
+#
+# DMs are always answered. In guild channels, with `require_mention` the bot answers only messages
+# that mention it, and the mention is taken out of the text. The bot never answers itself or
+# another bot (two bots answering each other never stop).
+#: The message types a person writes; joins, pins, boosts and the like are not addressed to us.
+_CONVERSATION_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
+
+
+@dataclass(frozen=True, slots=True)
+class InboundPolicy:
+    bot_user_id: int
+    require_mention: bool = True
+
+
+def is_direct(message: discord.Message) -> bool:
+    return isinstance(message.channel, discord.DMChannel)
+
+
+def mentions_bot(message: discord.Message, bot_user_id: int) -> bool:
+    return bot_user_id in message.raw_mentions or any(
+        user.id == bot_user_id for user in message.mentions
+    )
+
+
+def should_answer(message: discord.Message, policy: InboundPolicy) -> bool:
+    author = message.author
+    if author.id == policy.bot_user_id or author.bot:
+        return False
+    if message.type not in _CONVERSATION_TYPES:
+        return False
+    if not message.content.strip() and not message.attachments:
+        return False
+    if is_direct(message) or not policy.require_mention:
+        return True
+    return mentions_bot(message, policy.bot_user_id)
+
+
+def strip_mention(content: str, bot_user_id: int) -> str:
+    """The text without the bot's `<@id>` / `<@!id>` mentions, spaces tidied where they were."""
+    return re.sub(rf"\s*<@!?{bot_user_id}>\s*", " ", content).strip()
+
+
+def guild_id_of(message: discord.Message) -> int | None:
+    if message.guild is not None:
+        return message.guild.id
+    # A guild the client has not cached yet still names itself on the channel.
+    guild_id = getattr(message.channel, "guild_id", None)
+    return guild_id if isinstance(guild_id, int) else None
+
+
+def to_inbound(message: discord.Message, policy: InboundPolicy, media: list[str]) -> InboundMessage:
+    """The bus message for one Discord message the bot answers.
+
+    `sender_id` is `"<user id>|<username>"`, so an allow list may name either.
+    """
+    author = message.author
+    guild_id = guild_id_of(message)
+    return InboundMessage(
+        channel=CHANNEL,
+        sender_id=f"{author.id}|{author.name}",
+        chat_id=str(message.channel.id),
+        content=strip_mention(message.content, policy.bot_user_id),
+        timestamp=message.created_at,
+        media=media,
+        message_id=str(message.id),
+        metadata={
+            "guild_id": None if guild_id is None else str(guild_id),
+            "is_dm": is_direct(message),
+            "sender_user_id": str(author.id),
+            "sender_name": author.display_name,
+        },
+    )
