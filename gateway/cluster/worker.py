@@ -33,6 +33,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 
 import structlog
 from nats.aio.client import Client
@@ -399,53 +400,44 @@ class Worker(NodeService[TurnRecords]):
         await msg.term()
 
 
+@dataclass(slots=True)
 class ClusterTurnLog:
     """The cluster's `TurnLog`, for the message a worker holds: the turn's row in PostgreSQL,
     the session's new messages and the rows of the messages joined into it in one transaction
     (inside a command's effect, as a savepoint of it); the reply published to the outbound
     stream, then the message acknowledged."""
 
-    def __init__(
-        self,
-        records: TurnRecords,
-        publish: PublishReply,
-        msg: Msg,
-        envelope: InboundEnvelope,
-        profile: ProfileWorker,
-        stored: TurnRecord,
-        joined: Sequence[Waiting] = (),
-    ) -> None:
-        self._records = records
-        self._publish = publish
-        self._msg = msg
-        self._envelope = envelope
-        self._profile = profile
-        #: The turn's row as stored last (`record` answers it).
-        self.stored = stored
-        self._joined = [(w.envelope.inbound_id, w.seq) for w in joined]
+    records: TurnRecords
+    publish: PublishReply
+    msg: Msg
+    envelope: InboundEnvelope
+    profile: ProfileWorker
+    #: The turn's row as stored last (`record` answers it).
+    stored: TurnRecord
+    joined: Sequence[Waiting] = ()
 
     async def record(self, outcome: TurnOutcome[InboundMessage]) -> None:
-        answer, profile = outcome.answer, self._profile
+        answer, profile = outcome.answer, self.profile
         session = str(answer.session_key)
         async with profile.turn_transaction() as connection:
-            self.stored = await self._records.answer(
+            self.stored = await self.records.answer(
                 self.stored,
                 session,
                 outcome.reply,
                 answer.messages,
-                joined=self._joined,
+                joined=[(w.envelope.inbound_id, w.seq) for w in self.joined],
                 connection=connection,
                 appended=True,
             )
             await profile.append(session, answer.messages)
 
     async def deliver(self, reply: OutboundMessage) -> None:
-        seq = self._msg.metadata.sequence.stream
+        seq = self.msg.metadata.sequence.stream
         stored = self.stored
         # A copy for a retry of a held request must not be dropped as the first reply's twin.
         msg_id = stored.turn_id if stored.first_seq == seq else f"{stored.turn_id}.{seq}"
-        await self._publish(self._envelope, reply, msg_id)
+        await self.publish(self.envelope, reply, msg_id)
         # Not waited for: it goes out with the runner's next request. Lost (the connection
         # dropped), the message comes again after `ack_wait_s` and its stored reply is
         # published again under the same `Nats-Msg-Id`, which JetStream drops.
-        await self._msg.ack()
+        await self.msg.ack()

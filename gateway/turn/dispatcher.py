@@ -302,21 +302,15 @@ class Dispatcher:
         )
 
 
+@dataclass(frozen=True, slots=True)
 class JournalTurnLog:
     """The single process's `TurnLog`: an outcome record in the profile's journal, the session
     file written behind it (synced at the journal's checkpoints), the reply on the bus."""
 
-    def __init__(
-        self,
-        journal: Journal,
-        sessions: SessionManager,
-        bus: AgentHandle[Received],
-        after_delivery: Callable[[], None],
-    ) -> None:
-        self._journal = journal
-        self._sessions = sessions
-        self._bus = bus
-        self._after_delivery = after_delivery
+    journal: Journal
+    sessions: SessionManager
+    bus: AgentHandle[Received]
+    after_delivery: Callable[[], None]
 
     async def record(self, outcome: TurnOutcome[Received]) -> None:
         answer, turn = outcome.answer, outcome.turn_id
@@ -328,12 +322,12 @@ class JournalTurnLog:
             reply=outcome.reply,
             task=TurnTask.of(turn, answer),
         )
-        await self._journal.record_outcome(recorded)
+        await self.journal.record_outcome(recorded)
         if not answer.messages:
-            self._journal.record_written(turn)
+            self.journal.record_written(turn)
             return
         try:
-            await self._sessions.append_all(
+            await self.sessions.append_all(
                 answer.session_key, answer.messages, lines=recorded.session_lines()
             )
         except Exception:
@@ -341,13 +335,13 @@ class JournalTurnLog:
             # session file at the next start; the reply still goes out.
             log.exception("dispatcher.session_write_failed", session=str(answer.session_key))
         else:
-            self._journal.record_written(turn)
+            self.journal.record_written(turn)
         if answer.is_turn and logs.debug_enabled:
             log.debug("turn.done", session=str(answer.session_key), tokens=answer.usage.total)
 
     async def deliver(self, reply: OutboundMessage) -> None:
-        await self._bus.send(reply)
-        self._after_delivery()
+        await self.bus.send(reply)
+        self.after_delivery()
 
 
 def _received_of(item: LaneItem) -> tuple[Received, ...]:

@@ -25,7 +25,6 @@ from bus import (
     OutboundSink,
     SessionKey,
     StreamSnapshot,
-    TokenUsage,
     TypingStarted,
     TypingStopped,
 )
@@ -40,16 +39,6 @@ from gateway.turn.outcome import Answer
 from gateway.turn.reply import failed_reply, failure_reason, platform_ids, reply_message
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    user_message: Message
-    reply: str
-    usage: TokenUsage
-    #: True when `reply` is an apology for a failed turn rather than an answer.
-    failed: bool = False
-    error: str | None = None
 
 
 class TurnRunner:
@@ -85,7 +74,7 @@ class TurnRunner:
         turn), in the chat of the last; a turn that fails is answered with the reason."""
         content = collected_content([message.content for message in messages])
         try:
-            result = await self.run(
+            return await self.run(
                 key,
                 messages[-1],
                 content,
@@ -105,10 +94,6 @@ class TurnRunner:
                 failed=True,
                 error=failure_reason(error),
             )
-        if result.failed:
-            return Answer(result.reply, key, [result.user_message], failed=True, error=result.error)
-        messages_added = [result.user_message, Message.assistant(result.reply)]
-        return Answer(result.reply, key, messages_added, usage=result.usage)
 
     async def run(
         self,
@@ -121,7 +106,7 @@ class TurnRunner:
         streams: bool,
         shows_typing: bool = True,
         outbound: OutboundSink | None = None,
-    ) -> TurnResult:
+    ) -> Answer:
         """Answer `content` (one message, or several collected) in the chat `trigger` came from.
 
         `answers` are the platform ids of the messages this turn answers; snapshots of the
@@ -168,9 +153,7 @@ class TurnRunner:
         except AgentError as error:
             log.error("turn.agent_failed", session=str(key), error=str(error))
             self._turns_failed.inc()
-            return TurnResult(
-                user_message, error.user_message, TokenUsage(), failed=True, error=str(error)
-            )
+            return Answer(error.user_message, key, [user_message], failed=True, error=str(error))
         except BaseException:
             # Cancelled (abort, interrupt, shutdown): the typing indicator must not linger.
             if shows_typing:
@@ -178,7 +161,8 @@ class TurnRunner:
             raise
         self._turns_ok.inc()
         self._turn_latency.observe(time.perf_counter() - started)
-        return TurnResult(user_message, reply.content, reply.usage)
+        messages = [user_message, Message.assistant(reply.content)]
+        return Answer(reply.content, key, messages, usage=reply.usage)
 
 
 async def _show_nothing(text: str) -> None:

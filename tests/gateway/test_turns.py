@@ -49,7 +49,7 @@ async def test_snapshots_reach_only_a_channel_that_shows_them(
             shows_typing=False,
             outbound=outbound,
         )
-    assert result.reply == "half done"
+    assert result.text == "half done"
     if not streams:
         assert outbound.events == []
         return
