@@ -180,7 +180,7 @@ class LineChannel(RunStateChannel):
             return
         async with self._run_state.running():
             try:
-                # Webhooks are taken while the token is checked, as in `RunState.serve`.
+                # Webhooks are taken while the token is checked.
                 self._inbound = inbound
                 self.webhook.take = self._take
                 await self._run_state.receive_while_checking(

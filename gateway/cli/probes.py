@@ -80,8 +80,7 @@ def _listening_inodes(port: int) -> set[int]:
 DEFAULT_TIMEOUT_S = 10.0
 
 
-# Shaped like `channels.health`'s HealthStatus and ChannelHealth, but not the same concept: a
-# check's verdict in the doctor's table (skipped, or failed with its fix), not a channel's state.
+# A check's verdict in the doctor's table: a warning or a failure comes with its fix.
 class Outcome(Enum):
     OK = "ok"
     WARN = "warn"

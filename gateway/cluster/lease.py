@@ -329,8 +329,7 @@ def default_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-# What every lease of this process is made with, bound once: a plain record (any settings
-# dataclass reads alike), its defaults the lease's own.
+# What every lease of this process is made with, bound once; its defaults are the lease's own.
 @dataclass(frozen=True, slots=True)
 class PollerLeases:
     kv: KeyValue

@@ -200,7 +200,6 @@ class NodeService(Generic[Records]):
         records: Records,
         metrics: ClusterMetrics,
     ) -> None:
-        # Its arguments kept one by one, as any constructor does (many in the project read alike).
         self._client = client
         self._js = js
         self._config = config
