@@ -1,10 +1,9 @@
 """Structured logging: JSON in production, readable on a terminal, secrets redacted.
 
-The last warnings and errors the daemon logged, for the status page's "recent failures".
-
-A structlog processor (in the chain `configure_logging` builds, for structlog's own lines and the
-standard library's alike) copies every warning, error and critical event into a bounded ring;
-the status page shows it, newest first. Values were redacted earlier in the chain.
+For the status page's "recent failures", a structlog processor (in the chain `configure_logging`
+builds, for structlog's own lines and the standard library's alike) copies every warning, error and
+critical event into a bounded ring; the status page shows it, newest first. Values were redacted
+earlier in the chain.
 """
 
 from __future__ import annotations
