@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
-# An Enum of states and a record of one (as the doctor's Outcome and ProbeResult, the store
-# migration's Copied and Imported are): each its own concept, alike only in that form.
 class HealthStatus(StrEnum):
     HEALTHY = "healthy"
     DEGRADED = "degraded"

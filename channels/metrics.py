@@ -24,13 +24,12 @@ from prometheus_client.utils import floatToGoString
 # Counters and a histogram for the hot path, counted by the event loop's thread alone.
 #
 # prometheus-client's `Counter` and `Histogram` take a lock on every increment (they may be
-# counted from any thread): at four counts a turn that was about 3% of a turn's instructions
-# (callgrind, `python -m bench gateway`). The counts a turn makes (messages in and out, turns and
-# their latency) are all made on the loop's thread, so here they are plain numbers, read by the
-# registry through prometheus-client's custom collector interface when it is scraped. What is
-# exposed is what a `Counter` or a `Histogram` of the same name exposes (`_total` and
-# `_created`; `_bucket`, `_count`, `_sum` and `_created`), as tests/channels/test_loop_counters.py
-# checks against prometheus-client's own.
+# counted from any thread), and a turn counts several times. The counts a turn makes (messages
+# in and out, turns and their latency) are all made on the loop's thread, so here they are plain
+# numbers, read by the registry through prometheus-client's custom collector interface when it
+# is scraped. What is exposed is what a `Counter` or a `Histogram` of the same name exposes
+# (`_total` and `_created`; `_bucket`, `_count`, `_sum` and `_created`), as
+# tests/channels/test_loop_counters.py checks against prometheus-client's own.
 #
 # Only the loop's thread may count; a scrape may run on any thread (reading a number is atomic
 # under the GIL, and a histogram's buckets are read one by one, as prometheus-client reads its

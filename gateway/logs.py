@@ -1,10 +1,9 @@
 """Structured logging: JSON in production, readable on a terminal, secrets redacted.
 
-The last warnings and errors the daemon logged, for the status page's "recent failures".
-
-A structlog processor (in the chain `configure_logging` builds, for structlog's own lines and the
-standard library's alike) copies every warning, error and critical event into a bounded ring;
-the status page shows it, newest first. Values were redacted earlier in the chain.
+For the status page's "recent failures", a structlog processor (in the chain `configure_logging`
+builds, for structlog's own lines and the standard library's alike) copies every warning, error and
+critical event into a bounded ring; the status page shows it, newest first. Values were redacted
+earlier in the chain.
 """
 
 from __future__ import annotations
@@ -87,9 +86,8 @@ _NOISY_LOGGERS = (
 
 
 #: Whether debug lines are written: a line on the hot path (a few a turn) checks this first, as
-#: a filtered-out `log.debug` still costs about a microsecond through structlog's lazy logger
-#: (3% of a turn's work at three a turn). True until `configure_logging` says otherwise, as
-#: structlog unconfigured writes every level.
+#: a filtered-out `log.debug` still costs a call through structlog's lazy logger. True until
+#: `configure_logging` says otherwise, as structlog unconfigured writes every level.
 debug_enabled = True
 
 
@@ -129,7 +127,7 @@ def configure_logging(
     """Configure structlog and the standard library's logging to write to `stream` (stderr).
 
     `once_per_process` (the daemon): each module's logger is assembled on its first use and
-    kept, instead of once per call (~10 us a line, even for a line its level filters out). Only
+    kept, instead of once per call (on every line, even one its level filters out). Only
     for a process that configures logging once: a kept logger ignores later configuration.
     """
     global debug_enabled

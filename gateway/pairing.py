@@ -8,10 +8,10 @@ approval by `octos-gateway pair` or a withdrawal by `allow remove` takes effect 
 before a sender on a pairing channel is refused, `reread` reads the approvals again, so one
 approved a moment ago (the watch's next look still to come) is let in, not refused.
 
-Which pairing store a profile gets: beside its sessions, the files in its data directory
-(`store: {backend: jsonl}`) or tables in the sessions' PostgreSQL database (`backend:
-postgres`), so a cluster's ingress processes pair through the database, not a shared disk;
-the profiles of one process share a pool and a listener there (`PairingDatabases`).
+A profile's pairing store sits beside its sessions: the files in its data directory (`store:
+{backend: jsonl}`) or tables in the sessions' PostgreSQL database (`backend: postgres`), so a
+cluster's ingress processes pair through the database, not a shared disk; the profiles of one
+process share a pool and a listener there (`PairingDatabases`).
 
 PostgreSQL's modules (and asyncpg) are imported only when a configuration asks for them.
 """

@@ -7,10 +7,9 @@ builds once and gives whole to its turn runner, its commands and its dispatcher 
 cluster worker, to the worker's answering side): its configuration, sessions, active topics,
 the outbound side of its bus and its metrics.
 
-Routes channels add to the daemon's HTTP server (Telegram and Slack webhooks).
-
-aiohttp freezes its router once the server runs, but profiles come and go on SIGHUP, so one
-catch-all route looks handlers up in a table that profiles mount into and unmount from.
+Channels add routes to the daemon's HTTP server (Telegram and Slack webhooks). aiohttp freezes
+its router once the server runs, but profiles come and go on SIGHUP, so one catch-all route
+looks handlers up in a table that profiles mount into and unmount from.
 """
 
 from __future__ import annotations

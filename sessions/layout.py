@@ -17,13 +17,13 @@ two different texts never encode alike. A name that would pass the file-system l
 gets `_` plus the FNV-1a 64-bit hash of the whole text (octos' rule, so its legacy files still
 match).
 
-`ChatDirectories`: which chats have a directory under `users/`, as the daemon's store knows
-it. The daemon's store (written behind its journal) owns its data directory: it lists the
-chats' directories once, at open, and notes each one it creates, so loading a chat that never
-talked (every first message) needs no trip to the disk, and a new chat's file can be created by
-the writer thread. New directories are made without syncing; the store's next `sync` makes
-their entries durable. Where octos' legacy flat layout holds files there is no listing (a
-legacy file migrates on first load), and every load looks on disk.
+The daemon's store (written behind its journal) knows which chats have a directory under `users/`
+(`ChatDirectories`). It owns its data directory: it lists the chats' directories once, at open, and
+notes each one it creates, so loading a chat that never talked (every first message) needs no trip
+to the disk, and a new chat's file can be created by the writer thread. New directories are made
+without syncing; the store's next `sync` makes their entries durable. Where octos' legacy flat
+layout holds files there is no listing (a legacy file migrates on first load), and every load looks
+on disk.
 """
 
 from __future__ import annotations

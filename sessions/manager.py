@@ -75,7 +75,7 @@ class SessionManager:
 
     async def history(self, key: SessionKey, limit: int | None = None) -> list[Message]:
         """The last `limit` messages (all for None)."""
-        session = self._cached(key) or await self._load(key)  # as in `append_all`
+        session = self._cached(key) or await self._load(key)  # no coroutine when cached
         return session.history(limit)
 
     async def fork(self, parent: SessionKey, child: SessionKey, copy_messages: int) -> Session:

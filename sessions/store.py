@@ -7,14 +7,13 @@ use nothing else. `StoreBase` is what both stores share: `async with store:` is 
 `close()` on the way out; `rewrite` and `fork` are whole-session writes, which each store makes
 atomic in its own way (`_write_whole`).
 
-`SessionStore`: durable JSONL sessions with O(1) appends that never block the event loop.
-
-Each session file is touched by one operation at a time (a per-file lock), but an append holds
-the lock only to queue its line: the disk writer thread writes and group-commits it, and many
-appends, to one session or many, can wait for the same fsync. Order is kept: lines of one
-session reach the file in the order `append` was called. Whole-file operations (load, rewrite,
-compaction, archive) first close the session's descriptor through the writer, which also waits
-for every append queued before, so they never race an append or write to a replaced file.
+`SessionStore` keeps durable JSONL sessions, with O(1) appends that never block the event loop.
+Each session file is touched by one operation at a time (a per-file lock), but an append holds the
+lock only to queue its line: the disk writer thread writes and group-commits it, and many appends,
+to one session or many, can wait for the same fsync. Order is kept: lines of one session reach the
+file in the order `append` was called. Whole-file operations (load, rewrite, compaction, archive)
+first close the session's descriptor through the writer, which also waits for every append queued
+before, so they never race an append or write to a replaced file.
 
 Open descriptors are bounded (`max_open_files`, least recently used closed first); a session
 whose descriptor was closed costs no memory here and is reopened, with a cheap tail check, on

@@ -1,28 +1,27 @@
 """The disk writer: one thread that appends every session line, group-committing fsyncs.
 
-Appends are queued from the event loop (handed to the thread once per loop iteration,
-`Handover`, below) and resolved back on it, so file I/O never blocks the loop. An append
-written behind a log (`append_behind`) has no future at all: only a refused write is reported
-back, to the callback it came with. Under the `batch` policy the thread takes everything queued
-at once, writes it, fsyncs each file it touched once, and only then resolves the waiters:
-appends that arrive while an fsync runs share the next one (group commit), with no timer to add
-latency when the disk is idle. `always` fsyncs after every append; `never` leaves flushing to
-the kernel (a process crash loses nothing, a power cut may). When a batch touches several files,
-their writes and fsyncs run on a small pool of threads at once: the file system commits
-concurrent fsyncs together, and one session's slow disk flush no longer queues every other
-session behind it.
+Appends are queued from the event loop (handed to the thread once per loop iteration, `Handover`,
+below) and resolved back on it, so file I/O never blocks the loop. An append written behind a log
+(`append_behind`) has no future at all: only a refused write is reported back, to the callback it
+came with. Under the `batch` policy the thread takes everything queued at once, writes it, fsyncs
+each file it touched once, and only then resolves the waiters: appends that arrive while an fsync
+runs share the next one (group commit), with no timer to add latency when the disk is idle.
+`always` fsyncs after every append; `never` leaves flushing to the kernel (a process crash loses
+nothing, a power cut may). When a batch touches several files, their writes and fsyncs run on a
+small pool of threads at once: the file system commits concurrent fsyncs together, and one
+session's slow disk flush does not queue every other session behind it.
 
-`Handover` carries commands from the event loop to a writer thread, once per loop iteration. A
-writer thread woken per command costs the loop a queue put and a GIL hand-off for each: three
-journal records and a session line a turn, every turn. Commands put here during one iteration
-of the loop are gathered and handed over together at the next, so the thread wakes once for
-everything the loop did in between, and the order of commands is kept. Nothing waits on a
-timer: the hand-over is the next callback the loop runs, or `extra_iterations` later. The
-journal asks for two: in the iteration after a message's record was put the dispatcher takes
-the record from the bus and routes it (its lane's task is scheduled), in the next the turn runs,
-and an agent that answers at once puts the turn's outcome there too, so the message and its
-answer share one write and one fdatasync instead of waiting for two in turn. A slow agent's
-outcome comes later whatever the hand-over does; the cost to it is two iterations.
+Commands reach a writer thread through `Handover`, once per loop iteration, because a writer thread
+woken per command costs the loop a queue put and a GIL hand-off for each: three journal records and
+a session line a turn, every turn. Commands put here during one iteration of the loop are gathered
+and handed over together at the next, so the thread wakes once for everything the loop did in
+between, and the order of commands is kept. Nothing waits on a timer: the hand-over is the next
+callback the loop runs, or `extra_iterations` later. The journal asks for two: in the iteration
+after a message's record was put the dispatcher takes the record from the bus and routes it (its
+lane's task is scheduled), in the next the turn runs, and an agent that answers at once puts the
+turn's outcome there too, so the message and its answer share one write and one fdatasync instead
+of waiting for two in turn. A slow agent's outcome comes later whatever the hand-over does; the
+cost to it is two iterations.
 """
 
 from __future__ import annotations

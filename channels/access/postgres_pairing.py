@@ -91,7 +91,6 @@ class PostgresPairingStore(PairingStore):
         *,
         changes: OverlayChanges | None = None,
     ) -> None:
-        # Its arguments kept one by one, as any constructor does (many in the project read alike).
         self._pool = pool
         self._dsn = dsn
         self.scope = scope

@@ -57,8 +57,6 @@ def translate_http_error(error: discord.HTTPException) -> ChannelError:
 
 def translate_gateway_error(error: discord.ClientException) -> ChannelError:
     """The error `start()` raises when the gateway connection ends for good."""
-    # Each platform translates its own errors into channels.errors with its own advice; the
-    # shape is shared (SMTP's translate reads alike), the cases are not.
     if isinstance(error, discord.LoginFailure):
         return FatalChannelError(
             "Discord refused the bot token", channel=CHANNEL, suggestion="check the bot token"

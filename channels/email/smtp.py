@@ -46,8 +46,6 @@ def translate(error: aiosmtplib.SMTPException) -> ChannelError:
         return translate(error.recipients[0])
     if isinstance(error, aiosmtplib.SMTPResponseException):
         return _from_reply(error.code, error.message)
-    # Each platform translates its own errors into channels.errors with its own advice; the
-    # shape is shared (Discord's translate reads alike), the cases are not.
     if (untrusted := untrusted_certificate(error, "smtp")) is not None:
         return untrusted
     if isinstance(error, aiosmtplib.SMTPNotSupported):

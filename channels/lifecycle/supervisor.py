@@ -85,7 +85,6 @@ class ChannelSupervisor:
         jitter: Jitter = full_jitter,
         run_channel: RunChannel = start_channel,
     ) -> None:
-        # Its arguments kept one by one, as any constructor does (many in the project read alike).
         self.channel = channel
         self._run_channel = run_channel
         self.policy = policy or RestartPolicy()

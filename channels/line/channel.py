@@ -180,7 +180,7 @@ class LineChannel(RunStateChannel):
 
     async def _receive(self, inbound: InboundSender) -> None:
         try:
-            # Webhooks are taken while the token is checked, as in `RunState.serve`.
+            # Webhooks are taken while the token is checked.
             self._inbound = inbound
             self.webhook.take = self._take
             await self._run_state.receive_while_checking(

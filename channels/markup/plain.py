@@ -7,9 +7,10 @@ code blocks are their lines. In both, headings are lines of their own (bold on W
 are bullet or number text, a link is its text followed by its URL, quotes nest as `> > `, and
 tables are aligned text.
 
-An email's plain part drops the markup a reader would see as noise (emphasis markers, link
-syntax) and keeps what carries meaning: paragraphs, list bullets (`- `, continuation lines
-indented under the text), quotes, code blocks with their fences, tables as aligned text.
+An email's plain part is read by a person in a mail client, so it drops the markup a reader would
+see as noise (emphasis markers, link syntax) and keeps what carries meaning: paragraphs, list
+bullets (`- `, continuation lines indented under the text), quotes, code blocks with their fences,
+tables as aligned text.
 """
 
 from __future__ import annotations

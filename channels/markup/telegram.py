@@ -110,7 +110,6 @@ class TelegramHtml(_TelegramMarkup):
 class TelegramMarkdownV2(_TelegramMarkup):
     """Telegram's MarkdownV2: `*bold*`, `_italic_`, `~strike~`, backslash escapes everywhere."""
 
-    # The same members as TelegramHtml: two renderings of one markup tree, each its escapes.
     entity_marks: ClassVar[Mapping[Style, tuple[str, str]]] = {
         Style.BOLD: ("*", "*"),
         Style.ITALIC: ("_", "_"),

@@ -48,12 +48,11 @@ from channels.retry.pacing import Pacer, Priority
 #
 # `asyncio.timeout` around every send schedules a timer and cancels it again: a handle, a heap
 # push, and a cancelled handle left in the loop's heap for the whole timeout (60 s), which the
-# loop keeps sifting and rebuilds when half of it is dead. That was about 4% of a turn's
-# instructions (callgrind, `python -m bench gateway`), for a bound meant only for a channel whose
-# own timeouts are missing. Here the running calls are kept in a set with their deadlines, and one
-# check, scheduled only while calls run, cancels those past due: a call runs at most one tick
-# (`MAX_TICK_S`, or the bound itself when shorter) longer than its bound: nothing, for a safety
-# net of a minute.
+# loop keeps sifting and rebuilds when half of it is dead: a real share of a turn's work, for a
+# bound meant only for a channel whose own timeouts are missing. Here the running calls are kept
+# in a set with their deadlines, and one check, scheduled only while calls run, cancels those
+# past due: a call runs at most one tick (`MAX_TICK_S`, or the bound itself when shorter) longer
+# than its bound: nothing, for a safety net of a minute.
 #
 # A call cancelled here ends in `TimeoutError`, as under `asyncio.timeout`; a cancellation from
 # anywhere else (an abort, shutdown) is passed on untouched.

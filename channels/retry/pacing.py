@@ -86,7 +86,7 @@ class RateLimits:
     #: The calls to one group chat, on top of `chat` (Telegram's 20 a minute).
     group: Rate | None = None
     #: False: no scheduler at all; each refused call waits its own `retry_after` and nothing
-    #: else does (the behaviour before pacing, kept as the benchmark's baseline).
+    #: else does (the baseline `bench/pacing.py` compares pacing with).
     paced: bool = True
 
 

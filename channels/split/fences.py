@@ -80,7 +80,6 @@ class _Opener:
             content_end -= 1
         if content_start == close_start:
             content_end = body_start
-        # Field by field, as any record is built (the WeCom bot's Callback looks the same).
         return Fence(
             open_start=self.line_start,
             body_start=body_start,
@@ -98,7 +97,7 @@ def _fence_lines(text: str) -> Iterator[tuple[int, int, int, int]]:
     """(line start, marker start, marker end, line end) of each line that looks like a fence."""
     length = len(text)
     position = 0
-    # `re` finds a literal in one pass about ten times faster than repeated `str.find` calls.
+    # `re` finds every literal in one pass, much faster than repeated `str.find` calls.
     runs = heapq.merge(*(pattern.finditer(text) for pattern in _MARKER_PATTERNS), key=_start)
     for run in runs:
         marker_start = run.start()

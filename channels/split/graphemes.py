@@ -1,11 +1,11 @@
 """Grapheme cluster boundaries of a text, answered locally so a long text costs nothing extra.
 
-Segmenting a whole reply with `regex`'s `\\X` costs about half a microsecond per character, more
-than the rest of the splitter together. But a boundary can only be missing next to a code point
-that takes part in a joining rule of Unicode's UAX #29: CR (before LF), Prepend, Extend (combining
-marks, emoji modifiers, variation selectors, the virama of an Indic conjunct), ZWJ, SpacingMark,
-Regional_Indicator (flags) and the Hangul jamo L, V and T. (A precomposed Hangul syllable only
-joins a jamo, which is in that list.) Between two other code points there is always a boundary.
+Segmenting a whole reply with `regex`'s `\\X` costs more than the rest of the splitter together.
+But a boundary can only be missing next to a code point that takes part in a joining rule of
+Unicode's UAX #29: CR (before LF), Prepend, Extend (combining marks, emoji modifiers, variation
+selectors, the virama of an Indic conjunct), ZWJ, SpacingMark, Regional_Indicator (flags) and
+the Hangul jamo L, V and T. (A precomposed Hangul syllable only joins a jamo, which is in that
+list.) Between two other code points there is always a boundary.
 
 So a query looks at the two code points around the position; only when one of them can join does
 it segment with `\\X`, from the nearest position where the rule above guarantees a boundary,

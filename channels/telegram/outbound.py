@@ -203,8 +203,6 @@ class TelegramSender:
             await self._bot.send_chat_action(chat_ref(chat_id), ChatAction(action))
 
 
-# "Nothing, or parse it, or nothing if it does not parse": a shape many small parsers share
-# (channels.retry reads alike), the values and what is built after are Telegram's.
 def _reply_parameters(reply_to: str | None) -> ReplyParameters | None:
     if not reply_to:
         return None

@@ -88,8 +88,6 @@ class TwilioChannel(RunStateChannel):
         self._http: TwilioHttp | None = None
         super().__init__()
 
-    # format_outbound and start read like WhatsAppChannel's: the same members, this platform's
-    # values (the shared mechanics are RunState.serve's).
     def format_outbound(self, content: str) -> str:
         return render_phone_text(content, "sms")
 

@@ -329,9 +329,9 @@ class GuardedSite(web.BaseSite):
 #
 # When the process runs out of file descriptors, asyncio's server retries `accept()` every second
 # and reports each failure to the loop's exception handler with a traceback: a flood of identical
-# lines (47 MB in 30 s under a slowloris attack). `install_accept_error_log` puts a handler in
-# front that turns them into one `http.accept_failed` line per interval, with how many there were,
-# and passes every other report on unchanged.
+# lines, fast enough under a slowloris attack to fill a disk. `install_accept_error_log` puts a
+# handler in front that turns them into one `http.accept_failed` line per interval, with how many
+# there were, and passes every other report on unchanged.
 log = structlog.get_logger(__name__)
 
 ACCEPT_FAILED = "socket.accept() out of system resource"

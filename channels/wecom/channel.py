@@ -199,7 +199,7 @@ class WeComChannel(RunStateChannel):
         async def take(message: WeComMessage) -> None:
             await inbound.send(message.to_inbound())
 
-        # Callbacks are taken while the access token is fetched, as in `RunState.serve`.
+        # Callbacks are taken while the access token is fetched.
         self._receiver.handle = take
         try:
             await self._run_state.receive_while_checking(

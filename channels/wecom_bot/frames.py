@@ -147,7 +147,6 @@ def parse_callback(frame: Frame) -> Callback:
     chat_id = body.get("chatid") if chat_type == "group" else sender_id
     if not isinstance(chat_id, str) or not chat_id:
         raise MalformedFrame("a group message callback needs body.chatid")
-    # Field by field, as any record is built (coalesce_fences' Fence looks the same).
     return Callback(
         req_id=frame.req_id,
         msg_id=msg_id,

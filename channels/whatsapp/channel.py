@@ -98,8 +98,6 @@ class WhatsAppChannel(RunStateChannel):
         self._typing_shown: dict[str, float] = {}
         super().__init__()
 
-    # format_outbound and start read like TwilioChannel's: the same members, this platform's
-    # values (the shared mechanics are RunState.serve's).
     def format_outbound(self, content: str) -> str:
         return render_phone_text(content, "whatsapp")
 

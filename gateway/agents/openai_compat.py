@@ -141,7 +141,6 @@ def usage_from(usage: CompletionUsage) -> TokenUsage:
     )
 
 
-# Shaped as every agent is (`kind`, its config, keyword options): the Agent contract.
 class OpenAICompatAgent(Agent):
     """Streams chat completions from an OpenAI-compatible server."""
 

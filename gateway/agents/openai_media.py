@@ -6,10 +6,10 @@ The new message's images go as `image_url` parts (base64 `data:` URLs), scaled d
 already transcribed into the text, are named with type and size. Earlier messages' files are
 named only (bounded cost: an image is sent to the model once, with the message it came with).
 
-Images are made small enough for a model with Pillow: an image over the budget is scaled down
-(and re-encoded as JPEG, or PNG when it has transparency) in steps until it fits; one that
-cannot be read, or still does not fit at a small size, is named in text instead. Pillow's work
-is blocking: it runs off the event loop.
+Scaling is Pillow's: an image over the budget is scaled down (and re-encoded as JPEG, or PNG
+when it has transparency) in steps until it fits; one that cannot be read, or still does not
+fit at a small size, is named in text instead. Pillow's work is blocking, so it runs off the
+event loop.
 """
 
 from __future__ import annotations

@@ -164,7 +164,6 @@ def verify_signature(secret: str, body: bytes, header: str | None) -> bool:
     return header is not None and hmac.compare_digest(sign_body(secret, body), header)
 
 
-# Shaped as every agent is (`kind`, its config, keyword options): the Agent contract.
 class WebhookAgent(Agent):
     """Relays turns to an HTTP endpoint; see the module documentation for the protocol."""
 

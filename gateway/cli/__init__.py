@@ -4,12 +4,11 @@
 the agent's SDK, so they are imported only when the command runs, and every other command
 starts fast.
 
-Logs kept off the chat: with a terminal channel on a terminal, they go to a file.
-
-The terminal channel talks on stdout; the daemon logs on stderr. On a terminal both are the
-same screen, so log lines would land in the middle of the conversation. When a profile has a
-`cli` channel and stderr is a terminal, the logs go to `{data_dir}/octos-gateway.log` instead,
-and one line on stderr says where. Piped or redirected, stderr stays as it is.
+Logs are kept off the chat. The terminal channel talks on stdout; the daemon logs on stderr. On a
+terminal both are the same screen, so log lines would land in the middle of the conversation. When
+a profile has a `cli` channel and stderr is a terminal, the logs go to
+`{data_dir}/octos-gateway.log` instead, and one line on stderr says where. Piped or redirected,
+stderr stays as it is.
 """
 
 from __future__ import annotations

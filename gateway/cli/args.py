@@ -2,13 +2,12 @@
 locate, how a configuration's problems are printed, and the exit statuses the commands share.
 
 Every command declares its own parser (`CommandSet.add` with help and description, then its
-arguments): those declarations look alike because argparse is written that way, and stay with
-their commands; what the commands share in meaning lives here.
+arguments) beside the command; what the commands share in meaning lives here.
 
-The `.env` beside gateway.yaml: secrets `init` names, read by every command that loads it.
-
-Values already in the process environment win, as with Docker Compose, so a deployment can
-override any of them. The file is read with python-dotenv (quoting, `export`, comments).
+That includes the `.env` beside gateway.yaml: the secrets `init` names, read by every command
+that loads the configuration. Values already in the process environment win, as with Docker
+Compose, so a deployment can override any of them. The file is read with python-dotenv
+(quoting, `export`, comments).
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@ The listeners are the health server (`http`, which also serves every channel's w
 each `api` channel. Nothing is created here: a directory that does not exist yet is judged by
 its nearest existing ancestor, where `run` would create it.
 
-Clearer errors for the commonest wrong file: a profile passed where gateway.yaml belongs.
-
-`-c examples/more/assistant.yaml` would otherwise list every profile key as unknown in
+The commonest wrong file, a profile passed where gateway.yaml belongs
+(`-c examples/more/assistant.yaml`), would otherwise list every profile key as unknown in
 gateway.yaml. When the file's top-level keys are a profile's and none is gateway.yaml's, the
 problems are replaced by one that says so.
 """

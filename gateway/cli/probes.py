@@ -5,12 +5,11 @@ user should try. Channels are probed through their own `Channel.probe()` (built 
 so a channel added later is probed without code here); the agent through its model list; NATS
 and PostgreSQL when a URL or DSN is configured; the ports by binding them.
 
-Which process listens on a TCP port, read from Linux's /proc: how `doctor` tells the ports of
-this configuration's running daemon from those another program (or octos-gateway) holds.
-
-A bind test cannot tell them apart (both refuse the bind), nor can asking the port's /healthz
-(every octos-gateway answers it alike); the socket's owner can: the listening socket's inode,
-among the open files of the pid that holds this configuration's journal.
+A port already taken may be this configuration's running daemon or another program (or another
+octos-gateway). A bind test cannot tell them apart (both refuse the bind), nor can asking the
+port's /healthz (every octos-gateway answers it alike); the socket's owner can, read from
+Linux's /proc: the listening socket's inode, among the open files of the pid that holds this
+configuration's journal.
 """
 
 from __future__ import annotations
@@ -80,8 +79,7 @@ def _listening_inodes(port: int) -> set[int]:
 DEFAULT_TIMEOUT_S = 10.0
 
 
-# Shaped like `channels.health`'s HealthStatus and ChannelHealth, but not the same concept: a
-# check's verdict in the doctor's table (skipped, or failed with its fix), not a channel's state.
+# A check's verdict in the doctor's table: a warning or a failure comes with its fix.
 class Outcome(Enum):
     OK = "ok"
     WARN = "warn"

@@ -5,7 +5,8 @@ say what the receiver needs before it parses the body: the profile, the inbound 
 redelivery and platform retries harmless, where a reply goes, and which ingress shows a turn's
 live events (`gateway.cluster.live`: stream snapshots and typing signals, over core NATS).
 
-What became of one reply an ingress delivered: shared by the delivery loops and hand-overs.
+What became of one reply an ingress delivered (`Delivered`) is here too: the delivery loops
+and hand-overs both pass it on.
 """
 
 from __future__ import annotations

@@ -17,15 +17,14 @@ A stop (`/stop`, an abort trigger) and, in `queue_mode: interrupt`, any newer me
 must end the chat's running turn, which holds the partition the message waits in: once it is
 durable, a `Cancel` naming it goes to every worker (`gateway.cluster.cancels`).
 
-One profile's channel side in a cluster ingress process: receive, publish, deliver.
-
-The channels run as in one process (supervised, webhooks mounted, pairing), but their intake is
+`IngressProfile` is one profile's channel side in an ingress process: receive, publish, deliver.
+Its channels run as in one process (supervised, webhooks mounted, pairing), but their intake is
 `ClusterIntake` (the platform is acknowledged after JetStream's publish ack) and the replies come
-from the outbound stream: the node's delivery loops hand each one to `deliver`, which sends it
-with this profile's channel manager. Notices that are not answers (a stranger's "your id is")
-stay in the process, on a local bus to the same manager. So do the live events of the turns
-this process shows (`show`: snapshots and typing from workers) and their replies handed over
-(`queue`), so that the chat's lane has them in the order they were published, as in one process.
+from the outbound stream: the node's delivery loops hand each one to `deliver`, which sends it with
+this profile's channel manager. Notices that are not answers (a stranger's "your id is") stay in
+the process, on a local bus to the same manager. So do the live events of the turns this process
+shows (`show`: snapshots and typing from workers) and their replies handed over (`queue`), so that
+the chat's lane has them in the order they were published, as in one process.
 
 Polling channels (Telegram long polling, IMAP) have one poller per bot across ingress processes:
 the channel manager starts a single-poller channel only while this process holds its lease

@@ -21,9 +21,8 @@ it. NATS 2.9 has no per-key TTL, so the lease's time is kept by the processes th
 A holder that releases (clean stop) deletes the key, so a standby takes over within one renew
 interval instead of waiting `ttl_s`.
 
-The poller leases of one ingress process: the bucket, the holder id and the gauge, bound once.
-
-An ingress opens it once at start-up and gives each profile's channel manager
+`PollerLeases` binds what every lease of one ingress process is made with (the bucket, the holder
+id and the gauge). An ingress makes it once at start-up and gives each profile's channel manager
 `run_channel=leases.for_profile(profile)`; a single-poller channel then starts only while this
 process holds its lease. The NATS connection is the caller's (the cluster's node owns it).
 """
@@ -329,8 +328,7 @@ def default_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-# What every lease of this process is made with, bound once: a plain record (any settings
-# dataclass reads alike), its defaults the lease's own.
+# What every lease of this process is made with, bound once; its defaults are the lease's own.
 @dataclass(frozen=True, slots=True)
 class PollerLeases:
     kv: KeyValue

@@ -13,13 +13,11 @@ a write into the connection's buffer, skipped while that buffer holds more than
 process, a channel that cannot edit gets no snapshots and one without typing no typing signals:
 the ingress says which in the inbound message's `Octos-Live` header.
 
-Where a turn's live events stand against the replies of its chat still to be delivered.
-
-A snapshot opens a message in the chat as soon as the showing ingress gets it, while the
-replies before it travel the outbound stream (to whichever ingress takes them, handed over to
-the one that showed their turn). So before a turn streams, its worker reads what of the chat
-is still there, in its partition of the outbound stream (a work queue: what is there is not
-delivered yet):
+A turn's live events must not overtake the replies of its chat still to be delivered, yet a
+snapshot opens a message in the chat as soon as the showing ingress gets it, while the replies
+before it travel the outbound stream (to whichever ingress takes them, handed over to the one that
+showed their turn). So before a turn streams, its worker reads what of the chat is still there, in
+its partition of the outbound stream (a work queue: what is there is not delivered yet):
 
 - nothing: the turn streams;
 - replies of the chat: the turn streams, its live events marked to be shown after the last

@@ -14,8 +14,12 @@ records it and acknowledges the reply, as for any other, so the chat's order is 
 outbound partition.
 
 A live event marked to follow a reply of its chat still on its way (`Octos-Live-After`, from
-`gateway.cluster.live`) waits until that reply was handed over here or
-this process's delivery layer delivered it (`reply_delivered`), then joins the lane behind it.
+`gateway.cluster.live`) is held, by (profile, the reply's message id), until that reply was handed
+over here or this process's delivery layer delivered it (`reply_delivered`), then joins the chat's
+lane, in order, right behind it. Should the reply never come here (given up, or sent whole by an
+ingress that found this one gone), held events are dropped after `HOLD_S`: a live event lost costs
+nothing (the turn's reply, behind it in the stream, is durable), while one shown late would open a
+draft after the reply it belongs before.
 
 The window: an ingress that is gone (stopped or killed) has no subscription, the request gets
 no responders, and the delivering ingress sends the reply itself, whole, as a new message; the
@@ -24,15 +28,6 @@ draft the gone ingress was editing stays as it left it. The delivering ingress a
 and after `HANDOVER_TIMEOUT_S` the reply is offered again. This side keeps each hand-over's
 outcome by the reply's message id, so a repeat waits for (or returns) the first one instead of
 sending the reply twice.
-
-Live events an ingress holds until a reply of their chat has been handed over to it.
-
-A turn whose chat still had a reply on its way when it began (`gateway.cluster.live`) marks its
-live events to be shown after that reply. They wait here, by (profile, the reply's message id),
-and go into the chat's lane, in order, right behind the reply once it is handed over. Should the
-reply never come here (given up, or sent whole by an ingress that found this one gone), they
-are dropped after `HOLD_S`: a live event lost costs nothing (the turn's reply, behind it in the
-stream, is durable), while one shown late would open a draft after the reply it belongs before.
 """
 
 from __future__ import annotations

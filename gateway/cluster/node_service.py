@@ -5,21 +5,19 @@ Each pulls its stream's messages through durable consumers (`Worker` the inbound
 and counts into the cluster's metrics; `stop()` ends their pulls, and what is in hand is
 finished. What each does with a message is its own.
 
-Prometheus metrics of the cluster's own work: dead letters, redeliveries, replays, replies
-recognised as delivered, and replies handed to the ingress showing their turn.
+Both count into the cluster's own Prometheus metrics: dead letters, redeliveries, replays,
+replies recognised as delivered, and replies handed to the ingress showing their turn.
 
-`in_progress` heartbeats while a message is worked on, so a long turn keeps its message.
+A long turn keeps its message with `in_progress` heartbeats: JetStream gives an unacknowledged
+message to another consumer after `ack_wait`, and a worker that is alive says so every third of
+it. A worker that dies stops sending, and after `ack_wait` the message is delivered again (to
+any worker).
 
-JetStream gives an unacknowledged message to another consumer after `ack_wait`; a worker that
-is alive says so every third of it. A worker that dies stops sending, and after `ack_wait` the
-message is delivered again (to any worker).
-
-Which worker runs which turn, in the domain's words, seen from every process.
-
-A worker publishes `AgentMessage(TaskUpdate{InProgress{agent_id: worker}})` when a turn starts
-and `AgentMessage(TaskComplete)` when it ends, on the core NATS subject `{prefix}.status` (not
-stored: a lost update only makes the board stale until the next one). Every process keeps a
-`StatusBoard` of the turns running now, for `/readyz` and the status page.
+Every process sees which worker runs which turn, in the domain's words: a worker publishes
+`AgentMessage(TaskUpdate{InProgress{agent_id: worker}})` when a turn starts and
+`AgentMessage(TaskComplete)` when it ends, on the core NATS subject `{prefix}.status` (not stored:
+a lost update only makes the board stale until the next one). Every process keeps a `StatusBoard`
+of the turns running now, for `/readyz` and the status page.
 """
 
 from __future__ import annotations
@@ -200,7 +198,6 @@ class NodeService(Generic[Records]):
         records: Records,
         metrics: ClusterMetrics,
     ) -> None:
-        # Its arguments kept one by one, as any constructor does (many in the project read alike).
         self._client = client
         self._js = js
         self._config = config

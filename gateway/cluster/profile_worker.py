@@ -10,8 +10,8 @@ A turn's snapshots and typing signals go to the ingress that took its message in
 queue modes and cancelling a turn on a stop are the worker's (`gateway.cluster.worker`,
 `gateway.cluster.chat_queue`, `gateway.cluster.cancels`); this only answers.
 
-What a worker asks of a profile: its queue mode, its answer to a chat's messages, and the
-transactions its answer is stored in (`WorkerProfile` below).
+The worker sees a profile as a `ProfileWorker` (`WorkerProfile` here): its queue mode, its answer
+to a chat's messages, and the transactions its answer is stored in.
 """
 
 from __future__ import annotations

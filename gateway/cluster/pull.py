@@ -5,21 +5,18 @@ partition, plus their own reply consumer). A stop ends the wait for the next mes
 a message in hand is finished first. A connection that drops is waited out (nats-py
 reconnects): the loop only logs.
 
-Following one core NATS subject: subscribed by `follow`, let go by `unfollow`.
+Beside the pulls, the status board, a bounded worker's arrival notices and the cancel notices
+are hints on core NATS, handled as they come: each follows one subject, subscribed by `follow`
+and let go by `unfollow`.
 
-The status board, a bounded worker's arrival notices and the cancel notices are all hints on
-core NATS, handled as they come; this is what they share.
-
-News of inbound messages for a bounded worker's idle runners: wake up and sweep now.
-
-A bounded worker's runner with nothing to do would otherwise learn of a new message only at
-its next sweep, `fetch_wait_s` later (a request to the HTTP API waited that long for an idle
-worker). JetStream hands every message published to a stream's subjects to core NATS
-subscribers too, so a worker subscribes to the inbound subjects and each arrival wakes one
-idle runner (the one idle longest; with none idle, the next runner to go idle sweeps again at
-once instead of waiting). The notice is only a hint: a lost one (core NATS drops a slow subscriber's
-messages) costs the wait it saves, and messages offered again without a publish (after a
-retry's backoff, after `ack_wait`) are found by the periodic sweep as before. The price is a
+The arrival notices wake a bounded worker's idle runners to sweep now. Without them a runner with
+nothing to do would learn of a new message only at its next sweep, `fetch_wait_s` later (a request
+to the HTTP API would wait that long for an idle worker). JetStream hands every message published
+to a stream's subjects to core NATS subscribers too, so a worker subscribes to the inbound subjects
+and each arrival wakes one idle runner (the one idle longest; with none idle, the next runner to go
+idle sweeps again at once instead of waiting). The notice is only a hint: a lost one (core NATS
+drops a slow subscriber's messages) costs the wait it saves, and messages offered again without a
+publish (after a retry's backoff, after `ack_wait`) are found by the periodic sweep. The price is a
 copy of every inbound message to every worker.
 """
 

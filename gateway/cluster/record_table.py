@@ -4,12 +4,11 @@
 sessions' database; this is what they share. The table is created at start-up in a transaction
 under an advisory lock, so any number of processes may start at once.
 
-Old records go: a table's rows past their retention are deleted once an hour.
+Both tables keep their rows for `RECORD_RETENTION`, long past any redelivery or platform retry
+they must recognise; older rows are deleted once an hour.
 
-The turn records (workers) and the delivery records (ingress processes) are kept for
-`RECORD_RETENTION`, long past any redelivery or platform retry they must recognise.
-
-What ingress processes know about each reply they delivered, in PostgreSQL.
+The delivery records' table is here too: what ingress processes know about each reply they
+delivered.
 
     octos_cluster_deliveries  one row per (profile, outbound message id): the turn it answers,
                               whether it was delivered or given up on, the platform ids of the

@@ -1,7 +1,8 @@
 """One profile in a cluster process: its ingress side, its worker side, or both (`--role`).
 
-Looks like `ProfileRuntime` to the daemon (started, ready, health, request_stop, run), so the
-daemon supervises, reloads and stops profiles the same way in either mode.
+To the daemon it is a profile like any other (its `ProfileProcess`: started, ready, health,
+request_stop, run), so the daemon supervises, reloads and stops profiles the same way in
+either mode.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ log = structlog.get_logger(__name__)
 
 
 class ClusterProfileRuntime:
-    # It passes the same four on to build its `IngressProfile`.
     def __init__(
         self, profile_id: str, config: ProfileConfig, shared: ProcessServices, node: ClusterNode
     ) -> None:

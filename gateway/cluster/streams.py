@@ -13,13 +13,12 @@ updated only when its settings differ: NATS 2.9 was seen to leave unanswered a c
 update or an info of a stream that another process was creating at that moment, and the caller
 must then ask again (the node's join does), so the fewer such requests the better.
 
-Stream, subject and consumer names of one cluster (`stream_prefix`), and partitioning.
-
-A chat's partition is a stable hash (BLAKE2b, the same in every process and every Python) of its
-session base key, modulo `partitions`: its turns and deliveries keep their order within it.
-Subject tokens carry only the prefix (validated: letters, digits, `_`, `-`), fixed words,
-numbers and hex ids, never a platform's chat id or a profile name, so no `.`, `*` or `>` can
-reach a subject.
+`ClusterNames` names one cluster's streams, subjects and consumers (streams and subjects start with
+its `stream_prefix`) and finds a chat's partition. A chat's partition is a stable hash (BLAKE2b,
+the same in every process and every Python) of its session base key, modulo `partitions`: its turns
+and deliveries keep their order within it. Subject tokens carry only the prefix (validated:
+letters, digits, `_`, `-`), fixed words, numbers and hex ids, never a platform's chat id or a
+profile name, so no `.`, `*` or `>` can reach a subject.
 
     {prefix}.in.{n}          inbound messages of partition n        stream {prefix}_IN
     {prefix}.out.{n}         replies to chats of partition n        stream {prefix}_OUT
@@ -30,12 +29,10 @@ reach a subject.
                              ingress showing them (core NATS, not stored; `gateway.cluster.live`)
     {prefix}.cancel          cancel a chat's running turn (core NATS, not stored)
 
-Reading what a work-queue stream holds on one subject, oldest first, without a consumer.
-
 A partition's consumer holds one message at a time, and a work-queue stream allows no second
-consumer on its subject, so what waits behind it is read by sequence (`get_msg`, the next
-message on the subject from a sequence on): what waits behind a worker's message
-(`chat_queue`), and the replies of a chat not delivered yet (`live`).
+consumer on its subject, so what waits behind it is read without a consumer, oldest first, by
+sequence (`get_msg`, the next message on the subject from a sequence on): what waits behind a
+worker's message (`chat_queue`), and the replies of a chat not delivered yet (`live`).
 """
 
 from __future__ import annotations

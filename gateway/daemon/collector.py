@@ -1,18 +1,16 @@
-"""The garbage collector while the daemon serves (the bench runs it as the daemon does).
+"""The garbage collector while the daemon serves.
 
 What start-up made (modules, SDK clients, config) is frozen out of the collector's sight. The
 young generation is collected every `YOUNG_THRESHOLD` allocations net of frees instead of
 CPython's 700: a turn allocates a few hundred objects that nearly all die by reference counting,
-so at 700 the collector ran about every other turn at 100 busy chats and walked the same
-survivors each time.
+so the collector runs less often than once a turn instead of walking the same survivors again
+and again.
 
 What survives a young collection is not scanned again: every `FREEZE_INTERVAL_S` it is frozen
 too, and the middle and old generations are never collected on CPython's schedule. A turn leaves
 about a dozen tracked objects that live on (its messages in the session cache, its journal
-record until the checkpoint); CPython's middle generation walked each of them again, in one
-long pause every ten young collections. In `python -m bench gateway` (10,000 turns at 100
-chats, four runs) the longest pause went from 35-48 ms to 11-26 ms and the collector's time
-per turn from 11-13 to 9-11 us. Those objects die by reference counting like the rest.
+record until the checkpoint); CPython's middle generation would walk each of them again, in one
+long pause every ten young collections. Those objects die by reference counting like the rest.
 
 Cyclic garbage that outlives a young collection (rare: a cycle is nearly always an exception's
 traceback, which dies young) is kept until a full collection, and a full collection (everything

@@ -1,13 +1,13 @@
 """One agent turn: history in, streamed snapshots out, the reply (or the failure) returned.
 
-The runner does not store anything: the turn's log (`gateway.turn.outcome.TurnLog`) records its
-outcome, durable before the reply is sent, and the session behind it.
+Before the agent runs, the runner makes the message's files ready for it (`prepare_message`):
+described, and its voice messages put in words. A crash during a transcription runs it again
+with the turn. The transcript (or, when there is none, a placeholder saying why) becomes the
+message's text: the session stores what the agent read, and every agent, the history and
+`/sessions` see words.
 
-Before the agent runs, the turn's files are made ready for it (`prepare_message`): described,
-and its voice messages put in words. A crash during a transcription runs it again with the
-turn. The transcript (or, when there is none, a placeholder saying why) becomes the message's
-text: the session stores what the agent read, and every agent, the history and `/sessions` see
-words.
+The runner itself stores nothing: the turn's log (`gateway.turn.outcome.TurnLog`) records its
+outcome, durable before the reply is sent, and the session behind it.
 """
 
 from __future__ import annotations

@@ -39,8 +39,7 @@ RETURNING id
 """
 
 
-# What one session's copy came to, an Enum and its record: shaped like channels.health's
-# HealthStatus and ChannelHealth or the doctor's Outcome and ProbeResult, nothing shared.
+# What one session's copy came to, and how many messages it wrote.
 class Copied(StrEnum):
     COPIED = "copied"
     CAUGHT_UP = "new messages copied"

@@ -57,7 +57,6 @@ class PostgresSessionStore(StoreBase):
         connect_timeout_s: float = 10.0,
     ) -> None:
         """`scope` names whose sessions these are (the profile id): one database, many profiles."""
-        # Its arguments kept one by one, as any constructor does (many in the project read alike).
         self.dsn = dsn
         self.scope = scope
         self.pool_size = pool_size

@@ -6,10 +6,10 @@ before the record is durable (acknowledging a platform, delivering a reply). A c
 first makes the session files durable, then restates what is unfinished in a new segment and
 drops the older ones.
 
-After a crash, `restore_sessions` replays the last outcomes into the session files,
-idempotently: each file holds some prefix of its outcomes' messages at its tail (appends are in
-order); the longest such prefix is found by comparing messages (their timestamps make them
-unique) and only the rest is appended, so running it twice changes nothing.
+The session files are written behind the journal, so after a crash `restore_sessions` replays the
+last outcomes into them, idempotently: each file holds some prefix of its outcomes' messages at its
+tail (appends are in order); the longest such prefix is found by comparing messages (their
+timestamps make them unique) and only the rest is appended, so running it twice changes nothing.
 """
 
 from __future__ import annotations
