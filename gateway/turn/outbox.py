@@ -36,7 +36,8 @@ from gateway.turn.journal import OPEN_SEND_STATUSES, Journal, OwnerSend
 
 log = structlog.get_logger(__name__)
 
-#: A send whose time passed this long before it could be sent is logged as late.
+#: A send the scheduler queues this long after its time is logged as late (one whose time
+#: passed while the daemon was down always is).
 LATE_AFTER_S = 1.0
 #: Longest idempotency key and text accepted.
 MAX_KEY_CHARS = 200
@@ -187,15 +188,17 @@ class Outbox:
     def recover(self) -> None:
         """Schedule or queue what the previous run left unsent (the journal's open sends)."""
         for send in self._journal.state.open_sends():
-            self._place(send)
+            self._place(send, restarted=True)
 
-    def _place(self, send: OwnerSend) -> None:
+    def _place(self, send: OwnerSend, *, restarted: bool = False) -> None:
+        """Scheduled when its time is ahead, else queued into its chat's lane; late (its time
+        passed while the daemon was down, or a busy loop kept it) is logged."""
         now = self._clock()
         if send.due is not None and send.due > now:
             heapq.heappush(self._schedule, (send.due, send.id))
             self._schedule_changed.set()
             return
-        if send.due is not None and now - send.due > LATE_AFTER_S:
+        if send.due is not None and (now - send.due > LATE_AFTER_S or restarted):
             log.warning(
                 "outbox.sent_late",
                 profile=self._profile,
