@@ -33,6 +33,7 @@ from bus import SESSION, Message, OutboundMessage, SessionKey, new_turn_id
 from bus.text import scrub_surrogates
 from channels.errors import DeliveryError
 from gateway.turn.journal import OPEN_SEND_STATUSES, Journal, OwnerSend
+from sessions.wal import LogWriteError
 
 log = structlog.get_logger(__name__)
 
@@ -163,7 +164,12 @@ class Outbox:
             status="scheduled" if due is not None and due > now else "queued",
         )
         self._durable[send.id] = self._journal.record_send(send)
-        await self._until_durable(send.id)
+        try:
+            await self._until_durable(send.id)
+        except LogWriteError:
+            # Never durable, never answered 202: as if it was never asked for.
+            self._journal.state.forget_send(send)
+            raise
         log.info(
             "outbox.taken",
             profile=self._profile,

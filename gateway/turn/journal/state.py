@@ -240,14 +240,14 @@ class JournalState:
                 and now - send.ended_at >= SEND_TTL_S
                 and now - send.at >= SEND_TTL_S
             ):
-                self._forget_send(send)
+                self.forget_send(send)
         while self.dedup:
             key, (_inbound_id, at) = next(iter(self.dedup.items()))
             if now - at < DEDUP_TTL_S:
                 break
             del self.dedup[key]
 
-    def _forget_send(self, send: OwnerSend) -> None:
+    def forget_send(self, send: OwnerSend) -> None:
         del self.sends[send.id]
         if send.key is not None and self.send_keys.get(send.key) == send.id:
             del self.send_keys[send.key]
