@@ -49,8 +49,13 @@ class HttpConfig(ConfigModel):
     limits: HttpLimitsConfig = limits_field()
     token: OptionalSecret = Field(
         None,
-        description="Bearer token the status page (GET /) asks for; required to see it when "
-        "host is not a loopback address.",
+        description="Bearer token the status page (GET /) asks for (required to see it when "
+        "host is not a loopback address), and /v1/messages always.",
+    )
+    allow_local_send: bool = Field(
+        False,
+        description="Let requests from this machine (loopback) use POST /v1/messages without "
+        "the bearer token; every other request still needs http.token.",
     )
     public_url: HttpUrlText | None = Field(
         None,

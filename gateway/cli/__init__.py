@@ -1,4 +1,4 @@
-"""`octos-gateway`: run the daemon; init, check and doctor a config; pairing; sessions.
+"""`octos-gateway`: run the daemon; init, check and doctor a config; pairing; sessions; send.
 
 `doctor`'s checks live in `gateway.cli.doctor`: they import aiohttp, the channel registry and
 the agent's SDK, so they are imported only when the command runs, and every other command
@@ -38,6 +38,7 @@ from gateway.cli.cluster import ROLES, bus_client_missing, role_problem
 from gateway.cli.config_checks import explain_config_error, usability_problems
 from gateway.cli.dead_letters import add_dead_letter_commands
 from gateway.cli.init import add_init_command
+from gateway.cli.messages import add_message_commands
 from gateway.cli.pairing import add_pair_commands
 from gateway.cli.run_overrides import busy_api_port, with_listen_overrides
 from gateway.cli.sessions import add_session_commands
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_doctor_command(commands)
     add_init_command(commands)
     add_pair_commands(commands)
+    add_message_commands(commands)
 
     commands.add("version", cmd_version, help="print the version")
     return parser

@@ -30,7 +30,7 @@ from channels.web.names import HostCheck, listener_names
 from config import ApiChannelConfig, ConfigError, LoadedConfig, ProfileConfig
 from gateway.agents.media_links import MediaLinks, public_base_url, use_media_links
 from gateway.daemon.collector import keep_settled, settle_after_start_up
-from gateway.daemon.http_server import HttpServer, build_app, webhook_hosts
+from gateway.daemon.http_server import HttpServer, MessagesRoutes, build_app, webhook_hosts
 from gateway.daemon.profile import ProfileRuntime
 from gateway.daemon.profile_failure import ProfileFailure, diagnose
 from gateway.daemon.reply_dead_letters import SHOWN_ON_STATUS_PAGE, DeadLetterStore
@@ -39,6 +39,7 @@ from gateway.logs import recent_failures
 from gateway.metrics import GatewayMetrics
 from gateway.pairing import PairingDatabases
 from gateway.services import ProcessServices, WebhookRoutes
+from gateway.turn.outbox import Outbox
 from sessions.errors import SessionError
 
 if TYPE_CHECKING:
@@ -142,6 +143,17 @@ class Daemon:
             if pid not in self._failed
         }
 
+    def outboxes(self) -> dict[str, Outbox | None]:
+        """Each profile's owner's sends; None while it does not take messages."""
+        return {
+            pid: runtime.outbox
+            if isinstance(runtime, ProfileRuntime)
+            and runtime.ready.is_set()
+            and pid not in self._failed
+            else None
+            for pid, (runtime, _task) in self._profiles.items()
+        }
+
     def failed_profiles(self) -> dict[str, str]:
         """Each profile that is not running because it failed, and why."""
         return {pid: failure.summary() for pid, failure in self._failed.items()}
@@ -172,6 +184,12 @@ class Daemon:
                 cluster=self.cluster_readiness,
                 failed=self.failed_profiles,
                 media_links=media_links,
+                messages=MessagesRoutes(
+                    self.outboxes,
+                    token=token,
+                    allow_local=http.allow_local_send,
+                    cluster=settings.bus.backend == "nats",
+                ),
             ),
             http.host,
             http.port,

@@ -1,16 +1,20 @@
 """The daemon's HTTP server: `/healthz`, `/readyz`, `/metrics`, the status page, the links to
-received files (`/media/<token>`) and webhooks."""
+received files (`/media/<token>`), the owner's sends (`/v1/messages`) and webhooks."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
+import ipaddress
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import ValidationError
 
 from channels.health import ChannelHealth
 from channels.media_info import mime_for
@@ -21,6 +25,9 @@ from gateway.agents.media_links import ROUTE as MEDIA_ROUTE
 from gateway.agents.media_links import MediaLinks
 from gateway.daemon.status_page import StatusPage
 from gateway.services import WebhookRoutes
+from gateway.turn.journal import OwnerSend
+from gateway.turn.outbox import Outbox, SendRequest, status_of
+from sessions.wal import LogWriteError
 
 #: profile -> channel -> health
 HealthReport = Mapping[str, Mapping[str, ChannelHealth]]
@@ -39,6 +46,7 @@ def build_app(
     cluster: Callable[[], Awaitable[ClusterReport | None]] | None = None,
     failed: Callable[[], Mapping[str, str]] | None = None,
     media_links: MediaLinks | None = None,
+    messages: MessagesRoutes | None = None,
 ) -> web.Application:
     """`failed`: each profile that is not running because it failed, and why; `media_links`
     opens the tokens of `/media/<token>`."""
@@ -81,8 +89,148 @@ def build_app(
         app.router.add_get(MEDIA_ROUTE, _media_handler(media_links))
     if status_page is not None:
         status_page.mount(app)
+    if messages is not None:
+        messages.mount(app)
     app.router.add_route("*", "/{tail:.*}", webhooks.handle)
     return app
+
+
+#: profile -> its owner's sends, None while it is not taking messages (starting, failed).
+Outboxes = Callable[[], Mapping[str, Outbox | None]]
+
+
+class MessagesRoutes:
+    """`/v1/messages`: the owner sends into a chat (`gateway.turn.outbox`), behind `http.token`
+    (a request from this machine needs none with `http.allow_local_send`)."""
+
+    def __init__(
+        self, outboxes: Outboxes, *, token: str | None, allow_local: bool, cluster: bool
+    ) -> None:
+        self._outboxes = outboxes
+        self._token = token
+        self._allow_local = allow_local
+        self._cluster = cluster
+
+    def mount(self, app: web.Application) -> None:
+        app.router.add_post(MESSAGES_ROUTE, self._guarded(self._post))
+        app.router.add_get(MESSAGES_ROUTE, self._guarded(self._list))
+        app.router.add_get(MESSAGES_ROUTE + "/{id}", self._guarded(self._get))
+        app.router.add_delete(MESSAGES_ROUTE + "/{id}", self._guarded(self._delete))
+
+    def _guarded(
+        self, handler: Callable[[web.Request], Awaitable[web.Response]]
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def guarded(request: web.Request) -> web.Response:
+            if not self._allowed(request):
+                return _error(
+                    401,
+                    "a bearer token is required",
+                    "send Authorization: Bearer <http.token> (set http.token in gateway.yaml)",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+            if self._cluster:
+                return _error(
+                    501,
+                    "/v1/messages is not available with bus backend nats yet",
+                    "run the gateway as one process (bus backend memory) to send messages",
+                )
+            return await handler(request)
+
+        return guarded
+
+    def _allowed(self, request: web.Request) -> bool:
+        if self._allow_local and _is_loopback(request.remote):
+            return True
+        if self._token is None:
+            return False
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), self._token.encode()
+        )
+
+    async def _post(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            send_request = SendRequest.model_validate(body)
+        except json.JSONDecodeError as error:
+            return _error(400, f"the body is not JSON: {error}")
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in problem['loc']) or 'body'}: {problem['msg']}"
+                for problem in error.errors(include_url=False)
+            )
+            return _error(400, problems)
+        if (unsupported := send_request.unsupported()) is not None:
+            return _error(400, unsupported)
+        outboxes = self._outboxes()
+        if send_request.profile not in outboxes:
+            return _error(404, f"no profile {send_request.profile!r}", f"one of: {list(outboxes)}")
+        outbox = outboxes[send_request.profile]
+        if outbox is None:
+            return _error(
+                503, f"profile {send_request.profile!r} is not taking messages now", "try again"
+            )
+        if not outbox.knows_channel(send_request.channel):
+            return _error(
+                404, f"profile {send_request.profile!r} has no channel {send_request.channel!r}"
+            )
+        try:
+            send, status = await outbox.take(send_request)
+        except LogWriteError as error:
+            return _error(503, f"the journal could not keep the message: {error}")
+        return web.json_response({"id": send.id, "status": status}, status=202)
+
+    async def _list(self, request: web.Request) -> web.Response:
+        wanted = request.query.get("status")
+        listed = [
+            {"profile": profile, **status_of(send)}
+            for profile, outbox in self._outboxes().items()
+            if outbox is not None
+            for send in outbox.listed()
+            if wanted is None or send.status == wanted
+        ]
+        return web.json_response({"messages": listed})
+
+    def _find(self, send_id: str) -> tuple[str, Outbox, OwnerSend] | None:
+        for profile, outbox in self._outboxes().items():
+            if outbox is not None and (send := outbox.find(send_id)) is not None:
+                return profile, outbox, send
+        return None
+
+    async def _get(self, request: web.Request) -> web.Response:
+        found = self._find(request.match_info["id"])
+        if found is None:
+            return _error(404, "no such message (statuses are kept 24 hours after sending)")
+        profile, _outbox, send = found
+        return web.json_response({"profile": profile, **status_of(send)})
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        found = self._find(request.match_info["id"])
+        if found is None:
+            return _error(404, "no such message (statuses are kept 24 hours after sending)")
+        profile, outbox, send = found
+        if await outbox.cancel(send.id) == "too_late":
+            return _error(
+                409, f"the message is already {send.status}: it can no longer be cancelled"
+            )
+        return web.json_response({"profile": profile, **status_of(send)})
+
+
+MESSAGES_ROUTE = "/v1/messages"
+
+
+def _error(
+    status: int, error: str, suggestion: str | None = None, *, headers: dict[str, str] | None = None
+) -> web.Response:
+    body = {"error": error} if suggestion is None else {"error": error, "suggestion": suggestion}
+    return web.json_response(body, status=status, headers=headers)
+
+
+def _is_loopback(remote: str | None) -> bool:
+    try:
+        return remote is not None and ipaddress.ip_address(remote).is_loopback
+    except ValueError:
+        return False
 
 
 def _media_handler(

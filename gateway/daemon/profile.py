@@ -10,14 +10,15 @@ turns finish, their replies are delivered, a checkpoint cuts the log, files clos
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 import structlog
 
-from bus import AgentHandle, create_bus
+from bus import AgentHandle, OutboundMessage, create_bus
 from channels.base import Channel
+from channels.errors import DeliveryError
 from channels.health import ChannelHealth
 from channels.metrics import ChannelMetrics
 from channels.outbound.manager import ChannelManager
@@ -32,6 +33,7 @@ from gateway.turn.commands import Commands
 from gateway.turn.dispatcher import Dispatcher, DispatcherSettings
 from gateway.turn.history import ProfileHistory
 from gateway.turn.journal import Journal, Received, Recovery
+from gateway.turn.outbox import Outbox
 from gateway.turn.runner import TurnRunner
 from sessions import SessionManager, SessionStore
 from sessions.backends import active_topics, session_store
@@ -95,6 +97,11 @@ class ProfileRuntime:
         if self._channels is None:
             return not_built_yet(self.config)
         return await self._channels.health()
+
+    @property
+    def outbox(self) -> Outbox | None:
+        """The owner's sends (`POST /v1/messages`), once the profile is built."""
+        return self._dispatcher.outbox if self._dispatcher is not None else None
 
     def open_sessions(self) -> int:
         """Sessions held open in memory now (the status page)."""
@@ -164,11 +171,21 @@ class ProfileRuntime:
             self._shared.metrics.reply_dead_letters,
             handle.send,
         )
+        outbox = dispatcher.outbox
+
+        def delivered(
+            message: OutboundMessage, platform_ids: list[str], error: DeliveryError | None
+        ) -> Awaitable[None] | None:
+            # An owner's send learns its platform ids (or the refusal) before the journal
+            # lets its reply go.
+            outbox.delivered(message, platform_ids, error)
+            return dead_letters.delivered(message, platform_ids, error)
+
         channels = ChannelManager(
             self.profile_id,
             publisher,
             metrics=ChannelMetrics(self._shared.metrics.registry, self.profile_id),
-            on_delivered=dead_letters.delivered,
+            on_delivered=delivered,
             delivery_deadline_s=self.config.delivery_deadline_s,
             stream_record=_JournaledStreams(journal),
         )

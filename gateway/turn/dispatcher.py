@@ -12,6 +12,7 @@ it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -25,8 +26,25 @@ from gateway import logs
 from gateway.services import ProfileServices
 from gateway.turn.commands import ChatStatus, Commands
 from gateway.turn.intake import Intake, IntakeSettings
-from gateway.turn.journal import Journal, Outcome, Received, Recovery, restore_sessions
-from gateway.turn.lanes import CommandItem, Commit, LaneItem, Lanes, QueueMode, TurnItem
+from gateway.turn.journal import (
+    OPEN_SEND_STATUSES,
+    Journal,
+    Outcome,
+    OwnerSend,
+    Received,
+    Recovery,
+    restore_sessions,
+)
+from gateway.turn.lanes import (
+    CommandItem,
+    Commit,
+    LaneItem,
+    Lanes,
+    QueueMode,
+    SendItem,
+    TurnItem,
+)
+from gateway.turn.outbox import Outbox, owner_reply, session_messages
 from gateway.turn.outcome import Answer, TurnOutcome, reply_to_answer, stop_answer
 from gateway.turn.reply import CANCELLED_NOTICE, command_reply
 from gateway.turn.runner import TurnRunner
@@ -68,6 +86,13 @@ class Dispatcher:
         self._channel_named = channel_named
         self._runner = runner
         self._log = JournalTurnLog(journal, services.sessions, bus, self._maybe_checkpoint)
+        self.outbox = Outbox(
+            settings.profile,
+            journal,
+            self._submit_send,
+            knows_channel=lambda name: channel_named(name) is not None,
+            clock=time.time,
+        )
         self._commands = commands
         self._sessions = services.sessions
         self._turn_slots = asyncio.Semaphore(settings.max_concurrent_turns)
@@ -105,6 +130,9 @@ class Dispatcher:
             self._lanes = Lanes(self._settings.queue_mode, self._run_item, tasks, self._dropped)
             await self._recover(recovery)
             self.intake.open()
+            scheduled = tasks.create_task(
+                self.outbox.run(), name=f"scheduled-sends:{self._settings.profile}"
+            )
             routing = tasks.create_task(
                 self._route_published(), name=f"inbound-routing:{self._settings.profile}"
             )
@@ -115,6 +143,7 @@ class Dispatcher:
             await self._stopped.wait()
             await routing
             await self._lanes.wait_idle()
+            scheduled.cancel()
             checkpoints.cancel()
 
     async def wait_ready(self) -> None:
@@ -140,6 +169,7 @@ class Dispatcher:
             await self._bus.send(outcome.reply)
         for received in recovery.pending:
             self._route(received)
+        self.outbox.recover()
         if recovery.pending or recovery.undelivered:
             log.info(
                 "dispatcher.resumed",
@@ -195,6 +225,12 @@ class Dispatcher:
         else:
             self._lanes.submit(lane, TurnItem((received,)))
 
+    def _submit_send(self, send: OwnerSend) -> None:
+        """A due send waits in its chat's lane behind the turns already there."""
+        assert self._lanes is not None
+        chat = SessionKey.for_chat(self._settings.profile, send.channel, send.chat_id)
+        self._lanes.submit(chat.base_key(), SendItem(send))
+
     def _spawn(self, work: Coroutine[Any, Any, None], *, name: str) -> None:
         assert self._tasks is not None
         self._tasks.create_task(work, name=name)
@@ -218,6 +254,8 @@ class Dispatcher:
         channels where a request waits for them (the HTTP API), which are told at once."""
         unanswered = self._journal.state.received
         for item in items:
+            if isinstance(item, SendItem):
+                continue  # never dropped (`Lanes.abort`)
             ids = [i for i in item.ids if i in unanswered]
             if not ids:
                 continue
@@ -246,6 +284,9 @@ class Dispatcher:
     # Running an item (in its lane's task: the work, then its commit, which an abort spares)
 
     async def _run_item(self, item: LaneItem) -> Commit:
+        if isinstance(item, SendItem):
+            # No work to cancel: straight to its commit, which a stop spares.
+            return partial(self._send_owner, item.send)
         trigger = item.trigger.message
         chat = trigger.session_key(self._settings.profile)
         if isinstance(item, CommandItem):
@@ -292,6 +333,20 @@ class Dispatcher:
         turn = turn_id or str(new_turn_id())
         reply = reply_to_answer([r.message for r in received], answer, turn, streamed=True)
         await self._log.record(TurnOutcome(turn, received, answer, reply))
+        await self._log.deliver(reply)
+
+    async def _send_owner(self, send: OwnerSend) -> None:
+        """A due send recorded as an outcome (its text in the chat's current session), then
+        delivered as a turn's reply is."""
+        chat = SessionKey.for_chat(self._settings.profile, send.channel, send.chat_id)
+        key = await self._commands.current_key(chat)
+        if send.status not in OPEN_SEND_STATUSES or send.turn is not None:
+            return  # cancelled while it waited
+        turn = str(new_turn_id())
+        self.outbox.recorded(send, turn)
+        reply = owner_reply(send, key, turn)
+        answer = Answer(send.text, key, session_messages(send), is_turn=False)
+        await self._log.record(TurnOutcome(turn, (), answer, reply))
         await self._log.deliver(reply)
 
     async def status_of(self, key: SessionKey) -> ChatStatus:
@@ -344,5 +399,5 @@ class JournalTurnLog:
         self.after_delivery()
 
 
-def _received_of(item: LaneItem) -> tuple[Received, ...]:
+def _received_of(item: TurnItem | CommandItem) -> tuple[Received, ...]:
     return item.received if isinstance(item, TurnItem) else (item.received,)

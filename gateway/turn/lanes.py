@@ -31,7 +31,7 @@ import structlog
 
 from bus.lanes import KeyedLanes
 from bus.lanes import Lane as KeyedLane
-from gateway.turn.journal import Received
+from gateway.turn.journal import OwnerSend, Received
 
 log = structlog.get_logger(__name__)
 
@@ -79,7 +79,19 @@ class CommandItem:
         return [self.received.id]
 
 
-LaneItem = TurnItem | CommandItem
+@dataclass(frozen=True, slots=True)
+class SendItem:
+    """An owner's send (`gateway.turn.outbox`), due: it answers no message, and neither a stop
+    nor an interrupt drops it (the owner asked for it, not the chat)."""
+
+    send: OwnerSend
+
+    @property
+    def ids(self) -> list[int]:
+        return []
+
+
+LaneItem = TurnItem | CommandItem | SendItem
 #: What an item does once its work is done and can no longer be cancelled by an abort.
 Commit = Callable[[], Awaitable[None]]
 #: Does an item's work; returns its commit, or None when there is nothing to commit.
@@ -141,12 +153,15 @@ class Lanes(KeyedLanes[str, LaneItem, Lane]):
         lane.pending.append(item)
 
     def abort(self, chat: str) -> bool:
-        """Cancel the running item and drop what waits; True if something was cancelled."""
+        """Cancel the running item and drop what waits (but the owner's sends); True if
+        something was cancelled."""
         lane = self._lanes.get(chat)
         if lane is None:
             return False
-        dropped = list(lane.pending)
+        dropped: list[LaneItem] = [i for i in lane.pending if not isinstance(i, SendItem)]
+        kept = [i for i in lane.pending if isinstance(i, SendItem)]
         lane.pending.clear()
+        lane.pending.extend(kept)
         cancelled = self._cancel_current(lane, dropped)
         return cancelled or bool(dropped)
 
@@ -155,6 +170,7 @@ class Lanes(KeyedLanes[str, LaneItem, Lane]):
         cancelled = False
         if (
             lane.current_item is not None
+            and not isinstance(lane.current_item, SendItem)
             and not lane.committing
             and not lane.aborting
             and lane.worker is not None

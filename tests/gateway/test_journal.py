@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bus import InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage, new_turn_id
 from bus.message import utc_now
-from gateway.turn.journal import Journal, Outcome, restore_sessions
+from gateway.turn.journal import Journal, Outcome, OwnerSend, restore_sessions
 from gateway.turn.journal.journal import missing_suffix
 from gateway.turn.journal.records import decode, outcome_from
 from gateway.turn.task import TurnTask
@@ -268,3 +268,45 @@ async def test_restoring_sessions_twice_appends_nothing_the_second_time(tmp_path
         assert await restore_sessions(sessions, [first, second]) == 2
         assert await restore_sessions(sessions, [first, second]) == 0
         assert (await sessions.get(key)).messages == first.messages + second.messages
+
+
+def owner_send(send_id: str, *, key: str | None = None, due: float | None = None) -> OwnerSend:
+    return OwnerSend(
+        send_id, "telegram", "c", f"text of {send_id}", 1000.0, due, key, True, "queued"
+    )
+
+
+async def test_the_owners_sends_and_their_standing_outlive_a_restart_and_a_checkpoint(
+    tmp_path: Path,
+) -> None:
+    now = [1000.0]
+    journal = Journal(tmp_path, clock=lambda: now[0])
+    await journal.open()
+    waiting = owner_send("waiting", key="k1", due=5000.0)
+    waiting.status = "scheduled"
+    sent = owner_send("sent", key="k2")
+    for send in (waiting, sent):
+        await journal.record_send(send)
+    sent.turn = "turn-of-sent"
+    journal.record_standing(sent)
+    sent.status, sent.platform_ids, sent.ended_at = "sent", ["77"], 1001.0
+    await journal.record_standing(sent)
+    await journal.checkpoint(no_sessions)
+    await journal.close()
+
+    again = Journal(tmp_path, clock=lambda: now[0])
+    await again.open()
+    state = again.state
+    assert state.send_keys == {"k1": "waiting", "k2": "sent"}
+    assert [s.id for s in state.open_sends()] == ["waiting"]
+    assert state.sends["waiting"].due == 5000.0
+    assert (state.sends["sent"].status, state.sends["sent"].platform_ids) == ("sent", ["77"])
+    assert state.send_of_turn == {"turn-of-sent": "sent"}
+
+    # A day after it ended a sent message's status and key are let go; an open one stays.
+    now[0] = 1001.0 + 24 * 3600
+    await again.checkpoint(no_sessions)
+    assert list(state.sends) == ["waiting"]
+    assert state.send_keys == {"k1": "waiting"}
+    assert state.send_of_turn == {}
+    await again.close()

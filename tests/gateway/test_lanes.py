@@ -8,13 +8,14 @@ import itertools
 import pytest
 
 from bus import InboundMessage
-from gateway.turn.journal import Received
+from gateway.turn.journal import OwnerSend, Received
 from gateway.turn.lanes import (
     CommandItem,
     Commit,
     LaneItem,
     Lanes,
     QueueMode,
+    SendItem,
     TurnItem,
     collected_content,
 )
@@ -33,10 +34,15 @@ def turn(text: str) -> TurnItem:
     return TurnItem((message(text),))
 
 
+def owner_send(text: str) -> SendItem:
+    return SendItem(OwnerSend(text, "test", "c", text, 0.0, None, None, True, "queued"))
+
+
 def texts(items: list[LaneItem]) -> list[str]:
     return [
         r.message.content
         for item in items
+        if not isinstance(item, SendItem)
         for r in (item.received if isinstance(item, TurnItem) else (item.received,))
     ]
 
@@ -52,9 +58,12 @@ class Recorder:
         self.idle = asyncio.Event()
 
     async def __call__(self, item: LaneItem) -> None:
-        text = (
-            item.content() if isinstance(item, TurnItem) else f"cmd:{item.received.message.content}"
-        )
+        if isinstance(item, SendItem):
+            text = f"send:{item.send.text}"
+        elif isinstance(item, TurnItem):
+            text = item.content()
+        else:
+            text = f"cmd:{item.received.message.content}"
         self.started.append(text)
         if len(self.started) == 1:
             self.first_started.set()
@@ -141,6 +150,35 @@ async def test_abort_cancels_running_and_drops_waiting() -> None:
     assert recorder.started == ["first"]
     assert recorder.finished == []
     assert dropped == ["first", "second"]
+
+
+@pytest.mark.parametrize("mode", ["collect", "followup", "interrupt"])
+async def test_an_owners_send_waits_its_turn_and_a_stop_does_not_drop_it(mode: QueueMode) -> None:
+    async def script(lanes: Lanes, recorder: Recorder) -> None:
+        lanes.submit("c", turn("first"))
+        await recorder.first_started.wait()
+        lanes.submit("c", owner_send("reminder"))
+        lanes.submit("c", turn("second"))
+        lanes.abort("c")
+
+    dropped: list[str] = []
+    recorder = await run_lanes(mode, script, dropped)
+    assert recorder.finished == ["send:reminder"]
+    assert dropped == ["first", "second"]
+
+
+async def test_an_owners_send_keeps_its_place_between_turns() -> None:
+    async def script(lanes: Lanes, recorder: Recorder) -> None:
+        lanes.submit("c", turn("first"))
+        await recorder.first_started.wait()
+        lanes.submit("c", turn("a"))
+        lanes.submit("c", owner_send("reminder"))
+        lanes.submit("c", turn("b"))
+        assert lanes.backlog("c") == 3
+        recorder.release_first.set()
+
+    recorder = await run_lanes("collect", script)
+    assert recorder.finished == ["first", "a", "send:reminder", "b"]
 
 
 async def test_chats_run_independently() -> None:

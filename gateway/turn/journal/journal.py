@@ -25,7 +25,14 @@ import structlog
 
 from bus import InboundMessage, Message, SessionKey
 from gateway.turn.journal.dedup_file import append_entries, read_entries, rewrite_entries
-from gateway.turn.journal.records import OpenedPart, Outcome, Received, decode, encode_sent
+from gateway.turn.journal.records import (
+    OpenedPart,
+    Outcome,
+    OwnerSend,
+    Received,
+    decode,
+    encode_sent,
+)
 from gateway.turn.journal.state import DEDUP_TTL_S, JournalState, platform_key
 from sessions import SessionManager
 from sessions.wal import LogWriteError, WriteAheadLog
@@ -151,6 +158,18 @@ class Journal:
             return
         self.state.mark_delivered(turn)
         self._log.append(encode_sent(turn, failed=failed))
+
+    # The owner's sends
+
+    def record_send(self, send: OwnerSend) -> asyncio.Future[None]:
+        """A send asked for; durable when the future is."""
+        self.state.add_send(send)
+        return self._log.append(send.encode())
+
+    def record_standing(self, send: OwnerSend) -> asyncio.Future[None]:
+        """`send` (one of the state's) changed its standing; durable when the future is."""
+        self.state.add_send(send)
+        return self._log.append(send.standing())
 
     # Streams
 

@@ -11,8 +11,14 @@
   part (the message's place in the reply, from 0) and the platform's id of it. A turn resumed
   after a crash finishes these messages in place instead of sending its reply again beside
   them; the turn's `sent` record retires them.
+- `send`: a message the owner asked to send (`POST /v1/messages`, `OwnerSend`): its id, the
+  chat, the text, when to send it, its idempotency key, and where it stands (`scheduled`,
+  `queued`, `sent`, `failed`, `cancelled`; the turn id its reply was recorded under, the
+  platform's ids or error). A checkpoint restates it whole while it is live or answerable.
+- `sendst`: a `send` record's new standing (its status, turn, platform ids, error).
 - `snap`: the first record of a checkpoint: the next journal id; the live `in`, `done`,
-  `opened` and `sent` records follow it (the dedup table is in its own file, see `dedup_file`).
+  `opened`, `sent` and `send` records follow it (the dedup table is in its own file, see
+  `dedup_file`).
 
 Extending: a record is a JSON object whose `k` names its kind. A reader takes the fields it
 knows and ignores the others, and a kind it does not know folds to nothing
@@ -32,7 +38,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pydantic_core
 
@@ -159,6 +165,104 @@ def opened_from(record: Record) -> OpenedPart:
         part=int(record["part"]),
         platform_id=str(record["msg"]),
     )
+
+
+SendStatus = Literal["scheduled", "queued", "sent", "failed", "cancelled"]
+#: The standings a send can still leave: it may be cancelled, and it will be sent.
+OPEN_SEND_STATUSES: frozenset[str] = frozenset({"scheduled", "queued"})
+
+
+@dataclass(slots=True)
+class OwnerSend:
+    """A message the owner sent into a chat (a `send` record), and where it stands."""
+
+    id: str
+    channel: str
+    chat_id: str
+    text: str
+    #: When it was asked for (seconds since the epoch).
+    at: float
+    #: When to send it (seconds since the epoch); None: at once.
+    due: float | None
+    key: str | None
+    #: Appended to the chat's session once sent (`session: append`).
+    append: bool
+    status: SendStatus
+    #: The turn id its reply was recorded under (its `done` record), once it was.
+    turn: str | None = None
+    platform_ids: list[str] = field(default_factory=list)
+    error: str | None = None
+    #: When it reached its last status (sent, failed, cancelled).
+    ended_at: float | None = None
+
+    def encode(self) -> bytes:
+        return _dumps(
+            {
+                "k": "send",
+                "id": self.id,
+                "ch": self.channel,
+                "chat": self.chat_id,
+                "text": self.text,
+                "at": self.at,
+                "due": self.due,
+                "key": self.key,
+                "append": self.append,
+                "st": self.status,
+                "turn": self.turn,
+                "pids": self.platform_ids,
+                "err": self.error,
+                "end": self.ended_at,
+            }
+        )
+
+    def standing(self) -> bytes:
+        """Its `sendst` record: where it stands now."""
+        return _dumps(
+            {
+                "k": "sendst",
+                "id": self.id,
+                "st": self.status,
+                "turn": self.turn,
+                "pids": self.platform_ids,
+                "err": self.error,
+                "end": self.ended_at,
+            }
+        )
+
+    def take_standing(self, record: Record) -> None:
+        self.status = _send_status(record["st"])
+        self.turn = _optional_str(record.get("turn"))
+        self.platform_ids = [str(i) for i in record.get("pids") or ()]
+        self.error = _optional_str(record.get("err"))
+        end = record.get("end")
+        self.ended_at = None if end is None else float(end)
+
+
+def owner_send_from(record: Record) -> OwnerSend:
+    due = record.get("due")
+    send = OwnerSend(
+        id=str(record["id"]),
+        channel=str(record["ch"]),
+        chat_id=str(record["chat"]),
+        text=str(record["text"]),
+        at=float(record["at"]),
+        due=None if due is None else float(due),
+        key=_optional_str(record.get("key")),
+        append=bool(record.get("append", True)),
+        status="queued",
+    )
+    send.take_standing(record)
+    return send
+
+
+def _send_status(value: object) -> SendStatus:
+    if value not in ("scheduled", "queued", "sent", "failed", "cancelled"):
+        raise ValueError(f"unknown send status {value!r}")
+    return value
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def encode_snapshot(next_id: int) -> bytes:

@@ -14,20 +14,26 @@ from dataclasses import dataclass, field
 
 from bus import OutboundMessage
 from gateway.turn.journal.records import (
+    OPEN_SEND_STATUSES,
     OpenedPart,
     Outcome,
+    OwnerSend,
     Received,
     Record,
     encode_sent,
     encode_snapshot,
     opened_from,
     outcome_from,
+    owner_send_from,
     received_from,
 )
 
 #: How long a platform id is remembered, and how many at most (the oldest go first).
 DEDUP_TTL_S = 24 * 3600.0
 DEDUP_MAX_ENTRIES = 200_000
+#: How long a send's idempotency key, and a finished send's status, are kept (from when it
+#: was asked for, and from when it ended).
+SEND_TTL_S = 24 * 3600.0
 #: Replies kept to answer a client's retry of an already answered request (the HTTP API).
 RECENT_REPLIES_MAX = 10_000
 
@@ -59,6 +65,12 @@ class JournalState:
     #: In memory only: inbound journal id -> the turn running for it, or whose stream opened
     #: messages for it (a resumed turn takes that turn's id again).
     turn_of_inbound: dict[int, str] = field(default_factory=dict)
+    #: The owner's sends (`POST /v1/messages`), live or answerable, by id.
+    sends: dict[str, OwnerSend] = field(default_factory=dict)
+    #: idempotency key -> the send it named.
+    send_keys: dict[str, str] = field(default_factory=dict)
+    #: turn id -> the send whose reply that turn recorded.
+    send_of_turn: dict[str, str] = field(default_factory=dict)
 
     # The fold
 
@@ -75,6 +87,13 @@ class JournalState:
             self.mark_delivered(str(record["turn"]))
         elif kind == "opened":
             self.add_opened(opened_from(record))
+        elif kind == "send":
+            self.add_send(owner_send_from(record))
+        elif kind == "sendst":
+            send = self.sends.get(str(record["id"]))
+            if send is not None:
+                send.take_standing(record)
+                self._index_send(send)
         elif kind == "snap":
             self.next_id = max(self.next_id, int(record["next"]))
 
@@ -120,6 +139,16 @@ class JournalState:
                 self.streams.pop(turn, None)
         if outcome.delivered:
             self.streams.pop(outcome.turn, None)
+
+    def add_send(self, send: OwnerSend) -> None:
+        self.sends[send.id] = send
+        if send.key is not None:
+            self.send_keys[send.key] = send.id
+        self._index_send(send)
+
+    def _index_send(self, send: OwnerSend) -> None:
+        if send.turn is not None:
+            self.send_of_turn[send.turn] = send.id
 
     def start_turn(self, turn: str, answers: list[int]) -> None:
         for inbound_id in answers:
@@ -196,12 +225,34 @@ class JournalState:
 
     # Checkpoints
 
+    def open_sends(self) -> list[OwnerSend]:
+        """Sends not yet recorded as a reply (nor cancelled), oldest first."""
+        return [
+            send
+            for send in self.sends.values()
+            if send.status in OPEN_SEND_STATUSES and send.turn is None
+        ]
+
     def expire(self, now: float) -> None:
+        for send in list(self.sends.values()):
+            if (
+                send.ended_at is not None
+                and now - send.ended_at >= SEND_TTL_S
+                and now - send.at >= SEND_TTL_S
+            ):
+                self.forget_send(send)
         while self.dedup:
             key, (_inbound_id, at) = next(iter(self.dedup.items()))
             if now - at < DEDUP_TTL_S:
                 break
             del self.dedup[key]
+
+    def forget_send(self, send: OwnerSend) -> None:
+        del self.sends[send.id]
+        if send.key is not None and self.send_keys.get(send.key) == send.id:
+            del self.send_keys[send.key]
+        if send.turn is not None:
+            self.send_of_turn.pop(send.turn, None)
 
     def live_dedup(self) -> list[tuple[str, int, float]]:
         return [(key, inbound_id, at) for key, (inbound_id, at) in self.dedup.items()]
@@ -216,6 +267,7 @@ class JournalState:
                 records.append(encode_sent(outcome.turn))
         for parts in self.streams.values():
             records.extend(opened.encode() for opened in parts.values())
+        records.extend(send.encode() for send in self.sends.values())
         return records
 
 
