@@ -30,7 +30,7 @@ class ConfigModel(BaseModel):
 
     Every model declares its keys in one form, `key: Type = Field(default, bounds,
     description=...)`, and its checks as validators raising `ConfigValueError`: the
-    descriptions are the generated reference (`python -m config.reference`). What keys share
+    descriptions are the generated reference (`python -m config.describe`). What keys share
     in meaning is a type of this module or a helper of `config.channels.base`, not a copied
     declaration.
     """

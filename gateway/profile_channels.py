@@ -16,7 +16,7 @@ from channels.outbound.manager import ChannelManager
 from channels.registry import ChannelContext, build_channel
 from channels.retry.pacing import Rate, RateLimits
 from config import ProfileConfig
-from config.channels.rate_limits import RateLimitsConfig, parse_rate
+from config.channels.base import RateLimitsConfig, parse_rate
 from gateway.pairing import Pairing
 from gateway.services import WebhookRoutes
 

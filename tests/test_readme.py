@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config.reference import END_MARKER, START_MARKER, markdown_reference
+from config.describe import END_MARKER, START_MARKER, markdown_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -17,7 +17,7 @@ def test_config_reference_matches_the_models() -> None:
     end = README.index(END_MARKER) + len(END_MARKER)
     assert README[start:end] == markdown_reference(), (
         "README.md's configuration reference is out of date: "
-        "replace it with the output of `python -m config.reference`"
+        "replace it with the output of `python -m config.describe`"
     )
 
 

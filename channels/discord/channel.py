@@ -38,11 +38,11 @@ from channels.discord.inbound import AttachmentStore, InboundPolicy, should_answ
 from channels.discord.routing import DiscordEndpoints, RoutedHTTPClient
 from channels.errors import AuthError, ChannelError, TransientError
 from channels.health import ChannelHealth
-from channels.lifecycle.backpressure import until_taken
 from channels.lifecycle.run_state import RunStateChannel
 from channels.media_files import read_file
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.stopping import until_taken
 from config import DiscordConfig
 
 # Media paths go out as files; what users send is saved by `channels.discord.inbound`.

@@ -30,9 +30,9 @@ from channels.email.smtp import SmtpSender
 from channels.email.state import ThreadInfo, ThreadStore, UidStore
 from channels.errors import ChannelError
 from channels.health import ChannelHealth
-from channels.lifecycle.backpressure import until_taken
 from channels.lifecycle.run_state import RunStateChannel
 from channels.split.limits import PLATFORM_LIMITS
+from channels.stopping import until_taken
 from config import EmailConfig
 
 log = structlog.get_logger(__name__)

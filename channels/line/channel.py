@@ -9,6 +9,10 @@ Replies use the event's reply token while it is valid (free), otherwise a push w
 `X-Line-Retry-Key` derived from the reply's `delivery_id`, so a resend after a crash is not
 shown twice (LINE answers a repeated key with 409: already delivered). LINE cannot edit a
 message, so replies are never streamed; its loading animation shows while a turn runs.
+
+line-bot-sdk's failures are put in the words the retry policy acts on (`line_call`): the SDK
+raises `ApiException` for any non-2xx answer; 429 is a rate limit (a Retry-After, if LINE ever
+sends one, is honoured), 401 a bad or revoked channel access token.
 """
 
 from __future__ import annotations
@@ -31,19 +35,82 @@ from linebot.v3.messaging import (
     ShowLoadingAnimationRequest,
     TextMessage,
 )
+from linebot.v3.messaging.exceptions import ApiException, OpenApiException
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.errors import ChannelError, RateLimited
+from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.lifecycle.bounded import AgedMap, InboundDedup
 from channels.lifecycle.run_state import RunStateChannel
-from channels.line.errors import CHANNEL, LineApiError, line_call
 from channels.line.events import LinePost
 from channels.line.webhook import LineWebhook
 from channels.media_files import media_root, safe_name, safe_suffix, save_within
 from channels.outbound.delivery import delivery_uuid
+from channels.retry import answers_of, platform_calls, retry_after_s
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.web.webhook import UnreadableJson, json_payload
 from config import LineConfig
+
+CHANNEL = "line"
+
+
+class LineApiError(ChannelError):
+    """A refusal re-sending cannot fix; `status` and `detail` are LINE's own."""
+
+    def __init__(self, message: str, *, status: int, detail: str, suggestion: str = "") -> None:
+        super().__init__(message, channel=CHANNEL, suggestion=suggestion)
+        self.status = status
+        self.detail = detail
+
+
+def error_message(error: ApiException) -> str:
+    """LINE's `message` (and details) from an error body; the raw text when it is not JSON."""
+    body = error.body
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes | bytearray) else body or ""
+    try:
+        parsed = json_payload(text)
+    except UnreadableJson:
+        return text[:300]
+    if not isinstance(parsed, dict):
+        return text[:300]
+    message = str(parsed.get("message", ""))
+    details = parsed.get("details")
+    if isinstance(details, list) and details:
+        message += " (" + "; ".join(str(d.get("message", d)) for d in details[:3]) + ")"
+    return message
+
+
+def _retry_after_s(error: ApiException) -> float:
+    headers = error.headers or {}
+    return retry_after_s(headers.get("Retry-After") if hasattr(headers, "get") else None)
+
+
+def translate(error: ApiException, what: str) -> ChannelError:
+    status = int(error.status or 0)
+    detail = error_message(error)
+    text = f"{what}: HTTP {status}" + (f", {detail}" if detail else "")
+    if status == 429:
+        return RateLimited(_retry_after_s(error), text, channel=CHANNEL)
+    if status in (401, 403):
+        return AuthError(
+            text,
+            channel=CHANNEL,
+            suggestion="check channel_access_token (a long-lived token from the Messaging API tab)",
+        )
+    if status >= 500 or status == 0:
+        return TransientError(text, channel=CHANNEL, suggestion="LINE is having trouble")
+    if status == 400 and "5000" in detail:
+        return MessageTooLong(text, channel=CHANNEL)
+    return LineApiError(text, status=status, detail=detail)
+
+
+#: Messaging API calls with a deadline, raising only `channels.errors` types.
+line_call = platform_calls(
+    channel=CHANNEL,
+    sdk_errors=(OpenApiException,),
+    translate=answers_of(ApiException, translate, channel=CHANNEL),
+)
+
 
 # Files users send the bot, downloaded from LINE's data API (`data_api_base_url`).
 #

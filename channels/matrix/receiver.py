@@ -27,12 +27,12 @@ from nio import (
 
 from bus import InboundMessage, InboundSender
 from channels.errors import ChannelError
-from channels.lifecycle.backpressure import until_taken
 from channels.lifecycle.bounded import InboundDedup
 from channels.matrix.content import Content
 from channels.matrix.errors import CHANNEL, matrix_call, translate
 from channels.matrix.inbound import MatrixPost, invites, room_posts
 from channels.media_files import media_root, safe_name, safe_suffix, save_within
+from channels.stopping import until_taken
 
 # Files users post in Matrix (`m.image`, `m.file`, `m.audio`, `m.video`), fetched for the agent.
 #

@@ -32,7 +32,6 @@ from aiohttp import web
 from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.errors import ChannelError, TransientError
 from channels.health import ChannelHealth
-from channels.lifecycle.backpressure import until_taken
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
 from channels.lifecycle.run_state import RunStateChannel
@@ -42,7 +41,7 @@ from channels.qq.token import CHANNEL, access_token
 from channels.qq.webhook import QQWebhook
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.stopping import until_stopped
+from channels.stopping import until_stopped, until_taken
 from channels.web.client import LazySession
 from config import QQBotConfig
 

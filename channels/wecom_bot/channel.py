@@ -28,12 +28,12 @@ import structlog
 from bus import InboundMessage, InboundSender, OutboundMessage, PipeClosed
 from channels.errors import FatalChannelError, TransientError
 from channels.health import ChannelHealth
-from channels.lifecycle.backpressure import until_taken
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import reconnecting
 from channels.lifecycle.run_state import RunStateChannel
 from channels.split import split_message
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
+from channels.stopping import until_taken
 from channels.wecom_bot import frames
 from channels.wecom_bot.connection import CHANNEL, AibotConnection, WecomBotTimeouts
 from channels.wecom_bot.frames import Callback, Frame, MalformedFrame

@@ -1,7 +1,7 @@
 """The chat apps with a bot API: Telegram, Discord, Slack, Matrix and LINE.
 
 Every model builds on `ChannelConfigBase` (`config.channels.base`); each field's
-description documents its platform in the generated reference (`python -m config.reference`).
+description documents its platform in the generated reference (`python -m config.describe`).
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def load(config_path: Path | None, data_dir: Path | None) -> LoadedConfig:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from gateway.daemon import Daemon
-    from gateway.daemon.profile_failure import diagnose
+    from gateway.daemon.profile import diagnose
     from gateway.logs import configure_logging
 
     listen = {

@@ -6,7 +6,7 @@ sessions, closes clients and exits 0; a second signal exits at once. SIGHUP relo
 
 A profile that fails (at start-up, at run time, or added by a reload) leaves the others running
 and makes `/readyz` 503 naming it; when no profile could start at all the daemon exits, with the
-status of the first failure (`gateway.daemon.profile_failure`), rather than serve nothing.
+status of the first failure (`gateway.daemon.profile`), rather than serve nothing.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from config import ApiChannelConfig, ConfigError, LoadedConfig, ProfileConfig
 from gateway.agents.media_links import MediaLinks, public_base_url, use_media_links
 from gateway.daemon.collector import keep_settled, settle_after_start_up
 from gateway.daemon.http_server import HttpServer, MessagesRoutes, build_app, webhook_hosts
-from gateway.daemon.profile import ProfileRuntime
-from gateway.daemon.profile_failure import ProfileFailure, diagnose
+from gateway.daemon.profile import ProfileFailure, ProfileRuntime, diagnose
 from gateway.daemon.reply_dead_letters import SHOWN_ON_STATUS_PAGE, DeadLetterStore
 from gateway.daemon.status_page import DeadLetterSummary, ProfileFacts, StatusPage, build_snapshot
 from gateway.logs import recent_failures

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from bus import InboundMessage, InboundRefused, PipeClosed
-from channels.lifecycle.backpressure import until_taken
+from channels.stopping import until_taken
 from channels.web.webhook import hand_over
 from tests.channels.refusing_sender import RefusingSender
 

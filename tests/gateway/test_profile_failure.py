@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from gateway.daemon.profile_failure import diagnose
+from gateway.daemon.profile import diagnose
 from sessions.wal import LogInUse
 
 

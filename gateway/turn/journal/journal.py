@@ -4,7 +4,11 @@ Every change goes through here: the state is updated when a record is appended (
 asked meanwhile see it), and the caller awaits the returned future when it must not go on
 before the record is durable (acknowledging a platform, delivering a reply). A checkpoint
 first makes the session files durable, then restates what is unfinished in a new segment and
-drops the older ones.
+drops the older ones. The dedup table (platform keys seen in the last 24 hours) has a durable
+copy of its own beside the log, one key a line: restating every key in each checkpoint would
+cost megabytes of writes per cut, so each checkpoint appends the keys accepted since the
+previous one (synced) before it drops the records that held them, and the file is rewritten
+with only the live keys once it holds twice as many. A torn last line is ignored.
 
 The session files are written behind the journal, so after a crash `restore_sessions` replays the
 last outcomes into them, idempotently: each file holds some prefix of its outcomes' messages at its
@@ -15,8 +19,9 @@ timestamps make them unique) and only the rest is appended, so running it twice 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -24,7 +29,6 @@ from pathlib import Path
 import structlog
 
 from bus import InboundMessage, Message, SessionKey
-from gateway.turn.journal.dedup_file import append_entries, read_entries, rewrite_entries
 from gateway.turn.journal.records import (
     OpenedPart,
     Outcome,
@@ -35,6 +39,7 @@ from gateway.turn.journal.records import (
 )
 from gateway.turn.journal.state import DEDUP_TTL_S, JournalState, platform_key
 from sessions import SessionManager
+from sessions.durable import sync_data, write_all, write_state_file
 from sessions.wal import LogWriteError, WriteAheadLog
 from sessions.writer import FsyncPolicy
 
@@ -261,3 +266,61 @@ async def restore_sessions(sessions: SessionManager, outcomes: Sequence[Outcome]
     if appended:
         log.info("journal.sessions_restored", sessions=len(by_session), messages=appended)
     return appended
+
+
+Entry = tuple[str, int, float]
+
+
+def _line(entry: Entry) -> bytes:
+    key, inbound_id, at = entry
+    # Keys are channel\x1fchat\x1fid: they hold no tab or newline of their own once escaped.
+    escaped = key.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t")
+    return f"{escaped}\t{inbound_id}\t{at:.3f}\n".encode()
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    chars = iter(text)
+    for char in chars:
+        if char != "\\":
+            out.append(char)
+            continue
+        following = next(chars, "")
+        out.append({"n": "\n", "t": "\t"}.get(following, following))
+    return "".join(out)
+
+
+def read_entries(path: Path) -> Iterator[Entry]:
+    """Every whole, readable line; blocking."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    for raw in data.split(b"\n")[:-1]:
+        parts = raw.decode("utf-8", "replace").split("\t")
+        if len(parts) != 3:
+            continue
+        try:
+            yield _unescape(parts[0]), int(parts[1]), float(parts[2])
+        except ValueError:
+            continue
+
+
+def append_entries(path: Path, entries: Iterable[Entry], *, durable: bool) -> int:
+    """Append and (with `durable`) sync; the number of lines written. Blocking."""
+    data = b"".join(_line(entry) for entry in entries)
+    if not data:
+        return 0
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        write_all(fd, data)
+        if durable:
+            sync_data(fd)
+    finally:
+        os.close(fd)
+    return data.count(b"\n")
+
+
+def rewrite_entries(path: Path, entries: Iterable[Entry]) -> None:
+    """Replace the file with exactly `entries`, atomically. Blocking."""
+    write_state_file(path, b"".join(_line(entry) for entry in entries))
