@@ -211,29 +211,36 @@ class MediaIntake:
         """Fetch and save one file with `fetch` unless `size` (what the platform says) is over
         the limit. `fetch` returns the saved path (None: over the limit once read) or raises
         `ChannelError`, whose message is the reason the agent is told."""
-        reason: str | None = None
         if size is not None and size > self.max_bytes:
-            reason = too_large_reason(self.max_bytes)
+            self.skip(too_large_reason(self.max_bytes), name=name, mime=mime, size=size, kind=kind)
+            return
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                path = await fetch()
+        except ChannelError as error:
+            reason = str(error.args[0]) if error.args else str(error)
+        except TimeoutError:
+            reason = timed_out_reason(self._timeout_s)
         else:
-            try:
-                async with asyncio.timeout(self._timeout_s):
-                    path = await fetch()
-            except ChannelError as error:
-                reason = str(error.args[0]) if error.args else str(error)
-            except TimeoutError:
-                reason = timed_out_reason(self._timeout_s)
-            else:
-                if path is not None:
-                    self._paths.append(str(path))
-                    record_details(
-                        self._message.metadata,
-                        str(path),
-                        name=name,
-                        mime=mime,
-                        duration_s=duration_s,
-                    )
-                    return
-                reason = too_large_reason(self.max_bytes)
+            if path is not None:
+                self._paths.append(str(path))
+                record_details(
+                    self._message.metadata, str(path), name=name, mime=mime, duration_s=duration_s
+                )
+                return
+            reason = too_large_reason(self.max_bytes)
+        self.skip(reason, name=name, mime=mime, size=size, kind=kind)
+
+    def skip(
+        self,
+        reason: str,
+        *,
+        name: str | None = None,
+        mime: str | None = None,
+        size: int | None = None,
+        kind: MediaKind | None = None,
+    ) -> None:
+        """Name a file that is not fetched, and why, in the message's text."""
         shown_kind = kind or kind_for(mime or mime_for(name or ""))
         self._placeholders.append(
             not_downloaded(self._message, kind=shown_kind, name=name, size=size, reason=reason)
