@@ -158,7 +158,7 @@ class MediaStore:
             ):
                 if response.status != 200:
                     raise ChannelError(
-                        f"media download: HTTP {response.status}", channel=self.channel
+                        f"the download answered HTTP {response.status}", channel=self.channel
                     )
                 data = bytearray()
                 async for block in response.content.iter_chunked(64 * 1024):
@@ -167,15 +167,11 @@ class MediaStore:
                         raise ChannelError(too_large_reason(limit), channel=self.channel)
                 content_type = response.content_type
         except (aiohttp.ClientError, OSError) as error:
-            raise ChannelError(f"media download failed: {error!r}", channel=self.channel) from error
+            raise ChannelError(f"the download failed: {error!r}", channel=self.channel) from error
         except TimeoutError as error:
-            raise ChannelError(
-                f"media download took over {self.timeout_s:g} s", channel=self.channel
-            ) from error
+            raise ChannelError(timed_out_reason(self.timeout_s), channel=self.channel) from error
         if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256.lower():
-            raise ChannelError(
-                "media download: the SHA-256 digest does not match", channel=self.channel
-            )
+            raise ChannelError("the SHA-256 digest does not match", channel=self.channel)
         if not Path(name).suffix:
             name += suffix_for(content_type)
         return await self.save(self.path_for(chat_id, name), bytes(data))
