@@ -126,11 +126,30 @@ async def test_a_failed_transcription_leaves_a_placeholder_and_the_turn_runs(
         async with running_daemon(tmp_path, {"main": profile}) as daemon:
             telegram.push_message(USER, voice=(b"OggS voice bytes", 42), user_id=USER)
             await telegram.wait_for_calls("sendMessage", timeout_s=30)
-            await daemon.wait_log(logged("transcription.failed"))
+            warning = await daemon.wait_log(logged("transcription.failed"))
+    assert warning["channel"] == "telegram"
+    assert warning["message_id"]
     [request] = [r for r in model.requests if r.path == "/v1/chat/completions"]
     assert user_contents(request.body) == [
         "[voice message, 0:42, not transcribed: the transcriber answered HTTP 500]"
     ]
+
+
+async def test_an_unreadable_image_is_named_and_the_warning_names_the_message(
+    tmp_path: Path,
+) -> None:
+    async with FakeTelegram() as telegram, FakeOpenAI() as model:
+        profile = polling_profile(telegram, USER, openai_agent(model))
+        async with running_daemon(tmp_path, {"main": profile}) as daemon:
+            telegram.push_message(USER, caption="and this?", photo=b"not an image", user_id=USER)
+            await telegram.wait_for_calls("sendMessage", timeout_s=30)
+            warning = await daemon.wait_log(logged("media.image_not_shown"))
+    assert warning["channel"] == "telegram"
+    assert warning["message_id"]
+    [request] = [r for r in model.requests if r.path == "/v1/chat/completions"]
+    [content] = user_contents(request.body)
+    assert content.startswith("and this?\n[image: ")
+    assert "not shown: it cannot be read" in content
 
 
 async def test_a_file_over_the_limit_is_named_not_downloaded(tmp_path: Path) -> None:
