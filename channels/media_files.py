@@ -7,6 +7,11 @@ downloading; a partial file is never left under the final name. Channels that fe
 plain HTTP (Twilio, WhatsApp) use `MediaStore.fetch`; those whose SDK downloads (Discord,
 Slack, Telegram, LINE, Matrix, email) compute the name and call `MediaStore.save`. Only
 allowed senders' media is fetched (`Channel.is_allowed`).
+
+`MediaIntake` is how one received message's files are taken: a file over the profile's
+`max_media_bytes` is not fetched, a fetch that fails or times out is given up, and each such file
+is named in the message's text by a placeholder (`channels.media_info.not_downloaded`); the saved
+ones keep their name, type and duration for the agent.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import hashlib
 import mimetypes
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -22,7 +28,17 @@ from pathlib import Path
 import aiohttp
 import structlog
 
+from bus import InboundMessage
 from channels.errors import ChannelError
+from channels.media_info import (
+    MediaKind,
+    kind_for,
+    mime_for,
+    not_downloaded,
+    record_details,
+    too_large_reason,
+    with_placeholders,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -128,10 +144,13 @@ class MediaStore:
         name: str,
         headers: dict[str, str] | None = None,
         sha256: str | None = None,
+        max_bytes: int | None = None,
     ) -> Path:
         """Download `url` and save it; the name gets a suffix from the content type if it has
-        none. With `sha256` (hex), the bytes must have that digest. Raises `ChannelError` on any
-        failure (status, size, digest, network, time)."""
+        none. With `sha256` (hex), the bytes must have that digest; with `max_bytes`, that limit
+        is kept as well as the store's. Raises `ChannelError` on any failure (status, size,
+        digest, network, time)."""
+        limit = self.max_bytes if max_bytes is None else min(max_bytes, self.max_bytes)
         try:
             async with (
                 asyncio.timeout(self.timeout_s),
@@ -139,29 +158,96 @@ class MediaStore:
             ):
                 if response.status != 200:
                     raise ChannelError(
-                        f"media download: HTTP {response.status}", channel=self.channel
+                        f"the download answered HTTP {response.status}", channel=self.channel
                     )
                 data = bytearray()
                 async for block in response.content.iter_chunked(64 * 1024):
                     data.extend(block)
-                    if len(data) > self.max_bytes:
-                        raise ChannelError(
-                            f"media larger than {self.max_bytes} bytes", channel=self.channel
-                        )
+                    if len(data) > limit:
+                        raise ChannelError(too_large_reason(limit), channel=self.channel)
                 content_type = response.content_type
         except (aiohttp.ClientError, OSError) as error:
-            raise ChannelError(f"media download failed: {error!r}", channel=self.channel) from error
+            raise ChannelError(f"the download failed: {error!r}", channel=self.channel) from error
         except TimeoutError as error:
-            raise ChannelError(
-                f"media download took over {self.timeout_s:g} s", channel=self.channel
-            ) from error
+            raise ChannelError(timed_out_reason(self.timeout_s), channel=self.channel) from error
         if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256.lower():
-            raise ChannelError(
-                "media download: the SHA-256 digest does not match", channel=self.channel
-            )
+            raise ChannelError("the SHA-256 digest does not match", channel=self.channel)
         if not Path(name).suffix:
             name += suffix_for(content_type)
         return await self.save(self.path_for(chat_id, name), bytes(data))
+
+
+def timed_out_reason(timeout_s: float) -> str:
+    return f"the download took over {timeout_s:g} s"
+
+
+class MediaIntake:
+    """The files of one received message as the channel fetches them, one `take` each; then
+    `message()` is the message with the saved files and the placeholders of the others."""
+
+    def __init__(
+        self, message: InboundMessage, max_bytes: int, *, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
+        self._message = message
+        self.max_bytes = max_bytes
+        self._timeout_s = timeout_s
+        self._paths: list[str] = list(message.media)
+        self._placeholders: list[str] = []
+
+    async def take(
+        self,
+        fetch: Callable[[], Awaitable[Path | str | None]],
+        *,
+        name: str | None = None,
+        mime: str | None = None,
+        size: int | None = None,
+        kind: MediaKind | None = None,
+        duration_s: float | None = None,
+    ) -> None:
+        """Fetch and save one file with `fetch` unless `size` (what the platform says) is over
+        the limit. `fetch` returns the saved path (None: over the limit once read) or raises
+        `ChannelError`, whose message is the reason the agent is told."""
+        if size is not None and size > self.max_bytes:
+            self.skip(too_large_reason(self.max_bytes), name=name, mime=mime, size=size, kind=kind)
+            return
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                path = await fetch()
+        except ChannelError as error:
+            reason = str(error.args[0]) if error.args else str(error)
+        except TimeoutError:
+            reason = timed_out_reason(self._timeout_s)
+        else:
+            if path is not None:
+                self._paths.append(str(path))
+                record_details(
+                    self._message.metadata, str(path), name=name, mime=mime, duration_s=duration_s
+                )
+                return
+            reason = too_large_reason(self.max_bytes)
+        self.skip(reason, name=name, mime=mime, size=size, kind=kind)
+
+    def skip(
+        self,
+        reason: str,
+        *,
+        name: str | None = None,
+        mime: str | None = None,
+        size: int | None = None,
+        kind: MediaKind | None = None,
+    ) -> None:
+        """Name a file that is not fetched, and why, in the message's text."""
+        shown_kind = kind or kind_for(mime or mime_for(name or ""))
+        self._placeholders.append(
+            not_downloaded(self._message, kind=shown_kind, name=name, size=size, reason=reason)
+        )
+
+    def message(self) -> InboundMessage:
+        """The message with the saved files in `media` and the placeholders after its text."""
+        if not self._placeholders and self._paths == self._message.media:
+            return self._message
+        content = with_placeholders(self._message.content, self._placeholders)
+        return self._message.model_copy(update={"media": self._paths, "content": content})
 
 
 def media_root(data_dir: Path, channel: str) -> Path:

@@ -154,7 +154,7 @@ def not_downloaded(
     """The placeholder naming a file the channel could not download, for `message`'s text
     (`with_placeholders`), so the agent learns of it; recorded in the metadata and logged with
     the channel and the message id."""
-    shown = name or kind
+    shown = f"{kind}: {name}" if name else kind
     size_text = f", {human_size(size)}" if size is not None else ""
     message.metadata.setdefault(MEDIA_NOT_DOWNLOADED, []).append(
         {"kind": kind, "name": name, "size": size, "reason": reason}
@@ -168,7 +168,7 @@ def not_downloaded(
         size=size,
         reason=reason,
     )
-    return f"[{kind}: {shown}{size_text}, not downloaded: {reason}]"
+    return f"[{shown}{size_text}, not downloaded: {reason}]"
 
 
 def with_placeholders(content: str, placeholders: Sequence[str]) -> str:

@@ -328,8 +328,11 @@ class DiscordChannel(RunStateChannel):
         policy = InboundPolicy(bot_user_id=user.id, require_mention=self._require_mention)
         if not should_answer(message, policy):
             return
-        media = await self._attachments.save_all(message)
-        await inbound.send(to_inbound(message, policy, media))
+        received = to_inbound(message, policy)
+        # A stranger's files are not fetched: the dispatcher will refuse the message.
+        if message.attachments and self.is_allowed(received.sender_id):
+            received = await self._attachments.receive(message, received, self.max_media_bytes)
+        await inbound.send(received)
         self._handled.handled(str(message.channel.id), message.id)
         await self._handled.save_soon()
 

@@ -7,20 +7,18 @@ saved by `channels.media_files` (safe names, size limit, off the event loop).
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import aiohttp
 import discord
-import structlog
 
 from bus import InboundMessage
 from channels.discord.errors import CHANNEL
-from channels.media_files import MediaStore, safe_file_name
-
-log = structlog.get_logger(__name__)
+from channels.errors import ChannelError
+from channels.media_files import MediaIntake, MediaStore, safe_file_name
 
 #: Discord's default upload limit; larger attachments are not downloaded.
 DEFAULT_MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
@@ -40,26 +38,29 @@ class AttachmentStore:
             data_dir, "discord", max_bytes=max_bytes, timeout_s=timeout_s
         )
 
-    async def save_all(self, message: discord.Message) -> list[str]:
-        """Paths of the saved attachments; one that cannot be fetched is logged and left out."""
-        paths: list[str] = []
+    async def receive(
+        self, message: discord.Message, inbound: InboundMessage, max_bytes: int
+    ) -> InboundMessage:
+        """`inbound` with `message`'s attachments saved, and those over `max_bytes` (or the
+        store's own limit) or that cannot be fetched named in its text."""
+        intake = MediaIntake(
+            inbound, min(max_bytes, self._store.max_bytes), timeout_s=self._store.timeout_s
+        )
         for attachment in message.attachments:
-            path = await self._save(message.channel.id, attachment)
-            if path is not None:
-                paths.append(str(path))
-        return paths
-
-    async def _save(self, channel_id: int, attachment: discord.Attachment) -> Path | None:
-        if not self._store.admits(attachment.size, attachment_id=attachment.id):
-            return None
-        try:
-            async with asyncio.timeout(self._store.timeout_s):
-                data = await attachment.read()
-        except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as error:
-            log.warning(
-                "discord.attachment_download_failed", attachment_id=attachment.id, error=repr(error)
+            await intake.take(
+                partial(self._save, message.channel.id, attachment),
+                name=attachment.filename,
+                mime=attachment.content_type,
+                size=attachment.size,
+                duration_s=attachment.duration,
             )
-            return None
+        return intake.message()
+
+    async def _save(self, channel_id: int, attachment: discord.Attachment) -> Path:
+        try:
+            data = await attachment.read()
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as error:
+            raise ChannelError(f"Discord refused the download: {error}", channel=CHANNEL) from error
         target = (
             self._store.root
             / str(channel_id)
@@ -119,7 +120,7 @@ def guild_id_of(message: discord.Message) -> int | None:
     return guild_id if isinstance(guild_id, int) else None
 
 
-def to_inbound(message: discord.Message, policy: InboundPolicy, media: list[str]) -> InboundMessage:
+def to_inbound(message: discord.Message, policy: InboundPolicy) -> InboundMessage:
     """The bus message for one Discord message the bot answers.
 
     `sender_id` is `"<user id>|<username>"`, so an allow list may name either.
@@ -132,7 +133,6 @@ def to_inbound(message: discord.Message, policy: InboundPolicy, media: list[str]
         chat_id=str(message.channel.id),
         content=strip_mention(message.content, policy.bot_user_id),
         timestamp=message.created_at,
-        media=media,
         message_id=str(message.id),
         metadata={
             "guild_id": None if guild_id is None else str(guild_id),

@@ -24,7 +24,7 @@ from channels.email.reading import (
     attach_files,
     media_dir,
     read_mail,
-    save_attachments,
+    receive_attachments,
 )
 from channels.email.smtp import SmtpSender
 from channels.email.state import ThreadInfo, ThreadStore, UidStore
@@ -123,22 +123,19 @@ class EmailChannel(RunStateChannel):
         metadata: dict[str, object] = {"subject": mail.subject}
         if mail.sender_name:
             metadata["sender_name"] = mail.sender_name
-        media: list[str] = []
-        # A stranger's files are not stored: the dispatcher refuses the message anyway.
-        if mail.attachments and self.is_allowed(mail.sender):
-            directory = media_dir(self._data_dir, mail.sender)
-            media, errors = await save_attachments(directory, message_id, mail.attachments)
-            if errors:
-                metadata["media_errors"] = errors
-        return InboundMessage(
+        message = InboundMessage(
             channel=CHANNEL,
             sender_id=mail.sender,
             chat_id=mail.sender,
             content=mail.text,
-            media=media,
             metadata=metadata,
             message_id=message_id,
         )
+        # A stranger's files are not stored: the dispatcher refuses the message anyway.
+        if not mail.attachments or not self.is_allowed(mail.sender):
+            return message
+        directory = media_dir(self._data_dir, mail.sender)
+        return await receive_attachments(message, directory, mail.attachments, self.max_media_bytes)
 
     async def stop(self) -> None:
         self._run_state.stopping.set()

@@ -20,12 +20,15 @@ from email import policy
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 from email.utils import getaddresses, parseaddr
+from functools import partial
 from pathlib import Path
 
 import html_text
 from email_reply_parser import EmailReplyParser
 
-from channels.media_files import media_root, read_file, safe_name, save_media
+from bus import InboundMessage
+from channels.errors import ChannelError
+from channels.media_files import MediaIntake, media_root, read_file, safe_name, save_media
 
 
 # Email addresses as the channel uses them: bare and lower-case.
@@ -190,7 +193,8 @@ def _attachments(message: EmailMessage) -> list[Attachment]:
 #
 # Received attachments are saved under `{data_dir}/media/email/<sender>/` by
 # `channels.media_files` (only for allowed senders: the channel does not store a stranger's
-# files) and handed to the agent as paths.
+# files) and handed to the agent as paths; one over the profile's `max_media_bytes` is named in
+# the message's text instead.
 # Disk reads and writes run in a worker thread, never on the event loop.
 CHANNEL = "email"
 #: Attachments larger than this are not saved (the agent is told); 25 MB is what most
@@ -215,25 +219,31 @@ def local_name(prefix: str, index: int, attachment: Attachment) -> str:
     return f"{prefix}-{index}-{stem or 'attachment'}{suffix}"
 
 
-async def save_attachments(
-    directory: Path, message_key: str, attachments: tuple[Attachment, ...]
-) -> tuple[list[str], list[str]]:
-    """Saved paths, and a note for each attachment that was not saved."""
-    prefix = hashlib.sha256(message_key.encode()).hexdigest()[:16]
-    paths: list[str] = []
-    errors: list[str] = []
+async def receive_attachments(
+    message: InboundMessage,
+    directory: Path,
+    attachments: tuple[Attachment, ...],
+    max_bytes: int,
+) -> InboundMessage:
+    """`message` with `attachments` saved in `directory`, and those over `max_bytes` (or 25 MB)
+    or that cannot be written named in its text."""
+    prefix = hashlib.sha256((message.message_id or "").encode()).hexdigest()[:16]
+    intake = MediaIntake(message, min(max_bytes, MAX_ATTACHMENT_BYTES))
     for index, attachment in enumerate(attachments, start=1):
-        if len(attachment.payload) > MAX_ATTACHMENT_BYTES:
-            errors.append(f"{attachment.filename or 'attachment'}: over 25 MB, not saved")
-            continue
-        path = directory / local_name(prefix, index, attachment)
-        try:
-            await save_media(path, attachment.payload)
-        except OSError as exc:
-            errors.append(f"{attachment.filename or 'attachment'}: {exc}")
-            continue
-        paths.append(str(path))
-    return paths, errors
+        await intake.take(
+            partial(_save, directory / local_name(prefix, index, attachment), attachment.payload),
+            name=attachment.filename or None,
+            mime=attachment.content_type,
+            size=len(attachment.payload),
+        )
+    return intake.message()
+
+
+async def _save(path: Path, data: bytes) -> Path:
+    try:
+        return await save_media(path, data)
+    except OSError as error:
+        raise ChannelError(f"it could not be saved: {error.strerror}", channel=CHANNEL) from error
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
@@ -43,7 +44,7 @@ from channels.lifecycle.bounded import AgedMap, InboundDedup
 from channels.lifecycle.run_state import RunStateChannel
 from channels.line.events import LinePost
 from channels.line.webhook import LineWebhook
-from channels.media_files import media_root, safe_name, safe_suffix, save_within
+from channels.media_files import MediaIntake, media_root, safe_name, safe_suffix, save_within
 from channels.outbound.delivery import delivery_uuid
 from channels.retry import answers_of, platform_calls, retry_after_s
 from channels.retry.pacing import Rate, RateLimits
@@ -122,6 +123,8 @@ log = structlog.get_logger(__name__)
 #: Larger files are not kept (the SDK reads a download whole into memory).
 MAX_DOWNLOAD_BYTES = 25 * 1024 * 1024
 _DEFAULT_SUFFIX = {"image": ".jpg", "video": ".mp4", "audio": ".m4a", "file": ""}
+#: What LINE sends of each kind (a file's type follows its name).
+_MIME_TYPES = {"image": "image/jpeg", "video": "video/mp4", "audio": "audio/mp4"}
 
 
 def local_path(data_dir: Path, post: LinePost) -> Path:
@@ -132,18 +135,14 @@ def local_path(data_dir: Path, post: LinePost) -> Path:
 
 
 async def download(
-    blob: AsyncMessagingApiBlob, post: LinePost, data_dir: Path, *, timeout_s: float
+    blob: AsyncMessagingApiBlob, post: LinePost, data_dir: Path, *, timeout_s: float, max_bytes: int
 ) -> str | None:
-    """The saved file's path, or None when it could not be fetched (logged)."""
-    try:
-        async with line_call("get_message_content", timeout_s):
-            data = bytes(await blob.get_message_content(post.message_id))
-    except ChannelError as error:
-        log.warning("line.media_download_failed", message_id=post.message_id, error=str(error))
-        return None
-    target = local_path(data_dir, post)
+    """The saved file's path, or None when it is over `max_bytes` once read; raises
+    `ChannelError` when LINE refuses it."""
+    async with line_call("get_message_content", timeout_s):
+        data = bytes(await blob.get_message_content(post.message_id))
     return await save_within(
-        target, data, MAX_DOWNLOAD_BYTES, channel="line", message_id=post.message_id
+        local_path(data_dir, post), data, max_bytes, channel="line", message_id=post.message_id
     )
 
 
@@ -292,21 +291,40 @@ class LineChannel(RunStateChannel):
                 self._replies.remember(post.event_id, post.reply_token)
 
     async def _to_inbound(self, post: LinePost) -> InboundMessage:
-        media: list[str] = []
-        if post.media_kind is not None and self.is_allowed(post.sender_id):
-            path = await download(self._blob(), post, self._data_dir, timeout_s=self._timeout_s)
-            media = [path] if path else []
-        content = post.text or (f"[{post.media_kind}]" if post.media_kind else "")
-        return InboundMessage(
+        # A stranger's files are not fetched (the dispatcher will refuse the message): the
+        # kind alone stands for what was sent.
+        fetched = post.media_kind is not None and self.is_allowed(post.sender_id)
+        content = post.text or (f"[{post.media_kind}]" if post.media_kind and not fetched else "")
+        message = InboundMessage(
             channel=CHANNEL,
             sender_id=post.sender_id,
             chat_id=post.chat_id,
             content=content,
             timestamp=post.sent_at,
-            media=media,
             message_id=post.event_id,
             metadata={"line_message_id": post.message_id, "is_redelivery": post.is_redelivery},
         )
+        if not fetched:
+            return message
+        max_bytes = min(self.max_media_bytes, MAX_DOWNLOAD_BYTES)
+        intake = MediaIntake(message, max_bytes, timeout_s=self._timeout_s)
+        fetch = partial(
+            download,
+            self._blob(),
+            post,
+            self._data_dir,
+            timeout_s=self._timeout_s,
+            max_bytes=max_bytes,
+        )
+        await intake.take(
+            fetch,
+            name=post.file_name,
+            mime=_MIME_TYPES.get(post.media_kind or ""),
+            kind="file" if post.media_kind == "file" else None,
+            size=post.file_size,
+            duration_s=post.duration_s,
+        )
+        return intake.message()
 
     # Outbound
 

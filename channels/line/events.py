@@ -60,6 +60,9 @@ class LinePost:
     #: "image", "video", "audio" or "file" when the message is a file to download.
     media_kind: str | None = None
     file_name: str | None = None
+    #: What LINE states of a file (`fileSize`) and of audio or video (`duration`, in ms).
+    file_size: int | None = None
+    duration_s: float | None = None
 
     @property
     def sent_at(self) -> datetime:
@@ -111,7 +114,14 @@ def parse_post(raw: dict[str, object]) -> LinePost | None:
         is_redelivery=bool(event.delivery_context and event.delivery_context.is_redelivery),
         media_kind=kind,
         file_name=content.file_name if isinstance(content, FileMessageContent) else None,
+        file_size=content.file_size if isinstance(content, FileMessageContent) else None,
+        duration_s=_duration_s(content),
     )
+
+
+def _duration_s(content: object) -> float | None:
+    duration_ms = getattr(content, "duration", None)
+    return duration_ms / 1000 if isinstance(duration_ms, int) else None
 
 
 def _chat_of(event: MessageEvent) -> tuple[str, str] | None:

@@ -151,6 +151,7 @@ class MatrixChannel(RunStateChannel):
             user_id,
             data_dir,
             allowed=self.is_allowed,
+            max_media_bytes=lambda: self.max_media_bytes,
             send=self._room_send,
             require_mention=config.require_mention,
             auto_join=config.auto_join,

@@ -35,6 +35,10 @@ class MatrixPost:
     #: The `mxc://` URI of a file the message carries (images, files, audio, video).
     media_url: str | None = None
     file_name: str | None = None
+    #: What the event's `info` states of the file: type, size, and length (audio, video).
+    mime: str | None = None
+    file_size: int | None = None
+    duration_s: float | None = None
 
     @property
     def sent_at(self) -> datetime:
@@ -119,7 +123,22 @@ def _message(room_id: str, source: dict[str, Any], bot_user_id: str) -> MatrixPo
         mentions_bot=_mentions(content, bot_user_id),
         media_url=media_url,
         file_name=body if media_url else None,
+        **(_file_info(content.get("info")) if media_url else {}),
     )
+
+
+def _file_info(info: object) -> dict[str, Any]:
+    """`mime`, `file_size` and `duration_s` from an `m.image`/`m.audio`/... event's `info`."""
+    if not isinstance(info, dict):
+        return {}
+    mime, size, duration_ms = info.get("mimetype"), info.get("size"), info.get("duration")
+    return {
+        "mime": mime if isinstance(mime, str) else None,
+        "file_size": size if isinstance(size, int) and not isinstance(size, bool) else None,
+        "duration_s": duration_ms / 1000
+        if isinstance(duration_ms, int | float) and not isinstance(duration_ms, bool)
+        else None,
+    }
 
 
 def _mentions(content: dict[str, Any], bot_user_id: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +32,15 @@ from channels.lifecycle.bounded import InboundDedup
 from channels.matrix.content import Content
 from channels.matrix.errors import CHANNEL, matrix_call, translate
 from channels.matrix.inbound import MatrixPost, invites, room_posts
-from channels.media_files import media_root, safe_name, safe_suffix, save_within
+from channels.media_files import MediaIntake, media_root, safe_name, safe_suffix, save_within
 from channels.stopping import until_taken
 
 # Files users post in Matrix (`m.image`, `m.file`, `m.audio`, `m.video`), fetched for the agent.
 #
 # Each is downloaded through the homeserver (authenticated media, `mxc://` URIs) and saved under
 # `{data_dir}/media/matrix/<room>/` by `channels.media_files`, off the event loop. Only
-# allowed senders' files are fetched; one that cannot be fetched is logged and left out.
-log = structlog.get_logger(__name__)
-
+# allowed senders' files are fetched; one over the profile's limit (its `info.size`), refused or
+# timed out is named in the message's text instead.
 MAX_DOWNLOAD_BYTES = 25 * 1024 * 1024
 _DEFAULT_SUFFIX = {"m.image": ".jpg", "m.video": ".mp4", "m.audio": ".ogg", "m.file": ""}
 
@@ -53,24 +53,21 @@ def local_path(data_dir: Path, post: MatrixPost) -> Path:
 
 
 async def download(
-    client: AsyncClient, post: MatrixPost, data_dir: Path, *, timeout_s: float
+    client: AsyncClient, post: MatrixPost, data_dir: Path, *, timeout_s: float, max_bytes: int
 ) -> str | None:
-    """The saved file's path, or None when it could not be fetched (logged)."""
-    if post.media_url is None:
-        return None
-    try:
-        async with matrix_call("download", timeout_s):
-            response = await client.download(mxc=post.media_url)
-    except ChannelError as error:
-        log.warning("matrix.media_download_failed", event_id=post.event_id, error=str(error))
-        return None
+    """The saved file's path, or None when it is over `max_bytes` once read; raises
+    `ChannelError` when the server refuses it."""
+    assert post.media_url is not None  # only posts with a file are downloaded
+    async with matrix_call("download", timeout_s):
+        response = await client.download(mxc=post.media_url)
     if not isinstance(response, MemoryDownloadResponse):
-        log.warning("matrix.media_download_failed", event_id=post.event_id, error=str(response))
-        return None
-    data = bytes(response.body)
-    target = local_path(data_dir, post)
+        raise ChannelError(f"the server refused the download: {response}", channel=CHANNEL)
     return await save_within(
-        target, data, MAX_DOWNLOAD_BYTES, channel="matrix", event_id=post.event_id
+        local_path(data_dir, post),
+        bytes(response.body),
+        max_bytes,
+        channel="matrix",
+        event_id=post.event_id,
     )
 
 
@@ -97,6 +94,8 @@ class SyncHandler:
     data_dir: Path
     _: KW_ONLY
     allowed: Callable[[str], bool]
+    #: The profile's `max_media_bytes`, as the channel has it now.
+    max_media_bytes: Callable[[], int]
     send: RoomSend
     require_mention: bool
     auto_join: bool
@@ -134,16 +133,36 @@ class SyncHandler:
             if post.encrypted:
                 await self._notice_encrypted(post)
             elif self._addressed(post):
-                media: list[str] = []
+                message = _to_inbound(post)
                 if post.media_url is not None and self.allowed(post.sender):
-                    saved = await download(
-                        self.client(), post, self.data_dir, timeout_s=self.timeout_s
-                    )
-                    media = [saved] if saved else []
-                await self._publish(inbound, _to_inbound(post, media))
+                    message = await self._receive_file(post, message)
+                await self._publish(inbound, message)
                 published += 1
             self._dedup.seen(post.event_id)
         return published
+
+    async def _receive_file(self, post: MatrixPost, message: InboundMessage) -> InboundMessage:
+        """The message with its file saved, or named in its text when it is over the limit,
+        refused or timed out."""
+        max_bytes = min(self.max_media_bytes(), MAX_DOWNLOAD_BYTES)
+        intake = MediaIntake(message, max_bytes, timeout_s=self.timeout_s)
+        fetch = partial(
+            download,
+            self.client(),
+            post,
+            self.data_dir,
+            timeout_s=self.timeout_s,
+            max_bytes=max_bytes,
+        )
+        await intake.take(
+            fetch,
+            name=post.file_name,
+            mime=post.mime,
+            size=post.file_size,
+            kind="file" if post.msgtype == "m.file" else None,
+            duration_s=post.duration_s,
+        )
+        return intake.message()
 
     async def _missed(self, room_id: str, prev_batch: str, since: str) -> list[Any]:
         """The events a limited timeline left out, oldest first, paged back to `since`.
@@ -209,7 +228,7 @@ class SyncHandler:
             log.warning("matrix.encrypted_notice_failed", room_id=post.room_id, error=str(error))
 
 
-def _to_inbound(post: MatrixPost, media: list[str]) -> InboundMessage:
+def _to_inbound(post: MatrixPost) -> InboundMessage:
     return InboundMessage(
         channel=CHANNEL,
         sender_id=post.sender,
@@ -217,6 +236,5 @@ def _to_inbound(post: MatrixPost, media: list[str]) -> InboundMessage:
         content=post.body,
         timestamp=post.sent_at,
         message_id=post.event_id,
-        media=media,
         metadata={"msgtype": post.msgtype},
     )

@@ -330,9 +330,12 @@ class SlackChannel(RunStateChannel):
         if any(key in self._dedup for key in post.dedup_keys):
             log.debug("slack.duplicate_event_dropped", event_id=post.event_id, ts=post.ts)
             return
-        media = await self._files.save_all(post.channel, post.files)
+        received = to_inbound(post, identity.user_id)
+        # A stranger's files are not fetched: the dispatcher will refuse the message.
+        if post.files and self.is_allowed(received.sender_id):
+            received = await self._files.receive(received, post.files, self.max_media_bytes)
         self._threads.remember(post.channel, post.ts, post.reply_thread_ts)
-        await inbound.send(to_inbound(post, identity.user_id, media))
+        await inbound.send(received)
         for key in post.dedup_keys:
             self._dedup.seen(key)
 

@@ -37,6 +37,8 @@ class SlackFile:
     url: str
     size: int | None
     mimetype: str
+    #: An audio clip's length (Slack's `duration_ms`).
+    duration_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +134,7 @@ def clean_text(text: str, bot_user_id: str) -> str:
     return decoded.strip()
 
 
-def to_inbound(post: SlackPost, bot_user_id: str, media: list[str]) -> InboundMessage:
+def to_inbound(post: SlackPost, bot_user_id: str) -> InboundMessage:
     """The bus message for one post. `message_id` is the post's `ts`, the id Slack edits,
     threads and reacts by; `metadata["thread_ts"]` is where the answer goes (None: plainly)."""
     return InboundMessage(
@@ -141,7 +143,6 @@ def to_inbound(post: SlackPost, bot_user_id: str, media: list[str]) -> InboundMe
         chat_id=post.channel,
         content=clean_text(post.text, bot_user_id),
         timestamp=ts_to_datetime(post.ts),
-        media=media,
         message_id=post.ts,
         metadata={
             "thread_ts": post.reply_thread_ts,
@@ -190,13 +191,19 @@ def _files(raw: object) -> tuple[SlackFile, ...]:
         name = entry.get("name")
         size = entry.get("size")
         mimetype = entry.get("mimetype")
+        mimetype = mimetype if isinstance(mimetype, str) else ""
+        if entry.get("subtype") == "slack_audio" and mimetype.startswith("video/"):
+            # A voice clip recorded in Slack is an MP4 file with only a sound track.
+            mimetype = "audio/" + mimetype.partition("/")[2]
+        duration_ms = entry.get("duration_ms")
         files.append(
             SlackFile(
                 id=file_id,
                 name=name if isinstance(name, str) else file_id,
                 url=url,
                 size=size if isinstance(size, int) else None,
-                mimetype=mimetype if isinstance(mimetype, str) else "",
+                mimetype=mimetype,
+                duration_s=duration_ms / 1000 if isinstance(duration_ms, int | float) else None,
             )
         )
     return tuple(files)

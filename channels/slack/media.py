@@ -11,17 +11,17 @@ files.completeUploadExternal). All file-system work runs off the event loop.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import aiohttp
-import structlog
 
+from bus import InboundMessage
 from channels.errors import ChannelError
-from channels.media_files import MediaStore, read_file, safe_file_name
+from channels.media_files import MediaIntake, MediaStore, read_file, safe_file_name
+from channels.media_info import too_large_reason
 from channels.slack.errors import CHANNEL
 from channels.slack.inbound import SlackFile
-
-log = structlog.get_logger(__name__)
 
 #: Files larger than this are not downloaded (Slack allows up to 1 GB).
 DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
@@ -43,30 +43,31 @@ class FileStore:
         self._bot_token = bot_token
         self._proxy = proxy
 
-    async def save_all(self, channel_id: str, files: Sequence[SlackFile]) -> list[str]:
-        """Paths of the saved files; one that cannot be fetched is logged and left out."""
-        if not files:
-            return []
-        paths: list[str] = []
-        timeout = aiohttp.ClientTimeout(total=self._store.timeout_s)
+    async def receive(
+        self, message: InboundMessage, files: Sequence[SlackFile], max_bytes: int
+    ) -> InboundMessage:
+        """`message` with `files` saved, and those over `max_bytes` (or the store's own limit)
+        or that cannot be fetched named in its text."""
+        intake = MediaIntake(
+            message, min(max_bytes, self._store.max_bytes), timeout_s=self._store.timeout_s
+        )
         headers = {"Authorization": f"Bearer {self._bot_token}"}
-        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
+        async with aiohttp.ClientSession(headers=headers) as session:
             for file in files:
-                path = await self._save(session, channel_id, file)
-                if path is not None:
-                    paths.append(str(path))
-        return paths
+                await intake.take(
+                    partial(self._save, session, message.chat_id, file),
+                    name=file.name,
+                    mime=file.mimetype or None,
+                    size=file.size,
+                    duration_s=file.duration_s,
+                )
+        return intake.message()
 
-    async def _save(
-        self, session: aiohttp.ClientSession, channel_id: str, file: SlackFile
-    ) -> Path | None:
-        if not self._store.admits(file.size, file_id=file.id):
-            return None
+    async def _save(self, session: aiohttp.ClientSession, channel_id: str, file: SlackFile) -> Path:
         try:
             data = await self._download(session, file)
-        except (aiohttp.ClientError, OSError, TimeoutError, ChannelError) as error:
-            log.warning("slack.file_download_failed", file_id=file.id, error=str(error))
-            return None
+        except (aiohttp.ClientError, OSError) as error:
+            raise ChannelError(f"the download failed: {error!r}", channel=CHANNEL) from error
         target = (
             self._store.root / safe_file_name(channel_id) / f"{file.id}_{safe_file_name(file.name)}"
         )
@@ -86,9 +87,7 @@ class FileStore:
             async for block in response.content.iter_chunked(64 * 1024):
                 data.extend(block)
                 if not self._store.fits(len(data)):
-                    raise ChannelError(
-                        f"larger than {self._store.max_bytes} bytes", channel=CHANNEL
-                    )
+                    raise ChannelError(too_large_reason(self._store.max_bytes), channel=CHANNEL)
             return bytes(data)
 
 

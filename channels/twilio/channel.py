@@ -17,6 +17,7 @@ indicator; the agent's Markdown is sent as plain text. Outbound media must be pu
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -27,11 +28,11 @@ from aiohttp import web
 from twilio.rest import Client
 
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.errors import AuthError, ChannelError, FatalChannelError
+from channels.errors import AuthError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup
 from channels.lifecycle.run_state import RunStateChannel
 from channels.markup.plain import render_phone_text
-from channels.media_files import MediaStore
+from channels.media_files import MediaIntake, MediaStore
 from channels.retry.pacing import RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.twilio.http import CHANNEL, TwilioHttp, basic_auth_header, twilio_call
@@ -154,41 +155,39 @@ class TwilioChannel(RunStateChannel):
             log.info("twilio.stranger_ignored", sid=sms.sid, sender=sms.sender)
             self._recent.seen(sms.sid)
             return
-        media = await self._save_media(sms) if allowed else []
-        await inbound.send(
-            InboundMessage(
-                channel=CHANNEL,
-                sender_id=sms.sender,
-                chat_id=sms.sender,
-                content=sms.body,
-                media=media,
-                metadata={"to": sms.to},
-                message_id=sms.sid,
-            )
+        received = InboundMessage(
+            channel=CHANNEL,
+            sender_id=sms.sender,
+            chat_id=sms.sender,
+            content=sms.body,
+            metadata={"to": sms.to},
+            message_id=sms.sid,
         )
+        # A stranger's files are not fetched: the dispatcher will refuse the message.
+        if sms.media_urls and allowed:
+            received = await self._receive_media(sms, received)
+        await inbound.send(received)
         self._recent.seen(sms.sid)
 
-    async def _save_media(self, sms: Sms) -> list[str]:
-        if not sms.media_urls:
-            return []
-        paths: list[str] = []
+    async def _receive_media(self, sms: Sms, received: InboundMessage) -> InboundMessage:
+        """The message with its MMS media saved; Twilio states no size beforehand, so the limit
+        is kept while each one is read."""
+        intake = MediaIntake(received, self.max_media_bytes, timeout_s=self._media.timeout_s)
         auth = {"Authorization": basic_auth_header(self._account_sid, self._auth_token)}
         async with aiohttp.ClientSession() as session:
-            for index, url in enumerate(sms.media_urls):
-                try:
-                    path = await self._media.fetch(
-                        session,
-                        url,
-                        chat_id=sms.sender,
-                        name=f"{sms.sid}-{index}",
-                        # The credentials go only to Twilio's own API host.
-                        headers=auth if _same_origin(url, self._api_base_url) else None,
-                    )
-                except ChannelError as error:
-                    log.warning("twilio.media_download_failed", sid=sms.sid, error=str(error))
-                    continue
-                paths.append(str(path))
-        return paths
+            for index, (url, mime) in enumerate(zip(sms.media_urls, sms.media_types, strict=True)):
+                fetch = partial(
+                    self._media.fetch,
+                    session,
+                    url,
+                    chat_id=sms.sender,
+                    name=f"{sms.sid}-{index}",
+                    # The credentials go only to Twilio's own API host.
+                    headers=auth if _same_origin(url, self._api_base_url) else None,
+                    max_bytes=self.max_media_bytes,
+                )
+                await intake.take(fetch, mime=mime or None)
+        return intake.message()
 
     # Outbound
 

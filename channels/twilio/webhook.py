@@ -65,10 +65,11 @@ class Sms:
     sender: str
     to: str
     body: str
-    #: The attachments' `MediaUrl{i}`. Their `MediaContentType{i}` is not kept: a saved file
-    #: is named by the content type its download answers with.
+    #: The attachments' `MediaUrl{i}`.
     media_urls: tuple[str, ...]
     opt_out_type: str | None
+    #: Their `MediaContentType{i}`, one for each URL ("" where Twilio sent none).
+    media_types: tuple[str, ...] = ()
 
     @property
     def is_carrier_keyword(self) -> bool:
@@ -88,7 +89,9 @@ def parse_sms(params: Params) -> Sms:
         count = min(MAX_MEDIA, max(0, int(_one(params, "NumMedia") or "0")))
     except ValueError as error:
         raise MalformedWebhook("NumMedia is not a number") from error
-    media_urls = tuple(url for index in range(count) if (url := _one(params, f"MediaUrl{index}")))
+    indexes = [index for index in range(count) if _one(params, f"MediaUrl{index}")]
+    media_urls = tuple(_one(params, f"MediaUrl{index}") for index in indexes)
+    media_types = tuple(_one(params, f"MediaContentType{index}") for index in indexes)
     return Sms(
         sid=sid,
         sender=sender,
@@ -96,6 +99,7 @@ def parse_sms(params: Params) -> Sms:
         body=_one(params, "Body"),
         media_urls=media_urls,
         opt_out_type=_one(params, "OptOutType") or None,
+        media_types=media_types,
     )
 
 

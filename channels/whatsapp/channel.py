@@ -35,7 +35,7 @@ from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.whatsapp.graph import CHANNEL, OUTSIDE_WINDOW_REASON, GraphClient, TokenRejected
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
-from channels.whatsapp.media import download, send_file
+from channels.whatsapp.media import receive, send_file
 from channels.whatsapp.webhook import WhatsAppWebhook
 from config import WhatsAppConfig
 
@@ -163,11 +163,16 @@ class WhatsAppChannel(RunStateChannel):
             self._recent.seen(message.wamid)
             return
         sender = message.message.sender_id
-        media = await self._save_media(message) if self.is_allowed(sender) else []
+        received = message.message
+        # A stranger's files are not fetched: the dispatcher will refuse the message.
+        if message.media is not None and self.is_allowed(sender):
+            received = await receive(
+                self.graph, self._media, received, message.media, self.max_media_bytes
+            )
         # Before the hand-over: its turn starts as the message goes to the journal, and its
         # first typing call must find the message to mark read.
         self._remember_latest(sender, message.wamid)
-        await inbound.send(message.with_files(media))
+        await inbound.send(received)
         self._recent.seen(message.wamid)
 
     def _remember_latest(self, chat_id: str, wamid: str) -> None:
@@ -184,16 +189,6 @@ class WhatsAppChannel(RunStateChannel):
             )
         else:
             log.debug("whatsapp.status", wamid=status.wamid, status=status.status)
-
-    async def _save_media(self, message: WhatsAppMessage) -> list[str]:
-        if message.media is None:
-            return []
-        try:
-            path = await download(self.graph, self._media, message.media, message.message.chat_id)
-        except ChannelError as error:
-            log.warning("whatsapp.media_download_failed", wamid=message.wamid, error=str(error))
-            return []
-        return [str(path)]
 
     # Outbound
 

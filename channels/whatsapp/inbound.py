@@ -46,10 +46,6 @@ class WhatsAppMessage:
     timestamp: int
     media: MediaRef | None
 
-    def with_files(self, paths: list[str]) -> InboundMessage:
-        """The message with its file saved at `paths` (none: no file was saved)."""
-        return self.message.model_copy(update={"media": paths}) if paths else self.message
-
 
 @dataclass(frozen=True, slots=True)
 class DeliveryStatus:

@@ -3,7 +3,7 @@
 Every model builds on `config.channels.base.ChannelConfigBase`; the fields that mean the same on
 every platform (`allow`, `webhook_path`) are declared through its helpers, each worded for its
 platform. The others (api_base_url, timeouts) are declared one by one: each description
-documents that platform in the generated reference (`python -m config.reference`). What the
+documents that platform in the generated reference (`python -m config.describe`). What the
 models share in behaviour is written once: `ChannelConfigBase`, the types of `config.common`,
 and `MODE_REQUIRES` for the keys a mode needs.
 """

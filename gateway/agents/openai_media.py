@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import structlog
 from openai.types.chat import ChatCompletionContentPartParam
 from PIL import Image, UnidentifiedImageError
 
@@ -30,6 +31,8 @@ from channels.media_info import MediaInfo, human_size, kind_for, mime_for
 
 if TYPE_CHECKING:
     from config import OpenAIAgentConfig
+
+log = structlog.get_logger(__name__)
 
 #: OpenAI's rule for a message's `name`.
 _NAME_CHARACTERS = re.compile(r"[^a-zA-Z0-9_-]+")
@@ -84,6 +87,7 @@ def _image(
     try:
         data = Path(media.path).read_bytes()
     except OSError as error:
+        _not_shown(media, f"not readable: {error.strerror}")
         return None, f"[image: {media.name}, not readable: {error.strerror}]"
     if not config.vision:
         size = dimensions(data)
@@ -91,12 +95,18 @@ def _image(
         return None, f"[image: {media.name}{shown}]"
     fitted = fit_image(data, media.mime, config.max_image_bytes)
     if fitted is None:
+        _not_shown(media, "unreadable or too large to scale down")
         return None, (
             f"[image: {media.name}, {human_size(media.size)}, not shown: it cannot be read or "
             f"made smaller than {human_size(config.max_image_bytes)}]"
         )
     url = f"data:{fitted.mime};base64,{base64.b64encode(fitted.data).decode('ascii')}"
     return {"type": "image_url", "image_url": {"url": url}}, ""
+
+
+def _not_shown(media: MediaInfo, reason: str) -> None:
+    # The turn's channel and message id come with the log's context (the runner binds them).
+    log.warning("media.image_not_shown", file=media.name, size=media.size, reason=reason)
 
 
 def _file(media: MediaInfo, max_chars: int) -> str:

@@ -35,6 +35,7 @@ from gateway.cli.probes import (
     probe_nats,
     probe_port,
     probe_postgres,
+    probe_transcription,
     url_host,
 )
 from gateway.cli.scaffold import placeholder_variable
@@ -164,6 +165,11 @@ def _probes(
             probe = probe_channel(profile_id, channel, data_dir / profile_id, timeout_s)
             yield f"{profile_id}:{channel.type}", probe
         yield f"{profile_id}:agent", probe_agent(profile_id, profile.agent, timeout_s)
+        if profile.transcription is not None:
+            yield (
+                f"{profile_id}:transcription",
+                probe_transcription(profile_id, profile.transcription, timeout_s),
+            )
     if gateway.bus.backend == "nats":
         yield "nats", probe_nats(gateway.bus.nats, timeout_s)
     dsn = gateway.store.dsn or getattr(gateway.bus, "postgres_dsn", None)

@@ -2,8 +2,9 @@
 
 Every probe finishes within its timeout and never raises: a failure is a result with the fix a
 user should try. Channels are probed through their own `Channel.probe()` (built by the registry,
-so a channel added later is probed without code here); the agent through its model list; NATS
-and PostgreSQL when a URL or DSN is configured; the ports by binding them.
+so a channel added later is probed without code here); the agent and the transcription endpoint
+through their model lists; NATS and PostgreSQL when a URL or DSN is configured; the ports by
+binding them.
 
 A port already taken may be this configuration's running daemon or another program (or another
 octos-gateway). A bind test cannot tell them apart (both refuse the bind), nor can asking the
@@ -28,7 +29,7 @@ from pydantic import BaseModel
 
 from channels.errors import AuthError, ChannelError
 from channels.registry import ChannelConfigLike, ChannelContext, build_channel
-from config import AgentConfig, OpenAIAgentConfig
+from config import AgentConfig, OpenAIAgentConfig, TranscriptionConfig
 from config.bus import NatsConfig
 from gateway.cli.run_overrides import bind_error
 
@@ -174,54 +175,77 @@ async def probe_agent(profile: str, config: AgentConfig, timeout_s: float) -> Pr
 
 
 async def _probe_openai(check: str, config: OpenAIAgentConfig, timeout_s: float) -> ProbeResult:
+    key = config.api_key.get_secret_value() if config.api_key else None
+    return await _probe_models(check, config.base_url, key, config.model, "agent.model", timeout_s)
+
+
+async def probe_transcription(
+    profile: str, config: TranscriptionConfig, timeout_s: float
+) -> ProbeResult:
+    """The transcription endpoint's model list, as for the openai agent: a transcription itself
+    would need audio and may cost money."""
+    key = config.api_key.get_secret_value() if config.api_key else None
+    return await _probe_models(
+        f"{profile}: transcription",
+        config.base_url,
+        key,
+        config.model,
+        "transcription.model",
+        timeout_s,
+    )
+
+
+async def _probe_models(
+    check: str, base_url: str, api_key: str | None, model: str, model_key: str, timeout_s: float
+) -> ProbeResult:
+    """GET /models of an OpenAI-compatible server: reached, the key taken, `model` listed."""
     import openai  # the agent's own SDK, already a dependency
 
-    key = config.api_key.get_secret_value() if config.api_key else "no-key"
     client = openai.AsyncOpenAI(
-        base_url=config.base_url, api_key=key, timeout=timeout_s, max_retries=0
+        base_url=base_url, api_key=api_key or "no-key", timeout=timeout_s, max_retries=0
     )
     try:
         async with asyncio.timeout(timeout_s):
-            models = [model.id async for model in client.models.list()]
+            models = [listed.id async for listed in client.models.list()]
     except openai.AuthenticationError:
         return ProbeResult(
             check,
             Outcome.FAIL,
-            f"{config.base_url} refused the API key (401)",
+            f"{base_url} refused the API key (401)",
             "check api_key (or the environment variable it names)",
         )
     except openai.NotFoundError:
         return ProbeResult(
             check,
             Outcome.WARN,
-            f"{config.base_url} answers but has no model list",
+            f"{base_url} answers but has no model list",
             "fine for servers without GET /models; send a message to be sure",
         )
     except (openai.APIConnectionError, TimeoutError):
         return ProbeResult(
             check,
             Outcome.FAIL,
-            f"cannot reach {config.base_url} within {timeout_s:g} s",
+            f"cannot reach {base_url} within {timeout_s:g} s",
             "check base_url and that the server is running",
         )
     except openai.APIStatusError as error:
         return ProbeResult(
             check,
             Outcome.FAIL,
-            f"{config.base_url} answered HTTP {error.status_code}",
+            f"{base_url} answered HTTP {error.status_code}",
             "check base_url and the server's logs",
         )
     finally:
         await client.close()
-    if config.model not in models:
+    if model not in models:
         shown = ", ".join(models[:5]) or "none"
         return ProbeResult(
             check,
             Outcome.WARN,
-            f"model {config.model!r} is not in the server's list ({shown})",
-            "check the model name in the profile's agent.model",
+            f"model {model!r} is not in the server's list ({shown})",
+            f"check the model name in the profile's {model_key}",
         )
-    return ProbeResult(check, Outcome.OK, f"model {config.model} at {config.base_url}")
+    return ProbeResult(check, Outcome.OK, f"model {model} at {base_url}")
 
 
 async def probe_nats(config: NatsConfig, timeout_s: float) -> ProbeResult:

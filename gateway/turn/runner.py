@@ -113,6 +113,34 @@ class TurnRunner:
         growing reply are sent only when the channel can show them (`streams`), and typing
         signals only to a channel that shows typing, to `outbound` (default: the runner's).
         """
+        # Every warning of the turn (an image the model cannot be shown, an audio the
+        # transcriber rejects) names the message it is about.
+        with structlog.contextvars.bound_contextvars(
+            channel=trigger.channel, message_id=trigger.message_id
+        ):
+            return await self._answer(
+                key,
+                trigger,
+                content,
+                answers,
+                stream_id=stream_id,
+                streams=streams,
+                shows_typing=shows_typing,
+                outbound=outbound,
+            )
+
+    async def _answer(
+        self,
+        key: SessionKey,
+        trigger: InboundMessage,
+        content: str,
+        answers: list[str],
+        *,
+        stream_id: str,
+        streams: bool,
+        shows_typing: bool,
+        outbound: OutboundSink | None,
+    ) -> Answer:
         sink = outbound or self._outbound or _SHOWN_NOWHERE
         started = time.perf_counter()
         if logs.debug_enabled:

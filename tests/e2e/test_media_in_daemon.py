@@ -1,4 +1,5 @@
-"""Photos, voice notes and files a user sends on Telegram reach the agent, through the daemon.
+"""Photos, voice notes and files a user sends on Telegram (and a photo on Discord) reach the
+agent, through the daemon.
 
 The openai agent sees a photo as an `image_url` part; a voice note is transcribed by the
 profile's `/audio/transcriptions` endpoint before the turn, and the transcript is what the
@@ -19,8 +20,9 @@ import aiohttp
 import pytest
 from PIL import Image
 
-from tests.e2e.conftest import logged, running_daemon
+from tests.e2e.conftest import WAIT_S, logged, running_daemon
 from tests.e2e.telegram_profiles import polling_profile
+from tests.fakes.discord_server import FakeAttachment, FakeDiscord, FakeUser
 from tests.fakes.openai_server import FakeOpenAI, ScriptedCompletion
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
@@ -52,6 +54,35 @@ async def test_a_photo_reaches_the_model_as_an_image_part(tmp_path: Path) -> Non
         async with running_daemon(tmp_path, {"main": profile}):
             telegram.push_message(USER, caption="what is this?", photo=photo, user_id=USER)
             await telegram.wait_for_calls("sendMessage", timeout_s=30)
+    [request] = [r for r in model.requests if r.path == "/v1/chat/completions"]
+    [content] = user_contents(request.body)
+    assert content[0] == {"type": "text", "text": "what is this?"}
+    url = content[1]["image_url"]["url"]
+    assert url.startswith("data:image/jpeg;base64,")
+    assert base64.b64decode(url.partition(",")[2]) == photo
+
+
+async def test_a_discord_photo_reaches_the_model_as_an_image_part(tmp_path: Path) -> None:
+    photo = jpeg()
+    alice = FakeUser(id=111_111_111_111_111_111, username="alice")
+    dm = 300_000_000_000_000_001
+    async with FakeDiscord() as discord, FakeOpenAI() as model:
+        model.script(ScriptedCompletion(text="A red square."))
+        profile = f"""\
+agent: {openai_agent(model)}
+channels:
+  - type: discord
+    token: "{discord.token}"
+    api_base_url: {discord.api_base_url}
+    gateway_url: {discord.gateway_url}
+    allow: [{alice.id}]
+"""
+        async with running_daemon(tmp_path, {"main": profile}) as daemon:
+            await daemon.wait_log(logged("discord.gateway_ready"))
+            await discord.wait_ready(WAIT_S)
+            picture = FakeAttachment("square.jpg", photo, "image/jpeg")
+            await discord.push_message(dm, alice, "what is this?", attachments=[picture])
+            await discord.wait_until(lambda: discord.bot_messages(dm), WAIT_S)
     [request] = [r for r in model.requests if r.path == "/v1/chat/completions"]
     [content] = user_contents(request.body)
     assert content[0] == {"type": "text", "text": "what is this?"}
@@ -95,11 +126,30 @@ async def test_a_failed_transcription_leaves_a_placeholder_and_the_turn_runs(
         async with running_daemon(tmp_path, {"main": profile}) as daemon:
             telegram.push_message(USER, voice=(b"OggS voice bytes", 42), user_id=USER)
             await telegram.wait_for_calls("sendMessage", timeout_s=30)
-            await daemon.wait_log(logged("transcription.failed"))
+            warning = await daemon.wait_log(logged("transcription.failed"))
+    assert warning["channel"] == "telegram"
+    assert warning["message_id"]
     [request] = [r for r in model.requests if r.path == "/v1/chat/completions"]
     assert user_contents(request.body) == [
         "[voice message, 0:42, not transcribed: the transcriber answered HTTP 500]"
     ]
+
+
+async def test_an_unreadable_image_is_named_and_the_warning_names_the_message(
+    tmp_path: Path,
+) -> None:
+    async with FakeTelegram() as telegram, FakeOpenAI() as model:
+        profile = polling_profile(telegram, USER, openai_agent(model))
+        async with running_daemon(tmp_path, {"main": profile}) as daemon:
+            telegram.push_message(USER, caption="and this?", photo=b"not an image", user_id=USER)
+            await telegram.wait_for_calls("sendMessage", timeout_s=30)
+            warning = await daemon.wait_log(logged("media.image_not_shown"))
+    assert warning["channel"] == "telegram"
+    assert warning["message_id"]
+    [request] = [r for r in model.requests if r.path == "/v1/chat/completions"]
+    [content] = user_contents(request.body)
+    assert content.startswith("and this?\n[image: ")
+    assert "not shown: it cannot be read" in content
 
 
 async def test_a_file_over_the_limit_is_named_not_downloaded(tmp_path: Path) -> None:

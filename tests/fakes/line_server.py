@@ -173,15 +173,35 @@ class FakeLine:
         return event
 
     def image_event(self, user_id: str, data: bytes, *, mimetype: str = "image/jpeg") -> JsonObject:
+        return self.media_event(user_id, "image", data, mimetype=mimetype)
+
+    def media_event(
+        self,
+        user_id: str,
+        kind: str,
+        data: bytes,
+        *,
+        mimetype: str,
+        duration_ms: int | None = None,
+        file_name: str | None = None,
+        stated_size: int | None = None,
+    ) -> JsonObject:
+        """A user sends an image, video, audio or file, as LINE's webhook describes each: audio
+        and video with their `duration`, a file with its `fileName` and `fileSize`."""
         event = self._message_event(user_id, None, None, False)
         message_id = self.new_id()
         self.contents[message_id] = (data, mimetype)
-        event["message"] = {
-            "type": "image",
-            "id": message_id,
-            "quoteToken": uuid.uuid4().hex,
-            "contentProvider": {"type": "line"},
-        }
+        message: JsonObject = {"type": kind, "id": message_id}
+        if kind == "file":
+            message["fileName"] = file_name or "file"
+            message["fileSize"] = len(data) if stated_size is None else stated_size
+        else:
+            message["contentProvider"] = {"type": "line"}
+        if kind in ("image", "video"):
+            message["quoteToken"] = uuid.uuid4().hex
+        if duration_ms is not None:
+            message["duration"] = duration_ms
+        event["message"] = message
         return event
 
     def _message_event(

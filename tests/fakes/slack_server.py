@@ -118,6 +118,8 @@ class FakeSlack(ServedFake):
         self.requests: list[RecordedRequest] = []
         self.messages: dict[str, list[JsonObject]] = {}
         self.files: dict[str, JsonObject] = {}
+        #: The ids of the shared files fetched, in order.
+        self.downloaded: list[str] = []
         self.envelopes: list[JsonObject] = []
         self.acks: list[str] = []
         self.socket_available = True
@@ -541,6 +543,7 @@ class FakeSlack(ServedFake):
 
     async def _download(self, request: web.Request) -> web.Response:
         file_id = request.match_info["key"].rpartition("-")[2]
+        self.downloaded.append(file_id)
         hosted = self._hosted.get(file_id)
         if hosted is None:
             return web.Response(status=404, text="no such file")

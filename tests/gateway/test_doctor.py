@@ -152,6 +152,26 @@ async def test_an_unknown_model_warns_and_a_busy_port_fails(fakes: Fakes, tmp_pa
     assert "--api-port" in port[1]
 
 
+async def test_the_transcription_endpoint_is_probed_when_configured(
+    fakes: Fakes, tmp_path: Path
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    reached = profile(fakes) + (
+        f'transcription: {{base_url: "{fakes.openai.base_url}", model: fake-model, '
+        f"api_key: {API_KEY}}}\n"
+    )
+    unreachable = profile(fakes) + f'transcription: {{base_url: "{dead}"}}\n'
+    config = write_config(tmp_path, {"bot": reached, "other": unreachable})
+    result = await run_cli("doctor", "-c", str(config), "--timeout", "3", cwd=tmp_path)
+    ok = lines_of(result, "bot: transcription")
+    assert " ok " in ok[0]
+    assert "model fake-model" in ok[0]
+    failed = lines_of(result, "other: transcription")
+    assert f"cannot reach {dead}" in failed[0]
+    assert "fix: check base_url" in failed[1]
+    assert API_KEY not in result.out + result.err
+
+
 async def test_an_unreachable_agent_fails_and_invalid_config_is_listed(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
     agent = f'agent: {{type: openai, base_url: "{dead}", model: m}}\n'

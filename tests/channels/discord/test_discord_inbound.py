@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from channels.media_info import MEDIA_DETAILS
 from tests.channels.discord.conftest import (
     ALICE,
     DM_CHANNEL,
@@ -170,3 +171,51 @@ async def test_an_undecodable_frame_reconnects_and_messages_keep_arriving(
 
     assert inbound.content == "after the garbage"
     assert bot.queued_inbound() == 0
+
+
+async def test_a_photo_reaches_the_message_with_its_details(bot: RunningBot) -> None:
+    await bot.fake.push_message(
+        DM_CHANNEL, ALICE, "", attachments=[FakeAttachment("cat.png", b"\x89PNG...", "image/png")]
+    )
+
+    inbound = await bot.next_inbound()
+
+    details = inbound.metadata[MEDIA_DETAILS][inbound.media[0]]
+    assert details == {"name": "cat.png", "mime": "image/png"}
+
+
+async def test_a_voice_message_carries_its_duration(bot: RunningBot) -> None:
+    voice = FakeAttachment("voice-message.ogg", b"OggS...", "audio/ogg", duration_s=4.2)
+    await bot.fake.push_message(DM_CHANNEL, ALICE, "", attachments=[voice])
+
+    inbound = await bot.next_inbound()
+
+    assert inbound.metadata[MEDIA_DETAILS][inbound.media[0]]["duration_s"] == 4.2
+
+
+async def test_a_file_over_the_limit_is_named_and_not_downloaded(bot: RunningBot) -> None:
+    bot.channel.max_media_bytes = 1000
+    video = FakeAttachment("party.mp4", b"x" * 10, "video/mp4", stated_size=31 * 1024 * 1024)
+    pushed = await bot.fake.push_message(DM_CHANNEL, ALICE, "look", attachments=[video])
+
+    inbound = await bot.next_inbound()
+
+    assert inbound.media == []
+    assert (
+        inbound.content
+        == "look\n[video: party.mp4, 31 MB, not downloaded: larger than the 1000 bytes limit]"
+    )
+    assert inbound.message_id == pushed["id"]
+    assert bot.fake.cdn_fetched == []
+
+
+async def test_a_refused_download_is_named_and_the_message_still_arrives(bot: RunningBot) -> None:
+    gone = FakeAttachment("gone.pdf", b"%PDF", "application/pdf", served=False)
+    await bot.fake.push_message(DM_CHANNEL, ALICE, "see", attachments=[gone])
+
+    inbound = await bot.next_inbound()
+
+    assert inbound.media == []
+    assert inbound.content.startswith(
+        "see\n[file: gone.pdf, 4 bytes, not downloaded: Discord refused"
+    )

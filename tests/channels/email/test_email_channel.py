@@ -12,6 +12,7 @@ from bus import ANSWERS, OutboundMessage
 from channels.email import EmailChannel
 from channels.email.smtp import DEFAULT_RATE_LIMIT_WAIT_S, MailRejected
 from channels.errors import AuthError, MessageTooLong, RateLimited, TransientError
+from channels.media_info import MEDIA_DETAILS
 from channels.registry import ChannelContext, build_channel
 from config import EmailConfig
 from gateway.cli.probes import Outcome, probe_channel
@@ -191,6 +192,27 @@ async def test_attachments_are_saved_for_allowed_senders_only_and_files_sent_att
     [attachment] = list(sent.message.iter_attachments())
     assert attachment.get_filename() == Path(saved).name
     assert attachment.get_content() == b"%PDF-1.4 fake"
+
+
+async def test_an_image_keeps_its_details_and_one_over_the_limit_is_named(
+    imap: FakeImap, make_config: Callable[..., EmailConfig], data_dir: Path
+) -> None:
+    photo = ("cat.jpg", "image/jpeg", b"\xff\xd8 fake jpeg")
+    video = ("party.mp4", "video/mp4", b"x" * 4096)
+    channel = build_channel(make_config(), ChannelContext("work", data_dir, max_media_bytes=1000))
+    assert isinstance(channel, EmailChannel)
+
+    inbound = await receive(
+        channel, imap, [make_mail(ALICE, "two files", attachments=(photo, video))]
+    )
+
+    [message] = inbound.received
+    [saved] = message.media
+    assert message.metadata[MEDIA_DETAILS][saved] == {"name": "cat.jpg", "mime": "image/jpeg"}
+    assert message.content.endswith(
+        "\n[video: party.mp4, 4 KB, not downloaded: larger than the 1000 bytes limit]"
+    )
+    assert list((data_dir / "media").rglob("*.mp4")) == []
 
 
 async def test_the_allow_list_takes_addresses_and_domains(

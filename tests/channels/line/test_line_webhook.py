@@ -10,6 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from bus import InboundRefused
+from channels.media_info import MEDIA_DETAILS
 from tests.channels.line.attacks import ATTACK_NAMES, attack_cases
 from tests.channels.line.conftest import ALICE, GROUP, MALLORY, WAIT_S, RunningLine
 
@@ -113,5 +114,43 @@ async def test_images_are_downloaded_from_the_data_api_for_allowed_senders_only(
     [path] = alice.media
     with open(path, "rb") as saved:  # noqa: ASYNC230 (a small local file in a test)
         assert saved.read() == b"\xff\xd8 alice's photo"
-    assert alice.content == "[image]"
+    assert alice.content == ""
+    assert alice.metadata[MEDIA_DETAILS][path] == {"mime": "image/jpeg"}
     assert mallory.media == []
+    assert mallory.content == "[image]"
+
+
+async def test_audio_carries_its_duration_and_a_file_its_name(line: RunningLine) -> None:
+    fake = line.fake
+    voice = fake.media_event(ALICE, "audio", b"m4a audio", mimetype="audio/x-m4a", duration_ms=4200)
+    plan = fake.media_event(
+        ALICE, "file", b"%PDF-1.7", mimetype="application/pdf", file_name="plan.pdf"
+    )
+    assert await fake.deliver(line.url, [voice, plan]) == 200
+
+    spoken, document = line.inbound.messages
+    [voice_path] = spoken.media
+    assert spoken.metadata[MEDIA_DETAILS][voice_path] == {"mime": "audio/mp4", "duration_s": 4.2}
+    [plan_path] = document.media
+    assert document.metadata[MEDIA_DETAILS][plan_path] == {"name": "plan.pdf"}
+
+
+async def test_a_file_over_the_limit_is_named_and_not_downloaded(line: RunningLine) -> None:
+    line.channel.max_media_bytes = 1000
+    fake = line.fake
+    big = fake.media_event(
+        ALICE,
+        "file",
+        b"x" * 10,
+        mimetype="application/zip",
+        file_name="photos.zip",
+        stated_size=31 * 1024 * 1024,
+    )
+    assert await fake.deliver(line.url, [big]) == 200
+
+    [message] = line.inbound.messages
+    assert message.media == []
+    assert message.content == (
+        "[file: photos.zip, 31 MB, not downloaded: larger than the 1000 bytes limit]"
+    )
+    assert fake.content_requests == []

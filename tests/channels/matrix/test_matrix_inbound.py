@@ -9,6 +9,7 @@ from pathlib import Path
 from bus import InboundRefused
 from channels.matrix import ENCRYPTED_NOTICE
 from channels.matrix.channel import since_path
+from channels.media_info import MEDIA_DETAILS
 from tests.channels.matrix.conftest import (
     ALICE,
     BOB,
@@ -228,3 +229,38 @@ async def test_a_page_of_the_gap_that_fails_is_read_again_and_nothing_skipped(
         assert [c.status for c in fake.calls_to("GET", "/messages")].count(502) == 1
     finally:
         await second.stop()
+
+
+async def test_an_image_keeps_its_details_and_audio_its_duration(matrix: RunningMatrix) -> None:
+    fake = matrix.fake
+    room = fake.create_room([ALICE])
+    fake.say_file(room, ALICE, b"\x89PNG", name="cat.png")
+    fake.say_file(room, ALICE, b"OggS", name="voice.ogg", mimetype="audio/ogg", duration_ms=4200)
+
+    picture, voice = await matrix.inbound.wait_for(2)
+
+    [picture_path] = picture.media
+    assert picture.metadata[MEDIA_DETAILS][picture_path] == {
+        "name": "cat.png",
+        "mime": "image/png",
+    }
+    [voice_path] = voice.media
+    assert voice.metadata[MEDIA_DETAILS][voice_path]["duration_s"] == 4.2
+
+
+async def test_a_file_over_the_limit_is_named_and_not_downloaded(matrix: RunningMatrix) -> None:
+    matrix.channel.max_media_bytes = 1000
+    fake = matrix.fake
+    room = fake.create_room([ALICE])
+    fake.say_file(
+        room, ALICE, b"x", name="film.zip", mimetype="application/zip", stated_size=31 << 20
+    )
+
+    [message] = await matrix.inbound.wait_for(1)
+
+    assert message.media == []
+    assert message.content == (
+        "[m.file] film.zip\n"
+        "[file: film.zip, 31 MB, not downloaded: larger than the 1000 bytes limit]"
+    )
+    assert fake.downloads == []

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bus import OutboundMessage
 from channels.base import FORMATTED
+from channels.media_info import MEDIA_DETAILS
 from tests.channels.slack.conftest import ALICE, BOB, DM, GENERAL, RunningSlack
 
 
@@ -181,3 +182,47 @@ async def test_raw_text_is_sent_escaped_and_formatted_text_as_mrkdwn(slack: Runn
         "a &lt;b&gt; &amp; *c*",
         True,
     )
+
+
+async def test_a_shared_photo_reaches_the_message_with_its_details(slack: RunningSlack) -> None:
+    photo = slack.fake.host_file("cat.png", b"\x89PNG...", "image/png")
+
+    inbound = await slack.say(DM, ALICE, "", channel_type="im", files=[photo])
+
+    [saved] = inbound.media
+    assert inbound.metadata[MEDIA_DETAILS][saved] == {"name": "cat.png", "mime": "image/png"}
+
+
+async def test_an_audio_clip_carries_its_duration(slack: RunningSlack) -> None:
+    clip = slack.fake.host_file("audio_message.mp4", b"....ftypM4A", "video/mp4")
+    clip.update(subtype="slack_audio", duration_ms=4200)
+
+    inbound = await slack.say(DM, ALICE, "", channel_type="im", files=[clip])
+
+    [saved] = inbound.media
+    assert inbound.metadata[MEDIA_DETAILS][saved]["duration_s"] == 4.2
+    assert inbound.metadata[MEDIA_DETAILS][saved]["mime"] == "audio/mp4"
+
+
+async def test_a_file_over_the_limit_is_named_and_not_downloaded(slack: RunningSlack) -> None:
+    slack.channel.max_media_bytes = 1000
+    video = slack.fake.host_file("party.mp4", b"x" * 10, "video/mp4")
+    video["size"] = 31 * 1024 * 1024
+
+    inbound = await slack.say(DM, ALICE, "look", channel_type="im", files=[video])
+
+    assert inbound.media == []
+    assert inbound.content == (
+        "look\n[video: party.mp4, 31 MB, not downloaded: larger than the 1000 bytes limit]"
+    )
+    assert slack.fake.downloaded == []
+
+
+async def test_a_refused_download_is_named_in_the_text(slack: RunningSlack) -> None:
+    gone = slack.fake.host_file("gone.pdf", b"%PDF", "application/pdf")
+    gone["url_private_download"] = f"{slack.fake.origin}/files-pri/{slack.fake.team_id}-FNOPE/x"
+
+    inbound = await slack.say(DM, ALICE, "see", channel_type="im", files=[gone])
+
+    assert inbound.media == []
+    assert inbound.content == "see\n[file: gone.pdf, 4 bytes, not downloaded: HTTP 404]"

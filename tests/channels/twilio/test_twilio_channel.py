@@ -17,6 +17,7 @@ from bus import OutboundMessage, create_bus
 from channels.access.allow import AllowList
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
+from channels.media_info import MEDIA_DETAILS
 from channels.registry import ChannelContext, ChannelUnavailable, build_channel
 from channels.twilio import TwilioChannel, TwilioSignature, Verdict, parse_sms
 from config import TwilioConfig
@@ -288,3 +289,30 @@ def test_without_the_twilio_library_the_error_names_the_extra(
     )
     with pytest.raises(ChannelUnavailable, match=r"pip install 'octos-gateway\[twilio\]'"):
         build_channel(config, ChannelContext("p", tmp_path))
+
+
+async def test_an_mms_photo_keeps_its_content_type(running: Running) -> None:
+    fake = running.fake
+    url = fake.host_media(b"\xff\xd8\xff fake jpeg", "image/jpeg")
+    await running.post(fake.webhook_form(ALICE, "", media=[(url, "image/jpeg")]))
+
+    message = await running.next_inbound()
+
+    [path] = message.media
+    assert message.metadata[MEDIA_DETAILS][path] == {"mime": "image/jpeg"}
+
+
+async def test_mms_media_over_the_limit_is_named_and_not_kept(
+    running: Running, tmp_path: Path
+) -> None:
+    running.channel.max_media_bytes = 1000
+    fake = running.fake
+    url = fake.host_media(b"x" * 5000, "video/mp4")
+    await running.post(fake.webhook_form(ALICE, "look", media=[(url, "video/mp4")]))
+
+    message = await running.next_inbound()
+
+    assert message.media == []
+    # MMS states no size: the download stops at the limit.
+    assert message.content == "look\n[video, not downloaded: larger than the 1000 bytes limit]"
+    assert list((tmp_path / "media").rglob("*.mp4")) == []

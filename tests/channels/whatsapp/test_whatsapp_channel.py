@@ -18,6 +18,7 @@ from bus import OutboundMessage, create_bus
 from channels.access.allow import AllowList
 from channels.errors import ChannelError, DeliveryError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
+from channels.media_info import MEDIA_DETAILS
 from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, parse_notification
 from config import WhatsAppConfig
 from tests.channels.refusing_sender import RefusingSender, refused_then_taken
@@ -176,7 +177,36 @@ async def test_media_is_downloaded_for_allowed_senders_only(running: Running) ->
     broken = {"id": corrupt, "mime_type": "image/jpeg", "caption": "broken"}
     assert await running.post(fake.message_notification(ALICE, "image", broken)) == 200
     damaged = await running.next_inbound()
-    assert (damaged.content, damaged.media) == ("broken", [])
+    assert damaged.media == []
+    assert damaged.content == (
+        "broken\n[image, 15 bytes, not downloaded: the SHA-256 digest does not match]"
+    )
+
+
+async def test_a_photo_keeps_its_type_and_a_document_its_name(running: Running) -> None:
+    fake = running.fake
+    media_id = fake.host_media(b"%PDF-1.7", "application/pdf")
+    document = {"id": media_id, "mime_type": "application/pdf", "filename": "plan.pdf"}
+    await running.post(fake.message_notification(ALICE, "document", document))
+
+    message = await running.next_inbound()
+
+    [path] = message.media
+    assert message.metadata[MEDIA_DETAILS][path] == {"name": "plan.pdf", "mime": "application/pdf"}
+
+
+async def test_a_file_over_the_limit_is_named_and_not_downloaded(running: Running) -> None:
+    running.channel.max_media_bytes = 10
+    fake = running.fake
+    media_id = fake.host_media(b"x" * 2048, "video/mp4")
+    video = {"id": media_id, "mime_type": "video/mp4", "caption": "party"}
+    await running.post(fake.message_notification(ALICE, "video", video))
+
+    message = await running.next_inbound()
+
+    assert message.media == []
+    assert message.content == "party\n[video, 2 KB, not downloaded: larger than the 10 bytes limit]"
+    assert fake.media_downloads == []
 
 
 async def test_typing_marks_the_last_message_read_and_replies_are_text(

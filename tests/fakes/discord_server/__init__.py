@@ -143,6 +143,11 @@ class FakeDiscord(ServedFake):
         pattern = re.compile(path)
         return [r for r in self.requests if r.method == method and pattern.fullmatch(r.path)]
 
+    @property
+    def cdn_fetched(self) -> list[str]:
+        """The CDN keys of the files fetched, in order."""
+        return self._world.cdn_fetched
+
     def bot_messages(self, channel_id: int) -> list[JsonObject]:
         """What the bot posted in a channel and has not deleted, oldest first."""
         return self._world.bot_messages(channel_id)

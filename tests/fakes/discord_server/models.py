@@ -44,6 +44,12 @@ class FakeAttachment:
     filename: str
     data: bytes
     content_type: str = "application/octet-stream"
+    #: A voice message's length: Discord then sends `duration_secs` and a `waveform`.
+    duration_s: float | None = None
+    #: The size Discord states, when a test wants it to differ from the bytes served.
+    stated_size: int | None = None
+    #: False: the CDN answers 404 for it, as for an expired link.
+    served: bool = True
 
 
 @dataclass(frozen=True)
@@ -146,7 +152,8 @@ def message_payload(
         "embeds": list(embeds),
         "pinned": False,
         "type": 0,
-        "flags": 0,
+        # IS_VOICE_MESSAGE: a voice message is one attachment with a duration.
+        "flags": 1 << 13 if any("duration_secs" in item for item in attachments) else 0,
     }
     if guild_id is not None:
         message["guild_id"] = str(guild_id)

@@ -80,6 +80,7 @@ class RestApi:
         return response
 
     async def cdn_file(self, request: web.Request) -> web.Response:
+        self.world.cdn_fetched.append(request.match_info["key"])
         hosted = self.world.cdn.get(request.match_info["key"])
         if hosted is None:
             return web.Response(status=404)

@@ -37,6 +37,8 @@ class World:
     channels: dict[int, JsonObject] = field(default_factory=dict)
     guilds: dict[int, Guild] = field(default_factory=dict)
     cdn: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    #: The CDN keys fetched, in order.
+    cdn_fetched: list[str] = field(default_factory=list)
 
     @property
     def owner_id(self) -> int:
@@ -73,16 +75,23 @@ class World:
         # Like Discord's CDN: the URL carries a tamed name; `filename` keeps the original.
         url_name = re.sub(r"[^A-Za-z0-9._-]", "_", attachment.filename)
         key = f"{channel_id}/{attachment_id}/{url_name}"
-        self.cdn[key] = (attachment.data, attachment.content_type)
+        if attachment.served:
+            self.cdn[key] = (attachment.data, attachment.content_type)
         url = f"{self.origin}/attachments/{key}"
-        return {
+        hosted: JsonObject = {
             "id": str(attachment_id),
             "filename": attachment.filename,
-            "size": len(attachment.data),
+            "size": len(attachment.data)
+            if attachment.stated_size is None
+            else attachment.stated_size,
             "url": url,
             "proxy_url": url,
             "content_type": attachment.content_type,
         }
+        if attachment.duration_s is not None:
+            hosted["duration_secs"] = attachment.duration_s
+            hosted["waveform"] = "AAAA"
+        return hosted
 
     def create_message(
         self,

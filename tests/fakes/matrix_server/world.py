@@ -131,17 +131,33 @@ class MatrixWorld:
         return str(event["event_id"])
 
     def say_file(
-        self, room_id: str, sender: str, data: bytes, *, name: str, mimetype: str = "image/png"
+        self,
+        room_id: str,
+        sender: str,
+        data: bytes,
+        *,
+        name: str,
+        mimetype: str = "image/png",
+        duration_ms: int | None = None,
+        stated_size: int | None = None,
     ) -> str:
-        """An `m.image` (or `m.file` for anything not an image) whose bytes the fake serves."""
+        """An `m.image`, `m.audio` (with `info.duration`, in ms) or `m.file` for anything else,
+        whose bytes the fake serves."""
         media_id = f"media{next(self._ids)}"
         self.media[media_id] = (data, mimetype)
-        msgtype = "m.image" if mimetype.startswith("image/") else "m.file"
+        major = mimetype.partition("/")[0]
+        msgtype = {"image": "m.image", "audio": "m.audio"}.get(major, "m.file")
+        info: JsonObject = {
+            "mimetype": mimetype,
+            "size": len(data) if stated_size is None else stated_size,
+        }
+        if duration_ms is not None:
+            info["duration"] = duration_ms
         content = {
             "msgtype": msgtype,
             "body": name,
             "url": f"mxc://{SERVER}/{media_id}",
-            "info": {"mimetype": mimetype, "size": len(data)},
+            "info": info,
         }
         event = self._event(room_id, sender, "m.room.message", content)
         self._append(room_id, event)
