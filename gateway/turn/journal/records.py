@@ -11,6 +11,9 @@
   part (the message's place in the reply, from 0) and the platform's id of it. A turn resumed
   after a crash finishes these messages in place instead of sending its reply again beside
   them; the turn's `sent` record retires them.
+- `offer`: the buttons of a chat's last reply (`ButtonOffer`), restated by checkpoints while
+  they can be tapped: where a channel shows buttons as a numbered list, a reply of the number
+  is their tap, also after a restart.
 - `snap`: the first record of a checkpoint: the next journal id; the live `in`, `done`,
   `opened` and `sent` records follow it (the dedup table is in its own file, see `dedup_file`).
 
@@ -36,7 +39,7 @@ from typing import Any
 
 import pydantic_core
 
-from bus import InboundMessage, Message, OutboundMessage, Task
+from bus import Button, ButtonRows, InboundMessage, Message, OutboundMessage, Task
 from gateway.turn.task import TurnTask
 
 
@@ -158,6 +161,42 @@ def opened_from(record: Record) -> OpenedPart:
         chat_id=str(record["chat"]),
         part=int(record["part"]),
         platform_id=str(record["msg"]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonOffer:
+    """The buttons of a chat's last reply (an `offer` record, written only in checkpoints: the
+    `done` record of the reply holds them until then). `message_id` names the reply to a tap
+    by its number: the turn's id."""
+
+    channel: str
+    chat_id: str
+    message_id: str
+    buttons: ButtonRows
+    #: When the reply was made, seconds since the epoch.
+    at: float
+
+    def encode(self) -> bytes:
+        return _dumps(
+            {
+                "k": "offer",
+                "ch": self.channel,
+                "chat": self.chat_id,
+                "msg": self.message_id,
+                "at": self.at,
+                "b": [[button.to_dict() for button in row] for row in self.buttons],
+            }
+        )
+
+
+def offer_from(record: Record) -> ButtonOffer:
+    return ButtonOffer(
+        channel=str(record["ch"]),
+        chat_id=str(record["chat"]),
+        message_id=str(record["msg"]),
+        buttons=[[Button.model_validate(b) for b in row] for row in record.get("b", [])],
+        at=float(record["at"]),
     )
 
 
