@@ -8,7 +8,10 @@ Outbound, the pipe carries `OutboundEvent`, one of:
 - `StreamSnapshot`: the whole text so far of a streamed reply (never a delta, so a lost or
   merged snapshot does no harm); shown only on a channel that can edit messages;
 - `TypingStarted` / `TypingStopped`: show "typing" in a chat while a turn runs, or no longer
-  (the reply itself stops it too).
+  (the reply itself stops it too);
+- `ReactionChanged`: the bot's reaction to a user's message added or taken back (the agent's
+  `reaction`, a profile's `working_reaction` while a turn runs);
+- `ButtonsUsed`: a single-use button of a message was tapped: its buttons go.
 
 The channel manager dispatches them with one `match`. A channel never receives an event: it
 gets the calls the manager makes for it (`send`, `send_with_id` / `edit_message`,
@@ -65,9 +68,31 @@ class InboundMessage(WireModel):
 ANSWERS = "octos.answers"
 SESSION = "octos.session"
 FAILED = "octos.failed"
+#: On a button tap (an inbound message): `{"data": <the button's data>, "message_id": <the bot
+#: message that held the button>}`; the webhook agent sees it as `message.callback`.
+CALLBACK = "callback"
+#: On a button tap, where the platform tells it: when the tapped message was sent (seconds
+#: since the epoch), from which `buttons_ttl_s` counts.
+TAPPED_SENT_AT = "octos.tapped_sent_at"
 #: Set on a dead letter sent again (`octos-gateway dead-letters retry`): when that was (seconds
 #: since the epoch), from which its delivery deadline counts instead of from its turn.
 SENT_AGAIN_AT = "octos.sent_again_at"
+
+
+#: The most bytes a button's `data` may hold (Telegram's `callback_data` limit, the smallest).
+BUTTON_DATA_MAX_BYTES = 64
+
+
+class Button(WireModel):
+    """A button under a reply: a tap sends `data` back as an inbound message of the chat (see
+    `CALLBACK`); a button with `url` opens the link instead."""
+
+    text: str
+    data: str | None = None
+    url: str | None = None
+
+
+ButtonRows: TypeAlias = list[list[Button]]
 
 
 class OutboundMessage(WireModel):
@@ -89,6 +114,9 @@ class OutboundMessage(WireModel):
     #: the splitter made): a platform with an idempotency key (Discord nonce, Matrix txnId,
     #: LINE X-Line-Retry-Key) derives it from this, so a resend is not shown twice.
     delivery_id: str | None = None
+    #: Rows of buttons under the reply (its last message, when it is split); each channel
+    #: shows them its own way (`channels.buttons`).
+    buttons: ButtonRows = Field(default_factory=list)
 
     def answered_ids(self) -> list[str]:
         """The platform ids of the messages this answers: `reply_to`, then the `ANSWERS` ids
@@ -153,7 +181,27 @@ class TypingStopped(_ChatSignal):
     """The turn ended without a reply (cancelled): stop showing "typing"."""
 
 
-OutboundEvent: TypeAlias = OutboundMessage | StreamSnapshot | TypingStarted | TypingStopped
+@dataclass(frozen=True, slots=True)
+class ReactionChanged(_ChatSignal):
+    """The bot's reaction `emoji` to the message `message_id` of the chat: added, or taken
+    back (`removed`); a channel without reactions ignores it."""
+
+    message_id: str
+    emoji: str
+    removed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonsUsed(_ChatSignal):
+    """A single-use button of the bot's message `message_id` was tapped: its buttons are
+    removed, or disabled, where the platform can edit."""
+
+    message_id: str
+
+
+OutboundEvent: TypeAlias = (
+    OutboundMessage | StreamSnapshot | TypingStarted | TypingStopped | ReactionChanged | ButtonsUsed
+)
 """The outbound pipe's item: everything the agent side sends towards a chat."""
 
 

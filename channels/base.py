@@ -61,12 +61,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar, Literal, Protocol
 
 from aiohttp import web
 
-from bus import InboundSender, Message, OutboundMessage
+from bus import ButtonRows, InboundSender, Message, OutboundMessage
 from channels.access.allow import AllowList
+from channels.buttons import ButtonLimits
 from channels.health import ChannelHealth
 from channels.media_files import DEFAULT_MAX_MEDIA_BYTES
 from channels.retry.pacing import RateLimits
@@ -141,6 +142,14 @@ class Channel(ABC):
     #: the ids (a cluster records them). False where it opens a streamed message instead (the
     #: HTTP API, the WeCom AI bot, the terminal): replies go through `send`, ids unknown.
     send_with_id_sends_whole: ClassVar[bool] = True
+    #: How the channel shows a reply's buttons (`channels.buttons`): "attached", on
+    #: the reply's last message by `attach_buttons` (and taken off by `remove_buttons` once
+    #: used); "in_send", by `send` itself from `OutboundMessage.buttons` (the HTTP API); or
+    #: "numbered", the default: a numbered list ends the reply's text, and a message of just
+    #: the number is the tap.
+    buttons_shown: ClassVar[Literal["attached", "in_send", "numbered"]] = "numbered"
+    #: What one message's buttons may be here; the manager cuts them to it.
+    button_limits: ClassVar[ButtonLimits] = ButtonLimits()
 
     @property
     @abstractmethod
@@ -224,6 +233,15 @@ class Channel(ABC):
         """Render one chunk of the agent's Markdown into the platform's markup: the text is
         split raw and each chunk rendered after (`channels/outbound/delivery.py`)."""
         return content
+
+    async def attach_buttons(self, chat_id: str, message_id: str, buttons: ButtonRows) -> None:
+        """Put `buttons` under the bot's message `message_id` (already fitted to the platform's
+        limits); only where `buttons_shown` is "attached"."""
+        raise NotImplementedError(f"{self.name} does not attach buttons")
+
+    async def remove_buttons(self, chat_id: str, message_id: str) -> None:
+        """Take the buttons off the bot's message `message_id` (a single-use button was
+        tapped), where the platform can edit."""
 
     async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
         """Add a reaction, where the platform has them."""

@@ -1,4 +1,5 @@
-"""What a media file a user sent is: the one description every agent and channel reads.
+"""What a received message tells the agent beyond its text: what its files are, who sent it and
+where. The one description every agent and channel reads.
 
 `InboundMessage.media` stays a list of paths (the octos-core wire type). What a channel knows
 beyond the bytes (a document's own name, its MIME type, a voice note's duration) travels in the
@@ -6,6 +7,9 @@ message's metadata under `MEDIA_DETAILS`, keyed by path; `describe` joins both i
 `MediaInfo` (kind, mime, name, size, sha256, duration). A file that was not downloaded (too
 large, refused, timed out) is named in the message's text by `not_downloaded`, so the agent
 still learns what was sent and why it cannot see it.
+
+Who and where (`sender_of`, `chat_of`) are read from what each channel puts in the message's
+metadata, the same way for every channel; what a channel does not know is None.
 """
 
 from __future__ import annotations
@@ -174,3 +178,60 @@ def not_downloaded(
 def with_placeholders(content: str, placeholders: Sequence[str]) -> str:
     """The text with the placeholders of files not downloaded, one a line, after it."""
     return "\n".join([content, *placeholders] if content else placeholders)
+
+
+ChatType = Literal["private", "group", "channel"]
+
+#: Channels whose every chat is one person talking to the bot.
+_ALWAYS_PRIVATE = frozenset({"email", "twilio", "whatsapp", "wecom", "api", "cli"})
+#: Chat-type values of the platforms, as they name them.
+_CHAT_TYPES: dict[str, ChatType] = {
+    "private": "private",
+    "p2p": "private",
+    "c2c": "private",
+    "single": "private",
+    "group": "group",
+    "supergroup": "group",
+    "channel": "channel",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Sender:
+    id: str
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Chat:
+    id: str
+    type: ChatType | None = None
+    title: str | None = None
+
+
+def sender_of(message: InboundMessage) -> Sender:
+    name = message.metadata.get("sender_name")
+    return Sender(message.sender_id, name if isinstance(name, str) and name else None)
+
+
+def chat_of(message: InboundMessage) -> Chat:
+    metadata = message.metadata
+    title = metadata.get("chat_title")
+    return Chat(
+        message.chat_id,
+        _chat_type(message.channel, metadata),
+        title if isinstance(title, str) and title else None,
+    )
+
+
+def _chat_type(channel: str, metadata: Mapping[str, Any]) -> ChatType | None:
+    if channel in _ALWAYS_PRIVATE:
+        return "private"
+    is_dm = metadata.get("is_dm")
+    if isinstance(is_dm, bool):
+        return "private" if is_dm else "group"
+    for key in ("chat_type", "feishu_chat_type"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value in _CHAT_TYPES:
+            return _CHAT_TYPES[value]
+    return None

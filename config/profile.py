@@ -99,6 +99,28 @@ class ProfileConfig(ConfigModel):
         "(network errors, 5xx, timeouts, rate limits), counted from its turn, across restarts; "
         "then it is a dead letter.",
     )
+    buttons_ttl_s: float = Field(
+        86_400.0,
+        gt=0,
+        description="Seconds a reply's buttons can be tapped (or, where they are shown as a "
+        "numbered list, answered by their number); a later tap is answered 'already answered' "
+        "and reaches no agent.",
+    )
+    buttons_single_use: bool = Field(
+        True,
+        description="A reply's buttons answer once: after the first tap they are removed where "
+        "the platform can edit, and a second tap reaches no agent.",
+    )
+    working_reaction: str | None = Field(
+        None,
+        description="An emoji the bot puts on the user's message while its turn runs (e.g. "
+        "'👀'), removed when the reply is sent; on platforms with reactions.",
+    )
+    inbound_reactions: bool = Field(
+        False,
+        description="Pass a user's reaction to a bot message to the agent, as a message "
+        "'[reaction 👍 to: <the message's start>]'.",
+    )
 
     @field_validator("channels")
     @classmethod

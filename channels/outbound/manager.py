@@ -21,8 +21,10 @@ import structlog
 
 from bus import (
     BusPublisher,
+    ButtonsUsed,
     OutboundEvent,
     OutboundMessage,
+    ReactionChanged,
     StreamSnapshot,
     TypingStarted,
     TypingStopped,
@@ -30,6 +32,7 @@ from bus import (
 )
 from bus.envelope import SENT_AGAIN_AT
 from channels.base import Channel
+from channels.buttons import fit_buttons, numbered_list, with_numbered_list
 from channels.errors import DeliveryError
 from channels.health import ChannelHealth
 from channels.lifecycle.supervisor import (
@@ -146,6 +149,8 @@ class ChannelManager:
             held=self._held,
         )
         self._registrations: dict[str, _Registration] = {}
+        #: The button limits already warned about (once per profile and kind).
+        self._buttons_warned: set[str] = set()
         self._supervisors: dict[str, ChannelSupervisor] = {}
         self._router: OutboundRouter | None = None
         self._running = False
@@ -335,19 +340,87 @@ class ChannelManager:
                     self.typing.stop(channel.name, event.chat_id)
                     deadline = reply_deadline.set(self._deadline_of(event))
                     try:
-                        streamed = event.stream_id is not None and not event.media
-                        if streamed and channel.supports_edit():
-                            return await self.streams.final(channel, event)
-                        else:
-                            return await self._delivery.send_message(channel, event)
+                        if event.buttons:
+                            return await self._send_with_buttons(channel, event)
+                        return await self._send_reply(channel, event)
                     finally:
                         reply_deadline.reset(deadline)
+                case ReactionChanged(chat_id=chat_id, message_id=message_id, emoji=emoji):
+                    change = channel.remove_reaction if event.removed else channel.react_to_message
+                    await self._delivery.retrier.call(
+                        partial(change, chat_id, message_id, emoji),
+                        channel=channel.name,
+                        chat_id=chat_id,
+                        action="reaction",
+                    )
+                case ButtonsUsed(chat_id=chat_id, message_id=message_id):
+                    await self._delivery.retrier.call(
+                        partial(channel.remove_buttons, chat_id, message_id),
+                        channel=channel.name,
+                        chat_id=chat_id,
+                        action="buttons",
+                    )
                 case _:
                     assert_never(event)
         except DeliveryError as exc:
             self._delivery.record_failure(event.channel, event.chat_id, exc)
             raise
         return []
+
+    async def _send_reply(self, channel: Channel, reply: OutboundMessage) -> list[str]:
+        streamed = reply.stream_id is not None and not reply.media
+        if streamed and channel.supports_edit():
+            return await self.streams.final(channel, reply)
+        return await self._delivery.send_message(channel, reply)
+
+    async def _send_with_buttons(self, channel: Channel, reply: OutboundMessage) -> list[str]:
+        """A reply with buttons: the text as any reply's, the buttons as the channel shows them
+        (`Channel.buttons_shown`). Buttons the platform refuses follow as a numbered list: the
+        reply's text is never lost to them."""
+        buttons = fit_buttons(
+            reply.buttons,
+            channel.button_limits,
+            channel=channel.name,
+            warned=self._buttons_warned,
+        )
+        if channel.buttons_shown == "numbered":
+            content = with_numbered_list(reply.content, buttons)
+            listed = reply.model_copy(update={"content": content, "buttons": buttons})
+            return await self._send_reply(channel, listed)
+        fitted = reply.model_copy(update={"buttons": buttons})
+        platform_ids = await self._send_reply(channel, fitted)
+        if channel.buttons_shown != "attached" or not buttons:
+            return platform_ids
+        try:
+            if not platform_ids:
+                raise DeliveryError(
+                    "the reply's message has no id to put buttons on",
+                    reason=Reason.UNKNOWN,
+                    channel=channel.name,
+                )
+            await self._delivery.retrier.call(
+                partial(channel.attach_buttons, reply.chat_id, platform_ids[-1], buttons),
+                channel=channel.name,
+                chat_id=reply.chat_id,
+                action="buttons",
+            )
+        except DeliveryError as error:
+            log.warning(
+                "buttons.refused", channel=channel.name, chat_id=reply.chat_id, error=str(error)
+            )
+            listed = reply.model_copy(
+                update={
+                    "content": numbered_list(buttons),
+                    "buttons": [],
+                    "stream_id": None,
+                    "reply_to": None,
+                    "delivery_id": None
+                    if reply.delivery_id is None
+                    else f"{reply.delivery_id}.buttons",
+                }
+            )
+            platform_ids += await self._delivery.send_message(channel, listed)
+        return platform_ids
 
     def _deadline_of(self, reply: OutboundMessage) -> float:
         """Until when a reply is retried: `delivery_deadline_s` after its turn made it (read

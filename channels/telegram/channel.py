@@ -20,8 +20,16 @@ from telegram import Bot, BotCommand, Update
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
-from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from bus import (
+    ButtonRows,
+    InboundMessage,
+    InboundRefused,
+    InboundSender,
+    OutboundMessage,
+    PipeClosed,
+)
 from channels.base import PROBE_TIMEOUT_S
+from channels.buttons import ButtonLimits
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.run_state import RunStateChannel
@@ -80,6 +88,8 @@ DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("stop", "Stop the current reply"),
 )
 
+#: The toast on a tap that no current button of the bot's message sent.
+TAP_NOT_AVAILABLE = "Already answered: these buttons are no longer available."
 _CONNECT_TIMEOUT_S = 30.0
 _SHUTDOWN_WAIT_S = 2.0
 _DOWNLOAD_TIMEOUT_S = 60.0
@@ -90,6 +100,10 @@ class TelegramChannel(RunStateChannel):
     rate_limits = RATE_LIMITS
     limit = PLATFORM_LIMITS["telegram"]
     edit_interval_s = 1.0
+    buttons_shown = "attached"
+    # Telegram documents callback_data's 1-64 bytes, and no label limit: what its apps show
+    # well is a few short buttons a row.
+    button_limits = ButtonLimits(max_rows=8, max_per_row=8, max_label=64)
 
     def __init__(
         self,
@@ -243,9 +257,16 @@ class TelegramChannel(RunStateChannel):
             incoming = read_update(update, identity, require_mention=self._config.require_mention)
             if incoming is None:
                 log.debug("telegram.update_ignored", update_id=update.update_id)
+                if update.callback_query is not None:
+                    # No button of the bot's message as Telegram has it now sent this: its
+                    # keyboard was taken off (used), or the query is not the bot's.
+                    await self._sender.answer_tap(update.callback_query.id, TAP_NOT_AVAILABLE)
                 return
             message = await self._download_media(incoming) if incoming.media else incoming.message
             await inbound.send(message)
+            if incoming.callback_query_id is not None:
+                # Durable now: the spinner stops, whatever the agent takes to answer.
+                await self._sender.answer_tap(incoming.callback_query_id)
         except (PipeClosed, InboundRefused):
             raise  # nothing was stored: the update must be offered again, not acknowledged
         except Exception:  # supervision point: one update must not stop the channel
@@ -352,6 +373,12 @@ class TelegramChannel(RunStateChannel):
 
     async def send_listening(self, chat_id: str) -> None:
         await self._sender.chat_action(chat_id, "record_voice")
+
+    async def attach_buttons(self, chat_id: str, message_id: str, buttons: ButtonRows) -> None:
+        await self._sender.attach_buttons(chat_id, message_id, buttons)
+
+    async def remove_buttons(self, chat_id: str, message_id: str) -> None:
+        await self._sender.remove_buttons(chat_id, message_id)
 
     async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
         await self._sender.react(chat_id, message_id, emoji)

@@ -1,4 +1,5 @@
-"""Everything the bot says: messages, files, edits of streamed replies, typing, reactions.
+"""Everything the bot says: messages, files, edits of streamed replies, typing, reactions,
+inline buttons and the answers to their taps.
 
 Each call is one Bot API request whose failure is translated into a channel error; the channel
 manager decides about retries. Text marked as formatted (or recognised as this channel's own
@@ -12,10 +13,18 @@ from collections import OrderedDict
 from typing import Literal
 
 import structlog
-from telegram import Bot, Message, ReactionTypeEmoji, ReplyParameters
+from telegram import (
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    ReactionTypeEmoji,
+    ReplyParameters,
+)
 from telegram.constants import ChatAction, ParseMode
+from telegram.error import TelegramError
 
-from bus import OutboundMessage
+from bus import ButtonRows, OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import FormattingRejected
 from channels.markup.telegram import ParseModeName, render
@@ -195,6 +204,40 @@ class TelegramSender:
             await self._bot.set_message_reaction(
                 chat_ref(chat_id), telegram_message_id(message_id), reaction
             )
+
+    async def attach_buttons(self, chat_id: str, message_id: str, buttons: ButtonRows) -> None:
+        """Put an inline keyboard under the bot's message (`editMessageReplyMarkup`)."""
+        markup = InlineKeyboardMarkup(
+            [
+                [
+                    InlineKeyboardButton(button.text, url=button.url)
+                    if button.url is not None
+                    else InlineKeyboardButton(button.text, callback_data=button.data)
+                    for button in row
+                ]
+                for row in buttons
+            ]
+        )
+        with translated("editMessageReplyMarkup"):
+            await self._bot.edit_message_reply_markup(
+                chat_ref(chat_id), telegram_message_id(message_id), reply_markup=markup
+            )
+
+    async def remove_buttons(self, chat_id: str, message_id: str) -> None:
+        """The keyboard taken off (`editMessageReplyMarkup` without one)."""
+        with translated("editMessageReplyMarkup"):
+            await self._bot.edit_message_reply_markup(
+                chat_ref(chat_id), telegram_message_id(message_id)
+            )
+
+    async def answer_tap(self, query_id: str, notice: str | None = None) -> None:
+        """`answerCallbackQuery`: the spinner on the tapped button stops (`notice` shown as a
+        toast). A query answered before (a redelivered update) or too old is refused by
+        Telegram; nothing to do then."""
+        try:
+            await self._bot.answer_callback_query(query_id, text=notice)
+        except TelegramError as error:
+            log.info("telegram.tap_not_answered", query_id=query_id, error=error.message)
 
     async def chat_action(
         self, chat_id: str, action: Literal["typing", "record_voice"] = "typing"

@@ -1,6 +1,7 @@
 """A Telegram `Update`, read into what the gateway needs to know about a user's message.
 
-Only new messages from people count: edits, channel posts and other bots are not turns. In a
+Only new messages from people, and their taps on the bot's inline buttons (`callback_query`),
+count: edits, channel posts and other bots are not turns. In a
 group with `require_mention`, a message goes through only when it is addressed to the bot (an
 @mention, a command for it, or a reply to one of its messages). The bot's own mention is cut
 out of the text in every chat. Entity offsets are in UTF-16 code units, as Telegram counts them.
@@ -12,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from telegram import Message, MessageEntity, TelegramObject, Update, User
+from telegram import CallbackQuery, Message, MessageEntity, TelegramObject, Update, User
 from telegram.constants import ChatType
 
-from bus import InboundMessage
+from bus import CALLBACK, TAPPED_SENT_AT, InboundMessage
 from channels.media_info import with_placeholders
 
 CHANNEL = "telegram"
@@ -50,6 +51,8 @@ class IncomingMessage:
 
     message: InboundMessage
     media: tuple[MediaRef, ...] = ()
+    #: A button tap: the query to answer (`answerCallbackQuery`) once the tap is durable.
+    callback_query_id: str | None = None
 
     def with_files(self, paths: Sequence[str], placeholders: Sequence[str] = ()) -> InboundMessage:
         """The message with the files downloaded to `paths` (the ones that could be) and the
@@ -73,6 +76,8 @@ def read_update(
     update: Update, bot: BotIdentity, *, require_mention: bool
 ) -> IncomingMessage | None:
     """The user's message in `update`, or None when the gateway should not see it."""
+    if update.callback_query is not None:
+        return read_tap(update.callback_query, bot)
     message = update.message
     if message is None:
         return None
@@ -104,6 +109,40 @@ def read_update(
         message_id=dedup_id(message.chat.id, message.message_id),
     )
     return IncomingMessage(inbound, media)
+
+
+def read_tap(query: CallbackQuery, bot: BotIdentity) -> IncomingMessage | None:
+    """A tap on one of the bot's inline buttons, as a message of its chat: the button's text,
+    and `metadata.callback`. None for what no button of the bot's message sent (a forged or
+    stale query, an inline-mode message): it reaches no agent, and is only answered."""
+    held = query.message
+    user = query.from_user
+    if not isinstance(held, Message) or query.data is None or user.is_bot:
+        return None
+    if held.from_user is None or held.from_user.id != bot.id:
+        return None
+    markup = held.reply_markup
+    rows = markup.inline_keyboard if markup is not None else ()
+    label = next(
+        (button.text for row in rows for button in row if button.callback_data == query.data),
+        None,
+    )
+    if label is None:
+        return None
+    metadata = _metadata(held, user)
+    metadata[CALLBACK] = {"data": query.data, "message_id": str(held.message_id)}
+    metadata[TAPPED_SENT_AT] = held.date.timestamp()
+    metadata.pop("reply_to", None)
+    inbound = InboundMessage(
+        channel=CHANNEL,
+        sender_id=sender_id_of(user),
+        chat_id=str(held.chat.id),
+        content=label,
+        metadata=metadata,
+        # The query's id is unique per tap: a redelivered update is the same tap.
+        message_id=f"tap:{query.id}",
+    )
+    return IncomingMessage(inbound, callback_query_id=query.id)
 
 
 def _metadata(message: Message, user: User) -> dict[str, Any]:

@@ -12,9 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Self
 
-from bus import Message, SessionKey, TokenUsage
-from channels.media_info import MediaInfo
-from channels.participants import Chat, Sender
+from bus import ButtonRows, Message, SessionKey, TokenUsage
+from channels.media_info import Chat, MediaInfo, Sender
 
 #: Receives the whole reply so far, never a delta.
 SnapshotSink = Callable[[str], Awaitable[None]]
@@ -37,12 +36,19 @@ class AgentTurn:
     #: Who sent it and where (None outside a channel, as in tests).
     sender: Sender | None = None
     chat: Chat | None = None
+    #: The message is a button tap: the button's `data` and the bot message that held it
+    #: (`bus.CALLBACK`); None for a typed message.
+    callback: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class AgentReply:
     content: str
     usage: TokenUsage = field(default_factory=TokenUsage)
+    #: Rows of buttons under the reply.
+    buttons: ButtonRows = field(default_factory=list)
+    #: An emoji the bot reacts to the user's message with.
+    reaction: str | None = None
 
 
 class Agent(ABC):

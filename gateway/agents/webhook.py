@@ -14,14 +14,20 @@ body bytes>`. The message's files are `attachments`: `{"kind": "image|audio|vide
 "mime", "name", "size", "sha256", "url"}` (a signed link to the gateway's `/media/`, valid for
 `media_url_ttl_s`), or with `media: inline` the bytes as base64 `data` instead of `url`; audio
 has its `transcript` when there is one. Earlier messages' files are named only (`kind`, `name`).
+A button tap is a message whose `content` is the button's text and whose `callback` is
+`{"data": <the button's data>, "message_id": <the bot message that held it>}`.
 
 Reply, chosen by the response's `Content-Type`:
 - `application/json`: `{"reply": "the whole answer", "usage": {...}}` (`usage` optional, with
   the field names of `TokenUsage`: input_tokens, output_tokens, reasoning_tokens,
-  cache_read_tokens, cache_write_tokens);
+  cache_read_tokens, cache_write_tokens), optionally `"buttons": [[{"text": "Approve", "data":
+  "refund:42:yes"}, ...], [{"text": "Docs", "url": "https://..."}]]` (rows of buttons under the
+  reply; `data`, at most 64 bytes, comes back as a tap's `callback`) and `"reaction": "👍"`
+  (the bot reacts to the user's message);
 - `text/event-stream`: events `data: {"text": "<delta>"}`, optionally one
   `data: {"usage": {...}}`, ended by `data: [DONE]`; an event `data: {"error": "..."}` fails
-  the turn;
+  the turn; an event may carry `buttons` and `reaction` as the JSON reply does (the last one
+  given counts);
 - `application/x-ndjson` (or `application/jsonl`): one such JSON object per line, no `[DONE]`;
 - `text/plain`: the body is the answer.
 Any other status than 2xx fails the turn (redirects are not followed). The request is not
@@ -44,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Self
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bus import Message, TokenUsage
+from bus import ButtonRows, Message, TokenUsage
 from channels.media_info import kind_for, mime_for
 from channels.retry import parse_retry_after
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
@@ -79,6 +85,8 @@ class WebhookJsonReply(BaseModel):
 
     reply: str
     usage: TokenUsage = Field(default_factory=TokenUsage)
+    buttons: ButtonRows = Field(default_factory=list)
+    reaction: str | None = None
 
 
 class WebhookStreamEvent(BaseModel):
@@ -87,12 +95,16 @@ class WebhookStreamEvent(BaseModel):
     text: str = ""
     usage: TokenUsage | None = None
     error: str | None = None
+    buttons: ButtonRows | None = None
+    reaction: str | None = None
 
 
 @dataclass(slots=True)
 class _StreamOutcome:
     usage: TokenUsage = field(default_factory=TokenUsage)
     bytes_received: int = 0
+    buttons: ButtonRows = field(default_factory=list)
+    reaction: str | None = None
 
 
 def encode_turn(turn: AgentTurn, attachments: list[dict[str, Any]] | None = None) -> bytes:
@@ -101,6 +113,8 @@ def encode_turn(turn: AgentTurn, attachments: list[dict[str, Any]] | None = None
     message = _without_paths(turn.message)
     if attachments:
         message["attachments"] = attachments
+    if turn.callback is not None:
+        message["callback"] = dict(turn.callback)
     payload = {
         "profile": turn.profile,
         "session_key": str(turn.session_key),
@@ -216,7 +230,7 @@ class WebhookAgent(Agent):
         )
         body = encode_turn(turn, attachments)
         content = await self._snapshots.relay(self._deltas(body, outcome), on_snapshot)
-        return AgentReply(content, outcome.usage)
+        return AgentReply(content, outcome.usage, outcome.buttons, outcome.reaction)
 
     def _open_session(self) -> aiohttp.ClientSession:
         if self._closed:
@@ -276,6 +290,7 @@ class WebhookAgent(Agent):
         elif content_type == "application/json":
             reply = self._json_reply(await self._read_body(response, outcome))
             outcome.usage = reply.usage
+            outcome.buttons, outcome.reaction = reply.buttons, reply.reaction
             yield reply.reply
             return
         elif content_type == "text/plain":
@@ -319,6 +334,10 @@ class WebhookAgent(Agent):
             raise self._errors.error(AgentFailure.UNAVAILABLE, detail)
         if event.usage is not None:
             outcome.usage = event.usage
+        if event.buttons is not None:
+            outcome.buttons = event.buttons
+        if event.reaction is not None:
+            outcome.reaction = event.reaction
         return event.text
 
     def _json_reply(self, body: bytes) -> WebhookJsonReply:

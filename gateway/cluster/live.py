@@ -37,7 +37,7 @@ import structlog
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from bus import OutboundEvent, OutboundMessage
+from bus import ButtonsUsed, OutboundEvent, OutboundMessage, ReactionChanged
 from gateway.cluster.codec import (
     MSG_ID,
     CodecError,
@@ -123,6 +123,10 @@ class LiveTurn:
     async def send(self, event: OutboundEvent) -> None:
         if isinstance(event, OutboundMessage):
             raise TypeError("a turn's reply goes to the outbound stream, never as a live event")
+        if isinstance(event, ReactionChanged | ButtonsUsed):
+            # Not carried between processes yet: a reaction is a nicety a cluster goes without.
+            self.skipped += 1
+            return
         client = self.client
         if not client.is_connected or client.pending_data_size > MAX_BACKLOG_BYTES:
             self.skipped += 1

@@ -162,6 +162,7 @@ class ProfileRuntime:
             self.root / JOURNAL_DIR,
             fsync=settings.fsync,
             keeps_replies=frozenset(c.name for c in built_channels if c.replies_to_retries),
+            buttons_ttl_s=self.config.buttons_ttl_s,
         )
         recovery = await journal.open()
         stack.push_async_callback(journal.close)

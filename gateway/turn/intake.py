@@ -8,6 +8,13 @@ reply again), the backlog bound (`InboundRefused`: nothing stored), then the mes
 to the journal and its record goes on the bus to the dispatcher at once. The channel's `send`
 returns once the record is durable (the channel then acknowledges the platform).
 
+A button tap is a message like any other (`bus.CALLBACK` names the button's data and the bot
+message that held it), with two more checks before it is journaled: a tap on a message whose
+buttons were tapped already (with `buttons_single_use`), or after `buttons_ttl_s`, is answered
+"already answered" and reaches no agent. The used buttons are remembered in the journal's dedup
+table, so a restart does not forget them. Where a channel shows buttons as a numbered list, a
+message of just a number is the tap of that button of the chat's last reply (`_numbered_tap`).
+
 Routing does not wait for the disk: the turn runs while its message is being synced, and all
 it leaves behind waits anyway. Its outcome is a later record of the same log, durable only once
 every record before it is, and its reply goes out only once its outcome is durable; if the
@@ -18,13 +25,22 @@ answered for a message that was never stored (the platform, refused, sends it ag
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
 import structlog
 
-from bus import Admitted, InboundMessage, InboundRefused, OutboundSink
+from bus import (
+    CALLBACK,
+    TAPPED_SENT_AT,
+    Admitted,
+    ButtonsUsed,
+    InboundMessage,
+    InboundRefused,
+    OutboundSink,
+)
 from channels.base import Channel
 from channels.metrics import LoopCount
 from gateway import logs
@@ -36,6 +52,8 @@ from sessions.wal import LogWriteError
 log = structlog.get_logger(__name__)
 
 ALREADY_ANSWERED = "This message was answered already; its reply is in the chat's history."
+BUTTON_ALREADY_USED = "Already answered: these buttons were used."
+BUTTON_EXPIRED = "Already answered: these buttons have expired."
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +83,9 @@ class Intake:
         self._outbound = outbound
         self._metrics = services.metrics
         self._after_durable = after_durable
+        self._buttons_ttl_s = services.config.buttons_ttl_s
+        self._buttons_single_use = services.config.buttons_single_use
+        self._wall_clock = time.time
         self.strangers = StrangerNotices(outbound.send)
         self._edge = EdgeCheck(channel_named, self.strangers, self._count)
         self._open = asyncio.Event()
@@ -102,6 +123,15 @@ class Intake:
             self._count(message, "duplicate")
             await self._duplicate(channel, message, known)
             return None
+        # No await from the check of a tap to its record: two taps racing on one button are
+        # told apart here.
+        if channel.buttons_shown == "numbered":
+            message = self._numbered_tap(message)
+        refusal = self._refused_tap(message)
+        if refusal is not None:
+            self._count(message, "tap_refused")
+            await self._send(message, refusal)
+            return None
         self._check_backlog(message)
         # The sender waits on a future of its own, so a channel that gives up waiting cancels
         # only that, never the write (which other messages of its batch share).
@@ -110,7 +140,42 @@ class Intake:
             message, partial(self._durable, acknowledged=acknowledged)
         )
         self._in_flight[received.id] = durable
+        tapped = _tapped_message(message)
+        if tapped is not None and self._buttons_single_use and channel.buttons_shown == "attached":
+            await self._outbound.send(ButtonsUsed(message.channel, message.chat_id, tapped))
         return Admitted(received, acknowledged)
+
+    def _refused_tap(self, message: InboundMessage) -> str | None:
+        """Why a tap reaches no agent (its buttons were used, or expired), or None."""
+        tapped = _tapped_message(message)
+        if tapped is None:
+            return None
+        sent_at = message.metadata.get(TAPPED_SENT_AT)
+        if isinstance(sent_at, int | float) and self._wall_clock() - sent_at > self._buttons_ttl_s:
+            return BUTTON_EXPIRED
+        if self._buttons_single_use and self._journal.state.tapped(
+            message.channel, message.chat_id, tapped
+        ):
+            return BUTTON_ALREADY_USED
+        return None
+
+    def _numbered_tap(self, message: InboundMessage) -> InboundMessage:
+        """A message of just a number, in a chat whose last reply has buttons shown as a
+        numbered list, as the tap of that button; any other message as it is."""
+        number = message.content.strip()
+        if not number.isdigit() or CALLBACK in message.metadata:
+            return message
+        offer = self._journal.state.offers.get((message.channel, message.chat_id))
+        if offer is None or self._wall_clock() - offer.at > self._buttons_ttl_s:
+            return message
+        tappable = [button for row in offer.buttons for button in row if button.data is not None]
+        index = int(number) - 1
+        if not 0 <= index < len(tappable):
+            return message
+        button = tappable[index]
+        callback = {"data": button.data, "message_id": offer.message_id}
+        metadata = {**message.metadata, CALLBACK: callback, TAPPED_SENT_AT: offer.at}
+        return message.model_copy(update={"content": button.text, "metadata": metadata})
 
     def _durable(
         self,
@@ -173,3 +238,11 @@ class Intake:
 
     async def _send(self, message: InboundMessage, text: str, *, failed: bool = False) -> None:
         await self._outbound.send(notice_for(message, text, failed=failed))
+
+
+def _tapped_message(message: InboundMessage) -> str | None:
+    """The bot message whose button `message` taps, or None for a typed message."""
+    callback = message.metadata.get(CALLBACK)
+    if not isinstance(callback, dict) or not callback.get("message_id"):
+        return None
+    return str(callback["message_id"])

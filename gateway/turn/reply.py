@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Iterable
 
 import structlog
 
-from bus import ANSWERS, FAILED, SESSION, InboundMessage, OutboundMessage
+from bus import ANSWERS, CALLBACK, FAILED, SESSION, ButtonRows, InboundMessage, OutboundMessage
 from bus.text import scrub_surrogates
 
 log = structlog.get_logger(__name__)
@@ -31,10 +31,12 @@ def reply_message(
     failed: bool = False,
     delivery_id: str | None = None,
     stream_id: str | None = None,
+    buttons: ButtonRows | None = None,
 ) -> OutboundMessage:
     """The reply to `trigger` saying `text`; `answers` are the platform ids of every message it
     answers (`platform_ids`). `delivery_id` keeps a resend from showing twice (a turn's id);
-    `stream_id` makes it a snapshot or the final text of the turn's streamed reply."""
+    `stream_id` makes it a snapshot or the final text of the turn's streamed reply; `buttons`
+    go under it."""
     metadata: dict[str, object] = {ANSWERS: answers} if answers else {}
     if session is not None:
         metadata[SESSION] = session
@@ -44,10 +46,12 @@ def reply_message(
         channel=trigger.channel,
         chat_id=trigger.chat_id,
         content=scrub_surrogates(text),
-        reply_to=trigger.message_id,
+        # A tap's id names an interaction, which no platform lets a message reply to.
+        reply_to=None if CALLBACK in trigger.metadata else trigger.message_id,
         metadata=metadata,
         stream_id=stream_id,
         delivery_id=delivery_id,
+        buttons=buttons or [],
     )
 
 

@@ -19,17 +19,18 @@ from dataclasses import dataclass, field
 import structlog
 
 from bus import (
+    CALLBACK,
     InboundMessage,
     Message,
     OutboundEvent,
     OutboundSink,
+    ReactionChanged,
     SessionKey,
     StreamSnapshot,
     TypingStarted,
     TypingStopped,
 )
-from channels.media_info import MediaInfo, describe_media
-from channels.participants import chat_of, sender_of
+from channels.media_info import MediaInfo, chat_of, describe_media, sender_of
 from gateway import logs
 from gateway.agents import Agent, AgentError, AgentTurn, SnapshotSink
 from gateway.agents.transcription import Transcriber, placeholder
@@ -55,6 +56,7 @@ class TurnRunner:
         self._sessions = services.sessions
         self._outbound = outbound
         self._transcriber = Transcriber(services.config.transcription)
+        self._working_reaction = services.config.working_reaction
         profile, metrics = services.profile, services.metrics
         self._turns_ok = metrics.turns.labels(profile, "ok")
         self._turns_failed = metrics.turns.labels(profile, "agent_error")
@@ -147,6 +149,11 @@ class TurnRunner:
             log.debug("turn.started", session=str(key), stream=stream_id)
         if shows_typing:
             await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
+        # A tap is an interaction, not a message a reaction could go on.
+        reactable = trigger.message_id is not None and CALLBACK not in trigger.metadata
+        working = self._working_reaction if reactable else None
+        if working:
+            await sink.send(_reaction(trigger, working))
         user_message = Message.user(content, media=list(trigger.media))
         try:
             prepared = await prepare_message(trigger, content, self._transcriber)
@@ -161,6 +168,7 @@ class TurnRunner:
                 transcripts=prepared.transcripts,
                 sender=sender_of(trigger),
                 chat=chat_of(trigger),
+                callback=callback_of(trigger),
             )
             show_snapshot: SnapshotSink = _show_nothing
             if streams:
@@ -181,16 +189,42 @@ class TurnRunner:
         except AgentError as error:
             log.error("turn.agent_failed", session=str(key), error=str(error))
             self._turns_failed.inc()
+            if working:
+                await sink.send(_reaction(trigger, working, removed=True))
             return Answer(error.user_message, key, [user_message], failed=True, error=str(error))
         except BaseException:
             # Cancelled (abort, interrupt, shutdown): the typing indicator must not linger.
             if shows_typing:
                 await sink.send(TypingStopped(trigger.channel, trigger.chat_id))
+            if working:
+                await sink.send(_reaction(trigger, working, removed=True))
             raise
         self._turns_ok.inc()
         self._turn_latency.observe(time.perf_counter() - started)
+        # The working reaction goes first: where a bot has one reaction (Telegram), the agent's
+        # replaces it, and taking the working one back after would take the agent's too.
+        if working:
+            await sink.send(_reaction(trigger, working, removed=True))
+        if reply.reaction and reactable:
+            await sink.send(_reaction(trigger, reply.reaction))
         messages = [user_message, Message.assistant(reply.content)]
-        return Answer(reply.content, key, messages, usage=reply.usage)
+        return Answer(reply.content, key, messages, usage=reply.usage, buttons=reply.buttons)
+
+
+def _reaction(trigger: InboundMessage, emoji: str, *, removed: bool = False) -> ReactionChanged:
+    assert trigger.message_id is not None
+    return ReactionChanged(trigger.channel, trigger.chat_id, trigger.message_id, emoji, removed)
+
+
+def callback_of(message: InboundMessage) -> dict[str, str] | None:
+    """The button tap `message` is (`bus.CALLBACK`), or None for a typed message."""
+    callback = message.metadata.get(CALLBACK)
+    if not isinstance(callback, dict):
+        return None
+    return {
+        "data": str(callback.get("data", "")),
+        "message_id": str(callback.get("message_id", "")),
+    }
 
 
 async def _show_nothing(text: str) -> None:
@@ -202,6 +236,8 @@ class _ShownNowhere:
     cluster turn whose channel shows neither typing nor a growing reply) sends nothing."""
 
     async def send(self, event: OutboundEvent) -> None:
+        if isinstance(event, ReactionChanged):
+            return  # a reaction is shown where there is somewhere to show it, else not at all
         raise RuntimeError(f"a turn with nowhere to show itself sent {type(event).__name__}")
 
 

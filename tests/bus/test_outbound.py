@@ -7,8 +7,10 @@ import dataclasses
 import pytest
 
 from bus import (
+    ButtonsUsed,
     OutboundEvent,
     OutboundMessage,
+    ReactionChanged,
     StreamSnapshot,
     TypingStarted,
     TypingStopped,
@@ -53,6 +55,10 @@ def _kind(event: OutboundEvent) -> str:
             return "snapshot"
         case OutboundMessage():
             return "reply"
+        case ReactionChanged():
+            return "reaction"
+        case ButtonsUsed():
+            return "buttons used"
 
 
 async def test_the_outbound_pipe_carries_every_kind_in_order() -> None:

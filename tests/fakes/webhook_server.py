@@ -44,6 +44,14 @@ class ScriptedReply:
     disconnect_after: int | None = None
     #: SSE: leave out the final `data: [DONE]`.
     omit_done: bool = False
+    #: Rows of buttons (`{"text", "data"|"url"}`) with the reply: in the JSON, or in the
+    #: last stream event.
+    buttons: list[list[dict[str, str]]] | None = None
+    #: The bot's reaction to the user's message.
+    reaction: str | None = None
+    #: Answer (and record the request) only once the test sets `control.release`: an agent as
+    #: slow as the test wants, with no clock in it.
+    held: bool = False
 
     def pieces(self) -> tuple[str, ...]:
         return self.deltas if self.deltas is not None else word_by_word(self.text)
@@ -76,14 +84,27 @@ class FakeWebhook(ScriptedFake[ScriptedReply]):
         return f"{self.origin}{HOOK_PATH}"
 
     async def _hook(self, request: web.Request) -> web.StreamResponse:
-        self.requests.append(RecordedPost(dict(request.headers), await request.read()))
+        body = await request.read()
         script = self._next_script()
+        if script.held:
+            # Recorded once answered: a request whose client died while held never was.
+            try:
+                await self.control.hold()
+            except BaseException:
+                # Cancelled by aiohttp (handler_cancellation): the client left.
+                self.control.client_disconnected.set()
+                raise
+            if request.transport is None or request.transport.is_closing():
+                self.control.client_disconnected.set()
+                return web.Response(status=499)
+        self.requests.append(RecordedPost(dict(request.headers), body))
         if script.status != 200:
             return web.Response(status=script.status, text=script.error_body)
         if script.mode == "json":
             payload: dict[str, Any] = {"reply": script.text}
             if script.usage is not None:
                 payload["usage"] = script.usage
+            payload.update(_extras(script))
             return web.json_response(payload)
         if script.mode == "text":
             return web.Response(text=script.text)
@@ -95,6 +116,8 @@ class FakeWebhook(ScriptedFake[ScriptedReply]):
         events: list[dict[str, Any]] = [{"text": piece} for piece in script.pieces()]
         if script.usage is not None:
             events.append({"usage": script.usage})
+        if extras := _extras(script):
+            events.append(extras)
         try:
             for sent, event in enumerate(events):
                 if await self._cut_before(request, script, sent):
@@ -108,6 +131,15 @@ class FakeWebhook(ScriptedFake[ScriptedReply]):
             self.control.client_disconnected.set()
             raise
         return response
+
+
+def _extras(script: ScriptedReply) -> dict[str, Any]:
+    extras: dict[str, Any] = {}
+    if script.buttons is not None:
+        extras["buttons"] = script.buttons
+    if script.reaction is not None:
+        extras["reaction"] = script.reaction
+    return extras
 
 
 def _frame(mode: ReplyMode, data: str) -> bytes:

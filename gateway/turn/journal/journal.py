@@ -76,8 +76,9 @@ class Journal:
         checkpoint_records: int = CHECKPOINT_RECORDS,
         checkpoint_bytes: int = CHECKPOINT_BYTES,
         keeps_replies: frozenset[str] = frozenset(),
+        buttons_ttl_s: float = DEDUP_TTL_S,
     ) -> None:
-        self.state = JournalState(keeps_replies=keeps_replies)
+        self.state = JournalState(keeps_replies=keeps_replies, buttons_ttl_s=buttons_ttl_s)
         self._log = WriteAheadLog(directory, fsync=fsync)
         self._dedup_path = directory / DEDUP_FILE
         self._durable = fsync != "never"

@@ -16,9 +16,12 @@
   `queued`, `sent`, `failed`, `cancelled`; the turn id its reply was recorded under, the
   platform's ids or error). A checkpoint restates it whole while it is live or answerable.
 - `sendst`: a `send` record's new standing (its status, turn, platform ids, error).
+- `offer`: the buttons of a chat's last reply (`ButtonOffer`), restated by checkpoints while
+  they can be tapped: where a channel shows buttons as a numbered list, a reply of the number
+  is their tap, also after a restart.
 - `snap`: the first record of a checkpoint: the next journal id; the live `in`, `done`,
-  `opened`, `sent` and `send` records follow it (the dedup table is in its own file, see
-  `dedup_file`).
+  `opened`, `sent`, `send` and `offer` records follow it (the dedup table is in a file of its
+  own beside the log).
 
 Extending: a record is a JSON object whose `k` names its kind. A reader takes the fields it
 knows and ignores the others, and a kind it does not know folds to nothing
@@ -42,7 +45,7 @@ from typing import Any, Literal
 
 import pydantic_core
 
-from bus import InboundMessage, Message, OutboundMessage, Task
+from bus import Button, ButtonRows, InboundMessage, Message, OutboundMessage, Task
 from gateway.turn.task import TurnTask
 
 
@@ -263,6 +266,42 @@ def _send_status(value: object) -> SendStatus:
 
 def _optional_str(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonOffer:
+    """The buttons of a chat's last reply (an `offer` record, written only in checkpoints: the
+    `done` record of the reply holds them until then). `message_id` names the reply to a tap
+    by its number: the turn's id."""
+
+    channel: str
+    chat_id: str
+    message_id: str
+    buttons: ButtonRows
+    #: When the reply was made, seconds since the epoch.
+    at: float
+
+    def encode(self) -> bytes:
+        return _dumps(
+            {
+                "k": "offer",
+                "ch": self.channel,
+                "chat": self.chat_id,
+                "msg": self.message_id,
+                "at": self.at,
+                "b": [[button.to_dict() for button in row] for row in self.buttons],
+            }
+        )
+
+
+def offer_from(record: Record) -> ButtonOffer:
+    return ButtonOffer(
+        channel=str(record["ch"]),
+        chat_id=str(record["chat"]),
+        message_id=str(record["msg"]),
+        buttons=[[Button.model_validate(b) for b in row] for row in record.get("b", [])],
+        at=float(record["at"]),
+    )
 
 
 def encode_snapshot(next_id: int) -> bytes:

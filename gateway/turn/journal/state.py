@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
-from bus import OutboundMessage
+from bus import CALLBACK, OutboundMessage, turn_made_at
 from gateway.turn.journal.records import (
     OPEN_SEND_STATUSES,
+    ButtonOffer,
     OpenedPart,
     Outcome,
     OwnerSend,
@@ -22,6 +23,7 @@ from gateway.turn.journal.records import (
     Record,
     encode_sent,
     encode_snapshot,
+    offer_from,
     opened_from,
     outcome_from,
     owner_send_from,
@@ -71,6 +73,11 @@ class JournalState:
     send_keys: dict[str, str] = field(default_factory=dict)
     #: turn id -> the send whose reply that turn recorded.
     send_of_turn: dict[str, str] = field(default_factory=dict)
+    #: (channel, chat) -> the buttons of the chat's last reply, when it had some: where they
+    #: are shown as a numbered list, a reply of the number is their tap.
+    offers: dict[tuple[str, str], ButtonOffer] = field(default_factory=dict)
+    #: How long a reply's buttons can be tapped (the profile's `buttons_ttl_s`).
+    buttons_ttl_s: float = DEDUP_TTL_S
 
     # The fold
 
@@ -94,6 +101,9 @@ class JournalState:
             if send is not None:
                 send.take_standing(record)
                 self._index_send(send)
+        elif kind == "offer":
+            offer = offer_from(record)
+            self.offers[(offer.channel, offer.chat_id)] = offer
         elif kind == "snap":
             self.next_id = max(self.next_id, int(record["next"]))
 
@@ -101,10 +111,10 @@ class JournalState:
         self.received[received.id] = received
         self.pending_by_chat[_chat_of(received)] += 1
         self.next_id = max(self.next_id, received.id + 1)
-        key = dedup_key(received)
-        if key is not None:
-            self.remember(key, received.id, received.at)
-            self.fresh_dedup.append((key, received.id, received.at))
+        for key in (dedup_key(received), tap_key_of(received)):
+            if key is not None:
+                self.remember(key, received.id, received.at)
+                self.fresh_dedup.append((key, received.id, received.at))
 
     def drop_received(self, inbound_id: int) -> None:
         received = self.received.pop(inbound_id, None)
@@ -130,6 +140,8 @@ class JournalState:
             self.recent.popitem(last=False)
         if outcome.reply is None:
             outcome.delivered = True
+        else:
+            self._offer(outcome.turn, outcome.reply)
         self.outcomes[outcome.turn] = outcome
         for inbound_id in outcome.answers:
             turn = self.turn_of_inbound.pop(inbound_id, None)
@@ -149,6 +161,17 @@ class JournalState:
     def _index_send(self, send: OwnerSend) -> None:
         if send.turn is not None:
             self.send_of_turn[send.turn] = send.id
+
+    def _offer(self, turn: str, reply: OutboundMessage) -> None:
+        """The chat's last reply: its buttons are the ones a number answers, or none are."""
+        chat = (reply.channel, reply.chat_id)
+        if not reply.buttons:
+            self.offers.pop(chat, None)
+            return
+        at = turn_made_at(turn)
+        self.offers[chat] = ButtonOffer(
+            reply.channel, reply.chat_id, turn, reply.buttons, 0.0 if at is None else at
+        )
 
     def start_turn(self, turn: str, answers: list[int]) -> None:
         for inbound_id in answers:
@@ -192,6 +215,10 @@ class JournalState:
         """The journal id of an already accepted message with this platform key."""
         entry = self.dedup.get(key)
         return None if entry is None else entry[0]
+
+    def tapped(self, channel: str, chat_id: str, message_id: str) -> bool:
+        """Whether a button of the bot's message `message_id` was tapped already."""
+        return tap_key(channel, chat_id, message_id) in self.dedup
 
     def reply_for(self, inbound_id: int) -> OutboundMessage | None:
         return self.recent.get(inbound_id)
@@ -246,6 +273,9 @@ class JournalState:
             if now - at < DEDUP_TTL_S:
                 break
             del self.dedup[key]
+        for chat, offer in list(self.offers.items()):
+            if now - offer.at >= self.buttons_ttl_s:
+                del self.offers[chat]
 
     def forget_send(self, send: OwnerSend) -> None:
         del self.sends[send.id]
@@ -268,6 +298,7 @@ class JournalState:
         for parts in self.streams.values():
             records.extend(opened.encode() for opened in parts.values())
         records.extend(send.encode() for send in self.sends.values())
+        records.extend(offer.encode() for offer in self.offers.values())
         return records
 
 
@@ -277,6 +308,20 @@ def _chat_of(received: Received) -> tuple[str, str]:
 
 def platform_key(channel: str, chat_id: str, message_id: str) -> str:
     return f"{channel}\x1f{chat_id}\x1f{message_id}"
+
+
+def tap_key(channel: str, chat_id: str, message_id: str) -> str:
+    """The dedup table's entry for "a button of this bot message was tapped": kept with the
+    platform ids (and so across restarts), under an id no platform's message has."""
+    return platform_key(channel, chat_id, f"\x1etapped\x1e{message_id}")
+
+
+def tap_key_of(received: Received) -> str | None:
+    message = received.message
+    callback = message.metadata.get(CALLBACK)
+    if not isinstance(callback, dict) or not callback.get("message_id"):
+        return None
+    return tap_key(message.channel, message.chat_id, str(callback["message_id"]))
 
 
 def dedup_key(received: Received) -> str | None:

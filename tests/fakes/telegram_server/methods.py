@@ -137,6 +137,37 @@ class BotApiMethods:
         self._state.reactions[key] = list(params.get("reaction") or [])
         return True
 
+    def api_editmessagereplymarkup(self, params: Params, files: Files) -> Any:
+        """The inline keyboard of a bot message set, or taken off when none is given."""
+        message = self._state.message(params, "message to edit not found")
+        if message["from"]["id"] != self._state.bot_user["id"]:
+            raise ApiError(400, "Bad Request: message can't be edited")
+        markup = params.get("reply_markup")
+        if markup is not None and not _valid_keyboard(markup):
+            raise ApiError(400, "Bad Request: BUTTON_DATA_INVALID")
+        if message.get("reply_markup") == markup or (
+            markup is None and "reply_markup" not in message
+        ):
+            raise ApiError(400, NOT_MODIFIED)
+        if markup is None:
+            message.pop("reply_markup", None)
+        else:
+            message["reply_markup"] = markup
+        message["edit_date"] = int(time.time())
+        return message
+
+    def api_answercallbackquery(self, params: Params, files: Files) -> Any:
+        """Telegram takes one answer per query; a second, or an unknown id, is refused."""
+        query_id = str(params.get("callback_query_id", ""))
+        answered = self._state.callback_queries.get(query_id)
+        if answered is None or answered > 0:
+            raise ApiError(
+                400,
+                "Bad Request: query is too old and response timeout expired or query ID is invalid",
+            )
+        self._state.callback_queries[query_id] = 1
+        return True
+
     def api_sendphoto(self, params: Params, files: Files) -> Any:
         stored = self._received_file(params, files, "photo", "photos", ".jpg")
         sizes = [{**stored.as_file(), "width": 800, "height": 600}]
@@ -179,3 +210,23 @@ class BotApiMethods:
             )
             fields["caption"] = visible
         return self._state.bot_message(chat_id, params, fields, entities, "caption_entities")
+
+
+def _valid_keyboard(markup: object) -> bool:
+    """An `InlineKeyboardMarkup`: rows of buttons, each with a text and exactly one action,
+    `callback_data` of 1-64 bytes."""
+    if not isinstance(markup, dict) or not isinstance(markup.get("inline_keyboard"), list):
+        return False
+    for row in markup["inline_keyboard"]:
+        if not isinstance(row, list):
+            return False
+        for button in row:
+            if not isinstance(button, dict) or not button.get("text"):
+                return False
+            actions = [key for key in ("callback_data", "url") if key in button]
+            if len(actions) != 1:
+                return False
+            data = button.get("callback_data")
+            if data is not None and not 1 <= len(str(data).encode()) <= 64:
+                return False
+    return True

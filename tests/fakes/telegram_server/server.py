@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import re
 import time
 from collections.abc import Callable
@@ -221,6 +222,38 @@ class FakeTelegram:
         self.state.messages[(chat_id, message["message_id"])] = message
         self.push_update({"message": message})
         return message
+
+    def push_tap(
+        self,
+        chat_id: int,
+        message_id: int,
+        data: str,
+        *,
+        user_id: int,
+        query_id: str | None = None,
+        as_shown: dict[str, Any] | None = None,
+    ) -> str:
+        """A user's tap on a button of the bot's message, as Telegram delivers it (a
+        `callback_query` update carrying the message with its keyboard); the query's id.
+        `as_shown`: the message as an app that has not caught up still shows it (a keyboard
+        since taken off)."""
+        user = {"id": user_id, "is_bot": False, "first_name": "Alice", "username": "alice"}
+        query_id = query_id or f"{user_id}{next(self.state.update_ids)}"
+        self.state.callback_queries.setdefault(query_id, 0)
+        # As the message was when tapped: a redelivered update still carries its keyboard.
+        message = copy.deepcopy(as_shown or self.state.messages[(chat_id, message_id)])
+        self.push_update(
+            {
+                "callback_query": {
+                    "id": query_id,
+                    "from": user,
+                    "message": message,
+                    "chat_instance": f"ci{chat_id}",
+                    "data": data,
+                }
+            }
+        )
+        return query_id
 
     @staticmethod
     def _photo_sizes(stored: StoredFile) -> list[dict[str, Any]]:

@@ -86,6 +86,8 @@ class BotState:
         self.pending: list[tuple[int, object]] = []
         #: How many getUpdates answers carried each update id.
         self.delivered: dict[int, int] = {}
+        #: Callback queries (button taps) sent to the bot -> how often it answered each.
+        self.callback_queries: dict[str, int] = {}
         self._message_ids: dict[int, itertools.count[int]] = {}
         self.update_ids = itertools.count(100_001)
         self._file_ids = itertools.count(1)
@@ -155,6 +157,8 @@ class BotState:
                 raise ApiError(400, "Bad Request: message to be replied not found")
         if entities:
             message[entities_key] = entities
+        if isinstance(params.get("reply_markup"), dict):
+            message["reply_markup"] = params["reply_markup"]
         message["message_id"] = self.next_message_id(chat_id)
         self.messages[(chat_id, message["message_id"])] = message
         return message

@@ -1,0 +1,95 @@
+"""A reply's buttons, fitted to a platform and shown where it has none.
+
+The agent's buttons (`bus.Button`, rows of them) are cut to what the platform takes
+(`ButtonLimits`: rows, buttons per row, label and data lengths) before a channel renders them,
+with a warning once per profile and limit: never a refused send that loses the reply's text.
+Where a platform has no buttons (`Channel.buttons_shown == "numbered"`), or refused them, the
+reply ends with a numbered list ("Reply 1 for Approve, 2 for Deny"); the intake takes a message
+of just that number as the tap (`gateway.turn.intake`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from bus import BUTTON_DATA_MAX_BYTES, Button, ButtonRows
+from bus.text import truncate_utf8
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonLimits:
+    """What one message's buttons may be on a platform."""
+
+    max_rows: int = 8
+    max_per_row: int = 8
+    #: Characters of a button's label.
+    max_label: int = 64
+    #: Bytes of a button's data (UTF-8); never more than `bus.BUTTON_DATA_MAX_BYTES`.
+    max_data_bytes: int = BUTTON_DATA_MAX_BYTES
+
+
+def fit_buttons(
+    buttons: ButtonRows, limits: ButtonLimits, *, channel: str, warned: set[str]
+) -> ButtonRows:
+    """`buttons` cut to `limits`: rows and buttons past the limit dropped, labels and data cut
+    short. Each kind of cut is logged once per `warned` (the profile's set)."""
+
+    def warn(what: str, **details: object) -> None:
+        key = f"{channel}:{what}"
+        if key not in warned:
+            warned.add(key)
+            log.warning("buttons.cut_to_limit", channel=channel, limit=what, **details)
+
+    if len(buttons) > limits.max_rows:
+        warn("rows", rows=len(buttons), max_rows=limits.max_rows)
+    fitted: ButtonRows = []
+    for row in buttons[: limits.max_rows]:
+        if len(row) > limits.max_per_row:
+            warn("per_row", buttons=len(row), max_per_row=limits.max_per_row)
+        kept: list[Button] = []
+        for button in row[: limits.max_per_row]:
+            text = button.text or (button.data or button.url or "?")
+            if len(text) > limits.max_label:
+                warn("label", label=text[:40], max_label=limits.max_label)
+                text = text[: limits.max_label - 1] + "…"
+            data = button.data
+            if button.url is None:
+                data = data if data else text
+                max_bytes = min(limits.max_data_bytes, BUTTON_DATA_MAX_BYTES)
+                cut = truncate_utf8(data, max_bytes)
+                if cut != data:
+                    warn("data", data=data[:40], max_bytes=max_bytes)
+                data = cut
+            kept.append(Button(text=text, data=data, url=button.url))
+        if kept:
+            fitted.append(kept)
+    return fitted
+
+
+def numbered_list(buttons: ButtonRows) -> str:
+    """The buttons as text to end a reply with: the tappable ones numbered, in order (the
+    numbers the intake maps back), the links as "label: url"."""
+    choices: list[str] = []
+    links: list[str] = []
+    for row in buttons:
+        for button in row:
+            if button.url is not None and button.data is None:
+                links.append(f"{button.text}: {button.url}")
+            else:
+                choices.append(f"{len(choices) + 1} for {button.text}")
+    lines = []
+    if choices:
+        lines.append("Reply " + ", ".join(choices))
+    lines.extend(links)
+    return "\n".join(lines)
+
+
+def with_numbered_list(content: str, buttons: ButtonRows) -> str:
+    listed = numbered_list(buttons)
+    if not listed:
+        return content
+    return f"{content.rstrip()}\n\n{listed}" if content.strip() else listed
