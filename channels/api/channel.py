@@ -76,6 +76,8 @@ class ApiChannel(Channel):
     send_with_id_sends_whole = False  # it opens a streamed reply to the waiting request
     #: The profile's agent type, which the empty page names (GET /v1/info).
     agent: str = ""
+    #: The names of the profile's agents, which `GET /v1/models` lists.
+    agent_names: tuple[str, ...] = ("default",)
 
     def __init__(self, config: ApiChannelConfig, profile: str, history: ChatHistory | None) -> None:
         self._config = config

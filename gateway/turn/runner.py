@@ -30,14 +30,18 @@ from bus import (
     TypingStopped,
 )
 from channels.media_info import MediaInfo, describe_media
+from channels.metrics import LoopCount
 from channels.participants import chat_of, sender_of
+from config import DEFAULT_AGENT
 from gateway import logs
 from gateway.agents import Agent, AgentError, AgentTurn, SnapshotSink
 from gateway.agents.transcription import Transcriber, placeholder
+from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
 from gateway.turn.lanes import collected_content
 from gateway.turn.outcome import Answer
 from gateway.turn.reply import failed_reply, failure_reason, platform_ids, reply_message
+from gateway.turn.triage import AgentRoutes
 
 log = structlog.get_logger(__name__)
 
@@ -52,24 +56,58 @@ class TurnResult:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _AgentMetrics:
+    """One agent's series: its turns by result and the tokens they used."""
+
+    ok: LoopCount
+    failed: LoopCount
+    input_tokens: LoopCount
+    output_tokens: LoopCount
+
+    @classmethod
+    def of(cls, metrics: GatewayMetrics, profile: str, agent: str) -> _AgentMetrics:
+        return cls(
+            metrics.turns.labels(profile, agent, "ok"),
+            metrics.turns.labels(profile, agent, "agent_error"),
+            metrics.agent_tokens.labels(profile, agent, "input"),
+            metrics.agent_tokens.labels(profile, agent, "output"),
+        )
+
+
 class TurnRunner:
     """Runs turns for one profile; the caller serialises turns per chat."""
 
     def __init__(
-        self, services: ProfileServices, agent: Agent, outbound: OutboundSink | None = None
+        self,
+        services: ProfileServices,
+        agents: Mapping[str, Agent],
+        outbound: OutboundSink | None = None,
     ) -> None:
-        """`outbound`: where turns show their snapshots and typing, unless a turn names its own
-        (a cluster worker's turns each name the ingress holding their chat)."""
+        """`agents`: the profile's agents by name (`default` answers when no route says
+        otherwise, `AgentRoutes`); `outbound`: where turns show their snapshots and typing,
+        unless a turn names its own (a cluster worker's turns each name the ingress holding
+        their chat)."""
         self._profile = services.profile
         self._max_history = services.config.sessions.max_history
-        self._agent = agent
+        self._agents = dict(agents)
+        self.routes = AgentRoutes(services.config)
         self._sessions = services.sessions
+        self._topics = services.topics
         self._outbound = outbound
         self._transcriber = Transcriber(services.config.transcription)
         profile, metrics = services.profile, services.metrics
-        self._turns_ok = metrics.turns.labels(profile, "ok")
-        self._turns_failed = metrics.turns.labels(profile, "agent_error")
+        self._metrics = {name: _AgentMetrics.of(metrics, profile, name) for name in agents}
         self._turn_latency = metrics.turn_latency.labels(profile)
+
+    async def agent_of(self, message: InboundMessage) -> str:
+        """The name of the agent that answers `message` (`AgentRoutes.agent_for`), asking the
+        chat's stored choice only when the profile lets chats choose."""
+        chosen = None
+        if self.routes.switchable:
+            base_key = message.session_key(self._profile).base_key()
+            chosen = (await self._topics.state(base_key)).agent
+        return self.routes.agent_for(message, chosen)
 
     async def answer(
         self,
@@ -130,8 +168,14 @@ class TurnRunner:
         """
         sink = outbound or self._outbound or _SHOWN_NOWHERE
         started = time.perf_counter()
+        agent_name = await self.agent_of(trigger)
+        if agent_name not in self._agents:
+            # Named by a message journaled before the profile lost that agent: `default` answers.
+            log.warning("turn.agent_gone", session=str(key), agent=agent_name)
+            agent_name = DEFAULT_AGENT
+        agent, metrics = self._agents[agent_name], self._metrics[agent_name]
         if logs.debug_enabled:
-            log.debug("turn.started", session=str(key), stream=stream_id)
+            log.debug("turn.started", session=str(key), stream=stream_id, agent=agent_name)
         if shows_typing:
             await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
         user_message = Message.user(content, media=list(trigger.media))
@@ -164,10 +208,10 @@ class TurnRunner:
                     )
                     await sink.send(StreamSnapshot(reply_so_far))
 
-            reply = await self._agent.run(turn, show_snapshot)
+            reply = await agent.run(turn, show_snapshot)
         except AgentError as error:
-            log.error("turn.agent_failed", session=str(key), error=str(error))
-            self._turns_failed.inc()
+            log.error("turn.agent_failed", session=str(key), agent=agent_name, error=str(error))
+            metrics.failed.inc()
             return TurnResult(
                 user_message, error.user_message, TokenUsage(), failed=True, error=str(error)
             )
@@ -176,7 +220,9 @@ class TurnRunner:
             if shows_typing:
                 await sink.send(TypingStopped(trigger.channel, trigger.chat_id))
             raise
-        self._turns_ok.inc()
+        metrics.ok.inc()
+        metrics.input_tokens.inc(reply.usage.input_tokens)
+        metrics.output_tokens.inc(reply.usage.output_tokens)
         self._turn_latency.observe(time.perf_counter() - started)
         return TurnResult(user_message, reply.content, reply.usage)
 

@@ -65,7 +65,8 @@ def test_unknown_top_level_key_without_close_match_lists_the_keys(
     )
     assert (problem.line, problem.message) == (2, "unknown key 'frobnicate' at the top level")
     assert problem.suggestion.endswith(
-        "agent, channels, sessions, queue_mode, max_media_bytes, transcription, delivery_deadline_s"
+        "agent, channels, sessions, queue_mode, max_media_bytes, transcription, "
+        "delivery_deadline_s, agents, routes, agent_switch"
     )
 
 
