@@ -25,9 +25,12 @@ from bus.abort import (
     is_abort_trigger,
 )
 from bus.envelope import (
+    AGENT,
     ANSWERS,
     FAILED,
+    SEED,
     SESSION,
+    USAGE,
     InboundMessage,
     InboundRefused,
     InboundSender,
@@ -136,7 +139,10 @@ __all__ = [  # noqa: RUF022
     "TypingStopped",
     "ANSWERS",
     "SESSION",
+    "AGENT",
     "FAILED",
+    "SEED",
+    "USAGE",
     # session keys
     "SessionKey",
     "KNOWN_CHANNELS",

@@ -337,6 +337,7 @@ class ChannelManager:
                     try:
                         streamed = event.stream_id is not None and not event.media
                         if streamed and channel.supports_edit():
+                            channel.stream_ending(event)
                             return await self.streams.final(channel, event)
                         else:
                             return await self._delivery.send_message(channel, event)

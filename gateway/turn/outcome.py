@@ -62,6 +62,7 @@ def reply_to_answer(
         failed=answer.failed,
         delivery_id=turn_id,
         stream_id=turn_id if streamed and answer.is_turn else None,
+        usage=answer.usage,
     )
 
 

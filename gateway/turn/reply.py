@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Iterable
 
 import structlog
 
-from bus import ANSWERS, FAILED, SESSION, InboundMessage, OutboundMessage
+from bus import ANSWERS, FAILED, SESSION, USAGE, InboundMessage, OutboundMessage, TokenUsage
 from bus.text import scrub_surrogates
 
 log = structlog.get_logger(__name__)
@@ -31,6 +31,7 @@ def reply_message(
     failed: bool = False,
     delivery_id: str | None = None,
     stream_id: str | None = None,
+    usage: TokenUsage | None = None,
 ) -> OutboundMessage:
     """The reply to `trigger` saying `text`; `answers` are the platform ids of every message it
     answers (`platform_ids`). `delivery_id` keeps a resend from showing twice (a turn's id);
@@ -40,6 +41,8 @@ def reply_message(
         metadata[SESSION] = session
     if failed:
         metadata[FAILED] = True
+    if usage is not None and usage.total:
+        metadata[USAGE] = usage.to_dict()
     return OutboundMessage(
         channel=trigger.channel,
         chat_id=trigger.chat_id,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from bus import (
+    SEED,
     InboundMessage,
     Message,
     OutboundEvent,
@@ -54,6 +55,9 @@ class TurnResult:
     #: True when `reply` is an apology for a failed turn rather than an answer.
     failed: bool = False
     error: str | None = None
+    #: Earlier messages the trigger brought for an empty session (`bus.SEED`), stored before
+    #: the turn's own.
+    seeded: Sequence[Message] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +149,7 @@ class TurnRunner:
             )
         if result.failed:
             return Answer(result.reply, key, [result.user_message], failed=True, error=result.error)
-        messages_added = [result.user_message, Message.assistant(result.reply)]
+        messages_added = [*result.seeded, result.user_message, Message.assistant(result.reply)]
         return Answer(result.reply, key, messages_added, usage=result.usage)
 
     async def run(
@@ -183,6 +187,8 @@ class TurnRunner:
             prepared = await prepare_message(trigger, content, self._transcriber)
             user_message = Message.user(prepared.content, media=list(trigger.media))
             history = await self._sessions.history(key, self._max_history)
+            seeded = seed_of(trigger) if not history else []
+            history = seeded or history
             turn = AgentTurn(
                 profile=self._profile,
                 session_key=key,
@@ -224,7 +230,23 @@ class TurnRunner:
         metrics.input_tokens.inc(reply.usage.input_tokens)
         metrics.output_tokens.inc(reply.usage.output_tokens)
         self._turn_latency.observe(time.perf_counter() - started)
-        return TurnResult(user_message, reply.content, reply.usage)
+        return TurnResult(user_message, reply.content, reply.usage, seeded=seeded)
+
+
+def seed_of(trigger: InboundMessage) -> list[Message]:
+    """The earlier messages `trigger` brings for an empty session (`bus.SEED`: an OpenAI-style
+    request's history before its last message)."""
+    seed = trigger.metadata.get(SEED)
+    if not isinstance(seed, list):
+        return []
+    makers = {"user": Message.user, "assistant": Message.assistant, "system": Message.system}
+    seeded = []
+    for item in seed:
+        if isinstance(item, dict) and isinstance(item.get("content"), str):
+            make = makers.get(str(item.get("role")))
+            if make is not None:
+                seeded.append(make(item["content"]))
+    return seeded
 
 
 async def _show_nothing(text: str) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bus import InboundMessage
+from bus import AGENT, InboundMessage
 from bus.abort import abort_language
 from channels.participants import chat_kind
 from config import DEFAULT_AGENT, AgentRoute, ProfileConfig, RouteMatch
@@ -70,15 +70,11 @@ def _parse_command(text: str) -> tuple[str, str] | None:
     return _ALIASES.get(name, name), argument.strip()
 
 
-#: Inbound metadata naming the agent a message itself asks for: the API's `model`, or the agent
-#: of the prefix route it was addressed by. It wins over the chat's `/agent` choice and routes.
-AGENT_KEY = "octos.agent"
-
-
 class AgentRoutes:
     """Which of a profile's agents answers a message, in this order: the one the message names
-    (`AGENT_KEY`), the one its chat chose with `/agent` (when `agent_switch` lets it), the
-    first route that fits, `default`. One process and the cluster's workers both ask this."""
+    (`bus.AGENT`: the API's `model`, or the agent of the prefix route that addressed it), the
+    one its chat chose with `/agent` (when `agent_switch` lets it), the first route that fits,
+    `default`. One process and the cluster's workers both ask this."""
 
     def __init__(self, config: ProfileConfig) -> None:
         self.names: tuple[str, ...] = tuple(config.named_agents())
@@ -88,19 +84,19 @@ class AgentRoutes:
     def addressed(self, message: InboundMessage) -> InboundMessage:
         """`message` as the turn reads it: when the first route that fits it has a prefix, the
         prefix is taken off its text and its agent named in its metadata; else unchanged."""
-        if not self._routes or AGENT_KEY in message.metadata:
+        if not self._routes or AGENT in message.metadata:
             return message
         route = self._first_fitting(message)
         if route is None or route.match.prefix is None:
             return message
         rest = _after_prefix(message.content, route.match.prefix)
         assert rest is not None  # the route fitted
-        metadata = {**message.metadata, AGENT_KEY: route.agent}
+        metadata = {**message.metadata, AGENT: route.agent}
         return message.model_copy(update={"content": rest, "metadata": metadata})
 
     def agent_for(self, message: InboundMessage, chosen: str | None = None) -> str:
         """The agent that answers `message` (already `addressed`); `chosen`: its chat's choice."""
-        named = message.metadata.get(AGENT_KEY)
+        named = message.metadata.get(AGENT)
         if isinstance(named, str) and named in self.names:
             return named
         if chosen is not None and self.switchable and chosen in self.names:
