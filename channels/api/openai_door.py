@@ -29,8 +29,8 @@ from channels.api.requests import (
     MAX_CHAT_ID_CHARS,
     BadRequest,
     Refusal,
-    valid_text,
     read_json_body,
+    valid_text,
 )
 
 if TYPE_CHECKING:
