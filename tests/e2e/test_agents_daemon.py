@@ -100,7 +100,8 @@ async def test_agent_switches_a_chat_and_the_choice_survives_a_restart(
         await hub.next_hello()
         await hub.say("/agent", chat_id="dm-2")
         listing = (await hub.reply()).content
-        assert "- default" in listing and "- coder" in listing
+        assert "- default" in listing
+        assert "- coder" in listing
         await hub.say("/agent nobody", chat_id="dm-2")
         assert "No agent named 'nobody'" in (await hub.reply()).content
         await hub.say("/agent coder", chat_id="dm-2")
@@ -186,7 +187,8 @@ async def test_the_openai_client_gets_whole_and_streamed_completions(
                 deltas.append(chunk.choices[0].delta.content)
             usage = chunk.usage or usage
         assert "".join(deltas) == "streamed from coder"
-        assert usage is not None and usage.prompt_tokens == 7
+        assert usage is not None
+        assert usage.prompt_tokens == 7
         # The coder was sent the gateway's session as history: the first turn is in it.
         history = webhook.requests[-1].json["history"]
         assert [m["content"] for m in history] == ["first question", "first question"]
@@ -249,7 +251,8 @@ async def test_errors_are_in_openai_shape(api_daemon: tuple[DaemonProcess, str])
         async with http.post(url, json=unknown, headers=good) as response:
             assert response.status == 404
             error = (await response.json())["error"]
-            assert error["code"] == "model_not_found" and "gpt-9" in error["message"]
+            assert error["code"] == "model_not_found"
+            assert "gpt-9" in error["message"]
         async with http.post(url, json={"model": "default"}, headers=good) as response:
             assert response.status == 400
             assert set((await response.json())["error"]) == {"message", "type", "code"}
