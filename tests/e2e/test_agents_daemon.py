@@ -87,6 +87,13 @@ async def test_routes_send_a_group_and_a_prefix_to_the_second_agent(
 
         assert await daemon.metric("octos_turns_total", agent="coder", result="ok") == 2
         assert await daemon.metric("octos_turns_total", agent="default", result="ok") == 1
+        assert await daemon.metric("octos_agent_tokens_total", agent="default", kind="input") > 0
+        status, body = await daemon.get("/status.json")
+        assert status == 200
+        (profile,) = json.loads(body)["profiles"]
+        assert profile["agents"]["coder"]["turns"] == {"ok": 2}
+        assert profile["agents"]["default"]["turns"] == {"ok": 1}
+        assert profile["agent"] == "default (echo), coder (webhook)"
     finally:
         await daemon.stop()
 
