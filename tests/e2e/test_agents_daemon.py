@@ -91,8 +91,8 @@ async def test_routes_send_a_group_and_a_prefix_to_the_second_agent(
         status, body = await daemon.get("/status.json")
         assert status == 200
         (profile,) = json.loads(body)["profiles"]
-        assert profile["agents"]["coder"]["turns"] == {"ok": 2}
-        assert profile["agents"]["default"]["turns"] == {"ok": 1}
+        assert profile["agents"]["coder"]["turns"] == {"ok": 2, "agent_error": 0}
+        assert profile["agents"]["default"]["turns"] == {"ok": 1, "agent_error": 0}
         assert profile["agent"] == "default (echo), coder (webhook)"
     finally:
         await daemon.stop()
