@@ -18,7 +18,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
@@ -32,9 +32,7 @@ from channels.api.requests import (
     read_json_body,
     valid_text,
 )
-
-if TYPE_CHECKING:
-    from channels.api.channel import ApiChannel
+from config import ApiChannelConfig
 
 log = structlog.get_logger(__name__)
 
@@ -216,10 +214,28 @@ def _delta(shown: str, text: str) -> str:
     return text[common:]
 
 
-class OpenAIDoor:
-    """The two endpoints, over the API channel that owns the listener and the replies."""
+class ApiListener(Protocol):
+    """What the door asks of the API channel, which owns the listener and the replies."""
 
-    def __init__(self, channel: ApiChannel) -> None:
+    agent_names: tuple[str, ...]
+
+    @property
+    def profile(self) -> str: ...
+
+    @property
+    def config(self) -> ApiChannelConfig: ...
+
+    async def submit(
+        self, chat_id: str, content: str, message_id: str, metadata: dict[str, object] | None
+    ) -> PendingReply | Refusal: ...
+
+    def forget(self, pending: PendingReply) -> None: ...
+
+
+class OpenAIDoor:
+    """The two endpoints, over the API channel."""
+
+    def __init__(self, channel: ApiListener) -> None:
         self._channel = channel
 
     async def models(self, _request: web.Request) -> web.Response:
