@@ -25,12 +25,15 @@ from bus.abort import (
     is_abort_trigger,
 )
 from bus.envelope import (
+    AGENT,
     ANSWERS,
     BUTTON_DATA_MAX_BYTES,
     CALLBACK,
     FAILED,
+    SEED,
     SESSION,
     TAPPED_SENT_AT,
+    USAGE,
     Button,
     ButtonRows,
     ButtonsUsed,
@@ -148,9 +151,12 @@ __all__ = [  # noqa: RUF022
     "BUTTON_DATA_MAX_BYTES",
     "ANSWERS",
     "SESSION",
+    "AGENT",
     "FAILED",
     "CALLBACK",
     "TAPPED_SENT_AT",
+    "SEED",
+    "USAGE",
     # session keys
     "SessionKey",
     "KNOWN_CHANNELS",

@@ -62,6 +62,12 @@ class InboundMessage(WireModel):
         return SessionKey.for_chat(profile, self.channel, self.chat_id, topic)
 
 
+#: Inbound metadata a channel may set on a message: the name of the profile's agent that must
+#: answer it (the API's `model`; it wins over the chat's `/agent` choice and the routes), and
+#: earlier messages (`[{"role", "content"}]`) that seed its session when that is still empty.
+AGENT = "octos.agent"
+SEED = "octos.seed"
+
 #: Outbound metadata keys the gateway sets on a turn's replies: the platform message ids the
 #: reply answers (several when queued messages were collected into one turn), the session it
 #: belongs to, and whether the text is an apology for a failed turn rather than an answer.
@@ -74,6 +80,9 @@ CALLBACK = "callback"
 #: On a button tap, where the platform tells it: when the tapped message was sent (seconds
 #: since the epoch), from which `buttons_ttl_s` counts.
 TAPPED_SENT_AT = "octos.tapped_sent_at"
+#: The tokens the turn used (`TokenUsage.to_dict()`), on a turn's final reply when it used any:
+#: the API channel's OpenAI-compatible answers report them.
+USAGE = "octos.usage"
 #: Set on a dead letter sent again (`octos-gateway dead-letters retry`): when that was (seconds
 #: since the epoch), from which its delivery deadline counts instead of from its turn.
 SENT_AGAIN_AT = "octos.sent_again_at"

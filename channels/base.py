@@ -226,6 +226,11 @@ class Channel(ABC):
         """The final text of a streamed message; by default one more edit."""
         await self.edit_message(chat_id, message_id, content)
 
+    def stream_ending(self, message: OutboundMessage) -> None:
+        """The final message of a streamed reply, just before the stream editor finishes the
+        stream with its text (`finish_stream` gets only the text): for a channel that answers
+        with more than the text, as the API channel reports the turn's token usage."""
+
     async def delete_message(self, chat_id: str, message_id: str) -> None:
         """Delete a message the bot sent, where the platform allows it."""
 

@@ -181,6 +181,7 @@ def with_placeholders(content: str, placeholders: Sequence[str]) -> str:
 
 
 ChatType = Literal["private", "group", "channel"]
+ChatKind = Literal["private", "group"]
 
 #: Channels whose every chat is one person talking to the bot.
 _ALWAYS_PRIVATE = frozenset({"email", "twilio", "whatsapp", "wecom", "api", "cli"})
@@ -219,14 +220,24 @@ def chat_of(message: InboundMessage) -> Chat:
     title = metadata.get("chat_title")
     return Chat(
         message.chat_id,
-        _chat_type(message.channel, metadata),
+        _chat_type(message.channel, message.chat_id, metadata),
         title if isinstance(title, str) and title else None,
     )
 
 
-def _chat_type(channel: str, metadata: Mapping[str, Any]) -> ChatType | None:
+def chat_kind(message: InboundMessage) -> ChatKind | None:
+    """Whether `message` came from a chat of one person with the bot or of several (a
+    broadcast channel counts as a group); None when its channel does not say."""
+    kind = _chat_type(message.channel, message.chat_id, message.metadata)
+    return "group" if kind == "channel" else kind
+
+
+def _chat_type(channel: str, chat_id: str, metadata: Mapping[str, Any]) -> ChatType | None:
     if channel in _ALWAYS_PRIVATE:
         return "private"
+    if channel == "line":
+        # LINE's ids say what they are: U (a user), C (a group), R (a multi-person room).
+        return "private" if chat_id.startswith("U") else "group"
     is_dm = metadata.get("is_dm")
     if isinstance(is_dm, bool):
         return "private" if is_dm else "group"

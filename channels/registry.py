@@ -88,6 +88,8 @@ class ChannelContext:
     allow_overlay: ApprovedSenders | None = None
     #: The profile's agent type (the web chat page says who answers).
     agent: str = ""
+    #: The names of the profile's agents (`default` first): the API channel's models.
+    agent_names: tuple[str, ...] = ("default",)
     #: Largest file a user sends that is downloaded (the profile's `max_media_bytes`).
     max_media_bytes: int = DEFAULT_MAX_MEDIA_BYTES
 

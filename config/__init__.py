@@ -7,9 +7,12 @@ raises `ConfigError` whose `problems` say, with file and line, everything that i
 
 from config.agents import (
     AGENT_TYPES,
+    DEFAULT_AGENT,
     AgentConfig,
+    AgentRoute,
     EchoAgentConfig,
     OpenAIAgentConfig,
+    RouteMatch,
     TranscriptionConfig,
     WebhookAgentConfig,
 )
@@ -50,8 +53,10 @@ from config.profile import FsyncPolicy, ProfileConfig, ProfileWarning, QueueMode
 __all__ = [
     "AGENT_TYPES",
     "CHANNEL_TYPES",
+    "DEFAULT_AGENT",
     "DEFAULT_PROFILE_ID",
     "AgentConfig",
+    "AgentRoute",
     "ApiChannelConfig",
     "BusConfig",
     "ChannelConfig",
@@ -81,6 +86,7 @@ __all__ = [
     "ProfileWarning",
     "QQBotConfig",
     "QueueMode",
+    "RouteMatch",
     "SessionsConfig",
     "SlackConfig",
     "TelegramConfig",

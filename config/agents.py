@@ -143,3 +143,42 @@ AgentConfig = Annotated[
     Discriminator(_agent_type),
 ]
 """Any agent configuration, told apart by its `type` (default `echo`)."""
+
+
+#: The agent a profile's `agent:` section gives, and the one that answers when no route does.
+DEFAULT_AGENT = "default"
+
+ChatKind = Literal["group", "private"]
+
+
+class RouteMatch(ConfigModel):
+    """What a message must be for its route to apply; every key given must match, an empty
+    `match` matches everything."""
+
+    channel: str | None = Field(
+        None, description="Channel type the message came from (telegram, slack, api...)."
+    )
+    chat: list[str] = Field(
+        default_factory=list, description="Chat ids the route applies to; empty: every chat."
+    )
+    chat_type: ChatKind | None = Field(
+        None,
+        description="group (several people, a channel included) or private (one person and "
+        "the bot); a chat whose channel does not say which matches neither.",
+    )
+    sender: list[str] = Field(
+        default_factory=list, description="Sender ids the route applies to; empty: everyone."
+    )
+    prefix: str | None = Field(
+        None,
+        min_length=1,
+        description="Text the message starts with (as a word: `/code` matches `/code fix it`, "
+        "not `/codex`); it is taken off the text the agent sees and the session stores.",
+    )
+
+
+class AgentRoute(ConfigModel):
+    match: RouteMatch = Field(
+        default_factory=RouteMatch, description="Which messages this route takes."
+    )
+    agent: str = Field(min_length=1, description="Name of the agent (in `agents:`) that answers.")

@@ -6,9 +6,15 @@ import ipaddress
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from config.agents import AgentConfig, EchoAgentConfig, TranscriptionConfig
+from config.agents import (
+    DEFAULT_AGENT,
+    AgentConfig,
+    AgentRoute,
+    EchoAgentConfig,
+    TranscriptionConfig,
+)
 from config.channels import ApiChannelConfig, ChannelConfig, EmailConfig
 from config.common import ConfigModel
 from config.problems import ConfigValueError, DataPath
@@ -67,7 +73,8 @@ class ProfileWarning(NamedTuple):
 class ProfileConfig(ConfigModel):
     agent: AgentConfig = Field(
         default_factory=EchoAgentConfig,
-        description="The agent that answers: echo (default), openai or webhook.",
+        description="The agent that answers: echo (default), openai or webhook; with `agents:` "
+        "it is the one named `default`.",
     )
     channels: list[ChannelConfig] = Field(
         default_factory=list,
@@ -122,6 +129,22 @@ class ProfileConfig(ConfigModel):
         "'[reaction 👍 to: <the message's start>]'.",
     )
 
+    agents: dict[str, AgentConfig] = Field(
+        default_factory=dict,
+        description="Several agents by name, beside or instead of `agent:`; the one named "
+        "`default` (or `agent:`) answers whatever no route sends elsewhere.",
+    )
+    routes: list[AgentRoute] = Field(
+        default_factory=list,
+        description="Which agent answers which messages: the first route whose `match` fits a "
+        "message names its agent; no route fits: `default`.",
+    )
+    agent_switch: bool = Field(
+        False,
+        description="Let a chat choose its agent with `/agent NAME` (remembered for the chat); "
+        "`/agent` alone lists them.",
+    )
+
     @field_validator("channels")
     @classmethod
     def _one_channel_per_type(cls, channels: list[ChannelConfig]) -> list[ChannelConfig]:
@@ -137,6 +160,38 @@ class ProfileConfig(ConfigModel):
                 )
             first_index[key] = index
         return channels
+
+    @model_validator(mode="after")
+    def _agents_named_once(self) -> ProfileConfig:
+        if DEFAULT_AGENT in self.agents and "agent" in self.model_fields_set:
+            raise ConfigValueError(
+                "`agent:` and `agents: {default: ...}` both name the default agent",
+                "keep one: move `agent:` into `agents:` as `default`, or drop `agents.default`",
+                at=("agents", DEFAULT_AGENT),
+            )
+        known = self.named_agents()
+        for index, route in enumerate(self.routes):
+            if route.agent not in known:
+                raise ConfigValueError(
+                    f"routes[{index}] names agent {route.agent!r}, which this profile does not "
+                    "have",
+                    f"name one of: {', '.join(known)}; or add it under `agents:`",
+                    at=("routes", index, "agent"),
+                )
+        return self
+
+    def named_agents(self) -> dict[str, AgentConfig]:
+        """Every agent by name, `default` first (`agent:` when `agents:` has no `default`)."""
+        named: dict[str, AgentConfig] = {DEFAULT_AGENT: self.agents.get(DEFAULT_AGENT, self.agent)}
+        named.update((name, config) for name, config in self.agents.items())
+        return named
+
+    def agent_summary(self) -> str:
+        """The agent's kind (`openai`), or each agent's name and kind when there are several."""
+        named = self.named_agents()
+        if len(named) == 1:
+            return named[DEFAULT_AGENT].type
+        return ", ".join(f"{name} ({config.type})" for name, config in named.items())
 
     def resolve_paths(self, base_dir: Path) -> ProfileConfig:
         """A copy whose relative file paths are resolved against `base_dir` (gateway.yaml's

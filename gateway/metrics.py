@@ -20,6 +20,8 @@ class GatewayMetrics:
     # Counted a few times a turn, on the loop's thread: lock-free (see channels.metrics).
     messages_in: LoopCounter
     turns: LoopCounter
+    #: Tokens the agents' turns used, by agent and kind (input, output).
+    agent_tokens: LoopCounter
     turn_latency: LoopHistogram
     queue_depth: Gauge
     session_append_latency: Histogram
@@ -38,8 +40,14 @@ class GatewayMetrics:
             ),
             turns=LoopCounter(
                 "octos_turns",
-                "Agent turns by result",
-                ["profile", "result"],
+                "Agent turns by agent and result",
+                ["profile", "agent", "result"],
+                registry=registry,
+            ),
+            agent_tokens=LoopCounter(
+                "octos_agent_tokens",
+                "Tokens the agents' turns used, by agent and kind",
+                ["profile", "agent", "kind"],
                 registry=registry,
             ),
             turn_latency=LoopHistogram(

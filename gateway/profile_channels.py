@@ -38,7 +38,8 @@ def build_channels(
         history=history,
         request_shutdown=request_shutdown,
         allow_overlay=pairing.approved,
-        agent=config.agent.type,
+        agent=config.agent_summary(),
+        agent_names=tuple(config.named_agents()),
         max_media_bytes=config.max_media_bytes,
     )
     channels: list[Channel] = []

@@ -5,8 +5,8 @@
 Two backends implement it, chosen where the session store is (`sessions.backends`):
 
 - `ActiveTopics`: `{root}/active_sessions.json` holds `{"active": {base_key: topic},
-  "previous": {base_key: topic}}` as octos does, written atomically off the event loop; one
-  process owns it.
+  "previous": {base_key: topic}}` as octos does (and `"agent": {base_key: name}` for the chats
+  that chose one), written atomically off the event loop; one process owns it.
 - `sessions.postgres.topics.PostgresActiveTopics`: a row per chat, so every worker of a
   cluster sees the topic another worker switched to.
 
@@ -62,16 +62,19 @@ def _topic(stored: str) -> str | None:
 @dataclass(frozen=True, slots=True)
 class ChatTopics:
     """One chat's topics as stored: `active` None is the default session; `previous` None is
-    "no previous topic", `""` the default session."""
+    "no previous topic", `""` the default session. `agent` is the agent the chat chose with
+    `/agent` (None: the one its routes give), kept here because it is the chat's, whichever
+    of its sessions is active."""
 
     active: str | None = None
     previous: str | None = None
+    agent: str | None = None
 
     def switched(self, topic: str | None) -> ChatTopics:
         """`topic` active (None: the default session), the one before remembered."""
         if topic == self.active:
             return self
-        return ChatTopics(topic, self.active or "")
+        return ChatTopics(topic, self.active or "", self.agent)
 
     def back(self) -> ChatTopics:
         """The previous topic active again; unchanged when there is none."""
@@ -83,8 +86,12 @@ class ChatTopics:
         """A deleted topic is neither active nor previous any more."""
         state = self.switched(None) if self.active == topic else self
         if state.previous == topic:
-            state = ChatTopics(state.active, None)
+            state = ChatTopics(state.active, None, state.agent)
         return state
+
+    def with_agent(self, agent: str | None) -> ChatTopics:
+        """The chat answered by `agent` from now on (None: by the one its routes give)."""
+        return ChatTopics(self.active, self.previous, agent)
 
 
 class ActiveTopicsStore(ABC):
@@ -114,6 +121,9 @@ class ActiveTopicsStore(ABC):
     async def forget(self, base_key: str, topic: str) -> None:
         await self.change(base_key, lambda state: state.forgotten(topic))
 
+    async def choose_agent(self, base_key: str, agent: str | None) -> None:
+        await self.change(base_key, lambda state: state.with_agent(agent))
+
 
 class ActiveTopics(ActiveTopicsStore):
     """The JSONL backend's topics: one file per profile, held in memory, rewritten per change."""
@@ -122,6 +132,7 @@ class ActiveTopics(ActiveTopicsStore):
         self.path = root / ACTIVE_TOPICS_FILE
         self._active: dict[str, str] = {}
         self._previous: dict[str, str] = {}
+        self._agent: dict[str, str] = {}
         self._lock = asyncio.Lock()
 
     async def load(self) -> None:
@@ -131,9 +142,12 @@ class ActiveTopics(ActiveTopicsStore):
             base: topic for base, topic in data.get("active", {}).items() if _topic(topic)
         }
         self._previous = dict(data.get("previous", {}))
+        self._agent = dict(data.get("agent", {}))
 
     async def state(self, base_key: str) -> ChatTopics:
-        return ChatTopics(self._active.get(base_key), self._previous.get(base_key))
+        return ChatTopics(
+            self._active.get(base_key), self._previous.get(base_key), self._agent.get(base_key)
+        )
 
     async def active(self, base_key: str) -> str | None:
         # `state(base_key).active` without building the state: every turn asks this.
@@ -142,8 +156,10 @@ class ActiveTopics(ActiveTopicsStore):
     def chats(self) -> dict[str, ChatTopics]:
         """Every chat with a topic or a previous one, as loaded (`store migrate` copies them)."""
         return {
-            base: ChatTopics(self._active.get(base), self._previous.get(base))
-            for base in sorted(self._active.keys() | self._previous.keys())
+            base: ChatTopics(
+                self._active.get(base), self._previous.get(base), self._agent.get(base)
+            )
+            for base in sorted(self._active.keys() | self._previous.keys() | self._agent.keys())
         }
 
     async def change(self, base_key: str, step: Callable[[ChatTopics], ChatTopics]) -> ChatTopics:
@@ -155,14 +171,18 @@ class ActiveTopics(ActiveTopicsStore):
             # Memory follows the file only once it is written: a failed write changes nothing.
             active = _put(self._active, base_key, after.active)
             previous = _put(self._previous, base_key, after.previous)
+            agent = _put(self._agent, base_key, after.agent)
+            sections = {"active": active, "previous": previous}
+            if agent:
+                sections["agent"] = agent
             content = json.dumps(
-                {"active": active, "previous": previous},
+                sections,
                 ensure_ascii=False,
                 indent=1,
                 sort_keys=True,
             ).encode()
             await asyncio.to_thread(self._write, content + b"\n")
-            self._active, self._previous = active, previous
+            self._active, self._previous, self._agent = active, previous, agent
             return after
 
     def _read(self) -> dict[str, dict[str, str]]:
@@ -174,7 +194,7 @@ class ActiveTopics(ActiveTopicsStore):
             data = json.loads(raw)
             return {
                 section: {str(k): str(v) for k, v in data.get(section, {}).items()}
-                for section in ("active", "previous")
+                for section in ("active", "previous", "agent")
             }
         except (ValueError, AttributeError) as error:
             log.error(

@@ -12,4 +12,5 @@ __all__ = ["ApiChannel", "create"]
 def create(config: ApiChannelConfig, context: ChannelContext) -> ApiChannel:
     channel = ApiChannel(config, context.profile, context.history)
     channel.agent = context.agent
+    channel.agent_names = context.agent_names
     return channel

@@ -29,8 +29,15 @@ from bus import (
     PipeClosed,
     SenderRefused,
 )
+from channels.api.openai_door import OPENAI_PATHS, OpenAIDoor, OpenAIError
 from channels.api.replies import PendingReply, ReplyEvent, ReplyRouter
-from channels.api.requests import BadRequest, error_response, parse_chat_request, read_json_body
+from channels.api.requests import (
+    BadRequest,
+    Refusal,
+    error_response,
+    parse_chat_request,
+    read_json_body,
+)
 from channels.base import ChatHistory, HistoryUnavailable
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
@@ -38,7 +45,6 @@ from channels.lifecycle.run_state import RunStateChannel
 from channels.split.limits import PLATFORM_LIMITS
 from channels.web.guard import ConnectionGuard, GuardedSite, guarded_runner
 from channels.web.names import HostCheck, listener_names, origin_allowed
-from channels.web.webhook import refused_response
 from config import ApiChannelConfig
 
 log = structlog.get_logger(__name__)
@@ -77,6 +83,8 @@ class ApiChannel(RunStateChannel):
     send_with_id_sends_whole = False  # it opens a streamed reply to the waiting request
     #: The profile's agent type, which the empty page names (GET /v1/info).
     agent: str = ""
+    #: The names of the profile's agents, which `GET /v1/models` lists.
+    agent_names: tuple[str, ...] = ("default",)
 
     def __init__(self, config: ApiChannelConfig, profile: str, history: ChatHistory | None) -> None:
         self._config = config
@@ -151,6 +159,9 @@ class ApiChannel(RunStateChannel):
         self._require_running()
         self._replies.snapshot(message_id, content)
 
+    def stream_ending(self, message: OutboundMessage) -> None:
+        self._replies.ending(message)
+
     async def finish_stream(self, chat_id: str, message_id: str, content: str) -> None:
         self._require_running()
         self._replies.finish(message_id, content)
@@ -170,6 +181,9 @@ class ApiChannel(RunStateChannel):
         app.router.add_get("/v1/sessions", self._sessions)
         app.router.add_get("/v1/sessions/{chat_id}/messages", self._messages)
         app.router.add_get("/v1/info", self._info)
+        door = OpenAIDoor(self)
+        app.router.add_post("/v1/chat/completions", door.completions)
+        app.router.add_get("/v1/models", door.models)
         for path in STATIC_FILES:
             app.router.add_get(path, self._static_file)
         return app
@@ -207,7 +221,12 @@ class ApiChannel(RunStateChannel):
             or not presented.isascii()
             or not hmac.compare_digest(presented.strip().encode(), self._token.encode())
         ):
-            response = error_response(401, "missing or wrong bearer token")
+            reason = "missing or wrong bearer token"
+            response = (
+                OpenAIError(reason, 401, "invalid_request_error", "invalid_api_key").response()
+                if request.path in OPENAI_PATHS
+                else error_response(401, reason)
+            )
             response.headers["WWW-Authenticate"] = 'Bearer realm="octos-gateway"'
             return response
         return await handler(request)
@@ -222,34 +241,62 @@ class ApiChannel(RunStateChannel):
             chat = parse_chat_request(await read_json_body(request, self._config.max_body_bytes))
         except BadRequest as error:
             return error_response(error.status, str(error))
-        if self._inbound is None:
-            return error_response(503, "the channel is not running")
         message_id = chat.client_message_id or uuid.uuid4().hex
-        pending = self._replies.wait_for(chat.chat_id, message_id)
+        submitted = await self.submit(chat.chat_id, chat.content, message_id)
+        if isinstance(submitted, Refusal):
+            return submitted.as_error()
+        try:
+            if chat.stream:
+                return await self._stream(request, submitted)
+            return await self._wait_whole(chat.chat_id, submitted)
+        finally:
+            self._replies.forget(submitted)
+
+    async def submit(
+        self,
+        chat_id: str,
+        content: str,
+        message_id: str,
+        metadata: dict[str, object] | None = None,
+    ) -> PendingReply | Refusal:
+        """The message handed to the gateway (durable once this returns), and the request's
+        wait for its reply; or why the gateway did not take it. `/v1/chat` and the OpenAI door
+        both go through here."""
+        if self._inbound is None:
+            return Refusal(503, "the channel is not running")
+        pending = self._replies.wait_for(chat_id, message_id)
         inbound = InboundMessage(
             channel="api",
-            sender_id=chat.chat_id,
-            chat_id=chat.chat_id,
-            content=chat.content,
+            sender_id=chat_id,
+            chat_id=chat_id,
+            content=content,
             message_id=message_id,
+            metadata=metadata or {},
         )
         try:
             await self._inbound.send(inbound)
         except InboundRefused as error:
             self._replies.forget(pending)
-            return refused_response(error)
+            return Refusal(error.http_status, error.message, error.retry_after_s)
         except SenderRefused as refused:
             self._replies.forget(pending)
-            return error_response(403, refused.notice)
+            return Refusal(403, refused.notice)
         except PipeClosed:
             self._replies.forget(pending)
-            return error_response(503, "the gateway is shutting down; retry shortly")
-        try:
-            if chat.stream:
-                return await self._stream(request, pending)
-            return await self._wait_whole(chat.chat_id, pending)
-        finally:
-            self._replies.forget(pending)
+            return Refusal(503, "the gateway is shutting down; retry shortly")
+        return pending
+
+    def forget(self, pending: PendingReply) -> None:
+        """The request is answered (or gone): its wait ends."""
+        self._replies.forget(pending)
+
+    @property
+    def profile(self) -> str:
+        return self._profile
+
+    @property
+    def config(self) -> ApiChannelConfig:
+        return self._config
 
     def _default_session(self, chat_id: str) -> str:
         return f"{self._profile}:api:{chat_id}"

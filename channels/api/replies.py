@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bus import ANSWERS, FAILED, SESSION, OutboundMessage
+from bus import ANSWERS, FAILED, SESSION, USAGE, OutboundMessage
 
 EventKind = Literal["snapshot", "done", "error"]
 #: (chat_id, message_id): what a waiting request is known by.
@@ -39,6 +39,8 @@ class ReplyEvent:
     kind: EventKind
     text: str
     session: str | None = None
+    #: The turn's token counts (`bus.TokenUsage` as a dict), on a final event.
+    usage: dict[str, int] | None = None
 
 
 @dataclass(eq=False)
@@ -99,6 +101,9 @@ class ReplyRouter:
         self._streams: dict[str, tuple[list[RequestKey], str | None]] = {}
         self._recent = RecentReplies()
         self._ids = itertools.count(1)
+        #: The token usage of streamed replies about to finish, by the streams' message ids.
+        self._ending_usage: dict[str, dict[str, int]] = {}
+        self._stream_ids: dict[RequestKey, str] = {}
 
     def wait_for(self, chat_id: str, message_id: str) -> PendingReply:
         """A new waiter; if the reply was already given, it is there at once."""
@@ -137,8 +142,21 @@ class ReplyRouter:
     def final(self, message: OutboundMessage) -> None:
         kind: EventKind = "error" if message.metadata.get(FAILED) else "done"
         session = message.metadata.get(SESSION)
-        event = ReplyEvent(kind, message.content, str(session) if session else None)
+        event = ReplyEvent(
+            kind, message.content, str(session) if session else None, _usage_of(message)
+        )
         self._emit(self._answered_keys(message), event)
+
+    def ending(self, message: OutboundMessage) -> None:
+        """The final message of a streamed reply, before `finish` gets its text: its usage is
+        kept for the done event."""
+        usage = _usage_of(message)
+        if usage is None:
+            return
+        for key in self._answered_keys(message):
+            stream_message_id = self._stream_ids.get(key)
+            if stream_message_id is not None:
+                self._ending_usage[stream_message_id] = usage
 
     def open_stream(self, message: OutboundMessage) -> str:
         """A new platform message id for a streamed reply, remembered for its edits."""
@@ -150,6 +168,7 @@ class ReplyRouter:
         session = message.metadata.get(SESSION)
         keys = self._answered_keys(message)
         self._streams[stream_message_id] = (keys, str(session) if session else None)
+        self._stream_ids.update((key, stream_message_id) for key in keys)
         self._emit(keys, ReplyEvent("snapshot", message.content))
         return stream_message_id
 
@@ -159,7 +178,11 @@ class ReplyRouter:
 
     def finish(self, stream_message_id: str, text: str) -> None:
         keys, session = self._streams.pop(stream_message_id, ([], None))
-        self._emit(keys, ReplyEvent("done", text, session))
+        for key in keys:
+            if self._stream_ids.get(key) == stream_message_id:
+                del self._stream_ids[key]
+        usage = self._ending_usage.pop(stream_message_id, None)
+        self._emit(keys, ReplyEvent("done", text, session, usage))
 
     def fail_all(self, reason: str) -> None:
         """The channel is stopping: every waiting request gets an error event."""
@@ -168,3 +191,10 @@ class ReplyRouter:
             for pending in waiters:
                 pending.events.put_nowait(event)
         self._streams.clear()
+        self._stream_ids.clear()
+        self._ending_usage.clear()
+
+
+def _usage_of(message: OutboundMessage) -> dict[str, int] | None:
+    usage = message.metadata.get(USAGE)
+    return usage if isinstance(usage, dict) else None

@@ -8,6 +8,7 @@ platform can hold).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,33 @@ class BadRequest(Exception):
 
 def error_response(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why the gateway did not take a request's message: the status, the reason, and when a
+    full backlog (429, 503) may take it."""
+
+    status: int
+    message: str
+    retry_after_s: float | None = None
+
+    def retry_after(self) -> int | None:
+        """Whole seconds for `Retry-After`; None when retrying does not help."""
+        if self.retry_after_s is None:
+            return None
+        return max(1, math.ceil(self.retry_after_s))
+
+    def as_error(self) -> web.Response:
+        """The refusal in `/v1/chat`'s shape."""
+        retry_after = self.retry_after()
+        if retry_after is None:
+            return error_response(self.status, self.message)
+        return web.json_response(
+            {"error": self.message, "retry_after_s": retry_after},
+            status=self.status,
+            headers={"Retry-After": str(retry_after)},
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +90,7 @@ async def read_json_body(request: web.Request, max_bytes: int) -> Any:
         raise BadRequest(f"body is not valid JSON: {error}") from None
 
 
-def _valid_text(name: str, value: str) -> str:
+def valid_text(name: str, value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
@@ -81,7 +109,7 @@ def _field(body: dict[str, Any], name: str, kind: type, *, required: bool) -> An
     value = body[name]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise BadRequest(f"field {name!r} must be a {kind.__name__}, got {type(value).__name__}")
-    return _valid_text(name, value) if isinstance(value, str) else value
+    return valid_text(name, value) if isinstance(value, str) else value
 
 
 def parse_chat_request(body: Any) -> ChatRequest:

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from imap_tools import BaseMailBox, MailBox, MailBoxStartTls, MailBoxUnencrypted
 from imap_tools.errors import ImapToolsError, MailboxFolderSelectError, MailboxLoginError
 
-from channels.email.trust import client_context, untrusted_certificate
+from channels.email.smtp import client_context, untrusted_certificate
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from config.channels.email import ImapSettings
 

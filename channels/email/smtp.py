@@ -4,6 +4,10 @@ One connection per reply (a bot's mail volume is low, and a fresh connection nev
 over a server that dropped an idle one). SMTP's own rule decides retries: a 4xx reply is
 temporary and is retried (a 4.7.x "slow down" as a rate limit, waiting the seconds the server
 names, if it names any), a 5xx reply is permanent and is not.
+
+Which certificates a mail connection trusts (this one and IMAP's, `client_context`): by
+default the system's CAs (`ssl.create_default_context()`, which honours `SSL_CERT_FILE`); with
+`imap.ca_file` / `smtp.ca_file`, only the CAs in that PEM file, as curl's `--cacert`.
 """
 
 from __future__ import annotations
@@ -12,12 +16,70 @@ import asyncio
 import re
 import ssl
 from email.message import EmailMessage
+from typing import Literal
 
 import aiosmtplib
 
-from channels.email.trust import client_context, untrusted_certificate
-from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from config.channels.email import SmtpSettings
+from channels.errors import (
+    AuthError,
+    ChannelError,
+    FatalChannelError,
+    MessageTooLong,
+    RateLimited,
+    TransientError,
+)
+from config.channels.email import ImapSettings, SmtpSettings
+
+CHANNEL = "email"
+Role = Literal["imap", "smtp"]
+
+
+def client_context(settings: ImapSettings | SmtpSettings, role: Role) -> ssl.SSLContext:
+    """The TLS context for `role`'s server. Reads the CA file: call it off the event loop."""
+    if settings.ca_file is None:
+        return ssl.create_default_context()
+    try:
+        return ssl.create_default_context(cafile=str(settings.ca_file))
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise FatalChannelError(
+            f"{role}.ca_file {settings.ca_file} cannot be read as certificates ({reason})",
+            channel=CHANNEL,
+            suggestion=f"point {role}.ca_file at the PEM file of the CA that signed the "
+            f"{role.upper()} server's certificate",
+        ) from exc
+
+
+def refused_certificate(error: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate verification failure behind `error`, if that is what it is."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def untrusted_certificate(
+    error: BaseException, role: Role, what: str = ""
+) -> TransientError | None:
+    """The error to raise when `error` (while `role`'s client did `what`) is a certificate
+    this side does not trust; None when it is something else. Worth retrying (a server may
+    get a new certificate), but the fix is a setting, which the suggestion names."""
+    refused = refused_certificate(error)
+    if refused is None:
+        return None
+    doing = f"{role.upper()} {what}" if what else role.upper()
+    return TransientError(
+        f"{doing}: the server's certificate is not trusted ({refused})",
+        channel=CHANNEL,
+        suggestion=f"if the {role.upper()} server's certificate is signed by a private CA, set "
+        f"{role}.ca_file to that CA's certificate (PEM); else check {role}.host against the "
+        "name in the certificate",
+    )
+
 
 CHANNEL = "email"
 SMTP_TIMEOUT_S = 30.0

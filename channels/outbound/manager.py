@@ -370,6 +370,7 @@ class ChannelManager:
     async def _send_reply(self, channel: Channel, reply: OutboundMessage) -> list[str]:
         streamed = reply.stream_id is not None and not reply.media
         if streamed and channel.supports_edit():
+            channel.stream_ending(reply)
             return await self.streams.final(channel, reply)
         return await self._delivery.send_message(channel, reply)
 

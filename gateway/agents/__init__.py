@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, assert_never
 
-from config import AgentConfig, EchoAgentConfig, OpenAIAgentConfig, WebhookAgentConfig
+from config import (
+    AgentConfig,
+    EchoAgentConfig,
+    OpenAIAgentConfig,
+    ProfileConfig,
+    WebhookAgentConfig,
+)
 from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
 from gateway.agents.echo import EchoAgent
 from gateway.agents.errors import AgentError, AgentFailure
@@ -29,6 +37,7 @@ __all__ = [
     "SnapshotStream",
     "WebhookAgent",
     "create_agent",
+    "open_agents",
     "sign_body",
     "verify_signature",
 ]
@@ -49,6 +58,20 @@ def create_agent(config: AgentConfig, *, media_links: MediaLinks | None = None) 
     if isinstance(config, WebhookAgentConfig):
         return WebhookAgent(config, media_links=media_links or current_media_links())
     assert_never(config)
+
+
+@asynccontextmanager
+async def open_agents(
+    config: ProfileConfig, *, media_links: MediaLinks | None = None
+) -> AsyncIterator[dict[str, Agent]]:
+    """Every agent of the profile (`agent:` and `agents:`) by name, entered; closed on the way
+    out."""
+    async with AsyncExitStack() as stack:
+        agents: dict[str, Agent] = {}
+        for name, agent_config in config.named_agents().items():
+            agent = create_agent(agent_config, media_links=media_links)
+            agents[name] = await stack.enter_async_context(agent)
+        yield agents
 
 
 def __getattr__(name: str) -> object:

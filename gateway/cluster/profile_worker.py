@@ -27,7 +27,7 @@ from bus import InboundMessage, Message, SessionKey
 from config import ProfileConfig
 from config.profile import QueueMode
 from config.store import StoreConfig
-from gateway.agents import create_agent
+from gateway.agents import open_agents
 from gateway.cluster.live import LiveTurn
 from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
@@ -106,7 +106,7 @@ class WorkerProfile:
     async def effect_transaction(self, message: InboundMessage) -> AsyncIterator[Connection | None]:
         """A command's effect (topics, sessions) and its reply commit together: a worker killed
         between them would otherwise run `/back` or an unnamed `/new` twice."""
-        if not triage(message.content).command:
+        if not triage(self._runner.routes.addressed(message).content).command:
             yield None
             return
         async with self._store.transaction() as connection:
@@ -115,6 +115,8 @@ class WorkerProfile:
     async def answer(
         self, messages: Sequence[InboundMessage], turn_id: str, live: LiveTurn | None = None
     ) -> Answer:
+        # A prefix route's text: the prefix is off before triage and the agent read it.
+        messages = [self._runner.routes.addressed(message) for message in messages]
         message = messages[-1]
         chat = message.session_key(self.profile_id)
         # Whatever this process remembers of the chat may be stale: its previous turns, a
@@ -138,7 +140,8 @@ class WorkerProfile:
 
     async def _command(self, chat: SessionKey, key: SessionKey, name: str, arg: str) -> Answer:
         # Busy is what the chat's partition says: this message runs, so no turn of it does.
-        status = ChatStatus(busy=False, queue_mode=self.queue_mode, agent=self._config.agent.type)
+        agent = self._config.agent_summary()
+        status = ChatStatus(busy=False, queue_mode=self.queue_mode, agent=agent)
         text = await command_reply(name, self._run_in_savepoint(chat, name, arg, status))
         log.debug("cluster.command_answered", command=name, session=str(key))
         return Answer.said(key, text)
@@ -170,7 +173,7 @@ async def worker_profile(
     settings = config.sessions
     async with AsyncExitStack() as stack:
         sessions_store = await stack.enter_async_context(session_store(store, root))
-        agent = await stack.enter_async_context(create_agent(config.agent))
+        agents = await stack.enter_async_context(open_agents(config))
         sessions = SessionManager(sessions_store, max_open=settings.max_open)
         # In the same database as the sessions: a `/new` on one worker holds on every worker.
         topics = active_topics(store, root, sessions_store)
@@ -179,7 +182,7 @@ async def worker_profile(
         yield WorkerProfile(
             services,
             # Each turn names where it shows its snapshots and typing: its own `LiveTurn`.
-            TurnRunner(services, agent),
+            TurnRunner(services, agents),
             Commands(services),
             postgres_store(sessions_store),
         )

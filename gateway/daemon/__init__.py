@@ -111,7 +111,7 @@ class Daemon:
     async def status_snapshot(self) -> dict[str, object]:
         facts: dict[str, ProfileFacts] = {}
         for pid, (runtime, _task) in self._profiles.items():
-            agent, dead_letters = runtime.config.agent.type, await self._dead_letters_of(pid)
+            agent, dead_letters = runtime.config.agent_summary(), await self._dead_letters_of(pid)
             if (failure := self._failed.get(pid)) is None:
                 facts[pid] = ProfileFacts(
                     agent, await runtime.health(), runtime.open_sessions(), None, dead_letters

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,7 @@ from channels.metrics import ChannelMetrics
 from channels.outbound.manager import ChannelManager
 from channels.outbound.streaming import StreamKey
 from config import ProfileConfig
-from gateway.agents import Agent, create_agent
+from gateway.agents import Agent, open_agents
 from gateway.daemon.reply_dead_letters import DeadLetterStore, ProfileDeadLetters
 from gateway.pairing import Pairing, open_pairing
 from gateway.profile_channels import build_channels, not_built_yet, register_all
@@ -144,7 +144,7 @@ class ProfileRuntime:
         # log: the journal) before the dispatcher takes it from `handle`.
         handle, publisher = create_bus(self._shared.bus_capacity, carries=Received)
         services = await self._open_services(stack)
-        agent = await stack.enter_async_context(create_agent(self.config.agent))
+        agents = await stack.enter_async_context(open_agents(self.config))
         stack.callback(self._shared.webhooks.unmount, self.profile_id)
         pairing = await open_pairing(
             stack, self.profile_id, self._shared.pairing.store(self._shared.store, self.root)
@@ -168,7 +168,7 @@ class ProfileRuntime:
         stack.push_async_callback(journal.close)
         # A later channel of the same name replaces an earlier one, as in the manager.
         channel_named = {channel.name: channel for channel in built_channels}.get
-        dispatcher = self._dispatcher_for(services, journal, channel_named, agent, handle)
+        dispatcher = self._dispatcher_for(services, journal, channel_named, agents, handle)
         dispatcher.intake.strangers.stranger_notice = pairing.stranger_notice
         dispatcher.intake.strangers.reread_approvals = pairing.reread
         publisher.log_through(dispatcher.intake)
@@ -231,7 +231,7 @@ class ProfileRuntime:
         services: ProfileServices,
         journal: Journal,
         channel_named: Callable[[str], Channel | None],
-        agent: Agent,
+        agents: Mapping[str, Agent],
         bus: AgentHandle[Received],
     ) -> Dispatcher:
         settings = self.config.sessions
@@ -239,7 +239,7 @@ class ProfileRuntime:
             DispatcherSettings(
                 self.profile_id,
                 self.config.queue_mode,
-                self.config.agent.type,
+                self.config.agent_summary(),
                 max_backlog_per_chat=settings.max_backlog_per_chat,
                 max_backlog=settings.max_backlog,
                 max_concurrent_turns=settings.max_concurrent_turns,
@@ -247,7 +247,7 @@ class ProfileRuntime:
             services,
             journal,
             channel_named,
-            TurnRunner(services, agent, bus),
+            TurnRunner(services, agents, bus),
             Commands(services),
             bus,
         )

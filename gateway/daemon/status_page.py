@@ -79,6 +79,22 @@ def _by(
     return totals
 
 
+def _by_agent(
+    samples: Mapping[str, list[tuple[dict[str, str], float]]], profile: str
+) -> dict[str, dict[str, dict[str, int]]]:
+    """Each agent's turns by result and tokens by kind."""
+    agents: dict[str, dict[str, dict[str, int]]] = {}
+    for name, figure, key in (
+        ("octos_turns_total", "turns", "result"),
+        ("octos_agent_tokens_total", "tokens", "kind"),
+    ):
+        for labels, value in samples.get(name, []):
+            if labels.get("profile") == profile and "agent" in labels:
+                counts = agents.setdefault(labels["agent"], {"turns": {}, "tokens": {}})[figure]
+                counts[labels[key]] = counts.get(labels[key], 0) + int(value)
+    return agents
+
+
 def build_snapshot(
     profiles: Mapping[str, ProfileFacts],
     registry: CollectorRegistry,
@@ -98,6 +114,7 @@ def build_snapshot(
                     {"name": name, **health.to_dict()} for name, health in facts.channels.items()
                 ],
                 "turns": _by(samples, "octos_turns_total", profile_id, "result"),
+                "agents": _by_agent(samples, profile_id),
                 "messages_in": _by(samples, "octos_messages_in_total", profile_id, "outcome"),
                 "messages_out": _by(samples, "octos_messages_out_total", profile_id, "channel"),
                 "send_errors": _by(samples, "octos_send_errors_total", profile_id, "reason"),

@@ -1,4 +1,5 @@
-"""Chat commands: topics (`/new`, `/s`, `/sessions`, `/back`, `/delete`), `/reset`, `/status`.
+"""Chat commands: topics (`/new`, `/s`, `/sessions`, `/back`, `/delete`), `/reset`, `/status`,
+`/agent` (which of the profile's agents the chat talks to).
 
 Which text is a command (its name, its aliases) and which commands are answered at once is
 decided by the turn core's triage (`gateway.turn.triage`); this runs them.
@@ -11,6 +12,7 @@ from datetime import UTC, datetime
 
 from bus import SessionKey
 from gateway.services import ProfileServices
+from gateway.turn.triage import AgentRoutes
 from sessions import validate_topic_name
 
 HELP_TEXT = """Commands:
@@ -21,6 +23,7 @@ HELP_TEXT = """Commands:
 /delete NAME, /d NAME - delete a session (its history is archived)
 /reset - clear the current session (its history is archived)
 /status - what the bot is doing
+/agent [name] - list the agents, or talk to another one
 /stop - cancel the running reply
 /help - this list"""
 
@@ -39,6 +42,7 @@ class Commands:
         self._sessions = services.sessions
         self._topics = services.topics
         self._fork_copy = services.config.sessions.fork_copy
+        self._routes = AgentRoutes(services.config)
 
     async def current_key(self, chat: SessionKey) -> SessionKey:
         topic = await self._topics.active(chat.base_key())
@@ -59,6 +63,7 @@ class Commands:
             "/back": self._back,
             "/delete": self._delete,
             "/reset": self._reset,
+            "/agent": self._agent,
         }.get(name)
         if handler is None:
             return HELP_TEXT if name == "/help" else f"Unknown command {name}.\n\n{HELP_TEXT}"
@@ -125,6 +130,29 @@ class Commands:
     async def _reset(self, chat: SessionKey, _argument: str) -> str:
         await self._sessions.reset(await self.current_key(chat))
         return "Session cleared (the old history is archived)."
+
+    async def _agent(self, chat: SessionKey, name: str) -> str:
+        routes = self._routes
+        chosen = (await self._topics.state(chat.base_key())).agent
+        if not name:
+            listed = "\n".join(
+                f"{'*' if agent == chosen else '-'} {agent}" for agent in routes.names
+            )
+            if not routes.switchable:
+                return f"Agents of this bot:\n{listed}\nWhich one answers is set by its routes."
+            return (
+                f"Agents (* = this chat's choice):\n{listed}\n"
+                "/agent NAME talks to another; /agent routes goes back to the bot's routes."
+            )
+        if not routes.switchable:
+            return "This bot does not let a chat choose its agent (agent_switch is off)."
+        if name == "routes":
+            await self._topics.choose_agent(chat.base_key(), None)
+            return "This chat is answered by the agent its routes give again."
+        if name not in routes.names:
+            return f"No agent named {name!r}. Agents: {', '.join(routes.names)}."
+        await self._topics.choose_agent(chat.base_key(), name)
+        return f"This chat now talks to {name!r}."
 
     async def _status(self, chat: SessionKey, status: ChatStatus) -> str:
         key = await self.current_key(chat)

@@ -65,6 +65,7 @@ def reply_to_answer(
         delivery_id=turn_id,
         stream_id=turn_id if streamed and answer.is_turn else None,
         buttons=answer.buttons,
+        usage=answer.usage,
     )
 
 

@@ -12,7 +12,17 @@ from collections.abc import Awaitable, Iterable
 
 import structlog
 
-from bus import ANSWERS, CALLBACK, FAILED, SESSION, ButtonRows, InboundMessage, OutboundMessage
+from bus import (
+    ANSWERS,
+    CALLBACK,
+    FAILED,
+    SESSION,
+    USAGE,
+    ButtonRows,
+    InboundMessage,
+    OutboundMessage,
+    TokenUsage,
+)
 from bus.text import scrub_surrogates
 
 log = structlog.get_logger(__name__)
@@ -32,6 +42,7 @@ def reply_message(
     delivery_id: str | None = None,
     stream_id: str | None = None,
     buttons: ButtonRows | None = None,
+    usage: TokenUsage | None = None,
 ) -> OutboundMessage:
     """The reply to `trigger` saying `text`; `answers` are the platform ids of every message it
     answers (`platform_ids`). `delivery_id` keeps a resend from showing twice (a turn's id);
@@ -42,6 +53,8 @@ def reply_message(
         metadata[SESSION] = session
     if failed:
         metadata[FAILED] = True
+    if usage is not None and usage.total:
+        metadata[USAGE] = usage.to_dict()
     return OutboundMessage(
         channel=trigger.channel,
         chat_id=trigger.chat_id,

@@ -6,7 +6,9 @@ with the turn. The transcript (or, when there is none, a placeholder saying why)
 message's text: the session stores what the agent read, and every agent, the history and
 `/sessions` see words.
 
-The runner itself stores nothing: the turn's log (`gateway.turn.outcome.TurnLog`) records its
+The agent that answers is chosen per message among the profile's agents (`AgentRoutes`: the
+message's own choice, the chat's `/agent`, the routes, else `default`). The runner itself
+stores nothing: the turn's log (`gateway.turn.outcome.TurnLog`) records its
 outcome, durable before the reply is sent, and the session behind it.
 """
 
@@ -20,6 +22,7 @@ import structlog
 
 from bus import (
     CALLBACK,
+    SEED,
     InboundMessage,
     Message,
     OutboundEvent,
@@ -31,36 +34,74 @@ from bus import (
     TypingStopped,
 )
 from channels.media_info import MediaInfo, chat_of, describe_media, sender_of
+from channels.metrics import LoopCount
+from config import DEFAULT_AGENT
 from gateway import logs
 from gateway.agents import Agent, AgentError, AgentTurn, SnapshotSink
 from gateway.agents.transcription import Transcriber, placeholder
+from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
 from gateway.turn.lanes import collected_content
 from gateway.turn.outcome import Answer
 from gateway.turn.reply import failed_reply, failure_reason, platform_ids, reply_message
+from gateway.turn.triage import AgentRoutes
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _AgentMetrics:
+    """One agent's series: its turns by result and the tokens they used."""
+
+    ok: LoopCount
+    failed: LoopCount
+    input_tokens: LoopCount
+    output_tokens: LoopCount
+
+    @classmethod
+    def of(cls, metrics: GatewayMetrics, profile: str, agent: str) -> _AgentMetrics:
+        return cls(
+            metrics.turns.labels(profile, agent, "ok"),
+            metrics.turns.labels(profile, agent, "agent_error"),
+            metrics.agent_tokens.labels(profile, agent, "input"),
+            metrics.agent_tokens.labels(profile, agent, "output"),
+        )
 
 
 class TurnRunner:
     """Runs turns for one profile; the caller serialises turns per chat."""
 
     def __init__(
-        self, services: ProfileServices, agent: Agent, outbound: OutboundSink | None = None
+        self,
+        services: ProfileServices,
+        agents: Mapping[str, Agent],
+        outbound: OutboundSink | None = None,
     ) -> None:
-        """`outbound`: where turns show their snapshots and typing, unless a turn names its own
-        (a cluster worker's turns each name the ingress holding their chat)."""
+        """`agents`: the profile's agents by name (`default` answers when no route says
+        otherwise, `AgentRoutes`); `outbound`: where turns show their snapshots and typing,
+        unless a turn names its own (a cluster worker's turns each name the ingress holding
+        their chat)."""
         self._profile = services.profile
         self._max_history = services.config.sessions.max_history
-        self._agent = agent
+        self._agents = dict(agents)
+        self.routes = AgentRoutes(services.config)
         self._sessions = services.sessions
+        self._topics = services.topics
         self._outbound = outbound
         self._transcriber = Transcriber(services.config.transcription)
         self._working_reaction = services.config.working_reaction
         profile, metrics = services.profile, services.metrics
-        self._turns_ok = metrics.turns.labels(profile, "ok")
-        self._turns_failed = metrics.turns.labels(profile, "agent_error")
+        self._metrics = {name: _AgentMetrics.of(metrics, profile, name) for name in agents}
         self._turn_latency = metrics.turn_latency.labels(profile)
+
+    async def agent_of(self, message: InboundMessage) -> str:
+        """The name of the agent that answers `message` (`AgentRoutes.agent_for`), asking the
+        chat's stored choice only when the profile lets chats choose."""
+        chosen = None
+        if self.routes.switchable:
+            base_key = message.session_key(self._profile).base_key()
+            chosen = (await self._topics.state(base_key)).agent
+        return self.routes.agent_for(message, chosen)
 
     async def answer(
         self,
@@ -145,8 +186,14 @@ class TurnRunner:
     ) -> Answer:
         sink = outbound or self._outbound or _SHOWN_NOWHERE
         started = time.perf_counter()
+        agent_name = await self.agent_of(trigger)
+        if agent_name not in self._agents:
+            # Named by a message journaled before the profile lost that agent: `default` answers.
+            log.warning("turn.agent_gone", session=str(key), agent=agent_name)
+            agent_name = DEFAULT_AGENT
+        agent, metrics = self._agents[agent_name], self._metrics[agent_name]
         if logs.debug_enabled:
-            log.debug("turn.started", session=str(key), stream=stream_id)
+            log.debug("turn.started", session=str(key), stream=stream_id, agent=agent_name)
         if shows_typing:
             await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
         # A tap is an interaction, not a message a reaction could go on.
@@ -159,6 +206,8 @@ class TurnRunner:
             prepared = await prepare_message(trigger, content, self._transcriber)
             user_message = Message.user(prepared.content, media=list(trigger.media))
             history = await self._sessions.history(key, self._max_history)
+            seeded = seed_of(trigger) if not history else []
+            history = seeded or history
             turn = AgentTurn(
                 profile=self._profile,
                 session_key=key,
@@ -185,10 +234,10 @@ class TurnRunner:
                     )
                     await sink.send(StreamSnapshot(reply_so_far))
 
-            reply = await self._agent.run(turn, show_snapshot)
+            reply = await agent.run(turn, show_snapshot)
         except AgentError as error:
-            log.error("turn.agent_failed", session=str(key), error=str(error))
-            self._turns_failed.inc()
+            log.error("turn.agent_failed", session=str(key), agent=agent_name, error=str(error))
+            metrics.failed.inc()
             if working:
                 await sink.send(_reaction(trigger, working, removed=True))
             return Answer(error.user_message, key, [user_message], failed=True, error=str(error))
@@ -199,7 +248,9 @@ class TurnRunner:
             if working:
                 await sink.send(_reaction(trigger, working, removed=True))
             raise
-        self._turns_ok.inc()
+        metrics.ok.inc()
+        metrics.input_tokens.inc(reply.usage.input_tokens)
+        metrics.output_tokens.inc(reply.usage.output_tokens)
         self._turn_latency.observe(time.perf_counter() - started)
         # The working reaction goes first: where a bot has one reaction (Telegram), the agent's
         # replaces it, and taking the working one back after would take the agent's too.
@@ -207,7 +258,7 @@ class TurnRunner:
             await sink.send(_reaction(trigger, working, removed=True))
         if reply.reaction and reactable:
             await sink.send(_reaction(trigger, reply.reaction))
-        messages = [user_message, Message.assistant(reply.content)]
+        messages = [*seeded, user_message, Message.assistant(reply.content)]
         return Answer(reply.content, key, messages, usage=reply.usage, buttons=reply.buttons)
 
 
@@ -279,3 +330,19 @@ async def prepare_message(
     separator = "" if not content or follows_label else "\n"
     said = "\n".join(spoken)
     return PreparedMessage(content + separator + said, attachments, transcripts)
+
+
+def seed_of(trigger: InboundMessage) -> list[Message]:
+    """The earlier messages `trigger` brings for an empty session (`bus.SEED`: an OpenAI-style
+    request's history before its last message)."""
+    seed = trigger.metadata.get(SEED)
+    if not isinstance(seed, list):
+        return []
+    makers = {"user": Message.user, "assistant": Message.assistant, "system": Message.system}
+    seeded = []
+    for item in seed:
+        if isinstance(item, dict) and isinstance(item.get("content"), str):
+            make = makers.get(str(item.get("role")))
+            if make is not None:
+                seeded.append(make(item["content"]))
+    return seeded

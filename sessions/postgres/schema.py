@@ -5,7 +5,8 @@
     octos_messages           one row per message: (session id, seq) and the message as JSON
     octos_migrated_files     session files `store migrate` copied, how many of their messages
     octos_active_topics      one row per chat: its active topic and the one before (`/s`,
-                             `/back`), so every worker of a cluster answers in the same session
+                             `/back`), so every worker of a cluster answers in the same session,
+                             and the agent it chose (`/agent`)
     octos_pairing_codes      one row per pairing code issued (a day's worth): whose, until when,
                              whether redeemed (`channels.access.pairing` as a table)
     octos_allowed_senders    one row per sender approved by pairing (the allow-list overlay)
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from sessions.postgres.connect import Connection
 
 #: The newest schema this build creates and reads.
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 #: Serialises concurrent start-ups migrating the same database (any constant key works).
 _MIGRATION_LOCK: Final = 0x6F63746F73  # "octos"
 
@@ -144,6 +145,9 @@ _MIGRATIONS: Final[dict[int, str]] = {
         added_at timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (scope, channel, sender_id)
     );
+    """,
+    4: """
+    ALTER TABLE octos_active_topics ADD COLUMN IF NOT EXISTS agent text;
     """,
 }
 

@@ -22,22 +22,23 @@ if TYPE_CHECKING:
     from sessions.postgres.connect import Connection
 
 _STATE: Final = (
-    "SELECT active, previous FROM octos_active_topics WHERE scope = $1 AND base_key = $2"
+    "SELECT active, previous, agent FROM octos_active_topics WHERE scope = $1 AND base_key = $2"
 )
 _ROW: Final = """
 INSERT INTO octos_active_topics (scope, base_key) VALUES ($1, $2)
 ON CONFLICT (scope, base_key) DO NOTHING
 """
 _SET: Final = """
-UPDATE octos_active_topics SET active = $3, previous = $4, updated_at = now()
+UPDATE octos_active_topics SET active = $3, previous = $4, agent = $5, updated_at = now()
 WHERE scope = $1 AND base_key = $2
 """
 
 
 _IMPORT: Final = """
-INSERT INTO octos_active_topics (scope, base_key, active, previous)
-SELECT $1, item.base_key, item.active, item.previous
-FROM unnest($2::text[], $3::text[], $4::text[]) AS item(base_key, active, previous)
+INSERT INTO octos_active_topics (scope, base_key, active, previous, agent)
+SELECT $1, item.base_key, item.active, item.previous, item.agent
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])
+    AS item(base_key, active, previous, agent)
 ON CONFLICT (scope, base_key) DO NOTHING
 """
 
@@ -53,6 +54,7 @@ async def import_topics(connection: Connection, scope: str, chats: dict[str, Cha
         list(chats),
         [state.active for state in chats.values()],
         [state.previous for state in chats.values()],
+        [state.agent for state in chats.values()],
     )
     return int(status.rsplit(" ", 1)[-1])  # "INSERT 0 <rows>"
 
@@ -69,10 +71,10 @@ class PostgresActiveTopics(ActiveTopicsStore):
         async with self._store.connection(writes=False) as connection:
             try:
                 row = await connection.fetchrow(_STATE, self._store.scope, base_key)
-            except asyncpg.UndefinedTableError:
+            except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
                 # A reader (an ingress) older than the workers' migration: nothing switched yet.
                 return ChatTopics()
-        return ChatTopics() if row is None else ChatTopics(row["active"], row["previous"])
+        return ChatTopics() if row is None else _chat_topics(row)
 
     async def change(self, base_key: str, step: Callable[[ChatTopics], ChatTopics]) -> ChatTopics:
         scope = self._store.scope
@@ -80,8 +82,14 @@ class PostgresActiveTopics(ActiveTopicsStore):
             await connection.execute(_ROW, scope, base_key)
             row = await connection.fetchrow(_STATE + " FOR UPDATE", scope, base_key)
             assert row is not None  # inserted above, or there already
-            before = ChatTopics(row["active"], row["previous"])
+            before = _chat_topics(row)
             after = step(before)
             if after != before:
-                await connection.execute(_SET, scope, base_key, after.active, after.previous)
+                await connection.execute(
+                    _SET, scope, base_key, after.active, after.previous, after.agent
+                )
         return after
+
+
+def _chat_topics(row: asyncpg.Record) -> ChatTopics:
+    return ChatTopics(row["active"], row["previous"], row["agent"])

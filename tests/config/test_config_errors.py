@@ -67,7 +67,7 @@ def test_unknown_top_level_key_without_close_match_lists_the_keys(
     assert problem.suggestion.endswith(
         "agent, channels, sessions, queue_mode, max_media_bytes, transcription, "
         "delivery_deadline_s, buttons_ttl_s, buttons_single_use, working_reaction, "
-        "inbound_reactions"
+        "inbound_reactions, agents, routes, agent_switch"
     )
 
 
@@ -354,3 +354,32 @@ def test_telegram_webhook_mode_requires_a_secret_token(problems_in: ProblemsIn) 
     assert problems[0].line == 4
     assert "webhook mode requires 'secret_token'" in problems[0].message
     assert "secret_token:" in str(problems[0])
+
+
+def test_a_route_to_an_unknown_agent_names_its_line(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
+        """
+        agents:
+          coder: {type: echo}
+        routes:
+          - match: {prefix: /code}
+            agent: coder
+          - match: {chat_type: group}
+            agent: reviewer
+        """
+    )
+    assert problem.line == 7
+    assert "names agent 'reviewer'" in problem.message
+    assert "default, coder" in problem.suggestion
+
+
+def test_agent_and_a_default_in_agents_is_an_error_at_the_second(problems_in: ProblemsIn) -> None:
+    (problem,) = problems_in(
+        """
+        agent: {type: echo}
+        agents:
+          default: {type: echo}
+        """
+    )
+    assert problem.line == 3
+    assert "both name the default agent" in problem.message

@@ -122,7 +122,7 @@ async def running(
             services,
             journal,
             lambda name: channel if name == "rec" else None,
-            TurnRunner(services, agent, handle),
+            TurnRunner(services, {"default": agent}, handle),
             Commands(services),
             handle,
         )

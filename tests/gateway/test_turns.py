@@ -39,7 +39,7 @@ async def test_snapshots_reach_only_a_channel_that_shows_them(
         )
         key = SessionKey.for_chat("p", "rec", "c1")
         outbound = Recorded()
-        result = await TurnRunner(services, TwoSnapshotAgent()).run(
+        result = await TurnRunner(services, {"default": TwoSnapshotAgent()}).run(
             key,
             trigger,
             "hi",

@@ -92,3 +92,15 @@ async def test_the_backend_keeps_topics_beside_the_sessions(
         assert isinstance(active_topics(config, root, store), PostgresActiveTopics)
     async with session_store(StoreConfig(), root) as files:
         assert isinstance(active_topics(StoreConfig(), root, files), ActiveTopics)
+
+
+async def test_a_chats_agent_is_what_every_process_reads(postgres_dsn: str) -> None:
+    scope = fresh_scope()
+    async with (
+        PostgresSessionStore(postgres_dsn, scope) as first_store,
+        PostgresSessionStore(postgres_dsn, scope) as second_store,
+    ):
+        first, second = PostgresActiveTopics(first_store), PostgresActiveTopics(second_store)
+        await first.choose_agent(CHAT, "coder")
+        await second.switch(CHAT, "work")
+        assert await first.state(CHAT) == ChatTopics("work", "", "coder")

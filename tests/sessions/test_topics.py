@@ -102,3 +102,18 @@ def test_the_steps_follow_octos_rules() -> None:
     assert research.forgotten("research") == ChatTopics(None, None)
     assert ChatTopics("a", "b").forgotten("b") == ChatTopics("a", None)
     assert ChatTopics("a", "b").forgotten("c") == ChatTopics("a", "b")
+
+
+async def test_a_chats_agent_is_remembered_across_restarts_and_topic_switches(
+    tmp_path: Path,
+) -> None:
+    topics = ActiveTopics(tmp_path)
+    await topics.choose_agent("p:telegram:1", "coder")
+    await topics.switch("p:telegram:1", "work")
+    await topics.back("p:telegram:1")
+    again = ActiveTopics(tmp_path)
+    await again.load()
+    assert await again.state("p:telegram:1") == ChatTopics(None, "work", "coder")
+    assert json.loads(topics.path.read_text())["agent"] == {"p:telegram:1": "coder"}
+    await again.choose_agent("p:telegram:1", None)
+    assert (await again.state("p:telegram:1")).agent is None

@@ -87,6 +87,7 @@ class ChannelHub:
         sender_id: str = "alice",
         channel: str = "test",
         message_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         await asyncio.wait_for(self.connected(channel).wait(), WAIT_S)
         message = InboundMessage(
@@ -95,6 +96,7 @@ class ChannelHub:
             chat_id=chat_id,
             content=text,
             message_id=message_id,
+            metadata=metadata or {},
         )
         writer = self._writers[channel]
         writer.write(json.dumps({"op": "inbound", "message": message.to_dict()}).encode() + b"\n")

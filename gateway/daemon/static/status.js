@@ -33,6 +33,17 @@ function counts(mapping) {
   return entries.map(([key, value]) => `${value} ${key}`).join(", ");
 }
 
+// Each agent's turns and tokens, when the profile has several agents.
+function agentFigures(agents) {
+  const entries = Object.entries(agents || {});
+  if (entries.length < 2) return [];
+  return entries.map(([name, agent]) => {
+    const tokens = agent.tokens || {};
+    const used = `${tokens.input || 0} in, ${tokens.output || 0} out tokens`;
+    return figure(`agent ${name}`, `${counts(agent.turns)}; ${used}`, `agent:${name}`);
+  });
+}
+
 function figure(label, value, name) {
   return el("span", { "data-figure": name }, el("span", { class: "muted" }, `${label}: `), value);
 }
@@ -81,6 +92,7 @@ function renderProfile(profile) {
     el("div", { class: "figures" },
       figure("open sessions", String(profile.open_sessions), "sessions"),
       figure("turns", counts(profile.turns), "turns"),
+      ...agentFigures(profile.agents),
       figure("messages in", counts(profile.messages_in), "messages_in"),
       figure("send errors", counts(profile.send_errors), "send_errors"),
       figure("queue", `${queue.inbound || 0} in, ${queue.outbound || 0} out`, "queue")),
