@@ -4,6 +4,7 @@ while it holds that session's lock, with no append in flight and no descriptor o
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,19 +52,24 @@ def open_for_append(
     return fd, len(line)
 
 
-def create_session_file(path: Path, meta_line: bytes) -> int:
-    """A new session file holding its meta line, open for appending (on the writer thread).
+def create_session_file(path: Path) -> int:
+    """A new, empty session file open for appending, and its chat's directories (on the
+    writer thread, which writes the meta line with the first append).
 
-    Only for a chat the store knows has no directory yet: an existing file is refused, never
-    appended to (its meta line would land in the middle)."""
-    make_dirs(path.parent, durable=False)  # made durable at the next sync
-    fd = os.open(path, _APPEND_FLAGS | os.O_CREAT | os.O_EXCL, 0o644)
+    Only for a chat the store knows has no directory yet, so the directories are made without
+    looking first; an existing file is refused, never appended to (its meta line would land in
+    the middle). The new entries are made durable by the store's next sync."""
+    sessions_dir = path.parent
     try:
-        write_all(fd, meta_line)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        os.mkdir(sessions_dir.parent)
+    except FileNotFoundError:  # the first chat of all: `users/` is new too
+        make_dirs(sessions_dir, durable=False)
+    except FileExistsError:  # made by someone else since the store listed them: fine
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(sessions_dir)
+    else:
+        os.mkdir(sessions_dir)
+    return os.open(path, _APPEND_FLAGS | os.O_CREAT | os.O_EXCL, 0o644)
 
 
 def load_session(

@@ -111,15 +111,25 @@ class AppendTarget:
     """A session file open for appending; only the writer thread touches `fd` once queued.
 
     A file still to be created has no descriptor yet (`fd` -1) but an `opener`, which the
-    writer thread calls before the first write: a new chat costs the event loop no trip to a
-    thread of its own."""
+    writer thread calls before the first write to create the file, empty: a new chat costs
+    the event loop no trip to a thread of its own. Its `header` (the meta line) goes out with
+    the first append, in the same write: a new chat's file costs the writer thread as few
+    system calls as can make it, and each of them waits for the interpreter's lock on its way
+    back while the event loop is busy."""
 
-    __slots__ = ("broken", "fd", "opener", "path")
+    __slots__ = ("broken", "fd", "header", "opener", "path")
 
-    def __init__(self, path: Path, fd: int, opener: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        opener: Callable[[], int] | None = None,
+        header: bytes = b"",
+    ) -> None:
         self.path = path
         self.fd = fd
         self.opener = opener
+        self.header = header
         self.broken: SessionWriteError | None = None
 
 
@@ -287,15 +297,24 @@ class DiskWriter:
         if target.broken is not None:
             return target.broken
         start = -1
+        header = target.header
         try:
             if target.fd < 0 and target.opener is not None:
                 target.fd = target.opener()
-            start = os.lseek(target.fd, 0, os.SEEK_END)
-            write_all(target.fd, data)
+            if header:
+                # Until its header is written the file is empty (created so, and a write
+                # that failed is undone down to nothing): no need to ask where it ends.
+                start = 0
+                write_all(target.fd, header + data)
+            else:
+                start = os.lseek(target.fd, 0, os.SEEK_END)
+                write_all(target.fd, data)
         except OSError as error:
             failure = SessionWriteError(target.path, error)
             self._undo_partial_write(target, start, failure)
             return failure
+        if header:
+            target.header = b""
         return None
 
     def _undo_partial_write(

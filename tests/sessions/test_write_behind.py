@@ -113,6 +113,31 @@ async def test_a_new_chat_s_file_is_made_by_the_writer_and_its_directories_synce
     assert {session_file.parent, chat_dir, chat_dir.parent, tmp_path} <= set(synced)
 
 
+async def test_a_new_chat_s_refused_first_write_leaves_its_file_empty_and_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(_fd: int, _data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        monkeypatch.setattr("sessions.writer.write_all", full)
+        await store.append_all(KEY, [Message.user("refused by the disk")])
+        with pytest.raises(SessionWriteError, match="No space left on device"):
+            await store.sync()
+        # The meta line went with the refused line, and was undone with it.
+        assert store.path_for(KEY).read_bytes() == b""
+        monkeypatch.undo()
+        await store.append_all(KEY, [Message.user("later")])
+        with pytest.raises(SessionWriteError):
+            await store.sync()
+    first_line = store.path_for(KEY).read_bytes().split(b"\n", 1)[0]
+    assert SessionMeta.model_validate_json(first_line).session_key == str(KEY)
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        loaded = await store.load(KEY)
+    assert loaded is not None
+    assert [m.content for m in loaded.messages] == ["later"]
+
+
 async def test_appends_that_skip_the_lock_are_written_by_close_and_refused_after_it(
     tmp_path: Path,
 ) -> None:
