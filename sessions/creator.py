@@ -100,7 +100,7 @@ while True:
     out = bytearray()
     for _ in range(count):
         path_size, data_size = ITEM.unpack(read(ITEM.size))
-        path, data = os.fsdecode(read(path_size)), read(data_size)
+        path, data = read(path_size), read(data_size)  # the path as bytes, as it was given
         try:
             code, partial = make(path, data)
         except OSError as error:
