@@ -1,7 +1,6 @@
 """Durable sessions: JSONL store, file layouts, key encoding, LRU manager, topics; and the
 write-ahead log (`sessions.wal`) the turn pipeline records everything in first."""
 
-from sessions.compaction import is_compaction_summary
 from sessions.errors import (
     EmptyRewriteRefused,
     InvalidTopicName,
@@ -14,6 +13,7 @@ from sessions.errors import (
 )
 from sessions.manager import SessionManager
 from sessions.meta import CURRENT_SCHEMA_VERSION, SessionMeta
+from sessions.operations import is_compaction_summary
 from sessions.session import Session, SessionInfo
 from sessions.store import AppendReceipt, SessionStore
 from sessions.topics import ActiveTopics, validate_topic_name

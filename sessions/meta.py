@@ -86,18 +86,17 @@ class SessionMeta(WireModel):
         # Straight to bytes, as `Message.to_line`: `model_dump_json` would only decode them.
         return self.__pydantic_serializer__.to_json(self, **self._dump_options()) + b"\n"
 
-    def touched(self, now: datetime | None = None) -> SessionMeta:
-        return self.model_copy(update={"updated_at": now or utc_now()})
+    def touched(self, now: datetime | None = None, *, title: str | None = None) -> SessionMeta:
+        """This meta stamped `now`, and titled `title` if given and it has no title yet."""
+        update: dict[str, Any] = {"updated_at": now or utc_now()}
+        if title is not None and self.title is None:
+            update["title"] = title
+        return self.model_copy(update=update)
 
     def appended(self, messages: Iterable[Message], now: datetime | None = None) -> SessionMeta:
         """This meta once `messages` were appended: touched now, and titled by them (see
         `first_title`) if it had no title; one copy, as a turn appends every time."""
-        update: dict[str, Any] = {"updated_at": now or utc_now()}
-        if self.title is None:
-            title = first_title(messages)
-            if title is not None:
-                update["title"] = title
-        return self.model_copy(update=update)
+        return self.touched(now, title=None if self.title is not None else first_title(messages))
 
     def current_schema(self) -> SessionMeta:
         return self.model_copy(update={"schema_version": CURRENT_SCHEMA_VERSION})

@@ -1,20 +1,30 @@
 """Whole-file operations on one session, blocking: the store runs each in a worker thread
 while it holds that session's lock, with no append in flight and no descriptor open on it.
+
+One of them is compaction (`compact_file`): before a session file passes its size cap, older
+messages move to an archive beside it. The live file keeps its meta line, one system message
+that names the archive (and how many messages it took), and the most recent messages, about
+half the cap, so the next compaction is far away and appends stay O(1) amortised. The archive
+is a whole JSONL session file (meta line first); an earlier summary moves into it too, so the
+summaries chain every archive together. Nothing is deleted: a crash between writing the archive
+and rewriting the live file leaves the old live file intact (the next compaction archives those
+messages again, so an archive may repeat messages, but none is ever lost).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
 import structlog
 
-from bus import SessionKey
-from sessions.compaction import compact_file
+from bus import Message, MessageRole, SessionKey
 from sessions.durable import atomic_write, fsync_dir, make_dirs, move_aside, write_all
 from sessions.errors import EmptyRewriteRefused, SessionExists
-from sessions.layout import SessionLayout, archived_path
+from sessions.layout import SessionLayout, archive_numbers, archive_path, archived_path
 from sessions.meta import SessionMeta
 from sessions.recovery import SessionFile, check_tail, ensure_migrated, load_file
 from sessions.session import Session
@@ -51,19 +61,24 @@ def open_for_append(
     return fd, len(line)
 
 
-def create_session_file(path: Path, meta_line: bytes) -> int:
-    """A new session file holding its meta line, open for appending (on the writer thread).
+def create_session_file(path: Path) -> int:
+    """A new, empty session file open for appending, and its chat's directories (on the
+    writer thread, which writes the meta line with the first append).
 
-    Only for a chat the store knows has no directory yet: an existing file is refused, never
-    appended to (its meta line would land in the middle)."""
-    make_dirs(path.parent, durable=False)  # made durable at the next sync
-    fd = os.open(path, _APPEND_FLAGS | os.O_CREAT | os.O_EXCL, 0o644)
+    Only for a chat the store knows has no directory yet, so the directories are made without
+    looking first; an existing file is refused, never appended to (its meta line would land in
+    the middle). The new entries are made durable by the store's next sync."""
+    sessions_dir = path.parent
     try:
-        write_all(fd, meta_line)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        os.mkdir(sessions_dir.parent)
+    except FileNotFoundError:  # the first chat of all: `users/` is new too
+        make_dirs(sessions_dir, durable=False)
+    except FileExistsError:  # made by someone else since the store listed them: fine
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(sessions_dir)
+    else:
+        os.mkdir(sessions_dir)
+    return os.open(path, _APPEND_FLAGS | os.O_CREAT | os.O_EXCL, 0o644)
 
 
 def load_session(
@@ -133,3 +148,61 @@ def compact_session(
         incoming_bytes=incoming_bytes,
         name_was_cut=layout.name_was_cut(key),
     )
+
+
+log = structlog.get_logger(__name__)
+
+SUMMARY_PREFIX: Final = "[session compacted]"
+# Room kept for the summary line, so the live file lands under its budget with it.
+_SUMMARY_RESERVE = 512
+
+
+def summary_message(moved: int, archive_name: str) -> Message:
+    return Message.system(
+        f"{SUMMARY_PREFIX} {moved} earlier messages were moved to {archive_name} "
+        "beside this session file; older archives are named in its first lines."
+    )
+
+
+def is_compaction_summary(message: Message) -> bool:
+    return message.role is MessageRole.SYSTEM and message.content.startswith(SUMMARY_PREFIX)
+
+
+def compact_file(
+    path: Path, key: SessionKey, *, keep_bytes: int, incoming_bytes: int, name_was_cut: bool
+) -> bool:
+    """Archive the older messages of `path`; False when there is nothing worth moving."""
+    loaded = load_file(path, key, name_was_cut=name_was_cut)
+    if loaded is None:
+        return False
+    meta_line = loaded.meta.touched().to_line()
+    budget = keep_bytes - incoming_bytes - len(meta_line) - _SUMMARY_RESERVE
+    keep_from = len(loaded.lines)
+    kept_bytes = 0
+    while keep_from and kept_bytes + len(loaded.lines[keep_from - 1]) + 1 <= budget:
+        keep_from -= 1
+        kept_bytes += len(loaded.lines[keep_from]) + 1
+    moved = loaded.messages[:keep_from]
+    if not moved or all(is_compaction_summary(message) for message in moved):
+        return False
+    numbers = archive_numbers(path)
+    archive = archive_path(path, (numbers[-1] if numbers else 0) + 1)
+    atomic_write(
+        archive,
+        [meta_line, *(raw + b"\n" for raw in loaded.lines[:keep_from])],
+        replace=False,
+    )
+    moved_count = sum(not is_compaction_summary(message) for message in moved)
+    summary = summary_message(moved_count, archive.name).to_line()
+    size = atomic_write(
+        path, [meta_line, summary, *(raw + b"\n" for raw in loaded.lines[keep_from:])]
+    )
+    log.info(
+        "sessions.compacted",
+        path=str(path),
+        archived=moved_count,
+        archive=archive.name,
+        kept=len(loaded.lines) - keep_from,
+        size=size,
+    )
+    return True

@@ -16,40 +16,42 @@ class Session:
     """One conversation: its meta line and the messages of its live file, oldest first.
 
     After compaction the first message is a system summary naming the archive file that holds
-    the older ones (see `sessions.compaction`).
+    the older ones (see `sessions.operations`).
     """
 
-    __slots__ = ("_meta", "_touched_at", "key", "messages")
+    __slots__ = ("_meta", "_title", "_touched_at", "key", "messages")
 
     def __init__(
         self, key: SessionKey, meta: SessionMeta, messages: list[Message] | None = None
     ) -> None:
         self.key = key
         self._meta = meta
-        #: When messages were last appended, not yet stamped on `_meta` (see `meta`).
+        #: When messages were last appended, and the title the first titling one gave a meta
+        #: without one, not yet stamped on `_meta` (see `meta`).
         self._touched_at: datetime | None = None
+        self._title: str | None = None
         self.messages: list[Message] = [] if messages is None else messages
 
     @property
     def meta(self) -> SessionMeta:
         # A turn appends every time and hardly anyone reads the meta of a session in memory,
-        # so an append notes its time and the stamped copy is made here, when it is read.
+        # so an append notes its time (and a chat's first turn its title) and the stamped
+        # copy is made here, when it is read.
         if self._touched_at is not None:
-            self._meta = self._meta.touched(self._touched_at)
-            self._touched_at = None
+            self._meta = self._meta.touched(self._touched_at, title=self._title)
+            self._touched_at = self._title = None
         return self._meta
 
     @meta.setter
     def meta(self, meta: SessionMeta) -> None:
-        self._meta, self._touched_at = meta, None
+        self._meta, self._touched_at, self._title = meta, None, None
 
     def appended(self, messages: Sequence[Message], now: datetime | None = None) -> None:
         """Show `messages`, just stored: touched now, and titled by them if it had no title
         (`SessionMeta.appended`)."""
-        if self._meta.title is None:
-            self.meta = self.meta.appended(messages, now)
-        else:
-            self._touched_at = now or utc_now()
+        if self._meta.title is None and self._title is None:
+            self._title = first_title(messages)
+        self._touched_at = now or utc_now()
         self.messages.extend(messages)
 
     def __eq__(self, other: object) -> bool:

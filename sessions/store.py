@@ -312,7 +312,7 @@ class SessionStore(StoreBase):
         return self._new_chat_target(path, line)
 
     def _new_chat_target(self, path: Path, meta_line: bytes) -> _OpenFile:
-        target = AppendTarget(path, -1, opener=partial(create_session_file, path, meta_line))
+        target = AppendTarget(path, -1, opener=partial(create_session_file, path), header=meta_line)
         return self._register_target(path, target, len(meta_line))
 
     def _queue_behind(self, entry: _OpenFile, path: Path, data: bytes) -> None:

@@ -34,11 +34,13 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
 import structlog
 
+from sessions.creator import HELPER_FROM_FILES, CreatorGone, FileCreator, open_made
 from sessions.durable import sync_data, write_all
 from sessions.errors import SessionWriteError
 
@@ -109,15 +111,25 @@ class AppendTarget:
     """A session file open for appending; only the writer thread touches `fd` once queued.
 
     A file still to be created has no descriptor yet (`fd` -1) but an `opener`, which the
-    writer thread calls before the first write: a new chat costs the event loop no trip to a
-    thread of its own."""
+    writer thread calls before the first write to create the file, empty: a new chat costs
+    the event loop no trip to a thread of its own. Its `header` (the meta line) goes out with
+    the first append, in the same write: a new chat's file costs the writer thread as few
+    system calls as can make it, and each of them waits for the interpreter's lock on its way
+    back while the event loop is busy."""
 
-    __slots__ = ("broken", "fd", "opener", "path")
+    __slots__ = ("broken", "fd", "header", "opener", "path")
 
-    def __init__(self, path: Path, fd: int, opener: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        opener: Callable[[], int] | None = None,
+        header: bytes = b"",
+    ) -> None:
         self.path = path
         self.fd = fd
         self.opener = opener
+        self.header = header
         self.broken: SessionWriteError | None = None
 
 
@@ -164,6 +176,9 @@ class DiskWriter:
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: Makes a burst of new files (`sessions.creator`); started with the first burst.
+        self._creator: FileCreator | None = None
+        self._creator_gone = False
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -184,6 +199,9 @@ class DiskWriter:
         if self._pool is not None:
             await asyncio.to_thread(self._pool.shutdown)
             self._pool = None
+        if self._creator is not None:
+            await asyncio.to_thread(self._creator.close)
+            self._creator = None
 
     def append(self, target: AppendTarget, data: bytes) -> asyncio.Future[None]:
         """Queue `data`; the future resolves once it is written (and synced, per policy)."""
@@ -255,11 +273,66 @@ class DiskWriter:
         by_file: dict[AppendTarget, list[_Command]] = {}
         for command in batch:
             by_file.setdefault(command.target, []).append(command)
-        if self._pool is None or len(by_file) == 1:
-            results = [self._commit_file(commands) for commands in by_file.values()]
+        made = self._make_new_files(by_file)
+        left = [commands for commands in by_file.values() if commands]
+        if self._pool is None or len(left) == 1:
+            results = [self._commit_file(commands) for commands in left]
         else:
-            results = list(self._pool.map(self._commit_file, by_file.values()))
-        self._resolve([outcome for outcomes in results for outcome in outcomes])
+            results = list(self._pool.map(self._commit_file, left))
+        self._resolve(made + [outcome for outcomes in results for outcome in outcomes])
+
+    def _make_new_files(self, by_file: dict[AppendTarget, list[_Command]]) -> list[_Outcome]:
+        """A burst of new files made by the helper (`sessions.creator`), each with its header
+        and first append: their outcomes; those appends are taken out of `by_file`."""
+        new: list[tuple[AppendTarget, _Append, list[_Command]]] = [
+            (target, first, commands)
+            for target, commands in by_file.items()
+            if isinstance(first := commands[0], _Append)
+            and target.fd < 0
+            and target.opener is not None
+            and target.header
+            and target.broken is None
+        ]
+        if len(new) < HELPER_FROM_FILES or self._creator_gone:
+            return []
+        files = [(target.path, target.header + first.data) for target, first, _ in new]
+        try:
+            if self._creator is None:
+                self._creator = FileCreator.started()
+            made = self._creator.make(files)
+        except CreatorGone as error:
+            self._creator_gone = True
+            log.error(
+                "sessions.creator_gone",
+                error=str(error),
+                detail="new files are made by the writer thread from now on",
+            )
+            if self._creator is None:
+                return []  # it never started: nothing was made, the writer makes them all
+            self._creator.close()
+            # Which of these it made is unknown: their appends failed (the journal keeps them).
+            cause = OSError(errno.EIO, str(error))
+            outcomes: list[_Outcome] = []
+            for target, first, commands in new:
+                commands.pop(0)
+                target.broken = SessionWriteError(target.path, cause)
+                outcomes.append((first, target.broken))
+            return outcomes
+        outcomes = []
+        for (target, first, commands), result in zip(new, made, strict=True):
+            commands.pop(0)
+            # The file exists from now on: whatever comes next opens it, never creates it.
+            target.opener = partial(open_made, target.path)
+            if result.error is None:
+                target.header = b""
+                outcomes.append((first, None))
+                continue
+            failure = SessionWriteError(target.path, result.error)
+            if result.partial:
+                target.broken = failure
+                log.error("sessions.partial_line_left", path=str(target.path))
+            outcomes.append((first, failure))
+        return outcomes
 
     def _commit_file(self, commands: Sequence[_Command]) -> list[_Outcome]:
         """One file's share of a batch, in order: writes, its fsync(s), maybe its close."""
@@ -285,15 +358,24 @@ class DiskWriter:
         if target.broken is not None:
             return target.broken
         start = -1
+        header = target.header
         try:
             if target.fd < 0 and target.opener is not None:
                 target.fd = target.opener()
-            start = os.lseek(target.fd, 0, os.SEEK_END)
-            write_all(target.fd, data)
+            if header:
+                # Until its header is written the file is empty (created so, and a write
+                # that failed is undone down to nothing): no need to ask where it ends.
+                start = 0
+                write_all(target.fd, header + data)
+            else:
+                start = os.lseek(target.fd, 0, os.SEEK_END)
+                write_all(target.fd, data)
         except OSError as error:
             failure = SessionWriteError(target.path, error)
             self._undo_partial_write(target, start, failure)
             return failure
+        if header:
+            target.header = b""
         return None
 
     def _undo_partial_write(

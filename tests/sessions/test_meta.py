@@ -80,3 +80,16 @@ def test_a_session_shows_its_appends_as_the_meta_would() -> None:
         LATER,
     )
     assert untitled == Session(KEY, untitled.meta, list(untitled.messages))
+
+
+def test_a_session_is_titled_by_its_first_titling_append_when_its_meta_is_read() -> None:
+    untitled = SessionMeta.new(KEY, now=CREATED)
+    session = Session(KEY, untitled)
+    appends = [[Message.assistant("I speak first")], [Message.user("then the user")], []]
+    appends.append([Message.user("not this one")])
+    expected = untitled
+    for number, messages in enumerate(appends):
+        session.appended(messages, now=LATER.replace(minute=number))
+        expected = expected.appended(messages, LATER.replace(minute=number))
+    assert session.meta == expected
+    assert session.meta.title == "then the user"

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from bus import Message, SessionKey
 from sessions import SessionStore, SessionStoreClosed, SessionWriteError
+from sessions.creator import HELPER_FROM_FILES, FileCreator, Made
 from sessions.durable import SYNCFS_ABOVE, FileSystemSync
 from sessions.layout import SessionLayout
 from sessions.meta import SessionMeta
@@ -113,6 +115,31 @@ async def test_a_new_chat_s_file_is_made_by_the_writer_and_its_directories_synce
     assert {session_file.parent, chat_dir, chat_dir.parent, tmp_path} <= set(synced)
 
 
+async def test_a_new_chat_s_refused_first_write_leaves_its_file_empty_and_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(_fd: int, _data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        monkeypatch.setattr("sessions.writer.write_all", full)
+        await store.append_all(KEY, [Message.user("refused by the disk")])
+        with pytest.raises(SessionWriteError, match="No space left on device"):
+            await store.sync()
+        # The meta line went with the refused line, and was undone with it.
+        assert store.path_for(KEY).read_bytes() == b""
+        monkeypatch.undo()
+        await store.append_all(KEY, [Message.user("later")])
+        with pytest.raises(SessionWriteError):
+            await store.sync()
+    first_line = store.path_for(KEY).read_bytes().split(b"\n", 1)[0]
+    assert SessionMeta.model_validate_json(first_line).session_key == str(KEY)
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        loaded = await store.load(KEY)
+    assert loaded is not None
+    assert [m.content for m in loaded.messages] == ["later"]
+
+
 async def test_appends_that_skip_the_lock_are_written_by_close_and_refused_after_it(
     tmp_path: Path,
 ) -> None:
@@ -209,3 +236,93 @@ async def test_a_new_chat_s_first_append_takes_no_lock(
         loaded = await store.load(KEY)
     assert loaded is not None
     assert [m.content for m in loaded.messages] == ["hello", "hi"]
+
+
+class _CreatorSpy:
+    """Counts the batches the helper process makes (`sessions.creator`), running them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, kill_first: bool = False) -> None:
+        self.batches: list[int] = []
+        real = FileCreator.make
+
+        def make(creator: FileCreator, files: Sequence[tuple[Path, bytes]]) -> list[Made]:
+            self.batches.append(len(files))
+            if kill_first and len(self.batches) == 1:
+                creator._process.kill()
+                creator._process.wait()
+            return real(creator, files)
+
+        monkeypatch.setattr(FileCreator, "make", make)
+
+
+async def _first_turns(store: SessionStore, chats: list[SessionKey], text: str) -> None:
+    # No await gives the loop a turn in between: the writer gets them as one batch.
+    for key in chats:
+        await store.append_all(key, [Message.user(f"{text} {key.chat_id}")])
+
+
+async def test_a_burst_of_new_chats_is_made_by_the_helper_as_the_writer_makes_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = _CreatorSpy(monkeypatch)
+    burst = _new_chats(HELPER_FROM_FILES * 3)
+    alone = SessionKey.for_chat("p", "telegram", "alone")
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        await _first_turns(store, burst, "hello")
+        await store.sync()
+        assert spy.batches == [len(burst)]
+        await _first_turns(store, [alone], "hello")  # one new chat: the writer makes it
+        for key in [*burst, alone]:
+            await store.append_all(key, [Message.assistant("again")])
+        await store.sync()
+    assert spy.batches == [len(burst)]
+    made_by_writer = store.path_for(alone).read_bytes().splitlines()
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        for key in burst:
+            lines = store.path_for(key).read_bytes().splitlines()
+            assert len(lines) == len(made_by_writer) == 3
+            meta = SessionMeta.model_validate_json(lines[0])
+            assert meta.session_key == str(key)
+            assert meta.title == f"hello {key.chat_id}"
+            loaded = await store.load(key)
+            assert loaded is not None
+            assert [m.content for m in loaded.messages] == [f"hello {key.chat_id}", "again"]
+
+
+async def test_a_file_the_helper_cannot_make_is_refused_and_the_others_are_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _CreatorSpy(monkeypatch)
+    burst = _new_chats(HELPER_FROM_FILES)
+    layout = SessionLayout(tmp_path)
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        blocked = store.path_for(burst[0]).parent.parent
+        await store.append_all(SessionKey.for_chat("p", "telegram", "first"), [Message.user("x")])
+        await store.sync()
+        blocked.write_bytes(b"")  # not a directory: no sessions/ can be made in it
+        await _first_turns(store, burst, "hello")
+        with pytest.raises(SessionWriteError, match="Not a directory"):
+            await store.sync()
+    for key in burst[1:]:
+        assert layout.path_for(key).read_bytes().count(b"\n") == 2
+
+
+async def test_a_helper_that_dies_fails_its_batch_and_the_writer_makes_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = _CreatorSpy(monkeypatch, kill_first=True)
+    lost, later = _new_chats(HELPER_FROM_FILES * 2)[::2], _new_chats(HELPER_FROM_FILES * 2)[1::2]
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        await _first_turns(store, lost, "lost")
+        # Which of them it made is unknown: the journal must keep them all.
+        with pytest.raises(SessionWriteError, match="file creator"):
+            await store.sync()
+        await _first_turns(store, later, "later")
+        with pytest.raises(SessionWriteError):
+            await store.sync()
+    assert spy.batches == [len(lost)]
+    async with SessionStore(tmp_path, fsync="never", track_unsynced=True) as store:
+        for key in later:
+            loaded = await store.load(key)
+            assert loaded is not None
+            assert [m.content for m in loaded.messages] == [f"later {key.chat_id}"]
