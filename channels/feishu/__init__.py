@@ -19,4 +19,4 @@ __all__ = ["FeishuChannel", "FeishuCipher", "create"]
 
 
 def create(config: FeishuConfig, context: ChannelContext) -> FeishuChannel:
-    return FeishuChannel(config)
+    return FeishuChannel(config, data_dir=context.data_dir)

@@ -3,7 +3,8 @@
 Every answer is JSON `{"code", "msg", ...}`, code 0 on success. The tenant access token is
 cached for its `expire` and refetched early, or at once on an invalid-token code (then the call
 is repeated once). A rate limit is HTTP 429 (400 on old APIs) with code 99991400 and the
-seconds to wait in `x-ogw-ratelimit-reset`.
+seconds to wait in `x-ogw-ratelimit-reset`. A file a user sent is downloaded with the
+message resource API (`fetch_resource`): bytes on success, the same JSON on a refusal.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import partial
 from json import dumps
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from channels.errors import (
     AuthError,
@@ -21,6 +24,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from channels.media_files import MediaStore
 from channels.retry import retry_after_s
 from channels.web.client import IssuedToken, TokenApi, TokenRefused, issued_token
 
@@ -50,6 +54,27 @@ class FeishuApi(TokenApi):
         if not isinstance(data, dict) or not isinstance(data.get("URL"), str):
             raise TransientError("the ws endpoint answer has no URL", channel=CHANNEL)
         return data
+
+    async def fetch_resource(
+        self,
+        store: MediaStore,
+        *,
+        message_id: str,
+        key: str,
+        resource_type: str,
+        chat_id: str,
+        name: str,
+        max_bytes: int,
+    ) -> Path:
+        """Download one file of a received message into `store`, at most `max_bytes` of it
+        (raises `ChannelError`)."""
+        token = await self.tokens.get()
+        path = f"/open-apis/im/v1/messages/{quote(message_id, safe='')}/resources/"
+        url = f"{self.base_url}{path}{quote(key, safe='')}?type={quote(resource_type)}"
+        headers = {"Authorization": f"Bearer {token}"}
+        return await store.fetch(
+            self.http(), url, chat_id=chat_id, name=name, headers=headers, max_bytes=max_bytes
+        )
 
     async def call(
         self,

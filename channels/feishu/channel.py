@@ -4,7 +4,9 @@
 tells a mention of the bot apart; refused credentials are fatal), then receives: over the
 long connection (`longconn.py`, the default: no public URL needed) or through the daemon's
 HTTP server (`webhook.py`). Either way an event reaches `_take`, which reads the message and
-hands it to the gateway; the platform is acknowledged after that returns.
+hands it to the gateway; the platform is acknowledged after that returns. A photo, file, voice
+note or video of an allowed sender is downloaded first (`channels.media_files.MediaIntake`) to
+`{data_dir}/media/feishu/<chat_id>/`.
 
 Replies are interactive cards with one Markdown element and `update_multi`, so a streamed
 reply is shown growing by updating the card (PATCH, at most 5 a second per message).
@@ -16,19 +18,28 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
 from typing import Any, ClassVar
 
 import structlog
 from aiohttp import web
 
-from bus import InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage, PipeClosed
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.feishu.api import CHANNEL, FeishuApi
-from channels.feishu.events import EventEnvelope, MalformedEvent, read_envelope, read_message
+from channels.feishu.events import (
+    EventEnvelope,
+    MalformedEvent,
+    Received,
+    read_envelope,
+    read_message,
+)
 from channels.feishu.longconn import RECONNECT, LongConnection
 from channels.feishu.webhook import WebhookReceiver
 from channels.lifecycle.reconnect import ReconnectPolicy
 from channels.lifecycle.run_state import RunStateChannel
+from channels.media_files import MediaIntake, MediaStore, safe_file_name
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.web.webhook import UnreadableJson, json_payload
@@ -73,6 +84,9 @@ def request_uuid(delivery_id: str | None, content: str) -> str:
 # keeps under both 1,000 a minute and 50 in any second.
 RATE_LIMITS = RateLimits(account=Rate(16, 1.0), chat=Rate(5, 1.0))
 
+#: The message resource API serves files of at most 100 MB.
+MAX_RESOURCE_BYTES = 100 * 1024 * 1024
+
 
 log = structlog.get_logger(__name__)
 
@@ -91,9 +105,12 @@ class FeishuChannel(RunStateChannel):
     #: Feishu allows 5 card updates a second per message; 4 leaves room for clock skew.
     edit_interval_s: ClassVar[float] = 0.25
 
-    def __init__(self, config: FeishuConfig, *, reconnect: ReconnectPolicy = RECONNECT) -> None:
+    def __init__(
+        self, config: FeishuConfig, *, data_dir: Path, reconnect: ReconnectPolicy = RECONNECT
+    ) -> None:
         self._config = config
         self._api = FeishuApi(config.base_url, config.app_id, config.app_secret.get_secret_value())
+        self._media = MediaStore.under(data_dir, CHANNEL, max_bytes=MAX_RESOURCE_BYTES)
         self._bot_open_id: str | None = None
         self._inbound: InboundSender | None = None
         # Starting until events are taken (the bot's identity is needed to read a group
@@ -158,13 +175,42 @@ class FeishuChannel(RunStateChannel):
         inbound = self._inbound
         if inbound is None:
             raise PipeClosed("the Feishu channel is not receiving")
-        message = read_message(
+        received = read_message(
             envelope, self._bot_open_id, require_mention=self._config.require_mention
         )
-        if message is None:
+        if received is None:
             log.debug("feishu.event_ignored", event_type=envelope.event_type)
             return
-        await inbound.send(message)
+        await inbound.send(await self._with_file(received))
+
+    async def _with_file(self, received: Received) -> InboundMessage:
+        """The message with its file downloaded; a stranger's is not (the dispatcher will
+        refuse the message): the kind alone stands for what was sent."""
+        message, resource = received.message, received.resource
+        if resource is None:
+            return message
+        if not self.is_allowed(message.sender_id):
+            return message.model_copy(update={"content": f"[{resource.kind}]"})
+        message_id = str(message.metadata["feishu_message_id"])
+        intake = MediaIntake(
+            message,
+            min(self.max_media_bytes, self._media.max_bytes),
+            timeout_s=self._media.timeout_s,
+        )
+        fetch = partial(
+            self._api.fetch_resource,
+            self._media,
+            message_id=message_id,
+            key=resource.key,
+            resource_type=resource.resource_type,
+            chat_id=message.chat_id,
+            name=f"{message_id}_{safe_file_name(resource.name or resource.key)}",
+            max_bytes=intake.max_bytes,
+        )
+        await intake.take(
+            fetch, name=resource.name, kind=resource.kind, duration_s=resource.duration_s
+        )
+        return intake.message()
 
     async def _take_frame(self, payload: bytes) -> bool:
         """An event from the long connection; True once it may be acknowledged."""

@@ -5,6 +5,11 @@
 message_type, content, mentions}}`; `content` is itself a JSON string: `{"text"}` for text,
 `{"title", "content": [[{"tag", "text"}...]]}` for rich text ("post"). Mentions appear in the
 text as keys (`@_user_1`) listed in `mentions` with the mentioned user's ids.
+
+A photo, file, voice note or video carries a key instead of text: `{"image_key"}` (image),
+`{"file_key", "file_name"}` (file), `{"file_key", "duration"}` (audio, milliseconds),
+`{"file_key", "image_key", "file_name", "duration"}` (media: a video and its cover). The file
+is fetched later, only for allowed senders, with the message resource API (`Resource`).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bus import InboundMessage
+from channels.media_info import MediaKind
 from channels.web.webhook import UnreadableJson, json_payload
 
 CHANNEL = "feishu"
@@ -49,6 +55,56 @@ def read_envelope(payload: object) -> EventEnvelope:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A file a message carries: `GET /open-apis/im/v1/messages/{message_id}/resources/{key}
+    ?type=<resource_type>` downloads it (at most 100 MB; Feishu does not say its size)."""
+
+    key: str
+    #: The resource API's `type`: "image" for an image, "file" for files, audio and video.
+    resource_type: str
+    kind: MediaKind
+    name: str | None = None
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """A message for the agent, and the file it carries (fetched by the channel)."""
+
+    message: InboundMessage
+    resource: Resource | None = None
+
+
+#: Message type -> (the content's key field, the resource API's type, the kind of file).
+_RESOURCE_TYPES: dict[str, tuple[str, str, MediaKind]] = {
+    "image": ("image_key", "image", "image"),
+    "file": ("file_key", "file", "file"),
+    "audio": ("file_key", "file", "audio"),
+    "media": ("file_key", "file", "video"),
+}
+
+
+def read_resource(kind: object, content: dict[str, Any]) -> Resource | None:
+    """The file of an image, file, audio or media message; None for other types."""
+    known = _RESOURCE_TYPES.get(str(kind))
+    if known is None:
+        return None
+    key_field, resource_type, media_kind = known
+    key = content.get(key_field)
+    if not isinstance(key, str) or not key:
+        raise MalformedEvent(f"a {kind} message has no {key_field}")
+    name = content.get("file_name")
+    duration_ms = content.get("duration")
+    return Resource(
+        key=key,
+        resource_type=resource_type,
+        kind=media_kind,
+        name=name if isinstance(name, str) and name else None,
+        duration_s=duration_ms / 1000 if isinstance(duration_ms, int | float) else None,
+    )
+
+
 def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -70,14 +126,18 @@ def _post_text(content: dict[str, Any]) -> str:
     return "\n".join([title, *lines] if isinstance(title, str) and title else lines).strip()
 
 
+def _content(message: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return _dict(json_payload(str(message.get("content", "{}"))))
+    except UnreadableJson as exc:
+        raise MalformedEvent("message.content is not JSON") from exc
+
+
 def message_text(message: dict[str, Any], bot_open_id: str | None) -> tuple[str, bool] | None:
     """The message's text with mention keys resolved, and whether it mentions the bot; None
     for message types the agent cannot read."""
     kind = message.get("message_type")
-    try:
-        content = _dict(json_payload(str(message.get("content", "{}"))))
-    except UnreadableJson as exc:
-        raise MalformedEvent("message.content is not JSON") from exc
+    content = _content(message)
     if kind == "text":
         text = str(content.get("text", ""))
     elif kind == "post":
@@ -100,9 +160,10 @@ def message_text(message: dict[str, Any], bot_open_id: str | None) -> tuple[str,
 
 def read_message(
     envelope: EventEnvelope, bot_open_id: str | None, *, require_mention: bool
-) -> InboundMessage | None:
-    """The gateway's message for a received-message event; None when it is not for the agent
-    (another event, a bot's message, a group message that does not mention the bot)."""
+) -> Received | None:
+    """The gateway's message for a received-message event, and its file; None when it is not
+    for the agent (another event, a bot's message, a group message that does not mention the
+    bot, a type the agent cannot read)."""
     if envelope.event_type != MESSAGE_RECEIVED:
         return None
     sender, message = _dict(envelope.event.get("sender")), _dict(envelope.event.get("message"))
@@ -112,14 +173,15 @@ def read_message(
     chat_id, message_id = message.get("chat_id"), message.get("message_id")
     if not all(isinstance(v, str) and v for v in (open_id, chat_id, message_id)):
         raise MalformedEvent("a message needs sender open_id, chat_id and message_id")
-    read = message_text(message, bot_open_id)
+    resource = read_resource(message.get("message_type"), _content(message))
+    read = ("", False) if resource is not None else message_text(message, bot_open_id)
     if read is None:
         return None
     text, mentioned = read
     chat_type = str(message.get("chat_type", "p2p"))
     if chat_type != "p2p" and require_mention and not mentioned:
         return None
-    return InboundMessage(
+    inbound = InboundMessage(
         channel=CHANNEL,
         sender_id=str(open_id),
         chat_id=str(chat_id),
@@ -127,3 +189,4 @@ def read_message(
         message_id=envelope.event_id,
         metadata={"feishu_message_id": message_id, "feishu_chat_type": chat_type},
     )
+    return Received(inbound, resource)

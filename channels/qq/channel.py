@@ -12,6 +12,11 @@ fetched.
 Replies: QQ bots may only answer a user's message (`msg_id`, see `passive.py`), at most five
 times, so a long reply is split into at most four messages and a notice that the rest was cut
 (`max_reply_messages`). Plain text (`msg_type` 0): QQ renders Markdown only through templates.
+
+A message's `attachments` (`{content_type, filename, url, size, width, height}`; a voice note's
+content_type is "voice", its `voice_wav_url` a WAV of it) are downloaded for allowed senders
+(`channels.media_files.MediaIntake`) into `{data_dir}/media/qq-bot/<chat_id>/`; QQ sometimes
+gives the URL without its scheme, which is https.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -35,6 +41,8 @@ from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
 from channels.lifecycle.run_state import RunStateChannel
+from channels.media_files import MediaIntake, MediaStore, safe_file_name
+from channels.media_info import kind_for, mime_for
 from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
 from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionFile, SessionState
 from channels.qq.token import CHANNEL, access_token
@@ -127,6 +135,45 @@ class MalformedEvent(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file of a message, as QQ describes it."""
+
+    url: str
+    mime: str | None
+    name: str | None
+    size: int | None
+
+
+def _attachments(data: dict[str, Any]) -> tuple[Attachment, ...]:
+    found = []
+    for item in data.get("attachments") or []:
+        if not isinstance(item, dict):
+            continue
+        content_type = item.get("content_type")
+        # A voice note is SILK ("voice"); QQ also offers it as WAV, which a transcriber reads.
+        wav = item.get("voice_wav_url") if content_type == "voice" else None
+        url = wav or item.get("url")
+        if not isinstance(url, str) or not url:
+            continue
+        if "://" not in url:
+            url = "https://" + url.lstrip("/")
+        if wav:
+            mime: str | None = "audio/wav"
+        else:
+            mime = content_type if isinstance(content_type, str) and "/" in content_type else None
+        name, size = item.get("filename"), item.get("size")
+        found.append(
+            Attachment(
+                url=url,
+                mime=mime,
+                name=name if isinstance(name, str) and name else None,
+                size=size if isinstance(size, int) else None,
+            )
+        )
+    return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
 class QQMessage:
     """A message event: its ids (dedup, the passive reply window) and, when it has text, the
     message for the gateway."""
@@ -135,6 +182,7 @@ class QQMessage:
     msg_id: str
     kind: ChatKind
     inbound: InboundMessage | None
+    attachments: tuple[Attachment, ...] = ()
 
 
 def _text(value: object, what: str) -> str:
@@ -165,6 +213,7 @@ def parse_message(payload: dict[str, Any]) -> QQMessage | None:
         chat_id = f"group:{_text(data.get('group_openid'), 'd.group_openid')}"
     content = data.get("content")
     text = content.strip() if isinstance(content, str) else ""
+    attachments = _attachments(data)
     inbound = (
         InboundMessage(
             channel=CHANNEL,
@@ -174,10 +223,10 @@ def parse_message(payload: dict[str, Any]) -> QQMessage | None:
             message_id=msg_id,
             metadata={"chat_type": kind},
         )
-        if text
+        if text or attachments
         else None
     )
-    return QQMessage(str(event_id), msg_id, kind, inbound)
+    return QQMessage(str(event_id), msg_id, kind, inbound, attachments)
 
 
 def target(chat_id: str) -> tuple[ChatKind, str]:
@@ -234,6 +283,8 @@ class QQBotChannel(RunStateChannel):
         self._session_file = (
             None if data_dir is None else SessionFile(session_path(data_dir, config.app_id))
         )
+        #: Where users' files are kept; None: nowhere, and they are not downloaded.
+        self._media = None if data_dir is None else MediaStore.under(data_dir, CHANNEL)
         self._webhook_path = config.webhook_path
         self._http_session = LazySession()
         self._token = access_token(
@@ -339,8 +390,38 @@ class QQBotChannel(RunStateChannel):
             return
         self._replies.received(message.msg_id, message.kind)
         if message.inbound is not None:
-            await inbound.send(message.inbound)
+            await inbound.send(await self._with_attachments(message, message.inbound))
         self._dedup.seen(message.event_id)
+
+    async def _with_attachments(
+        self, message: QQMessage, received: InboundMessage
+    ) -> InboundMessage:
+        """The message with its files downloaded; a stranger's are not (the dispatcher will
+        refuse the message): their kinds alone stand for what was sent."""
+        if not message.attachments:
+            return received
+        if self._media is None or not self.is_allowed(received.sender_id):
+            kinds = [f"[{kind_for(a.mime or mime_for(a.name or ''))}]" for a in message.attachments]
+            content = " ".join(part for part in (received.content, *kinds) if part)
+            return received.model_copy(update={"content": content})
+        store = self._media
+        intake = MediaIntake(
+            received, min(self.max_media_bytes, store.max_bytes), timeout_s=store.timeout_s
+        )
+        for number, attachment in enumerate(message.attachments):
+            name = f"{message.msg_id}_{number}_{safe_file_name(attachment.name or 'file')}"
+            fetch = partial(
+                store.fetch,
+                self._http(),
+                attachment.url,
+                chat_id=received.chat_id,
+                name=name,
+                max_bytes=intake.max_bytes,
+            )
+            await intake.take(
+                fetch, name=attachment.name, mime=attachment.mime, size=attachment.size
+            )
+        return intake.message()
 
     async def stop(self) -> None:
         self._webhook.handle = None

@@ -19,4 +19,4 @@ __all__ = ["WeComChannel", "WeComCrypto", "create"]
 
 
 def create(config: WeComConfig, context: ChannelContext) -> WeComChannel:
-    return WeComChannel(config)
+    return WeComChannel(config, data_dir=context.data_dir)

@@ -9,6 +9,11 @@ carries the same MsgId and is answered as usual (the gateway and a small memory 
 
 Refused: a missing or wrong signature, a timestamp outside `MAX_SKEW_S` (a replay), a payload
 for another corp. A full backlog answers 429/503 with Retry-After, so WeCom retries.
+
+Besides text, WeCom pushes an application its members' images (`PicUrl`, `MediaId`), voice
+notes (`MediaId`, `Format`: amr or speex) and videos (`MediaId`, `ThumbMediaId`); the channel
+fetches the file with `media/get` by its `MediaId` (valid for three days). WeCom pushes no file
+messages to an application (only text, image, voice, video, location and link).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from aiohttp import web
 
 from bus import InboundMessage
 from channels.lifecycle.bounded import InboundDedup
+from channels.media_info import MediaKind
 from channels.web.webhook import WebhookRefused, hand_over, is_stale, not_running, refusal_response
 from channels.wecom.crypto import CryptoError, SignatureMismatch, WeComCrypto
 
@@ -32,8 +38,10 @@ from channels.wecom.crypto import CryptoError, SignatureMismatch, WeComCrypto
 # document type declaration (no entity tricks), with the standard library's expat parser (which
 # never fetches external entities).
 CHANNEL = "wecom"
-#: The message types whose text the agent can read; others are acknowledged and skipped.
-TEXT_TYPES = frozenset({"text"})
+#: The message types whose file the channel fetches, and the kind of file each is.
+MEDIA_KINDS: dict[str, MediaKind] = {"image": "image", "voice": "audio", "video": "video"}
+#: The message types the agent is given; others are acknowledged and skipped.
+TEXT_TYPES = frozenset({"text", *MEDIA_KINDS})
 
 
 class MalformedCallback(ValueError):
@@ -73,6 +81,10 @@ class WeComMessage:
     msg_id: str
     agent_id: str
     event: str
+    #: An image's, voice note's or video's file, for `media/get` ("" for other types).
+    media_id: str = ""
+    #: A voice note's format (amr, speex).
+    voice_format: str = ""
 
     @property
     def dedup_id(self) -> str:
@@ -105,6 +117,8 @@ def read_message(xml: bytes) -> WeComMessage:
         msg_id=_text(root, "MsgId"),
         agent_id=_text(root, "AgentID"),
         event=_text(root, "Event"),
+        media_id=_text(root, "MediaId"),
+        voice_format=_text(root, "Format"),
     )
 
 

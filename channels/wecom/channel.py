@@ -7,6 +7,9 @@ shows everywhere, the WeChat plug-in included; content the manager marks as form
 WeCom Markdown), at most 2,048 UTF-8 bytes each: the manager splits to that. No more than 30 go
 to one member a minute (`pacing.py`: WeCom drops the rest silently). WeCom cannot edit a sent
 message, so streamed replies arrive whole.
+
+An allowed member's image, voice note or video is fetched with `media/get` before the message
+goes to the gateway (`channels.media_files.MediaIntake`), into `{data_dir}/media/wecom/<user>/`.
 """
 
 from __future__ import annotations
@@ -15,19 +18,23 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import Any, ClassVar
 
 import structlog
 from aiohttp import web
 
-from bus import InboundSender, OutboundMessage
+from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.lifecycle.run_state import RunStateChannel
+from channels.media_files import MediaIntake, MediaStore, safe_suffix, suffix_for
+from channels.media_info import too_large_reason
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.web.client import IssuedToken, TokenApi, TokenRefused, issued_token
-from channels.wecom.callback import CallbackReceiver, WeComMessage
+from channels.wecom.callback import MEDIA_KINDS, CallbackReceiver, WeComMessage
 from channels.wecom.crypto import WeComCrypto
 from config import WeComConfig
 
@@ -61,6 +68,33 @@ class WeComApi(TokenApi):
             )
 
         return await self.tokens.call_with_token(post, what=what)
+
+    async def media(self, media_id: str, max_bytes: int) -> tuple[bytes, str]:
+        """A received file's bytes and content type (`GET media/get`); `ChannelError` when
+        WeCom refuses it (its JSON answer, HTTP 200 as ever) or it is over `max_bytes`."""
+
+        async def get(token: str) -> tuple[bytes, str]:
+            params = {"access_token": token, "media_id": media_id}
+            async with (
+                self.deadline("media/get"),
+                self.http().get(self.base_url + "/cgi-bin/media/get", params=params) as response,
+            ):
+                if response.status != 200:
+                    raise ChannelError(
+                        f"the download answered HTTP {response.status}", channel=CHANNEL
+                    )
+                if response.content_type in ("application/json", "text/plain"):
+                    refusal = await response.json(content_type=None)
+                    check(refusal if isinstance(refusal, dict) else {}, "media/get")
+                    raise ChannelError("media/get answered no file", channel=CHANNEL)
+                data = bytearray()
+                async for block in response.content.iter_chunked(64 * 1024):
+                    data.extend(block)
+                    if len(data) > max_bytes:
+                        raise ChannelError(too_large_reason(max_bytes), channel=CHANNEL)
+                return bytes(data), response.content_type
+
+        return await self.tokens.call_with_token(get, what="media/get")
 
     async def _request(
         self,
@@ -180,8 +214,11 @@ class WeComChannel(RunStateChannel):
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["wecom"]
 
-    def __init__(self, config: WeComConfig, *, window: SendWindow | None = None) -> None:
+    def __init__(
+        self, config: WeComConfig, *, data_dir: Path, window: SendWindow | None = None
+    ) -> None:
         self._config = config
+        self._media = MediaStore.under(data_dir, CHANNEL)
         self._window = window or SendWindow()
         self._api = WeComApi(config.api_base_url, config.corp_id, config.secret.get_secret_value())
         crypto = WeComCrypto(
@@ -197,7 +234,7 @@ class WeComChannel(RunStateChannel):
 
     async def _receive(self, inbound: InboundSender) -> None:
         async def take(message: WeComMessage) -> None:
-            await inbound.send(message.to_inbound())
+            await inbound.send(await self._with_media(message))
 
         # Callbacks are taken while the access token is fetched.
         self._receiver.handle = take
@@ -216,6 +253,33 @@ class WeComChannel(RunStateChannel):
             await self._run_state.receive_until(name="wecom-receiving")
         finally:
             self._receiver.handle = None
+
+    async def _with_media(self, received: WeComMessage) -> InboundMessage:
+        """The message with its file fetched; a stranger's is not (the dispatcher will refuse
+        the message): the kind alone stands for what was sent."""
+        message = received.to_inbound()
+        kind = MEDIA_KINDS.get(received.msg_type)
+        if kind is None:
+            return message
+        if not received.media_id or not self.is_allowed(received.sender):
+            return message.model_copy(update={"content": f"[{kind}]"})
+        intake = MediaIntake(
+            message,
+            min(self.max_media_bytes, self._media.max_bytes),
+            timeout_s=self._media.timeout_s,
+        )
+        # A voice note's format is all WeCom says of its type (amr, speex).
+        mime = (
+            f"audio/{received.voice_format}" if kind == "audio" and received.voice_format else None
+        )
+        await intake.take(partial(self._fetch, received, intake.max_bytes), kind=kind, mime=mime)
+        return intake.message()
+
+    async def _fetch(self, received: WeComMessage, max_bytes: int) -> Path:
+        data, content_type = await self._api.media(received.media_id, max_bytes)
+        suffix = safe_suffix(f"voice.{received.voice_format}") or suffix_for(content_type)
+        target = self._media.path_for(received.sender, f"{received.dedup_id}{suffix}")
+        return await self._media.save(target, data)
 
     async def stop(self) -> None:
         self._receiver.handle = None

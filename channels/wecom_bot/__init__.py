@@ -19,5 +19,4 @@ __all__ = ["MARKDOWN_LIMIT", "STREAM_LIMIT", "WecomBotChannel", "WecomBotTimeout
 
 
 def create(config: WecomBotConfig, context: ChannelContext) -> WecomBotChannel:
-    del context  # nothing kept on disk
-    return WecomBotChannel(config)
+    return WecomBotChannel(config, data_dir=context.data_dir)

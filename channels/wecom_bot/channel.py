@@ -11,6 +11,10 @@ Replies answer the callback's `req_id` with streamed `aibot_respond_msg` frames 
 so far each time, `finish` on the last), each frame sent only after the previous one for that
 `req_id` was acknowledged. What cannot answer a callback (see `replies.py`) is sent with
 `aibot_send_msg` as Markdown, split to that message's smaller limit.
+
+An allowed user's image, file or video is downloaded and decrypted (`frames.decrypt_media`)
+before its message is published (`channels.media_files.MediaIntake`), into
+`{data_dir}/media/wecom-bot/<chat_id>/`; WeCom states no size, so a download stops at the limit.
 """
 
 from __future__ import annotations
@@ -20,23 +24,28 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import ClassVar
 
 import aiohttp
 import structlog
 
 from bus import InboundMessage, InboundSender, OutboundMessage, PipeClosed
-from channels.errors import FatalChannelError, TransientError
+from channels.errors import ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import reconnecting
 from channels.lifecycle.run_state import RunStateChannel
+from channels.media_files import MediaIntake, MediaStore, safe_file_name
+from channels.media_info import too_large_reason
 from channels.split import split_message
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.stopping import until_taken
+from channels.web.client import LazySession
 from channels.wecom_bot import frames
 from channels.wecom_bot.connection import CHANNEL, AibotConnection, WecomBotTimeouts
-from channels.wecom_bot.frames import Callback, Frame, MalformedFrame
+from channels.wecom_bot.frames import Callback, Frame, MalformedFrame, MediaRef
 from config import WecomBotConfig
 
 # Which callback a reply answers, and whether its `req_id` can still carry it.
@@ -119,6 +128,11 @@ class ReplyBook:
 
 log = structlog.get_logger(__name__)
 
+#: What an image's first bytes say it is: the download's own type says nothing (it is encrypted).
+_IMAGE_SUFFIXES = {b"\xff\xd8\xff": ".jpg", b"\x89PNG": ".png", b"GIF8": ".gif", b"RIFF": ".webp"}
+#: AES-CBC padding adds at most one 32-byte block to a file.
+_PADDING_BYTES = 32
+
 #: The waits of a channel no test shortened.
 DEFAULT_TIMEOUTS = WecomBotTimeouts()
 
@@ -137,8 +151,14 @@ class WecomBotChannel(RunStateChannel):
     edit_interval_s: ClassVar[float] = 0.5
 
     def __init__(
-        self, config: WecomBotConfig, *, timeouts: WecomBotTimeouts = DEFAULT_TIMEOUTS
+        self,
+        config: WecomBotConfig,
+        *,
+        data_dir: Path,
+        timeouts: WecomBotTimeouts = DEFAULT_TIMEOUTS,
     ) -> None:
+        self._media = MediaStore.under(data_dir, CHANNEL)
+        self._downloads = LazySession()
         self._bot_id = config.bot_id
         self._secret = config.secret.get_secret_value()
         self._ws_url = config.ws_url
@@ -218,24 +238,83 @@ class WecomBotChannel(RunStateChannel):
         if key in self._dedup:
             log.info("wecom_bot.duplicate_skipped", msg_id=callback.msg_id)
             return
-        if not callback.text.strip():
+        if not callback.text.strip() and not callback.media:
             log.info("wecom_bot.unsupported_message_skipped", msg_type=callback.msg_type)
             return
+        message = await self._with_media(
+            callback,
+            InboundMessage(
+                channel=CHANNEL,
+                sender_id=callback.sender_id,
+                chat_id=callback.chat_id,
+                content=callback.text,
+                message_id=callback.msg_id,
+                metadata={"chat_type": callback.chat_type},
+            ),
+        )
         # Known before publishing: the reply may come back before `send` returns.
         self._book.received(callback.msg_id, callback.req_id, callback.chat_id)
-        message = InboundMessage(
-            channel=CHANNEL,
-            sender_id=callback.sender_id,
-            chat_id=callback.chat_id,
-            content=callback.text,
-            message_id=callback.msg_id,
-            metadata={"chat_type": callback.chat_type},
-        )
         try:
             await until_taken(lambda: inbound.send(message), event="wecom_bot.inbound_refused")
         except PipeClosed:
             return
         self._dedup.seen(key)
+
+    async def _with_media(self, callback: Callback, message: InboundMessage) -> InboundMessage:
+        """The message with its files downloaded; a stranger's are not (the dispatcher will
+        refuse the message): their kinds alone stand for what was sent."""
+        if not callback.media:
+            return message
+        if not self.is_allowed(callback.sender_id):
+            kinds = [f"[{ref.kind}]" for ref in callback.media]
+            content = " ".join(part for part in (message.content, *kinds) if part)
+            return message.model_copy(update={"content": content})
+        intake = MediaIntake(
+            message,
+            min(self.max_media_bytes, self._media.max_bytes),
+            timeout_s=self._media.timeout_s,
+        )
+        for number, ref in enumerate(callback.media):
+            name = f"{callback.msg_id}_{number}"
+            fetch = partial(self._download, ref, callback.chat_id, name, intake.max_bytes)
+            await intake.take(fetch, kind=ref.kind)
+        return intake.message()
+
+    async def _download(self, ref: MediaRef, chat_id: str, name: str, max_bytes: int) -> Path:
+        """Fetch and decrypt one file, named by the download's own file name where it gives
+        one; `ChannelError` when it cannot be had."""
+        try:
+            async with self._downloads.get().get(ref.url) as response:
+                if response.status != 200:
+                    raise ChannelError(
+                        f"the download answered HTTP {response.status}", channel=CHANNEL
+                    )
+                sealed = bytearray()
+                async for block in response.content.iter_chunked(64 * 1024):
+                    sealed.extend(block)
+                    if len(sealed) > max_bytes + _PADDING_BYTES:
+                        raise ChannelError(too_large_reason(max_bytes), channel=CHANNEL)
+                disposition = response.content_disposition
+                filename = disposition.filename if disposition is not None else None
+        except (aiohttp.ClientError, OSError) as error:
+            raise ChannelError(f"the download failed: {error!r}", channel=CHANNEL) from error
+        try:
+            data = frames.decrypt_media(bytes(sealed), ref.aeskey)
+        except ValueError as error:
+            raise ChannelError(f"the file does not decrypt: {error}", channel=CHANNEL) from error
+        if len(data) > max_bytes:
+            raise ChannelError(too_large_reason(max_bytes), channel=CHANNEL)
+        if filename:
+            name = f"{name}_{safe_file_name(filename)}"
+        elif ref.kind == "image":
+            name += next((s for magic, s in _IMAGE_SUFFIXES.items() if data.startswith(magic)), "")
+        elif ref.kind == "video":
+            name += ".mp4"
+        return await self._media.save(self._media.path_for(chat_id, name), data)
+
+    async def stop(self) -> None:
+        await super().stop()
+        await self._downloads.close()
 
     # -- sending ----------------------------------------------------------------------------
 

@@ -5,15 +5,26 @@ sends (`aibot_subscribe`, `ping`, `aibot_respond_msg`, `aibot_send_msg`) with an
 `{headers: {req_id}, errcode, errmsg}` carrying the same `req_id`. It pushes user messages as
 `aibot_msg_callback` and events (enter_chat, disconnected_event...) as `aibot_event_callback`;
 a reply to a message reuses that callback's `req_id`.
+
+A callback's image, file or video (alone, or among the items of a `mixed` message) is
+`{"url", "aeskey"}`: the URL serves the file encrypted with AES-256-CBC under that message's own
+key (base64 `aeskey`, the IV its first 16 bytes, PKCS#7 padded to 32-byte blocks), which
+`decrypt_media` undoes. A voice message arrives already recognised by WeCom, as text.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from cryptography.hazmat.primitives import padding
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from channels.media_info import MediaKind
 from channels.web.webhook import UnreadableJson, json_payload
 
 SUBSCRIBE = "aibot_subscribe"
@@ -104,6 +115,54 @@ def markdown_message(chat_id: str, content: str) -> tuple[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
+class MediaRef:
+    """A file of a callback: where it is, encrypted, and its key."""
+
+    kind: MediaKind
+    url: str
+    aeskey: str
+
+
+#: The callback's (or a mixed item's) message types that carry a file.
+_MEDIA_TYPES: dict[str, MediaKind] = {"image": "image", "file": "file", "video": "video"}
+#: The files are padded to 32-byte blocks (PKCS#7 takes the block size in bits).
+_PAD_BLOCK_BITS = 256
+
+
+def _media_of(body: dict[str, Any]) -> tuple[MediaRef, ...]:
+    items = [body]
+    if body.get("msgtype") == "mixed":
+        listed = (body.get("mixed") or {}).get("msg_item") or []
+        items = [item for item in listed if isinstance(item, dict)]
+    found = []
+    for item in items:
+        kind = _MEDIA_TYPES.get(str(item.get("msgtype")))
+        media = item.get(str(item.get("msgtype")))
+        if kind is None or not isinstance(media, dict):
+            continue
+        url, aeskey = media.get("url"), media.get("aeskey")
+        if isinstance(url, str) and url and isinstance(aeskey, str) and aeskey:
+            found.append(MediaRef(kind, url, aeskey))
+    return tuple(found)
+
+
+def decrypt_media(data: bytes, aeskey: str) -> bytes:
+    """A downloaded file decrypted with its message's `aeskey`; ValueError when it cannot be."""
+    try:
+        key = base64.b64decode(aeskey + "=" * (-len(aeskey) % 4), validate=True)
+    except binascii.Error as exc:
+        raise ValueError("the aeskey is not base64") from exc
+    if len(key) != 32:
+        raise ValueError(f"the aeskey decodes to {len(key)} bytes, not 32")
+    if not data or len(data) % 16:
+        raise ValueError(f"{len(data)} bytes is not a whole number of AES blocks")
+    decryptor = Cipher(algorithms.AES(key), modes.CBC(key[:16])).decryptor()
+    padded = decryptor.update(data) + decryptor.finalize()
+    unpadder = padding.PKCS7(_PAD_BLOCK_BITS).unpadder()
+    return unpadder.update(padded) + unpadder.finalize()
+
+
+@dataclass(frozen=True, slots=True)
 class Callback:
     """A user's message from an `aibot_msg_callback` frame."""
 
@@ -115,6 +174,8 @@ class Callback:
     chat_type: ChatType
     text: str
     msg_type: str
+    #: Its image, file or video, or a mixed message's images, to be downloaded.
+    media: tuple[MediaRef, ...] = ()
 
 
 def _text_of(body: dict[str, Any]) -> str:
@@ -155,4 +216,5 @@ def parse_callback(frame: Frame) -> Callback:
         chat_type=chat_type,
         text=_text_of(body),
         msg_type=str(body.get("msgtype") or ""),
+        media=_media_of(body),
     )

@@ -14,7 +14,8 @@ need `Authorization: QQBot <token>` and a `msg_id` of a message the fake deliver
 what QQ enforces: `msg_seq` unique per `msg_id` (a repeat is error 40054005), at most five
 replies per `msg_id`, `GET /users/@me` names the bot. Errors have QQ's shape `{code, message}`.
 `rate_limit_next` answers the next send 429 with code 22009; `expire_token` makes the current
-token refused (code 11241), as when it expired early.
+token refused (code 11241), as when it expired early. `add_file` serves bytes at a multimedia
+URL (`/download/<id>`, plain HTTP here) for an attachment; an unknown id answers 404.
 
 Websocket gateway (`mode: websocket`): `GET /gateway` names `/websocket`, which opens with op 10
 (heartbeat interval `heartbeat_interval_ms`), takes op 2 Identify (token and the C2C/group
@@ -85,7 +86,10 @@ class FakeQQ(ServedFake):
         self._seqs: dict[str, set[int]] = {}
         self._changes = Changes()
         self._numbers = itertools.count(1)
+        self.files: dict[str, tuple[bytes, str]] = {}
+        self.file_requests: list[str] = []
         app = web.Application()
+        app.router.add_get("/download/{file_id}", self._file)
         app.router.add_post("/app/getAppAccessToken", self._access_token)
         app.router.add_post("/v2/users/{openid}/messages", self._c2c_send)
         app.router.add_post("/v2/groups/{openid}/messages", self._group_send)
@@ -144,16 +148,40 @@ class FakeQQ(ServedFake):
             "Content-Type": "application/json",
         }
 
-    def c2c_message(self, user: str, text: str, *, msg_id: str | None = None) -> JsonObject:
+    def c2c_message(
+        self,
+        user: str,
+        text: str,
+        *,
+        msg_id: str | None = None,
+        attachments: list[JsonObject] | None = None,
+    ) -> JsonObject:
         msg_id = msg_id or f"ROBOT1.0_{uuid.uuid4().hex}"
         self._delivered[msg_id] = f"c2c:{user}"
-        data = {
+        data: JsonObject = {
             "id": msg_id,
             "content": text,
             "timestamp": "2026-12-01T12:00:00+08:00",
             "author": {"id": user, "user_openid": user},
         }
+        if attachments:
+            data["attachments"] = attachments
         return self._dispatch("C2C_MESSAGE_CREATE", data)
+
+    def add_file(self, data: bytes, content_type: str) -> str:
+        """Serve `data`; its URL for an attachment."""
+        file_id = uuid.uuid4().hex
+        self.files[file_id] = (data, content_type)
+        return f"{self.origin}/download/{file_id}"
+
+    async def _file(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        self.file_requests.append(file_id)
+        found = self.files.get(file_id)
+        if found is None:
+            return web.Response(status=404)
+        data, content_type = found
+        return web.Response(body=data, content_type=content_type)
 
     def group_message(self, group: str, member: str, text: str) -> JsonObject:
         msg_id = f"ROBOT1.0_{uuid.uuid4().hex}"

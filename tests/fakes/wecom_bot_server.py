@@ -1,7 +1,8 @@
 """A fake WeCom AI bot server on 127.0.0.1: the long-connection websocket protocol.
 
     async with FakeWecomBot() as fake:
-        channel = WecomBotChannel(WecomBotConfig(bot_id=fake.bot_id, ws_url=fake.ws_url, ...))
+        channel = WecomBotChannel(WecomBotConfig(bot_id=fake.bot_id, ws_url=fake.ws_url, ...),
+                                  data_dir=tmp_path)
         ...
         await fake.wait_subscribed()
         req_id, msg_id = await fake.push_text("alice", "hi")
@@ -18,13 +19,20 @@ a frame after a stream's `finish`, stream content over 20,480 bytes, Markdown ov
 `answer_pings = False` leaves pings unanswered; `ack_delay_s` holds every acknowledgement of
 a reply that long (so an impatient client shows); `rate_limit_next` answers the next reply
 frame with errcode 45009; `drop_connections` cuts the socket; `push_raw` sends anything.
+
+Files: `add_file` serves bytes at `{origin}/files/<id>` encrypted as WeCom does (AES-256-CBC
+under a fresh per-message `aeskey`, IV its first 16 bytes, PKCS#7 to 32-byte blocks), with a
+Content-Disposition naming the file when given; `push_media` sends an image, file or mixed
+callback carrying `{"url", "aeskey"}`; an unknown file id answers 404.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -32,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import WSMsgType, web
+from cryptography.hazmat.primitives import padding
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from tests.fakes import ServedFake
 from tests.fakes.changes import Changes
@@ -80,8 +90,11 @@ class FakeWecomBot(ServedFake):
         self._changes = Changes()
         self._numbers = itertools.count(1)
         self._acks: set[asyncio.Task[None]] = set()
+        self.files: dict[str, tuple[bytes, str | None]] = {}
+        self.file_requests: list[str] = []
         app = web.Application()
         app.router.add_get("/", self._websocket)
+        app.router.add_get("/files/{file_id}", self._file)
         ServedFake.__init__(self, app)
 
     async def _before_shutdown(self) -> None:
@@ -146,6 +159,44 @@ class FakeWecomBot(ServedFake):
         if chat_id:
             body["chatid"] = chat_id
         self.callbacks[req_id] = _Callback(chat_id or user)
+        await self._push({"cmd": "aibot_msg_callback", "headers": {"req_id": req_id}, "body": body})
+        return req_id, msg_id
+
+    def add_file(self, data: bytes, *, filename: str | None = None) -> JsonObject:
+        """Serve `data` encrypted; the `{"url", "aeskey"}` a callback carries for it."""
+        key = os.urandom(32)
+        padder = padding.PKCS7(256).padder()
+        padded = padder.update(data) + padder.finalize()
+        encryptor = Cipher(algorithms.AES(key), modes.CBC(key[:16])).encryptor()
+        file_id = uuid.uuid4().hex
+        self.files[file_id] = (encryptor.update(padded) + encryptor.finalize(), filename)
+        aeskey = base64.b64encode(key).decode().rstrip("=")
+        return {"url": f"{self.origin}/files/{file_id}", "aeskey": aeskey}
+
+    async def _file(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        self.file_requests.append(file_id)
+        found = self.files.get(file_id)
+        if found is None:
+            return web.Response(status=404)
+        sealed, filename = found
+        headers = {"Content-Disposition": f'attachment; filename="{filename}"'} if filename else {}
+        return web.Response(body=sealed, content_type="application/octet-stream", headers=headers)
+
+    async def push_media(self, user: str, msgtype: str, content: JsonObject) -> tuple[str, str]:
+        """An image (`content` is `add_file`'s), file or mixed (`{"msg_item": [...]}`) message
+        from `user` in a single chat; (req_id, msg_id)."""
+        req_id = f"cb_{next(self._numbers)}_{uuid.uuid4().hex[:8]}"
+        msg_id = f"msg{uuid.uuid4().hex}"
+        body: JsonObject = {
+            "msgid": msg_id,
+            "aibotid": self.bot_id,
+            "chattype": "single",
+            "from": {"userid": user},
+            "msgtype": msgtype,
+            msgtype: content,
+        }
+        self.callbacks[req_id] = _Callback(user)
         await self._push({"cmd": "aibot_msg_callback", "headers": {"req_id": req_id}, "body": body})
         return req_id, msg_id
 

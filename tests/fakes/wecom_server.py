@@ -11,7 +11,9 @@ callbacks WeCom makes to the application's URL.
 Server API (`{base_url}/cgi-bin/...`, answers HTTP 200 with `{"errcode", "errmsg", ...}` as WeCom
 does): `GET gettoken?corpid&corpsecret` (40013 unknown corp, 40001 wrong secret) and
 `POST message/send?access_token` (42001 expired or unknown token; 45009 on `rate_limit_next`;
-45002 when the content is over 2,048 UTF-8 bytes; 81013 for an unknown user).
+45002 when the content is over 2,048 UTF-8 bytes; 81013 for an unknown user), and
+`GET media/get?access_token&media_id`: a file given with `add_media`, its bytes with its
+Content-Type and Content-disposition, or, as WeCom answers, JSON 40007 for an unknown one.
 
 Callbacks are encrypted and signed the way WeCom does (`channels.wecom.crypto` is the same
 documented algorithm); the defaults are the keys of WeCom's documentation example.
@@ -74,9 +76,12 @@ class FakeWeCom(ServedFake):
         self._rate_limits = 0
         self._msg_ids = itertools.count(4561255354251345929)
         self._changed = asyncio.Event()
+        self.media: dict[str, tuple[bytes, str]] = {}
+        self.media_requests: list[str] = []
         app = web.Application()
         app.router.add_get("/cgi-bin/gettoken", self._gettoken)
         app.router.add_post("/cgi-bin/message/send", self._send)
+        app.router.add_get("/cgi-bin/media/get", self._media_get)
         ServedFake.__init__(self, app)
 
     @property
@@ -137,6 +142,24 @@ class FakeWeCom(ServedFake):
             return 81013, "user & party & tag all invalid"
         return 0, "ok"
 
+    def add_media(self, media_id: str, data: bytes, content_type: str) -> None:
+        self.media[media_id] = (data, content_type)
+
+    async def _media_get(self, request: web.Request) -> web.Response:
+        if request.query.get("access_token", "") not in self._tokens:
+            return self._answer({"errcode": 42001, "errmsg": "access_token expired"})
+        media_id = request.query.get("media_id", "")
+        self.media_requests.append(media_id)
+        found = self.media.get(media_id)
+        if found is None:
+            return self._answer({"errcode": 40007, "errmsg": "invalid media_id"})
+        data, content_type = found
+        self._changed.set()
+        disposition = f'attachment; filename="{media_id}"'
+        return web.Response(
+            body=data, content_type=content_type, headers={"Content-disposition": disposition}
+        )
+
     def rate_limit_next(self, count: int = 1) -> None:
         self._rate_limits += count
 
@@ -168,6 +191,25 @@ class FakeWeCom(ServedFake):
             "<MsgType><![CDATA[text]]></MsgType>"
             f"<Content><![CDATA[{text}]]></Content>"
             f"<MsgId>{number}</MsgId><AgentID>{self.agent_id}</AgentID></xml>"
+        ).encode()
+
+    def media_message(
+        self, sender: str, msg_type: str, media_id: str, *, voice_format: str = "amr"
+    ) -> bytes:
+        """The decrypted XML of an image (with `PicUrl`), voice (with `Format`) or video (with
+        `ThumbMediaId`) message, as WeCom writes it."""
+        extra = {
+            "image": f"<PicUrl><![CDATA[{self.origin}/pic/{media_id}]]></PicUrl>",
+            "voice": f"<Format><![CDATA[{voice_format}]]></Format>",
+            "video": f"<ThumbMediaId><![CDATA[thumb_{media_id}]]></ThumbMediaId>",
+        }[msg_type]
+        return (
+            f"<xml><ToUserName><![CDATA[{self.corp_id}]]></ToUserName>"
+            f"<FromUserName><![CDATA[{sender}]]></FromUserName>"
+            f"<CreateTime>{int(time.time())}</CreateTime>"
+            f"<MsgType><![CDATA[{msg_type}]]></MsgType>{extra}"
+            f"<MediaId><![CDATA[{media_id}]]></MediaId>"
+            f"<MsgId>{next(self._msg_ids)}</MsgId><AgentID>{self.agent_id}</AgentID></xml>"
         ).encode()
 
     def sealed(

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from channels.access.allow import AllowList
 from channels.feishu import FeishuChannel
 from channels.lifecycle.reconnect import ReconnectPolicy
 from config import FeishuConfig
@@ -46,12 +49,18 @@ async def fake() -> AsyncIterator[FakeFeishu]:
 
 @asynccontextmanager
 async def run_feishu(fake: FakeFeishu, **overrides: object) -> AsyncIterator[RunningFeishu]:
-    channel = FeishuChannel(config_for(fake, **overrides), reconnect=ReconnectPolicy(base_s=0.05))
-    inbound = GatedInbound()
-    task = asyncio.create_task(channel.start(inbound), name="feishu-under-test")
-    try:
-        yield RunningFeishu(fake, channel, inbound, task)
-    finally:
-        await channel.stop()
-        await asyncio.wait({task}, timeout=5)
-        assert task.done()
+    with tempfile.TemporaryDirectory(prefix="feishu-") as data_dir:
+        channel = FeishuChannel(
+            config_for(fake, **overrides),
+            data_dir=Path(data_dir),
+            reconnect=ReconnectPolicy(base_s=0.05),
+        )
+        channel.allow = AllowList([ALICE])
+        inbound = GatedInbound()
+        task = asyncio.create_task(channel.start(inbound), name="feishu-under-test")
+        try:
+            yield RunningFeishu(fake, channel, inbound, task)
+        finally:
+            await channel.stop()
+            await asyncio.wait({task}, timeout=5)
+            assert task.done()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from channels.feishu.events import MalformedEvent, read_envelope, read_message
+from channels.feishu.events import MalformedEvent, Resource, read_envelope, read_message
 
 BOT = "ou_bot"
 
@@ -28,8 +28,9 @@ def text(content: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_a_text_message_becomes_an_inbound_message() -> None:
-    inbound = read_message(read_envelope(event(text("hi there"))), BOT, require_mention=True)
-    assert inbound is not None
+    received = read_message(read_envelope(event(text("hi there"))), BOT, require_mention=True)
+    assert received is not None
+    inbound = received.message
     assert (inbound.channel, inbound.sender_id, inbound.chat_id) == ("feishu", "ou_alice", "oc_1")
     assert (inbound.content, inbound.message_id) == ("hi there", "ev-1")
     assert inbound.metadata["feishu_message_id"] == "om_1"
@@ -41,8 +42,9 @@ def test_mentions_are_resolved_and_the_bot_mention_dropped() -> None:
         {"key": "@_user_2", "id": {"open_id": "ou_bob"}, "name": "Bob"},
     ]
     message = text("@_user_1 ask @_user_2 please", chat_type="group", mentions=mentions)
-    inbound = read_message(read_envelope(event(message)), BOT, require_mention=True)
-    assert inbound is not None
+    received = read_message(read_envelope(event(message)), BOT, require_mention=True)
+    assert received is not None
+    inbound = received.message
     assert inbound.content == "ask @Bob please"
 
 
@@ -61,8 +63,9 @@ def test_rich_text_posts_are_read_as_lines() -> None:
         ],
     }
     message = {"message_type": "post", "content": json.dumps(post)}
-    inbound = read_message(read_envelope(event(message)), BOT, require_mention=True)
-    assert inbound is not None
+    received = read_message(read_envelope(event(message)), BOT, require_mention=True)
+    assert received is not None
+    inbound = received.message
     assert inbound.content == "Plan\nfirst link\nsecond"
 
 
@@ -71,10 +74,38 @@ def test_bots_other_events_and_unreadable_types_are_skipped() -> None:
         read_message(read_envelope(event(text("x"), sender_type="app")), BOT, require_mention=True)
         is None
     )
-    image = {"message_type": "image", "content": json.dumps({"image_key": "img"})}
-    assert read_message(read_envelope(event(image)), BOT, require_mention=True) is None
+    sticker = {"message_type": "sticker", "content": json.dumps({"file_key": "sticker"})}
+    assert read_message(read_envelope(event(sticker)), BOT, require_mention=True) is None
     other = event(text("x")) | {"header": {"event_id": "e", "event_type": "im.chat.updated_v1"}}
     assert read_message(read_envelope(other), BOT, require_mention=True) is None
+
+
+def test_files_are_read_as_resources_with_their_name_and_duration() -> None:
+    voice = {"message_type": "audio", "content": json.dumps({"file_key": "f1", "duration": 4200})}
+    received = read_message(read_envelope(event(voice)), BOT, require_mention=True)
+    assert received is not None
+    assert received.message.content == ""
+    assert received.resource == Resource("f1", "file", "audio", duration_s=4.2)
+    image = {"message_type": "image", "content": json.dumps({"image_key": "img_v2_1"})}
+    received = read_message(read_envelope(event(image)), BOT, require_mention=True)
+    assert received is not None
+    assert received.resource == Resource("img_v2_1", "image", "image")
+    plan = {"file_key": "f2", "file_name": "plan.pdf"}
+    document = {"message_type": "file", "content": json.dumps(plan)}
+    received = read_message(read_envelope(event(document)), BOT, require_mention=True)
+    assert received is not None
+    assert received.resource == Resource("f2", "file", "file", name="plan.pdf")
+    video = {"file_key": "f3", "image_key": "img_c", "file_name": "a.mp4", "duration": 1000}
+    clip = {"message_type": "media", "content": json.dumps(video)}
+    received = read_message(read_envelope(event(clip)), BOT, require_mention=True)
+    assert received is not None
+    assert received.resource == Resource("f3", "file", "video", name="a.mp4", duration_s=1.0)
+
+
+def test_a_file_message_without_its_key_is_malformed() -> None:
+    keyless = {"message_type": "image", "content": json.dumps({})}
+    with pytest.raises(MalformedEvent, match="image_key"):
+        read_message(read_envelope(event(keyless)), BOT, require_mention=True)
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,16 @@ pings, reconnects, mentions in groups, and credentials refused."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from channels.errors import FatalChannelError
 from channels.feishu import FeishuChannel
 from channels.health import ChannelHealth
-from tests.channels.feishu.conftest import ALICE, DM, GROUP, config_for, run_feishu
+from channels.media_info import MEDIA_DETAILS, describe
+from tests.channels.feishu.conftest import ALICE, DM, GROUP, MALLORY, config_for, run_feishu
 from tests.channels.inbound_gate import GatedInbound
 from tests.fakes.feishu_server import FakeFeishu
 
@@ -92,8 +95,10 @@ async def test_malformed_frames_and_events_are_skipped(fake: FakeFeishu) -> None
         assert [m.content for m in running.inbound.messages] == ["after the junk"]
 
 
-async def test_a_wrong_secret_is_fatal_and_the_channel_down(fake: FakeFeishu) -> None:
-    channel = FeishuChannel(config_for(fake, app_secret="wrong"))
+async def test_a_wrong_secret_is_fatal_and_the_channel_down(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    channel = FeishuChannel(config_for(fake, app_secret="wrong"), data_dir=tmp_path)
     with pytest.raises(FatalChannelError, match="10014"):
         await asyncio.wait_for(channel.start(GatedInbound()), 5)
     assert (await channel.health_check()).is_down
@@ -111,9 +116,11 @@ async def test_stop_ends_start_while_connected(fake: FakeFeishu) -> None:
     await fake.wait_until(lambda: fake.open_connections == 0, 5)
 
 
-async def test_a_refused_upgrade_is_fatal_when_the_app_may_not_connect(fake: FakeFeishu) -> None:
+async def test_a_refused_upgrade_is_fatal_when_the_app_may_not_connect(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
     fake.refuse_handshakes("403", "long connection not enabled")
-    channel = FeishuChannel(config_for(fake))
+    channel = FeishuChannel(config_for(fake), data_dir=tmp_path)
     with pytest.raises(FatalChannelError, match="403"):
         await asyncio.wait_for(channel.start(GatedInbound()), 5)
     await channel.stop()
@@ -126,3 +133,69 @@ async def test_a_busy_refusal_is_retried(fake: FakeFeishu) -> None:
         assert not running.task.done()
         fake.refuse_handshakes("")  # accepted again
         await asyncio.wait_for(running.channel.wait_receiving(), 10)
+
+
+async def test_an_image_is_downloaded_with_the_message_resource_api(fake: FakeFeishu) -> None:
+    photo = fake.resource_event(ALICE, DM, "image", {"image_key": "img_v2_photo"})
+    fake.add_resource(photo, "img_v2_photo", b"\xff\xd8 alice's photo", "image/jpeg", "image")
+    voice = fake.resource_event(ALICE, DM, "audio", {"file_key": "file_v2_v", "duration": 4200})
+    fake.add_resource(voice, "file_v2_v", b"OggS voice", "audio/ogg", "file")
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        frame_ids = [await fake.push_event(event) for event in (photo, voice)]
+        await fake.wait_until(lambda: all(fake.acked(frame_id) for frame_id in frame_ids), 5)
+
+        image, spoken = running.inbound.messages
+        [path] = image.media
+        with open(path, "rb") as saved:  # noqa: ASYNC230 (a small local file in a test)
+            assert saved.read() == b"\xff\xd8 alice's photo"
+        assert path.endswith(".jpg")
+        assert image.content == ""
+        [voice_path] = spoken.media
+        assert spoken.metadata[MEDIA_DETAILS][voice_path] == {"duration_s": 4.2}
+        assert describe(voice_path).kind == "audio"
+    photo_id = photo["event"]["message"]["message_id"]
+    assert (photo_id, "img_v2_photo", "image") in fake.resource_requests
+
+
+async def test_a_file_over_the_limit_is_named_and_not_kept(fake: FakeFeishu) -> None:
+    event = fake.resource_event(ALICE, DM, "file", {"file_key": "file_v2_z", "file_name": "a.zip"})
+    fake.add_resource(event, "file_v2_z", b"x" * 2000, "application/zip", "file")
+    async with run_feishu(fake) as running:
+        running.channel.max_media_bytes = 1000
+        await fake.wait_connected()
+        frame_id = await fake.push_event(event)
+        await fake.wait_until(lambda: fake.acked(frame_id), 5)
+
+        [message] = running.inbound.messages
+    assert message.media == []
+    assert message.content == "[file: a.zip, not downloaded: larger than the 1000 bytes limit]"
+
+
+async def test_a_refused_download_leaves_a_placeholder(fake: FakeFeishu) -> None:
+    event = fake.resource_event(ALICE, DM, "file", {"file_key": "file_v2_r", "file_name": "r.pdf"})
+    fake.add_resource(event, "file_v2_r", b"%PDF", "application/pdf", "file")
+    fake.refused_resources.add("file_v2_r")
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        with capture_logs() as logs:
+            frame_id = await fake.push_event(event)
+            await fake.wait_until(lambda: fake.acked(frame_id), 5)
+
+        [message] = running.inbound.messages
+    assert message.media == []
+    assert message.content == "[file: r.pdf, not downloaded: the download answered HTTP 400]"
+    [warning] = [entry for entry in logs if entry["event"] == "media.not_downloaded"]
+    assert (warning["channel"], warning["message_id"]) == ("feishu", message.message_id)
+
+
+async def test_a_strangers_file_is_not_downloaded(fake: FakeFeishu) -> None:
+    event = fake.resource_event(MALLORY, DM, "image", {"image_key": "img_v2_m"})
+    fake.add_resource(event, "img_v2_m", b"\xff\xd8", "image/jpeg", "image")
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        frame_id = await fake.push_event(event)
+        await fake.wait_until(lambda: fake.acked(frame_id), 5)
+        [message] = running.inbound.messages
+    assert (message.content, message.media) == ("[image]", [])
+    assert fake.resource_requests == []

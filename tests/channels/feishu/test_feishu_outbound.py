@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -14,8 +15,8 @@ from tests.fakes.feishu_server import FakeFeishu
 
 
 @pytest.fixture
-async def channel(fake: FakeFeishu) -> AsyncIterator[FeishuChannel]:
-    built = FeishuChannel(config_for(fake))
+async def channel(fake: FakeFeishu, tmp_path: Path) -> AsyncIterator[FeishuChannel]:
+    built = FeishuChannel(config_for(fake), data_dir=tmp_path)
     yield built
     await built.stop()
 
@@ -82,10 +83,12 @@ async def test_a_chat_the_bot_is_not_in_is_a_typed_refusal(channel: FeishuChanne
         await channel.send(OutboundMessage(channel="feishu", chat_id="nowhere", content="x"))
 
 
-async def test_probe_names_the_bot_and_refuses_a_wrong_secret(fake: FakeFeishu) -> None:
-    good = FeishuChannel(config_for(fake))
+async def test_probe_names_the_bot_and_refuses_a_wrong_secret(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    good = FeishuChannel(config_for(fake), data_dir=tmp_path)
     assert await good.probe() == f"Fake Bot ({fake.bot_open_id})"
-    bad = FeishuChannel(config_for(fake, app_secret="wrong"))
+    bad = FeishuChannel(config_for(fake, app_secret="wrong"), data_dir=tmp_path)
     with pytest.raises(AuthError):
         await bad.probe()
 

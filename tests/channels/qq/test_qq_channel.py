@@ -7,12 +7,16 @@ import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from structlog.testing import capture_logs
 
 from bus import InboundMessage, OutboundMessage, create_bus
+from channels.access.allow import AllowList
 from channels.errors import FatalChannelError, RateLimited
+from channels.media_info import MEDIA_DETAILS
 from channels.outbound.delivery import fit_chunks
 from channels.qq import QQBotChannel, seed_from_secret, sign_hex, signing_key
 from channels.qq.api import ReplyWindowClosed
@@ -32,14 +36,17 @@ class Running(OnBus[FakeQQ, QQBotChannel]):
     url: str
 
 
-def make_channel(fake: FakeQQ, secret: str | None = None) -> QQBotChannel:
-    return QQBotChannel(qq_config(fake, app_secret=secret or fake.app_secret))
+def make_channel(
+    fake: FakeQQ, secret: str | None = None, *, data_dir: Path | None = None
+) -> QQBotChannel:
+    return QQBotChannel(qq_config(fake, app_secret=secret or fake.app_secret), data_dir=data_dir)
 
 
 @pytest.fixture
-async def running() -> AsyncIterator[Running]:
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
     async with FakeQQ() as fake:
-        channel = make_channel(fake)
+        channel = make_channel(fake, data_dir=tmp_path)
+        channel.allow = AllowList(["alice"])
         ready = once(lambda: fake.wait_until(lambda: fake.token_requests >= 1))
         async with webhooks_on_bus(channel, ready, name="test:qq", capacity=16) as (
             agent,
@@ -193,3 +200,67 @@ async def test_a_wrong_secret_is_fatal_and_probe_names_the_bot() -> None:
                 make_channel(fake, "wrong-secret").start(publisher.inbound_sender()), WAIT_S
             )
         assert await make_channel(fake).probe() == "QQ bot octos-test-bot (id bot-openid)"
+
+
+def attachment(
+    url: str, content_type: str, filename: str, size: int, **extra: object
+) -> dict[str, object]:
+    return {"content_type": content_type, "filename": filename, "url": url, "size": size} | extra
+
+
+async def test_an_image_attachment_is_downloaded_with_its_details(running: Running) -> None:
+    fake = running.fake
+    photo = b"\xff\xd8 alice's photo"
+    url = fake.add_file(photo, "image/jpeg")
+    image = attachment(url, "image/jpeg", "photo.jpg", len(photo), width=1280, height=960)
+    event = fake.c2c_message("alice", "look", attachments=[image])
+    assert (await fake.deliver(running.url, event))[0] == 200
+    message = await running.next_inbound()
+    [path] = message.media
+    with open(path, "rb") as saved:  # noqa: ASYNC230 (a small local file in a test)
+        assert saved.read() == photo
+    assert message.content == "look"
+    assert message.metadata[MEDIA_DETAILS][path] == {"name": "photo.jpg", "mime": "image/jpeg"}
+
+
+async def test_an_attachment_over_the_limit_is_named_and_not_downloaded(running: Running) -> None:
+    running.channel.max_media_bytes = 1000
+    fake = running.fake
+    url = fake.add_file(b"x", "application/zip")
+    big = attachment(url, "application/zip", "photos.zip", 31 * 1024 * 1024)
+    assert (await fake.deliver(running.url, fake.c2c_message("alice", "", attachments=[big])))[
+        0
+    ] == 200
+    message = await running.next_inbound()
+    assert message.media == []
+    assert message.content == (
+        "[file: photos.zip, 31 MB, not downloaded: larger than the 1000 bytes limit]"
+    )
+    assert fake.file_requests == []
+
+
+async def test_a_failed_download_leaves_a_placeholder(running: Running) -> None:
+    fake = running.fake
+    gone = attachment(f"{fake.origin}/download/gone", "image/png", "a.png", 10)
+    with capture_logs() as logs:
+        event = fake.c2c_message("alice", "", attachments=[gone])
+        assert (await fake.deliver(running.url, event))[0] == 200
+        message = await running.next_inbound()
+    assert message.media == []
+    assert (
+        message.content
+        == "[image: a.png, 10 bytes, not downloaded: the download answered HTTP 404]"
+    )
+    [warning] = [entry for entry in logs if entry["event"] == "media.not_downloaded"]
+    assert (warning["channel"], warning["message_id"]) == ("qq-bot", message.message_id)
+
+
+async def test_a_strangers_attachment_is_not_downloaded(running: Running) -> None:
+    fake = running.fake
+    url = fake.add_file(b"\xff\xd8", "image/jpeg")
+    image = attachment(url, "image/jpeg", "p.jpg", 2)
+    event = fake.c2c_message("mallory", "", attachments=[image])
+    assert (await fake.deliver(running.url, event))[0] == 200
+    message = await running.next_inbound()
+    assert (message.content, message.media) == ("[image]", [])
+    assert fake.file_requests == []

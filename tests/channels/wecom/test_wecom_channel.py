@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from bus import OutboundMessage
+from channels.access.allow import AllowList
 from channels.base import FORMATTED
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
+from channels.media_info import MEDIA_DETAILS
 from channels.wecom import WeComChannel
 from channels.wecom.channel import SendWindow
 from config import WeComConfig
@@ -52,8 +56,9 @@ async def fake() -> AsyncIterator[FakeWeCom]:
 
 
 @pytest.fixture
-async def running(fake: FakeWeCom) -> AsyncIterator[Running]:
-    channel = WeComChannel(config_for(fake))
+async def running(fake: FakeWeCom, tmp_path: Path) -> AsyncIterator[Running]:
+    channel = WeComChannel(config_for(fake), data_dir=tmp_path)
+    channel.allow = AllowList(["alice"])
     inbound = GatedInbound()
     ready = once(lambda: fake.wait_until(lambda: fake.token_calls >= 1))
     async with (
@@ -164,8 +169,8 @@ async def test_a_rate_limit_is_a_typed_wait_and_an_unknown_user_a_refusal(
         await running.channel.send(OutboundMessage(channel="wecom", chat_id="nobody", content="x"))
 
 
-async def test_wrong_credentials_are_fatal_at_start(fake: FakeWeCom) -> None:
-    channel = WeComChannel(config_for(fake, secret="not-the-secret"))
+async def test_wrong_credentials_are_fatal_at_start(fake: FakeWeCom, tmp_path: Path) -> None:
+    channel = WeComChannel(config_for(fake, secret="not-the-secret"), data_dir=tmp_path)
     with pytest.raises(FatalChannelError, match="40001"):
         await asyncio.wait_for(channel.start(GatedInbound()), 5)
     with pytest.raises(AuthError):
@@ -174,8 +179,8 @@ async def test_wrong_credentials_are_fatal_at_start(fake: FakeWeCom) -> None:
     await channel.stop()
 
 
-async def test_probe_names_the_corp_and_agent(fake: FakeWeCom) -> None:
-    channel = WeComChannel(config_for(fake))
+async def test_probe_names_the_corp_and_agent(fake: FakeWeCom, tmp_path: Path) -> None:
+    channel = WeComChannel(config_for(fake), data_dir=tmp_path)
     try:
         assert await channel.probe() == f"corp {fake.corp_id}, agent {fake.agent_id}"
     finally:
@@ -197,9 +202,9 @@ def test_the_send_window_counts_30_a_minute_per_member() -> None:
 
 
 async def test_the_31st_message_in_a_minute_waits_instead_of_being_dropped(
-    fake: FakeWeCom,
+    fake: FakeWeCom, tmp_path: Path
 ) -> None:
-    channel = WeComChannel(config_for(fake), window=SendWindow(max_sends=2))
+    channel = WeComChannel(config_for(fake), data_dir=tmp_path, window=SendWindow(max_sends=2))
     try:
         for text in ("one", "two"):
             await channel.send(OutboundMessage(channel="wecom", chat_id="alice", content=text))
@@ -209,3 +214,65 @@ async def test_the_31st_message_in_a_minute_waits_instead_of_being_dropped(
         assert fake.texts("alice") == ["one", "two"]
     finally:
         await channel.stop()
+
+
+async def test_an_image_and_a_voice_note_are_fetched_by_their_media_id(running: Running) -> None:
+    fake = running.fake
+    fake.add_media("m_photo", b"\xff\xd8 alice's photo", "image/jpeg")
+    fake.add_media("m_voice", b"#!AMR voice", "voice/amr")
+    for plain in (
+        fake.media_message("alice", "image", "m_photo"),
+        fake.media_message("alice", "voice", "m_voice"),
+    ):
+        assert await fake.post_message(running.url, plain) == (200, "")
+
+    image, voice = running.inbound.messages
+    [path] = image.media
+    with open(path, "rb") as saved:  # noqa: ASYNC230 (a small local file in a test)
+        assert saved.read() == b"\xff\xd8 alice's photo"
+    assert (image.content, Path(path).suffix) == ("", ".jpg")
+    [voice_path] = voice.media
+    assert Path(voice_path).suffix == ".amr"
+    assert voice.metadata[MEDIA_DETAILS][voice_path] == {"mime": "audio/amr"}
+    assert fake.media_requests == ["m_photo", "m_voice"]
+
+
+async def test_a_file_over_the_limit_is_named_and_not_kept(running: Running) -> None:
+    running.channel.max_media_bytes = 1000
+    fake = running.fake
+    fake.add_media("m_video", b"x" * 2000, "video/mp4")
+    assert await fake.post_message(
+        running.url, fake.media_message("alice", "video", "m_video")
+    ) == (
+        200,
+        "",
+    )
+    [message] = running.inbound.messages
+    assert message.media == []
+    assert message.content == "[video, not downloaded: larger than the 1000 bytes limit]"
+
+
+async def test_a_refused_media_id_leaves_a_placeholder(running: Running) -> None:
+    fake = running.fake
+    with capture_logs() as logs:
+        plain = fake.media_message("alice", "image", "m_gone")
+        assert await fake.post_message(running.url, plain) == (200, "")
+    [message] = running.inbound.messages
+    assert message.media == []
+    assert message.content == (
+        "[image, not downloaded: media/get: errcode 40007 (invalid media_id)]"
+    )
+    [warning] = [entry for entry in logs if entry["event"] == "media.not_downloaded"]
+    assert (warning["channel"], warning["message_id"]) == ("wecom", message.message_id)
+
+
+async def test_a_strangers_image_is_not_fetched(running: Running) -> None:
+    fake = running.fake
+    fake.add_media("m_m", b"\xff\xd8", "image/jpeg")
+    assert await fake.post_message(running.url, fake.media_message("mallory", "image", "m_m")) == (
+        200,
+        "",
+    )
+    [message] = running.inbound.messages
+    assert (message.content, message.media) == ("[image]", [])
+    assert fake.media_requests == []

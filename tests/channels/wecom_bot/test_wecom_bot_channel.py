@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from bus import InboundMessage, OutboundMessage, create_bus
 from bus.envelope import ANSWERS
+from channels.access.allow import AllowList
 from channels.errors import FatalChannelError, RateLimited
 from channels.lifecycle.reconnect import ReconnectPolicy
 from channels.wecom_bot import WecomBotChannel, WecomBotTimeouts
@@ -24,12 +27,14 @@ Running = OnBus[FakeWecomBot, WecomBotChannel]
 
 
 @pytest.fixture
-async def running() -> AsyncIterator[Running]:
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
     async with FakeWecomBot() as fake:
         channel = WecomBotChannel(
             wecom_bot_config(fake),
+            data_dir=tmp_path,
             timeouts=WecomBotTimeouts(reconnect=ReconnectPolicy(base_s=0.05)),
         )
+        channel.allow = AllowList(["alice"])
         ready = once(channel.wait_receiving)
         async with started_on_bus(channel, ready, name="test:wecom-bot", capacity=16) as (
             agent,
@@ -156,17 +161,17 @@ async def test_a_dropped_connection_reconnects_and_subscribes_again(running: Run
     assert (await running.next_inbound()).content == "still there?"
 
 
-async def test_a_wrong_secret_is_fatal() -> None:
+async def test_a_wrong_secret_is_fatal(tmp_path: Path) -> None:
     async with FakeWecomBot() as fake:
-        channel = WecomBotChannel(wecom_bot_config(fake, secret="wrong"))
+        channel = WecomBotChannel(wecom_bot_config(fake, secret="wrong"), data_dir=tmp_path)
         _agent, publisher = create_bus(4)
         with pytest.raises(FatalChannelError, match="40058"):
             await asyncio.wait_for(channel.start(publisher.inbound_sender()), WAIT_S)
 
 
-async def test_probe_names_the_bot() -> None:
+async def test_probe_names_the_bot(tmp_path: Path) -> None:
     async with FakeWecomBot() as fake:
-        channel = WecomBotChannel(wecom_bot_config(fake))
+        channel = WecomBotChannel(wecom_bot_config(fake), data_dir=tmp_path)
         assert await channel.probe() == "WeCom AI bot aibFAKEBOT01"
 
 
@@ -176,3 +181,65 @@ def test_frames_without_the_protocol_fields_are_malformed() -> None:
     frame = parse_frame('{"cmd": "aibot_msg_callback", "headers": {"req_id": "r"}, "body": {}}')
     with pytest.raises(MalformedFrame, match="msgid"):
         parse_callback(frame)
+
+
+async def test_an_image_is_downloaded_and_decrypted_with_its_aeskey(running: Running) -> None:
+    fake = running.fake
+    photo = b"\x89PNG alice's photo"
+    await fake.push_media("alice", "image", fake.add_file(photo))
+    message = await running.next_inbound()
+    [path] = message.media
+    with open(path, "rb") as saved:  # noqa: ASYNC230 (a small local file in a test)
+        assert saved.read() == photo
+    assert (message.content, Path(path).suffix) == ("", ".png")
+
+
+async def test_a_mixed_message_keeps_its_text_and_a_file_its_name(running: Running) -> None:
+    fake = running.fake
+    items = [
+        {"msgtype": "text", "text": {"content": "what is this?"}},
+        {"msgtype": "image", "image": fake.add_file(b"\xff\xd8\xff jpeg")},
+    ]
+    await fake.push_media("alice", "mixed", {"msg_item": items})
+    mixed = await running.next_inbound()
+    assert mixed.content == "what is this?"
+    [image_path] = mixed.media
+    assert Path(image_path).suffix == ".jpg"
+    await fake.push_media("alice", "file", fake.add_file(b"%PDF-1.7", filename="plan.pdf"))
+    document = await running.next_inbound()
+    [plan_path] = document.media
+    assert plan_path.endswith("_plan.pdf")
+
+
+async def test_a_file_over_the_limit_is_named_and_not_kept(running: Running) -> None:
+    running.channel.max_media_bytes = 1000
+    fake = running.fake
+    await fake.push_media("alice", "file", fake.add_file(b"x" * 2000, filename="a.zip"))
+    message = await running.next_inbound()
+    assert message.media == []
+    assert message.content == "[file, not downloaded: larger than the 1000 bytes limit]"
+
+
+async def test_a_failed_download_leaves_a_placeholder(running: Running) -> None:
+    fake = running.fake
+    gone = {"url": f"{fake.origin}/files/gone", "aeskey": "A" * 43}
+    with capture_logs() as logs:
+        await fake.push_media("alice", "image", gone)
+        message = await running.next_inbound()
+    assert message.media == []
+    assert message.content == "[image, not downloaded: the download answered HTTP 404]"
+    [warning] = [entry for entry in logs if entry["event"] == "media.not_downloaded"]
+    assert (warning["channel"], warning["message_id"]) == ("wecom-bot", message.message_id)
+
+
+async def test_a_strangers_image_is_not_downloaded(running: Running) -> None:
+    fake = running.fake
+    await fake.push_media("mallory", "image", fake.add_file(b"\xff\xd8\xff"))
+    message = await running.next_inbound()
+    assert (message.content, message.media) == ("[image]", [])
+    assert fake.file_requests == []
+
+
+async def test_a_voice_message_keeps_the_text_wecom_recognised(running: Running) -> None:
+    await running.fake.push_media("alice", "voice", {"content": "明天开会"})
+    assert (await running.next_inbound()).content == "明天开会"

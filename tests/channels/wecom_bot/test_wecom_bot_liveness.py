@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -35,10 +36,11 @@ class RefusingOnce:
         """Nothing to release."""
 
 
-async def test_pings_keep_the_connection_and_unanswered_ones_replace_it() -> None:
+async def test_pings_keep_the_connection_and_unanswered_ones_replace_it(tmp_path: Path) -> None:
     async with FakeWecomBot() as fake:
         channel = WecomBotChannel(
             wecom_bot_config(fake),
+            data_dir=tmp_path,
             timeouts=WecomBotTimeouts(
                 ack_s=0.2, ping_interval_s=0.05, reconnect=ReconnectPolicy(base_s=0.05)
             ),
@@ -63,9 +65,9 @@ async def test_pings_keep_the_connection_and_unanswered_ones_replace_it() -> Non
             await asyncio.wait_for(task, WAIT_S)
 
 
-async def test_another_connection_taking_the_bot_over_is_fatal() -> None:
+async def test_another_connection_taking_the_bot_over_is_fatal(tmp_path: Path) -> None:
     async with FakeWecomBot() as fake:
-        channel = WecomBotChannel(wecom_bot_config(fake))
+        channel = WecomBotChannel(wecom_bot_config(fake), data_dir=tmp_path)
         task = asyncio.create_task(channel.start(RefusingOnce()), name="test:wecom-bot")
         await asyncio.wait_for(channel.wait_receiving(), WAIT_S)
         await fake.push_event("enter_chat")  # ignored

@@ -68,6 +68,17 @@ class FeishuEventSender:
             },
         }
 
+    def resource_event(
+        self, sender_open_id: str, chat_id: str, message_type: str, content: JsonObject
+    ) -> JsonObject:
+        """An image, file, audio or media message with `content` (`{"image_key"}`, `{"file_key",
+        "file_name", "duration"}`), as Feishu sends one: no text, no mentions."""
+        event = self.message_event(sender_open_id, chat_id, "")
+        message = event["event"]["message"]
+        message["message_type"] = message_type
+        message["content"] = json.dumps(content, ensure_ascii=False)
+        return event
+
     def sealed(
         self,
         payload: JsonObject,

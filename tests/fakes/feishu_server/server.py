@@ -14,7 +14,10 @@ tenant_access_token/internal (10014 for a wrong secret), bot/v3/info, im/v1/mess
 `interactive` cards or `text`; a `uuid` already seen returns the first message again; bodies
 over 30 KB get 230025) and PATCH im/v1/messages/{id} (only cards with `update_multi`; more than
 5 updates a second on one message, or `rate_limit_next`, get HTTP 429 with code 99991400 and
-`x-ogw-ratelimit-reset`). A token from `expire_tokens` gets 99991663.
+`x-ogw-ratelimit-reset`). A token from `expire_tokens` gets 99991663. GET
+im/v1/messages/{id}/resources/{key}?type=image|file serves a file given with `add_resource`
+(its bytes, with its Content-Type); an unknown one, or one `refuse_resources` names, gets
+Feishu's JSON refusal (HTTP 400, code 234003).
 
 Long connection: `POST /callback/ws/endpoint {AppID, AppSecret}` returns the socket URL; pings
 are answered with pongs carrying `ClientConfig`; `push_event` sends an event as one frame or as
@@ -107,11 +110,16 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         self._rate_limits: dict[str, int] = {}
         self._ids = itertools.count(1)
         self._changed = asyncio.Event()
+        self.resources: dict[tuple[str, str], tuple[str, bytes, str]] = {}
+        self.refused_resources: set[str] = set()
+        #: (message id, key, type) of each resource request, in order.
+        self.resource_requests: list[tuple[str, str, str]] = []
         app = web.Application(client_max_size=4 * MAX_BODY_BYTES)
         app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
         app.router.add_post("/open-apis/im/v1/messages", self._create)
         app.router.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch)
+        app.router.add_get("/open-apis/im/v1/messages/{message_id}/resources/{key}", self._resource)
         app.router.add_post("/callback/ws/endpoint", self._endpoint)
         app.router.add_get("/ws", self._socket)
         ServedFake.__init__(self, app)
@@ -226,6 +234,26 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         message.updates.append(now)
         message.shown.append(message.text)
         return self._answer(request, {"code": 0, "msg": "success", "data": {}})
+
+    def add_resource(
+        self, event: JsonObject, key: str, data: bytes, content_type: str, resource_type: str
+    ) -> None:
+        """Serve `data` as the file `key` of `event`'s message, for `?type=resource_type`."""
+        message_id = event["event"]["message"]["message_id"]
+        self.resources[(message_id, key)] = (resource_type, data, content_type)
+
+    async def _resource(self, request: web.Request) -> web.StreamResponse:
+        if not self._authorised(request):
+            return self._invalid_token(request)
+        message_id, key = request.match_info["message_id"], request.match_info["key"]
+        self.resource_requests.append((message_id, key, request.query.get("type", "")))
+        found = self.resources.get((message_id, key))
+        if found is None or key in self.refused_resources or found[0] != request.query.get("type"):
+            body = {"code": 234003, "msg": "File not in msg."}
+            return self._answer(request, body, status=400)
+        _, data, content_type = found
+        self._changed.set()
+        return web.Response(body=data, content_type=content_type)
 
     def rate_limit_next(self, kind: str, count: int = 1) -> None:
         """`kind` is "send" or "patch"."""
