@@ -16,15 +16,15 @@ import mimetypes
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 
-from bus import InboundMessage
+from bus import AttachmentKind, InboundMessage
 
 log = structlog.get_logger(__name__)
 
-MediaKind = Literal["image", "audio", "video", "file"]
+MediaKind = AttachmentKind
 
 #: Metadata key: {path: {"name": ..., "mime": ..., "duration_s": ...}}, what the channel knows.
 MEDIA_DETAILS = "media_details"

@@ -22,6 +22,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from bus import (
+    Attachment,
     InboundMessage,
     InboundRefused,
     InboundSender,
@@ -34,6 +35,7 @@ from channels.api.requests import BadRequest, error_response, parse_chat_request
 from channels.base import Channel, ChatHistory, HistoryUnavailable
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
+from channels.media_links import link_to
 from channels.split.limits import PLATFORM_LIMITS
 from channels.web.guard import ConnectionGuard, GuardedSite, guarded_runner
 from channels.web.names import HostCheck, listener_names, origin_allowed
@@ -74,6 +76,8 @@ class ApiChannel(Channel):
     #: A refused chat id is told at once, in the 403 that answers its request: no reply comes.
     answers_refusals = True
     send_with_id_sends_whole = False  # it opens a streamed reply to the waiting request
+    #: A reply's files are in its JSON answer, as links (`attachments`).
+    sends_attachments_with_text = True
     #: The profile's agent type, which the empty page names (GET /v1/info).
     agent: str = ""
 
@@ -142,7 +146,18 @@ class ApiChannel(Channel):
     # Outbound: the channel manager hands replies here; they go to the waiting requests.
     async def send(self, message: OutboundMessage) -> None:
         self._require_running()
-        self._replies.final(message)
+        files = tuple(self._described(attachment) for attachment in message.attachments)
+        self._replies.final(message, files)
+
+    def _described(self, attachment: Attachment) -> dict[str, object]:
+        """A reply's file as the client sees it: a link to it, never the local path."""
+        return {
+            "kind": attachment.kind,
+            "mime": attachment.mime,
+            "name": attachment.name,
+            "size": attachment.size,
+            "url": link_to(attachment, self.media_links),
+        }
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
         self._require_running()
@@ -265,11 +280,13 @@ class ApiChannel(Channel):
         except TimeoutError:
             log.warning("api.reply_timeout", chat=chat_id, timeout_s=timeout_s)
             return error_response(504, _late(timeout_s))
-        body = {
+        body: dict[str, object] = {
             "reply": event.text,
             "chat_id": chat_id,
             "session": event.session or self._default_session(chat_id),
         }
+        if event.attachments:
+            body["attachments"] = list(event.attachments)
         if event.kind == "error":
             # The turn failed (the agent, the session): its apology is the reason.
             body["error"] = event.text
@@ -336,7 +353,10 @@ def _late(timeout_s: float) -> str:
 
 
 def _sse(event: ReplyEvent) -> bytes:
-    data = json.dumps({"text": event.text}, ensure_ascii=False)
+    fields: dict[str, object] = {"text": event.text}
+    if event.attachments:
+        fields["attachments"] = list(event.attachments)
+    data = json.dumps(fields, ensure_ascii=False)
     return f"event: {event.kind}\ndata: {data}\n\n".encode()
 
 

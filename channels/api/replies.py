@@ -39,6 +39,8 @@ class ReplyEvent:
     kind: EventKind
     text: str
     session: str | None = None
+    #: The reply's files as the client sees them: kind, mime, name, size and a URL.
+    attachments: tuple[dict[str, object], ...] = ()
 
 
 @dataclass(eq=False)
@@ -134,10 +136,12 @@ class ReplyRouter:
             for pending in self._waiting.get(key, ()):
                 pending.events.put_nowait(event)
 
-    def final(self, message: OutboundMessage) -> None:
+    def final(
+        self, message: OutboundMessage, attachments: tuple[dict[str, object], ...] = ()
+    ) -> None:
         kind: EventKind = "error" if message.metadata.get(FAILED) else "done"
         session = message.metadata.get(SESSION)
-        event = ReplyEvent(kind, message.content, str(session) if session else None)
+        event = ReplyEvent(kind, message.content, str(session) if session else None, attachments)
         self._emit(self._answered_keys(message), event)
 
     def open_stream(self, message: OutboundMessage) -> str:

@@ -39,7 +39,7 @@ from channels.lifecycle.supervisor import (
     start_channel,
 )
 from channels.metrics import ChannelMetrics
-from channels.outbound.delivery import Delivery
+from channels.outbound.delivery import Delivery, fits
 from channels.outbound.router import OutboundRouter
 from channels.outbound.streaming import StreamEditor, StreamRecord
 from channels.outbound.typing_indicator import TypingIndicators
@@ -335,6 +335,8 @@ class ChannelManager:
                     self.typing.stop(channel.name, event.chat_id)
                     deadline = reply_deadline.set(self._deadline_of(event))
                     try:
+                        if event.attachments:
+                            return await self._send_with_files(channel, event)
                         streamed = event.stream_id is not None and not event.media
                         if streamed and channel.supports_edit():
                             return await self.streams.final(channel, event)
@@ -348,6 +350,30 @@ class ChannelManager:
             self._delivery.record_failure(event.channel, event.chat_id, exc)
             raise
         return []
+
+    async def _send_with_files(self, channel: Channel, reply: OutboundMessage) -> list[str]:
+        """A reply with files: its text, then each file (`Delivery.send_attachments`); where
+        the platform takes files with the text (`Channel.sends_attachments_with_text`), the
+        reply whole, with the files its limits allow, then a note for each other."""
+        delivery = self._delivery
+        if channel.sends_attachments_with_text:
+            fitting = [file for file in reply.attachments if fits(channel, file)]
+            whole = reply.model_copy(update={"attachments": fitting})
+            ids = await delivery.send_whole(channel, whole)
+            left = reply.model_copy(
+                update={"attachments": [file for file in reply.attachments if file not in fitting]}
+            )
+            return [*ids, *await delivery.send_attachments(channel, left, reply_to=None)]
+        text = reply.model_copy(update={"attachments": []})
+        ids = []
+        streamed = reply.stream_id is not None and channel.supports_edit()
+        if streamed and (reply.content.strip() or self.streams.shown(channel, reply)):
+            # The stream's messages are finished (or withdrawn) even when no text is left.
+            ids = await self.streams.final(channel, text)
+        elif reply.content.strip():
+            ids = await delivery.send_message(channel, text)
+        files_reply_to = None if ids or reply.content.strip() else reply.reply_to
+        return [*ids, *await delivery.send_attachments(channel, reply, reply_to=files_reply_to)]
 
     def _deadline_of(self, reply: OutboundMessage) -> float:
         """Until when a reply is retried: `delivery_deadline_s` after its turn made it (read

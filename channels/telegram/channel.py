@@ -20,7 +20,15 @@ from telegram import Bot, BotCommand, Update
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
-from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from bus import (
+    Attachment,
+    AttachmentKind,
+    InboundMessage,
+    InboundRefused,
+    InboundSender,
+    OutboundMessage,
+    PipeClosed,
+)
 from channels.base import PROBE_TIMEOUT_S, Channel
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
@@ -29,7 +37,7 @@ from channels.retry import Backoff
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS
 from channels.telegram.errors import CHANNEL, rejected_token, translate, translated
-from channels.telegram.media import MEDIA_KINDS, download, media_dir, refusal
+from channels.telegram.media import MAX_UPLOAD_BYTES, MEDIA_KINDS, download, media_dir, refusal
 from channels.telegram.outbound import TelegramSender
 from channels.telegram.polling import (
     ALLOWED_UPDATES,
@@ -352,6 +360,15 @@ class TelegramChannel(Channel):
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
         return await self._sender.send(message)
+
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        # An image over the 10 MB of `sendPhoto` goes as a document: one limit for every kind.
+        return MAX_UPLOAD_BYTES
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        return await self._sender.send_attachment(chat_id, attachment, reply_to)
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
         await self._sender.edit(chat_id, message_id, content)

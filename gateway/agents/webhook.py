@@ -16,14 +16,18 @@ body bytes>`. The message's files are `attachments`: `{"kind": "image|audio|vide
 has its `transcript` when there is one. Earlier messages' files are named only (`kind`, `name`).
 
 Reply, chosen by the response's `Content-Type`:
-- `application/json`: `{"reply": "the whole answer", "usage": {...}}` (`usage` optional, with
-  the field names of `TokenUsage`: input_tokens, output_tokens, reasoning_tokens,
-  cache_read_tokens, cache_write_tokens);
+- `application/json`: `{"reply": "the whole answer", "usage": {...}, "attachments": [...]}`
+  (`usage` optional, with the field names of `TokenUsage`: input_tokens, output_tokens,
+  reasoning_tokens, cache_read_tokens, cache_write_tokens; `attachments` optional, below);
 - `text/event-stream`: events `data: {"text": "<delta>"}`, optionally one
-  `data: {"usage": {...}}`, ended by `data: [DONE]`; an event `data: {"error": "..."}` fails
-  the turn;
+  `data: {"usage": {...}}` and one `data: {"attachments": [...]}`, ended by `data: [DONE]`; an
+  event `data: {"error": "..."}` fails the turn;
 - `application/x-ndjson` (or `application/jsonl`): one such JSON object per line, no `[DONE]`;
 - `text/plain`: the body is the answer.
+The reply's files, sent after its text: `"attachments": [{"url": "https://..." | "data":
+"<base64>", "mime": "image/png", "name": "chart.png"}]` (`mime` and `name` optional). The
+gateway fetches or decodes each before the turn is recorded; one it cannot (not http(s), not
+2xx, over the profile's `max_media_bytes`, too slow) is left out and the text says so.
 Any other status than 2xx fails the turn (redirects are not followed). The request is not
 retried: a webhook may act on a turn, and acting twice is worse than apologising once.
 """
@@ -46,8 +50,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bus import Message, TokenUsage
 from channels.media_info import kind_for, mime_for
+from channels.media_links import MediaLinks
 from channels.retry import parse_retry_after
-from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
+from gateway.agents.base import Agent, AgentReply, AgentTurn, ReplyFile, SnapshotSink
 from gateway.agents.errors import (
     AgentError,
     AgentErrors,
@@ -56,7 +61,6 @@ from gateway.agents.errors import (
     secret_fragments,
     url_for_log,
 )
-from gateway.agents.media_links import MediaLinks
 from gateway.agents.snapshots import DEFAULT_PACING, SnapshotPacing
 from gateway.agents.stream_decode import NdjsonDecoder, SseDataDecoder, StreamFormatError
 
@@ -74,11 +78,26 @@ _NDJSON_TYPES: Final = frozenset(
 _ACCEPT: Final = "application/json, text/event-stream, application/x-ndjson, text/plain"
 
 
+class WebhookAttachment(BaseModel):
+    """A file of the reply: a URL to fetch or base64 bytes."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    url: str | None = None
+    data: str | None = None
+    mime: str | None = None
+    name: str | None = None
+
+    def reply_file(self) -> ReplyFile:
+        return ReplyFile(url=self.url, data=self.data, mime=self.mime, name=self.name)
+
+
 class WebhookJsonReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     reply: str
     usage: TokenUsage = Field(default_factory=TokenUsage)
+    attachments: list[WebhookAttachment] = Field(default_factory=list)
 
 
 class WebhookStreamEvent(BaseModel):
@@ -87,12 +106,14 @@ class WebhookStreamEvent(BaseModel):
     text: str = ""
     usage: TokenUsage | None = None
     error: str | None = None
+    attachments: list[WebhookAttachment] | None = None
 
 
 @dataclass(slots=True)
 class _StreamOutcome:
     usage: TokenUsage = field(default_factory=TokenUsage)
     bytes_received: int = 0
+    attachments: list[ReplyFile] = field(default_factory=list)
 
 
 def encode_turn(turn: AgentTurn, attachments: list[dict[str, Any]] | None = None) -> bytes:
@@ -217,7 +238,7 @@ class WebhookAgent(Agent):
         )
         body = encode_turn(turn, attachments)
         content = await self._snapshots.relay(self._deltas(body, outcome), on_snapshot)
-        return AgentReply(content, outcome.usage)
+        return AgentReply(content, outcome.usage, outcome.attachments)
 
     def _open_session(self) -> aiohttp.ClientSession:
         if self._closed:
@@ -277,6 +298,7 @@ class WebhookAgent(Agent):
         elif content_type == "application/json":
             reply = self._json_reply(await self._read_body(response, outcome))
             outcome.usage = reply.usage
+            outcome.attachments = [attachment.reply_file() for attachment in reply.attachments]
             yield reply.reply
             return
         elif content_type == "text/plain":
@@ -320,6 +342,8 @@ class WebhookAgent(Agent):
             raise self._errors.error(AgentFailure.UNAVAILABLE, detail)
         if event.usage is not None:
             outcome.usage = event.usage
+        if event.attachments is not None:
+            outcome.attachments.extend(attachment.reply_file() for attachment in event.attachments)
         return event.text
 
     def _json_reply(self, body: bytes) -> WebhookJsonReply:

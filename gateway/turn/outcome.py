@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from bus import InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage
+from bus import Attachment, InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage
 from bus.abort import abort_response
 from gateway.turn.reply import platform_ids, reply_message
 
@@ -37,6 +37,8 @@ class Answer:
     failed: bool = False
     error: str | None = None
     usage: TokenUsage = field(default_factory=TokenUsage)
+    #: The reply's files, kept under the profile's directory, sent after `text`.
+    attachments: list[Attachment] = field(default_factory=list)
 
     @classmethod
     def said(cls, key: SessionKey, text: str) -> Answer:
@@ -62,6 +64,7 @@ def reply_to_answer(
         failed=answer.failed,
         delivery_id=turn_id,
         stream_id=turn_id if streamed and answer.is_turn else None,
+        attachments=answer.attachments,
     )
 
 

@@ -3,11 +3,15 @@
 The runner does not store anything: the turn's log (`gateway.turn.outcome.TurnLog`) records its
 outcome, durable before the reply is sent, and the session behind it.
 
-Before the agent runs, the turn's files are made ready for it (`prepare_message`): described,
-and its voice messages put in words. A crash during a transcription runs it again with the
-turn. The transcript (or, when there is none, a placeholder saying why) becomes the message's
-text: the session stores what the agent read, and every agent, the history and `/sessions` see
-words.
+Before the agent runs, the files of every message of the turn are made ready for it
+(`prepare_messages`): described, and its voice messages put in words. A crash during a
+transcription runs it again with the turn. The transcript (or, when there is none, a
+placeholder saying why) becomes the message's text: the session stores what the agent read,
+and every agent, the history and `/sessions` see words.
+
+After it, the files the agent answered with are kept under the profile's directory
+(`gateway.turn.reply.keep_reply_files`) before the turn's outcome is recorded: the recorded
+reply names files the gateway has.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from bus import (
+    Attachment,
     InboundMessage,
     Message,
     OutboundEvent,
@@ -37,7 +42,14 @@ from gateway.agents.transcription import Transcriber, placeholder
 from gateway.services import ProfileServices
 from gateway.turn.lanes import collected_content
 from gateway.turn.outcome import Answer
-from gateway.turn.reply import failed_reply, failure_reason, platform_ids, reply_message
+from gateway.turn.reply import (
+    failed_reply,
+    failure_reason,
+    keep_reply_files,
+    platform_ids,
+    reply_files_dir,
+    reply_message,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +62,8 @@ class TurnResult:
     #: True when `reply` is an apology for a failed turn rather than an answer.
     failed: bool = False
     error: str | None = None
+    #: The reply's files, kept under the profile's directory.
+    attachments: Sequence[Attachment] = ()
 
 
 class TurnRunner:
@@ -66,6 +80,8 @@ class TurnRunner:
         self._sessions = services.sessions
         self._outbound = outbound
         self._transcriber = Transcriber(services.config.transcription)
+        self._root = services.root
+        self._max_media_bytes = services.config.max_media_bytes
         profile, metrics = services.profile, services.metrics
         self._turns_ok = metrics.turns.labels(profile, "ok")
         self._turns_failed = metrics.turns.labels(profile, "agent_error")
@@ -87,8 +103,7 @@ class TurnRunner:
         try:
             result = await self.run(
                 key,
-                messages[-1],
-                content,
+                messages,
                 platform_ids(messages),
                 stream_id=stream_id,
                 streams=streams,
@@ -107,14 +122,22 @@ class TurnRunner:
             )
         if result.failed:
             return Answer(result.reply, key, [result.user_message], failed=True, error=result.error)
-        messages_added = [result.user_message, Message.assistant(result.reply)]
-        return Answer(result.reply, key, messages_added, usage=result.usage)
+        said = Message.assistant(result.reply)
+        if result.attachments:
+            said = said.model_copy(update={"media": [file.path for file in result.attachments]})
+        messages_added = [result.user_message, said]
+        return Answer(
+            result.reply,
+            key,
+            messages_added,
+            usage=result.usage,
+            attachments=list(result.attachments),
+        )
 
     async def run(
         self,
         key: SessionKey,
-        trigger: InboundMessage,
-        content: str,
+        messages: Sequence[InboundMessage],
         answers: list[str],
         *,
         stream_id: str,
@@ -122,22 +145,26 @@ class TurnRunner:
         shows_typing: bool = True,
         outbound: OutboundSink | None = None,
     ) -> TurnResult:
-        """Answer `content` (one message, or several collected) in the chat `trigger` came from.
+        """Answer `messages` (one, or several collected) in the chat the last came from.
 
         `answers` are the platform ids of the messages this turn answers; snapshots of the
         growing reply are sent only when the channel can show them (`streams`), and typing
         signals only to a channel that shows typing, to `outbound` (default: the runner's).
+        `stream_id` is the turn's id: the reply's files are kept under it.
         """
+        trigger = messages[-1]
+        content = collected_content([message.content for message in messages])
+        media = [path for message in messages for path in message.media]
         sink = outbound or self._outbound or _SHOWN_NOWHERE
         started = time.perf_counter()
         if logs.debug_enabled:
             log.debug("turn.started", session=str(key), stream=stream_id)
         if shows_typing:
             await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
-        user_message = Message.user(content, media=list(trigger.media))
+        user_message = Message.user(content, media=media)
         try:
-            prepared = await prepare_message(trigger, content, self._transcriber)
-            user_message = Message.user(prepared.content, media=list(trigger.media))
+            prepared = await prepare_messages(messages, self._transcriber)
+            user_message = Message.user(prepared.content, media=media)
             history = await self._sessions.history(key, self._max_history)
             turn = AgentTurn(
                 profile=self._profile,
@@ -165,6 +192,13 @@ class TurnRunner:
                     await sink.send(StreamSnapshot(reply_so_far))
 
             reply = await self._agent.run(turn, show_snapshot)
+            kept = await keep_reply_files(
+                reply.attachments,
+                reply_files_dir(self._root, stream_id),
+                max_bytes=self._max_media_bytes,
+                channel=trigger.channel,
+                turn_id=stream_id,
+            )
         except AgentError as error:
             log.error("turn.agent_failed", session=str(key), error=str(error))
             self._turns_failed.inc()
@@ -178,7 +212,9 @@ class TurnRunner:
             raise
         self._turns_ok.inc()
         self._turn_latency.observe(time.perf_counter() - started)
-        return TurnResult(user_message, reply.content, reply.usage)
+        return TurnResult(
+            user_message, kept.with_notes(reply.content), reply.usage, attachments=kept.attachments
+        )
 
 
 async def _show_nothing(text: str) -> None:
@@ -204,30 +240,26 @@ class PreparedMessage:
     transcripts: Mapping[str, str] = field(default_factory=dict)
 
 
-async def prepare_message(
-    trigger: InboundMessage, content: str, transcriber: Transcriber
+async def prepare_messages(
+    messages: Sequence[InboundMessage], transcriber: Transcriber
 ) -> PreparedMessage:
-    """`content` (the turn's text; `trigger`'s own text is its end) with the words of
-    `trigger`'s audio, or placeholders, after `trigger`'s text."""
-    if not trigger.media:
-        return PreparedMessage(content)
-    attachments = await describe_media(trigger)
+    """The turn's text (`collected_content`) with the words of each message's audio, or
+    placeholders, after that message's own text; the files of every message described."""
+    contents: list[str] = []
+    attachments: list[MediaInfo] = []
     transcripts: dict[str, str] = {}
-    spoken: list[str] = []
-    for media in attachments:
-        if media.kind != "audio":
-            continue
-        transcript = await transcriber.transcribe(media)
-        if transcript.text is not None:
-            transcripts[media.path] = transcript.text
-            spoken.append(transcript.text)
-        else:
-            spoken.append(placeholder(media, transcript.reason or "unknown reason"))
-    if not spoken:
-        return PreparedMessage(content, attachments)
-    # The trigger's text ends `content` (`collected_content`): the words go right after it.
-    # A trigger without text of its own ends a collected turn as "Queued #2: ".
-    follows_label = not trigger.content and content.endswith(": ")
-    separator = "" if not content or follows_label else "\n"
-    said = "\n".join(spoken)
-    return PreparedMessage(content + separator + said, attachments, transcripts)
+    for message in messages:
+        described = await describe_media(message) if message.media else []
+        spoken: list[str] = []
+        for media in described:
+            if media.kind != "audio":
+                continue
+            transcript = await transcriber.transcribe(media)
+            if transcript.text is not None:
+                transcripts[media.path] = transcript.text
+                spoken.append(transcript.text)
+            else:
+                spoken.append(placeholder(media, transcript.reason or "unknown reason"))
+        contents.append("\n".join([message.content, *spoken] if message.content else spoken))
+        attachments.extend(described)
+    return PreparedMessage(collected_content(contents), attachments, transcripts)
