@@ -1,8 +1,9 @@
 """A fake webhook agent endpoint: records each POSTed turn and answers as scripted.
 
-It answers in each reply format the webhook agent accepts: a JSON `{"reply", "usage"}`, a
-`text/event-stream` of `data: {"text": delta}` events ended by `data: [DONE]`, NDJSON lines, or
-plain text; or with an error status.
+It answers in each reply format the webhook agent accepts: a JSON `{"reply", "usage",
+"attachments"}`, a `text/event-stream` of `data: {"text": delta}` events (then one
+`{"attachments": [...]}` event when scripted) ended by `data: [DONE]`, NDJSON lines, or plain
+text; or with an error status. It also serves files a reply names (`serve`), at `files_url`.
 
     async with FakeWebhook() as fake:
         fake.script(ScriptedReply(mode="sse", text="Hi there"))
@@ -22,6 +23,7 @@ from tests.fakes import ScriptedFake, word_by_word
 
 DEFAULT_REPLY = "Hello from the webhook."
 HOOK_PATH = "/hook"
+FILES_PATH = "/files"
 
 ReplyMode = Literal["json", "sse", "ndjson", "text"]
 
@@ -44,6 +46,8 @@ class ScriptedReply:
     disconnect_after: int | None = None
     #: SSE: leave out the final `data: [DONE]`.
     omit_done: bool = False
+    #: The reply's files, as the webhook protocol names them (`url` or `data`, `mime`, `name`).
+    attachments: tuple[dict[str, str], ...] = ()
 
     def pieces(self) -> tuple[str, ...]:
         return self.deltas if self.deltas is not None else word_by_word(self.text)
@@ -67,13 +71,29 @@ class FakeWebhook(ScriptedFake[ScriptedReply]):
 
     def __init__(self) -> None:
         self.requests: list[RecordedPost] = []
+        #: name -> (status, content type, body) of the files `serve` offers.
+        self._files: dict[str, tuple[int, str, bytes]] = {}
+        #: Each file name fetched, in order.
+        self.fetched: list[str] = []
         app = web.Application()
         app.router.add_post(HOOK_PATH, self._hook)
+        app.router.add_get(f"{FILES_PATH}/{{name}}", self._file)
         super().__init__(app, ScriptedReply())
 
     @property
     def url(self) -> str:
         return f"{self.origin}{HOOK_PATH}"
+
+    def serve(self, name: str, body: bytes, content_type: str, status: int = 200) -> str:
+        """Offer a file for a reply to name; its URL."""
+        self._files[name] = (status, content_type, body)
+        return f"{self.origin}{FILES_PATH}/{name}"
+
+    async def _file(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        self.fetched.append(name)
+        status, content_type, body = self._files.get(name, (404, "text/plain", b"no such file"))
+        return web.Response(status=status, body=body, content_type=content_type)
 
     async def _hook(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(RecordedPost(dict(request.headers), await request.read()))
@@ -84,6 +104,8 @@ class FakeWebhook(ScriptedFake[ScriptedReply]):
             payload: dict[str, Any] = {"reply": script.text}
             if script.usage is not None:
                 payload["usage"] = script.usage
+            if script.attachments:
+                payload["attachments"] = list(script.attachments)
             return web.json_response(payload)
         if script.mode == "text":
             return web.Response(text=script.text)
@@ -95,6 +117,8 @@ class FakeWebhook(ScriptedFake[ScriptedReply]):
         events: list[dict[str, Any]] = [{"text": piece} for piece in script.pieces()]
         if script.usage is not None:
             events.append({"usage": script.usage})
+        if script.attachments:
+            events.append({"attachments": list(script.attachments)})
         try:
             for sent, event in enumerate(events):
                 if await self._cut_before(request, script, sent):
