@@ -240,10 +240,11 @@ class Channel(ABC):
     ) -> str | None:
         """Send one file of a reply, after its text; the platform's id of the message it made.
 
-        `delivery_key` is the same on every resend of this file of this reply: a platform with
-        an idempotency key derives it from this. By default, a platform without files: the
-        file's link as text (a signed `/media` link of the gateway's HTTP server, else where
-        the agent got it from, else its name).
+        `reply_to` is the message the reply answers (a platform with threads puts the file in
+        that message's thread). `delivery_key` is the same on every resend of this file of this
+        reply: a platform with an idempotency key derives it from this. By default, a platform
+        without files: the file's link as text (a signed `/media` link of the gateway's HTTP
+        server, else where the agent got it from, else its name).
         """
         text = attachment_as_text(attachment, self.media_links)
         message = OutboundMessage(

@@ -160,12 +160,10 @@ class Delivery:
         self.metrics.message_sent(channel.name)
         return [sent] if sent is not None else []
 
-    async def send_attachments(
-        self, channel: Channel, reply: OutboundMessage, *, reply_to: str | None
-    ) -> list[str]:
+    async def send_attachments(self, channel: Channel, reply: OutboundMessage) -> list[str]:
         """Each file of `reply` as its own message (`Channel.send_attachment`), in order; one
-        over the platform's limit is not sent, and the chat is told so instead. The first
-        message keeps `reply_to`. The platform ids of the messages sent."""
+        over the platform's limit is not sent, and the chat is told so instead. The platform
+        ids of the messages sent."""
         ids: list[str] = []
         for number, attachment in enumerate(reply.attachments, start=1):
             key = attachment_key(reply, number)
@@ -187,7 +185,7 @@ class Delivery:
                         channel.send_attachment,
                         reply.chat_id,
                         attachment,
-                        reply_to=reply_to,
+                        reply_to=reply.reply_to,
                         delivery_key=key,
                     ),
                     channel=channel.name,
@@ -197,7 +195,6 @@ class Delivery:
                 self.metrics.message_sent(channel.name)
                 if sent is not None:
                     ids.append(sent)
-            reply_to = None
         return ids
 
     async def send_chunks(

@@ -363,7 +363,7 @@ class ChannelManager:
             left = reply.model_copy(
                 update={"attachments": [file for file in reply.attachments if file not in fitting]}
             )
-            return [*ids, *await delivery.send_attachments(channel, left, reply_to=None)]
+            return [*ids, *await delivery.send_attachments(channel, left)]
         text = reply.model_copy(update={"attachments": []})
         ids = []
         streamed = reply.stream_id is not None and channel.supports_edit()
@@ -372,8 +372,7 @@ class ChannelManager:
             ids = await self.streams.final(channel, text)
         elif reply.content.strip():
             ids = await delivery.send_message(channel, text)
-        files_reply_to = None if ids or reply.content.strip() else reply.reply_to
-        return [*ids, *await delivery.send_attachments(channel, reply, reply_to=files_reply_to)]
+        return [*ids, *await delivery.send_attachments(channel, reply)]
 
     def _deadline_of(self, reply: OutboundMessage) -> float:
         """Until when a reply is retried: `delivery_deadline_s` after its turn made it (read

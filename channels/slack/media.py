@@ -23,6 +23,9 @@ from channels.slack.inbound import SlackFile
 
 log = structlog.get_logger(__name__)
 
+#: Slack's "files.getUploadURLExternal": "the maximum file size is 1 GB".
+MAX_UPLOAD_BYTES = 1024 * 1024 * 1024
+
 #: Files larger than this are not downloaded (Slack allows up to 1 GB).
 DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
 

@@ -1,9 +1,11 @@
 """The agent answers with images and files, through the daemon and the platform fakes.
 
 A webhook reply naming an image URL and a PDF (base64) arrives on Telegram as `sendPhoto` and
-`sendDocument` with the exact bytes, after the text; the same reply arrives once after a
-SIGKILL between the recorded outcome and the send; a URL the gateway cannot fetch leaves the
-text and a note; a file over the platform's limit is an apology, not a silent drop; the openai
+`sendDocument` with the exact bytes, after the text, on Slack by `files_upload_v2`, on Discord
+as attachments, on Matrix as `m.image` and `m.file` from the media repository; the same reply
+arrives once after a SIGKILL between the recorded outcome and the send; a URL the gateway
+cannot fetch leaves the text and a note; a file over the platform's limit (Discord's 10 MiB) is
+an apology, not a silent drop; the openai
 agent's Markdown image is sent as a photo; an email carries them as attachments; the HTTP API
 answers with links that serve the bytes.
 """
@@ -21,9 +23,14 @@ import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged, running_daemon
 from tests.e2e.telegram_profiles import polling_profile
+from tests.fakes.discord_server import FakeDiscord, FakeUser
+from tests.fakes.discord_server.models import RecordedRequest as DiscordRequest
 from tests.fakes.imap_server import FakeImap
 from tests.fakes.mail import make_mail
+from tests.fakes.matrix_server import SERVER as MATRIX_SERVER
+from tests.fakes.matrix_server import FakeMatrix
 from tests.fakes.openai_server import FakeOpenAI, ScriptedCompletion
+from tests.fakes.slack_server import FakeSlack
 from tests.fakes.smtp_server import FakeSmtp
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
@@ -33,6 +40,10 @@ pytestmark = pytest.mark.slow
 
 USER = 6160
 ALICE = "alice@example.org"
+SLACK_USER, SLACK_DM = "UALICE0001", "DALICE0001"
+DISCORD_USER = FakeUser(id=111_111_111_111_111_111, username="alice")
+DISCORD_DM = 300_000_000_000_000_201
+MATRIX_USER = f"@alice:{MATRIX_SERVER}"
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
@@ -64,6 +75,16 @@ def texts(telegram: FakeTelegram) -> list[str]:
 def noted(telegram: FakeTelegram) -> bool:
     """Whether the chat shows a reply with a note about a file that could not be sent."""
     return any("could not be sent" in text for text in texts(telegram))
+
+
+def discord_posts(fake: FakeDiscord) -> list[DiscordRequest]:
+    return fake.requests_to("POST", rf"/channels/{DISCORD_DM}/messages")
+
+
+def matrix_files(fake: FakeMatrix, room: str) -> list[dict[str, Any]]:
+    """The contents of the bot's file events in `room`."""
+    events = [event["content"] for event in fake.bot_events(room)]
+    return [content for content in events if "url" in content]
 
 
 def uploaded(call: Any, field: str) -> bytes:
@@ -241,3 +262,116 @@ async def test_the_http_api_answers_with_links_that_serve_the_files(tmp_path: Pa
     ]
     assert served == [PNG, PDF]
     assert str(tmp_path) not in json.dumps(body)
+
+
+async def test_slack_gets_each_file_by_files_upload_v2(tmp_path: Path) -> None:
+    async with FakeSlack() as slack, FakeWebhook() as hook:
+        hook.script(chart_and_report(hook))
+        profile = f"""\
+agent: {webhook_agent(hook)}
+channels:
+  - type: slack
+    bot_token: "{slack.bot_token}"
+    app_token: "{slack.app_token}"
+    base_url: {slack.base_url}
+    allow: [{SLACK_USER}]
+"""
+        async with running_daemon(tmp_path, {"main": profile}) as daemon:
+            await slack.wait_connected(timeout_s=WAIT_S)
+            await daemon.wait_log(logged("slack.receiving"))
+            await slack.push_event(
+                slack.user_message(SLACK_DM, SLACK_USER, "numbers?", channel_type="im")
+            )
+            await slack.wait_until(lambda: len(slack.files) == 2, WAIT_S)
+    by_name = {str(f["name"]): f["data"] for f in slack.files.values()}
+    assert by_name == {"chart.png": PNG, "q3.pdf": PDF}
+    shown = slack.bot_messages(SLACK_DM)
+    assert shown[0]["text"] == "Here are the numbers."
+    assert [f["name"] for m in shown[1:] for f in m["files"]] == ["chart.png", "q3.pdf"]
+
+
+def discord_profile(discord: FakeDiscord, hook: FakeWebhook) -> str:
+    return f"""\
+agent: {webhook_agent(hook)}
+channels:
+  - type: discord
+    token: "{discord.token}"
+    api_base_url: {discord.api_base_url}
+    gateway_url: {discord.gateway_url}
+    allow: [{DISCORD_USER.id}]
+"""
+
+
+async def test_discord_gets_each_file_as_an_attachment(tmp_path: Path) -> None:
+    async with FakeDiscord() as discord, FakeWebhook() as hook:
+        hook.script(chart_and_report(hook))
+        async with running_daemon(tmp_path, {"main": discord_profile(discord, hook)}) as daemon:
+            await daemon.wait_log(logged("discord.gateway_ready"))
+            await discord.wait_ready(WAIT_S)
+            await discord.push_message(DISCORD_DM, DISCORD_USER, "numbers?")
+            await discord.wait_until(
+                lambda: sum(len(p.files) for p in discord_posts(discord)) == 2, WAIT_S
+            )
+    posted = discord_posts(discord)
+    assert posted[0].content == "Here are the numbers."
+    files = [(f.filename, f.data) for post in posted for f in post.files]
+    assert files == [("chart.png", PNG), ("q3.pdf", PDF)]
+    assert all(post.json.get("nonce") for post in posted[1:])
+
+
+async def test_matrix_gets_m_image_and_m_file_from_the_media_repository(tmp_path: Path) -> None:
+    async with FakeMatrix() as matrix, FakeWebhook() as hook:
+        hook.script(chart_and_report(hook))
+        room = matrix.create_room([MATRIX_USER])
+        profile = f"""\
+agent: {webhook_agent(hook)}
+channels:
+  - type: matrix
+    homeserver: {matrix.homeserver}
+    user_id: "{matrix.bot_user_id}"
+    access_token: "{matrix.access_token}"
+    allow: ["{MATRIX_USER}"]
+"""
+        async with running_daemon(tmp_path, {"main": profile}) as daemon:
+            await daemon.wait_log(logged("matrix.receiving"))
+            await matrix.wait_until(lambda: matrix.long_polls_waiting > 0, WAIT_S)
+            matrix.say(room, MATRIX_USER, "numbers?")
+            await matrix.wait_until(lambda: len(matrix_files(matrix, room)) == 2, WAIT_S)
+    assert [(name, data) for name, _type, data in matrix.uploads] == [
+        ("chart.png", PNG),
+        ("q3.pdf", PDF),
+    ]
+    image, document = matrix_files(matrix, room)
+    assert (image["msgtype"], image["body"], image["info"]["mimetype"]) == (
+        "m.image",
+        "chart.png",
+        "image/png",
+    )
+    assert (document["msgtype"], document["body"]) == ("m.file", "q3.pdf")
+    assert matrix.media[image["url"].rpartition("/")[2]][0] == PNG
+
+
+async def test_a_file_over_the_platforms_limit_is_an_apology_not_a_silent_drop(
+    tmp_path: Path,
+) -> None:
+    video = b"\x00" * (11 * 1024 * 1024)
+    async with FakeDiscord() as discord, FakeWebhook() as hook:
+        url = hook.serve("talk.mp4", video, "video/mp4")
+        hook.script(ScriptedReply(text="The talk:", attachments=({"url": url},)))
+        async with running_daemon(tmp_path, {"main": discord_profile(discord, hook)}) as daemon:
+            await daemon.wait_log(logged("discord.gateway_ready"))
+            await discord.wait_ready(WAIT_S)
+            await discord.push_message(DISCORD_DM, DISCORD_USER, "the talk?")
+            warning = await daemon.wait_log(logged("delivery.attachment_too_large"))
+            await discord.wait_until(lambda: len(discord_posts(discord)) == 2, WAIT_S)
+    assert (warning["channel"], warning["file"], warning["size"]) == (
+        "discord",
+        "talk.mp4",
+        len(video),
+    )
+    text, apology = (post.content for post in discord_posts(discord))
+    assert text == "The talk:"
+    assert apology == (
+        "Sorry, I could not send talk.mp4 here: it is 11 MB, and discord takes at most 10 MB."
+    )
+    assert not any(post.files for post in discord_posts(discord))
