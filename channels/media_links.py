@@ -24,12 +24,13 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING
 
 from bus import Attachment
 from channels.media_info import MediaInfo, human_size
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 SECRET_FILE = "media-links.key"
 ROUTE = "/media/{token}"
@@ -50,7 +51,10 @@ class MediaLinks:
         base_url: str = "",
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._cipher = AESGCM(hmac.new(secret, _PURPOSE, hashlib.sha256).digest())
+        # Imported here: every channel reads this module, only a daemon's links need the cipher.
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self._cipher: AESGCM = AESGCM(hmac.new(secret, _PURPOSE, hashlib.sha256).digest())
         self._root = data_dir.resolve()
         self._clock = clock
         self.base_url = base_url.rstrip("/")
@@ -72,6 +76,8 @@ class MediaLinks:
     def open_token(self, token: str) -> tuple[Path, str] | None:
         """The file a valid, unexpired token names and the SHA-256 it must have; None for any
         other token."""
+        from cryptography.exceptions import InvalidTag
+
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
             nonce, sealed = raw[:_NONCE_BYTES], raw[_NONCE_BYTES:]

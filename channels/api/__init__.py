@@ -10,6 +10,6 @@ __all__ = ["ApiChannel", "create"]
 
 
 def create(config: ApiChannelConfig, context: ChannelContext) -> ApiChannel:
-    channel = ApiChannel(config, context.profile, context.history)
+    channel = ApiChannel(config, context.profile, context.history, data_dir=context.data_dir)
     channel.agent = context.agent
     return channel

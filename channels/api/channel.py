@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import tempfile
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
@@ -26,16 +28,34 @@ from bus import (
     InboundMessage,
     InboundRefused,
     InboundSender,
+    Message,
     OutboundMessage,
     PipeClosed,
     SenderRefused,
 )
 from channels.api.replies import PendingReply, ReplyEvent, ReplyRouter
-from channels.api.requests import BadRequest, error_response, parse_chat_request, read_json_body
+from channels.api.requests import (
+    BadRequest,
+    UploadedFile,
+    error_response,
+    parse_chat_request,
+    read_json_body,
+)
 from channels.base import Channel, ChatHistory, HistoryUnavailable
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
-from channels.media_links import link_to
+from channels.media_files import MediaStore, safe_file_name
+from channels.media_info import (
+    MediaInfo,
+    describe,
+    kind_for,
+    mime_for,
+    not_downloaded,
+    record_details,
+    too_large_reason,
+    with_placeholders,
+)
+from channels.media_links import REPLY_LINK_TTL_S, link_to
 from channels.split.limits import PLATFORM_LIMITS
 from channels.web.guard import ConnectionGuard, GuardedSite, guarded_runner
 from channels.web.names import HostCheck, listener_names, origin_allowed
@@ -81,8 +101,17 @@ class ApiChannel(Channel):
     #: The profile's agent type, which the empty page names (GET /v1/info).
     agent: str = ""
 
-    def __init__(self, config: ApiChannelConfig, profile: str, history: ChatHistory | None) -> None:
+    def __init__(
+        self,
+        config: ApiChannelConfig,
+        profile: str,
+        history: ChatHistory | None,
+        *,
+        data_dir: Path | None = None,
+    ) -> None:
+        """`data_dir`: where the files users send are kept (a temporary folder by default)."""
         self._config = config
+        self._data_dir = data_dir or Path(tempfile.gettempdir()) / "octos-api"
         self._profile = profile
         self._history = history
         self._token = config.auth_token.get_secret_value() if config.auth_token else None
@@ -241,7 +270,6 @@ class ApiChannel(Channel):
         if self._inbound is None:
             return error_response(503, "the channel is not running")
         message_id = chat.client_message_id or uuid.uuid4().hex
-        pending = self._replies.wait_for(chat.chat_id, message_id)
         inbound = InboundMessage(
             channel="api",
             sender_id=chat.chat_id,
@@ -249,6 +277,9 @@ class ApiChannel(Channel):
             content=chat.content,
             message_id=message_id,
         )
+        if chat.attachments:
+            inbound = await self._with_files(inbound, chat.attachments)
+        pending = self._replies.wait_for(chat.chat_id, message_id)
         try:
             await self._inbound.send(inbound)
         except InboundRefused as error:
@@ -266,6 +297,34 @@ class ApiChannel(Channel):
             return await self._wait_whole(chat.chat_id, pending)
         finally:
             self._replies.forget(pending)
+
+    async def _with_files(
+        self, inbound: InboundMessage, files: Sequence[UploadedFile]
+    ) -> InboundMessage:
+        """`inbound` with its files saved for the agent (those within `max_media_bytes`; a
+        larger one is named in the text)."""
+        store = MediaStore.under(self._data_dir, self.name, max_bytes=self.max_media_bytes)
+        placeholders: list[str] = []
+        for number, file in enumerate(files, start=1):
+            name = safe_file_name(file.name)
+            if not store.admits(len(file.data), message_id=inbound.message_id):
+                reason = too_large_reason(self.max_media_bytes)
+                kind = kind_for(file.mime or mime_for(name))
+                placeholders.append(
+                    not_downloaded(
+                        inbound, kind=kind, name=name, size=len(file.data), reason=reason
+                    )
+                )
+                continue
+            target = store.path_for(inbound.chat_id, f"{inbound.message_id}-{number}-{name}")
+            path = str(await store.save(target, file.data))
+            inbound.media.append(path)
+            record_details(inbound.metadata, path, name=name, mime=file.mime)
+        if not placeholders:
+            return inbound
+        return inbound.model_copy(
+            update={"content": with_placeholders(inbound.content, placeholders)}
+        )
 
     def _default_session(self, chat_id: str) -> str:
         return f"{self._profile}:api:{chat_id}"
@@ -329,9 +388,32 @@ class ApiChannel(Channel):
             messages = await self._history.messages("api", chat_id)
         except HistoryUnavailable as error:
             return error_response(409, str(error))
-        return web.json_response(
-            {"chat_id": chat_id, "messages": [message.to_dict() for message in messages]}
-        )
+        shown = [await self._shown(message) for message in messages]
+        return web.json_response({"chat_id": chat_id, "messages": shown})
+
+    def _link(self, media: MediaInfo) -> str | None:
+        if self.media_links is None:
+            return None
+        try:
+            return self.media_links.url_for(media, REPLY_LINK_TTL_S)
+        except ValueError:
+            return None  # outside the data directory the links serve
+
+    async def _shown(self, message: Message) -> dict[str, object]:
+        """A session message as the page shows it: its files as links, not local paths."""
+        fields = message.to_dict()
+        media = fields.pop("media", None)
+        if media:
+            files: list[dict[str, object]] = []
+            for path in media:
+                try:
+                    info = await asyncio.to_thread(describe, path)
+                except OSError:
+                    files.append({"kind": kind_for(mime_for(path)), "name": Path(path).name})
+                    continue
+                files.append({"kind": info.kind, "name": info.name, "url": self._link(info)})
+            fields["attachments"] = files
+        return fields
 
 
 async def _next_final_or_snapshot(
