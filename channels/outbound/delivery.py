@@ -7,8 +7,10 @@ reply's send reports the platform ids of the messages it made, where the channel
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -168,7 +170,18 @@ class Delivery:
         for number, attachment in enumerate(reply.attachments, start=1):
             key = attachment_key(reply, number)
             limit = channel.max_attachment_bytes(attachment.kind)
-            if limit is not None and not fits(channel, attachment):
+            if not await on_disk(attachment):
+                # Kept by another process (a cluster worker on another host): the chat is told.
+                log.warning(
+                    "delivery.attachment_missing",
+                    channel=channel.name,
+                    chat_id=reply.chat_id,
+                    file=attachment.name,
+                    path=attachment.path,
+                )
+                notice = MISSING_NOTICE.format(name=attachment.name)
+                ids.extend(await self.send_message(channel, notice_for(reply, notice, key)))
+            elif limit is not None and not fits(channel, attachment):
                 log.warning(
                     "delivery.attachment_too_large",
                     channel=channel.name,
@@ -177,8 +190,13 @@ class Delivery:
                     size=attachment.size,
                     limit=limit,
                 )
-                apology = too_large_notice(channel, reply, attachment, limit, key)
-                ids.extend(await self.send_message(channel, apology))
+                notice = TOO_LARGE_NOTICE.format(
+                    name=attachment.name,
+                    size=human_size(attachment.size),
+                    platform=channel.name,
+                    limit=human_size(limit),
+                )
+                ids.extend(await self.send_message(channel, notice_for(reply, notice, key)))
             else:
                 sent = await self.retrier.call(
                     functools.partial(
@@ -386,6 +404,11 @@ def attachment_key(reply: OutboundMessage, number: int) -> str:
     return f"{reply.delivery_id}.file{number}"
 
 
+async def on_disk(attachment: Attachment) -> bool:
+    """Whether this process has the file (a cluster's ingress may not have a worker's)."""
+    return await asyncio.to_thread(os.path.isfile, attachment.path)
+
+
 def fits(channel: Channel, attachment: Attachment) -> bool:
     """Whether `channel`'s platform takes `attachment` (`Channel.max_attachment_bytes`)."""
     limit = channel.max_attachment_bytes(attachment.kind)
@@ -398,16 +421,12 @@ TOO_LARGE_NOTICE = (
 )
 
 
-def too_large_notice(
-    channel: Channel, reply: OutboundMessage, attachment: Attachment, limit: int, key: str
-) -> OutboundMessage:
-    """The apology sent in place of `attachment`, which is over `limit` bytes on `channel`."""
-    text = TOO_LARGE_NOTICE.format(
-        name=attachment.name,
-        size=human_size(attachment.size),
-        platform=channel.name,
-        limit=human_size(limit),
-    )
+#: What a chat is told in place of a file this process does not have.
+MISSING_NOTICE = "Sorry, I could not send {name}: the file is not on this gateway."
+
+
+def notice_for(reply: OutboundMessage, text: str, key: str) -> OutboundMessage:
+    """A note sent in place of one of `reply`'s files, under that file's delivery key."""
     metadata = {name: value for name, value in reply.metadata.items() if name != FORMATTED}
     return OutboundMessage(
         channel=reply.channel,

@@ -39,7 +39,7 @@ from channels.lifecycle.supervisor import (
     start_channel,
 )
 from channels.metrics import ChannelMetrics
-from channels.outbound.delivery import Delivery, fits
+from channels.outbound.delivery import Delivery, fits, on_disk
 from channels.outbound.router import OutboundRouter
 from channels.outbound.streaming import StreamEditor, StreamRecord
 from channels.outbound.typing_indicator import TypingIndicators
@@ -354,10 +354,11 @@ class ChannelManager:
     async def _send_with_files(self, channel: Channel, reply: OutboundMessage) -> list[str]:
         """A reply with files: its text, then each file (`Delivery.send_attachments`); where
         the platform takes files with the text (`Channel.sends_attachments_with_text`), the
-        reply whole, with the files its limits allow, then a note for each other."""
+        reply whole, with the files its limits allow (and this process has), then a note for
+        each other."""
         delivery = self._delivery
         if channel.sends_attachments_with_text:
-            fitting = [file for file in reply.attachments if fits(channel, file)]
+            fitting = [f for f in reply.attachments if fits(channel, f) and await on_disk(f)]
             whole = reply.model_copy(update={"attachments": fitting})
             ids = await delivery.send_whole(channel, whole)
             left = reply.model_copy(
