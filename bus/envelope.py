@@ -102,6 +102,31 @@ class Button(WireModel):
 
 
 ButtonRows: TypeAlias = list[list[Button]]
+AttachmentKind = Literal["image", "audio", "video", "file"]
+
+
+class Attachment(WireModel):
+    """A file a reply carries: an image, a voice note, a video or any other file.
+
+    The gateway keeps the bytes itself before the turn's outcome is recorded (`path`, under the
+    profile's `media/out/<turn id>/`), so the recorded reply names a file that is still there
+    after a crash, and a resend sends the same bytes.
+    """
+
+    kind: AttachmentKind
+    mime: str
+    #: The name the file is shown under (safe as one path component).
+    name: str
+    size: int
+    #: The hex SHA-256 of the bytes (a signed link serves the file only while it matches).
+    sha256: str
+    #: The local file, under the data directory.
+    path: str
+    #: Where the agent said it came from (an http(s) URL), if anywhere.
+    url: str | None = None
+    #: What the agent said of it (a Markdown image's alt text); shown where the platform puts
+    #: a caption under a file.
+    caption: str = ""
 
 
 class OutboundMessage(WireModel):
@@ -110,6 +135,11 @@ class OutboundMessage(WireModel):
     A message without `stream_id` is a whole reply. With one, it is the final text of a streamed
     reply: the snapshots before it (`bus.envelope.StreamSnapshot`) carry the same `stream_id`,
     so a channel that showed them edits that message into this final text.
+
+    Files: `attachments` are the files of an agent's reply, described; the manager sends the
+    text first, then each attachment by `Channel.send_attachment`. `media` is octos-core's wire
+    field (bare local paths or URLs); the gateway sets only `attachments`, and a channel that
+    still reads `media` (a tool's message) sends those as it always has.
     """
 
     channel: str
@@ -119,6 +149,7 @@ class OutboundMessage(WireModel):
     media: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     stream_id: str | None = None
+    attachments: list[Attachment] = Field(default_factory=list)
     #: Stable across re-deliveries after a crash (the turn's id, then `.N` for the N-th part
     #: the splitter made): a platform with an idempotency key (Discord nonce, Matrix txnId,
     #: LINE X-Line-Retry-Key) derives it from this, so a resend is not shown twice.
@@ -154,7 +185,7 @@ class StreamSnapshot:
     def __post_init__(self) -> None:
         if self.reply.stream_id is None:
             raise ValueError("a stream snapshot's reply needs the stream_id its final will carry")
-        if self.reply.media:
+        if self.reply.media or self.reply.attachments:
             raise ValueError("a stream snapshot is text only: send media with the final reply")
 
     @property

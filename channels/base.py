@@ -65,11 +65,12 @@ from typing import ClassVar, Literal, Protocol
 
 from aiohttp import web
 
-from bus import ButtonRows, InboundSender, Message, OutboundMessage
+from bus import Attachment, AttachmentKind, ButtonRows, InboundSender, Message, OutboundMessage
 from channels.access.allow import AllowList
 from channels.buttons import ButtonLimits
 from channels.health import ChannelHealth
 from channels.media_files import DEFAULT_MAX_MEDIA_BYTES
+from channels.media_links import MediaLinks, attachment_as_text
 from channels.retry.pacing import RateLimits
 from channels.split.limits import PlatformLimit
 
@@ -150,6 +151,14 @@ class Channel(ABC):
     buttons_shown: ClassVar[Literal["attached", "in_send", "numbered"]] = "numbered"
     #: What one message's buttons may be here; the manager cuts them to it.
     button_limits: ClassVar[ButtonLimits] = ButtonLimits()
+    #: True where the platform takes a reply's files with its text, as one message (an email's
+    #: attachments, the HTTP API's JSON answer): the manager gives `send` the whole reply, its
+    #: `attachments` (those within `max_attachment_bytes`) included, and never calls
+    #: `send_attachment`. Elsewhere the text goes first, then each file by `send_attachment`.
+    sends_attachments_with_text: ClassVar[bool] = False
+    #: The process's signed links to the files it keeps; the registry sets it. A platform
+    #: that fetches a file by URL (LINE, Twilio) or one without files is sent such a link.
+    media_links: MediaLinks | None = None
 
     @property
     @abstractmethod
@@ -233,6 +242,36 @@ class Channel(ABC):
 
     async def delete_message(self, chat_id: str, message_id: str) -> None:
         """Delete a message the bot sent, where the platform allows it."""
+
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        """The largest file of `kind` the platform takes from a bot; None: no limit the gateway
+        knows of. The manager checks it before `send_attachment`: a larger file is not sent,
+        and the chat is told so."""
+        return None
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        """Send one file of a reply, after its text; the platform's id of the message it made.
+
+        `reply_to` is the message the reply answers (a platform with threads puts the file in
+        that message's thread). `delivery_key` is the same on every resend of this file of this
+        reply: a platform with an idempotency key derives it from this. By default, a platform
+        without files: the file's link as text (a signed `/media` link of the gateway's HTTP
+        server, else where the agent got it from, else its name).
+        """
+        text = attachment_as_text(attachment, self.media_links)
+        message = OutboundMessage(
+            channel=self.name,
+            chat_id=chat_id,
+            content=text,
+            reply_to=reply_to,
+            delivery_id=delivery_key,
+        )
+        if self.send_with_id_sends_whole:
+            return await self.send_with_id(message)
+        await self.send(message)
+        return None
 
     def format_outbound(self, content: str) -> str:
         """Render one chunk of the agent's Markdown into the platform's markup: the text is

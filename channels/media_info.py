@@ -24,11 +24,11 @@ from typing import Any, Literal
 
 import structlog
 
-from bus import InboundMessage
+from bus import AttachmentKind, InboundMessage
 
 log = structlog.get_logger(__name__)
 
-MediaKind = Literal["image", "audio", "video", "file"]
+MediaKind = AttachmentKind
 
 #: Metadata key: {path: {"name": ..., "mime": ..., "duration_s": ...}}, what the channel knows.
 MEDIA_DETAILS = "media_details"

@@ -20,6 +20,7 @@ from channels.access.allow import AllowList, ApprovedSenders
 from channels.base import Channel, ChatHistory
 from channels.errors import ChannelError
 from channels.media_files import DEFAULT_MAX_MEDIA_BYTES
+from channels.media_links import MediaLinks
 
 CHANNEL_TYPES: Mapping[str, str] = MappingProxyType(
     {
@@ -92,6 +93,9 @@ class ChannelContext:
     agent_names: tuple[str, ...] = ("default",)
     #: Largest file a user sends that is downloaded (the profile's `max_media_bytes`).
     max_media_bytes: int = DEFAULT_MAX_MEDIA_BYTES
+    #: The process's signed links to files it keeps (a reply's files on a platform that takes a
+    #: URL); None outside a daemon.
+    media_links: MediaLinks | None = None
 
 
 class ChannelUnavailable(ChannelError):
@@ -120,6 +124,7 @@ def build_channel(config: ChannelConfigLike, context: ChannelContext) -> Channel
     approved = overlay.view(channel.name) if overlay is not None else None
     channel.allow = AllowList(config.allow, approved)
     channel.max_media_bytes = context.max_media_bytes
+    channel.media_links = context.media_links
     return channel
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from channels.base import Channel, ChatHistory
 from channels.health import ChannelHealth
+from channels.media_links import MediaLinks
 from channels.outbound.manager import ChannelManager
 from channels.registry import ChannelContext, build_channel
 from channels.retry.pacing import Rate, RateLimits
@@ -30,6 +31,7 @@ def build_channels(
     pairing: Pairing,
     webhooks: WebhookRoutes,
     request_shutdown: Callable[[], None],
+    media_links: MediaLinks | None = None,
 ) -> list[Channel]:
     """The profile's channels, each with its allow list and its webhook routes mounted."""
     context = ChannelContext(
@@ -41,6 +43,7 @@ def build_channels(
         agent=config.agent_summary(),
         agent_names=tuple(config.named_agents()),
         max_media_bytes=config.max_media_bytes,
+        media_links=media_links,
     )
     channels: list[Channel] = []
     for channel_config in config.channels:

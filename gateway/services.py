@@ -2,10 +2,10 @@
 
 `ProcessServices` is what the daemon gives every profile it starts, in one process or in a
 cluster (the data directory, the session store's settings, the bus size, metrics, webhook routes,
-the way to ask for shutdown and the pairing databases). `ProfileServices` is what one profile
-builds once and gives whole to its turn runner, its commands and its dispatcher (or, in a
-cluster worker, to the worker's answering side): its configuration, sessions, active topics,
-the outbound side of its bus and its metrics.
+the way to ask for shutdown, the pairing databases, the media links). `ProfileServices` is what
+one profile builds once and gives whole to its turn runner, its commands and its dispatcher
+(or, in a cluster worker, to the worker's answering side): its configuration, sessions, active
+topics, metrics and its directory.
 
 Channels add routes to the daemon's HTTP server (Telegram and Slack webhooks). aiohttp freezes
 its router once the server runs, but profiles come and go on SIGHUP, so one catch-all route
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from channels.media_links import MediaLinks
 from config import ProfileConfig
 from config.store import StoreConfig
 from gateway.metrics import GatewayMetrics
@@ -69,6 +70,10 @@ class ProcessServices:
     request_shutdown: Callable[[], None]
     #: The pairing databases every profile of the process shares a pool and listener on.
     pairing: PairingDatabases
+    #: The signed links to files under `data_dir` the gateway's HTTP server serves (a webhook
+    #: agent's attachments, a reply's files on a platform that takes a URL); None when the
+    #: data directory has no link secret (it could not be written).
+    media_links: MediaLinks | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +85,5 @@ class ProfileServices:
     sessions: SessionManager
     topics: ActiveTopicsStore
     metrics: GatewayMetrics
+    #: The profile's own directory (`data_dir / profile`): a reply's files are kept under it.
+    root: Path

@@ -10,7 +10,7 @@ __all__ = ["ApiChannel", "create"]
 
 
 def create(config: ApiChannelConfig, context: ChannelContext) -> ApiChannel:
-    channel = ApiChannel(config, context.profile, context.history)
+    channel = ApiChannel(config, context.profile, context.history, data_dir=context.data_dir)
     channel.agent = context.agent
     channel.agent_names = context.agent_names
     return channel

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import tempfile
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
@@ -22,9 +24,11 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from bus import (
+    Attachment,
     InboundMessage,
     InboundRefused,
     InboundSender,
+    Message,
     OutboundMessage,
     PipeClosed,
     SenderRefused,
@@ -34,6 +38,7 @@ from channels.api.replies import PendingReply, ReplyEvent, ReplyRouter
 from channels.api.requests import (
     BadRequest,
     Refusal,
+    UploadedFile,
     error_response,
     parse_chat_request,
     read_json_body,
@@ -42,6 +47,18 @@ from channels.base import ChatHistory, HistoryUnavailable
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.lifecycle.run_state import RunStateChannel
+from channels.media_files import MediaStore, safe_file_name
+from channels.media_info import (
+    MediaInfo,
+    describe,
+    kind_for,
+    mime_for,
+    not_downloaded,
+    record_details,
+    too_large_reason,
+    with_placeholders,
+)
+from channels.media_links import REPLY_LINK_TTL_S, link_to
 from channels.split.limits import PLATFORM_LIMITS
 from channels.web.guard import ConnectionGuard, GuardedSite, guarded_runner
 from channels.web.names import HostCheck, listener_names, origin_allowed
@@ -81,13 +98,24 @@ class ApiChannel(RunStateChannel):
     #: A refused chat id is told at once, in the 403 that answers its request: no reply comes.
     answers_refusals = True
     send_with_id_sends_whole = False  # it opens a streamed reply to the waiting request
+    #: A reply's files are in its JSON answer, as links (`attachments`).
+    sends_attachments_with_text = True
     #: The profile's agent type, which the empty page names (GET /v1/info).
     agent: str = ""
     #: The names of the profile's agents, which `GET /v1/models` lists.
     agent_names: tuple[str, ...] = ("default",)
 
-    def __init__(self, config: ApiChannelConfig, profile: str, history: ChatHistory | None) -> None:
+    def __init__(
+        self,
+        config: ApiChannelConfig,
+        profile: str,
+        history: ChatHistory | None,
+        *,
+        data_dir: Path | None = None,
+    ) -> None:
+        """`data_dir`: where the files users send are kept (a temporary folder by default)."""
         self._config = config
+        self._data_dir = data_dir or Path(tempfile.gettempdir()) / "octos-api"
         self._profile = profile
         self._history = history
         self._token = config.auth_token.get_secret_value() if config.auth_token else None
@@ -149,7 +177,18 @@ class ApiChannel(RunStateChannel):
     # Outbound: the channel manager hands replies here; they go to the waiting requests.
     async def send(self, message: OutboundMessage) -> None:
         self._require_running()
-        self._replies.final(message)
+        files = tuple(self._described(attachment) for attachment in message.attachments)
+        self._replies.final(message, files)
+
+    def _described(self, attachment: Attachment) -> dict[str, object]:
+        """A reply's file as the client sees it: a link to it, never the local path."""
+        return {
+            "kind": attachment.kind,
+            "mime": attachment.mime,
+            "name": attachment.name,
+            "size": attachment.size,
+            "url": link_to(attachment, self.media_links),
+        }
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
         self._require_running()
@@ -242,7 +281,9 @@ class ApiChannel(RunStateChannel):
         except BadRequest as error:
             return error_response(error.status, str(error))
         message_id = chat.client_message_id or uuid.uuid4().hex
-        submitted = await self.submit(chat.chat_id, chat.content, message_id)
+        submitted = await self.submit(
+            chat.chat_id, chat.content, message_id, attachments=chat.attachments
+        )
         if isinstance(submitted, Refusal):
             return submitted.as_error()
         try:
@@ -258,13 +299,14 @@ class ApiChannel(RunStateChannel):
         content: str,
         message_id: str,
         metadata: dict[str, object] | None = None,
+        *,
+        attachments: Sequence[UploadedFile] = (),
     ) -> PendingReply | Refusal:
         """The message handed to the gateway (durable once this returns), and the request's
         wait for its reply; or why the gateway did not take it. `/v1/chat` and the OpenAI door
         both go through here."""
         if self._inbound is None:
             return Refusal(503, "the channel is not running")
-        pending = self._replies.wait_for(chat_id, message_id)
         inbound = InboundMessage(
             channel="api",
             sender_id=chat_id,
@@ -273,6 +315,9 @@ class ApiChannel(RunStateChannel):
             message_id=message_id,
             metadata=metadata or {},
         )
+        if attachments:
+            inbound = await self._with_files(inbound, attachments)
+        pending = self._replies.wait_for(chat_id, message_id)
         try:
             await self._inbound.send(inbound)
         except InboundRefused as error:
@@ -298,6 +343,34 @@ class ApiChannel(RunStateChannel):
     def config(self) -> ApiChannelConfig:
         return self._config
 
+    async def _with_files(
+        self, inbound: InboundMessage, files: Sequence[UploadedFile]
+    ) -> InboundMessage:
+        """`inbound` with its files saved for the agent (those within `max_media_bytes`; a
+        larger one is named in the text)."""
+        store = MediaStore.under(self._data_dir, self.name, max_bytes=self.max_media_bytes)
+        placeholders: list[str] = []
+        for number, file in enumerate(files, start=1):
+            name = safe_file_name(file.name)
+            if not store.admits(len(file.data), message_id=inbound.message_id):
+                reason = too_large_reason(self.max_media_bytes)
+                kind = kind_for(file.mime or mime_for(name))
+                placeholders.append(
+                    not_downloaded(
+                        inbound, kind=kind, name=name, size=len(file.data), reason=reason
+                    )
+                )
+                continue
+            target = store.path_for(inbound.chat_id, f"{inbound.message_id}-{number}-{name}")
+            path = str(await store.save(target, file.data))
+            inbound.media.append(path)
+            record_details(inbound.metadata, path, name=name, mime=file.mime)
+        if not placeholders:
+            return inbound
+        return inbound.model_copy(
+            update={"content": with_placeholders(inbound.content, placeholders)}
+        )
+
     def _default_session(self, chat_id: str) -> str:
         return f"{self._profile}:api:{chat_id}"
 
@@ -311,11 +384,13 @@ class ApiChannel(RunStateChannel):
         except TimeoutError:
             log.warning("api.reply_timeout", chat=chat_id, timeout_s=timeout_s)
             return error_response(504, _late(timeout_s))
-        body = {
+        body: dict[str, object] = {
             "reply": event.text,
             "chat_id": chat_id,
             "session": event.session or self._default_session(chat_id),
         }
+        if event.attachments:
+            body["attachments"] = list(event.attachments)
         if event.kind == "error":
             # The turn failed (the agent, the session): its apology is the reason.
             body["error"] = event.text
@@ -358,9 +433,32 @@ class ApiChannel(RunStateChannel):
             messages = await self._history.messages("api", chat_id)
         except HistoryUnavailable as error:
             return error_response(409, str(error))
-        return web.json_response(
-            {"chat_id": chat_id, "messages": [message.to_dict() for message in messages]}
-        )
+        shown = [await self._shown(message) for message in messages]
+        return web.json_response({"chat_id": chat_id, "messages": shown})
+
+    def _link(self, media: MediaInfo) -> str | None:
+        if self.media_links is None:
+            return None
+        try:
+            return self.media_links.url_for(media, REPLY_LINK_TTL_S)
+        except ValueError:
+            return None  # outside the data directory the links serve
+
+    async def _shown(self, message: Message) -> dict[str, object]:
+        """A session message as the page shows it: its files as links, not local paths."""
+        fields = message.to_dict()
+        media = fields.pop("media", None)
+        if media:
+            files: list[dict[str, object]] = []
+            for path in media:
+                try:
+                    info = await asyncio.to_thread(describe, path)
+                except OSError:
+                    files.append({"kind": kind_for(mime_for(path)), "name": Path(path).name})
+                    continue
+                files.append({"kind": info.kind, "name": info.name, "url": self._link(info)})
+            fields["attachments"] = files
+        return fields
 
 
 async def _next_final_or_snapshot(
@@ -382,7 +480,10 @@ def _late(timeout_s: float) -> str:
 
 
 def _sse(event: ReplyEvent) -> bytes:
-    data = json.dumps({"text": event.text}, ensure_ascii=False)
+    fields: dict[str, object] = {"text": event.text}
+    if event.attachments:
+        fields["attachments"] = list(event.attachments)
+    data = json.dumps(fields, ensure_ascii=False)
     return f"event: {event.kind}\ndata: {data}\n\n".encode()
 
 

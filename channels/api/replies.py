@@ -41,6 +41,8 @@ class ReplyEvent:
     session: str | None = None
     #: The turn's token counts (`bus.TokenUsage` as a dict), on a final event.
     usage: dict[str, int] | None = None
+    #: The reply's files as the client sees them: kind, mime, name, size and a URL.
+    attachments: tuple[dict[str, object], ...] = ()
 
 
 @dataclass(eq=False)
@@ -139,11 +141,17 @@ class ReplyRouter:
             for pending in self._waiting.get(key, ()):
                 pending.events.put_nowait(event)
 
-    def final(self, message: OutboundMessage) -> None:
+    def final(
+        self, message: OutboundMessage, attachments: tuple[dict[str, object], ...] = ()
+    ) -> None:
         kind: EventKind = "error" if message.metadata.get(FAILED) else "done"
         session = message.metadata.get(SESSION)
         event = ReplyEvent(
-            kind, message.content, str(session) if session else None, _usage_of(message)
+            kind,
+            message.content,
+            str(session) if session else None,
+            _usage_of(message),
+            attachments,
         )
         self._emit(self._answered_keys(message), event)
 

@@ -8,6 +8,8 @@ platform can hold).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +20,7 @@ from channels.web.webhook import UnreadableJson, json_payload
 
 MAX_CHAT_ID_CHARS = 256
 MAX_CLIENT_MESSAGE_ID_CHARS = 256
+MAX_ATTACHMENTS = 10
 JSON_TYPES = ("application/json",)
 
 
@@ -61,11 +64,21 @@ class Refusal:
 
 
 @dataclass(frozen=True, slots=True)
+class UploadedFile:
+    """A file sent with a message: `{"data": "<base64>", "name": "photo.jpg", "mime": ...}`."""
+
+    name: str
+    mime: str | None
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class ChatRequest:
     chat_id: str
     content: str
     client_message_id: str | None
     stream: bool
+    attachments: tuple[UploadedFile, ...] = ()
 
 
 async def read_json_body(request: web.Request, max_bytes: int) -> Any:
@@ -115,7 +128,7 @@ def _field(body: dict[str, Any], name: str, kind: type, *, required: bool) -> An
 def parse_chat_request(body: Any) -> ChatRequest:
     if not isinstance(body, dict):
         raise BadRequest(f"body must be a JSON object, got {type(body).__name__}")
-    known = {"chat_id", "content", "client_message_id", "stream"}
+    known = {"chat_id", "content", "client_message_id", "stream", "attachments"}
     unknown = sorted(set(body) - known)
     if unknown:
         shown = ", ".join(repr(name.encode("unicode_escape").decode())[1:-1] for name in unknown)
@@ -129,11 +142,32 @@ def parse_chat_request(body: Any) -> ChatRequest:
         0 < len(client_message_id) <= MAX_CLIENT_MESSAGE_ID_CHARS
     ):
         raise BadRequest(f"client_message_id must be 1 to {MAX_CLIENT_MESSAGE_ID_CHARS} characters")
-    if not content.strip():
+    attachments = _attachments(_field(body, "attachments", list, required=False) or [])
+    if not content.strip() and not attachments:
         raise BadRequest("content is empty")
     return ChatRequest(
         chat_id=chat_id,
         content=content,
         client_message_id=client_message_id,
         stream=bool(_field(body, "stream", bool, required=False)),
+        attachments=attachments,
     )
+
+
+def _attachments(items: list[Any]) -> tuple[UploadedFile, ...]:
+    """The message's files; the body's size limit (`max_body_bytes`) bounds them."""
+    if len(items) > MAX_ATTACHMENTS:
+        raise BadRequest(f"at most {MAX_ATTACHMENTS} attachments a message")
+    files: list[UploadedFile] = []
+    for number, item in enumerate(items, start=1):
+        if not isinstance(item, dict):
+            raise BadRequest(f"attachment {number} must be an object with data and name")
+        data = _field(item, "data", str, required=True)
+        try:
+            decoded = base64.b64decode(data, validate=True)
+        except binascii.Error:
+            raise BadRequest(f"attachment {number}: data is not base64") from None
+        name = _field(item, "name", str, required=False) or f"file-{number}"
+        mime = _field(item, "mime", str, required=False)
+        files.append(UploadedFile(name, mime, decoded))
+    return tuple(files)

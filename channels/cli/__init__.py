@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TextIO
 
-from bus import InboundMessage, InboundSender, OutboundMessage, is_abort_trigger
+from bus import Attachment, InboundMessage, InboundSender, OutboundMessage, is_abort_trigger
 from channels.cli.terminal import (
     CbreakMode,
     Edit,
@@ -452,6 +452,15 @@ class CliChannel(RunStateChannel):
             await self._write(self._mark() + message.content + "\n")
             self._input_shown = False
             await self._prompt_again()
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        """A reply's file, by its path: the terminal runs where the file is."""
+        shown = f" ({attachment.caption})" if attachment.caption else ""
+        line = f"[{attachment.kind}: {attachment.path}{shown}]"
+        await self.send(OutboundMessage(channel=self.name, chat_id=chat_id, content=line))
+        return None
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
         self._next_id += 1

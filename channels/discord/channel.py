@@ -25,7 +25,13 @@ import discord
 import structlog
 from discord.backoff import ExponentialBackoff
 
-from bus import InboundSender, OutboundMessage, PipeClosed
+from bus import (
+    Attachment,
+    AttachmentKind,
+    InboundSender,
+    OutboundMessage,
+    PipeClosed,
+)
 from channels.base import PROBE_TIMEOUT_S, Embed
 from channels.discord.catchup import HandledBook, catch_up_missed
 from channels.discord.client import MAX_RATELIMIT_WAIT_S, GatewayClient
@@ -85,6 +91,11 @@ def reply_reference(chat_id: str, reply_to: str | None) -> discord.MessageRefere
     return discord.MessageReference(
         message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False
     )
+
+
+#: What a bot may upload in one message without a boosted server: "10 MiB" (Discord's "Uploading
+#: Files", https://discord.com/developers/docs/reference#uploading-files).
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 
 
 def delivery_nonce(delivery_id: str | None, batch: int) -> str | None:
@@ -356,6 +367,21 @@ class DiscordChannel(RunStateChannel):
             )
             first_id = first_id or str(sent.id)
         return first_id
+
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        return MAX_UPLOAD_BYTES
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        """One file as a message's attachment (discord.py's `File`); its nonce makes a resend
+        after a crash return the message Discord already made."""
+        data = await read_file(attachment.path, channel="discord", max_bytes=MAX_UPLOAD_BYTES)
+        upload = discord.File(io.BytesIO(data), filename=attachment.name)
+        target = self._messageable(chat_id)
+        nonce = delivery_nonce(delivery_key, 0)
+        sent = await self._post(target, attachment.caption, [upload], None, nonce)
+        return str(sent.id)
 
     async def _post(
         self,

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import structlog
 
-from bus import ANSWERS, InboundMessage, InboundSender, OutboundMessage
+from bus import ANSWERS, AttachmentKind, InboundMessage, InboundSender, OutboundMessage
 from channels.email.composing import Envelope, compose_reply
 from channels.email.imap import ImapConnection, Interrupted
 from channels.email.inbox import InboxReader
 from channels.email.reading import (
+    MAX_ATTACHMENT_BYTES,
     ReceivedMail,
     attach_files,
     media_dir,
@@ -45,6 +46,8 @@ _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 class EmailChannel(RunStateChannel):
     name = CHANNEL
     limit = PLATFORM_LIMITS["email"]
+    #: A reply's files are attachments of its email.
+    sends_attachments_with_text = True
 
     def __init__(self, config: EmailConfig, *, data_dir: Path) -> None:
         self._config = config
@@ -166,6 +169,9 @@ class EmailChannel(RunStateChannel):
                 return thread
         return self._threads.latest(message.chat_id.casefold())
 
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        return MAX_ATTACHMENT_BYTES
+
     async def send(self, message: OutboundMessage) -> None:
         recipient = message.chat_id.strip()
         if "@" not in recipient:
@@ -182,6 +188,6 @@ class EmailChannel(RunStateChannel):
             self._thread_for(message),
             delivery_id=message.delivery_id or str(uuid.uuid4()),
         )
-        if message.media:
-            await attach_files(email, message.media)
+        if message.media or message.attachments:
+            await attach_files(email, message.media, message.attachments)
         await self._smtp.send(email, recipient)

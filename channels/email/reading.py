@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import mimetypes
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from email import policy
 from email.message import EmailMessage, Message
@@ -26,6 +26,7 @@ from pathlib import Path
 import html_text
 from email_reply_parser import EmailReplyParser
 
+from bus import Attachment as ReplyAttachment
 from bus import InboundMessage
 from channels.errors import ChannelError
 from channels.media_files import MediaIntake, media_root, read_file, safe_name, save_media
@@ -254,22 +255,27 @@ class OutgoingFile:
     data: bytes
 
 
-async def _read_file(text: str) -> OutgoingFile:
+async def _read_file(text: str, name: str | None = None, mime: str | None = None) -> OutgoingFile:
     data = await read_file(
         text,
         channel=CHANNEL,
         max_bytes=MAX_ATTACHMENT_BYTES,
         limit_note="email takes attachments up to 25 MB",
     )
-    name = Path(text).name
-    content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    name = name or Path(text).name
+    content_type = mime or mimetypes.guess_type(name)[0] or "application/octet-stream"
     maintype, _, subtype = content_type.partition("/")
     return OutgoingFile(name, maintype, subtype, data)
 
 
-async def attach_files(message: EmailMessage, paths: list[str]) -> None:
-    for text in paths:
-        outgoing = await _read_file(text)
+async def attach_files(
+    message: EmailMessage, paths: list[str], attachments: Sequence[ReplyAttachment] = ()
+) -> None:
+    """Attach local files (`paths`: a tool's `media`) and a reply's `attachments`."""
+    files = [await _read_file(text) for text in paths]
+    for attachment in attachments:
+        files.append(await _read_file(attachment.path, attachment.name, attachment.mime))
+    for outgoing in files:
         message.add_attachment(
             outgoing.data,
             maintype=outgoing.maintype,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +34,11 @@ from nio import (
     ErrorResponse,
     RoomSendResponse,
     SyncResponse,
+    UploadResponse,
     WhoamiResponse,
 )
 
-from bus import InboundSender, OutboundMessage
+from bus import Attachment, AttachmentKind, InboundSender, OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import (
     AuthError,
@@ -57,6 +59,7 @@ from channels.matrix.content import (
 from channels.matrix.errors import CHANNEL, matrix_call, translate
 from channels.matrix.inbound import posts
 from channels.matrix.receiver import SyncHandler
+from channels.media_files import read_file
 from channels.outbound.delivery import delivery_key
 from channels.retry import backoff_delay_s, full_jitter
 from channels.retry.pacing import RateLimits
@@ -125,6 +128,16 @@ class MatrixTimeouts:
     sync_s: float = 30.0
     #: One client-server API call.
     request_s: float = 30.0
+
+
+#: Synapse's default `max_upload_size` ("50M"); a homeserver may set its own (`m.upload.size`).
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+_MSGTYPES: dict[AttachmentKind, str] = {
+    "image": "m.image",
+    "audio": "m.audio",
+    "video": "m.video",
+    "file": "m.file",
+}
 
 
 class MatrixChannel(RunStateChannel):
@@ -298,6 +311,33 @@ class MatrixChannel(RunStateChannel):
         if not str(content.get("body", "")).strip():
             return None
         return await self._room_send(message.chat_id, content, delivery_key(message))
+
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        return MAX_UPLOAD_BYTES
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        """One file: uploaded to the media repository, then an `m.image`, `m.audio`, `m.video`
+        or `m.file` event naming it (the same transaction id on a resend)."""
+        data = await read_file(attachment.path, channel=CHANNEL, max_bytes=MAX_UPLOAD_BYTES)
+        async with matrix_call("upload", self._timeouts.request_s):
+            response, _keys = await self._nio().upload(
+                io.BytesIO(data),
+                content_type=attachment.mime,
+                filename=attachment.name,
+                filesize=len(data),
+            )
+        if not isinstance(response, UploadResponse):
+            raise translate(response, "upload")
+        content: Content = {
+            "msgtype": _MSGTYPES[attachment.kind],
+            "body": attachment.caption or attachment.name,
+            "filename": attachment.name,
+            "url": response.content_uri,
+            "info": {"mimetype": attachment.mime, "size": len(data)},
+        }
+        return await self._room_send(chat_id, content, delivery_key)
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
         new = decode(content)

@@ -1,13 +1,16 @@
 """Outbound delivery: a reply fitted to the channel (`coalesce_fit`), sent under the one retry
-policy, each chunk re-sent as plain text when the platform rejects its markup. A whole reply's
-send reports the platform ids of the messages it made, where the channel gives them
+policy, each chunk re-sent as plain text when the platform rejects its markup, then the reply's
+files (`send_attachments`), each checked against the platform's size limit first. A whole
+reply's send reports the platform ids of the messages it made, where the channel gives them
 (`Channel.send_with_id_sends_whole`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -15,9 +18,10 @@ from typing import TypeVar
 
 import structlog
 
-from bus import OutboundMessage
+from bus import Attachment, OutboundMessage
 from channels.base import FORMATTED, Channel
 from channels.errors import DeliveryError, FormattingRejected
+from channels.media_info import human_size
 from channels.metrics import ChannelMetrics
 from channels.retry import Reason, Retrier
 from channels.retry.pacing import Priority
@@ -143,15 +147,73 @@ class Delivery:
         channel gets it as is, unsplit; text of blanks alone has nothing to split and is skipped.
         """
         if message.media or not message.content:
-            sent = await self.retrier.call(
-                functools.partial(_whole_send(channel), message),
-                channel=channel.name,
-                chat_id=message.chat_id,
-                action="send",
-            )
-            self.metrics.message_sent(channel.name)
-            return [sent] if sent is not None else []
+            return await self.send_whole(channel, message)
         return await self.send_chunks(channel, message, fit_chunks(channel, message.content))
+
+    async def send_whole(self, channel: Channel, message: OutboundMessage) -> list[str]:
+        """`message` as it is, unsplit, in one call (its files too, where the channel takes
+        them with the text)."""
+        sent = await self.retrier.call(
+            functools.partial(_whole_send(channel), message),
+            channel=channel.name,
+            chat_id=message.chat_id,
+            action="send",
+        )
+        self.metrics.message_sent(channel.name)
+        return [sent] if sent is not None else []
+
+    async def send_attachments(self, channel: Channel, reply: OutboundMessage) -> list[str]:
+        """Each file of `reply` as its own message (`Channel.send_attachment`), in order; one
+        over the platform's limit is not sent, and the chat is told so instead. The platform
+        ids of the messages sent."""
+        ids: list[str] = []
+        for number, attachment in enumerate(reply.attachments, start=1):
+            key = attachment_key(reply, number)
+            limit = channel.max_attachment_bytes(attachment.kind)
+            if not await on_disk(attachment):
+                # Kept by another process (a cluster worker on another host): the chat is told.
+                log.warning(
+                    "delivery.attachment_missing",
+                    channel=channel.name,
+                    chat_id=reply.chat_id,
+                    file=attachment.name,
+                    path=attachment.path,
+                )
+                notice = MISSING_NOTICE.format(name=attachment.name)
+                ids.extend(await self.send_message(channel, notice_for(reply, notice, key)))
+            elif limit is not None and not fits(channel, attachment):
+                log.warning(
+                    "delivery.attachment_too_large",
+                    channel=channel.name,
+                    chat_id=reply.chat_id,
+                    file=attachment.name,
+                    size=attachment.size,
+                    limit=limit,
+                )
+                notice = TOO_LARGE_NOTICE.format(
+                    name=attachment.name,
+                    size=human_size(attachment.size),
+                    platform=channel.name,
+                    limit=human_size(limit),
+                )
+                ids.extend(await self.send_message(channel, notice_for(reply, notice, key)))
+            else:
+                sent = await self.retrier.call(
+                    functools.partial(
+                        channel.send_attachment,
+                        reply.chat_id,
+                        attachment,
+                        reply_to=reply.reply_to,
+                        delivery_key=key,
+                    ),
+                    channel=channel.name,
+                    chat_id=reply.chat_id,
+                    action="send_file",
+                )
+                self.metrics.message_sent(channel.name)
+                if sent is not None:
+                    ids.append(sent)
+        return ids
 
     async def send_chunks(
         self,
@@ -326,4 +388,50 @@ def delivery_uuid(message: OutboundMessage) -> str:
     """`delivery_key` as a UUID in hexadecimal form, for platforms that require one."""
     if message.delivery_id is None:
         return str(uuid.uuid4())
-    return str(uuid.uuid5(_NAMESPACE, delivery_key(message)))
+    return key_uuid(delivery_key(message))
+
+
+def key_uuid(key: str) -> str:
+    """A delivery key (`delivery_key`, or `send_attachment`'s) as a UUID in hexadecimal form."""
+    return str(uuid.uuid5(_NAMESPACE, key))
+
+
+def attachment_key(reply: OutboundMessage, number: int) -> str:
+    """The delivery key of the `number`-th file of `reply` (from 1): the same on every resend
+    of this reply, another for each file and for each text part."""
+    if reply.delivery_id is None:
+        return uuid.uuid4().hex
+    return f"{reply.delivery_id}.file{number}"
+
+
+async def on_disk(attachment: Attachment) -> bool:
+    """Whether this process has the file (a cluster's ingress may not have a worker's)."""
+    return await asyncio.to_thread(os.path.isfile, attachment.path)
+
+
+def fits(channel: Channel, attachment: Attachment) -> bool:
+    """Whether `channel`'s platform takes `attachment` (`Channel.max_attachment_bytes`)."""
+    limit = channel.max_attachment_bytes(attachment.kind)
+    return limit is None or attachment.size <= limit
+
+
+#: What a chat is told in place of a file its platform does not take.
+TOO_LARGE_NOTICE = (
+    "Sorry, I could not send {name} here: it is {size}, and {platform} takes at most {limit}."
+)
+
+
+#: What a chat is told in place of a file this process does not have.
+MISSING_NOTICE = "Sorry, I could not send {name}: the file is not on this gateway."
+
+
+def notice_for(reply: OutboundMessage, text: str, key: str) -> OutboundMessage:
+    """A note sent in place of one of `reply`'s files, under that file's delivery key."""
+    metadata = {name: value for name, value in reply.metadata.items() if name != FORMATTED}
+    return OutboundMessage(
+        channel=reply.channel,
+        chat_id=reply.chat_id,
+        content=text,
+        metadata=metadata,
+        delivery_id=key,
+    )

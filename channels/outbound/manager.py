@@ -42,7 +42,7 @@ from channels.lifecycle.supervisor import (
     start_channel,
 )
 from channels.metrics import ChannelMetrics
-from channels.outbound.delivery import Delivery
+from channels.outbound.delivery import Delivery, fits, on_disk
 from channels.outbound.router import OutboundRouter
 from channels.outbound.streaming import StreamEditor, StreamRecord
 from channels.outbound.typing_indicator import TypingIndicators
@@ -368,6 +368,8 @@ class ChannelManager:
         return []
 
     async def _send_reply(self, channel: Channel, reply: OutboundMessage) -> list[str]:
+        if reply.attachments:
+            return await self._send_with_files(channel, reply)
         streamed = reply.stream_id is not None and not reply.media
         if streamed and channel.supports_edit():
             channel.stream_ending(reply)
@@ -422,6 +424,31 @@ class ChannelManager:
             )
             platform_ids += await self._delivery.send_message(channel, listed)
         return platform_ids
+
+    async def _send_with_files(self, channel: Channel, reply: OutboundMessage) -> list[str]:
+        """A reply with files: its text, then each file (`Delivery.send_attachments`); where
+        the platform takes files with the text (`Channel.sends_attachments_with_text`), the
+        reply whole, with the files its limits allow (and this process has), then a note for
+        each other."""
+        delivery = self._delivery
+        if channel.sends_attachments_with_text:
+            fitting = [f for f in reply.attachments if fits(channel, f) and await on_disk(f)]
+            whole = reply.model_copy(update={"attachments": fitting})
+            ids = await delivery.send_whole(channel, whole)
+            left = reply.model_copy(
+                update={"attachments": [file for file in reply.attachments if file not in fitting]}
+            )
+            return [*ids, *await delivery.send_attachments(channel, left)]
+        text = reply.model_copy(update={"attachments": []})
+        ids = []
+        streamed = reply.stream_id is not None and channel.supports_edit()
+        if streamed and (reply.content.strip() or self.streams.shown(channel, reply)):
+            # The stream's messages are finished (or withdrawn) even when no text is left.
+            channel.stream_ending(text)
+            ids = await self.streams.final(channel, text)
+        elif reply.content.strip():
+            ids = await delivery.send_message(channel, text)
+        return [*ids, *await delivery.send_attachments(channel, reply)]
 
     def _deadline_of(self, reply: OutboundMessage) -> float:
         """Until when a reply is retried: `delivery_deadline_s` after its turn made it (read

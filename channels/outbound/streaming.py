@@ -390,6 +390,12 @@ class StreamEditor:
             await self._withdraw(stream, stale)
         return message_id
 
+    def shown(self, channel: Channel, message: OutboundMessage) -> bool:
+        """Whether the stream `message` finishes showed anything, in this run or before."""
+        assert message.stream_id is not None
+        key = (channel.name, message.chat_id, message.stream_id)
+        return key in self._streams or bool(self._earlier(key))
+
     def _earlier(self, key: StreamKey) -> dict[int, str]:
         return {} if self.record is None else self.record.recorded(key)
 

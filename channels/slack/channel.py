@@ -29,18 +29,27 @@ from aiohttp import web
 from pydantic import SecretStr
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bus import ANSWERS, InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from bus import (
+    ANSWERS,
+    Attachment,
+    AttachmentKind,
+    InboundRefused,
+    InboundSender,
+    OutboundMessage,
+    PipeClosed,
+)
 from channels.base import FORMATTED, PROBE_TIMEOUT_S
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.run_state import RunStateChannel
 from channels.markup.slack import escape, render_mrkdwn
+from channels.media_files import read_file
 from channels.retry.pacing import Rate, RateLimits
 from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
 from channels.slack.errors import CHANNEL, slack_call
 from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
-from channels.slack.media import FileStore, read_uploads
+from channels.slack.media import MAX_UPLOAD_BYTES, FileStore, read_uploads
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from config import SlackConfig
@@ -365,6 +374,26 @@ class SlackChannel(RunStateChannel):
             )
         ts = response.get("ts")
         return ts if isinstance(ts, str) else None
+
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        return MAX_UPLOAD_BYTES
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        """One file by `files_upload_v2`, in the thread the reply's text went to."""
+        anchor = OutboundMessage(channel=self.name, chat_id=chat_id, content="", reply_to=reply_to)
+        data = await read_file(attachment.path, channel=CHANNEL, max_bytes=MAX_UPLOAD_BYTES)
+        # Three calls (URL, upload, completion): more time than one message.
+        async with slack_call("files_upload_v2", 3 * self._timeouts.request_s):
+            await self.web.files_upload_v2(
+                file=data,
+                filename=attachment.name,
+                title=attachment.caption or attachment.name,
+                channel=chat_id,
+                thread_ts=self._threads.thread_for(anchor),
+            )
+        return None
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
         async with slack_call("chat.update", self._timeouts.request_s):

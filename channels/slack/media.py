@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 
 import aiohttp
+import structlog
 
 from bus import InboundMessage
 from channels.errors import ChannelError
@@ -22,6 +23,11 @@ from channels.media_files import MediaIntake, MediaStore, read_file, safe_file_n
 from channels.media_info import too_large_reason
 from channels.slack.errors import CHANNEL
 from channels.slack.inbound import SlackFile
+
+log = structlog.get_logger(__name__)
+
+#: Slack's "files.getUploadURLExternal": "the maximum file size is 1 GB".
+MAX_UPLOAD_BYTES = 1024 * 1024 * 1024
 
 #: Files larger than this are not downloaded (Slack allows up to 1 GB).
 DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024

@@ -21,6 +21,8 @@ from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
 from bus import (
+    Attachment,
+    AttachmentKind,
     ButtonRows,
     InboundMessage,
     InboundRefused,
@@ -38,7 +40,7 @@ from channels.retry import Backoff
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS
 from channels.telegram.errors import CHANNEL, rejected_token, translate, translated
-from channels.telegram.media import MEDIA_KINDS, download, media_dir, refusal
+from channels.telegram.media import MAX_UPLOAD_BYTES, MEDIA_KINDS, download, media_dir, refusal
 from channels.telegram.outbound import TelegramSender
 from channels.telegram.polling import (
     ALLOWED_UPDATES,
@@ -361,6 +363,15 @@ class TelegramChannel(RunStateChannel):
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
         return await self._sender.send(message)
+
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        # An image over the 10 MB of `sendPhoto` goes as a document: one limit for every kind.
+        return MAX_UPLOAD_BYTES
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        return await self._sender.send_attachment(chat_id, attachment, reply_to)
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
         await self._sender.edit(chat_id, message_id, content)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import structlog
@@ -17,6 +18,7 @@ from telegram import (
     Bot,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
+    InputFile,
     Message,
     ReactionTypeEmoji,
     ReplyParameters,
@@ -24,18 +26,21 @@ from telegram import (
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import TelegramError
 
-from bus import ButtonRows, OutboundMessage
+from bus import Attachment, ButtonRows, OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import FormattingRejected
 from channels.markup.telegram import ParseModeName, render
+from channels.media_files import read_file
 from channels.split.limits import utf16_units
 from channels.telegram.errors import translated
-from channels.telegram.media import Upload, load_upload
+from channels.telegram.media import MAX_PHOTO_BYTES, MAX_UPLOAD_BYTES, Upload, load_upload
 
 log = structlog.get_logger(__name__)
 
 #: Telegram's limit for a photo or document caption, in UTF-16 units.
 CAPTION_LIMIT = 1024
+#: What `sendVoice` takes (OGG with Opus); other audio goes by `sendAudio`.
+VOICE_MIMES = frozenset({"audio/ogg", "audio/opus"})
 _PARSE_MODES: dict[ParseModeName, str | None] = {
     "html": ParseMode.HTML,
     "markdownv2": ParseMode.MARKDOWN_V2,
@@ -163,6 +168,38 @@ class TelegramSender:
                 parse_mode=parse_mode if caption else None,
                 reply_parameters=reply,
             )
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, reply_to: str | None
+    ) -> str:
+        """One file of a reply, by its kind: a photo (`sendPhoto`, up to 10 MB), a voice note
+        (`sendVoice`, OGG/Opus), audio, video, anything else as a document."""
+        data = await read_file(
+            attachment.path,
+            channel="telegram",
+            max_bytes=MAX_UPLOAD_BYTES,
+            limit_note="the Bot API takes files up to 50 MB",
+        )
+        upload = InputFile(data, filename=attachment.name)
+        caption = attachment.caption[:CAPTION_LIMIT] or None
+        reply = _reply_parameters(reply_to)
+        target = chat_ref(chat_id)
+        bot = self._bot
+        # The five methods take the chat, the file (positional) and the same options.
+        send: Callable[..., Awaitable[Message]]
+        if attachment.kind == "image" and len(data) <= MAX_PHOTO_BYTES:
+            method, send = "sendPhoto", bot.send_photo
+        elif attachment.kind == "audio" and attachment.mime in VOICE_MIMES:
+            method, send = "sendVoice", bot.send_voice
+        elif attachment.kind == "audio":
+            method, send = "sendAudio", bot.send_audio
+        elif attachment.kind == "video":
+            method, send = "sendVideo", bot.send_video
+        else:
+            method, send = "sendDocument", bot.send_document
+        with translated(method):
+            sent = await send(target, upload, caption=caption, reply_parameters=reply)
+        return str(sent.message_id)
 
     async def edit(self, chat_id: str, message_id: str, content: str) -> None:
         """Replace a streamed message's text: Markdown, or this channel's own rendering of it."""

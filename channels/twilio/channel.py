@@ -27,12 +27,13 @@ import structlog
 from aiohttp import web
 from twilio.rest import Client
 
-from bus import InboundMessage, InboundSender, OutboundMessage
+from bus import Attachment, AttachmentKind, InboundMessage, InboundSender, OutboundMessage
 from channels.errors import AuthError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup
 from channels.lifecycle.run_state import RunStateChannel
 from channels.markup.plain import render_phone_text
 from channels.media_files import MediaIntake, MediaStore
+from channels.media_links import link_to
 from channels.retry.pacing import RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.twilio.http import CHANNEL, TwilioHttp, basic_auth_header, twilio_call
@@ -56,6 +57,11 @@ CREDENTIALS_REFUSED = "Twilio refused the credentials"
 def _same_origin(url: str, other: str) -> bool:
     first, second = urlsplit(url), urlsplit(other)
     return (first.scheme, first.netloc) == (second.scheme, second.netloc)
+
+
+#: Twilio's "Accepted content types for media": "the total size of all media ... must be
+#: 5 MB or less" for an MMS.
+MAX_MMS_BYTES = 5 * 1024 * 1024
 
 
 class TwilioChannel(RunStateChannel):
@@ -190,6 +196,25 @@ class TwilioChannel(RunStateChannel):
         return intake.message()
 
     # Outbound
+
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        return MAX_MMS_BYTES
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        """One file as an MMS: Twilio fetches it (`MediaUrl`) from the gateway's signed
+        `/media` link, which must be public (`http.public_url`); without one, the default."""
+        url = link_to(attachment, self.media_links)
+        if url is None or not url.startswith("https://"):
+            return await super().send_attachment(
+                chat_id, attachment, reply_to=reply_to, delivery_key=delivery_key
+            )
+        mms = OutboundMessage(
+            channel=self.name, chat_id=chat_id, content=attachment.caption, media=[url]
+        )
+        await self.send(mms)
+        return None
 
     async def send(self, message: OutboundMessage) -> None:
         media_urls = [item for item in message.media if item.startswith(("https://", "http://"))]

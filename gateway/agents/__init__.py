@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, assert_never
 
+from channels.media_links import MediaLinks
 from config import (
     AgentConfig,
     EchoAgentConfig,
@@ -13,10 +14,9 @@ from config import (
     ProfileConfig,
     WebhookAgentConfig,
 )
-from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
+from gateway.agents.base import Agent, AgentReply, AgentTurn, ReplyFile, SnapshotSink
 from gateway.agents.echo import EchoAgent
 from gateway.agents.errors import AgentError, AgentFailure
-from gateway.agents.media_links import MediaLinks, current_media_links
 from gateway.agents.snapshots import SnapshotPacing, SnapshotStream
 from gateway.agents.webhook import SIGNATURE_HEADER, WebhookAgent, sign_body, verify_signature
 
@@ -32,6 +32,7 @@ __all__ = [
     "AgentTurn",
     "EchoAgent",
     "OpenAICompatAgent",
+    "ReplyFile",
     "SnapshotPacing",
     "SnapshotSink",
     "SnapshotStream",
@@ -46,8 +47,8 @@ __all__ = [
 def create_agent(config: AgentConfig, *, media_links: MediaLinks | None = None) -> Agent:
     """The agent a profile's `agent:` section describes; enter it (`async with`) to run turns.
 
-    `media_links` makes the links to received files a webhook agent is sent (default: the
-    daemon's, `current_media_links`)."""
+    `media_links` makes the links to received files a webhook agent is sent (the process's,
+    `ProcessServices.media_links`; None sends none)."""
     if isinstance(config, EchoAgentConfig):
         return EchoAgent.from_config(config)
     if isinstance(config, OpenAIAgentConfig):
@@ -56,7 +57,7 @@ def create_agent(config: AgentConfig, *, media_links: MediaLinks | None = None) 
 
         return OpenAICompatAgent(config)
     if isinstance(config, WebhookAgentConfig):
-        return WebhookAgent(config, media_links=media_links or current_media_links())
+        return WebhookAgent(config, media_links=media_links)
     assert_never(config)
 
 

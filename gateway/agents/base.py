@@ -42,6 +42,19 @@ class AgentTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyFile:
+    """A file an agent answers with, as the agent names it: where to fetch it (`url`,
+    http(s)) or its bytes (`data`, base64). The turn keeps it before its outcome is recorded
+    (`gateway.turn.reply.keep_reply_files`)."""
+
+    url: str | None = None
+    data: str | None = None
+    mime: str | None = None
+    name: str | None = None
+    caption: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class AgentReply:
     content: str
     usage: TokenUsage = field(default_factory=TokenUsage)
@@ -49,6 +62,8 @@ class AgentReply:
     buttons: ButtonRows = field(default_factory=list)
     #: An emoji the bot reacts to the user's message with.
     reaction: str | None = None
+    #: Files sent after the text, in order.
+    attachments: Sequence[ReplyFile] = ()
 
 
 class Agent(ABC):

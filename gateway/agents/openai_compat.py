@@ -37,7 +37,12 @@ from gateway.agents.errors import (
     failure_for_status,
     url_for_log,
 )
-from gateway.agents.openai_media import message_parts, named_in_history, participant_name
+from gateway.agents.openai_media import (
+    images_in_reply,
+    message_parts,
+    named_in_history,
+    participant_name,
+)
 from gateway.agents.snapshots import DEFAULT_PACING, SnapshotPacing
 
 if TYPE_CHECKING:
@@ -175,7 +180,8 @@ class OpenAICompatAgent(Agent):
                 model=self._config.model,
                 finish_reason=outcome.finish_reason,
             )
-        return AgentReply(content, outcome.usage)
+        text, images = images_in_reply(content)
+        return AgentReply(text, outcome.usage, attachments=images)
 
     async def aclose(self) -> None:
         self._closed = True

@@ -6,10 +6,13 @@ The new message's images go as `image_url` parts (base64 `data:` URLs), scaled d
 already transcribed into the text, are named with type and size. Earlier messages' files are
 named only (bounded cost: an image is sent to the model once, with the message it came with).
 
-Scaling is Pillow's: an image over the budget is scaled down (and re-encoded as JPEG, or PNG
-when it has transparency) in steps until it fits; one that cannot be read, or still does not
-fit at a small size, is named in text instead. Pillow's work is blocking, so it runs off the
-event loop.
+A reply's Markdown images (`![caption](https://...)`) are taken out of its text and sent as
+images (`images_in_reply`): the rest of the text stays text.
+
+Images are made small enough for a model with Pillow: an image over the budget is scaled down
+(and re-encoded as JPEG, or PNG when it has transparency) in steps until it fits; one that
+cannot be read, or still does not fit at a small size, is named in text instead. Pillow's work
+is blocking: it runs off the event loop.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from openai.types.chat import ChatCompletionContentPartParam
 from PIL import Image, UnidentifiedImageError
 
 from channels.media_info import MediaInfo, human_size, kind_for, mime_for
+from gateway.agents.base import ReplyFile
 
 if TYPE_CHECKING:
     from config import OpenAIAgentConfig
@@ -36,6 +40,9 @@ log = structlog.get_logger(__name__)
 
 #: OpenAI's rule for a message's `name`.
 _NAME_CHARACTERS = re.compile(r"[^a-zA-Z0-9_-]+")
+#: `![caption](https://host/path "title")`: a Markdown image with an http(s) source.
+_MARKDOWN_IMAGE = re.compile(r'!\[([^\]\n]*)\]\((https?://[^\s)]+)(?:\s+"[^"\n]*")?\)')
+_BLANK_RUN = re.compile(r"\n{3,}")
 _TEXT_MIMES = frozenset(
     {"application/json", "application/xml", "application/x-yaml", "application/yaml"}
 )
@@ -46,6 +53,18 @@ def participant_name(display_name: str) -> str | None:
     it is left."""
     cleaned = _NAME_CHARACTERS.sub("_", display_name).strip("_")
     return cleaned[:64] or None
+
+
+def images_in_reply(text: str) -> tuple[str, list[ReplyFile]]:
+    """A reply's text without its Markdown images, and the images as files to send."""
+    images = [
+        ReplyFile(url=match.group(2), caption=match.group(1).strip())
+        for match in _MARKDOWN_IMAGE.finditer(text)
+    ]
+    if not images:
+        return text, []
+    rest = _BLANK_RUN.sub("\n\n", _MARKDOWN_IMAGE.sub("", text)).strip()
+    return rest, images
 
 
 def named_in_history(media: Sequence[str]) -> str:

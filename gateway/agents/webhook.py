@@ -18,18 +18,23 @@ A button tap is a message whose `content` is the button's text and whose `callba
 `{"data": <the button's data>, "message_id": <the bot message that held it>}`.
 
 Reply, chosen by the response's `Content-Type`:
-- `application/json`: `{"reply": "the whole answer", "usage": {...}}` (`usage` optional, with
-  the field names of `TokenUsage`: input_tokens, output_tokens, reasoning_tokens,
-  cache_read_tokens, cache_write_tokens), optionally `"buttons": [[{"text": "Approve", "data":
-  "refund:42:yes"}, ...], [{"text": "Docs", "url": "https://..."}]]` (rows of buttons under the
-  reply; `data`, at most 64 bytes, comes back as a tap's `callback`) and `"reaction": "👍"`
-  (the bot reacts to the user's message);
+- `application/json`: `{"reply": "the whole answer", "usage": {...}, "attachments": [...]}`
+  (`usage` optional, with the field names of `TokenUsage`: input_tokens, output_tokens,
+  reasoning_tokens, cache_read_tokens, cache_write_tokens; `attachments` optional, below),
+  optionally `"buttons": [[{"text": "Approve", "data": "refund:42:yes"}, ...], [{"text":
+  "Docs", "url": "https://..."}]]` (rows of buttons under the reply; `data`, at most 64 bytes,
+  comes back as a tap's `callback`) and `"reaction": "👍"` (the bot reacts to the user's
+  message);
 - `text/event-stream`: events `data: {"text": "<delta>"}`, optionally one
-  `data: {"usage": {...}}`, ended by `data: [DONE]`; an event `data: {"error": "..."}` fails
-  the turn; an event may carry `buttons` and `reaction` as the JSON reply does (the last one
-  given counts);
+  `data: {"usage": {...}}` and one `data: {"attachments": [...]}`, ended by `data: [DONE]`; an
+  event `data: {"error": "..."}` fails the turn; an event may carry `buttons` and `reaction`
+  as the JSON reply does (the last one given counts);
 - `application/x-ndjson` (or `application/jsonl`): one such JSON object per line, no `[DONE]`;
 - `text/plain`: the body is the answer.
+The reply's files, sent after its text: `"attachments": [{"url": "https://..." | "data":
+"<base64>", "mime": "image/png", "name": "chart.png"}]` (`mime` and `name` optional). The
+gateway fetches or decodes each before the turn is recorded; one it cannot (not http(s), not
+2xx, over the profile's `max_media_bytes`, too slow) is left out and the text says so.
 Any other status than 2xx fails the turn (redirects are not followed). The request is not
 retried: a webhook may act on a turn, and acting twice is worse than apologising once.
 """
@@ -52,8 +57,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bus import ButtonRows, Message, TokenUsage
 from channels.media_info import kind_for, mime_for
+from channels.media_links import MediaLinks
 from channels.retry import parse_retry_after
-from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
+from gateway.agents.base import Agent, AgentReply, AgentTurn, ReplyFile, SnapshotSink
 from gateway.agents.errors import (
     AgentError,
     AgentErrors,
@@ -62,7 +68,6 @@ from gateway.agents.errors import (
     secret_fragments,
     url_for_log,
 )
-from gateway.agents.media_links import MediaLinks
 from gateway.agents.snapshots import DEFAULT_PACING, SnapshotPacing
 from gateway.agents.stream_decode import NdjsonDecoder, SseDataDecoder, StreamFormatError
 
@@ -80,6 +85,20 @@ _NDJSON_TYPES: Final = frozenset(
 _ACCEPT: Final = "application/json, text/event-stream, application/x-ndjson, text/plain"
 
 
+class WebhookAttachment(BaseModel):
+    """A file of the reply: a URL to fetch or base64 bytes."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    url: str | None = None
+    data: str | None = None
+    mime: str | None = None
+    name: str | None = None
+
+    def reply_file(self) -> ReplyFile:
+        return ReplyFile(url=self.url, data=self.data, mime=self.mime, name=self.name)
+
+
 class WebhookJsonReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -87,6 +106,7 @@ class WebhookJsonReply(BaseModel):
     usage: TokenUsage = Field(default_factory=TokenUsage)
     buttons: ButtonRows = Field(default_factory=list)
     reaction: str | None = None
+    attachments: list[WebhookAttachment] = Field(default_factory=list)
 
 
 class WebhookStreamEvent(BaseModel):
@@ -97,6 +117,7 @@ class WebhookStreamEvent(BaseModel):
     error: str | None = None
     buttons: ButtonRows | None = None
     reaction: str | None = None
+    attachments: list[WebhookAttachment] | None = None
 
 
 @dataclass(slots=True)
@@ -105,6 +126,7 @@ class _StreamOutcome:
     bytes_received: int = 0
     buttons: ButtonRows = field(default_factory=list)
     reaction: str | None = None
+    attachments: list[ReplyFile] = field(default_factory=list)
 
 
 def encode_turn(turn: AgentTurn, attachments: list[dict[str, Any]] | None = None) -> bytes:
@@ -230,7 +252,13 @@ class WebhookAgent(Agent):
         )
         body = encode_turn(turn, attachments)
         content = await self._snapshots.relay(self._deltas(body, outcome), on_snapshot)
-        return AgentReply(content, outcome.usage, outcome.buttons, outcome.reaction)
+        return AgentReply(
+            content,
+            outcome.usage,
+            buttons=outcome.buttons,
+            reaction=outcome.reaction,
+            attachments=outcome.attachments,
+        )
 
     def _open_session(self) -> aiohttp.ClientSession:
         if self._closed:
@@ -291,6 +319,7 @@ class WebhookAgent(Agent):
             reply = self._json_reply(await self._read_body(response, outcome))
             outcome.usage = reply.usage
             outcome.buttons, outcome.reaction = reply.buttons, reply.reaction
+            outcome.attachments = [attachment.reply_file() for attachment in reply.attachments]
             yield reply.reply
             return
         elif content_type == "text/plain":
@@ -338,6 +367,8 @@ class WebhookAgent(Agent):
             outcome.buttons = event.buttons
         if event.reaction is not None:
             outcome.reaction = event.reaction
+        if event.attachments is not None:
+            outcome.attachments.extend(attachment.reply_file() for attachment in event.attachments)
         return event.text
 
     def _json_reply(self, body: bytes) -> WebhookJsonReply:

@@ -326,6 +326,7 @@ class IngressProfile:
                 pairing=pairing,
                 webhooks=self._shared.webhooks,
                 request_shutdown=self._shared.request_shutdown,
+                media_links=self._shared.media_links,
             )
             register_all(channels, built, self._config)
             self._channels = channels

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from bus import InboundMessage, Message, SessionKey
+from channels.media_links import MediaLinks
 from config import ProfileConfig
 from config.profile import QueueMode
 from config.store import StoreConfig
@@ -167,18 +168,21 @@ async def worker_profile(
     data_dir: Path,
     store: StoreConfig,
     metrics: GatewayMetrics,
+    *,
+    media_links: MediaLinks | None = None,
 ) -> AsyncIterator[WorkerProfile]:
-    """The profile's agent and sessions, open for the worker; closed on the way out."""
+    """The profile's agent and sessions, open for the worker; closed on the way out.
+    `media_links`: the process's, for the links a webhook agent is sent."""
     root = data_dir / profile_id
     settings = config.sessions
     async with AsyncExitStack() as stack:
         sessions_store = await stack.enter_async_context(session_store(store, root))
-        agents = await stack.enter_async_context(open_agents(config))
+        agents = await stack.enter_async_context(open_agents(config, media_links=media_links))
         sessions = SessionManager(sessions_store, max_open=settings.max_open)
         # In the same database as the sessions: a `/new` on one worker holds on every worker.
         topics = active_topics(store, root, sessions_store)
         await topics.load()
-        services = ProfileServices(profile_id, config, sessions, topics, metrics)
+        services = ProfileServices(profile_id, config, sessions, topics, metrics, root)
         yield WorkerProfile(
             services,
             # Each turn names where it shows its snapshots and typing: its own `LiveTurn`.

@@ -58,6 +58,7 @@ class ClusterProfileRuntime:
                             self._shared.data_dir,
                             self._shared.store,
                             self._shared.metrics,
+                            media_links=self._shared.media_links,
                         )
                     )
                 except BaseException:

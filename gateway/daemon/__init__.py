@@ -25,10 +25,10 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from channels.health import ChannelHealth
+from channels.media_links import MediaLinks, public_base_url
 from channels.web.guard import ConnectionGuard, install_accept_error_log
 from channels.web.names import HostCheck, listener_names
 from config import ApiChannelConfig, ConfigError, LoadedConfig, ProfileConfig
-from gateway.agents.media_links import MediaLinks, public_base_url, use_media_links
 from gateway.daemon.collector import keep_settled, settle_after_start_up
 from gateway.daemon.http_server import HttpServer, MessagesRoutes, build_app, webhook_hosts
 from gateway.daemon.profile import ProfileFailure, ProfileRuntime, diagnose
@@ -93,6 +93,8 @@ class Daemon:
         self._metrics = GatewayMetrics.create(self._registry)
         self._webhooks = WebhookRoutes()
         self._pairing = PairingDatabases()
+        #: Made when the HTTP server starts (`run`), before any profile.
+        self._media_links: MediaLinks | None = None
         self._profiles: dict[str, tuple[ProfileProcess, asyncio.Task[None]]] = {}
         #: Profiles of `_profiles` whose run ended in an exception, until a reload retries them.
         self._failed: dict[str, ProfileFailure] = {}
@@ -171,7 +173,7 @@ class Daemon:
         self._hosts = HostCheck(self._http_names(), "gateway.yaml http.allowed_hosts")
         token = http.token.get_secret_value() if http.token else None
         status = StatusPage(self.status_snapshot, token=token, loopback=http.is_loopback)
-        media_links = await self._media_links()
+        media_links = self._media_links = await self._open_media_links()
         self.http = HttpServer(
             build_app(
                 self._registry,
@@ -213,8 +215,6 @@ class Daemon:
         if media_links is not None:
             port = self.http.bound_port or http.port
             media_links.base_url = public_base_url(http.public_url, http.host, port)
-            # Every profile task started from here on inherits it (the webhook agent's links).
-            use_media_links(media_links)
         self._install_signals()
         try:
             async with AsyncExitStack() as stack:
@@ -298,7 +298,7 @@ class Daemon:
         assert self.http is not None
         self._announce(self.http.bound_port)
 
-    async def _media_links(self) -> MediaLinks | None:
+    async def _open_media_links(self) -> MediaLinks | None:
         data_dir = Path(self._loaded.gateway.data_dir)
         try:
             return await asyncio.to_thread(MediaLinks.open, data_dir)
@@ -379,6 +379,7 @@ class Daemon:
             self._webhooks,
             self.request_shutdown,
             self._pairing,
+            self._media_links,
         )
         if self._node is None:
             runtime = ProfileRuntime(profile_id, config, shared)

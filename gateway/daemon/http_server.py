@@ -18,11 +18,11 @@ from pydantic import ValidationError
 
 from channels.health import ChannelHealth
 from channels.media_info import mime_for
+from channels.media_links import ROUTE as MEDIA_ROUTE
+from channels.media_links import MediaLinks
 from channels.web.guard import ConnectionGuard, GuardedSite, guarded_runner
 from channels.web.names import HostCheck
 from config import ProfileConfig
-from gateway.agents.media_links import ROUTE as MEDIA_ROUTE
-from gateway.agents.media_links import MediaLinks
 from gateway.daemon.status_page import StatusPage
 from gateway.services import WebhookRoutes
 from gateway.turn.journal import OwnerSend

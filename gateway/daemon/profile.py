@@ -144,7 +144,9 @@ class ProfileRuntime:
         # log: the journal) before the dispatcher takes it from `handle`.
         handle, publisher = create_bus(self._shared.bus_capacity, carries=Received)
         services = await self._open_services(stack)
-        agents = await stack.enter_async_context(open_agents(self.config))
+        agents = await stack.enter_async_context(
+            open_agents(self.config, media_links=self._shared.media_links)
+        )
         stack.callback(self._shared.webhooks.unmount, self.profile_id)
         pairing = await open_pairing(
             stack, self.profile_id, self._shared.pairing.store(self._shared.store, self.root)
@@ -157,6 +159,7 @@ class ProfileRuntime:
             pairing=pairing,
             webhooks=self._shared.webhooks,
             request_shutdown=self._shared.request_shutdown,
+            media_links=self._shared.media_links,
         )
         journal = Journal(
             self.root / JOURNAL_DIR,
@@ -224,7 +227,9 @@ class ProfileRuntime:
         self._sessions = sessions
         topics = active_topics(self._shared.store, self.root, store)
         await topics.load()
-        return ProfileServices(self.profile_id, self.config, sessions, topics, self._shared.metrics)
+        return ProfileServices(
+            self.profile_id, self.config, sessions, topics, self._shared.metrics, self.root
+        )
 
     def _dispatcher_for(
         self,

@@ -17,7 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from bus import ButtonRows, InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage
+from bus import (
+    Attachment,
+    ButtonRows,
+    InboundMessage,
+    Message,
+    OutboundMessage,
+    SessionKey,
+    TokenUsage,
+)
 from bus.abort import abort_response
 from gateway.turn.reply import platform_ids, reply_message
 
@@ -39,6 +47,8 @@ class Answer:
     usage: TokenUsage = field(default_factory=TokenUsage)
     #: The agent's buttons under the reply.
     buttons: ButtonRows = field(default_factory=list)
+    #: The reply's files, kept under the profile's directory, sent after `text`.
+    attachments: list[Attachment] = field(default_factory=list)
 
     @classmethod
     def said(cls, key: SessionKey, text: str) -> Answer:
@@ -66,6 +76,7 @@ def reply_to_answer(
         stream_id=turn_id if streamed and answer.is_turn else None,
         buttons=answer.buttons,
         usage=answer.usage,
+        attachments=answer.attachments,
     )
 
 

@@ -1,10 +1,12 @@
 """One agent turn: history in, streamed snapshots out, the reply (or the failure) returned.
 
-Before the agent runs, the runner makes the message's files ready for it (`prepare_message`):
-described, and its voice messages put in words. A crash during a transcription runs it again
-with the turn. The transcript (or, when there is none, a placeholder saying why) becomes the
-message's text: the session stores what the agent read, and every agent, the history and
-`/sessions` see words.
+Before the agent runs, the files of every message of the turn are made ready for it
+(`prepare_messages`): described, and its voice messages put in words. A crash during a
+transcription runs it again with the turn. The transcript (or, when there is none, a
+placeholder saying why) becomes the message's text: the session stores what the agent read,
+and every agent, the history and `/sessions` see words. After it, the files the agent answered
+with are kept under the profile's directory (`gateway.turn.reply.keep_reply_files`) before the
+turn's outcome is recorded: the recorded reply names files the gateway has.
 
 The agent that answers is chosen per message among the profile's agents (`AgentRoutes`: the
 message's own choice, the chat's `/agent`, the routes, else `default`). The runner itself
@@ -43,7 +45,14 @@ from gateway.metrics import GatewayMetrics
 from gateway.services import ProfileServices
 from gateway.turn.lanes import collected_content
 from gateway.turn.outcome import Answer
-from gateway.turn.reply import failed_reply, failure_reason, platform_ids, reply_message
+from gateway.turn.reply import (
+    failed_reply,
+    failure_reason,
+    keep_reply_files,
+    platform_ids,
+    reply_files_dir,
+    reply_message,
+)
 from gateway.turn.triage import AgentRoutes
 
 log = structlog.get_logger(__name__)
@@ -90,6 +99,8 @@ class TurnRunner:
         self._outbound = outbound
         self._transcriber = Transcriber(services.config.transcription)
         self._working_reaction = services.config.working_reaction
+        self._root = services.root
+        self._max_media_bytes = services.config.max_media_bytes
         profile, metrics = services.profile, services.metrics
         self._metrics = {name: _AgentMetrics.of(metrics, profile, name) for name in agents}
         self._turn_latency = metrics.turn_latency.labels(profile)
@@ -119,8 +130,7 @@ class TurnRunner:
         try:
             return await self.run(
                 key,
-                messages[-1],
-                content,
+                messages,
                 platform_ids(messages),
                 stream_id=stream_id,
                 streams=streams,
@@ -141,8 +151,7 @@ class TurnRunner:
     async def run(
         self,
         key: SessionKey,
-        trigger: InboundMessage,
-        content: str,
+        messages: Sequence[InboundMessage],
         answers: list[str],
         *,
         stream_id: str,
@@ -150,12 +159,14 @@ class TurnRunner:
         shows_typing: bool = True,
         outbound: OutboundSink | None = None,
     ) -> Answer:
-        """Answer `content` (one message, or several collected) in the chat `trigger` came from.
+        """Answer `messages` (one, or several collected) in the chat the last came from.
 
         `answers` are the platform ids of the messages this turn answers; snapshots of the
         growing reply are sent only when the channel can show them (`streams`), and typing
         signals only to a channel that shows typing, to `outbound` (default: the runner's).
+        `stream_id` is the turn's id: the reply's files are kept under it.
         """
+        trigger = messages[-1]
         # Every warning of the turn (an image the model cannot be shown, an audio the
         # transcriber rejects) names the message it is about.
         with structlog.contextvars.bound_contextvars(
@@ -163,8 +174,7 @@ class TurnRunner:
         ):
             return await self._answer(
                 key,
-                trigger,
-                content,
+                messages,
                 answers,
                 stream_id=stream_id,
                 streams=streams,
@@ -175,8 +185,7 @@ class TurnRunner:
     async def _answer(
         self,
         key: SessionKey,
-        trigger: InboundMessage,
-        content: str,
+        messages: Sequence[InboundMessage],
         answers: list[str],
         *,
         stream_id: str,
@@ -184,6 +193,9 @@ class TurnRunner:
         shows_typing: bool,
         outbound: OutboundSink | None,
     ) -> Answer:
+        trigger = messages[-1]
+        content = collected_content([message.content for message in messages])
+        media = [path for message in messages for path in message.media]
         sink = outbound or self._outbound or _SHOWN_NOWHERE
         started = time.perf_counter()
         agent_name = await self.agent_of(trigger)
@@ -201,10 +213,10 @@ class TurnRunner:
         working = self._working_reaction if reactable else None
         if working:
             await sink.send(_reaction(trigger, working))
-        user_message = Message.user(content, media=list(trigger.media))
+        user_message = Message.user(content, media=media)
         try:
-            prepared = await prepare_message(trigger, content, self._transcriber)
-            user_message = Message.user(prepared.content, media=list(trigger.media))
+            prepared = await prepare_messages(messages, self._transcriber)
+            user_message = Message.user(prepared.content, media=media)
             history = await self._sessions.history(key, self._max_history)
             seeded = seed_of(trigger) if not history else []
             history = seeded or history
@@ -235,6 +247,13 @@ class TurnRunner:
                     await sink.send(StreamSnapshot(reply_so_far))
 
             reply = await agent.run(turn, show_snapshot)
+            kept = await keep_reply_files(
+                reply.attachments,
+                reply_files_dir(self._root, stream_id),
+                max_bytes=self._max_media_bytes,
+                channel=trigger.channel,
+                turn_id=stream_id,
+            )
         except AgentError as error:
             log.error("turn.agent_failed", session=str(key), agent=agent_name, error=str(error))
             metrics.failed.inc()
@@ -258,8 +277,18 @@ class TurnRunner:
             await sink.send(_reaction(trigger, working, removed=True))
         if reply.reaction and reactable:
             await sink.send(_reaction(trigger, reply.reaction))
-        messages = [*seeded, user_message, Message.assistant(reply.content)]
-        return Answer(reply.content, key, messages, usage=reply.usage, buttons=reply.buttons)
+        text = kept.with_notes(reply.content)
+        said = Message.assistant(text)
+        if kept.attachments:
+            said = said.model_copy(update={"media": [file.path for file in kept.attachments]})
+        return Answer(
+            text,
+            key,
+            [*seeded, user_message, said],
+            usage=reply.usage,
+            buttons=reply.buttons,
+            attachments=list(kept.attachments),
+        )
 
 
 def _reaction(trigger: InboundMessage, emoji: str, *, removed: bool = False) -> ReactionChanged:
@@ -303,33 +332,29 @@ class PreparedMessage:
     transcripts: Mapping[str, str] = field(default_factory=dict)
 
 
-async def prepare_message(
-    trigger: InboundMessage, content: str, transcriber: Transcriber
+async def prepare_messages(
+    messages: Sequence[InboundMessage], transcriber: Transcriber
 ) -> PreparedMessage:
-    """`content` (the turn's text; `trigger`'s own text is its end) with the words of
-    `trigger`'s audio, or placeholders, after `trigger`'s text."""
-    if not trigger.media:
-        return PreparedMessage(content)
-    attachments = await describe_media(trigger)
+    """The turn's text (`collected_content`) with the words of each message's audio, or
+    placeholders, after that message's own text; the files of every message described."""
+    contents: list[str] = []
+    attachments: list[MediaInfo] = []
     transcripts: dict[str, str] = {}
-    spoken: list[str] = []
-    for media in attachments:
-        if media.kind != "audio":
-            continue
-        transcript = await transcriber.transcribe(media)
-        if transcript.text is not None:
-            transcripts[media.path] = transcript.text
-            spoken.append(transcript.text)
-        else:
-            spoken.append(placeholder(media, transcript.reason or "unknown reason"))
-    if not spoken:
-        return PreparedMessage(content, attachments)
-    # The trigger's text ends `content` (`collected_content`): the words go right after it.
-    # A trigger without text of its own ends a collected turn as "Queued #2: ".
-    follows_label = not trigger.content and content.endswith(": ")
-    separator = "" if not content or follows_label else "\n"
-    said = "\n".join(spoken)
-    return PreparedMessage(content + separator + said, attachments, transcripts)
+    for message in messages:
+        described = await describe_media(message) if message.media else []
+        spoken: list[str] = []
+        for media in described:
+            if media.kind != "audio":
+                continue
+            transcript = await transcriber.transcribe(media)
+            if transcript.text is not None:
+                transcripts[media.path] = transcript.text
+                spoken.append(transcript.text)
+            else:
+                spoken.append(placeholder(media, transcript.reason or "unknown reason"))
+        contents.append("\n".join([message.content, *spoken] if message.content else spoken))
+        attachments.extend(described)
+    return PreparedMessage(collected_content(contents), attachments, transcripts)
 
 
 def seed_of(trigger: InboundMessage) -> list[Message]:

@@ -26,6 +26,7 @@ from tests.fakes.discord_server import FakeAttachment, FakeDiscord, FakeUser
 from tests.fakes.openai_server import FakeOpenAI, ScriptedCompletion
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
+from tests.support.daemon import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -203,3 +204,31 @@ async def test_the_webhook_agent_gets_links_that_serve_the_exact_bytes(tmp_path:
     assert str(tmp_path) not in hook.requests[0].body.decode()
     assert request["sender"] == {"id": f"{USER}|alice", "name": "Alice"}
     assert request["chat"] == {"id": str(USER), "type": "private", "title": None}
+
+
+async def test_a_file_posted_to_the_http_api_reaches_the_agent(tmp_path: Path) -> None:
+    photo = jpeg()
+    port = free_port()
+    async with FakeWebhook() as hook:
+        hook.script(ScriptedReply(text="A red square."))
+        profile = (
+            f"agent: {{type: webhook, url: {hook.url}}}\nchannels: [{{type: api, port: {port}}}]\n"
+        )
+        async with (
+            running_daemon(tmp_path, {"main": profile}) as daemon,
+            aiohttp.ClientSession() as http,
+        ):
+            await daemon.wait_log(logged("api.web_chat_ready"))
+            upload = {"data": base64.b64encode(photo).decode(), "name": "red.jpg"}
+            request = {"chat_id": "web-1", "content": "what is this?", "attachments": [upload]}
+            async with http.post(f"http://127.0.0.1:{port}/v1/chat", json=request) as answered:
+                assert (answered.status, (await answered.json())["reply"]) == (200, "A red square.")
+            [attachment] = hook.requests[0].json["message"]["attachments"]
+            async with http.get(attachment["url"]) as served:
+                body = await served.read()
+    assert (attachment["kind"], attachment["mime"], attachment["name"]) == (
+        "image",
+        "image/jpeg",
+        "red.jpg",
+    )
+    assert body == photo

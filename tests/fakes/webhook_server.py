@@ -1,8 +1,9 @@
 """A fake webhook agent endpoint: records each POSTed turn and answers as scripted.
 
-It answers in each reply format the webhook agent accepts: a JSON `{"reply", "usage"}`, a
-`text/event-stream` of `data: {"text": delta}` events ended by `data: [DONE]`, NDJSON lines, or
-plain text; or with an error status.
+It answers in each reply format the webhook agent accepts: a JSON `{"reply", "usage",
+"attachments"}`, a `text/event-stream` of `data: {"text": delta}` events (then one
+`{"attachments": [...]}` event when scripted) ended by `data: [DONE]`, NDJSON lines, or plain
+text; or with an error status. It also serves files a reply names (`serve`), at `files_url`.
 
     async with FakeWebhook() as fake:
         fake.script(ScriptedReply(mode="sse", text="Hi there"))
@@ -22,6 +23,7 @@ from tests.fakes import ScriptedFake, word_by_word
 
 DEFAULT_REPLY = "Hello from the webhook."
 HOOK_PATH = "/hook"
+FILES_PATH = "/files"
 
 ReplyMode = Literal["json", "sse", "ndjson", "text"]
 
@@ -52,6 +54,8 @@ class ScriptedReply:
     #: Answer (and record the request) only once the test sets `control.release`: an agent as
     #: slow as the test wants, with no clock in it.
     held: bool = False
+    #: The reply's files, as the webhook protocol names them (`url` or `data`, `mime`, `name`).
+    attachments: tuple[dict[str, str], ...] = ()
 
     def pieces(self) -> tuple[str, ...]:
         return self.deltas if self.deltas is not None else word_by_word(self.text)
@@ -75,13 +79,29 @@ class FakeWebhook(ScriptedFake[ScriptedReply]):
 
     def __init__(self) -> None:
         self.requests: list[RecordedPost] = []
+        #: name -> (status, content type, body) of the files `serve` offers.
+        self._files: dict[str, tuple[int, str, bytes]] = {}
+        #: Each file name fetched, in order.
+        self.fetched: list[str] = []
         app = web.Application()
         app.router.add_post(HOOK_PATH, self._hook)
+        app.router.add_get(f"{FILES_PATH}/{{name}}", self._file)
         super().__init__(app, ScriptedReply())
 
     @property
     def url(self) -> str:
         return f"{self.origin}{HOOK_PATH}"
+
+    def serve(self, name: str, body: bytes, content_type: str, status: int = 200) -> str:
+        """Offer a file for a reply to name; its URL."""
+        self._files[name] = (status, content_type, body)
+        return f"{self.origin}{FILES_PATH}/{name}"
+
+    async def _file(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        self.fetched.append(name)
+        status, content_type, body = self._files.get(name, (404, "text/plain", b"no such file"))
+        return web.Response(status=status, body=body, content_type=content_type)
 
     async def _hook(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -139,6 +159,8 @@ def _extras(script: ScriptedReply) -> dict[str, Any]:
         extras["buttons"] = script.buttons
     if script.reaction is not None:
         extras["reaction"] = script.reaction
+    if script.attachments:
+        extras["attachments"] = list(script.attachments)
     return extras
 
 

@@ -25,4 +25,5 @@ async def profile_services(root: Path) -> AsyncIterator[ProfileServices]:
             SessionManager(store),
             ActiveTopics(root),
             GatewayMetrics.create(CollectorRegistry()),
+            root,
         )

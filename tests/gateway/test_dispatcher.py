@@ -116,7 +116,7 @@ async def running(
         config = ProfileConfig.model_validate(
             {"queue_mode": mode, "sessions": {"max_history": 50, "fork_copy": 5}}
         )
-        services = ProfileServices("p", config, sessions, topics, metrics)
+        services = ProfileServices("p", config, sessions, topics, metrics, root)
         dispatcher = Dispatcher(
             DispatcherSettings("p", mode, "gated", max_backlog_per_chat=per_chat),
             services,

@@ -41,8 +41,7 @@ async def test_snapshots_reach_only_a_channel_that_shows_them(
         outbound = Recorded()
         result = await TurnRunner(services, {"default": TwoSnapshotAgent()}).run(
             key,
-            trigger,
-            "hi",
+            [trigger],
             ["m1"],
             stream_id="t1",
             streams=streams,

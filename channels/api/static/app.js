@@ -6,6 +6,7 @@ const CHAT_KEY = "octos.chat_id";
 const TOKEN_KEY = "octos.token";
 const log = document.getElementById("log");
 const input = document.getElementById("input");
+const fileInput = document.getElementById("files");
 const form = document.getElementById("composer");
 const sendButton = document.getElementById("send");
 const stopButton = document.getElementById("stop");
@@ -62,14 +63,54 @@ function render(element, role, text) {
   element.dataset.text = text;
 }
 
-function bubble(role, text) {
+function bubble(role, text, files = []) {
   const element = document.createElement("div");
   element.className = "message " + role;
   render(element, role, text);
   log.appendChild(element);
+  showFiles(element, files);
   log.scrollTop = log.scrollHeight;
   emptyNote.hidden = true;
   return element;
+}
+
+// A message's files under it: images inline, other files as links (a file without a link,
+// as its name).
+function showFiles(element, files) {
+  for (const file of files) {
+    const box = document.createElement("div");
+    box.className = "attachment";
+    if (file.url && file.kind === "image") {
+      const image = document.createElement("img");
+      image.src = file.url;
+      image.alt = file.name;
+      box.appendChild(image);
+    } else if (file.url) {
+      const link = document.createElement("a");
+      link.href = file.url;
+      link.textContent = file.name;
+      link.target = "_blank";
+      link.rel = "noopener";
+      box.appendChild(link);
+    } else box.textContent = "\u{1F4CE} " + file.name;
+    element.after(box);
+    element = box;
+  }
+}
+
+// The chosen files as the API takes them: base64 data with the name and type.
+async function chosenFiles() {
+  const read = Array.from(fileInput.files, (file) => new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve({
+      name: file.name,
+      mime: file.type || undefined,
+      data: reader.result.slice(reader.result.indexOf(",") + 1),
+    });
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  }));
+  return Promise.all(read);
 }
 
 // The open token dialog, shared by every request refused meanwhile: one dialog, not one each.
@@ -167,7 +208,9 @@ async function loadHistory() {
     const response = await api(`/v1/sessions/${encodeURIComponent(chatId())}/messages`);
     const body = await response.json();
     for (const message of body.messages) {
-      if (message.role === "user" || message.role === "assistant") bubble(message.role, message.content);
+      if (message.role === "user" || message.role === "assistant") {
+        bubble(message.role, message.content, message.attachments || []);
+      }
     }
     showError("");
   } catch (error) {
@@ -221,8 +264,8 @@ let running = null;
 // error event, which then means "stopped", not "failed".
 let stopRequested = false;
 
-async function send(text) {
-  bubble("user", text);
+async function send(text, attachments) {
+  bubble("user", text, attachments.map((file) => ({ name: file.name, kind: "file" })));
   const reply = bubble("assistant streaming", "");
   sendButton.disabled = true;
   stopButton.hidden = false;
@@ -231,7 +274,7 @@ async function send(text) {
   try {
     const response = await api("/v1/chat", {
       method: "POST",
-      body: JSON.stringify({ chat_id: chatId(), content: text, stream: true }),
+      body: JSON.stringify({ chat_id: chatId(), content: text, stream: true, attachments }),
       signal: running.signal,
     });
     for await (const event of serverEvents(response)) {
@@ -239,6 +282,7 @@ async function send(text) {
       if (event.data.text !== undefined) render(reply, "assistant", event.data.text);
       log.scrollTop = log.scrollHeight;
       if (event.kind === "error") { reply.classList.add("failed"); showError(event.data.text); }
+      if (event.data.attachments) showFiles(reply, event.data.attachments);
       if (event.kind !== "snapshot") break;
     }
   } catch (error) {
@@ -267,12 +311,17 @@ async function send(text) {
   }
 }
 
-form.addEventListener("submit", (event) => {
+form.addEventListener("submit", async (event) => {
   event.preventDefault();
   const text = input.value.trim();
-  if (!text) return;
+  if (!text && !fileInput.files.length) return;
+  let attachments;
+  try {
+    attachments = await chosenFiles();
+  } catch (error) { showError("Reading the file failed: " + error.message); return; }
   input.value = "";
-  send(text);
+  fileInput.value = "";
+  send(text, attachments);
 });
 
 input.addEventListener("keydown", (event) => {

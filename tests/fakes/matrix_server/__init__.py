@@ -79,6 +79,8 @@ class FakeMatrix(MatrixWorld, ServedFake):
         self._txns: dict[str, str] = {}
         self._failures: list[_Failure] = []
         self.downloads: list[str] = []
+        #: Each upload to the media repository: (filename, content type, bytes).
+        self.uploads: list[tuple[str, str, bytes]] = []
         ServedFake.__init__(self, self._app())
 
     def _app(self) -> web.Application:
@@ -89,6 +91,7 @@ class FakeMatrix(MatrixWorld, ServedFake):
         app.router.add_put(f"{PREFIX}/rooms/{{room}}/send/{{type}}/{{txn}}", self._send)
         app.router.add_put(f"{PREFIX}/rooms/{{room}}/typing/{{user}}", self._typing)
         app.router.add_post(f"{PREFIX}/join/{{room}}", self._join)
+        app.router.add_post("/_matrix/media/v3/upload", self._upload)
         app.router.add_get("/_matrix/client/v1/media/download/{server}/{media_id}", self._download)
         app.router.add_get(
             "/_matrix/client/v1/media/download/{server}/{media_id}/{name}", self._download
@@ -203,6 +206,19 @@ class FakeMatrix(MatrixWorld, ServedFake):
             return 200, {"room_id": room_id}
 
         return await self._answer(request, "join", handle)
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """The media repository's upload: the body is the file, its type the Content-Type."""
+        # The legacy media API also takes the token as a query parameter (as nio sends it).
+        by_query = request.query.get("access_token") == self.access_token
+        if not (self._authorised(request) or by_query):
+            return web.json_response(_error("M_UNKNOWN_TOKEN", "Invalid access token"), status=401)
+        data = await request.read()
+        media_id = f"media{next(self._ids)}"
+        self.media[media_id] = (data, request.content_type)
+        self.uploads.append((request.query.get("filename", ""), request.content_type, data))
+        self._notify()
+        return web.json_response({"content_uri": f"mxc://{SERVER}/{media_id}"})
 
     async def _download(self, request: web.Request) -> web.StreamResponse:
         media_id = request.match_info["media_id"]

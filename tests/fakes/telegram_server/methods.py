@@ -177,6 +177,20 @@ class BotApiMethods:
         stored = self._received_file(params, files, "document", "documents", "")
         return self._media_message(params, {"document": stored.as_file()})
 
+    def api_sendvoice(self, params: Params, files: Files) -> Any:
+        # The Bot API: "audio must be in an .OGG file encoded with OPUS" (or MP3, M4A).
+        stored = self._received_file(params, files, "voice", "voice", ".oga")
+        return self._media_message(params, {"voice": {**stored.as_file(), "duration": 1}})
+
+    def api_sendaudio(self, params: Params, files: Files) -> Any:
+        stored = self._received_file(params, files, "audio", "music", ".mp3")
+        return self._media_message(params, {"audio": {**stored.as_file(), "duration": 1}})
+
+    def api_sendvideo(self, params: Params, files: Files) -> Any:
+        stored = self._received_file(params, files, "video", "videos", ".mp4")
+        video = {**stored.as_file(), "width": 640, "height": 480, "duration": 1}
+        return self._media_message(params, {"video": video})
+
     def api_getfile(self, params: Params, files: Files) -> Any:
         file_id = str(params.get("file_id", ""))
         stored = self._state.files.get(file_id.removesuffix("-small"))

@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 from channels.media_info import describe
-from gateway.agents.media_links import SECRET_FILE, MediaLinks, public_base_url
+from channels.media_links import SECRET_FILE, MediaLinks, public_base_url
 
 
 class Clock:

@@ -8,9 +8,8 @@ it, so a token cannot be altered to name another file or a later expiry, and a f
 since its link was made is not served. The server answers 403 to any token it cannot open, or
 that has expired, and there is no listing.
 
-The daemon makes one `MediaLinks` per process and hands it to the agents it builds; until the
-profile runtime passes it explicitly, it is found as the daemon's context variable
-(`current_media_links`), which every profile task inherits.
+The daemon makes one `MediaLinks` per process (`ProcessServices.media_links`) and hands it to
+the agents and channels its profiles build.
 """
 
 from __future__ import annotations
@@ -24,18 +23,21 @@ import os
 import secrets
 import time
 from collections.abc import Callable
-from contextvars import ContextVar
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from bus import Attachment
+from channels.media_info import MediaInfo, human_size
 
-from channels.media_info import MediaInfo
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 SECRET_FILE = "media-links.key"
 ROUTE = "/media/{token}"
 _PURPOSE = b"octos media link v1"
 _NONCE_BYTES = 12
+#: How long a link to a reply's file, sent into a chat, keeps working: people scroll back.
+REPLY_LINK_TTL_S = 30 * 86_400.0
 
 
 class MediaLinks:
@@ -49,7 +51,10 @@ class MediaLinks:
         base_url: str = "",
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._cipher = AESGCM(hmac.new(secret, _PURPOSE, hashlib.sha256).digest())
+        # Imported here: every channel reads this module, only a daemon's links need the cipher.
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self._cipher: AESGCM = AESGCM(hmac.new(secret, _PURPOSE, hashlib.sha256).digest())
         self._root = data_dir.resolve()
         self._clock = clock
         self.base_url = base_url.rstrip("/")
@@ -59,7 +64,7 @@ class MediaLinks:
         """The links of `data_dir`, its secret read or made (blocking: at start-up)."""
         return cls(read_or_make_secret(data_dir / SECRET_FILE), data_dir, base_url=base_url)
 
-    def url_for(self, media: MediaInfo, ttl_s: float) -> str:
+    def url_for(self, media: MediaInfo | Attachment, ttl_s: float) -> str:
         """A link that serves exactly `media` for `ttl_s` seconds."""
         place = Path(media.path).resolve().relative_to(self._root)
         claims = {"p": place.as_posix(), "h": media.sha256, "e": int(self._clock() + ttl_s)}
@@ -71,6 +76,8 @@ class MediaLinks:
     def open_token(self, token: str) -> tuple[Path, str] | None:
         """The file a valid, unexpired token names and the SHA-256 it must have; None for any
         other token."""
+        from cryptography.exceptions import InvalidTag
+
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
             nonce, sealed = raw[:_NONCE_BYTES], raw[_NONCE_BYTES:]
@@ -116,13 +123,21 @@ def read_or_make_secret(path: Path) -> bytes:
     return secret
 
 
-_current: ContextVar[MediaLinks | None] = ContextVar("media_links", default=None)
+def link_to(attachment: Attachment, links: MediaLinks | None) -> str | None:
+    """Where a person or a platform can fetch a reply's file: a signed link of the gateway's
+    HTTP server (valid `REPLY_LINK_TTL_S`), else the URL the agent got it from, else None."""
+    if links is not None and links.base_url:
+        try:
+            return links.url_for(attachment, REPLY_LINK_TTL_S)
+        except ValueError:
+            pass  # a file outside the data directory has no link; the agent's URL may do
+    return attachment.url
 
 
-def use_media_links(links: MediaLinks) -> None:
-    """Make `links` the process's, for the tasks started from here on."""
-    _current.set(links)
-
-
-def current_media_links() -> MediaLinks | None:
-    return _current.get()
+def attachment_as_text(attachment: Attachment, links: MediaLinks | None) -> str:
+    """A reply's file on a platform without files: its caption or name and its link."""
+    shown = attachment.caption or attachment.name
+    url = link_to(attachment, links)
+    if url is None:
+        return f"[{attachment.kind}: {shown}, {human_size(attachment.size)}]"
+    return f"{shown}: {url}"
