@@ -108,7 +108,12 @@ def plan(mode: QueueMode, envelope: InboundEnvelope, waiting: list[Waiting]) -> 
     kind = triage(envelope.message.content).kind
     if kind in ("stop", "immediate"):
         return QueuePlan()  # never queued behind a turn in one process: never dropped
-    kinds = [triage(w.envelope.message.content).kind for w in waiting]
+    # An owner's send waiting is neither a stop nor a text: it ends a collected run, as a
+    # command does, and is sent in its place whatever the mode.
+    kinds: list[str] = [
+        "send" if w.envelope.send is not None else triage(w.envelope.message.content).kind
+        for w in waiting
+    ]
     if "stop" in kinds:
         return QueuePlan(dropped_by="stop")
     if kind != "text":

@@ -75,6 +75,10 @@ class ProfileWorker(Protocol):
         """Append to the session (idempotent), inside `turn_transaction` when in one."""
         ...
 
+    async def current_session(self, channel: str, chat_id: str) -> SessionKey:
+        """The chat's session now (its topic), where an owner's send is appended."""
+        ...
+
 
 log = structlog.get_logger(__name__)
 
@@ -152,6 +156,11 @@ class WorkerProfile:
 
     def turn_transaction(self) -> AbstractAsyncContextManager[Connection]:
         return self._store.transaction()
+
+    async def current_session(self, channel: str, chat_id: str) -> SessionKey:
+        chat = SessionKey.for_chat(self.profile_id, channel, chat_id)
+        self._sessions.evict_chat(chat.base_key())  # another worker may have switched it
+        return await self._commands.current_key(chat)
 
     async def append(self, session_key: str, messages: Sequence[Message]) -> None:
         await self._sessions.append_all(SessionKey.parse(session_key), list(messages))
