@@ -8,7 +8,7 @@ arrive together and are one turn, their texts joined as the single process's lan
 A turn's snapshots and typing signals go to the ingress that took its message in (`live`, from
 `gateway.cluster.live`), when its channel shows them, as in one process. Ordering, exactly-once, the
 queue modes and cancelling a turn on a stop are the worker's (`gateway.cluster.worker`,
-`gateway.cluster.chat_queue`, `gateway.cluster.cancels`); this only answers.
+`gateway.cluster.chat_queue`); this only answers.
 
 The worker sees a profile as a `ProfileWorker` (`WorkerProfile` here): its queue mode, its answer
 to a chat's messages, and the transactions its answer is stored in.

@@ -50,7 +50,7 @@ from nats.js import JetStreamContext
 from bus import InboundMessage, new_turn_id
 from gateway.cluster.codec import InboundEnvelope
 from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
-from gateway.cluster.record_table import RecordTable
+from gateway.cluster.record_table import DeliveryRecords, RecordTable
 from gateway.cluster.streams import ClusterNames
 from gateway.turn.journal import OwnerSend
 from gateway.turn.journal.records import SendStatus
@@ -107,7 +107,9 @@ DUE_BATCH: Final = 100
 class SendRecords(RecordTable):
     """The sends of one database (every profile's, by scope); one pool per process."""
 
-    SCHEMA = _SCHEMA
+    #: The deliveries' table too: a send's status reads its reply's record, and a worker may
+    #: answer a GET before any ingress has created that table.
+    SCHEMA = DeliveryRecords.SCHEMA + _SCHEMA
     #: A send that ended (its turn recorded, or cancelled) is forgotten after the retention;
     #: one still to send is kept, however far ahead.
     EXPIRY = "DELETE FROM octos_cluster_sends WHERE ended_at < $1"

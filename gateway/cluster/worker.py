@@ -11,14 +11,18 @@ time, in order, while partitions run in parallel on every worker. For each messa
    whether it is dropped (a stop or, in interrupt mode, a newer message waits) or answered
    together with the messages waiting right behind it (collect);
 4. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
-   heartbeats, an agent turn cancellable by a `Cancel` for its chat (`gateway.cluster.cancels`) and
-   showing its snapshots and typing live through the ingress that took the message in
-   (`gateway.cluster.live`); the reply, the turn's messages (in the record and appended to the
-   session) and the rows of the joined messages are stored in one transaction (a command's
-   reply in the transaction of its effect, so it runs once), the reply published to the
-   outbound stream with `Nats-Msg-Id` = the turn id (naming that ingress,
+   heartbeats, an agent turn cancellable by a `Cancel` for its chat
+   (`gateway.cluster.chat_queue`) and showing its snapshots and typing live through the ingress
+   that took the message in (`gateway.cluster.live`); the reply, the turn's messages (in the
+   record and appended to the session) and the rows of the joined messages are stored in one
+   transaction (a command's reply in the transaction of its effect, so it runs once), the reply
+   published to the outbound stream with `Nats-Msg-Id` = the turn id (naming that ingress,
    which finishes the stream it showed), and only then the inbound message acknowledged. A
    cancelled turn is settled without a reply, then acknowledged.
+
+An owner's send in the partition (`gateway.cluster.sends`) is not answered but sent: its reply
+is its text, recorded as a turn's outcome as in step 4, in the transaction that marks the send
+taken.
 
 A turn that fails (the agent, the database, anything) is delivered again after the configured
 backoff; on its last delivery it is buried in the dead-letter stream with the reason (logged,
@@ -42,8 +46,14 @@ from nats.js import JetStreamContext
 
 from bus import InboundMessage, OutboundMessage, TokenUsage
 from config.bus import NatsConfig
-from gateway.cluster.cancels import CancelReason, RunningTurns, TakenTurn
-from gateway.cluster.chat_queue import Waiting, chat_of, queue_plan
+from gateway.cluster.chat_queue import (
+    CancelReason,
+    RunningTurns,
+    TakenTurn,
+    Waiting,
+    chat_of,
+    queue_plan,
+)
 from gateway.cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
 from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from gateway.cluster.dead_letters import bury
