@@ -315,7 +315,8 @@ class Worker(NodeService[TurnRecords]):
                     record = await self._records.answer(
                         record, str(key), reply, added, connection=connection, appended=True
                     )
-                    await profile.append(str(key), added)
+                    if added:
+                        await profile.append(str(key), added)
         except AnsweredElsewhere as elsewhere:
             log.info("cluster.answered_elsewhere", turn=elsewhere.stored.turn_id, seq=seq)
             record = elsewhere.stored

@@ -124,8 +124,15 @@ async def test_sends_go_out_once_from_any_process_across_a_kill(
         )
         assert (status, again) == (202, first)
 
+        status, unrecorded = await call(
+            survivor, "POST", "/v1/messages", send("not in the session", session="none")
+        )
+        assert (status, unrecorded["status"]) == (202, "queued")
         sent = await status_becomes(survivor, first["id"], "sent")
         on_time = await status_becomes(survivor, scheduled["id"], "sent")
+        await status_becomes(survivor, unrecorded["id"], "sent")
+        # Its taker was dead before its time: the survivor's worker published it.
+        assert any(e.get("event") == "cluster.sends_published" for e in survivor.logs)
         assert texts(fake).count("build 8812 passed") == 1
         assert texts(fake).count("at three") == 1
         by_text = {str(m["text"]): str(m["message_id"]) for m in fake.bot_messages(CHAT)}
@@ -135,6 +142,7 @@ async def test_sends_go_out_once_from_any_process_across_a_kill(
         contents = await session_contents(postgres_dsn, profile)
         assert sum("build 8812 passed" in c for c in contents) == 1
         assert sum("at three" in c for c in contents) == 1
+        assert not any("not in the session" in c for c in contents)
 
         # A scheduled one cancelled before its time is never sent.
         far = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
