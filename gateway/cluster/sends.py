@@ -232,16 +232,29 @@ class SendRecords(RecordTable):
                 FOR UPDATE SKIP LOCKED
                 """
             )
+            published = 0
             for row in rows:
                 send = _send(row)
-                await publish(send, row["scope"])
+                try:
+                    await publish(send, row["scope"])
+                except NATS_ERRORS as error:
+                    # Caught here, not by the transaction's database handling: the sends
+                    # marked so far commit, this one and the rest wait for the next round.
+                    log.warning(
+                        "cluster.send_not_published",
+                        id=send.id,
+                        error=str(error) or type(error).__name__,
+                        detail="published in a later round",
+                    )
+                    break
                 await on.execute(
                     "UPDATE octos_cluster_sends SET published_at = now(), status = 'queued' "
                     "WHERE id = $1",
                     send.id,
                 )
-            if send_count := len(rows):
-                log.info("cluster.sends_published", sends=send_count)
+                published += 1
+            if published:
+                log.info("cluster.sends_published", sends=published)
             wait = await on.fetchval(
                 """
                 SELECT extract(epoch FROM min(due) - now()) FROM octos_cluster_sends
@@ -423,8 +436,8 @@ async def publish_due_sends(
             wait_s = DUE_POLL_S
             try:
                 next_s = await sends.publish_due(publish)
-            except (*NATS_ERRORS, SessionError) as error:
-                # NATS or the database is away: the next round tries again.
+            except SessionError as error:
+                # The database is away: the next round tries again.
                 log.warning("cluster.due_sends_failed", error=str(error) or type(error).__name__)
             else:
                 if next_s is not None:
