@@ -39,6 +39,9 @@ INBOUND_ID = "Octos-Inbound-Id"
 #: with the stored reply, and the reply goes to the subject in `REPLY_SUBJECT`.
 REQUEST = "Octos-Request"
 REPLY_SUBJECT = "Octos-Reply-Subject"
+#: On an owner's send in a chat's partition (`gateway.cluster.sends`): its id. Its text is the
+#: message's content, never triaged: it is sent as it is, not answered.
+SEND = "Octos-Send"
 #: Dead letters: why, and where the message was.
 DEAD_REASON = "Octos-Dead-Reason"
 DEAD_SUBJECT = "Octos-Dead-Subject"
@@ -110,6 +113,8 @@ class InboundEnvelope(_MessageBody):
     ingress: str | None = None
     streams: bool = False
     shows_typing: bool = False
+    #: An owner's send (its id), not a user's message.
+    send: str | None = None
 
     @property
     def live_at(self) -> str | None:
@@ -126,6 +131,8 @@ class InboundEnvelope(_MessageBody):
             headers[INGRESS] = self.ingress
             shows = (("stream", self.streams), ("typing", self.shows_typing))
             headers[LIVE] = ",".join(name for name, on in shows if on)
+        if self.send is not None:
+            headers[SEND] = self.send
         return headers
 
     @classmethod
@@ -145,6 +152,7 @@ class InboundEnvelope(_MessageBody):
             ingress=headers.get(INGRESS),
             streams="stream" in shows,
             shows_typing="typing" in shows,
+            send=headers.get(SEND),
         )
 
 

@@ -15,7 +15,7 @@ turn's live events here (`gateway.cluster.live`).
 
 A stop (`/stop`, an abort trigger) and, in `queue_mode: interrupt`, any newer message of a chat
 must end the chat's running turn, which holds the partition the message waits in: once it is
-durable, a `Cancel` naming it goes to every worker (`gateway.cluster.cancels`).
+durable, a `Cancel` naming it goes to every worker (`gateway.cluster.chat_queue`).
 
 `IngressProfile` is one profile's channel side in an ingress process: receive, publish, deliver.
 Its channels run as in one process (supervised, webhooks mounted, pairing), but their intake is
@@ -59,8 +59,7 @@ from channels.metrics import ChannelMetrics
 from channels.outbound.manager import ChannelManager
 from config import ProfileConfig
 from config.profile import QueueMode
-from gateway.cluster.cancels import Cancel, CancelReason, publish_cancel
-from gateway.cluster.chat_queue import chat_of
+from gateway.cluster.chat_queue import Cancel, CancelReason, chat_of, publish_cancel
 from gateway.cluster.codec import InboundEnvelope, LiveSignal, platform_id
 from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from gateway.cluster.delivery import Delivered

@@ -19,7 +19,7 @@ import asyncio
 import os
 import socket
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal, Self, TypeVar
 
 import structlog
@@ -44,6 +44,7 @@ from gateway.cluster.live_ingress import LiveChannels, LiveShows
 from gateway.cluster.node_service import ClusterMetrics, StatusBoard, StatusPublisher
 from gateway.cluster.profile_worker import ProfileWorker
 from gateway.cluster.record_table import DeliveryRecords, RecordTable
+from gateway.cluster.sends import ClusterOutbox, SendRecords
 from gateway.cluster.streams import (
     ClusterNames,
     ensure_delivery_consumers,
@@ -94,6 +95,7 @@ class ClusterNode:
         self._js: JetStreamContext | None = None
         self._records: TurnRecords | None = None
         self._deliveries: DeliveryRecords | None = None
+        self._sends: SendRecords | None = None
         self.worker: Worker | None = None
         self.delivery: ReplyDelivery | None = None
         self.live: LiveShows | None = None
@@ -192,6 +194,8 @@ class ClusterNode:
         assert self._client is not None
         assert self._js is not None
         await self.board.follow(self._client, self.names.status_subject)
+        # Every role takes the owner's sends (`/v1/messages` answers on any process).
+        self._sends = await self._opened(SendRecords)
         if self.runs_worker:
             self._records = await self._opened(TurnRecords)
             self.worker = Worker(
@@ -199,6 +203,7 @@ class ClusterNode:
                 self._js,
                 self.config,
                 self._records,
+                self._sends,
                 self._worker_profiles.get,
                 self._profiles_opened,
                 StatusPublisher(self._client, self.names.status_subject, self.id),
@@ -238,11 +243,16 @@ class ClusterNode:
     async def __aexit__(self, *exc_info: object) -> None:
         self._joined = False
         await self.board.unfollow()
-        for table in (self._records, self._deliveries):
+        for table in (self._records, self._deliveries, self._sends):
             if table is not None:
                 await table.close()
         if self._client is not None:
             await disconnect(self._client)
+
+    def outbox(self, profile: str, *, knows_channel: Callable[[str], bool]) -> ClusterOutbox:
+        """`profile`'s owner's sends, taken on this process."""
+        assert self._sends is not None, "ClusterNode not joined"
+        return ClusterOutbox(profile, self._sends, self.js, self.names, knows_channel=knows_channel)
 
     # Profiles join and leave
 

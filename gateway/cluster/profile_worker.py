@@ -8,7 +8,7 @@ arrive together and are one turn, their texts joined as the single process's lan
 A turn's snapshots and typing signals go to the ingress that took its message in (`live`, from
 `gateway.cluster.live`), when its channel shows them, as in one process. Ordering, exactly-once, the
 queue modes and cancelling a turn on a stop are the worker's (`gateway.cluster.worker`,
-`gateway.cluster.chat_queue`, `gateway.cluster.cancels`); this only answers.
+`gateway.cluster.chat_queue`); this only answers.
 
 The worker sees a profile as a `ProfileWorker` (`WorkerProfile` here): its queue mode, its answer
 to a chat's messages, and the transactions its answer is stored in.
@@ -74,6 +74,10 @@ class ProfileWorker(Protocol):
 
     async def append(self, session_key: str, messages: Sequence[Message]) -> None:
         """Append to the session (idempotent), inside `turn_transaction` when in one."""
+        ...
+
+    async def current_session(self, channel: str, chat_id: str) -> SessionKey:
+        """The chat's session now (its topic), where an owner's send is appended."""
         ...
 
 
@@ -156,6 +160,11 @@ class WorkerProfile:
 
     def turn_transaction(self) -> AbstractAsyncContextManager[Connection]:
         return self._store.transaction()
+
+    async def current_session(self, channel: str, chat_id: str) -> SessionKey:
+        chat = SessionKey.for_chat(self.profile_id, channel, chat_id)
+        self._sessions.evict_chat(chat.base_key())  # another worker may have switched it
+        return await self._commands.current_key(chat)
 
     async def append(self, session_key: str, messages: Sequence[Message]) -> None:
         await self._sessions.append_all(SessionKey.parse(session_key), list(messages))

@@ -17,6 +17,7 @@ from config import ProfileConfig
 from gateway.cluster.ingress import IngressProfile
 from gateway.cluster.node import ClusterNode
 from gateway.cluster.profile_worker import WorkerProfile, worker_profile
+from gateway.cluster.sends import ClusterOutbox
 from gateway.services import ProcessServices
 
 log = structlog.get_logger(__name__)
@@ -34,12 +35,19 @@ class ClusterProfileRuntime:
             IngressProfile(profile_id, config, shared, node) if node.runs_ingress else None
         )
         self._worker: WorkerProfile | None = None
+        channels = {channel.type for channel in config.channels}
+        self._outbox = node.outbox(profile_id, knows_channel=channels.__contains__)
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
         self.ready = asyncio.Event()
 
     async def health(self) -> dict[str, ChannelHealth]:
         return {} if self._ingress is None else await self._ingress.health()
+
+    @property
+    def outbox(self) -> ClusterOutbox | None:
+        """The owner's sends: taken on any process of the cluster, whatever its role."""
+        return self._outbox
 
     def open_sessions(self) -> int:
         return 0 if self._worker is None else self._worker.open_sessions

@@ -5,7 +5,7 @@
                          the session messages it adds (one transaction); or, for a message
                          answered by no reply of its own, why (`settled`): joined into
                          another message's turn (`collect`; `turn_id` is that turn's), or
-                         dropped by a stop or an interrupt
+                         dropped by a stop or an interrupt, or an owner's send cancelled
 
 A redelivery of the same stream message finds the row: with a reply, the reply is re-published
 (its `Nats-Msg-Id` is the turn id, so JetStream drops a copy it already has) rather than
@@ -67,7 +67,7 @@ END $$;
 _DURABLE: Final = "SET LOCAL synchronous_commit TO on"
 #: Why a message has no reply of its own (`TurnRecord.settled`).
 JOINED: Final = "joined"
-Settled = Literal["joined", "stop", "interrupt"]
+Settled = Literal["joined", "stop", "interrupt", "cancelled"]
 
 
 @dataclass(frozen=True, slots=True)

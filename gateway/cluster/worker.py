@@ -11,14 +11,18 @@ time, in order, while partitions run in parallel on every worker. For each messa
    whether it is dropped (a stop or, in interrupt mode, a newer message waits) or answered
    together with the messages waiting right behind it (collect);
 4. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
-   heartbeats, an agent turn cancellable by a `Cancel` for its chat (`gateway.cluster.cancels`) and
-   showing its snapshots and typing live through the ingress that took the message in
-   (`gateway.cluster.live`); the reply, the turn's messages (in the record and appended to the
-   session) and the rows of the joined messages are stored in one transaction (a command's
-   reply in the transaction of its effect, so it runs once), the reply published to the
-   outbound stream with `Nats-Msg-Id` = the turn id (naming that ingress,
+   heartbeats, an agent turn cancellable by a `Cancel` for its chat
+   (`gateway.cluster.chat_queue`) and showing its snapshots and typing live through the ingress
+   that took the message in (`gateway.cluster.live`); the reply, the turn's messages (in the
+   record and appended to the session) and the rows of the joined messages are stored in one
+   transaction (a command's reply in the transaction of its effect, so it runs once), the reply
+   published to the outbound stream with `Nats-Msg-Id` = the turn id (naming that ingress,
    which finishes the stream it showed), and only then the inbound message acknowledged. A
    cancelled turn is settled without a reply, then acknowledged.
+
+An owner's send in the partition (`gateway.cluster.sends`) is not answered but sent: its reply
+is its text, recorded as a turn's outcome as in step 4, in the transaction that marks the send
+taken.
 
 A turn that fails (the agent, the database, anything) is delivered again after the configured
 backoff; on its last delivery it is buried in the dead-letter stream with the reason (logged,
@@ -42,8 +46,14 @@ from nats.js import JetStreamContext
 
 from bus import InboundMessage, OutboundMessage, TokenUsage
 from config.bus import NatsConfig
-from gateway.cluster.cancels import CancelReason, RunningTurns, TakenTurn
-from gateway.cluster.chat_queue import Waiting, chat_of, queue_plan
+from gateway.cluster.chat_queue import (
+    CancelReason,
+    RunningTurns,
+    TakenTurn,
+    Waiting,
+    chat_of,
+    queue_plan,
+)
 from gateway.cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
 from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from gateway.cluster.dead_letters import bury
@@ -52,11 +62,14 @@ from gateway.cluster.node_service import ClusterMetrics, NodeService, StatusPubl
 from gateway.cluster.profile_worker import ProfileWorker
 from gateway.cluster.pull import Arrivals, pull_bounded, pull_forever
 from gateway.cluster.record_table import start_record_expiry
+from gateway.cluster.sends import SendRecords, publish_due_sends
 from gateway.cluster.streams import ensure_worker_consumers
 from gateway.cluster.turn_records import AnsweredElsewhere, TurnRecord, TurnRecords
+from gateway.turn.outbox import owner_reply, session_messages
 from gateway.turn.outcome import Answer, TurnOutcome, reply_to_answer
 from gateway.turn.reply import CANCELLED_NOTICE, platform_ids, reply_message
 from gateway.turn.triage import triage
+from sessions.errors import SessionError
 
 log = structlog.get_logger(__name__)
 
@@ -83,12 +96,14 @@ class Worker(NodeService[TurnRecords]):
         js: JetStreamContext,
         config: NatsConfig,
         records: TurnRecords,
+        sends: SendRecords,
         profiles: Callable[[str], ProfileWorker | None],
         profiles_opened: asyncio.Event,
         status: StatusPublisher,
         metrics: ClusterMetrics,
     ) -> None:
         super().__init__(client, js, config, records, metrics)
+        self._sends = sends
         self._profiles = profiles
         self._profiles_opened = profiles_opened
         self._status = status
@@ -146,6 +161,12 @@ class Worker(NodeService[TurnRecords]):
                     )
             start_record_expiry(
                 tasks, "octos_cluster_turns", self._records.forget_older_than, self._stopping
+            )
+            tasks.create_task(
+                publish_due_sends(self._sends, self._js, names, self._stopping), name="due-sends"
+            )
+            start_record_expiry(
+                tasks, "octos_cluster_sends", self._sends.forget_older_than, self._stopping
             )
             log.info("cluster.worker_running", partitions=self._config.partitions)
 
@@ -212,6 +233,9 @@ class Worker(NodeService[TurnRecords]):
         profile = self._profiles(envelope.profile)
         if profile is None:
             raise TurnFailed(f"no worker runs profile {envelope.profile!r}")
+        if envelope.send is not None:
+            await self._send_owner(msg, envelope, envelope.send, profile)
+            return
         seq = msg.metadata.sequence.stream
         record = await self._records.claim(envelope.profile, envelope.inbound_id, seq)
         if record.done:
@@ -264,6 +288,44 @@ class Worker(NodeService[TurnRecords]):
             raise TurnFailed(answer.error or "the agent failed")
         if joined:
             log.info("cluster.turn_collected", turn=record.turn_id, messages=len(messages))
+        await self._finish(msg, envelope, profile, record)
+
+    async def _send_owner(
+        self, msg: Msg, envelope: InboundEnvelope, send_id: str, profile: ProfileWorker
+    ) -> None:
+        """An owner's send (`gateway.cluster.sends`), in its place among the chat's turns: its
+        reply recorded as a turn's outcome, the send marked taken by that turn and its text
+        appended to the chat's session in the same transaction, then delivered as any reply
+        is; one cancelled before it came up is settled unsent."""
+        seq = msg.metadata.sequence.stream
+        record = await self._records.claim(envelope.profile, envelope.inbound_id, seq)
+        if record.done:
+            await self._already_done(msg, envelope, profile, record)
+            return
+        message = envelope.message
+        key = await profile.current_session(message.channel, message.chat_id)
+        try:
+            async with profile.turn_transaction() as connection:
+                send = await self._sends.start(
+                    envelope.profile, send_id, record.turn_id, connection
+                )
+                if send is not None:
+                    added = session_messages(send)
+                    reply = owner_reply(send, key, record.turn_id)
+                    record = await self._records.answer(
+                        record, str(key), reply, added, connection=connection, appended=True
+                    )
+                    if added:
+                        await profile.append(str(key), added)
+        except AnsweredElsewhere as elsewhere:
+            log.info("cluster.answered_elsewhere", turn=elsewhere.stored.turn_id, seq=seq)
+            record = elsewhere.stored
+        else:
+            if send is None:
+                log.info("cluster.send_cancelled", profile=envelope.profile, id=send_id)
+                await self._records.settle(record, "cancelled")
+                await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
+                return
         await self._finish(msg, envelope, profile, record)
 
     async def _answered(
@@ -389,7 +451,13 @@ class Worker(NodeService[TurnRecords]):
             suggestion="octos-gateway dead-letters show "
             f"{seq} -c gateway.yaml; `retry` it once the cause is fixed",
         )
-        if envelope is not None:
+        if envelope is not None and envelope.send is not None:
+            # The owner is told by the send's status, not the chat by a notice.
+            try:
+                await self._sends.failed(envelope.profile, envelope.send, reason)
+            except SessionError as error:
+                log.warning("cluster.send_failure_not_recorded", id=envelope.send, error=str(error))
+        elif envelope is not None:
             notice = reply_message(
                 envelope.message,
                 DEAD_LETTER_REPLY.format(reason=kind.replace("_", " ")),

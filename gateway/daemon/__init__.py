@@ -38,7 +38,7 @@ from gateway.logs import recent_failures
 from gateway.metrics import GatewayMetrics
 from gateway.pairing import PairingDatabases
 from gateway.services import ProcessServices, WebhookRoutes
-from gateway.turn.outbox import Outbox
+from gateway.turn.outbox import Sends
 from sessions.errors import SessionError
 
 if TYPE_CHECKING:
@@ -60,6 +60,11 @@ class ProfileProcess(Protocol):
     ready: asyncio.Event
 
     async def health(self) -> dict[str, ChannelHealth]: ...
+
+    @property
+    def outbox(self) -> Sends | None:
+        """The owner's sends (`POST /v1/messages`), once the profile is built."""
+        ...
 
     def open_sessions(self) -> int: ...
 
@@ -144,14 +149,10 @@ class Daemon:
             if pid not in self._failed
         }
 
-    def outboxes(self) -> dict[str, Outbox | None]:
+    def outboxes(self) -> dict[str, Sends | None]:
         """Each profile's owner's sends; None while it does not take messages."""
         return {
-            pid: runtime.outbox
-            if isinstance(runtime, ProfileRuntime)
-            and runtime.ready.is_set()
-            and pid not in self._failed
-            else None
+            pid: runtime.outbox if runtime.ready.is_set() and pid not in self._failed else None
             for pid, (runtime, _task) in self._profiles.items()
         }
 
@@ -189,7 +190,6 @@ class Daemon:
                     self.outboxes,
                     token=token,
                     allow_local=http.allow_local_send,
-                    cluster=settings.bus.backend == "nats",
                 ),
             ),
             http.host,

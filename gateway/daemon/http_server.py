@@ -26,7 +26,8 @@ from config import ProfileConfig
 from gateway.daemon.status_page import StatusPage
 from gateway.services import WebhookRoutes
 from gateway.turn.journal import OwnerSend
-from gateway.turn.outbox import Outbox, SendRequest, status_of
+from gateway.turn.outbox import SendRequest, Sends, status_of
+from sessions.errors import SessionError
 from sessions.wal import LogWriteError
 
 #: profile -> channel -> health
@@ -96,20 +97,18 @@ def build_app(
 
 
 #: profile -> its owner's sends, None while it is not taking messages (starting, failed).
-Outboxes = Callable[[], Mapping[str, Outbox | None]]
+Outboxes = Callable[[], Mapping[str, Sends | None]]
 
 
 class MessagesRoutes:
-    """`/v1/messages`: the owner sends into a chat (`gateway.turn.outbox`), behind `http.token`
-    (a request from this machine needs none with `http.allow_local_send`)."""
+    """`/v1/messages`: the owner sends into a chat (`gateway.turn.outbox`; in a cluster
+    `gateway.cluster.sends`), behind `http.token` (a request from this machine needs none with
+    `http.allow_local_send`)."""
 
-    def __init__(
-        self, outboxes: Outboxes, *, token: str | None, allow_local: bool, cluster: bool
-    ) -> None:
+    def __init__(self, outboxes: Outboxes, *, token: str | None, allow_local: bool) -> None:
         self._outboxes = outboxes
         self._token = token
         self._allow_local = allow_local
-        self._cluster = cluster
 
     def mount(self, app: web.Application) -> None:
         app.router.add_post(MESSAGES_ROUTE, self._guarded(self._post))
@@ -128,13 +127,11 @@ class MessagesRoutes:
                     "send Authorization: Bearer <http.token> (set http.token in gateway.yaml)",
                     headers={"WWW-Authenticate": "Bearer"},
                 )
-            if self._cluster:
-                return _error(
-                    501,
-                    "/v1/messages is not available with bus backend nats yet",
-                    "run the gateway as one process (bus backend memory) to send messages",
-                )
-            return await handler(request)
+            try:
+                return await handler(request)
+            except SessionError as error:
+                # The cluster's table (PostgreSQL) is away: nothing was taken or changed.
+                return _error(503, f"the sends' database is not available: {error}", "try again")
 
         return guarded
 
@@ -178,6 +175,8 @@ class MessagesRoutes:
             send, status = await outbox.take(send_request)
         except LogWriteError as error:
             return _error(503, f"the journal could not keep the message: {error}")
+        except SessionError as error:
+            return _error(503, f"the database could not keep the message: {error}", "try again")
         return web.json_response({"id": send.id, "status": status}, status=202)
 
     async def _list(self, request: web.Request) -> web.Response:
@@ -186,26 +185,26 @@ class MessagesRoutes:
             {"profile": profile, **status_of(send)}
             for profile, outbox in self._outboxes().items()
             if outbox is not None
-            for send in outbox.listed()
+            for send in await outbox.listed()
             if wanted is None or send.status == wanted
         ]
         return web.json_response({"messages": listed})
 
-    def _find(self, send_id: str) -> tuple[str, Outbox, OwnerSend] | None:
+    async def _find(self, send_id: str) -> tuple[str, Sends, OwnerSend] | None:
         for profile, outbox in self._outboxes().items():
-            if outbox is not None and (send := outbox.find(send_id)) is not None:
+            if outbox is not None and (send := await outbox.find(send_id)) is not None:
                 return profile, outbox, send
         return None
 
     async def _get(self, request: web.Request) -> web.Response:
-        found = self._find(request.match_info["id"])
+        found = await self._find(request.match_info["id"])
         if found is None:
             return _error(404, "no such message (statuses are kept 24 hours after sending)")
         profile, _outbox, send = found
         return web.json_response({"profile": profile, **status_of(send)})
 
     async def _delete(self, request: web.Request) -> web.Response:
-        found = self._find(request.match_info["id"])
+        found = await self._find(request.match_info["id"])
         if found is None:
             return _error(404, "no such message (statuses are kept 24 hours after sending)")
         profile, outbox, send = found
@@ -213,6 +212,8 @@ class MessagesRoutes:
             return _error(
                 409, f"the message is already {send.status}: it can no longer be cancelled"
             )
+        # As it stands now (in a cluster, `send` is what was read before the cancel).
+        send = await outbox.find(send.id) or send
         return web.json_response({"profile": profile, **status_of(send)})
 
 

@@ -24,7 +24,7 @@ import contextlib
 import heapq
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -116,6 +116,24 @@ def session_messages(send: OwnerSend) -> list[Message]:
 Cancelled = Literal["cancelled", "not_found", "too_late"]
 
 
+class Sends(Protocol):
+    """A profile's sends as `/v1/messages` uses them: one process's `Outbox`, or a cluster's
+    (`gateway.cluster.sends.ClusterOutbox`)."""
+
+    #: Whether the profile has a channel of this name (a send to another is refused).
+    knows_channel: Callable[[str], bool]
+
+    async def take(self, request: SendRequest) -> tuple[OwnerSend, str]:
+        """The send `request` asks for, durable, and its first answer's status."""
+        ...
+
+    async def find(self, send_id: str) -> OwnerSend | None: ...
+
+    async def listed(self) -> list[OwnerSend]: ...
+
+    async def cancel(self, send_id: str) -> Cancelled: ...
+
+
 class Outbox:
     """A profile's sends: taken, scheduled, queued into their chats' lanes, and told apart
     by the delivery hook. `submit` queues a due send into its chat's lane."""
@@ -149,7 +167,7 @@ class Outbox:
             earlier = self._journal.state.send_keys.get(request.idempotency_key)
             if earlier is not None and (send := self._journal.state.sends.get(earlier)):
                 await self._until_durable(send.id)
-                return send, _first_status(send)
+                return send, first_status(send)
         now = self._clock()
         due = None if request.send_at is None else request.send_at.timestamp()
         send = OwnerSend(
@@ -231,10 +249,10 @@ class Outbox:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._schedule_changed.wait(), wait_s)
 
-    def find(self, send_id: str) -> OwnerSend | None:
+    async def find(self, send_id: str) -> OwnerSend | None:
         return self._journal.state.sends.get(send_id)
 
-    def listed(self) -> list[OwnerSend]:
+    async def listed(self) -> list[OwnerSend]:
         return list(self._journal.state.sends.values())
 
     async def cancel(self, send_id: str) -> Cancelled:
@@ -281,5 +299,6 @@ class Outbox:
         )
 
 
-def _first_status(send: OwnerSend) -> str:
+def first_status(send: OwnerSend) -> str:
+    """The status a send's first 202 said (what a retry with its key is answered)."""
     return "scheduled" if send.due is not None and send.due > send.at else "queued"

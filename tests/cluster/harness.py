@@ -27,6 +27,7 @@ from config.store import StoreConfig
 from gateway.cluster.codec import InboundEnvelope, platform_id
 from gateway.cluster.node_service import ClusterMetrics, StatusPublisher
 from gateway.cluster.profile_worker import ProfileWorker, worker_profile
+from gateway.cluster.sends import SendRecords
 from gateway.cluster.streams import (
     ClusterNames,
     ensure_delivery_consumers,
@@ -175,6 +176,8 @@ async def running_worker(
     await client.subscribe(f"$JS.ACK.{names.inbound_stream}.>", cb=observer.on_message)
     records = TurnRecords(dsn)
     await records.open()
+    sends = SendRecords(dsn)
+    await sends.open()
     registry = CollectorRegistry()
     metrics = ClusterMetrics.create(registry)
     profile_config = ProfileConfig.model_validate({"agent": agent or {"type": "echo"}})
@@ -193,6 +196,7 @@ async def running_worker(
                 js,
                 config,
                 records,
+                sends,
                 runs,
                 opened,
                 StatusPublisher(client, names.status_subject, "test-worker"),
@@ -205,6 +209,7 @@ async def running_worker(
                 worker.stop()
                 await task
     finally:
+        await sends.close()
         await records.close()
 
 

@@ -11,8 +11,7 @@ import pytest
 from nats.aio.client import Client
 
 from bus import ANSWERS, InboundMessage, OutboundMessage
-from gateway.cluster.cancels import Cancel, RunningTurns, publish_cancel
-from gateway.cluster.chat_queue import Waiting, plan
+from gateway.cluster.chat_queue import Cancel, RunningTurns, Waiting, plan, publish_cancel
 from gateway.cluster.codec import InboundEnvelope, platform_id
 from gateway.cluster.streams import ensure_streams, names_of
 from tests.cluster.harness import nats_config, running_worker

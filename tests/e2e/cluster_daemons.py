@@ -29,9 +29,11 @@ def cluster_config(
     ack_wait_s: float = 30.0,
     extra_nats: str = "",
     url: str = NATS_URL,
+    http_settings: str = "",
 ) -> Path:
-    """`url`: the shared test server unless a test runs NATS servers of its own."""
-    config = write_config(directory, profiles)
+    """`url`: the shared test server unless a test runs NATS servers of its own;
+    `http_settings`: more of gateway.yaml's `http:` (`, token: ...`)."""
+    config = write_config(directory, profiles, http_settings=http_settings)
     with config.open("a", encoding="utf-8") as text:
         text.write(
             "bus:\n"
