@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Discriminator, Field, SecretStr, Tag
+from pydantic import Discriminator, Field, PositiveFloat, SecretStr, Tag
 
-from config.common import ConfigModel, HttpUrlText, OptionalSecret
+from config.common import AtLeastOne, ConfigModel, HttpUrlText, OptionalSecret
 
 
 class EchoAgentConfig(ConfigModel):
@@ -16,7 +16,7 @@ class EchoAgentConfig(ConfigModel):
     delay_s: float = Field(
         0.0, ge=0, description="Pause between streamed pieces of the reply, in seconds."
     )
-    pieces: int = Field(3, ge=1, description="Number of stream snapshots the reply is sent in.")
+    pieces: AtLeastOne = Field(3, description="Number of stream snapshots the reply is sent in.")
     fail_when: str | None = Field(
         None,
         description="Fail every turn whose message contains this text, as an unreachable model "
@@ -44,14 +44,14 @@ class OpenAIAgentConfig(ConfigModel):
     max_history: int = Field(
         40, ge=0, description="Most recent session messages sent to the API with each request."
     )
-    timeout_s: float = Field(
-        120, gt=0, description="Longest wait for the API to answer one request, in seconds."
+    timeout_s: PositiveFloat = Field(
+        120, description="Longest wait for the API to answer one request, in seconds."
     )
     temperature: float | None = Field(
         None, ge=0, le=2, description="Sampling temperature; unset uses the server's default."
     )
-    max_tokens: int | None = Field(
-        None, ge=1, description="Upper bound on tokens in one reply; unset means no bound."
+    max_tokens: AtLeastOne | None = Field(
+        None, description="Upper bound on tokens in one reply; unset means no bound."
     )
     vision: bool = Field(
         True,
@@ -82,8 +82,8 @@ class WebhookAgentConfig(ConfigModel):
         default_factory=dict,
         description="Extra HTTP headers sent with every request (values are kept secret).",
     )
-    timeout_s: float = Field(
-        120, gt=0, description="Longest wait for the webhook to answer, in seconds."
+    timeout_s: PositiveFloat = Field(
+        120, description="Longest wait for the webhook to answer, in seconds."
     )
     secret: OptionalSecret = Field(
         None,
@@ -95,8 +95,8 @@ class WebhookAgentConfig(ConfigModel):
         description="How attachments reach the webhook: url (a signed, expiring link to the "
         "gateway's HTTP server) or inline (the bytes as base64 `data`).",
     )
-    media_url_ttl_s: float = Field(
-        3600, gt=0, description="How long an attachment's link stays valid, in seconds."
+    media_url_ttl_s: PositiveFloat = Field(
+        3600, description="How long an attachment's link stays valid, in seconds."
     )
 
 
@@ -113,14 +113,13 @@ class TranscriptionConfig(ConfigModel):
     language: str | None = Field(
         None, description="ISO-639-1 language of the audio (e.g. en); unset lets the model tell."
     )
-    max_seconds: float = Field(
+    max_seconds: PositiveFloat = Field(
         600,
-        gt=0,
         description="Longest voice message transcribed, in seconds; longer ones reach the "
         "agent as a placeholder.",
     )
-    timeout_s: float = Field(
-        120, gt=0, description="Longest wait for one transcription, in seconds."
+    timeout_s: PositiveFloat = Field(
+        120, description="Longest wait for one transcription, in seconds."
     )
 
 

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator
 
-from config.common import ConfigModel
+from config.common import AtLeastOne, ConfigModel
 
 NATS_SCHEMES = ("nats", "tls", "ws", "wss")
 #: A stream name: letters, digits, `_` and `-` (JetStream forbids `.`, `*`, `>` and spaces).
@@ -146,8 +146,8 @@ class BusConfig(ConfigModel):
         "or nats (JetStream; ingress and worker processes, needs store backend postgres and "
         "the `nats` extra).",
     )
-    capacity: int = Field(
-        4096, ge=1, description="Messages each bus queue holds before senders wait."
+    capacity: AtLeastOne = Field(
+        4096, description="Messages each bus queue holds before senders wait."
     )
     nats: NatsConfig = Field(
         default_factory=NatsConfig, description="The NATS JetStream server (backend nats)."

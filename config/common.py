@@ -79,6 +79,9 @@ OptionalHttpUrlText = Annotated[HttpUrlText | None, BeforeValidator(_empty_is_no
 #: A TCP port; 0 asks the operating system for a free one.
 Port = Annotated[int, Field(ge=0, le=65535)]
 
+#: A count, size or limit that must allow at least one (messages, connections, bytes).
+AtLeastOne = Annotated[int, Field(ge=1)]
+
 #: An allow-list entry: a user id (number or string) or a username. Strict int, so a YAML
 #: boolean (`yes`) is rejected rather than read as 1.
 AllowEntry = str | StrictInt

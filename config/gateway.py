@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config.bus import BusConfig
 from config.common import (
+    AtLeastOne,
     ConfigModel,
     HttpUrlText,
     OptionalSecret,
@@ -43,8 +44,8 @@ class HttpConfig(ConfigModel):
         "The host names of the channels' `webhook_url`s are added; behind a proxy that keeps "
         "the public Host (Slack http mode), add that name."
     )
-    max_body_bytes: int = Field(
-        1_000_000, ge=1, description="Largest webhook request body accepted, in bytes (413)."
+    max_body_bytes: AtLeastOne = Field(
+        1_000_000, description="Largest webhook request body accepted, in bytes (413)."
     )
     limits: HttpLimitsConfig = limits_field()
     token: OptionalSecret = Field(

@@ -9,39 +9,36 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, PositiveFloat
 
-from config.common import ConfigModel
+from config.common import AtLeastOne, ConfigModel
 
 #: The names a loopback listener answers to by default (`*.localhost` is loopback by RFC 6761).
 LOOPBACK_HOSTS = ("localhost", "*.localhost", "127.0.0.1", "::1")
 
 
 class HttpLimitsConfig(ConfigModel):
-    header_timeout_s: float = Field(
+    header_timeout_s: PositiveFloat = Field(
         10.0,
-        gt=0,
         description="Seconds a client has to send a request's headers (from connecting, or from "
         "the first byte of a kept-alive connection's next request); then it is closed.",
     )
-    body_timeout_s: float = Field(
-        30.0, gt=0, description="Seconds a client has to send a request's whole body (408)."
+    body_timeout_s: PositiveFloat = Field(
+        30.0, description="Seconds a client has to send a request's whole body (408)."
     )
-    keepalive_timeout_s: float = Field(
-        15.0, gt=0, description="Seconds an idle kept-alive connection stays open."
+    keepalive_timeout_s: PositiveFloat = Field(
+        15.0, description="Seconds an idle kept-alive connection stays open."
     )
-    max_requests_per_connection: int = Field(
-        1000, ge=1, description="Requests served on one kept-alive connection before it closes."
+    max_requests_per_connection: AtLeastOne = Field(
+        1000, description="Requests served on one kept-alive connection before it closes."
     )
-    max_connections: int = Field(
+    max_connections: AtLeastOne = Field(
         256,
-        ge=1,
         description="Connections open at once on this listener; more are answered 503 and "
         "closed. Lowered to a quarter of the process's open-file limit when above it.",
     )
-    accept_error_interval_s: float = Field(
+    accept_error_interval_s: PositiveFloat = Field(
         10.0,
-        gt=0,
         description="Repeated accept errors (out of file descriptors) are logged once per this "
         "many seconds, with their count.",
     )

@@ -6,7 +6,7 @@ import ipaddress
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PositiveFloat, field_validator, model_validator
 
 from config.agents import (
     DEFAULT_AGENT,
@@ -16,7 +16,7 @@ from config.agents import (
     TranscriptionConfig,
 )
 from config.channels import ApiChannelConfig, ChannelConfig, EmailConfig
-from config.common import ConfigModel
+from config.common import AtLeastOne, ConfigModel
 from config.problems import ConfigValueError, DataPath
 
 QueueMode = Literal["collect", "followup", "interrupt"]
@@ -30,34 +30,31 @@ class SessionsConfig(ConfigModel):
         "told a message is handled: each record (always), grouped (batch), or left to the OS "
         "(never: a killed process loses nothing, a power cut may lose acknowledged messages).",
     )
-    max_history: int = Field(
-        50, ge=1, description="Most recent messages of a session handed to the agent each turn."
+    max_history: AtLeastOne = Field(
+        50, description="Most recent messages of a session handed to the agent each turn."
     )
     fork_copy: int = Field(
         10, ge=0, description="Recent messages copied into a new topic session by /new."
     )
-    max_file_mb: float = Field(
-        10, gt=0, description="Size of a session file, in MB, at which it is compacted."
+    max_file_mb: PositiveFloat = Field(
+        10, description="Size of a session file, in MB, at which it is compacted."
     )
-    max_open: int = Field(1000, ge=1, description="Sessions kept open in memory (LRU).")
-    max_concurrent_turns: int = Field(
-        10, ge=1, description="Agent turns that may run at the same time in this profile."
+    max_open: AtLeastOne = Field(1000, description="Sessions kept open in memory (LRU).")
+    max_concurrent_turns: AtLeastOne = Field(
+        10, description="Agent turns that may run at the same time in this profile."
     )
-    idle_timeout_s: float = Field(
+    idle_timeout_s: PositiveFloat = Field(
         1800,
-        gt=0,
         description="Ignored: idle chats hold no task or timer since turns run on the "
         "write-ahead log; accepted so that older files still load.",
     )
-    max_backlog_per_chat: int = Field(
+    max_backlog_per_chat: AtLeastOne = Field(
         256,
-        ge=1,
         description="Messages one chat may have waiting or running; past it new ones are "
         "refused (HTTP 429 with Retry-After; pollers wait) and nothing is stored.",
     )
-    max_backlog: int = Field(
+    max_backlog: AtLeastOne = Field(
         10_000,
-        ge=1,
         description="Messages the whole profile may have waiting or running; past it new ones "
         "are refused (HTTP 503 with Retry-After; pollers wait) and nothing is stored.",
     )
@@ -88,9 +85,8 @@ class ProfileConfig(ConfigModel):
         description="Messages arriving during a turn: collect joins them into the next turn, "
         "followup answers them one by one, interrupt cancels the running turn.",
     )
-    max_media_bytes: int = Field(
+    max_media_bytes: AtLeastOne = Field(
         20 * 1024 * 1024,
-        ge=1,
         description="Largest file a user sends that is downloaded, in bytes; a larger one "
         "reaches the agent as a placeholder naming it, its kind and size.",
     )
@@ -99,16 +95,14 @@ class ProfileConfig(ConfigModel):
         description="Where voice messages and audio files are turned into text before the "
         "agent runs; unset: they reach the agent as a placeholder.",
     )
-    delivery_deadline_s: float = Field(
+    delivery_deadline_s: PositiveFloat = Field(
         86_400.0,
-        gt=0,
         description="Seconds a reply is retried while its platform fails in a way that can pass "
         "(network errors, 5xx, timeouts, rate limits), counted from its turn, across restarts; "
         "then it is a dead letter.",
     )
-    buttons_ttl_s: float = Field(
+    buttons_ttl_s: PositiveFloat = Field(
         86_400.0,
-        gt=0,
         description="Seconds a reply's buttons can be tapped (or, where they are shown as a "
         "numbered list, answered by their number); a later tap is answered 'already answered' "
         "and reaches no agent.",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, ClassVar, NamedTuple, Self
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, PositiveFloat, model_validator
 
 from config.common import AllowEntry, ConfigModel
 from config.problems import ConfigValueError, ModeRequires
@@ -101,9 +101,8 @@ class ChannelConfigBase(ConfigModel):
     MODE_REQUIRES: ClassVar[tuple[ModeRequires, ...]] = ()
 
     allow: list[AllowEntry] = allow_list_field("User ids or @usernames")
-    edit_interval_s: float | None = Field(
+    edit_interval_s: PositiveFloat | None = Field(
         None,
-        gt=0,
         description="Shortest time between edits of a streamed reply; unset uses the "
         "platform's own interval.",
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, PositiveFloat, SecretStr, field_validator
 
 from config.channels.base import ChannelConfigBase, webhook_path_field
 from config.common import (
@@ -104,8 +104,8 @@ class TelegramConfig(ChannelConfigBase):
     parse_mode: Literal["html", "markdownv2", "none"] = Field(
         "html", description="How formatted replies are marked up for Telegram."
     )
-    poll_timeout_s: float = Field(
-        30, gt=0, description="Long-polling timeout of each getUpdates call, in seconds."
+    poll_timeout_s: PositiveFloat = Field(
+        30, description="Long-polling timeout of each getUpdates call, in seconds."
     )
 
     @field_validator("secret_token")

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, PositiveFloat, field_validator
 
 from config.channels.base import ChannelConfigBase
 from config.common import AllowEntry, ConfigModel, OptionalSecret, Secret, resolve_path
@@ -97,8 +97,8 @@ class EmailConfigFields(ConfigModel):
     address: str = Field(description="The bot's own address: the From of every reply.")
     imap: ImapSettings = Field(description="Where mail is received.")
     smtp: SmtpSettings = Field(description="Where replies are sent.")
-    poll_interval_s: float = Field(
-        60, gt=0, description="Seconds between mailbox checks when the server lacks IMAP IDLE."
+    poll_interval_s: PositiveFloat = Field(
+        60, description="Seconds between mailbox checks when the server lacks IMAP IDLE."
     )
     subject_prefix: str = Field(
         "Re: ",

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, PositiveFloat
 
 from config.channels.base import ChannelConfigBase
 from config.common import (
     AllowEntry,
+    AtLeastOne,
     OptionalSecret,
     Port,
 )
@@ -47,13 +48,12 @@ class ApiChannelConfig(ChannelConfigBase):
     cors_origins: list[str] = Field(
         default_factory=list, description="Browser origins allowed to call the API (CORS)."
     )
-    max_body_bytes: int = Field(
-        1_000_000, ge=1, description="Largest request body accepted, in bytes."
+    max_body_bytes: AtLeastOne = Field(
+        1_000_000, description="Largest request body accepted, in bytes."
     )
     allowed_hosts: list[AllowedHost] = allowed_hosts_field()
-    reply_timeout_s: float = Field(
+    reply_timeout_s: PositiveFloat = Field(
         300.0,
-        gt=0,
         description="Seconds a request waits for its reply before a JSON 504 (or an SSE "
         "`error` event).",
     )

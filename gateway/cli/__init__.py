@@ -68,12 +68,7 @@ DEFAULT_TIMEOUT_S = 10.0
 
 def add_doctor_command(commands: CommandSet) -> None:
     doctor = commands.add(
-        "doctor",
-        cmd_doctor,
-        help="check the configuration and probe credentials, agent and ports",
-        description="Validate like `check`, print the warnings `run` would log, then probe "
-        "each channel's credentials, each agent, NATS/PostgreSQL when configured, and the "
-        "ports. One line per check, with the fix for each failure; exit 0 when none failed.",
+        "doctor", cmd_doctor, help="check the configuration and probe credentials, agent and ports"
     )
     add_config_argument(doctor)
     doctor.add_argument(
@@ -86,6 +81,9 @@ def add_doctor_command(commands: CommandSet) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    """Validate like `check`, print the warnings `run` would log, then probe each channel's
+    credentials, each agent, NATS/PostgreSQL when configured, and the ports. One line per check,
+    with the fix for each failure; exit 0 when none failed."""
     from gateway.cli.doctor import doctor_exit_status
 
     return doctor_exit_status(args.config, args.timeout)
@@ -176,6 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """Validate gateway.yaml and every profile; exit 0 when valid, 2 when not."""
     try:
         loaded = load(args.config, None)
     except ConfigError as error:
@@ -236,12 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         "all both (the default)",
     )
 
-    check = commands.add(
-        "check",
-        cmd_check,
-        help="validate a configuration",
-        description="Validate gateway.yaml and every profile; exit 0 when valid, 2 when not.",
-    )
+    check = commands.add("check", cmd_check, help="validate a configuration")
     add_config_argument(check)
 
     add_session_commands(commands)

@@ -1,8 +1,9 @@
 """Arguments several commands share, accepted before or after a command's action, what they
 locate, how a configuration's problems are printed, and the exit statuses the commands share.
 
-Every command declares its own parser (`CommandSet.add` with help and description, then its
-arguments) beside the command; what the commands share in meaning lives here.
+Every command declares its own parser (`CommandSet.add` with its help, then its arguments)
+beside the command, and says what it does in its handler's docstring; what the commands share
+in meaning lives here.
 
 That includes the `.env` beside gateway.yaml: the secrets `init` names, read by every command
 that loads the configuration. Values already in the process environment win, as with Docker
@@ -13,6 +14,7 @@ Compose, so a deployment can override any of them. The file is read with python-
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -21,7 +23,7 @@ from typing import Any
 
 from dotenv import dotenv_values
 
-from config import ConfigError, default_config, load_gateway
+from config import ConfigError, LoadedConfig, default_config, load_gateway
 from config.interpolate import ENV_FILE
 from config.store import StoreConfig
 
@@ -67,8 +69,11 @@ class CommandSet:
         help: str,
         description: str | None = None,
     ) -> argparse.ArgumentParser:
-        """A command that `handler` runs, with its `--help` texts."""
-        parser = self._parsers.add_parser(name, help=help, description=description)
+        """A command that `handler` runs. Its `--help` says `help` in the list of commands and,
+        as what the command does, `description` or else the handler's docstring."""
+        parser = self._parsers.add_parser(
+            name, help=help, description=description or inspect.getdoc(handler)
+        )
         parser.set_defaults(func=handler)
         if self._located:
             add_location_arguments(parser, nested=True)
@@ -113,17 +118,21 @@ def add_location_arguments(parser: argparse.ArgumentParser, *, nested: bool = Fa
     )
 
 
+def load_config(config_path: Path) -> LoadedConfig | None:
+    """gateway.yaml at `config_path` and its profiles, with the `.env` beside it; None once the
+    configuration's problems are printed."""
+    try:
+        return load_gateway(config_path, environment_for(config_path))
+    except ConfigError as error:
+        print_problems(error)
+        return None
+
+
 def located(args: argparse.Namespace) -> tuple[Path, StoreConfig] | None:
     """The data directory (`--data-dir` wins over gateway.yaml's) and the session store of
     `add_location_arguments`; None once the configuration's problems are printed."""
-    try:
-        loaded = (
-            load_gateway(args.config, environment_for(args.config))
-            if args.config
-            else default_config()
-        )
-    except ConfigError as error:
-        print_problems(error)
+    loaded = load_config(args.config) if args.config else default_config()
+    if loaded is None:
         return None
     data_dir = Path(args.data_dir) if args.data_dir is not None else loaded.gateway.data_dir
     return Path(data_dir), loaded.gateway.store

@@ -16,16 +16,14 @@ import json
 import sys
 from pathlib import Path
 
-from config import ConfigError, load_gateway
 from gateway.cli.args import (
     EXIT_INVALID_CONFIG,
     EXIT_NOT_FOUND,
     EXIT_OK,
     CommandSet,
-    environment_for,
+    load_config,
     located,
     plural,
-    print_problems,
 )
 from gateway.cli.cluster import cluster_dead_letters
 from gateway.daemon.reply_dead_letters import DeadLetterStore, ReplyDeadLetter
@@ -59,10 +57,8 @@ def add_dead_letter_commands(commands: CommandSet) -> None:
 
 def cmd_dead_letters(args: argparse.Namespace) -> int:
     if args.config is not None:
-        try:
-            loaded = load_gateway(args.config, environment_for(args.config))
-        except ConfigError as error:
-            print_problems(error)
+        loaded = load_config(args.config)
+        if loaded is None:
             return EXIT_INVALID_CONFIG
         if loaded.gateway.bus.backend == "nats":
             return cluster_dead_letters(loaded, args)

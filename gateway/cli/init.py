@@ -12,7 +12,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from config import ConfigError, load_gateway
 from config.channels import DEFAULT_API_PORT
 from config.gateway import DEFAULT_HEALTH_PORT
 from gateway.cli.args import (
@@ -20,8 +19,7 @@ from gateway.cli.args import (
     EXIT_INVALID_CONFIG,
     EXIT_OK,
     CommandSet,
-    environment_for,
-    print_problems,
+    load_config,
 )
 from gateway.cli.scaffold import (
     CHANNEL_CHOICES,
@@ -42,14 +40,7 @@ Ask = Callable[[str], str]
 
 
 def add_init_command(commands: CommandSet) -> None:
-    init = commands.add(
-        "init",
-        cmd_init,
-        help="write gateway.yaml, a profile and a .env template",
-        description="Ask which channels and which agent, then write DIR/gateway.yaml, "
-        "DIR/profiles/<profile>.yaml and DIR/.env (naming each secret), and print the run "
-        "command. Never overwrites a file without asking (--force).",
-    )
+    init = commands.add("init", cmd_init, help="write gateway.yaml, a profile and a .env template")
     init.add_argument("dir", nargs="?", type=Path, default=Path("."), help="where (default .)")
     init.add_argument("--yes", "-y", action="store_true", help="ask nothing, use the options")
     init.add_argument(
@@ -66,6 +57,9 @@ def add_init_command(commands: CommandSet) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    """Ask which channels and which agent, then write DIR/gateway.yaml,
+    DIR/profiles/<profile>.yaml and DIR/.env (naming each secret), and print the run command.
+    Never overwrites a file without asking (--force)."""
     ask: Ask | None = None if args.yes else _ask_stdin
     choices = _choose(args, ask)
     directory: Path = args.dir
@@ -163,10 +157,8 @@ def _ask_stdin(question: str) -> str:
 
 
 def _report(config: Path, choices: ScaffoldChoices) -> int:
-    try:
-        loaded = load_gateway(config, environment_for(config))
-    except ConfigError as error:  # a bug in the scaffold: say so rather than hide it
-        print_problems(error)
+    loaded = load_config(config)
+    if loaded is None:  # a bug in the scaffold: say so rather than hide it
         return EXIT_INVALID_CONFIG
     for warning in loaded.warnings:
         print(f"warning: {warning}")

@@ -16,7 +16,7 @@ import urllib.request
 from datetime import datetime
 from typing import Any
 
-from config import ConfigError, LoadedConfig, load_gateway
+from config import LoadedConfig
 from gateway.cli.args import (
     EXIT_INVALID_CONFIG,
     EXIT_NOT_FOUND,
@@ -25,8 +25,7 @@ from gateway.cli.args import (
     EXIT_UNAVAILABLE,
     CommandSet,
     add_config_argument,
-    environment_for,
-    print_problems,
+    load_config,
 )
 
 #: Longest wait for the daemon's answer.
@@ -37,12 +36,7 @@ _ANY_ADDRESS = {"0.0.0.0", "::", ""}
 
 def add_message_commands(commands: CommandSet) -> None:
     send = commands.add(
-        "send",
-        cmd_send,
-        help="send a message into a chat through the running daemon",
-        description="Ask the running daemon to send TEXT into a chat of a profile, now or at "
-        "--at. It answers once the message is in the profile's journal: sent once, also "
-        "across restarts; --key makes a retry of this command send nothing twice (24 h).",
+        "send", cmd_send, help="send a message into a chat through the running daemon"
     )
     add_config_argument(send)
     send.add_argument("--profile", required=True, help="the profile whose bot sends it")
@@ -79,7 +73,10 @@ def add_message_commands(commands: CommandSet) -> None:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    loaded = _load(args)
+    """Ask the running daemon to send TEXT into a chat of a profile, now or at --at. It answers
+    once the message is in the profile's journal: sent once, also across restarts; --key makes a
+    retry of this command send nothing twice (24 h)."""
+    loaded = load_config(args.config)
     if loaded is None:
         return EXIT_INVALID_CONFIG
     body: dict[str, Any] = {
@@ -106,7 +103,7 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def cmd_scheduled(args: argparse.Namespace) -> int:
-    loaded = _load(args)
+    loaded = load_config(args.config)
     if loaded is None:
         return EXIT_INVALID_CONFIG
     if args.action == "cancel":
@@ -123,14 +120,6 @@ def cmd_scheduled(args: argparse.Namespace) -> int:
         where = f"{message['profile']}:{message['channel']}:{message['chat_id']}"
         print(f"{message['id']}  {where}  {due}")
     return EXIT_OK
-
-
-def _load(args: argparse.Namespace) -> LoadedConfig | None:
-    try:
-        return load_gateway(args.config, environment_for(args.config))
-    except ConfigError as error:
-        print_problems(error)
-        return None
 
 
 def _request(

@@ -34,14 +34,7 @@ from sessions.errors import SessionError
 
 
 def add_pair_commands(commands: CommandSet) -> None:
-    pair = commands.add(
-        "pair",
-        cmd_pair,
-        help="approve a stranger by the code the bot gave them",
-        description="Redeem a pairing code (valid an hour, once) and add its sender to the "
-        "allow-list overlay (in the data directory, or the PostgreSQL database of store.dsn); "
-        "the running daemon applies it at once.",
-    )
+    pair = commands.add("pair", cmd_pair, help="approve a stranger by the code the bot gave them")
     pair.add_argument("code", help="the code, e.g. K7PQ-4XMZ (dashes and case do not matter)")
     add_location_arguments(pair)
 
@@ -63,6 +56,9 @@ def add_pair_commands(commands: CommandSet) -> None:
 
 
 def cmd_pair(args: argparse.Namespace) -> int:
+    """Redeem a pairing code (valid an hour, once) and add its sender to the allow-list overlay
+    (in the data directory, or the PostgreSQL database of store.dsn); the running daemon applies
+    it at once."""
     return _run(args, _pair)
 
 

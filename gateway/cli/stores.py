@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from bus import SessionKey
 from channels.access.allow import AllowOverlay
-from config import ConfigError, LoadedConfig, load_gateway
+from config import LoadedConfig
 from config.store import StoreConfig
 from gateway.cli.args import (
     EXIT_INVALID_CONFIG,
@@ -28,9 +28,8 @@ from gateway.cli.args import (
     EXIT_UNAVAILABLE,
     CommandSet,
     add_config_argument,
-    environment_for,
+    load_config,
     plural,
-    print_problems,
 )
 from sessions import ActiveTopics, Session, SessionStore
 from sessions.backends import check_store, stored_profiles
@@ -55,8 +54,6 @@ def add_store_commands(commands: CommandSet) -> None:
         "migrate",
         cmd_migrate,
         help="copy the session files into PostgreSQL (idempotent, resumable)",
-        description="Copy every profile's session files into the PostgreSQL database of "
-        "gateway.yaml's store.dsn. Safe to run again: what was copied is skipped.",
     )
     migrate.add_argument("--from", dest="source", choices=("jsonl",), required=True)
     migrate.add_argument("--to", dest="target", choices=("postgres",), required=True)
@@ -202,10 +199,10 @@ def _archived_sessions(root: Path) -> list[tuple[Path, Session]]:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    try:
-        loaded = load_gateway(args.config, environment_for(args.config))
-    except ConfigError as error:
-        print_problems(error)
+    """Copy every profile's session files into the PostgreSQL database of gateway.yaml's
+    store.dsn. Safe to run again: what was copied is skipped."""
+    loaded = load_config(args.config)
+    if loaded is None:
         return EXIT_INVALID_CONFIG
     store = loaded.gateway.store
     if store.dsn is None:

@@ -29,7 +29,7 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -256,6 +256,7 @@ def letter_id_of(file_name: str) -> str:
 Send = Callable[[OutboundMessage], Awaitable[None]]
 
 
+@dataclass(eq=False)
 class ProfileDeadLetters:
     """A running profile's dead letters.
 
@@ -265,25 +266,18 @@ class ProfileDeadLetters:
     under the same id). `watch` sends the letters `dead-letters retry` asked for, each once.
     """
 
-    def __init__(
-        self,
-        profile: str,
-        store: DeadLetterStore,
-        journal: Journal,
-        counter: Counter,
-        send: Send,
-    ) -> None:
-        self._profile = profile
-        self._store = store
-        self._journal = journal
-        self._counter = counter
-        self._send = send
-        #: The ids of the retried letters on their way: sent once, however often we look.
-        self._sending: set[str] = set()
-        #: The folders' file names at the last look (None: look again whatever they are, as
-        #: after a change of our own, which the command line may follow with one that brings
-        #: the same names back).
-        self._seen: tuple[frozenset[str], frozenset[str]] | None = None
+    profile: str
+    store: DeadLetterStore
+    journal: Journal
+    #: The count of replies kept as dead letters, by profile, channel and reason.
+    counter: Counter
+    send: Send
+    #: The ids of the retried letters on their way: sent once, however often we look.
+    _sending: set[str] = field(default_factory=set, init=False)
+    #: The folders' file names at the last look (None: look again whatever they are, as after a
+    #: change of our own, which the command line may follow with one that brings the same names
+    #: back).
+    _seen: tuple[frozenset[str], frozenset[str]] | None = field(default=None, init=False)
 
     def delivered(
         self, message: OutboundMessage, _platform_ids: list[str], error: DeliveryError | None
@@ -292,35 +286,35 @@ class ProfileDeadLetters:
         assert delivery_id is not None
         if error is not None:
             return self._keep(message, error)
-        self._journal.record_delivered(delivery_id)
+        self.journal.record_delivered(delivery_id)
         if delivery_id in self._sending:
             return self._sent_again(delivery_id)
         return None
 
     async def _keep(self, reply: OutboundMessage, error: DeliveryError) -> None:
-        letter = ReplyDeadLetter.of(self._profile, reply, error)
+        letter = ReplyDeadLetter.of(self.profile, reply, error)
         was_retried = letter.id in self._sending
         try:
-            await asyncio.to_thread(self._store.add, letter, was_retried=was_retried)
+            await asyncio.to_thread(self.store.add, letter, was_retried=was_retried)
         except OSError as failure:
             # The journal is not told: the reply stays undelivered there, and the next start
             # tries it again rather than losing it.
             log.error(
                 "dead_letters.not_kept",
-                profile=self._profile,
+                profile=self.profile,
                 id=letter.id,
                 error=str(failure),
-                suggestion=f"make {self._store.directory} writable; the reply is tried again "
+                suggestion=f"make {self.store.directory} writable; the reply is tried again "
                 "at the next start",
             )
             return
         finally:
             self._sending.discard(letter.id)
             self._seen = None  # the folders changed under the watch's last look
-        self._counter.labels(self._profile, reply.channel, error.reason).inc()
+        self.counter.labels(self.profile, reply.channel, error.reason).inc()
         log.warning(
             "dead_letters.kept",
-            profile=self._profile,
+            profile=self.profile,
             id=letter.id,
             channel=reply.channel,
             chat_id=reply.chat_id,
@@ -328,15 +322,15 @@ class ProfileDeadLetters:
             suggestion=f"octos-gateway dead-letters show {letter.id} -c gateway.yaml; "
             "`retry` it once the cause is fixed",
         )
-        self._journal.record_delivered(letter.id, failed=True)
+        self.journal.record_delivered(letter.id, failed=True)
 
     async def _sent_again(self, letter_id: str) -> None:
         try:
-            await asyncio.to_thread(self._store.sent_again, letter_id)
+            await asyncio.to_thread(self.store.sent_again, letter_id)
         except OSError as failure:
             log.error(
                 "dead_letters.not_forgotten",
-                profile=self._profile,
+                profile=self.profile,
                 id=letter_id,
                 error=str(failure),
                 suggestion=f"it was delivered: `octos-gateway dead-letters drop {letter_id}`, "
@@ -345,7 +339,7 @@ class ProfileDeadLetters:
         finally:
             self._sending.discard(letter_id)
             self._seen = None
-        log.info("dead_letters.sent_again", profile=self._profile, id=letter_id)
+        log.info("dead_letters.sent_again", profile=self.profile, id=letter_id)
 
     async def watch(self) -> None:
         """Send each letter asked to be sent again; runs until cancelled."""
@@ -357,15 +351,15 @@ class ProfileDeadLetters:
                 # on, and the next look tries again.
                 log.warning(
                     "dead_letters.not_read",
-                    profile=self._profile,
-                    directory=str(self._store.directory),
+                    profile=self.profile,
+                    directory=str(self.store.directory),
                     error=str(failure),
                 )
             await asyncio.sleep(CHECK_INTERVAL_S)
 
     async def look(self) -> None:
         """Send the letters asked to be sent again that are not on their way yet."""
-        names = await asyncio.to_thread(self._store.names)
+        names = await asyncio.to_thread(self.store.names)
         if names == self._seen:
             return
         self._seen = names
@@ -373,16 +367,16 @@ class ProfileDeadLetters:
         wanted = {letter_id_of(name) for name in asked} - self._sending
         if not wanted:
             return
-        letters = await asyncio.to_thread(self._store.letters)
+        letters = await asyncio.to_thread(self.store.letters)
         for letter in letters:
             if letter.retrying and letter.id in wanted:
                 self._sending.add(letter.id)
                 log.info(
                     "dead_letters.retrying",
-                    profile=self._profile,
+                    profile=self.profile,
                     id=letter.id,
                     channel=letter.reply.channel,
                     chat_id=letter.reply.chat_id,
                 )
                 metadata = {**letter.reply.metadata, SENT_AGAIN_AT: time.time()}
-                await self._send(letter.reply.model_copy(update={"metadata": metadata}))
+                await self.send(letter.reply.model_copy(update={"metadata": metadata}))
