@@ -22,6 +22,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from bus import (
+    CALLBACK,
     InboundMessage,
     InboundRefused,
     InboundSender,
@@ -75,6 +76,8 @@ class ApiChannel(RunStateChannel):
     #: A refused chat id is told at once, in the 403 that answers its request: no reply comes.
     answers_refusals = True
     send_with_id_sends_whole = False  # it opens a streamed reply to the waiting request
+    #: A reply's buttons go in its JSON (`buttons`, `message_id`); a request's `callback` taps.
+    buttons_shown = "in_send"
     #: The profile's agent type, which the empty page names (GET /v1/info).
     agent: str = ""
 
@@ -232,6 +235,7 @@ class ApiChannel(RunStateChannel):
             chat_id=chat.chat_id,
             content=chat.content,
             message_id=message_id,
+            metadata={} if chat.callback is None else {CALLBACK: chat.callback},
         )
         try:
             await self._inbound.send(inbound)
@@ -264,11 +268,14 @@ class ApiChannel(RunStateChannel):
         except TimeoutError:
             log.warning("api.reply_timeout", chat=chat_id, timeout_s=timeout_s)
             return error_response(504, _late(timeout_s))
-        body = {
+        body: dict[str, object] = {
             "reply": event.text,
             "chat_id": chat_id,
             "session": event.session or self._default_session(chat_id),
         }
+        if event.buttons:
+            body["buttons"] = event.buttons
+            body["message_id"] = event.message_id
         if event.kind == "error":
             # The turn failed (the agent, the session): its apology is the reason.
             body["error"] = event.text
@@ -335,7 +342,11 @@ def _late(timeout_s: float) -> str:
 
 
 def _sse(event: ReplyEvent) -> bytes:
-    data = json.dumps({"text": event.text}, ensure_ascii=False)
+    fields: dict[str, object] = {"text": event.text}
+    if event.buttons:
+        fields["buttons"] = event.buttons
+        fields["message_id"] = event.message_id
+    data = json.dumps(fields, ensure_ascii=False)
     return f"event: {event.kind}\ndata: {data}\n\n".encode()
 
 

@@ -39,6 +39,10 @@ class ReplyEvent:
     kind: EventKind
     text: str
     session: str | None = None
+    #: A final reply's buttons (rows of `{"text", "data"|"url"}`), and the id a tap on one
+    #: names it by (`callback.message_id`).
+    buttons: list[list[dict[str, str]]] = field(default_factory=list)
+    message_id: str | None = None
 
 
 @dataclass(eq=False)
@@ -137,8 +141,21 @@ class ReplyRouter:
     def final(self, message: OutboundMessage) -> None:
         kind: EventKind = "error" if message.metadata.get(FAILED) else "done"
         session = message.metadata.get(SESSION)
-        event = ReplyEvent(kind, message.content, str(session) if session else None)
-        self._emit(self._answered_keys(message), event)
+        buttons = [[button.to_dict() for button in row] for row in message.buttons]
+        event = ReplyEvent(
+            kind,
+            message.content,
+            str(session) if session else None,
+            buttons=buttons,
+            message_id=message.delivery_id if buttons else None,
+        )
+        keys = self._answered_keys(message)
+        if message.stream_id is not None:
+            # A whole reply ending a stream (one with buttons): nothing edits that stream now.
+            for stream_message_id, (stream_keys, _session) in list(self._streams.items()):
+                if set(stream_keys) & set(keys):
+                    del self._streams[stream_message_id]
+        self._emit(keys, event)
 
     def open_stream(self, message: OutboundMessage) -> str:
         """A new platform message id for a streamed reply, remembered for its edits."""
