@@ -19,6 +19,10 @@ from bus.text import truncate_utf8
 
 log = structlog.get_logger(__name__)
 
+#: What a platform that can answer a tap itself (a toast, an ephemeral message) tells a tap no
+#: current button of the bot's message sent.
+TAP_NOT_AVAILABLE = "Already answered: these buttons are no longer available."
+
 
 @dataclass(frozen=True, slots=True)
 class ButtonLimits:

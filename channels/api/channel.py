@@ -24,6 +24,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from bus import (
+    CALLBACK,
     Attachment,
     InboundMessage,
     InboundRefused,
@@ -100,6 +101,8 @@ class ApiChannel(RunStateChannel):
     send_with_id_sends_whole = False  # it opens a streamed reply to the waiting request
     #: A reply's files are in its JSON answer, as links (`attachments`).
     sends_attachments_with_text = True
+    #: A reply's buttons go in its JSON (`buttons`, `message_id`); a request's `callback` taps.
+    buttons_shown = "in_send"
     #: The profile's agent type, which the empty page names (GET /v1/info).
     agent: str = ""
     #: The names of the profile's agents, which `GET /v1/models` lists.
@@ -281,8 +284,9 @@ class ApiChannel(RunStateChannel):
         except BadRequest as error:
             return error_response(error.status, str(error))
         message_id = chat.client_message_id or uuid.uuid4().hex
+        tap: dict[str, object] | None = None if chat.callback is None else {CALLBACK: chat.callback}
         submitted = await self.submit(
-            chat.chat_id, chat.content, message_id, attachments=chat.attachments
+            chat.chat_id, chat.content, message_id, tap, attachments=chat.attachments
         )
         if isinstance(submitted, Refusal):
             return submitted.as_error()
@@ -391,6 +395,9 @@ class ApiChannel(RunStateChannel):
         }
         if event.attachments:
             body["attachments"] = list(event.attachments)
+        if event.buttons:
+            body["buttons"] = event.buttons
+            body["message_id"] = event.message_id
         if event.kind == "error":
             # The turn failed (the agent, the session): its apology is the reason.
             body["error"] = event.text
@@ -483,6 +490,9 @@ def _sse(event: ReplyEvent) -> bytes:
     fields: dict[str, object] = {"text": event.text}
     if event.attachments:
         fields["attachments"] = list(event.attachments)
+    if event.buttons:
+        fields["buttons"] = event.buttons
+        fields["message_id"] = event.message_id
     data = json.dumps(fields, ensure_ascii=False)
     return f"event: {event.kind}\ndata: {data}\n\n".encode()
 

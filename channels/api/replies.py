@@ -43,6 +43,10 @@ class ReplyEvent:
     usage: dict[str, int] | None = None
     #: The reply's files as the client sees them: kind, mime, name, size and a URL.
     attachments: tuple[dict[str, object], ...] = ()
+    #: A final reply's buttons (rows of `{"text", "data"|"url"}`), and the id a tap on one
+    #: names it by (`callback.message_id`).
+    buttons: list[list[dict[str, str]]] = field(default_factory=list)
+    message_id: str | None = None
 
 
 @dataclass(eq=False)
@@ -146,14 +150,23 @@ class ReplyRouter:
     ) -> None:
         kind: EventKind = "error" if message.metadata.get(FAILED) else "done"
         session = message.metadata.get(SESSION)
+        buttons = [[button.to_dict() for button in row] for row in message.buttons]
         event = ReplyEvent(
             kind,
             message.content,
             str(session) if session else None,
             _usage_of(message),
             attachments,
+            buttons=buttons,
+            message_id=message.delivery_id if buttons else None,
         )
-        self._emit(self._answered_keys(message), event)
+        keys = self._answered_keys(message)
+        if message.stream_id is not None:
+            # A whole reply ending a stream (one with buttons): nothing edits that stream now.
+            for stream_message_id, (stream_keys, _session) in list(self._streams.items()):
+                if set(stream_keys) & set(keys):
+                    del self._streams[stream_message_id]
+        self._emit(keys, event)
 
     def ending(self, message: OutboundMessage) -> None:
         """The final message of a streamed reply, before `finish` gets its text: its usage is

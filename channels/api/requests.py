@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bus import BUTTON_DATA_MAX_BYTES
 from channels.web.webhook import UnreadableJson, json_payload
 
 MAX_CHAT_ID_CHARS = 256
@@ -79,6 +80,8 @@ class ChatRequest:
     client_message_id: str | None
     stream: bool
     attachments: tuple[UploadedFile, ...] = ()
+    #: A tap on a button of an earlier reply: `{"data", "message_id"}` (`bus.CALLBACK`).
+    callback: dict[str, str] | None = None
 
 
 async def read_json_body(request: web.Request, max_bytes: int) -> Any:
@@ -128,13 +131,16 @@ def _field(body: dict[str, Any], name: str, kind: type, *, required: bool) -> An
 def parse_chat_request(body: Any) -> ChatRequest:
     if not isinstance(body, dict):
         raise BadRequest(f"body must be a JSON object, got {type(body).__name__}")
-    known = {"chat_id", "content", "client_message_id", "stream", "attachments"}
+    known = {"chat_id", "content", "client_message_id", "stream", "attachments", "callback"}
     unknown = sorted(set(body) - known)
     if unknown:
         shown = ", ".join(repr(name.encode("unicode_escape").decode())[1:-1] for name in unknown)
         raise BadRequest(f"unknown field(s) {shown[:300]}; known: {', '.join(sorted(known))}")
     chat_id = _field(body, "chat_id", str, required=True)
-    content = _field(body, "content", str, required=True)
+    callback = _callback(body)
+    content = _field(body, "content", str, required=callback is None)
+    if content is None and callback is not None:
+        content = callback["data"]
     client_message_id = _field(body, "client_message_id", str, required=False)
     if not chat_id.strip() or len(chat_id) > MAX_CHAT_ID_CHARS:
         raise BadRequest(f"chat_id must be 1 to {MAX_CHAT_ID_CHARS} characters")
@@ -151,6 +157,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
         client_message_id=client_message_id,
         stream=bool(_field(body, "stream", bool, required=False)),
         attachments=attachments,
+        callback=callback,
     )
 
 
@@ -171,3 +178,24 @@ def _attachments(items: list[Any]) -> tuple[UploadedFile, ...]:
         mime = _field(item, "mime", str, required=False)
         files.append(UploadedFile(name, mime, decoded))
     return tuple(files)
+
+
+def _callback(body: dict[str, Any]) -> dict[str, str] | None:
+    """The request's `callback` (a button tap): the button's `data` and the `message_id` of
+    the reply that held it, both as the reply gave them."""
+    callback = _field(body, "callback", dict, required=False)
+    if callback is None:
+        return None
+    if set(callback) != {"data", "message_id"}:
+        raise BadRequest('callback must be {"data": "...", "message_id": "..."}')
+    data, message_id = (
+        _field(callback, "data", str, required=True),
+        _field(callback, "message_id", str, required=True),
+    )
+    if not data or len(data.encode()) > BUTTON_DATA_MAX_BYTES:
+        raise BadRequest(f"callback data must be 1 to {BUTTON_DATA_MAX_BYTES} bytes")
+    if not 0 < len(message_id) <= MAX_CLIENT_MESSAGE_ID_CHARS:
+        raise BadRequest(
+            f"callback message_id must be 1 to {MAX_CLIENT_MESSAGE_ID_CHARS} characters"
+        )
+    return {"data": data, "message_id": message_id}

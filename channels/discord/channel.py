@@ -28,11 +28,15 @@ from discord.backoff import ExponentialBackoff
 from bus import (
     Attachment,
     AttachmentKind,
+    Button,
+    ButtonRows,
+    InboundRefused,
     InboundSender,
     OutboundMessage,
     PipeClosed,
 )
 from channels.base import PROBE_TIMEOUT_S, Embed
+from channels.buttons import TAP_NOT_AVAILABLE, ButtonLimits
 from channels.discord.catchup import HandledBook, catch_up_missed
 from channels.discord.client import MAX_RATELIMIT_WAIT_S, GatewayClient
 from channels.discord.errors import (
@@ -40,10 +44,17 @@ from channels.discord.errors import (
     discord_call,
     gateway_failure,
 )
-from channels.discord.inbound import AttachmentStore, InboundPolicy, should_answer, to_inbound
+from channels.discord.inbound import (
+    AttachmentStore,
+    InboundPolicy,
+    read_tap,
+    should_answer,
+    to_inbound,
+)
 from channels.discord.routing import DiscordEndpoints, RoutedHTTPClient
 from channels.errors import AuthError, ChannelError, TransientError
 from channels.health import ChannelHealth
+from channels.lifecycle.bounded import RecentMap
 from channels.lifecycle.run_state import RunStateChannel
 from channels.media_files import read_file
 from channels.retry.pacing import Rate, RateLimits
@@ -117,6 +128,21 @@ def delivery_nonce(delivery_id: str | None, batch: int) -> str | None:
 RATE_LIMITS = RateLimits(account=Rate(50, 1.0))
 
 
+#: Discord's component types and interaction answers: an action row, a button, its styles;
+#: a deferred update of the tapped message; a message only its reader sees.
+_ACTION_ROW, _BUTTON, _PRIMARY, _LINK = 1, 2, 1, 5
+_DEFERRED_UPDATE = 6
+_EPHEMERAL = 1 << 6
+#: How long a tap may take to become durable: Discord wants its answer within 3 seconds.
+_TAP_DURABLE_S = 2.5
+
+
+def _component(button: Button) -> dict[str, Any]:
+    if button.url is not None:
+        return {"type": _BUTTON, "style": _LINK, "label": button.text, "url": button.url}
+    return {"type": _BUTTON, "style": _PRIMARY, "label": button.text, "custom_id": button.data}
+
+
 #: What decoding a broken gateway frame raises inside discord.py (bad JSON, a broken zlib stream,
 #: a frame that is not an object). The connection is dropped and opened again.
 _UNDECODABLE_FRAME = (ValueError, TypeError, AttributeError, KeyError, zlib.error)
@@ -142,6 +168,10 @@ class DiscordChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["discord"]
     #: Discord allows five edits per five seconds in one channel.
     edit_interval_s: ClassVar[float] = 1.0
+    buttons_shown = "attached"
+    # Message components: at most 5 action rows of 5 buttons, a label of 80 characters (a
+    # custom_id takes 100, more than a button's data may hold).
+    button_limits = ButtonLimits(max_rows=5, max_per_row=5, max_label=80)
 
     def __init__(
         self,
@@ -159,6 +189,10 @@ class DiscordChannel(RunStateChannel):
         self._attachments = AttachmentStore(data_dir, timeout_s=timeouts.request_s)
         self._handled = HandledBook(data_dir / "discord" / "handled.json")
         self._client: GatewayClient | None = None
+        self._inbound: InboundSender | None = None
+        #: The action rows under the bot's messages, by (chat, message id): what a used
+        #: message's buttons are disabled from.
+        self._components: RecentMap[tuple[str, str], list[dict[str, Any]]] = RecentMap(10_000)
         self._last_failure: str | None = None
         super().__init__()
 
@@ -179,8 +213,10 @@ class DiscordChannel(RunStateChannel):
             received,
             session_up=self._run_state.receiving,
             guild_ready_timeout_s=self._timeouts.guild_ready_s,
+            take_interaction=self._take_interaction,
         )
         self._client = client
+        self._inbound = inbound
         gateway = asyncio.create_task(self._run_gateway(client), name="discord-gateway")
         pump = asyncio.create_task(
             self._pump_inbound(client, received, inbound), name="discord-inbound"
@@ -346,6 +382,90 @@ class DiscordChannel(RunStateChannel):
         await inbound.send(received)
         self._handled.handled(str(message.channel.id), message.id)
         await self._handled.save_soon()
+
+    # Buttons
+
+    async def _take_interaction(self, interaction: discord.Interaction) -> None:
+        """A tap on the bot's button goes to the gateway; once it is durable, Discord gets a
+        deferred update (type 6, within its 3 seconds), which changes nothing on screen. A tap
+        no button of the bot's sent is answered with a notice only the tapper sees."""
+        client, inbound = self._client, self._inbound
+        if client is None or client.user is None or inbound is None:
+            return
+        tap = read_tap(interaction, client.user.id)
+        if tap is None:
+            if interaction.type is discord.InteractionType.component:
+                log.info("discord.tap_not_taken", interaction_id=interaction.id)
+                notice = {"content": TAP_NOT_AVAILABLE, "flags": _EPHEMERAL}
+                await self._answer_interaction(interaction, {"type": 4, "data": notice})
+            return
+        held = interaction.message
+        if held is not None:
+            rows = [
+                dict(row.to_dict()) for row in held.components if isinstance(row, discord.ActionRow)
+            ]
+            self._components.remember((tap.chat_id, str(held.id)), rows)
+        try:
+            async with asyncio.timeout(_TAP_DURABLE_S):
+                await inbound.send(tap)
+        except (InboundRefused, TimeoutError) as error:
+            # Discord does not send an interaction again: unanswered, the app shows the tap
+            # failed, and the user may tap again.
+            log.warning(
+                "discord.tap_not_taken_now", interaction_id=interaction.id, error=repr(error)
+            )
+            return
+        except PipeClosed:
+            return
+        await self._answer_interaction(interaction, {"type": _DEFERRED_UPDATE})
+
+    async def _answer_interaction(
+        self, interaction: discord.Interaction, answer: dict[str, Any]
+    ) -> None:
+        """`POST /interactions/{id}/{token}/callback`. One answered before (a redelivered
+        event) is refused by Discord: nothing to do then."""
+        route = discord.http.Route(
+            "POST",
+            "/interactions/{interaction_id}/{interaction_token}/callback",
+            interaction_id=interaction.id,
+            interaction_token=interaction.token,
+        )
+        try:
+            async with discord_call("interaction callback", self._timeouts.request_s):
+                await self._require_client().http.request(route, json=answer)
+        except ChannelError as error:
+            log.info("discord.tap_not_answered", interaction_id=interaction.id, error=str(error))
+
+    async def attach_buttons(self, chat_id: str, message_id: str, buttons: ButtonRows) -> None:
+        """The message's components set to `buttons`: one action row a row, a data button's
+        `custom_id` its data, a link button Discord's link style."""
+        rows = [
+            {"type": _ACTION_ROW, "components": [_component(button) for button in row]}
+            for row in buttons
+        ]
+        await self._edit_components(chat_id, message_id, rows)
+        self._components.remember((chat_id, message_id), rows)
+
+    async def remove_buttons(self, chat_id: str, message_id: str) -> None:
+        """The message's buttons disabled (taken off, when they are no longer known)."""
+        rows = self._components.get((chat_id, message_id)) or []
+        disabled = [
+            {**row, "components": [{**c, "disabled": True} for c in row.get("components", [])]}
+            for row in rows
+        ]
+        await self._edit_components(chat_id, message_id, disabled)
+
+    async def _edit_components(
+        self, chat_id: str, message_id: str, rows: list[dict[str, Any]]
+    ) -> None:
+        route = discord.http.Route(
+            "PATCH",
+            "/channels/{channel_id}/messages/{message_id}",
+            channel_id=snowflake(chat_id, "chat id"),
+            message_id=snowflake(message_id, "message id"),
+        )
+        async with discord_call("edit message components", self._timeouts.request_s):
+            await self._require_client().http.request(route, json={"components": rows})
 
     # Outbound
 

@@ -7,13 +7,14 @@ It differs from a stock client in three ways, each for a reason:
   so one malformed MESSAGE_CREATE (a missing key, a wrong type) would otherwise end `connect()`;
   the guard logs the event and skips it, and the connection carries on;
 - received messages go into a bounded queue that the channel drains in order, instead of being
-  handled in the task discord.py spawns per event.
+  handled in the task discord.py spawns per event; interactions (button taps), which Discord
+  wants answered within 3 seconds, are handed to the channel at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import discord
@@ -51,6 +52,7 @@ class GatewayClient(discord.Client):
         *,
         session_up: asyncio.Event,
         guild_ready_timeout_s: float = 2.0,
+        take_interaction: Callable[[discord.Interaction], Awaitable[None]] | None = None,
     ) -> None:
         # discord.py warns at its first client that voice libraries are missing; no voice is used.
         discord.VoiceClient.warn_nacl = False
@@ -72,6 +74,7 @@ class GatewayClient(discord.Client):
         self._connection.http = routed
         _guard_parsers(self._connection.parsers)
         self._received = received
+        self._take_interaction = take_interaction
         #: Set while a gateway session is up: from READY or RESUMED until the next disconnect
         #: (the channel passes its run state's `receiving`).
         self.session_up = session_up
@@ -88,6 +91,12 @@ class GatewayClient(discord.Client):
             await asyncio.wait_for(self._received.put(message), timeout=BACKLOG_WAIT_S)
         except TimeoutError:
             log.error("discord.inbound_backlog_full", message_id=message.id, wait_s=BACKLOG_WAIT_S)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        # In discord.py's task for the event: an interaction must be answered within Discord's
+        # 3 seconds, so it does not wait in line behind the messages.
+        if self._take_interaction is not None:
+            await self._take_interaction(interaction)
 
     async def on_disconnect(self) -> None:
         self.session_up.clear()

@@ -11,11 +11,12 @@ import re
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import discord
 
-from bus import InboundMessage
+from bus import CALLBACK, TAPPED_SENT_AT, InboundMessage
 from channels.discord.errors import CHANNEL
 from channels.errors import ChannelError
 from channels.media_files import MediaIntake, MediaStore, safe_file_name
@@ -139,5 +140,49 @@ def to_inbound(message: discord.Message, policy: InboundPolicy) -> InboundMessag
             "is_dm": is_direct(message),
             "sender_user_id": str(author.id),
             "sender_name": author.display_name,
+        },
+    )
+
+
+def read_tap(interaction: discord.Interaction, bot_user_id: int) -> InboundMessage | None:
+    """A tap on one of the bot's buttons (a component interaction), as a message of its chat:
+    the button's label, and `metadata.callback`. None for what no button the bot put under its
+    own message sent (a forged or foreign interaction): it reaches no agent."""
+    if interaction.type is not discord.InteractionType.component:
+        return None
+    data: dict[str, Any] = dict(interaction.data or {})
+    custom_id = data.get("custom_id")
+    held = interaction.message
+    if not isinstance(custom_id, str) or held is None or held.author.id != bot_user_id:
+        return None
+    label = next(
+        (
+            button.label or custom_id
+            for row in held.components
+            if isinstance(row, discord.ActionRow)
+            for button in row.children
+            if isinstance(button, discord.Button) and button.custom_id == custom_id
+        ),
+        None,
+    )
+    channel_id = interaction.channel_id
+    if label is None or channel_id is None:
+        return None
+    user = interaction.user
+    guild_id = interaction.guild_id
+    return InboundMessage(
+        channel=CHANNEL,
+        sender_id=f"{user.id}|{user.name}",
+        chat_id=str(channel_id),
+        content=label,
+        # The interaction's id is unique per tap: a redelivered event is the same tap.
+        message_id=f"tap:{interaction.id}",
+        metadata={
+            CALLBACK: {"data": custom_id, "message_id": str(held.id)},
+            TAPPED_SENT_AT: held.created_at.timestamp(),
+            "guild_id": None if guild_id is None else str(guild_id),
+            "is_dm": guild_id is None,
+            "sender_user_id": str(user.id),
+            "sender_name": user.display_name,
         },
     )

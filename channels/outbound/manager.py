@@ -391,6 +391,10 @@ class ChannelManager:
             listed = reply.model_copy(update={"content": content, "buttons": buttons})
             return await self._send_reply(channel, listed)
         fitted = reply.model_copy(update={"buttons": buttons})
+        if channel.buttons_shown == "in_send":
+            # The buttons go with the whole reply (`send`), which also ends a stream the
+            # channel showed growing: a stream's final edit carries only text.
+            return await self._delivery.send_message(channel, fitted)
         platform_ids = await self._send_reply(channel, fitted)
         if channel.buttons_shown != "attached" or not buttons:
             return platform_ids

@@ -2,8 +2,9 @@
 
 Bolt does the protocol's work: it verifies HTTP-mode signatures (v0 HMAC, 5-minute window,
 constant-time), answers `url_verification` challenges, drops the bot's own events, and routes
-`message` and `app_mention` events to the channel's listener. Every other event gets a listener
-that does nothing, so it is answered 200 and not sent again.
+`message` and `app_mention` events, and the `block_actions` payloads of button taps, to the
+channel's listeners. Every other event gets a listener that does nothing, so it is answered
+200 and not sent again.
 
 Bolt authorizes each event with the identity the channel got from its own `auth.test` instead
 of calling auth.test itself: its per-request web clients would read HTTPS_PROXY and ignore
@@ -22,6 +23,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -32,6 +34,8 @@ from channels.slack.inbound import is_malformed_callback
 log = structlog.get_logger(__name__)
 
 EventListener = Callable[[dict[str, Any]], Awaitable[None]]
+#: A listener of `block_actions` payloads: the body, and Bolt's `ack` to call once it is taken.
+ActionListener = Callable[[dict[str, Any], AsyncAck], Awaitable[None]]
 WebhookHandler = Callable[[web.Request], Awaitable[web.Response]]
 
 
@@ -52,8 +56,10 @@ def build_app(
     bot_token: str,
     identity: Callable[[], BotIdentity | None],
     take_event: EventListener,
+    take_action: ActionListener,
 ) -> AsyncApp:
-    """The app; `take_event(body)` gets each `message` and `app_mention` event callback.
+    """The app; `take_event(body)` gets each `message` and `app_mention` event callback,
+    `take_action(body, ack)` each `block_actions` payload (a tap on a button).
 
     `process_before_response` is on: the listener runs before Slack is answered, so an event
     is taken before Slack hears it was received, and Bolt starts no task of its own.
@@ -87,6 +93,12 @@ def build_app(
     app.event("message")(take_event)
     app.event("app_mention")(take_event)
     app.event(re.compile(".*"))(_ignore_event)
+
+    # Every button's payload, the bot's or a link's: each must be acknowledged.
+    @app.action(re.compile(".*"))
+    async def take_action_payload(body: dict[str, Any], ack: AsyncAck) -> None:
+        await take_action(body, ack)
+
     return app
 
 

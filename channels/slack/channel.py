@@ -19,7 +19,7 @@ stays the base class's no-op.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,18 +27,22 @@ from typing import Any, ClassVar
 import structlog
 from aiohttp import web
 from pydantic import SecretStr
+from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bus import (
     ANSWERS,
+    CALLBACK,
     Attachment,
     AttachmentKind,
+    ButtonRows,
     InboundRefused,
     InboundSender,
     OutboundMessage,
     PipeClosed,
 )
 from channels.base import FORMATTED, PROBE_TIMEOUT_S
+from channels.buttons import ButtonLimits
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
@@ -48,7 +52,7 @@ from channels.media_files import read_file
 from channels.retry.pacing import Rate, RateLimits
 from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
 from channels.slack.errors import CHANNEL, slack_call
-from channels.slack.inbound import MalformedEvent, parse_event, to_inbound
+from channels.slack.inbound import ACTION_PREFIX, MalformedEvent, parse_event, parse_tap, to_inbound
 from channels.slack.media import MAX_UPLOAD_BYTES, FileStore, read_uploads
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
@@ -144,6 +148,10 @@ class SlackChannel(RunStateChannel):
     #: chat.update is a Tier 3 method (about 50 calls a minute); one edit a second keeps a
     #: streamed reply within it.
     edit_interval_s: ClassVar[float] = 1.0
+    buttons_shown = "attached"
+    # Block Kit: a button's label takes at most 75 characters, an actions block 25 elements, a
+    # message 50 blocks (the text's sections take some of them).
+    button_limits = ButtonLimits(max_rows=20, max_per_row=25, max_label=75)
 
     def __init__(
         self,
@@ -176,9 +184,13 @@ class SlackChannel(RunStateChannel):
             bot_token=bot_token,
             identity=lambda: self._identity,
             take_event=self._take_event,
+            take_action=self._take_action,
         )
         self._files = FileStore(data_dir, bot_token, proxy=proxy)
         self._threads = ThreadBook()
+        #: What the bot's messages say, by (chat, ts): a message keeps its text when buttons
+        #: are put under it or taken off (`chat.update` replaces the whole message).
+        self._texts: RecentMap[tuple[str, str], str] = RecentMap(10_000)
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
         self._inbound: InboundSender | None = None
         #: Set when the gateway stops taking messages: the channel's receive loop ends.
@@ -307,9 +319,14 @@ class SlackChannel(RunStateChannel):
         inbound = self._inbound
         if not self._accepting or inbound is None:
             raise ChannelError("the Slack channel is not receiving", channel=CHANNEL)
+        await self._hand_over(body, self._forward(body, inbound))
+
+    async def _hand_over(self, body: dict[str, Any], forwarding: Awaitable[None]) -> None:
+        """Await `forwarding` (a payload on its way to the gateway) within the enqueue time;
+        what the gateway could not take raises, so Slack is not told it was received."""
         try:
             async with asyncio.timeout(self._timeouts.enqueue_s):
-                await self._forward(body, inbound)
+                await forwarding
         except MalformedEvent as error:
             # Acknowledged: a retry of the same payload would be just as malformed.
             log.warning(
@@ -373,7 +390,10 @@ class SlackChannel(RunStateChannel):
                 channel=message.chat_id, text=text, thread_ts=thread_ts, mrkdwn=mrkdwn
             )
         ts = response.get("ts")
-        return ts if isinstance(ts, str) else None
+        if not isinstance(ts, str):
+            return None
+        self._texts.remember((message.chat_id, ts), text)
+        return ts
 
     def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
         return MAX_UPLOAD_BYTES
@@ -398,6 +418,71 @@ class SlackChannel(RunStateChannel):
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
         async with slack_call("chat.update", self._timeouts.request_s):
             await self.web.chat_update(channel=chat_id, ts=message_id, text=content)
+        self._texts.remember((chat_id, message_id), content)
+
+    # Buttons and reactions
+
+    async def _take_action(self, body: dict[str, Any], ack: AsyncAck) -> None:
+        """Bolt's listener of `block_actions` payloads: a tap on the bot's button goes to the
+        gateway, and Slack hears of it (`ack`, within its 3 seconds) only once it is durable.
+        Anything else (a link button, a payload no button of the bot's sent) is acknowledged
+        and reaches no agent."""
+        identity, inbound = self._identity, self._inbound
+        if not self._accepting or inbound is None or identity is None:
+            raise ChannelError("the Slack channel is not receiving", channel=CHANNEL)
+        tap = parse_tap(body, identity.user_id)
+        if tap is None:
+            log.info("slack.tap_not_taken", trigger_id=body.get("trigger_id"))
+            await ack()
+            return
+        message = tap.message
+        callback = message.metadata[CALLBACK]
+        held_ts = str(callback["message_id"])
+        self._texts.remember((message.chat_id, held_ts), tap.held_text)
+        assert message.message_id is not None  # set by parse_tap
+        thread_ts = message.metadata.get("thread_ts")
+        # The reply to a tap answers it in the thread of the message that held the button.
+        self._threads.remember(
+            message.chat_id, message.message_id, thread_ts if isinstance(thread_ts, str) else None
+        )
+        await self._hand_over(body, inbound.send(message))
+        await ack()
+
+    async def attach_buttons(self, chat_id: str, message_id: str, buttons: ButtonRows) -> None:
+        """The message again, with `buttons` as Block Kit `actions` under its text."""
+        text = self._texts.get((chat_id, message_id))
+        if text is None:
+            raise ChannelError(f"the text of message {message_id} is not known", channel=CHANNEL)
+        async with slack_call("chat.update", self._timeouts.request_s):
+            await self.web.chat_update(
+                channel=chat_id, ts=message_id, text=text, blocks=button_blocks(text, buttons)
+            )
+
+    async def remove_buttons(self, chat_id: str, message_id: str) -> None:
+        """The message again as only its text (`chat.update`): a used button cannot be tapped."""
+        text = self._texts.get((chat_id, message_id))
+        if text is None:
+            log.warning("slack.buttons_not_removed", chat_id=chat_id, ts=message_id)
+            return
+        async with slack_call("chat.update", self._timeouts.request_s):
+            await self.web.chat_update(
+                channel=chat_id, ts=message_id, text=text, blocks=button_blocks(text, [])
+            )
+
+    async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
+        name = reaction_name(emoji)
+        if name is None:
+            log.warning("slack.reaction_unknown", emoji=emoji)
+            return
+        async with slack_call("reactions.add", self._timeouts.request_s):
+            await self.web.reactions_add(channel=chat_id, timestamp=message_id, name=name)
+
+    async def remove_reaction(self, chat_id: str, message_id: str, emoji: str) -> None:
+        name = reaction_name(emoji)
+        if name is None:
+            return
+        async with slack_call("reactions.remove", self._timeouts.request_s):
+            await self.web.reactions_remove(channel=chat_id, timestamp=message_id, name=name)
 
     async def delete_message(self, chat_id: str, message_id: str) -> None:
         async with slack_call("chat.delete", self._timeouts.request_s):
@@ -428,3 +513,68 @@ def _outgoing_text(message: OutboundMessage) -> tuple[str, bool]:
     if message.metadata.get(FORMATTED) or render_mrkdwn(content) == content:
         return content, True
     return escape(content), False
+
+
+#: A `section` block's text holds at most 3,000 characters.
+_SECTION_CHARS = 3000
+
+
+def button_blocks(text: str, buttons: ButtonRows) -> list[dict[str, Any]]:
+    """A message's blocks: its text in sections, then each row of buttons as an `actions`
+    block. A button's `action_id` is unique in the message; its `value` is the data."""
+    blocks: list[dict[str, Any]] = [
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": text[start : start + _SECTION_CHARS]},
+        }
+        for start in range(0, len(text), _SECTION_CHARS)
+    ]
+    for row_index, row in enumerate(buttons):
+        elements: list[dict[str, Any]] = []
+        for index, button in enumerate(row):
+            element: dict[str, Any] = {
+                "type": "button",
+                "text": {"type": "plain_text", "text": button.text},
+                "action_id": f"{ACTION_PREFIX}{row_index}-{index}",
+            }
+            if button.url is not None:
+                element["url"] = button.url
+            else:
+                element["value"] = button.data
+            elements.append(element)
+        blocks.append({"type": "actions", "elements": elements})
+    return blocks
+
+
+#: Slack names its emoji (`reactions.add` takes "eyes", not "👀"): the ones agents react with.
+_EMOJI_NAMES = {
+    "👀": "eyes",
+    "👍": "+1",
+    "👎": "-1",
+    "✅": "white_check_mark",
+    "❌": "x",
+    "❤️": "heart",
+    "❤": "heart",
+    "🎉": "tada",
+    "🙏": "pray",
+    "🔥": "fire",
+    "😂": "joy",
+    "🤔": "thinking_face",
+    "⏳": "hourglass_flowing_sand",
+    "👌": "ok_hand",
+    "😀": "grinning",
+    "🚀": "rocket",
+    "⚠️": "warning",
+    "💯": "100",
+}
+
+
+def reaction_name(emoji: str) -> str | None:
+    """Slack's name of `emoji`: a known emoji character, or a name as such (":eyes:" or
+    "eyes"); None for a character Slack's name of is not known here."""
+    if emoji in _EMOJI_NAMES:
+        return _EMOJI_NAMES[emoji]
+    name = emoji.strip(":")
+    if name and all(c.isascii() and (c.isalnum() or c in "_+-'") for c in name):
+        return name
+    return None

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bus import InboundMessage
+from bus import CALLBACK, TAPPED_SENT_AT, InboundMessage
 
 CHANNEL_NAME = "slack"
 
@@ -207,3 +207,89 @@ def _files(raw: object) -> tuple[SlackFile, ...]:
             )
         )
     return tuple(files)
+
+
+# Taps on the bot's buttons: `block_actions` interaction payloads.
+#: The `action_id` prefix of the buttons the bot puts under its messages.
+ACTION_PREFIX = "octos-button-"
+
+
+@dataclass(frozen=True, slots=True)
+class SlackTap:
+    """A user's tap on one of the bot's buttons, read from a `block_actions` payload."""
+
+    message: InboundMessage
+    #: The text of the message that held the button, as Slack has it (its `text` fallback):
+    #: what the message keeps once its buttons are taken off.
+    held_text: str
+
+
+def parse_tap(body: Mapping[str, object], bot_user_id: str) -> SlackTap | None:
+    """The tap in a `block_actions` body, or None when no button the bot put under its own
+    message sent it (a link button, a forged or foreign payload): it reaches no agent."""
+    container, message, user = body.get("container"), body.get("message"), body.get("user")
+    actions = body.get("actions")
+    if not (
+        isinstance(container, Mapping)
+        and isinstance(message, Mapping)
+        and isinstance(user, Mapping)
+        and isinstance(actions, list)
+        and len(actions) == 1
+        and isinstance(actions[0], Mapping)
+    ):
+        return None
+    action = actions[0]
+    value, action_id, action_ts = (
+        action.get("value"),
+        action.get("action_id"),
+        action.get("action_ts"),
+    )
+    held_ts, chat_id = container.get("message_ts"), container.get("channel_id")
+    sender = user.get("id")
+    if not all(
+        isinstance(field, str) and field
+        for field in (value, action_id, action_ts, held_ts, chat_id, sender)
+    ):
+        return None
+    if message.get("user") != bot_user_id or message.get("ts") != held_ts:
+        return None
+    label = _button_label(message.get("blocks"), str(action_id), str(value))
+    if label is None:
+        return None
+    thread_ts = message.get("thread_ts")
+    text = message.get("text")
+    inbound = InboundMessage(
+        channel=CHANNEL_NAME,
+        sender_id=str(sender),
+        chat_id=str(chat_id),
+        content=label,
+        # The action's timestamp is unique per tap: a redelivered payload is the same tap.
+        message_id=f"tap:{held_ts}:{action_ts}",
+        metadata={
+            CALLBACK: {"data": value, "message_id": held_ts},
+            TAPPED_SENT_AT: float(str(held_ts)),
+            "thread_ts": thread_ts if isinstance(thread_ts, str) else None,
+            "sender_user_id": sender,
+        },
+    )
+    return SlackTap(inbound, text if isinstance(text, str) else "")
+
+
+def _button_label(blocks: object, action_id: str, value: str) -> str | None:
+    """The label of the bot's button `action_id` holding `value` in `blocks`, or None."""
+    if not action_id.startswith(ACTION_PREFIX) or not isinstance(blocks, list):
+        return None
+    for block in blocks:
+        if not isinstance(block, Mapping) or block.get("type") != "actions":
+            continue
+        elements = block.get("elements")
+        for element in elements if isinstance(elements, list) else ():
+            if (
+                isinstance(element, Mapping)
+                and element.get("action_id") == action_id
+                and element.get("value") == value
+            ):
+                text = element.get("text")
+                label = text.get("text") if isinstance(text, Mapping) else None
+                return label if isinstance(label, str) else value
+    return None

@@ -31,7 +31,7 @@ from bus import (
     PipeClosed,
 )
 from channels.base import PROBE_TIMEOUT_S
-from channels.buttons import ButtonLimits
+from channels.buttons import TAP_NOT_AVAILABLE, ButtonLimits
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.run_state import RunStateChannel
@@ -90,8 +90,6 @@ DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("stop", "Stop the current reply"),
 )
 
-#: The toast on a tap that no current button of the bot's message sent.
-TAP_NOT_AVAILABLE = "Already answered: these buttons are no longer available."
 _CONNECT_TIMEOUT_S = 30.0
 _SHUTDOWN_WAIT_S = 2.0
 _DOWNLOAD_TIMEOUT_S = 60.0

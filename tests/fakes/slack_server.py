@@ -13,14 +13,16 @@ The real slack-bolt and slack_sdk run against it unchanged; only the far end is 
         await fake.wait_until(lambda: fake.bot_messages("D1"))
 
 Web API (`{base_url}<method>`, form, query or JSON bodies, `Authorization: Bearer`): auth.test,
-apps.connections.open (app token), chat.postMessage, chat.update, chat.delete,
-files.getUploadURLExternal, files.completeUploadExternal; uploads go to `/upload/v1/<file id>`
-and files users share are served (bot token only) from `/files-pri/...`. Answers have Slack's
+apps.connections.open (app token), chat.postMessage, chat.update, chat.delete (messages keep
+their Block Kit `blocks`), reactions.add, reactions.remove, files.getUploadURLExternal,
+files.completeUploadExternal; uploads go to `/upload/v1/<file id>` and files users share are
+served (bot token only) from `/files-pri/...`. Answers have Slack's
 shapes: HTTP 200 with `{"ok": true, ...}` or `{"ok": false, "error": "..."}`; a rate limit is
 HTTP 429 with `Retry-After` in seconds.
 
 Socket Mode (`/socket-mode?ticket=...`, a ticket from apps.connections.open, used once): `hello`
-first, then the `events_api` envelopes a test pushes; the client's acks are recorded.
+first, then the `events_api` envelopes a test pushes, and `interactive` ones (`block_actions`
+of a button tap, `tap_payload`); the client's acks are recorded, with when they came.
 
 Every API call is recorded (`requests`, `calls`), timestamped by an injectable clock. Failures:
 `fail_next`, `rate_limit_next`, `server_error_next`; `drop_connections` cuts the websocket
@@ -31,6 +33,7 @@ reconnect, `socket_available` refuses new connections, `push_raw` sends anything
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import hmac
 import itertools
@@ -122,6 +125,10 @@ class FakeSlack(ServedFake):
         self.downloaded: list[str] = []
         self.envelopes: list[JsonObject] = []
         self.acks: list[str] = []
+        #: envelope id -> when its ack came (by the fake's clock, as `RecordedRequest.at`).
+        self.acked_at: dict[str, float] = {}
+        #: (channel, ts) -> the names of the bot's reactions on that message, in order.
+        self.reactions: dict[tuple[str, str], list[str]] = {}
         self.socket_available = True
         self.connections_opened = 0
         self._sockets: list[_Socket] = []
@@ -291,6 +298,78 @@ class FakeSlack(ServedFake):
         await self.push_envelope(envelope)
         return payload["event_id"], envelope["envelope_id"]
 
+    def buttons_of(self, channel: str, ts: str) -> list[JsonObject]:
+        """The buttons of a message's `actions` blocks, in order."""
+        message = self.message(channel, ts) or {}
+        return [
+            element
+            for block in message.get("blocks") or []
+            if block.get("type") == "actions"
+            for element in block.get("elements", [])
+        ]
+
+    def tap_payload(
+        self,
+        channel: str,
+        ts: str,
+        value: str,
+        user: str,
+        *,
+        action_ts: str | None = None,
+        as_shown: JsonObject | None = None,
+    ) -> JsonObject:
+        """The `block_actions` payload of `user` tapping the button holding `value` under the
+        bot's message `ts`, as the message is now (or `as_shown`: an app still showing it)."""
+        message = copy.deepcopy(as_shown or self.message(channel, ts) or {})
+        buttons = [
+            element
+            for block in message.get("blocks") or []
+            if block.get("type") == "actions"
+            for element in block.get("elements", [])
+            if element.get("value") == value
+        ]
+        button: JsonObject = (
+            buttons[0] if buttons else {"action_id": "forged", "text": {"text": value}}
+        )
+        return {
+            "type": "block_actions",
+            "user": {"id": user, "username": user.lower(), "team_id": self.team_id},
+            "api_app_id": self.app_id,
+            "token": "fake-verification-token",
+            "container": {
+                "type": "message",
+                "message_ts": ts,
+                "channel_id": channel,
+                "is_ephemeral": False,
+            },
+            "trigger_id": f"{next(self._ids)}.fake-trigger",
+            "team": {"id": self.team_id, "domain": "octos-test"},
+            "channel": {"id": channel, "name": "directmessage"},
+            "message": message,
+            "response_url": f"{self.origin}/actions/{channel}/{ts}",
+            "actions": [
+                {
+                    "action_id": button.get("action_id"),
+                    "block_id": "fake-block",
+                    "text": {"type": "plain_text", "text": button.get("text", {}).get("text")},
+                    "value": value,
+                    "type": "button",
+                    "action_ts": action_ts or self.next_ts(),
+                }
+            ],
+        }
+
+    async def push_interactive(self, payload: JsonObject) -> str:
+        """Send an `interactive` envelope (a button tap) on the newest connection; its id."""
+        envelope: JsonObject = {
+            "envelope_id": str(uuid.uuid4()),
+            "type": "interactive",
+            "payload": payload,
+            "accepts_response_payload": False,
+        }
+        await self.push_envelope(envelope)
+        return str(envelope["envelope_id"])
+
     async def push_envelope(self, envelope: JsonObject) -> None:
         self.envelopes.append(envelope)
         await self.push_raw(json.dumps(envelope))
@@ -354,6 +433,7 @@ class FakeSlack(ServedFake):
         socket.frames.append(frame)
         if isinstance(frame, dict) and isinstance(frame.get("envelope_id"), str):
             self.acks.append(frame["envelope_id"])
+            self.acked_at.setdefault(frame["envelope_id"], self._clock())
         await self._changes.notify()
 
     # Failures
@@ -424,6 +504,8 @@ class FakeSlack(ServedFake):
             "chat.postMessage": self._post_message,
             "chat.update": self._update_message,
             "chat.delete": self._delete_message,
+            "reactions.add": self._add_reaction,
+            "reactions.remove": self._remove_reaction,
             "files.getUploadURLExternal": self._upload_url,
             "files.completeUploadExternal": self._complete_upload,
         }.get(method)
@@ -457,6 +539,9 @@ class FakeSlack(ServedFake):
         if len(text) > MAX_TEXT_CHARS:
             return _error("msg_too_long")
         message = self._bot_message(channel, text, params.get("thread_ts"))
+        blocks = _blocks(params)
+        if blocks:
+            message["blocks"] = blocks
         return _ok(channel=channel, ts=message["ts"], message=message)
 
     def _bot_message(self, channel: str, text: str, thread_ts: object) -> JsonObject:
@@ -484,6 +569,9 @@ class FakeSlack(ServedFake):
         if len(text) > MAX_TEXT_CHARS:
             return _error("msg_too_long")
         message["text"] = text
+        if "blocks" in params:
+            # Slack replaces the message's blocks with the ones given (none: only the text).
+            message["blocks"] = _blocks(params)
         message["edited"] = {"user": self.bot_user_id, "ts": self.next_ts()}
         return _ok(channel=channel, ts=ts, text=text, message=message)
 
@@ -494,6 +582,28 @@ class FakeSlack(ServedFake):
             return _error("message_not_found")
         self.messages[channel].remove(message)
         return _ok(channel=channel, ts=ts)
+
+    def _add_reaction(self, params: JsonObject) -> Answer:
+        key, name = self._reacted(params)
+        if self.message(*key) is None:
+            return _error("message_not_found")
+        names = self.reactions.setdefault(key, [])
+        if name in names:
+            return _error("already_reacted")
+        names.append(name)
+        return _ok()
+
+    def _remove_reaction(self, params: JsonObject) -> Answer:
+        key, name = self._reacted(params)
+        names = self.reactions.get(key, [])
+        if name not in names:
+            return _error("no_reaction")
+        names.remove(name)
+        return _ok()
+
+    def _reacted(self, params: JsonObject) -> tuple[tuple[str, str], str]:
+        channel, ts = str(params.get("channel") or ""), str(params.get("timestamp") or "")
+        return (channel, ts), str(params.get("name") or "")
 
     def _upload_url(self, params: JsonObject) -> Answer:
         name = str(params.get("filename") or "")
@@ -577,3 +687,10 @@ async def _read_params(request: web.Request) -> JsonObject:
         form = await request.post()
         params.update({key: value for key, value in form.items() if isinstance(value, str)})
     return params
+
+
+def _blocks(params: JsonObject) -> list[JsonObject]:
+    """The `blocks` of a call: a list in a JSON body, a JSON string in a form."""
+    raw = params.get("blocks")
+    blocks = json.loads(raw) if isinstance(raw, str) else raw
+    return list(blocks) if isinstance(blocks, list) else []

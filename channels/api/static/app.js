@@ -264,7 +264,39 @@ let running = null;
 // error event, which then means "stopped", not "failed".
 let stopRequested = false;
 
-async function send(text, attachments) {
+// A reply's buttons under it: a tap sends the button's label with its data (`callback`), once;
+// a link button opens its page.
+function showButtons(reply, rows, messageId) {
+  const box = document.createElement("div");
+  box.className = "buttons";
+  for (const row of rows) {
+    const line = document.createElement("div");
+    line.className = "button-row";
+    for (const button of row) {
+      if (button.url) {
+        const link = document.createElement("a");
+        link.textContent = button.text;
+        link.href = button.url;
+        link.target = "_blank";
+        link.rel = "noopener noreferrer";
+        line.append(link);
+        continue;
+      }
+      const tap = document.createElement("button");
+      tap.type = "button";
+      tap.textContent = button.text;
+      tap.addEventListener("click", () => {
+        for (const used of box.querySelectorAll("button")) used.disabled = true;
+        send(button.text, [], { data: button.data, message_id: messageId });
+      });
+      line.append(tap);
+    }
+    box.append(line);
+  }
+  reply.after(box);
+}
+
+async function send(text, attachments, callback = null) {
   bubble("user", text, attachments.map((file) => ({ name: file.name, kind: "file" })));
   const reply = bubble("assistant streaming", "");
   sendButton.disabled = true;
@@ -274,7 +306,13 @@ async function send(text, attachments) {
   try {
     const response = await api("/v1/chat", {
       method: "POST",
-      body: JSON.stringify({ chat_id: chatId(), content: text, stream: true, attachments }),
+      body: JSON.stringify({
+        chat_id: chatId(),
+        content: text,
+        stream: true,
+        attachments,
+        ...(callback ? { callback } : {}),
+      }),
       signal: running.signal,
     });
     for await (const event of serverEvents(response)) {
@@ -283,6 +321,9 @@ async function send(text, attachments) {
       log.scrollTop = log.scrollHeight;
       if (event.kind === "error") { reply.classList.add("failed"); showError(event.data.text); }
       if (event.data.attachments) showFiles(reply, event.data.attachments);
+      if (event.kind === "done" && event.data.buttons) {
+        showButtons(reply, event.data.buttons, event.data.message_id);
+      }
       if (event.kind !== "snapshot") break;
     }
   } catch (error) {

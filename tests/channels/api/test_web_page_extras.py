@@ -1,6 +1,6 @@
 """The web chat page's first-hour fixes in headless Chromium against the daemon subprocess:
 a non-secure origin, a chat id the allow list refuses, safe Markdown, Stop, who answers, the
-favicon, the chat's topics."""
+favicon, the chat's topics, a reply's buttons."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from playwright.async_api import BrowserContext, Dialog, Page, expect
 
+from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
 from tests.support.browser import chromium_context, require_chromium
 from tests.support.daemon import DaemonProcess, free_port, write_config
 
@@ -196,3 +197,56 @@ async def test_topics_are_listed_created_and_switched(
         await expect(page.locator("#log .message.user >> nth=-1")).to_have_text("about work")
     finally:
         await daemon.stop()
+
+
+async def test_a_replys_buttons_show_and_a_tap_reaches_the_agent_once(
+    tmp_path: Path, browser: BrowserContext
+) -> None:
+    async with FakeWebhook() as webhook:
+        port = free_port()
+        profile = (
+            f'agent: {{type: webhook, url: "{webhook.url}"}}\n'
+            f"channels:\n  - type: api\n    host: 127.0.0.1\n    port: {port}\n"
+        )
+        daemon = await DaemonProcess(write_config(tmp_path, {"web": profile})).start()
+        try:
+            await daemon.wait_log(lambda event: event.get("event") == "api.web_chat_ready")
+            page = await opened(browser, f"http://127.0.0.1:{port}/")
+            buttons = [
+                [
+                    {"text": "Approve", "data": "refund:42:yes"},
+                    {"text": "Deny", "data": "refund:42:no"},
+                ],
+                [{"text": "Policy", "url": "https://example.com/refunds"}],
+            ]
+            # Streamed: the buttons come with the final event, and the whole reply with them.
+            webhook.script(ScriptedReply(mode="sse", text="Approve the refund?", buttons=buttons))
+            await say(page, "refund please")
+            await expect(page.locator(NEWEST_ASSISTANT)).to_have_text("Approve the refund?")
+            await expect(page.locator(".buttons button")).to_have_text(["Approve", "Deny"])
+            link = page.locator(".buttons a")
+            await expect(link).to_have_attribute("href", "https://example.com/refunds")
+
+            webhook.script(ScriptedReply(text="Denied."))
+            await page.locator(".buttons button", has_text="Deny").click()
+            await expect(page.locator(NEWEST_ASSISTANT)).to_have_text("Denied.")
+            # Used: the reply's buttons cannot be tapped again.
+            for name in ("Approve", "Deny"):
+                await expect(page.locator(".buttons button", has_text=name)).to_be_disabled()
+            tap = webhook.requests[-1].json["message"]
+            assert tap["content"] == "Deny"
+            assert tap["callback"]["data"] == "refund:42:no"
+            assert len(webhook.requests) == 2
+
+            # Through the API itself: the same buttons tapped again reach no agent.
+            chat_id = await page.evaluate("() => localStorage.getItem('octos.chat_id')")
+            async with aiohttp.ClientSession() as client:
+                response = await client.post(
+                    f"http://127.0.0.1:{port}/v1/chat",
+                    json={"chat_id": chat_id, "content": "Approve", "callback": tap["callback"]},
+                )
+                body = await response.json()
+            assert "Already answered" in body["reply"]
+            assert len(webhook.requests) == 2
+        finally:
+            await daemon.stop()

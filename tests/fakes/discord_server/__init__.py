@@ -13,7 +13,9 @@ zlib-stream decompression, heartbeats and RESUME do their real work; only the fa
 REST (under `/api/v10`, any version): GET /users/@me, GET /oauth2/applications/@me, GET /gateway,
 GET /gateway/bot, GET /channels/{id}, POST /users/@me/channels, POST /channels/{id}/messages
 (JSON, or multipart with `payload_json` and `files[n]`), PATCH and DELETE a message, POST typing,
-PUT and DELETE the bot's reactions. Answers are Discord's JSON shapes with
+PUT and DELETE the bot's reactions, a message's button components (PATCH; refused as Discord
+would past 5 rows of 5), and the answers to interactions (`POST /interactions/{id}/{token}/
+callback`, once each; `push_tap` sends one). Answers are Discord's JSON shapes with
 `Content-Type: application/json` exactly; content over 2000 characters and empty messages get
 Discord's 400 errors. Files are served from `/attachments/...`, the fake's CDN. The gateway is
 described in `gateway.py`.
@@ -28,6 +30,7 @@ refuses new connections, `gateway.identify_close_code` refuses IDENTIFY (4004, 4
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
@@ -237,6 +240,60 @@ class FakeDiscord(ServedFake):
             await self.add_guild(guild_id, [channel_id])
         elif channel_id not in guild.channel_ids:
             await self.add_guild(guild_id, [*guild.channel_ids, channel_id], name=guild.name)
+
+    def interaction_answer(self, interaction_id: str) -> JsonObject | None:
+        """The bot's answer to an interaction (`{"type": 6}`: a deferred update), or None."""
+        return self._world.interaction_answers.get(interaction_id)
+
+    async def push_tap(
+        self,
+        channel_id: int,
+        message_id: int | str,
+        custom_id: str,
+        user: FakeUser,
+        *,
+        interaction_id: str | None = None,
+        as_shown: JsonObject | None = None,
+    ) -> str:
+        """`user` taps the button `custom_id` under a message (as it is now, or `as_shown`: an
+        app still showing it): INTERACTION_CREATE of a component; the interaction's id. The
+        same `interaction_id` again is Discord delivering that tap twice."""
+        message = copy.deepcopy(as_shown or self._world.messages[int(message_id)])
+        interaction_id = interaction_id or str(self._world.ids.next())
+        token = f"fake-interaction-token-{interaction_id}"
+        self._world.interactions[interaction_id] = token
+        channel = self._world.channels[channel_id]
+        data: JsonObject = {
+            "id": interaction_id,
+            "application_id": str(self.bot.id),
+            "type": 3,
+            "data": {"custom_id": custom_id, "component_type": 2},
+            "channel_id": str(channel_id),
+            "channel": channel,
+            "token": token,
+            "version": 1,
+            "message": message,
+            "locale": "en-US",
+            "app_permissions": "0",
+            "entitlements": [],
+            "authorizing_integration_owners": {},
+            "context": 1 if channel.get("guild_id") is None else 0,
+            "attachment_size_limit": 25 * 1024 * 1024,
+        }
+        if channel.get("guild_id") is None:
+            data["user"] = user.payload()
+        else:
+            data["guild_id"] = channel["guild_id"]
+            data["member"] = {
+                "user": user.payload(),
+                "roles": [],
+                "joined_at": "2026-01-01T00:00:00+00:00",
+                "deaf": False,
+                "mute": False,
+                "permissions": "0",
+            }
+        await self.push_dispatch("INTERACTION_CREATE", data)
+        return interaction_id
 
     async def push_dispatch(self, event: str, data: Any) -> None:
         """A dispatch event, well-formed or not, to every session (kept for RESUME)."""

@@ -115,6 +115,7 @@ class RestApi:
         yield "DELETE", r"/channels/(\d+)/messages/(\d+)", self._delete_message
         yield "POST", r"/channels/(\d+)/typing", self._typing
         yield "PUT", r"/channels/(\d+)/messages/(\d+)/reactions/([^/]+)/@me", self._react
+        yield "POST", r"/interactions/(\d+)/([^/]+)/callback", self._answer_interaction
         yield "DELETE", r"/channels/(\d+)/messages/(\d+)/reactions/([^/]+)/@me", self._unreact
 
     async def _list_messages(self, _body: Any, _files: Any, channel_id: str) -> web.Response:
@@ -203,8 +204,25 @@ class RestApi:
             message["content"] = content
         if "embeds" in body:
             message["embeds"] = body["embeds"] or []
+        if "components" in body:
+            if problem := components_problem(body["components"] or []):
+                return problem
+            message["components"] = body["components"] or []
         message["edited_timestamp"] = now_iso()
         return json_response(message)
+
+    async def _answer_interaction(
+        self, body: Any, _files: Any, interaction_id: str, token: str
+    ) -> web.Response:
+        if self.world.interactions.get(interaction_id) != token:
+            return json_response({"message": "Unknown interaction", "code": 10062}, 404)
+        if interaction_id in self.world.interaction_answers:
+            already = {"message": "Interaction has already been acknowledged.", "code": 40060}
+            return json_response(already, 400)
+        if not isinstance(body, dict) or body.get("type") not in (4, 5, 6, 7):
+            return json_response({"message": "Invalid Form Body", "code": 50035}, 400)
+        self.world.interaction_answers[interaction_id] = body
+        return web.Response(status=204)
 
     async def _delete_message(
         self, _body: Any, _files: Any, channel_id: str, message_id: str
@@ -258,3 +276,27 @@ async def _read_body(request: web.Request) -> tuple[Any, list[RecordedFile]]:
             content_type = part.headers.get("Content-Type", "application/octet-stream")
             files.append(RecordedFile(part.name or "", part.filename or "", data, content_type))
     return body, files
+
+
+def components_problem(rows: Any) -> web.Response | None:
+    """Discord's 400 for components it would refuse: at most 5 action rows of at most 5
+    buttons, each with a label and either a unique `custom_id` or (link style 5) a `url`."""
+    invalid = json_response({"message": "Invalid Form Body", "code": 50035}, 400)
+    if not isinstance(rows, list) or len(rows) > 5:
+        return invalid
+    custom_ids: set[str] = set()
+    for row in rows:
+        buttons = row.get("components") if isinstance(row, dict) else None
+        if row.get("type") != 1 or not isinstance(buttons, list) or not 1 <= len(buttons) <= 5:
+            return invalid
+        for button in buttons:
+            if not isinstance(button, dict) or button.get("type") != 2 or not button.get("label"):
+                return invalid
+            if button.get("style") == 5:
+                if not button.get("url") or "custom_id" in button:
+                    return invalid
+            elif not button.get("custom_id") or button["custom_id"] in custom_ids:
+                return invalid
+            else:
+                custom_ids.add(button["custom_id"])
+    return None

@@ -39,6 +39,10 @@ class World:
     cdn: dict[str, tuple[bytes, str]] = field(default_factory=dict)
     #: The CDN keys fetched, in order.
     cdn_fetched: list[str] = field(default_factory=list)
+    #: The interactions sent to the bot: id -> token.
+    interactions: dict[str, str] = field(default_factory=dict)
+    #: id -> the bot's answer to the interaction (`POST .../callback`), once it came.
+    interaction_answers: dict[str, JsonObject] = field(default_factory=dict)
 
     @property
     def owner_id(self) -> int:
