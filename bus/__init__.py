@@ -28,7 +28,11 @@ from bus.envelope import (
     ANSWERS,
     BUTTON_DATA_MAX_BYTES,
     CALLBACK,
+    DELETE,
+    EDIT,
     FAILED,
+    REPLY_TO,
+    REPLY_TO_TEXT_MAX,
     SESSION,
     TAPPED_SENT_AT,
     Button,
@@ -45,6 +49,7 @@ from bus.envelope import (
     StreamSnapshot,
     TypingStarted,
     TypingStopped,
+    quoted,
 )
 from bus.errors import ErrorKind, GatewayError, InvalidStateTransition, UnsupportedSchemaVersion
 from bus.message import (
@@ -150,6 +155,11 @@ __all__ = [  # noqa: RUF022
     "SESSION",
     "FAILED",
     "CALLBACK",
+    "DELETE",
+    "EDIT",
+    "REPLY_TO",
+    "REPLY_TO_TEXT_MAX",
+    "quoted",
     "TAPPED_SENT_AT",
     # session keys
     "SessionKey",

@@ -7,6 +7,10 @@
 - any other **command** (`/new`, `/s`, `/reset`, an unknown one) changes which session the chat
   talks to, so it waits its turn behind the chat's earlier messages;
 - everything else is **text**: an agent turn.
+
+A user's edit of their message (`bus.EDIT`) is triaged on its new text: an edit into a stop or
+a command is never run (an edited `/reset` is not a second reset). One that comes after its
+message's turn started is answered as a message of its own, marked so (`edit_as_new_turn`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from bus import InboundMessage
 from bus.abort import abort_language
 
 MessageKind = Literal["stop", "immediate", "command", "text"]
@@ -62,3 +67,22 @@ def _parse_command(text: str) -> tuple[str, str] | None:
     head, _, argument = stripped.partition(" ")
     name = head.split("@", 1)[0].lower()
     return _ALIASES.get(name, name), argument.strip()
+
+
+#: How an edit answered as a message of its own reads to the agent: the new text, then the
+#: start of the earlier one where it is known.
+EDITED_MARK = "[edited]"
+
+
+def edit_runs(edit: InboundMessage) -> bool:
+    """Whether the edit `edit` may reach an agent: only as text, never as a command or a stop."""
+    return triage(edit.content).kind == "text"
+
+
+def edit_as_new_turn(edit: InboundMessage, earlier: str | None) -> InboundMessage:
+    """The edit as a message of its own (its message's turn has started, or is done)."""
+    content = f"{EDITED_MARK} {edit.content}"
+    if earlier:
+        shown = earlier if len(earlier) < 100 else earlier[:99] + "…"
+        content += f'\n(earlier: "{shown}")'
+    return edit.model_copy(update={"content": content})
