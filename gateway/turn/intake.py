@@ -188,6 +188,7 @@ class Intake:
         ):
             # No await from the check to the record: the turn cannot start in between.
             self._count(edit, "edit_replaced")
+            log.info("intake.edit_replaced", channel=edit.channel, message_id=edited_id)
             await self._settled(self._journal.record_edit(waiting, edit))
             return None
         self._count(edit, "edit_new_turn")

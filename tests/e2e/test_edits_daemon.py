@@ -2,7 +2,8 @@
 
 A Telegram edit of a message still waiting behind a running turn runs one turn, on the new
 text; an edit after its turn is done is a new turn marked as an edit; an edited `/reset` is no
-second reset; a Slack delete of a waiting message drops it; a Telegram reply to the bot's
+second reset; a Slack or a Discord delete of a waiting message drops it (and a Discord edit replaces
+it); a Telegram reply to the bot's
 message reaches the webhook agent as `message.reply_to` with the quoted text.
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged
+from tests.fakes.discord_server import FakeDiscord, FakeUser
 from tests.fakes.gated_webhook import GatedWebhook
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
@@ -23,6 +25,7 @@ pytestmark = pytest.mark.slow
 
 USER = 6160
 ALICE = "UALICE0001"
+DISCORD_ALICE = FakeUser(id=111_111_111_111_111_111, username="alice")
 
 
 def telegram_profile(telegram: FakeTelegram, hook_url: str) -> str:
@@ -49,6 +52,19 @@ channels:
     app_token: "{slack.app_token}"
     base_url: {slack.base_url}
     allow: [{ALICE}]
+"""
+
+
+def discord_profile(discord: FakeDiscord, hook_url: str) -> str:
+    return f"""\
+agent: {{type: webhook, url: "{hook_url}", timeout_s: 30}}
+queue_mode: followup
+channels:
+  - type: discord
+    token: "{discord.token}"
+    api_base_url: {discord.api_base_url}
+    gateway_url: {discord.gateway_url}
+    allow: [{DISCORD_ALICE.id}]
 """
 
 
@@ -174,5 +190,32 @@ async def test_a_slack_delete_drops_a_waiting_message(tmp_path: Path) -> None:
                 WAIT_S,
             )
             assert hook.turns == ["hold on", "and this"]
+        finally:
+            await daemon.stop()
+
+
+async def test_a_discord_edit_and_delete_of_waiting_messages(tmp_path: Path) -> None:
+    dm = 424_242
+    async with FakeDiscord() as discord, GatedWebhook() as hook:
+        config = write_config(tmp_path, {"dc": discord_profile(discord, hook.url)})
+        daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
+        try:
+            await daemon.wait_log(logged("discord.gateway_ready"))
+            gate = hook.hold("hold")
+            await discord.push_message(dm, DISCORD_ALICE, "hold on")
+            await hook.wait_for(lambda: hook.asked("hold") == 1)
+            typo = await discord.push_message(dm, DISCORD_ALICE, "secnod")
+            doomed = await discord.push_message(dm, DISCORD_ALICE, "never mind this")
+            edited = {**typo, "content": "second", "edited_timestamp": "2026-01-01T00:00:01+00:00"}
+            await discord.push_dispatch("MESSAGE_UPDATE", edited)
+            await daemon.wait_log(logged("intake.edit_replaced"))
+            await discord.push_dispatch(
+                "MESSAGE_DELETE", {"id": doomed["id"], "channel_id": str(dm)}
+            )
+            await daemon.wait_log(logged("intake.deleted"))
+            gate.set()
+            await hook.wait_for(lambda: len(hook.turns) == 2)
+            await discord.wait_until(lambda: len(discord.bot_messages(dm)) == 2, WAIT_S)
+            assert hook.turns == ["hold on", "second"]
         finally:
             await daemon.stop()
