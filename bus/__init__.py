@@ -29,7 +29,11 @@ from bus.envelope import (
     ANSWERS,
     BUTTON_DATA_MAX_BYTES,
     CALLBACK,
+    DELETE,
+    EDIT,
     FAILED,
+    REPLY_TO,
+    REPLY_TO_TEXT_MAX,
     SEED,
     SESSION,
     TAPPED_SENT_AT,
@@ -50,6 +54,7 @@ from bus.envelope import (
     StreamSnapshot,
     TypingStarted,
     TypingStopped,
+    quoted,
 )
 from bus.errors import ErrorKind, GatewayError, InvalidStateTransition, UnsupportedSchemaVersion
 from bus.message import (
@@ -158,6 +163,11 @@ __all__ = [  # noqa: RUF022
     "AGENT",
     "FAILED",
     "CALLBACK",
+    "DELETE",
+    "EDIT",
+    "REPLY_TO",
+    "REPLY_TO_TEXT_MAX",
+    "quoted",
     "TAPPED_SENT_AT",
     "SEED",
     "USAGE",

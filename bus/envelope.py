@@ -61,6 +61,35 @@ class InboundMessage(WireModel):
     def session_key(self, profile: str | None = None, topic: str | None = None) -> SessionKey:
         return SessionKey.for_chat(profile, self.channel, self.chat_id, topic)
 
+    def edited_id(self) -> str | None:
+        """The platform id of the message this one edits (`EDIT`), or None: not an edit."""
+        return _named_id(self.metadata.get(EDIT))
+
+    def deleted_id(self) -> str | None:
+        """The platform id of the message this event deletes (`DELETE`), or None."""
+        return _named_id(self.metadata.get(DELETE))
+
+    def shown_id(self) -> str | None:
+        """The platform message a reply or a reaction goes on: the edited message for an
+        edit (its own id only dedups the edit event), else this one's."""
+        return self.edited_id() or self.message_id
+
+
+def quoted(message_id: str, text: str | None, *, from_bot: bool) -> dict[str, str]:
+    """The `REPLY_TO` metadata of a message that quotes `message_id` (text cut to
+    `REPLY_TO_TEXT_MAX`; empty where the platform does not tell it)."""
+    return {
+        "message_id": message_id,
+        "text": (text or "")[:REPLY_TO_TEXT_MAX],
+        "from": "bot" if from_bot else "user",
+    }
+
+
+def _named_id(value: object) -> str | None:
+    if isinstance(value, dict) and value.get("message_id"):
+        return str(value["message_id"])
+    return None
+
 
 #: Inbound metadata a channel may set on a message: the name of the profile's agent that must
 #: answer it (the API's `model`; it wins over the chat's `/agent` choice and the routes), and
@@ -77,6 +106,19 @@ FAILED = "octos.failed"
 #: On a button tap (an inbound message): `{"data": <the button's data>, "message_id": <the bot
 #: message that held the button>}`; the webhook agent sees it as `message.callback`.
 CALLBACK = "callback"
+#: On a user's edit of their message: `{"message_id": <the platform id of the message edited>}`
+#: (and `"previous"`, its earlier text, where the platform tells it). The edit's own
+#: `message_id` is its dedup id (`<id>:edit:<the edit's date or event id>`), so a platform's
+#: retry of one edit is one edit.
+EDIT = "edit"
+#: On a user's delete of their message (content empty): `{"message_id": <the platform id>}`.
+DELETE = "delete"
+#: On a message that quotes or replies to another: `{"message_id": ..., "text": <its first
+#: 500 characters, where the platform tells them>, "from": "bot" | "user"}`; the webhook agent
+#: sees it as `message.reply_to`.
+REPLY_TO = "reply_to"
+#: How much of a quoted message's text `REPLY_TO` carries.
+REPLY_TO_TEXT_MAX = 500
 #: On a button tap, where the platform tells it: when the tapped message was sent (seconds
 #: since the epoch), from which `buttons_ttl_s` counts.
 TAPPED_SENT_AT = "octos.tapped_sent_at"

@@ -20,6 +20,7 @@ from config.common import AtLeastOne, ConfigModel
 from config.problems import ConfigValueError, DataPath
 
 QueueMode = Literal["collect", "followup", "interrupt"]
+EditsMode = Literal["replace", "new_turn", "ignore"]
 FsyncPolicy = Literal["always", "batch", "never"]
 
 
@@ -111,6 +112,13 @@ class ProfileConfig(ConfigModel):
         True,
         description="A reply's buttons answer once: after the first tap they are removed where "
         "the platform can edit, and a second tap reaches no agent.",
+    )
+    edits: EditsMode = Field(
+        "replace",
+        description="A user's edit of their message: replace puts the new text in place of a "
+        "message whose turn has not started (else as new_turn); new_turn answers the edit as "
+        "a new message marked '[edited]'; ignore passes no edit on. An edit into a command is "
+        "never run.",
     )
     working_reaction: str | None = Field(
         None,

@@ -18,7 +18,7 @@ from pathlib import Path
 import discord
 import structlog
 
-from channels.discord.client import GatewayClient
+from channels.discord.client import GatewayClient, Received
 from channels.discord.errors import discord_call
 from channels.errors import ChannelError
 from sessions.durable import read_state_file, write_state_file
@@ -85,7 +85,7 @@ class HandledBook:
 async def catch_up_missed(
     client: GatewayClient,
     book: HandledBook,
-    received: asyncio.Queue[discord.Message],
+    received: asyncio.Queue[Received],
     timeout_s: float,
 ) -> None:
     """Once connected, queue what the chats handled lately got while the bot was away."""

@@ -26,10 +26,12 @@ import structlog
 from discord.backoff import ExponentialBackoff
 
 from bus import (
+    DELETE,
     Attachment,
     AttachmentKind,
     Button,
     ButtonRows,
+    InboundMessage,
     InboundRefused,
     InboundSender,
     OutboundMessage,
@@ -38,7 +40,7 @@ from bus import (
 from channels.base import PROBE_TIMEOUT_S, Embed
 from channels.buttons import TAP_NOT_AVAILABLE, ButtonLimits
 from channels.discord.catchup import HandledBook, catch_up_missed
-from channels.discord.client import MAX_RATELIMIT_WAIT_S, GatewayClient
+from channels.discord.client import MAX_RATELIMIT_WAIT_S, GatewayClient, Received
 from channels.discord.errors import (
     CHANNEL,
     discord_call,
@@ -47,6 +49,7 @@ from channels.discord.errors import (
 from channels.discord.inbound import (
     AttachmentStore,
     InboundPolicy,
+    edit_of,
     read_tap,
     should_answer,
     to_inbound,
@@ -188,6 +191,9 @@ class DiscordChannel(RunStateChannel):
         self._timeouts = timeouts
         self._attachments = AttachmentStore(data_dir, timeout_s=timeouts.request_s)
         self._handled = HandledBook(data_dir / "discord" / "handled.json")
+        #: (chat, message id) -> its sender, for the messages passed on lately: a delete
+        #: event names no author, and only a sender the allow list lets in may drop one.
+        self._senders: RecentMap[tuple[str, str], str] = RecentMap(10_000)
         self._client: GatewayClient | None = None
         self._inbound: InboundSender | None = None
         #: The action rows under the bot's messages, by (chat, message id): what a used
@@ -207,7 +213,7 @@ class DiscordChannel(RunStateChannel):
 
     async def _run(self, inbound: InboundSender) -> None:
         """A fresh client until `stop()` closes it (receiving while its session is up)."""
-        received: asyncio.Queue[discord.Message] = asyncio.Queue(maxsize=1024)
+        received: asyncio.Queue[Received] = asyncio.Queue(maxsize=1024)
         client = GatewayClient(
             self._endpoints,
             received,
@@ -344,7 +350,7 @@ class DiscordChannel(RunStateChannel):
     async def _pump_inbound(
         self,
         client: GatewayClient,
-        received: asyncio.Queue[discord.Message],
+        received: asyncio.Queue[Received],
         inbound: InboundSender,
     ) -> None:
         while True:
@@ -356,10 +362,11 @@ class DiscordChannel(RunStateChannel):
             except Exception:
                 # Per-message supervision point: one message that cannot be handled is logged
                 # and the channel goes on with the next.
-                log.exception("discord.inbound_message_failed", message_id=message.id)
+                message_id = message.id if isinstance(message, discord.Message) else None
+                log.exception("discord.inbound_message_failed", message_id=message_id)
 
     async def _forward_when_taken(
-        self, client: GatewayClient, message: discord.Message, inbound: InboundSender
+        self, client: GatewayClient, message: Received, inbound: InboundSender
     ) -> None:
         """Discord does not send a message again: while the gateway's backlog is full, wait."""
         await until_taken(
@@ -367,15 +374,21 @@ class DiscordChannel(RunStateChannel):
         )
 
     async def _forward(
-        self, client: GatewayClient, message: discord.Message, inbound: InboundSender
+        self, client: GatewayClient, message: Received, inbound: InboundSender
     ) -> None:
         user = client.user
         if user is None:
             return
         policy = InboundPolicy(bot_user_id=user.id, require_mention=self._require_mention)
+        if not isinstance(message, discord.Message):
+            change = self._change(message, policy)
+            if change is not None:
+                await inbound.send(change)
+            return
         if not should_answer(message, policy):
             return
         received = to_inbound(message, policy)
+        self._senders.remember((received.chat_id, str(message.id)), received.sender_id)
         # A stranger's files are not fetched: the dispatcher will refuse the message.
         if message.attachments and self.is_allowed(received.sender_id):
             received = await self._attachments.receive(message, received, self.max_media_bytes)
@@ -466,6 +479,28 @@ class DiscordChannel(RunStateChannel):
         )
         async with discord_call("edit message components", self._timeouts.request_s):
             await self._require_client().http.request(route, json={"components": rows})
+
+    def _change(
+        self,
+        event: discord.RawMessageUpdateEvent | discord.RawMessageDeleteEvent,
+        policy: InboundPolicy,
+    ) -> InboundMessage | None:
+        """A user's edit or delete of a message the bot answers, or None."""
+        if isinstance(event, discord.RawMessageUpdateEvent):
+            return edit_of(event, policy)
+        # A delete names no author: only messages this channel passed on are known by theirs.
+        chat, message_id = str(event.channel_id), str(event.message_id)
+        sender = self._senders.get((chat, message_id))
+        if sender is None:
+            return None
+        return InboundMessage(
+            channel=CHANNEL,
+            sender_id=sender,
+            chat_id=chat,
+            content="",
+            message_id=f"{message_id}:delete",
+            metadata={DELETE: {"message_id": message_id}},
+        )
 
     # Outbound
 

@@ -6,9 +6,11 @@ It differs from a stock client in three ways, each for a reason:
 - every gateway event parser is guarded: discord.py calls parsers straight from its receive loop,
   so one malformed MESSAGE_CREATE (a missing key, a wrong type) would otherwise end `connect()`;
   the guard logs the event and skips it, and the connection carries on;
-- received messages go into a bounded queue that the channel drains in order, instead of being
-  handled in the task discord.py spawns per event; interactions (button taps), which Discord
-  wants answered within 3 seconds, are handed to the channel at once.
+- received messages, and the raw events of their edits and deletes (no message cache: the
+  raw events are the only ones that come), go into a bounded queue that the channel drains in
+  order, instead of being handled in the task discord.py spawns per event; interactions
+  (button taps), which Discord wants answered within 3 seconds, are handed to the channel at
+  once.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ MAX_RATELIMIT_WAIT_S = 30.0
 #: How long a received message may wait for room in the channel's backlog before it is dropped.
 BACKLOG_WAIT_S = 60.0
 
+#: What the channel drains: a new message, or an edit or a delete of one (`MESSAGE_UPDATE`,
+#: `MESSAGE_DELETE`).
+Received = discord.Message | discord.RawMessageUpdateEvent | discord.RawMessageDeleteEvent
+
 #: What a malformed gateway payload raises inside a discord.py parser.
 _MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
@@ -48,7 +54,7 @@ class GatewayClient(discord.Client):
     def __init__(
         self,
         endpoints: DiscordEndpoints,
-        received: asyncio.Queue[discord.Message],
+        received: asyncio.Queue[Received],
         *,
         session_up: asyncio.Event,
         guild_ready_timeout_s: float = 2.0,
@@ -85,12 +91,21 @@ class GatewayClient(discord.Client):
         return self.session_up.is_set() and self.ws is not None and self.ws.open
 
     async def on_message(self, message: discord.Message) -> None:
+        await self._queue(message, message.id)
+
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        await self._queue(payload, payload.message_id)
+
+    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        await self._queue(payload, payload.message_id)
+
+    async def _queue(self, item: Received, message_id: int) -> None:
         # discord.py runs this in a task of its own per event, which nobody awaits: it must not
         # wait forever on a backlog that is no longer drained.
         try:
-            await asyncio.wait_for(self._received.put(message), timeout=BACKLOG_WAIT_S)
+            await asyncio.wait_for(self._received.put(item), timeout=BACKLOG_WAIT_S)
         except TimeoutError:
-            log.error("discord.inbound_backlog_full", message_id=message.id, wait_s=BACKLOG_WAIT_S)
+            log.error("discord.inbound_backlog_full", message_id=message_id, wait_s=BACKLOG_WAIT_S)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         # In discord.py's task for the event: an interaction must be answered within Discord's

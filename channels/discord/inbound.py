@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import discord
 
-from bus import CALLBACK, TAPPED_SENT_AT, InboundMessage
+from bus import CALLBACK, EDIT, REPLY_TO, TAPPED_SENT_AT, InboundMessage, quoted
 from channels.discord.errors import CHANNEL
 from channels.errors import ChannelError
 from channels.media_files import MediaIntake, MediaStore, safe_file_name
@@ -128,6 +128,20 @@ def to_inbound(message: discord.Message, policy: InboundPolicy) -> InboundMessag
     """
     author = message.author
     guild_id = guild_id_of(message)
+    metadata: dict[str, object] = {
+        "guild_id": None if guild_id is None else str(guild_id),
+        "is_dm": is_direct(message),
+        "sender_user_id": str(author.id),
+        "sender_name": author.display_name,
+    }
+    reference = message.reference
+    if reference is not None and reference.message_id is not None:
+        # Discord resolves the message a reply quotes (when it still exists).
+        replied = reference.resolved
+        text, from_bot = None, False
+        if isinstance(replied, discord.Message):
+            text, from_bot = replied.content, replied.author.id == policy.bot_user_id
+        metadata[REPLY_TO] = quoted(str(reference.message_id), text, from_bot=from_bot)
     return InboundMessage(
         channel=CHANNEL,
         sender_id=f"{author.id}|{author.name}",
@@ -135,12 +149,7 @@ def to_inbound(message: discord.Message, policy: InboundPolicy) -> InboundMessag
         content=strip_mention(message.content, policy.bot_user_id),
         timestamp=message.created_at,
         message_id=str(message.id),
-        metadata={
-            "guild_id": None if guild_id is None else str(guild_id),
-            "is_dm": is_direct(message),
-            "sender_user_id": str(author.id),
-            "sender_name": author.display_name,
-        },
+        metadata=metadata,
     )
 
 
@@ -186,3 +195,16 @@ def read_tap(interaction: discord.Interaction, bot_user_id: int) -> InboundMessa
             "sender_name": user.display_name,
         },
     )
+
+
+def edit_of(event: discord.RawMessageUpdateEvent, policy: InboundPolicy) -> InboundMessage | None:
+    """A user's edit of a message the bot answers (`MESSAGE_UPDATE` with a new `edited_at`:
+    an embed unfurl changes no text), or None."""
+    message = event.message
+    if message.edited_at is None or not should_answer(message, policy):
+        return None
+    inbound = to_inbound(message, policy)
+    metadata = {**inbound.metadata, EDIT: {"message_id": inbound.message_id}}
+    edit_id = f"{inbound.message_id}:edit:{message.edited_at.timestamp():.3f}"
+    # An edit changes the text: the files stay those the message came with.
+    return inbound.model_copy(update={"message_id": edit_id, "metadata": metadata})

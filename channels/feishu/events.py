@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bus import InboundMessage
+from bus import REPLY_TO, InboundMessage, quoted
 from channels.media_info import MediaKind
 from channels.web.webhook import UnreadableJson, json_payload
 
@@ -181,12 +181,17 @@ def read_message(
     chat_type = str(message.get("chat_type", "p2p"))
     if chat_type != "p2p" and require_mention and not mentioned:
         return None
+    metadata: dict[str, object] = {"feishu_message_id": message_id, "feishu_chat_type": chat_type}
+    parent_id = message.get("parent_id")
+    if isinstance(parent_id, str) and parent_id:
+        # A reply names the message it answers; its text would cost an API call per message.
+        metadata[REPLY_TO] = quoted(parent_id, None, from_bot=False)
     inbound = InboundMessage(
         channel=CHANNEL,
         sender_id=str(open_id),
         chat_id=str(chat_id),
         content=text,
         message_id=envelope.event_id,
-        metadata={"feishu_message_id": message_id, "feishu_chat_type": chat_type},
+        metadata=metadata,
     )
     return Received(inbound, resource)

@@ -38,7 +38,7 @@ from linebot.v3.messaging import (
 )
 from linebot.v3.messaging.exceptions import ApiException, OpenApiException
 
-from bus import InboundMessage, InboundSender, OutboundMessage
+from bus import REPLY_TO, InboundMessage, InboundSender, OutboundMessage, quoted
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.lifecycle.bounded import AgedMap, InboundDedup
 from channels.lifecycle.run_state import RunStateChannel
@@ -302,7 +302,7 @@ class LineChannel(RunStateChannel):
             content=content,
             timestamp=post.sent_at,
             message_id=post.event_id,
-            metadata={"line_message_id": post.message_id, "is_redelivery": post.is_redelivery},
+            metadata=_metadata(post),
         )
         if not fetched:
             return message
@@ -385,3 +385,14 @@ class LineChannel(RunStateChannel):
     async def stop_typing(self, chat_id: str) -> None:
         # The animation ends by itself when the reply arrives.
         self._loading_shown.pop(chat_id)
+
+
+def _metadata(post: LinePost) -> dict[str, object]:
+    metadata: dict[str, object] = {
+        "line_message_id": post.message_id,
+        "is_redelivery": post.is_redelivery,
+    }
+    if post.quoted_message_id is not None:
+        # LINE names the quoted message only; whose it was is not told either.
+        metadata[REPLY_TO] = quoted(post.quoted_message_id, None, from_bot=False)
+    return metadata

@@ -63,6 +63,8 @@ class LinePost:
     #: What LINE states of a file (`fileSize`) and of audio or video (`duration`, in ms).
     file_size: int | None = None
     duration_s: float | None = None
+    #: The message this one quotes (LINE's `quotedMessageId`; its text is not sent).
+    quoted_message_id: str | None = None
 
     @property
     def sent_at(self) -> datetime:
@@ -116,7 +118,12 @@ def parse_post(raw: dict[str, object]) -> LinePost | None:
         file_name=content.file_name if isinstance(content, FileMessageContent) else None,
         file_size=content.file_size if isinstance(content, FileMessageContent) else None,
         duration_s=_duration_s(content),
+        quoted_message_id=_optional_str(getattr(content, "quoted_message_id", None)),
     )
+
+
+def _optional_str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _duration_s(content: object) -> float | None:

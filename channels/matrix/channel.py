@@ -14,7 +14,8 @@ cannot be read: it gets one clear notice and a log line.
 
 Replies are `m.room.message` with the Markdown as `body` and its HTML as `formatted_body`, sent
 with a transaction id derived from the reply's `delivery_id`, so a resend after a crash is the
-same event. Streamed replies are edited (`m.replace`); typing shows while a turn runs.
+same event. Streamed replies are edited (`m.replace`); typing shows while a turn runs. A
+question asked in a thread (`m.thread`) is answered in that thread.
 """
 
 from __future__ import annotations
@@ -310,6 +311,19 @@ class MatrixChannel(RunStateChannel):
         content = content or {"msgtype": "m.text", "body": text}
         if not str(content.get("body", "")).strip():
             return None
+        answered = message.answered_ids()
+        thread = self._handler.thread_of(message.chat_id, answered[0]) if answered else None
+        if thread is not None:
+            # Asked in a thread: answered in it (a reply to the question for older clients).
+            content = {
+                **content,
+                "m.relates_to": {
+                    "rel_type": "m.thread",
+                    "event_id": thread,
+                    "is_falling_back": True,
+                    "m.in_reply_to": {"event_id": answered[0]},
+                },
+            }
         return await self._room_send(message.chat_id, content, delivery_key(message))
 
     def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:

@@ -4,6 +4,11 @@ Built from matrix-nio's parsed sync response. Messages come per joined room in t
 the bot's own events are left out. Notices (`m.notice`) are what bots send each other and are
 not answered, as the spec recommends. An `m.room.encrypted` event cannot be read (this gateway
 has no end-to-end encryption): it is reported so the room gets a clear notice.
+
+A user's edit (`m.replace`) is a post naming the event it edits (`edits`), its text the
+`m.new_content`; a redaction of a user's message is a post with no text naming the event
+redacted (`redacts`). A reply (`m.in_reply_to`) names the event it answers, and a post in a
+thread (`m.thread`) the thread's root, where its answer goes.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from nio import InviteMemberEvent, MegolmEvent, RoomMessage, SyncResponse
+from nio import InviteMemberEvent, MegolmEvent, RedactionEvent, RoomMessage, SyncResponse
 
 #: Message types answered; anything else (files, locations) is described by its `body`.
 TEXT_TYPES = frozenset({"m.text", "m.emote"})
@@ -39,6 +44,12 @@ class MatrixPost:
     mime: str | None = None
     file_size: int | None = None
     duration_s: float | None = None
+    #: The event this one edits (`m.replace`), or redacts (a redaction: `body` empty).
+    edits: str | None = None
+    redacts: str | None = None
+    #: The event this one replies to (`m.in_reply_to`), and the root of its thread.
+    replies_to: str | None = None
+    thread_root: str | None = None
 
     @property
     def sent_at(self) -> datetime:
@@ -90,6 +101,17 @@ def room_posts(room_id: str, events: Iterable[object], bot_user_id: str) -> Iter
             post = _message(room_id, event.source, bot_user_id)
             if post is not None:
                 yield post
+        elif isinstance(event, RedactionEvent) and event.redacts:
+            yield MatrixPost(
+                event_id=event.event_id,
+                room_id=room_id,
+                sender=event.sender,
+                body="",
+                msgtype="m.room.redaction",
+                timestamp_ms=int(event.server_timestamp),
+                mentions_bot=True,
+                redacts=event.redacts,
+            )
 
 
 def _event_type(event: object) -> str:
@@ -106,9 +128,22 @@ def _message(room_id: str, source: dict[str, Any], bot_user_id: str) -> MatrixPo
     if not isinstance(msgtype, str) or not isinstance(body, str) or msgtype == "m.notice":
         return None
     relates = content.get("m.relates_to")
-    if isinstance(relates, dict) and relates.get("rel_type") == "m.replace":
-        return None  # an edit of an earlier message; the original was already answered
+    relates = relates if isinstance(relates, dict) else {}
+    edits = _event_id(relates) if relates.get("rel_type") == "m.replace" else None
+    if edits is not None:
+        new = content.get("m.new_content")
+        if not isinstance(new, dict) or not isinstance(new.get("body"), str):
+            return None
+        content, body = new, new["body"]
+        msgtype = str(new.get("msgtype", msgtype))
+    thread_root = _event_id(relates) if relates.get("rel_type") == "m.thread" else None
+    in_reply_to = relates.get("m.in_reply_to")
+    replies_to = _event_id(in_reply_to) if isinstance(in_reply_to, dict) else None
+    if thread_root is not None and relates.get("is_falling_back"):
+        replies_to = None  # the thread's fallback for older clients, not a quote
     text = body if msgtype in TEXT_TYPES else f"[{msgtype}] {body}"
+    if replies_to is not None:
+        text = _without_reply_fallback(text)
     url = content.get("url")
     media_url = url if msgtype in MEDIA_TYPES and isinstance(url, str) else None
     if media_url is not None and not media_url.startswith("mxc://"):
@@ -124,7 +159,25 @@ def _message(room_id: str, source: dict[str, Any], bot_user_id: str) -> MatrixPo
         media_url=media_url,
         file_name=body if media_url else None,
         **(_file_info(content.get("info")) if media_url else {}),
+        edits=edits,
+        replies_to=replies_to,
+        thread_root=thread_root,
     )
+
+
+def _event_id(relation: dict[str, Any]) -> str | None:
+    event_id = relation.get("event_id")
+    return event_id if isinstance(event_id, str) and event_id else None
+
+
+def _without_reply_fallback(text: str) -> str:
+    """The reply's own text: older clients put the quoted message first, as `> ` lines."""
+    lines = text.split("\n")
+    if not lines or not lines[0].startswith("> "):
+        return text
+    while lines and lines[0].startswith(">"):
+        lines.pop(0)
+    return "\n".join(lines).strip()
 
 
 def _file_info(info: object) -> dict[str, Any]:

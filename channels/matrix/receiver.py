@@ -22,13 +22,14 @@ from nio import (
     ErrorResponse,
     MemoryDownloadResponse,
     MessageDirection,
+    RoomMessage,
     RoomMessagesResponse,
     SyncResponse,
 )
 
-from bus import InboundMessage, InboundSender
+from bus import DELETE, EDIT, REPLY_TO, InboundMessage, InboundSender, quoted
 from channels.errors import ChannelError
-from channels.lifecycle.bounded import InboundDedup
+from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.matrix.content import Content
 from channels.matrix.errors import CHANNEL, matrix_call, translate
 from channels.matrix.inbound import MatrixPost, invites, room_posts
@@ -106,6 +107,19 @@ class SyncHandler:
         repr=False,
     )
     _noticed_rooms: set[str] = field(default_factory=set, init=False, repr=False)
+    #: (room, event id) -> (text, sender) of the messages lately seen, the bot's own too: a
+    #: reply quotes the text of the one it answers.
+    _seen: RecentMap[tuple[str, str], tuple[str, str]] = field(
+        default_factory=lambda: RecentMap(10_000), init=False, repr=False
+    )
+    #: (room, event id) -> the root of the thread a post was written in: its answer goes there.
+    _threads: RecentMap[tuple[str, str], str] = field(
+        default_factory=lambda: RecentMap(10_000), init=False, repr=False
+    )
+
+    def thread_of(self, room_id: str, event_id: str) -> str | None:
+        """The thread the post `event_id` was written in, if it was in one (lately)."""
+        return self._threads.get((room_id, event_id))
 
     async def handle(
         self, response: SyncResponse, inbound: InboundSender, since: str | None
@@ -127,13 +141,20 @@ class SyncHandler:
 
     async def _handle_room(self, room_id: str, events: list[Any], inbound: InboundSender) -> int:
         published = 0
+        for event in events:
+            if isinstance(event, RoomMessage) and isinstance(event.source.get("content"), dict):
+                body = event.source["content"].get("body")
+                if isinstance(body, str):
+                    self._seen.remember((room_id, event.event_id), (body, event.sender))
         for post in room_posts(room_id, events, self.user_id):
             if post.event_id in self._dedup:
                 continue
+            if post.thread_root is not None:
+                self._threads.remember((room_id, post.event_id), post.thread_root)
             if post.encrypted:
                 await self._notice_encrypted(post)
             elif self._addressed(post):
-                message = _to_inbound(post)
+                message = _to_inbound(post, self.user_id, self._seen)
                 if post.media_url is not None and self.allowed(post.sender):
                     message = await self._receive_file(post, message)
                 await self._publish(inbound, message)
@@ -228,7 +249,19 @@ class SyncHandler:
             log.warning("matrix.encrypted_notice_failed", room_id=post.room_id, error=str(error))
 
 
-def _to_inbound(post: MatrixPost) -> InboundMessage:
+def _to_inbound(
+    post: MatrixPost, bot_user_id: str, seen: RecentMap[tuple[str, str], tuple[str, str]]
+) -> InboundMessage:
+    """The bus message of a post: an edit or a redaction names the event it changes; a reply
+    carries the event it answers quoted (its text when this channel saw it)."""
+    metadata: dict[str, object] = {"msgtype": post.msgtype}
+    if post.edits is not None:
+        metadata[EDIT] = {"message_id": post.edits}
+    if post.redacts is not None:
+        metadata[DELETE] = {"message_id": post.redacts}
+    if post.replies_to is not None:
+        text, sender = seen.get((post.room_id, post.replies_to), ("", ""))
+        metadata[REPLY_TO] = quoted(post.replies_to, text, from_bot=sender == bot_user_id)
     return InboundMessage(
         channel=CHANNEL,
         sender_id=post.sender,
@@ -236,5 +269,5 @@ def _to_inbound(post: MatrixPost) -> InboundMessage:
         content=post.body,
         timestamp=post.sent_at,
         message_id=post.event_id,
-        metadata={"msgtype": post.msgtype},
+        metadata=metadata,
     )

@@ -52,7 +52,14 @@ from channels.media_files import read_file
 from channels.retry.pacing import Rate, RateLimits
 from channels.slack.bolt_app import BotIdentity, build_app, webhook_handler
 from channels.slack.errors import CHANNEL, slack_call
-from channels.slack.inbound import ACTION_PREFIX, MalformedEvent, parse_event, parse_tap, to_inbound
+from channels.slack.inbound import (
+    ACTION_PREFIX,
+    MalformedEvent,
+    parse_change,
+    parse_event,
+    parse_tap,
+    to_inbound,
+)
 from channels.slack.media import MAX_UPLOAD_BYTES, FileStore, read_uploads
 from channels.slack.socket_mode import SocketConnection, proxy_for
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
@@ -346,6 +353,11 @@ class SlackChannel(RunStateChannel):
     async def _forward(self, body: dict[str, Any], inbound: InboundSender) -> None:
         identity = self._identity
         assert identity is not None  # set before the pump starts
+        change = parse_change(body, identity.user_id)
+        if change is not None:
+            # The gateway dedups an edit or a delete by its own id: no key of ours needed.
+            await inbound.send(change)
+            return
         post = parse_event(body, identity.user_id)
         if post is None:
             return

@@ -2,9 +2,12 @@
 
 The app listens to `message` and `app_mention`. A post that mentions the bot in a channel the
 bot is in arrives twice (once as each); both parse to the same `SlackPost` (same channel and
-`ts`), and the channel publishes only the first. Edits, deletions, joins and other subtypes are
-not addressed to the bot; neither are messages from bots (the bot itself included: two bots
-answering each other never stop).
+`ts`), and the channel publishes only the first. A user's edit (`message_changed`) and delete
+(`message_deleted`) of their message are passed on as such (`parse_change`: `bus.EDIT`,
+`bus.DELETE`); joins and other subtypes are not addressed to the bot; neither are messages from
+bots (the bot itself included: two bots answering each other never stop). A post in a thread
+names the thread's parent as what it replies to (`bus.REPLY_TO`, its id only: its text would
+cost a `conversations.replies` call per post).
 
 Slack sends text with `&`, `<` and `>` escaped and mentions as `<@U123>`: the bot's own mention
 is taken out, the entities decoded, so the agent reads what the user typed.
@@ -17,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bus import CALLBACK, TAPPED_SENT_AT, InboundMessage
+from bus import CALLBACK, DELETE, EDIT, REPLY_TO, TAPPED_SENT_AT, InboundMessage, quoted
 
 CHANNEL_NAME = "slack"
 
@@ -55,6 +58,8 @@ class SlackPost:
     channel_type: str | None
     team: str | None
     files: tuple[SlackFile, ...] = ()
+    #: Who wrote the thread's parent, for a post in a thread (Slack's `parent_user_id`).
+    parent_user: str | None = None
 
     @property
     def is_direct(self) -> bool:
@@ -124,7 +129,64 @@ def parse_event(body: Mapping[str, object], bot_user_id: str) -> SlackPost | Non
         channel_type=channel_type if isinstance(channel_type, str) else None,
         team=team if isinstance(team, str) else None,
         files=files,
+        parent_user=_optional_text(event.get("parent_user_id")),
     )
+
+
+def parse_change(body: Mapping[str, object], bot_user_id: str) -> InboundMessage | None:
+    """A user's edit (`message_changed`) or delete (`message_deleted`) of their message, as
+    the gateway takes it; None for any other event, or a change of a bot's message."""
+    event = body.get("event")
+    if not isinstance(event, Mapping) or event.get("type") != "message":
+        return None
+    subtype = event.get("subtype")
+    if subtype not in ("message_changed", "message_deleted"):
+        return None
+    channel = _text_field(event, "channel")
+    previous = event.get("previous_message")
+    previous = previous if isinstance(previous, Mapping) else {}
+    event_id = body.get("event_id")
+    if subtype == "message_deleted":
+        user = _optional_text(previous.get("user"))
+        deleted_ts = _optional_text(event.get("deleted_ts"))
+        if user is None or user == bot_user_id or previous.get("bot_id") or deleted_ts is None:
+            return None
+        return InboundMessage(
+            channel=CHANNEL_NAME,
+            sender_id=user,
+            chat_id=channel,
+            content="",
+            message_id=f"{deleted_ts}:delete",
+            metadata={DELETE: {"message_id": deleted_ts}, "event_id": event_id},
+        )
+    changed = event.get("message")
+    if not isinstance(changed, Mapping):
+        raise MalformedEvent("a message_changed event has no message")
+    user = _optional_text(changed.get("user"))
+    text = changed.get("text")
+    if user is None or user == bot_user_id or changed.get("bot_id") or not isinstance(text, str):
+        return None
+    edited = changed.get("edited")
+    if not isinstance(edited, Mapping) or text == previous.get("text"):
+        return None  # Slack's own change (an unfurl, a reply count), not the user's edit
+    ts = _ts_field(changed, "ts")
+    edited_at = _optional_text(edited.get("ts")) or _optional_text(event.get("event_ts"))
+    metadata: dict[str, object] = {EDIT: {"message_id": ts}, "event_id": event_id}
+    previous_text = previous.get("text")
+    if isinstance(previous_text, str) and previous_text:
+        metadata[EDIT] = {"message_id": ts, "previous": clean_text(previous_text, bot_user_id)}
+    return InboundMessage(
+        channel=CHANNEL_NAME,
+        sender_id=user,
+        chat_id=channel,
+        content=clean_text(text, bot_user_id),
+        message_id=f"{ts}:edit:{edited_at}",
+        metadata=metadata,
+    )
+
+
+def _optional_text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def clean_text(text: str, bot_user_id: str) -> str:
@@ -137,6 +199,16 @@ def clean_text(text: str, bot_user_id: str) -> str:
 def to_inbound(post: SlackPost, bot_user_id: str) -> InboundMessage:
     """The bus message for one post. `message_id` is the post's `ts`, the id Slack edits,
     threads and reacts by; `metadata["thread_ts"]` is where the answer goes (None: plainly)."""
+    metadata: dict[str, object] = {
+        "thread_ts": post.reply_thread_ts,
+        "is_dm": post.is_direct,
+        "team_id": post.team,
+        "event_id": post.event_id,
+        "sender_user_id": post.user,
+    }
+    if post.thread_ts is not None and post.thread_ts != post.ts:
+        from_bot = post.parent_user == bot_user_id
+        metadata[REPLY_TO] = quoted(post.thread_ts, None, from_bot=from_bot)
     return InboundMessage(
         channel=CHANNEL_NAME,
         sender_id=post.user,
@@ -144,13 +216,7 @@ def to_inbound(post: SlackPost, bot_user_id: str) -> InboundMessage:
         content=clean_text(post.text, bot_user_id),
         timestamp=ts_to_datetime(post.ts),
         message_id=post.ts,
-        metadata={
-            "thread_ts": post.reply_thread_ts,
-            "is_dm": post.is_direct,
-            "team_id": post.team,
-            "event_id": post.event_id,
-            "sender_user_id": post.user,
-        },
+        metadata=metadata,
     )
 
 

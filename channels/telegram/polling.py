@@ -37,7 +37,7 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
-ALLOWED_UPDATES = ("message", "callback_query")
+ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
 #: The last calls on the way out (confirming the offset, deleting the webhook) must not hold
 #: up a shutdown: a cancelled channel ends within a second.
 GOODBYE_TIMEOUT_S = 0.75

@@ -1,7 +1,9 @@
 """A Telegram `Update`, read into what the gateway needs to know about a user's message.
 
-Only new messages from people, and their taps on the bot's inline buttons (`callback_query`),
-count: edits, channel posts and other bots are not turns. In a
+Only messages from people, their edits (`edited_message`, an edit of the message it names:
+`bus.EDIT`), and their taps on the bot's inline buttons (`callback_query`) count: channel posts
+and other bots are not turns. A reply to a message carries it quoted (`bus.REPLY_TO`). Telegram
+tells a bot of no deletes. In a
 group with `require_mention`, a message goes through only when it is addressed to the bot (an
 @mention, a command for it, or a reply to one of its messages). The bot's own mention is cut
 out of the text in every chat. Entity offsets are in UTF-16 code units, as Telegram counts them.
@@ -16,7 +18,7 @@ from typing import Any
 from telegram import CallbackQuery, Message, MessageEntity, TelegramObject, Update, User
 from telegram.constants import ChatType
 
-from bus import CALLBACK, TAPPED_SENT_AT, InboundMessage
+from bus import CALLBACK, EDIT, REPLY_TO, TAPPED_SENT_AT, InboundMessage, quoted
 from channels.media_info import with_placeholders
 
 CHANNEL = "telegram"
@@ -78,7 +80,7 @@ def read_update(
     """The user's message in `update`, or None when the gateway should not see it."""
     if update.callback_query is not None:
         return read_tap(update.callback_query, bot)
-    message = update.message
+    message = update.message or update.edited_message
     if message is None:
         return None
     user = message.from_user
@@ -95,18 +97,26 @@ def read_update(
     ):
         return None
     text = _strip_spans(text, naming_the_bot)
-    media = _media_of(message)
+    # An edit changes the text (or a caption): the message's files stay those it came with.
+    media = _media_of(message) if update.edited_message is None else ()
     if not text.strip() and not media:
         return None
+    # Telegram numbers messages per chat; the chat id makes the id unique for dedup.
+    message_id = dedup_id(message.chat.id, message.message_id)
+    metadata = _metadata(message, user, bot)
+    if update.edited_message is not None:
+        metadata[EDIT] = {"message_id": message_id}
+        # Each edit has its own date: a redelivered update is the same edit.
+        edited_at = message.edit_date.timestamp() if message.edit_date else update.update_id
+        message_id = f"{message_id}:edit:{edited_at:.0f}"
     inbound = InboundMessage(
         channel=CHANNEL,
         sender_id=sender_id_of(user),
         chat_id=str(message.chat.id),
         content=text.strip(),
         timestamp=message.date,
-        metadata=_metadata(message, user),
-        # Telegram numbers messages per chat; the chat id makes the id unique for dedup.
-        message_id=dedup_id(message.chat.id, message.message_id),
+        metadata=metadata,
+        message_id=message_id,
     )
     return IncomingMessage(inbound, media)
 
@@ -129,10 +139,10 @@ def read_tap(query: CallbackQuery, bot: BotIdentity) -> IncomingMessage | None:
     )
     if label is None:
         return None
-    metadata = _metadata(held, user)
+    metadata = _metadata(held, user, bot)
     metadata[CALLBACK] = {"data": query.data, "message_id": str(held.message_id)}
     metadata[TAPPED_SENT_AT] = held.date.timestamp()
-    metadata.pop("reply_to", None)
+    metadata.pop(REPLY_TO, None)
     inbound = InboundMessage(
         channel=CHANNEL,
         sender_id=sender_id_of(user),
@@ -145,7 +155,7 @@ def read_tap(query: CallbackQuery, bot: BotIdentity) -> IncomingMessage | None:
     return IncomingMessage(inbound, callback_query_id=query.id)
 
 
-def _metadata(message: Message, user: User) -> dict[str, Any]:
+def _metadata(message: Message, user: User, bot: BotIdentity) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "chat_type": str(message.chat.type),
         "telegram_message_id": message.message_id,
@@ -155,8 +165,15 @@ def _metadata(message: Message, user: User) -> dict[str, Any]:
         metadata["username"] = user.username
     if message.chat.title:
         metadata["chat_title"] = message.chat.title
-    if message.reply_to_message is not None:
-        metadata["reply_to"] = str(message.reply_to_message.message_id)
+    replied = message.reply_to_message
+    # In a forum, every message of a topic "replies" to the topic's first message: that is
+    # where it was asked, not what it quotes.
+    if replied is not None and not (
+        message.is_topic_message and replied.message_id == message.message_thread_id
+    ):
+        text = replied.text if replied.text is not None else replied.caption
+        from_bot = replied.from_user is not None and replied.from_user.id == bot.id
+        metadata[REPLY_TO] = quoted(str(replied.message_id), text, from_bot=from_bot)
     if message.is_topic_message and message.message_thread_id is not None:
         metadata["message_thread_id"] = message.message_thread_id
     return metadata

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bus import InboundMessage
+from bus import REPLY_TO, InboundMessage, quoted
 from channels.whatsapp.graph import CHANNEL
 
 MEDIA_KINDS = frozenset({"image", "video", "audio", "document", "sticker"})
@@ -123,7 +123,8 @@ def _metadata(kind: str, raw: Mapping[str, Any], profile_name: str | None) -> di
     context = raw.get("context")
     context_id = context.get("id") if isinstance(context, Mapping) else None
     if context_id:
-        metadata["reply_to"] = str(context_id)
+        # The quoted message is named only: its text is not sent.
+        metadata[REPLY_TO] = quoted(str(context_id), None, from_bot=False)
     return metadata
 
 

@@ -39,6 +39,21 @@ class AgentTurn:
     #: The message is a button tap: the button's `data` and the bot message that held it
     #: (`bus.CALLBACK`); None for a typed message.
     callback: Mapping[str, str] | None = None
+    #: The message quotes or replies to another: its `message_id`, the start of its `text`
+    #: (empty where the platform does not tell it) and whom it is `from` ("bot" or "user")
+    #: (`bus.REPLY_TO`); None otherwise.
+    reply_to: Mapping[str, str] | None = None
+
+
+def quoted_line(turn: AgentTurn) -> str | None:
+    """The line an agent that takes plain text puts before the message when it quotes another:
+    `[replying to the bot: "..."]`; None when it quotes nothing (or nothing known)."""
+    if turn.reply_to is None or not turn.reply_to.get("text"):
+        return None
+    whom = "the bot" if turn.reply_to.get("from") == "bot" else "a user"
+    text = turn.reply_to["text"]
+    shown = text if len(text) <= 200 else text[:199] + "…"
+    return f'[replying to {whom}: "{shown}"]'
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from openai.types.chat import (
 
 from bus import Message, MessageRole, TokenUsage
 from channels.retry import parse_retry_after
-from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink
+from gateway.agents.base import Agent, AgentReply, AgentTurn, SnapshotSink, quoted_line
 from gateway.agents.errors import (
     AgentError,
     AgentErrors,
@@ -133,6 +133,12 @@ def _sender_name(turn: AgentTurn) -> str | None:
     return participant_name(sender.name) if sender.name else None
 
 
+def _with_quote(turn: AgentTurn) -> str:
+    """The message's text, after a line with the text it quotes, if it quotes one."""
+    line = quoted_line(turn)
+    return turn.message.content if line is None else f"{line}\n{turn.message.content}"
+
+
 def usage_from(usage: CompletionUsage) -> TokenUsage:
     """Map OpenAI's counters; `input_tokens` includes the cached ones, as OpenAI counts them."""
     prompt_details = usage.prompt_tokens_details
@@ -222,7 +228,7 @@ class OpenAICompatAgent(Agent):
             turn.history,
             turn.message,
             config.max_history,
-            content=await message_parts(turn.message.content, turn.attachments, config),
+            content=await message_parts(_with_quote(turn), turn.attachments, config),
             name=_sender_name(turn),
         )
         try:

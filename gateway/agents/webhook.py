@@ -15,7 +15,11 @@ body bytes>`. The message's files are `attachments`: `{"kind": "image|audio|vide
 `media_url_ttl_s`), or with `media: inline` the bytes as base64 `data` instead of `url`; audio
 has its `transcript` when there is one. Earlier messages' files are named only (`kind`, `name`).
 A button tap is a message whose `content` is the button's text and whose `callback` is
-`{"data": <the button's data>, "message_id": <the bot message that held it>}`.
+`{"data": <the button's data>, "message_id": <the bot message that held it>}`. A message that
+quotes or replies to another has `reply_to`: `{"message_id": ..., "text": <its first 500
+characters; empty where the platform does not tell them>, "from": "bot" | "user"}`. A user's
+edit of a message whose turn had started arrives as a message of its own, its content
+`[edited] <new text>` and the earlier text's start after it.
 
 Reply, chosen by the response's `Content-Type`:
 - `application/json`: `{"reply": "the whole answer", "usage": {...}, "attachments": [...]}`
@@ -137,6 +141,8 @@ def encode_turn(turn: AgentTurn, attachments: list[dict[str, Any]] | None = None
         message["attachments"] = attachments
     if turn.callback is not None:
         message["callback"] = dict(turn.callback)
+    if turn.reply_to is not None:
+        message["reply_to"] = dict(turn.reply_to)
     payload = {
         "profile": turn.profile,
         "session_key": str(turn.session_key),

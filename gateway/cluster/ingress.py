@@ -43,6 +43,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from bus import (
+    EDIT,
     Admitted,
     AgentHandle,
     InboundMessage,
@@ -58,7 +59,7 @@ from channels.lifecycle.supervisor import start_channel
 from channels.metrics import ChannelMetrics
 from channels.outbound.manager import ChannelManager
 from config import ProfileConfig
-from config.profile import QueueMode
+from config.profile import EditsMode, QueueMode
 from gateway.cluster.chat_queue import Cancel, CancelReason, chat_of, publish_cancel
 from gateway.cluster.codec import InboundEnvelope, LiveSignal, platform_id
 from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
@@ -71,7 +72,7 @@ from gateway.profile_channels import build_channels, not_built_yet, register_all
 from gateway.services import ProcessServices
 from gateway.turn.history import ProfileHistory
 from gateway.turn.strangers import EdgeCheck, StrangerNotices, scrubbed
-from gateway.turn.triage import triage
+from gateway.turn.triage import edit_as_new_turn, edit_runs, triage
 from sessions import SessionManager
 from sessions.backends import active_topics, session_store
 
@@ -92,12 +93,14 @@ class ClusterIntake:
         metrics: GatewayMetrics,
         *,
         queue_mode: QueueMode = "followup",
+        edits: EditsMode = "replace",
         retry_after_s: float = 5.0,
     ) -> None:
         self._profile = profile
         self._client = client
         self._js: JetStreamContext = client.jetstream(timeout=REQUEST_TIMEOUT_S)
         self._queue_mode = queue_mode
+        self._edits = edits
         self._names = names
         self._ingress_id = ingress_id
         self._metrics = metrics
@@ -117,7 +120,13 @@ class ClusterIntake:
         channel = await self._edge.admit(message)
         if channel is None:
             return None
-        envelope = self._envelope(channel, scrubbed(message))
+        message = scrubbed(message)
+        if message.deleted_id() is not None or message.edited_id() is not None:
+            edit = self._as_new_turn(message)
+            if edit is None:
+                return None
+            message = edit
+        envelope = self._envelope(channel, message)
         msg_id = envelope.inbound_id
         if envelope.request:
             msg_id = f"{msg_id}.{uuid.uuid4().hex}"  # every attempt reaches a worker
@@ -146,6 +155,21 @@ class ClusterIntake:
             chat=message.chat_id,
         )
         return None
+
+    def _as_new_turn(self, message: InboundMessage) -> InboundMessage | None:
+        """An edit or a delete in a cluster: no ingress knows whether a worker took the
+        message, so an edit is answered as a message of its own (`edits: new_turn`) and a
+        delete changes nothing; None when it goes no further."""
+        if message.deleted_id() is not None:
+            self._count(message, "delete_too_late")
+            log.info("cluster.delete_ignored", message_id=message.deleted_id())
+            return None
+        if self._edits == "ignore" or not edit_runs(message):
+            self._count(message, "edit_ignored")
+            log.info("cluster.edit_ignored", message_id=message.edited_id(), edits=self._edits)
+            return None
+        previous = message.metadata[EDIT].get("previous")
+        return edit_as_new_turn(message, str(previous) if previous else None)
 
     async def _cancel_running_turn(self, envelope: InboundEnvelope, seq: int) -> None:
         """A stop, or a newer message in interrupt mode: the chat's turn ends now, not when
@@ -308,6 +332,7 @@ class IngressProfile:
                 strangers,
                 self._shared.metrics,
                 queue_mode=self._config.queue_mode,
+                edits=self._config.edits,
             )
             publisher.log_through(intake)
             stack.callback(self._shared.webhooks.unmount, self.profile_id)

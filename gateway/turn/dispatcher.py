@@ -286,7 +286,7 @@ class Dispatcher:
 
     # Running an item (in its lane's task: the work, then its commit, which an abort spares)
 
-    async def _run_item(self, item: LaneItem) -> Commit:
+    async def _run_item(self, item: LaneItem) -> Commit | None:
         if isinstance(item, SendItem):
             # No work to cancel: straight to its commit, which a stop spares.
             return partial(self._send_owner, item.send)
@@ -296,7 +296,13 @@ class Dispatcher:
             return await self._run_command(item, chat)
         key = await self._commands.current_key(chat)
         async with self._turn_slots:
-            answers = [r.id for r in item.received]
+            # What waits may have been deleted by its sender meanwhile (`Intake`): no turn for
+            # it. From here on the turn has started: an edit no longer replaces its text.
+            unanswered = self._journal.state.received
+            received = tuple(r for r in item.received if r.id in unanswered)
+            if not received:
+                return None
+            answers = [r.id for r in received]
             # A turn cut off by a crash after its reply began streaming runs again under its
             # id: its stream finishes the messages it opened instead of adding new ones.
             turn_id = self._journal.resumed_turn(answers) or str(new_turn_id())
@@ -304,14 +310,16 @@ class Dispatcher:
             channel = self._channel_named(trigger.channel)
             answer = await self._runner.answer(
                 key,
-                [r.message for r in item.received],
+                [r.message for r in received],
                 stream_id=turn_id,
                 streams=channel is not None and channel.supports_edit(),
                 shows_typing=channel is not None and channel.shows_typing(),
             )
-        return partial(self._commit, item.received, answer, turn_id)
+        return partial(self._commit, received, answer, turn_id)
 
-    async def _run_command(self, item: CommandItem, chat: SessionKey) -> Commit:
+    async def _run_command(self, item: CommandItem, chat: SessionKey) -> Commit | None:
+        if item.received.id not in self._journal.state.received:
+            return None  # deleted by its sender while it waited
         command = triage(item.received.message.content)
         name = command.command
         text = await command_reply(name, self._commands.run(chat, name, command.argument))

@@ -15,6 +15,13 @@ buttons were tapped already (with `buttons_single_use`), or after `buttons_ttl_s
 table, so a restart does not forget them. Where a channel shows buttons as a numbered list, a
 message of just a number is the tap of that button of the chat's last reply (`_numbered_tap`).
 
+A user's edit of a message (`bus.EDIT`, profile setting `edits`) is deduplicated by its own id,
+then: into a command, or with `edits: ignore`, it goes no further (logged); with `replace`, the
+edit of a message whose turn has not started puts its text in place (an `edit` record: the turn
+runs once, on the new text); otherwise it is a message of its own marked as an edit
+(`triage.edit_as_new_turn`). A delete (`bus.DELETE`) of a message whose turn has not started
+drops it (a `del` record: nothing answers it); after that it changes nothing.
+
 Routing does not wait for the disk: the turn runs while its message is being synced, and all
 it leaves behind waits anyway. Its outcome is a later record of the same log, durable only once
 every record before it is, and its reply goes out only once its outcome is durable; if the
@@ -34,6 +41,7 @@ import structlog
 
 from bus import (
     CALLBACK,
+    EDIT,
     TAPPED_SENT_AT,
     Admitted,
     ButtonsUsed,
@@ -46,7 +54,9 @@ from channels.metrics import LoopCount
 from gateway import logs
 from gateway.services import ProfileServices
 from gateway.turn.journal import Journal, Received
+from gateway.turn.journal.state import platform_key
 from gateway.turn.strangers import EdgeCheck, StrangerNotices, notice_for, scrubbed
+from gateway.turn.triage import edit_as_new_turn, edit_runs, triage
 from sessions.wal import LogWriteError
 
 log = structlog.get_logger(__name__)
@@ -85,6 +95,7 @@ class Intake:
         self._after_durable = after_durable
         self._buttons_ttl_s = services.config.buttons_ttl_s
         self._buttons_single_use = services.config.buttons_single_use
+        self._edits = services.config.edits
         self._wall_clock = time.time
         self.strangers = StrangerNotices(outbound.send)
         self._edge = EdgeCheck(channel_named, self.strangers, self._count)
@@ -123,6 +134,14 @@ class Intake:
             self._count(message, "duplicate")
             await self._duplicate(channel, message, known)
             return None
+        if message.deleted_id() is not None:
+            await self._delete(message)
+            return None
+        if message.edited_id() is not None:
+            edit = await self._edit(message)
+            if edit is None:
+                return None
+            message = edit
         # No await from the check of a tap to its record: two taps racing on one button are
         # told apart here.
         if channel.buttons_shown == "numbered":
@@ -144,6 +163,64 @@ class Intake:
         if tapped is not None and self._buttons_single_use and channel.buttons_shown == "attached":
             await self._outbound.send(ButtonsUsed(message.channel, message.chat_id, tapped))
         return Admitted(received, acknowledged)
+
+    async def _edit(self, edit: InboundMessage) -> InboundMessage | None:
+        """What the edit `edit` becomes: None when it goes no further (ignored, or put in place
+        of its waiting message), else the message of its own to journal."""
+        edited_id = edit.edited_id()
+        if self._edits == "ignore" or not edit_runs(edit):
+            self._count(edit, "edit_ignored")
+            log.info(
+                "intake.edit_ignored",
+                channel=edit.channel,
+                message_id=edited_id,
+                reason="edits: ignore" if self._edits == "ignore" else "the new text is a command",
+            )
+            return None
+        state = self._journal.state
+        assert edited_id is not None
+        original = state.seen(platform_key(edit.channel, edit.chat_id, edited_id))
+        waiting = None if original is None else state.waiting(original)
+        if (
+            self._edits == "replace"
+            and waiting is not None
+            and triage(waiting.message.content).kind == "text"
+        ):
+            # No await from the check to the record: the turn cannot start in between.
+            self._count(edit, "edit_replaced")
+            log.info("intake.edit_replaced", channel=edit.channel, message_id=edited_id)
+            await self._settled(self._journal.record_edit(waiting, edit))
+            return None
+        self._count(edit, "edit_new_turn")
+        earlier = None if original is None else state.earlier_text(original)
+        previous = edit.metadata[EDIT].get("previous")
+        return edit_as_new_turn(edit, earlier or (str(previous) if previous else None))
+
+    async def _delete(self, delete: InboundMessage) -> None:
+        """A delete drops its message while its turn has not started; later it changes
+        nothing."""
+        deleted_id = delete.deleted_id()
+        assert deleted_id is not None
+        state = self._journal.state
+        original = state.seen(platform_key(delete.channel, delete.chat_id, deleted_id))
+        waiting = None if original is None else state.waiting(original)
+        if waiting is None or triage(waiting.message.content).kind not in ("text", "command"):
+            self._count(delete, "delete_too_late")
+            log.info("intake.delete_too_late", channel=delete.channel, message_id=deleted_id)
+            return
+        self._count(delete, "deleted")
+        log.info("intake.deleted", channel=delete.channel, message_id=deleted_id)
+        await self._settled(self._journal.record_deleted(waiting))
+
+    async def _settled(self, durable: asyncio.Future[None]) -> None:
+        """Until a record that answers the channel's send is durable; a write that failed
+        refuses the send (the platform tries again)."""
+        try:
+            await asyncio.shield(durable)
+        except LogWriteError as error:
+            raise InboundRefused(
+                "global", self._settings.retry_after_s, f"the journal cannot be written: {error}"
+            ) from error
 
     def _refused_tap(self, message: InboundMessage) -> str | None:
         """Why a tap reaches no agent (its buttons were used, or expired), or None."""

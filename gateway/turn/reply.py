@@ -81,7 +81,7 @@ def reply_message(
         chat_id=trigger.chat_id,
         content=scrub_surrogates(text),
         # A tap's id names an interaction, which no platform lets a message reply to.
-        reply_to=None if CALLBACK in trigger.metadata else trigger.message_id,
+        reply_to=None if CALLBACK in trigger.metadata else trigger.shown_id(),
         metadata=metadata,
         stream_id=stream_id,
         delivery_id=delivery_id,
@@ -91,8 +91,9 @@ def reply_message(
 
 
 def platform_ids(messages: Iterable[InboundMessage]) -> list[str]:
-    """The platform ids of `messages`, in order (a message without one has none to answer)."""
-    return [message.message_id for message in messages if message.message_id]
+    """The platform ids of `messages`, in order (a message without one has none to answer;
+    an edit answers the message it edits)."""
+    return [shown for message in messages if (shown := message.shown_id())]
 
 
 def failure_reason(error: Exception) -> str:

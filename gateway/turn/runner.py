@@ -24,6 +24,8 @@ import structlog
 
 from bus import (
     CALLBACK,
+    REPLY_TO,
+    REPLY_TO_TEXT_MAX,
     SEED,
     InboundMessage,
     Message,
@@ -209,7 +211,7 @@ class TurnRunner:
         if shows_typing:
             await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
         # A tap is an interaction, not a message a reaction could go on.
-        reactable = trigger.message_id is not None and CALLBACK not in trigger.metadata
+        reactable = trigger.shown_id() is not None and CALLBACK not in trigger.metadata
         working = self._working_reaction if reactable else None
         if working:
             await sink.send(_reaction(trigger, working))
@@ -230,6 +232,7 @@ class TurnRunner:
                 sender=sender_of(trigger),
                 chat=chat_of(trigger),
                 callback=callback_of(trigger),
+                reply_to=reply_to_of(trigger),
             )
             show_snapshot: SnapshotSink = _show_nothing
             if streams:
@@ -292,8 +295,9 @@ class TurnRunner:
 
 
 def _reaction(trigger: InboundMessage, emoji: str, *, removed: bool = False) -> ReactionChanged:
-    assert trigger.message_id is not None
-    return ReactionChanged(trigger.channel, trigger.chat_id, trigger.message_id, emoji, removed)
+    shown = trigger.shown_id()
+    assert shown is not None
+    return ReactionChanged(trigger.channel, trigger.chat_id, shown, emoji, removed)
 
 
 def callback_of(message: InboundMessage) -> dict[str, str] | None:
@@ -304,6 +308,18 @@ def callback_of(message: InboundMessage) -> dict[str, str] | None:
     return {
         "data": str(callback.get("data", "")),
         "message_id": str(callback.get("message_id", "")),
+    }
+
+
+def reply_to_of(message: InboundMessage) -> dict[str, str] | None:
+    """The message `message` quotes or replies to (`bus.REPLY_TO`), or None."""
+    quoted = message.metadata.get(REPLY_TO)
+    if not isinstance(quoted, dict) or not quoted.get("message_id"):
+        return None
+    return {
+        "message_id": str(quoted["message_id"]),
+        "text": str(quoted.get("text") or "")[:REPLY_TO_TEXT_MAX],
+        "from": "bot" if quoted.get("from") == "bot" else "user",
     }
 
 

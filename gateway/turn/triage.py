@@ -10,6 +10,10 @@
 
 Which of the profile's agents answers is decided here too (`AgentRoutes`): a route with a
 `prefix` is the message's own choice, taken off its text before anything else reads it.
+
+A user's edit of their message (`bus.EDIT`) is triaged on its new text: an edit into a stop or
+a command is never run (an edited `/reset` is not a second reset). One that comes after its
+message's turn started is answered as a message of its own, marked so (`edit_as_new_turn`).
 """
 
 from __future__ import annotations
@@ -130,3 +134,22 @@ def _after_prefix(text: str, prefix: str) -> str | None:
     if rest and not rest[0].isspace():
         return None
     return rest.strip()
+
+
+#: How an edit answered as a message of its own reads to the agent: the new text, then the
+#: start of the earlier one where it is known.
+EDITED_MARK = "[edited]"
+
+
+def edit_runs(edit: InboundMessage) -> bool:
+    """Whether the edit `edit` may reach an agent: only as text, never as a command or a stop."""
+    return triage(edit.content).kind == "text"
+
+
+def edit_as_new_turn(edit: InboundMessage, earlier: str | None) -> InboundMessage:
+    """The edit as a message of its own (its message's turn has started, or is done)."""
+    content = f"{EDITED_MARK} {edit.content}"
+    if earlier:
+        shown = earlier if len(earlier) < 100 else earlier[:99] + "…"
+        content += f'\n(earlier: "{shown}")'
+    return edit.model_copy(update={"content": content})

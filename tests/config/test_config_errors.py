@@ -66,7 +66,7 @@ def test_unknown_top_level_key_without_close_match_lists_the_keys(
     assert (problem.line, problem.message) == (2, "unknown key 'frobnicate' at the top level")
     assert problem.suggestion.endswith(
         "agent, channels, sessions, queue_mode, max_media_bytes, transcription, "
-        "delivery_deadline_s, buttons_ttl_s, buttons_single_use, working_reaction, "
+        "delivery_deadline_s, buttons_ttl_s, buttons_single_use, edits, working_reaction, "
         "inbound_reactions, agents, routes, agent_switch"
     )
 

@@ -11,7 +11,7 @@ import pydantic_core
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bus import InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage, new_turn_id
+from bus import EDIT, InboundMessage, Message, OutboundMessage, SessionKey, TokenUsage, new_turn_id
 from bus.message import utc_now
 from gateway.turn.journal import Journal, Outcome, OwnerSend, restore_sessions
 from gateway.turn.journal.journal import missing_suffix
@@ -105,6 +105,36 @@ async def test_a_restart_knows_what_was_unanswered_and_undelivered(tmp_path: Pat
     assert again.seen(inbound("x", "3")) == third.id
     assert again.seen(inbound("x", "4")) is None
     await again.close()
+
+
+async def test_edits_and_deletes_of_waiting_messages_outlive_a_restart_and_a_checkpoint(
+    tmp_path: Path,
+) -> None:
+    journal = Journal(tmp_path)
+    await journal.open()
+    edited, durable = journal.accept(inbound("secnod", "7"))
+    await durable
+    deleted, durable = journal.accept(inbound("never mind", "8"))
+    await durable
+    edit = inbound("second", "7:edit:1").model_copy(
+        update={"metadata": {EDIT: {"message_id": "7"}}}
+    )
+    await journal.record_edit(edited, edit)
+    await journal.record_deleted(deleted)
+    assert edited.message.content == "second"
+    assert edited.message.message_id == "7"  # the original's id: the reply answers it
+    await journal.close()
+
+    for cut in (False, True):
+        again = Journal(tmp_path)
+        recovery = await again.open()
+        assert [(r.id, r.message.content) for r in recovery.pending] == [(edited.id, "second")]
+        # The edit's own id is a duplicate from now on; so is the deleted message's.
+        assert again.seen(edit) == edited.id
+        assert again.seen(inbound("x", "8")) == deleted.id
+        if cut:
+            await again.checkpoint(no_sessions)
+        await again.close()
 
 
 async def test_a_checkpoint_keeps_dedup_and_unfinished_work(tmp_path: Path) -> None:

@@ -30,11 +30,13 @@ import structlog
 
 from bus import InboundMessage, Message, SessionKey
 from gateway.turn.journal.records import (
+    Edit,
     OpenedPart,
     Outcome,
     OwnerSend,
     Received,
     decode,
+    encode_deleted,
     encode_sent,
 )
 from gateway.turn.journal.state import DEDUP_TTL_S, JournalState, platform_key
@@ -146,6 +148,23 @@ class Journal:
         self.state.add_received(received)
         told = None if on_settled is None else partial(on_settled, received)
         return received, self._log.append(received.encode(), told)
+
+    def record_edit(self, received: Received, edit: InboundMessage) -> asyncio.Future[None]:
+        """The waiting `received` now reads as `edit` says (its sender edited it: the new text,
+        the original's id); durable when the future is. The edit's own id is remembered, so a
+        platform's retry of it is a duplicate."""
+        key = None
+        if edit.message_id is not None:
+            key = platform_key(edit.channel, edit.chat_id, edit.message_id)
+        edited = received.message.model_copy(update={"content": edit.content})
+        record = Edit(received.id, edited, key, self._clock())
+        self.state.apply_edit(record)
+        return self._log.append(record.encode())
+
+    def record_deleted(self, received: Received) -> asyncio.Future[None]:
+        """The waiting `received` was deleted by its sender: it is answered by nothing."""
+        self.state.drop_received(received.id)
+        return self._log.append(encode_deleted(received.id))
 
     def forget(self, received: Received) -> None:
         """A message whose record could not be written: as if it never came."""

@@ -16,6 +16,12 @@
   `queued`, `sent`, `failed`, `cancelled`; the turn id its reply was recorded under, the
   platform's ids or error). A checkpoint restates it whole while it is live or answerable.
 - `sendst`: a `send` record's new standing (its status, turn, platform ids, error).
+- `edit`: a user's edit of an accepted message whose turn had not started: its journal id,
+  the message as edited (its text in place of the old, which the turn runs on), and the edit
+  event's dedup key (a platform's retry of the same edit is one edit). A checkpoint restates
+  the `in` record with the new text.
+- `del`: a user deleted an accepted message whose turn had not started: its journal id; the
+  message is answered by nothing and leaves the state.
 - `offer`: the buttons of a chat's last reply (`ButtonOffer`), restated by checkpoints while
   they can be tapped: where a channel shows buttons as a numbered list, a reply of the number
   is their tap, also after a restart.
@@ -60,6 +66,42 @@ class Received:
         if self._encoded is None:
             self._encoded = _dumps({"k": "in", "id": self.id, "at": self.at, "m": self.message})
         return self._encoded
+
+    def replace(self, message: InboundMessage) -> None:
+        """The message as its sender edited it (before its turn started): the lane that holds
+        this record runs the turn on it, and a checkpoint restates it."""
+        self.message = message
+        self._encoded = None
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """An `edit` record: the accepted message `inbound_id` now reads as `message`; `key` is
+    the edit event's dedup key, `at` when it came."""
+
+    inbound_id: int
+    message: InboundMessage
+    key: str | None
+    at: float
+
+    def encode(self) -> bytes:
+        return _dumps(
+            {"k": "edit", "id": self.inbound_id, "m": self.message, "key": self.key, "at": self.at}
+        )
+
+
+def edit_from(record: Record) -> Edit:
+    key = record.get("key")
+    return Edit(
+        int(record["id"]),
+        InboundMessage.model_validate(record["m"]),
+        None if key is None else str(key),
+        float(record["at"]),
+    )
+
+
+def encode_deleted(inbound_id: int) -> bytes:
+    return _dumps({"k": "del", "id": inbound_id})
 
 
 @dataclass(slots=True)

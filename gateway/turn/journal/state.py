@@ -16,11 +16,13 @@ from bus import CALLBACK, OutboundMessage, turn_made_at
 from gateway.turn.journal.records import (
     OPEN_SEND_STATUSES,
     ButtonOffer,
+    Edit,
     OpenedPart,
     Outcome,
     OwnerSend,
     Received,
     Record,
+    edit_from,
     encode_sent,
     encode_snapshot,
     offer_from,
@@ -38,6 +40,8 @@ DEDUP_MAX_ENTRIES = 200_000
 SEND_TTL_S = 24 * 3600.0
 #: Replies kept to answer a client's retry of an already answered request (the HTTP API).
 RECENT_REPLIES_MAX = 10_000
+#: How much of a message's earlier text an edit made after its turn quotes.
+EARLIER_TEXT_CHARS = 100
 
 
 @dataclass(slots=True)
@@ -76,6 +80,9 @@ class JournalState:
     #: (channel, chat) -> the buttons of the chat's last reply, when it had some: where they
     #: are shown as a numbered list, a reply of the number is their tap.
     offers: dict[tuple[str, str], ButtonOffer] = field(default_factory=dict)
+    #: In memory only: journal id -> the start of the text of a recently answered message,
+    #: which an edit made after its turn quotes.
+    answered_texts: OrderedDict[int, str] = field(default_factory=OrderedDict)
     #: How long a reply's buttons can be tapped (the profile's `buttons_ttl_s`).
     buttons_ttl_s: float = DEDUP_TTL_S
 
@@ -101,6 +108,10 @@ class JournalState:
             if send is not None:
                 send.take_standing(record)
                 self._index_send(send)
+        elif kind == "edit":
+            self.apply_edit(edit_from(record))
+        elif kind == "del":
+            self.drop_received(int(record["id"]))
         elif kind == "offer":
             offer = offer_from(record)
             self.offers[(offer.channel, offer.chat_id)] = offer
@@ -123,6 +134,32 @@ class JournalState:
             self.pending_by_chat[chat] -= 1
             if self.pending_by_chat[chat] <= 0:
                 del self.pending_by_chat[chat]
+            self.answered_texts[inbound_id] = received.message.content[:EARLIER_TEXT_CHARS]
+            while len(self.answered_texts) > RECENT_REPLIES_MAX:
+                self.answered_texts.popitem(last=False)
+
+    def apply_edit(self, edit: Edit) -> None:
+        received = self.received.get(edit.inbound_id)
+        if received is not None:
+            received.replace(edit.message)
+        if edit.key is not None:
+            self.remember(edit.key, edit.inbound_id, edit.at)
+            self.fresh_dedup.append((edit.key, edit.inbound_id, edit.at))
+
+    def waiting(self, inbound_id: int) -> Received | None:
+        """The accepted message `inbound_id` if its turn has not started (an edit may still
+        replace it, a delete drop it), else None."""
+        if inbound_id in self.turn_of_inbound:
+            return None
+        return self.received.get(inbound_id)
+
+    def earlier_text(self, inbound_id: int) -> str | None:
+        """The start of the text of the accepted message `inbound_id`, while it is known (in
+        memory: an edit made after its turn quotes it)."""
+        received = self.received.get(inbound_id)
+        if received is not None:
+            return received.message.content[:EARLIER_TEXT_CHARS]
+        return self.answered_texts.get(inbound_id)
 
     def remember(self, key: str, inbound_id: int, at: float) -> None:
         self.dedup[key] = (inbound_id, at)

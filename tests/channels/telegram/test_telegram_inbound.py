@@ -101,7 +101,11 @@ async def test_in_a_group_only_messages_for_the_bot_go_through(
     assert mention.metadata["chat_type"] == "supergroup"
     assert command.content == "/status now"
     assert reply.content == "and then?"
-    assert reply.metadata["reply_to"] == str(reply_target["message_id"])
+    assert reply.metadata["reply_to"] == {
+        "message_id": str(reply_target["message_id"]),
+        "text": "earlier answer",
+        "from": "bot",
+    }
 
 
 async def test_without_require_mention_every_group_message_goes_through(

@@ -75,7 +75,6 @@ def test_a_private_text_message() -> None:
 @pytest.mark.parametrize(
     "not_a_turn",
     [
-        update(edited_message=message("edited")),
         update(channel_post=message("post", chat_type="channel")),
         update({**message("beep"), "from": {"id": 5, "is_bot": True, "first_name": "Bot"}}),
         update(message(None, sticker=None)),
@@ -84,6 +83,17 @@ def test_a_private_text_message() -> None:
 )
 def test_what_is_not_a_users_turn_is_ignored(not_a_turn: Update) -> None:
     assert read_update(not_a_turn, BOT, require_mention=False) is None
+
+
+def test_an_edit_names_the_message_it_edits_and_has_an_id_of_its_own() -> None:
+    edited = update(edited_message=message("edited", edit_date=1_700_000_000))
+    incoming = read_update(edited, BOT, require_mention=False)
+    assert incoming is not None
+    got = incoming.message
+    assert got.content == "edited"
+    assert got.metadata["edit"] == {"message_id": "42:10"}
+    assert got.message_id == "42:10:edit:1700000000"
+    assert got.edited_id() == got.shown_id() == "42:10"
 
 
 def test_group_mentions_are_matched_case_insensitively_and_cut() -> None:

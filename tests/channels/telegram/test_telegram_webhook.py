@@ -59,7 +59,7 @@ async def test_start_sets_the_webhook_and_stop_deletes_it(
         assert fake.state.webhook == {
             "url": "https://bot.example.com/hooks/telegram",
             "secret_token": SECRET,
-            "allowed_updates": ["message", "callback_query"],
+            "allowed_updates": ["message", "edited_message", "callback_query"],
         }
         assert fake.calls("getUpdates") == []
     assert fake.state.webhook is None

@@ -223,6 +223,19 @@ class FakeTelegram:
         self.push_update({"message": message})
         return message
 
+    def push_edit(self, chat_id: int, message_id: int, text: str, *, edit_date: int) -> int:
+        """The user's edit of their message `message_id` to `text`, as Telegram delivers it
+        (an `edited_message` update); the update's id."""
+        message = dict(self.state.messages[(chat_id, message_id)])
+        message["text"] = text
+        message.pop("entities", None)
+        found = detect_entities(text)
+        if found:
+            message["entities"] = found
+        message["edit_date"] = edit_date
+        self.state.messages[(chat_id, message_id)] = message
+        return self.push_update({"edited_message": message})
+
     def push_tap(
         self,
         chat_id: int,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -72,6 +73,20 @@ async def test_sends_system_prompt_history_and_user_message(
     assert request.headers["Authorization"] == f"Bearer {API_KEY}"
     assert "temperature" not in request.body
     assert "max_tokens" not in request.body
+
+
+async def test_a_quoted_message_is_a_line_before_the_text(
+    fake: FakeOpenAI, recorder: SnapshotRecorder
+) -> None:
+    quoted = {"message_id": "7", "text": "The refund is 42 euros.", "from": "bot"}
+    turn = dataclasses.replace(make_turn("is that final?"), reply_to=quoted)
+    async with make_agent(fake) as agent:
+        await agent.run(turn, recorder)
+    [request] = fake.requests
+    assert request.body["messages"][-1] == {
+        "role": "user",
+        "content": '[replying to the bot: "The refund is 42 euros."]\nis that final?',
+    }
 
 
 async def test_sampling_parameters_are_sent_when_set(
