@@ -129,26 +129,32 @@ class TurnRunner:
         """The agent's answer to `messages` (one, or several of a chat collected into one
         turn), in the chat of the last; a turn that fails is answered with the reason."""
         content = collected_content([message.content for message in messages])
-        try:
-            return await self.run(
-                key,
-                messages,
-                platform_ids(messages),
-                stream_id=stream_id,
-                streams=streams,
-                shows_typing=shows_typing,
-                outbound=outbound,
-            )
-        except Exception as error:
-            # Supervision point (per turn): the turn is answered with the reason.
-            log.exception("turn.failed", session=str(key))
-            return Answer(
-                failed_reply(error),
-                key,
-                [Message.user(content)],
-                failed=True,
-                error=failure_reason(error),
-            )
+        trigger = messages[-1]
+        # Every warning of the turn (an image the model cannot be shown, an audio the
+        # transcriber rejects) names the message it is about.
+        with structlog.contextvars.bound_contextvars(
+            channel=trigger.channel, message_id=trigger.message_id
+        ):
+            try:
+                return await self.run(
+                    key,
+                    messages,
+                    platform_ids(messages),
+                    stream_id=stream_id,
+                    streams=streams,
+                    shows_typing=shows_typing,
+                    outbound=outbound,
+                )
+            except Exception as error:
+                # Supervision point (per turn): the turn is answered with the reason.
+                log.exception("turn.failed", session=str(key))
+                return Answer(
+                    failed_reply(error),
+                    key,
+                    [Message.user(content)],
+                    failed=True,
+                    error=failure_reason(error),
+                )
 
     async def run(
         self,
@@ -168,33 +174,6 @@ class TurnRunner:
         signals only to a channel that shows typing, to `outbound` (default: the runner's).
         `stream_id` is the turn's id: the reply's files are kept under it.
         """
-        trigger = messages[-1]
-        # Every warning of the turn (an image the model cannot be shown, an audio the
-        # transcriber rejects) names the message it is about.
-        with structlog.contextvars.bound_contextvars(
-            channel=trigger.channel, message_id=trigger.message_id
-        ):
-            return await self._answer(
-                key,
-                messages,
-                answers,
-                stream_id=stream_id,
-                streams=streams,
-                shows_typing=shows_typing,
-                outbound=outbound,
-            )
-
-    async def _answer(
-        self,
-        key: SessionKey,
-        messages: Sequence[InboundMessage],
-        answers: list[str],
-        *,
-        stream_id: str,
-        streams: bool,
-        shows_typing: bool,
-        outbound: OutboundSink | None,
-    ) -> Answer:
         trigger = messages[-1]
         content = collected_content([message.content for message in messages])
         media = [path for message in messages for path in message.media]
