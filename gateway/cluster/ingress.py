@@ -34,9 +34,11 @@ the channel manager starts a single-poller channel only while this process holds
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import structlog
 from nats.aio.client import Client
@@ -46,6 +48,7 @@ from bus import (
     EDIT,
     Admitted,
     AgentHandle,
+    Attachment,
     InboundMessage,
     InboundRefused,
     OutboundMessage,
@@ -56,7 +59,9 @@ from channels.base import Channel
 from channels.errors import DeliveryError
 from channels.health import ChannelHealth
 from channels.lifecycle.supervisor import start_channel
+from channels.media_files import safe_name, save_media
 from channels.metrics import ChannelMetrics
+from channels.outbound.delivery import on_disk
 from channels.outbound.manager import ChannelManager
 from config import ProfileConfig
 from config.profile import EditsMode, QueueMode
@@ -71,6 +76,7 @@ from gateway.pairing import open_pairing
 from gateway.profile_channels import build_channels, not_built_yet, register_all
 from gateway.services import ProcessServices
 from gateway.turn.history import ProfileHistory
+from gateway.turn.reply import reply_files_dir
 from gateway.turn.strangers import EdgeCheck, StrangerNotices, scrubbed
 from gateway.turn.triage import edit_as_new_turn, edit_runs, triage
 from sessions import SessionManager
@@ -261,6 +267,7 @@ class IngressProfile:
     async def deliver(self, message: OutboundMessage) -> Delivered:
         """One reply from the outbound stream, delivered (or given up on: logged, counted)."""
         assert self._channels is not None
+        message = await self._with_files_here(message)
         try:
             platform_ids = await self._channels.deliver(message)
         except DeliveryError as error:
@@ -268,6 +275,36 @@ class IngressProfile:
             log.info("cluster.reply_given_up", profile=self.profile_id, error=str(error))
             return Delivered(given_up=str(error), reason=error.reason)
         return Delivered(tuple(platform_ids))
+
+    async def _with_files_here(self, message: OutboundMessage) -> OutboundMessage:
+        """`message` with each file this process lacks (the worker that ran the turn is on
+        another host) restored from the database into this profile's `media/out/<turn id>/`."""
+        if not message.attachments:
+            return message
+        attachments = [await self._file_here(attachment) for attachment in message.attachments]
+        return message.model_copy(update={"attachments": attachments})
+
+    async def _file_here(self, attachment: Attachment) -> Attachment:
+        if await on_disk(attachment):
+            return attachment
+        kept = Path(attachment.path)
+        target = reply_files_dir(self._root, kept.parent.name) / safe_name(kept.name)
+        here = attachment.model_copy(update={"path": str(target)})
+        if await on_disk(here):
+            return here  # restored for an earlier copy of this reply
+        data = await self._node.reply_file(attachment.sha256)
+        if data is None or hashlib.sha256(data).hexdigest() != attachment.sha256:
+            # The chat is told the file is not on this gateway (the delivery layer's notice).
+            log.warning(
+                "cluster.reply_file_missing",
+                profile=self.profile_id,
+                turn=kept.parent.name,
+                file=attachment.name,
+            )
+            return attachment
+        await save_media(target, data)
+        log.info("cluster.reply_file_restored", profile=self.profile_id, file=attachment.name)
+        return here
 
     async def show(self, signal: LiveSignal) -> None:
         """A live event of a turn this process shows, into its chat's lane."""
@@ -283,6 +320,7 @@ class IngressProfile:
             # The manager reports only replies with a delivery id (a dead letter's notice
             # has none): this one is for the report.
             message = message.model_copy(update={"delivery_id": f"live-{uuid.uuid4().hex}"})
+        message = await self._with_files_here(message)
         outcome = self._queued.expect(message)
         try:
             await self._lanes.send(message)

@@ -292,6 +292,12 @@ class ClusterNode:
         if self.live is not None:
             self.live.add_profile(profile, live)
 
+    async def reply_file(self, sha256: str) -> bytes | None:
+        """The bytes of a reply's file its worker kept in the database, or None."""
+        if self._deliveries is None:
+            raise RuntimeError("reply_file() on a process without channels")
+        return await self._deliveries.reply_file(sha256)
+
     def remove_ingress_profile(self, profile: str) -> None:
         if self.delivery is not None:
             self.delivery.remove_profile(profile)

@@ -7,6 +7,13 @@ under an advisory lock, so any number of processes may start at once.
 Both tables keep their rows for `RECORD_RETENTION`, long past any redelivery or platform retry
 they must recognise; older rows are deleted once an hour.
 
+Both processes also see the files' table, created by either:
+
+    octos_cluster_files  the bytes of each file of a reply, by SHA-256: written by the worker in
+                         the transaction of the turn's row (`TurnRecords.keep_files`), read by
+                         an ingress that does not share the worker's data directory before it
+                         sends the reply; expired with the turn records
+
 The delivery records' table is here too: what ingress processes know about each reply they
 delivered.
 
@@ -151,6 +158,15 @@ def start_record_expiry(
     )
 
 
+FILES_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS octos_cluster_files (
+    sha256 text PRIMARY KEY,
+    data bytea NOT NULL,
+    stored_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS octos_cluster_files_stored ON octos_cluster_files (stored_at);
+"""
+
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS octos_cluster_deliveries (
     scope text NOT NULL,
@@ -181,8 +197,18 @@ class DeliveryRecord:
 class DeliveryRecords(RecordTable):
     """The deliveries of one database (every profile's, by scope); one pool per process."""
 
-    SCHEMA = _SCHEMA
+    SCHEMA = _SCHEMA + FILES_SCHEMA
     EXPIRY = "DELETE FROM octos_cluster_deliveries WHERE recorded_at < $1"
+
+    async def reply_file(self, sha256: str) -> bytes | None:
+        """The bytes of a reply's file a worker kept (`octos_cluster_files`), or None."""
+        try:
+            data = await self._connected().fetchval(
+                "SELECT data FROM octos_cluster_files WHERE sha256 = $1", sha256
+            )
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+        return None if data is None else bytes(data)
 
     async def find(self, scope: str, msg_id: str) -> DeliveryRecord | None:
         """The record of an outbound message delivered (or given up on) before, or None."""

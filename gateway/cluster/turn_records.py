@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, ClassVar, Final, Literal
 import asyncpg
 
 from bus import Message, OutboundMessage, new_turn_id
-from gateway.cluster.record_table import RecordTable
+from gateway.cluster.record_table import FILES_SCHEMA, RecordTable
 from sessions.postgres.connect import DATABASE_ERRORS, database_error
 
 if TYPE_CHECKING:
@@ -120,9 +120,13 @@ def _record(row: asyncpg.Record) -> TurnRecord:
 class TurnRecords(RecordTable):
     """The table of one database (every profile's rows, by scope); one pool per process."""
 
-    SCHEMA = _SCHEMA
-    #: Answered rows expire; an unanswered one is still to do.
-    EXPIRY = "DELETE FROM octos_cluster_turns WHERE answered_at < $1"
+    SCHEMA = _SCHEMA + FILES_SCHEMA
+    #: Answered rows expire, and the files kept as long (a file kept again is kept anew);
+    #: an unanswered row is still to do.
+    EXPIRY = """
+        WITH files AS (DELETE FROM octos_cluster_files WHERE stored_at < $1)
+        DELETE FROM octos_cluster_turns WHERE answered_at < $1
+    """
     #: A claim (and the `appended` mark) need not wait for the disk: a claim the database
     #: lost in a crash is made again by the redelivery, and an outcome's synchronous commit
     #: makes every earlier one of the database durable with it. An outcome stored here
@@ -243,6 +247,22 @@ class TurnRecords(RecordTable):
         except DATABASE_ERRORS as error:
             raise database_error(self._dsn, error) from error
         return _record(row)
+
+    async def keep_files(self, connection: Connection, files: Sequence[tuple[str, bytes]]) -> None:
+        """Keep the bytes of a reply's files (SHA-256, bytes) in the caller's transaction, for
+        the ingresses that do not share this worker's data directory."""
+        if not files:
+            return
+        try:
+            await connection.executemany(
+                """
+                INSERT INTO octos_cluster_files (sha256, data) VALUES ($1, $2)
+                ON CONFLICT (sha256) DO UPDATE SET stored_at = now()
+                """,
+                files,
+            )
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
 
     async def mark_appended(self, record: TurnRecord) -> None:
         """The session holds the turn's messages (a later redelivery need not append them)."""

@@ -38,13 +38,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from bus import InboundMessage, OutboundMessage, TokenUsage
+from bus import Attachment, InboundMessage, OutboundMessage, TokenUsage
 from config.bus import NatsConfig
 from gateway.cluster.chat_queue import (
     CancelReason,
@@ -487,6 +488,7 @@ class ClusterTurnLog:
     async def record(self, outcome: TurnOutcome[InboundMessage]) -> None:
         answer, profile = outcome.answer, self.profile
         session = str(answer.session_key)
+        files = await _file_bytes(outcome.reply.attachments, self.stored.turn_id)
         async with profile.turn_transaction() as connection:
             self.stored = await self.records.answer(
                 self.stored,
@@ -497,7 +499,10 @@ class ClusterTurnLog:
                 connection=connection,
                 appended=True,
             )
+            await self.records.keep_files(connection, files)
             await profile.append(session, answer.messages)
+        if files:
+            log.debug("cluster.reply_files_kept", turn=self.stored.turn_id, files=len(files))
 
     async def deliver(self, reply: OutboundMessage) -> None:
         seq = self.msg.metadata.sequence.stream
@@ -509,3 +514,18 @@ class ClusterTurnLog:
         # dropped), the message comes again after `ack_wait_s` and its stored reply is
         # published again under the same `Nats-Msg-Id`, which JetStream drops.
         await self.msg.ack()
+
+
+async def _file_bytes(attachments: Sequence[Attachment], turn_id: str) -> list[tuple[str, bytes]]:
+    """The bytes of a reply's files as kept in this worker's data directory (SHA-256, bytes),
+    for `TurnRecords.keep_files`; a file gone meanwhile is left out (the ingress that lacks it
+    says so in the chat)."""
+    files: list[tuple[str, bytes]] = []
+    for attachment in attachments:
+        try:
+            data = await asyncio.to_thread(Path(attachment.path).read_bytes)
+        except OSError as error:
+            log.warning("cluster.reply_file_not_kept", turn=turn_id, error=str(error))
+            continue
+        files.append((attachment.sha256, data))
+    return files
