@@ -9,7 +9,10 @@ note or video of an allowed sender is downloaded first (`channels.media_files.Me
 `{data_dir}/media/feishu/<chat_id>/`.
 
 Replies are interactive cards with one Markdown element and `update_multi`, so a streamed
-reply is shown growing by updating the card (PATCH, at most 5 a second per message).
+reply is shown growing by updating the card (PATCH, at most 5 a second per message). A reply's
+buttons are put on its last card by updating it (an `action` element a row; a button's value
+`{"data", "text"}`, a link a `url` button) and taken off the same way once tapped; a tap is a
+`card.action.trigger` callback, answered once it is durable.
 """
 
 from __future__ import annotations
@@ -25,7 +28,16 @@ from typing import Any, ClassVar
 import structlog
 from aiohttp import web
 
-from bus import InboundMessage, InboundRefused, InboundSender, OutboundMessage, PipeClosed
+from bus import (
+    Button,
+    ButtonRows,
+    InboundMessage,
+    InboundRefused,
+    InboundSender,
+    OutboundMessage,
+    PipeClosed,
+)
+from channels.buttons import ButtonLimits
 from channels.errors import AuthError, ChannelError, FatalChannelError
 from channels.feishu.api import CHANNEL, FeishuApi
 from channels.feishu.events import (
@@ -37,6 +49,7 @@ from channels.feishu.events import (
 )
 from channels.feishu.longconn import RECONNECT, LongConnection
 from channels.feishu.webhook import WebhookReceiver
+from channels.lifecycle.bounded import RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy
 from channels.lifecycle.run_state import RunStateChannel
 from channels.media_files import MediaIntake, MediaStore, safe_file_name
@@ -51,17 +64,37 @@ from config import FeishuConfig
 UUID_CHARS = 50
 
 
-def card(text: str) -> dict[str, Any]:
-    return {
-        "config": {"wide_screen_mode": True, "update_multi": True},
-        "elements": [{"tag": "markdown", "content": text}],
+def card(text: str, buttons: Sequence[Sequence[Button]] = ()) -> dict[str, Any]:
+    elements: list[dict[str, Any]] = [{"tag": "markdown", "content": text}]
+    elements.extend(
+        {"tag": "action", "actions": [card_button(button) for button in row]} for row in buttons
+    )
+    return {"config": {"wide_screen_mode": True, "update_multi": True}, "elements": elements}
+
+
+def card_button(button: Button) -> dict[str, Any]:
+    shown: dict[str, Any] = {
+        "tag": "button",
+        "text": {"tag": "plain_text", "content": button.text},
+        "type": "default",
     }
+    if button.url is not None and button.data is None:
+        shown["url"] = button.url
+    else:
+        shown["value"] = {"data": button.data, "text": button.text}
+    return shown
 
 
-def card_content(text: str) -> str:
+def card_content(text: str, buttons: Sequence[Sequence[Button]] = ()) -> str:
     """The card as the stringified JSON Feishu's `content` field takes (UTF-8 kept as is, so a
     CJK character costs its 3 bytes, not a 6-byte escape)."""
-    return json.dumps(card(text), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(card(text, buttons), ensure_ascii=False, separators=(",", ":"))
+
+
+#: Cards whose text the channel remembers, to put buttons on them and take them off again.
+REMEMBERED_CARDS = 10_000
+#: Feishu's card buttons: a few to a row reads well on a phone; labels stay short.
+CARD_BUTTON_LIMITS = ButtonLimits(max_rows=5, max_per_row=5, max_label=40)
 
 
 def request_uuid(delivery_id: str | None, content: str) -> str:
@@ -104,6 +137,8 @@ class FeishuChannel(RunStateChannel):
     limit: ClassVar[PlatformLimit] = CARD_TEXT_LIMIT
     #: Feishu allows 5 card updates a second per message; 4 leaves room for clock skew.
     edit_interval_s: ClassVar[float] = 0.25
+    buttons_shown = "attached"
+    button_limits = CARD_BUTTON_LIMITS
 
     def __init__(
         self, config: FeishuConfig, *, data_dir: Path, reconnect: ReconnectPolicy = RECONNECT
@@ -113,6 +148,8 @@ class FeishuChannel(RunStateChannel):
         self._media = MediaStore.under(data_dir, CHANNEL, max_bytes=MAX_RESOURCE_BYTES)
         self._bot_open_id: str | None = None
         self._inbound: InboundSender | None = None
+        #: message id -> the text its card shows (a card is updated whole).
+        self._card_texts: RecentMap[str, str] = RecentMap(REMEMBERED_CARDS)
         # Starting until events are taken (the bot's identity is needed to read a group
         # message); the long connection reports itself from then on.
         super().__init__()
@@ -276,15 +313,40 @@ class FeishuChannel(RunStateChannel):
         )
         data = body.get("data")
         message_id = data.get("message_id") if isinstance(data, dict) else None
-        return message_id if isinstance(message_id, str) else None
+        if not isinstance(message_id, str):
+            return None
+        self._card_texts.remember(message_id, message.content)
+        return message_id
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
+        await self._update_card(message_id, content)
+
+    async def attach_buttons(self, chat_id: str, message_id: str, buttons: ButtonRows) -> None:
+        text = self._card_texts.get(message_id)
+        if text is None:
+            raise ChannelError(
+                f"the text of card {message_id} is not known to put buttons on", channel=CHANNEL
+            )
+        await self._update_card(message_id, text, buttons)
+
+    async def remove_buttons(self, chat_id: str, message_id: str) -> None:
+        text = self._card_texts.get(message_id)
+        if text is None:
+            # Sent before a restart: the card keeps its buttons; a second tap is still refused.
+            log.info("feishu.buttons_left_on_card", message_id=message_id)
+            return
+        await self._update_card(message_id, text)
+
+    async def _update_card(
+        self, message_id: str, text: str, buttons: Sequence[Sequence[Button]] = ()
+    ) -> None:
         await self._api.call(
             "PATCH",
             f"/open-apis/im/v1/messages/{message_id}",
             "im/v1/messages PATCH",
-            json={"content": card_content(content)},
+            json={"content": card_content(text, buttons)},
         )
+        self._card_texts.remember(message_id, text)
 
 
 async def bot_identity(api: FeishuApi) -> tuple[str, str]:

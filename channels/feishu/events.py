@@ -10,6 +10,10 @@ A photo, file, voice note or video carries a key instead of text: `{"image_key"}
 `{"file_key", "file_name"}` (file), `{"file_key", "duration"}` (audio, milliseconds),
 `{"file_key", "image_key", "file_name", "duration"}` (media: a video and its cover). The file
 is fetched later, only for allowed senders, with the message resource API (`Resource`).
+
+`card.action.trigger` is the tap of a card button: `event{operator{open_id}, action{value},
+context{open_message_id, open_chat_id}}`; a button the channel put on a card has the value
+`{"data", "text"}` (`bus.CALLBACK` names the data and the card's message).
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bus import REPLY_TO, InboundMessage, quoted
+from bus import CALLBACK, REPLY_TO, InboundMessage, quoted
 from channels.media_info import MediaKind
 from channels.web.webhook import UnreadableJson, json_payload
 
 CHANNEL = "feishu"
 MESSAGE_RECEIVED = "im.message.receive_v1"
+CARD_ACTION = "card.action.trigger"
 
 
 class MalformedEvent(ValueError):
@@ -164,6 +169,8 @@ def read_message(
     """The gateway's message for a received-message event, and its file; None when it is not
     for the agent (another event, a bot's message, a group message that does not mention the
     bot, a type the agent cannot read)."""
+    if envelope.event_type == CARD_ACTION:
+        return read_tap(envelope)
     if envelope.event_type != MESSAGE_RECEIVED:
         return None
     sender, message = _dict(envelope.event.get("sender")), _dict(envelope.event.get("message"))
@@ -195,3 +202,27 @@ def read_message(
         metadata=metadata,
     )
     return Received(inbound, resource)
+
+
+def read_tap(envelope: EventEnvelope) -> Received | None:
+    """The gateway's message for a tap of a card button; None for an action on a card that
+    is not one of the channel's buttons."""
+    event = envelope.event
+    open_id = _dict(event.get("operator")).get("open_id")
+    context = _dict(event.get("context"))
+    chat_id, held = context.get("open_chat_id"), context.get("open_message_id")
+    if not all(isinstance(v, str) and v for v in (open_id, chat_id, held)):
+        raise MalformedEvent("a card action needs operator open_id, open_chat_id and message id")
+    value = _dict(_dict(event.get("action")).get("value"))
+    data, label = value.get("data"), value.get("text")
+    if not isinstance(data, str) or not data:
+        return None
+    inbound = InboundMessage(
+        channel=CHANNEL,
+        sender_id=str(open_id),
+        chat_id=str(chat_id),
+        content=label if isinstance(label, str) and label else data,
+        message_id=envelope.event_id,
+        metadata={CALLBACK: {"data": data, "message_id": held}},
+    )
+    return Received(inbound)

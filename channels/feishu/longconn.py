@@ -219,7 +219,10 @@ class LongConnection:
         if payload is None:
             return
         started = time.monotonic()
-        durable = await self.on_event(payload) if header(frame, "type") == "event" else True
+        # A card frame is a card's callback (a button tapped), read like an event; its
+        # acknowledgement is the answer Feishu wants within 3 s.
+        taken = header(frame, "type") in ("event", "card")
+        durable = await self.on_event(payload) if taken else True
         if durable:
             elapsed_ms = int((time.monotonic() - started) * 1000)
             async with asyncio.timeout(SEND_TIMEOUT_S):

@@ -10,6 +10,11 @@ Replies use the event's reply token while it is valid (free), otherwise a push w
 shown twice (LINE answers a repeated key with 409: already delivered). LINE cannot edit a
 message, so replies are never streamed; its loading animation shows while a turn runs.
 
+A reply's buttons are quick reply items on its last message: a postback action per button with
+`data` (a link is a URI action). LINE tells a tap as a `postback` event carrying only that
+data, so the data names the bot message too (`postback_data`); the webhook's 200 is the tap's
+acknowledgement, and LINE takes the quick replies away by itself once one is tapped.
+
 line-bot-sdk's failures are put in the words the retry policy acts on (`line_call`): the SDK
 raises `ApiException` for any non-2xx answer; 429 is a rate limit (a Retry-After, if LINE ever
 sends one, is honoured), 401 a bad or revoked channel access token.
@@ -18,7 +23,9 @@ sends one, is honoured), 401 a bad or revoked channel access token.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -31,14 +38,28 @@ from linebot.v3.messaging import (
     AsyncMessagingApi,
     AsyncMessagingApiBlob,
     Configuration,
+    PostbackAction,
     PushMessageRequest,
+    QuickReply,
+    QuickReplyItem,
     ReplyMessageRequest,
     ShowLoadingAnimationRequest,
     TextMessage,
+    URIAction,
 )
 from linebot.v3.messaging.exceptions import ApiException, OpenApiException
 
-from bus import REPLY_TO, InboundMessage, InboundSender, OutboundMessage, quoted
+from bus import (
+    CALLBACK,
+    REPLY_TO,
+    TAPPED_SENT_AT,
+    ButtonRows,
+    InboundMessage,
+    InboundSender,
+    OutboundMessage,
+    quoted,
+)
+from channels.buttons import ButtonLimits
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.lifecycle.bounded import AgedMap, InboundDedup
 from channels.lifecycle.run_state import RunStateChannel
@@ -183,6 +204,64 @@ class ReplyTokens:
 RATE_LIMITS = RateLimits(account=Rate(2000, 1.0))
 
 
+# Quick reply buttons and their taps.
+#
+# Messaging API reference, "Quick reply" and "Postback action"
+# (https://developers.line.biz/en/reference/messaging-api/#quick-reply): at most 13 items, a
+# label of at most 20 characters, a postback's `data` of at most 300 characters.
+QUICK_REPLY_LIMITS = ButtonLimits(max_rows=13, max_per_row=13, max_label=20)
+MAX_QUICK_REPLY_ITEMS = 13
+MAX_POSTBACK_DATA = 300
+
+
+def postback_data(held_id: str, data: str, label: str, sent_at: int) -> str:
+    """What a button's postback carries: the bot message that held it (`held_id`, our own
+    name for it: LINE tells a message's id only after it is sent), the button's data and
+    label, and when it was sent. The label goes when it does not fit."""
+    fields: dict[str, object] = {"m": held_id, "d": data, "s": sent_at, "t": label}
+    encoded = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+    if len(encoded) > MAX_POSTBACK_DATA:
+        del fields["t"]
+        encoded = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+    return encoded
+
+
+def tap_of(raw: str) -> tuple[str, dict[str, object], int | None]:
+    """(content, callback, sent_at) of a postback's data: one `postback_data` wrote, or any
+    other (a rich menu's postback) as data of no known message."""
+    try:
+        fields = json.loads(raw)
+    except ValueError:
+        fields = None
+    if not isinstance(fields, dict) or not isinstance(fields.get("d"), str):
+        return raw, {"data": raw, "message_id": None}, None
+    data = fields["d"]
+    held = fields.get("m")
+    label = fields.get("t")
+    sent_at = fields.get("s")
+    return (
+        label if isinstance(label, str) and label else data,
+        {"data": data, "message_id": str(held) if held else None},
+        sent_at if isinstance(sent_at, int) and not isinstance(sent_at, bool) else None,
+    )
+
+
+def quick_reply(buttons: ButtonRows, held_id: str) -> QuickReply | None:
+    """The quick reply items of `buttons` (already fitted: labels within 20 characters)."""
+    sent_at = int(time.time())
+    items: list[QuickReplyItem] = []
+    for button in (button for row in buttons for button in row):
+        if button.url is not None and button.data is None:
+            action: PostbackAction | URIAction = URIAction(label=button.text, uri=button.url)
+        else:
+            data = postback_data(held_id, button.data or button.text, button.text, sent_at)
+            action = PostbackAction(label=button.text, data=data, displayText=button.text)
+        items.append(QuickReplyItem(action=action))
+    if len(items) > MAX_QUICK_REPLY_ITEMS:
+        log.warning("line.quick_reply_cut", items=len(items), max_items=MAX_QUICK_REPLY_ITEMS)
+    return QuickReply(items=items[:MAX_QUICK_REPLY_ITEMS]) if items else None
+
+
 log = structlog.get_logger(__name__)
 
 #: The loading animation lasts this long (5-60 s, a multiple of 5) unless a message ends it.
@@ -195,6 +274,8 @@ class LineChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["line"]
+    buttons_shown = "in_send"
+    button_limits = QUICK_REPLY_LIMITS
 
     def __init__(
         self, config: LineConfig, *, data_dir: Path, request_timeout_s: float = 30.0
@@ -295,6 +376,12 @@ class LineChannel(RunStateChannel):
         # kind alone stands for what was sent.
         fetched = post.media_kind is not None and self.is_allowed(post.sender_id)
         content = post.text or (f"[{post.media_kind}]" if post.media_kind and not fetched else "")
+        metadata = _metadata(post)
+        if post.postback_data is not None:
+            content, callback, sent_at = tap_of(post.postback_data)
+            metadata[CALLBACK] = callback
+            if sent_at is not None:
+                metadata[TAPPED_SENT_AT] = sent_at
         message = InboundMessage(
             channel=CHANNEL,
             sender_id=post.sender_id,
@@ -302,7 +389,7 @@ class LineChannel(RunStateChannel):
             content=content,
             timestamp=post.sent_at,
             message_id=post.event_id,
-            metadata=_metadata(post),
+            metadata=metadata,
         )
         if not fetched:
             return message
@@ -334,6 +421,11 @@ class LineChannel(RunStateChannel):
         if not message.content.strip():
             return
         text = TextMessage(text=message.content)
+        if message.buttons:
+            # The resend of a part names the same message (its delivery id), so a tap on
+            # either copy is one tap.
+            held_id = message.delivery_id or uuid.uuid4().hex
+            text.quick_reply = quick_reply(message.buttons, held_id)
         token = self._replies.take(message.reply_to)
         replied = (
             token is not None

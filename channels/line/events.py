@@ -4,7 +4,8 @@ The request body is `{"destination": bot user id, "events": [...]}`; each event 
 line-bot-sdk's own models (`Event.from_dict`). Only message events in `active` mode carry
 something for the agent (`standby` means another channel of a module owns the chat). Text is
 taken as it is; images, video, audio and files become media, downloaded later and only for
-allowed senders; a sticker or location becomes a short description.
+allowed senders; a sticker or location becomes a short description. A `postback` event is the
+tap of a quick reply button (its `data`, as `channels.line.channel` wrote it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from linebot.v3.webhooks import (
     ImageMessageContent,
     LocationMessageContent,
     MessageEvent,
+    PostbackEvent,
     RoomSource,
     StickerMessageContent,
     TextMessageContent,
@@ -65,6 +67,8 @@ class LinePost:
     duration_s: float | None = None
     #: The message this one quotes (LINE's `quotedMessageId`; its text is not sent).
     quoted_message_id: str | None = None
+    #: A postback event's `data`: the tap of a quick reply button.
+    postback_data: str | None = None
 
     @property
     def sent_at(self) -> datetime:
@@ -95,6 +99,8 @@ def parse_post(raw: dict[str, object]) -> LinePost | None:
     except (ValueError, TypeError) as error:
         log.warning("line.malformed_event_skipped", error=str(error)[:300], type=raw.get("type"))
         return None
+    if isinstance(event, PostbackEvent) and event.mode == "active":
+        return _postback(event)
     if not isinstance(event, MessageEvent) or event.mode != "active":
         log.debug("line.event_ignored", type=raw.get("type"), mode=raw.get("mode"))
         return None
@@ -122,6 +128,26 @@ def parse_post(raw: dict[str, object]) -> LinePost | None:
     )
 
 
+def _postback(event: PostbackEvent) -> LinePost | None:
+    where = _chat_of(event)
+    if where is None or event.postback is None:
+        log.info("line.postback_without_sender_skipped", event_id=event.webhook_event_id)
+        return None
+    sender_id, chat_id = where
+    return LinePost(
+        event_id=event.webhook_event_id,
+        # A postback is no message of its own: the event names it.
+        message_id=event.webhook_event_id,
+        sender_id=sender_id,
+        chat_id=chat_id,
+        text="",
+        reply_token=event.reply_token,
+        timestamp_ms=event.timestamp,
+        is_redelivery=bool(event.delivery_context and event.delivery_context.is_redelivery),
+        postback_data=str(event.postback.data),
+    )
+
+
 def _optional_str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -131,7 +157,7 @@ def _duration_s(content: object) -> float | None:
     return duration_ms / 1000 if isinstance(duration_ms, int) else None
 
 
-def _chat_of(event: MessageEvent) -> tuple[str, str] | None:
+def _chat_of(event: MessageEvent | PostbackEvent) -> tuple[str, str] | None:
     """(sender, chat): a user's own chat is their user id; groups and rooms have their own."""
     source = event.source
     if isinstance(source, UserSource) and source.user_id:

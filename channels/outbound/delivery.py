@@ -94,12 +94,19 @@ T = TypeVar("T")
 
 
 def chunk_message(
-    template: OutboundMessage, chunk: Chunk, *, reply_to: str | None, part: int = 0
+    template: OutboundMessage,
+    chunk: Chunk,
+    *,
+    reply_to: str | None,
+    part: int = 0,
+    last: bool = True,
 ) -> OutboundMessage:
     """A copy of `template` carrying one chunk, flagged when it went through formatting.
 
     `part` numbers the platform messages of one reply: the chunk's `delivery_id` is the
-    reply's with `.part` appended, the same on every resend of that part.
+    reply's with `.part` appended, the same on every resend of that part. Only the `last`
+    chunk keeps the reply's buttons (a channel that sends them with the text shows them once,
+    under the end of the reply).
     """
     metadata = {key: value for key, value in template.metadata.items() if key != FORMATTED}
     if chunk.is_formatted:
@@ -115,6 +122,7 @@ def chunk_message(
             "reply_to": reply_to,
             "metadata": metadata,
             "delivery_id": None if delivery_id is None else f"{delivery_id}.{part}",
+            "buttons": template.buttons if last else [],
         }
     )
 
@@ -232,7 +240,13 @@ class Delivery:
             reply_to = template.reply_to if first and index == 0 else None
             # What `send_chunk` does for a whole message, one coroutine layer less a chunk.
             sent = await self._send_with_fallback(
-                channel, template, chunk, reply_to, send, first_part + index
+                channel,
+                template,
+                chunk,
+                reply_to,
+                send,
+                first_part + index,
+                last=index == len(chunks) - 1,
             )
             if sent is not None:
                 ids.append(sent)
@@ -293,9 +307,11 @@ class Delivery:
         reply_to: str | None,
         send: Callable[[OutboundMessage], Awaitable[T]],
         part: int,
+        *,
+        last: bool = True,
     ) -> T | None:
         def sending(text: Chunk) -> Callable[[], Awaitable[T]]:
-            message = chunk_message(template, text, reply_to=reply_to, part=part)
+            message = chunk_message(template, text, reply_to=reply_to, part=part, last=last)
             return functools.partial(send, message)
 
         result = await self._formatted_then_plain(channel, template.chat_id, "send", chunk, sending)

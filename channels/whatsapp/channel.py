@@ -11,9 +11,12 @@ Statuses (sent, delivered, read, failed) are logged, never answered. A message o
 While a turn runs, the user's last message is marked read with the typing indicator (it lasts
 25 s, so it is renewed at most every 20 s). Replies are text messages of at most 4,096
 characters, the agent's Markdown in WhatsApp's markup (`*bold*`, `_italic_`, ...); media goes
-out by upload. No edits. A reply outside the 24-hour customer-service
-window (131047) is not retried: one log line and `octos_send_errors_total{reason=
-"outside_window"}`. A token rejected while sending also makes the channel Down.
+out by upload. No edits. A reply's buttons make its last message an interactive one: reply
+buttons for at most 3, a list of at most 10 rows beyond that (links go in the text); a tap
+comes back as an `interactive` message naming the bot message in its `context`. A reply
+outside the 24-hour customer-service window (131047) is not retried: one log line and
+`octos_send_errors_total{reason="outside_window"}`. A token rejected while sending also makes
+the channel Down.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from typing import ClassVar
 import structlog
 from aiohttp import web
 
-from bus import InboundSender, OutboundMessage
+from bus import ButtonRows, InboundSender, OutboundMessage
+from channels.buttons import ButtonLimits
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.run_state import RunStateChannel
@@ -33,7 +37,13 @@ from channels.markup.plain import render_phone_text
 from channels.media_files import MediaStore
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
-from channels.whatsapp.graph import CHANNEL, OUTSIDE_WINDOW_REASON, GraphClient, TokenRejected
+from channels.whatsapp.graph import (
+    CHANNEL,
+    OUTSIDE_WINDOW_REASON,
+    GraphClient,
+    JsonObject,
+    TokenRejected,
+)
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
 from channels.whatsapp.media import receive, send_file
 from channels.whatsapp.webhook import WhatsAppWebhook
@@ -62,11 +72,47 @@ TYPING_RENEW_S = 20.0
 #: Message types that are not something to answer.
 _NOT_MESSAGES = frozenset({"reaction", "system", "unsupported", "request_welcome"})
 
+# Interactive messages, as Meta documents them ("Interactive reply buttons messages", "Interactive
+# list messages"): at most 3 reply buttons with titles of at most 20 characters, or a list of at
+# most 10 rows (titles of at most 24) behind a button labelled in at most 20; a body of at most
+# 1,024 characters; an `id` of at most 256 characters (a button's data is at most 64 bytes).
+MAX_REPLY_BUTTONS = 3
+MAX_LIST_ROWS = 10
+MAX_INTERACTIVE_BODY = 1024
+INTERACTIVE_LIMITS = ButtonLimits(max_rows=MAX_LIST_ROWS, max_per_row=MAX_LIST_ROWS, max_label=20)
+LIST_BUTTON_LABEL = "Choose"
+#: The body of a reply too long to be one: its text goes first, then the choices under this.
+CHOICES_BODY = "Choose one:"
+
+
+def interactive(body: str, buttons: ButtonRows) -> JsonObject | None:
+    """The `interactive` object showing `buttons` (already fitted) under `body`; None when no
+    button can be tapped (links only, which the text then names)."""
+    tappable = [button for row in buttons for button in row if button.data is not None]
+    links = [button for row in buttons for button in row if button.data is None and button.url]
+    if links:
+        body = body.rstrip() + "\n\n" + "\n".join(f"{b.text}: {b.url}" for b in links)
+    if not tappable:
+        return None
+    if len(tappable) <= MAX_REPLY_BUTTONS:
+        replies = [{"type": "reply", "reply": {"id": b.data, "title": b.text}} for b in tappable]
+        return {"type": "button", "body": {"text": body}, "action": {"buttons": replies}}
+    if len(tappable) > MAX_LIST_ROWS:
+        log.warning("whatsapp.list_cut", rows=len(tappable), max_rows=MAX_LIST_ROWS)
+    rows = [{"id": b.data, "title": b.text} for b in tappable[:MAX_LIST_ROWS]]
+    return {
+        "type": "list",
+        "body": {"text": body},
+        "action": {"button": LIST_BUTTON_LABEL, "sections": [{"rows": rows}]},
+    }
+
 
 class WhatsAppChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["whatsapp"]
+    buttons_shown = "in_send"
+    button_limits = INTERACTIVE_LIMITS
 
     def __init__(
         self,
@@ -192,6 +238,21 @@ class WhatsAppChannel(RunStateChannel):
 
     # Outbound
 
+    async def _send_with_buttons(self, message: OutboundMessage) -> str | None:
+        """The text and its buttons as one interactive message where the text fits its body,
+        else the text first and the buttons under a short body of their own."""
+        body = message.content
+        if len(body) > MAX_INTERACTIVE_BODY or not body.strip():
+            if body.strip():
+                await self.graph.send(message.chat_id, "text", {"preview_url": False, "body": body})
+            body = CHOICES_BODY
+        shown = interactive(body, message.buttons)
+        if shown is None:
+            return await self.graph.send(
+                message.chat_id, "text", {"preview_url": False, "body": body}
+            )
+        return await self.graph.send(message.chat_id, "interactive", shown)
+
     async def send_typing(self, chat_id: str) -> None:
         wamid = self._last_inbound.get(chat_id)
         shown_at = self._typing_shown.get(chat_id, 0.0)
@@ -212,6 +273,8 @@ class WhatsAppChannel(RunStateChannel):
             wamid = None
             for path in message.media:
                 wamid = await send_file(self.graph, message.chat_id, path)
+            if message.buttons:
+                return await self._send_with_buttons(message) or wamid
             if message.content.strip():
                 wamid = await self.graph.send(
                     message.chat_id, "text", {"preview_url": False, "body": message.content}

@@ -8,6 +8,8 @@ read, failed). Statuses are not messages and are never answered.
 Message types: `text` (`text.body`), media (`image`, `video`, `audio`, `document`, `sticker`,
 each with an `id` to download and maybe a `caption`), `interactive` (a button or list reply),
 `button` (a template's quick reply), `location`, `reaction`; anything else is kept as its type.
+An `interactive` reply is the tap of a button the bot sent: its `id` is the button's data and
+its `context.id` the bot message that held it (`bus.CALLBACK`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bus import REPLY_TO, InboundMessage, quoted
+from bus import CALLBACK, REPLY_TO, InboundMessage, quoted
 from channels.whatsapp.graph import CHANNEL
 
 MEDIA_KINDS = frozenset({"image", "video", "audio", "document", "sticker"})
@@ -88,6 +90,18 @@ def _text_of(kind: str, message: Mapping[str, Any]) -> str:
     return ""
 
 
+def _tapped_id(message: Mapping[str, Any]) -> str | None:
+    """The `id` of the reply button or list row an `interactive` message chose."""
+    body = message.get("interactive")
+    if not isinstance(body, Mapping):
+        return None
+    for reply in ("button_reply", "list_reply"):
+        chosen = body.get(reply)
+        if isinstance(chosen, Mapping) and chosen.get("id"):
+            return str(chosen["id"])
+    return None
+
+
 def _media_of(kind: str, message: Mapping[str, Any]) -> MediaRef | None:
     part = message.get(kind)
     if kind not in MEDIA_KINDS or not isinstance(part, Mapping) or not part.get("id"):
@@ -122,7 +136,10 @@ def _metadata(kind: str, raw: Mapping[str, Any], profile_name: str | None) -> di
         metadata["profile_name"] = profile_name
     context = raw.get("context")
     context_id = context.get("id") if isinstance(context, Mapping) else None
-    if context_id:
+    tapped = _tapped_id(raw) if kind == "interactive" else None
+    if tapped is not None:
+        metadata[CALLBACK] = {"data": tapped, "message_id": str(context_id) if context_id else None}
+    elif context_id:
         # The quoted message is named only: its text is not sent.
         metadata[REPLY_TO] = quoted(str(context_id), None, from_bot=False)
     return metadata

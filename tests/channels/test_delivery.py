@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import ANSWERS, OutboundMessage, StreamSnapshot, new_turn_id, turn_made_at
+from bus import ANSWERS, Button, OutboundMessage, StreamSnapshot, new_turn_id, turn_made_at
 from channels.base import FORMATTED
 from channels.errors import (
     AuthError,
@@ -510,3 +510,16 @@ def test_a_chunk_is_its_reply_with_the_chunk_text_and_its_own_part() -> None:
     )
     unnumbered = reply.model_copy(update={"delivery_id": None})
     assert chunk_message(unnumbered, Chunk("p", "p"), reply_to=None).delivery_id is None
+
+
+async def test_a_split_reply_carries_its_buttons_on_its_last_part_only(
+    managed: ManagedFactory,
+) -> None:
+    channel, manager = managed(limit=PlatformLimit(20, "chars"))
+    buttons = [[Button(text="Approve", data="refund:42:yes")]]
+
+    await manager.deliver(reply(TEXT, buttons=buttons))
+
+    sent = [call.message for call in channel.of("send") if call.message]
+    assert len(sent) > 3
+    assert [message.buttons for message in sent] == [[]] * (len(sent) - 1) + [buttons]

@@ -14,8 +14,11 @@ Messaging API (`Authorization: Bearer <token>`, JSON): `GET /v2/bot/info`,
 `POST /v2/bot/message/reply` (each reply token once, within its lifetime),
 `POST /v2/bot/message/push` (`X-Line-Retry-Key`, a UUID: a key already accepted answers 409),
 `POST /v2/bot/chat/loading/start`. At most 5 messages per request and 5,000 UTF-16 code units
-per text, as LINE checks. Errors have LINE's shape, `{"message": ..., "details": [...]}`;
-a rate limit is HTTP 429 `{"message": "Too Many Requests"}`. Data API:
+per text, as LINE checks; a message's `quickReply` has at most 13 items, each a postback
+(`data` of at most 300 characters) or URI action with a label of at most 20 characters. A tap
+of a postback item comes back as a `postback` event (`postback_event`). Errors have LINE's
+shape, `{"message": ..., "details": [...]}`; a rate limit is HTTP 429
+`{"message": "Too Many Requests"}`. Data API:
 `GET /v2/bot/message/{id}/content` serves what `host_content` put there.
 """
 
@@ -41,6 +44,9 @@ JsonObject = dict[str, Any]
 
 MAX_MESSAGES_PER_REQUEST = 5
 MAX_TEXT_UTF16 = 5000
+MAX_QUICK_REPLY_ITEMS = 13
+MAX_ACTION_LABEL = 20
+MAX_POSTBACK_DATA = 300
 BOT_USER_ID = "U0000000000000000000000000000b0t"
 
 
@@ -171,6 +177,20 @@ class FakeLine:
             "quoteToken": uuid.uuid4().hex,
         }
         return event
+
+    def postback_event(self, user_id: str, data: str, *, group_id: str | None = None) -> JsonObject:
+        """The user taps a postback quick reply item whose `data` was `data`."""
+        event = self._message_event(user_id, group_id, None, False)
+        event["type"] = "postback"
+        event["postback"] = {"data": data}
+        return event
+
+    def quick_replies_to(self, chat_id: str) -> list[list[JsonObject]]:
+        """The quick reply actions of each message delivered to the chat (empty where none)."""
+        return [
+            [item["action"] for item in d.message.get("quickReply", {}).get("items", [])]
+            for d in self.delivered_to(chat_id)
+        ]
 
     def image_event(self, user_id: str, data: bytes, *, mimetype: str = "image/jpeg") -> JsonObject:
         return self.media_event(user_id, "image", data, mimetype=mimetype)
@@ -327,6 +347,9 @@ class FakeLine:
                 "details": [{"message": "Size must be between 1 and 5", "property": "messages"}],
             }
         for index, message in enumerate(messages):
+            refusal = _quick_reply_refusal(message, index)
+            if refusal is not None:
+                return 400, refusal
             text = message.get("text") if isinstance(message, dict) else None
             if not isinstance(text, str) or not 1 <= utf16_units(text) <= MAX_TEXT_UTF16:
                 return 400, {
@@ -403,3 +426,35 @@ class FakeLine:
         if found is None:
             return web.json_response({"message": "Not found"}, status=404)
         return web.Response(body=found[0], content_type=found[1])
+
+
+def _quick_reply_refusal(message: object, index: int) -> JsonObject | None:
+    """LINE's 400 body for a message whose quick reply breaks its limits, or None."""
+    quick = message.get("quickReply") if isinstance(message, dict) else None
+    if quick is None:
+        return None
+    where = f"messages[{index}].quickReply"
+    items = quick.get("items") if isinstance(quick, dict) else None
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_QUICK_REPLY_ITEMS:
+        return _invalid("Size must be between 1 and 13", f"{where}.items")
+    for number, item in enumerate(items):
+        action = item.get("action") if isinstance(item, dict) else None
+        at = f"{where}.items[{number}].action"
+        if not isinstance(action, dict) or action.get("type") not in ("postback", "uri"):
+            return _invalid("Must be one of the following values: [postback, uri]", f"{at}.type")
+        label = action.get("label")
+        if not isinstance(label, str) or not 1 <= len(label) <= MAX_ACTION_LABEL:
+            return _invalid("Length must be between 1 and 20", f"{at}.label")
+        data = action.get("data")
+        if action["type"] == "postback" and (
+            not isinstance(data, str) or not 1 <= len(data) <= MAX_POSTBACK_DATA
+        ):
+            return _invalid("Length must be between 1 and 300", f"{at}.data")
+    return None
+
+
+def _invalid(message: str, prop: str) -> JsonObject:
+    return {
+        "message": "The request body has 1 error(s)",
+        "details": [{"message": message, "property": prop}],
+    }

@@ -15,7 +15,9 @@ version, as the real `https://graph.facebook.com/v21.0` does.
 Errors have Graph's shape, `{"error": {"message", "type", "code", "error_data", "fbtrace_id"}}`
 with status 400 (401 for a bad token, code 190): `fail_next(code)` refuses the next send with a
 code (130429 throughput, 131056 pair rate, 131047 outside the 24-hour window, ...), and a text
-over 4,096 characters is refused with code 100.
+over 4,096 characters is refused with code 100, as is an `interactive` message past Meta's
+limits (1-3 reply buttons of titles up to 20 characters, or a list of 1-10 rows up to 24; a
+body up to 1,024; ids up to 256). `tap_notification` is a user's choice of one.
 """
 
 from __future__ import annotations
@@ -187,6 +189,18 @@ class FakeWhatsApp(HoldableFake):
     def text_notification(self, sender: str, text: str, **options: Any) -> bytes:
         return self.message_notification(sender, "text", {"body": text}, **options)
 
+    def tap_notification(self, sender: str, held_wamid: str, reply_id: str, title: str) -> bytes:
+        """The user taps a reply button (or list row) of the bot's message `held_wamid`."""
+        held = next(m for m in self.sent if m.wamid == held_wamid)
+        kind = "list_reply" if held.content.get("type") == "list" else "button_reply"
+        body = self.message_notification(
+            sender, "interactive", {"type": kind, kind: {"id": reply_id, "title": title}}
+        )
+        payload = json.loads(body)
+        message = payload["entry"][0]["changes"][0]["value"]["messages"][0]
+        message["context"] = {"from": "15550000000", "id": held_wamid}
+        return json.dumps(payload).encode()
+
     def status_notification(self, wamid: str, recipient: str, status: str = "delivered") -> bytes:
         update = {
             "id": wamid,
@@ -266,6 +280,10 @@ class FakeWhatsApp(HoldableFake):
             return self._error(100, details="Missing message content")
         if kind == "text" and len(str(body["text"].get("body", ""))) > MAX_TEXT_CHARS:
             return self._error(100, details="Param text['body'] must be at most 4096 characters")
+        if kind == "interactive":
+            problem = _interactive_problem(body["interactive"])
+            if problem is not None:
+                return self._error(100, details=problem)
         return None
 
     async def _upload(self, request: web.Request) -> web.Response:
@@ -306,3 +324,35 @@ class FakeWhatsApp(HoldableFake):
         if media_id in self.corrupt_media:
             data = data[::-1]
         return web.Response(body=data, content_type=mime_type)
+
+
+def _interactive_problem(shown: JsonObject) -> str | None:
+    """What Meta would refuse in an `interactive` object, or None."""
+    body = shown.get("body")
+    text = body.get("text") if isinstance(body, dict) else None
+    if not isinstance(text, str) or not 1 <= len(text) <= 1024:
+        return "Param interactive['body']['text'] must be 1-1024 characters"
+    action = shown.get("action")
+    if not isinstance(action, dict):
+        return "Param interactive['action'] is required"
+    if shown.get("type") == "button":
+        buttons = action.get("buttons")
+        if not isinstance(buttons, list) or not 1 <= len(buttons) <= 3:
+            return "Param interactive['action']['buttons'] must have 1-3 buttons"
+        choices = [(b["reply"]["id"], b["reply"]["title"], 20) for b in buttons]
+    elif shown.get("type") == "list":
+        label = action.get("button")
+        if not isinstance(label, str) or not 1 <= len(label) <= 20:
+            return "Param interactive['action']['button'] must be 1-20 characters"
+        rows = [row for section in action.get("sections", []) for row in section["rows"]]
+        if not 1 <= len(rows) <= 10:
+            return "Param interactive['action']['sections'] must have 1-10 rows in all"
+        choices = [(row["id"], row["title"], 24) for row in rows]
+    else:
+        return "Param interactive['type'] is not supported"
+    for reply_id, title, max_title in choices:
+        if not isinstance(reply_id, str) or not 1 <= len(reply_id) <= 256:
+            return "a reply id must be 1-256 characters"
+        if not isinstance(title, str) or not 1 <= len(title) <= max_title:
+            return f"a title must be 1-{max_title} characters"
+    return None

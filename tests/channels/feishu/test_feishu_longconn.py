@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from bus import CALLBACK, Button, OutboundMessage
 from channels.errors import FatalChannelError
 from channels.feishu import FeishuChannel
 from channels.health import ChannelHealth
@@ -199,3 +200,59 @@ async def test_a_strangers_file_is_not_downloaded(fake: FakeFeishu) -> None:
         [message] = running.inbound.messages
     assert (message.content, message.media) == ("[image]", [])
     assert fake.resource_requests == []
+
+
+async def test_buttons_go_on_the_card_and_a_tap_is_answered_once_durable(
+    fake: FakeFeishu,
+) -> None:
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        channel = running.channel
+        held = await channel.send_with_id(
+            OutboundMessage(channel="feishu", chat_id=DM, content="Approve the refund?")
+        )
+        assert held is not None
+        buttons = [
+            [
+                Button(text="Approve", data="refund:42:yes"),
+                Button(text="Deny", data="refund:42:no"),
+            ],
+            [Button(text="Docs", url="https://example.com/refunds")],
+        ]
+        await channel.attach_buttons(DM, held, buttons)
+        card = fake.messages[held]
+        assert card.text == "Approve the refund?"
+        assert [[b["text"]["content"] for b in row] for row in card.buttons] == [
+            ["Approve", "Deny"],
+            ["Docs"],
+        ]
+        assert card.buttons[1][0]["url"] == "https://example.com/refunds"
+
+        running.inbound.hold()
+        value = card.buttons[0][1]["value"]
+        tap = fake.card_action_event(ALICE, DM, held, value)
+        frame_id = await fake.push_event(tap, kind="card")
+        await asyncio.wait_for(running.inbound.holding.wait(), 5)
+        assert frame_id not in fake.acks, "the tap was answered before it was durable"
+        running.inbound.release.set()
+        await fake.wait_until(lambda: fake.acked(frame_id), 5)
+        [tapped] = running.inbound.messages
+        assert (tapped.content, tapped.sender_id, tapped.chat_id) == ("Deny", ALICE, DM)
+        assert tapped.metadata[CALLBACK] == {"data": "refund:42:no", "message_id": held}
+
+        await channel.remove_buttons(DM, held)
+        assert (fake.messages[held].buttons, fake.messages[held].text) == (
+            [],
+            "Approve the refund?",
+        )
+
+
+async def test_an_action_on_a_card_of_no_button_of_ours_is_acknowledged_and_dropped(
+    fake: FakeFeishu,
+) -> None:
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        tap = fake.card_action_event(ALICE, DM, "om_elsewhere", {"key": "other"})
+        frame_id = await fake.push_event(tap, kind="card")
+        await fake.wait_until(lambda: fake.acked(frame_id), 5)
+        assert running.inbound.messages == []

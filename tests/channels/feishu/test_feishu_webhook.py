@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 from aiohttp import web
 
+from bus import CALLBACK
 from config import FeishuConfig
 from tests.channels.feishu.conftest import ALICE, DM, RunningFeishu, run_feishu
 from tests.fakes import LocalHttpServer
@@ -92,3 +93,13 @@ async def test_forged_stale_unsigned_and_foreign_events_are_refused(hook: Hook) 
     }
     assert statuses == dict.fromkeys(forgeries, 401)
     assert not hook.running.inbound.messages
+
+
+async def test_a_card_button_tap_posted_to_the_route_is_a_tap(hook: Hook) -> None:
+    fake = hook.fake
+    value = {"data": "refund:42:yes", "text": "Approve"}
+    status, _ = await fake.post_event(hook.url, fake.card_action_event(ALICE, DM, "om_held", value))
+    assert status == 200
+    [tapped] = hook.running.inbound.messages
+    assert tapped.content == "Approve"
+    assert tapped.metadata[CALLBACK] == {"data": "refund:42:yes", "message_id": "om_held"}

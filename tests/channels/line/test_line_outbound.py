@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bus import OutboundMessage
+from bus import CALLBACK, TAPPED_SENT_AT, Button, OutboundMessage
+from channels.buttons import fit_buttons
 from channels.errors import (
     AuthError,
     ChannelError,
@@ -171,3 +172,52 @@ async def test_probe_outside_start_leaves_no_client_open(fake: FakeLine, tmp_pat
     channel = make_channel(fake, tmp_path)
     assert await channel.probe() == "Fake LINE bot (@123fake, U0000000000000000000000000000b0t)"
     assert channel._clients is None
+
+
+async def test_buttons_are_quick_replies_and_a_postback_is_their_tap(line: RunningLine) -> None:
+    event_id = await received(line, "refund please")
+    buttons = [
+        [Button(text="Approve", data="refund:42:yes"), Button(text="Deny", data="refund:42:no")],
+        [Button(text="Docs", url="https://example.com/refunds")],
+    ]
+    message = reply("Approve the refund?", reply_to=event_id, delivery_id="turn-9.0")
+    await line.channel.send(message.model_copy(update={"buttons": buttons}))
+    [actions] = line.fake.quick_replies_to(ALICE)
+    assert [(a["type"], a["label"], a.get("displayText")) for a in actions] == [
+        ("postback", "Approve", "Approve"),
+        ("postback", "Deny", "Deny"),
+        ("uri", "Docs", None),
+    ]
+    assert actions[2]["uri"] == "https://example.com/refunds"
+
+    tap = line.fake.postback_event(ALICE, actions[1]["data"])
+    assert await line.fake.deliver(line.url, [tap]) == 200
+    tapped = line.inbound.messages[-1]
+    assert (tapped.content, tapped.chat_id, tapped.message_id) == (
+        "Deny",
+        ALICE,
+        tap["webhookEventId"],
+    )
+    assert tapped.metadata[CALLBACK] == {"data": "refund:42:no", "message_id": "turn-9.0"}
+    assert isinstance(tapped.metadata[TAPPED_SENT_AT], int)
+
+
+async def test_a_postback_the_gateway_did_not_write_is_a_tap_of_no_known_message(
+    line: RunningLine,
+) -> None:
+    # A rich menu's postback, set up in LINE's console: its data as it is.
+    assert await line.fake.deliver(line.url, [line.fake.postback_event(ALICE, "menu=help")]) == 200
+    [tapped] = line.inbound.messages
+    assert tapped.content == "menu=help"
+    assert tapped.metadata[CALLBACK] == {"data": "menu=help", "message_id": None}
+
+
+async def test_quick_replies_are_cut_to_line_s_limits(line: RunningLine) -> None:
+    long_data = "x" * 64
+    buttons = [[Button(text=f"Choice number {n} of many", data=long_data) for n in range(15)]]
+    fitted = fit_buttons(buttons, line.channel.button_limits, channel="line", warned=set())
+    message = reply("Pick one", delivery_id="turn-10." + "9" * 60)
+    await line.channel.send(message.model_copy(update={"buttons": fitted}))
+    [actions] = line.fake.quick_replies_to(ALICE)
+    assert len(actions) == 13
+    assert all(len(a["label"]) <= 20 and len(a["data"]) <= 300 for a in actions)

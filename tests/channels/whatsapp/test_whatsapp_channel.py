@@ -14,8 +14,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bus import OutboundMessage, create_bus
+from bus import CALLBACK, REPLY_TO, Button, OutboundMessage, create_bus
 from channels.access.allow import AllowList
+from channels.buttons import fit_buttons
 from channels.errors import ChannelError, DeliveryError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.media_info import MEDIA_DETAILS
@@ -286,3 +287,55 @@ async def test_a_full_backlog_answers_429_with_retry_after_and_the_retry_is_take
             headers = {**fake.signed_headers(body), "Content-Type": "application/json"}
             await refused_then_taken(http, origin + PATH, sender, data=body, headers=headers)
             assert [message.content for message in sender.taken] == ["busy?"]
+
+
+def with_buttons(content: str, buttons: list[list[Button]]) -> OutboundMessage:
+    return OutboundMessage(channel="whatsapp", chat_id=ALICE, content=content, buttons=buttons)
+
+
+async def test_buttons_are_reply_buttons_and_a_tap_names_the_message_that_held_them(
+    running: Running,
+) -> None:
+    fake, channel = running.fake, running.channel
+    buttons = [
+        [Button(text="Approve", data="refund:42:yes"), Button(text="Deny", data="refund:42:no")],
+        [Button(text="Docs", url="https://example.com/refunds")],
+    ]
+    held = await channel.send_with_id(with_buttons("Approve the refund?", buttons))
+    sent = fake.sent[-1]
+    assert (sent.kind, sent.wamid) == ("interactive", held)
+    assert sent.content["type"] == "button"
+    assert sent.content["body"]["text"] == (
+        "Approve the refund?\n\nDocs: https://example.com/refunds"
+    )
+    assert [b["reply"] for b in sent.content["action"]["buttons"]] == [
+        {"id": "refund:42:yes", "title": "Approve"},
+        {"id": "refund:42:no", "title": "Deny"},
+    ]
+
+    assert held is not None
+    assert await running.post(fake.tap_notification(ALICE, held, "refund:42:no", "Deny")) == 200
+    tapped = await running.next_inbound()
+    assert tapped.content == "Deny"
+    assert tapped.metadata[CALLBACK] == {"data": "refund:42:no", "message_id": held}
+    assert REPLY_TO not in tapped.metadata
+
+
+async def test_more_than_three_buttons_are_a_list_and_a_long_text_goes_first(
+    running: Running,
+) -> None:
+    fake, channel = running.fake, running.channel
+    choices = [Button(text=f"Option {n}", data=f"option:{n}") for n in range(12)]
+    fitted = fit_buttons([choices], channel.button_limits, channel="whatsapp", warned=set())
+    text = "word " * 300  # over an interactive body's 1,024 characters
+    held = await channel.send_with_id(with_buttons(text, fitted))
+    first, second = fake.sent[-2:]
+    assert (first.kind, first.text) == ("text", text)
+    assert (second.kind, second.wamid, second.content["type"]) == ("interactive", held, "list")
+    rows = second.content["action"]["sections"][0]["rows"]
+    assert [row["id"] for row in rows] == [f"option:{n}" for n in range(10)]
+
+    assert held is not None
+    assert await running.post(fake.tap_notification(ALICE, held, "option:3", "Option 3")) == 200
+    tapped = await running.next_inbound()
+    assert tapped.metadata[CALLBACK] == {"data": "option:3", "message_id": held}

@@ -68,6 +68,29 @@ class FeishuEventSender:
             },
         }
 
+    def card_action_event(
+        self, operator_open_id: str, chat_id: str, message_id: str, value: JsonObject
+    ) -> JsonObject:
+        """A user taps a card button whose `value` was `value` (`card.action.trigger`)."""
+        return {
+            "schema": "2.0",
+            "header": {
+                "event_id": uuid.uuid4().hex,
+                "event_type": "card.action.trigger",
+                "create_time": str(int(time.time() * 1000)),
+                "token": self.verification_token,
+                "app_id": self.app_id,
+                "tenant_key": "tenant-fake",
+            },
+            "event": {
+                "operator": {"open_id": operator_open_id, "tenant_key": "tenant-fake"},
+                "token": uuid.uuid4().hex,
+                "action": {"value": value, "tag": "button"},
+                "host": "im_message",
+                "context": {"open_message_id": message_id, "open_chat_id": chat_id},
+            },
+        }
+
     def resource_event(
         self, sender_open_id: str, chat_id: str, message_type: str, content: JsonObject
     ) -> JsonObject:

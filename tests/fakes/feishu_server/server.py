@@ -65,6 +65,12 @@ class FeishuMessage:
         return "".join(str(e.get("content", "")) for e in elements if isinstance(e, dict))
 
     @property
+    def buttons(self) -> list[list[JsonObject]]:
+        """The card's buttons, a row per `action` element."""
+        elements = self.content.get("elements") or []
+        return [list(e["actions"]) for e in elements if e.get("tag") == "action"]
+
+    @property
     def updatable(self) -> bool:
         return bool((self.content.get("config") or {}).get("update_multi"))
 
@@ -354,8 +360,11 @@ class FakeFeishu(FeishuEventSender, ServedFake):
     def acked(self, frame_id: str) -> bool:
         return self.acks.get(frame_id, {}).get("code") == 200
 
-    async def push_event(self, event: JsonObject, *, parts: int = 1, frame_id: str = "") -> str:
-        """Send `event` to every open connection, cut into `parts` frames; the frame id."""
+    async def push_event(
+        self, event: JsonObject, *, parts: int = 1, frame_id: str = "", kind: str = "event"
+    ) -> str:
+        """Send `event` to every open connection, cut into `parts` frames; the frame id. A card
+        callback (`card_action_event`) goes in frames of `kind` "card"."""
         frame_id = frame_id or uuid.uuid4().hex
         payload = json.dumps(event, ensure_ascii=False).encode()
         size = -(-len(payload) // parts)
@@ -366,7 +375,7 @@ class FakeFeishu(FeishuEventSender, ServedFake):
                 service=77,
                 method=longconn.DATA,
                 headers=[
-                    Header(key="type", value="event"),
+                    Header(key="type", value=kind),
                     Header(key="message_id", value=frame_id),
                     Header(key="sum", value=str(parts)),
                     Header(key="seq", value=str(seq)),
