@@ -32,6 +32,8 @@ from bus.envelope import (
     DELETE,
     EDIT,
     FAILED,
+    REACTION,
+    REACTION_TEXT_MAX,
     REPLY_TO,
     REPLY_TO_TEXT_MAX,
     SEED,
@@ -55,6 +57,7 @@ from bus.envelope import (
     TypingStarted,
     TypingStopped,
     quoted,
+    reaction_note,
 )
 from bus.errors import ErrorKind, GatewayError, InvalidStateTransition, UnsupportedSchemaVersion
 from bus.message import (
@@ -166,8 +169,11 @@ __all__ = [  # noqa: RUF022
     "DELETE",
     "EDIT",
     "REPLY_TO",
+    "REACTION",
+    "REACTION_TEXT_MAX",
     "REPLY_TO_TEXT_MAX",
     "quoted",
+    "reaction_note",
     "TAPPED_SENT_AT",
     "SEED",
     "USAGE",

@@ -85,6 +85,14 @@ def quoted(message_id: str, text: str | None, *, from_bot: bool) -> dict[str, st
     }
 
 
+def reaction_note(emoji: str, text: str | None) -> str:
+    """The content of a user's reaction `emoji` to a bot message whose text is `text` (None or
+    empty where neither the platform nor the gateway knows it)."""
+    if not text:
+        return f"[reaction {emoji} to a message]"
+    return f"[reaction {emoji} to: {text[:REACTION_TEXT_MAX]}]"
+
+
 def _named_id(value: object) -> str | None:
     if isinstance(value, dict) and value.get("message_id"):
         return str(value["message_id"])
@@ -119,6 +127,12 @@ DELETE = "delete"
 REPLY_TO = "reply_to"
 #: How much of a quoted message's text `REPLY_TO` carries.
 REPLY_TO_TEXT_MAX = 500
+#: On a user's reaction to a bot message (passed on only with the profile's
+#: `inbound_reactions`): `{"emoji": "👍", "message_id": <the bot message>}`; its content is
+#: `reaction_note`'s. The message's own `message_id` is the platform's event id (dedup).
+REACTION = "reaction"
+#: How much of the reacted-to message's text a reaction's content quotes.
+REACTION_TEXT_MAX = 100
 #: On a button tap, where the platform tells it: when the tapped message was sent (seconds
 #: since the epoch), from which `buttons_ttl_s` counts.
 TAPPED_SENT_AT = "octos.tapped_sent_at"

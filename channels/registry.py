@@ -96,6 +96,9 @@ class ChannelContext:
     #: The process's signed links to files it keeps (a reply's files on a platform that takes a
     #: URL); None outside a daemon.
     media_links: MediaLinks | None = None
+    #: Whether the profile passes users' reactions on (`inbound_reactions`): a platform that
+    #: sends them only when asked (Telegram's `message_reaction`) is asked only then.
+    inbound_reactions: bool = False
 
 
 class ChannelUnavailable(ChannelError):

@@ -44,6 +44,7 @@ def build_channels(
         agent_names=tuple(config.named_agents()),
         max_media_bytes=config.max_media_bytes,
         media_links=media_links,
+        inbound_reactions=config.inbound_reactions,
     )
     channels: list[Channel] = []
     for channel_config in config.channels:

@@ -50,6 +50,7 @@ from channels.discord.inbound import (
     AttachmentStore,
     InboundPolicy,
     edit_of,
+    reaction_of,
     read_tap,
     should_answer,
     to_inbound,
@@ -482,12 +483,17 @@ class DiscordChannel(RunStateChannel):
 
     def _change(
         self,
-        event: discord.RawMessageUpdateEvent | discord.RawMessageDeleteEvent,
+        event: discord.RawMessageUpdateEvent
+        | discord.RawMessageDeleteEvent
+        | discord.RawReactionActionEvent,
         policy: InboundPolicy,
     ) -> InboundMessage | None:
-        """A user's edit or delete of a message the bot answers, or None."""
+        """A user's edit or delete of a message the bot answers, a user's reaction to the
+        bot's message, or None."""
         if isinstance(event, discord.RawMessageUpdateEvent):
             return edit_of(event, policy)
+        if isinstance(event, discord.RawReactionActionEvent):
+            return reaction_of(event, policy.bot_user_id)
         # A delete names no author: only messages this channel passed on are known by theirs.
         chat, message_id = str(event.channel_id), str(event.message_id)
         sender = self._senders.get((chat, message_id))

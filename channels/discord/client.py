@@ -33,9 +33,14 @@ MAX_RATELIMIT_WAIT_S = 30.0
 #: How long a received message may wait for room in the channel's backlog before it is dropped.
 BACKLOG_WAIT_S = 60.0
 
-#: What the channel drains: a new message, or an edit or a delete of one (`MESSAGE_UPDATE`,
-#: `MESSAGE_DELETE`).
-Received = discord.Message | discord.RawMessageUpdateEvent | discord.RawMessageDeleteEvent
+#: What the channel drains: a new message, an edit or a delete of one (`MESSAGE_UPDATE`,
+#: `MESSAGE_DELETE`), or a reaction added to one (`MESSAGE_REACTION_ADD`).
+Received = (
+    discord.Message
+    | discord.RawMessageUpdateEvent
+    | discord.RawMessageDeleteEvent
+    | discord.RawReactionActionEvent
+)
 
 #: What a malformed gateway payload raises inside a discord.py parser.
 _MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
@@ -97,6 +102,9 @@ class GatewayClient(discord.Client):
         await self._queue(payload, payload.message_id)
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        await self._queue(payload, payload.message_id)
+
+    async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
         await self._queue(payload, payload.message_id)
 
     async def _queue(self, item: Received, message_id: int) -> None:

@@ -16,7 +16,16 @@ from typing import Any
 import aiohttp
 import discord
 
-from bus import CALLBACK, EDIT, REPLY_TO, TAPPED_SENT_AT, InboundMessage, quoted
+from bus import (
+    CALLBACK,
+    EDIT,
+    REACTION,
+    REPLY_TO,
+    TAPPED_SENT_AT,
+    InboundMessage,
+    quoted,
+    reaction_note,
+)
 from channels.discord.errors import CHANNEL
 from channels.errors import ChannelError
 from channels.media_files import MediaIntake, MediaStore, safe_file_name
@@ -208,3 +217,26 @@ def edit_of(event: discord.RawMessageUpdateEvent, policy: InboundPolicy) -> Inbo
     edit_id = f"{inbound.message_id}:edit:{message.edited_at.timestamp():.3f}"
     # An edit changes the text: the files stay those the message came with.
     return inbound.model_copy(update={"message_id": edit_id, "metadata": metadata})
+
+
+def reaction_of(event: discord.RawReactionActionEvent, bot_user_id: int) -> InboundMessage | None:
+    """A user's reaction added to one of the bot's messages (`MESSAGE_REACTION_ADD`), or None.
+    Discord gives such an event no id of its own, nor the message's text: the reaction is one
+    per user, message and emoji."""
+    if event.message_author_id != bot_user_id or event.user_id == bot_user_id:
+        return None
+    member = event.member
+    if member is not None and member.bot:
+        return None
+    # A custom emoji reads as its name (`:party:`); a standard one as the character.
+    emoji = str(event.emoji) if event.emoji.is_unicode_emoji() else f":{event.emoji.name}:"
+    message_id = str(event.message_id)
+    sender = f"{event.user_id}|{member.name}" if member is not None else str(event.user_id)
+    return InboundMessage(
+        channel=CHANNEL,
+        sender_id=sender,
+        chat_id=str(event.channel_id),
+        content=reaction_note(emoji, None),
+        message_id=f"reaction:{message_id}:{event.user_id}:{emoji}",
+        metadata={REACTION: {"emoji": emoji, "message_id": message_id}},
+    )

@@ -8,7 +8,9 @@ has no end-to-end encryption): it is reported so the room gets a clear notice.
 A user's edit (`m.replace`) is a post naming the event it edits (`edits`), its text the
 `m.new_content`; a redaction of a user's message is a post with no text naming the event
 redacted (`redacts`). A reply (`m.in_reply_to`) names the event it answers, and a post in a
-thread (`m.thread`) the thread's root, where its answer goes.
+thread (`m.thread`) the thread's root, where its answer goes. A reaction (`m.reaction`, an
+`m.annotation` relation) is a post whose body is the emoji, naming the event it reacts to
+(`reacts_to`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from nio import InviteMemberEvent, MegolmEvent, RedactionEvent, RoomMessage, SyncResponse
+from nio import (
+    InviteMemberEvent,
+    MegolmEvent,
+    ReactionEvent,
+    RedactionEvent,
+    RoomMessage,
+    SyncResponse,
+)
 
 #: Message types answered; anything else (files, locations) is described by its `body`.
 TEXT_TYPES = frozenset({"m.text", "m.emote"})
@@ -50,6 +59,8 @@ class MatrixPost:
     #: The event this one replies to (`m.in_reply_to`), and the root of its thread.
     replies_to: str | None = None
     thread_root: str | None = None
+    #: The event this reaction (`m.reaction`: `body` is the emoji) is on.
+    reacts_to: str | None = None
 
     @property
     def sent_at(self) -> datetime:
@@ -101,6 +112,18 @@ def room_posts(room_id: str, events: Iterable[object], bot_user_id: str) -> Iter
             post = _message(room_id, event.source, bot_user_id)
             if post is not None:
                 yield post
+        elif isinstance(event, ReactionEvent) and event.reacts_to and event.key:
+            yield MatrixPost(
+                event_id=event.event_id,
+                room_id=room_id,
+                sender=event.sender,
+                body=event.key,
+                msgtype="m.reaction",
+                timestamp_ms=int(event.server_timestamp),
+                # Whether it is on the bot's message is the receiver's to tell (what it saw).
+                mentions_bot=True,
+                reacts_to=event.reacts_to,
+            )
         elif isinstance(event, RedactionEvent) and event.redacts:
             yield MatrixPost(
                 event_id=event.event_id,

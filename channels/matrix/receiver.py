@@ -27,7 +27,16 @@ from nio import (
     SyncResponse,
 )
 
-from bus import DELETE, EDIT, REPLY_TO, InboundMessage, InboundSender, quoted
+from bus import (
+    DELETE,
+    EDIT,
+    REACTION,
+    REPLY_TO,
+    InboundMessage,
+    InboundSender,
+    quoted,
+    reaction_note,
+)
 from channels.errors import ChannelError
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.matrix.content import Content
@@ -153,6 +162,8 @@ class SyncHandler:
                 self._threads.remember((room_id, post.event_id), post.thread_root)
             if post.encrypted:
                 await self._notice_encrypted(post)
+            elif post.reacts_to is not None and not self._on_the_bots(post):
+                pass  # a reaction to someone else's message is not addressed to the bot
             elif self._addressed(post):
                 message = _to_inbound(post, self.user_id, self._seen)
                 if post.media_url is not None and self.allowed(post.sender):
@@ -215,6 +226,13 @@ class SyncHandler:
         events.reverse()
         return events
 
+    def _on_the_bots(self, reaction: MatrixPost) -> bool:
+        """Whether a reaction may be on one of the bot's messages: it is, or its message is
+        older than what this channel remembers."""
+        assert reaction.reacts_to is not None
+        _, sender = self._seen.get((reaction.room_id, reaction.reacts_to), ("", ""))
+        return sender in ("", self.user_id)
+
     def _addressed(self, post: MatrixPost) -> bool:
         if not self.require_mention or post.mentions_bot:
             return True
@@ -253,8 +271,14 @@ def _to_inbound(
     post: MatrixPost, bot_user_id: str, seen: RecentMap[tuple[str, str], tuple[str, str]]
 ) -> InboundMessage:
     """The bus message of a post: an edit or a redaction names the event it changes; a reply
-    carries the event it answers quoted (its text when this channel saw it)."""
+    carries the event it answers quoted, a reaction names the emoji and the event it is on
+    (each with its text when this channel saw it)."""
     metadata: dict[str, object] = {"msgtype": post.msgtype}
+    content = post.body
+    if post.reacts_to is not None:
+        text, _ = seen.get((post.room_id, post.reacts_to), ("", ""))
+        metadata[REACTION] = {"emoji": post.body, "message_id": post.reacts_to}
+        content = reaction_note(post.body, text)
     if post.edits is not None:
         metadata[EDIT] = {"message_id": post.edits}
     if post.redacts is not None:
@@ -266,7 +290,7 @@ def _to_inbound(
         channel=CHANNEL,
         sender_id=post.sender,
         chat_id=post.room_id,
-        content=post.body,
+        content=content,
         timestamp=post.sent_at,
         message_id=post.event_id,
         metadata=metadata,

@@ -58,8 +58,8 @@ def build_app(
     take_event: EventListener,
     take_action: ActionListener,
 ) -> AsyncApp:
-    """The app; `take_event(body)` gets each `message` and `app_mention` event callback,
-    `take_action(body, ack)` each `block_actions` payload (a tap on a button).
+    """The app; `take_event(body)` gets each `message`, `app_mention` and `reaction_added`
+    event callback, `take_action(body, ack)` each `block_actions` payload (a tap on a button).
 
     `process_before_response` is on: the listener runs before Slack is answered, so an event
     is taken before Slack hears it was received, and Bolt starts no task of its own.
@@ -92,6 +92,7 @@ def build_app(
     )
     app.event("message")(take_event)
     app.event("app_mention")(take_event)
+    app.event("reaction_added")(take_event)
     app.event(re.compile(".*"))(_ignore_event)
 
     # Every button's payload, the bot's or a link's: each must be acknowledged.

@@ -57,7 +57,9 @@ from channels.slack.inbound import (
     MalformedEvent,
     parse_change,
     parse_event,
+    parse_reaction,
     parse_tap,
+    reaction_name,
     to_inbound,
 )
 from channels.slack.media import MAX_UPLOAD_BYTES, FileStore, read_uploads
@@ -353,9 +355,10 @@ class SlackChannel(RunStateChannel):
     async def _forward(self, body: dict[str, Any], inbound: InboundSender) -> None:
         identity = self._identity
         assert identity is not None  # set before the pump starts
-        change = parse_change(body, identity.user_id)
+        change = parse_change(body, identity.user_id) or parse_reaction(body, identity.user_id)
         if change is not None:
-            # The gateway dedups an edit or a delete by its own id: no key of ours needed.
+            # The gateway dedups an edit, a delete or a reaction by its own id: no key of ours
+            # needed.
             await inbound.send(change)
             return
         post = parse_event(body, identity.user_id)
@@ -556,37 +559,3 @@ def button_blocks(text: str, buttons: ButtonRows) -> list[dict[str, Any]]:
             elements.append(element)
         blocks.append({"type": "actions", "elements": elements})
     return blocks
-
-
-#: Slack names its emoji (`reactions.add` takes "eyes", not "👀"): the ones agents react with.
-_EMOJI_NAMES = {
-    "👀": "eyes",
-    "👍": "+1",
-    "👎": "-1",
-    "✅": "white_check_mark",
-    "❌": "x",
-    "❤️": "heart",
-    "❤": "heart",
-    "🎉": "tada",
-    "🙏": "pray",
-    "🔥": "fire",
-    "😂": "joy",
-    "🤔": "thinking_face",
-    "⏳": "hourglass_flowing_sand",
-    "👌": "ok_hand",
-    "😀": "grinning",
-    "🚀": "rocket",
-    "⚠️": "warning",
-    "💯": "100",
-}
-
-
-def reaction_name(emoji: str) -> str | None:
-    """Slack's name of `emoji`: a known emoji character, or a name as such (":eyes:" or
-    "eyes"); None for a character Slack's name of is not known here."""
-    if emoji in _EMOJI_NAMES:
-        return _EMOJI_NAMES[emoji]
-    name = emoji.strip(":")
-    if name and all(c.isascii() and (c.isalnum() or c in "_+-'") for c in name):
-        return name
-    return None

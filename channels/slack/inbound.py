@@ -5,7 +5,10 @@ bot is in arrives twice (once as each); both parse to the same `SlackPost` (same
 `ts`), and the channel publishes only the first. A user's edit (`message_changed`) and delete
 (`message_deleted`) of their message are passed on as such (`parse_change`: `bus.EDIT`,
 `bus.DELETE`); joins and other subtypes are not addressed to the bot; neither are messages from
-bots (the bot itself included: two bots answering each other never stop). A post in a thread
+bots (the bot itself included: two bots answering each other never stop). A user's
+`reaction_added` to one of the bot's messages is a `bus.REACTION` message (`parse_reaction`; the
+profile's `inbound_reactions` decides whether it goes further; the app must subscribe to
+`reaction_added`); Slack tells the message's `ts`, not its text. A post in a thread
 names the thread's parent as what it replies to (`bus.REPLY_TO`, its id only: its text would
 cost a `conversations.replies` call per post).
 
@@ -20,7 +23,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bus import CALLBACK, DELETE, EDIT, REPLY_TO, TAPPED_SENT_AT, InboundMessage, quoted
+from bus import (
+    CALLBACK,
+    DELETE,
+    EDIT,
+    REACTION,
+    REPLY_TO,
+    TAPPED_SENT_AT,
+    InboundMessage,
+    quoted,
+    reaction_note,
+)
 
 CHANNEL_NAME = "slack"
 
@@ -183,6 +196,72 @@ def parse_change(body: Mapping[str, object], bot_user_id: str) -> InboundMessage
         message_id=f"{ts}:edit:{edited_at}",
         metadata=metadata,
     )
+
+
+def parse_reaction(body: Mapping[str, object], bot_user_id: str) -> InboundMessage | None:
+    """A user's `reaction_added` to one of the bot's messages, as the gateway takes it; None
+    for any other event, or a reaction to someone else's message."""
+    event = body.get("event")
+    if not isinstance(event, Mapping) or event.get("type") != "reaction_added":
+        return None
+    item = event.get("item")
+    user = _optional_text(event.get("user"))
+    name = _optional_text(event.get("reaction"))
+    if not isinstance(item, Mapping) or item.get("type") != "message" or not user or not name:
+        return None
+    if event.get("item_user") != bot_user_id or user == bot_user_id:
+        return None
+    ts = _ts_field(item, "ts")
+    emoji = _EMOJI_OF_NAME.get(name, f":{name}:")
+    event_id = _optional_text(body.get("event_id"))
+    return InboundMessage(
+        channel=CHANNEL_NAME,
+        sender_id=user,
+        chat_id=_text_field(item, "channel"),
+        content=reaction_note(emoji, None),
+        # Slack's event id is the event's own; without one, the reaction is one per user,
+        # message and emoji.
+        message_id=f"reaction:{event_id or f'{ts}:{user}:{name}'}",
+        metadata={REACTION: {"emoji": emoji, "message_id": ts}, "event_id": event_id},
+    )
+
+
+#: Slack names its emoji (`reactions.add` takes "eyes", not "👀"): the ones agents react with.
+_EMOJI_NAMES = {
+    "👀": "eyes",
+    "👍": "+1",
+    "👎": "-1",
+    "✅": "white_check_mark",
+    "❌": "x",
+    "❤️": "heart",
+    "❤": "heart",
+    "🎉": "tada",
+    "🙏": "pray",
+    "🔥": "fire",
+    "😂": "joy",
+    "🤔": "thinking_face",
+    "⏳": "hourglass_flowing_sand",
+    "👌": "ok_hand",
+    "😀": "grinning",
+    "🚀": "rocket",
+    "⚠️": "warning",
+    "💯": "100",
+}
+
+
+def reaction_name(emoji: str) -> str | None:
+    """Slack's name of `emoji`: a known emoji character, or a name as such (":eyes:" or
+    "eyes"); None for a character Slack's name of is not known here."""
+    if emoji in _EMOJI_NAMES:
+        return _EMOJI_NAMES[emoji]
+    name = emoji.strip(":")
+    if name and all(c.isascii() and (c.isalnum() or c in "_+-'") for c in name):
+        return name
+    return None
+
+
+#: The other way: a user's reaction named by Slack, as the character the agent reads.
+_EMOJI_OF_NAME = {name: emoji for emoji, name in reversed(_EMOJI_NAMES.items())}
 
 
 def _optional_text(value: object) -> str | None:

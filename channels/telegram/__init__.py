@@ -12,9 +12,10 @@ import os
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 from channels.markup.telegram import render, render_html, render_markdown_v2
-from channels.registry import channel_factory
+from channels.registry import ChannelContext
 from channels.retry import Backoff
 from channels.telegram.channel import DEFAULT_COMMANDS, TelegramChannel
+from config import TelegramConfig
 
 __all__ = [
     "DEFAULT_COMMANDS",
@@ -27,4 +28,7 @@ __all__ = [
 ]
 
 
-create = channel_factory(TelegramChannel)
+def create(config: TelegramConfig, context: ChannelContext) -> TelegramChannel:
+    return TelegramChannel(
+        config, data_dir=context.data_dir, inbound_reactions=context.inbound_reactions
+    )

@@ -44,6 +44,7 @@ from channels.telegram.media import MAX_UPLOAD_BYTES, MEDIA_KINDS, download, med
 from channels.telegram.outbound import TelegramSender
 from channels.telegram.polling import (
     ALLOWED_UPDATES,
+    ALLOWED_WITH_REACTIONS,
     GOODBYE_TIMEOUT_S,
     UpdatePoller,
     UpdatesRequest,
@@ -112,8 +113,10 @@ class TelegramChannel(RunStateChannel):
         data_dir: Path,
         commands: Sequence[tuple[str, str]] = DEFAULT_COMMANDS,
         backoff: Backoff | None = None,
+        inbound_reactions: bool = False,
     ) -> None:
         self._config = config
+        self._allowed_updates = ALLOWED_WITH_REACTIONS if inbound_reactions else ALLOWED_UPDATES
         self._data_dir = data_dir
         self._commands = tuple(commands)
         self._updates_request = UpdatesRequest(
@@ -148,6 +151,7 @@ class TelegramChannel(RunStateChannel):
             poll_timeout_s=config.poll_timeout_s,
             backoff=backoff or Backoff(),
             on_health=self._run_state.report,
+            allowed_updates=self._allowed_updates,
         )
         secret = config.secret_token.get_secret_value() if config.secret_token else None
         self._receiver = WebhookReceiver(self._bot, secret)
@@ -234,7 +238,7 @@ class TelegramChannel(RunStateChannel):
             await self._bot.set_webhook(
                 self._config.webhook_url,
                 secret_token=secret.get_secret_value(),
-                allowed_updates=ALLOWED_UPDATES,
+                allowed_updates=self._allowed_updates,
             )
         try:
             await self._run_state.stopping.wait()

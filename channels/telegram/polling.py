@@ -38,6 +38,9 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
+#: With the profile's `inbound_reactions`: Telegram sends reactions only when asked (and in
+#: groups only to a bot that is an administrator).
+ALLOWED_WITH_REACTIONS = (*ALLOWED_UPDATES, "message_reaction")
 #: The last calls on the way out (confirming the offset, deleting the webhook) must not hold
 #: up a shutdown: a cancelled channel ends within a second.
 GOODBYE_TIMEOUT_S = 0.75
@@ -89,6 +92,7 @@ class UpdatePoller:
     backoff: Backoff
     on_health: Callable[[ChannelHealth], None]
     confirm_timeout_s: float = GOODBYE_TIMEOUT_S
+    allowed_updates: tuple[str, ...] = ALLOWED_UPDATES
     #: The next update id to ask for; everything below it has been handled.
     next_offset: int | None = field(default=None, init=False)
     _asked_offset: int | None = field(default=None, init=False, repr=False)
@@ -150,7 +154,7 @@ class UpdatePoller:
                 offset=offset,
                 # Whole seconds, as Telegram takes them; 0 would turn long polling into a busy loop.
                 timeout=max(1, round(self.poll_timeout_s)),
-                allowed_updates=ALLOWED_UPDATES,
+                allowed_updates=self.allowed_updates,
             )
         except TelegramError as exc:
             if is_fatal_at_start(exc):
@@ -170,7 +174,10 @@ class UpdatePoller:
         try:
             async with asyncio.timeout(self.confirm_timeout_s):
                 await self.bot.get_updates(
-                    offset=self.next_offset, limit=1, timeout=0, allowed_updates=ALLOWED_UPDATES
+                    offset=self.next_offset,
+                    limit=1,
+                    timeout=0,
+                    allowed_updates=self.allowed_updates,
                 )
         except (TelegramError, TimeoutError) as exc:
             log.warning("telegram.offset_not_confirmed", offset=self.next_offset, error=repr(exc))

@@ -1,12 +1,14 @@
 """A Telegram `Update`, read into what the gateway needs to know about a user's message.
 
 Only messages from people, their edits (`edited_message`, an edit of the message it names:
-`bus.EDIT`), and their taps on the bot's inline buttons (`callback_query`) count: channel posts
-and other bots are not turns. A reply to a message carries it quoted (`bus.REPLY_TO`). Telegram
-tells a bot of no deletes. In a
-group with `require_mention`, a message goes through only when it is addressed to the bot (an
-@mention, a command for it, or a reply to one of its messages). The bot's own mention is cut
-out of the text in every chat. Entity offsets are in UTF-16 code units, as Telegram counts them.
+`bus.EDIT`), their taps on the bot's inline buttons (`callback_query`) and, where the profile
+asks for them, their reactions (`message_reaction`: `bus.REACTION`, the emoji added) count:
+channel posts and other bots are not turns. Telegram tells neither whose message was reacted to
+nor its text, so a reaction reads "[reaction 👍 to a message]". A reply to a message carries
+it quoted (`bus.REPLY_TO`). Telegram tells a bot of no deletes. In a group with
+`require_mention`, a message goes through only when it is addressed to the bot (an @mention, a
+command for it, or a reply to one of its messages). The bot's own mention is cut out of the text
+in every chat. Entity offsets are in UTF-16 code units, as Telegram counts them.
 """
 
 from __future__ import annotations
@@ -15,10 +17,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from telegram import CallbackQuery, Message, MessageEntity, TelegramObject, Update, User
+from telegram import (
+    CallbackQuery,
+    Message,
+    MessageEntity,
+    MessageReactionUpdated,
+    ReactionTypeEmoji,
+    TelegramObject,
+    Update,
+    User,
+)
 from telegram.constants import ChatType
 
-from bus import CALLBACK, EDIT, REPLY_TO, TAPPED_SENT_AT, InboundMessage, quoted
+from bus import (
+    CALLBACK,
+    EDIT,
+    REACTION,
+    REPLY_TO,
+    TAPPED_SENT_AT,
+    InboundMessage,
+    quoted,
+    reaction_note,
+)
 from channels.media_info import with_placeholders
 
 CHANNEL = "telegram"
@@ -80,6 +100,8 @@ def read_update(
     """The user's message in `update`, or None when the gateway should not see it."""
     if update.callback_query is not None:
         return read_tap(update.callback_query, bot)
+    if update.message_reaction is not None:
+        return read_reaction(update.message_reaction, update.update_id)
     message = update.message or update.edited_message
     if message is None:
         return None
@@ -153,6 +175,41 @@ def read_tap(query: CallbackQuery, bot: BotIdentity) -> IncomingMessage | None:
         message_id=f"tap:{query.id}",
     )
     return IncomingMessage(inbound, callback_query_id=query.id)
+
+
+def read_reaction(reaction: MessageReactionUpdated, update_id: int) -> IncomingMessage | None:
+    """A user's reaction added to a message, as a message of its chat; None for a reaction
+    taken back, one of a custom or paid kind, or one from a chat rather than a person."""
+    user = reaction.user
+    if user is None or user.is_bot:
+        return None
+    before = {kind.emoji for kind in reaction.old_reaction if isinstance(kind, ReactionTypeEmoji)}
+    added = [
+        kind.emoji
+        for kind in reaction.new_reaction
+        if isinstance(kind, ReactionTypeEmoji) and kind.emoji not in before
+    ]
+    if not added:
+        return None
+    emoji = added[0]
+    metadata: dict[str, Any] = {
+        "chat_type": str(reaction.chat.type),
+        "sender_name": user.full_name,
+        REACTION: {"emoji": emoji, "message_id": str(reaction.message_id)},
+    }
+    if user.username:
+        metadata["username"] = user.username
+    inbound = InboundMessage(
+        channel=CHANNEL,
+        sender_id=sender_id_of(user),
+        chat_id=str(reaction.chat.id),
+        content=reaction_note(emoji, None),
+        timestamp=reaction.date,
+        metadata=metadata,
+        # The update's id is unique per event: a redelivered update is the same reaction.
+        message_id=f"reaction:{update_id}",
+    )
+    return IncomingMessage(inbound)
 
 
 def _metadata(message: Message, user: User, bot: BotIdentity) -> dict[str, Any]:

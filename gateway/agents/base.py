@@ -43,6 +43,9 @@ class AgentTurn:
     #: (empty where the platform does not tell it) and whom it is `from` ("bot" or "user")
     #: (`bus.REPLY_TO`); None otherwise.
     reply_to: Mapping[str, str] | None = None
+    #: The message is a user's reaction to a bot message: its `emoji` and the bot message's
+    #: `message_id` (`bus.REACTION`); None otherwise.
+    reaction: Mapping[str, str] | None = None
 
 
 def quoted_line(turn: AgentTurn) -> str | None:

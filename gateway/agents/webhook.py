@@ -19,7 +19,11 @@ A button tap is a message whose `content` is the button's text and whose `callba
 quotes or replies to another has `reply_to`: `{"message_id": ..., "text": <its first 500
 characters; empty where the platform does not tell them>, "from": "bot" | "user"}`. A user's
 edit of a message whose turn had started arrives as a message of its own, its content
-`[edited] <new text>` and the earlier text's start after it.
+`[edited] <new text>` and the earlier text's start after it. With the profile's
+`inbound_reactions`, a user's reaction to a bot message is a message whose content is
+`[reaction 👍 to: <the message's first 100 characters>]` (or `[reaction 👍 to a message]` where
+the text is not known) and whose `reaction` is `{"emoji": "👍", "message_id": <the bot
+message>}`.
 
 Reply, chosen by the response's `Content-Type`:
 - `application/json`: `{"reply": "the whole answer", "usage": {...}, "attachments": [...]}`
@@ -143,6 +147,8 @@ def encode_turn(turn: AgentTurn, attachments: list[dict[str, Any]] | None = None
         message["callback"] = dict(turn.callback)
     if turn.reply_to is not None:
         message["reply_to"] = dict(turn.reply_to)
+    if turn.reaction is not None:
+        message["reaction"] = dict(turn.reaction)
     payload = {
         "profile": turn.profile,
         "session_key": str(turn.session_key),

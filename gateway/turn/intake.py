@@ -22,6 +22,9 @@ runs once, on the new text); otherwise it is a message of its own marked as an e
 (`triage.edit_as_new_turn`). A delete (`bus.DELETE`) of a message whose turn has not started
 drops it (a `del` record: nothing answers it); after that it changes nothing.
 
+A user's reaction to a bot message (`bus.REACTION`) is a message like a tap, deduplicated by
+the platform's event id, and goes no further unless the profile sets `inbound_reactions`.
+
 Routing does not wait for the disk: the turn runs while its message is being synced, and all
 it leaves behind waits anyway. Its outcome is a later record of the same log, durable only once
 every record before it is, and its reply goes out only once its outcome is durable; if the
@@ -42,6 +45,7 @@ import structlog
 from bus import (
     CALLBACK,
     EDIT,
+    REACTION,
     TAPPED_SENT_AT,
     Admitted,
     ButtonsUsed,
@@ -96,6 +100,7 @@ class Intake:
         self._buttons_ttl_s = services.config.buttons_ttl_s
         self._buttons_single_use = services.config.buttons_single_use
         self._edits = services.config.edits
+        self._inbound_reactions = services.config.inbound_reactions
         self._wall_clock = time.time
         self.strangers = StrangerNotices(outbound.send)
         self._edge = EdgeCheck(channel_named, self.strangers, self._count)
@@ -129,6 +134,10 @@ class Intake:
         if not self._open.is_set():
             await self._open.wait()  # recovery of the previous run comes first
         message = scrubbed(message)
+        if REACTION in message.metadata and not self._inbound_reactions:
+            self._count(message, "reaction_ignored")
+            log.info("intake.reaction_ignored", channel=message.channel, reason="inbound_reactions")
+            return None
         known = self._journal.seen(message)
         if known is not None:
             self._count(message, "duplicate")

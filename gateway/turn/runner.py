@@ -24,6 +24,7 @@ import structlog
 
 from bus import (
     CALLBACK,
+    REACTION,
     REPLY_TO,
     REPLY_TO_TEXT_MAX,
     SEED,
@@ -189,8 +190,12 @@ class TurnRunner:
             log.debug("turn.started", session=str(key), stream=stream_id, agent=agent_name)
         if shows_typing:
             await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
-        # A tap is an interaction, not a message a reaction could go on.
-        reactable = trigger.shown_id() is not None and CALLBACK not in trigger.metadata
+        # A tap or a reaction is an interaction, not a message a reaction could go on.
+        reactable = (
+            trigger.shown_id() is not None
+            and CALLBACK not in trigger.metadata
+            and REACTION not in trigger.metadata
+        )
         working = self._working_reaction if reactable else None
         if working:
             await sink.send(_reaction(trigger, working))
@@ -212,6 +217,7 @@ class TurnRunner:
                 chat=chat_of(trigger),
                 callback=callback_of(trigger),
                 reply_to=reply_to_of(trigger),
+                reaction=reaction_of(trigger),
             )
             show_snapshot: SnapshotSink = _show_nothing
             if streams:
@@ -288,6 +294,14 @@ def callback_of(message: InboundMessage) -> dict[str, str] | None:
         "data": str(callback.get("data", "")),
         "message_id": str(callback.get("message_id", "")),
     }
+
+
+def reaction_of(message: InboundMessage) -> dict[str, str] | None:
+    """The user's reaction `message` is (`bus.REACTION`), or None for any other message."""
+    reaction = message.metadata.get(REACTION)
+    if not isinstance(reaction, dict) or not reaction.get("emoji"):
+        return None
+    return {"emoji": str(reaction["emoji"]), "message_id": str(reaction.get("message_id", ""))}
 
 
 def reply_to_of(message: InboundMessage) -> dict[str, str] | None:

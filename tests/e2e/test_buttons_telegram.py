@@ -4,7 +4,8 @@ The webhook agent's reply with two buttons arrives as an inline keyboard; a tap 
 agent as `message.callback` once (also when Telegram delivers it twice, and across a SIGKILL
 right after the tap was answered), `answerCallbackQuery` comes before the agent's reply however
 slow the agent is, the used keyboard is taken off and a second tap reaches no agent; a working
-reaction appears while the turn runs and goes after it.
+reaction appears while the turn runs and goes after it; a user's reaction reaches the agent
+once with `inbound_reactions`, and no agent without.
 """
 
 from __future__ import annotations
@@ -188,6 +189,81 @@ async def test_a_working_reaction_appears_while_the_turn_runs_and_goes(tmp_path:
                 [{"type": "emoji", "emoji": "👀"}],
                 [],
                 [{"type": "emoji", "emoji": "👍"}],
+            ]
+        finally:
+            await daemon.stop()
+
+
+def reactions_seen(webhook: FakeWebhook) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (post.json["message"]["content"], post.json["message"]["reaction"])
+        for post in webhook.requests
+        if "reaction" in post.json["message"]
+    ]
+
+
+async def test_a_users_reaction_reaches_the_agent_once_with_inbound_reactions(
+    tmp_path: Path,
+) -> None:
+    chat = USER + 3
+    async with FakeTelegram() as telegram, FakeWebhook() as webhook:
+        extra = "inbound_reactions: true\n"
+        config = write_config(tmp_path, {"tg": profile(telegram, webhook, extra=extra)})
+        daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
+        try:
+            webhook.script(ScriptedReply(text="The refund is done."))
+            telegram.push_message(chat, "refund please", user_id=USER)
+            await telegram.wait_until(lambda: bool(telegram.bot_messages(chat)), timeout_s=WAIT_S)
+            [bot_message] = telegram.bot_messages(chat)
+            bot_id = int(bot_message["message_id"])
+            # Telegram sends reactions only to a bot that asks for them.
+            [poll, *_] = await telegram.wait_for_calls("getUpdates")
+            assert "message_reaction" in str(poll.params.get("allowed_updates"))
+
+            webhook.script(ScriptedReply(text="Glad it helped."))
+            update_id = telegram.push_reaction(chat, bot_id, "👍", user_id=USER)
+            # Delivered twice (a server that lost the confirmation): one reaction.
+            telegram.push_reaction(chat, bot_id, "👍", user_id=USER, update_id=update_id)
+            await telegram.wait_until(
+                lambda: any(
+                    m.get("text") == "Glad it helped." for m in telegram.bot_messages(chat)
+                ),
+                timeout_s=WAIT_S,
+            )
+            assert reactions_seen(webhook) == [
+                ("[reaction 👍 to a message]", {"emoji": "👍", "message_id": str(bot_id)})
+            ]
+            # The working reaction and the agent's reaction go on messages, not on reactions.
+            assert not telegram.calls("setMessageReaction")
+        finally:
+            await daemon.stop()
+
+
+async def test_a_users_reaction_reaches_no_agent_by_default(tmp_path: Path) -> None:
+    chat = USER + 4
+    async with FakeTelegram() as telegram, FakeWebhook() as webhook:
+        config = write_config(tmp_path, {"tg": profile(telegram, webhook)})
+        daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
+        try:
+            webhook.script(ScriptedReply(text="Hello."))
+            telegram.push_message(chat, "hi", user_id=USER)
+            await telegram.wait_until(lambda: bool(telegram.bot_messages(chat)), timeout_s=WAIT_S)
+            [bot_message] = telegram.bot_messages(chat)
+            asked_for = [str(p.params.get("allowed_updates")) for p in telegram.calls("getUpdates")]
+            assert not any("message_reaction" in each for each in asked_for)
+
+            # One sent anyway is dropped at the intake; the message after it is answered.
+            telegram.push_reaction(chat, int(bot_message["message_id"]), "👍", user_id=USER)
+            webhook.script(ScriptedReply(text="Still here."))
+            telegram.push_message(chat, "still there?", user_id=USER)
+            await telegram.wait_until(
+                lambda: any(m.get("text") == "Still here." for m in telegram.bot_messages(chat)),
+                timeout_s=WAIT_S,
+            )
+            assert reactions_seen(webhook) == []
+            assert [post.json["message"]["content"] for post in webhook.requests] == [
+                "hi",
+                "still there?",
             ]
         finally:
             await daemon.stop()

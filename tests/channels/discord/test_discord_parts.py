@@ -11,7 +11,7 @@ from discord.http import Route
 
 from channels.discord import DiscordChannel, DiscordEndpoints
 from channels.discord.errors import translate_gateway_error
-from channels.discord.inbound import strip_mention
+from channels.discord.inbound import reaction_of, strip_mention
 from channels.errors import FatalChannelError, TransientError
 from channels.media_files import safe_file_name
 from channels.registry import ChannelContext, build_channel
@@ -131,3 +131,40 @@ def test_gateway_failures_are_fatal_only_when_retrying_cannot_help() -> None:
         translate_gateway_error(discord.PrivilegedIntentsRequired(None)), FatalChannelError
     )
     assert isinstance(translate_gateway_error(discord.ClientException("odd")), TransientError)
+
+
+BOT_ID = 900
+
+
+def reaction_event(
+    emoji: discord.PartialEmoji, *, author: int, user: int = 42
+) -> discord.RawReactionActionEvent:
+    data = {
+        "user_id": str(user),
+        "channel_id": "555",
+        "message_id": "777",
+        "message_author_id": str(author),
+        "burst": False,
+        "type": 0,
+    }
+    return discord.RawReactionActionEvent(data, emoji, "REACTION_ADD")  # type: ignore[arg-type]
+
+
+def test_a_reaction_to_the_bots_message_reads_as_a_reaction() -> None:
+    thumbs = reaction_of(reaction_event(discord.PartialEmoji(name="👍"), author=BOT_ID), BOT_ID)
+    assert thumbs is not None
+    assert (thumbs.chat_id, thumbs.sender_id) == ("555", "42")
+    assert thumbs.content == "[reaction 👍 to a message]"
+    assert thumbs.metadata["reaction"] == {"emoji": "👍", "message_id": "777"}
+    # No event id: one reaction per user, message and emoji.
+    assert thumbs.message_id == "reaction:777:42:👍"
+    custom = discord.PartialEmoji(name="party", id=123456)
+    party = reaction_of(reaction_event(custom, author=BOT_ID), BOT_ID)
+    assert party is not None
+    assert party.content == "[reaction :party: to a message]"
+
+
+def test_a_reaction_to_someone_elses_message_or_by_the_bot_is_not_passed_on() -> None:
+    thumbs = discord.PartialEmoji(name="👍")
+    assert reaction_of(reaction_event(thumbs, author=43), BOT_ID) is None
+    assert reaction_of(reaction_event(thumbs, author=BOT_ID, user=BOT_ID), BOT_ID) is None

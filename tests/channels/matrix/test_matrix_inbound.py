@@ -108,6 +108,21 @@ async def test_notices_edits_and_the_bot_s_own_messages_are_not_taken(
     assert message.content == "the real one"
 
 
+async def test_a_reaction_to_the_bot_s_message_is_taken_with_its_text(
+    matrix: RunningMatrix,
+) -> None:
+    fake, room = matrix.fake, matrix.fake.create_room([ALICE, BOB])
+    answer = fake.say(room, fake.bot_user_id, "The refund is done. " + "x" * 200)
+    asked = fake.say(room, ALICE, "thanks, bot", mention_bot=True)
+    fake.react(room, BOB, asked, "👍")  # on Alice's message: not the bot's to answer
+    reaction_id = fake.react(room, ALICE, answer, "🎉")
+    [thanks, reaction] = await matrix.inbound.wait_for(2)
+    assert thanks.content == "thanks, bot"
+    assert reaction.content == "[reaction 🎉 to: The refund is done. " + "x" * 80 + "]"
+    assert reaction.metadata["reaction"] == {"emoji": "🎉", "message_id": answer}
+    assert (reaction.sender_id, reaction.message_id) == (ALICE, reaction_id)
+
+
 async def test_an_allowed_user_s_invite_is_accepted_a_stranger_s_ignored(
     matrix: RunningMatrix,
 ) -> None:

@@ -226,3 +226,31 @@ async def test_a_refused_download_is_named_in_the_text(slack: RunningSlack) -> N
 
     assert inbound.media == []
     assert inbound.content == "see\n[file: gone.pdf, 4 bytes, not downloaded: HTTP 404]"
+
+
+def reaction_added(
+    user: str, name: str, *, item_user: str, ts: str = "1700000000.000100"
+) -> dict[str, object]:
+    item = {"type": "message", "channel": GENERAL, "ts": ts}
+    return {"type": "reaction_added", "user": user, "reaction": name, "item_user": item_user,
+            "item": item, "event_ts": "1700000001.000200"}  # fmt: skip
+
+
+async def test_a_reaction_to_the_bots_message_is_published_as_a_reaction(
+    slack: RunningSlack,
+) -> None:
+    fake = slack.fake
+    # A reaction to another user's message is not addressed to the bot.
+    await slack.push_and_ack(reaction_added(ALICE, "+1", item_user=BOB))
+    event_id = await slack.push_and_ack(reaction_added(ALICE, "+1", item_user=fake.bot_user_id))
+    await slack.push_and_ack(reaction_added(BOB, "partyparrot", item_user=fake.bot_user_id))
+
+    thumbs = await slack.next_inbound()
+    assert (thumbs.sender_id, thumbs.chat_id) == (ALICE, GENERAL)
+    assert thumbs.content == "[reaction 👍 to a message]"
+    assert thumbs.metadata["reaction"] == {"emoji": "👍", "message_id": "1700000000.000100"}
+    # The event's id is the dedup id: Slack's retry of it is the same reaction.
+    assert thumbs.message_id == f"reaction:{event_id}"
+    custom = await slack.next_inbound()
+    assert custom.content == "[reaction :partyparrot: to a message]"
+    assert slack.agent.inbound_depth() == 0

@@ -96,6 +96,53 @@ def test_an_edit_names_the_message_it_edits_and_has_an_id_of_its_own() -> None:
     assert got.edited_id() == got.shown_id() == "42:10"
 
 
+def reaction_update(
+    old: list[str], new: list[str], *, user: dict[str, Any] | None = None
+) -> Update:
+    reaction: dict[str, Any] = {
+        "chat": {"id": -100, "type": "supergroup", "title": "Team"},
+        "message_id": 77,
+        "date": 1_700_000_000,
+        "old_reaction": [{"type": "emoji", "emoji": each} for each in old],
+        "new_reaction": [{"type": "emoji", "emoji": each} for each in new],
+    }
+    if user is not None:
+        reaction["user"] = user
+    else:
+        reaction["actor_chat"] = {"id": -100, "type": "supergroup", "title": "Team"}
+    return update(message_reaction=reaction)
+
+
+ANN = {"id": 42, "is_bot": False, "first_name": "Ann", "username": "ann"}
+
+
+def test_a_reaction_added_names_its_emoji_and_message() -> None:
+    added = reaction_update(["👀"], ["👀", "👍"], user=ANN)
+    incoming = read_update(added, BOT, require_mention=True)
+    assert incoming is not None
+    message = incoming.message
+    assert message.content == "[reaction 👍 to a message]"
+    assert message.metadata["reaction"] == {"emoji": "👍", "message_id": "77"}
+    assert message.chat_id == "-100"
+    assert message.sender_id == "42|ann"
+    # The update's id: a redelivered update is the same reaction.
+    assert message.message_id == "reaction:1"
+
+
+@pytest.mark.parametrize(
+    "taken_back_or_anonymous",
+    [
+        reaction_update(["👍"], [], user=ANN),
+        reaction_update([], ["👍"]),
+        reaction_update([], ["👍"], user={**ANN, "is_bot": True}),
+    ],
+)
+def test_a_reaction_taken_back_or_not_from_a_person_is_ignored(
+    taken_back_or_anonymous: Update,
+) -> None:
+    assert read_update(taken_back_or_anonymous, BOT, require_mention=True) is None
+
+
 def test_group_mentions_are_matched_case_insensitively_and_cut() -> None:
     incoming = read_update(
         update(message("@Octos_Bot  please help", chat_type="group")), BOT, require_mention=True

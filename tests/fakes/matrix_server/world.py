@@ -163,6 +163,13 @@ class MatrixWorld:
         self._append(room_id, event)
         return str(event["event_id"])
 
+    def react(self, room_id: str, sender: str, event_id: str, key: str) -> str:
+        """`sender`'s reaction `key` to the event `event_id` (an `m.annotation`)."""
+        relation = {"rel_type": "m.annotation", "event_id": event_id, "key": key}
+        event = self._event(room_id, sender, "m.reaction", {"m.relates_to": relation})
+        self._append(room_id, event)
+        return str(event["event_id"])
+
     def say_encrypted(self, room_id: str, sender: str) -> str:
         content = {
             "algorithm": "m.megolm.v1.aes-sha2",

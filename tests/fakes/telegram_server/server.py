@@ -268,6 +268,34 @@ class FakeTelegram:
         )
         return query_id
 
+    def push_reaction(
+        self,
+        chat_id: int,
+        message_id: int,
+        emoji: str,
+        *,
+        user_id: int,
+        old: tuple[str, ...] = (),
+        update_id: int | None = None,
+    ) -> int:
+        """A user's reaction to a message, as the Bot API delivers it (a `message_reaction`
+        update: the reactions before and after); the update's id."""
+        user = {"id": user_id, "is_bot": False, "first_name": "Alice", "username": "alice"}
+        kinds = [{"type": "emoji", "emoji": each} for each in old]
+        update: dict[str, Any] = {
+            "message_reaction": {
+                "chat": self.state.chat(chat_id, None, user),
+                "message_id": message_id,
+                "user": user,
+                "date": int(time.time()),
+                "old_reaction": kinds,
+                "new_reaction": [*kinds, {"type": "emoji", "emoji": emoji}],
+            }
+        }
+        if update_id is not None:
+            update["update_id"] = update_id
+        return self.push_update(update)
+
     @staticmethod
     def _photo_sizes(stored: StoredFile) -> list[dict[str, Any]]:
         small = {**stored.as_file(), "width": 90, "height": 90}
