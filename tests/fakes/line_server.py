@@ -14,8 +14,10 @@ Messaging API (`Authorization: Bearer <token>`, JSON): `GET /v2/bot/info`,
 `POST /v2/bot/message/reply` (each reply token once, within its lifetime),
 `POST /v2/bot/message/push` (`X-Line-Retry-Key`, a UUID: a key already accepted answers 409),
 `POST /v2/bot/chat/loading/start`. At most 5 messages per request and 5,000 UTF-16 code units
-per text, as LINE checks. Errors have LINE's shape, `{"message": ..., "details": [...]}`;
-a rate limit is HTTP 429 `{"message": "Too Many Requests"}`. Data API:
+per text, as LINE checks; an image message needs HTTPS `originalContentUrl` and
+`previewImageUrl` (LINE fetches them later; the fake only records them). Errors have LINE's
+shape, `{"message": ..., "details": [...]}`; a rate limit is HTTP 429
+`{"message": "Too Many Requests"}`. Data API:
 `GET /v2/bot/message/{id}/content` serves what `host_content` put there.
 """
 
@@ -327,6 +329,19 @@ class FakeLine:
                 "details": [{"message": "Size must be between 1 and 5", "property": "messages"}],
             }
         for index, message in enumerate(messages):
+            if isinstance(message, dict) and message.get("type") == "image":
+                urls = (message.get("originalContentUrl"), message.get("previewImageUrl"))
+                if all(isinstance(url, str) and url.startswith("https://") for url in urls):
+                    continue
+                return 400, {
+                    "message": "The request body has 1 error(s)",
+                    "details": [
+                        {
+                            "message": "must be a valid HTTPS URL",
+                            "property": f"messages[{index}].originalContentUrl",
+                        }
+                    ],
+                }
             text = message.get("text") if isinstance(message, dict) else None
             if not isinstance(text, str) or not 1 <= utf16_units(text) <= MAX_TEXT_UTF16:
                 return 400, {
