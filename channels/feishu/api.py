@@ -4,17 +4,21 @@ Every answer is JSON `{"code", "msg", ...}`, code 0 on success. The tenant acces
 cached for its `expire` and refetched early, or at once on an invalid-token code (then the call
 is repeated once). A rate limit is HTTP 429 (400 on old APIs) with code 99991400 and the
 seconds to wait in `x-ogw-ratelimit-reset`. A file a user sent is downloaded with the
-message resource API (`fetch_resource`): bytes on success, the same JSON on a refusal.
+message resource API (`fetch_resource`): bytes on success, the same JSON on a refusal. A file
+the bot sends is uploaded first (`upload`: im/v1/images or im/v1/files, multipart), and the
+message names the key the upload answered with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from json import dumps
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+import aiohttp
 
 from channels.errors import (
     AuthError,
@@ -93,6 +97,29 @@ class FeishuApi(TokenApi):
             return await send(None)
         return await self.tokens.call_with_token(send, what=what)
 
+    async def upload(
+        self,
+        path: str,
+        what: str,
+        fields: Mapping[str, str],
+        *,
+        file_field: str,
+        file_name: str,
+        data: bytes,
+    ) -> dict[str, Any]:
+        """A multipart upload of `data` as `file_field` beside `fields`, with the tenant token
+        (a form is read once, so each try builds its own)."""
+
+        def form() -> aiohttp.FormData:
+            built = aiohttp.FormData()
+            for name, value in fields.items():
+                built.add_field(name, value)
+            built.add_field(file_field, data, filename=file_name)
+            return built
+
+        send = partial(self._send, "POST", path, what, None, None, form=form)
+        return await self.tokens.call_with_token(send, what=what)
+
     async def _send(
         self,
         method: str,
@@ -101,9 +128,11 @@ class FeishuApi(TokenApi):
         params: Mapping[str, str] | None,
         json: Mapping[str, Any] | None,
         token: str | None,
+        *,
+        form: Callable[[], aiohttp.FormData] | None = None,
     ) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        data = None
+        data: bytes | aiohttp.FormData | None = form() if form is not None else None
         if json is not None:
             # UTF-8 as is: Feishu's 30 KB body limit would count each CJK character as a
             # 6-byte \u escape otherwise (aiohttp's json= escapes everything non-ASCII).

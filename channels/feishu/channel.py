@@ -12,7 +12,9 @@ Replies are interactive cards with one Markdown element and `update_multi`, so a
 reply is shown growing by updating the card (PATCH, at most 5 a second per message). A reply's
 buttons are put on its last card by updating it (an `action` element a row; a button's value
 `{"data", "text"}`, a link a `url` button) and taken off the same way once tapped; a tap is a
-`card.action.trigger` callback, answered once it is durable.
+`card.action.trigger` callback, answered once it is durable. A reply's image is uploaded
+(im/v1/images) and sent as an `image` message by its `image_key`; any other file, or an image
+too large for that, by im/v1/files as a `file` message.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import structlog
 from aiohttp import web
 
 from bus import (
+    Attachment,
+    AttachmentKind,
     Button,
     ButtonRows,
     InboundMessage,
@@ -52,7 +56,7 @@ from channels.feishu.webhook import WebhookReceiver
 from channels.lifecycle.bounded import RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy
 from channels.lifecycle.run_state import RunStateChannel
-from channels.media_files import MediaIntake, MediaStore, safe_file_name
+from channels.media_files import MediaIntake, MediaStore, read_file, safe_file_name
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.web.webhook import UnreadableJson, json_payload
@@ -95,6 +99,36 @@ def card_content(text: str, buttons: Sequence[Sequence[Button]] = ()) -> str:
 REMEMBERED_CARDS = 10_000
 #: Feishu's card buttons: a few to a row reads well on a phone; labels stay short.
 CARD_BUTTON_LIMITS = ButtonLimits(max_rows=5, max_per_row=5, max_label=40)
+
+
+# Feishu open platform, "上传图片" (im/v1/images): JPG, PNG, WEBP, GIF, BMP, ICO, TIFF, HEIC
+# up to 10 MB; "上传文件" (im/v1/files): any file up to 30 MB, its `file_type` one of opus, mp4,
+# pdf, doc, xls, ppt, else stream. A larger image goes as a file.
+MB = 1024 * 1024
+MAX_IMAGE_BYTES = 10 * MB
+MAX_FILE_BYTES = 30 * MB
+IMAGE_TYPES = frozenset(
+    {
+        "image/jpeg",
+        "image/png",
+        "image/webp",
+        "image/gif",
+        "image/bmp",
+        "image/x-icon",
+        "image/vnd.microsoft.icon",
+        "image/tiff",
+        "image/heic",
+    }
+)
+FILE_TYPES = {
+    "application/pdf": "pdf",
+    "application/msword": "doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "doc",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xls",
+    "application/vnd.ms-powerpoint": "ppt",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": "ppt",
+}
 
 
 def request_uuid(delivery_id: str | None, content: str) -> str:
@@ -299,23 +333,76 @@ class FeishuChannel(RunStateChannel):
     async def send_with_id(self, message: OutboundMessage) -> str | None:
         if not message.content.strip():
             return None
+        message_id = await self._create(
+            message.chat_id,
+            "interactive",
+            card_content(message.content),
+            request_uuid(message.delivery_id, message.content),
+        )
+        if message_id is not None:
+            # Buttons are put on (and taken off) a card by replacing it whole, text included.
+            self._card_texts.remember(message_id, message.content)
+        return message_id
+
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        return MAX_FILE_BYTES
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        """Upload the file, then send the message naming its key; the message's `uuid` comes
+        from `delivery_key`, so a resend within Feishu's hour shows it once (the upload is
+        repeated: Feishu has no key for it)."""
+        data = await read_file(
+            attachment.path,
+            channel=CHANNEL,
+            max_bytes=MAX_FILE_BYTES,
+            limit_note="Feishu takes files up to 30 MB",
+        )
+        if attachment.mime in IMAGE_TYPES and len(data) <= MAX_IMAGE_BYTES:
+            body = await self._api.upload(
+                "/open-apis/im/v1/images",
+                "im/v1/images",
+                {"image_type": "message"},
+                file_field="image",
+                file_name=attachment.name,
+                data=data,
+            )
+            msg_type, key_name = "image", "image_key"
+        else:
+            fields = {
+                "file_type": FILE_TYPES.get(attachment.mime, "stream"),
+                "file_name": attachment.name,
+            }
+            body = await self._api.upload(
+                "/open-apis/im/v1/files",
+                "im/v1/files",
+                fields,
+                file_field="file",
+                file_name=attachment.name,
+                data=data,
+            )
+            msg_type, key_name = "file", "file_key"
+        uploaded = body.get("data")
+        key = uploaded.get(key_name) if isinstance(uploaded, dict) else None
+        if not isinstance(key, str):
+            raise ChannelError(f"the upload answered without {key_name}", channel=CHANNEL)
+        content = json.dumps({key_name: key})
+        return await self._create(chat_id, msg_type, content, request_uuid(delivery_key, ""))
+
+    async def _create(self, chat_id: str, msg_type: str, content: str, key: str) -> str | None:
+        """im/v1/messages create; the new message's id."""
         body = await self._api.call(
             "POST",
             "/open-apis/im/v1/messages",
             "im/v1/messages",
             params={"receive_id_type": "chat_id"},
-            json={
-                "receive_id": message.chat_id,
-                "msg_type": "interactive",
-                "content": card_content(message.content),
-                "uuid": request_uuid(message.delivery_id, message.content),
-            },
+            json={"receive_id": chat_id, "msg_type": msg_type, "content": content, "uuid": key},
         )
         data = body.get("data")
         message_id = data.get("message_id") if isinstance(data, dict) else None
         if not isinstance(message_id, str):
             return None
-        self._card_texts.remember(message_id, message.content)
         return message_id
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:

@@ -8,7 +8,10 @@ only once every event in it is durable.
 Replies use the event's reply token while it is valid (free), otherwise a push with an
 `X-Line-Retry-Key` derived from the reply's `delivery_id`, so a resend after a crash is not
 shown twice (LINE answers a repeated key with 409: already delivered). LINE cannot edit a
-message, so replies are never streamed; its loading animation shows while a turn runs.
+message, so replies are never streamed; its loading animation shows while a turn runs. A
+reply's image is an image message LINE fetches itself from the gateway's signed link, which
+must be public HTTPS (`http.public_url`); other files, and images without such a link, go as
+the link in text.
 
 A reply's buttons are quick reply items on its last message: a postback action per button with
 `data` (a link is a URI action). LINE tells a tap as a `postback` event carrying only that
@@ -38,6 +41,8 @@ from linebot.v3.messaging import (
     AsyncMessagingApi,
     AsyncMessagingApiBlob,
     Configuration,
+    ImageMessage,
+    Message,
     PostbackAction,
     PushMessageRequest,
     QuickReply,
@@ -53,6 +58,8 @@ from bus import (
     CALLBACK,
     REPLY_TO,
     TAPPED_SENT_AT,
+    Attachment,
+    AttachmentKind,
     ButtonRows,
     InboundMessage,
     InboundSender,
@@ -66,6 +73,7 @@ from channels.lifecycle.run_state import RunStateChannel
 from channels.line.events import LinePost
 from channels.line.webhook import LineWebhook
 from channels.media_files import MediaIntake, media_root, safe_name, safe_suffix, save_within
+from channels.media_links import link_to
 from channels.outbound.delivery import delivery_uuid
 from channels.retry import answers_of, platform_calls, retry_after_s
 from channels.retry.pacing import Rate, RateLimits
@@ -74,6 +82,12 @@ from channels.web.webhook import UnreadableJson, json_payload
 from config import LineConfig
 
 CHANNEL = "line"
+
+# LINE Messaging API reference, "Image message": `originalContentUrl` and `previewImageUrl` are
+# HTTPS URLs of a JPEG or PNG, the original at most 10 MB, the preview at most 1 MB. The
+# gateway has no smaller preview to offer, so an image is its own preview: up to 1 MB.
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png"})
+MAX_IMAGE_BYTES = 1024 * 1024
 
 
 class LineApiError(ChannelError):
@@ -436,6 +450,32 @@ class LineChannel(RunStateChannel):
             return
         await self._push(message, text)
 
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        # A larger image goes as its link (`send_attachment`), which has no limit.
+        return None
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        """An image message by the gateway's public HTTPS link (LINE fetches it); a file LINE
+        has no message for, a larger image or no such link: the default, the link as text."""
+        url = link_to(attachment, self.media_links)
+        if (
+            url is None
+            or not url.startswith("https://")
+            or attachment.mime not in IMAGE_TYPES
+            or attachment.size > MAX_IMAGE_BYTES
+        ):
+            return await super().send_attachment(
+                chat_id, attachment, reply_to=reply_to, delivery_key=delivery_key
+            )
+        image = ImageMessage(originalContentUrl=url, previewImageUrl=url)
+        carrier = OutboundMessage(
+            channel=self.name, chat_id=chat_id, content="", delivery_id=delivery_key
+        )
+        await self._push(carrier, image)
+        return None
+
     async def _reply(self, event_id: str, token: str, text: TextMessage) -> bool:
         """True once sent; False when LINE no longer takes the token (then push)."""
         request = ReplyMessageRequest(replyToken=token, messages=[text])
@@ -452,8 +492,8 @@ class LineChannel(RunStateChannel):
             return False
         return True
 
-    async def _push(self, message: OutboundMessage, text: TextMessage) -> None:
-        request = PushMessageRequest(to=message.chat_id, messages=[text])
+    async def _push(self, message: OutboundMessage, sent: Message) -> None:
+        request = PushMessageRequest(to=message.chat_id, messages=[sent])
         try:
             async with line_call("push_message", self._timeout_s):
                 await self._api().push_message(request, x_line_retry_key=delivery_uuid(message))

@@ -12,6 +12,9 @@ fetched.
 Replies: QQ bots may only answer a user's message (`msg_id`, see `passive.py`), at most five
 times, so a long reply is split into at most four messages and a notice that the rest was cut
 (`max_reply_messages`). Plain text (`msg_type` 0): QQ renders Markdown only through templates.
+A reply's PNG or JPEG image or MP4 video is rich media: QQ fetches it from the gateway's signed
+link (`POST .../files`, which must be public HTTPS: `http.public_url`), and a `msg_type` 7
+reply names the `file_info` it answered; other files, or no such link, go as the link in text.
 
 A message's `attachments` (`{content_type, filename, url, size, width, height}`; a voice note's
 content_type is "voice", its `voice_wav_url` a WAV of it) are downloaded for allowed senders
@@ -35,6 +38,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from bus import Attachment as ReplyFile
 from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.errors import ChannelError, TransientError
 from channels.health import ChannelHealth
@@ -43,6 +47,7 @@ from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
 from channels.lifecycle.run_state import RunStateChannel
 from channels.media_files import MediaIntake, MediaStore, safe_file_name
 from channels.media_info import kind_for, mime_for
+from channels.media_links import link_to
 from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
 from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionFile, SessionState
 from channels.qq.token import CHANNEL, access_token
@@ -60,9 +65,11 @@ from config import QQBotConfig
 # message. `msg_seq` is counted per `msg_id` (octos used one global counter, and the same pair
 # twice is refused). Where the reply carries a `delivery_id` (`<turn>.<part>`), the part number
 # picks the sequence, so a resend after a crash repeats its pair and QQ reports it as known
-# instead of showing it twice.
+# instead of showing it twice. A reply's files (`<turn>.<part>.fileN`) take the sequences from
+# FILE_SEQ_BASE up, clear of the text's; the five replies are counted either way.
 ChatKind = Literal["c2c", "group"]
 MAX_REPLIES = 5
+FILE_SEQ_BASE = 10
 WINDOW_S: dict[ChatKind, float] = {"c2c": 3600.0, "group": 300.0}
 
 
@@ -103,7 +110,11 @@ class PassiveReplies:
         if seq is None:
             free = [n for n in range(1, MAX_REPLIES + 1) if n not in record.used]
             seq = free[0] if free else None
-        if seq is None or seq > MAX_REPLIES:
+        if (
+            seq is None
+            or MAX_REPLIES < seq <= FILE_SEQ_BASE
+            or len(record.used - {seq}) >= MAX_REPLIES
+        ):
             raise ReplyWindowClosed(
                 f"message {msg_id} already has QQ's {MAX_REPLIES} replies", channel=CHANNEL
             )
@@ -115,9 +126,17 @@ def _part_seq(delivery_id: str | None) -> int | None:
     if not delivery_id:
         return None
     _, dot, part = delivery_id.rpartition(".")
+    if dot and part.startswith("file") and part[4:].isdigit():
+        return FILE_SEQ_BASE + int(part[4:])
     if not dot or not part.isdigit():
         return None
     return int(part) + 1
+
+
+# QQ bot open platform, 富媒体消息 (POST /v2/users/{openid}/files, /v2/groups/{id}/files):
+# `file_type` 1 an image (png/jpg), 2 a video (mp4), 3 a voice note (silk), 4 a file (not open
+# to bots); QQ downloads `url` itself.
+RICH_MEDIA_TYPES = {"image/png": 1, "image/jpeg": 1, "video/mp4": 2}
 
 
 # QQ message events (`op 0` dispatches) as the gateway's inbound messages.
@@ -454,6 +473,41 @@ class QQBotChannel(RunStateChannel):
             await self._api.post_message(path, body)
         except AlreadyDelivered:
             log.info("qq.reply_already_delivered", msg_id=msg_id, msg_seq=seq)
+
+    async def send_attachment(
+        self, chat_id: str, attachment: ReplyFile, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        """An image or video as rich media QQ fetches from the gateway's public HTTPS link,
+        then a `msg_type` 7 reply naming it; anything else: the default, the link as text."""
+        url = link_to(attachment, self.media_links)
+        file_type = RICH_MEDIA_TYPES.get(attachment.mime)
+        if url is None or not url.startswith("https://") or file_type is None or not reply_to:
+            return await super().send_attachment(
+                chat_id, attachment, reply_to=reply_to, delivery_key=delivery_key
+            )
+        try:
+            kind, openid = target(chat_id)
+        except ValueError as exc:
+            raise ChannelError(str(exc), channel=CHANNEL) from exc
+        seq = self._replies.next_seq(reply_to, kind, delivery_key)
+        base = f"/v2/users/{openid}" if kind == "c2c" else f"/v2/groups/{openid}"
+        upload = {"file_type": file_type, "url": url, "srv_send_msg": False}
+        uploaded = await self._api.post_message(f"{base}/files", upload)
+        file_info = uploaded.get("file_info")
+        if not isinstance(file_info, str):
+            raise ChannelError("the rich media upload answered no file_info", channel=CHANNEL)
+        body = {
+            "content": " ",
+            "msg_type": 7,
+            "media": {"file_info": file_info},
+            "msg_id": reply_to,
+            "msg_seq": seq,
+        }
+        try:
+            await self._api.post_message(f"{base}/messages", body)
+        except AlreadyDelivered:
+            log.info("qq.reply_already_delivered", msg_id=reply_to, msg_seq=seq)
+        return None
 
     async def probe(self) -> str | None:
         try:

@@ -6,7 +6,8 @@ token (bad credentials are fatal). Replies go to the user who wrote as text mess
 shows everywhere, the WeChat plug-in included; content the manager marks as formatted goes as
 WeCom Markdown), at most 2,048 UTF-8 bytes each: the manager splits to that. No more than 30 go
 to one member a minute (`pacing.py`: WeCom drops the rest silently). WeCom cannot edit a sent
-message, so streamed replies arrive whole.
+message, so streamed replies arrive whole. A reply's file is uploaded (`media/upload`) and sent
+as an `image`, `voice`, `video` or `file` message by its `media_id`.
 
 An allowed member's image, voice note or video is fetched with `media/get` before the message
 goes to the gateway (`channels.media_files.MediaIntake`), into `{data_dir}/media/wecom/<user>/`.
@@ -22,14 +23,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
+import aiohttp
 import structlog
 from aiohttp import web
 
-from bus import InboundMessage, InboundSender, OutboundMessage
+from bus import Attachment, AttachmentKind, InboundMessage, InboundSender, OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.lifecycle.run_state import RunStateChannel
-from channels.media_files import MediaIntake, MediaStore, safe_suffix, suffix_for
+from channels.media_files import MediaIntake, MediaStore, read_file, safe_suffix, suffix_for
 from channels.media_info import too_large_reason
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
@@ -38,7 +40,8 @@ from channels.wecom.callback import MEDIA_KINDS, CallbackReceiver, WeComMessage
 from channels.wecom.crypto import WeComCrypto
 from config import WeComConfig
 
-# WeCom's server API over aiohttp: `gettoken` and `message/send`, errors in the manager's words.
+# WeCom's server API over aiohttp: `gettoken`, `message/send`, `media/get` and `media/upload`,
+# errors in the manager's words.
 #
 # WeCom answers HTTP 200 with `{"errcode", "errmsg"}` for nearly everything: 0 is success,
 # 40014/42001 an invalid or expired access token (refetched once, then the call is repeated),
@@ -48,6 +51,25 @@ CHANNEL = "wecom"
 
 #: WeCom says nothing of when to try again; its limits are counted per minute.
 RATE_LIMIT_WAIT_S = 3.0
+
+# WeCom server API, "上传临时素材" (media/upload): every file over 5 bytes; images JPG and PNG up
+# to 10 MB, voice AMR up to 2 MB (60 s), video MP4 up to 10 MB, any file up to 20 MB. What its
+# own kind does not take goes as a file.
+MB = 1024 * 1024
+MIN_UPLOAD_BYTES = 6
+MAX_FILE_BYTES = 20 * MB
+_NATIVE: dict[str, tuple[str, int]] = {
+    "image/jpeg": ("image", 10 * MB),
+    "image/png": ("image", 10 * MB),
+    "audio/amr": ("voice", 2 * MB),
+    "video/mp4": ("video", 10 * MB),
+}
+
+
+def upload_type(mime: str, size: int) -> str:
+    """The `media/upload` type (and message type) a file of `mime` and `size` bytes goes as."""
+    kind, max_bytes = _NATIVE.get(mime, ("file", MAX_FILE_BYTES))
+    return kind if size <= max_bytes else "file"
 
 
 class WeComApi(TokenApi):
@@ -96,6 +118,25 @@ class WeComApi(TokenApi):
 
         return await self.tokens.call_with_token(get, what="media/get")
 
+    async def upload(self, media_type: str, name: str, mime: str, data: bytes) -> str:
+        """`media/upload` of one file as `media_type` (image, voice, video or file); its
+        `media_id`, valid three days."""
+
+        async def post(token: str) -> dict[str, Any]:
+            form = aiohttp.FormData()
+            form.add_field("media", data, filename=name, content_type=mime)
+            params = {"access_token": token, "type": media_type}
+            return await self._request(
+                "POST", "/cgi-bin/media/upload", what, params=params, form=form
+            )
+
+        what = "media/upload"
+        body = await self.tokens.call_with_token(post, what=what)
+        media_id = body.get("media_id")
+        if not isinstance(media_id, str):
+            raise ChannelError("media/upload answered without a media_id", channel=CHANNEL)
+        return media_id
+
     async def _request(
         self,
         method: str,
@@ -104,11 +145,12 @@ class WeComApi(TokenApi):
         *,
         params: Mapping[str, str],
         json: Mapping[str, Any] | None = None,
+        form: aiohttp.FormData | None = None,
     ) -> dict[str, Any]:
         url = self.base_url + path
         async with (
             self.deadline(what),
-            self.http().request(method, url, params=params, json=json) as response,
+            self.http().request(method, url, params=params, json=json, data=form) as response,
         ):
             if response.status >= 500:
                 raise TransientError(f"{what}: HTTP {response.status}", channel=CHANNEL)
@@ -321,4 +363,38 @@ class WeComChannel(RunStateChannel):
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
         await self.send(message)
+        return None
+
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        return MAX_FILE_BYTES
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        """Upload the file, then send a message by its `media_id`; a file of 5 bytes or less
+        (WeCom refuses those) goes as its link. `message/send` has no idempotency key."""
+        if attachment.size < MIN_UPLOAD_BYTES:
+            return await super().send_attachment(
+                chat_id, attachment, reply_to=reply_to, delivery_key=delivery_key
+            )
+        data = await read_file(
+            attachment.path,
+            channel=CHANNEL,
+            max_bytes=MAX_FILE_BYTES,
+            limit_note="WeCom takes files up to 20 MB",
+        )
+        wait_s = self._window.reserve(chat_id)
+        if wait_s > 0:
+            raise RateLimited(
+                wait_s, "WeCom takes 30 messages a minute per member", channel=CHANNEL
+            )
+        kind = upload_type(attachment.mime, len(data))
+        media_id = await self._api.upload(kind, attachment.name, attachment.mime, data)
+        payload = {
+            "touser": chat_id,
+            "msgtype": kind,
+            "agentid": self._config.agent_id,
+            kind: {"media_id": media_id},
+        }
+        await self._api.call("/cgi-bin/message/send", "message/send", payload)
         return None

@@ -22,13 +22,15 @@ the channel Down.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
 
 import structlog
 from aiohttp import web
 
-from bus import ButtonRows, InboundSender, OutboundMessage
+from bus import Attachment, AttachmentKind, ButtonRows, InboundSender, OutboundMessage
 from channels.buttons import ButtonLimits
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup, RecentMap
@@ -45,7 +47,7 @@ from channels.whatsapp.graph import (
     TokenRejected,
 )
 from channels.whatsapp.inbound import DeliveryStatus, Notification, WhatsAppMessage
-from channels.whatsapp.media import receive, send_file
+from channels.whatsapp.media import MAX_DOCUMENT_BYTES, receive, send_attachment, send_file
 from channels.whatsapp.webhook import WhatsAppWebhook
 from config import WhatsAppConfig
 
@@ -268,8 +270,20 @@ class WhatsAppChannel(RunStateChannel):
     async def send(self, message: OutboundMessage) -> None:
         await self.send_with_id(message)
 
+    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
+        # An image, video or audio over its own limit goes as a document: one limit for all.
+        return MAX_DOCUMENT_BYTES
+
+    async def send_attachment(
+        self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
+    ) -> str | None:
+        """One file of a reply as a media message (`image`, `video`, `audio` or `document`)
+        by the id of its upload; the Cloud API has no idempotency key to pass."""
+        with self._send_errors_noted(chat_id):
+            return await send_attachment(self.graph, chat_id, attachment)
+
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        try:
+        with self._send_errors_noted(message.chat_id):
             wamid = None
             for path in message.media:
                 wamid = await send_file(self.graph, message.chat_id, path)
@@ -280,6 +294,12 @@ class WhatsAppChannel(RunStateChannel):
                     message.chat_id, "text", {"preview_url": False, "body": message.content}
                 )
             return wamid
+
+    @contextmanager
+    def _send_errors_noted(self, chat_id: str) -> Iterator[None]:
+        """A dead token makes the channel Down; a closed 24-hour window is logged."""
+        try:
+            yield
         except TokenRejected as error:
             self._token_dead(error)
             raise
@@ -287,7 +307,7 @@ class WhatsAppChannel(RunStateChannel):
             if error.reason == OUTSIDE_WINDOW_REASON:
                 log.warning(
                     "whatsapp.outside_24h_window",
-                    chat_id=message.chat_id,
+                    chat_id=chat_id,
                     hint="the user last wrote over 24 hours ago; only a template can reach them",
                 )
             raise

@@ -16,7 +16,9 @@ Messaging API (`Authorization: Bearer <token>`, JSON): `GET /v2/bot/info`,
 `POST /v2/bot/chat/loading/start`. At most 5 messages per request and 5,000 UTF-16 code units
 per text, as LINE checks; a message's `quickReply` has at most 13 items, each a postback
 (`data` of at most 300 characters) or URI action with a label of at most 20 characters. A tap
-of a postback item comes back as a `postback` event (`postback_event`). Errors have LINE's
+of a postback item comes back as a `postback` event (`postback_event`); an image message needs
+HTTPS `originalContentUrl` and `previewImageUrl` (LINE fetches them later; the fake only
+records them). Errors have LINE's
 shape, `{"message": ..., "details": [...]}`; a rate limit is HTTP 429
 `{"message": "Too Many Requests"}`. Data API:
 `GET /v2/bot/message/{id}/content` serves what `host_content` put there.
@@ -350,6 +352,19 @@ class FakeLine:
             refusal = _quick_reply_refusal(message, index)
             if refusal is not None:
                 return 400, refusal
+            if isinstance(message, dict) and message.get("type") == "image":
+                urls = (message.get("originalContentUrl"), message.get("previewImageUrl"))
+                if all(isinstance(url, str) and url.startswith("https://") for url in urls):
+                    continue
+                return 400, {
+                    "message": "The request body has 1 error(s)",
+                    "details": [
+                        {
+                            "message": "must be a valid HTTPS URL",
+                            "property": f"messages[{index}].originalContentUrl",
+                        }
+                    ],
+                }
             text = message.get("text") if isinstance(message, dict) else None
             if not isinstance(text, str) or not 1 <= utf16_units(text) <= MAX_TEXT_UTF16:
                 return 400, {

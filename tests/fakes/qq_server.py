@@ -16,6 +16,9 @@ replies per `msg_id`, `GET /users/@me` names the bot. Errors have QQ's shape `{c
 `rate_limit_next` answers the next send 429 with code 22009; `expire_token` makes the current
 token refused (code 11241), as when it expired early. `add_file` serves bytes at a multimedia
 URL (`/download/<id>`, plain HTTP here) for an attachment; an unknown id answers 404.
+`POST /v2/users/{openid}/files` and `/v2/groups/{id}/files` (`file_type` 1-3, an https `url`)
+record the rich media in `media_uploads` by the `file_info` they answer with (QQ would fetch the
+URL; the fake does not); a `msg_type` 7 reply must name one in `media.file_info`.
 
 Websocket gateway (`mode: websocket`): `GET /gateway` names `/websocket`, which opens with op 10
 (heartbeat interval `heartbeat_interval_ms`), takes op 2 Identify (token and the C2C/group
@@ -68,6 +71,15 @@ class Reply:
     status: int
     code: int | None
     at: float
+    #: The rich media a `msg_type` 7 reply names.
+    file_info: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MediaUpload:
+    chat_id: str
+    file_type: int
+    url: str
 
 
 class FakeQQ(ServedFake):
@@ -88,11 +100,15 @@ class FakeQQ(ServedFake):
         self._numbers = itertools.count(1)
         self.files: dict[str, tuple[bytes, str]] = {}
         self.file_requests: list[str] = []
+        #: file_info -> the rich media registered under it.
+        self.media_uploads: dict[str, MediaUpload] = {}
         app = web.Application()
         app.router.add_get("/download/{file_id}", self._file)
         app.router.add_post("/app/getAppAccessToken", self._access_token)
         app.router.add_post("/v2/users/{openid}/messages", self._c2c_send)
         app.router.add_post("/v2/groups/{openid}/messages", self._group_send)
+        app.router.add_post("/v2/users/{openid}/files", self._c2c_files)
+        app.router.add_post("/v2/groups/{openid}/files", self._group_files)
         app.router.add_get("/users/@me", self._me)
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/websocket", self._websocket)
@@ -258,8 +274,12 @@ class FakeQQ(ServedFake):
         msg_id, seq = str(body.get("msg_id", "")), body.get("msg_seq")
         content = str(body.get("content", ""))
         status, code, message = self._judge(chat_id, msg_id, seq, body)
+        media = body.get("media")
+        file_info = str(media.get("file_info", "")) if isinstance(media, dict) else ""
         self.replies.append(
-            Reply(chat_id, content, msg_id, int(seq or 0), status, code, time.monotonic())
+            Reply(
+                chat_id, content, msg_id, int(seq or 0), status, code, time.monotonic(), file_info
+            )
         )
         await self._changes.notify()
         if status != 200:
@@ -274,7 +294,7 @@ class FakeQQ(ServedFake):
         if self._delivered.get(msg_id) != chat_id:
             self.violations.append(f"reply to unknown msg_id {msg_id!r} in {chat_id}")
             return 400, 40034024, "proactive messages are not allowed"
-        if not isinstance(seq, int) or seq < 1 or body.get("msg_type") != 0:
+        if not isinstance(seq, int) or seq < 1 or not self._well_formed(chat_id, body):
             self.violations.append(f"bad msg_seq or msg_type: {body}")
             return 400, 40034006, "bad request"
         if self._rate_limits:
@@ -288,6 +308,34 @@ class FakeQQ(ServedFake):
             return 400, 22009, "msg limit exceed"
         used.add(seq)
         return 200, None, ""
+
+    def _well_formed(self, chat_id: str, body: JsonObject) -> bool:
+        if body.get("msg_type") == 0:
+            return True
+        media = body.get("media")
+        file_info = media.get("file_info") if isinstance(media, dict) else None
+        upload = self.media_uploads.get(str(file_info))
+        return body.get("msg_type") == 7 and upload is not None and upload.chat_id == chat_id
+
+    async def _c2c_files(self, request: web.Request) -> web.Response:
+        return await self._files(request, f"c2c:{request.match_info['openid']}")
+
+    async def _group_files(self, request: web.Request) -> web.Response:
+        return await self._files(request, f"group:{request.match_info['openid']}")
+
+    async def _files(self, request: web.Request, chat_id: str) -> web.Response:
+        refused = self._authorised(request)
+        if refused is not None:
+            return refused
+        body = await request.json()
+        file_type, url = body.get("file_type"), body.get("url")
+        if file_type not in (1, 2, 3) or not str(url).startswith("https://"):
+            self.violations.append(f"bad rich media upload: {body}")
+            return web.json_response({"code": 40034006, "message": "bad request"}, status=400)
+        file_info = uuid.uuid4().hex
+        self.media_uploads[file_info] = MediaUpload(chat_id, int(file_type), str(url))
+        await self._changes.notify()
+        return web.json_response({"file_uuid": uuid.uuid4().hex, "file_info": file_info, "ttl": 0})
 
     # -- the websocket gateway --------------------------------------------------------------
 

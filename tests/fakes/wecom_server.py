@@ -14,6 +14,10 @@ does): `GET gettoken?corpid&corpsecret` (40013 unknown corp, 40001 wrong secret)
 45002 when the content is over 2,048 UTF-8 bytes; 81013 for an unknown user), and
 `GET media/get?access_token&media_id`: a file given with `add_media`, its bytes with its
 Content-Type and Content-disposition, or, as WeCom answers, JSON 40007 for an unknown one.
+`POST media/upload?access_token&type` (multipart `media`) keeps the file in `uploads` by the
+`media_id` it answers with, within WeCom's limits (over 5 bytes; image 10 MB, voice 2 MB, video
+10 MB, file 20 MB; else 40009); `message/send` takes `image`, `voice`, `video` and `file`
+messages naming an uploaded `media_id` of their type (else 40007).
 
 Callbacks are encrypted and signed the way WeCom does (`channels.wecom.crypto` is the same
 documented algorithm); the defaults are the keys of WeCom's documentation example.
@@ -40,6 +44,15 @@ DOC_CORP_ID = "wx5823bf96d3bd56c7"
 DOC_TOKEN = "QDG6eK"
 DOC_ENCODING_AES_KEY = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
 MAX_CONTENT_BYTES = 2048
+MB = 1024 * 1024
+MAX_UPLOAD_BYTES = {"image": 10 * MB, "voice": 2 * MB, "video": 10 * MB, "file": 20 * MB}
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    data: bytes
+    name: str
+    media_type: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +63,8 @@ class SentMessage:
     agentid: object
     errcode: int
     at: float
+    #: The uploaded file a media message names.
+    media_id: str = ""
 
 
 class FakeWeCom(ServedFake):
@@ -78,10 +93,12 @@ class FakeWeCom(ServedFake):
         self._changed = asyncio.Event()
         self.media: dict[str, tuple[bytes, str]] = {}
         self.media_requests: list[str] = []
-        app = web.Application()
+        self.uploads: dict[str, Upload] = {}
+        app = web.Application(client_max_size=MAX_UPLOAD_BYTES["file"] + MB)
         app.router.add_get("/cgi-bin/gettoken", self._gettoken)
         app.router.add_post("/cgi-bin/message/send", self._send)
         app.router.add_get("/cgi-bin/media/get", self._media_get)
+        app.router.add_post("/cgi-bin/media/upload", self._media_upload)
         ServedFake.__init__(self, app)
 
     @property
@@ -110,6 +127,7 @@ class FakeWeCom(ServedFake):
         body = await request.json()
         msgtype = str(body.get("msgtype", ""))
         content = str((body.get(msgtype) or {}).get("content", ""))
+        media_id = str((body.get(msgtype) or {}).get("media_id", ""))
         errcode, errmsg = self._judge(request.query.get("access_token", ""), body, content)
         self.sent.append(
             SentMessage(
@@ -119,6 +137,7 @@ class FakeWeCom(ServedFake):
                 body.get("agentid"),
                 errcode,
                 time.monotonic(),
+                media_id,
             )
         )
         answer: dict[str, Any] = {"errcode": errcode, "errmsg": errmsg}
@@ -134,7 +153,12 @@ class FakeWeCom(ServedFake):
             return 45009, "api freq out of limit"
         if body.get("agentid") != self.agent_id:
             return 40056, "invalid agentid"
-        if body.get("msgtype") not in ("text", "markdown"):
+        msgtype = body.get("msgtype")
+        if msgtype in MAX_UPLOAD_BYTES:
+            upload = self.uploads.get(str((body.get(msgtype) or {}).get("media_id", "")))
+            if upload is None or upload.media_type != msgtype:
+                return 40007, "invalid media_id"
+        elif msgtype not in ("text", "markdown"):
             return 40008, "invalid message type"
         if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
             return 45002, "content size out of limit"
@@ -159,6 +183,21 @@ class FakeWeCom(ServedFake):
         return web.Response(
             body=data, content_type=content_type, headers={"Content-disposition": disposition}
         )
+
+    async def _media_upload(self, request: web.Request) -> web.Response:
+        if request.query.get("access_token", "") not in self._tokens:
+            return self._answer({"errcode": 42001, "errmsg": "access_token expired"})
+        media_type = request.query.get("type", "")
+        form = await request.post()
+        media = form.get("media")
+        if media_type not in MAX_UPLOAD_BYTES or not isinstance(media, web.FileField):
+            return self._answer({"errcode": 40004, "errmsg": "invalid media type"})
+        data = media.file.read()
+        if not 5 < len(data) <= MAX_UPLOAD_BYTES[media_type]:
+            return self._answer({"errcode": 40009, "errmsg": "invalid media size"})
+        media_id = f"3{next(self._msg_ids)}"
+        self.uploads[media_id] = Upload(data, media.filename, media_type)
+        return self._answer({"errcode": 0, "errmsg": "", "type": media_type, "media_id": media_id})
 
     def rate_limit_next(self, count: int = 1) -> None:
         self._rate_limits += count

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from bus import OutboundMessage
+from bus import Attachment, OutboundMessage
 from channels.errors import AuthError, ChannelError, RateLimited
 from channels.feishu import FeishuChannel
 from tests.channels.feishu.conftest import DM, config_for
 from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.feishu_server.server import Upload
 
 
 @pytest.fixture
@@ -53,6 +55,40 @@ async def test_a_resent_delivery_is_one_message(fake: FakeFeishu, channel: Feish
     other = await channel.send_with_id(reply("second chunk", delivery_id="d-1"))
     assert first == again != other
     assert fake.texts(DM) == ["once", "second chunk"]
+
+
+def reply_file(path: Path, data: bytes, mime: str) -> Attachment:
+    path.write_bytes(data)
+    kind = "image" if mime.startswith("image/") else "file"
+    digest = hashlib.sha256(data).hexdigest()
+    return Attachment(
+        kind=kind, mime=mime, name=path.name, size=len(data), sha256=digest, path=str(path)
+    )
+
+
+async def test_reply_files_are_uploaded_then_sent_by_their_keys(
+    fake: FakeFeishu, channel: FeishuChannel, tmp_path: Path
+) -> None:
+    chart = reply_file(tmp_path / "chart.png", b"\x89PNG chart", "image/png")
+    report = reply_file(tmp_path / "q3.pdf", b"%PDF-1.4 report", "application/pdf")
+    notes = reply_file(tmp_path / "notes.csv", b"a,b\n1,2\n", "text/csv")
+    sent = [
+        await channel.send_attachment(DM, file, reply_to=None, delivery_key=f"turn-1.{n}")
+        for n, file in enumerate((chart, report, notes), start=1)
+    ]
+    # A resend after a crash: the same uuid, the message Feishu already made.
+    again = await channel.send_attachment(DM, chart, reply_to=None, delivery_key="turn-1.1")
+    assert again == sent[0]
+    image, pdf, csv = fake.chat_messages(DM)
+    assert [m.message_id for m in (image, pdf, csv)] == sent
+    assert image.msg_type == "image"
+    assert fake.uploads[image.content["image_key"]] == Upload(
+        b"\x89PNG chart", "chart.png", "image"
+    )
+    assert (pdf.msg_type, csv.msg_type) == ("file", "file")
+    assert fake.uploads[pdf.content["file_key"]] == Upload(b"%PDF-1.4 report", "q3.pdf", "pdf")
+    assert fake.uploads[csv.content["file_key"]].file_type == "stream"
+    assert channel.max_attachment_bytes("video") == 30 * 1024 * 1024
 
 
 async def test_a_rate_limit_says_how_long_to_wait(fake: FakeFeishu, channel: FeishuChannel) -> None:

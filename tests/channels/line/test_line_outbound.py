@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from pathlib import Path
 
 import pytest
 
-from bus import CALLBACK, TAPPED_SENT_AT, Button, OutboundMessage
+from bus import CALLBACK, TAPPED_SENT_AT, Attachment, Button, OutboundMessage
 from channels.buttons import fit_buttons
 from channels.errors import (
     AuthError,
@@ -18,6 +19,7 @@ from channels.errors import (
     TransientError,
 )
 from channels.health import HealthStatus
+from channels.media_links import MediaLinks
 from tests.channels.line.conftest import (
     ALICE,
     GROUP,
@@ -56,6 +58,41 @@ async def test_the_first_part_uses_the_reply_token_and_the_rest_is_pushed(
         ("part two", "push"),
     ]
     assert delivered[1].retry_key is not None
+
+
+def reply_file(data_dir: Path, name: str, data: bytes, mime: str) -> Attachment:
+    path = data_dir / "media" / "out" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    kind = "image" if mime.startswith("image/") else "file"
+    digest = hashlib.sha256(data).hexdigest()
+    return Attachment(
+        kind=kind, mime=mime, name=name, size=len(data), sha256=digest, path=str(path)
+    )
+
+
+async def test_an_image_goes_as_an_image_message_by_its_public_https_link(
+    line: RunningLine, tmp_path: Path
+) -> None:
+    channel = line.channel
+    chart = reply_file(tmp_path, "chart.png", b"\x89PNG chart", "image/png")
+    report = reply_file(tmp_path, "q3.pdf", b"%PDF-1.4", "application/pdf")
+    # Without a public HTTPS address LINE could not fetch it: the link as text.
+    channel.media_links = MediaLinks(b"s" * 32, tmp_path, base_url="http://127.0.0.1:8080")
+    await channel.send_attachment(ALICE, chart, reply_to=None, delivery_key="turn-1.1")
+    channel.media_links = MediaLinks(b"s" * 32, tmp_path, base_url="https://bot.example.org")
+    await channel.send_attachment(ALICE, chart, reply_to=None, delivery_key="turn-2.1")
+    await channel.send_attachment(ALICE, report, reply_to=None, delivery_key="turn-2.2")
+    # A resend after a crash has the same key: LINE shows it once.
+    await channel.send_attachment(ALICE, chart, reply_to=None, delivery_key="turn-2.1")
+    first, image, document = [d.message for d in line.fake.delivered_to(ALICE)]
+    assert first["type"] == "text"
+    assert "http://127.0.0.1:8080/media/" in first["text"]
+    assert image["type"] == "image"
+    assert image["originalContentUrl"].startswith("https://bot.example.org/media/")
+    assert image["previewImageUrl"] == image["originalContentUrl"]
+    assert document["type"] == "text"
+    assert "https://bot.example.org/media/" in document["text"]
 
 
 async def test_a_resend_after_a_crash_is_not_shown_twice(line: RunningLine) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -13,10 +14,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from structlog.testing import capture_logs
 
-from bus import InboundMessage, OutboundMessage, create_bus
+from bus import Attachment, InboundMessage, OutboundMessage, create_bus
 from channels.access.allow import AllowList
 from channels.errors import FatalChannelError, RateLimited
 from channels.media_info import MEDIA_DETAILS
+from channels.media_links import MediaLinks
 from channels.outbound.delivery import fit_chunks
 from channels.qq import QQBotChannel, seed_from_secret, sign_hex, signing_key
 from channels.qq.api import ReplyWindowClosed
@@ -26,7 +28,7 @@ from tests.channels.started import (
     once,
     webhooks_on_bus,
 )
-from tests.fakes.qq_server import FakeQQ, qq_seed
+from tests.fakes.qq_server import FakeQQ, MediaUpload, qq_seed
 
 WAIT_S = 10.0
 
@@ -170,6 +172,46 @@ async def test_a_resent_part_repeats_its_pair_and_is_not_shown_twice(running: Ru
     await running.channel.send(answer(message, "part one", delivery_id="turn-1.0"))
     assert fake.replies_to("c2c:alice-openid") == ["part one"]
     assert [r.code for r in fake.replies] == [None, 40054005]
+
+
+def reply_file(data_dir: Path, name: str, data: bytes, mime: str) -> Attachment:
+    path = data_dir / "media" / "out" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    kind = "image" if mime.startswith("image/") else "file"
+    digest = hashlib.sha256(data).hexdigest()
+    return Attachment(
+        kind=kind, mime=mime, name=name, size=len(data), sha256=digest, path=str(path)
+    )
+
+
+async def test_an_image_is_rich_media_by_its_public_link_and_a_pdf_the_link(
+    running: Running, tmp_path: Path
+) -> None:
+    fake, channel = running.fake, running.channel
+    await fake.deliver(running.url, fake.c2c_message("alice-openid", "chart please"))
+    message = await running.next_inbound()
+    chart = reply_file(tmp_path, "chart.png", b"\x89PNG chart", "image/png")
+    report = reply_file(tmp_path, "q3.pdf", b"%PDF-1.4", "application/pdf")
+    channel.media_links = MediaLinks(b"s" * 32, tmp_path, base_url="https://bot.example.org")
+    await channel.send(answer(message, "Here:", delivery_id="turn-1.0"))
+    for number, file in enumerate((chart, report), start=1):
+        await channel.send_attachment(
+            message.chat_id, file, reply_to=message.message_id, delivery_key=f"turn-1.file{number}"
+        )
+    # A resend after a restart: the same pair, which QQ knows; shown once.
+    await channel.send_attachment(
+        message.chat_id, chart, reply_to=message.message_id, delivery_key="turn-1.file1"
+    )
+    text, image, link, again = fake.replies
+    assert [r.msg_seq for r in (text, image, link)] == [1, 11, 12]
+    upload = fake.media_uploads[image.file_info]
+    assert upload.file_type == 1
+    assert upload.url.startswith("https://bot.example.org/media/")
+    assert upload == MediaUpload("c2c:alice-openid", 1, upload.url)
+    assert "https://bot.example.org/media/" in link.content
+    assert again.code == 40054005
+    assert fake.violations == []
 
 
 async def test_rate_limit_and_refused_token(running: Running) -> None:

@@ -80,6 +80,17 @@ def test_a_delivery_id_fixes_the_sequence() -> None:
         book.next_seq("m", "c2c", "0193-abc.5")  # a sixth part
 
 
+def test_a_reply_file_takes_a_sequence_clear_of_the_text_and_counts_as_a_reply() -> None:
+    book = PassiveReplies()
+    book.received("m", "c2c")
+    texts = [book.next_seq("m", "c2c", f"turn.{part}") for part in range(3)]
+    files = [book.next_seq("m", "c2c", f"turn.file{number}") for number in (1, 2)]
+    assert (texts, files) == ([1, 2, 3], [11, 12])
+    assert book.next_seq("m", "c2c", "turn.file2") == 12  # a retry of the same file
+    with pytest.raises(ReplyWindowClosed, match="5 replies"):
+        book.next_seq("m", "c2c", "turn.file3")
+
+
 def test_events_and_chat_ids() -> None:
     assert parse_message({"op": 0, "t": "READY", "d": {}}) is None
     with pytest.raises(MalformedEvent, match="author"):

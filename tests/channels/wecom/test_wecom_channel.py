@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from bus import OutboundMessage
+from bus import Attachment, OutboundMessage
 from channels.access.allow import AllowList
 from channels.base import FORMATTED
 from channels.errors import AuthError, ChannelError, FatalChannelError, RateLimited
@@ -21,7 +22,7 @@ from config import WeComConfig
 from tests.channels.conftest import FakeClock
 from tests.channels.inbound_gate import GatedInbound
 from tests.channels.started import once, serving_webhooks, started
-from tests.fakes.wecom_server import FakeWeCom
+from tests.fakes.wecom_server import FakeWeCom, Upload
 
 PATH = "/wecom/callback"
 
@@ -146,6 +147,35 @@ async def test_replies_are_markdown_when_formatted_and_text_otherwise(running: R
         ("markdown", "**hi**", fake.agent_id),
         ("text", "plain", fake.agent_id),
     ]
+
+
+def reply_file(path: Path, data: bytes, mime: str) -> Attachment:
+    path.write_bytes(data)
+    kind = "image" if mime.startswith("image/") else "file"
+    digest = hashlib.sha256(data).hexdigest()
+    return Attachment(
+        kind=kind, mime=mime, name=path.name, size=len(data), sha256=digest, path=str(path)
+    )
+
+
+async def test_reply_files_are_uploaded_and_sent_by_media_id(
+    running: Running, tmp_path: Path
+) -> None:
+    fake, channel = running.fake, running.channel
+    chart = reply_file(tmp_path / "chart.png", b"\x89PNG chart", "image/png")
+    report = reply_file(tmp_path / "q3.pdf", b"%PDF-1.4 report", "application/pdf")
+    tiny = reply_file(tmp_path / "x.txt", b"ok", "text/plain")
+    for number, file in enumerate((chart, report, tiny), start=1):
+        await channel.send_attachment("alice", file, reply_to=None, delivery_key=f"t.{number}")
+    image, document, link = fake.delivered("alice")
+    assert fake.uploads[image.media_id] == Upload(b"\x89PNG chart", "chart.png", "image")
+    assert image.msgtype == "image"
+    assert fake.uploads[document.media_id] == Upload(b"%PDF-1.4 report", "q3.pdf", "file")
+    assert document.msgtype == "file"
+    # WeCom refuses files of 5 bytes or less: that one is named in text.
+    assert link.msgtype == "text"
+    assert "x.txt" in link.content
+    assert channel.max_attachment_bytes("file") == 20 * 1024 * 1024
 
 
 async def test_an_expired_token_is_refetched_and_the_send_repeated(running: Running) -> None:

@@ -4,6 +4,7 @@ webhook routes served by a local aiohttp server, as the daemon serves them."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -14,13 +15,14 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bus import CALLBACK, REPLY_TO, Button, OutboundMessage, create_bus
+from bus import CALLBACK, REPLY_TO, Attachment, Button, OutboundMessage, create_bus
 from channels.access.allow import AllowList
 from channels.buttons import fit_buttons
 from channels.errors import ChannelError, DeliveryError, FatalChannelError, RateLimited
 from channels.health import HealthStatus
 from channels.media_info import MEDIA_DETAILS
 from channels.whatsapp import Verdict, WhatsAppChannel, check, graph_error, parse_notification
+from channels.whatsapp.media import MAX_IMAGE_BYTES, media_kind
 from config import WhatsAppConfig
 from tests.channels.refusing_sender import RefusingSender, refused_then_taken
 from tests.channels.started import (
@@ -232,6 +234,43 @@ async def test_typing_marks_the_last_message_read_and_replies_are_text(
     sent = fake.sent[-1]
     assert sent.kind == "image"
     assert fake.uploads[sent.content["id"]][:2] == (b"\x89PNG chart", "chart.png")
+
+
+def reply_file(path: Path, data: bytes, mime: str, caption: str = "") -> Attachment:
+    path.write_bytes(data)
+    kind = "image" if mime.startswith("image/") else "file"
+    digest = hashlib.sha256(data).hexdigest()
+    return Attachment(
+        kind=kind,
+        mime=mime,
+        name=path.name,
+        size=len(data),
+        sha256=digest,
+        path=str(path),
+        caption=caption,
+    )
+
+
+async def test_a_reply_file_is_uploaded_and_sent_by_its_media_id(
+    running: Running, tmp_path: Path
+) -> None:
+    fake, channel = running.fake, running.channel
+    chart = reply_file(tmp_path / "chart.png", b"\x89PNG chart", "image/png", caption="Q3")
+    report = reply_file(tmp_path / "q3.pdf", b"%PDF-1.4 report", "application/pdf")
+    sent_ids = [
+        await channel.send_attachment(ALICE, file, reply_to=None, delivery_key=f"k{n}")
+        for n, file in enumerate((chart, report))
+    ]
+    image, document = fake.sent[-2:]
+    assert sent_ids == [image.wamid, document.wamid]
+    assert (image.kind, image.content["caption"]) == ("image", "Q3")
+    assert fake.uploads[image.content["id"]] == (b"\x89PNG chart", "chart.png", "image/png")
+    assert (document.kind, document.content["filename"]) == ("document", "q3.pdf")
+    assert fake.uploads[document.content["id"]][:2] == (b"%PDF-1.4 report", "q3.pdf")
+    # Over an image's 5 MB, or of a type images do not take, a picture goes as a document.
+    assert media_kind("image/png", MAX_IMAGE_BYTES + 1) == "document"
+    assert media_kind("image/gif", 10) == "document"
+    assert channel.max_attachment_bytes("image") == 100 * 1024 * 1024
 
 
 async def test_send_failures_are_typed_and_a_dead_token_makes_the_channel_down(

@@ -17,7 +17,10 @@ over 30 KB get 230025) and PATCH im/v1/messages/{id} (only cards with `update_mu
 `x-ogw-ratelimit-reset`). A token from `expire_tokens` gets 99991663. GET
 im/v1/messages/{id}/resources/{key}?type=image|file serves a file given with `add_resource`
 (its bytes, with its Content-Type); an unknown one, or one `refuse_resources` names, gets
-Feishu's JSON refusal (HTTP 400, code 234003).
+Feishu's JSON refusal (HTTP 400, code 234003). im/v1/images (multipart `image_type=message`,
+`image`, at most 10 MB) and im/v1/files (`file_type`, `file_name`, `file`, at most 30 MB)
+record the upload in `uploads` by the `image_key` or `file_key` they answer with; an empty or
+larger file gets 234006.
 
 Long connection: `POST /callback/ws/endpoint {AppID, AppSecret}` returns the socket URL; pings
 are answered with pongs carrying `ClientConfig`; `push_event` sends an event as one frame or as
@@ -44,6 +47,21 @@ from tests.fakes import ServedFake
 from tests.fakes.feishu_server.events import DOC_ENCRYPT_KEY, FeishuEventSender, JsonObject
 
 MAX_BODY_BYTES = 30 * 1024
+MAX_IMAGE_BYTES = 10 * 1024 * 1024
+MAX_FILE_BYTES = 30 * 1024 * 1024
+FILE_TYPES = frozenset({"opus", "mp4", "pdf", "doc", "xls", "ppt", "stream"})
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A file uploaded for a message: its bytes, the name it was sent under, and its
+    `file_type` (`image` for im/v1/images)."""
+
+    data: bytes
+    name: str
+    file_type: str
+
+
 UPDATES_PER_SECOND = 5
 
 
@@ -120,11 +138,16 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         self.refused_resources: set[str] = set()
         #: (message id, key, type) of each resource request, in order.
         self.resource_requests: list[tuple[str, str, str]] = []
-        app = web.Application(client_max_size=4 * MAX_BODY_BYTES)
+        #: image_key or file_key -> what was uploaded under it.
+        self.uploads: dict[str, Upload] = {}
+        # Room for the largest upload; a message body's own limit is checked in `_create`.
+        app = web.Application(client_max_size=MAX_FILE_BYTES + 1024 * 1024)
         app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
         app.router.add_post("/open-apis/im/v1/messages", self._create)
         app.router.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch)
+        app.router.add_post("/open-apis/im/v1/images", self._upload_image)
+        app.router.add_post("/open-apis/im/v1/files", self._upload_file)
         app.router.add_get("/open-apis/im/v1/messages/{message_id}/resources/{key}", self._resource)
         app.router.add_post("/callback/ws/endpoint", self._endpoint)
         app.router.add_get("/ws", self._socket)
@@ -216,6 +239,44 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         return self._answer(
             request, {"code": 0, "msg": "success", "data": {"message_id": message_id}}
         )
+
+    async def _upload_image(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return self._invalid_token(request)
+        form = await request.post()
+        image = form.get("image")
+        if form.get("image_type") != "message" or not isinstance(image, web.FileField):
+            return self._answer(request, {"code": 234001, "msg": "invalid param"}, status=400)
+        return self._uploaded(request, image, "image", MAX_IMAGE_BYTES, "image_key", "img_v2_")
+
+    async def _upload_file(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return self._invalid_token(request)
+        form = await request.post()
+        file = form.get("file")
+        file_type = str(form.get("file_type", ""))
+        if file_type not in FILE_TYPES or not form.get("file_name"):
+            return self._answer(request, {"code": 234001, "msg": "invalid param"}, status=400)
+        if not isinstance(file, web.FileField):
+            return self._answer(request, {"code": 234001, "msg": "invalid param"}, status=400)
+        return self._uploaded(request, file, file_type, MAX_FILE_BYTES, "file_key", "file_v2_")
+
+    def _uploaded(
+        self,
+        request: web.Request,
+        field: web.FileField,
+        file_type: str,
+        max_bytes: int,
+        key_name: str,
+        prefix: str,
+    ) -> web.Response:
+        data = field.file.read()
+        if not 0 < len(data) <= max_bytes:
+            body = {"code": 234006, "msg": "file size exceeds the limit or is empty"}
+            return self._answer(request, body, status=400)
+        key = f"{prefix}{next(self._ids):012d}"
+        self.uploads[key] = Upload(data, field.filename, file_type)
+        return self._answer(request, {"code": 0, "msg": "success", "data": {key_name: key}})
 
     async def _patch(self, request: web.Request) -> web.Response:
         if not self._authorised(request):
