@@ -18,6 +18,12 @@ A reply's buttons are quick reply items on its last message: a postback action p
 data, so the data names the bot message too (`postback_data`); the webhook's 200 is the tap's
 acknowledgement, and LINE takes the quick replies away by itself once one is tapped.
 
+A user's edit (`messageEdited`, group chats only) or unsend of a message names LINE's message
+id, while the gateway knows the message by its event id: the channel remembers that pair for
+the messages it passed on lately, and an edit or delete of one names its event id (`bus.EDIT`,
+`bus.DELETE`). An edit older than one already passed on (LINE may send them out of order) is
+dropped.
+
 line-bot-sdk's failures are put in the words the retry policy acts on (`line_call`): the SDK
 raises `ApiException` for any non-2xx answer; 429 is a rate limit (a Retry-After, if LINE ever
 sends one, is honoured), 401 a bad or revoked channel access token.
@@ -56,6 +62,8 @@ from linebot.v3.messaging.exceptions import ApiException, OpenApiException
 
 from bus import (
     CALLBACK,
+    DELETE,
+    EDIT,
     REPLY_TO,
     TAPPED_SENT_AT,
     Attachment,
@@ -68,7 +76,7 @@ from bus import (
 )
 from channels.buttons import ButtonLimits
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from channels.lifecycle.bounded import AgedMap, InboundDedup
+from channels.lifecycle.bounded import AgedMap, InboundDedup, RecentMap
 from channels.lifecycle.run_state import RunStateChannel
 from channels.line.events import LinePost
 from channels.line.webhook import LineWebhook
@@ -303,6 +311,9 @@ class LineChannel(RunStateChannel):
         self.webhook = LineWebhook(config.channel_secret.get_secret_value())
         self._replies = ReplyTokens()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=3600.0)
+        #: (chat, LINE message id) -> [its event id, the timestamp of its latest edit passed
+        #: on], for the messages passed on lately: an edit or unsend names the LINE id.
+        self._posted: RecentMap[tuple[str, str], tuple[str, int]] = RecentMap(10_000)
         #: The chats shown the loading animation in the last LOADING_REFRESH_S (bounded: a turn
         #: that never reaches `stop_typing` leaves no entry behind for long).
         self._loading_shown: AgedMap[str, None] = AgedMap(10_000, LOADING_REFRESH_S)
@@ -380,10 +391,40 @@ class LineChannel(RunStateChannel):
             if post.event_id in self._dedup:
                 log.debug("line.duplicate_event", event_id=post.event_id)
                 continue
-            await inbound.send(await self._to_inbound(post))
+            message = await self._to_inbound(post)
+            if post.edited or post.unsent:
+                change = self._named_original(post, message)
+                if change is None:
+                    continue
+                message = change
+            elif post.postback_data is None:
+                self._posted.remember((post.chat_id, post.message_id), (post.event_id, 0))
+            await inbound.send(message)
             self._dedup.seen(post.event_id)
             if post.reply_token and not post.is_redelivery:
                 self._replies.remember(post.event_id, post.reply_token)
+
+    def _named_original(self, post: LinePost, message: InboundMessage) -> InboundMessage | None:
+        """The edit or delete `message` naming the original by its event id where it is known
+        (otherwise by LINE's id, which names no waiting message); None for a stale edit."""
+        key = (post.chat_id, post.message_id)
+        original, latest_edit_ms = self._posted.get(key, (post.message_id, 0))
+        if post.unsent:
+            return message.model_copy(
+                update={
+                    "message_id": f"{original}:delete",
+                    "metadata": {DELETE: {"message_id": original}},
+                }
+            )
+        if post.timestamp_ms < latest_edit_ms:
+            log.info("line.stale_edit_dropped", event_id=post.event_id, message_id=original)
+            return None
+        if key in self._posted:
+            self._posted.remember(key, (original, post.timestamp_ms))
+        metadata = {**message.metadata, EDIT: {"message_id": original}}
+        return message.model_copy(
+            update={"message_id": f"{original}:edit:{post.event_id}", "metadata": metadata}
+        )
 
     async def _to_inbound(self, post: LinePost) -> InboundMessage:
         # A stranger's files are not fetched (the dispatcher will refuse the message): the

@@ -6,6 +6,11 @@ something for the agent (`standby` means another channel of a module owns the ch
 taken as it is; images, video, audio and files become media, downloaded later and only for
 allowed senders; a sticker or location becomes a short description. A `postback` event is the
 tap of a quick reply button (its `data`, as `channels.line.channel` wrote it).
+
+A `messageEdited` event is a user's edit of a text message, with the message's id and its new
+text; LINE sends it only in group chats (users cannot edit in a one-on-one chat with an
+official account), and several edits of one message may arrive out of order (the largest
+`timestamp` is the latest). An `unsend` event names the message a user took back.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from linebot.v3.webhooks import (
     GroupSource,
     ImageMessageContent,
     LocationMessageContent,
+    MessageEditedEvent,
     MessageEvent,
     PostbackEvent,
     RoomSource,
     StickerMessageContent,
     TextMessageContent,
+    UnsendEvent,
     UserSource,
     VideoMessageContent,
 )
@@ -69,6 +76,10 @@ class LinePost:
     quoted_message_id: str | None = None
     #: A postback event's `data`: the tap of a quick reply button.
     postback_data: str | None = None
+    #: A `messageEdited` event: `message_id` and `text` are the edited message's, new text.
+    edited: bool = False
+    #: An `unsend` event: `message_id` names the message taken back.
+    unsent: bool = False
 
     @property
     def sent_at(self) -> datetime:
@@ -93,7 +104,7 @@ def event_timestamp_ms(raw: dict[str, object]) -> int | None:
 
 
 def parse_post(raw: dict[str, object]) -> LinePost | None:
-    """The message in one event, or None for events that carry none (follow, unsend, ...)."""
+    """The message in one event, or None for events that carry none (follow, join, ...)."""
     try:
         event = Event.from_dict(raw)
     except (ValueError, TypeError) as error:
@@ -101,7 +112,9 @@ def parse_post(raw: dict[str, object]) -> LinePost | None:
         return None
     if isinstance(event, PostbackEvent) and event.mode == "active":
         return _postback(event)
-    if not isinstance(event, MessageEvent) or event.mode != "active":
+    if isinstance(event, UnsendEvent) and event.mode == "active":
+        return _unsend(event)
+    if not isinstance(event, MessageEvent | MessageEditedEvent) or event.mode != "active":
         log.debug("line.event_ignored", type=raw.get("type"), mode=raw.get("mode"))
         return None
     where = _chat_of(event)
@@ -125,6 +138,7 @@ def parse_post(raw: dict[str, object]) -> LinePost | None:
         file_size=content.file_size if isinstance(content, FileMessageContent) else None,
         duration_s=_duration_s(content),
         quoted_message_id=_optional_str(getattr(content, "quoted_message_id", None)),
+        edited=isinstance(event, MessageEditedEvent),
     )
 
 
@@ -148,6 +162,25 @@ def _postback(event: PostbackEvent) -> LinePost | None:
     )
 
 
+def _unsend(event: UnsendEvent) -> LinePost | None:
+    where = _chat_of(event)
+    if where is None:
+        log.info("line.unsend_without_sender_skipped", event_id=event.webhook_event_id)
+        return None
+    sender_id, chat_id = where
+    return LinePost(
+        event_id=event.webhook_event_id,
+        message_id=str(event.unsend.message_id),
+        sender_id=sender_id,
+        chat_id=chat_id,
+        text="",
+        reply_token=None,
+        timestamp_ms=event.timestamp,
+        is_redelivery=bool(event.delivery_context and event.delivery_context.is_redelivery),
+        unsent=True,
+    )
+
+
 def _optional_str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -157,7 +190,9 @@ def _duration_s(content: object) -> float | None:
     return duration_ms / 1000 if isinstance(duration_ms, int) else None
 
 
-def _chat_of(event: MessageEvent | PostbackEvent) -> tuple[str, str] | None:
+def _chat_of(
+    event: MessageEvent | MessageEditedEvent | PostbackEvent | UnsendEvent,
+) -> tuple[str, str] | None:
     """(sender, chat): a user's own chat is their user id; groups and rooms have their own."""
     source = event.source
     if isinstance(source, UserSource) and source.user_id:

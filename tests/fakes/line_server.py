@@ -180,6 +180,26 @@ class FakeLine:
         }
         return event
 
+    def edit_event(
+        self, sent: JsonObject, text: str, *, timestamp_ms: int | None = None
+    ) -> JsonObject:
+        """The sender of the text message event `sent` edits it to `text` (LINE sends this in
+        group chats only): the same message id, a new event, a new reply token."""
+        source = sent["source"]
+        event = self._message_event(source["userId"], source.get("groupId"), timestamp_ms, False)
+        event["type"] = "messageEdited"
+        event["message"] = {**sent["message"], "text": text}
+        return event
+
+    def unsend_event(self, sent: JsonObject) -> JsonObject:
+        """The sender of the message event `sent` takes it back: no reply token."""
+        source = sent["source"]
+        event = self._message_event(source["userId"], source.get("groupId"), None, False)
+        event.pop("replyToken")
+        event["type"] = "unsend"
+        event["unsend"] = {"messageId": sent["message"]["id"]}
+        return event
+
     def postback_event(self, user_id: str, data: str, *, group_id: str | None = None) -> JsonObject:
         """The user taps a postback quick reply item whose `data` was `data`."""
         event = self._message_event(user_id, group_id, None, False)

@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from structlog.testing import capture_logs
 
-from bus import InboundRefused
+from bus import DELETE, EDIT, InboundRefused
 from channels.media_info import MEDIA_DETAILS
 from tests.channels.line.attacks import ATTACK_NAMES, attack_cases
 from tests.channels.line.conftest import ALICE, GROUP, MALLORY, WAIT_S, RunningLine
@@ -154,3 +154,31 @@ async def test_a_file_over_the_limit_is_named_and_not_downloaded(line: RunningLi
         "[file: photos.zip, 31 MB, not downloaded: larger than the 1000 bytes limit]"
     )
     assert fake.content_requests == []
+
+
+async def test_an_edit_and_an_unsend_name_the_message_by_its_event_id(line: RunningLine) -> None:
+    fake = line.fake
+    sent = fake.text_event(ALICE, "meet at 5", group_id=GROUP)
+    sent_at = sent["timestamp"]
+    later = fake.edit_event(sent, "meet at 6", timestamp_ms=sent_at + 2_000)
+    # LINE may send edits out of order: the earlier one, arriving last, is dropped.
+    earlier = fake.edit_event(sent, "meet at 5:30", timestamp_ms=sent_at + 1_000)
+    assert await fake.deliver(line.url, [sent, later, earlier, fake.unsend_event(sent)]) == 200
+    original, edit, delete = line.inbound.messages
+    event_id = sent["webhookEventId"]
+    assert original.message_id == event_id
+    assert (edit.content, edit.chat_id, edit.sender_id) == ("meet at 6", GROUP, ALICE)
+    assert edit.metadata[EDIT] == {"message_id": event_id}
+    assert edit.message_id == f"{event_id}:edit:{later['webhookEventId']}"
+    assert (delete.content, delete.chat_id, delete.sender_id) == ("", GROUP, ALICE)
+    assert delete.metadata == {DELETE: {"message_id": event_id}}
+    assert delete.message_id == f"{event_id}:delete"
+
+
+async def test_an_edit_of_a_message_not_passed_on_names_line_s_id(line: RunningLine) -> None:
+    unknown = line.fake.text_event(ALICE, "sent before a restart", group_id=GROUP)
+    edit = line.fake.edit_event(unknown, "edited after it")
+    assert await line.fake.deliver(line.url, [edit]) == 200
+    [message] = line.inbound.messages
+    assert message.content == "edited after it"
+    assert message.metadata[EDIT] == {"message_id": unknown["message"]["id"]}
