@@ -31,6 +31,7 @@ import structlog
 from aiohttp import web
 
 from bus import (
+    DELETE,
     Attachment,
     AttachmentKind,
     Button,
@@ -50,6 +51,7 @@ from channels.feishu.events import (
     Received,
     read_envelope,
     read_message,
+    read_recall,
 )
 from channels.feishu.longconn import RECONNECT, LongConnection
 from channels.feishu.webhook import WebhookReceiver
@@ -184,6 +186,9 @@ class FeishuChannel(RunStateChannel):
         self._inbound: InboundSender | None = None
         #: message id -> the text its card shows (a card is updated whole).
         self._card_texts: RecentMap[str, str] = RecentMap(REMEMBERED_CARDS)
+        #: (chat, Feishu message id) -> (its event id, its sender), for the messages passed on
+        #: lately: a recall names the Feishu id and no sender, the gateway knows the event id.
+        self._passed: RecentMap[tuple[str, str], tuple[str, str]] = RecentMap(REMEMBERED_CARDS)
         # Starting until events are taken (the bot's identity is needed to read a group
         # message); the long connection reports itself from then on.
         super().__init__()
@@ -246,6 +251,10 @@ class FeishuChannel(RunStateChannel):
         inbound = self._inbound
         if inbound is None:
             raise PipeClosed("the Feishu channel is not receiving")
+        recalled = read_recall(envelope)
+        if recalled is not None:
+            await self._take_recall(inbound, *recalled)
+            return
         received = read_message(
             envelope, self._bot_open_id, require_mention=self._config.require_mention
         )
@@ -253,6 +262,29 @@ class FeishuChannel(RunStateChannel):
             log.debug("feishu.event_ignored", event_type=envelope.event_type)
             return
         await inbound.send(await self._with_file(received))
+        message = received.message
+        feishu_id = message.metadata.get("feishu_message_id")
+        if isinstance(feishu_id, str) and message.message_id is not None:
+            passed = (message.message_id, message.sender_id)
+            self._passed.remember((message.chat_id, feishu_id), passed)
+
+    async def _take_recall(self, inbound: InboundSender, chat_id: str, feishu_id: str) -> None:
+        """A recall as a delete of the message it names, when this channel passed it on."""
+        passed = self._passed.get((chat_id, feishu_id))
+        if passed is None:
+            log.info("feishu.recall_of_unknown_message", chat_id=chat_id, message_id=feishu_id)
+            return
+        original, sender_id = passed
+        await inbound.send(
+            InboundMessage(
+                channel=CHANNEL,
+                sender_id=sender_id,
+                chat_id=chat_id,
+                content="",
+                message_id=f"{original}:delete",
+                metadata={DELETE: {"message_id": original}},
+            )
+        )
 
     async def _with_file(self, received: Received) -> InboundMessage:
         """The message with its file downloaded; a stranger's is not (the dispatcher will

@@ -14,6 +14,10 @@ is fetched later, only for allowed senders, with the message resource API (`Reso
 `card.action.trigger` is the tap of a card button: `event{operator{open_id}, action{value},
 context{open_message_id, open_chat_id}}`; a button the channel put on a card has the value
 `{"data", "text"}` (`bus.CALLBACK` names the data and the card's message).
+
+`im.message.recalled_v1` is a message taken back (by its sender, or a group's owner or
+administrator): `event{message_id, chat_id, recall_time, recall_type}`, naming no sender.
+Feishu has no event for an edited message: a user's edit reaches no bot.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from channels.web.webhook import UnreadableJson, json_payload
 CHANNEL = "feishu"
 MESSAGE_RECEIVED = "im.message.receive_v1"
 CARD_ACTION = "card.action.trigger"
+MESSAGE_RECALLED = "im.message.recalled_v1"
 
 
 class MalformedEvent(ValueError):
@@ -202,6 +207,16 @@ def read_message(
         metadata=metadata,
     )
     return Received(inbound, resource)
+
+
+def read_recall(envelope: EventEnvelope) -> tuple[str, str] | None:
+    """(chat id, message id) of a recalled message; None for another event."""
+    if envelope.event_type != MESSAGE_RECALLED:
+        return None
+    chat_id, message_id = envelope.event.get("chat_id"), envelope.event.get("message_id")
+    if not isinstance(chat_id, str) or not chat_id or not isinstance(message_id, str):
+        raise MalformedEvent("a recall needs chat_id and message_id")
+    return chat_id, message_id
 
 
 def read_tap(envelope: EventEnvelope) -> Received | None:

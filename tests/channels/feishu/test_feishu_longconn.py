@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from bus import CALLBACK, Button, OutboundMessage
+from bus import CALLBACK, DELETE, Button, OutboundMessage
 from channels.errors import FatalChannelError
 from channels.feishu import FeishuChannel
 from channels.health import ChannelHealth
@@ -35,6 +35,24 @@ async def test_an_event_is_acknowledged_only_once_it_is_durable(fake: FakeFeishu
         assert message.message_id is not None
         assert message.message_id != frame_id
         assert fake.acks[frame_id]["biz_rt"].isdigit()
+
+
+async def test_a_recall_deletes_a_message_passed_on_by_its_event_id(fake: FakeFeishu) -> None:
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        sent = fake.message_event(ALICE, DM, "never mind this")
+        unknown = fake.message_event(ALICE, DM, "sent before the daemon started")
+        frames = [
+            await fake.push_event(event)
+            for event in (sent, fake.recall_event(sent), fake.recall_event(unknown))
+        ]
+        await fake.wait_until(lambda: all(fake.acked(f) for f in frames), 5)
+
+        original, delete = running.inbound.messages
+        assert original.message_id == sent["header"]["event_id"]
+        assert (delete.sender_id, delete.chat_id, delete.content) == (ALICE, DM, "")
+        assert delete.metadata == {DELETE: {"message_id": original.message_id}}
+        assert delete.message_id == f"{original.message_id}:delete"
 
 
 async def test_a_payload_in_several_frames_is_joined(fake: FakeFeishu) -> None:

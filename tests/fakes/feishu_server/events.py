@@ -1,5 +1,6 @@
-"""What Feishu sends a bot: `im.message.receive_v1` events, and webhook requests carrying them
-(encrypted with the Encrypt Key, signed), including forgeries a webhook must refuse."""
+"""What Feishu sends a bot: `im.message.receive_v1` and `im.message.recalled_v1` events, and
+webhook requests carrying them (encrypted with the Encrypt Key, signed), including forgeries a
+webhook must refuse."""
 
 from __future__ import annotations
 
@@ -65,6 +66,25 @@ class FeishuEventSender:
                     "content": json.dumps({"text": text}, ensure_ascii=False),
                     "mentions": mentions,
                 },
+            },
+        }
+
+    def recall_event(self, sent: JsonObject) -> JsonObject:
+        """The message of the received-message event `sent` is taken back by its sender
+        (`im.message.recalled_v1`, which names no sender)."""
+        message = sent["event"]["message"]
+        return {
+            "schema": "2.0",
+            "header": {
+                **sent["header"],
+                "event_id": uuid.uuid4().hex,
+                "event_type": "im.message.recalled_v1",
+            },
+            "event": {
+                "message_id": message["message_id"],
+                "chat_id": message["chat_id"],
+                "recall_time": str(int(time.time() * 1000)),
+                "recall_type": "message_owner",
             },
         }
 
