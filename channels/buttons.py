@@ -6,6 +6,10 @@ with a warning once per profile and limit: never a refused send that loses the r
 Where a platform has no buttons (`Channel.buttons_shown == "numbered"`), or refused them, the
 reply ends with a numbered list ("Reply 1 for Approve, 2 for Deny"); the intake takes a message
 of just that number as the tap (`gateway.turn.intake`).
+
+A tap on a message whose buttons were tapped already (`buttons_single_use`), or after
+`buttons_ttl_s`, is answered with `BUTTON_ALREADY_USED` or `BUTTON_EXPIRED` and reaches no agent:
+checked by the intake in one process, by the worker that takes the tap's turn in a cluster.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from bus import BUTTON_DATA_MAX_BYTES, Button, ButtonRows
+from bus import BUTTON_DATA_MAX_BYTES, CALLBACK, TAPPED_SENT_AT, Button, ButtonRows, InboundMessage
 from bus.text import truncate_utf8
 
 log = structlog.get_logger(__name__)
@@ -22,6 +26,25 @@ log = structlog.get_logger(__name__)
 #: What a platform that can answer a tap itself (a toast, an ephemeral message) tells a tap no
 #: current button of the bot's message sent.
 TAP_NOT_AVAILABLE = "Already answered: these buttons are no longer available."
+#: What a tap on a message whose buttons were tapped already is answered.
+BUTTON_ALREADY_USED = "Already answered: these buttons were used."
+#: What a tap after `buttons_ttl_s` is answered.
+BUTTON_EXPIRED = "Already answered: these buttons have expired."
+
+
+def tapped_message(message: InboundMessage) -> str | None:
+    """The bot message whose button `message` taps, or None for a typed message."""
+    callback = message.metadata.get(CALLBACK)
+    if not isinstance(callback, dict) or not callback.get("message_id"):
+        return None
+    return str(callback["message_id"])
+
+
+def tap_expired(message: InboundMessage, buttons_ttl_s: float, now: float) -> bool:
+    """Whether the tap `message` came more than `buttons_ttl_s` after its buttons were sent
+    (as far as the platform tells when: `bus.TAPPED_SENT_AT`)."""
+    sent_at = message.metadata.get(TAPPED_SENT_AT)
+    return isinstance(sent_at, int | float) and now - sent_at > buttons_ttl_s
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,12 @@ class ProfileWorker(Protocol):
     @property
     def queue_mode(self) -> QueueMode: ...
 
+    @property
+    def buttons_ttl_s(self) -> float: ...
+
+    @property
+    def buttons_single_use(self) -> bool: ...
+
     async def answer(
         self, messages: Sequence[InboundMessage], turn_id: str, live: LiveTurn | None = None
     ) -> Answer:
@@ -106,6 +112,14 @@ class WorkerProfile:
     @property
     def queue_mode(self) -> QueueMode:
         return self._config.queue_mode
+
+    @property
+    def buttons_ttl_s(self) -> float:
+        return self._config.buttons_ttl_s
+
+    @property
+    def buttons_single_use(self) -> bool:
+        return self._config.buttons_single_use
 
     @asynccontextmanager
     async def effect_transaction(self, message: InboundMessage) -> AsyncIterator[Connection | None]:

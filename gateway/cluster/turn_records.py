@@ -13,6 +13,11 @@ recomputed; without one, the turn runs again. A platform's retry that JetStream'
 window no longer catches is a new stream message with a known inbound id: dropped, or for a
 channel that holds a request open for it (the HTTP API) answered with the stored reply.
 
+    octos_cluster_taps   one row per (profile, channel, chat, bot message) whose buttons were
+                         tapped, with `buttons_single_use`: the turn of the tap that claimed
+                         them (`claim_tap`); a later tap on them, taken by any worker, finds
+                         the row and is answered "already answered"; expired with the turns
+
 A command's reply is stored in the transaction of its effect (a topic switched, a session
 forked: `answer(..., connection=...)`), so a worker killed between the two leaves neither and
 the redelivery runs the command once. Should another worker have answered the message meanwhile
@@ -52,6 +57,16 @@ CREATE TABLE IF NOT EXISTS octos_cluster_turns (
     PRIMARY KEY (scope, inbound_id)
 );
 CREATE INDEX IF NOT EXISTS octos_cluster_turns_received ON octos_cluster_turns (received_at);
+CREATE TABLE IF NOT EXISTS octos_cluster_taps (
+    scope text NOT NULL,
+    channel text NOT NULL,
+    chat_id text NOT NULL,
+    message_id text NOT NULL,
+    turn_id text NOT NULL,
+    claimed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (scope, channel, chat_id, message_id)
+);
+CREATE INDEX IF NOT EXISTS octos_cluster_taps_claimed ON octos_cluster_taps (claimed_at);
 DO $$ BEGIN
     -- Only a table from before `settled` needs the ALTER: it locks the table out, running
     -- workers' transactions included, even when the column is there already.
@@ -121,10 +136,11 @@ class TurnRecords(RecordTable):
     """The table of one database (every profile's rows, by scope); one pool per process."""
 
     SCHEMA = _SCHEMA + FILES_SCHEMA
-    #: Answered rows expire, and the files kept as long (a file kept again is kept anew);
-    #: an unanswered row is still to do.
+    #: Answered rows expire, and the files and used buttons kept as long (a file kept again is
+    #: kept anew); an unanswered row is still to do.
     EXPIRY = """
-        WITH files AS (DELETE FROM octos_cluster_files WHERE stored_at < $1)
+        WITH files AS (DELETE FROM octos_cluster_files WHERE stored_at < $1),
+            taps AS (DELETE FROM octos_cluster_taps WHERE claimed_at < $1)
         DELETE FROM octos_cluster_turns WHERE answered_at < $1
     """
     #: A claim (and the `appended` mark) need not wait for the disk: a claim the database
@@ -158,6 +174,37 @@ class TurnRecords(RecordTable):
             raise database_error(self._dsn, error) from error
         assert row is not None
         return _record(row)
+
+    async def claim_tap(
+        self, record: TurnRecord, channel: str, chat_id: str, message_id: str
+    ) -> bool:
+        """Claim the buttons of the bot message `message_id` for `record`'s turn: True when
+        this turn holds them (claimed now, or by an earlier delivery of the same turn), False
+        when another turn's tap used them first."""
+        try:
+            holder = await self._connected().fetchval(
+                """
+                WITH created AS (
+                    INSERT INTO octos_cluster_taps (scope, channel, chat_id, message_id, turn_id)
+                    VALUES ($1, $2, $3, $4, $5)
+                    ON CONFLICT (scope, channel, chat_id, message_id) DO NOTHING
+                    RETURNING turn_id
+                )
+                SELECT turn_id FROM created
+                UNION ALL
+                SELECT turn_id FROM octos_cluster_taps
+                WHERE scope = $1 AND channel = $2 AND chat_id = $3 AND message_id = $4
+                LIMIT 1
+                """,
+                record.scope,
+                channel,
+                chat_id,
+                message_id,
+                record.turn_id,
+            )
+        except DATABASE_ERRORS as error:
+            raise database_error(self._dsn, error) from error
+        return bool(holder == record.turn_id)
 
     async def known(self, scope: str, inbound_ids: list[str]) -> set[str]:
         """Which of `inbound_ids` have a row already (a retry of a message seen before)."""

@@ -5,6 +5,9 @@ a partition's message holds it alone until it acknowledges, so a chat's turns ru
 time, in order, while partitions run in parallel on every worker. For each message:
 
 1. its row in `octos_cluster_turns` is claimed (or found: a redelivery or a platform retry);
+   a button's tap after `buttons_ttl_s`, or on buttons another turn's tap claimed
+   (`buttons_single_use`, `TurnRecords.claim_tap`), is answered "already answered" and reaches
+   no agent;
 2. with a stored reply, the reply is published again (redelivery) or the retry dropped; one
    settled without a reply (joined into another turn, dropped by a stop) is acknowledged;
 3. what waits behind it of the same chat decides, by `queue_mode` (`gateway.cluster.chat_queue`),
@@ -34,6 +37,7 @@ itself) comes once more and is buried without running.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
@@ -46,6 +50,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from bus import Attachment, InboundMessage, OutboundMessage, TokenUsage
+from channels.buttons import BUTTON_ALREADY_USED, BUTTON_EXPIRED, tap_expired, tapped_message
 from config.bus import NatsConfig
 from gateway.cluster.chat_queue import (
     CancelReason,
@@ -242,6 +247,18 @@ class Worker(NodeService[TurnRecords]):
         if record.done:
             await self._already_done(msg, envelope, profile, record)
             return
+        refusal = await self._refused_tap(envelope, profile, record)
+        if refusal is not None:
+            log.info("cluster.tap_refused", turn=record.turn_id, reason=refusal)
+            notice = reply_message(
+                envelope.message,
+                refusal,
+                answers=platform_ids([envelope.message]),
+                delivery_id=record.turn_id,
+            )
+            record = await self._records.answer(record, chat_of(envelope), notice, [])
+            await self._finish(msg, envelope, profile, record)
+            return
         # Only an agent turn is cancelled: a command or a stop is quick, and answered.
         cancellable = triage(envelope.message.content).kind == "text"
         chat = chat_of(envelope)
@@ -290,6 +307,24 @@ class Worker(NodeService[TurnRecords]):
         if joined:
             log.info("cluster.turn_collected", turn=record.turn_id, messages=len(messages))
         await self._finish(msg, envelope, profile, record)
+
+    async def _refused_tap(
+        self, envelope: InboundEnvelope, profile: ProfileWorker, record: TurnRecord
+    ) -> str | None:
+        """Why a tap reaches no agent (its buttons expired, or another turn's tap used them),
+        or None; a tap that may pass claims its buttons for `record`'s turn first, so two
+        workers taking two taps on one button agree on which passes."""
+        message = envelope.message
+        tapped = tapped_message(message)
+        if tapped is None:
+            return None
+        if tap_expired(message, profile.buttons_ttl_s, time.time()):
+            return BUTTON_EXPIRED
+        if profile.buttons_single_use and not await self._records.claim_tap(
+            record, message.channel, message.chat_id, tapped
+        ):
+            return BUTTON_ALREADY_USED
+        return None
 
     async def _send_owner(
         self, msg: Msg, envelope: InboundEnvelope, send_id: str, profile: ProfileWorker

@@ -54,6 +54,7 @@ from bus import (
     OutboundSink,
 )
 from channels.base import Channel
+from channels.buttons import BUTTON_ALREADY_USED, BUTTON_EXPIRED, tap_expired, tapped_message
 from channels.metrics import LoopCount
 from gateway import logs
 from gateway.services import ProfileServices
@@ -66,8 +67,6 @@ from sessions.wal import LogWriteError
 log = structlog.get_logger(__name__)
 
 ALREADY_ANSWERED = "This message was answered already; its reply is in the chat's history."
-BUTTON_ALREADY_USED = "Already answered: these buttons were used."
-BUTTON_EXPIRED = "Already answered: these buttons have expired."
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +167,7 @@ class Intake:
             message, partial(self._durable, acknowledged=acknowledged)
         )
         self._in_flight[received.id] = durable
-        tapped = _tapped_message(message)
+        tapped = tapped_message(message)
         if tapped is not None and self._buttons_single_use and channel.buttons_shown == "attached":
             await self._outbound.send(ButtonsUsed(message.channel, message.chat_id, tapped))
         return Admitted(received, acknowledged)
@@ -233,11 +232,10 @@ class Intake:
 
     def _refused_tap(self, message: InboundMessage) -> str | None:
         """Why a tap reaches no agent (its buttons were used, or expired), or None."""
-        tapped = _tapped_message(message)
+        tapped = tapped_message(message)
         if tapped is None:
             return None
-        sent_at = message.metadata.get(TAPPED_SENT_AT)
-        if isinstance(sent_at, int | float) and self._wall_clock() - sent_at > self._buttons_ttl_s:
+        if tap_expired(message, self._buttons_ttl_s, self._wall_clock()):
             return BUTTON_EXPIRED
         if self._buttons_single_use and self._journal.state.tapped(
             message.channel, message.chat_id, tapped
@@ -324,11 +322,3 @@ class Intake:
 
     async def _send(self, message: InboundMessage, text: str, *, failed: bool = False) -> None:
         await self._outbound.send(notice_for(message, text, failed=failed))
-
-
-def _tapped_message(message: InboundMessage) -> str | None:
-    """The bot message whose button `message` taps, or None for a typed message."""
-    callback = message.metadata.get(CALLBACK)
-    if not isinstance(callback, dict) or not callback.get("message_id"):
-        return None
-    return str(callback["message_id"])
