@@ -103,6 +103,21 @@ async def test_a_rate_limit_says_how_long_to_wait(fake: FakeFeishu, channel: Fei
         await channel.edit_message(DM, message_id, "y")
 
 
+async def test_a_reaction_is_feishus_emoji_type_and_is_deleted_by_its_id(
+    fake: FakeFeishu, channel: FeishuChannel
+) -> None:
+    question = "om_user0000000000000042"
+    await channel.react_to_message(DM, question, "👀")
+    await channel.react_to_message(DM, question, "👍")
+    # A retry of a reaction that was made adds none.
+    await channel.react_to_message(DM, question, "👍")
+    # An emoji Feishu has no type for is left out, not refused.
+    await channel.react_to_message(DM, question, "🦜")
+    assert sorted(fake.reactions.values()) == [(question, "GLANCE"), (question, "THUMBSUP")]
+    await channel.remove_reaction(DM, question, "👀")
+    assert list(fake.reactions.values()) == [(question, "THUMBSUP")]
+
+
 async def test_an_invalid_token_is_refetched_and_the_call_repeated(
     fake: FakeFeishu, channel: FeishuChannel
 ) -> None:
