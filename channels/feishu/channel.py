@@ -17,7 +17,8 @@ buttons are put on its last card by updating it (an `action` element a row; a bu
 too large for that, by im/v1/files as a `file` message.
 
 A reaction is im/v1/messages/{id}/reactions with Feishu's emoji type ("THUMBSUP"), taken back
-by deleting it by the reaction id its creation answered with.
+by deleting it by the reaction id its creation answered with. The gateway names a user's
+message by its event id (the dedup key), so the message id of each is remembered to react to.
 """
 
 from __future__ import annotations
@@ -189,6 +190,8 @@ class FeishuChannel(RunStateChannel):
         self._card_texts: RecentMap[str, str] = RecentMap(REMEMBERED_CARDS)
         #: (message id, emoji) -> the id of the bot's reaction there, to delete it by.
         self._reaction_ids: RecentMap[tuple[str, str], str] = RecentMap(REMEMBERED_CARDS)
+        #: event id of a user's message -> its message id (`om_...`).
+        self._message_ids: RecentMap[str, str] = RecentMap(REMEMBERED_CARDS)
         # Starting until events are taken (the bot's identity is needed to read a group
         # message); the long connection reports itself from then on.
         super().__init__()
@@ -257,7 +260,11 @@ class FeishuChannel(RunStateChannel):
         if received is None:
             log.debug("feishu.event_ignored", event_type=envelope.event_type)
             return
-        await inbound.send(await self._with_file(received))
+        message = await self._with_file(received)
+        await inbound.send(message)
+        platform_id = message.metadata.get("feishu_message_id")
+        if message.message_id is not None and isinstance(platform_id, str):
+            self._message_ids.remember(message.message_id, platform_id)
 
     async def _with_file(self, received: Received) -> InboundMessage:
         """The message with its file downloaded; a stranger's is not (the dispatcher will
@@ -436,9 +443,13 @@ class FeishuChannel(RunStateChannel):
             return
         if (message_id, emoji) in self._reaction_ids:
             return
+        target = self._message_ids.get(message_id, message_id)
+        if not target.startswith("om_"):
+            log.warning("feishu.reaction_target_unknown", message_id=message_id)
+            return
         body = await self._api.call(
             "POST",
-            f"/open-apis/im/v1/messages/{message_id}/reactions",
+            f"/open-apis/im/v1/messages/{target}/reactions",
             "im/v1/messages reactions",
             json={"reaction_type": {"emoji_type": kind}},
         )
@@ -452,9 +463,10 @@ class FeishuChannel(RunStateChannel):
         if reaction_id is None:
             log.warning("feishu.reaction_not_known", message_id=message_id)
             return
+        target = self._message_ids.get(message_id, message_id)
         await self._api.call(
             "DELETE",
-            f"/open-apis/im/v1/messages/{message_id}/reactions/{reaction_id}",
+            f"/open-apis/im/v1/messages/{target}/reactions/{reaction_id}",
             "im/v1/messages reactions DELETE",
         )
         self._reaction_ids.pop((message_id, emoji), None)
