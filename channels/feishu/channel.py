@@ -15,6 +15,10 @@ buttons are put on its last card by updating it (an `action` element a row; a bu
 `card.action.trigger` callback, answered once it is durable. A reply's image is uploaded
 (im/v1/images) and sent as an `image` message by its `image_key`; any other file, or an image
 too large for that, by im/v1/files as a `file` message.
+
+A reaction is im/v1/messages/{id}/reactions with Feishu's emoji type ("THUMBSUP"), taken back
+by deleting it by the reaction id its creation answered with. The gateway names a user's
+message by its event id (the dedup key), so the message id of each is remembered to react to.
 """
 
 from __future__ import annotations
@@ -189,6 +193,10 @@ class FeishuChannel(RunStateChannel):
         #: (chat, Feishu message id) -> (its event id, its sender), for the messages passed on
         #: lately: a recall names the Feishu id and no sender, the gateway knows the event id.
         self._passed: RecentMap[tuple[str, str], tuple[str, str]] = RecentMap(REMEMBERED_CARDS)
+        #: (message id, emoji) -> the id of the bot's reaction there, to delete it by.
+        self._reaction_ids: RecentMap[tuple[str, str], str] = RecentMap(REMEMBERED_CARDS)
+        #: event id of a user's message -> its message id (`om_...`).
+        self._message_ids: RecentMap[str, str] = RecentMap(REMEMBERED_CARDS)
         # Starting until events are taken (the bot's identity is needed to read a group
         # message); the long connection reports itself from then on.
         super().__init__()
@@ -261,10 +269,11 @@ class FeishuChannel(RunStateChannel):
         if received is None:
             log.debug("feishu.event_ignored", event_type=envelope.event_type)
             return
-        await inbound.send(await self._with_file(received))
-        message = received.message
+        message = await self._with_file(received)
+        await inbound.send(message)
         feishu_id = message.metadata.get("feishu_message_id")
         if isinstance(feishu_id, str) and message.message_id is not None:
+            self._message_ids.remember(message.message_id, feishu_id)
             passed = (message.message_id, message.sender_id)
             self._passed.remember((message.chat_id, feishu_id), passed)
 
@@ -456,6 +465,41 @@ class FeishuChannel(RunStateChannel):
             return
         await self._update_card(message_id, text)
 
+    async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
+        kind = emoji_type(emoji)
+        if kind is None:
+            log.warning("feishu.reaction_unknown", emoji=emoji)
+            return
+        if (message_id, emoji) in self._reaction_ids:
+            return
+        target = self._message_ids.get(message_id, message_id)
+        if not target.startswith("om_"):
+            log.warning("feishu.reaction_target_unknown", message_id=message_id)
+            return
+        body = await self._api.call(
+            "POST",
+            f"/open-apis/im/v1/messages/{target}/reactions",
+            "im/v1/messages reactions",
+            json={"reaction_type": {"emoji_type": kind}},
+        )
+        data = body.get("data")
+        reaction_id = data.get("reaction_id") if isinstance(data, dict) else None
+        if isinstance(reaction_id, str):
+            self._reaction_ids.remember((message_id, emoji), reaction_id)
+
+    async def remove_reaction(self, chat_id: str, message_id: str, emoji: str) -> None:
+        reaction_id = self._reaction_ids.get((message_id, emoji))
+        if reaction_id is None:
+            log.warning("feishu.reaction_not_known", message_id=message_id)
+            return
+        target = self._message_ids.get(message_id, message_id)
+        await self._api.call(
+            "DELETE",
+            f"/open-apis/im/v1/messages/{target}/reactions/{reaction_id}",
+            "im/v1/messages reactions DELETE",
+        )
+        self._reaction_ids.pop((message_id, emoji), None)
+
     async def _update_card(
         self, message_id: str, text: str, buttons: Sequence[Sequence[Button]] = ()
     ) -> None:
@@ -466,6 +510,41 @@ class FeishuChannel(RunStateChannel):
             json={"content": card_content(text, buttons)},
         )
         self._card_texts.remember(message_id, text)
+
+
+#: Feishu names its reactions ("THUMBSUP", not "👍"): the emoji agents react with that have a
+#: Feishu counterpart. Feishu has no eyes; its sideways glance stands in for 👀.
+_EMOJI_TYPES = {
+    "👀": "GLANCE",
+    "👍": "THUMBSUP",
+    "👎": "ThumbsDown",
+    "✅": "DONE",
+    "✔️": "CheckMark",
+    "❌": "CrossMark",
+    "❤️": "HEART",
+    "❤": "HEART",
+    "🎉": "PARTY",
+    "🙏": "THANKS",
+    "🔥": "Fire",
+    "😂": "LOL",
+    "🤔": "THINKING",
+    "⏳": "OneSecond",
+    "👌": "OK",
+    "😀": "SMILE",
+    "👏": "APPLAUSE",
+    "💪": "MUSCLE",
+    "💯": "Hundred",
+}
+
+
+def emoji_type(emoji: str) -> str | None:
+    """Feishu's emoji type of `emoji`: a known emoji character, or a type name as such
+    ("THUMBSUP"); None for a character with no Feishu counterpart here."""
+    if emoji in _EMOJI_TYPES:
+        return _EMOJI_TYPES[emoji]
+    if emoji and all(c.isascii() and (c.isalnum() or c == "_") for c in emoji):
+        return emoji
+    return None
 
 
 async def bot_identity(api: FeishuApi) -> tuple[str, str]:

@@ -15,7 +15,8 @@ cannot be read: it gets one clear notice and a log line.
 Replies are `m.room.message` with the Markdown as `body` and its HTML as `formatted_body`, sent
 with a transaction id derived from the reply's `delivery_id`, so a resend after a crash is the
 same event. Streamed replies are edited (`m.replace`); typing shows while a turn runs. A
-question asked in a thread (`m.thread`) is answered in that thread.
+question asked in a thread (`m.thread`) is answered in that thread. A reaction is an
+`m.reaction` annotation; taking it back redacts that event, so its event id is remembered.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from nio import (
     AsyncClient,
     AsyncClientConfig,
     ErrorResponse,
+    RoomRedactResponse,
     RoomSendResponse,
     SyncResponse,
     UploadResponse,
@@ -48,6 +50,7 @@ from channels.errors import (
     TransientError,
 )
 from channels.health import ChannelHealth
+from channels.lifecycle.bounded import RecentMap
 from channels.lifecycle.run_state import RunStateChannel
 from channels.matrix.content import (
     MAX_CONTENT_BYTES,
@@ -122,6 +125,16 @@ SYNC_FILTER = {"presence": {"types": []}, "room": {"timeline": {"limit": 50}}}
 
 
 @dataclass(frozen=True, slots=True)
+class _Reaction:
+    """The bot's reaction of one emoji to one event: its event id while it stands, and how
+    often it was taken back, which keeps each new reaction's transaction id new (the
+    homeserver would answer a reused one with the redacted event)."""
+
+    event_id: str | None
+    removals: int
+
+
+@dataclass(frozen=True, slots=True)
 class MatrixTimeouts:
     """How long the channel waits on the homeserver; the tests shorten them."""
 
@@ -172,6 +185,8 @@ class MatrixChannel(RunStateChannel):
             timeout_s=timeouts.request_s,
         )
         self._client: AsyncClient | None = None
+        #: (room, event, emoji) -> the bot's reaction there.
+        self._reactions: RecentMap[tuple[str, str, str], _Reaction] = RecentMap(10_000)
         super().__init__()
         self._trouble: str | None = None
 
@@ -293,9 +308,11 @@ class MatrixChannel(RunStateChannel):
 
     # Outbound
 
-    async def _room_send(self, room_id: str, content: Content, txn_id: str) -> str:
+    async def _room_send(
+        self, room_id: str, content: Content, txn_id: str, event_type: str = "m.room.message"
+    ) -> str:
         async with matrix_call("send", self._timeouts.request_s):
-            response = await self._nio().room_send(room_id, "m.room.message", content, tx_id=txn_id)
+            response = await self._nio().room_send(room_id, event_type, content, tx_id=txn_id)
         if not isinstance(response, RoomSendResponse):
             raise translate(response, "send")
         return str(response.event_id)
@@ -358,6 +375,35 @@ class MatrixChannel(RunStateChannel):
         digest = hashlib.sha256((message_id + canonical(new)).encode("utf-8")).hexdigest()
         await self._room_send(chat_id, edit_content(new, message_id), f"edit.{digest[:32]}")
 
+    async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
+        key = (chat_id, message_id, emoji)
+        known = self._reactions.get(key)
+        if known is not None and known.event_id is not None:
+            return
+        removals = known.removals if known is not None else 0
+        relation = {"rel_type": "m.annotation", "event_id": message_id, "key": emoji}
+        event_id = await self._room_send(
+            chat_id,
+            {"m.relates_to": relation},
+            f"react.{_digest(key)}.{removals}",
+            event_type="m.reaction",
+        )
+        self._reactions.remember(key, _Reaction(event_id, removals))
+
+    async def remove_reaction(self, chat_id: str, message_id: str, emoji: str) -> None:
+        key = (chat_id, message_id, emoji)
+        known = self._reactions.get(key)
+        if known is None or known.event_id is None:
+            log.warning("matrix.reaction_not_known", room_id=chat_id, event_id=message_id)
+            return
+        async with matrix_call("redact", self._timeouts.request_s):
+            response = await self._nio().room_redact(
+                chat_id, known.event_id, tx_id=f"unreact.{_digest(key)}.{known.removals}"
+            )
+        if not isinstance(response, RoomRedactResponse):
+            raise translate(response, "redact")
+        self._reactions.remember(key, _Reaction(None, known.removals + 1))
+
     async def send_typing(self, chat_id: str) -> None:
         await self._typing(chat_id, True)
 
@@ -369,3 +415,7 @@ class MatrixChannel(RunStateChannel):
             response = await self._nio().room_typing(room_id, active, timeout=30_000)
         if isinstance(response, ErrorResponse):
             raise translate(response, "typing")
+
+
+def _digest(parts: tuple[str, ...]) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:32]

@@ -4,7 +4,9 @@
 updates until `stop()` or cancellation: by long polling (its own loop, so offsets, backoff and
 shutdown are in our hands) or through the daemon's HTTP server (webhook mode). Each update is
 read, its files downloaded for allowed senders, and published on the bus. Sending, editing and
-the rest go through `TelegramSender`; the manager owns retries.
+the rest go through `TelegramSender`; the manager owns retries. Each part of a reply to a
+message asked in a forum topic goes to that topic (the topic is remembered per message, so
+after a restart only the part that replies to the question lands there).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from channels.base import PROBE_TIMEOUT_S
 from channels.buttons import TAP_NOT_AVAILABLE, ButtonLimits
 from channels.errors import AuthError, ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
+from channels.lifecycle.bounded import RecentMap
 from channels.lifecycle.run_state import RunStateChannel
 from channels.media_info import not_downloaded, record_details
 from channels.retry import Backoff
@@ -138,6 +141,8 @@ class TelegramChannel(RunStateChannel):
             get_updates_request=self._updates_request,
         )
         self._sender = TelegramSender(self._bot, config.parse_mode)
+        #: (chat, message id) -> the forum topic the message was asked in.
+        self._topics: RecentMap[tuple[str, str], int] = RecentMap(10_000)
         # A webhook is taken only once getMe answered; a poller in a cluster may wait for its
         # lease for good (another process polls), which is no reason to be unready.
         super().__init__(
@@ -268,6 +273,9 @@ class TelegramChannel(RunStateChannel):
                 return
             message = await self._download_media(incoming) if incoming.media else incoming.message
             await inbound.send(message)
+            topic = message.metadata.get("message_thread_id")
+            if isinstance(topic, int) and message.message_id is not None:
+                self._topics.remember((message.chat_id, message.message_id), topic)
             if incoming.callback_query_id is not None:
                 # Durable now: the spinner stops, whatever the agent takes to answer.
                 await self._sender.answer_tap(incoming.callback_query_id)
@@ -364,7 +372,17 @@ class TelegramChannel(RunStateChannel):
         await self.send_with_id(message)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
-        return await self._sender.send(message)
+        return await self._sender.send(
+            message, self._topic_of(message.chat_id, message.answered_ids())
+        )
+
+    def _topic_of(self, chat_id: str, answered: Sequence[str]) -> int | None:
+        """The forum topic of the first message answered that was asked in one."""
+        for message_id in answered:
+            topic = self._topics.get((chat_id, message_id))
+            if topic is not None:
+                return topic
+        return None
 
     def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
         # An image over the 10 MB of `sendPhoto` goes as a document: one limit for every kind.
@@ -373,7 +391,8 @@ class TelegramChannel(RunStateChannel):
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
     ) -> str | None:
-        return await self._sender.send_attachment(chat_id, attachment, reply_to)
+        topic = self._topic_of(chat_id, [reply_to] if reply_to else [])
+        return await self._sender.send_attachment(chat_id, attachment, reply_to, topic)
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
         await self._sender.edit(chat_id, message_id, content)

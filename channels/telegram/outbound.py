@@ -104,16 +104,17 @@ class TelegramSender:
             self._rendered.remember(rendered, markdown)
         return rendered
 
-    async def send(self, message: OutboundMessage) -> str | None:
-        """Deliver a message that already fits; the id of the message holding its text."""
+    async def send(self, message: OutboundMessage, topic: int | None = None) -> str | None:
+        """Deliver a message that already fits; the id of the message holding its text. In a
+        forum it goes to `topic` (a message that is no reply would land in General)."""
         parse_mode = self._parse_mode if message.metadata.get(FORMATTED) else None
         reply = _reply_parameters(message.reply_to)
         if message.media:
-            return await self._send_media(message, parse_mode, reply)
+            return await self._send_media(message, parse_mode, reply, topic)
         if not message.content.strip():
             log.debug("telegram.empty_message_skipped", chat_id=message.chat_id)
             return None
-        sent = await self._send_text(message.chat_id, message.content, parse_mode, reply)
+        sent = await self._send_text(message.chat_id, message.content, parse_mode, reply, topic)
         return str(sent.message_id)
 
     async def _send_text(
@@ -122,24 +123,33 @@ class TelegramSender:
         text: str,
         parse_mode: str | None,
         reply: ReplyParameters | None,
+        topic: int | None,
     ) -> Message:
         with translated("sendMessage"):
             return await self._bot.send_message(
-                chat_ref(chat_id), text, parse_mode=parse_mode, reply_parameters=reply
+                chat_ref(chat_id),
+                text,
+                parse_mode=parse_mode,
+                reply_parameters=reply,
+                message_thread_id=topic,
             )
 
     async def _send_media(
-        self, message: OutboundMessage, parse_mode: str | None, reply: ReplyParameters | None
+        self,
+        message: OutboundMessage,
+        parse_mode: str | None,
+        reply: ReplyParameters | None,
+        topic: int | None,
     ) -> str | None:
         caption = message.content if message.content.strip() else None
         text_id: str | None = None
         if caption is not None and utf16_units(caption) > CAPTION_LIMIT:
-            sent = await self._send_text(message.chat_id, caption, parse_mode, reply)
+            sent = await self._send_text(message.chat_id, caption, parse_mode, reply, topic)
             text_id, caption, reply = str(sent.message_id), None, None
         holder = text_id
         for path in message.media:
             upload = await load_upload(path)
-            sent = await self._send_file(message.chat_id, upload, caption, parse_mode, reply)
+            sent = await self._send_file(message.chat_id, upload, caption, parse_mode, reply, topic)
             # Without a text message of its own, the first file carries the caption.
             holder = holder or str(sent.message_id)
             caption, reply = None, None
@@ -152,6 +162,7 @@ class TelegramSender:
         caption: str | None,
         parse_mode: str | None,
         reply: ReplyParameters | None,
+        topic: int | None,
     ) -> Message:
         # A photo is shown inline; anything else goes as a document (Telegram's two methods
         # take the same arguments).
@@ -167,10 +178,11 @@ class TelegramSender:
                 caption=caption,
                 parse_mode=parse_mode if caption else None,
                 reply_parameters=reply,
+                message_thread_id=topic,
             )
 
     async def send_attachment(
-        self, chat_id: str, attachment: Attachment, reply_to: str | None
+        self, chat_id: str, attachment: Attachment, reply_to: str | None, topic: int | None
     ) -> str:
         """One file of a reply, by its kind: a photo (`sendPhoto`, up to 10 MB), a voice note
         (`sendVoice`, OGG/Opus), audio, video, anything else as a document."""
@@ -198,7 +210,9 @@ class TelegramSender:
         else:
             method, send = "sendDocument", bot.send_document
         with translated(method):
-            sent = await send(target, upload, caption=caption, reply_parameters=reply)
+            sent = await send(
+                target, upload, caption=caption, reply_parameters=reply, message_thread_id=topic
+            )
         return str(sent.message_id)
 
     async def edit(self, chat_id: str, message_id: str, content: str) -> None:

@@ -270,6 +270,17 @@ class WhatsAppChannel(RunStateChannel):
     async def send(self, message: OutboundMessage) -> None:
         await self.send_with_id(message)
 
+    async def react_to_message(self, chat_id: str, message_id: str, emoji: str) -> None:
+        """A `reaction` message; the bot has one reaction per message, so a new one
+        replaces it."""
+        with self._send_errors_noted(chat_id):
+            await self.graph.send(chat_id, "reaction", {"message_id": message_id, "emoji": emoji})
+
+    async def remove_reaction(self, chat_id: str, message_id: str, emoji: str) -> None:
+        """A `reaction` message with no emoji takes the bot's reaction back."""
+        with self._send_errors_noted(chat_id):
+            await self.graph.send(chat_id, "reaction", {"message_id": message_id, "emoji": ""})
+
     def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
         # An image, video or audio over its own limit goes as a document: one limit for all.
         return MAX_DOCUMENT_BYTES

@@ -17,7 +17,8 @@ with status 400 (401 for a bad token, code 190): `fail_next(code)` refuses the n
 code (130429 throughput, 131056 pair rate, 131047 outside the 24-hour window, ...), and a text
 over 4,096 characters is refused with code 100, as is an `interactive` message past Meta's
 limits (1-3 reply buttons of titles up to 20 characters, or a list of 1-10 rows up to 24; a
-body up to 1,024; ids up to 256). `tap_notification` is a user's choice of one.
+body up to 1,024; ids up to 256). `tap_notification` is a user's choice of one. A `reaction`
+(`message_id`, `emoji`; an empty emoji takes it back) is recorded in `sent` like any message.
 """
 
 from __future__ import annotations
@@ -280,6 +281,10 @@ class FakeWhatsApp(HoldableFake):
             return self._error(100, details="Missing message content")
         if kind == "text" and len(str(body["text"].get("body", ""))) > MAX_TEXT_CHARS:
             return self._error(100, details="Param text['body'] must be at most 4096 characters")
+        if kind == "reaction":
+            reaction = body["reaction"]
+            if not reaction.get("message_id") or not isinstance(reaction.get("emoji"), str):
+                return self._error(100, details="a reaction needs message_id and emoji")
         if kind == "interactive":
             problem = _interactive_problem(body["interactive"])
             if problem is not None:

@@ -11,7 +11,7 @@ import pytest
 from bus import Attachment, OutboundMessage
 from channels.errors import AuthError, ChannelError, RateLimited
 from channels.feishu import FeishuChannel
-from tests.channels.feishu.conftest import DM, config_for
+from tests.channels.feishu.conftest import ALICE, DM, config_for, run_feishu
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.feishu_server.server import Upload
 
@@ -101,6 +101,29 @@ async def test_a_rate_limit_says_how_long_to_wait(fake: FakeFeishu, channel: Fei
     fake.rate_limit_next("patch")
     with pytest.raises(RateLimited):
         await channel.edit_message(DM, message_id, "y")
+
+
+async def test_a_reaction_is_feishus_emoji_type_and_is_deleted_by_its_id(
+    fake: FakeFeishu,
+) -> None:
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        await fake.push_event(fake.message_event(ALICE, DM, "refund?"))
+        [received] = await running.inbound.wait_for(1)
+        channel, target = running.channel, str(received.metadata["feishu_message_id"])
+        # The gateway names the message by its event id; Feishu's API by its message id.
+        question = received.message_id
+        assert question is not None
+        assert question != target
+        await channel.react_to_message(DM, question, "👀")
+        await channel.react_to_message(DM, question, "👍")
+        # A retry of a reaction that was made adds none.
+        await channel.react_to_message(DM, question, "👍")
+        # An emoji Feishu has no type for is left out, not refused.
+        await channel.react_to_message(DM, question, "🦜")
+        assert sorted(fake.reactions.values()) == [(target, "GLANCE"), (target, "THUMBSUP")]
+        await channel.remove_reaction(DM, question, "👀")
+        assert list(fake.reactions.values()) == [(target, "THUMBSUP")]
 
 
 async def test_an_invalid_token_is_refetched_and_the_call_repeated(

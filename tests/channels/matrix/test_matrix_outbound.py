@@ -192,6 +192,23 @@ async def test_typing_starts_and_stops(matrix: RunningMatrix) -> None:
     assert matrix.fake.typing == [(room, True), (room, False)]
 
 
+async def test_a_reaction_is_an_annotation_and_is_taken_back_by_a_redaction(
+    matrix: RunningMatrix,
+) -> None:
+    room = matrix.fake.create_room([ALICE])
+    question = matrix.fake.say(room, ALICE, "refund?")
+    await matrix.channel.react_to_message(room, question, "👀")
+    # The manager's retry of a call that did reach the homeserver adds nothing.
+    await matrix.channel.react_to_message(room, question, "👀")
+    assert matrix.fake.bot_reactions(room) == [(question, "👀")]
+    await matrix.channel.remove_reaction(room, question, "👀")
+    assert matrix.fake.bot_reactions(room) == []
+    # Reacting again after the redaction is a new event, not the redacted one answered again.
+    await matrix.channel.react_to_message(room, question, "👀")
+    assert matrix.fake.bot_reactions(room) == [(question, "👀")]
+    assert len(matrix.fake.calls_to("PUT", "/redact/")) == 1
+
+
 async def test_probe_names_the_bot_and_health_is_healthy(matrix: RunningMatrix) -> None:
     assert await matrix.channel.probe() == "@octos:fake.local (device FAKEDEVICE)"
     assert (await matrix.channel.health_check()).status is HealthStatus.HEALTHY

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bus import OutboundMessage
+from bus import ANSWERS, OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import (
     AuthError,
@@ -23,7 +23,7 @@ from channels.outbound.delivery import fit_chunks
 from channels.registry import ChannelContext, build_channel
 from channels.split.limits import utf16_units
 from channels.telegram import TelegramChannel
-from tests.channels.telegram.conftest import ChannelFactory, config_for
+from tests.channels.telegram.conftest import ChannelFactory, config_for, running
 from tests.fakes.telegram_server import FakeTelegram, parse_html
 
 CHAT = 42
@@ -38,6 +38,32 @@ def reply(channel: TelegramChannel, markdown: str, **fields: Any) -> OutboundMes
         metadata={FORMATTED: True},
         **fields,
     )
+
+
+async def test_every_part_of_a_reply_goes_to_the_forum_topic_it_was_asked_in(
+    fake: FakeTelegram, make_channel: ChannelFactory
+) -> None:
+    forum, topic = -1001234, 7
+    async with running(make_channel(require_mention=False), fake) as run:
+        fake.push_message(forum, "long question", chat_type="supergroup", topic=topic)
+        question = (await run.next_inbound()).message_id
+        assert question is not None
+        first = OutboundMessage(
+            channel="telegram",
+            chat_id=str(forum),
+            content="part one",
+            reply_to=question,
+            metadata={ANSWERS: [question]},
+        )
+        later = first.model_copy(update={"content": "part two", "reply_to": None})
+        await run.channel.send(first)
+        await run.channel.send(later)
+    sent = fake.bot_messages(forum)
+    assert [(m["text"], m.get("message_thread_id")) for m in sent] == [
+        ("part one", topic),
+        ("part two", topic),
+    ]
+    assert "reply_to_message" not in sent[1]
 
 
 async def test_a_reply_goes_out_as_html_to_the_triggering_message(

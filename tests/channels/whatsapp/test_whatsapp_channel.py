@@ -236,6 +236,21 @@ async def test_typing_marks_the_last_message_read_and_replies_are_text(
     assert fake.uploads[sent.content["id"]][:2] == (b"\x89PNG chart", "chart.png")
 
 
+async def test_a_reaction_is_a_reaction_message_and_an_empty_emoji_takes_it_back(
+    running: Running,
+) -> None:
+    fake, channel = running.fake, running.channel
+    assert await running.post(fake.text_notification(ALICE, "refund?")) == 200
+    wamid = (await running.next_inbound()).message_id
+    assert wamid is not None
+    await channel.react_to_message(ALICE, wamid, "👀")
+    await channel.remove_reaction(ALICE, wamid, "👀")
+    assert [(s.to, s.kind, s.content) for s in fake.sent] == [
+        (ALICE, "reaction", {"message_id": wamid, "emoji": "👀"}),
+        (ALICE, "reaction", {"message_id": wamid, "emoji": ""}),
+    ]
+
+
 def reply_file(path: Path, data: bytes, mime: str, caption: str = "") -> Attachment:
     path.write_bytes(data)
     kind = "image" if mime.startswith("image/") else "file"

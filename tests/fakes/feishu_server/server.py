@@ -20,7 +20,10 @@ im/v1/messages/{id}/resources/{key}?type=image|file serves a file given with `ad
 Feishu's JSON refusal (HTTP 400, code 234003). im/v1/images (multipart `image_type=message`,
 `image`, at most 10 MB) and im/v1/files (`file_type`, `file_name`, `file`, at most 30 MB)
 record the upload in `uploads` by the `image_key` or `file_key` they answer with; an empty or
-larger file gets 234006.
+larger file gets 234006. im/v1/messages/{id}/reactions creates a reaction of
+`reaction_type.emoji_type` (231001 for a type that is not a name) and DELETE
+.../reactions/{reaction_id} takes it back (231003 for an unknown one); the standing ones are in
+`reactions`.
 
 Long connection: `POST /callback/ws/endpoint {AppID, AppSecret}` returns the socket URL; pings
 are answered with pongs carrying `ClientConfig`; `push_event` sends an event as one frame or as
@@ -140,12 +143,18 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         self.resource_requests: list[tuple[str, str, str]] = []
         #: image_key or file_key -> what was uploaded under it.
         self.uploads: dict[str, Upload] = {}
+        #: The bot's standing reactions: reaction id -> (message id, emoji type).
+        self.reactions: dict[str, tuple[str, str]] = {}
         # Room for the largest upload; a message body's own limit is checked in `_create`.
         app = web.Application(client_max_size=MAX_FILE_BYTES + 1024 * 1024)
         app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
         app.router.add_post("/open-apis/im/v1/messages", self._create)
         app.router.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch)
+        app.router.add_post("/open-apis/im/v1/messages/{message_id}/reactions", self._react)
+        app.router.add_delete(
+            "/open-apis/im/v1/messages/{message_id}/reactions/{reaction_id}", self._unreact
+        )
         app.router.add_post("/open-apis/im/v1/images", self._upload_image)
         app.router.add_post("/open-apis/im/v1/files", self._upload_file)
         app.router.add_get("/open-apis/im/v1/messages/{message_id}/resources/{key}", self._resource)
@@ -239,6 +248,29 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         return self._answer(
             request, {"code": 0, "msg": "success", "data": {"message_id": message_id}}
         )
+
+    async def _react(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return self._invalid_token(request)
+        body = await request.json()
+        kind = str((body.get("reaction_type") or {}).get("emoji_type") or "")
+        if not kind.replace("_", "").isalnum():
+            return self._answer(request, {"code": 231001, "msg": "reaction type is invalid"}, 400)
+        reaction_id = f"ZCaCIjUBVVWSrm5L-{next(self._ids):08d}"
+        self.reactions[reaction_id] = (request.match_info["message_id"], kind)
+        data = {"reaction_id": reaction_id, "reaction_type": {"emoji_type": kind}}
+        return self._answer(request, {"code": 0, "msg": "success", "data": data})
+
+    async def _unreact(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return self._invalid_token(request)
+        reaction_id = request.match_info["reaction_id"]
+        standing = self.reactions.get(reaction_id)
+        if standing is None or standing[0] != request.match_info["message_id"]:
+            return self._answer(request, {"code": 231003, "msg": "reaction not found"}, 400)
+        del self.reactions[reaction_id]
+        data = {"reaction_id": reaction_id, "reaction_type": {"emoji_type": standing[1]}}
+        return self._answer(request, {"code": 0, "msg": "success", "data": data})
 
     async def _upload_image(self, request: web.Request) -> web.Response:
         if not self._authorised(request):

@@ -10,7 +10,8 @@ matrix-nio runs against it unchanged; only the far end is ours.
 Endpoints (under `/_matrix/client/v3`, `Authorization: Bearer <token>`): `GET account/whoami`,
 `GET sync` (long polling: held until an event arrives or `timeout` ms pass; `since` tokens are
 `s<position>`), `PUT rooms/{room}/send/{type}/{txnId}` (idempotent per token and txnId: the same
-txnId returns the first event id and stores nothing new), `PUT rooms/{room}/typing/{user}`,
+txnId returns the first event id and stores nothing new), `PUT rooms/{room}/redact/{event}/{txnId}`
+(an `m.room.redaction` of the event), `PUT rooms/{room}/typing/{user}`,
 `POST join/{room}`. Errors have the spec's shape `{"errcode", "error"}`; a rate limit is 429
 `M_LIMIT_EXCEEDED` with `retry_after_ms`; an event over 65,536 bytes (canonical JSON) is 413
 `M_TOO_LARGE`; a bad token is 401 `M_UNKNOWN_TOKEN`.
@@ -89,6 +90,7 @@ class FakeMatrix(MatrixWorld, ServedFake):
         app.router.add_get(f"{PREFIX}/sync", self._sync)
         app.router.add_get(f"{PREFIX}/rooms/{{room}}/messages", self._messages)
         app.router.add_put(f"{PREFIX}/rooms/{{room}}/send/{{type}}/{{txn}}", self._send)
+        app.router.add_put(f"{PREFIX}/rooms/{{room}}/redact/{{event}}/{{txn}}", self._redact)
         app.router.add_put(f"{PREFIX}/rooms/{{room}}/typing/{{user}}", self._typing)
         app.router.add_post(f"{PREFIX}/join/{{room}}", self._join)
         app.router.add_post("/_matrix/media/v3/upload", self._upload)
@@ -108,7 +110,7 @@ class FakeMatrix(MatrixWorld, ServedFake):
     # Failures
 
     def fail_next(self, kind: str, status: int, errcode: str, error: str, **extra: Any) -> None:
-        """`kind` is "send", "sync", "messages", "typing" or "join"."""
+        """`kind` is "send", "redact", "sync", "messages", "typing" or "join"."""
         self._failures.append(
             _Failure(kind, status, {"errcode": errcode, "error": error, **extra}, 1)
         )
@@ -181,6 +183,25 @@ class FakeMatrix(MatrixWorld, ServedFake):
             return 200, {"event_id": event["event_id"]}
 
         return await self._answer(request, "send", handle)
+
+    async def _redact(self, request: web.Request) -> web.Response:
+        room_id = request.match_info["room"]
+        redacted = request.match_info["event"]
+        txn = request.match_info["txn"]
+
+        def handle(body: JsonObject) -> tuple[int, JsonObject]:
+            room = self._rooms.get(room_id)
+            if room is None or room.members.get(self.bot_user_id) != "join":
+                return 403, _error("M_FORBIDDEN", "You are not in this room.")
+            if txn in self._txns:
+                return 200, {"event_id": self._txns[txn]}
+            event = self._event(room_id, self.bot_user_id, "m.room.redaction", body)
+            event["redacts"] = redacted
+            self._txns[txn] = str(event["event_id"])
+            self._append(room_id, event)
+            return 200, {"event_id": event["event_id"]}
+
+        return await self._answer(request, "redact", handle)
 
     async def _typing(self, request: web.Request) -> web.Response:
         room_id = request.match_info["room"]

@@ -194,6 +194,21 @@ class MatrixWorld:
             and e.event["type"] == "m.room.message"
         ]
 
+    def bot_reactions(self, room_id: str) -> list[tuple[str, str]]:
+        """The bot's reactions standing in the room: (event reacted to, key), redacted ones
+        left out."""
+        bot = [
+            e.event
+            for e in self._entries
+            if e.room_id == room_id and e.event.get("sender") == self.bot_user_id
+        ]
+        redacted = {e.get("redacts") for e in bot if e["type"] == "m.room.redaction"}
+        return [
+            (e["content"]["m.relates_to"]["event_id"], e["content"]["m.relates_to"]["key"])
+            for e in bot
+            if e["type"] == "m.reaction" and e["event_id"] not in redacted
+        ]
+
     def shown(self, room_id: str) -> list[str]:
         """Each bot message's text as a client shows it: its latest edit applied."""
         shown: dict[str, str] = {}

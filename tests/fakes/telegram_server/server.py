@@ -184,9 +184,11 @@ class FakeTelegram:
         voice: tuple[bytes, int] | None = None,
         reply_to_message_id: int | None = None,
         entities: list[dict[str, Any]] | None = None,
+        topic: int | None = None,
     ) -> dict[str, Any]:
         """A user's message as Telegram delivers it (mentions and commands detected), queued
-        as an update and stored so the bot can reply to it; returns the Message object."""
+        as an update and stored so the bot can reply to it; returns the Message object. In a
+        forum `topic` (the id of its first message) it is a topic message."""
         user: dict[str, Any] = {
             "id": user_id if user_id is not None else abs(chat_id),
             "is_bot": False,
@@ -217,8 +219,13 @@ class FakeTelegram:
             data, duration = voice
             stored = self.state.add_file(data, "voice", suffix=".oga")
             message["voice"] = {**stored.as_file(), "duration": duration, "mime_type": "audio/ogg"}
-        if reply_to_message_id is not None:
-            message["reply_to_message"] = self.state.messages[(chat_id, reply_to_message_id)]
+        if topic is not None:
+            message["message_thread_id"] = topic
+            message["is_topic_message"] = True
+        replied = reply_to_message_id if reply_to_message_id is not None else topic
+        if replied is not None and (chat_id, replied) in self.state.messages:
+            # In a forum every message of a topic replies to the topic's first one.
+            message["reply_to_message"] = self.state.messages[(chat_id, replied)]
         self.state.messages[(chat_id, message["message_id"])] = message
         self.push_update({"message": message})
         return message

@@ -140,7 +140,8 @@ class BotState:
         entities: list[dict[str, Any]],
         entities_key: str,
     ) -> dict[str, Any]:
-        """Store and return a message the bot sends, honouring `reply_parameters`."""
+        """Store and return a message the bot sends, honouring `reply_parameters` and
+        `message_thread_id` (a message with neither lands in a forum's General topic)."""
         message: dict[str, Any] = {
             "message_id": 0,
             "from": self.bot_user,
@@ -148,13 +149,19 @@ class BotState:
             "date": int(time.time()),
             **fields,
         }
+        topic = params.get("message_thread_id")
         reply = params.get("reply_parameters")
         if isinstance(reply, dict):
             original = self.messages.get((chat_id, int_param(reply.get("message_id"))))
             if original is not None:
                 message["reply_to_message"] = original
+                # A reply lands in the topic of the message it answers.
+                topic = topic or original.get("message_thread_id")
             elif not reply.get("allow_sending_without_reply"):
                 raise ApiError(400, "Bad Request: message to be replied not found")
+        if topic:
+            message["message_thread_id"] = int_param(topic)
+            message["is_topic_message"] = True
         if entities:
             message[entities_key] = entities
         if isinstance(params.get("reply_markup"), dict):
