@@ -111,7 +111,7 @@ def read_or_make_secret(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        pass
+        pass  # the first start with this data directory: made below
     path.parent.mkdir(parents=True, exist_ok=True)
     secret = secrets.token_bytes(32)
     try:

@@ -70,11 +70,11 @@ def make_directories(sessions):
         os.makedirs(sessions, exist_ok=True)
         return
     except FileExistsError:
-        pass
+        pass  # the chat talked before (another topic): its directory is there
     try:
         os.mkdir(sessions)
     except FileExistsError:
-        pass
+        pass  # made by an earlier topic of the chat
 
 
 def make(path, data):

@@ -54,7 +54,7 @@ from gateway.cluster.record_table import DeliveryRecords, RecordTable
 from gateway.cluster.streams import ClusterNames
 from gateway.turn.journal import OwnerSend
 from gateway.turn.journal.records import SendStatus
-from gateway.turn.outbox import Cancelled, SendRequest, first_status
+from gateway.turn.outbox import Cancelled, SendRequest, first_status, log_taken
 from sessions.errors import SessionError
 from sessions.postgres.connect import DATABASE_ERRORS, database_error
 
@@ -378,14 +378,7 @@ class ClusterOutbox:
         send, earlier = await self._sends.take(self._profile, request)
         if earlier:
             return send, first_status(send)
-        log.info(
-            "outbox.taken",
-            profile=self._profile,
-            id=send.id,
-            channel=send.channel,
-            chat_id=send.chat_id,
-            status=send.status,
-        )
+        log_taken(self._profile, send)
         if send.status == "queued":
             await self._publish_now(send)
         return send, send.status

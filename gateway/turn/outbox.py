@@ -188,14 +188,7 @@ class Outbox:
             # Never durable, never answered 202: as if it was never asked for.
             self._journal.state.forget_send(send)
             raise
-        log.info(
-            "outbox.taken",
-            profile=self._profile,
-            id=send.id,
-            channel=send.channel,
-            chat_id=send.chat_id,
-            status=send.status,
-        )
+        log_taken(self._profile, send)
         self._place(send)
         return send, send.status
 
@@ -302,3 +295,15 @@ class Outbox:
 def first_status(send: OwnerSend) -> str:
     """The status a send's first 202 said (what a retry with its key is answered)."""
     return "scheduled" if send.due is not None and send.due > send.at else "queued"
+
+
+def log_taken(profile: str, send: OwnerSend) -> None:
+    """The one line an owner's send is logged by once it is durable, in either mode."""
+    log.info(
+        "outbox.taken",
+        profile=profile,
+        id=send.id,
+        channel=send.channel,
+        chat_id=send.chat_id,
+        status=send.status,
+    )
