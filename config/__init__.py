@@ -33,12 +33,6 @@ from config.channels.chat import LineConfig, MatrixConfig
 from config.channels.china import FeishuConfig, QQBotConfig, WecomBotConfig, WeComConfig
 from config.channels.phone import TwilioConfig, WhatsAppConfig
 from config.common import ConfigModel
-from config.describe import (
-    describe_config_keys,
-    describe_gateway_keys,
-    describe_model_keys,
-    describe_profile_keys,
-)
 from config.gateway import GatewayConfig, HttpConfig, LoggingConfig, LogLevel
 from config.loader import (
     DEFAULT_PROFILE_ID,
@@ -97,10 +91,6 @@ __all__ = [
     "WecomBotConfig",
     "WhatsAppConfig",
     "default_config",
-    "describe_config_keys",
-    "describe_gateway_keys",
-    "describe_model_keys",
-    "describe_profile_keys",
     "load_gateway",
     "load_profile",
 ]

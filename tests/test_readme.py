@@ -22,7 +22,7 @@ def test_config_reference_matches_the_models() -> None:
 
 
 def test_every_config_key_is_in_the_readme() -> None:
-    from config import describe_config_keys
+    from config.describe import describe_config_keys
 
     missing = [key for key, _kind, _text in describe_config_keys() if f"`{key}`" not in README]
     assert missing == []

@@ -30,6 +30,8 @@ from config import (
     WecomBotConfig,
     WeComConfig,
     WhatsAppConfig,
+)
+from config.describe import (
     describe_config_keys,
     describe_gateway_keys,
     describe_profile_keys,
