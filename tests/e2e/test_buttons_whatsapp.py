@@ -5,7 +5,8 @@ than three as an interactive `list`; a tap (an `interactive` reply whose `contex
 bot message) reaches the agent as `message.callback` once, also when Meta delivers the webhook
 twice, and across a SIGKILL right after its 200; the 200 comes once the tap is durable, while
 the agent is still answering; a second tap on the same message's buttons reaches no agent, and
-the chat is told they were used.
+the chat is told they were used. A user's reaction to a bot message reaches the agent once with
+`inbound_reactions`, quoting the message's text, and no agent without; one taken back, none.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from channels.outbound import delivery
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged
 from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
 from tests.fakes.whatsapp_server import FakeWhatsApp, SentMessage, post_json
@@ -188,5 +190,94 @@ async def test_a_tap_is_answered_once_across_a_sigkill_after_its_200(tmp_path: P
             assert duplicates == 1
             assert taps_seen(webhook) == [{"data": "refund:42:yes", "message_id": held.wamid}]
             assert whatsapp.texts_to(ALICE).count("Approved.") == 1
+        finally:
+            await daemon.stop()
+
+
+def reactions_seen(webhook: FakeWebhook) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (post.json["message"]["content"], post.json["message"]["reaction"])
+        for post in webhook.requests
+        if "reaction" in post.json["message"]
+    ]
+
+
+def bot_text(whatsapp: FakeWhatsApp, text: str) -> SentMessage:
+    [sent] = [m for m in whatsapp.sent if m.to == ALICE and m.kind == "text" and m.text == text]
+    return sent
+
+
+@pytest.mark.xfail(
+    not hasattr(delivery, "SentTexts"),
+    reason="the channel manager quotes a reacted-to text only with delivery.SentTexts",
+    strict=True,
+)
+async def test_a_users_reaction_reaches_the_agent_once_with_inbound_reactions(
+    tmp_path: Path,
+) -> None:
+    async with FakeWhatsApp() as whatsapp, FakeWebhook() as webhook:
+        extra = 'inbound_reactions: true\nworking_reaction: "👀"\n'
+        config = write_config(tmp_path, {"wa": profile(whatsapp, webhook, extra=extra)})
+        daemon = await started(config)
+        try:
+            webhook.script(ScriptedReply(text="The refund is done."))
+            assert (
+                await notify(whatsapp, daemon, whatsapp.text_notification(ALICE, "refund")) == 200
+            )
+            await whatsapp.wait_until(lambda: said(whatsapp, "The refund is done."), WAIT_S)
+            answer = bot_text(whatsapp, "The refund is done.")
+
+            webhook.script(ScriptedReply(text="Glad it helped."))
+            reaction = whatsapp.reaction_notification(ALICE, answer.wamid, "👍")
+            assert await notify(whatsapp, daemon, reaction) == 200
+            assert await notify(whatsapp, daemon, reaction) == 200  # Meta delivers it again
+            await whatsapp.wait_until(lambda: said(whatsapp, "Glad it helped."), WAIT_S)
+            # Taken back: no turn. The message after it is answered.
+            taken_back = whatsapp.reaction_notification(ALICE, answer.wamid, "")
+            assert await notify(whatsapp, daemon, taken_back) == 200
+            webhook.script(ScriptedReply(text="Still here."))
+            assert await notify(whatsapp, daemon, whatsapp.text_notification(ALICE, "hi?")) == 200
+            await whatsapp.wait_until(lambda: said(whatsapp, "Still here."), WAIT_S)
+
+            assert [post.json["message"]["content"] for post in webhook.requests] == [
+                "refund",
+                "[reaction 👍 to: The refund is done.]",
+                "hi?",
+            ]
+            assert reactions_seen(webhook) == [
+                (
+                    "[reaction 👍 to: The refund is done.]",
+                    {"emoji": "👍", "message_id": answer.wamid},
+                )
+            ]
+            # The working reaction goes on the messages the user wrote, not on a reaction.
+            reacted_to = {m.content["message_id"] for m in whatsapp.sent if m.kind == "reaction"}
+            assert answer.wamid not in reacted_to
+            assert len(reacted_to) == 2
+        finally:
+            await daemon.stop()
+
+
+async def test_a_users_reaction_reaches_no_agent_by_default(tmp_path: Path) -> None:
+    async with FakeWhatsApp() as whatsapp, FakeWebhook() as webhook:
+        daemon = await started(write_config(tmp_path, {"wa": profile(whatsapp, webhook)}))
+        try:
+            webhook.script(ScriptedReply(text="Hello."))
+            assert await notify(whatsapp, daemon, whatsapp.text_notification(ALICE, "hi")) == 200
+            await whatsapp.wait_until(lambda: said(whatsapp, "Hello."), WAIT_S)
+            answer = bot_text(whatsapp, "Hello.")
+
+            reaction = whatsapp.reaction_notification(ALICE, answer.wamid, "👍")
+            assert await notify(whatsapp, daemon, reaction) == 200
+            await daemon.wait_log(logged("intake.reaction_ignored"))
+            webhook.script(ScriptedReply(text="Still here."))
+            still = whatsapp.text_notification(ALICE, "still there?")
+            assert await notify(whatsapp, daemon, still) == 200
+            await whatsapp.wait_until(lambda: said(whatsapp, "Still here."), WAIT_S)
+            assert reactions_seen(webhook) == []
+            assert [post.json["message"]["content"] for post in webhook.requests] == [
+                "hi",
+                "still there?",
+            ]
         finally:
             await daemon.stop()
