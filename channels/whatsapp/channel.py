@@ -6,7 +6,9 @@ the start, while it checks the access token (fetching the phone number; a reject
 the gateway with its wamid as `message_id`, and Meta is answered only after that returns. Media
 is downloaded (`GET /{media-id}`, then its URL with the bearer token) for allowed senders only.
 Statuses (sent, delivered, read, failed) are logged, never answered. A message older than Meta's
-7-day retry window is a replay: acknowledged and dropped.
+7-day retry window is a replay: acknowledged and dropped. A user's reaction to a bot message is
+handed over like a message (`bus.REACTION`, deduplicated by its wamid; the profile's
+`inbound_reactions` decides at the intake whether it goes further); a reaction taken back is not.
 
 While a turn runs, the user's last message is marked read with the typing indicator (it lasts
 25 s, so it is renewed at most every 20 s). Replies are text messages of at most 4,096
@@ -72,7 +74,7 @@ MAX_MESSAGE_AGE_S = 7 * 24 * 3600.0
 #: The typing indicator shows for 25 s; renewing it a little earlier keeps it steady.
 TYPING_RENEW_S = 20.0
 #: Message types that are not something to answer.
-_NOT_MESSAGES = frozenset({"reaction", "system", "unsupported", "request_welcome"})
+_NOT_MESSAGES = frozenset({"system", "unsupported", "request_welcome"})
 
 # Interactive messages, as Meta documents them ("Interactive reply buttons messages", "Interactive
 # list messages"): at most 3 reply buttons with titles of at most 20 characters, or a list of at
@@ -202,7 +204,11 @@ class WhatsAppChannel(RunStateChannel):
 
     async def _take_message(self, message: WhatsAppMessage) -> None:
         inbound = self._run_state.receiver(CHANNEL)
-        if message.kind in _NOT_MESSAGES or message.wamid in self._recent:
+        if (
+            message.kind in _NOT_MESSAGES
+            or message.removed_reaction
+            or message.wamid in self._recent
+        ):
             log.debug("whatsapp.not_answered", wamid=message.wamid, kind=message.kind)
             return
         age_s = time.time() - message.timestamp
@@ -218,8 +224,10 @@ class WhatsAppChannel(RunStateChannel):
                 self.graph, self._media, received, message.media, self.max_media_bytes
             )
         # Before the hand-over: its turn starts as the message goes to the journal, and its
-        # first typing call must find the message to mark read.
-        self._remember_latest(sender, message.wamid)
+        # first typing call must find the message to mark read. A reaction is no message of
+        # the conversation to mark read: the one the user last wrote stays the one.
+        if message.kind != "reaction":
+            self._remember_latest(sender, message.wamid)
         await inbound.send(received)
         self._recent.seen(message.wamid)
 

@@ -9,7 +9,10 @@ Message types: `text` (`text.body`), media (`image`, `video`, `audio`, `document
 each with an `id` to download and maybe a `caption`), `interactive` (a button or list reply),
 `button` (a template's quick reply), `location`, `reaction`; anything else is kept as its type.
 An `interactive` reply is the tap of a button the bot sent: its `id` is the button's data and
-its `context.id` the bot message that held it (`bus.CALLBACK`).
+its `context.id` the bot message that held it (`bus.CALLBACK`). A `reaction` is a user's emoji
+on one of the bot's messages (WhatsApp sends no other: `reaction.message_id` names it), a
+message of the chat with `bus.REACTION`; one taken back comes without its `emoji` and carries
+no `bus.REACTION` (`WhatsAppMessage.removed_reaction`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bus import CALLBACK, REPLY_TO, InboundMessage, quoted
+from bus import CALLBACK, REACTION, REPLY_TO, InboundMessage, quoted, reaction_note
 from channels.whatsapp.graph import CHANNEL
 
 MEDIA_KINDS = frozenset({"image", "video", "audio", "document", "sticker"})
@@ -47,6 +50,11 @@ class WhatsAppMessage:
     #: When it was sent, in seconds since the epoch; 0 when WhatsApp did not say.
     timestamp: int
     media: MediaRef | None
+
+    @property
+    def removed_reaction(self) -> bool:
+        """A reaction the user took back (or one naming no message): nothing to pass on."""
+        return self.kind == "reaction" and REACTION not in self.message.metadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +91,27 @@ def _text_of(kind: str, message: Mapping[str, Any]) -> str:
                 return str(chosen.get("title", ""))
     if kind == "button":
         return str(part.get("text", ""))
+    if kind == "reaction":
+        reaction = _reaction(message)
+        # WhatsApp does not send the text of the message reacted to.
+        return reaction_note(reaction["emoji"], None) if reaction else ""
     if kind == "location":
         where = ", ".join(str(part[k]) for k in ("name", "address") if part.get(k))
         coordinates = f"{part.get('latitude')},{part.get('longitude')}"
         return f"[location {coordinates}{' ' + where if where else ''}]"
     return ""
+
+
+def _reaction(message: Mapping[str, Any]) -> dict[str, str] | None:
+    """`{"emoji", "message_id"}` of a `reaction` message; None for one taken back (WhatsApp
+    leaves its `emoji` out) or naming no message."""
+    body = message.get("reaction")
+    if not isinstance(body, Mapping):
+        return None
+    emoji, reacted = body.get("emoji"), body.get("message_id")
+    if not isinstance(emoji, str) or not emoji or not isinstance(reacted, str) or not reacted:
+        return None
+    return {"emoji": emoji, "message_id": reacted}
 
 
 def _tapped_id(message: Mapping[str, Any]) -> str | None:
@@ -137,6 +161,9 @@ def _metadata(kind: str, raw: Mapping[str, Any], profile_name: str | None) -> di
     context = raw.get("context")
     context_id = context.get("id") if isinstance(context, Mapping) else None
     tapped = _tapped_id(raw) if kind == "interactive" else None
+    reaction = _reaction(raw) if kind == "reaction" else None
+    if reaction is not None:
+        metadata[REACTION] = reaction
     if tapped is not None:
         metadata[CALLBACK] = {"data": tapped, "message_id": str(context_id) if context_id else None}
     elif context_id:

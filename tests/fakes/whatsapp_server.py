@@ -18,7 +18,10 @@ code (130429 throughput, 131056 pair rate, 131047 outside the 24-hour window, ..
 over 4,096 characters is refused with code 100, as is an `interactive` message past Meta's
 limits (1-3 reply buttons of titles up to 20 characters, or a list of 1-10 rows up to 24; a
 body up to 1,024; ids up to 256). `tap_notification` is a user's choice of one. A `reaction`
-(`message_id`, `emoji`; an empty emoji takes it back) is recorded in `sent` like any message.
+(`message_id`, `emoji`; an empty emoji takes it back) is recorded in `sent` like any message;
+`reaction_notification` is a user's reaction to a bot message, as Meta's "Reaction messages
+webhook reference" shows it (`reaction: {"message_id", "emoji"}`, the `emoji` left out when the
+user takes the reaction back).
 """
 
 from __future__ import annotations
@@ -201,6 +204,16 @@ class FakeWhatsApp(HoldableFake):
         message = payload["entry"][0]["changes"][0]["value"]["messages"][0]
         message["context"] = {"from": "15550000000", "id": held_wamid}
         return json.dumps(payload).encode()
+
+    def reaction_notification(
+        self, sender: str, reacted_wamid: str, emoji: str, *, wamid: str | None = None
+    ) -> bytes:
+        """The user reacts with `emoji` to the bot's message `reacted_wamid`; an empty `emoji`
+        takes their reaction back (sent without the field)."""
+        reaction = {"message_id": reacted_wamid}
+        if emoji:
+            reaction["emoji"] = emoji
+        return self.message_notification(sender, "reaction", reaction, wamid=wamid)
 
     def status_notification(self, wamid: str, recipient: str, status: str = "delivered") -> bytes:
         update = {

@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bus import CALLBACK, REPLY_TO, Attachment, Button, OutboundMessage, create_bus
+from bus import CALLBACK, REACTION, REPLY_TO, Attachment, Button, OutboundMessage, create_bus
 from channels.access.allow import AllowList
 from channels.buttons import fit_buttons
 from channels.errors import ChannelError, DeliveryError, FatalChannelError, RateLimited
@@ -393,3 +393,45 @@ async def test_more_than_three_buttons_are_a_list_and_a_long_text_goes_first(
     assert await running.post(fake.tap_notification(ALICE, held, "option:3", "Option 3")) == 200
     tapped = await running.next_inbound()
     assert tapped.metadata[CALLBACK] == {"data": "option:3", "message_id": held}
+
+
+async def test_a_reaction_to_a_bot_message_is_handed_over_once_and_a_removal_not(
+    running: Running,
+) -> None:
+    fake, channel = running.fake, running.channel
+    held = await channel.send_with_id(
+        OutboundMessage(channel="whatsapp", chat_id=ALICE, content="The refund is done.")
+    )
+    assert held is not None
+    wamid = fake.new_wamid()
+    body = fake.reaction_notification(ALICE, held, "👍", wamid=wamid)
+    assert await running.post(body) == 200
+    assert await running.post(body) == 200  # Meta delivers it again: one reaction
+    reaction = await running.next_inbound()
+    assert (reaction.chat_id, reaction.sender_id, reaction.message_id) == (ALICE, ALICE, wamid)
+    assert reaction.content == "[reaction 👍 to a message]"
+    assert reaction.metadata[REACTION] == {"emoji": "👍", "message_id": held}
+    assert CALLBACK not in reaction.metadata
+    # Taken back: WhatsApp leaves the emoji out, and nothing is handed over.
+    assert await running.post(fake.reaction_notification(ALICE, held, "")) == 200
+    written = fake.new_wamid()
+    assert await running.post(fake.text_notification(ALICE, "next", wamid=written)) == 200
+    assert (await running.next_inbound()).content == "next"
+    assert running.agent.inbound_depth() == 0
+    # A reaction is no message to mark read: the typing indicator goes on the last one written.
+    assert await running.post(fake.reaction_notification(ALICE, held, "🎉")) == 200
+    assert REACTION in (await running.next_inbound()).metadata
+    await channel.send_typing(ALICE)
+    assert [read.message_id for read in fake.reads] == [written]
+
+
+def test_a_reaction_taken_back_carries_no_reaction() -> None:
+    fake = FakeWhatsApp()
+    payload = json.loads(fake.reaction_notification(ALICE, "wamid.BOT", ""))
+    [parsed] = parse_notification(payload, fake.phone_number_id).messages
+    assert parsed.removed_reaction
+    assert REACTION not in parsed.message.metadata
+    payload = json.loads(fake.reaction_notification(ALICE, "wamid.BOT", "🎉"))
+    [parsed] = parse_notification(payload, fake.phone_number_id).messages
+    assert not parsed.removed_reaction
+    assert parsed.message.metadata[REACTION] == {"emoji": "🎉", "message_id": "wamid.BOT"}
