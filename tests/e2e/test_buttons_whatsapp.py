@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from channels.outbound import delivery
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged
 from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
 from tests.fakes.whatsapp_server import FakeWhatsApp, SentMessage, post_json
@@ -207,11 +206,6 @@ def bot_text(whatsapp: FakeWhatsApp, text: str) -> SentMessage:
     return sent
 
 
-@pytest.mark.xfail(
-    not hasattr(delivery, "SentTexts"),
-    reason="the channel manager quotes a reacted-to text only with delivery.SentTexts",
-    strict=True,
-)
 async def test_a_users_reaction_reaches_the_agent_once_with_inbound_reactions(
     tmp_path: Path,
 ) -> None:
