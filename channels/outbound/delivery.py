@@ -12,13 +12,21 @@ import functools
 import hashlib
 import os
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 import structlog
 
-from bus import Attachment, OutboundMessage
+from bus import (
+    REACTION,
+    REACTION_TEXT_MAX,
+    Attachment,
+    InboundMessage,
+    OutboundMessage,
+    reaction_note,
+)
 from channels.base import FORMATTED, Channel
 from channels.errors import DeliveryError, FormattingRejected
 from channels.media_info import human_size
@@ -140,12 +148,44 @@ def _whole_send(channel: Channel) -> Callable[[OutboundMessage], Awaitable[str |
     return functools.partial(_sent_without_id, channel)
 
 
+class SentTexts:
+    """The start of each message this process sent, by channel, chat and platform id: what a
+    user's reaction to it quotes, where the platform's reaction event names only the message.
+    The oldest are forgotten first; a message sent before a restart is not known."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._capacity = capacity
+        self._texts: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+
+    def note(self, channel: str, chat_id: str, message_id: str, text: str) -> None:
+        key = (channel, chat_id, message_id)
+        self._texts[key] = text[:REACTION_TEXT_MAX]
+        self._texts.move_to_end(key)
+        if len(self._texts) > self._capacity:
+            self._texts.popitem(last=False)
+
+    def quoted(self, message: InboundMessage) -> InboundMessage:
+        """`message`, and when it is a reaction to a message whose text the platform did not
+        tell and this process sent, with that text quoted."""
+        reaction = message.metadata.get(REACTION)
+        if not isinstance(reaction, dict):
+            return message
+        emoji, reacted = str(reaction.get("emoji", "")), str(reaction.get("message_id", ""))
+        if message.content != reaction_note(emoji, None):
+            return message
+        text = self._texts.get((message.channel, message.chat_id, reacted))
+        if not text:
+            return message
+        return message.model_copy(update={"content": reaction_note(emoji, text)})
+
+
 class Delivery:
     """Sends, edits and finishes messages on a channel with the retry policy and metrics."""
 
     def __init__(self, retrier: Retrier, metrics: ChannelMetrics) -> None:
         self.retrier = retrier
         self.metrics = metrics
+        self.sent = SentTexts()
 
     async def send_message(self, channel: Channel, message: OutboundMessage) -> list[str]:
         """A whole reply: media as is, text split to the limit; the first failure stops it.
@@ -168,7 +208,10 @@ class Delivery:
             action="send",
         )
         self.metrics.message_sent(channel.name)
-        return [sent] if sent is not None else []
+        if sent is None:
+            return []
+        self.sent.note(channel.name, message.chat_id, sent, message.content)
+        return [sent]
 
     async def send_attachments(self, channel: Channel, reply: OutboundMessage) -> list[str]:
         """Each file of `reply` as its own message (`Channel.send_attachment`), in order; one
@@ -278,6 +321,7 @@ class Delivery:
         await self._edit_with_fallback(
             channel, chat_id, message_id, chunk, channel.finish_stream, Priority.REPLY
         )
+        self.sent.note(channel.name, chat_id, message_id, chunk.raw)
 
     async def delete(self, channel: Channel, chat_id: str, message_id: str) -> None:
         await self.retrier.call(
@@ -316,6 +360,8 @@ class Delivery:
 
         result = await self._formatted_then_plain(channel, template.chat_id, "send", chunk, sending)
         self.metrics.message_sent(channel.name)
+        if isinstance(result, str):
+            self.sent.note(channel.name, template.chat_id, result, chunk.raw)
         return result
 
     async def _edit_with_fallback(

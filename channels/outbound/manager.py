@@ -22,6 +22,8 @@ import structlog
 from bus import (
     BusPublisher,
     ButtonsUsed,
+    InboundMessage,
+    InboundSender,
     OutboundEvent,
     OutboundMessage,
     ReactionChanged,
@@ -42,7 +44,7 @@ from channels.lifecycle.supervisor import (
     start_channel,
 )
 from channels.metrics import ChannelMetrics
-from channels.outbound.delivery import Delivery, fits, on_disk
+from channels.outbound.delivery import Delivery, SentTexts, fits, on_disk
 from channels.outbound.router import OutboundRouter
 from channels.outbound.streaming import StreamEditor, StreamRecord
 from channels.outbound.typing_indicator import TypingIndicators
@@ -67,6 +69,21 @@ log = structlog.get_logger(__name__)
 #: journal records it, so a restart does not deliver it again. What it returns to wait for
 #: (keeping a reply given up on as a dead letter) holds the chat's next reply until done.
 DeliveryHook = Callable[[OutboundMessage, list[str], DeliveryError | None], Awaitable[None] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class QuotingSender:
+    """A channel's sender that quotes, in a user's reaction, the text of the message reacted to
+    when this process sent it (`SentTexts`)."""
+
+    inner: InboundSender
+    sent: SentTexts
+
+    async def send(self, message: InboundMessage) -> None:
+        await self.inner.send(self.sent.quoted(message))
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +129,7 @@ class ChannelManager:
         #: poller lease).
         self._supervisor_of = partial(
             ChannelSupervisor,
-            open_inbound=publisher.inbound_sender,
+            open_inbound=self._inbound_sender,
             metrics=self.metrics,
             policy=restart_policy or RestartPolicy(),
             clock=clock,
@@ -157,6 +174,13 @@ class ChannelManager:
         self._stop_requested = asyncio.Event()
         self._finished = asyncio.Event()
         self._finished.set()
+
+    @property
+    def sent_texts(self) -> SentTexts:
+        return self._delivery.sent
+
+    def _inbound_sender(self) -> InboundSender:
+        return QuotingSender(self._publisher.inbound_sender(), self._delivery.sent)
 
     # -- registry -------------------------------------------------------------------------
 

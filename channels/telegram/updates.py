@@ -4,7 +4,8 @@ Only messages from people, their edits (`edited_message`, an edit of the message
 `bus.EDIT`), their taps on the bot's inline buttons (`callback_query`) and, where the profile
 asks for them, their reactions (`message_reaction`: `bus.REACTION`, the emoji added) count:
 channel posts and other bots are not turns. Telegram tells neither whose message was reacted to
-nor its text, so a reaction reads "[reaction 👍 to a message]". A reply to a message carries
+nor its text, so a reaction reads "[reaction 👍 to a message]" here (the channel manager
+quotes the text when this process sent the message, `SentTexts`). A reply to a message carries
 it quoted (`bus.REPLY_TO`). Telegram tells a bot of no deletes. In a group with
 `require_mention`, a message goes through only when it is addressed to the bot (an @mention, a
 command for it, or a reply to one of its messages). The bot's own mention is cut out of the text

@@ -46,6 +46,7 @@ from nats.js import JetStreamContext
 
 from bus import (
     EDIT,
+    REACTION,
     Admitted,
     AgentHandle,
     Attachment,
@@ -100,6 +101,7 @@ class ClusterIntake:
         *,
         queue_mode: QueueMode = "followup",
         edits: EditsMode = "replace",
+        inbound_reactions: bool = False,
         retry_after_s: float = 5.0,
     ) -> None:
         self._profile = profile
@@ -107,6 +109,7 @@ class ClusterIntake:
         self._js: JetStreamContext = client.jetstream(timeout=REQUEST_TIMEOUT_S)
         self._queue_mode = queue_mode
         self._edits = edits
+        self._inbound_reactions = inbound_reactions
         self._names = names
         self._ingress_id = ingress_id
         self._metrics = metrics
@@ -127,6 +130,10 @@ class ClusterIntake:
         if channel is None:
             return None
         message = scrubbed(message)
+        if REACTION in message.metadata and not self._inbound_reactions:
+            self._count(message, "reaction_ignored")
+            log.info("cluster.reaction_ignored", channel=message.channel)
+            return None
         if message.deleted_id() is not None or message.edited_id() is not None:
             edit = self._as_new_turn(message)
             if edit is None:
@@ -371,6 +378,7 @@ class IngressProfile:
                 self._shared.metrics,
                 queue_mode=self._config.queue_mode,
                 edits=self._config.edits,
+                inbound_reactions=self._config.inbound_reactions,
             )
             publisher.log_through(intake)
             stack.callback(self._shared.webhooks.unmount, self.profile_id)

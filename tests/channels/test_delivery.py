@@ -8,7 +8,17 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bus import ANSWERS, Button, OutboundMessage, StreamSnapshot, new_turn_id, turn_made_at
+from bus import (
+    ANSWERS,
+    REACTION,
+    Button,
+    InboundMessage,
+    OutboundMessage,
+    StreamSnapshot,
+    new_turn_id,
+    reaction_note,
+    turn_made_at,
+)
 from channels.base import FORMATTED
 from channels.errors import (
     AuthError,
@@ -58,6 +68,31 @@ async def test_splits_to_a_tiny_limit_in_order(managed: ManagedFactory) -> None:
         len(sent) - 1
     )
     assert not any(call.formatted for call in sent)
+
+
+def reaction_to(message_id: str) -> InboundMessage:
+    return InboundMessage(
+        channel="rec",
+        sender_id="u1",
+        chat_id="c1",
+        content=reaction_note("👍", None),
+        message_id=f"reaction-{message_id}",
+        metadata={REACTION: {"emoji": "👍", "message_id": message_id}},
+    )
+
+
+async def test_a_reaction_quotes_the_part_of_the_reply_it_is_on(managed: ManagedFactory) -> None:
+    channel, manager = managed(limit=PlatformLimit(30, "chars"), cls=WholeSendChannel)
+
+    ids = await manager.deliver(reply(TEXT))
+
+    parts = channel.delivered
+    assert len(ids) == len(parts) > 1
+    quoted = [manager.sent_texts.quoted(reaction_to(i)).content for i in ids]
+    assert quoted == [f"[reaction 👍 to: {part}]" for part in parts]
+    # A message this process did not send keeps the platform's own wording.
+    unknown = manager.sent_texts.quoted(reaction_to("elsewhere"))
+    assert unknown.content == "[reaction 👍 to a message]"
 
 
 async def test_resplits_when_formatting_grows_the_text(managed: ManagedFactory) -> None:

@@ -8,7 +8,7 @@ import pytest
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
 
-from bus import InboundMessage, InboundRefused, OutboundMessage, PipeClosed
+from bus import REACTION, InboundMessage, InboundRefused, OutboundMessage, PipeClosed, reaction_note
 from channels.access.allow import AllowList
 from gateway.cluster.codec import REPLY_SUBJECT, REQUEST, InboundEnvelope
 from gateway.cluster.ingress import ClusterIntake
@@ -30,7 +30,7 @@ def message(text: str, *, channel: str = "rec", sender: str = "7") -> InboundMes
 
 
 async def intake_for(
-    client: Client, prefix: str, *channels: RecordingChannel
+    client: Client, prefix: str, *channels: RecordingChannel, inbound_reactions: bool = False
 ) -> tuple[ClusterIntake, list[OutboundMessage]]:
     config = nats_config(prefix)
     await ensure_streams(client.jetstream(), config)
@@ -48,6 +48,7 @@ async def intake_for(
         by_name.get,
         StrangerNotices(keep),
         GatewayMetrics.create(CollectorRegistry()),
+        inbound_reactions=inbound_reactions,
     )
     return intake, notices
 
@@ -89,6 +90,29 @@ async def test_every_attempt_of_a_held_request_is_published_with_its_reply_subje
     assert raw.headers is not None
     assert raw.headers[REQUEST] == "1"
     assert raw.headers[REPLY_SUBJECT] == f"{nats_prefix}.reply.ingress-a"
+
+
+def reaction() -> InboundMessage:
+    return InboundMessage(
+        channel="rec",
+        sender_id="7",
+        chat_id="chat-9",
+        content=reaction_note("👍", None),
+        message_id="reaction-1",
+        metadata={REACTION: {"emoji": "👍", "message_id": "bot-1"}},
+    )
+
+
+@pytest.mark.parametrize("inbound_reactions", [False, True])
+async def test_a_reaction_is_published_only_with_inbound_reactions(
+    nats_client: Client, nats_prefix: str, inbound_reactions: bool
+) -> None:
+    intake, _notices = await intake_for(
+        nats_client, nats_prefix, RecordingChannel(), inbound_reactions=inbound_reactions
+    )
+    await intake.admit(reaction())
+    published = [e.message.content for e in await stored(nats_client, nats_prefix)]
+    assert published == (["[reaction 👍 to a message]"] if inbound_reactions else [])
 
 
 async def test_a_stranger_is_told_their_id_and_nothing_is_published(

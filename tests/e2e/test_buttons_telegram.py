@@ -221,6 +221,7 @@ async def test_a_users_reaction_reaches_the_agent_once_with_inbound_reactions(
             assert "message_reaction" in str(poll.params.get("allowed_updates"))
 
             webhook.script(ScriptedReply(text="Glad it helped."))
+            # Telegram names only the message: the daemon quotes the text it sent.
             update_id = telegram.push_reaction(chat, bot_id, "👍", user_id=USER)
             # Delivered twice (a server that lost the confirmation): one reaction.
             telegram.push_reaction(chat, bot_id, "👍", user_id=USER, update_id=update_id)
@@ -231,7 +232,10 @@ async def test_a_users_reaction_reaches_the_agent_once_with_inbound_reactions(
                 timeout_s=WAIT_S,
             )
             assert reactions_seen(webhook) == [
-                ("[reaction 👍 to a message]", {"emoji": "👍", "message_id": str(bot_id)})
+                (
+                    "[reaction 👍 to: The refund is done.]",
+                    {"emoji": "👍", "message_id": str(bot_id)},
+                )
             ]
             # The working reaction and the agent's reaction go on messages, not on reactions.
             assert not telegram.calls("setMessageReaction")
