@@ -1,11 +1,13 @@
-"""Buttons on Feishu, through the daemon subprocess and the fake Feishu.
+"""Buttons and reactions on Feishu, through the daemon subprocess and the fake Feishu.
 
 The webhook agent's reply with two buttons arrives as a card whose `action` element holds two
 buttons (each value `{"data", "text"}`); a tap (a `card.action.trigger` callback, posted to the
 daemon's webhook route or sent as a card frame over the long connection) reaches the agent as
 `message.callback` once, also when Feishu delivers it twice; the callback is answered before
 the reply of an agent however slow (Feishu wants it within 3 s); the card is updated without
-its buttons, and a second tap reaches no agent.
+its buttons, and a second tap reaches no agent. A user's reaction to the bot's card
+(`im.message.reaction.created_v1`) reaches the agent once with `inbound_reactions`, quoting
+the card's text, and no agent without.
 """
 
 from __future__ import annotations
@@ -175,5 +177,81 @@ async def test_a_tap_over_the_long_connection_is_acknowledged_before_a_slow_agen
             await fake.wait_until(lambda: not held.buttons, WAIT_S)
             assert held.text == "Approve the refund?"
             assert fake.texts(chat).count("Approved.") == 1
+        finally:
+            await daemon.stop()
+
+
+def reactions_seen(webhook: FakeWebhook) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (post.json["message"]["content"], post.json["message"]["reaction"])
+        for post in webhook.requests
+        if "reaction" in post.json["message"]
+    ]
+
+
+async def answered(
+    fake: FakeFeishu, webhook: FakeWebhook, chat: str, text: str, reply: str
+) -> None:
+    """The user says `text` over the long connection and the agent's `reply` is shown."""
+    webhook.script(ScriptedReply(text=reply))
+    frame = await fake.push_event(fake.message_event(ALICE, chat, text))
+    await fake.wait_until(lambda: fake.acked(frame) and said(fake, chat, reply), WAIT_S)
+
+
+async def test_a_users_reaction_reaches_the_agent_once_with_inbound_reactions(
+    tmp_path: Path,
+) -> None:
+    chat = "oc_reaction00000000000001"
+    async with FakeFeishu() as fake, FakeWebhook() as webhook:
+        extra = "inbound_reactions: true\n"
+        config = write_config(tmp_path, {"fs": profile(fake, webhook, mode="ws", extra=extra)})
+        daemon = await started(config, fake, mode="ws")
+        try:
+            await answered(fake, webhook, chat, "refund please", "The refund is done.")
+            [card] = fake.chat_messages(chat)
+
+            webhook.script(ScriptedReply(text="Glad it helped."))
+            thumbs = fake.reaction_event(ALICE, card.message_id, "THUMBSUP")
+            first = await fake.push_event(thumbs)
+            again = await fake.push_event(thumbs)  # Feishu delivers the same event twice
+            await fake.wait_until(lambda: fake.acked(first) and fake.acked(again), WAIT_S)
+            await fake.wait_until(lambda: said(fake, chat, "Glad it helped."), WAIT_S)
+            # A turn after both: a second turn for the reaction would have come before it.
+            await answered(fake, webhook, chat, "that is all", "Bye.")
+
+            assert reactions_seen(webhook) == [
+                (
+                    "[reaction 👍 to: The refund is done.]",
+                    {"emoji": "👍", "message_id": card.message_id},
+                )
+            ]
+            assert [post.json["message"]["content"] for post in webhook.requests] == [
+                "refund please",
+                "[reaction 👍 to: The refund is done.]",
+                "that is all",
+            ]
+            # The bot's own card: its chat was known, nothing was looked up.
+            assert not [c for c in fake.calls if c.method == "GET" and "/im/v1/messages/" in c.path]
+        finally:
+            await daemon.stop()
+
+
+async def test_a_users_reaction_reaches_no_agent_by_default(tmp_path: Path) -> None:
+    chat = "oc_reaction00000000000002"
+    async with FakeFeishu() as fake, FakeWebhook() as webhook:
+        config = write_config(tmp_path, {"fs": profile(fake, webhook, mode="ws")})
+        daemon = await started(config, fake, mode="ws")
+        try:
+            await answered(fake, webhook, chat, "hi", "Hello.")
+            [card] = fake.chat_messages(chat)
+            thumbs = await fake.push_event(fake.reaction_event(ALICE, card.message_id, "THUMBSUP"))
+            await fake.wait_until(lambda: fake.acked(thumbs), WAIT_S)
+            await answered(fake, webhook, chat, "still there?", "Still here.")
+
+            assert reactions_seen(webhook) == []
+            assert [post.json["message"]["content"] for post in webhook.requests] == [
+                "hi",
+                "still there?",
+            ]
         finally:
             await daemon.stop()
