@@ -97,7 +97,8 @@ class ChannelContext:
     #: URL); None outside a daemon.
     media_links: MediaLinks | None = None
     #: Whether the profile passes users' reactions on (`inbound_reactions`): a platform that
-    #: sends them only when asked (Telegram's `message_reaction`) is asked only then.
+    #: sends them only when asked (Telegram's `message_reaction`) is asked only then, and one
+    #: whose reactions may cost a call to read (Feishu's name no chat) makes it only then.
     inbound_reactions: bool = False
 
 

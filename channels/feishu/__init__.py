@@ -19,4 +19,6 @@ __all__ = ["FeishuChannel", "FeishuCipher", "create"]
 
 
 def create(config: FeishuConfig, context: ChannelContext) -> FeishuChannel:
-    return FeishuChannel(config, data_dir=context.data_dir)
+    return FeishuChannel(
+        config, data_dir=context.data_dir, inbound_reactions=context.inbound_reactions
+    )

@@ -19,6 +19,12 @@ too large for that, by im/v1/files as a `file` message.
 A reaction is im/v1/messages/{id}/reactions with Feishu's emoji type ("THUMBSUP"), taken back
 by deleting it by the reaction id its creation answered with. The gateway names a user's
 message by its event id (the dedup key), so the message id of each is remembered to react to.
+
+With the profile's `inbound_reactions`, a user's reaction to one of the bot's messages
+(`im.message.reaction.created_v1`, which names neither the chat nor the message's author) is
+passed on: the chat of each message the bot sent is remembered, and a message not remembered
+(sent before a restart, or someone else's) is looked up once (im/v1/messages/{id}: its chat and
+sender). Without the setting reactions are dropped here, and nothing is looked up.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import quote
 
 import structlog
 from aiohttp import web
@@ -47,14 +54,22 @@ from bus import (
     PipeClosed,
 )
 from channels.buttons import ButtonLimits
-from channels.errors import AuthError, ChannelError, FatalChannelError
+from channels.errors import (
+    AuthError,
+    ChannelError,
+    FatalChannelError,
+    RateLimited,
+    TransientError,
+)
 from channels.feishu.api import CHANNEL, FeishuApi
 from channels.feishu.events import (
     EventEnvelope,
     MalformedEvent,
+    Reaction,
     Received,
     read_envelope,
     read_message,
+    read_reaction,
     read_recall,
 )
 from channels.feishu.longconn import RECONNECT, LongConnection
@@ -103,6 +118,9 @@ def card_content(text: str, buttons: Sequence[Sequence[Button]] = ()) -> str:
 
 #: Cards whose text the channel remembers, to put buttons on them and take them off again.
 REMEMBERED_CARDS = 10_000
+#: The wait a reaction's refusal names when its message could not be looked up for a passing
+#: reason: Feishu delivers an unanswered event again after 5 s at the soonest anyway.
+LOOKUP_RETRY_S = 5.0
 #: Feishu's card buttons: a few to a row reads well on a phone; labels stay short.
 CARD_BUTTON_LIMITS = ButtonLimits(max_rows=5, max_per_row=5, max_label=40)
 
@@ -181,9 +199,15 @@ class FeishuChannel(RunStateChannel):
     button_limits = CARD_BUTTON_LIMITS
 
     def __init__(
-        self, config: FeishuConfig, *, data_dir: Path, reconnect: ReconnectPolicy = RECONNECT
+        self,
+        config: FeishuConfig,
+        *,
+        data_dir: Path,
+        reconnect: ReconnectPolicy = RECONNECT,
+        inbound_reactions: bool = False,
     ) -> None:
         self._config = config
+        self._inbound_reactions = inbound_reactions
         self._api = FeishuApi(config.base_url, config.app_id, config.app_secret.get_secret_value())
         self._media = MediaStore.under(data_dir, CHANNEL, max_bytes=MAX_RESOURCE_BYTES)
         self._bot_open_id: str | None = None
@@ -197,6 +221,9 @@ class FeishuChannel(RunStateChannel):
         self._reaction_ids: RecentMap[tuple[str, str], str] = RecentMap(REMEMBERED_CARDS)
         #: event id of a user's message -> its message id (`om_...`).
         self._message_ids: RecentMap[str, str] = RecentMap(REMEMBERED_CARDS)
+        #: Feishu message id -> the chat of the bot's message, or None for a message looked
+        #: up and found to be someone else's: what a user's reaction to it needs to know.
+        self._bot_messages: RecentMap[str, str | None] = RecentMap(REMEMBERED_CARDS)
         # Starting until events are taken (the bot's identity is needed to read a group
         # message); the long connection reports itself from then on.
         super().__init__()
@@ -263,6 +290,10 @@ class FeishuChannel(RunStateChannel):
         if recalled is not None:
             await self._take_recall(inbound, *recalled)
             return
+        reaction = read_reaction(envelope)
+        if reaction is not None:
+            await self._take_reaction(inbound, reaction)
+            return
         received = read_message(
             envelope, self._bot_open_id, require_mention=self._config.require_mention
         )
@@ -294,6 +325,43 @@ class FeishuChannel(RunStateChannel):
                 metadata={DELETE: {"message_id": original}},
             )
         )
+
+    async def _take_reaction(self, inbound: InboundSender, reaction: Reaction) -> None:
+        """A user's reaction to one of the bot's messages, passed on with the profile's
+        `inbound_reactions`; a reaction to someone else's message is not for the agent."""
+        if not self._inbound_reactions:
+            log.debug("feishu.reaction_ignored", reason="inbound_reactions")
+            return
+        chat_id = await self._chat_of_bot_message(reaction.message_id)
+        if chat_id is None:
+            log.debug("feishu.reaction_not_on_bot_message", message_id=reaction.message_id)
+            return
+        await inbound.send(reaction.message(chat_id, emoji_of_type(reaction.emoji_type)))
+
+    async def _chat_of_bot_message(self, message_id: str) -> str | None:
+        """The chat of the bot's message `message_id`; None when it is someone else's, or
+        Feishu will not show it (deleted, in a chat the bot left, or a group message without
+        the scope to read it). A failure that can pass refuses the event (`InboundRefused`),
+        so Feishu delivers it again."""
+        if message_id in self._bot_messages:
+            return self._bot_messages[message_id]
+        try:
+            body = await self._api.call(
+                "GET",
+                f"/open-apis/im/v1/messages/{quote(message_id, safe='')}",
+                "im/v1/messages GET",
+            )
+        except RateLimited as exc:
+            raise InboundRefused("global", exc.retry_after_s, str(exc)) from exc
+        except TransientError as exc:
+            raise InboundRefused("global", LOOKUP_RETRY_S, str(exc)) from exc
+        except ChannelError as exc:
+            log.info("feishu.reacted_message_unreadable", message_id=message_id, error=str(exc))
+            self._bot_messages.remember(message_id, None)
+            return None
+        chat_id = bot_message_chat(body, self._config.app_id)
+        self._bot_messages.remember(message_id, chat_id)
+        return chat_id
 
     async def _with_file(self, received: Received) -> InboundMessage:
         """The message with its file downloaded; a stranger's is not (the dispatcher will
@@ -444,6 +512,7 @@ class FeishuChannel(RunStateChannel):
         message_id = data.get("message_id") if isinstance(data, dict) else None
         if not isinstance(message_id, str):
             return None
+        self._bot_messages.remember(message_id, chat_id)
         return message_id
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> None:
@@ -537,6 +606,17 @@ _EMOJI_TYPES = {
 }
 
 
+#: Feishu's emoji types back to the emoji agents read; read backwards, so where two emoji share
+#: a type the first listed wins ("❤️" over "❤").
+_EMOJI_OF_TYPE = {kind: emoji for emoji, kind in reversed(_EMOJI_TYPES.items())}
+
+
+def emoji_of_type(kind: str) -> str:
+    """The emoji of Feishu's emoji type `kind`: its character where one is known here, else
+    the type's name as such ("JIAYI")."""
+    return _EMOJI_OF_TYPE.get(kind, kind)
+
+
 def emoji_type(emoji: str) -> str | None:
     """Feishu's emoji type of `emoji`: a known emoji character, or a type name as such
     ("THUMBSUP"); None for a character with no Feishu counterpart here."""
@@ -545,6 +625,22 @@ def emoji_type(emoji: str) -> str | None:
     if emoji and all(c.isascii() and (c.isalnum() or c == "_") for c in emoji):
         return emoji
     return None
+
+
+def bot_message_chat(body: dict[str, Any], app_id: str) -> str | None:
+    """The chat of the message in an im/v1/messages GET answer (`data.items[0]`) when the app
+    `app_id` sent it; None for another sender's."""
+    data = body.get("data")
+    items = data.get("items") if isinstance(data, dict) else None
+    message = items[0] if isinstance(items, list) and items else None
+    if not isinstance(message, dict):
+        return None
+    sender, chat_id = message.get("sender"), message.get("chat_id")
+    if not isinstance(sender, dict) or not isinstance(chat_id, str) or not chat_id:
+        return None
+    if sender.get("sender_type") != "app" or sender.get("id") != app_id:
+        return None
+    return chat_id
 
 
 async def bot_identity(api: FeishuApi) -> tuple[str, str]:

@@ -18,6 +18,11 @@ context{open_message_id, open_chat_id}}`; a button the channel put on a card has
 `im.message.recalled_v1` is a message taken back (by its sender, or a group's owner or
 administrator): `event{message_id, chat_id, recall_time, recall_type}`, naming no sender.
 Feishu has no event for an edited message: a user's edit reaches no bot.
+
+`im.message.reaction.created_v1` is a reaction added to a message the bot can read:
+`event{message_id, reaction_type{emoji_type}, operator_type, user_id{open_id, union_id,
+user_id}, app_id, action_time}` (`user_id` for a user, `app_id` for an app). It names neither
+the chat nor the message's author: the channel knows them for the messages it sent, or asks.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bus import CALLBACK, REPLY_TO, InboundMessage, quoted
+from bus import CALLBACK, REACTION, REPLY_TO, InboundMessage, quoted, reaction_note
 from channels.media_info import MediaKind
 from channels.web.webhook import UnreadableJson, json_payload
 
@@ -33,6 +38,7 @@ CHANNEL = "feishu"
 MESSAGE_RECEIVED = "im.message.receive_v1"
 CARD_ACTION = "card.action.trigger"
 MESSAGE_RECALLED = "im.message.recalled_v1"
+REACTION_CREATED = "im.message.reaction.created_v1"
 
 
 class MalformedEvent(ValueError):
@@ -217,6 +223,45 @@ def read_recall(envelope: EventEnvelope) -> tuple[str, str] | None:
     if not isinstance(chat_id, str) or not chat_id or not isinstance(message_id, str):
         raise MalformedEvent("a recall needs chat_id and message_id")
     return chat_id, message_id
+
+
+@dataclass(frozen=True, slots=True)
+class Reaction:
+    """A user's reaction to a message, as far as the event tells it."""
+
+    event_id: str
+    #: The Feishu id (`om_...`) of the message reacted to.
+    message_id: str
+    #: Feishu's name of the emoji ("THUMBSUP").
+    emoji_type: str
+    open_id: str
+
+    def message(self, chat_id: str, emoji: str) -> InboundMessage:
+        """The gateway's message for this reaction to a bot message of `chat_id`, `emoji` as
+        the agent reads it; its id is the event's, so a redelivered event is one reaction."""
+        return InboundMessage(
+            channel=CHANNEL,
+            sender_id=self.open_id,
+            chat_id=chat_id,
+            content=reaction_note(emoji, None),
+            message_id=f"reaction:{self.event_id}",
+            metadata={REACTION: {"emoji": emoji, "message_id": self.message_id}},
+        )
+
+
+def read_reaction(envelope: EventEnvelope) -> Reaction | None:
+    """The reaction of a reaction-created event; None for another event, or an app's."""
+    if envelope.event_type != REACTION_CREATED:
+        return None
+    event = envelope.event
+    if event.get("operator_type", "user") != "user":
+        return None
+    message_id = event.get("message_id")
+    emoji_type = _dict(event.get("reaction_type")).get("emoji_type")
+    open_id = _dict(event.get("user_id")).get("open_id")
+    if not all(isinstance(v, str) and v for v in (message_id, emoji_type, open_id)):
+        raise MalformedEvent("a reaction needs message_id, reaction_type.emoji_type and open_id")
+    return Reaction(envelope.event_id, str(message_id), str(emoji_type), str(open_id))
 
 
 def read_tap(envelope: EventEnvelope) -> Received | None:

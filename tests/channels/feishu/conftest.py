@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bus import OutboundMessage
 from channels.access.allow import AllowList
 from channels.feishu import FeishuChannel
 from channels.lifecycle.reconnect import ReconnectPolicy
@@ -48,12 +49,15 @@ async def fake() -> AsyncIterator[FakeFeishu]:
 
 
 @asynccontextmanager
-async def run_feishu(fake: FakeFeishu, **overrides: object) -> AsyncIterator[RunningFeishu]:
+async def run_feishu(
+    fake: FakeFeishu, *, inbound_reactions: bool = False, **overrides: object
+) -> AsyncIterator[RunningFeishu]:
     with tempfile.TemporaryDirectory(prefix="feishu-") as data_dir:
         channel = FeishuChannel(
             config_for(fake, **overrides),
             data_dir=Path(data_dir),
             reconnect=ReconnectPolicy(base_s=0.05),
+            inbound_reactions=inbound_reactions,
         )
         channel.allow = AllowList([ALICE])
         inbound = GatedInbound()
@@ -64,3 +68,18 @@ async def run_feishu(fake: FakeFeishu, **overrides: object) -> AsyncIterator[Run
             await channel.stop()
             await asyncio.wait({task}, timeout=5)
             assert task.done()
+
+
+async def sent_before_a_restart(fake: FakeFeishu, chat_id: str, text: str) -> str:
+    """A card another run of the channel sent (one whose chat the channel under test does not
+    know): its message id."""
+    with tempfile.TemporaryDirectory(prefix="feishu-") as data_dir:
+        earlier = FeishuChannel(config_for(fake), data_dir=Path(data_dir))
+        try:
+            sent = await earlier.send_with_id(
+                OutboundMessage(channel="feishu", chat_id=chat_id, content=text)
+            )
+        finally:
+            await earlier.stop()
+    assert sent is not None
+    return sent

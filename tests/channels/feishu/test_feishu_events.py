@@ -1,4 +1,5 @@
-"""Reading Feishu's `im.message.receive_v1` events into the gateway's messages."""
+"""Reading Feishu's `im.message.receive_v1` and `im.message.reaction.created_v1` events into
+the gateway's messages."""
 
 from __future__ import annotations
 
@@ -7,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from channels.feishu.events import MalformedEvent, Resource, read_envelope, read_message
+from bus import REACTION
+from channels.feishu.channel import emoji_of_type, emoji_type
+from channels.feishu.events import (
+    MalformedEvent,
+    Reaction,
+    Resource,
+    read_envelope,
+    read_message,
+    read_reaction,
+)
 
 BOT = "ou_bot"
 
@@ -129,3 +139,79 @@ def test_a_message_without_ids_or_with_broken_content_is_malformed() -> None:
     anonymous["event"]["sender"] = {}
     with pytest.raises(MalformedEvent):
         read_message(read_envelope(anonymous), BOT, require_mention=True)
+
+
+def reaction_event(event_body: dict[str, Any]) -> dict[str, Any]:
+    """A reaction event as Feishu's documentation shows one (its operator a user)."""
+    return {
+        "schema": "2.0",
+        "header": {
+            "event_id": "5e3702a84e847582be8db7fb73283c02",
+            "event_type": "im.message.reaction.created_v1",
+            "create_time": "1608725989000",
+            "token": "t",
+        },
+        "event": {
+            "message_id": "om_dc13264520392913993dd051dba21dcf",
+            "reaction_type": {"emoji_type": "THUMBSUP"},
+            "operator_type": "user",
+            "user_id": {
+                "union_id": "on_8ed6aa67826108097d9ee143816345",
+                "user_id": "e33ggbyz",
+                "open_id": "ou_84aad35d084aa403a838cf73ee18467",
+            },
+            "action_time": "1626375887000",
+        }
+        | event_body,
+    }
+
+
+def test_a_users_reaction_is_read_with_its_message_and_emoji_type() -> None:
+    reaction = read_reaction(read_envelope(reaction_event({})))
+    assert reaction == Reaction(
+        event_id="5e3702a84e847582be8db7fb73283c02",
+        message_id="om_dc13264520392913993dd051dba21dcf",
+        emoji_type="THUMBSUP",
+        open_id="ou_84aad35d084aa403a838cf73ee18467",
+    )
+    inbound = reaction.message("oc_1", "👍")
+    assert (inbound.channel, inbound.sender_id, inbound.chat_id) == (
+        "feishu",
+        "ou_84aad35d084aa403a838cf73ee18467",
+        "oc_1",
+    )
+    assert inbound.content == "[reaction 👍 to a message]"
+    assert inbound.message_id == "reaction:5e3702a84e847582be8db7fb73283c02"
+    assert inbound.metadata == {
+        REACTION: {"emoji": "👍", "message_id": "om_dc13264520392913993dd051dba21dcf"}
+    }
+
+
+def test_an_apps_reaction_and_other_events_are_not_reactions() -> None:
+    by_app = reaction_event({"operator_type": "app", "app_id": "cli_9f53"})
+    del by_app["event"]["user_id"]
+    assert read_reaction(read_envelope(by_app)) is None
+    assert read_reaction(read_envelope(event(text("x")))) is None
+
+
+@pytest.mark.parametrize("missing", ["message_id", "reaction_type", "user_id"])
+def test_a_reaction_without_its_message_emoji_or_user_is_malformed(missing: str) -> None:
+    broken = reaction_event({})
+    del broken["event"][missing]
+    with pytest.raises(MalformedEvent):
+        read_reaction(read_envelope(broken))
+
+
+def test_feishus_emoji_types_read_back_as_the_emoji_they_stand_for() -> None:
+    assert [emoji_of_type(kind) for kind in ("THUMBSUP", "HEART", "GLANCE", "DONE")] == [
+        "👍",
+        "❤️",
+        "👀",
+        "✅",
+    ]
+    # A type with no emoji known here reads as its name.
+    assert emoji_of_type("JIAYI") == "JIAYI"
+    for emoji in ("👍", "❤️", "🎉", "💯"):
+        kind = emoji_type(emoji)
+        assert kind is not None
+        assert emoji_of_type(kind) == emoji

@@ -9,12 +9,20 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from bus import CALLBACK, DELETE, Button, OutboundMessage
+from bus import CALLBACK, DELETE, REACTION, Button, OutboundMessage
 from channels.errors import FatalChannelError
 from channels.feishu import FeishuChannel
 from channels.health import ChannelHealth
 from channels.media_info import MEDIA_DETAILS, describe
-from tests.channels.feishu.conftest import ALICE, DM, GROUP, MALLORY, config_for, run_feishu
+from tests.channels.feishu.conftest import (
+    ALICE,
+    DM,
+    GROUP,
+    MALLORY,
+    config_for,
+    run_feishu,
+    sent_before_a_restart,
+)
 from tests.channels.inbound_gate import GatedInbound
 from tests.fakes.feishu_server import FakeFeishu
 
@@ -274,3 +282,111 @@ async def test_an_action_on_a_card_of_no_button_of_ours_is_acknowledged_and_drop
         frame_id = await fake.push_event(tap, kind="card")
         await fake.wait_until(lambda: fake.acked(frame_id), 5)
         assert running.inbound.messages == []
+
+
+def lookups(fake: FakeFeishu) -> list[str]:
+    """The messages the channel looked up (GET im/v1/messages/{id}), in order."""
+    prefix = "/open-apis/im/v1/messages/"
+    return [
+        c.path.removeprefix(prefix) for c in fake.calls if c.method == "GET" and prefix in c.path
+    ]
+
+
+async def test_a_users_reaction_to_a_card_the_channel_sent_is_passed_on(fake: FakeFeishu) -> None:
+    async with run_feishu(fake, inbound_reactions=True) as running:
+        await fake.wait_connected()
+        held = await running.channel.send_with_id(
+            OutboundMessage(channel="feishu", chat_id=DM, content="The refund is done.")
+        )
+        assert held is not None
+        thumbs = fake.reaction_event(ALICE, held, "THUMBSUP")
+        frames = [
+            await fake.push_event(event)
+            for event in (thumbs, thumbs, fake.reaction_event(ALICE, held, "JIAYI"))
+        ]
+        await fake.wait_until(lambda: all(fake.acked(f) for f in frames), 5)
+
+        first, again, cheer = running.inbound.messages
+        assert (first.channel, first.sender_id, first.chat_id) == ("feishu", ALICE, DM)
+        assert first.content == "[reaction 👍 to a message]"
+        assert first.metadata == {REACTION: {"emoji": "👍", "message_id": held}}
+        # Delivered twice: the same message id, which the gateway passes on once.
+        assert first.message_id == again.message_id == f"reaction:{thumbs['header']['event_id']}"
+        assert cheer.metadata[REACTION] == {"emoji": "JIAYI", "message_id": held}
+        assert lookups(fake) == []
+
+
+async def test_a_reaction_to_a_users_message_or_by_an_app_is_not_passed_on(
+    fake: FakeFeishu,
+) -> None:
+    async with run_feishu(fake, inbound_reactions=True) as running:
+        await fake.wait_connected()
+        asked = fake.message_event(ALICE, DM, "refund please")
+        theirs = asked["event"]["message"]["message_id"]
+        held = await running.channel.send_with_id(
+            OutboundMessage(channel="feishu", chat_id=DM, content="Done.")
+        )
+        assert held is not None
+        events = [
+            asked,
+            fake.reaction_event(ALICE, theirs, "THUMBSUP"),
+            fake.reaction_event(MALLORY, theirs, "HEART"),
+            fake.reaction_event(ALICE, held, "GLANCE", operator_type="app"),
+        ]
+        frames = [await fake.push_event(event) for event in events]
+        await fake.wait_until(lambda: all(fake.acked(f) for f in frames), 5)
+
+        assert [m.content for m in running.inbound.messages] == ["refund please"]
+        # A message found to be someone else's is looked up once.
+        assert lookups(fake) == [theirs]
+
+
+async def test_a_reaction_to_a_card_sent_before_a_restart_is_looked_up(fake: FakeFeishu) -> None:
+    held = await sent_before_a_restart(fake, GROUP, "Sent before the restart.")
+    async with run_feishu(fake, inbound_reactions=True) as running:
+        await fake.wait_connected()
+        frames = [
+            await fake.push_event(fake.reaction_event(ALICE, held, kind))
+            for kind in ("THUMBSUP", "DONE")
+        ]
+        await fake.wait_until(lambda: all(fake.acked(f) for f in frames), 5)
+
+        assert [(m.chat_id, m.metadata[REACTION]) for m in running.inbound.messages] == [
+            (GROUP, {"emoji": "👍", "message_id": held}),
+            (GROUP, {"emoji": "✅", "message_id": held}),
+        ]
+        assert lookups(fake) == [held]
+
+
+async def test_a_lookup_that_can_pass_leaves_the_reaction_to_be_delivered_again(
+    fake: FakeFeishu,
+) -> None:
+    held = await sent_before_a_restart(fake, DM, "Sent before the restart.")
+    async with run_feishu(fake, inbound_reactions=True) as running:
+        await fake.wait_connected()
+        fake.rate_limit_next("get")
+        thumbs = fake.reaction_event(ALICE, held, "THUMBSUP")
+        refused = await fake.push_event(thumbs)
+        redelivered = await fake.push_event(thumbs)
+        await fake.wait_until(lambda: fake.acked(redelivered), 5)
+        assert refused not in fake.acks
+        [reaction] = running.inbound.messages
+        assert reaction.metadata[REACTION] == {"emoji": "👍", "message_id": held}
+
+
+async def test_without_inbound_reactions_a_reaction_is_neither_looked_up_nor_passed_on(
+    fake: FakeFeishu,
+) -> None:
+    async with run_feishu(fake) as running:
+        await fake.wait_connected()
+        held = await running.channel.send_with_id(
+            OutboundMessage(channel="feishu", chat_id=DM, content="Done.")
+        )
+        assert held is not None
+        frames = [
+            await fake.push_event(fake.reaction_event(ALICE, message_id, "THUMBSUP"))
+            for message_id in (held, "om_sent_before_a_restart")
+        ]
+        await fake.wait_until(lambda: all(fake.acked(f) for f in frames), 5)
+        assert running.inbound.messages == []
+        assert lookups(fake) == []

@@ -6,12 +6,19 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import aiohttp
 import pytest
 from aiohttp import web
 
-from bus import CALLBACK
+from bus import CALLBACK, REACTION
 from config import FeishuConfig
-from tests.channels.feishu.conftest import ALICE, DM, RunningFeishu, run_feishu
+from tests.channels.feishu.conftest import (
+    ALICE,
+    DM,
+    RunningFeishu,
+    run_feishu,
+    sent_before_a_restart,
+)
 from tests.fakes import LocalHttpServer
 from tests.fakes.feishu_server import FakeFeishu
 
@@ -103,3 +110,39 @@ async def test_a_card_button_tap_posted_to_the_route_is_a_tap(hook: Hook) -> Non
     [tapped] = hook.running.inbound.messages
     assert tapped.content == "Approve"
     assert tapped.metadata[CALLBACK] == {"data": "refund:42:yes", "message_id": "om_held"}
+
+
+async def test_a_reaction_whose_message_cannot_be_looked_up_yet_is_answered_503(
+    fake: FakeFeishu,
+) -> None:
+    async with run_feishu(
+        fake,
+        inbound_reactions=True,
+        mode="webhook",
+        webhook_path=PATH,
+        encrypt_key=fake.encrypt_key,
+        verification_token=fake.verification_token,
+    ) as running:
+        app = web.Application()
+        app.add_routes(running.channel.web_routes())
+        async with LocalHttpServer(app) as server:
+            await asyncio.wait_for(running.channel.wait_receiving(), 5)
+            url = server.origin + PATH
+            # A card the bot sent before a restart: the channel must ask Feishu about it.
+            held = await sent_before_a_restart(fake, DM, "Sent before the restart.")
+            thumbs = fake.reaction_event(ALICE, held, "THUMBSUP")
+            fake.rate_limit_next("get")
+            headers, body = fake.sealed(thumbs)
+            async with (
+                aiohttp.ClientSession() as http,
+                http.post(url, data=body, headers=headers) as refused,
+            ):
+                assert refused.status == 503
+                assert refused.headers["Retry-After"] == "1"
+            assert running.inbound.messages == []
+            assert (await fake.post_event(url, thumbs))[0] == 200  # Feishu's retry
+            [reaction] = running.inbound.messages
+            assert (reaction.chat_id, reaction.metadata[REACTION]) == (
+                DM,
+                {"emoji": "👍", "message_id": held},
+            )

@@ -1,6 +1,7 @@
-"""What Feishu sends a bot: `im.message.receive_v1` and `im.message.recalled_v1` events, and
-webhook requests carrying them (encrypted with the Encrypt Key, signed), including forgeries a
-webhook must refuse."""
+"""What Feishu sends a bot: `im.message.receive_v1`, `im.message.recalled_v1`,
+`im.message.reaction.created_v1` and `card.action.trigger` events, and webhook requests
+carrying them (encrypted with the Encrypt Key, signed), including forgeries a webhook must
+refuse."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ class FeishuEventSender:
     bot_open_id: str
     encrypt_key: str
     verification_token: str
+    #: Users' messages the events built so far carry, by message id: what Feishu shows of
+    #: them (`chat_id`, `sender`) to a bot that asks.
+    user_messages: dict[str, JsonObject]
     _ids: itertools.count[int]
 
     def message_event(
@@ -46,6 +50,11 @@ class FeishuEventSender:
                 {"key": "@_user_1", "id": {"open_id": self.bot_open_id}, "name": "Fake Bot"}
             )
         number = next(self._ids)
+        message_id = f"om_in{number:017d}"
+        self.user_messages[message_id] = {
+            "chat_id": chat_id,
+            "sender": {"id": sender_open_id, "id_type": "open_id", "sender_type": "user"},
+        }
         return {
             "schema": "2.0",
             "header": {
@@ -59,7 +68,7 @@ class FeishuEventSender:
             "event": {
                 "sender": {"sender_id": {"open_id": sender_open_id}, "sender_type": "user"},
                 "message": {
-                    "message_id": f"om_in{number:017d}",
+                    "message_id": message_id,
                     "chat_id": chat_id,
                     "chat_type": chat_type,
                     "message_type": "text",
@@ -85,6 +94,47 @@ class FeishuEventSender:
                 "chat_id": message["chat_id"],
                 "recall_time": str(int(time.time() * 1000)),
                 "recall_type": "message_owner",
+            },
+        }
+
+    def reaction_event(
+        self,
+        operator_open_id: str,
+        message_id: str,
+        emoji_type: str,
+        *,
+        operator_type: str = "user",
+    ) -> JsonObject:
+        """Someone adds the reaction `emoji_type` ("THUMBSUP") to the message `message_id`
+        (`im.message.reaction.created_v1`: it names neither the chat nor the message's
+        author). An app's reaction carries its `app_id` instead of a `user_id`."""
+        operator: JsonObject = (
+            {
+                "user_id": {
+                    "union_id": f"on_{operator_open_id.removeprefix('ou_')}",
+                    "user_id": operator_open_id.removeprefix("ou_")[:8],
+                    "open_id": operator_open_id,
+                }
+            }
+            if operator_type == "user"
+            else {"app_id": self.app_id}
+        )
+        return {
+            "schema": "2.0",
+            "header": {
+                "event_id": uuid.uuid4().hex,
+                "event_type": "im.message.reaction.created_v1",
+                "create_time": str(int(time.time() * 1000)),
+                "token": self.verification_token,
+                "app_id": self.app_id,
+                "tenant_key": "tenant-fake",
+            },
+            "event": {
+                "message_id": message_id,
+                "reaction_type": {"emoji_type": emoji_type},
+                "operator_type": operator_type,
+                **operator,
+                "action_time": str(int(time.time() * 1000)),
             },
         }
 

@@ -12,9 +12,11 @@ connection (protobuf frames over a websocket) and signed, encrypted webhook even
 REST (`{base_url}/open-apis/...`, JSON `{"code", "msg", ...}`, `Authorization: Bearer t-...`):
 tenant_access_token/internal (10014 for a wrong secret), bot/v3/info, im/v1/messages (create:
 `interactive` cards or `text`; a `uuid` already seen returns the first message again; bodies
-over 30 KB get 230025) and PATCH im/v1/messages/{id} (only cards with `update_multi`; more than
-5 updates a second on one message, or `rate_limit_next`, get HTTP 429 with code 99991400 and
-`x-ogw-ratelimit-reset`). A token from `expire_tokens` gets 99991663. GET
+over 30 KB get 230025), GET im/v1/messages/{id} (`data.items[0]`: a message the bot sent, its
+sender the app, or a user's from an event built here, its sender the user; 230001 for any
+other id) and PATCH im/v1/messages/{id} (only cards with `update_multi`; more than 5 updates a
+second on one message get HTTP 429 with code 99991400 and `x-ogw-ratelimit-reset`, as does the
+next send, GET or PATCH `rate_limit_next` names). A token from `expire_tokens` gets 99991663. GET
 im/v1/messages/{id}/resources/{key}?type=image|file serves a file given with `add_resource`
 (its bytes, with its Content-Type); an unknown one, or one `refuse_resources` names, gets
 Feishu's JSON refusal (HTTP 400, code 234003). im/v1/images (multipart `image_type=message`,
@@ -125,6 +127,7 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         self.cipher = FeishuCipher(encrypt_key)
         self.calls: list[Call] = []
         self.messages: dict[str, FeishuMessage] = {}
+        self.user_messages: dict[str, JsonObject] = {}
         self.token_calls = 0
         self.pings = 0
         self.acks: dict[str, JsonObject] = {}
@@ -150,6 +153,7 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
         app.router.add_post("/open-apis/im/v1/messages", self._create)
+        app.router.add_get("/open-apis/im/v1/messages/{message_id}", self._get_message)
         app.router.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch)
         app.router.add_post("/open-apis/im/v1/messages/{message_id}/reactions", self._react)
         app.router.add_delete(
@@ -248,6 +252,31 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         return self._answer(
             request, {"code": 0, "msg": "success", "data": {"message_id": message_id}}
         )
+
+    async def _get_message(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return self._invalid_token(request)
+        limited = self._limited(request, "get")
+        if limited is not None:
+            return limited
+        message_id = request.match_info["message_id"]
+        sent, received = self.messages.get(message_id), self.user_messages.get(message_id)
+        if sent is not None:
+            sender = {"id": self.app_id, "id_type": "app_id", "sender_type": "app"}
+            shown: JsonObject = {
+                "chat_id": sent.chat_id,
+                "msg_type": sent.msg_type,
+                "sender": sender,
+                "body": {"content": json.dumps(sent.content, ensure_ascii=False)},
+            }
+        elif received is not None:
+            shown = {"msg_type": "text", **received}
+        else:
+            body = {"code": 230001, "msg": "Your request contains an invalid request parameter."}
+            return self._answer(request, body, status=400)
+        shown["sender"] = {**shown["sender"], "tenant_key": "tenant-fake"}
+        item = {"message_id": message_id, "deleted": False, "updated": False, **shown}
+        return self._answer(request, {"code": 0, "msg": "success", "data": {"items": [item]}})
 
     async def _react(self, request: web.Request) -> web.Response:
         if not self._authorised(request):
@@ -355,7 +384,7 @@ class FakeFeishu(FeishuEventSender, ServedFake):
         return web.Response(body=data, content_type=content_type)
 
     def rate_limit_next(self, kind: str, count: int = 1) -> None:
-        """`kind` is "send" or "patch"."""
+        """`kind` is "send", "get" or "patch"."""
         self._rate_limits[kind] = self._rate_limits.get(kind, 0) + count
 
     def stop_rate_limiting(self) -> None:
