@@ -48,9 +48,8 @@ from channels.lifecycle.run_state import RunStateChannel
 from channels.media_files import MediaIntake, MediaStore, safe_file_name
 from channels.media_info import kind_for, mime_for
 from channels.media_links import link_to
-from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
+from channels.qq.api import CHANNEL, AlreadyDelivered, QQApi, ReplyWindowClosed, access_token
 from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionFile, SessionState
-from channels.qq.token import CHANNEL, access_token
 from channels.qq.webhook import QQWebhook
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit

@@ -29,7 +29,7 @@ import aiohttp
 import structlog
 
 from channels.errors import AuthError, TransientError
-from channels.qq.token import CHANNEL
+from channels.qq.api import CHANNEL
 from channels.web.webhook import UnreadableJson, json_payload
 from sessions.durable import read_state_json, write_state_json
 
