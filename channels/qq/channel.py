@@ -9,9 +9,11 @@ in the data directory). Either way `start()` checks the credentials (a token QQ 
 fatal) and takes events until stopped; webhook events from the start, while the token is
 fetched.
 
-Replies: QQ bots may only answer a user's message (`msg_id`, see `passive.py`), at most five
-times, so a long reply is split into at most four messages and a notice that the rest was cut
-(`max_reply_messages`). Plain text (`msg_type` 0): QQ renders Markdown only through templates.
+Replies: QQ bots may only answer a user's message (`msg_id`, see `PassiveReplies`), at most
+five times, so a long reply is split into at most four messages and a notice that the rest was
+cut (`max_reply_messages`). Plain text (`msg_type` 0): QQ renders Markdown only for bots it
+granted it. With `keyboard: true` (`QQKeyboardChannel`) the message that carries a reply's
+buttons is Markdown (`msg_type` 2) with them as a keyboard (see `keyboard.py`).
 A reply's PNG or JPEG image or MP4 video is rich media: QQ fetches it from the gateway's signed
 link (`POST .../files`, which must be public HTTPS: `http.public_url`), and a `msg_type` 7
 reply names the `file_info` it answered; other files, or no such link, go as the link in text.
@@ -28,6 +30,7 @@ import asyncio
 import contextlib
 import re
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -40,7 +43,7 @@ from aiohttp import web
 
 from bus import Attachment as ReplyFile
 from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.errors import ChannelError, TransientError
+from channels.errors import ChannelError, RateLimited, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
@@ -50,6 +53,11 @@ from channels.media_info import kind_for, mime_for
 from channels.media_links import link_to
 from channels.qq.api import CHANNEL, AlreadyDelivered, QQApi, ReplyWindowClosed, access_token
 from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionFile, SessionState
+from channels.qq.keyboard import (
+    KEYBOARD_LIMITS,
+    keyboard,
+    with_labels,
+)
 from channels.qq.webhook import QQWebhook
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
@@ -464,14 +472,55 @@ class QQBotChannel(RunStateChannel):
                 "QQ bots can only reply to a user's message, and this names none",
                 channel=CHANNEL,
             )
-        msg_id = msg_ids[0]
-        seq = self._replies.next_seq(msg_id, kind, message.delivery_id)
+        answered = msg_ids[0]
+        seq = self._replies.next_seq(answered, kind, message.delivery_id)
         path = f"/v2/users/{openid}/messages" if kind == "c2c" else f"/v2/groups/{openid}/messages"
-        body = {"content": message.content, "msg_type": 0, "msg_id": msg_id, "msg_seq": seq}
+        body = {
+            "content": message.content,
+            "msg_type": 0,
+            "msg_id": answered,
+            "msg_seq": seq,
+        }
+        if message.buttons and self.buttons_shown == "in_send":
+            await self._send_keyboard(path, body, message)
+            return
+        await self._post_reply(path, body)
+
+    async def _post_reply(self, path: str, body: dict[str, Any]) -> None:
         try:
             await self._api.post_message(path, body)
         except AlreadyDelivered:
-            log.info("qq.reply_already_delivered", msg_id=msg_id, msg_seq=seq)
+            log.info(
+                "qq.reply_already_delivered", msg_id=body.get("msg_id"), msg_seq=body.get("msg_seq")
+            )
+
+    async def _send_keyboard(
+        self, path: str, body: dict[str, Any], message: OutboundMessage
+    ) -> None:
+        """The reply as Markdown with its buttons as a keyboard; refused (the bot lacks QQ's
+        permission for them), as plain text with the buttons' labels, under the same `msg_seq`
+        (QQ took nothing under it)."""
+        # The resend of a part names the same message (its delivery id), so a tap on either
+        # copy is one tap.
+        held_id = message.delivery_id or uuid.uuid4().hex
+        markdown = {key: value for key, value in body.items() if key != "content"}
+        markdown["msg_type"] = 2
+        markdown["markdown"] = {"content": message.content}
+        markdown["keyboard"] = keyboard(message.buttons, held_id, int(time.time()))
+        try:
+            await self._post_reply(path, markdown)
+        except (RateLimited, TransientError, ReplyWindowClosed):
+            raise
+        except ChannelError as exc:
+            log.warning(
+                "qq.keyboard_refused",
+                chat_id=message.chat_id,
+                error=str(exc),
+                suggestion="set keyboard: false unless QQ granted the bot Markdown and "
+                "custom keyboard permission",
+            )
+            plain = {**body, "content": with_labels(message.content, message.buttons)}
+            await self._post_reply(path, plain)
 
     async def send_attachment(
         self, chat_id: str, attachment: ReplyFile, *, reply_to: str | None, delivery_key: str
@@ -502,10 +551,7 @@ class QQBotChannel(RunStateChannel):
             "msg_id": reply_to,
             "msg_seq": seq,
         }
-        try:
-            await self._api.post_message(f"{base}/messages", body)
-        except AlreadyDelivered:
-            log.info("qq.reply_already_delivered", msg_id=reply_to, msg_seq=seq)
+        await self._post_reply(f"{base}/messages", body)
         return None
 
     async def probe(self) -> str | None:
@@ -514,3 +560,10 @@ class QQBotChannel(RunStateChannel):
         finally:
             await self._close_http()
         return f"QQ bot {me.get('username', '?')} (id {me.get('id', '?')})"
+
+
+class QQKeyboardChannel(QQBotChannel):
+    """The QQ bot with `keyboard: true`: `send` shows a reply's buttons as a keyboard under it."""
+
+    buttons_shown = "in_send"
+    button_limits = KEYBOARD_LIMITS
