@@ -130,6 +130,10 @@ class QQApi:
     async def post_message(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self.call("POST", path, body)
 
+    async def acknowledge_interaction(self, interaction_id: str) -> None:
+        """Tell QQ a tap was handled (`PUT /interactions/{id}`, code 0: success)."""
+        await self.call("PUT", f"/interactions/{interaction_id}", {"code": 0})
+
     async def call(
         self, method: str, path: str, body: dict[str, Any] | None = None
     ) -> dict[str, Any]:
