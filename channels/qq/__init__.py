@@ -8,15 +8,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.qq.channel import QQBotChannel
+from channels.qq.channel import QQBotChannel, QQKeyboardChannel
 from channels.qq.webhook import seed_from_secret, sign_hex, signing_key
 
 if TYPE_CHECKING:
     from channels.registry import ChannelContext
     from config import QQBotConfig
 
-__all__ = ["QQBotChannel", "create", "seed_from_secret", "sign_hex", "signing_key"]
+__all__ = [
+    "QQBotChannel",
+    "QQKeyboardChannel",
+    "create",
+    "seed_from_secret",
+    "sign_hex",
+    "signing_key",
+]
 
 
 def create(config: QQBotConfig, context: ChannelContext) -> QQBotChannel:
-    return QQBotChannel(config, data_dir=context.data_dir)
+    kind = QQKeyboardChannel if config.keyboard else QQBotChannel
+    return kind(config, data_dir=context.data_dir)

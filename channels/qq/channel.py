@@ -9,9 +9,12 @@ in the data directory). Either way `start()` checks the credentials (a token QQ 
 fatal) and takes events until stopped; webhook events from the start, while the token is
 fetched.
 
-Replies: QQ bots may only answer a user's message (`msg_id`, see `passive.py`), at most five
-times, so a long reply is split into at most four messages and a notice that the rest was cut
-(`max_reply_messages`). Plain text (`msg_type` 0): QQ renders Markdown only through templates.
+Replies: QQ bots may only answer a user's message (`msg_id`, see `PassiveReplies`) or tap
+(`event_id`), at most five times, so a long reply is split into at most four messages and a
+notice that the rest was cut (`max_reply_messages`). Plain text (`msg_type` 0): QQ renders
+Markdown only for bots it granted it. With `keyboard: true` (`QQKeyboardChannel`) the message
+that carries a reply's buttons is Markdown (`msg_type` 2) with them as a keyboard, and a tap
+(INTERACTION_CREATE) is a message of its chat, answered to QQ once durable (see `keyboard.py`).
 A reply's PNG or JPEG image or MP4 video is rich media: QQ fetches it from the gateway's signed
 link (`POST .../files`, which must be public HTTPS: `http.public_url`), and a `msg_type` 7
 reply names the `file_info` it answered; other files, or no such link, go as the link in text.
@@ -28,6 +31,7 @@ import asyncio
 import contextlib
 import re
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -38,9 +42,9 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from bus import CALLBACK, TAPPED_SENT_AT, InboundMessage, InboundSender, OutboundMessage
 from bus import Attachment as ReplyFile
-from bus import InboundMessage, InboundSender, OutboundMessage
-from channels.errors import ChannelError, TransientError
+from channels.errors import ChannelError, RateLimited, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
@@ -48,9 +52,25 @@ from channels.lifecycle.run_state import RunStateChannel
 from channels.media_files import MediaIntake, MediaStore, safe_file_name
 from channels.media_info import kind_for, mime_for
 from channels.media_links import link_to
-from channels.qq.api import AlreadyDelivered, QQApi, ReplyWindowClosed
-from channels.qq.gateway_ws import DispatchHandler, GatewaySession, SessionFile, SessionState
-from channels.qq.token import CHANNEL, access_token
+from channels.qq.api import CHANNEL, AlreadyDelivered, QQApi, ReplyWindowClosed, access_token
+from channels.qq.gateway_ws import (
+    INTENTS,
+    DispatchHandler,
+    GatewaySession,
+    SessionFile,
+    SessionState,
+)
+from channels.qq.keyboard import (
+    BUTTON_INTERACTION,
+    INTERACTION_EVENT,
+    INTERACTION_INTENT,
+    KEYBOARD_LIMITS,
+    TAP_PREFIX,
+    keyboard,
+    reply_target,
+    tap_of,
+    with_labels,
+)
 from channels.qq.webhook import QQWebhook
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
@@ -248,6 +268,69 @@ def parse_message(payload: dict[str, Any]) -> QQMessage | None:
     return QQMessage(str(event_id), msg_id, kind, inbound, attachments)
 
 
+@dataclass(frozen=True, slots=True)
+class QQTap:
+    """A tap on a button (INTERACTION_CREATE): the interaction to answer and, when it is the
+    tap of a message button in a C2C or group chat, the message for the gateway (else None,
+    and `skipped` says why)."""
+
+    interaction_id: str
+    #: `tap:<event id>`: the tap's message id, which a reply to it names.
+    message_id: str
+    kind: ChatKind
+    inbound: InboundMessage | None
+    skipped: str = ""
+
+
+def parse_tap(payload: dict[str, Any]) -> QQTap:
+    """The tap in an INTERACTION_CREATE dispatch; MalformedEvent when it names no interaction
+    (which then cannot even be answered)."""
+    data = payload.get("d")
+    if not isinstance(data, dict):
+        raise MalformedEvent("the event has no d object")
+    interaction_id = _text(data.get("id"), "d.id")
+    event_id = payload.get("id")
+    # A reply to a tap names its event; the event id is the same on a redelivery.
+    message_id = TAP_PREFIX + (
+        event_id if isinstance(event_id, str) and event_id else interaction_id
+    )
+
+    def skipped(why: str, kind: ChatKind = "c2c") -> QQTap:
+        return QQTap(interaction_id, message_id, kind, None, why)
+
+    if data.get("type") != BUTTON_INTERACTION:
+        return skipped(f"interaction type {data.get('type')!r}, not a message button")
+    # chat_type: 0 a guild, 1 a group, 2 a C2C chat (`scene` says the same in words).
+    chat_type, scene = data.get("chat_type"), data.get("scene")
+    kind: ChatKind
+    if chat_type == 2 or scene == "c2c":
+        kind, sender, where = "c2c", data.get("user_openid"), data.get("user_openid")
+    elif chat_type == 1 or scene == "group":
+        kind, sender, where = "group", data.get("group_member_openid"), data.get("group_openid")
+    else:
+        return skipped(f"a tap in a {scene or 'guild'} chat, which this channel does not serve")
+    if not isinstance(sender, str) or not sender or not isinstance(where, str) or not where:
+        return skipped("the tap names no user or chat", kind)
+    button = data.get("data")
+    resolved = button.get("resolved") if isinstance(button, dict) else None
+    raw = resolved.get("button_data") if isinstance(resolved, dict) else None
+    if not isinstance(raw, str) or not raw:
+        return skipped("the tap names no button_data", kind)
+    content, callback, sent_at = tap_of(raw)
+    metadata: dict[str, Any] = {"chat_type": kind, CALLBACK: callback}
+    if sent_at is not None:
+        metadata[TAPPED_SENT_AT] = sent_at
+    inbound = InboundMessage(
+        channel=CHANNEL,
+        sender_id=sender,
+        chat_id=f"{kind}:{where}",
+        content=content,
+        message_id=message_id,
+        metadata=metadata,
+    )
+    return QQTap(interaction_id, message_id, kind, inbound)
+
+
 def target(chat_id: str) -> tuple[ChatKind, str]:
     """The chat kind and openid a chat id names; ValueError for a chat id of another form."""
     kind, _, openid = chat_id.partition(":")
@@ -381,10 +464,13 @@ class QQBotChannel(RunStateChannel):
         token = await self._token.get()
         socket = await asyncio.wait_for(self._http().ws_connect(url), 10.0)
         try:
+            # Taps come over the gateway only to a session that asked for them.
+            keyboard_shown = self.buttons_shown == "in_send"
             session = GatewaySession(
                 socket,
                 self._gateway_state,
                 token=token,
+                intents=INTENTS | (INTERACTION_INTENT if keyboard_shown else 0),
                 on_dispatch=take,
                 on_ready=self._run_state.receiving.set,
                 on_progress=None if self._session_file is None else self._session_file.save,
@@ -395,6 +481,9 @@ class QQBotChannel(RunStateChannel):
                 await asyncio.wait_for(socket.close(), 2.0)
 
     async def _take(self, inbound: InboundSender, payload: dict[str, Any]) -> None:
+        if payload.get("t") == INTERACTION_EVENT:
+            await self._take_tap(inbound, payload)
+            return
         try:
             message = parse_message(payload)
         except MalformedEvent as exc:
@@ -411,6 +500,32 @@ class QQBotChannel(RunStateChannel):
         if message.inbound is not None:
             await inbound.send(await self._with_attachments(message, message.inbound))
         self._dedup.seen(message.event_id)
+
+    async def _take_tap(self, inbound: InboundSender, payload: dict[str, Any]) -> None:
+        """A tap on a button goes to the gateway once (by its interaction id); once it is
+        durable QQ is told the tap was handled (`PUT /interactions/{id}`), or the user's QQ
+        shows it failing. A tap not passed on (a guild's, a quick menu's) is answered too, and
+        so is a redelivered one: the first answer may be what got lost."""
+        try:
+            tap = parse_tap(payload)
+        except MalformedEvent as exc:
+            log.warning("qq.malformed_event_skipped", error=str(exc), event=INTERACTION_EVENT)
+            return
+        if tap.interaction_id in self._dedup:
+            log.info("qq.duplicate_skipped", event_id=tap.interaction_id)
+        elif tap.inbound is None:
+            log.info("qq.tap_not_taken", interaction_id=tap.interaction_id, reason=tap.skipped)
+        else:
+            self._replies.received(tap.message_id, tap.kind)
+            await inbound.send(tap.inbound)
+            self._dedup.seen(tap.interaction_id)
+        try:
+            await self._api.acknowledge_interaction(tap.interaction_id)
+        except ChannelError as exc:
+            # The tap is durable whatever QQ was told: the user's QQ may show it failed.
+            log.warning(
+                "qq.tap_not_acknowledged", interaction_id=tap.interaction_id, error=str(exc)
+            )
 
     async def _with_attachments(
         self, message: QQMessage, received: InboundMessage
@@ -465,14 +580,54 @@ class QQBotChannel(RunStateChannel):
                 "QQ bots can only reply to a user's message, and this names none",
                 channel=CHANNEL,
             )
-        msg_id = msg_ids[0]
-        seq = self._replies.next_seq(msg_id, kind, message.delivery_id)
+        answered = msg_ids[0]
+        seq = self._replies.next_seq(answered, kind, message.delivery_id)
         path = f"/v2/users/{openid}/messages" if kind == "c2c" else f"/v2/groups/{openid}/messages"
-        body = {"content": message.content, "msg_type": 0, "msg_id": msg_id, "msg_seq": seq}
+        body = {
+            "content": message.content,
+            "msg_type": 0,
+            **reply_target(answered),
+            "msg_seq": seq,
+        }
+        if message.buttons and self.buttons_shown == "in_send":
+            await self._send_keyboard(path, body, message)
+            return
+        await self._post_reply(path, body)
+
+    async def _post_reply(self, path: str, body: dict[str, Any]) -> None:
         try:
             await self._api.post_message(path, body)
         except AlreadyDelivered:
-            log.info("qq.reply_already_delivered", msg_id=msg_id, msg_seq=seq)
+            answered = body.get("msg_id") or body.get("event_id")
+            log.info("qq.reply_already_delivered", msg_id=answered, msg_seq=body.get("msg_seq"))
+
+    async def _send_keyboard(
+        self, path: str, body: dict[str, Any], message: OutboundMessage
+    ) -> None:
+        """The reply as Markdown with its buttons as a keyboard; refused (the bot lacks QQ's
+        permission for them), as plain text with the buttons' labels, under the same `msg_seq`
+        (QQ took nothing under it)."""
+        # The resend of a part names the same message (its delivery id), so a tap on either
+        # copy is one tap.
+        held_id = message.delivery_id or uuid.uuid4().hex
+        markdown = {key: value for key, value in body.items() if key != "content"}
+        markdown["msg_type"] = 2
+        markdown["markdown"] = {"content": message.content}
+        markdown["keyboard"] = keyboard(message.buttons, held_id, int(time.time()))
+        try:
+            await self._post_reply(path, markdown)
+        except (RateLimited, TransientError, ReplyWindowClosed):
+            raise
+        except ChannelError as exc:
+            log.warning(
+                "qq.keyboard_refused",
+                chat_id=message.chat_id,
+                error=str(exc),
+                suggestion="set keyboard: false unless QQ granted the bot Markdown and "
+                "custom keyboard permission",
+            )
+            plain = {**body, "content": with_labels(message.content, message.buttons)}
+            await self._post_reply(path, plain)
 
     async def send_attachment(
         self, chat_id: str, attachment: ReplyFile, *, reply_to: str | None, delivery_key: str
@@ -500,13 +655,10 @@ class QQBotChannel(RunStateChannel):
             "content": " ",
             "msg_type": 7,
             "media": {"file_info": file_info},
-            "msg_id": reply_to,
+            **reply_target(reply_to),
             "msg_seq": seq,
         }
-        try:
-            await self._api.post_message(f"{base}/messages", body)
-        except AlreadyDelivered:
-            log.info("qq.reply_already_delivered", msg_id=reply_to, msg_seq=seq)
+        await self._post_reply(f"{base}/messages", body)
         return None
 
     async def probe(self) -> str | None:
@@ -515,3 +667,11 @@ class QQBotChannel(RunStateChannel):
         finally:
             await self._close_http()
         return f"QQ bot {me.get('username', '?')} (id {me.get('id', '?')})"
+
+
+class QQKeyboardChannel(QQBotChannel):
+    """The QQ bot with `keyboard: true`: `send` shows a reply's buttons as a keyboard under it,
+    and taps come back as INTERACTION_CREATE."""
+
+    buttons_shown = "in_send"
+    button_limits = KEYBOARD_LIMITS

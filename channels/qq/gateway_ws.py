@@ -29,7 +29,7 @@ import aiohttp
 import structlog
 
 from channels.errors import AuthError, TransientError
-from channels.qq.token import CHANNEL
+from channels.qq.api import CHANNEL
 from channels.web.webhook import UnreadableJson, json_payload
 from sessions.durable import read_state_json, write_state_json
 
@@ -93,6 +93,8 @@ class GatewaySession:
     _: KW_ONLY
     token: str
     on_dispatch: DispatchHandler
+    #: What the session asks to be sent (`INTENTS`, and the taps' intent where buttons show).
+    intents: int = INTENTS
     on_ready: Callable[[], None]
     #: Called whenever the session or its sequence changed (to keep them on disk).
     on_progress: Callable[[SessionState], Awaitable[None]] | None = None
@@ -125,7 +127,7 @@ class GatewaySession:
         else:
             payload = {
                 "op": OP_IDENTIFY,
-                "d": {"token": token, "intents": INTENTS, "shard": [0, 1], "properties": {}},
+                "d": {"token": token, "intents": self.intents, "shard": [0, 1], "properties": {}},
             }
         await self._send(payload)
 

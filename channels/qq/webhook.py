@@ -11,7 +11,10 @@ it holds. Then:
   oracle for forged events;
 - op 0 (an event) is handed to the channel, and only once that returned (the message is
   durable) answered with the op 12 acknowledgement. A full backlog answers 429/503 with
-  Retry-After, and QQ delivers the event again later.
+  Retry-After, and QQ delivers the event again later. The acknowledgement of a tap
+  (INTERACTION_CREATE) also carries `code: 0`, the answer `PUT /interactions/{id}` gives: QQ
+  documents only that call, which the channel makes, but bots on webhooks report that QQ reads
+  the code from this answer instead.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from bus import InboundRefused, PipeClosed
+from channels.qq.keyboard import INTERACTION_EVENT
 from channels.web.webhook import UnreadableJson, json_payload, refused_response
 
 # QQ's Ed25519 webhook signatures, with the key QQ derives from the bot's AppSecret.
@@ -136,6 +140,8 @@ class QQWebhook:
             return refused_response(refused)
         except PipeClosed:
             return web.json_response({"error": "channel stopping"}, status=503)
+        if payload.get("t") == INTERACTION_EVENT:
+            return web.json_response({"op": OP_ACK, "d": 0, "code": 0})
         return web.json_response({"op": OP_ACK, "d": 0})
 
     @staticmethod

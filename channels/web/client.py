@@ -10,7 +10,7 @@ is refused (`TokenRefused`) is repeated once with a fresh one; refused again, th
 at fault (`AuthError`).
 
 The one owner of that cache: Feishu, WeCom (both through `channels/web/client.py`) and the QQ bot
-(`channels/qq/token.py`) each bring only their credentials call (`Fetch`, its answer read by
+(`channels/qq/api.py`) each bring only their credentials call (`Fetch`, its answer read by
 `issued_token`) and say which answers mean a refused token.
 """
 

@@ -126,3 +126,9 @@ class QQBotConfig(ChannelConfigBase):
         "https://bots.qq.com/app/getAppAccessToken",
         description="Where access tokens are fetched from.",
     )
+    keyboard: bool = Field(
+        False,
+        description="Show a reply's buttons as a QQ keyboard under a Markdown message; only "
+        "for a bot QQ granted Markdown and custom keyboard permission. false: a numbered list "
+        "ends the reply.",
+    )

@@ -20,12 +20,23 @@ URL (`/download/<id>`, plain HTTP here) for an attachment; an unknown id answers
 record the rich media in `media_uploads` by the `file_info` they answer with (QQ would fetch the
 URL; the fake does not); a `msg_type` 7 reply must name one in `media.file_info`.
 
+Buttons: a `msg_type` 2 reply carries `markdown.content` (its `content` in `replies`) and may
+carry a custom `keyboard` (`keyboard.content.rows`), checked against QQ's documented shape: at
+most 5 rows of 5 buttons, ids unique in the keyboard, `render_data` {label, visited_label,
+style}, `action` {type 0-2, permission.type, data, unsupport_tips}. `refuse_markdown` answers
+such replies 403 (code 11264, the fake's own: QQ documents no code for a missing permission).
+`tap(reply, label, user)` builds the INTERACTION_CREATE of a tap on that reply's button, in its
+chat (QQ's event: `d.id` the interaction, the dispatch's `id` the event a reply may name as
+`event_id` instead of a `msg_id`; the fake counts `msg_seq` per event id as per `msg_id`).
+`PUT /interactions/{id}` `{"code"}` answers a tap (empty 200), recorded in `interaction_acks`.
+
 Websocket gateway (`mode: websocket`): `GET /gateway` names `/websocket`, which opens with op 10
 (heartbeat interval `heartbeat_interval_ms`), takes op 2 Identify (token and the C2C/group
 intent checked; a bad token is closed with 4004) or op 6 Resume (events after the resumed
 sequence number are sent again, as QQ does), answers op 1 heartbeats with op 11 (unless
 `answer_heartbeats` is False) and records the sequence each reported. `push_gateway(event)`
-dispatches an event with the next sequence number, `drop_gateway` cuts the connection.
+dispatches an event with the next sequence number (an INTERACTION_CREATE only to a session that
+asked for the interaction intent, 1 << 26), `drop_gateway` cuts the connection.
 
 Webhook side: the fake signs like QQ, with the Ed25519 key seeded from the app secret (the
 secret repeated to 32 bytes): `sign(body, timestamp)` gives the headers, `deliver` posts an
@@ -62,10 +73,16 @@ def qq_seed(secret: str) -> bytes:
     return seed[:32].encode()
 
 
+MAX_KEYBOARD_ROWS = MAX_ROW_BUTTONS = 5
+INTERACTION = "INTERACTION_CREATE"
+INTERACTION_INTENT = 1 << 26
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     chat_id: str
     content: str
+    #: The user's message, or the event (a tap's), the reply answers.
     msg_id: str
     msg_seq: int
     status: int
@@ -73,6 +90,13 @@ class Reply:
     at: float
     #: The rich media a `msg_type` 7 reply names.
     file_info: str = ""
+    msg_type: int = 0
+    #: A `msg_type` 2 reply's `keyboard`, as sent.
+    keyboard: JsonObject | None = None
+
+    def buttons(self) -> list[JsonObject]:
+        rows = ((self.keyboard or {}).get("content") or {}).get("rows") or []
+        return [button for row in rows for button in row.get("buttons") or []]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +118,12 @@ class FakeQQ(ServedFake):
         self.violations: list[str] = []
         self._token = ""
         self._rate_limits = 0
-        self._delivered: dict[str, str] = {}  # msg_id -> chat id
+        self._delivered: dict[str, str] = {}  # msg_id, or a tap's event id -> chat id
+        #: Answered with 403 when set: a bot without QQ's Markdown permission.
+        self.refuse_markdown = False
+        #: interaction id -> the codes `PUT /interactions/{id}` answered it with, in order.
+        self.interaction_acks: dict[str, list[int]] = {}
+        self._interactions: set[str] = set()
         self._seqs: dict[str, set[int]] = {}
         self._changes = Changes()
         self._numbers = itertools.count(1)
@@ -110,6 +139,7 @@ class FakeQQ(ServedFake):
         app.router.add_post("/v2/users/{openid}/files", self._c2c_files)
         app.router.add_post("/v2/groups/{openid}/files", self._group_files)
         app.router.add_get("/users/@me", self._me)
+        app.router.add_put("/interactions/{interaction_id}", self._interaction_ack)
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/websocket", self._websocket)
         self.heartbeat_interval_ms = 41250
@@ -119,6 +149,7 @@ class FakeQQ(ServedFake):
         self.resumes: list[JsonObject] = []
         self.heartbeats: list[int | None] = []
         self._gateway_sockets: set[web.WebSocketResponse] = set()
+        self._session_intents = 0
         self._dispatched: list[JsonObject] = []
         self._session_id = ""
         ServedFake.__init__(self, app)
@@ -143,6 +174,11 @@ class FakeQQ(ServedFake):
     def replies_to(self, chat_id: str) -> list[str]:
         """The texts QQ accepted for `chat_id`, in order."""
         return [r.content for r in self.replies if r.chat_id == chat_id and r.status == 200]
+
+    def keyboards_to(self, chat_id: str) -> list[Reply]:
+        """The replies with a keyboard QQ accepted for `chat_id`, in order."""
+        accepted = [r for r in self.replies if r.chat_id == chat_id and r.status == 200]
+        return [r for r in accepted if r.keyboard is not None]
 
     def rate_limit_next(self) -> None:
         self._rate_limits += 1
@@ -211,6 +247,37 @@ class FakeQQ(ServedFake):
         }
         return self._dispatch("GROUP_AT_MESSAGE_CREATE", data)
 
+    def tap(self, reply: Reply, label: str, user: str, *, member: str | None = None) -> JsonObject:
+        """The INTERACTION_CREATE of `user` (in a group: the member `member`) tapping the button
+        labelled `label` under `reply`, as QQ sends it (C2C or group by the reply's chat)."""
+        [button] = [b for b in reply.buttons() if b["render_data"]["label"] == label]
+        interaction_id = str(uuid.uuid4())
+        self._interactions.add(interaction_id)
+        kind, _, openid = reply.chat_id.partition(":")
+        data: JsonObject = {
+            "id": interaction_id,
+            "type": 11,
+            "version": 1,
+            "application_id": self.app_id,
+            "timestamp": "2026-12-01T12:00:02+08:00",
+            "data": {
+                "type": 11,
+                "resolved": {"button_data": button["action"]["data"], "button_id": button["id"]},
+            },
+        }
+        if kind == "c2c":
+            data |= {"scene": "c2c", "chat_type": 2, "user_openid": openid}
+        else:
+            data |= {
+                "scene": "group",
+                "chat_type": 1,
+                "group_openid": openid,
+                "group_member_openid": member or user,
+            }
+        event = self._dispatch(INTERACTION, data)
+        self._delivered[event["id"]] = reply.chat_id
+        return event
+
     def _dispatch(self, event_type: str, data: JsonObject) -> JsonObject:
         return {
             "id": f"{event_type}:{uuid.uuid4().hex}",
@@ -271,14 +338,27 @@ class FakeQQ(ServedFake):
         if refused is not None:
             return refused
         body = await request.json()
-        msg_id, seq = str(body.get("msg_id", "")), body.get("msg_seq")
+        msg_id, seq = str(body.get("msg_id") or body.get("event_id") or ""), body.get("msg_seq")
         content = str(body.get("content", ""))
+        markdown = body.get("markdown")
+        if body.get("msg_type") == 2 and isinstance(markdown, dict):
+            content = str(markdown.get("content", ""))
         status, code, message = self._judge(chat_id, msg_id, seq, body)
         media = body.get("media")
         file_info = str(media.get("file_info", "")) if isinstance(media, dict) else ""
+        keyboard = body.get("keyboard") if body.get("msg_type") == 2 else None
         self.replies.append(
             Reply(
-                chat_id, content, msg_id, int(seq or 0), status, code, time.monotonic(), file_info
+                chat_id,
+                content,
+                msg_id,
+                int(seq or 0),
+                status,
+                code,
+                time.monotonic(),
+                file_info,
+                int(body.get("msg_type") or 0),
+                keyboard if isinstance(keyboard, dict) else None,
             )
         )
         await self._changes.notify()
@@ -291,12 +371,17 @@ class FakeQQ(ServedFake):
     def _judge(
         self, chat_id: str, msg_id: str, seq: object, body: JsonObject
     ) -> tuple[int, int | None, str]:
+        if ("msg_id" in body) == ("event_id" in body):
+            self.violations.append(f"a reply names both or neither msg_id and event_id: {body}")
+            return 400, 40034006, "bad request"
         if self._delivered.get(msg_id) != chat_id:
             self.violations.append(f"reply to unknown msg_id {msg_id!r} in {chat_id}")
             return 400, 40034024, "proactive messages are not allowed"
         if not isinstance(seq, int) or seq < 1 or not self._well_formed(chat_id, body):
             self.violations.append(f"bad msg_seq or msg_type: {body}")
             return 400, 40034006, "bad request"
+        if body.get("msg_type") == 2 and self.refuse_markdown:
+            return 403, 11264, "no permission for markdown"
         if self._rate_limits:
             self._rate_limits -= 1
             return 429, 22009, "msg limit exceed"
@@ -312,10 +397,34 @@ class FakeQQ(ServedFake):
     def _well_formed(self, chat_id: str, body: JsonObject) -> bool:
         if body.get("msg_type") == 0:
             return True
+        if body.get("msg_type") == 2:
+            markdown = body.get("markdown")
+            text = markdown.get("content") if isinstance(markdown, dict) else None
+            keyboard = body.get("keyboard")
+            return (
+                isinstance(text, str)
+                and bool(text)
+                and (keyboard is None or _keyboard_problems(keyboard) == [])
+            )
         media = body.get("media")
         file_info = media.get("file_info") if isinstance(media, dict) else None
         upload = self.media_uploads.get(str(file_info))
         return body.get("msg_type") == 7 and upload is not None and upload.chat_id == chat_id
+
+    async def _interaction_ack(self, request: web.Request) -> web.Response:
+        refused = self._authorised(request)
+        if refused is not None:
+            return refused
+        interaction_id = request.match_info["interaction_id"]
+        body = await request.json()
+        code = body.get("code") if isinstance(body, dict) else None
+        known = isinstance(code, int) and 0 <= code <= 5  # 0 success ... 5 admins only
+        if interaction_id not in self._interactions or not isinstance(code, int) or not known:
+            self.violations.append(f"bad interaction answer {interaction_id}: {body}")
+            return web.json_response({"code": 40034006, "message": "bad request"}, status=400)
+        self.interaction_acks.setdefault(interaction_id, []).append(code)
+        await self._changes.notify()
+        return web.Response(status=200)
 
     async def _c2c_files(self, request: web.Request) -> web.Response:
         return await self._files(request, f"c2c:{request.match_info['openid']}")
@@ -349,9 +458,11 @@ class FakeQQ(ServedFake):
         return int(self._dispatched[-1]["s"]) if self._dispatched else 1
 
     async def push_gateway(self, event: JsonObject) -> JsonObject:
-        """Dispatch `event` (from c2c_message / group_message) over the gateway."""
+        """Dispatch `event` (from c2c_message / group_message / tap) over the gateway."""
         frame = {**event, "s": len(self._dispatched) + 2}  # READY was 1
         self._dispatched.append(frame)
+        if frame.get("t") == INTERACTION and not self._session_intents & INTERACTION_INTENT:
+            return frame  # QQ sends taps only to a session that asked for them
         for socket in list(self._gateway_sockets):
             await socket.send_str(json.dumps(frame, ensure_ascii=False))
         return frame
@@ -390,6 +501,7 @@ class FakeQQ(ServedFake):
                 if not int(data.get("intents", 0)) & (1 << 25):
                     self.violations.append(f"identify without the C2C/group intent: {data}")
                 self._session_id = uuid.uuid4().hex
+                self._session_intents = int(data.get("intents", 0))
                 self._gateway_sockets.add(socket)
                 ready = {"session_id": self._session_id, "user": {"id": "bot-openid"}}
                 await socket.send_json({"op": 0, "s": 1, "t": "READY", "d": ready})
@@ -408,3 +520,35 @@ class FakeQQ(ServedFake):
             if self.answer_heartbeats:
                 await socket.send_json({"op": 11})
         await self._changes.notify()
+
+
+def _keyboard_problems(keyboard: object) -> list[str]:
+    """What a custom keyboard does wrong against QQ's documented shape (empty: nothing)."""
+    content = keyboard.get("content") if isinstance(keyboard, dict) else None
+    rows = content.get("rows") if isinstance(content, dict) else None
+    if not isinstance(rows, list) or not rows or len(rows) > MAX_KEYBOARD_ROWS:
+        return [f"rows: {rows!r}"]
+    problems: list[str] = []
+    ids: list[object] = []
+    for row in rows:
+        buttons = row.get("buttons") if isinstance(row, dict) else None
+        if not isinstance(buttons, list) or not buttons or len(buttons) > MAX_ROW_BUTTONS:
+            problems.append(f"row: {row!r}")
+            continue
+        for button in buttons:
+            render = button.get("render_data") or {}
+            action = button.get("action") or {}
+            ids.append(button.get("id"))
+            if not (
+                isinstance(render.get("label"), str)
+                and isinstance(render.get("visited_label"), str)
+                and render.get("style") in (0, 1)
+                and action.get("type") in (0, 1, 2)
+                and (action.get("permission") or {}).get("type") in (0, 1, 2, 3)
+                and isinstance(action.get("data"), str)
+                and isinstance(action.get("unsupport_tips"), str)
+            ):
+                problems.append(f"button: {button!r}")
+    if len(set(map(str, ids))) != len(ids):
+        problems.append(f"button ids not unique: {ids!r}")
+    return problems

@@ -10,9 +10,8 @@ import pytest
 from aiohttp import web
 
 from bus import InboundRefused
-from channels.qq.api import ReplyWindowClosed
+from channels.qq.api import ReplyWindowClosed, access_token
 from channels.qq.channel import MalformedEvent, PassiveReplies, parse_message, target
-from channels.qq.token import access_token
 from channels.qq.webhook import QQWebhook
 from tests.fakes import LocalHttpServer
 from tests.fakes.qq_server import FakeQQ
