@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -10,6 +12,8 @@ from channels.metrics import LoopCounter, LoopHistogram
 
 _LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 _APPEND_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
+
+F = TypeVar("F")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,50 +34,51 @@ class GatewayMetrics:
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> GatewayMetrics:
+        def family(
+            kind: Callable[..., F], name: str, documentation: str, *labels: str, **options: Any
+        ) -> F:
+            """A family in `registry`, its series labelled by profile, then by `labels`."""
+            return kind(name, documentation, ("profile", *labels), registry=registry, **options)
+
         return cls(
             registry=registry,
-            messages_in=LoopCounter(
+            messages_in=family(
+                LoopCounter,
                 "octos_messages_in",
                 "Inbound messages by what the dispatcher did with them",
-                ["profile", "channel", "outcome"],
-                registry=registry,
+                "channel",
+                "outcome",
             ),
-            turns=LoopCounter(
-                "octos_turns",
-                "Agent turns by agent and result",
-                ["profile", "agent", "result"],
-                registry=registry,
+            turns=family(
+                LoopCounter, "octos_turns", "Agent turns by agent and result", "agent", "result"
             ),
-            agent_tokens=LoopCounter(
+            agent_tokens=family(
+                LoopCounter,
                 "octos_agent_tokens",
                 "Tokens the agents' turns used, by agent and kind",
-                ["profile", "agent", "kind"],
-                registry=registry,
+                "agent",
+                "kind",
             ),
-            turn_latency=LoopHistogram(
+            turn_latency=family(
+                LoopHistogram,
                 "octos_turn_latency_seconds",
                 "Time from a turn's start to its durable final reply",
-                ["profile"],
                 buckets=_LATENCY_BUCKETS_S,
-                registry=registry,
             ),
-            queue_depth=Gauge(
-                "octos_queue_depth",
-                "Messages waiting on the bus, by direction",
-                ["profile", "direction"],
-                registry=registry,
+            queue_depth=family(
+                Gauge, "octos_queue_depth", "Messages waiting on the bus, by direction", "direction"
             ),
-            session_append_latency=Histogram(
+            session_append_latency=family(
+                Histogram,
                 "octos_session_append_seconds",
                 "Time until a session append is durable",
-                ["profile"],
                 buckets=_APPEND_BUCKETS_S,
-                registry=registry,
             ),
-            reply_dead_letters=Counter(
+            reply_dead_letters=family(
+                Counter,
                 "octos_reply_dead_letters",
                 "Replies given up on and kept as dead letters, by channel and reason",
-                ["profile", "channel", "reason"],
-                registry=registry,
+                "channel",
+                "reason",
             ),
         )

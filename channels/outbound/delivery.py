@@ -96,8 +96,6 @@ def fit_chunks(channel: Channel, text: str, *, max_chunks: int | None = MAX_CHUN
     return chunks
 
 
-log = structlog.get_logger(__name__)
-
 T = TypeVar("T")
 
 
@@ -220,50 +218,25 @@ class Delivery:
         ids: list[str] = []
         for number, attachment in enumerate(reply.attachments, start=1):
             key = attachment_key(reply, number)
-            limit = channel.max_attachment_bytes(attachment.kind)
-            if not await on_disk(attachment):
-                # Kept by another process (a cluster worker on another host): the chat is told.
-                log.warning(
-                    "delivery.attachment_missing",
-                    channel=channel.name,
-                    chat_id=reply.chat_id,
-                    file=attachment.name,
-                    path=attachment.path,
-                )
-                notice = MISSING_NOTICE.format(name=attachment.name)
+            notice = await _notice_instead(channel, reply, attachment)
+            if notice is not None:
                 ids.extend(await self.send_message(channel, notice_for(reply, notice, key)))
-            elif limit is not None and not fits(channel, attachment):
-                log.warning(
-                    "delivery.attachment_too_large",
-                    channel=channel.name,
-                    chat_id=reply.chat_id,
-                    file=attachment.name,
-                    size=attachment.size,
-                    limit=limit,
-                )
-                notice = TOO_LARGE_NOTICE.format(
-                    name=attachment.name,
-                    size=human_size(attachment.size),
-                    platform=channel.name,
-                    limit=human_size(limit),
-                )
-                ids.extend(await self.send_message(channel, notice_for(reply, notice, key)))
-            else:
-                sent = await self.retrier.call(
-                    functools.partial(
-                        channel.send_attachment,
-                        reply.chat_id,
-                        attachment,
-                        reply_to=reply.reply_to,
-                        delivery_key=key,
-                    ),
-                    channel=channel.name,
-                    chat_id=reply.chat_id,
-                    action="send_file",
-                )
-                self.metrics.message_sent(channel.name)
-                if sent is not None:
-                    ids.append(sent)
+                continue
+            sent = await self.retrier.call(
+                functools.partial(
+                    channel.send_attachment,
+                    reply.chat_id,
+                    attachment,
+                    reply_to=reply.reply_to,
+                    delivery_key=key,
+                ),
+                channel=channel.name,
+                chat_id=reply.chat_id,
+                action="send_file",
+            )
+            self.metrics.message_sent(channel.name)
+            if sent is not None:
+                ids.append(sent)
         return ids
 
     async def send_chunks(
@@ -485,6 +458,28 @@ TOO_LARGE_NOTICE = (
 
 #: What a chat is told in place of a file this process does not have.
 MISSING_NOTICE = "Sorry, I could not send {name}: the file is not on this gateway."
+
+
+async def _notice_instead(
+    channel: Channel, reply: OutboundMessage, attachment: Attachment
+) -> str | None:
+    """What the chat is told in place of `attachment` when it cannot be sent (logged); None
+    when it can."""
+    unsent = log.bind(channel=channel.name, chat_id=reply.chat_id, file=attachment.name)
+    if not await on_disk(attachment):
+        # Kept by another process (a cluster worker on another host): the chat is told.
+        unsent.warning("delivery.attachment_missing", path=attachment.path)
+        return MISSING_NOTICE.format(name=attachment.name)
+    limit = channel.max_attachment_bytes(attachment.kind)
+    if limit is not None and not fits(channel, attachment):
+        unsent.warning("delivery.attachment_too_large", size=attachment.size, limit=limit)
+        return TOO_LARGE_NOTICE.format(
+            name=attachment.name,
+            size=human_size(attachment.size),
+            platform=channel.name,
+            limit=human_size(limit),
+        )
+    return None
 
 
 def notice_for(reply: OutboundMessage, text: str, key: str) -> OutboundMessage:

@@ -137,8 +137,13 @@ class ChannelManager:
             jitter=jitter or full_jitter,
             run_channel=run_channel,
         )
-        self._max_active_chats = max_active_chats
-        self._max_queued_messages = max_queued_messages
+        #: The outbound router of a `run()`, made there: its bounds are given here once.
+        self._router_of = partial(
+            OutboundRouter,
+            source_depth=publisher.outbound_depth,
+            max_active_chats=max_active_chats,
+            max_queued=max_queued_messages,
+        )
         self._stop_grace_s = stop_grace_s
         self._health_timeout_s = health_timeout_s
         self._on_delivered = on_delivered
@@ -245,13 +250,7 @@ class ChannelManager:
             name: self._supervisor_of(registration.channel)
             for name, registration in self._registrations.items()
         }
-        router = OutboundRouter(
-            self._deliver_routed,
-            self._publisher.outbound_depth,
-            max_active_chats=self._max_active_chats,
-            max_queued=self._max_queued_messages,
-        )
-        self._router = router
+        router = self._router = self._router_of(self._deliver_routed)
         try:
             async with asyncio.TaskGroup() as group:
                 supervised = [

@@ -40,6 +40,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
@@ -355,30 +356,23 @@ async def publish_send(
     )
 
 
+@dataclass(eq=False)
 class ClusterOutbox:
     """A profile's sends as `/v1/messages` sees them on this process: the same answers as one
     process's `Outbox`, from the cluster's table."""
 
-    def __init__(
-        self,
-        profile: str,
-        sends: SendRecords,
-        js: JetStreamContext,
-        names: ClusterNames,
-        *,
-        knows_channel: Callable[[str], bool],
-    ) -> None:
-        self._profile = profile
-        self._sends = sends
-        self._js = js
-        self._names = names
-        self.knows_channel = knows_channel
+    profile: str
+    sends: SendRecords
+    js: JetStreamContext
+    names: ClusterNames
+    _: KW_ONLY
+    knows_channel: Callable[[str], bool]
 
     async def take(self, request: SendRequest) -> tuple[OwnerSend, str]:
-        send, earlier = await self._sends.take(self._profile, request)
+        send, earlier = await self.sends.take(self.profile, request)
         if earlier:
             return send, first_status(send)
-        log_taken(self._profile, send)
+        log_taken(self.profile, send)
         if send.status == "queued":
             await self._publish_now(send)
         return send, send.status
@@ -386,7 +380,7 @@ class ClusterOutbox:
     async def _publish_now(self, send: OwnerSend) -> None:
         """Durable already: a publish or mark that fails is left to the workers' rounds."""
         try:
-            await publish_send(self._js, self._names, self._profile, send)
+            await publish_send(self.js, self.names, self.profile, send)
         except NATS_ERRORS as error:
             log.warning(
                 "cluster.send_not_published",
@@ -396,21 +390,21 @@ class ClusterOutbox:
             )
             return
         try:
-            await self._sends.published(send.id)
+            await self.sends.published(send.id)
         except SessionError as error:
             # Published twice at worst: the stream or the worker's turn row drops the copy.
             log.warning("cluster.send_not_marked", id=send.id, error=str(error))
 
     async def find(self, send_id: str) -> OwnerSend | None:
-        return await self._sends.find(self._profile, send_id)
+        return await self.sends.find(self.profile, send_id)
 
     async def listed(self) -> list[OwnerSend]:
-        return await self._sends.listed(self._profile)
+        return await self.sends.listed(self.profile)
 
     async def cancel(self, send_id: str) -> Cancelled:
-        cancelled = await self._sends.cancel(self._profile, send_id)
+        cancelled = await self.sends.cancel(self.profile, send_id)
         if cancelled == "cancelled":
-            log.info("outbox.cancelled", profile=self._profile, id=send_id)
+            log.info("outbox.cancelled", profile=self.profile, id=send_id)
         return cancelled
 
 

@@ -31,6 +31,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote, unquote
@@ -294,23 +295,16 @@ class ProfileDeadLetters:
     async def _keep(self, reply: OutboundMessage, error: DeliveryError) -> None:
         letter = ReplyDeadLetter.of(self.profile, reply, error)
         was_retried = letter.id in self._sending
-        try:
-            await asyncio.to_thread(self.store.add, letter, was_retried=was_retried)
-        except OSError as failure:
+        kept = await self._store_change(
+            letter.id,
+            partial(self.store.add, letter, was_retried=was_retried),
+            "dead_letters.not_kept",
+            f"make {self.store.directory} writable; the reply is tried again at the next start",
+        )
+        if not kept:
             # The journal is not told: the reply stays undelivered there, and the next start
             # tries it again rather than losing it.
-            log.error(
-                "dead_letters.not_kept",
-                profile=self.profile,
-                id=letter.id,
-                error=str(failure),
-                suggestion=f"make {self.store.directory} writable; the reply is tried again "
-                "at the next start",
-            )
             return
-        finally:
-            self._sending.discard(letter.id)
-            self._seen = None  # the folders changed under the watch's last look
         self.counter.labels(self.profile, reply.channel, error.reason).inc()
         log.warning(
             "dead_letters.kept",
@@ -325,21 +319,35 @@ class ProfileDeadLetters:
         self.journal.record_delivered(letter.id, failed=True)
 
     async def _sent_again(self, letter_id: str) -> None:
+        await self._store_change(
+            letter_id,
+            partial(self.store.sent_again, letter_id),
+            "dead_letters.not_forgotten",
+            f"it was delivered: `octos-gateway dead-letters drop {letter_id}`, "
+            "or the next start sends it again",
+        )
+        log.info("dead_letters.sent_again", profile=self.profile, id=letter_id)
+
+    async def _store_change(
+        self, letter_id: str, change: Callable[[], None], failed_event: str, suggestion: str
+    ) -> bool:
+        """Make `change` to the letter's files, off the loop; False once a refusal of the disk
+        is logged as `failed_event`. Either way the letter is no longer on its way."""
         try:
-            await asyncio.to_thread(self.store.sent_again, letter_id)
+            await asyncio.to_thread(change)
         except OSError as failure:
             log.error(
-                "dead_letters.not_forgotten",
+                failed_event,
                 profile=self.profile,
                 id=letter_id,
                 error=str(failure),
-                suggestion=f"it was delivered: `octos-gateway dead-letters drop {letter_id}`, "
-                "or the next start sends it again",
+                suggestion=suggestion,
             )
+            return False
         finally:
             self._sending.discard(letter_id)
-            self._seen = None
-        log.info("dead_letters.sent_again", profile=self.profile, id=letter_id)
+            self._seen = None  # the folders changed under the watch's last look
+        return True
 
     async def watch(self) -> None:
         """Send each letter asked to be sent again; runs until cancelled."""

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import heapq
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -120,8 +121,9 @@ class Sends(Protocol):
     """A profile's sends as `/v1/messages` uses them: one process's `Outbox`, or a cluster's
     (`gateway.cluster.sends.ClusterOutbox`)."""
 
-    #: Whether the profile has a channel of this name (a send to another is refused).
-    knows_channel: Callable[[str], bool]
+    def knows_channel(self, name: str, /) -> bool:
+        """Whether the profile has a channel of this name (a send to another is refused)."""
+        ...
 
     async def take(self, request: SendRequest) -> tuple[OwnerSend, str]:
         """The send `request` asks for, durable, and its first answer's status."""
@@ -134,41 +136,34 @@ class Sends(Protocol):
     async def cancel(self, send_id: str) -> Cancelled: ...
 
 
+@dataclass(eq=False)
 class Outbox:
     """A profile's sends: taken, scheduled, queued into their chats' lanes, and told apart
     by the delivery hook. `submit` queues a due send into its chat's lane."""
 
-    def __init__(
-        self,
-        profile: str,
-        journal: Journal,
-        submit: Callable[[OwnerSend], None],
-        *,
-        knows_channel: Callable[[str], bool],
-        clock: Clock,
-    ) -> None:
-        self._profile = profile
-        #: Whether the profile has a channel of this name (a send to another is refused).
-        self.knows_channel = knows_channel
-        self._journal = journal
-        self._submit = submit
-        self._clock = clock
-        #: (due, id) of the scheduled sends; a cancelled one is skipped when it comes up.
-        self._schedule: list[tuple[float, str]] = []
-        self._schedule_changed = asyncio.Event()
-        #: In memory only: send id -> its record's way to the disk (a retry with its key
-        #: answers only once the first request's record is durable).
-        self._durable: dict[str, asyncio.Future[None]] = {}
+    profile: str
+    journal: Journal
+    submit: Callable[[OwnerSend], None]
+    _: KW_ONLY
+    #: Whether the profile has a channel of this name (a send to another is refused).
+    knows_channel: Callable[[str], bool]
+    clock: Clock
+    #: (due, id) of the scheduled sends; a cancelled one is skipped when it comes up.
+    _schedule: list[tuple[float, str]] = field(default_factory=list, init=False)
+    _schedule_changed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    #: In memory only: send id -> its record's way to the disk (a retry with its key
+    #: answers only once the first request's record is durable).
+    _durable: dict[str, asyncio.Future[None]] = field(default_factory=dict, init=False)
 
     async def take(self, request: SendRequest) -> tuple[OwnerSend, str]:
         """The send `request` asks for, durable, and its first answer's status (a retry with
         the same key gets the send it named, and the same status)."""
         if request.idempotency_key is not None:
-            earlier = self._journal.state.send_keys.get(request.idempotency_key)
-            if earlier is not None and (send := self._journal.state.sends.get(earlier)):
+            earlier = self.journal.state.send_keys.get(request.idempotency_key)
+            if earlier is not None and (send := self.journal.state.sends.get(earlier)):
                 await self._until_durable(send.id)
                 return send, first_status(send)
-        now = self._clock()
+        now = self.clock()
         due = None if request.send_at is None else request.send_at.timestamp()
         send = OwnerSend(
             id=f"msg_{new_turn_id().replace('-', '')}",
@@ -181,14 +176,14 @@ class Outbox:
             append=request.session == "append",
             status="scheduled" if due is not None and due > now else "queued",
         )
-        self._durable[send.id] = self._journal.record_send(send)
+        self._durable[send.id] = self.journal.record_send(send)
         try:
             await self._until_durable(send.id)
         except LogWriteError:
             # Never durable, never answered 202: as if it was never asked for.
-            self._journal.state.forget_send(send)
+            self.journal.state.forget_send(send)
             raise
-        log_taken(self._profile, send)
+        log_taken(self.profile, send)
         self._place(send)
         return send, send.status
 
@@ -204,13 +199,13 @@ class Outbox:
 
     def recover(self) -> None:
         """Schedule or queue what the previous run left unsent (the journal's open sends)."""
-        for send in self._journal.state.open_sends():
+        for send in self.journal.state.open_sends():
             self._place(send, restarted=True)
 
     def _place(self, send: OwnerSend, *, restarted: bool = False) -> None:
         """Scheduled when its time is ahead, else queued into its chat's lane; late (its time
         passed while the daemon was down, or a busy loop kept it) is logged."""
-        now = self._clock()
+        now = self.clock()
         if send.due is not None and send.due > now:
             heapq.heappush(self._schedule, (send.due, send.id))
             self._schedule_changed.set()
@@ -218,24 +213,24 @@ class Outbox:
         if send.due is not None and (now - send.due > LATE_AFTER_S or restarted):
             log.warning(
                 "outbox.sent_late",
-                profile=self._profile,
+                profile=self.profile,
                 id=send.id,
                 lateness_s=round(now - send.due, 3),
             )
         if send.status == "scheduled":
             send.status = "queued"
             # Not awaited: the reply's outcome record, behind it, is.
-            self._journal.record_standing(send)
-        self._submit(send)
+            self.journal.record_standing(send)
+        self.submit(send)
 
     async def run(self) -> None:
         """Queue each scheduled send when it is due; runs until cancelled."""
         while True:
             self._schedule_changed.clear()
-            now = self._clock()
+            now = self.clock()
             while self._schedule and self._schedule[0][0] <= now:
                 _due, send_id = heapq.heappop(self._schedule)
-                send = self._journal.state.sends.get(send_id)
+                send = self.journal.state.sends.get(send_id)
                 if send is not None and send.status == "scheduled":
                     self._place(send)
             wait_s = self._schedule[0][0] - now if self._schedule else None
@@ -243,36 +238,36 @@ class Outbox:
                 await asyncio.wait_for(self._schedule_changed.wait(), wait_s)
 
     async def find(self, send_id: str) -> OwnerSend | None:
-        return self._journal.state.sends.get(send_id)
+        return self.journal.state.sends.get(send_id)
 
     async def listed(self) -> list[OwnerSend]:
-        return list(self._journal.state.sends.values())
+        return list(self.journal.state.sends.values())
 
     async def cancel(self, send_id: str) -> Cancelled:
-        send = self._journal.state.sends.get(send_id)
+        send = self.journal.state.sends.get(send_id)
         if send is None:
             return "not_found"
         if send.status == "cancelled":
             return "cancelled"
         if send.status not in OPEN_SEND_STATUSES or send.turn is not None:
             return "too_late"
-        send.status, send.ended_at = "cancelled", self._clock()
-        await self._journal.record_standing(send)
-        log.info("outbox.cancelled", profile=self._profile, id=send.id)
+        send.status, send.ended_at = "cancelled", self.clock()
+        await self.journal.record_standing(send)
+        log.info("outbox.cancelled", profile=self.profile, id=send.id)
         return "cancelled"
 
     def recorded(self, send: OwnerSend, turn: str) -> None:
         """`send`'s reply is about to be recorded as `turn` (not awaited: the outcome record
         written right behind it is)."""
         send.turn = turn
-        self._journal.record_standing(send)
+        self.journal.record_standing(send)
 
     def delivered(
         self, message: OutboundMessage, platform_ids: list[str], error: DeliveryError | None
     ) -> None:
         """The delivery hook's part: a send's reply delivered, or given up on."""
-        send_id = self._journal.state.send_of_turn.get(message.delivery_id or "")
-        send = None if send_id is None else self._journal.state.sends.get(send_id)
+        send_id = self.journal.state.send_of_turn.get(message.delivery_id or "")
+        send = None if send_id is None else self.journal.state.sends.get(send_id)
         if send is None:
             return
         if error is None:
@@ -280,11 +275,11 @@ class Outbox:
             send.platform_ids = [*send.platform_ids, *platform_ids]
         else:
             send.status, send.error = "failed", f"{error.reason}: {error}"
-        send.ended_at = self._clock()
-        self._journal.record_standing(send)
+        send.ended_at = self.clock()
+        self.journal.record_standing(send)
         log.info(
             "outbox.ended",
-            profile=self._profile,
+            profile=self.profile,
             id=send.id,
             status=send.status,
             platform_ids=send.platform_ids,

@@ -18,6 +18,7 @@ import builtins
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING
 
 import asyncpg
@@ -46,29 +47,22 @@ _JOINED: ContextVar[tuple[PostgresSessionStore, Connection] | None] = ContextVar
 )
 
 
+@dataclass(eq=False)
 class PostgresSessionStore(StoreBase):
-    def __init__(
-        self,
-        dsn: str,
-        scope: str,
-        *,
-        read_only: bool = False,
-        pool_size: int = 4,
-        connect_timeout_s: float = 10.0,
-    ) -> None:
-        """`scope` names whose sessions these are (the profile id): one database, many profiles."""
-        self.dsn = dsn
-        self.scope = scope
-        self.pool_size = pool_size
-        self.connect_timeout_s = connect_timeout_s
-        self._read_only = read_only
-        self._pool: asyncpg.Pool | None = None
-        self._tables = False  # whether the session tables exist (a read-only store may find none)
-        self._locks: KeyedLocks[SessionKey] = KeyedLocks()
+    """The sessions of `scope` (the profile id) in the database at `dsn`: one database, many
+    profiles."""
 
-    @property
-    def read_only(self) -> bool:
-        return self._read_only
+    #: Out of the repr: it may hold the password.
+    dsn: str = field(repr=False)
+    scope: str
+    _: KW_ONLY
+    read_only: bool = False
+    pool_size: int = 4
+    connect_timeout_s: float = 10.0
+    _pool: asyncpg.Pool | None = field(default=None, init=False, repr=False)
+    #: Whether the session tables exist (a read-only store may find none).
+    _tables: bool = field(default=False, init=False, repr=False)
+    _locks: KeyedLocks[SessionKey] = field(default_factory=KeyedLocks, init=False, repr=False)
 
     @property
     def where(self) -> str:
@@ -84,7 +78,7 @@ class PostgresSessionStore(StoreBase):
         )
         try:
             async with pool.acquire(timeout=self.connect_timeout_s) as connection:
-                if self._read_only:
+                if self.read_only:
                     version = await applied_version(connection)
                     if version > SCHEMA_VERSION:
                         raise StoreSchemaTooNew(self.where, version)
@@ -156,7 +150,7 @@ class PostgresSessionStore(StoreBase):
     def _connected(self, *, writes: bool = False) -> asyncpg.Pool:
         if self._pool is None:
             raise SessionStoreClosed()
-        if writes and self._read_only:
+        if writes and self.read_only:
             raise SessionError(f"the session store at {self.where} was opened read-only")
         return self._pool
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from bus import (
     ANSWERS,
     REACTION,
+    Attachment,
     Button,
     InboundMessage,
     OutboundMessage,
@@ -423,6 +426,29 @@ async def test_media_is_sent_whole(managed: ManagedFactory) -> None:
     await manager.deliver(reply("a caption longer than ten", media=["/tmp/photo.png"]))
 
     assert channel.delivered == ["a caption longer than ten"]
+
+
+async def test_a_file_this_process_does_not_have_is_replaced_by_a_notice(
+    managed: ManagedFactory, tmp_path: Path
+) -> None:
+    channel, manager = managed()
+    here = tmp_path / "here.txt"
+    here.write_text("kept here")
+    files = [
+        Attachment(
+            kind="file", mime="text/plain", name=path.name, size=9, sha256="0", path=str(path)
+        )
+        for path in (tmp_path / "elsewhere.txt", here)
+    ]
+
+    with capture_logs() as logs:
+        await manager.deliver(reply("two files", delivery_id="turn-3", attachments=files))
+
+    notice, link = channel.delivered[1:]
+    assert notice == "Sorry, I could not send elsewhere.txt: the file is not on this gateway."
+    assert "here.txt" in link  # the channel's own way to send a file: its name as text
+    [missing] = [entry for entry in logs if entry["event"] == "delivery.attachment_missing"]
+    assert (missing["chat_id"], missing["file"]) == ("c1", "elsewhere.txt")
 
 
 async def test_an_empty_reply_reaches_the_channel_as_is_and_blanks_are_skipped(

@@ -252,27 +252,23 @@ class OwnerSend:
                 "due": self.due,
                 "key": self.key,
                 "append": self.append,
-                "st": self.status,
-                "turn": self.turn,
-                "pids": self.platform_ids,
-                "err": self.error,
-                "end": self.ended_at,
+                **self._standing_fields(),
             }
         )
 
     def standing(self) -> bytes:
         """Its `sendst` record: where it stands now."""
-        return _dumps(
-            {
-                "k": "sendst",
-                "id": self.id,
-                "st": self.status,
-                "turn": self.turn,
-                "pids": self.platform_ids,
-                "err": self.error,
-                "end": self.ended_at,
-            }
-        )
+        return _dumps({"k": "sendst", "id": self.id, **self._standing_fields()})
+
+    def _standing_fields(self) -> Record:
+        """Where it stands, as both its records end (`take_standing` reads them back)."""
+        return {
+            "st": self.status,
+            "turn": self.turn,
+            "pids": self.platform_ids,
+            "err": self.error,
+            "end": self.ended_at,
+        }
 
     def take_standing(self, record: Record) -> None:
         self.status = _send_status(record["st"])
