@@ -18,7 +18,7 @@ from bus import (
 from bus.queue import PublishingSender
 from channels.errors import FatalChannelError, MessageTooLong
 from channels.health import ChannelHealth, HealthStatus
-from channels.outbound.manager import ChannelManager
+from channels.outbound.manager import ChannelManager, QuotingSender
 from tests.channels.conftest import ChannelFactory, FakeClock, ManagerFactory, sample
 from tests.channels.recording import RecordingChannel
 
@@ -233,8 +233,10 @@ async def test_cancelling_run_stops_the_channels(
         await task
 
     assert len(channel.of("stop")) == 1
-    assert isinstance(channel.inbound, PublishingSender)
-    assert channel.inbound.is_closed
+    # The bus's own sender, behind the manager's quoting of reactions, is closed.
+    assert isinstance(channel.inbound, QuotingSender)
+    assert isinstance(channel.inbound.inner, PublishingSender)
+    assert channel.inbound.inner.is_closed
 
 
 async def test_register_replaces_a_channel_of_the_same_name(
