@@ -26,7 +26,6 @@ import structlog
 from discord.backoff import ExponentialBackoff
 
 from bus import (
-    DELETE,
     Attachment,
     Button,
     ButtonRows,
@@ -499,14 +498,7 @@ class DiscordChannel(RunStateChannel):
         sender = self._senders.get((chat, message_id))
         if sender is None:
             return None
-        return InboundMessage(
-            channel=CHANNEL,
-            sender_id=sender,
-            chat_id=chat,
-            content="",
-            message_id=f"{message_id}:delete",
-            metadata={DELETE: {"message_id": message_id}},
-        )
+        return InboundMessage.deletion(CHANNEL, sender, chat, message_id)
 
     # Outbound
 
