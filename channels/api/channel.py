@@ -380,13 +380,8 @@ class ApiChannel(RunStateChannel):
 
     async def _wait_whole(self, chat_id: str, pending: PendingReply) -> web.Response:
         timeout_s = self._config.reply_timeout_s
-        try:
-            async with asyncio.timeout(timeout_s):
-                event = await pending.events.get()
-                while event.kind == "snapshot":
-                    event = await pending.events.get()
-        except TimeoutError:
-            log.warning("api.reply_timeout", chat=chat_id, timeout_s=timeout_s)
+        event = await pending.final(timeout_s)
+        if event is None:
             return error_response(504, _late(timeout_s))
         body: dict[str, object] = {
             "reply": event.text,

@@ -280,13 +280,8 @@ class OpenAIDoor:
 
     async def _whole(self, pending: PendingReply, shape: _Completion) -> web.Response:
         timeout_s = self._channel.config.reply_timeout_s
-        try:
-            async with asyncio.timeout(timeout_s):
-                event = await pending.events.get()
-                while event.kind == "snapshot":
-                    event = await pending.events.get()
-        except TimeoutError:
-            log.warning("api.reply_timeout", chat=pending.key[0], timeout_s=timeout_s)
+        event = await pending.final(timeout_s)
+        if event is None:
             return OpenAIError(_late(timeout_s), 504, "server_error", "timeout").response()
         if event.kind == "error":
             return OpenAIError(event.text, 500, "server_error", "turn_failed").response()

@@ -22,7 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+import structlog
+
 from bus import ANSWERS, FAILED, SESSION, USAGE, OutboundMessage
+
+log = structlog.get_logger(__name__)
 
 EventKind = Literal["snapshot", "done", "error"]
 #: (chat_id, message_id): what a waiting request is known by.
@@ -55,6 +59,19 @@ class PendingReply:
 
     key: RequestKey
     events: asyncio.Queue[ReplyEvent] = field(default_factory=asyncio.Queue)
+
+    async def final(self, timeout_s: float) -> ReplyEvent | None:
+        """The reply's done or error event, its snapshots passed over; None (logged) when none
+        came within `timeout_s`."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                event = await self.events.get()
+                while event.kind == "snapshot":
+                    event = await self.events.get()
+        except TimeoutError:
+            log.warning("api.reply_timeout", chat=self.key[0], timeout_s=timeout_s)
+            return None
+        return event
 
 
 @dataclass(eq=False)
