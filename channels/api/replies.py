@@ -32,11 +32,6 @@ EventKind = Literal["snapshot", "done", "error"]
 #: (chat_id, message_id): what a waiting request is known by.
 RequestKey = tuple[str, str]
 
-#: How many final replies are remembered for late retries, their total size, and for how long.
-RECENT_REPLIES = 4096
-RECENT_REPLY_CHARS = 16_000_000
-RECENT_REPLY_TTL_S = 600.0
-
 
 @dataclass(frozen=True, slots=True)
 class ReplyEvent:
@@ -76,11 +71,12 @@ class PendingReply:
 
 @dataclass(eq=False)
 class RecentReplies:
-    """Final replies by request key, bounded in count, total size and age."""
+    """Final replies by request key, for late retries, bounded in count, total size (in
+    characters) and age."""
 
-    capacity: int = RECENT_REPLIES
-    max_chars: int = RECENT_REPLY_CHARS
-    ttl_s: float = RECENT_REPLY_TTL_S
+    capacity: int = 4096
+    max_chars: int = 16_000_000
+    ttl_s: float = 600.0
     clock: Callable[[], float] = time.monotonic
     _replies: OrderedDict[RequestKey, tuple[float, ReplyEvent]] = field(
         default_factory=OrderedDict, init=False, repr=False
