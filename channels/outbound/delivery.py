@@ -224,20 +224,14 @@ class Delivery:
         return ids
 
     async def send_chunks(
-        self,
-        channel: Channel,
-        template: OutboundMessage,
-        chunks: list[Chunk],
-        *,
-        first: bool = True,
-        first_part: int = 0,
+        self, channel: Channel, template: OutboundMessage, chunks: list[Chunk]
     ) -> list[str]:
         """Each chunk as its own message; only the reply's first message keeps `reply_to`.
         The platform ids of the messages sent (where the channel gives them)."""
         ids = []
         send = _whole_send(channel)
         for index, chunk in enumerate(chunks):
-            reply_to = template.reply_to if first and index == 0 else None
+            reply_to = template.reply_to if index == 0 else None
             # What `send_chunk` does for a whole message, one coroutine layer less a chunk.
             sent = await self._send_with_fallback(
                 channel,
@@ -245,7 +239,7 @@ class Delivery:
                 chunk,
                 reply_to,
                 send,
-                first_part + index,
+                index,
                 last=index == len(chunks) - 1,
             )
             if sent is not None:
