@@ -140,6 +140,28 @@ def _whole_send(channel: Channel) -> Callable[[OutboundMessage], Awaitable[str |
     return functools.partial(_sent_without_id, channel)
 
 
+async def _unsent_notice(
+    channel: Channel, reply: OutboundMessage, attachment: Attachment
+) -> str | None:
+    """What the chat is told instead of `attachment`, where it cannot be sent (logged why);
+    None where it can."""
+    context = {"channel": channel.name, "chat_id": reply.chat_id, "file": attachment.name}
+    if not await on_disk(attachment):
+        # Kept by another process (a cluster worker on another host): the chat is told.
+        log.warning("delivery.attachment_missing", path=attachment.path, **context)
+        return MISSING_NOTICE.format(name=attachment.name)
+    limit = channel.max_attachment_bytes(attachment.kind)
+    if limit is not None and not fits(channel, attachment):
+        log.warning("delivery.attachment_too_large", size=attachment.size, limit=limit, **context)
+        return TOO_LARGE_NOTICE.format(
+            name=attachment.name,
+            size=human_size(attachment.size),
+            platform=channel.name,
+            limit=human_size(limit),
+        )
+    return None
+
+
 class Delivery:
     """Sends, edits and finishes messages on a channel with the retry policy and metrics."""
 
@@ -177,50 +199,25 @@ class Delivery:
         ids: list[str] = []
         for number, attachment in enumerate(reply.attachments, start=1):
             key = attachment_key(reply, number)
-            limit = channel.max_attachment_bytes(attachment.kind)
-            if not await on_disk(attachment):
-                # Kept by another process (a cluster worker on another host): the chat is told.
-                log.warning(
-                    "delivery.attachment_missing",
-                    channel=channel.name,
-                    chat_id=reply.chat_id,
-                    file=attachment.name,
-                    path=attachment.path,
-                )
-                notice = MISSING_NOTICE.format(name=attachment.name)
+            notice = await _unsent_notice(channel, reply, attachment)
+            if notice is not None:
                 ids.extend(await self.send_message(channel, notice_for(reply, notice, key)))
-            elif limit is not None and not fits(channel, attachment):
-                log.warning(
-                    "delivery.attachment_too_large",
-                    channel=channel.name,
-                    chat_id=reply.chat_id,
-                    file=attachment.name,
-                    size=attachment.size,
-                    limit=limit,
-                )
-                notice = TOO_LARGE_NOTICE.format(
-                    name=attachment.name,
-                    size=human_size(attachment.size),
-                    platform=channel.name,
-                    limit=human_size(limit),
-                )
-                ids.extend(await self.send_message(channel, notice_for(reply, notice, key)))
-            else:
-                sent = await self.retrier.call(
-                    functools.partial(
-                        channel.send_attachment,
-                        reply.chat_id,
-                        attachment,
-                        reply_to=reply.reply_to,
-                        delivery_key=key,
-                    ),
-                    channel=channel.name,
-                    chat_id=reply.chat_id,
-                    action="send_file",
-                )
-                self.metrics.message_sent(channel.name)
-                if sent is not None:
-                    ids.append(sent)
+                continue
+            sent = await self.retrier.call(
+                functools.partial(
+                    channel.send_attachment,
+                    reply.chat_id,
+                    attachment,
+                    reply_to=reply.reply_to,
+                    delivery_key=key,
+                ),
+                channel=channel.name,
+                chat_id=reply.chat_id,
+                action="send_file",
+            )
+            self.metrics.message_sent(channel.name)
+            if sent is not None:
+                ids.append(sent)
         return ids
 
     async def send_chunks(
