@@ -58,6 +58,21 @@ class InboundMessage(WireModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     message_id: str | None = None
 
+    @classmethod
+    def deletion(
+        cls, channel: str, sender_id: str, chat_id: str, deleted_id: str, **metadata: Any
+    ) -> InboundMessage:
+        """A user's delete of their message `deleted_id`: no content, `DELETE` naming it (beside
+        `metadata`), and an id of its own for dedup, `<deleted_id>:delete`."""
+        return cls(
+            channel=channel,
+            sender_id=sender_id,
+            chat_id=chat_id,
+            content="",
+            message_id=f"{deleted_id}:delete",
+            metadata={DELETE: {"message_id": deleted_id}, **metadata},
+        )
+
     def session_key(self, profile: str | None = None, topic: str | None = None) -> SessionKey:
         return SessionKey.for_chat(profile, self.channel, self.chat_id, topic)
 

@@ -151,6 +151,10 @@ class Channel(ABC):
     buttons_shown: ClassVar[Literal["attached", "in_send", "numbered"]] = "numbered"
     #: What one message's buttons may be here; the manager cuts them to it.
     button_limits: ClassVar[ButtonLimits] = ButtonLimits()
+    #: The largest file the platform takes from a bot, whatever its kind (what
+    #: `max_attachment_bytes` answers unless a channel tells the kinds apart); None: no limit
+    #: the gateway knows of.
+    max_upload_bytes: ClassVar[int | None] = None
     #: True where the platform takes a reply's files with its text, as one message (an email's
     #: attachments, the HTTP API's JSON answer): the manager gives `send` the whole reply, its
     #: `attachments` (those within `max_attachment_bytes`) included, and never calls
@@ -247,7 +251,7 @@ class Channel(ABC):
         """The largest file of `kind` the platform takes from a bot; None: no limit the gateway
         knows of. The manager checks it before `send_attachment`: a larger file is not sent,
         and the chat is told so."""
-        return None
+        return self.max_upload_bytes
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

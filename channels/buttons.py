@@ -32,6 +32,12 @@ BUTTON_ALREADY_USED = "Already answered: these buttons were used."
 BUTTON_EXPIRED = "Already answered: these buttons have expired."
 
 
+def tap_metadata(data: str, held_id: str, sent_at: float) -> dict[str, object]:
+    """The metadata of a tap on the button holding `data` under the bot's message `held_id`,
+    sent at `sent_at` (seconds since the epoch): what `tapped_message` and `tap_expired` read."""
+    return {CALLBACK: {"data": data, "message_id": held_id}, TAPPED_SENT_AT: sent_at}
+
+
 def tapped_message(message: InboundMessage) -> str | None:
     """The bot message whose button `message` taps, or None for a typed message."""
     callback = message.metadata.get(CALLBACK)

@@ -17,6 +17,7 @@ import json
 import tempfile
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import structlog
@@ -48,17 +49,8 @@ from channels.base import ChatHistory, HistoryUnavailable
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.lifecycle.run_state import RunStateChannel
-from channels.media_files import MediaStore, safe_file_name
-from channels.media_info import (
-    MediaInfo,
-    describe,
-    kind_for,
-    mime_for,
-    not_downloaded,
-    record_details,
-    too_large_reason,
-    with_placeholders,
-)
+from channels.media_files import MediaIntake, MediaStore, safe_file_name
+from channels.media_info import MediaInfo, describe, kind_for, mime_for, too_large_reason
 from channels.media_links import REPLY_LINK_TTL_S, link_to
 from channels.split.limits import PLATFORM_LIMITS
 from channels.web.guard import ConnectionGuard, GuardedSite, guarded_runner
@@ -353,40 +345,23 @@ class ApiChannel(RunStateChannel):
         """`inbound` with its files saved for the agent (those within `max_media_bytes`; a
         larger one is named in the text)."""
         store = MediaStore.under(self._data_dir, self.name, max_bytes=self.max_media_bytes)
-        placeholders: list[str] = []
+        intake = MediaIntake(inbound, self.max_media_bytes)
         for number, file in enumerate(files, start=1):
-            name = safe_file_name(file.name)
-            if not store.admits(len(file.data), message_id=inbound.message_id):
-                reason = too_large_reason(self.max_media_bytes)
-                kind = kind_for(file.mime or mime_for(name))
-                placeholders.append(
-                    not_downloaded(
-                        inbound, kind=kind, name=name, size=len(file.data), reason=reason
-                    )
-                )
+            name, size = safe_file_name(file.name), len(file.data)
+            if not store.admits(size, message_id=inbound.message_id):
+                intake.skip(too_large_reason(store.max_bytes), name=name, mime=file.mime, size=size)
                 continue
             target = store.path_for(inbound.chat_id, f"{inbound.message_id}-{number}-{name}")
-            path = str(await store.save(target, file.data))
-            inbound.media.append(path)
-            record_details(inbound.metadata, path, name=name, mime=file.mime)
-        if not placeholders:
-            return inbound
-        return inbound.model_copy(
-            update={"content": with_placeholders(inbound.content, placeholders)}
-        )
+            await intake.take(partial(store.save, target, file.data), name=name, mime=file.mime)
+        return intake.message()
 
     def _default_session(self, chat_id: str) -> str:
         return f"{self._profile}:api:{chat_id}"
 
     async def _wait_whole(self, chat_id: str, pending: PendingReply) -> web.Response:
         timeout_s = self._config.reply_timeout_s
-        try:
-            async with asyncio.timeout(timeout_s):
-                event = await pending.events.get()
-                while event.kind == "snapshot":
-                    event = await pending.events.get()
-        except TimeoutError:
-            log.warning("api.reply_timeout", chat=chat_id, timeout_s=timeout_s)
+        event = await pending.final(timeout_s)
+        if event is None:
             return error_response(504, _late(timeout_s))
         body: dict[str, object] = {
             "reply": event.text,

@@ -125,43 +125,6 @@ def _message_text(index: int, message: Any) -> tuple[str, str]:
         raise OpenAIError(str(error)) from None
 
 
-def completion_body(
-    completion_id: str, model: str, created: int, text: str, usage: dict[str, int]
-) -> dict[str, Any]:
-    """A whole `chat.completion`."""
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": usage,
-    }
-
-
-def completion_chunk(
-    completion_id: str,
-    model: str,
-    created: int,
-    delta: dict[str, str],
-    finish_reason: str | None = None,
-) -> dict[str, Any]:
-    """One `chat.completion.chunk` of a streamed completion."""
-    return {
-        "id": completion_id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-    }
-
-
 def openai_usage(usage: Any) -> dict[str, int]:
     """OpenAI's `usage` from the turn's token counts (`bus.TokenUsage` as a dict)."""
     counts = usage if isinstance(usage, dict) else {}
@@ -190,13 +153,29 @@ def _refused(refusal: Refusal) -> web.Response:
 
 @dataclass(frozen=True, slots=True)
 class _Completion:
+    """One completion's identity, which its whole body and each of its chunks start with."""
+
     id: str
     model: str
     created: int
 
+    def _head(self, kind: str) -> dict[str, Any]:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
+    def body(self, text: str, usage: dict[str, int]) -> dict[str, Any]:
+        """A whole `chat.completion`."""
+        message = {"role": "assistant", "content": text}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return {**self._head("chat.completion"), "choices": [choice], "usage": usage}
+
     def chunk(self, delta: dict[str, str], finish_reason: str | None = None) -> bytes:
-        body = completion_chunk(self.id, self.model, self.created, delta, finish_reason)
-        return _data(body)
+        """One `chat.completion.chunk` of a streamed completion, as a server-sent event."""
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+        return _data({**self._head("chat.completion.chunk"), "choices": [choice]})
+
+    def usage_chunk(self, usage: dict[str, int]) -> bytes:
+        """The chunk that ends a stream with the usage, where the request asked for it."""
+        return _data({**self._head("chat.completion.chunk"), "choices": [], "usage": usage})
 
 
 def _data(body: object) -> bytes:
@@ -280,20 +259,12 @@ class OpenAIDoor:
 
     async def _whole(self, pending: PendingReply, shape: _Completion) -> web.Response:
         timeout_s = self._channel.config.reply_timeout_s
-        try:
-            async with asyncio.timeout(timeout_s):
-                event = await pending.events.get()
-                while event.kind == "snapshot":
-                    event = await pending.events.get()
-        except TimeoutError:
-            log.warning("api.reply_timeout", chat=pending.key[0], timeout_s=timeout_s)
+        event = await pending.final(timeout_s)
+        if event is None:
             return OpenAIError(_late(timeout_s), 504, "server_error", "timeout").response()
         if event.kind == "error":
             return OpenAIError(event.text, 500, "server_error", "turn_failed").response()
-        usage = openai_usage(event.usage)
-        return web.json_response(
-            completion_body(shape.id, shape.model, shape.created, event.text, usage)
-        )
+        return web.json_response(shape.body(event.text, openai_usage(event.usage)))
 
     async def _stream(
         self, request: web.Request, pending: PendingReply, shape: _Completion, with_usage: bool
@@ -340,15 +311,7 @@ def _stream_end(shape: _Completion, shown: str, event: ReplyEvent, with_usage: b
         out += shape.chunk({"content": delta})
     out += shape.chunk({}, "stop")
     if with_usage:
-        usage_chunk = {
-            "id": shape.id,
-            "object": "chat.completion.chunk",
-            "created": shape.created,
-            "model": shape.model,
-            "choices": [],
-            "usage": openai_usage(event.usage),
-        }
-        out += _data(usage_chunk)
+        out += shape.usage_chunk(openai_usage(event.usage))
     return out + b"data: [DONE]\n\n"
 
 

@@ -22,16 +22,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+import structlog
+
 from bus import ANSWERS, FAILED, SESSION, USAGE, OutboundMessage
+
+log = structlog.get_logger(__name__)
 
 EventKind = Literal["snapshot", "done", "error"]
 #: (chat_id, message_id): what a waiting request is known by.
 RequestKey = tuple[str, str]
-
-#: How many final replies are remembered for late retries, their total size, and for how long.
-RECENT_REPLIES = 4096
-RECENT_REPLY_CHARS = 16_000_000
-RECENT_REPLY_TTL_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +55,28 @@ class PendingReply:
     key: RequestKey
     events: asyncio.Queue[ReplyEvent] = field(default_factory=asyncio.Queue)
 
+    async def final(self, timeout_s: float) -> ReplyEvent | None:
+        """The reply's done or error event, its snapshots passed over; None (logged) when none
+        came within `timeout_s`."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                event = await self.events.get()
+                while event.kind == "snapshot":
+                    event = await self.events.get()
+        except TimeoutError:
+            log.warning("api.reply_timeout", chat=self.key[0], timeout_s=timeout_s)
+            return None
+        return event
+
 
 @dataclass(eq=False)
 class RecentReplies:
-    """Final replies by request key, bounded in count, total size and age."""
+    """Final replies by request key, for late retries, bounded in count, total size (in
+    characters) and age."""
 
-    capacity: int = RECENT_REPLIES
-    max_chars: int = RECENT_REPLY_CHARS
-    ttl_s: float = RECENT_REPLY_TTL_S
+    capacity: int = 4096
+    max_chars: int = 16_000_000
+    ttl_s: float = 600.0
     clock: Callable[[], float] = time.monotonic
     _replies: OrderedDict[RequestKey, tuple[float, ReplyEvent]] = field(
         default_factory=OrderedDict, init=False, repr=False

@@ -26,9 +26,7 @@ import structlog
 from discord.backoff import ExponentialBackoff
 
 from bus import (
-    DELETE,
     Attachment,
-    AttachmentKind,
     Button,
     ButtonRows,
     InboundMessage,
@@ -170,6 +168,7 @@ class DiscordChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["discord"]
+    max_upload_bytes = MAX_UPLOAD_BYTES
     #: Discord allows five edits per five seconds in one channel.
     edit_interval_s: ClassVar[float] = 1.0
     buttons_shown = "attached"
@@ -499,14 +498,7 @@ class DiscordChannel(RunStateChannel):
         sender = self._senders.get((chat, message_id))
         if sender is None:
             return None
-        return InboundMessage(
-            channel=CHANNEL,
-            sender_id=sender,
-            chat_id=chat,
-            content="",
-            message_id=f"{message_id}:delete",
-            metadata={DELETE: {"message_id": message_id}},
-        )
+        return InboundMessage.deletion(CHANNEL, sender, chat, message_id)
 
     # Outbound
 
@@ -528,9 +520,6 @@ class DiscordChannel(RunStateChannel):
             )
             first_id = first_id or str(sent.id)
         return first_id
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        return MAX_UPLOAD_BYTES
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

@@ -16,16 +16,8 @@ from typing import Any
 import aiohttp
 import discord
 
-from bus import (
-    CALLBACK,
-    EDIT,
-    REACTION,
-    REPLY_TO,
-    TAPPED_SENT_AT,
-    InboundMessage,
-    quoted,
-    reaction_note,
-)
+from bus import EDIT, REACTION, REPLY_TO, InboundMessage, quoted, reaction_note
+from channels.buttons import tap_metadata
 from channels.discord.errors import CHANNEL
 from channels.errors import ChannelError
 from channels.media_files import MediaIntake, MediaStore, safe_file_name
@@ -196,8 +188,7 @@ def read_tap(interaction: discord.Interaction, bot_user_id: int) -> InboundMessa
         # The interaction's id is unique per tap: a redelivered event is the same tap.
         message_id=f"tap:{interaction.id}",
         metadata={
-            CALLBACK: {"data": custom_id, "message_id": str(held.id)},
-            TAPPED_SENT_AT: held.created_at.timestamp(),
+            **tap_metadata(custom_id, str(held.id), held.created_at.timestamp()),
             "guild_id": None if guild_id is None else str(guild_id),
             "is_dm": guild_id is None,
             "sender_user_id": str(user.id),

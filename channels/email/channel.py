@@ -15,7 +15,7 @@ from pathlib import Path
 
 import structlog
 
-from bus import ANSWERS, AttachmentKind, InboundMessage, InboundSender, OutboundMessage
+from bus import ANSWERS, InboundMessage, InboundSender, OutboundMessage
 from channels.email.composing import Envelope, compose_reply
 from channels.email.imap import ImapConnection, Interrupted
 from channels.email.inbox import InboxReader
@@ -46,6 +46,7 @@ _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 class EmailChannel(RunStateChannel):
     name = CHANNEL
     limit = PLATFORM_LIMITS["email"]
+    max_upload_bytes = MAX_ATTACHMENT_BYTES
     #: A reply's files are attachments of its email.
     sends_attachments_with_text = True
 
@@ -168,9 +169,6 @@ class EmailChannel(RunStateChannel):
             if candidate and (thread := self._threads.get(candidate)) is not None:
                 return thread
         return self._threads.latest(message.chat_id.casefold())
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        return MAX_ATTACHMENT_BYTES
 
     async def send(self, message: OutboundMessage) -> None:
         recipient = message.chat_id.strip()

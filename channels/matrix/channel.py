@@ -158,6 +158,7 @@ class MatrixChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PlatformLimit(MAX_CONTENT_BYTES, "bytes")
+    max_upload_bytes = MAX_UPLOAD_BYTES
     #: Synapse's default message rate limit is 0.2/s with a burst of 10: edits every 2 s.
     edit_interval_s: ClassVar[float] = 2.0
 
@@ -342,9 +343,6 @@ class MatrixChannel(RunStateChannel):
                 },
             }
         return await self._room_send(message.chat_id, content, delivery_key(message))
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        return MAX_UPLOAD_BYTES
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

@@ -240,20 +240,14 @@ class Delivery:
         return ids
 
     async def send_chunks(
-        self,
-        channel: Channel,
-        template: OutboundMessage,
-        chunks: list[Chunk],
-        *,
-        first: bool = True,
-        first_part: int = 0,
+        self, channel: Channel, template: OutboundMessage, chunks: list[Chunk]
     ) -> list[str]:
         """Each chunk as its own message; only the reply's first message keeps `reply_to`.
         The platform ids of the messages sent (where the channel gives them)."""
         ids = []
         send = _whole_send(channel)
         for index, chunk in enumerate(chunks):
-            reply_to = template.reply_to if first and index == 0 else None
+            reply_to = template.reply_to if index == 0 else None
             # What `send_chunk` does for a whole message, one coroutine layer less a chunk.
             sent = await self._send_with_fallback(
                 channel,
@@ -261,7 +255,7 @@ class Delivery:
                 chunk,
                 reply_to,
                 send,
-                first_part + index,
+                index,
                 last=index == len(chunks) - 1,
             )
             if sent is not None:
@@ -465,14 +459,14 @@ async def _notice_instead(
 ) -> str | None:
     """What the chat is told in place of `attachment` when it cannot be sent (logged); None
     when it can."""
-    unsent = log.bind(channel=channel.name, chat_id=reply.chat_id, file=attachment.name)
+    context = {"channel": channel.name, "chat_id": reply.chat_id, "file": attachment.name}
     if not await on_disk(attachment):
         # Kept by another process (a cluster worker on another host): the chat is told.
-        unsent.warning("delivery.attachment_missing", path=attachment.path)
+        log.warning("delivery.attachment_missing", path=attachment.path, **context)
         return MISSING_NOTICE.format(name=attachment.name)
     limit = channel.max_attachment_bytes(attachment.kind)
     if limit is not None and not fits(channel, attachment):
-        unsent.warning("delivery.attachment_too_large", size=attachment.size, limit=limit)
+        log.warning("delivery.attachment_too_large", size=attachment.size, limit=limit, **context)
         return TOO_LARGE_NOTICE.format(
             name=attachment.name,
             size=human_size(attachment.size),

@@ -34,7 +34,6 @@ from bus import (
     ANSWERS,
     CALLBACK,
     Attachment,
-    AttachmentKind,
     ButtonRows,
     InboundRefused,
     InboundSender,
@@ -154,6 +153,7 @@ class SlackChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["slack"]
+    max_upload_bytes = MAX_UPLOAD_BYTES
     #: chat.update is a Tier 3 method (about 50 calls a minute); one edit a second keeps a
     #: streamed reply within it.
     edit_interval_s: ClassVar[float] = 1.0
@@ -409,9 +409,6 @@ class SlackChannel(RunStateChannel):
             return None
         self._texts.remember((message.chat_id, ts), text)
         return ts
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        return MAX_UPLOAD_BYTES
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

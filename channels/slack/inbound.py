@@ -23,17 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bus import (
-    CALLBACK,
-    DELETE,
-    EDIT,
-    REACTION,
-    REPLY_TO,
-    TAPPED_SENT_AT,
-    InboundMessage,
-    quoted,
-    reaction_note,
-)
+from bus import EDIT, REACTION, REPLY_TO, InboundMessage, quoted, reaction_note
+from channels.buttons import tap_metadata
 
 CHANNEL_NAME = "slack"
 
@@ -164,14 +155,7 @@ def parse_change(body: Mapping[str, object], bot_user_id: str) -> InboundMessage
         deleted_ts = _optional_text(event.get("deleted_ts"))
         if user is None or user == bot_user_id or previous.get("bot_id") or deleted_ts is None:
             return None
-        return InboundMessage(
-            channel=CHANNEL_NAME,
-            sender_id=user,
-            chat_id=channel,
-            content="",
-            message_id=f"{deleted_ts}:delete",
-            metadata={DELETE: {"message_id": deleted_ts}, "event_id": event_id},
-        )
+        return InboundMessage.deletion(CHANNEL_NAME, user, channel, deleted_ts, event_id=event_id)
     changed = event.get("message")
     if not isinstance(changed, Mapping):
         raise MalformedEvent("a message_changed event has no message")
@@ -411,8 +395,7 @@ def parse_tap(body: Mapping[str, object], bot_user_id: str) -> SlackTap | None:
         # The action's timestamp is unique per tap: a redelivered payload is the same tap.
         message_id=f"tap:{held_ts}:{action_ts}",
         metadata={
-            CALLBACK: {"data": value, "message_id": held_ts},
-            TAPPED_SENT_AT: float(str(held_ts)),
+            **tap_metadata(str(value), str(held_ts), float(str(held_ts))),
             "thread_ts": thread_ts if isinstance(thread_ts, str) else None,
             "sender_user_id": sender,
         },

@@ -24,7 +24,6 @@ from telegram.request import HTTPXRequest
 
 from bus import (
     Attachment,
-    AttachmentKind,
     ButtonRows,
     InboundMessage,
     InboundRefused,
@@ -103,6 +102,8 @@ class TelegramChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit = PLATFORM_LIMITS["telegram"]
+    #: An image over the 10 MB of `sendPhoto` goes as a document: one limit for every kind.
+    max_upload_bytes = MAX_UPLOAD_BYTES
     edit_interval_s = 1.0
     buttons_shown = "attached"
     # Telegram documents callback_data's 1-64 bytes, and no label limit: what its apps show
@@ -383,10 +384,6 @@ class TelegramChannel(RunStateChannel):
             if topic is not None:
                 return topic
         return None
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        # An image over the 10 MB of `sendPhoto` goes as a document: one limit for every kind.
-        return MAX_UPLOAD_BYTES
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

@@ -30,16 +30,8 @@ from telegram import (
 )
 from telegram.constants import ChatType
 
-from bus import (
-    CALLBACK,
-    EDIT,
-    REACTION,
-    REPLY_TO,
-    TAPPED_SENT_AT,
-    InboundMessage,
-    quoted,
-    reaction_note,
-)
+from bus import EDIT, REACTION, REPLY_TO, InboundMessage, quoted, reaction_note
+from channels.buttons import tap_metadata
 from channels.media_info import with_placeholders
 
 CHANNEL = "telegram"
@@ -163,8 +155,7 @@ def read_tap(query: CallbackQuery, bot: BotIdentity) -> IncomingMessage | None:
     if label is None:
         return None
     metadata = _metadata(held, user, bot)
-    metadata[CALLBACK] = {"data": query.data, "message_id": str(held.message_id)}
-    metadata[TAPPED_SENT_AT] = held.date.timestamp()
+    metadata.update(tap_metadata(query.data, str(held.message_id), held.date.timestamp()))
     metadata.pop(REPLY_TO, None)
     inbound = InboundMessage(
         channel=CHANNEL,

@@ -27,7 +27,7 @@ import structlog
 from aiohttp import web
 from twilio.rest import Client
 
-from bus import Attachment, AttachmentKind, InboundMessage, InboundSender, OutboundMessage
+from bus import Attachment, InboundMessage, InboundSender, OutboundMessage
 from channels.errors import AuthError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup
 from channels.lifecycle.run_state import RunStateChannel
@@ -59,15 +59,13 @@ def _same_origin(url: str, other: str) -> bool:
     return (first.scheme, first.netloc) == (second.scheme, second.netloc)
 
 
-#: Twilio's "Accepted content types for media": "the total size of all media ... must be
-#: 5 MB or less" for an MMS.
-MAX_MMS_BYTES = 5 * 1024 * 1024
-
-
 class TwilioChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["twilio"]
+    #: Twilio's "Accepted content types for media": "the total size of all media ... must be
+    #: 5 MB or less" for an MMS.
+    max_upload_bytes = 5 * 1024 * 1024
 
     def __init__(
         self, config: TwilioConfig, *, data_dir: Path, request_timeout_s: float = 30.0
@@ -196,9 +194,6 @@ class TwilioChannel(RunStateChannel):
         return intake.message()
 
     # Outbound
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        return MAX_MMS_BYTES
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

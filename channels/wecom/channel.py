@@ -27,7 +27,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from bus import Attachment, AttachmentKind, InboundMessage, InboundSender, OutboundMessage
+from bus import Attachment, InboundMessage, InboundSender, OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.lifecycle.run_state import RunStateChannel
@@ -255,6 +255,7 @@ class WeComChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["wecom"]
+    max_upload_bytes = MAX_FILE_BYTES
 
     def __init__(
         self, config: WeComConfig, *, data_dir: Path, window: SendWindow | None = None
@@ -364,9 +365,6 @@ class WeComChannel(RunStateChannel):
     async def send_with_id(self, message: OutboundMessage) -> str | None:
         await self.send(message)
         return None
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        return MAX_FILE_BYTES
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

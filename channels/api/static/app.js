@@ -74,6 +74,17 @@ function bubble(role, text, files = []) {
   return element;
 }
 
+// A link that opens `href` in a new tab; `rel` is "noopener" at least, so the page opened gets
+// no handle on this one.
+function newTabLink(href, text, rel) {
+  const link = document.createElement("a");
+  link.href = href;
+  link.textContent = text;
+  link.target = "_blank";
+  link.rel = rel;
+  return link;
+}
+
 // A message's files under it: images inline, other files as links (a file without a link,
 // as its name).
 function showFiles(element, files) {
@@ -86,12 +97,7 @@ function showFiles(element, files) {
       image.alt = file.name;
       box.appendChild(image);
     } else if (file.url) {
-      const link = document.createElement("a");
-      link.href = file.url;
-      link.textContent = file.name;
-      link.target = "_blank";
-      link.rel = "noopener";
-      box.appendChild(link);
+      box.appendChild(newTabLink(file.url, file.name, "noopener"));
     } else box.textContent = "\u{1F4CE} " + file.name;
     element.after(box);
     element = box;
@@ -274,12 +280,7 @@ function showButtons(reply, rows, messageId) {
     line.className = "button-row";
     for (const button of row) {
       if (button.url) {
-        const link = document.createElement("a");
-        link.textContent = button.text;
-        link.href = button.url;
-        link.target = "_blank";
-        link.rel = "noopener noreferrer";
-        line.append(link);
+        line.append(newTabLink(button.url, button.text, "noopener noreferrer"));
         continue;
       }
       const tap = document.createElement("button");

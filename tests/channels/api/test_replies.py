@@ -1,8 +1,11 @@
-"""The reply router's memory of recent replies: bounded in count, size and age."""
+"""The reply router's memory of recent replies (bounded in count, size and age), and a
+request's wait for its final reply."""
 
 from __future__ import annotations
 
-from channels.api.replies import RecentReplies, ReplyEvent
+from structlog.testing import capture_logs
+
+from channels.api.replies import PendingReply, RecentReplies, ReplyEvent
 
 
 class Clock:
@@ -37,3 +40,19 @@ def test_a_key_put_again_replaces_its_reply() -> None:
     recent.put(("c", "2"), ReplyEvent("done", "cccc"))
     assert recent.get(("c", "1")) == ReplyEvent("error", "bbbb")
     assert recent.get(("c", "2")) == ReplyEvent("done", "cccc")
+
+
+async def test_the_final_reply_is_waited_for_past_the_snapshots() -> None:
+    pending = PendingReply(("chat", "1"))
+    for event in (ReplyEvent("snapshot", "a"), ReplyEvent("snapshot", "ab")):
+        pending.events.put_nowait(event)
+    pending.events.put_nowait(ReplyEvent("done", "abc"))
+    assert await pending.final(60.0) == ReplyEvent("done", "abc")
+
+
+async def test_no_final_reply_in_time_is_none_and_logged() -> None:
+    pending = PendingReply(("chat", "1"))
+    pending.events.put_nowait(ReplyEvent("snapshot", "a"))
+    with capture_logs() as logs:
+        assert await pending.final(0.01) is None
+    assert [(log["event"], log["chat"]) for log in logs] == [("api.reply_timeout", "chat")]
