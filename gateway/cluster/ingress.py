@@ -23,8 +23,9 @@ Its channels run as in one process (supervised, webhooks mounted, pairing), but 
 from the outbound stream: the node's delivery loops hand each one to `deliver`, which sends it with
 this profile's channel manager. Notices that are not answers (a stranger's "your id is") stay in
 the process, on a local bus to the same manager. So do the live events of the turns this process
-shows (`show`: snapshots and typing from workers) and their replies handed over (`queue`), so that
-the chat's lane has them in the order they were published, as in one process.
+shows (`show`: snapshots, typing, reactions and used buttons from workers) and their replies
+handed over (`queue`), so that the chat's lane has them in the order they were published, as in
+one process.
 
 Polling channels (Telegram long polling, IMAP) have one poller per bot across ingress processes:
 the channel manager starts a single-poller channel only while this process holds its lease
@@ -202,10 +203,12 @@ class ClusterIntake:
             message,
             request=request,
             reply_subject=self._names.reply_subject(self._ingress_id) if request else None,
-            # This process shows the turn's snapshots and typing, as far as the channel can.
+            # This process shows the turn's snapshots, typing and reactions, and takes tapped
+            # buttons off, as far as the channel can.
             ingress=self._ingress_id,
             streams=channel.supports_edit(),
             shows_typing=channel.shows_typing(),
+            buttons_attached=channel.buttons_shown == "attached",
         )
 
 

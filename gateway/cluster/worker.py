@@ -7,7 +7,8 @@ time, in order, while partitions run in parallel on every worker. For each messa
 1. its row in `octos_cluster_turns` is claimed (or found: a redelivery or a platform retry);
    a button's tap after `buttons_ttl_s`, or on buttons another turn's tap claimed
    (`buttons_single_use`, `TurnRecords.claim_tap`), is answered "already answered" and reaches
-   no agent;
+   no agent; a tap that passes has its message's buttons taken off by the ingress that took it
+   in (`gateway.cluster.live.show_buttons_used`);
 2. with a stored reply, the reply is published again (redelivery) or the retry dropped; one
    settled without a reply (joined into another turn, dropped by a stop) is acknowledged;
 3. what waits behind it of the same chat decides, by `queue_mode` (`gateway.cluster.chat_queue`),
@@ -15,10 +16,10 @@ time, in order, while partitions run in parallel on every worker. For each messa
    together with the messages waiting right behind it (collect);
 4. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
    heartbeats, an agent turn cancellable by a `Cancel` for its chat
-   (`gateway.cluster.chat_queue`) and showing its snapshots and typing live through the ingress
-   that took the message in (`gateway.cluster.live`); the reply, the turn's messages (in the
-   record and appended to the session) and the rows of the joined messages are stored in one
-   transaction (a command's reply in the transaction of its effect, so it runs once), the reply
+   (`gateway.cluster.chat_queue`) and showing its snapshots, typing and reactions live through
+   the ingress that took the message in (`gateway.cluster.live`); the reply, the turn's messages
+   (in the record and appended to the session) and the rows of the joined messages are stored in
+   one transaction (a command's reply in the transaction of its effect, so it runs once), the reply
    published to the outbound stream with `Nats-Msg-Id` = the turn id (naming that ingress,
    which finishes the stream it showed), and only then the inbound message acknowledged. A
    cancelled turn is settled without a reply, then acknowledged.
@@ -63,7 +64,7 @@ from gateway.cluster.chat_queue import (
 from gateway.cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
 from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from gateway.cluster.dead_letters import bury
-from gateway.cluster.live import LiveTurn, live_turn
+from gateway.cluster.live import LiveTurn, live_turn, show_buttons_used
 from gateway.cluster.node_service import ClusterMetrics, NodeService, StatusPublisher, heartbeats
 from gateway.cluster.profile_worker import ProfileWorker
 from gateway.cluster.pull import Arrivals, pull_bounded, pull_forever
@@ -259,6 +260,10 @@ class Worker(NodeService[TurnRecords]):
             record = await self._records.answer(record, chat_of(envelope), notice, [])
             await self._finish(msg, envelope, profile, record)
             return
+        tapped = tapped_message(envelope.message)
+        if tapped is not None and profile.buttons_single_use:
+            # This turn holds the buttons now: they come off the message, as in one process.
+            await show_buttons_used(self._client, self._names, envelope, tapped)
         # Only an agent turn is cancelled: a command or a stop is quick, and answered.
         cancellable = triage(envelope.message.content).kind == "text"
         chat = chat_of(envelope)
