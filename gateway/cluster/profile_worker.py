@@ -26,7 +26,7 @@ import structlog
 from bus import InboundMessage, Message, SessionKey
 from channels.media_links import MediaLinks
 from config import ProfileConfig
-from config.profile import QueueMode
+from config.profile import EditsMode, QueueMode
 from config.store import StoreConfig
 from gateway.agents import open_agents
 from gateway.cluster.live import LiveTurn
@@ -50,6 +50,9 @@ class ProfileWorker(Protocol):
 
     @property
     def queue_mode(self) -> QueueMode: ...
+
+    @property
+    def edits(self) -> EditsMode: ...
 
     @property
     def buttons_ttl_s(self) -> float: ...
@@ -112,6 +115,10 @@ class WorkerProfile:
     @property
     def queue_mode(self) -> QueueMode:
         return self._config.queue_mode
+
+    @property
+    def edits(self) -> EditsMode:
+        return self._config.edits
 
     @property
     def buttons_ttl_s(self) -> float:
