@@ -3,7 +3,8 @@
 The body is the message's own pydantic JSON (the same wire form the journal writes); the headers
 say what the receiver needs before it parses the body: the profile, the inbound id that makes
 redelivery and platform retries harmless, where a reply goes, and which ingress shows a turn's
-live events (`gateway.cluster.live`: stream snapshots and typing signals, over core NATS).
+live events (`gateway.cluster.live`: stream snapshots, typing signals, the bot's reactions and
+used buttons taken off, over core NATS).
 
 What became of one reply an ingress delivered (`Delivered`) is here too: the delivery loops
 and hand-overs both pass it on.
@@ -11,12 +12,24 @@ and hand-overs both pass it on.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias, TypeVar
 
-from bus import InboundMessage, OutboundMessage, StreamSnapshot, TypingStarted, TypingStopped
+from pydantic import TypeAdapter
+
+from bus import (
+    ButtonsUsed,
+    InboundMessage,
+    OutboundMessage,
+    ReactionChanged,
+    StreamSnapshot,
+    TypingStarted,
+    TypingStopped,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +66,8 @@ DEAD_KIND = "Octos-Dead-Kind"
 DEAD_REPLY = "reply"
 DEAD_ERROR = "Octos-Dead-Error"
 #: The ingress process that took an inbound message in, and what its channel shows while a
-#: turn runs (`stream`, `typing`): the turn's live events go to that ingress.
+#: turn runs (`stream`, `typing`) and whether it takes a tapped message's buttons off
+#: (`buttons`): the turn's live events go to that ingress.
 INGRESS = "Octos-Ingress"
 LIVE = "Octos-Live"
 #: On a reply whose turn sent live events: the ingress that showed them, which delivers it.
@@ -64,13 +78,20 @@ LIVE_AFTER = "Octos-Live-After"
 LIVE_KIND = "Octos-Live-Kind"
 FINAL = "final"
 
-LiveSignal: TypeAlias = StreamSnapshot | TypingStarted | TypingStopped
+ChatSignal: TypeAlias = TypingStarted | TypingStopped | ReactionChanged | ButtonsUsed
+LiveSignal: TypeAlias = StreamSnapshot | ChatSignal
 """A running turn's event for the chat that is not its reply: shown, never stored."""
-LIVE_KINDS: dict[str, type[TypingStarted | TypingStopped]] = {
+LIVE_KINDS: dict[str, type[ChatSignal]] = {
     "typing-started": TypingStarted,
     "typing-stopped": TypingStopped,
+    "reaction": ReactionChanged,
+    "buttons-used": ButtonsUsed,
 }
 SNAPSHOT = "snapshot"
+#: Each kind's reader: the signal's fields as JSON, their types checked.
+_READERS: dict[str, Callable[[bytes], ChatSignal]] = {
+    name: TypeAdapter(kind).validate_json for name, kind in LIVE_KINDS.items()
+}
 
 EnvelopeT = TypeVar("EnvelopeT", InboundMessage, OutboundMessage)
 
@@ -113,6 +134,9 @@ class InboundEnvelope(_MessageBody):
     ingress: str | None = None
     streams: bool = False
     shows_typing: bool = False
+    #: Whether its channel shows buttons on the message and can take them off after a tap
+    #: (`Channel.buttons_shown` is "attached").
+    buttons_attached: bool = False
     #: An owner's send (its id), not a user's message.
     send: str | None = None
 
@@ -129,7 +153,11 @@ class InboundEnvelope(_MessageBody):
             headers[REPLY_SUBJECT] = self.reply_subject
         if self.ingress is not None:
             headers[INGRESS] = self.ingress
-            shows = (("stream", self.streams), ("typing", self.shows_typing))
+            shows = (
+                ("stream", self.streams),
+                ("typing", self.shows_typing),
+                ("buttons", self.buttons_attached),
+            )
             headers[LIVE] = ",".join(name for name, on in shows if on)
         if self.send is not None:
             headers[SEND] = self.send
@@ -152,6 +180,7 @@ class InboundEnvelope(_MessageBody):
             ingress=headers.get(INGRESS),
             streams="stream" in shows,
             shows_typing="typing" in shows,
+            buttons_attached="buttons" in shows,
             send=headers.get(SEND),
         )
 
@@ -192,8 +221,7 @@ def live_signal_message(
     headers[LIVE_KIND] = next(
         name for name, type_ in LIVE_KINDS.items() if isinstance(signal, type_)
     )
-    chat = {"channel": signal.channel, "chat_id": signal.chat_id}
-    return headers, json.dumps(chat).encode("utf-8")
+    return headers, json.dumps(dataclasses.asdict(signal)).encode("utf-8")
 
 
 def decode_live_signal(headers: dict[str, str], body: bytes) -> tuple[str, LiveSignal]:
@@ -206,13 +234,12 @@ def decode_live_signal(headers: dict[str, str], body: bytes) -> tuple[str, LiveS
             return profile, StreamSnapshot(_parse(OutboundMessage, body))
         except ValueError as error:
             raise CodecError(f"not a stream snapshot: {error}") from error
-    signal = LIVE_KINDS.get(kind or "")
-    if signal is None:
+    read = _READERS.get(kind or "")
+    if read is None:
         raise CodecError(f"unknown live event kind {kind!r}")
     try:
-        chat = json.loads(body)
-        return profile, signal(str(chat["channel"]), str(chat["chat_id"]))
-    except (ValueError, KeyError, TypeError) as error:
+        return profile, read(body)
+    except ValueError as error:
         raise CodecError(f"not a readable {kind} event: {error}") from error
 
 

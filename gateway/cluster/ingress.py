@@ -15,7 +15,12 @@ turn's live events here (`gateway.cluster.live`).
 
 A stop (`/stop`, an abort trigger) and, in `queue_mode: interrupt`, any newer message of a chat
 must end the chat's running turn, which holds the partition the message waits in: once it is
-durable, a `Cancel` naming it goes to every worker (`gateway.cluster.chat_queue`).
+durable, a `Cancel` naming it goes to every worker (`gateway.cluster.chat_queue`). A user's edit
+or delete of a message is published as it is, behind the message it changes: no ingress knows
+whether a worker has taken that message yet, so the worker that takes it decides (its text
+replaced, or it dropped, while it waits; else the edit a turn of its own). A `ChatChanged`
+naming the edit or delete goes to every worker once it is durable, so that a worker about to
+answer a message of the chat knows to look behind it.
 
 `IngressProfile` is one profile's channel side in an ingress process: receive, publish, deliver.
 Its channels run as in one process (supervised, webhooks mounted, pairing), but their intake is
@@ -23,8 +28,9 @@ Its channels run as in one process (supervised, webhooks mounted, pairing), but 
 from the outbound stream: the node's delivery loops hand each one to `deliver`, which sends it with
 this profile's channel manager. Notices that are not answers (a stranger's "your id is") stay in
 the process, on a local bus to the same manager. So do the live events of the turns this process
-shows (`show`: snapshots and typing from workers) and their replies handed over (`queue`), so that
-the chat's lane has them in the order they were published, as in one process.
+shows (`show`: snapshots, typing, reactions and used buttons from workers) and their replies
+handed over (`queue`), so that the chat's lane has them in the order they were published, as in
+one process.
 
 Polling channels (Telegram long polling, IMAP) have one poller per bot across ingress processes:
 the channel manager starts a single-poller channel only while this process holds its lease
@@ -45,7 +51,6 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from bus import (
-    EDIT,
     REACTION,
     Admitted,
     AgentHandle,
@@ -65,8 +70,14 @@ from channels.metrics import ChannelMetrics
 from channels.outbound.delivery import on_disk
 from channels.outbound.manager import ChannelManager
 from config import ProfileConfig
-from config.profile import EditsMode, QueueMode
-from gateway.cluster.chat_queue import Cancel, CancelReason, chat_of, publish_cancel
+from config.profile import QueueMode
+from gateway.cluster.chat_queue import (
+    Cancel,
+    CancelReason,
+    ChatChanged,
+    chat_of,
+    publish_notice,
+)
 from gateway.cluster.codec import InboundEnvelope, LiveSignal, platform_id
 from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from gateway.cluster.delivery import Delivered
@@ -79,7 +90,7 @@ from gateway.services import ProcessServices
 from gateway.turn.history import ProfileHistory
 from gateway.turn.reply import reply_files_dir
 from gateway.turn.strangers import EdgeCheck, StrangerNotices, scrubbed
-from gateway.turn.triage import edit_as_new_turn, edit_runs, triage
+from gateway.turn.triage import triage
 from sessions import SessionManager
 from sessions.backends import active_topics, session_store
 
@@ -100,7 +111,6 @@ class ClusterIntake:
         metrics: GatewayMetrics,
         *,
         queue_mode: QueueMode = "followup",
-        edits: EditsMode = "replace",
         inbound_reactions: bool = False,
         retry_after_s: float = 5.0,
     ) -> None:
@@ -108,7 +118,6 @@ class ClusterIntake:
         self._client = client
         self._js: JetStreamContext = client.jetstream(timeout=REQUEST_TIMEOUT_S)
         self._queue_mode = queue_mode
-        self._edits = edits
         self._inbound_reactions = inbound_reactions
         self._names = names
         self._ingress_id = ingress_id
@@ -134,11 +143,6 @@ class ClusterIntake:
             self._count(message, "reaction_ignored")
             log.info("cluster.reaction_ignored", channel=message.channel)
             return None
-        if message.deleted_id() is not None or message.edited_id() is not None:
-            edit = self._as_new_turn(message)
-            if edit is None:
-                return None
-            message = edit
         envelope = self._envelope(channel, message)
         msg_id = envelope.inbound_id
         if envelope.request:
@@ -159,7 +163,7 @@ class ClusterIntake:
             ) from error
         self._count(message, "duplicate" if ack.duplicate else "accepted")
         if not ack.duplicate:
-            await self._cancel_running_turn(envelope, ack.seq)
+            await self._tell_workers(envelope, ack.seq)
         log.debug(
             "cluster.published",
             partition=partition,
@@ -169,25 +173,16 @@ class ClusterIntake:
         )
         return None
 
-    def _as_new_turn(self, message: InboundMessage) -> InboundMessage | None:
-        """An edit or a delete in a cluster: no ingress knows whether a worker took the
-        message, so an edit is answered as a message of its own (`edits: new_turn`) and a
-        delete changes nothing; None when it goes no further."""
-        if message.deleted_id() is not None:
-            self._count(message, "delete_too_late")
-            log.info("cluster.delete_ignored", message_id=message.deleted_id())
-            return None
-        if self._edits == "ignore" or not edit_runs(message):
-            self._count(message, "edit_ignored")
-            log.info("cluster.edit_ignored", message_id=message.edited_id(), edits=self._edits)
-            return None
-        previous = message.metadata[EDIT].get("previous")
-        return edit_as_new_turn(message, str(previous) if previous else None)
-
-    async def _cancel_running_turn(self, envelope: InboundEnvelope, seq: int) -> None:
+    async def _tell_workers(self, envelope: InboundEnvelope, seq: int) -> None:
         """A stop, or a newer message in interrupt mode: the chat's turn ends now, not when
-        the partition reaches the message."""
-        kind = triage(envelope.message.content).kind
+        the partition reaches the message. An edit or a delete: the workers know one of the
+        chat's is stored at `seq` (it ends no turn)."""
+        message = envelope.message
+        if message.edited_id() is not None or message.deleted_id() is not None:
+            change = ChatChanged(profile=self._profile, chat=chat_of(envelope), seq=seq)
+            await publish_notice(self._client, self._names.cancel_subject, change)
+            return
+        kind = triage(message.content).kind
         reason: CancelReason
         if kind == "stop":
             reason = "stop"
@@ -198,7 +193,7 @@ class ClusterIntake:
         cancel = Cancel(
             profile=self._profile, chat=chat_of(envelope), before_seq=seq, reason=reason
         )
-        await publish_cancel(self._client, self._names.cancel_subject, cancel)
+        await publish_notice(self._client, self._names.cancel_subject, cancel)
 
     def _envelope(self, channel: Channel, message: InboundMessage) -> InboundEnvelope:
         native = platform_id(self._profile, message)
@@ -209,10 +204,12 @@ class ClusterIntake:
             message,
             request=request,
             reply_subject=self._names.reply_subject(self._ingress_id) if request else None,
-            # This process shows the turn's snapshots and typing, as far as the channel can.
+            # This process shows the turn's snapshots, typing and reactions, and takes tapped
+            # buttons off, as far as the channel can.
             ingress=self._ingress_id,
             streams=channel.supports_edit(),
             shows_typing=channel.shows_typing(),
+            buttons_attached=channel.buttons_shown == "attached",
         )
 
 
@@ -377,7 +374,6 @@ class IngressProfile:
                 strangers,
                 self._shared.metrics,
                 queue_mode=self._config.queue_mode,
-                edits=self._config.edits,
                 inbound_reactions=self._config.inbound_reactions,
             )
             publisher.log_through(intake)

@@ -1,17 +1,22 @@
 """A running turn's live events, from its worker to the ingress that shows them.
 
-Stream snapshots and typing signals go over core NATS (not stored) to `{prefix}.live.{ingress}`,
-the subject of the ingress process that took the turn's message in: that process runs the
-chat's channel (it just received on it), and only one process may edit a streamed message. The
-turn's reply names it too (`Octos-Live-At`), so whichever ingress takes the reply from the
-outbound stream hands it over there to finish the stream (`gateway.cluster.live_ingress`).
+Stream snapshots, typing signals and the bot's reactions (the working reaction, the agent's)
+go over core NATS (not stored) to `{prefix}.live.{ingress}`, the subject of the ingress process
+that took the turn's message in: that process runs the chat's channel (it just received on it),
+and only one process may edit a streamed message. The turn's reply names it too
+(`Octos-Live-At`), so whichever ingress takes the reply from the outbound stream hands it over
+there to finish the stream (`gateway.cluster.live_ingress`). The buttons of a message whose tap
+passed go the same way (`show_buttons_used`): the ingress's channel manager takes them off, as
+one process's does.
 
-Losing an event costs nothing: a snapshot is the whole text so far, typing stops with the reply
-(or times out), and the reply itself is durable. So the publish never holds the turn up: it is
-a write into the connection's buffer, skipped while that buffer holds more than
-`MAX_BACKLOG_BYTES` (a slow or lost connection), and a failure is a debug line. As in one
-process, a channel that cannot edit gets no snapshots and one without typing no typing signals:
-the ingress says which in the inbound message's `Octos-Live` header.
+Losing an event costs little: a snapshot is the whole text so far, typing stops with the reply
+(or times out), the reply itself is durable, and a tap on buttons left showing is refused by the
+table of used buttons all the same. So the publish never holds the turn up: it is a write into
+the connection's buffer, skipped while that buffer holds more than `MAX_BACKLOG_BYTES` (a slow or
+lost connection), and a failure is a debug line. As in one process, a channel that cannot edit
+gets no snapshots, one without typing no typing signals, and one that shows buttons as a list
+no buttons taken off: the ingress says which in the inbound message's `Octos-Live` header. Every
+channel with reactions edits or shows typing, so a turn that reacts has an ingress to show it.
 
 A turn's live events must not overtake the replies of its chat still to be delivered, yet a
 snapshot opens a message in the chat as soon as the showing ingress gets it, while the replies
@@ -37,7 +42,7 @@ import structlog
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from bus import ButtonsUsed, OutboundEvent, OutboundMessage, ReactionChanged
+from bus import ButtonsUsed, OutboundEvent, OutboundMessage
 from gateway.cluster.codec import (
     MSG_ID,
     CodecError,
@@ -123,10 +128,6 @@ class LiveTurn:
     async def send(self, event: OutboundEvent) -> None:
         if isinstance(event, OutboundMessage):
             raise TypeError("a turn's reply goes to the outbound stream, never as a live event")
-        if isinstance(event, ReactionChanged | ButtonsUsed):
-            # Not carried between processes yet: a reaction is a nicety a cluster goes without.
-            self.skipped += 1
-            return
         client = self.client
         if not client.is_connected or client.pending_data_size > MAX_BACKLOG_BYTES:
             self.skipped += 1
@@ -160,3 +161,23 @@ async def live_turn(
         shows_typing=envelope.shows_typing,
         after=order.after,
     )
+
+
+async def show_buttons_used(
+    client: Client, names: ClusterNames, envelope: InboundEnvelope, message_id: str
+) -> None:
+    """The buttons of the bot's message `message_id`, tapped by `envelope`'s message, taken off
+    by the ingress that took the tap in, where its channel shows them on the message. Sent as the
+    tap's turn starts, with no order to keep: the reply holding them was delivered (it was
+    tapped)."""
+    if envelope.ingress is None or not envelope.buttons_attached:
+        return
+    message = envelope.message
+    sink = LiveTurn(
+        client,
+        names.live_subject(envelope.ingress),
+        envelope.profile,
+        streams=False,
+        shows_typing=False,
+    )
+    await sink.send(ButtonsUsed(message.channel, message.chat_id, message_id))

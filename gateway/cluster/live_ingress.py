@@ -1,8 +1,9 @@
 """An ingress process's side of live events: it shows the turns of the messages it took in.
 
-It listens on its own `{prefix}.live.{ingress}` (core NATS). Stream snapshots and typing
-signals from workers go into the profile's local outbound lane for the chat (the channel
-manager's router, as in one process: in order, a snapshot with a newer one behind it skipped).
+It listens on its own `{prefix}.live.{ingress}` (core NATS). Stream snapshots, typing signals,
+reactions and used buttons from workers go into the profile's local outbound lane for the chat
+(the channel manager's router, as in one process: in order, a snapshot with a newer one behind
+it skipped).
 
 A turn that sent live events has a reply naming this ingress (`Octos-Live-At`). Whichever
 ingress takes that reply from the outbound stream hands it over here with a request on the same

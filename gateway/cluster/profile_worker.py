@@ -5,10 +5,10 @@ inbound stream, with the same pieces (the turn core's triage and replies, `TurnR
 `Commands`): a stop is answered in the user's language, a command runs, anything else is an
 agent turn over the session's history. Messages of a chat that `queue_mode: collect` joined
 arrive together and are one turn, their texts joined as the single process's lanes join them.
-A turn's snapshots and typing signals go to the ingress that took its message in (`live`, from
-`gateway.cluster.live`), when its channel shows them, as in one process. Ordering, exactly-once, the
-queue modes and cancelling a turn on a stop are the worker's (`gateway.cluster.worker`,
-`gateway.cluster.chat_queue`); this only answers.
+A turn's snapshots, typing signals and reactions go to the ingress that took its message in
+(`live`, from `gateway.cluster.live`), when its channel shows them, as in one process. Ordering,
+exactly-once, the queue modes and cancelling a turn on a stop are the worker's
+(`gateway.cluster.worker`, `gateway.cluster.chat_queue`); this only answers.
 
 The worker sees a profile as a `ProfileWorker` (`WorkerProfile` here): its queue mode, its answer
 to a chat's messages, and the transactions its answer is stored in.
@@ -26,7 +26,7 @@ import structlog
 from bus import InboundMessage, Message, SessionKey
 from channels.media_links import MediaLinks
 from config import ProfileConfig
-from config.profile import QueueMode
+from config.profile import EditsMode, QueueMode
 from config.store import StoreConfig
 from gateway.agents import open_agents
 from gateway.cluster.live import LiveTurn
@@ -52,6 +52,9 @@ class ProfileWorker(Protocol):
     def queue_mode(self) -> QueueMode: ...
 
     @property
+    def edits(self) -> EditsMode: ...
+
+    @property
     def buttons_ttl_s(self) -> float: ...
 
     @property
@@ -61,7 +64,7 @@ class ProfileWorker(Protocol):
         self, messages: Sequence[InboundMessage], turn_id: str, live: LiveTurn | None = None
     ) -> Answer:
         """The answer to `messages`: one, or several of a chat collected into one turn;
-        `live`: where the turn shows its snapshots and typing (None: nowhere)."""
+        `live`: where the turn shows its snapshots, typing and reactions (None: nowhere)."""
         ...
 
     def effect_transaction(
@@ -112,6 +115,10 @@ class WorkerProfile:
     @property
     def queue_mode(self) -> QueueMode:
         return self._config.queue_mode
+
+    @property
+    def edits(self) -> EditsMode:
+        return self._config.edits
 
     @property
     def buttons_ttl_s(self) -> float:
@@ -208,7 +215,8 @@ async def worker_profile(
         services = ProfileServices(profile_id, config, sessions, topics, metrics, root)
         yield WorkerProfile(
             services,
-            # Each turn names where it shows its snapshots and typing: its own `LiveTurn`.
+            # Each turn names where it shows its snapshots, typing and reactions: its own
+            # `LiveTurn`.
             TurnRunner(services, agents),
             Commands(services),
             postgres_store(sessions_store),

@@ -25,8 +25,9 @@ profile name, so no `.`, `*` or `>` can reach a subject.
     {prefix}.reply.{ingress} replies to requests one ingress holds  stream {prefix}_OUT
     {prefix}.dead.{n}        dead letters                           stream {prefix}_DEAD
     {prefix}.status          turn status (core NATS, not stored)
-    {prefix}.live.{ingress}  a turn's snapshots and typing, and its reply handed over to the
-                             ingress showing them (core NATS, not stored; `gateway.cluster.live`)
+    {prefix}.live.{ingress}  a turn's snapshots, typing and reactions, a tap's used buttons, and
+                             its reply handed over to the ingress showing them (core NATS, not
+                             stored; `gateway.cluster.live`)
     {prefix}.cancel          cancel a chat's running turn (core NATS, not stored)
 
 A partition's consumer holds one message at a time, and a work-queue stream allows no second

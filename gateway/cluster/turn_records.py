@@ -4,8 +4,10 @@
                          of the copy that first claimed it, and once answered the reply and
                          the session messages it adds (one transaction); or, for a message
                          answered by no reply of its own, why (`settled`): joined into
-                         another message's turn (`collect`; `turn_id` is that turn's), or
-                         dropped by a stop or an interrupt, or an owner's send cancelled
+                         another message's turn (`collect`, or an edit whose text that turn
+                         took; `turn_id` is that turn's), dropped by a stop, an interrupt or
+                         its sender's delete (`deleted`: the delete's row too), an edit or a
+                         delete that changed nothing (`ignored`), or an owner's send cancelled
 
 A redelivery of the same stream message finds the row: with a reply, the reply is re-published
 (its `Nats-Msg-Id` is the turn id, so JetStream drops a copy it already has) rather than
@@ -82,7 +84,7 @@ END $$;
 _DURABLE: Final = "SET LOCAL synchronous_commit TO on"
 #: Why a message has no reply of its own (`TurnRecord.settled`).
 JOINED: Final = "joined"
-Settled = Literal["joined", "stop", "interrupt", "cancelled"]
+Settled = Literal["joined", "stop", "interrupt", "cancelled", "deleted", "ignored"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,21 +7,28 @@ time, in order, while partitions run in parallel on every worker. For each messa
 1. its row in `octos_cluster_turns` is claimed (or found: a redelivery or a platform retry);
    a button's tap after `buttons_ttl_s`, or on buttons another turn's tap claimed
    (`buttons_single_use`, `TurnRecords.claim_tap`), is answered "already answered" and reaches
-   no agent;
+   no agent; a tap that passes has its message's buttons taken off by the ingress that took it
+   in (`gateway.cluster.live.show_buttons_used`);
 2. with a stored reply, the reply is published again (redelivery) or the retry dropped; one
-   settled without a reply (joined into another turn, dropped by a stop) is acknowledged;
+   settled without a reply (joined into another turn, dropped by a stop or a delete) is
+   acknowledged; a user's edit or delete that no waiting message took up is one that came
+   after its message's turn started: the edit runs as a message of its own, marked as an edit
+   (`chat_queue.edit_alone`), unless `edits: ignore` or it is a command; a delete, or an edit
+   that does not run, is settled and acknowledged;
 3. what waits behind it of the same chat decides, by `queue_mode` (`gateway.cluster.chat_queue`),
-   whether it is dropped (a stop or, in interrupt mode, a newer message waits) or answered
-   together with the messages waiting right behind it (collect);
+   whether it is dropped (a stop or, in interrupt mode, a newer message waits; or its sender
+   deleted it) or answered together with the messages waiting right behind it (collect), and on
+   which text (its sender's last edit waiting, with `edits: replace`);
 4. otherwise the profile answers it (abort reply, command, agent turn) with `in_progress`
    heartbeats, an agent turn cancellable by a `Cancel` for its chat
-   (`gateway.cluster.chat_queue`) and showing its snapshots and typing live through the ingress
-   that took the message in (`gateway.cluster.live`); the reply, the turn's messages (in the
-   record and appended to the session) and the rows of the joined messages are stored in one
-   transaction (a command's reply in the transaction of its effect, so it runs once), the reply
-   published to the outbound stream with `Nats-Msg-Id` = the turn id (naming that ingress,
-   which finishes the stream it showed), and only then the inbound message acknowledged. A
-   cancelled turn is settled without a reply, then acknowledged.
+   (`gateway.cluster.chat_queue`) and showing its snapshots, typing and reactions live through
+   the ingress that took the message in (`gateway.cluster.live`); the reply, the turn's messages
+   (in the record and appended to the session) and the rows of the joined messages (and of the
+   edits it took its text from) are stored in one transaction (a command's reply in the
+   transaction of its effect, so it runs once), the reply published to the outbound stream with
+   `Nats-Msg-Id` = the turn id (naming that ingress, which finishes the stream it showed), and
+   only then the inbound message acknowledged. A cancelled turn is settled without a reply,
+   then acknowledged.
 
 An owner's send in the partition (`gateway.cluster.sends`) is not answered but sent: its reply
 is its text, recorded as a turn's outcome as in step 4, in the transaction that marks the send
@@ -41,7 +48,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import structlog
@@ -53,17 +60,18 @@ from bus import Attachment, InboundMessage, OutboundMessage, TokenUsage
 from channels.buttons import BUTTON_ALREADY_USED, BUTTON_EXPIRED, tap_expired, tapped_message
 from config.bus import NatsConfig
 from gateway.cluster.chat_queue import (
-    CancelReason,
+    DropReason,
     RunningTurns,
     TakenTurn,
     Waiting,
     chat_of,
+    edit_alone,
     queue_plan,
 )
 from gateway.cluster.codec import CodecError, InboundEnvelope, OutboundEnvelope
 from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from gateway.cluster.dead_letters import bury
-from gateway.cluster.live import LiveTurn, live_turn
+from gateway.cluster.live import LiveTurn, live_turn, show_buttons_used
 from gateway.cluster.node_service import ClusterMetrics, NodeService, StatusPublisher, heartbeats
 from gateway.cluster.profile_worker import ProfileWorker
 from gateway.cluster.pull import Arrivals, pull_bounded, pull_forever
@@ -247,6 +255,23 @@ class Worker(NodeService[TurnRecords]):
         if record.done:
             await self._already_done(msg, envelope, profile, record)
             return
+        message = envelope.message
+        if message.edited_id() is not None or message.deleted_id() is not None:
+            # A change no waiting message took up (`chat_queue`): its message's turn started.
+            as_turn = edit_alone(message, profile.edits)
+            if as_turn is None:
+                log.info(
+                    "cluster.change_ignored",
+                    turn=record.turn_id,
+                    message_id=message.edited_id() or message.deleted_id(),
+                    change="delete" if message.deleted_id() is not None else "edit",
+                    edits=profile.edits,
+                )
+                await self._records.settle(record, "ignored")
+                await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
+                return
+            log.info("cluster.edit_new_turn", turn=record.turn_id, message_id=message.edited_id())
+            envelope = replace(envelope, message=as_turn)
         refusal = await self._refused_tap(envelope, profile, record)
         if refusal is not None:
             log.info("cluster.tap_refused", turn=record.turn_id, reason=refusal)
@@ -259,6 +284,10 @@ class Worker(NodeService[TurnRecords]):
             record = await self._records.answer(record, chat_of(envelope), notice, [])
             await self._finish(msg, envelope, profile, record)
             return
+        tapped = tapped_message(envelope.message)
+        if tapped is not None and profile.buttons_single_use:
+            # This turn holds the buttons now: they come off the message, as in one process.
+            await show_buttons_used(self._client, self._names, envelope, tapped)
         # Only an agent turn is cancelled: a command or a stop is quick, and answered.
         cancellable = triage(envelope.message.content).kind == "text"
         chat = chat_of(envelope)
@@ -274,18 +303,23 @@ class Worker(NodeService[TurnRecords]):
                 envelope,
                 profile.queue_mode,
                 self._records,
-                self._running.knows_cancels_behind,
+                self._running.knows_what_waits,
+                edits=profile.edits,
             )
             if queued.dropped_by is not None:
-                await self._drop(msg, envelope, record, queued.dropped_by)
+                await self._drop(msg, envelope, record, queued.dropped_by, queued.absorbed)
                 return
+            if queued.edited is not None:
+                # Edited while it waited: its turn runs once, on the new text.
+                log.info("cluster.edit_replaced", turn=record.turn_id, edits=len(queued.absorbed))
+                envelope = replace(envelope, message=queued.edited)
             joined = queued.joined
             messages = [envelope.message, *(w.envelope.message for w in joined)]
             # Only an agent turn shows itself live (and reads where it stands to do so).
             live = None
             if cancellable:
                 live = await live_turn(self._client, self._js, self._names, envelope)
-            turn_log = self._turn_log(msg, envelope, profile, record, joined)
+            turn_log = self._turn_log(msg, envelope, profile, record, queued.closed_with)
             try:
                 async with profile.effect_transaction(envelope.message):
                     answer = await self._answered(profile, record, messages, taken, live)
@@ -300,7 +334,7 @@ class Worker(NodeService[TurnRecords]):
                 record = elsewhere.stored  # this run's effect rolled back: the other one's stands
         if answer is None:
             assert taken.reason is not None
-            await self._drop(msg, envelope, record, taken.reason, joined)
+            await self._drop(msg, envelope, record, taken.reason, queued.closed_with)
             return
         if answer.failed:
             raise TurnFailed(answer.error or "the agent failed")
@@ -408,10 +442,11 @@ class Worker(NodeService[TurnRecords]):
         msg: Msg,
         envelope: InboundEnvelope,
         record: TurnRecord,
-        reason: CancelReason,
+        reason: DropReason,
         joined: Sequence[Waiting] = (),
     ) -> None:
-        """Answered by nothing, as a single process's abort: settled, then acknowledged; a
+        """Answered by nothing, as a single process's abort or a delete before its turn:
+        settled (with the waiting messages in `joined` its turn used up), then acknowledged; a
         request held open for it (the HTTP API) is told at once."""
         log.info("cluster.message_dropped", turn=record.turn_id, reason=reason)
         if envelope.request:

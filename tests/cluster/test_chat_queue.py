@@ -10,8 +10,15 @@ from pathlib import Path
 import pytest
 from nats.aio.client import Client
 
-from bus import ANSWERS, InboundMessage, OutboundMessage
-from gateway.cluster.chat_queue import Cancel, RunningTurns, Waiting, plan, publish_cancel
+from bus import ANSWERS, DELETE, EDIT, InboundMessage, OutboundMessage
+from gateway.cluster.chat_queue import (
+    Cancel,
+    ChatChanged,
+    RunningTurns,
+    Waiting,
+    plan,
+    publish_notice,
+)
 from gateway.cluster.codec import InboundEnvelope, platform_id
 from gateway.cluster.streams import ensure_streams, names_of
 from tests.cluster.harness import nats_config, running_worker
@@ -30,6 +37,25 @@ def envelope(text: str, message_id: str, *, request: bool = False) -> InboundEnv
 
 def behind(*texts: str) -> list[Waiting]:
     return [Waiting(seq, envelope(text, f"w{seq}")) for seq, text in enumerate(texts, start=2)]
+
+
+def edit_of(target: str, text: str, seq: int) -> Waiting:
+    """The sender's edit of the message `target`, stored at `seq`."""
+    edited = said(text, f"{target}:edit:{seq}").model_copy(
+        update={"metadata": {EDIT: {"message_id": target}}}
+    )
+    return Waiting(seq, InboundEnvelope("p", f"e{seq}", edited))
+
+
+def delete_of(target: str, seq: int) -> Waiting:
+    deleted = said("", f"{target}:delete").model_copy(
+        update={"metadata": {DELETE: {"message_id": target}}}
+    )
+    return Waiting(seq, InboundEnvelope("p", f"d{seq}", deleted))
+
+
+def contents(waiting: list[Waiting]) -> list[str]:
+    return [w.envelope.message.content for w in waiting]
 
 
 def test_a_stop_waiting_behind_drops_a_turn_or_a_command_but_not_a_stop_or_a_status() -> None:
@@ -55,6 +81,54 @@ def test_collect_joins_up_to_the_first_command_and_never_a_request() -> None:
     asked = [Waiting(2, envelope("two", "2", request=True))]
     assert plan("collect", envelope("one", "1"), asked).joined == []
     assert plan("followup", envelope("one", "1"), behind("two")).joined == []
+
+
+def test_an_edit_waiting_behind_its_message_gives_it_the_last_new_text() -> None:
+    first, second = edit_of("1", "second", 3), edit_of("1", "second!", 4)
+    waiting = [*behind("other"), first, edit_of("1", "/reset", 5), second]
+    planned = plan("followup", envelope("secnod", "1"), waiting)
+    assert planned.dropped_by is None
+    assert planned.edited is not None
+    assert (planned.edited.content, planned.edited.message_id) == ("second!", "1")
+    # The edit into a command is not used up: it is ignored when its own turn comes.
+    assert planned.absorbed == [first, second]
+    # Only `edits: replace` puts an edit in place, and only into a text.
+    for mode in ("new_turn", "ignore"):
+        assert plan("followup", envelope("secnod", "1"), waiting, edits=mode).edited is None
+    assert plan("followup", envelope("/new", "1"), [first]).edited is None
+
+
+def test_a_delete_waiting_behind_its_message_drops_it() -> None:
+    delete = delete_of("1", 3)
+    for text in ("hello", "/reset"):
+        planned = plan("followup", envelope(text, "1"), [*behind("other"), delete])
+        assert (planned.dropped_by, planned.absorbed) == ("deleted", [delete])
+    assert plan("followup", envelope("/stop", "1"), [delete]).dropped_by is None
+    # A delete of another message drops nothing here.
+    assert plan("followup", envelope("hello", "1"), [delete_of("0", 3)]).dropped_by is None
+
+
+def test_waiting_messages_read_as_their_edits_and_deletes_leave_them() -> None:
+    own = envelope("hello", "1")
+    # Interrupt: the newer message was deleted; an edit of this one is no newer message...
+    deleted_newer = [*behind("newer"), delete_of("w2", 3), edit_of("1", "hello!", 4)]
+    assert plan("interrupt", own, deleted_newer).dropped_by is None
+    # ... but an edit of a message whose turn is over is one (it runs as a turn of its own).
+    assert plan("interrupt", own, [edit_of("0", "fixed", 2)]).dropped_by == "interrupt"
+    # A stop is no message waiting its turn (it was answered at once): a delete leaves it.
+    assert plan("followup", own, [*behind("/stop"), delete_of("w2", 3)]).dropped_by == "stop"
+    # Collect: the edited text is joined with its edit; a deleted message is not.
+    waiting = [
+        *behind("two", "three"),
+        edit_of("w2", "TWO", 4),
+        delete_of("w3", 5),
+        edit_of("0", "zero", 6),
+        Waiting(7, envelope("four", "w7")),
+    ]
+    planned = plan("collect", own, waiting)
+    assert contents(planned.joined) == ["TWO", "[edited] zero", "four"]
+    assert planned.absorbed == [waiting[2]]
+    assert contents(planned.closed_with) == ["TWO", "[edited] zero", "four", "TWO"]
 
 
 async def test_a_cancel_before_the_turn_starts_means_it_never_starts() -> None:
@@ -206,12 +280,46 @@ async def test_the_memory_of_cancels_covers_what_is_stored_after_it_began_with_n
         with turns.taken("p", "chat-a", meanwhile + 5) as taken:
             running = asyncio.create_task(taken.run(asyncio.Event().wait(), name="turn"))
             stop = Cancel(profile="p", chat="chat-a", before_seq=meanwhile + 10, reason="stop")
-            await publish_cancel(nats_client, names.cancel_subject, stop)
+            await publish_notice(nats_client, names.cancel_subject, stop)
             assert await asyncio.wait_for(running, 10) is None
         # Forgetting that chat's cancel (more chats than remembered) moves the start past it.
         monkeypatch.setattr(RunningTurns, "REMEMBERED", 1)
         turns.cancel(Cancel(profile="p", chat="chat-b", before_seq=meanwhile + 20, reason="stop"))
         assert not await turns.knows_cancels_behind(meanwhile + 9)
         assert await turns.knows_cancels_behind(meanwhile + 10)
+    finally:
+        await turns.unfollow()
+
+
+async def test_an_edit_or_delete_notice_makes_the_chats_earlier_messages_read_what_waits(
+    nats_client: Client, nats_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = nats_config(nats_prefix)
+    names = names_of(config)
+    js = nats_client.jetstream(timeout=10)
+    await ensure_streams(js, config)
+    turns: RunningTurns[bool] = RunningTurns()
+    await turns.follow_for(nats_client, names.cancel_subject, js, names.inbound_stream)
+    try:
+        stored = InboundEnvelope("p", "x", said("x", "x"))
+        ack = await js.publish(names.inbound_subject(0), stored.body(), headers=stored.headers("x"))
+        edit_seq = ack.seq + 5
+        assert await turns.knows_what_waits("p", "chat-a", edit_seq - 1)
+        change = ChatChanged(profile="p", chat="chat-a", seq=edit_seq)
+        await publish_notice(nats_client, names.cancel_subject, change)
+        # Notices come in order: once a stop published after it ended its turn, it is known.
+        with turns.taken("p", "chat-b", edit_seq) as taken:
+            running = asyncio.create_task(taken.run(asyncio.Event().wait(), name="turn"))
+            stop = Cancel(profile="p", chat="chat-b", before_seq=edit_seq + 1, reason="stop")
+            await publish_notice(nats_client, names.cancel_subject, stop)
+            assert await asyncio.wait_for(running, 10) is None
+        assert not await turns.knows_what_waits("p", "chat-a", edit_seq - 1)
+        assert await turns.knows_what_waits("p", "chat-a", edit_seq)
+        assert await turns.knows_what_waits("p", "chat-b", edit_seq - 1)
+        # Forgetting that chat's change moves the start past it, for every chat.
+        monkeypatch.setattr(RunningTurns, "REMEMBERED", 1)
+        turns.changed(ChatChanged(profile="p", chat="chat-c", seq=edit_seq + 10))
+        assert not await turns.knows_what_waits("p", "chat-b", edit_seq - 1)
+        assert await turns.knows_what_waits("p", "chat-a", edit_seq)
     finally:
         await turns.unfollow()

@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import pytest
 
-from bus import InboundMessage, OutboundMessage
+from bus import (
+    ButtonsUsed,
+    InboundMessage,
+    OutboundMessage,
+    ReactionChanged,
+    StreamSnapshot,
+    TypingStarted,
+    TypingStopped,
+)
 from gateway.cluster.codec import (
     INBOUND_ID,
+    LIVE_AFTER,
+    LIVE_KIND,
     MSG_ID,
     PROFILE,
     CodecError,
     InboundEnvelope,
+    LiveSignal,
     OutboundEnvelope,
+    decode_live_signal,
+    live_signal_message,
     platform_id,
 )
 
@@ -36,6 +49,37 @@ def test_an_inbound_envelope_round_trips() -> None:
     assert headers[MSG_ID] == "msg-1"
     decoded = InboundEnvelope.decode(headers, envelope.body())
     assert decoded == envelope
+    shown = InboundEnvelope(
+        "main", "id2", inbound(), ingress="in-a", shows_typing=True, buttons_attached=True
+    )
+    assert InboundEnvelope.decode(shown.headers("msg-2"), shown.body()) == shown
+
+
+@pytest.mark.parametrize(
+    "signal",
+    [
+        StreamSnapshot(
+            OutboundMessage(channel="telegram", chat_id="c", content="so far", stream_id="t1")
+        ),
+        TypingStarted("telegram", "c"),
+        TypingStopped("telegram", "c"),
+        ReactionChanged("telegram", "c", "42", "👀"),
+        ReactionChanged("slack", "C1", "1700000000.000100", "👀", removed=True),
+        ButtonsUsed("discord", "c", "99"),
+    ],
+)
+def test_every_live_event_round_trips(signal: LiveSignal) -> None:
+    headers, body = live_signal_message("main", signal, after="turn-1")
+    assert headers[LIVE_AFTER] == "turn-1"
+    assert decode_live_signal(headers, body) == ("main", signal)
+
+
+def test_a_live_event_of_the_wrong_shape_is_a_codec_error() -> None:
+    headers = {PROFILE: "main", LIVE_KIND: "reaction"}
+    with pytest.raises(CodecError, match="not a readable reaction event"):
+        decode_live_signal(headers, b'{"channel": "telegram", "chat_id": "c"}')
+    with pytest.raises(CodecError, match="unknown live event kind"):
+        decode_live_signal({PROFILE: "main", LIVE_KIND: "wave"}, b"{}")
 
 
 def test_an_outbound_envelope_round_trips() -> None:
