@@ -355,6 +355,14 @@ class WecomBotChannel(RunStateChannel):
                 await self._live().respond(tap.req_id, update, cmd=frames.UPDATE_CARD)
             except ChannelError as error:
                 log.warning("wecom_bot.card_not_updated", task_id=tap.task_id, error=str(error))
+            except Exception as error:
+                # Supervision point (per card): one update's bug must not end the updater.
+                log.error(
+                    "wecom_bot.card_update_failed",
+                    task_id=tap.task_id,
+                    error=f"{type(error).__name__}: {error}",
+                    exc_info=error,
+                )
 
     async def _with_media(self, callback: Callback, message: InboundMessage) -> InboundMessage:
         """The message with its files downloaded; a stranger's are not (the dispatcher will

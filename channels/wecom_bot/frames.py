@@ -356,7 +356,9 @@ def button_card(text: str, buttons: ButtonRows, *, task_id: str, sent_at: int) -
     if len(tappable) > CARD_MAX_BUTTONS:
         log.warning("wecom_bot.card_buttons_cut", buttons=len(tappable), kept=CARD_MAX_BUTTONS)
         tappable = tappable[:CARD_MAX_BUTTONS]
-    shown = "\n\n".join(part for part in (text.strip(), "\n".join(links)) if part) or None
+    # The text's own indentation kept: a first line indented four spaces is code in Markdown.
+    joined = "\n\n".join(part for part in (text.rstrip(), "\n".join(links)) if part.strip())
+    shown = joined or None
     if not tappable:
         return ButtonCard(None, shown)
     plain = render_phone_text(text, "sms").strip()
