@@ -9,8 +9,15 @@ client, so that is all "acknowledging" means here.
 
 Replies answer the callback's `req_id` with streamed `aibot_respond_msg` frames (the whole text
 so far each time, `finish` on the last), each frame sent only after the previous one for that
-`req_id` was acknowledged. What cannot answer a callback (see `replies.py`) is sent with
+`req_id` was acknowledged. What cannot answer a callback (see `ReplyBook` below) is sent with
 `aibot_send_msg` as Markdown, split to that message's smaller limit.
+
+A reply's buttons are a button interaction template card (`frames.button_card`), shown by
+`send` itself: a short reply is the card's title, a longer one goes first as any reply does and
+the card follows it. A tap (`template_card_event`) is published as a message of the chat whose
+content is the button's text, with `bus.CALLBACK` naming the card by its `task_id`; once it is
+durable, the card is replaced by one showing the chosen button alone (`frames.used_card`), on
+the event's own `req_id` within WeCom's five seconds, by the card updater beside the pump.
 
 An allowed user's image, file or video is downloaded and decrypted (`frames.decrypt_media`)
 before its message is published (`channels.media_files.MediaIntake`), into
@@ -31,7 +38,8 @@ from typing import ClassVar
 import aiohttp
 import structlog
 
-from bus import InboundMessage, InboundSender, OutboundMessage, PipeClosed
+from bus import CALLBACK, TAPPED_SENT_AT, InboundMessage, InboundSender, OutboundMessage, PipeClosed
+from channels.buttons import ButtonLimits
 from channels.errors import ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
@@ -45,7 +53,14 @@ from channels.stopping import until_taken
 from channels.web.client import LazySession
 from channels.wecom_bot import frames
 from channels.wecom_bot.connection import CHANNEL, AibotConnection, WecomBotTimeouts
-from channels.wecom_bot.frames import Callback, Frame, MalformedFrame, MediaRef
+from channels.wecom_bot.frames import (
+    Callback,
+    CardTap,
+    Frame,
+    MalformedFrame,
+    MediaRef,
+    PressedButton,
+)
 from config import WecomBotConfig
 
 # Which callback a reply answers, and whether its `req_id` can still carry it.
@@ -92,6 +107,7 @@ class ReplyBook:
         self._clock = clock
         self._callbacks: RecentMap[str, PendingCallback] = RecentMap(capacity)
         self._streams: RecentMap[str, OpenStream] = RecentMap(capacity)
+        self._finished: RecentMap[str, None] = RecentMap(capacity)
 
     def received(self, msg_id: str, req_id: str, chat_id: str) -> None:
         self._callbacks.remember(msg_id, PendingCallback(req_id, chat_id, self._clock()))
@@ -123,7 +139,12 @@ class ReplyBook:
         return self._streams.get(stream_id)
 
     def close_stream(self, stream_id: str) -> None:
-        self._streams.pop(stream_id, None)
+        if self._streams.pop(stream_id, None) is not None:
+            self._finished.remember(stream_id, None)
+
+    def finished(self, stream_id: str) -> bool:
+        """Whether the stream was finished here: a snapshot of it shown late changes nothing."""
+        return stream_id in self._finished
 
 
 log = structlog.get_logger(__name__)
@@ -140,6 +161,13 @@ DEFAULT_TIMEOUTS = WecomBotTimeouts()
 STREAM_LIMIT = PLATFORM_LIMITS["wecom-bot"]
 #: A Markdown message sent of the bot's own accord: WeCom's Markdown limit, 4,096 bytes.
 MARKDOWN_LIMIT = PlatformLimit(4_096, "bytes")
+#: A card's buttons are one list of at most six (`frames.button_card` keeps the first six
+#: tappable ones); a label is cut to WeCom's recommended ten characters.
+CARD_BUTTON_LIMITS = ButtonLimits(
+    max_rows=frames.CARD_MAX_BUTTONS,
+    max_per_row=frames.CARD_MAX_BUTTONS,
+    max_label=frames.BUTTON_TEXT_MAX,
+)
 
 
 class WecomBotChannel(RunStateChannel):
@@ -149,6 +177,9 @@ class WecomBotChannel(RunStateChannel):
     send_with_id_sends_whole: ClassVar[bool] = False
     #: Each frame waits for its acknowledgement anyway; half a second keeps a stream lively.
     edit_interval_s: ClassVar[float] = 0.5
+    #: `send` shows a reply's buttons as a template card, and replaces the card once tapped.
+    buttons_shown = "in_send"
+    button_limits = CARD_BUTTON_LIMITS
 
     def __init__(
         self,
@@ -166,6 +197,14 @@ class WecomBotChannel(RunStateChannel):
         self._book = ReplyBook()
         self._dedup = InboundDedup(max_entries=10_000, ttl_s=24 * 3600.0)
         self._received: asyncio.Queue[Frame] = asyncio.Queue(maxsize=256)
+        #: Taps whose card is to be replaced, durable already; the updater's work.
+        self._card_updates: asyncio.Queue[CardTap] = asyncio.Queue(maxsize=256)
+        #: The first tap on each card answered here (the tapped button, its key): a later
+        #: tap on the card shows that choice again, not its own.
+        self._used_cards: RecentMap[str, tuple[PressedButton, str]] = RecentMap(10_000)
+        #: The reply parts (delivery ids) whose text went out before their card: a retry of
+        #: the part sends only the card.
+        self._texts_out: RecentMap[str, None] = RecentMap(10_000)
         self._connection: AibotConnection | None = None
         # Receiving while subscribed.
         super().__init__(not_receiving=ChannelHealth.degraded("not connected to WeCom"))
@@ -180,11 +219,13 @@ class WecomBotChannel(RunStateChannel):
         async with aiohttp.ClientSession() as http:
             # Not a TaskGroup: a FatalChannelError must reach the supervisor as itself.
             pump = asyncio.create_task(self._pump(inbound), name="wecom-bot:inbound-pump")
+            updater = asyncio.create_task(self._update_cards(), name="wecom-bot:card-updater")
             try:
                 await self._connect_until_stopped(http)
             finally:
                 pump.cancel()
-                await asyncio.gather(pump, return_exceptions=True)
+                updater.cancel()
+                await asyncio.gather(pump, updater, return_exceptions=True)
 
     async def _connect_until_stopped(self, http: aiohttp.ClientSession) -> None:
         await reconnecting(
@@ -210,28 +251,31 @@ class WecomBotChannel(RunStateChannel):
         log.info("wecom_bot.disconnected")
 
     async def _take(self, frame: Frame) -> None:
-        """The reader's hand-off: frames are published by the pump, in order."""
+        """The reader's hand-off: frames are published by the pump, in order. Of the events,
+        only a card's tap is passed on."""
         if frame.cmd == frames.EVENT_CALLBACK:
-            event = frame.body.get("event")
-            if isinstance(event, dict) and event.get("eventtype") == frames.DISCONNECTED_EVENT:
+            kind = frames.event_type(frame)
+            if kind == frames.DISCONNECTED_EVENT:
                 log.error("wecom_bot.replaced_by_another_connection", bot_id=self._bot_id)
                 raise FatalChannelError(
                     "WeCom closed this connection: another one subscribed with this bot id",
                     channel=CHANNEL,
                     suggestion="run one gateway (one profile) per WeCom AI bot",
                 )
-            return
+            if kind != frames.TEMPLATE_CARD_EVENT:
+                return
         await self._received.put(frame)
 
     async def _pump(self, inbound: InboundSender) -> None:
         while True:
             frame = await self._received.get()
             try:
-                callback = frames.parse_callback(frame)
+                if frame.cmd == frames.EVENT_CALLBACK:
+                    await self._publish_tap(inbound, frames.parse_card_tap(frame))
+                else:
+                    await self._publish(inbound, frames.parse_callback(frame))
             except MalformedFrame as exc:
                 log.warning("wecom_bot.malformed_callback_skipped", error=str(exc))
-                continue
-            await self._publish(inbound, callback)
 
     async def _publish(self, inbound: InboundSender, callback: Callback) -> None:
         key = f"{callback.chat_id}:{callback.msg_id}"
@@ -259,6 +303,66 @@ class WecomBotChannel(RunStateChannel):
         except PipeClosed:
             return
         self._dedup.seen(key)
+
+    async def _publish_tap(self, inbound: InboundSender, tap: CardTap) -> None:
+        """A tap as a message of its chat, once per event id; then, the tap durable, its card
+        is queued for replacing. A stranger's tap (the dispatcher refuses it) leaves the card
+        as it is."""
+        key = f"{tap.chat_id}:{tap.msg_id}"
+        if key in self._dedup:
+            log.info("wecom_bot.duplicate_skipped", msg_id=tap.msg_id)
+            return
+        pressed = frames.pressed_button(tap.event_key)
+        metadata: dict[str, object] = {
+            "chat_type": tap.chat_type,
+            CALLBACK: {"data": pressed.data, "message_id": tap.task_id},
+        }
+        if pressed.sent_at is not None:
+            metadata[TAPPED_SENT_AT] = pressed.sent_at
+        message = InboundMessage(
+            channel=CHANNEL,
+            sender_id=tap.sender_id,
+            chat_id=tap.chat_id,
+            content=pressed.label,
+            message_id=tap.msg_id,
+            metadata=metadata,
+        )
+        try:
+            await until_taken(lambda: inbound.send(message), event="wecom_bot.inbound_refused")
+        except PipeClosed:
+            return
+        self._dedup.seen(key)
+        if not self.is_allowed(tap.sender_id):
+            return
+        try:
+            self._card_updates.put_nowait(tap)
+        except asyncio.QueueFull:
+            log.warning("wecom_bot.card_not_updated", task_id=tap.task_id, reason="queue full")
+
+    async def _update_cards(self) -> None:
+        """Replace each tapped card, in the order of the taps. WeCom takes the update only
+        within five seconds of the tap, so a failure is logged, not tried again."""
+        while True:
+            tap = await self._card_updates.get()
+            # A card tapped before shows its first choice again, whichever button this was.
+            first = self._used_cards.get(tap.task_id)
+            if first is None:
+                first = (frames.pressed_button(tap.event_key), tap.event_key)
+                self._used_cards.remember(tap.task_id, first)
+            pressed, key = first
+            update = frames.card_update(tap.req_id, frames.used_card(tap.task_id, pressed, key))
+            try:
+                await self._live().respond(tap.req_id, update, cmd=frames.UPDATE_CARD)
+            except ChannelError as error:
+                log.warning("wecom_bot.card_not_updated", task_id=tap.task_id, error=str(error))
+            except Exception as error:
+                # Supervision point (per card): one update's bug must not end the updater.
+                log.error(
+                    "wecom_bot.card_update_failed",
+                    task_id=tap.task_id,
+                    error=f"{type(error).__name__}: {error}",
+                    exc_info=error,
+                )
 
     async def _with_media(self, callback: Callback, message: InboundMessage) -> InboundMessage:
         """The message with its files downloaded; a stranger's are not (the dispatcher will
@@ -328,19 +432,61 @@ class WecomBotChannel(RunStateChannel):
         return True
 
     async def send(self, message: OutboundMessage) -> None:
+        if message.buttons:
+            await self._send_with_card(message)
+            return
         if not message.content.strip():
             # Media would need WeCom's chunked upload first; not built yet.
             log.warning("wecom_bot.media_not_sent", chat_id=message.chat_id)
             return
+        await self._send_text(message, message.content)
+
+    async def _send_text(self, message: OutboundMessage, content: str) -> None:
+        """`content` as the reply `message`: the end of the stream this part opened (shown
+        growing before its buttons came), else the answer to its callback, else a message of
+        the bot's own."""
+        part = message.delivery_id
+        if part is not None and self._book.stream(part) is not None:
+            await self.finish_stream(message.chat_id, part, content)
+            return
         callback = self._book.available(message.answered_ids(), message.chat_id)
         if callback is None:
-            await self._send_own(message.chat_id, message.content)
+            await self._send_own(message.chat_id, content)
             return
         msg_id, req_id = callback
-        stream_id = message.delivery_id or uuid.uuid4().hex
+        stream_id = part or uuid.uuid4().hex
         await self._live().respond(
-            req_id, frames.stream_reply(req_id, stream_id, message.content, finish=True)
+            req_id, frames.stream_reply(req_id, stream_id, content, finish=True)
         )
+        self._book.use(msg_id)
+
+    async def _send_with_card(self, message: OutboundMessage) -> None:
+        """The reply's text, where the card's title does not show it all (or a stream showed
+        it growing), then its buttons' card: the answer to the callback where the text left
+        it free, else a message of the bot's own."""
+        shown = frames.button_card(
+            message.content,
+            message.buttons,
+            task_id=frames.task_id_for(message.delivery_id),
+            sent_at=int(time.time()),
+        )
+        part = message.delivery_id
+        text = shown.text_before
+        if text is None and part is not None and self._book.stream(part) is not None:
+            text = message.content
+        if text is not None and (part is None or part not in self._texts_out):
+            await self._send_text(message, text)
+            if part is not None:
+                self._texts_out.remember(part, None)
+        if shown.card is None:
+            return
+        callback = self._book.available(message.answered_ids(), message.chat_id)
+        if callback is None:
+            req_id, frame = frames.card_message(message.chat_id, shown.card)
+            await self._live().send(req_id, frame)
+            return
+        msg_id, req_id = callback
+        await self._live().respond(req_id, frames.card_reply(req_id, shown.card))
         self._book.use(msg_id)
 
     async def send_with_id(self, message: OutboundMessage) -> str | None:
@@ -368,6 +514,10 @@ class WecomBotChannel(RunStateChannel):
 
     async def _stream_frame(self, stream_id: str, content: str, *, finish: bool) -> None:
         stream = self._book.stream(stream_id)
+        if stream is None and self._book.finished(stream_id):
+            # Finished by `send` with its buttons' card: the final text is already shown.
+            log.debug("wecom_bot.finished_stream_not_edited", stream_id=stream_id)
+            return
         if stream is None:
             raise TransientError(f"no open stream {stream_id}", channel=CHANNEL)
         frame = frames.stream_reply(stream.req_id, stream_id, content, finish=finish)

@@ -1,9 +1,9 @@
 """One authenticated websocket connection to the WeCom AI bot server.
 
 `AibotConnection` sends frames and waits for their acknowledgements (matched by `req_id`), and
-hands every message callback to the channel. Frames answering one callback (`req_id`) go out one
-at a time: the next is sent only once the previous one's acknowledgement came back, as the
-official SDK does; different `req_id`s (concurrent turns) do not wait for each other.
+hands every message and event callback to the channel. Frames answering one callback (`req_id`)
+go out one at a time: the next is sent only once the previous one's acknowledgement came back,
+as the official SDK does; different `req_id`s (concurrent turns) do not wait for each other.
 
 `run()` reads until the connection closes and pings every `timeouts.ping_interval_s`; two pings
 in a row without an acknowledgement count the connection as dead.
@@ -122,8 +122,9 @@ class AibotConnection:
             if frame.req_id == req_id:
                 return frame
 
-    async def respond(self, req_id: str, text: str) -> None:
-        """Send a frame answering callback `req_id`, after the previous one was acknowledged."""
+    async def respond(self, req_id: str, text: str, *, cmd: str = frames.RESPOND) -> None:
+        """Send a frame answering callback `req_id` (a reply, or `cmd` the card update that
+        answers a tap), after the previous one for it was acknowledged."""
         lane = self._reply_lanes.get(req_id)
         if lane is None:
             lane = self._reply_lanes[req_id] = _ReplyLane()
@@ -136,7 +137,7 @@ class AibotConnection:
             if lane.users == 0:
                 del self._reply_lanes[req_id]
         if ack.errcode != 0:
-            raise ack_error(ack, frames.RESPOND)
+            raise ack_error(ack, cmd)
 
     async def send(self, req_id: str, text: str) -> None:
         """Send a frame of the bot's own (`aibot_send_msg`) and wait for its acknowledgement."""
