@@ -14,6 +14,8 @@ checked by the intake in one process, by the worker that takes the tap's turn in
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -36,6 +38,65 @@ def tap_metadata(data: str, held_id: str, sent_at: float) -> dict[str, object]:
     """The metadata of a tap on the button holding `data` under the bot's message `held_id`,
     sent at `sent_at` (seconds since the epoch): what `tapped_message` and `tap_expired` read."""
     return {CALLBACK: {"data": data, "message_id": held_id}, TAPPED_SENT_AT: sent_at}
+
+
+def packed_tap(
+    fields: dict[str, object],
+    *,
+    droppable: Sequence[str] = (),
+    fits: Callable[[str], bool] = lambda _packed: True,
+) -> str:
+    """A button's data as compact JSON, for a platform whose tap names neither the message nor
+    the button: `d` the agent's data, `m` the bot message that holds it, `s` when it was sent,
+    `t` its label, and what else the platform needs. The `droppable` fields go, in that order,
+    until it `fits` the platform's limit."""
+    kept = dict(fields)
+    packed = json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
+    for name in droppable:
+        if fits(packed):
+            break
+        del kept[name]
+        packed = json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
+    return packed
+
+
+@dataclass(frozen=True, slots=True)
+class UnpackedTap:
+    """What a tapped button's data tells (`packed_tap`)."""
+
+    data: str
+    #: The button's label, or its data where the label did not fit.
+    label: str
+    held_id: str | None
+    #: When its message was sent (seconds since the epoch), where the data tells.
+    sent_at: int | None
+    #: Every field of the data, for what a platform added.
+    fields: dict[str, object]
+
+    @property
+    def callback(self) -> dict[str, object]:
+        """The tap's `bus.CALLBACK`."""
+        return {"data": self.data, "message_id": self.held_id}
+
+
+def unpacked_tap(raw: str) -> UnpackedTap:
+    """A tapped button's data: one `packed_tap` wrote, or any other (a rich menu's, a keyboard
+    template's, another program's card) as its own data and label, of no known message."""
+    try:
+        fields = json.loads(raw)
+    except ValueError:
+        fields = None
+    if not isinstance(fields, dict) or not isinstance(fields.get("d"), str):
+        return UnpackedTap(raw, raw, None, None, {})
+    data: str = fields["d"]
+    held, label, sent_at = fields.get("m"), fields.get("t"), fields.get("s")
+    return UnpackedTap(
+        data,
+        label if isinstance(label, str) and label else data,
+        str(held) if held else None,
+        sent_at if isinstance(sent_at, int) and not isinstance(sent_at, bool) else None,
+        fields,
+    )
 
 
 def tapped_message(message: InboundMessage) -> str | None:

@@ -32,7 +32,6 @@ sends one, is honoured), 401 a bad or revoked channel access token.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -74,7 +73,7 @@ from bus import (
     OutboundMessage,
     quoted,
 )
-from channels.buttons import ButtonLimits
+from channels.buttons import ButtonLimits, packed_tap, unpacked_tap
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.lifecycle.bounded import AgedMap, InboundDedup, RecentMap
 from channels.lifecycle.run_state import RunStateChannel
@@ -240,31 +239,10 @@ def postback_data(held_id: str, data: str, label: str, sent_at: int) -> str:
     """What a button's postback carries: the bot message that held it (`held_id`, our own
     name for it: LINE tells a message's id only after it is sent), the button's data and
     label, and when it was sent. The label goes when it does not fit."""
-    fields: dict[str, object] = {"m": held_id, "d": data, "s": sent_at, "t": label}
-    encoded = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
-    if len(encoded) > MAX_POSTBACK_DATA:
-        del fields["t"]
-        encoded = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
-    return encoded
-
-
-def tap_of(raw: str) -> tuple[str, dict[str, object], int | None]:
-    """(content, callback, sent_at) of a postback's data: one `postback_data` wrote, or any
-    other (a rich menu's postback) as data of no known message."""
-    try:
-        fields = json.loads(raw)
-    except ValueError:
-        fields = None
-    if not isinstance(fields, dict) or not isinstance(fields.get("d"), str):
-        return raw, {"data": raw, "message_id": None}, None
-    data = fields["d"]
-    held = fields.get("m")
-    label = fields.get("t")
-    sent_at = fields.get("s")
-    return (
-        label if isinstance(label, str) and label else data,
-        {"data": data, "message_id": str(held) if held else None},
-        sent_at if isinstance(sent_at, int) and not isinstance(sent_at, bool) else None,
+    return packed_tap(
+        {"m": held_id, "d": data, "s": sent_at, "t": label},
+        droppable=("t",),
+        fits=lambda packed: len(packed) <= MAX_POSTBACK_DATA,
     )
 
 
@@ -433,10 +411,11 @@ class LineChannel(RunStateChannel):
         content = post.text or (f"[{post.media_kind}]" if post.media_kind and not fetched else "")
         metadata = _metadata(post)
         if post.postback_data is not None:
-            content, callback, sent_at = tap_of(post.postback_data)
-            metadata[CALLBACK] = callback
-            if sent_at is not None:
-                metadata[TAPPED_SENT_AT] = sent_at
+            tap = unpacked_tap(post.postback_data)
+            content = tap.label
+            metadata[CALLBACK] = tap.callback
+            if tap.sent_at is not None:
+                metadata[TAPPED_SENT_AT] = tap.sent_at
         message = InboundMessage(
             channel=CHANNEL,
             sender_id=post.sender_id,

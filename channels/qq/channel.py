@@ -44,6 +44,7 @@ from aiohttp import web
 
 from bus import CALLBACK, TAPPED_SENT_AT, InboundMessage, InboundSender, OutboundMessage
 from bus import Attachment as ReplyFile
+from channels.buttons import unpacked_tap
 from channels.errors import ChannelError, RateLimited, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
@@ -68,7 +69,6 @@ from channels.qq.keyboard import (
     TAP_PREFIX,
     keyboard,
     reply_target,
-    tap_of,
     with_labels,
 )
 from channels.qq.webhook import QQWebhook
@@ -316,15 +316,15 @@ def parse_tap(payload: dict[str, Any]) -> QQTap:
     raw = resolved.get("button_data") if isinstance(resolved, dict) else None
     if not isinstance(raw, str) or not raw:
         return skipped("the tap names no button_data", kind)
-    content, callback, sent_at = tap_of(raw)
-    metadata: dict[str, Any] = {"chat_type": kind, CALLBACK: callback}
-    if sent_at is not None:
-        metadata[TAPPED_SENT_AT] = sent_at
+    tap = unpacked_tap(raw)
+    metadata: dict[str, Any] = {"chat_type": kind, CALLBACK: tap.callback}
+    if tap.sent_at is not None:
+        metadata[TAPPED_SENT_AT] = tap.sent_at
     inbound = InboundMessage(
         channel=CHANNEL,
         sender_id=sender,
         chat_id=f"{kind}:{where}",
-        content=content,
+        content=tap.label,
         message_id=message_id,
         metadata=metadata,
     )

@@ -22,11 +22,10 @@ QQ's "前置收到的事件 ID") instead of a `msg_id`; the tap's message id is 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from bus import Button, ButtonRows
-from channels.buttons import ButtonLimits
+from channels.buttons import ButtonLimits, packed_tap
 
 INTERACTION_EVENT = "INTERACTION_CREATE"
 #: The intent a websocket session needs to be sent INTERACTION_CREATE.
@@ -47,27 +46,8 @@ UNSUPPORTED_TIPS = "This QQ version cannot use this button: please update QQ."
 
 def callback_data(held_id: str, data: str, label: str, sent_at: int) -> str:
     """A callback button's `data`: the message that holds it (`held_id`), the agent's data, when
-    it was sent and the label, as compact JSON."""
-    fields = {"m": held_id, "d": data, "s": sent_at, "t": label}
-    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
-
-
-def tap_of(raw: str) -> tuple[str, dict[str, object], int | None]:
-    """(content, callback, sent_at) of a tapped button's data: one `callback_data` wrote, or any
-    other (a keyboard template's) as data of no known message, its content the data itself."""
-    try:
-        fields = json.loads(raw)
-    except ValueError:
-        fields = None
-    if not isinstance(fields, dict) or not isinstance(fields.get("d"), str):
-        return raw, {"data": raw, "message_id": None}, None
-    data = fields["d"]
-    held, label, sent_at = fields.get("m"), fields.get("t"), fields.get("s")
-    return (
-        label if isinstance(label, str) and label else data,
-        {"data": data, "message_id": str(held) if held else None},
-        sent_at if isinstance(sent_at, int) and not isinstance(sent_at, bool) else None,
-    )
+    it was sent and the label (`channels.buttons.packed_tap`)."""
+    return packed_tap({"m": held_id, "d": data, "s": sent_at, "t": label})
 
 
 def _is_link(button: Button) -> bool:

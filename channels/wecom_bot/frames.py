@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from bus import ButtonRows
+from channels.buttons import packed_tap, unpacked_tap
 from channels.markup.plain import render_phone_text
 from channels.media_info import MediaKind
 from channels.web.webhook import UnreadableJson, json_payload
@@ -293,14 +294,11 @@ def button_key(number: int, data: str, label: str, title: str, sent_at: int) -> 
     """What a button's key carries: its place (keys are unique in a card), its data and label,
     the card's title and when it was sent, so a tap is understood, and its card replaced,
     without anything kept in memory. The title, then the label, go when they do not fit."""
-    fields: dict[str, object] = {"n": number, "d": data, "s": sent_at, "t": label, "h": title}
-    encoded = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
-    for optional in ("h", "t"):
-        if len(encoded.encode()) <= BUTTON_KEY_MAX_BYTES:
-            break
-        del fields[optional]
-        encoded = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
-    return encoded
+    return packed_tap(
+        {"n": number, "d": data, "s": sent_at, "t": label, "h": title},
+        droppable=("h", "t"),
+        fits=lambda packed: len(packed.encode()) <= BUTTON_KEY_MAX_BYTES,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,18 +316,13 @@ class PressedButton:
 def pressed_button(event_key: str) -> PressedButton:
     """The button a tap's `event_key` names: one `button_key` wrote, or any other key (a card
     some other program sent) as its own data and label."""
-    try:
-        fields = json.loads(event_key)
-    except ValueError:
-        fields = None
-    if not isinstance(fields, dict) or not isinstance(fields.get("d"), str):
-        return PressedButton(event_key, event_key, None, None)
-    label, title, sent_at = fields.get("t"), fields.get("h"), fields.get("s")
+    tap = unpacked_tap(event_key)
+    title = tap.fields.get("h")
     return PressedButton(
-        data=fields["d"],
-        label=label if isinstance(label, str) and label else fields["d"],
+        data=tap.data,
+        label=tap.label,
         title=title if isinstance(title, str) and title else None,
-        sent_at=sent_at if isinstance(sent_at, int) and not isinstance(sent_at, bool) else None,
+        sent_at=tap.sent_at,
     )
 
 

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from bus import CALLBACK, TAPPED_SENT_AT, Button, InboundMessage, OutboundMessage
 from channels.access.allow import AllowList
-from channels.buttons import fit_buttons
+from channels.buttons import fit_buttons, unpacked_tap
 from channels.lifecycle.reconnect import ReconnectPolicy
 from channels.qq import QQBotChannel, QQKeyboardChannel, create
 from channels.qq.channel import MalformedEvent, parse_tap
@@ -24,7 +24,6 @@ from channels.qq.keyboard import (
     callback_data,
     keyboard,
     reply_target,
-    tap_of,
     with_labels,
 )
 from channels.registry import ChannelContext
@@ -74,6 +73,11 @@ def test_buttons_are_cut_to_five_rows_of_five() -> None:
     fitted = fit_buttons(many, KEYBOARD_LIMITS, channel="qq-bot", warned=set())
     rows = keyboard(fitted, "m", 0)["content"]["rows"]
     assert [len(row["buttons"]) for row in rows] == [5] * 5
+
+
+def tap_of(raw: str) -> tuple[str, dict[str, object], int | None]:
+    tap = unpacked_tap(raw)
+    return tap.label, tap.callback, tap.sent_at
 
 
 def test_a_tapped_buttons_data_gives_back_label_data_message_and_time() -> None:
