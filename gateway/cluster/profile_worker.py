@@ -26,7 +26,6 @@ import structlog
 from bus import InboundMessage, Message, SessionKey
 from channels.media_links import MediaLinks
 from config import ProfileConfig
-from config.profile import EditsMode, QueueMode
 from config.store import StoreConfig
 from gateway.agents import open_agents
 from gateway.cluster.live import LiveTurn
@@ -49,16 +48,10 @@ class ProfileWorker(Protocol):
     """One profile's agent side, as the worker uses it (`WorkerProfile` below)."""
 
     @property
-    def queue_mode(self) -> QueueMode: ...
-
-    @property
-    def edits(self) -> EditsMode: ...
-
-    @property
-    def buttons_ttl_s(self) -> float: ...
-
-    @property
-    def buttons_single_use(self) -> bool: ...
+    def config(self) -> ProfileConfig:
+        """The profile's settings: its queue mode, edits and buttons are the worker's to
+        apply."""
+        ...
 
     async def answer(
         self, messages: Sequence[InboundMessage], turn_id: str, live: LiveTurn | None = None
@@ -113,20 +106,8 @@ class WorkerProfile:
         return len(self._sessions)
 
     @property
-    def queue_mode(self) -> QueueMode:
-        return self._config.queue_mode
-
-    @property
-    def edits(self) -> EditsMode:
-        return self._config.edits
-
-    @property
-    def buttons_ttl_s(self) -> float:
-        return self._config.buttons_ttl_s
-
-    @property
-    def buttons_single_use(self) -> bool:
-        return self._config.buttons_single_use
+    def config(self) -> ProfileConfig:
+        return self._config
 
     @asynccontextmanager
     async def effect_transaction(self, message: InboundMessage) -> AsyncIterator[Connection | None]:
@@ -167,7 +148,7 @@ class WorkerProfile:
     async def _command(self, chat: SessionKey, key: SessionKey, name: str, arg: str) -> Answer:
         # Busy is what the chat's partition says: this message runs, so no turn of it does.
         agent = self._config.agent_summary()
-        status = ChatStatus(busy=False, queue_mode=self.queue_mode, agent=agent)
+        status = ChatStatus(busy=False, queue_mode=self._config.queue_mode, agent=agent)
         text = await command_reply(name, self._run_in_savepoint(chat, name, arg, status))
         log.debug("cluster.command_answered", command=name, session=str(key))
         return Answer.said(key, text)

@@ -247,25 +247,25 @@ class Worker(NodeService[TurnRecords]):
         profile = self._profiles(envelope.profile)
         if profile is None:
             raise TurnFailed(f"no worker runs profile {envelope.profile!r}")
-        if envelope.send is not None:
-            await self._send_owner(msg, envelope, envelope.send, profile)
-            return
         seq = msg.metadata.sequence.stream
         record = await self._records.claim(envelope.profile, envelope.inbound_id, seq)
         if record.done:
             await self._already_done(msg, envelope, profile, record)
             return
+        if envelope.send is not None:
+            await self._send_owner(msg, envelope, envelope.send, profile, record)
+            return
         message = envelope.message
         if message.edited_id() is not None or message.deleted_id() is not None:
             # A change no waiting message took up (`chat_queue`): its message's turn started.
-            as_turn = edit_alone(message, profile.edits)
+            as_turn = edit_alone(message, profile.config.edits)
             if as_turn is None:
                 log.info(
                     "cluster.change_ignored",
                     turn=record.turn_id,
                     message_id=message.edited_id() or message.deleted_id(),
                     change="delete" if message.deleted_id() is not None else "edit",
-                    edits=profile.edits,
+                    edits=profile.config.edits,
                 )
                 await self._records.settle(record, "ignored")
                 await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
@@ -285,7 +285,7 @@ class Worker(NodeService[TurnRecords]):
             await self._finish(msg, envelope, profile, record)
             return
         tapped = tapped_message(envelope.message)
-        if tapped is not None and profile.buttons_single_use:
+        if tapped is not None and profile.config.buttons_single_use:
             # This turn holds the buttons now: they come off the message, as in one process.
             await show_buttons_used(self._client, self._names, envelope, tapped)
         # Only an agent turn is cancelled: a command or a stop is quick, and answered.
@@ -301,10 +301,10 @@ class Worker(NodeService[TurnRecords]):
                 self._names.inbound_stream,
                 msg,
                 envelope,
-                profile.queue_mode,
+                profile.config.queue_mode,
                 self._records,
                 self._running.knows_what_waits,
-                edits=profile.edits,
+                edits=profile.config.edits,
             )
             if queued.dropped_by is not None:
                 await self._drop(msg, envelope, record, queued.dropped_by, queued.absorbed)
@@ -352,26 +352,26 @@ class Worker(NodeService[TurnRecords]):
         tapped = tapped_message(message)
         if tapped is None:
             return None
-        if tap_expired(message, profile.buttons_ttl_s, time.time()):
+        if tap_expired(message, profile.config.buttons_ttl_s, time.time()):
             return BUTTON_EXPIRED
-        if profile.buttons_single_use and not await self._records.claim_tap(
+        if profile.config.buttons_single_use and not await self._records.claim_tap(
             record, message.channel, message.chat_id, tapped
         ):
             return BUTTON_ALREADY_USED
         return None
 
     async def _send_owner(
-        self, msg: Msg, envelope: InboundEnvelope, send_id: str, profile: ProfileWorker
+        self,
+        msg: Msg,
+        envelope: InboundEnvelope,
+        send_id: str,
+        profile: ProfileWorker,
+        record: TurnRecord,
     ) -> None:
         """An owner's send (`gateway.cluster.sends`), in its place among the chat's turns: its
         reply recorded as a turn's outcome, the send marked taken by that turn and its text
         appended to the chat's session in the same transaction, then delivered as any reply
         is; one cancelled before it came up is settled unsent."""
-        seq = msg.metadata.sequence.stream
-        record = await self._records.claim(envelope.profile, envelope.inbound_id, seq)
-        if record.done:
-            await self._already_done(msg, envelope, profile, record)
-            return
         message = envelope.message
         key = await profile.current_session(message.channel, message.chat_id)
         try:
@@ -388,7 +388,11 @@ class Worker(NodeService[TurnRecords]):
                     if added:
                         await profile.append(str(key), added)
         except AnsweredElsewhere as elsewhere:
-            log.info("cluster.answered_elsewhere", turn=elsewhere.stored.turn_id, seq=seq)
+            log.info(
+                "cluster.answered_elsewhere",
+                turn=elsewhere.stored.turn_id,
+                seq=msg.metadata.sequence.stream,
+            )
             record = elsewhere.stored
         else:
             if send is None:
