@@ -34,10 +34,14 @@ BUTTON_ALREADY_USED = "Already answered: these buttons were used."
 BUTTON_EXPIRED = "Already answered: these buttons have expired."
 
 
-def tap_metadata(data: str, held_id: str, sent_at: float) -> dict[str, object]:
+def tap_metadata(data: str, held_id: str | None, sent_at: float | None) -> dict[str, object]:
     """The metadata of a tap on the button holding `data` under the bot's message `held_id`,
-    sent at `sent_at` (seconds since the epoch): what `tapped_message` and `tap_expired` read."""
-    return {CALLBACK: {"data": data, "message_id": held_id}, TAPPED_SENT_AT: sent_at}
+    sent at `sent_at` (seconds since the epoch): what `tapped_message` and `tap_expired` read.
+    Either may be unknown (None): a tap of no known message, or of no known age."""
+    metadata: dict[str, object] = {CALLBACK: {"data": data, "message_id": held_id}}
+    if sent_at is not None:
+        metadata[TAPPED_SENT_AT] = sent_at
+    return metadata
 
 
 def packed_tap(
@@ -73,10 +77,9 @@ class UnpackedTap:
     #: Every field of the data, for what a platform added.
     fields: dict[str, object]
 
-    @property
-    def callback(self) -> dict[str, object]:
-        """The tap's `bus.CALLBACK`."""
-        return {"data": self.data, "message_id": self.held_id}
+    def metadata(self) -> dict[str, object]:
+        """The tap's metadata (`tap_metadata`)."""
+        return tap_metadata(self.data, self.held_id, self.sent_at)
 
 
 def unpacked_tap(raw: str) -> UnpackedTap:

@@ -60,11 +60,9 @@ from linebot.v3.messaging import (
 from linebot.v3.messaging.exceptions import ApiException, OpenApiException
 
 from bus import (
-    CALLBACK,
     DELETE,
     EDIT,
     REPLY_TO,
-    TAPPED_SENT_AT,
     Attachment,
     AttachmentKind,
     ButtonRows,
@@ -413,9 +411,7 @@ class LineChannel(RunStateChannel):
         if post.postback_data is not None:
             tap = unpacked_tap(post.postback_data)
             content = tap.label
-            metadata[CALLBACK] = tap.callback
-            if tap.sent_at is not None:
-                metadata[TAPPED_SENT_AT] = tap.sent_at
+            metadata.update(tap.metadata())
         message = InboundMessage(
             channel=CHANNEL,
             sender_id=post.sender_id,

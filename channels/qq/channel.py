@@ -42,8 +42,8 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from bus import CALLBACK, TAPPED_SENT_AT, InboundMessage, InboundSender, OutboundMessage
 from bus import Attachment as ReplyFile
+from bus import InboundMessage, InboundSender, OutboundMessage
 from channels.buttons import unpacked_tap
 from channels.errors import ChannelError, RateLimited, TransientError
 from channels.health import ChannelHealth
@@ -317,9 +317,7 @@ def parse_tap(payload: dict[str, Any]) -> QQTap:
     if not isinstance(raw, str) or not raw:
         return skipped("the tap names no button_data", kind)
     tap = unpacked_tap(raw)
-    metadata: dict[str, Any] = {"chat_type": kind, CALLBACK: tap.callback}
-    if tap.sent_at is not None:
-        metadata[TAPPED_SENT_AT] = tap.sent_at
+    metadata: dict[str, Any] = {"chat_type": kind, **tap.metadata()}
     inbound = InboundMessage(
         channel=CHANNEL,
         sender_id=sender,

@@ -38,8 +38,8 @@ from typing import ClassVar
 import aiohttp
 import structlog
 
-from bus import CALLBACK, TAPPED_SENT_AT, InboundMessage, InboundSender, OutboundMessage, PipeClosed
-from channels.buttons import ButtonLimits
+from bus import InboundMessage, InboundSender, OutboundMessage, PipeClosed
+from channels.buttons import ButtonLimits, tap_metadata
 from channels.errors import ChannelError, FatalChannelError, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
@@ -313,12 +313,10 @@ class WecomBotChannel(RunStateChannel):
             log.info("wecom_bot.duplicate_skipped", msg_id=tap.msg_id)
             return
         pressed = frames.pressed_button(tap.event_key)
-        metadata: dict[str, object] = {
+        metadata = {
             "chat_type": tap.chat_type,
-            CALLBACK: {"data": pressed.data, "message_id": tap.task_id},
+            **tap_metadata(pressed.data, tap.task_id, pressed.sent_at),
         }
-        if pressed.sent_at is not None:
-            metadata[TAPPED_SENT_AT] = pressed.sent_at
         message = InboundMessage(
             channel=CHANNEL,
             sender_id=tap.sender_id,

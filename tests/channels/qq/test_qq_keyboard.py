@@ -75,9 +75,9 @@ def test_buttons_are_cut_to_five_rows_of_five() -> None:
     assert [len(row["buttons"]) for row in rows] == [5] * 5
 
 
-def tap_of(raw: str) -> tuple[str, dict[str, object], int | None]:
+def tap_of(raw: str) -> tuple[str, object, int | None]:
     tap = unpacked_tap(raw)
-    return tap.label, tap.callback, tap.sent_at
+    return tap.label, tap.metadata()[CALLBACK], tap.sent_at
 
 
 def test_a_tapped_buttons_data_gives_back_label_data_message_and_time() -> None:
