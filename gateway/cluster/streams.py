@@ -43,7 +43,8 @@ import dataclasses
 import hashlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from functools import partial
+from typing import Generic, Protocol, TypeVar
 
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -82,62 +83,53 @@ class InChat(Protocol):
     def chat_id(self) -> str: ...
 
 
+KeyT = TypeVar("KeyT", int, str)
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A name of a cluster's streams, subjects or consumers as its template: `{prefix}` stands
+    for the cluster's stream prefix."""
+
+    template: str
+
+
+class _Name(_Template):
+    def __get__(self, names: ClusterNames, owner: object) -> str:
+        return self.template.format(prefix=names.prefix)
+
+
+class _NameOf(_Template, Generic[KeyT]):
+    """A name per partition or per ingress process: `{}` stands for either."""
+
+    def __get__(self, names: ClusterNames, owner: object) -> Callable[[KeyT], str]:
+        return partial(self.template.format, prefix=names.prefix)
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterNames:
-    # One member per stream, subject and consumer name: each is a name to grep.
+    # One line per stream, subject and consumer name, with its template: each is a name to
+    # grep, and the module's table of subjects is here as code.
     prefix: str
     partitions: int
 
-    @property
-    def inbound_stream(self) -> str:
-        return f"{self.prefix}_IN"
-
-    @property
-    def outbound_stream(self) -> str:
-        return f"{self.prefix}_OUT"
-
-    @property
-    def dead_stream(self) -> str:
-        return f"{self.prefix}_DEAD"
-
-    @property
-    def status_subject(self) -> str:
-        return f"{self.prefix}.status"
-
-    @property
-    def cancel_subject(self) -> str:
-        return f"{self.prefix}.cancel"
-
-    @property
-    def inbound_subjects(self) -> str:
-        """Every inbound partition's subject, as one subscription's wildcard."""
-        return f"{self.prefix}.in.*"
-
-    def inbound_subject(self, partition: int) -> str:
-        return f"{self.prefix}.in.{partition}"
-
-    def outbound_subject(self, partition: int) -> str:
-        return f"{self.prefix}.out.{partition}"
-
-    def reply_subject(self, ingress_id: str) -> str:
-        """Where replies to requests held open by one ingress process go (the HTTP API)."""
-        return f"{self.prefix}.reply.{ingress_id}"
-
-    def live_subject(self, ingress_id: str) -> str:
-        """Where one ingress process hears the live events of the turns it shows."""
-        return f"{self.prefix}.live.{ingress_id}"
-
-    def dead_subject(self, partition: int) -> str:
-        return f"{self.prefix}.dead.{partition}"
-
-    def worker_consumer(self, partition: int) -> str:
-        return f"worker-{partition}"
-
-    def delivery_consumer(self, partition: int) -> str:
-        return f"delivery-{partition}"
-
-    def reply_consumer(self, ingress_id: str) -> str:
-        return f"reply-{ingress_id}"
+    inbound_stream = _Name("{prefix}_IN")
+    outbound_stream = _Name("{prefix}_OUT")
+    dead_stream = _Name("{prefix}_DEAD")
+    status_subject = _Name("{prefix}.status")
+    cancel_subject = _Name("{prefix}.cancel")
+    #: Every inbound partition's subject, as one subscription's wildcard.
+    inbound_subjects = _Name("{prefix}.in.*")
+    inbound_subject = _NameOf[int]("{prefix}.in.{}")
+    outbound_subject = _NameOf[int]("{prefix}.out.{}")
+    #: Where replies to requests held open by one ingress process go (the HTTP API).
+    reply_subject = _NameOf[str]("{prefix}.reply.{}")
+    #: Where one ingress process hears the live events of the turns it shows.
+    live_subject = _NameOf[str]("{prefix}.live.{}")
+    dead_subject = _NameOf[int]("{prefix}.dead.{}")
+    worker_consumer = _NameOf[int]("worker-{}")
+    delivery_consumer = _NameOf[int]("delivery-{}")
+    reply_consumer = _NameOf[str]("reply-{}")
 
     def partition_of_chat(self, profile: str, message: InChat) -> int:
         """The partition of the message's chat: an inbound message and its replies share it."""

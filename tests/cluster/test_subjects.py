@@ -49,3 +49,31 @@ def test_chats_spread_over_the_partitions() -> None:
     for chat in range(1600):
         counts[partition_of(chat_base_key("main", "telegram", str(chat)), 16)] += 1
     assert min(counts) > 50  # 100 expected each
+
+
+def test_every_name_is_the_one_streams_and_consumers_already_have() -> None:
+    # Fixed values: streams and durable consumers outlive the process, so a changed name
+    # would leave a running cluster's messages where no process reads them.
+    names = ClusterNames("OCTOS", 4)
+    assert (names.inbound_stream, names.outbound_stream, names.dead_stream) == (
+        "OCTOS_IN",
+        "OCTOS_OUT",
+        "OCTOS_DEAD",
+    )
+    assert (names.status_subject, names.cancel_subject, names.inbound_subjects) == (
+        "OCTOS.status",
+        "OCTOS.cancel",
+        "OCTOS.in.*",
+    )
+    assert [
+        names.inbound_subject(3),
+        names.outbound_subject(3),
+        names.dead_subject(3),
+        names.reply_subject("in-a"),
+        names.live_subject("in-a"),
+    ] == ["OCTOS.in.3", "OCTOS.out.3", "OCTOS.dead.3", "OCTOS.reply.in-a", "OCTOS.live.in-a"]
+    assert [
+        names.worker_consumer(3),
+        names.delivery_consumer(3),
+        names.reply_consumer("in-a"),
+    ] == ["worker-3", "delivery-3", "reply-in-a"]
