@@ -165,15 +165,11 @@ class InboundEnvelope(_MessageBody):
 
     @classmethod
     def decode(cls, headers: dict[str, str] | None, body: bytes) -> InboundEnvelope:
-        headers = headers or {}
-        try:
-            profile, inbound_id = headers[PROFILE], headers[INBOUND_ID]
-        except KeyError as missing:
-            raise CodecError(f"inbound message without the {missing} header") from None
+        headers = _carrying(headers, "inbound message", PROFILE, INBOUND_ID)
         shows = headers.get(LIVE, "").split(",")
         return cls(
-            profile,
-            inbound_id,
+            headers[PROFILE],
+            headers[INBOUND_ID],
             _parse(InboundMessage, body),
             request=headers.get(REQUEST) == "1",
             reply_subject=headers.get(REPLY_SUBJECT),
@@ -200,11 +196,8 @@ class OutboundEnvelope(_MessageBody):
 
     @classmethod
     def decode(cls, headers: dict[str, str] | None, body: bytes) -> OutboundEnvelope:
-        headers = headers or {}
-        profile = headers.get(PROFILE)
-        if profile is None:
-            raise CodecError(f"outbound message without the {PROFILE} header")
-        return cls(profile, _parse(OutboundMessage, body), live_at=headers.get(LIVE_AT))
+        headers = _carrying(headers, "outbound message", PROFILE)
+        return cls(headers[PROFILE], _parse(OutboundMessage, body), live_at=headers.get(LIVE_AT))
 
 
 def live_signal_message(
@@ -226,9 +219,8 @@ def live_signal_message(
 
 def decode_live_signal(headers: dict[str, str], body: bytes) -> tuple[str, LiveSignal]:
     """(profile, event) of a live event; `CodecError` when it is not one this build reads."""
-    profile, kind = headers.get(PROFILE), headers.get(LIVE_KIND)
-    if profile is None:
-        raise CodecError(f"live event without the {PROFILE} header")
+    headers = _carrying(headers, "live event", PROFILE)
+    profile, kind = headers[PROFILE], headers.get(LIVE_KIND)
     if kind == SNAPSHOT:
         try:
             return profile, StreamSnapshot(_parse(OutboundMessage, body))
@@ -241,6 +233,16 @@ def decode_live_signal(headers: dict[str, str], body: bytes) -> tuple[str, LiveS
         return profile, read(body)
     except ValueError as error:
         raise CodecError(f"not a readable {kind} event: {error}") from error
+
+
+def _carrying(headers: dict[str, str] | None, what: str, *names: str) -> dict[str, str]:
+    """A message's headers (none: empty), which must hold each of `names`: a `what` without one
+    is a `CodecError` naming it."""
+    headers = headers or {}
+    for name in names:
+        if name not in headers:
+            raise CodecError(f"{what} without the {name} header")
+    return headers
 
 
 def _parse(model: type[EnvelopeT], body: bytes) -> EnvelopeT:

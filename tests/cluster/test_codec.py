@@ -96,8 +96,12 @@ def test_a_message_without_our_headers_or_with_bad_json_is_a_codec_error() -> No
         InboundEnvelope.decode({INBOUND_ID: "x"}, body)
     with pytest.raises(CodecError, match="not a readable InboundMessage"):
         InboundEnvelope.decode({PROFILE: "main", INBOUND_ID: "x"}, b"{not json")
+    with pytest.raises(CodecError, match="inbound message without the Octos-Inbound-Id header"):
+        InboundEnvelope.decode({PROFILE: "main"}, body)
     with pytest.raises(CodecError, match="Octos-Profile"):
         OutboundEnvelope.decode(None, b"{}")
+    with pytest.raises(CodecError, match="live event without the Octos-Profile header"):
+        decode_live_signal({LIVE_KIND: "reaction"}, b"{}")
 
 
 def test_the_platform_id_is_stable_header_safe_and_needs_a_native_id() -> None:
