@@ -44,6 +44,7 @@ import hashlib
 import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -250,22 +251,24 @@ class QueuedReplies:
         self._waiting.clear()
 
 
+@dataclass(eq=False)
 class IngressProfile:
-    def __init__(
-        self, profile_id: str, config: ProfileConfig, shared: ProcessServices, node: ClusterNode
-    ) -> None:
-        self.profile_id = profile_id
-        self._config = config
-        self._root = shared.data_dir / profile_id
-        self._shared = shared
-        self._node = node
-        self._channels: ChannelManager | None = None
-        self._lanes: AgentHandle | None = None
-        self._queued = QueuedReplies()
+    profile_id: str
+    config: ProfileConfig
+    shared: ProcessServices
+    node: ClusterNode
+    #: Set while `run` runs: its channels, and its lanes (the local bus to them).
+    _channels: ChannelManager | None = field(default=None, init=False)
+    _lanes: AgentHandle | None = field(default=None, init=False)
+    _queued: QueuedReplies = field(default_factory=QueuedReplies, init=False)
+
+    @property
+    def _root(self) -> Path:
+        return self.shared.data_dir / self.profile_id
 
     async def health(self) -> dict[str, ChannelHealth]:
         if self._channels is None:
-            return not_built_yet(self._config)
+            return not_built_yet(self.config)
         return await self._channels.health()
 
     async def deliver(self, message: OutboundMessage) -> Delivered:
@@ -296,7 +299,7 @@ class IngressProfile:
         here = attachment.model_copy(update={"path": str(target)})
         if await on_disk(here):
             return here  # restored for an earlier copy of this reply
-        data = await self._node.reply_file(attachment.sha256)
+        data = await self.node.reply_file(attachment.sha256)
         if data is None or hashlib.sha256(data).hexdigest() != attachment.sha256:
             # The chat is told the file is not on this gateway (the delivery layer's notice).
             log.warning(
@@ -335,13 +338,13 @@ class IngressProfile:
 
     async def run(self, started: asyncio.Event, stop: asyncio.Event) -> None:
         """Run the channels until `stop`; intake stops first, then the channels."""
-        node = self._node
+        node = self.node
         async with AsyncExitStack() as stack:
             # Read-only: the web chat's history; sessions are written by workers.
             history_store = await stack.enter_async_context(
-                session_store(self._shared.store, self._root, read_only=True)
+                session_store(self.shared.store, self._root, read_only=True)
             )
-            topics = active_topics(self._shared.store, self._root, history_store)
+            topics = active_topics(self.shared.store, self._root, history_store)
             await topics.load()
             history = ProfileHistory(
                 self.profile_id,
@@ -349,12 +352,12 @@ class IngressProfile:
                 topics,
                 written_elsewhere=True,
             )
-            handle, publisher = create_bus(self._shared.bus_capacity, carries=InboundMessage)
+            handle, publisher = create_bus(self.shared.bus_capacity, carries=InboundMessage)
             strangers = StrangerNotices(handle.send)
             channels = ChannelManager(
                 self.profile_id,
                 publisher,
-                metrics=ChannelMetrics(self._shared.metrics.registry, self.profile_id),
+                metrics=ChannelMetrics(self.shared.metrics.registry, self.profile_id),
                 # A single-poller channel (Telegram long polling, IMAP) polls only while this
                 # process holds its lease: one poller per bot across every ingress.
                 run_channel=(
@@ -363,7 +366,7 @@ class IngressProfile:
                     else start_channel
                 ),
                 on_delivered=self._queued.delivered,
-                delivery_deadline_s=self._config.delivery_deadline_s,
+                delivery_deadline_s=self.config.delivery_deadline_s,
             )
             intake = ClusterIntake(
                 self.profile_id,
@@ -372,29 +375,29 @@ class IngressProfile:
                 node.id,
                 channels.channel,
                 strangers,
-                self._shared.metrics,
-                queue_mode=self._config.queue_mode,
-                inbound_reactions=self._config.inbound_reactions,
+                self.shared.metrics,
+                queue_mode=self.config.queue_mode,
+                inbound_reactions=self.config.inbound_reactions,
             )
             publisher.log_through(intake)
-            stack.callback(self._shared.webhooks.unmount, self.profile_id)
+            stack.callback(self.shared.webhooks.unmount, self.profile_id)
             # Codes and approvals in the sessions' database: shared by every ingress, anywhere.
             pairing = await open_pairing(
-                stack, self.profile_id, self._shared.pairing.store(self._shared.store, self._root)
+                stack, self.profile_id, self.shared.pairing.store(self.shared.store, self._root)
             )
             strangers.stranger_notice = pairing.stranger_notice
             strangers.reread_approvals = pairing.reread
             built = build_channels(
                 self.profile_id,
-                self._config,
+                self.config,
                 self._root,
                 history=history,
                 pairing=pairing,
-                webhooks=self._shared.webhooks,
-                request_shutdown=self._shared.request_shutdown,
-                media_links=self._shared.media_links,
+                webhooks=self.shared.webhooks,
+                request_shutdown=self.shared.request_shutdown,
+                media_links=self.shared.media_links,
             )
-            register_all(channels, built, self._config)
+            register_all(channels, built, self.config)
             self._channels = channels
             self._lanes = handle
             stack.callback(self._queued.cancel_all)
