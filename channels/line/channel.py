@@ -74,7 +74,7 @@ from bus import (
 from channels.buttons import ButtonLimits, packed_tap, unpacked_tap
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.lifecycle.bounded import AgedMap, InboundDedup, RecentMap
-from channels.lifecycle.run_state import RunStateChannel
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
 from channels.line.events import LinePost
 from channels.line.webhook import LineWebhook
 from channels.media_files import MediaIntake, media_root, safe_name, safe_suffix, save_within
@@ -332,9 +332,7 @@ class LineChannel(RunStateChannel):
             self._inbound = inbound
             self.webhook.take = self._take
             await self._run_state.receive_while_checking(
-                self.probe,
-                "LINE refused the channel access token",
-                channel=CHANNEL,
+                CredentialsCheck(self.probe, "LINE refused the channel access token", CHANNEL),
                 task_name="line-receiving",
             )
             log.info("line.receiving", path=self._webhook_path)

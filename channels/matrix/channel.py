@@ -51,7 +51,7 @@ from channels.errors import (
 )
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import RecentMap
-from channels.lifecycle.run_state import RunStateChannel
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
 from channels.matrix.content import (
     MAX_CONTENT_BYTES,
     Content,
@@ -252,7 +252,7 @@ class MatrixChannel(RunStateChannel):
 
     async def _run(self, inbound: InboundSender) -> None:
         await self._run_state.check_credentials(
-            self.probe, "the homeserver refused the credentials", channel=CHANNEL
+            CredentialsCheck(self.probe, "the homeserver refused the credentials", CHANNEL)
         )
         since = await self._since.load()
         if since is None:

@@ -49,7 +49,7 @@ from channels.errors import ChannelError, RateLimited, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
-from channels.lifecycle.run_state import RunStateChannel
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
 from channels.media_files import MediaIntake, MediaStore, safe_file_name
 from channels.media_info import kind_for, mime_for
 from channels.media_links import link_to
@@ -424,7 +424,7 @@ class QQBotChannel(RunStateChannel):
                 self._webhook.handle = take
                 self._run_state.receiving.set()
             checked = self._run_state.check_credentials(
-                self._token.get, "QQ refused the credentials", channel=CHANNEL
+                CredentialsCheck(self._token.get, "QQ refused the credentials", CHANNEL)
             )
             await until_stopped(checked, self._run_state.stopping, name="qq:token")
             if self._mode == "websocket":

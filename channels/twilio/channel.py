@@ -30,7 +30,7 @@ from twilio.rest import Client
 from bus import Attachment, InboundMessage, InboundSender, OutboundMessage
 from channels.errors import AuthError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup
-from channels.lifecycle.run_state import RunStateChannel
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
 from channels.markup.plain import render_phone_text
 from channels.media_files import MediaIntake, MediaStore
 from channels.media_links import link_to
@@ -103,9 +103,7 @@ class TwilioChannel(RunStateChannel):
         rejected token."""
         await self._run_state.serve(
             inbound,
-            self.probe,
-            CREDENTIALS_REFUSED,
-            channel=CHANNEL,
+            CredentialsCheck(self.probe, CREDENTIALS_REFUSED, CHANNEL),
             task_name="twilio-auth-watch",
             path=self._webhook_path,
         )

@@ -30,7 +30,7 @@ from aiohttp import web
 from bus import Attachment, InboundMessage, InboundSender, OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from channels.lifecycle.run_state import RunStateChannel
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
 from channels.media_files import MediaIntake, MediaStore, read_file, safe_suffix, suffix_for
 from channels.media_info import too_large_reason
 from channels.retry.pacing import Rate, RateLimits
@@ -283,9 +283,7 @@ class WeComChannel(RunStateChannel):
         self._receiver.handle = take
         try:
             await self._run_state.receive_while_checking(
-                self._api.tokens.get,
-                "WeCom refused the credentials",
-                channel=CHANNEL,
+                CredentialsCheck(self._api.tokens.get, "WeCom refused the credentials", CHANNEL),
                 task_name="wecom-receiving",
             )
             log.info(

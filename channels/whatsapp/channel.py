@@ -36,7 +36,7 @@ from bus import Attachment, AttachmentKind, ButtonRows, InboundSender, OutboundM
 from channels.buttons import ButtonLimits
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup, RecentMap
-from channels.lifecycle.run_state import RunStateChannel
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
 from channels.markup.plain import render_phone_text
 from channels.media_files import MediaStore
 from channels.retry.pacing import Rate, RateLimits
@@ -157,12 +157,8 @@ class WhatsAppChannel(RunStateChannel):
         """Check the token, then take webhooks until `stop()`, cancellation or a dead token."""
         await self._run_state.serve(
             inbound,
-            self.probe,
-            TOKEN_REFUSED,
-            channel=CHANNEL,
+            CredentialsCheck(self.probe, TOKEN_REFUSED, CHANNEL, TokenRejected, TOKEN_SUGGESTION),
             task_name="whatsapp-token-watch",
-            refusal=TokenRejected,
-            suggestion=TOKEN_SUGGESTION,
             path=self._webhook_path,
         )
 
