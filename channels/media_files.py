@@ -21,7 +21,7 @@ import hashlib
 import mimetypes
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from functools import cache
 from pathlib import Path
 
@@ -100,23 +100,18 @@ def suffix_for(content_type: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MediaStore:
-    """Where one channel of one profile keeps what its users sent."""
+    """Where one channel of one profile keeps what its users sent: `root`, under the profile's
+    `data_dir`."""
 
-    root: Path
+    data_dir: Path
     channel: str
+    _: KW_ONLY
     max_bytes: int = DEFAULT_MAX_BYTES
     timeout_s: float = DEFAULT_TIMEOUT_S
 
-    @classmethod
-    def under(
-        cls,
-        data_dir: Path,
-        channel: str,
-        *,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-    ) -> MediaStore:
-        return cls(media_root(data_dir, channel), channel, max_bytes, timeout_s)
+    @property
+    def root(self) -> Path:
+        return media_root(self.data_dir, self.channel)
 
     def path_for(self, chat_id: str, name: str) -> Path:
         return self.root / safe_name(chat_id) / safe_name(name)

@@ -344,7 +344,7 @@ class ApiChannel(RunStateChannel):
     ) -> InboundMessage:
         """`inbound` with its files saved for the agent (those within `max_media_bytes`; a
         larger one is named in the text)."""
-        store = MediaStore.under(self._data_dir, self.name, max_bytes=self.max_media_bytes)
+        store = MediaStore(self._data_dir, self.name, max_bytes=self.max_media_bytes)
         intake = MediaIntake(inbound, self.max_media_bytes)
         for number, file in enumerate(files, start=1):
             name, size = safe_file_name(file.name), len(file.data)

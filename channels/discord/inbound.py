@@ -36,9 +36,7 @@ class AttachmentStore:
         max_bytes: int = DEFAULT_MAX_ATTACHMENT_BYTES,
         timeout_s: float = 60.0,
     ) -> None:
-        self._store = MediaStore.under(
-            data_dir, "discord", max_bytes=max_bytes, timeout_s=timeout_s
-        )
+        self._store = MediaStore(data_dir, "discord", max_bytes=max_bytes, timeout_s=timeout_s)
 
     async def receive(
         self, message: discord.Message, inbound: InboundMessage, max_bytes: int

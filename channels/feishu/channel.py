@@ -209,7 +209,7 @@ class FeishuChannel(RunStateChannel):
         self._config = config
         self._inbound_reactions = inbound_reactions
         self._api = FeishuApi(config.base_url, config.app_id, config.app_secret.get_secret_value())
-        self._media = MediaStore.under(data_dir, CHANNEL, max_bytes=MAX_RESOURCE_BYTES)
+        self._media = MediaStore(data_dir, CHANNEL, max_bytes=MAX_RESOURCE_BYTES)
         self._bot_open_id: str | None = None
         self._inbound: InboundSender | None = None
         #: message id -> the text its card shows (a card is updated whole).

@@ -384,7 +384,7 @@ class QQBotChannel(RunStateChannel):
             None if data_dir is None else SessionFile(session_path(data_dir, config.app_id))
         )
         #: Where users' files are kept; None: nowhere, and they are not downloaded.
-        self._media = None if data_dir is None else MediaStore.under(data_dir, CHANNEL)
+        self._media = None if data_dir is None else MediaStore(data_dir, CHANNEL)
         self._webhook_path = config.webhook_path
         self._http_session = LazySession()
         self._token = access_token(

@@ -45,7 +45,7 @@ class FileStore:
         max_bytes: int = DEFAULT_MAX_FILE_BYTES,
         timeout_s: float = 60.0,
     ) -> None:
-        self._store = MediaStore.under(data_dir, CHANNEL, max_bytes=max_bytes, timeout_s=timeout_s)
+        self._store = MediaStore(data_dir, CHANNEL, max_bytes=max_bytes, timeout_s=timeout_s)
         self._bot_token = bot_token
         self._proxy = proxy
 

@@ -82,7 +82,7 @@ class TwilioChannel(RunStateChannel):
         self._api_base_url = config.api_base_url.rstrip("/")
         self._stranger_notice = config.stranger_notice
         self._timeout_s = request_timeout_s
-        self._media = MediaStore.under(data_dir, CHANNEL)
+        self._media = MediaStore(data_dir, CHANNEL)
         self._webhook = TwilioWebhook(
             TwilioSignature(auth_token, config.public_url),
             self._take,

@@ -261,7 +261,7 @@ class WeComChannel(RunStateChannel):
         self, config: WeComConfig, *, data_dir: Path, window: SendWindow | None = None
     ) -> None:
         self._config = config
-        self._media = MediaStore.under(data_dir, CHANNEL)
+        self._media = MediaStore(data_dir, CHANNEL)
         self._window = window or SendWindow()
         self._api = WeComApi(config.api_base_url, config.corp_id, config.secret.get_secret_value())
         crypto = WeComCrypto(

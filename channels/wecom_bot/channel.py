@@ -188,7 +188,7 @@ class WecomBotChannel(RunStateChannel):
         data_dir: Path,
         timeouts: WecomBotTimeouts = DEFAULT_TIMEOUTS,
     ) -> None:
-        self._media = MediaStore.under(data_dir, CHANNEL)
+        self._media = MediaStore(data_dir, CHANNEL)
         self._downloads = LazySession()
         self._bot_id = config.bot_id
         self._secret = config.secret.get_secret_value()

@@ -134,7 +134,7 @@ class WhatsAppChannel(RunStateChannel):
         )
         self._webhook_path = config.webhook_path
         self._max_age_s = max_message_age_s
-        self._media = MediaStore.under(data_dir, CHANNEL)
+        self._media = MediaStore(data_dir, CHANNEL)
         self._webhook = WhatsAppWebhook(
             app_secret=config.app_secret.get_secret_value(),
             verify_token=config.verify_token.get_secret_value(),
