@@ -77,7 +77,7 @@ from channels.feishu.webhook import WebhookReceiver
 from channels.lifecycle.bounded import RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy
 from channels.lifecycle.run_state import RunStateChannel
-from channels.media_files import MediaIntake, MediaStore, read_file, safe_file_name
+from channels.media_files import MediaStore, read_file, safe_file_name
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.web.webhook import UnreadableJson, json_payload
@@ -372,11 +372,7 @@ class FeishuChannel(RunStateChannel):
         if not self.is_allowed(message.sender_id):
             return message.model_copy(update={"content": f"[{resource.kind}]"})
         message_id = str(message.metadata["feishu_message_id"])
-        intake = MediaIntake(
-            message,
-            min(self.max_media_bytes, self._media.max_bytes),
-            timeout_s=self._media.timeout_s,
-        )
+        intake = self._media.intake(message, self.max_media_bytes)
         fetch = partial(
             self._api.fetch_resource,
             self._media,

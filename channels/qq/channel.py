@@ -50,7 +50,7 @@ from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
 from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
-from channels.media_files import MediaIntake, MediaStore, safe_file_name
+from channels.media_files import MediaStore, safe_file_name
 from channels.media_info import kind_for, mime_for
 from channels.media_links import link_to
 from channels.qq.api import CHANNEL, AlreadyDelivered, QQApi, ReplyWindowClosed, access_token
@@ -537,9 +537,7 @@ class QQBotChannel(RunStateChannel):
             content = " ".join(part for part in (received.content, *kinds) if part)
             return received.model_copy(update={"content": content})
         store = self._media
-        intake = MediaIntake(
-            received, min(self.max_media_bytes, store.max_bytes), timeout_s=store.timeout_s
-        )
+        intake = store.intake(received, self.max_media_bytes)
         for number, attachment in enumerate(message.attachments):
             name = f"{message.msg_id}_{number}_{safe_file_name(attachment.name or 'file')}"
             fetch = partial(
