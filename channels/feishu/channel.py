@@ -42,9 +42,7 @@ import structlog
 from aiohttp import web
 
 from bus import (
-    DELETE,
     Attachment,
-    AttachmentKind,
     Button,
     ButtonRows,
     InboundMessage,
@@ -193,6 +191,7 @@ class FeishuChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = CARD_TEXT_LIMIT
+    max_upload_bytes = MAX_FILE_BYTES
     #: Feishu allows 5 card updates a second per message; 4 leaves room for clock skew.
     edit_interval_s: ClassVar[float] = 0.25
     buttons_shown = "attached"
@@ -315,16 +314,7 @@ class FeishuChannel(RunStateChannel):
             log.info("feishu.recall_of_unknown_message", chat_id=chat_id, message_id=feishu_id)
             return
         original, sender_id = passed
-        await inbound.send(
-            InboundMessage(
-                channel=CHANNEL,
-                sender_id=sender_id,
-                chat_id=chat_id,
-                content="",
-                message_id=f"{original}:delete",
-                metadata={DELETE: {"message_id": original}},
-            )
-        )
+        await inbound.send(InboundMessage.deletion(CHANNEL, sender_id, chat_id, original))
 
     async def _take_reaction(self, inbound: InboundSender, reaction: Reaction) -> None:
         """A user's reaction to one of the bot's messages, passed on with the profile's
@@ -448,9 +438,6 @@ class FeishuChannel(RunStateChannel):
             # Buttons are put on (and taken off) a card by replacing it whole, text included.
             self._card_texts.remember(message_id, message.content)
         return message_id
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        return MAX_FILE_BYTES
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

@@ -64,7 +64,6 @@ from bus import (
     EDIT,
     REPLY_TO,
     Attachment,
-    AttachmentKind,
     ButtonRows,
     InboundMessage,
     InboundSender,
@@ -457,10 +456,6 @@ class LineChannel(RunStateChannel):
         if replied:
             return
         await self._push(message, text)
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        # A larger image goes as its link (`send_attachment`), which has no limit.
-        return None
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

@@ -32,7 +32,7 @@ from typing import ClassVar
 import structlog
 from aiohttp import web
 
-from bus import Attachment, AttachmentKind, ButtonRows, InboundSender, OutboundMessage
+from bus import Attachment, ButtonRows, InboundSender, OutboundMessage
 from channels.buttons import ButtonLimits
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup, RecentMap
@@ -115,6 +115,8 @@ class WhatsAppChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["whatsapp"]
+    #: An image, video or audio over its own limit goes as a document: one limit for all.
+    max_upload_bytes = MAX_DOCUMENT_BYTES
     buttons_shown = "in_send"
     button_limits = INTERACTIVE_LIMITS
 
@@ -284,10 +286,6 @@ class WhatsAppChannel(RunStateChannel):
         """A `reaction` message with no emoji takes the bot's reaction back."""
         with self._send_errors_noted(chat_id):
             await self.graph.send(chat_id, "reaction", {"message_id": message_id, "emoji": ""})
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        # An image, video or audio over its own limit goes as a document: one limit for all.
-        return MAX_DOCUMENT_BYTES
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str
