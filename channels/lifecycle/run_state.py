@@ -139,7 +139,7 @@ class RunState:
             self.inbound = inbound
             try:
                 await self.receive_while_checking(check, task_name=task_name)
-                # `<channel>.receiving`, as each platform logged it before this was shared.
+                # Under the channel's own name (`twilio.receiving`), as its other events are.
                 log.info(f"{check.channel}.receiving", path=path)
                 await self.receive_until(name=task_name)
             finally:
