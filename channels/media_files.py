@@ -8,10 +8,11 @@ plain HTTP (Twilio, WhatsApp) use `MediaStore.fetch`; those whose SDK downloads 
 Slack, Telegram, LINE, Matrix, email) compute the name and call `MediaStore.save`. Only
 allowed senders' media is fetched (`Channel.is_allowed`).
 
-`MediaIntake` is how one received message's files are taken: a file over the profile's
-`max_media_bytes` is not fetched, a fetch that fails or times out is given up, and each such file
-is named in the message's text by a placeholder (`channels.media_info.not_downloaded`); the saved
-ones keep their name, type and duration for the agent.
+`MediaIntake` is how one received message's files are taken (a store's `intake` makes one
+within its limits): a file over the profile's `max_media_bytes` is not fetched, a fetch that
+fails or times out is given up, and each such file is named in the message's text by a
+placeholder (`channels.media_info.not_downloaded`); the saved ones keep their name, type and
+duration for the agent.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import hashlib
 import mimetypes
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from functools import cache
 from pathlib import Path
 
@@ -100,23 +101,23 @@ def suffix_for(content_type: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MediaStore:
-    """Where one channel of one profile keeps what its users sent."""
+    """Where one channel of one profile keeps what its users sent: `root`, under the profile's
+    `data_dir`."""
 
-    root: Path
+    data_dir: Path
     channel: str
+    _: KW_ONLY
     max_bytes: int = DEFAULT_MAX_BYTES
     timeout_s: float = DEFAULT_TIMEOUT_S
 
-    @classmethod
-    def under(
-        cls,
-        data_dir: Path,
-        channel: str,
-        *,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-    ) -> MediaStore:
-        return cls(media_root(data_dir, channel), channel, max_bytes, timeout_s)
+    @property
+    def root(self) -> Path:
+        return media_root(self.data_dir, self.channel)
+
+    def intake(self, message: InboundMessage, max_bytes: int) -> MediaIntake:
+        """How `message`'s files are taken into this store: those within `max_bytes` (the
+        profile's `max_media_bytes`) and the store's own limit, each within its timeout."""
+        return MediaIntake(message, min(max_bytes, self.max_bytes), timeout_s=self.timeout_s)
 
     def path_for(self, chat_id: str, name: str) -> Path:
         return self.root / safe_name(chat_id) / safe_name(name)

@@ -49,7 +49,7 @@ from channels.base import ChatHistory, HistoryUnavailable
 from channels.errors import ChannelError, FatalChannelError
 from channels.health import ChannelHealth
 from channels.lifecycle.run_state import RunStateChannel
-from channels.media_files import MediaIntake, MediaStore, safe_file_name
+from channels.media_files import MediaStore, safe_file_name
 from channels.media_info import MediaInfo, describe, kind_for, mime_for, too_large_reason
 from channels.media_links import REPLY_LINK_TTL_S, link_to
 from channels.split.limits import PLATFORM_LIMITS
@@ -344,8 +344,8 @@ class ApiChannel(RunStateChannel):
     ) -> InboundMessage:
         """`inbound` with its files saved for the agent (those within `max_media_bytes`; a
         larger one is named in the text)."""
-        store = MediaStore.under(self._data_dir, self.name, max_bytes=self.max_media_bytes)
-        intake = MediaIntake(inbound, self.max_media_bytes)
+        store = MediaStore(self._data_dir, self.name, max_bytes=self.max_media_bytes)
+        intake = store.intake(inbound, self.max_media_bytes)
         for number, file in enumerate(files, start=1):
             name, size = safe_file_name(file.name), len(file.data)
             if not store.admits(size, message_id=inbound.message_id):

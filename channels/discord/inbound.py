@@ -20,7 +20,7 @@ from bus import EDIT, REACTION, REPLY_TO, InboundMessage, quoted, reaction_note
 from channels.buttons import tap_metadata
 from channels.discord.errors import CHANNEL
 from channels.errors import ChannelError
-from channels.media_files import MediaIntake, MediaStore, safe_file_name
+from channels.media_files import MediaStore, safe_file_name
 
 #: Discord's default upload limit; larger attachments are not downloaded.
 DEFAULT_MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
@@ -36,18 +36,14 @@ class AttachmentStore:
         max_bytes: int = DEFAULT_MAX_ATTACHMENT_BYTES,
         timeout_s: float = 60.0,
     ) -> None:
-        self._store = MediaStore.under(
-            data_dir, "discord", max_bytes=max_bytes, timeout_s=timeout_s
-        )
+        self._store = MediaStore(data_dir, "discord", max_bytes=max_bytes, timeout_s=timeout_s)
 
     async def receive(
         self, message: discord.Message, inbound: InboundMessage, max_bytes: int
     ) -> InboundMessage:
         """`inbound` with `message`'s attachments saved, and those over `max_bytes` (or the
         store's own limit) or that cannot be fetched named in its text."""
-        intake = MediaIntake(
-            inbound, min(max_bytes, self._store.max_bytes), timeout_s=self._store.timeout_s
-        )
+        intake = self._store.intake(inbound, max_bytes)
         for attachment in message.attachments:
             await intake.take(
                 partial(self._save, message.channel.id, attachment),

@@ -42,9 +42,7 @@ import structlog
 from aiohttp import web
 
 from bus import (
-    DELETE,
     Attachment,
-    AttachmentKind,
     Button,
     ButtonRows,
     InboundMessage,
@@ -77,7 +75,7 @@ from channels.feishu.webhook import WebhookReceiver
 from channels.lifecycle.bounded import RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy
 from channels.lifecycle.run_state import RunStateChannel
-from channels.media_files import MediaIntake, MediaStore, read_file, safe_file_name
+from channels.media_files import MediaStore, read_file, safe_file_name
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
 from channels.web.webhook import UnreadableJson, json_payload
@@ -193,6 +191,7 @@ class FeishuChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = CARD_TEXT_LIMIT
+    max_upload_bytes = MAX_FILE_BYTES
     #: Feishu allows 5 card updates a second per message; 4 leaves room for clock skew.
     edit_interval_s: ClassVar[float] = 0.25
     buttons_shown = "attached"
@@ -209,7 +208,7 @@ class FeishuChannel(RunStateChannel):
         self._config = config
         self._inbound_reactions = inbound_reactions
         self._api = FeishuApi(config.base_url, config.app_id, config.app_secret.get_secret_value())
-        self._media = MediaStore.under(data_dir, CHANNEL, max_bytes=MAX_RESOURCE_BYTES)
+        self._media = MediaStore(data_dir, CHANNEL, max_bytes=MAX_RESOURCE_BYTES)
         self._bot_open_id: str | None = None
         self._inbound: InboundSender | None = None
         #: message id -> the text its card shows (a card is updated whole).
@@ -315,16 +314,7 @@ class FeishuChannel(RunStateChannel):
             log.info("feishu.recall_of_unknown_message", chat_id=chat_id, message_id=feishu_id)
             return
         original, sender_id = passed
-        await inbound.send(
-            InboundMessage(
-                channel=CHANNEL,
-                sender_id=sender_id,
-                chat_id=chat_id,
-                content="",
-                message_id=f"{original}:delete",
-                metadata={DELETE: {"message_id": original}},
-            )
-        )
+        await inbound.send(InboundMessage.deletion(CHANNEL, sender_id, chat_id, original))
 
     async def _take_reaction(self, inbound: InboundSender, reaction: Reaction) -> None:
         """A user's reaction to one of the bot's messages, passed on with the profile's
@@ -372,11 +362,7 @@ class FeishuChannel(RunStateChannel):
         if not self.is_allowed(message.sender_id):
             return message.model_copy(update={"content": f"[{resource.kind}]"})
         message_id = str(message.metadata["feishu_message_id"])
-        intake = MediaIntake(
-            message,
-            min(self.max_media_bytes, self._media.max_bytes),
-            timeout_s=self._media.timeout_s,
-        )
+        intake = self._media.intake(message, self.max_media_bytes)
         fetch = partial(
             self._api.fetch_resource,
             self._media,
@@ -452,9 +438,6 @@ class FeishuChannel(RunStateChannel):
             # Buttons are put on (and taken off) a card by replacing it whole, text included.
             self._card_texts.remember(message_id, message.content)
         return message_id
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        return MAX_FILE_BYTES
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

@@ -23,6 +23,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
@@ -39,6 +40,21 @@ log = structlog.get_logger(__name__)
 
 #: What a channel that is not receiving yet answers by default: not ready, `/readyz` waits.
 NOT_RECEIVING_YET = ChannelHealth.starting("not receiving yet")
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialsCheck:
+    """How a channel checks its credentials, and how their refusal is told."""
+
+    #: Calls the platform with the credentials; raises `refusal` when it refuses them (any
+    #: other error is transient: the supervisor tries again).
+    probe: Callable[[], Awaitable[object]]
+    #: Who refused what, for the fatal error: "Slack refused the credentials".
+    what: str
+    channel: str
+    refusal: type[ChannelError] = AuthError
+    #: The operator's next step; None: the refusal's own suggestion.
+    suggestion: str | None = None
 
 
 class RunState:
@@ -108,19 +124,10 @@ class RunState:
             raise self.fatal
 
     async def serve(
-        self,
-        inbound: InboundSender,
-        probe: Callable[[], Awaitable[object]],
-        what: str,
-        *,
-        channel: str,
-        task_name: str,
-        refusal: type[ChannelError] = AuthError,
-        suggestion: str | None = None,
-        path: str,
+        self, inbound: InboundSender, check: CredentialsCheck, *, task_name: str, path: str
     ) -> None:
         """A webhook channel's `start()`: nothing once stopped; `inbound` held as
-        `self.inbound` for the webhooks on `path` at once, while the credentials are checked
+        `self.inbound` for the webhooks on `path` at once, while `check` runs
         (`check_credentials`), until `stop()` or a refusal (`receive_until`, its watch task
         named `task_name`)."""
         if self.stopping.is_set():
@@ -131,37 +138,19 @@ class RunState:
             # balancer) while the credentials check takes its time.
             self.inbound = inbound
             try:
-                await self.receive_while_checking(
-                    probe,
-                    what,
-                    channel=channel,
-                    task_name=task_name,
-                    refusal=refusal,
-                    suggestion=suggestion,
-                )
-                # `<channel>.receiving`, as each platform logged it before this was shared.
-                log.info(f"{channel}.receiving", path=path)
+                await self.receive_while_checking(check, task_name=task_name)
+                # Under the channel's own name (`twilio.receiving`), as its other events are.
+                log.info(f"{check.channel}.receiving", path=path)
                 await self.receive_until(name=task_name)
             finally:
                 self.inbound = None
 
-    async def receive_while_checking(
-        self,
-        probe: Callable[[], Awaitable[object]],
-        what: str,
-        *,
-        channel: str,
-        task_name: str,
-        refusal: type[ChannelError] = AuthError,
-        suggestion: str | None = None,
-    ) -> None:
-        """Receiving from now on (the caller has handed its webhooks the sender) while `probe`
-        checks the credentials, as `check_credentials` does; returns once they are checked or
+    async def receive_while_checking(self, check: CredentialsCheck, *, task_name: str) -> None:
+        """Receiving from now on (the caller has handed its webhooks the sender) while `check`
+        runs, as `check_credentials` runs it; returns once the credentials are checked or
         `stop()` is called."""
         self.receiving.set()
-        checked = self.check_credentials(
-            probe, what, channel=channel, refusal=refusal, suggestion=suggestion
-        )
+        checked = self.check_credentials(check)
         await until_stopped(checked, self.stopping, name=f"{task_name}:credentials")
 
     def receiver(self, channel: str) -> InboundSender:
@@ -170,21 +159,15 @@ class RunState:
             raise ChannelError(f"the {channel} channel is not receiving", channel=channel)
         return self.inbound
 
-    async def check_credentials(
-        self,
-        probe: Callable[[], Awaitable[object]],
-        what: str,
-        *,
-        channel: str,
-        refusal: type[ChannelError] = AuthError,
-        suggestion: str | None = None,
-    ) -> None:
-        """Run `probe` (the channel's credentials check); a `refusal` it raises is `refused`
-        (`what` and `suggestion` as there) and raised as that fatal error."""
+    async def check_credentials(self, check: CredentialsCheck) -> None:
+        """Run `check.probe`; a `check.refusal` it raises is `refused` (with `check.what` and
+        `check.suggestion`) and raised as that fatal error."""
         try:
-            await probe()
-        except refusal as error:
-            raise self.refused(what, error, channel=channel, suggestion=suggestion) from error
+            await check.probe()
+        except check.refusal as error:
+            raise self.refused(
+                check.what, error, channel=check.channel, suggestion=check.suggestion
+            ) from error
 
     def refused(
         self, what: str, error: ChannelError, *, channel: str, suggestion: str | None = None

@@ -64,7 +64,6 @@ from bus import (
     EDIT,
     REPLY_TO,
     Attachment,
-    AttachmentKind,
     ButtonRows,
     InboundMessage,
     InboundSender,
@@ -74,10 +73,10 @@ from bus import (
 from channels.buttons import ButtonLimits, packed_tap, unpacked_tap
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
 from channels.lifecycle.bounded import AgedMap, InboundDedup, RecentMap
-from channels.lifecycle.run_state import RunStateChannel
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
 from channels.line.events import LinePost
 from channels.line.webhook import LineWebhook
-from channels.media_files import MediaIntake, media_root, safe_name, safe_suffix, save_within
+from channels.media_files import MediaStore, safe_name, safe_suffix, save_within
 from channels.media_links import link_to
 from channels.outbound.delivery import delivery_uuid
 from channels.retry import answers_of, platform_calls, retry_after_s
@@ -167,22 +166,22 @@ _DEFAULT_SUFFIX = {"image": ".jpg", "video": ".mp4", "audio": ".m4a", "file": ""
 _MIME_TYPES = {"image": "image/jpeg", "video": "video/mp4", "audio": "audio/mp4"}
 
 
-def local_path(data_dir: Path, post: LinePost) -> Path:
+def local_path(store: MediaStore, post: LinePost) -> Path:
     suffix = safe_suffix(post.file_name) or _DEFAULT_SUFFIX.get(post.media_kind or "", "")
     chat = safe_name(post.chat_id, max_chars=None)
     name = safe_name(post.message_id, max_chars=None, fallback="")
-    return media_root(data_dir, "line") / chat / f"{name}{suffix}"
+    return store.root / chat / f"{name}{suffix}"
 
 
 async def download(
-    blob: AsyncMessagingApiBlob, post: LinePost, data_dir: Path, *, timeout_s: float, max_bytes: int
+    blob: AsyncMessagingApiBlob, post: LinePost, store: MediaStore, max_bytes: int
 ) -> str | None:
     """The saved file's path, or None when it is over `max_bytes` once read; raises
     `ChannelError` when LINE refuses it."""
-    async with line_call("get_message_content", timeout_s):
+    async with line_call("get_message_content", store.timeout_s):
         data = bytes(await blob.get_message_content(post.message_id))
     return await save_within(
-        local_path(data_dir, post), data, max_bytes, channel="line", message_id=post.message_id
+        local_path(store, post), data, max_bytes, channel=CHANNEL, message_id=post.message_id
     )
 
 
@@ -281,7 +280,9 @@ class LineChannel(RunStateChannel):
         self._token = config.channel_access_token.get_secret_value()
         self._api_base_url = config.api_base_url.rstrip("/")
         self._data_api_base_url = config.data_api_base_url.rstrip("/")
-        self._data_dir = data_dir
+        self._media = MediaStore(
+            data_dir, CHANNEL, max_bytes=MAX_DOWNLOAD_BYTES, timeout_s=request_timeout_s
+        )
         self._webhook_path = config.webhook_path
         self._timeout_s = request_timeout_s
         self.webhook = LineWebhook(config.channel_secret.get_secret_value())
@@ -332,9 +333,7 @@ class LineChannel(RunStateChannel):
             self._inbound = inbound
             self.webhook.take = self._take
             await self._run_state.receive_while_checking(
-                self.probe,
-                "LINE refused the channel access token",
-                channel=CHANNEL,
+                CredentialsCheck(self.probe, "LINE refused the channel access token", CHANNEL),
                 task_name="line-receiving",
             )
             log.info("line.receiving", path=self._webhook_path)
@@ -423,16 +422,8 @@ class LineChannel(RunStateChannel):
         )
         if not fetched:
             return message
-        max_bytes = min(self.max_media_bytes, MAX_DOWNLOAD_BYTES)
-        intake = MediaIntake(message, max_bytes, timeout_s=self._timeout_s)
-        fetch = partial(
-            download,
-            self._blob(),
-            post,
-            self._data_dir,
-            timeout_s=self._timeout_s,
-            max_bytes=max_bytes,
-        )
+        intake = self._media.intake(message, self.max_media_bytes)
+        fetch = partial(download, self._blob(), post, self._media, intake.max_bytes)
         await intake.take(
             fetch,
             name=post.file_name,
@@ -465,10 +456,6 @@ class LineChannel(RunStateChannel):
         if replied:
             return
         await self._push(message, text)
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        # A larger image goes as its link (`send_attachment`), which has no limit.
-        return None
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

@@ -62,8 +62,6 @@ class LineWebhook:
         return web.Response(status=401, text=text)
 
     async def handle_request(self, request: web.Request) -> web.Response:
-        # The steps every webhook takes (verify, not running: 503, parse, hand over), each in
-        # LINE's own wire format; the shared parts are `acknowledge` and `webhook_refusal`.
         body = await request.read()
         offered = request.headers.get(SIGNATURE_HEADER)
         if offered is None:

@@ -51,7 +51,7 @@ from channels.errors import (
 )
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import RecentMap
-from channels.lifecycle.run_state import RunStateChannel
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
 from channels.matrix.content import (
     MAX_CONTENT_BYTES,
     Content,
@@ -62,8 +62,8 @@ from channels.matrix.content import (
 )
 from channels.matrix.errors import CHANNEL, matrix_call, translate
 from channels.matrix.inbound import posts
-from channels.matrix.receiver import SyncHandler
-from channels.media_files import read_file
+from channels.matrix.receiver import MAX_DOWNLOAD_BYTES, SyncHandler
+from channels.media_files import MediaStore, read_file
 from channels.outbound.delivery import delivery_key
 from channels.retry import backoff_delay_s, full_jitter
 from channels.retry.pacing import RateLimits
@@ -177,7 +177,9 @@ class MatrixChannel(RunStateChannel):
         self._handler = SyncHandler(
             self._nio,
             user_id,
-            data_dir,
+            MediaStore(
+                data_dir, CHANNEL, max_bytes=MAX_DOWNLOAD_BYTES, timeout_s=timeouts.request_s
+            ),
             allowed=self.is_allowed,
             max_media_bytes=lambda: self.max_media_bytes,
             send=self._room_send,
@@ -252,7 +254,7 @@ class MatrixChannel(RunStateChannel):
 
     async def _run(self, inbound: InboundSender) -> None:
         await self._run_state.check_credentials(
-            self.probe, "the homeserver refused the credentials", channel=CHANNEL
+            CredentialsCheck(self.probe, "the homeserver refused the credentials", CHANNEL)
         )
         since = await self._since.load()
         if since is None:

@@ -42,7 +42,7 @@ from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.matrix.content import Content
 from channels.matrix.errors import CHANNEL, matrix_call, translate
 from channels.matrix.inbound import MatrixPost, invites, room_posts
-from channels.media_files import MediaIntake, media_root, safe_name, safe_suffix, save_within
+from channels.media_files import MediaStore, safe_name, safe_suffix, save_within
 from channels.stopping import until_taken
 
 # Files users post in Matrix (`m.image`, `m.file`, `m.audio`, `m.video`), fetched for the agent.
@@ -55,28 +55,28 @@ MAX_DOWNLOAD_BYTES = 25 * 1024 * 1024
 _DEFAULT_SUFFIX = {"m.image": ".jpg", "m.video": ".mp4", "m.audio": ".ogg", "m.file": ""}
 
 
-def local_path(data_dir: Path, post: MatrixPost) -> Path:
+def local_path(store: MediaStore, post: MatrixPost) -> Path:
     suffix = safe_suffix(post.file_name) or _DEFAULT_SUFFIX.get(post.msgtype, "")
     room = safe_name(post.room_id, trim_ends="._", max_chars=None)
     name = safe_name(post.event_id, trim_ends="._", max_chars=None, fallback="event")
-    return media_root(data_dir, "matrix") / room / f"{name}{suffix}"
+    return store.root / room / f"{name}{suffix}"
 
 
 async def download(
-    client: AsyncClient, post: MatrixPost, data_dir: Path, *, timeout_s: float, max_bytes: int
+    client: AsyncClient, post: MatrixPost, store: MediaStore, max_bytes: int
 ) -> str | None:
     """The saved file's path, or None when it is over `max_bytes` once read; raises
     `ChannelError` when the server refuses it."""
     assert post.media_url is not None  # only posts with a file are downloaded
-    async with matrix_call("download", timeout_s):
+    async with matrix_call("download", store.timeout_s):
         response = await client.download(mxc=post.media_url)
     if not isinstance(response, MemoryDownloadResponse):
         raise ChannelError(f"the server refused the download: {response}", channel=CHANNEL)
     return await save_within(
-        local_path(data_dir, post),
+        local_path(store, post),
         bytes(response.body),
         max_bytes,
-        channel="matrix",
+        channel=CHANNEL,
         event_id=post.event_id,
     )
 
@@ -101,7 +101,8 @@ RoomSend = Callable[[str, Content, str], Awaitable[str]]
 class SyncHandler:
     client: Callable[[], AsyncClient]
     user_id: str
-    data_dir: Path
+    #: Where the files users post are kept, and how long one download may take.
+    media: MediaStore
     _: KW_ONLY
     allowed: Callable[[str], bool]
     #: The profile's `max_media_bytes`, as the channel has it now.
@@ -176,16 +177,8 @@ class SyncHandler:
     async def _receive_file(self, post: MatrixPost, message: InboundMessage) -> InboundMessage:
         """The message with its file saved, or named in its text when it is over the limit,
         refused or timed out."""
-        max_bytes = min(self.max_media_bytes(), MAX_DOWNLOAD_BYTES)
-        intake = MediaIntake(message, max_bytes, timeout_s=self.timeout_s)
-        fetch = partial(
-            download,
-            self.client(),
-            post,
-            self.data_dir,
-            timeout_s=self.timeout_s,
-            max_bytes=max_bytes,
-        )
+        intake = self.media.intake(message, self.max_media_bytes())
+        fetch = partial(download, self.client(), post, self.media, intake.max_bytes)
         await intake.take(
             fetch,
             name=post.file_name,

@@ -49,8 +49,8 @@ from channels.errors import ChannelError, RateLimited, TransientError
 from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import ReconnectPolicy, reconnecting
-from channels.lifecycle.run_state import RunStateChannel
-from channels.media_files import MediaIntake, MediaStore, safe_file_name
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
+from channels.media_files import MediaStore, safe_file_name
 from channels.media_info import kind_for, mime_for
 from channels.media_links import link_to
 from channels.qq.api import CHANNEL, AlreadyDelivered, QQApi, ReplyWindowClosed, access_token
@@ -384,7 +384,7 @@ class QQBotChannel(RunStateChannel):
             None if data_dir is None else SessionFile(session_path(data_dir, config.app_id))
         )
         #: Where users' files are kept; None: nowhere, and they are not downloaded.
-        self._media = None if data_dir is None else MediaStore.under(data_dir, CHANNEL)
+        self._media = None if data_dir is None else MediaStore(data_dir, CHANNEL)
         self._webhook_path = config.webhook_path
         self._http_session = LazySession()
         self._token = access_token(
@@ -424,7 +424,7 @@ class QQBotChannel(RunStateChannel):
                 self._webhook.handle = take
                 self._run_state.receiving.set()
             checked = self._run_state.check_credentials(
-                self._token.get, "QQ refused the credentials", channel=CHANNEL
+                CredentialsCheck(self._token.get, "QQ refused the credentials", CHANNEL)
             )
             await until_stopped(checked, self._run_state.stopping, name="qq:token")
             if self._mode == "websocket":
@@ -537,9 +537,7 @@ class QQBotChannel(RunStateChannel):
             content = " ".join(part for part in (received.content, *kinds) if part)
             return received.model_copy(update={"content": content})
         store = self._media
-        intake = MediaIntake(
-            received, min(self.max_media_bytes, store.max_bytes), timeout_s=store.timeout_s
-        )
+        intake = store.intake(received, self.max_media_bytes)
         for number, attachment in enumerate(message.attachments):
             name = f"{message.msg_id}_{number}_{safe_file_name(attachment.name or 'file')}"
             fetch = partial(

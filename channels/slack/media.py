@@ -19,7 +19,7 @@ import structlog
 
 from bus import InboundMessage
 from channels.errors import ChannelError
-from channels.media_files import MediaIntake, MediaStore, read_file, safe_file_name
+from channels.media_files import MediaStore, read_file, safe_file_name
 from channels.media_info import too_large_reason
 from channels.slack.errors import CHANNEL
 from channels.slack.inbound import SlackFile
@@ -45,7 +45,7 @@ class FileStore:
         max_bytes: int = DEFAULT_MAX_FILE_BYTES,
         timeout_s: float = 60.0,
     ) -> None:
-        self._store = MediaStore.under(data_dir, CHANNEL, max_bytes=max_bytes, timeout_s=timeout_s)
+        self._store = MediaStore(data_dir, CHANNEL, max_bytes=max_bytes, timeout_s=timeout_s)
         self._bot_token = bot_token
         self._proxy = proxy
 
@@ -54,9 +54,7 @@ class FileStore:
     ) -> InboundMessage:
         """`message` with `files` saved, and those over `max_bytes` (or the store's own limit)
         or that cannot be fetched named in its text."""
-        intake = MediaIntake(
-            message, min(max_bytes, self._store.max_bytes), timeout_s=self._store.timeout_s
-        )
+        intake = self._store.intake(message, max_bytes)
         headers = {"Authorization": f"Bearer {self._bot_token}"}
         async with aiohttp.ClientSession(headers=headers) as session:
             for file in files:

@@ -30,7 +30,7 @@ from twilio.rest import Client
 from bus import Attachment, InboundMessage, InboundSender, OutboundMessage
 from channels.errors import AuthError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup
-from channels.lifecycle.run_state import RunStateChannel
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
 from channels.markup.plain import render_phone_text
 from channels.media_files import MediaIntake, MediaStore
 from channels.media_links import link_to
@@ -82,7 +82,7 @@ class TwilioChannel(RunStateChannel):
         self._api_base_url = config.api_base_url.rstrip("/")
         self._stranger_notice = config.stranger_notice
         self._timeout_s = request_timeout_s
-        self._media = MediaStore.under(data_dir, CHANNEL)
+        self._media = MediaStore(data_dir, CHANNEL)
         self._webhook = TwilioWebhook(
             TwilioSignature(auth_token, config.public_url),
             self._take,
@@ -103,9 +103,7 @@ class TwilioChannel(RunStateChannel):
         rejected token."""
         await self._run_state.serve(
             inbound,
-            self.probe,
-            CREDENTIALS_REFUSED,
-            channel=CHANNEL,
+            CredentialsCheck(self.probe, CREDENTIALS_REFUSED, CHANNEL),
             task_name="twilio-auth-watch",
             path=self._webhook_path,
         )

@@ -170,8 +170,6 @@ class CallbackReceiver:
         return web.Response(body=plain, content_type="text/plain")
 
     async def receive(self, request: web.Request) -> web.Response:
-        # The steps every webhook takes (verify, not running: 503, parse, hand over), each in
-        # WeCom's own wire format; the shared parts are `acknowledge` and `webhook_refusal`.
         try:
             signature, timestamp, nonce = self._query(
                 request, "msg_signature", "timestamp", "nonce"

@@ -30,8 +30,8 @@ from aiohttp import web
 from bus import Attachment, InboundMessage, InboundSender, OutboundMessage
 from channels.base import FORMATTED
 from channels.errors import AuthError, ChannelError, MessageTooLong, RateLimited, TransientError
-from channels.lifecycle.run_state import RunStateChannel
-from channels.media_files import MediaIntake, MediaStore, read_file, safe_suffix, suffix_for
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
+from channels.media_files import MediaStore, read_file, safe_suffix, suffix_for
 from channels.media_info import too_large_reason
 from channels.retry.pacing import Rate, RateLimits
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
@@ -261,7 +261,7 @@ class WeComChannel(RunStateChannel):
         self, config: WeComConfig, *, data_dir: Path, window: SendWindow | None = None
     ) -> None:
         self._config = config
-        self._media = MediaStore.under(data_dir, CHANNEL)
+        self._media = MediaStore(data_dir, CHANNEL)
         self._window = window or SendWindow()
         self._api = WeComApi(config.api_base_url, config.corp_id, config.secret.get_secret_value())
         crypto = WeComCrypto(
@@ -283,9 +283,7 @@ class WeComChannel(RunStateChannel):
         self._receiver.handle = take
         try:
             await self._run_state.receive_while_checking(
-                self._api.tokens.get,
-                "WeCom refused the credentials",
-                channel=CHANNEL,
+                CredentialsCheck(self._api.tokens.get, "WeCom refused the credentials", CHANNEL),
                 task_name="wecom-receiving",
             )
             log.info(
@@ -306,11 +304,7 @@ class WeComChannel(RunStateChannel):
             return message
         if not received.media_id or not self.is_allowed(received.sender):
             return message.model_copy(update={"content": f"[{kind}]"})
-        intake = MediaIntake(
-            message,
-            min(self.max_media_bytes, self._media.max_bytes),
-            timeout_s=self._media.timeout_s,
-        )
+        intake = self._media.intake(message, self.max_media_bytes)
         # A voice note's format is all WeCom says of its type (amr, speex).
         mime = (
             f"audio/{received.voice_format}" if kind == "audio" and received.voice_format else None

@@ -45,7 +45,7 @@ from channels.health import ChannelHealth
 from channels.lifecycle.bounded import InboundDedup, RecentMap
 from channels.lifecycle.reconnect import reconnecting
 from channels.lifecycle.run_state import RunStateChannel
-from channels.media_files import MediaIntake, MediaStore, safe_file_name
+from channels.media_files import MediaStore, safe_file_name
 from channels.media_info import too_large_reason
 from channels.split import split_message
 from channels.split.limits import PLATFORM_LIMITS, PlatformLimit
@@ -188,7 +188,7 @@ class WecomBotChannel(RunStateChannel):
         data_dir: Path,
         timeouts: WecomBotTimeouts = DEFAULT_TIMEOUTS,
     ) -> None:
-        self._media = MediaStore.under(data_dir, CHANNEL)
+        self._media = MediaStore(data_dir, CHANNEL)
         self._downloads = LazySession()
         self._bot_id = config.bot_id
         self._secret = config.secret.get_secret_value()
@@ -371,11 +371,7 @@ class WecomBotChannel(RunStateChannel):
             kinds = [f"[{ref.kind}]" for ref in callback.media]
             content = " ".join(part for part in (message.content, *kinds) if part)
             return message.model_copy(update={"content": content})
-        intake = MediaIntake(
-            message,
-            min(self.max_media_bytes, self._media.max_bytes),
-            timeout_s=self._media.timeout_s,
-        )
+        intake = self._media.intake(message, self.max_media_bytes)
         for number, ref in enumerate(callback.media):
             name = f"{callback.msg_id}_{number}"
             fetch = partial(self._download, ref, callback.chat_id, name, intake.max_bytes)

@@ -27,7 +27,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import structlog
 from cryptography.hazmat.primitives import padding
@@ -212,17 +212,20 @@ def _text_of(body: dict[str, Any]) -> str:
     return ""
 
 
-@dataclass(frozen=True, slots=True)
-class _Origin:
+class _Origin(TypedDict):
+    """Which frame, from whom, in which chat: keyword arguments of `Callback` and `CardTap`."""
+
+    req_id: str
     msg_id: str
     sender_id: str
     chat_id: str
     chat_type: ChatType
 
 
-def _origin(body: dict[str, Any], what: str) -> _Origin:
-    """Who a callback is from and in which chat: its `msgid`, the sender, and the chat (the
-    sender's own in a single chat, the group's `chatid` in a group)."""
+def _origin(frame: Frame, what: str) -> _Origin:
+    """Who a callback is from and in which chat: the frame's `req_id`, its `msgid`, the sender,
+    and the chat (the sender's own in a single chat, the group's `chatid` in a group)."""
+    body = frame.body
     msg_id = body.get("msgid")
     sender = body.get("from")
     sender_id = sender.get("userid") if isinstance(sender, dict) else None
@@ -234,18 +237,19 @@ def _origin(body: dict[str, Any], what: str) -> _Origin:
     chat_id = body.get("chatid") if chat_type == "group" else sender_id
     if not isinstance(chat_id, str) or not chat_id:
         raise MalformedFrame(f"a group {what.removeprefix('a ')} needs body.chatid")
-    return _Origin(msg_id, sender_id, chat_id, chat_type)
+    return _Origin(
+        req_id=frame.req_id,
+        msg_id=msg_id,
+        sender_id=sender_id,
+        chat_id=chat_id,
+        chat_type=chat_type,
+    )
 
 
 def parse_callback(frame: Frame) -> Callback:
     body = frame.body
-    origin = _origin(body, "a message callback")
     return Callback(
-        req_id=frame.req_id,
-        msg_id=origin.msg_id,
-        sender_id=origin.sender_id,
-        chat_id=origin.chat_id,
-        chat_type=origin.chat_type,
+        **_origin(frame, "a message callback"),
         text=_text_of(body),
         msg_type=str(body.get("msgtype") or ""),
         media=_media_of(body),
@@ -439,7 +443,7 @@ def parse_card_tap(frame: Frame) -> CardTap:
     """The tap a `template_card_event` frame tells. The event's fields are under
     `event.template_card_event` (the documented form); the official SDK's types put them on
     `event` itself, which is read where the documented place is empty."""
-    origin = _origin(frame.body, "a card event")
+    origin = _origin(frame, "a card event")
     event = frame.body.get("event")
     event = event if isinstance(event, dict) else {}
     nested = event.get(TEMPLATE_CARD_EVENT)
@@ -450,12 +454,4 @@ def parse_card_tap(frame: Frame) -> CardTap:
         raise MalformedFrame("a card event needs event.template_card_event.task_id")
     if not isinstance(event_key, str) or not event_key:
         raise MalformedFrame("a card event needs event.template_card_event.event_key")
-    return CardTap(
-        req_id=frame.req_id,
-        msg_id=origin.msg_id,
-        sender_id=origin.sender_id,
-        chat_id=origin.chat_id,
-        chat_type=origin.chat_type,
-        task_id=task_id,
-        event_key=event_key,
-    )
+    return CardTap(**origin, task_id=task_id, event_key=event_key)

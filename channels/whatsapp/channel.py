@@ -32,11 +32,11 @@ from typing import ClassVar
 import structlog
 from aiohttp import web
 
-from bus import Attachment, AttachmentKind, ButtonRows, InboundSender, OutboundMessage
+from bus import Attachment, ButtonRows, InboundSender, OutboundMessage
 from channels.buttons import ButtonLimits
 from channels.errors import ChannelError, DeliveryError, FatalChannelError
 from channels.lifecycle.bounded import InboundDedup, RecentMap
-from channels.lifecycle.run_state import RunStateChannel
+from channels.lifecycle.run_state import CredentialsCheck, RunStateChannel
 from channels.markup.plain import render_phone_text
 from channels.media_files import MediaStore
 from channels.retry.pacing import Rate, RateLimits
@@ -115,6 +115,8 @@ class WhatsAppChannel(RunStateChannel):
     name = CHANNEL
     rate_limits = RATE_LIMITS
     limit: ClassVar[PlatformLimit] = PLATFORM_LIMITS["whatsapp"]
+    #: An image, video or audio over its own limit goes as a document: one limit for all.
+    max_upload_bytes = MAX_DOCUMENT_BYTES
     buttons_shown = "in_send"
     button_limits = INTERACTIVE_LIMITS
 
@@ -134,7 +136,7 @@ class WhatsAppChannel(RunStateChannel):
         )
         self._webhook_path = config.webhook_path
         self._max_age_s = max_message_age_s
-        self._media = MediaStore.under(data_dir, CHANNEL)
+        self._media = MediaStore(data_dir, CHANNEL)
         self._webhook = WhatsAppWebhook(
             app_secret=config.app_secret.get_secret_value(),
             verify_token=config.verify_token.get_secret_value(),
@@ -157,12 +159,8 @@ class WhatsAppChannel(RunStateChannel):
         """Check the token, then take webhooks until `stop()`, cancellation or a dead token."""
         await self._run_state.serve(
             inbound,
-            self.probe,
-            TOKEN_REFUSED,
-            channel=CHANNEL,
+            CredentialsCheck(self.probe, TOKEN_REFUSED, CHANNEL, TokenRejected, TOKEN_SUGGESTION),
             task_name="whatsapp-token-watch",
-            refusal=TokenRejected,
-            suggestion=TOKEN_SUGGESTION,
             path=self._webhook_path,
         )
 
@@ -288,10 +286,6 @@ class WhatsAppChannel(RunStateChannel):
         """A `reaction` message with no emoji takes the bot's reaction back."""
         with self._send_errors_noted(chat_id):
             await self.graph.send(chat_id, "reaction", {"message_id": message_id, "emoji": ""})
-
-    def max_attachment_bytes(self, kind: AttachmentKind) -> int | None:
-        # An image, video or audio over its own limit goes as a document: one limit for all.
-        return MAX_DOCUMENT_BYTES
 
     async def send_attachment(
         self, chat_id: str, attachment: Attachment, *, reply_to: str | None, delivery_key: str

@@ -60,14 +60,14 @@ async def test_a_saved_file_leaves_no_partial_file(tmp_path: Path) -> None:
 
 
 async def test_a_store_refuses_a_path_outside_its_directory(tmp_path: Path) -> None:
-    store = MediaStore.under(tmp_path, "slack", max_bytes=10)
+    store = MediaStore(tmp_path, "slack", max_bytes=10)
     with pytest.raises(ValueError, match="outside the media directory"):
         await store.save(tmp_path / "elsewhere.bin", b"x")
     assert not (tmp_path / "elsewhere.bin").exists()
 
 
 def test_a_store_keeps_only_files_within_its_limit(tmp_path: Path) -> None:
-    store = MediaStore.under(tmp_path, "discord", max_bytes=10)
+    store = MediaStore(tmp_path, "discord", max_bytes=10)
     assert store.root == tmp_path / "media" / "discord"
     assert store.fits(None)
     assert store.fits(10)
@@ -75,7 +75,7 @@ def test_a_store_keeps_only_files_within_its_limit(tmp_path: Path) -> None:
 
 
 def test_a_file_over_the_limit_is_logged_as_too_large(tmp_path: Path) -> None:
-    store = MediaStore.under(tmp_path, "discord", max_bytes=10)
+    store = MediaStore(tmp_path, "discord", max_bytes=10)
     with capture_logs() as events:
         assert store.admits(10, file_id="f1")
         assert store.admits(None, file_id="f2")

@@ -8,7 +8,7 @@ import pytest
 
 from channels.errors import FatalChannelError
 from channels.health import ChannelHealth
-from channels.lifecycle.run_state import RunState
+from channels.lifecycle.run_state import CredentialsCheck, RunState
 
 
 def test_starting_before_receiving_then_healthy() -> None:
@@ -89,12 +89,12 @@ async def test_a_refused_credentials_check_is_the_fatal_error_of_the_run() -> No
         return "@bot"
 
     state = RunState()
-    await state.check_credentials(accepted, "X refused the token", channel="x")
+    await state.check_credentials(CredentialsCheck(accepted, "X refused the token", "x"))
     with pytest.raises(TransientError):  # not a refusal: the supervisor tries again
-        await state.check_credentials(unreachable, "X refused the token", channel="x")
+        await state.check_credentials(CredentialsCheck(unreachable, "X refused the token", "x"))
     assert state.fatal is None
     with pytest.raises(FatalChannelError, match="X refused the token") as raised:
-        await state.check_credentials(refused, "X refused the token", channel="x")
+        await state.check_credentials(CredentialsCheck(refused, "X refused the token", "x"))
     # mypy still holds `state.fatal` to the None asserted before the call that set it.
     assert (state.fatal, raised.value.suggestion) == (raised.value, "check the token")  # type: ignore[comparison-overlap]
     assert state.dead.is_set()
