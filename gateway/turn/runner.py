@@ -235,12 +235,17 @@ class TurnRunner:
                     await sink.send(StreamSnapshot(reply_so_far))
 
             reply = await agent.run(turn, show_snapshot)
-            kept = await keep_reply_files(
-                reply.attachments,
-                reply_files_dir(self._root, stream_id),
-                max_bytes=self._max_media_bytes,
-                channel=trigger.channel,
-                turn_id=stream_id,
+            # Most replies are text alone: no directory to name, nothing to keep.
+            kept = (
+                await keep_reply_files(
+                    reply.attachments,
+                    reply_files_dir(self._root, stream_id),
+                    max_bytes=self._max_media_bytes,
+                    channel=trigger.channel,
+                    turn_id=stream_id,
+                )
+                if reply.attachments
+                else None
             )
         except AgentError as error:
             log.error("turn.agent_failed", session=str(key), agent=agent_name, error=str(error))
@@ -265,17 +270,21 @@ class TurnRunner:
             await sink.send(_reaction(trigger, working, removed=True))
         if reply.reaction and reactable:
             await sink.send(_reaction(trigger, reply.reaction))
-        text = kept.with_notes(reply.content)
-        said = Message.assistant(text)
-        if kept.attachments:
-            said = said.model_copy(update={"media": [file.path for file in kept.attachments]})
+        if kept is None:
+            text, attachments = reply.content, []
+            said = Message.assistant(text)
+        else:
+            text, attachments = kept.with_notes(reply.content), list(kept.attachments)
+            said = Message.assistant(text)
+            if attachments:
+                said = said.model_copy(update={"media": [file.path for file in attachments]})
         return Answer(
             text,
             key,
             [*seeded, user_message, said],
             usage=reply.usage,
             buttons=reply.buttons,
-            attachments=list(kept.attachments),
+            attachments=attachments,
         )
 
 
