@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from bus import (
+    AGENT,
     CALLBACK,
     REACTION,
     REPLY_TO,
@@ -188,7 +189,10 @@ class TurnRunner:
             media = [path for message in messages for path in message.media]
         sink = outbound or self._outbound or _SHOWN_NOWHERE
         started = time.perf_counter()
-        agent_name = await self.agent_of(trigger)
+        if self.routes.always_default and AGENT not in metadata:
+            agent_name = DEFAULT_AGENT
+        else:
+            agent_name = await self.agent_of(trigger)
         if agent_name not in self._agents:
             # Named by a message journaled before the profile lost that agent: `default` answers.
             log.warning("turn.agent_gone", session=str(key), agent=agent_name)
