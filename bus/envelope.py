@@ -87,7 +87,9 @@ class InboundMessage(WireModel):
     def shown_id(self) -> str | None:
         """The platform message a reply or a reaction goes on: the edited message for an
         edit (its own id only dedups the edit event), else this one's."""
-        return self.edited_id() or self.message_id
+        if EDIT in self.metadata:
+            return self.edited_id() or self.message_id
+        return self.message_id
 
 
 def quoted(message_id: str, text: str | None, *, from_bot: bool) -> dict[str, str]:

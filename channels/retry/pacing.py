@@ -113,8 +113,13 @@ class _ChatBuckets:
     in_flight: bool = False
 
     def has_room(self) -> bool:
-        return not self.in_flight and all(
-            bucket is None or bucket.has_capacity() for bucket in (self.chat, self.group)
+        # Asked of every waiting call each time a call looks for the first one ready: spelled
+        # out, where a generator would be resumed once per bucket.
+        chat, group = self.chat, self.group
+        return (
+            not self.in_flight
+            and (chat is None or chat.has_capacity())
+            and (group is None or group.has_capacity())
         )
 
     def is_idle(self) -> bool:
@@ -264,9 +269,10 @@ class Pacer:
     def _blocked_for_s(self, chat_id: str) -> float:
         """How long the chat's own scopes keep a call waiting: a hold exactly, a full bucket
         about (it is looked at again then); 0 when the call may compete for the account."""
-        held_s = self._held_for_s(chat_id)
-        if held_s > 0:
-            return held_s
+        if self._chat_held_until or self._account_held_until:  # else no refusal holds it
+            held_s = self._held_for_s(chat_id)
+            if held_s > 0:
+                return held_s
         buckets = self._chats.get(chat_id)
         if buckets is None or buckets.has_room():
             return 0.0
@@ -278,8 +284,13 @@ class Pacer:
         return min([CHAT_POLL_S, *(rate.per_s / rate.count for rate in rates)])
 
     def _first_ready(self) -> _Waiting | None:
-        ready = [w for w in self._waiting if self._blocked_for_s(w.chat_id) == 0]
-        return min(ready, key=lambda w: w.order, default=None)
+        first: _Waiting | None = None
+        for waiting in self._waiting:
+            if self._blocked_for_s(waiting.chat_id) == 0 and (
+                first is None or waiting.order < first.order
+            ):
+                first = waiting
+        return first
 
     def _nudge_first_ready(self) -> None:
         first = self._first_ready()

@@ -208,10 +208,13 @@ class Dispatcher:
 
     def _route(self, received: Received) -> None:
         assert self._lanes is not None
-        message = self._runner.routes.addressed(received.message)
-        if message is not received.message:
-            # A prefix route's text: the prefix is off before triage and the agent read it.
-            received = Received(received.id, message, received.at)
+        message = received.message
+        routes = self._runner.routes
+        if routes.has_prefixes:
+            message = routes.addressed(message)
+            if message is not received.message:
+                # A prefix route's text: the prefix is off before triage and the agent read it.
+                received = Received(received.id, message, received.at)
         chat = message.session_key(self._settings.profile)
         lane = chat.base_key()
         triaged = triage(message.content)

@@ -44,6 +44,7 @@ import structlog
 
 from bus import (
     CALLBACK,
+    DELETE,
     EDIT,
     REACTION,
     TAPPED_SENT_AT,
@@ -133,7 +134,10 @@ class Intake:
         if not self._open.is_set():
             await self._open.wait()  # recovery of the previous run comes first
         message = scrubbed(message)
-        if REACTION in message.metadata and not self._inbound_reactions:
+        # A plain message has none of the keys an edit, a delete, a tap or a reaction sets:
+        # each is looked for before its reader is asked.
+        metadata = message.metadata
+        if REACTION in metadata and not self._inbound_reactions:
             self._count(message, "reaction_ignored")
             log.info("intake.reaction_ignored", channel=message.channel, reason="inbound_reactions")
             return None
@@ -142,23 +146,28 @@ class Intake:
             self._count(message, "duplicate")
             await self._duplicate(channel, message, known)
             return None
-        if message.deleted_id() is not None:
+        if DELETE in metadata and message.deleted_id() is not None:
             await self._delete(message)
             return None
-        if message.edited_id() is not None:
+        if EDIT in metadata and message.edited_id() is not None:
             edit = await self._edit(message)
             if edit is None:
                 return None
             message = edit
         # No await from the check of a tap to its record: two taps racing on one button are
         # told apart here.
-        if channel.buttons_shown == "numbered":
+        if (
+            channel.buttons_shown == "numbered"
+            and (message.channel, message.chat_id) in self._journal.state.offers
+        ):
             message = self._numbered_tap(message)
-        refusal = self._refused_tap(message)
-        if refusal is not None:
-            self._count(message, "tap_refused")
-            await self._send(message, refusal)
-            return None
+        tapped = tapped_message(message) if CALLBACK in message.metadata else None
+        if tapped is not None:
+            refusal = self._refused_tap(message, tapped)
+            if refusal is not None:
+                self._count(message, "tap_refused")
+                await self._send(message, refusal)
+                return None
         self._check_backlog(message)
         # The sender waits on a future of its own, so a channel that gives up waiting cancels
         # only that, never the write (which other messages of its batch share).
@@ -167,7 +176,6 @@ class Intake:
             message, partial(self._durable, acknowledged=acknowledged)
         )
         self._in_flight[received.id] = durable
-        tapped = tapped_message(message)
         if tapped is not None and self._buttons_single_use and channel.buttons_shown == "attached":
             await self._outbound.send(ButtonsUsed(message.channel, message.chat_id, tapped))
         return Admitted(received, acknowledged)
@@ -230,11 +238,9 @@ class Intake:
                 "global", self._settings.retry_after_s, f"the journal cannot be written: {error}"
             ) from error
 
-    def _refused_tap(self, message: InboundMessage) -> str | None:
-        """Why a tap reaches no agent (its buttons were used, or expired), or None."""
-        tapped = tapped_message(message)
-        if tapped is None:
-            return None
+    def _refused_tap(self, message: InboundMessage, tapped: str) -> str | None:
+        """Why the tap `message` of the bot message `tapped` reaches no agent (its buttons were
+        used, or expired), or None."""
         if tap_expired(message, self._buttons_ttl_s, self._wall_clock()):
             return BUTTON_EXPIRED
         if self._buttons_single_use and self._journal.state.tapped(

@@ -13,7 +13,7 @@ import asyncio
 import base64
 import binascii
 import hashlib
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
@@ -90,9 +90,12 @@ def reply_message(
     )
 
 
-def platform_ids(messages: Iterable[InboundMessage]) -> list[str]:
+def platform_ids(messages: Sequence[InboundMessage]) -> list[str]:
     """The platform ids of `messages`, in order (a message without one has none to answer;
     an edit answers the message it edits)."""
+    if len(messages) == 1:
+        shown = messages[0].shown_id()
+        return [shown] if shown else []
     return [shown for message in messages if (shown := message.shown_id())]
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from bus import (
+    AGENT,
     CALLBACK,
     REACTION,
     REPLY_TO,
@@ -129,33 +130,37 @@ class TurnRunner:
     ) -> Answer:
         """The agent's answer to `messages` (one, or several of a chat collected into one
         turn), in the chat of the last; a turn that fails is answered with the reason."""
-        content = collected_content([message.content for message in messages])
         trigger = messages[-1]
         # Every warning of the turn (an image the model cannot be shown, an audio the
-        # transcriber rejects) names the message it is about.
-        with structlog.contextvars.bound_contextvars(
+        # transcriber rejects) names the message it is about. Bound and reset by token, not
+        # with `bound_contextvars`, which reads every bound variable of the context first.
+        bound = structlog.contextvars.bind_contextvars(
             channel=trigger.channel, message_id=trigger.message_id
-        ):
-            try:
-                return await self.run(
-                    key,
-                    messages,
-                    platform_ids(messages),
-                    stream_id=stream_id,
-                    streams=streams,
-                    shows_typing=shows_typing,
-                    outbound=outbound,
-                )
-            except Exception as error:
-                # Supervision point (per turn): the turn is answered with the reason.
-                log.exception("turn.failed", session=str(key))
-                return Answer(
-                    failed_reply(error),
-                    key,
-                    [Message.user(content)],
-                    failed=True,
-                    error=failure_reason(error),
-                )
+        )
+        try:
+            return await self.run(
+                key,
+                messages,
+                platform_ids(messages),
+                stream_id=stream_id,
+                streams=streams,
+                shows_typing=shows_typing,
+                outbound=outbound,
+            )
+        except Exception as error:
+            # Supervision point (per turn): the turn is answered with the reason.
+            log.exception("turn.failed", session=str(key))
+            content = collected_content([message.content for message in messages])
+            return Answer(
+                failed_reply(error),
+                key,
+                [Message.user(content)],
+                failed=True,
+                error=failure_reason(error),
+            )
+        finally:
+            for token in bound.values():
+                token.var.reset(token)
 
     async def run(
         self,
@@ -176,11 +181,18 @@ class TurnRunner:
         `stream_id` is the turn's id: the reply's files are kept under it.
         """
         trigger = messages[-1]
-        content = collected_content([message.content for message in messages])
-        media = [path for message in messages for path in message.media]
+        metadata = trigger.metadata
+        if len(messages) == 1:
+            content, media = trigger.content, list(trigger.media)
+        else:
+            content = collected_content([message.content for message in messages])
+            media = [path for message in messages for path in message.media]
         sink = outbound or self._outbound or _SHOWN_NOWHERE
         started = time.perf_counter()
-        agent_name = await self.agent_of(trigger)
+        if self.routes.always_default and AGENT not in metadata:
+            agent_name = DEFAULT_AGENT
+        else:
+            agent_name = await self.agent_of(trigger)
         if agent_name not in self._agents:
             # Named by a message journaled before the profile lost that agent: `default` answers.
             log.warning("turn.agent_gone", session=str(key), agent=agent_name)
@@ -190,34 +202,33 @@ class TurnRunner:
             log.debug("turn.started", session=str(key), stream=stream_id, agent=agent_name)
         if shows_typing:
             await sink.send(TypingStarted(trigger.channel, trigger.chat_id))
-        # A tap or a reaction is an interaction, not a message a reaction could go on.
-        reactable = (
-            trigger.shown_id() is not None
-            and CALLBACK not in trigger.metadata
-            and REACTION not in trigger.metadata
-        )
-        working = self._working_reaction if reactable else None
+        working = self._working_reaction if self._working_reaction and _reactable(trigger) else None
         if working:
             await sink.send(_reaction(trigger, working))
         user_message = Message.user(content, media=media)
         try:
-            prepared = await prepare_messages(messages, self._transcriber)
-            user_message = Message.user(prepared.content, media=media)
+            described: Sequence[MediaInfo] = ()
+            transcripts: Mapping[str, str] = {}
+            if media:
+                # Described, and voice put in words: a turn without files has nothing to do.
+                prepared = await prepare_messages(messages, self._transcriber)
+                user_message = Message.user(prepared.content, media=media)
+                described, transcripts = prepared.attachments, prepared.transcripts
             history = await self._sessions.history(key, self._max_history)
-            seeded = seed_of(trigger) if not history else []
+            seeded = seed_of(trigger) if not history and SEED in metadata else []
             history = seeded or history
             turn = AgentTurn(
                 profile=self._profile,
                 session_key=key,
                 history=history,
                 message=user_message,
-                attachments=prepared.attachments,
-                transcripts=prepared.transcripts,
+                attachments=described,
+                transcripts=transcripts,
                 sender=sender_of(trigger),
                 chat=chat_of(trigger),
-                callback=callback_of(trigger),
-                reply_to=reply_to_of(trigger),
-                reaction=reaction_of(trigger),
+                callback=callback_of(trigger) if CALLBACK in metadata else None,
+                reply_to=reply_to_of(trigger) if REPLY_TO in metadata else None,
+                reaction=reaction_of(trigger) if REACTION in metadata else None,
             )
             show_snapshot: SnapshotSink = _show_nothing
             if streams:
@@ -235,12 +246,17 @@ class TurnRunner:
                     await sink.send(StreamSnapshot(reply_so_far))
 
             reply = await agent.run(turn, show_snapshot)
-            kept = await keep_reply_files(
-                reply.attachments,
-                reply_files_dir(self._root, stream_id),
-                max_bytes=self._max_media_bytes,
-                channel=trigger.channel,
-                turn_id=stream_id,
+            # Most replies are text alone: no directory to name, nothing to keep.
+            kept = (
+                await keep_reply_files(
+                    reply.attachments,
+                    reply_files_dir(self._root, stream_id),
+                    max_bytes=self._max_media_bytes,
+                    channel=trigger.channel,
+                    turn_id=stream_id,
+                )
+                if reply.attachments
+                else None
             )
         except AgentError as error:
             log.error("turn.agent_failed", session=str(key), agent=agent_name, error=str(error))
@@ -263,20 +279,31 @@ class TurnRunner:
         # replaces it, and taking the working one back after would take the agent's too.
         if working:
             await sink.send(_reaction(trigger, working, removed=True))
-        if reply.reaction and reactable:
+        if reply.reaction and _reactable(trigger):
             await sink.send(_reaction(trigger, reply.reaction))
-        text = kept.with_notes(reply.content)
-        said = Message.assistant(text)
-        if kept.attachments:
-            said = said.model_copy(update={"media": [file.path for file in kept.attachments]})
+        if kept is None:
+            text, attachments = reply.content, []
+            said = Message.assistant(text)
+        else:
+            text, attachments = kept.with_notes(reply.content), list(kept.attachments)
+            said = Message.assistant(text)
+            if attachments:
+                said = said.model_copy(update={"media": [file.path for file in attachments]})
         return Answer(
             text,
             key,
             [*seeded, user_message, said],
             usage=reply.usage,
             buttons=reply.buttons,
-            attachments=list(kept.attachments),
+            attachments=attachments,
         )
+
+
+def _reactable(trigger: InboundMessage) -> bool:
+    """Whether a reaction can go on `trigger`: a tap or a reaction is an interaction, not a
+    message a reaction could go on."""
+    metadata = trigger.metadata
+    return CALLBACK not in metadata and REACTION not in metadata and trigger.shown_id() is not None
 
 
 def _reaction(trigger: InboundMessage, emoji: str, *, removed: bool = False) -> ReactionChanged:

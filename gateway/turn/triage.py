@@ -84,6 +84,11 @@ class AgentRoutes:
         self.names: tuple[str, ...] = tuple(config.named_agents())
         self.switchable = config.agent_switch
         self._routes: tuple[AgentRoute, ...] = tuple(config.routes)
+        #: Only a message that names its agent (`bus.AGENT`) is answered by another than
+        #: `default`: no routes, no chat's choice (a turn then asks nothing more).
+        self.always_default = not self._routes and not self.switchable
+        #: Some route takes a prefix off the text (else `addressed` changes no message).
+        self.has_prefixes = any(route.match.prefix is not None for route in self._routes)
 
     def addressed(self, message: InboundMessage) -> InboundMessage:
         """`message` as the turn reads it: when the first route that fits it has a prefix, the

@@ -119,10 +119,17 @@ class JournalState:
             self.next_id = max(self.next_id, int(record["next"]))
 
     def add_received(self, received: Received) -> None:
+        message = received.message
         self.received[received.id] = received
-        self.pending_by_chat[_chat_of(received)] += 1
+        self.pending_by_chat[message.channel, message.chat_id] += 1
         self.next_id = max(self.next_id, received.id + 1)
-        for key in (dedup_key(received), tap_key_of(received)):
+        # Only a tap (`CALLBACK`) has a tap key besides its platform id.
+        keys = (
+            (dedup_key(received), tap_key_of(received))
+            if CALLBACK in message.metadata
+            else (dedup_key(received),)
+        )
+        for key in keys:
             if key is not None:
                 self.remember(key, received.id, received.at)
                 self.fresh_dedup.append((key, received.id, received.at))
@@ -130,7 +137,7 @@ class JournalState:
     def drop_received(self, inbound_id: int) -> None:
         received = self.received.pop(inbound_id, None)
         if received is not None:
-            chat = _chat_of(received)
+            chat = (received.message.channel, received.message.chat_id)
             self.pending_by_chat[chat] -= 1
             if self.pending_by_chat[chat] <= 0:
                 del self.pending_by_chat[chat]
@@ -175,10 +182,11 @@ class JournalState:
                 self.recent[inbound_id] = outcome.reply
         while len(self.recent) > RECENT_REPLIES_MAX:
             self.recent.popitem(last=False)
-        if outcome.reply is None:
+        reply = outcome.reply
+        if reply is None:
             outcome.delivered = True
-        else:
-            self._offer(outcome.turn, outcome.reply)
+        elif reply.buttons or (reply.channel, reply.chat_id) in self.offers:
+            self._offer(outcome.turn, reply)
         self.outcomes[outcome.turn] = outcome
         for inbound_id in outcome.answers:
             turn = self.turn_of_inbound.pop(inbound_id, None)
@@ -337,10 +345,6 @@ class JournalState:
         records.extend(send.encode() for send in self.sends.values())
         records.extend(offer.encode() for offer in self.offers.values())
         return records
-
-
-def _chat_of(received: Received) -> tuple[str, str]:
-    return received.message.channel, received.message.chat_id
 
 
 def platform_key(channel: str, chat_id: str, message_id: str) -> str:
