@@ -22,8 +22,6 @@ the same two interfaces can run over a broker.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, overload
@@ -49,81 +47,19 @@ _CLOSED = _Closed()
 
 
 class _PipeState(Generic[T]):
-    """The pipe's queue: `asyncio.Queue`'s waiting (the same wake-ups, the same handing on
-    when a woken waiter was cancelled) without its `join` bookkeeping, which each item paid
-    for in calls it never used."""
-
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"pipe capacity must be at least 1, got {capacity}")
-        self.capacity = capacity
-        self.items: deque[T | _Closed] = deque()
-        #: Receivers waiting for an item, senders waiting for room.
-        self.getters: deque[asyncio.Future[None]] = deque()
-        self.putters: deque[asyncio.Future[None]] = deque()
+        self.queue: asyncio.Queue[T | _Closed] = asyncio.Queue(capacity)
         self.senders = 0
         self.receiver_closed = False
 
-    def put_nowait(self, item: T | _Closed) -> None:
-        """Queue `item`; the caller has seen there is room."""
-        self.items.append(item)
-        if self.getters:
-            _wake_next(self.getters)
-
-    async def put(self, item: T) -> None:
-        while len(self.items) >= self.capacity:
-            putter = asyncio.get_running_loop().create_future()
-            self.putters.append(putter)
-            try:
-                await putter
-            except BaseException:
-                putter.cancel()  # in case it was not done yet
-                with contextlib.suppress(ValueError):
-                    self.putters.remove(putter)
-                if len(self.items) < self.capacity and not putter.cancelled():
-                    # Woken for room it cannot take now: the next sender may.
-                    _wake_next(self.putters)
-                raise
-        self.put_nowait(item)
-
-    async def get(self) -> T | _Closed:
-        while not self.items:
-            getter = asyncio.get_running_loop().create_future()
-            self.getters.append(getter)
-            try:
-                await getter
-            except BaseException:
-                getter.cancel()  # in case it was not done yet
-                with contextlib.suppress(ValueError):
-                    self.getters.remove(getter)
-                if self.items and not getter.cancelled():
-                    # Woken for an item it cannot take now: the next receiver may.
-                    _wake_next(self.getters)
-                raise
-        return self.get_nowait()
-
-    def get_nowait(self) -> T | _Closed:
-        """The first item; the caller has seen there is one."""
-        item = self.items.popleft()
-        if self.putters:
-            _wake_next(self.putters)
-        return item
-
     def sender_gone(self) -> None:
         self.senders -= 1
-        if self.senders == 0 and len(self.items) < self.capacity:
+        if self.senders == 0 and not self.queue.full():
             # Wakes a receiver that waits on an empty queue. When the queue is full the
             # receiver is not waiting, and finds the pipe closed once it has drained it.
-            self.put_nowait(_CLOSED)
-
-
-def _wake_next(waiters: deque[asyncio.Future[None]]) -> None:
-    """The first of `waiters` still waiting is woken (and leaves the line)."""
-    while waiters:
-        waiter = waiters.popleft()
-        if not waiter.done():
-            waiter.set_result(None)
-            return
+            self.queue.put_nowait(_CLOSED)
 
 
 class PipeSender(Generic[T]):
@@ -137,16 +73,16 @@ class PipeSender(Generic[T]):
     async def send(self, item: T) -> None:
         if not self._open:
             raise PipeClosed("send on a closed sender")
-        state = self._state
-        if state.receiver_closed:
+        if self._state.receiver_closed:
             raise PipeClosed("the receiver has gone away")
-        if len(state.items) < state.capacity:
+        queue = self._state.queue
+        if not queue.full():
             # Nothing to wait for, so no window in which a close could overtake the item.
-            state.put_nowait(item)
+            queue.put_nowait(item)
             return
         self._in_flight += 1
         try:
-            await state.put(item)
+            await queue.put(item)
         finally:
             self._in_flight -= 1
             if not self._open:
@@ -176,7 +112,7 @@ class PipeSender(Generic[T]):
         return not self._open
 
     def depth(self) -> int:
-        return len(self._state.items)
+        return self._state.queue.qsize()
 
 
 class PipeReceiver(Generic[T]):
@@ -186,12 +122,10 @@ class PipeReceiver(Generic[T]):
     async def recv(self) -> T | None:
         """The next item, or `None` once every sender is closed and the pipe is drained."""
         state = self._state
-        if state.items:
-            item = state.get_nowait()
-        elif state.senders == 0 or state.receiver_closed:
+        queue = state.queue
+        if (state.senders == 0 or state.receiver_closed) and queue.empty():
             return None
-        else:
-            item = await state.get()
+        item = await queue.get()
         if isinstance(item, _Closed):
             return None
         return item
@@ -202,12 +136,12 @@ class PipeReceiver(Generic[T]):
         if state.receiver_closed:
             return
         state.receiver_closed = True
-        if len(state.items) < state.capacity:
+        if not state.queue.full():
             # Wakes a `recv` waiting on an empty queue; a full one is drained first.
-            state.put_nowait(_CLOSED)
+            state.queue.put_nowait(_CLOSED)
 
     def depth(self) -> int:
-        return len(self._state.items)
+        return self._state.queue.qsize()
 
     def __aiter__(self) -> AsyncIterator[T]:
         return self._iterate()
