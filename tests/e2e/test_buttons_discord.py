@@ -45,14 +45,6 @@ queue_mode: followup
 """
 
 
-def taps_seen(webhook: FakeWebhook) -> list[dict[str, Any]]:
-    return [
-        post.json["message"]["callback"]
-        for post in webhook.requests
-        if "callback" in post.json["message"]
-    ]
-
-
 def buttons_of(message: dict[str, Any] | None) -> list[dict[str, Any]]:
     rows = (message or {}).get("components") or []
     return [button for row in rows for button in row["components"]]
@@ -126,7 +118,7 @@ async def test_buttons_render_and_a_tap_reaches_the_agent_once(tmp_path: Path) -
                 if r.json and r.json.get("content") == "Denied."
             ]
             assert answer.at < reply.at
-            assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": held_id}]
+            assert webhook.taps() == [{"data": "refund:42:no", "message_id": held_id}]
             assert webhook.requests[-1].json["message"]["content"] == "Deny"
             # Single use: the buttons are disabled, the text stays.
             await discord.wait_until(
@@ -162,7 +154,7 @@ async def test_buttons_render_and_a_tap_reaches_the_agent_once(tmp_path: Path) -
                 },
             }
             # The post itself is a message the agent may be asked about; the tap on it is not.
-            assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": held_id}]
+            assert webhook.taps() == [{"data": "refund:42:no", "message_id": held_id}]
         finally:
             await daemon.stop()
 
@@ -192,7 +184,7 @@ async def test_a_tap_is_answered_once_across_a_sigkill_after_its_answer(tmp_path
             await discord.wait_until(lambda: len(discord.live_sessions) >= 1, WAIT_S)
             await discord.push_tap(chat, held_id, "refund:42:yes", ALICE, interaction_id=tap)
             await daemon.wait_log(logged("discord.tap_not_answered"))
-            assert taps_seen(webhook) == [{"data": "refund:42:yes", "message_id": held_id}]
+            assert webhook.taps() == [{"data": "refund:42:yes", "message_id": held_id}]
             texts = [m.get("content") for m in discord.bot_messages(chat)]
             assert texts.count("Approved.") == 1
         finally:

@@ -4,7 +4,6 @@ reply of just the number is the tap of that button, through the daemon subproces
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -13,22 +12,11 @@ from tests.fakes.imap_server import FakeImap
 from tests.fakes.mail import make_mail
 from tests.fakes.matrix_server import SERVER, FakeMatrix
 from tests.fakes.smtp_server import FakeSmtp
-from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
+from tests.fakes.webhook_server import APPROVE_OR_DENY, FakeWebhook, ScriptedReply
 
 pytestmark = pytest.mark.slow
 
 ALICE = f"@alice:{SERVER}"
-BUTTONS = [
-    [{"text": "Approve", "data": "refund:42:yes"}, {"text": "Deny", "data": "refund:42:no"}],
-]
-
-
-def taps_seen(webhook: FakeWebhook) -> list[dict[str, Any]]:
-    return [
-        post.json["message"]["callback"]
-        for post in webhook.requests
-        if "callback" in post.json["message"]
-    ]
 
 
 async def test_matrix_shows_a_numbered_list_and_2_taps_the_second_button(tmp_path: Path) -> None:
@@ -47,7 +35,7 @@ channels:
             await daemon.wait_log(logged("matrix.receiving"))
             await matrix.wait_until(lambda: matrix.long_polls_waiting > 0, WAIT_S)
             room = matrix.create_room([ALICE])
-            webhook.script(ScriptedReply(text="Approve the refund?", buttons=BUTTONS))
+            webhook.script(ScriptedReply(text="Approve the refund?", buttons=APPROVE_OR_DENY))
             matrix.say(room, ALICE, "refund please")
             listed = "Approve the refund?\n\nReply 1 for Approve, 2 for Deny"
             await matrix.wait_until(lambda: listed in matrix.shown(room), WAIT_S)
@@ -55,7 +43,7 @@ channels:
             webhook.script(ScriptedReply(text="Denied."))
             matrix.say(room, ALICE, "2")
             await matrix.wait_until(lambda: "Denied." in matrix.shown(room), WAIT_S)
-            [tap] = taps_seen(webhook)
+            [tap] = webhook.taps()
             assert tap["data"] == "refund:42:no"
             assert webhook.requests[-1].json["message"]["content"] == "Deny"
 
@@ -64,7 +52,7 @@ channels:
             matrix.say(room, ALICE, "1")
             await matrix.wait_until(lambda: "One what?" in matrix.shown(room), WAIT_S)
             assert webhook.requests[-1].json["message"]["content"] == "1"
-            assert len(taps_seen(webhook)) == 1
+            assert len(webhook.taps()) == 1
 
 
 async def test_email_ends_the_reply_with_a_numbered_list_and_2_taps_the_second_button(
@@ -85,7 +73,7 @@ channels:
         async with running_daemon(tmp_path, {"mail": profile}) as daemon:
             await daemon.wait_log(logged("email.imap_connected"))
             await imap.wait_until(lambda: imap.idling > 0, WAIT_S)
-            webhook.script(ScriptedReply(text="Approve the refund?", buttons=BUTTONS))
+            webhook.script(ScriptedReply(text="Approve the refund?", buttons=APPROVE_OR_DENY))
             await imap.deliver(make_mail(alice, "refund please", message_id="<r1@client.example>"))
             await smtp.wait_until(lambda: len(smtp.to(alice)) == 1, WAIT_S)
             [asked] = smtp.to(alice)
@@ -95,6 +83,6 @@ channels:
             await imap.deliver(make_mail(alice, "2", message_id="<r2@client.example>"))
             await smtp.wait_until(lambda: len(smtp.to(alice)) == 2, WAIT_S)
             assert "Denied." in smtp.to(alice)[-1].text
-            [tap] = taps_seen(webhook)
+            [tap] = webhook.taps()
             assert tap["data"] == "refund:42:no"
             assert webhook.requests[-1].json["message"]["content"] == "Deny"

@@ -13,22 +13,18 @@ the card's text, and no agent without.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged
 from tests.fakes.feishu_server import FakeFeishu, FeishuMessage
-from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
+from tests.fakes.webhook_server import APPROVE_OR_DENY, FakeWebhook, ScriptedReply
 from tests.support.daemon import DaemonProcess, write_config
 
 pytestmark = pytest.mark.slow
 
 ALICE = "ou_alice0000000000000001"
 WEBHOOK_PATH = "/feishu/events"
-BUTTONS = [
-    [{"text": "Approve", "data": "refund:42:yes"}, {"text": "Deny", "data": "refund:42:no"}],
-]
 
 
 def profile(fake: FakeFeishu, webhook: FakeWebhook, *, mode: str, extra: str = "") -> str:
@@ -54,14 +50,6 @@ queue_mode: followup
 """
 
 
-def taps_seen(webhook: FakeWebhook) -> list[dict[str, Any]]:
-    return [
-        post.json["message"]["callback"]
-        for post in webhook.requests
-        if "callback" in post.json["message"]
-    ]
-
-
 def said(fake: FakeFeishu, chat: str, text: str) -> bool:
     return text in fake.texts(chat)
 
@@ -79,7 +67,7 @@ async def asked_with_buttons(
     fake: FakeFeishu, webhook: FakeWebhook, chat: str, url: str
 ) -> FeishuMessage:
     """The user asks over the webhook; the agent answers with two buttons: the card."""
-    webhook.script(ScriptedReply(text="Approve the refund?", buttons=BUTTONS))
+    webhook.script(ScriptedReply(text="Approve the refund?", buttons=APPROVE_OR_DENY))
     status, _ = await fake.post_event(url, fake.message_event(ALICE, chat, "refund please"))
     assert status == 200
     await fake.wait_until(lambda: any(m.buttons for m in fake.chat_messages(chat)), WAIT_S)
@@ -128,7 +116,7 @@ async def test_buttons_render_and_a_webhook_tap_reaches_the_agent_once(tmp_path:
             assert not said(fake, chat, "Denied.")
             webhook.control.release.set()
             await fake.wait_until(lambda: said(fake, chat, "Denied."), WAIT_S)
-            assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": held.message_id}]
+            assert webhook.taps() == [{"data": "refund:42:no", "message_id": held.message_id}]
             assert webhook.requests[-1].json["message"]["content"] == "Deny"
             # Single use: the card is updated without its buttons; its text stays.
             await fake.wait_until(lambda: not held.buttons, WAIT_S)
@@ -144,7 +132,7 @@ async def test_buttons_render_and_a_webhook_tap_reaches_the_agent_once(tmp_path:
                 lambda: any("Already answered" in text for text in fake.texts(chat)), WAIT_S
             )
             assert len(webhook.requests) == asked
-            assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": held.message_id}]
+            assert webhook.taps() == [{"data": "refund:42:no", "message_id": held.message_id}]
         finally:
             await daemon.stop()
 
@@ -157,7 +145,7 @@ async def test_a_tap_over_the_long_connection_is_acknowledged_before_a_slow_agen
         config = write_config(tmp_path, {"fs": profile(fake, webhook, mode="ws")})
         daemon = await started(config, fake, mode="ws")
         try:
-            webhook.script(ScriptedReply(text="Approve the refund?", buttons=BUTTONS))
+            webhook.script(ScriptedReply(text="Approve the refund?", buttons=APPROVE_OR_DENY))
             asked = await fake.push_event(fake.message_event(ALICE, chat, "refund please"))
             await fake.wait_until(lambda: fake.acked(asked), WAIT_S)
             await fake.wait_until(lambda: any(m.buttons for m in fake.chat_messages(chat)), WAIT_S)
@@ -173,20 +161,12 @@ async def test_a_tap_over_the_long_connection_is_acknowledged_before_a_slow_agen
             assert not said(fake, chat, "Approved.")
             webhook.control.release.set()
             await fake.wait_until(lambda: said(fake, chat, "Approved."), WAIT_S)
-            assert taps_seen(webhook) == [{"data": "refund:42:yes", "message_id": held.message_id}]
+            assert webhook.taps() == [{"data": "refund:42:yes", "message_id": held.message_id}]
             await fake.wait_until(lambda: not held.buttons, WAIT_S)
             assert held.text == "Approve the refund?"
             assert fake.texts(chat).count("Approved.") == 1
         finally:
             await daemon.stop()
-
-
-def reactions_seen(webhook: FakeWebhook) -> list[tuple[str, dict[str, Any]]]:
-    return [
-        (post.json["message"]["content"], post.json["message"]["reaction"])
-        for post in webhook.requests
-        if "reaction" in post.json["message"]
-    ]
 
 
 async def answered(
@@ -219,7 +199,7 @@ async def test_a_users_reaction_reaches_the_agent_once_with_inbound_reactions(
             # A turn after both: a second turn for the reaction would have come before it.
             await answered(fake, webhook, chat, "that is all", "Bye.")
 
-            assert reactions_seen(webhook) == [
+            assert webhook.reactions() == [
                 (
                     "[reaction 👍 to: The refund is done.]",
                     {"emoji": "👍", "message_id": card.message_id},
@@ -248,7 +228,7 @@ async def test_a_users_reaction_reaches_no_agent_by_default(tmp_path: Path) -> N
             await fake.wait_until(lambda: fake.acked(thumbs), WAIT_S)
             await answered(fake, webhook, chat, "still there?", "Still here.")
 
-            assert reactions_seen(webhook) == []
+            assert webhook.reactions() == []
             assert [post.json["message"]["content"] for post in webhook.requests] == [
                 "hi",
                 "still there?",

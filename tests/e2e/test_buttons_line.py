@@ -19,16 +19,13 @@ import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged
 from tests.fakes.line_server import FakeLine
-from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
+from tests.fakes.webhook_server import APPROVE_OR_DENY, FakeWebhook, ScriptedReply
 from tests.support.daemon import DaemonProcess, write_config
 
 pytestmark = pytest.mark.slow
 
 ALICE = "U1111111111111111111111111111a11"
 PATH = "/line/webhook"
-BUTTONS = [
-    [{"text": "Approve", "data": "refund:42:yes"}, {"text": "Deny", "data": "refund:42:no"}],
-]
 
 
 def profile(line: FakeLine, webhook: FakeWebhook) -> str:
@@ -46,14 +43,6 @@ channels:
 """
 
 
-def taps_seen(webhook: FakeWebhook) -> list[dict[str, Any]]:
-    return [
-        post.json["message"]["callback"]
-        for post in webhook.requests
-        if "callback" in post.json["message"]
-    ]
-
-
 def said(line: FakeLine, text: str) -> bool:
     return text in line.texts_to(ALICE)
 
@@ -68,7 +57,7 @@ async def asked_with_buttons(
     line: FakeLine, webhook: FakeWebhook, daemon: DaemonProcess
 ) -> list[dict[str, Any]]:
     """The user asks; the agent answers with two buttons: the quick reply actions shown."""
-    webhook.script(ScriptedReply(text="Approve the refund?", buttons=BUTTONS))
+    webhook.script(ScriptedReply(text="Approve the refund?", buttons=APPROVE_OR_DENY))
     event = line.text_event(ALICE, "refund please")
     assert await line.deliver(daemon.http_url + PATH, [event]) == 200
     await line.wait_until(lambda: any(line.quick_replies_to(ALICE)), WAIT_S)
@@ -103,7 +92,7 @@ async def test_buttons_are_quick_replies_and_a_tap_reaches_the_agent_once(
             assert not said(line, "Denied.")
             webhook.control.release.set()
             await line.wait_until(lambda: said(line, "Denied."), WAIT_S)
-            [callback] = taps_seen(webhook)
+            [callback] = webhook.taps()
             assert callback["data"] == "refund:42:no"
             held_id = callback["message_id"]
             assert isinstance(held_id, str)
@@ -119,7 +108,7 @@ async def test_buttons_are_quick_replies_and_a_tap_reaches_the_agent_once(
                 lambda: any("Already answered" in text for text in line.texts_to(ALICE)), WAIT_S
             )
             assert len(webhook.requests) == asked
-            assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": held_id}]
+            assert webhook.taps() == [{"data": "refund:42:no", "message_id": held_id}]
             assert line.texts_to(ALICE).count("Denied.") == 1
         finally:
             await daemon.stop()
@@ -155,7 +144,7 @@ async def test_a_tap_is_answered_once_across_a_sigkill_after_its_200(tmp_path: P
                 "octos_messages_in_total", profile="ln", channel="line", outcome="duplicate"
             )
             assert duplicates == 1
-            [callback] = taps_seen(webhook)
+            [callback] = webhook.taps()
             assert callback["data"] == "refund:42:yes"
             assert line.texts_to(ALICE).count("Approved.") == 1
         finally:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -45,14 +44,6 @@ channels:
     keyboard: true
     allow: [{ALICE}]
 """
-
-
-def taps_seen(webhook: FakeWebhook) -> list[dict[str, Any]]:
-    return [
-        post.json["message"]["callback"]
-        for post in webhook.requests
-        if "callback" in post.json["message"]
-    ]
 
 
 def answered(fake: FakeQQ, event_id: str) -> list[Reply]:
@@ -95,7 +86,7 @@ async def test_a_reply_shows_a_keyboard_and_a_tap_reaches_the_agent_once(tmp_pat
         [reply] = answered(fake, tap["id"])
         assert reply.content == "Denied."
         held_id = json.loads(deny["action"]["data"])["m"]
-        assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": held_id}]
+        assert webhook.taps() == [{"data": "refund:42:no", "message_id": held_id}]
         assert webhook.requests[-1].json["message"]["content"] == "Deny"
 
         # A second tap on the same message reaches no agent: it is told, and acknowledged.

@@ -14,21 +14,17 @@ from __future__ import annotations
 import copy
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged
 from tests.fakes.slack_server import FakeSlack
-from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
+from tests.fakes.webhook_server import APPROVE_OR_DENY, FakeWebhook, ScriptedReply
 from tests.support.daemon import DaemonProcess, write_config
 
 pytestmark = pytest.mark.slow
 
 ALICE = "UALICE0001"
-BUTTONS = [
-    [{"text": "Approve", "data": "refund:42:yes"}, {"text": "Deny", "data": "refund:42:no"}],
-]
 
 
 def profile(slack: FakeSlack, webhook: FakeWebhook, *, extra: str = "") -> str:
@@ -44,14 +40,6 @@ queue_mode: followup
 """
 
 
-def taps_seen(webhook: FakeWebhook) -> list[dict[str, Any]]:
-    return [
-        post.json["message"]["callback"]
-        for post in webhook.requests
-        if "callback" in post.json["message"]
-    ]
-
-
 def said(slack: FakeSlack, chat: str, text: str) -> bool:
     return any(m.get("text") == text for m in slack.bot_messages(chat))
 
@@ -64,7 +52,7 @@ async def started(config: Path, slack: FakeSlack, count: int = 1) -> DaemonProce
 
 async def asked_with_buttons(slack: FakeSlack, webhook: FakeWebhook, chat: str) -> str:
     """The user asks; the agent answers with two buttons: the ts of the bot message."""
-    webhook.script(ScriptedReply(text="Approve the refund?", buttons=BUTTONS))
+    webhook.script(ScriptedReply(text="Approve the refund?", buttons=APPROVE_OR_DENY))
     await slack.push_event(slack.user_message(chat, ALICE, "refund please", channel_type="im"))
     await slack.wait_until(
         lambda: any(slack.buttons_of(chat, m["ts"]) for m in slack.bot_messages(chat)), WAIT_S
@@ -103,7 +91,7 @@ async def test_buttons_render_and_a_tap_reaches_the_agent_once(tmp_path: Path) -
             await slack.wait_until(lambda: said(slack, chat, "Denied."), WAIT_S)
             [reply] = [c for c in slack.calls("chat.postMessage") if c.params["text"] == "Denied."]
             assert slack.acked_at[first] < reply.at
-            assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": held_ts}]
+            assert webhook.taps() == [{"data": "refund:42:no", "message_id": held_ts}]
             assert webhook.requests[-1].json["message"]["content"] == "Deny"
             # Single use: the buttons are taken off, the text stays.
             await slack.wait_until(lambda: not slack.buttons_of(chat, held_ts), WAIT_S)
@@ -163,7 +151,7 @@ async def test_a_tap_is_answered_once_across_a_sigkill_after_its_ack(tmp_path: P
             again = await slack.push_interactive(tap)
             await slack.wait_until(lambda: slack.acked(again), WAIT_S)
             await daemon.wait_log(logged("profile.started"))
-            assert taps_seen(webhook) == [{"data": "refund:42:yes", "message_id": held_ts}]
+            assert webhook.taps() == [{"data": "refund:42:yes", "message_id": held_ts}]
             texts = [m.get("text") for m in slack.bot_messages(chat)]
             assert texts.count("Approved.") == 1
         finally:

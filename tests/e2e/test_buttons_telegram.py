@@ -19,15 +19,12 @@ import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged
 from tests.fakes.telegram_server import FakeTelegram
-from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
+from tests.fakes.webhook_server import APPROVE_OR_DENY, FakeWebhook, ScriptedReply
 from tests.support.daemon import DaemonProcess, write_config
 
 pytestmark = pytest.mark.slow
 
 USER = 5150
-BUTTONS = [
-    [{"text": "Approve", "data": "refund:42:yes"}, {"text": "Deny", "data": "refund:42:no"}],
-]
 
 
 def profile(telegram: FakeTelegram, webhook: FakeWebhook, *, extra: str = "") -> str:
@@ -50,17 +47,9 @@ def keyboard_of(message: dict[str, Any]) -> list[list[dict[str, Any]]]:
     return keyboard
 
 
-def taps_seen(webhook: FakeWebhook) -> list[dict[str, Any]]:
-    return [
-        post.json["message"]["callback"]
-        for post in webhook.requests
-        if "callback" in post.json["message"]
-    ]
-
-
 async def asked_with_buttons(telegram: FakeTelegram, webhook: FakeWebhook, chat: int) -> int:
     """The user asks; the agent answers with two buttons: the bot message holding them."""
-    webhook.script(ScriptedReply(text="Approve the refund?", buttons=BUTTONS))
+    webhook.script(ScriptedReply(text="Approve the refund?", buttons=APPROVE_OR_DENY))
     telegram.push_message(chat, "refund please", user_id=USER)
     await telegram.wait_until(
         lambda: any(keyboard_of(m) for m in telegram.bot_messages(chat)), timeout_s=WAIT_S
@@ -100,7 +89,7 @@ async def test_buttons_render_and_a_tap_reaches_the_agent_once(tmp_path: Path) -
             )
             [reply] = [r for r in telegram.calls("sendMessage") if r.params["text"] == "Denied."]
             assert answers[0].at < reply.at
-            assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": str(held_id)}]
+            assert webhook.taps() == [{"data": "refund:42:no", "message_id": str(held_id)}]
             assert webhook.requests[-1].json["message"]["content"] == "Deny"
             # Single use: the keyboard is taken off.
             await telegram.wait_until(
@@ -155,7 +144,7 @@ async def test_a_tap_is_answered_once_across_a_sigkill_after_its_acknowledgement
             )
             # Telegram delivered the tap again (its offset was not confirmed): one turn still.
             await daemon.wait_log(logged("profile.started"))
-            assert taps_seen(webhook) == [{"data": "refund:42:yes", "message_id": str(held_id)}]
+            assert webhook.taps() == [{"data": "refund:42:yes", "message_id": str(held_id)}]
             assert [m.get("text") for m in telegram.bot_messages(chat)].count("Approved.") == 1
         finally:
             await daemon.stop()
@@ -194,14 +183,6 @@ async def test_a_working_reaction_appears_while_the_turn_runs_and_goes(tmp_path:
             await daemon.stop()
 
 
-def reactions_seen(webhook: FakeWebhook) -> list[tuple[str, dict[str, Any]]]:
-    return [
-        (post.json["message"]["content"], post.json["message"]["reaction"])
-        for post in webhook.requests
-        if "reaction" in post.json["message"]
-    ]
-
-
 async def test_a_users_reaction_reaches_the_agent_once_with_inbound_reactions(
     tmp_path: Path,
 ) -> None:
@@ -231,7 +212,7 @@ async def test_a_users_reaction_reaches_the_agent_once_with_inbound_reactions(
                 ),
                 timeout_s=WAIT_S,
             )
-            assert reactions_seen(webhook) == [
+            assert webhook.reactions() == [
                 (
                     "[reaction 👍 to: The refund is done.]",
                     {"emoji": "👍", "message_id": str(bot_id)},
@@ -264,7 +245,7 @@ async def test_a_users_reaction_reaches_no_agent_by_default(tmp_path: Path) -> N
                 lambda: any(m.get("text") == "Still here." for m in telegram.bot_messages(chat)),
                 timeout_s=WAIT_S,
             )
-            assert reactions_seen(webhook) == []
+            assert webhook.reactions() == []
             assert [post.json["message"]["content"] for post in webhook.requests] == [
                 "hi",
                 "still there?",

@@ -12,21 +12,17 @@ understood, and its card replaced, from the card's keys alone.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S
-from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
+from tests.fakes.webhook_server import APPROVE_OR_DENY, FakeWebhook, ScriptedReply
 from tests.fakes.wecom_bot_server import CardSent, FakeWecomBot
 from tests.support.daemon import DaemonProcess, write_config
 
 pytestmark = pytest.mark.slow
 
 ALICE = "alice"
-BUTTONS = [
-    [{"text": "Approve", "data": "refund:42:yes"}, {"text": "Deny", "data": "refund:42:no"}],
-]
 
 
 def profile(fake: FakeWecomBot, webhook: FakeWebhook) -> str:
@@ -42,17 +38,9 @@ channels:
 """
 
 
-def taps_seen(webhook: FakeWebhook) -> list[dict[str, Any]]:
-    return [
-        post.json["message"]["callback"]
-        for post in webhook.requests
-        if "callback" in post.json["message"]
-    ]
-
-
 async def asked_with_buttons(fake: FakeWecomBot, webhook: FakeWebhook) -> tuple[str, CardSent]:
     """Alice asks; the agent answers with two buttons: her message's req_id, and the card."""
-    webhook.script(ScriptedReply(text="Approve the refund?", buttons=BUTTONS))
+    webhook.script(ScriptedReply(text="Approve the refund?", buttons=APPROVE_OR_DENY))
     req_id, _ = await fake.push_text(ALICE, "refund please")
     await fake.wait_until(lambda: fake.cards_to(ALICE), WAIT_S)
     [sent] = fake.cards_to(ALICE)
@@ -91,7 +79,7 @@ async def test_buttons_are_a_card_and_a_tap_reaches_the_agent_once(tmp_path: Pat
 
             webhook.control.release.set()
             await fake.wait_until(lambda: "Denied." in fake.markdown_to(ALICE), WAIT_S)
-            assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": sent.task_id}]
+            assert webhook.taps() == [{"data": "refund:42:no", "message_id": sent.task_id}]
             assert webhook.requests[-1].json["message"]["content"] == "Deny"
 
             # A second tap, from a client still showing the whole card, reaches no agent.
@@ -102,7 +90,7 @@ async def test_buttons_are_a_card_and_a_tap_reaches_the_agent_once(tmp_path: Pat
                 WAIT_S,
             )
             assert len(webhook.requests) == asked
-            assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": sent.task_id}]
+            assert webhook.taps() == [{"data": "refund:42:no", "message_id": sent.task_id}]
             assert fake.markdown_to(ALICE).count("Denied.") == 1
             # The card still shows the first choice.
             await fake.wait_until(lambda: len(fake.card_updates) == 2, WAIT_S)
@@ -127,7 +115,7 @@ async def test_a_tap_after_a_restart_is_understood_from_the_cards_keys(tmp_path:
             approve = sent.card["button_list"][0]
             await fake.push_card_event(ALICE, sent.task_id, approve["key"])
             await fake.wait_until(lambda: "Approved." in fake.markdown_to(ALICE), WAIT_S)
-            assert taps_seen(webhook) == [{"data": "refund:42:yes", "message_id": sent.task_id}]
+            assert webhook.taps() == [{"data": "refund:42:yes", "message_id": sent.task_id}]
             assert webhook.requests[-1].json["message"]["content"] == "Approve"
             await fake.wait_until(lambda: fake.card_updates, WAIT_S)
             shown = fake.cards[sent.task_id]

@@ -14,12 +14,11 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged
-from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
+from tests.fakes.webhook_server import APPROVE_OR_DENY, FakeWebhook, ScriptedReply
 from tests.fakes.whatsapp_server import FakeWhatsApp, SentMessage, post_json
 from tests.support.daemon import DaemonProcess, write_config
 
@@ -27,9 +26,6 @@ pytestmark = pytest.mark.slow
 
 ALICE = "15550001111"
 PATH = "/whatsapp/webhook"
-BUTTONS = [
-    [{"text": "Approve", "data": "refund:42:yes"}, {"text": "Deny", "data": "refund:42:no"}],
-]
 
 
 def profile(whatsapp: FakeWhatsApp, webhook: FakeWebhook, *, extra: str = "") -> str:
@@ -46,14 +42,6 @@ queue_mode: followup
     api_base_url: {whatsapp.base_url}
     allow: [{ALICE}]
 """
-
-
-def taps_seen(webhook: FakeWebhook) -> list[dict[str, Any]]:
-    return [
-        post.json["message"]["callback"]
-        for post in webhook.requests
-        if "callback" in post.json["message"]
-    ]
 
 
 def said(whatsapp: FakeWhatsApp, text: str) -> bool:
@@ -80,7 +68,7 @@ async def asked_with_buttons(
     whatsapp: FakeWhatsApp,
     webhook: FakeWebhook,
     daemon: DaemonProcess,
-    buttons: list[list[dict[str, str]]] = BUTTONS,
+    buttons: list[list[dict[str, str]]] = APPROVE_OR_DENY,
 ) -> SentMessage:
     """The user asks; the agent answers with buttons: the interactive message holding them."""
     webhook.script(ScriptedReply(text="Approve the refund?", buttons=buttons))
@@ -119,7 +107,7 @@ async def test_buttons_are_reply_buttons_and_a_tap_reaches_the_agent_once(
             assert not said(whatsapp, "Denied.")
             webhook.control.release.set()
             await whatsapp.wait_until(lambda: said(whatsapp, "Denied."), WAIT_S)
-            assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": held.wamid}]
+            assert webhook.taps() == [{"data": "refund:42:no", "message_id": held.wamid}]
             assert webhook.requests[-1].json["message"]["content"] == "Deny"
 
             # The buttons stay on the message: a second tap on them reaches no agent, and the
@@ -155,7 +143,7 @@ async def test_more_than_three_buttons_are_a_list_and_a_row_is_a_tap(tmp_path: P
             assert await notify(whatsapp, daemon, tap) == 200
             assert await notify(whatsapp, daemon, tap) == 200
             await whatsapp.wait_until(lambda: said(whatsapp, "Option 3 it is."), WAIT_S)
-            assert taps_seen(webhook) == [{"data": "option:3", "message_id": held.wamid}]
+            assert webhook.taps() == [{"data": "option:3", "message_id": held.wamid}]
             assert webhook.requests[-1].json["message"]["content"] == "Option 3"
         finally:
             await daemon.stop()
@@ -187,18 +175,10 @@ async def test_a_tap_is_answered_once_across_a_sigkill_after_its_200(tmp_path: P
                 "octos_messages_in_total", profile="wa", channel="whatsapp", outcome="duplicate"
             )
             assert duplicates == 1
-            assert taps_seen(webhook) == [{"data": "refund:42:yes", "message_id": held.wamid}]
+            assert webhook.taps() == [{"data": "refund:42:yes", "message_id": held.wamid}]
             assert whatsapp.texts_to(ALICE).count("Approved.") == 1
         finally:
             await daemon.stop()
-
-
-def reactions_seen(webhook: FakeWebhook) -> list[tuple[str, dict[str, Any]]]:
-    return [
-        (post.json["message"]["content"], post.json["message"]["reaction"])
-        for post in webhook.requests
-        if "reaction" in post.json["message"]
-    ]
 
 
 def bot_text(whatsapp: FakeWhatsApp, text: str) -> SentMessage:
@@ -239,7 +219,7 @@ async def test_a_users_reaction_reaches_the_agent_once_with_inbound_reactions(
                 "[reaction 👍 to: The refund is done.]",
                 "hi?",
             ]
-            assert reactions_seen(webhook) == [
+            assert webhook.reactions() == [
                 (
                     "[reaction 👍 to: The refund is done.]",
                     {"emoji": "👍", "message_id": answer.wamid},
@@ -269,7 +249,7 @@ async def test_a_users_reaction_reaches_no_agent_by_default(tmp_path: Path) -> N
             still = whatsapp.text_notification(ALICE, "still there?")
             assert await notify(whatsapp, daemon, still) == 200
             await whatsapp.wait_until(lambda: said(whatsapp, "Still here."), WAIT_S)
-            assert reactions_seen(webhook) == []
+            assert webhook.reactions() == []
             assert [post.json["message"]["content"] for post in webhook.requests] == [
                 "hi",
                 "still there?",

@@ -14,7 +14,7 @@ from channels.buttons import BUTTON_ALREADY_USED, BUTTON_EXPIRED
 from tests.e2e.cluster_daemons import cluster_config, processes, start_role
 from tests.e2e.conftest import WAIT_S
 from tests.e2e.telegram_profiles import polling_profile
-from tests.e2e.test_buttons_telegram import USER, asked_with_buttons, keyboard_of, taps_seen
+from tests.e2e.test_buttons_telegram import USER, asked_with_buttons, keyboard_of
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.webhook_server import FakeWebhook, ScriptedReply
 from tests.support.postgres import fresh_scope
@@ -43,7 +43,7 @@ async def test_two_taps_on_one_button_reach_the_agent_once_and_the_keyboard_goes
         fake.push_tap(chat, held_id, "refund:42:no", user_id=USER)
         fake.push_tap(chat, held_id, "refund:42:yes", user_id=USER)
         await fake.wait_until(lambda: said("Denied.") and said(BUTTON_ALREADY_USED), timeout_s=30)
-        assert taps_seen(webhook) == [{"data": "refund:42:no", "message_id": str(held_id)}]
+        assert webhook.taps() == [{"data": "refund:42:no", "message_id": str(held_id)}]
         # Single use: the worker whose tap passed has the ingress take the keyboard off.
         await fake.wait_until(
             lambda: not keyboard_of(fake.state.messages[(chat, held_id)]), timeout_s=WAIT_S
@@ -80,7 +80,7 @@ async def test_a_tap_after_the_buttons_ttl_reaches_no_agent(
             timeout_s=WAIT_S,
         )
         await fake.wait_for_calls("answerCallbackQuery", count=1)
-        assert taps_seen(webhook) == []
+        assert webhook.taps() == []
         assert len(webhook.requests) == 1  # the question that showed the buttons
         # An expired tap uses nothing: the keyboard stays as it was.
         assert keyboard_of(fake.state.messages[(chat, held_id)])

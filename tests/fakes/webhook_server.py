@@ -74,6 +74,12 @@ class RecordedPost:
 _STREAM_TYPES = {"sse": "text/event-stream", "ndjson": "application/x-ndjson"}
 
 
+#: The two buttons of a reply that asks to approve a refund, as the agent writes them.
+APPROVE_OR_DENY: list[list[dict[str, str]]] = [
+    [{"text": "Approve", "data": "refund:42:yes"}, {"text": "Deny", "data": "refund:42:no"}],
+]
+
+
 class FakeWebhook(ScriptedFake[ScriptedReply]):
     """The fake endpoint at `url`; requests take scripted replies in order, then `default`."""
 
@@ -91,6 +97,22 @@ class FakeWebhook(ScriptedFake[ScriptedReply]):
     @property
     def url(self) -> str:
         return f"{self.origin}{HOOK_PATH}"
+
+    def taps(self) -> list[dict[str, Any]]:
+        """The `callback` of each button tap the agent was asked about, in order."""
+        return [
+            post.json["message"]["callback"]
+            for post in self.requests
+            if "callback" in post.json["message"]
+        ]
+
+    def reactions(self) -> list[tuple[str, dict[str, Any]]]:
+        """The content and `reaction` of each user's reaction the agent was asked about."""
+        return [
+            (post.json["message"]["content"], post.json["message"]["reaction"])
+            for post in self.requests
+            if "reaction" in post.json["message"]
+        ]
 
     def serve(self, name: str, body: bytes, content_type: str, status: int = 200) -> str:
         """Offer a file for a reply to name; its URL."""
