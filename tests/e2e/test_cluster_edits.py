@@ -107,17 +107,7 @@ async def test_a_slack_delete_drops_a_waiting_message(
         await hook.wait_for(lambda: hook.asked("hold") == 1)
         doomed = slack.user_message(dm, ALICE, "never mind this", channel_type="im")
         await slack.push_event(doomed)
-        deleted = {
-            "type": "message",
-            "subtype": "message_deleted",
-            "channel": dm,
-            "channel_type": "im",
-            "hidden": True,
-            "deleted_ts": doomed["ts"],
-            "ts": slack.next_ts(),
-            "event_ts": slack.next_ts(),
-            "previous_message": {"type": "message", "user": ALICE, "text": doomed["text"]},
-        }
+        deleted = slack.deletion_of(doomed)
         _, envelope = await slack.push_event(deleted)
         # Acknowledged once the ingress has published it, behind the message it deletes.
         await slack.wait_until(lambda: slack.acked(envelope), WAIT_S)

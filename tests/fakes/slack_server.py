@@ -227,6 +227,24 @@ class FakeSlack(ServedFake):
         self.messages.setdefault(channel, []).append(dict(event))
         return event
 
+    def deletion_of(self, message_event: JsonObject) -> JsonObject:
+        """The `message_deleted` event Slack sends when the user deletes `message_event`."""
+        return {
+            "type": "message",
+            "subtype": "message_deleted",
+            "channel": message_event["channel"],
+            "channel_type": message_event.get("channel_type", "channel"),
+            "hidden": True,
+            "deleted_ts": message_event["ts"],
+            "ts": self.next_ts(),
+            "event_ts": self.next_ts(),
+            "previous_message": {
+                "type": "message",
+                "user": message_event["user"],
+                "text": message_event["text"],
+            },
+        }
+
     def mention_of(self, message_event: JsonObject) -> JsonObject:
         """The `app_mention` event Slack sends beside `message` for a post naming the bot."""
         event = {k: v for k, v in message_event.items() if k not in ("channel_type", "subtype")}
