@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,10 +12,7 @@ from structlog.testing import capture_logs
 
 from bus import CALLBACK, TAPPED_SENT_AT, Button, InboundMessage, OutboundMessage
 from bus.envelope import ANSWERS
-from channels.access.allow import AllowList
 from channels.errors import RateLimited
-from channels.lifecycle.reconnect import ReconnectPolicy
-from channels.wecom_bot import WecomBotChannel, WecomBotTimeouts
 from channels.wecom_bot.frames import (
     BUTTON_KEY_MAX_BYTES,
     MalformedFrame,
@@ -30,9 +25,8 @@ from channels.wecom_bot.frames import (
     task_id_for,
     used_card,
 )
-from tests.channels.started import OnBus, once, started_on_bus
-from tests.channels.wecom_bot.configs import wecom_bot_config
-from tests.fakes.wecom_bot_server import TASK_ID, FakeWecomBot
+from tests.channels.wecom_bot.conftest import Running
+from tests.fakes.wecom_bot_server import TASK_ID
 
 WAIT_S = 10.0
 SENT_AT = 1_750_000_000
@@ -199,26 +193,6 @@ def test_a_tap_without_its_card_or_key_is_malformed() -> None:
 
 
 # -- the channel ------------------------------------------------------------------------------
-
-
-Running = OnBus[FakeWecomBot, WecomBotChannel]
-
-
-@pytest.fixture
-async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    async with FakeWecomBot() as fake:
-        channel = WecomBotChannel(
-            wecom_bot_config(fake),
-            data_dir=tmp_path,
-            timeouts=WecomBotTimeouts(reconnect=ReconnectPolicy(base_s=0.05)),
-        )
-        channel.allow = AllowList(["alice"])
-        ready = once(channel.wait_receiving)
-        async with started_on_bus(channel, ready, name="test:wecom-bot", capacity=16) as (
-            agent,
-            _task,
-        ):
-            yield Running(fake, channel, agent)
 
 
 def reply(

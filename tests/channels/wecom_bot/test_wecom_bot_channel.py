@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -11,36 +10,14 @@ from structlog.testing import capture_logs
 
 from bus import InboundMessage, OutboundMessage, create_bus
 from bus.envelope import ANSWERS
-from channels.access.allow import AllowList
 from channels.errors import FatalChannelError, RateLimited
-from channels.lifecycle.reconnect import ReconnectPolicy
-from channels.wecom_bot import WecomBotChannel, WecomBotTimeouts
+from channels.wecom_bot import WecomBotChannel
 from channels.wecom_bot.frames import MalformedFrame, parse_callback, parse_frame
-from tests.channels.started import OnBus, once, started_on_bus
 from tests.channels.wecom_bot.configs import wecom_bot_config
+from tests.channels.wecom_bot.conftest import Running
 from tests.fakes.wecom_bot_server import FakeWecomBot
 
 WAIT_S = 10.0
-
-
-Running = OnBus[FakeWecomBot, WecomBotChannel]
-
-
-@pytest.fixture
-async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    async with FakeWecomBot() as fake:
-        channel = WecomBotChannel(
-            wecom_bot_config(fake),
-            data_dir=tmp_path,
-            timeouts=WecomBotTimeouts(reconnect=ReconnectPolicy(base_s=0.05)),
-        )
-        channel.allow = AllowList(["alice"])
-        ready = once(channel.wait_receiving)
-        async with started_on_bus(channel, ready, name="test:wecom-bot", capacity=16) as (
-            agent,
-            _task,
-        ):
-            yield Running(fake, channel, agent)
 
 
 def reply(message: InboundMessage, text: str) -> OutboundMessage:
