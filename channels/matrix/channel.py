@@ -1,11 +1,11 @@
 """The Matrix channel: a matrix-nio client on `/sync` long polling, edits for streaming.
 
 `start()` checks the access token (`whoami`; a refused token, or one of another user, is fatal),
-then syncs until `stop()`. The `since` token is kept in the channel's data directory and
-advanced only once every event of a sync response was handled: published messages are durable
-in the gateway by then (see `since.py`). A first start without a token skips the backlog; after
-that nothing is skipped: a room whose sync timeline the server cut is read back page by page
-(`receiver.py`), up to 5,000 events per room per gap.
+then syncs until `stop()`. The `since` token is kept in the channel's data directory
+(`since_path`) and advanced only once every event of a sync response was handled: published
+messages are durable in the gateway by then. A first start without a token skips the backlog;
+after that nothing is skipped: a room whose sync timeline the server cut is read back page by
+page (`receiver.py`), up to 5,000 events per room per gap.
 
 Each message is published with its event id as `message_id`, the room as the chat. In rooms of
 more than two members only messages that mention the bot are taken (`require_mention`);

@@ -1,4 +1,4 @@
-"""Outbound delivery: a reply fitted to the channel (`coalesce_fit`), sent under the one retry
+"""Outbound delivery: a reply fitted to the channel (`fit_chunks`), sent under the one retry
 policy, each chunk re-sent as plain text when the platform rejects its markup, then the reply's
 files (`send_attachments`), each checked against the platform's size limit first. A whole
 reply's send reports the platform ids of the messages it made, where the channel gives them
@@ -37,7 +37,7 @@ from channels.split import MAX_CHUNKS, split_rendered
 
 # Fitting a reply to a channel: the one function delivery and stream editing both call.
 #
-# The text is split raw (the splitter, `coalesce.py`, knows Markdown) and each chunk rendered
+# The text is split raw (the splitter, `channels.split`, knows Markdown) and each chunk rendered
 # with the channel's `format_outbound`; the splitter measures each chunk's rendering and fills it
 # as far as the limit allows (`split_rendered`), so the limit holds for what the platform
 # receives, measured in the platform's own unit, and no chunk is left short because its markup
@@ -87,7 +87,7 @@ def fit_chunks(channel: Channel, text: str, *, max_chunks: int | None = MAX_CHUN
     ):
         if not channel.limit.fits(formatted):
             log.warning(
-                "coalesce.chunk_does_not_fit",
+                "delivery.chunk_does_not_fit",
                 channel=channel.name,
                 measured=channel.limit.measure(formatted),
                 limit=channel.limit.max_units,

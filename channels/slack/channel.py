@@ -9,7 +9,7 @@ on: the listener runs before Slack is answered, and Bolt starts no task of its o
 duplicates (Slack's retries carry the same `event_id`; a mention in a channel arrives as both
 events with one `ts`), saves shared files and hands the post to the gateway, returning once it
 is durable: only then does Slack hear the event was received. Replies go out with
-`chat.postMessage` in the thread the post belongs in (see `threads.py`); streamed replies are
+`chat.postMessage` in the thread the post belongs in (`ThreadBook`); streamed replies are
 edited with `chat.update`.
 
 Typing: Slack shows no typing indicator for bots outside assistant threads, so `send_typing`

@@ -4,7 +4,7 @@ DNS rebinding points a name the attacker owns at 127.0.0.1, so a page on that na
 loopback API as "same origin"; the only trace is the `Host` header, which then names the
 attacker's domain. `HostCheck` answers 421 to a Host that is not one of the listener's names.
 A cross-site page can still send "simple" requests (a text/plain POST) without asking CORS
-first; `OriginCheck` refuses a request whose `Origin` is neither the listener's own nor listed.
+first; `origin_allowed` refuses a request whose `Origin` is neither the listener's own nor listed.
 """
 
 from __future__ import annotations
