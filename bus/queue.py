@@ -76,10 +76,12 @@ class PipeSender(Generic[T]):
         if self._state.receiver_closed:
             raise PipeClosed("the receiver has gone away")
         queue = self._state.queue
-        if not queue.full():
+        try:
             # Nothing to wait for, so no window in which a close could overtake the item.
             queue.put_nowait(item)
             return
+        except asyncio.QueueFull:
+            pass
         self._in_flight += 1
         try:
             await queue.put(item)
@@ -123,9 +125,12 @@ class PipeReceiver(Generic[T]):
         """The next item, or `None` once every sender is closed and the pipe is drained."""
         state = self._state
         queue = state.queue
-        if (state.senders == 0 or state.receiver_closed) and queue.empty():
-            return None
-        item = await queue.get()
+        try:
+            item = queue.get_nowait()
+        except asyncio.QueueEmpty:
+            if state.senders == 0 or state.receiver_closed:
+                return None
+            item = await queue.get()
         if isinstance(item, _Closed):
             return None
         return item

@@ -302,7 +302,7 @@ class Dispatcher:
             # What waits may have been deleted by its sender meanwhile (`Intake`): no turn for
             # it. From here on the turn has started: an edit no longer replaces its text.
             unanswered = self._journal.state.received
-            received = tuple(r for r in item.received if r.id in unanswered)
+            received = [r for r in item.received if r.id in unanswered]
             if not received:
                 return None
             answers = [r.id for r in received]
