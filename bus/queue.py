@@ -79,9 +79,11 @@ class PipeSender(Generic[T]):
         try:
             # Nothing to wait for, so no window in which a close could overtake the item.
             queue.put_nowait(item)
-            return
         except asyncio.QueueFull:
-            pass
+            await self._put_when_room(queue, item)
+
+    async def _put_when_room(self, queue: asyncio.Queue[T | _Closed], item: T) -> None:
+        """Wait for room, counted in flight: a close meanwhile waits for this item."""
         self._in_flight += 1
         try:
             await queue.put(item)
