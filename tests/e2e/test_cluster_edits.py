@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cluster_daemons import cluster_config, processes, start_role
-from tests.e2e.conftest import WAIT_S, logged
+from tests.e2e.conftest import WAIT_S
 from tests.e2e.test_edits_daemon import (
     ALICE,
     USER,
+    edited_commands_are_not_run,
     shown,
     slack_profile,
     telegram_profile,
@@ -72,23 +73,7 @@ async def test_an_edited_reset_is_not_a_second_reset(
         worker = await start_role(config, "worker")
         running.append(worker)
         running.append(await start_role(config, "ingress"))
-        telegram.push_message(chat, "remember me", user_id=USER)
-        await telegram.wait_until(lambda: len(shown(telegram, chat)) == 1, timeout_s=WAIT_S)
-        reset = telegram.push_message(chat, "/reset", user_id=USER)
-        await telegram.wait_until(lambda: len(shown(telegram, chat)) == 2, timeout_s=WAIT_S)
-        after_reset = shown(telegram, chat)[1]
-        telegram.push_edit(chat, reset["message_id"], "/reset now", edit_date=1_700_000_003)
-        await worker.wait_log(logged("cluster.change_ignored"))
-        # An edit of text into a command is not run either.
-        asked = telegram.push_message(chat, "still here?", user_id=USER)
-        await telegram.wait_until(lambda: len(shown(telegram, chat)) == 3, timeout_s=WAIT_S)
-        telegram.push_edit(chat, asked["message_id"], "/reset", edit_date=1_700_000_004)
-        await worker.wait_logged("cluster.change_ignored", more_than=1)
-        telegram.push_message(chat, "last", user_id=USER)
-        await telegram.wait_until(lambda: len(shown(telegram, chat)) == 4, timeout_s=WAIT_S)
-        assert shown(telegram, chat)[2:] == ["still here?", "last"]
-        assert shown(telegram, chat).count(after_reset) == 1
-        assert hook.turns == ["remember me", "still here?", "last"]
+        await edited_commands_are_not_run(telegram, hook, chat, worker, "cluster.change_ignored")
 
 
 async def test_a_slack_delete_drops_a_waiting_message(

@@ -103,29 +103,37 @@ async def test_telegram_edits_before_and_after_the_turn(tmp_path: Path) -> None:
             await daemon.stop()
 
 
+async def edited_commands_are_not_run(
+    telegram: FakeTelegram, hook: GatedWebhook, chat: int, watcher: DaemonProcess, ignored: str
+) -> None:
+    """An edited `/reset`, and a text edited into `/reset`, run nothing: `watcher` (the
+    process that decides) logs each as `ignored`, and the chat's history outlives both."""
+    telegram.push_message(chat, "remember me", user_id=USER)
+    await telegram.wait_until(lambda: len(shown(telegram, chat)) == 1, timeout_s=WAIT_S)
+    reset = telegram.push_message(chat, "/reset", user_id=USER)
+    await telegram.wait_until(lambda: len(shown(telegram, chat)) == 2, timeout_s=WAIT_S)
+    after_reset = shown(telegram, chat)[1]
+    telegram.push_edit(chat, reset["message_id"], "/reset now", edit_date=1_700_000_003)
+    await watcher.wait_log(logged(ignored))
+    # An edit of text into a command is not run either.
+    asked = telegram.push_message(chat, "still here?", user_id=USER)
+    await telegram.wait_until(lambda: len(shown(telegram, chat)) == 3, timeout_s=WAIT_S)
+    telegram.push_edit(chat, asked["message_id"], "/reset", edit_date=1_700_000_004)
+    await watcher.wait_logged(ignored, more_than=1)
+    telegram.push_message(chat, "last", user_id=USER)
+    await telegram.wait_until(lambda: len(shown(telegram, chat)) == 4, timeout_s=WAIT_S)
+    assert shown(telegram, chat)[2:] == ["still here?", "last"]
+    assert shown(telegram, chat).count(after_reset) == 1
+    assert hook.turns == ["remember me", "still here?", "last"]
+
+
 async def test_an_edited_reset_is_not_a_second_reset(tmp_path: Path) -> None:
     chat = USER + 1
     async with FakeTelegram() as telegram, GatedWebhook() as hook:
         config = write_config(tmp_path, {"tg": telegram_profile(telegram, hook.url)})
         daemon = await DaemonProcess(config, env=DAEMON_ENV).start()
         try:
-            telegram.push_message(chat, "remember me", user_id=USER)
-            await telegram.wait_until(lambda: len(shown(telegram, chat)) == 1, timeout_s=WAIT_S)
-            reset = telegram.push_message(chat, "/reset", user_id=USER)
-            await telegram.wait_until(lambda: len(shown(telegram, chat)) == 2, timeout_s=WAIT_S)
-            after_reset = shown(telegram, chat)[1]
-            telegram.push_edit(chat, reset["message_id"], "/reset now", edit_date=1_700_000_003)
-            await daemon.wait_log(logged("intake.edit_ignored"))
-            # An edit of text into a command is not run either.
-            asked = telegram.push_message(chat, "still here?", user_id=USER)
-            await telegram.wait_until(lambda: len(shown(telegram, chat)) == 3, timeout_s=WAIT_S)
-            telegram.push_edit(chat, asked["message_id"], "/reset", edit_date=1_700_000_004)
-            await daemon.wait_logged("intake.edit_ignored", more_than=1)
-            telegram.push_message(chat, "last", user_id=USER)
-            await telegram.wait_until(lambda: len(shown(telegram, chat)) == 4, timeout_s=WAIT_S)
-            assert shown(telegram, chat)[2:] == ["still here?", "last"]
-            assert shown(telegram, chat).count(after_reset) == 1
-            assert hook.turns == ["remember me", "still here?", "last"]
+            await edited_commands_are_not_run(telegram, hook, chat, daemon, "intake.edit_ignored")
         finally:
             await daemon.stop()
 

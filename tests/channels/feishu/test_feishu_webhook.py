@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import aiohttp
@@ -35,10 +36,14 @@ class Hook:
         return self.running.fake
 
 
-@pytest.fixture
-async def hook(fake: FakeFeishu) -> AsyncIterator[Hook]:
+@asynccontextmanager
+async def serving_webhook(
+    fake: FakeFeishu, *, inbound_reactions: bool = False
+) -> AsyncIterator[Hook]:
+    """The channel in webhook mode, its route served over HTTP, once it takes events."""
     async with run_feishu(
         fake,
+        inbound_reactions=inbound_reactions,
         mode="webhook",
         webhook_path=PATH,
         encrypt_key=fake.encrypt_key,
@@ -49,6 +54,12 @@ async def hook(fake: FakeFeishu) -> AsyncIterator[Hook]:
         async with LocalHttpServer(app) as server:
             await asyncio.wait_for(running.channel.wait_receiving(), 5)
             yield Hook(running, server.origin + PATH)
+
+
+@pytest.fixture
+async def hook(fake: FakeFeishu) -> AsyncIterator[Hook]:
+    async with serving_webhook(fake) as served:
+        yield served
 
 
 def test_webhook_mode_requires_both_secrets() -> None:
@@ -115,34 +126,23 @@ async def test_a_card_button_tap_posted_to_the_route_is_a_tap(hook: Hook) -> Non
 async def test_a_reaction_whose_message_cannot_be_looked_up_yet_is_answered_503(
     fake: FakeFeishu,
 ) -> None:
-    async with run_feishu(
-        fake,
-        inbound_reactions=True,
-        mode="webhook",
-        webhook_path=PATH,
-        encrypt_key=fake.encrypt_key,
-        verification_token=fake.verification_token,
-    ) as running:
-        app = web.Application()
-        app.add_routes(running.channel.web_routes())
-        async with LocalHttpServer(app) as server:
-            await asyncio.wait_for(running.channel.wait_receiving(), 5)
-            url = server.origin + PATH
-            # A card the bot sent before a restart: the channel must ask Feishu about it.
-            held = await sent_before_a_restart(fake, DM, "Sent before the restart.")
-            thumbs = fake.reaction_event(ALICE, held, "THUMBSUP")
-            fake.rate_limit_next("get")
-            headers, body = fake.sealed(thumbs)
-            async with (
-                aiohttp.ClientSession() as http,
-                http.post(url, data=body, headers=headers) as refused,
-            ):
-                assert refused.status == 503
-                assert refused.headers["Retry-After"] == "1"
-            assert running.inbound.messages == []
-            assert (await fake.post_event(url, thumbs))[0] == 200  # Feishu's retry
-            [reaction] = running.inbound.messages
-            assert (reaction.chat_id, reaction.metadata[REACTION]) == (
-                DM,
-                {"emoji": "👍", "message_id": held},
-            )
+    async with serving_webhook(fake, inbound_reactions=True) as served:
+        running, url = served.running, served.url
+        # A card the bot sent before a restart: the channel must ask Feishu about it.
+        held = await sent_before_a_restart(fake, DM, "Sent before the restart.")
+        thumbs = fake.reaction_event(ALICE, held, "THUMBSUP")
+        fake.rate_limit_next("get")
+        headers, body = fake.sealed(thumbs)
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(url, data=body, headers=headers) as refused,
+        ):
+            assert refused.status == 503
+            assert refused.headers["Retry-After"] == "1"
+        assert running.inbound.messages == []
+        assert (await fake.post_event(url, thumbs))[0] == 200  # Feishu's retry
+        [reaction] = running.inbound.messages
+        assert (reaction.chat_id, reaction.metadata[REACTION]) == (
+            DM,
+            {"emoji": "👍", "message_id": held},
+        )
