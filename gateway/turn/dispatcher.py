@@ -182,6 +182,8 @@ class Dispatcher:
         while True:
             await self._checkpoint_wanted.wait()
             self._checkpoint_wanted.clear()
+            if not self._journal.wants_checkpoint():
+                continue  # asked for while the last checkpoint ran, which has answered it
             try:
                 await self.checkpoint()
             except SessionError:

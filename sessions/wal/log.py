@@ -206,6 +206,9 @@ class WriteAheadLog:
         #: Bytes in the segments, counting what is queued (the checkpoint trigger reads it).
         self.size_bytes = 0
         self.records_since_checkpoint = 0
+        #: What the last checkpoint's snapshot wrote (counted in the two figures above).
+        self.snapshot_bytes = 0
+        self.snapshot_records = 0
 
     async def open(self) -> list[bytes]:
         """Replay the log (repairing a damaged tail) and start the writer; the payloads."""
@@ -267,8 +270,8 @@ class WriteAheadLog:
         """
         waiter = self._new_waiter()
         framed = [encode_record(payload) for payload in snapshot]
-        self.size_bytes = sum(len(record) for record in framed)
-        self.records_since_checkpoint = len(framed)
+        self.size_bytes = self.snapshot_bytes = sum(len(record) for record in framed)
+        self.records_since_checkpoint = self.snapshot_records = len(framed)
         self._seal()  # records appended after this go to the new segment, after the snapshot
         self._handover.put(_Rotate(framed, waiter))
         await waiter

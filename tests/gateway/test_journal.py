@@ -164,6 +164,29 @@ async def test_a_checkpoint_keeps_dedup_and_unfinished_work(tmp_path: Path) -> N
     await again.close()
 
 
+async def test_a_backlog_larger_than_the_threshold_does_not_checkpoint_at_every_record(
+    tmp_path: Path,
+) -> None:
+    # A checkpoint rewrites every unanswered message: counting that rewrite toward the next
+    # checkpoint would start another one at the next record, for as long as the backlog lasts.
+    journal = Journal(tmp_path, checkpoint_records=10)
+    await journal.open()
+    for index in range(30):
+        _received, durable = journal.accept(inbound(f"m{index}"))
+        await durable
+    assert journal.wants_checkpoint()
+    await journal.checkpoint(no_sessions)
+    appended_before_due = 0
+    while not journal.wants_checkpoint():
+        _received, durable = journal.accept(inbound(f"more{appended_before_due}"))
+        await durable
+        appended_before_due += 1
+    # As many records again as the snapshot rewrote (its 30 messages and the id counter).
+    assert appended_before_due == 31
+    await journal.checkpoint(no_sessions)
+    await journal.close()
+
+
 async def test_a_stream_cut_off_is_found_again_by_its_messages_and_retired_once_delivered(
     tmp_path: Path,
 ) -> None:

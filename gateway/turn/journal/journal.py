@@ -234,10 +234,20 @@ class Journal:
             )
 
     def wants_checkpoint(self) -> bool:
-        return (
-            self._log.records_since_checkpoint >= self._checkpoint_records
-            or self._log.size_bytes >= self._checkpoint_bytes
-        )
+        """Enough has been appended since the last checkpoint: the thresholds' worth, and at
+        least as much as that checkpoint's snapshot.
+
+        A checkpoint rewrites everything unfinished; with a backlog larger than the thresholds,
+        counting the snapshot itself would start the next rewrite of the whole backlog at the
+        next record. Waiting for as much again keeps a checkpoint's cost in proportion to the
+        records that called for it, and the log at most about twice what is unfinished.
+        """
+        log = self._log
+        appended_records = log.records_since_checkpoint - log.snapshot_records
+        appended_bytes = log.size_bytes - log.snapshot_bytes
+        return appended_records >= max(
+            self._checkpoint_records, log.snapshot_records
+        ) or appended_bytes >= max(self._checkpoint_bytes, log.snapshot_bytes)
 
     async def checkpoint(self, sync_sessions: Callable[[], Awaitable[None]]) -> None:
         """Make session files durable, then cut the log down to what is unfinished."""
