@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +59,7 @@ class GatedAgent(Agent):
 @dataclass
 class Rig:
     dispatcher: Dispatcher
+    journal: Journal
     agent: GatedAgent
     publisher: BusPublisher[Received]
     sessions: SessionManager
@@ -102,6 +103,7 @@ async def running(
     mode: QueueMode = "followup",
     per_chat: int = 256,
     agent: GatedAgent | None = None,
+    checkpoint_records: int = 10_000,
 ) -> AsyncIterator[Rig]:
     agent = agent or GatedAgent()
     channel = RecordingChannel("rec")
@@ -109,7 +111,7 @@ async def running(
     metrics = GatewayMetrics.create(registry)
     handle, publisher = create_bus(carries=Received)
     async with SessionStore(root, fsync="never", track_unsynced=True) as store:
-        journal = Journal(root / "journal", fsync="batch")
+        journal = Journal(root / "journal", fsync="batch", checkpoint_records=checkpoint_records)
         recovery = await journal.open()
         sessions = SessionManager(store)
         topics = ActiveTopics(root)
@@ -130,7 +132,7 @@ async def running(
         task = asyncio.create_task(dispatcher.run(recovery), name="dispatcher-under-test")
         await dispatcher.wait_ready()
         try:
-            yield Rig(dispatcher, agent, publisher, sessions, task, registry)
+            yield Rig(dispatcher, journal, agent, publisher, sessions, task, registry)
         finally:
             agent.release.set()
             dispatcher.stop_intake()
@@ -146,6 +148,51 @@ async def test_a_message_is_answered_and_both_sides_are_in_the_session(tmp_path:
         assert reply.delivery_id is not None
         session = await rig.sessions.get(said("", "").session_key("p"))
         assert [m.content for m in session.messages] == ["hello", "hello"]
+
+
+async def test_a_checkpoint_asked_for_while_one_runs_is_not_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running(tmp_path, checkpoint_records=4) as rig:
+        store = rig.sessions.store
+        sync_entered, sync_released = asyncio.Event(), asyncio.Event()
+        store_sync = store.sync
+
+        async def held_sync() -> None:
+            sync_entered.set()
+            await sync_released.wait()
+            await store_sync()
+
+        monkeypatch.setattr(store, "sync", held_sync)
+        # Whether each checkpoint had records enough behind it when it started.
+        wanted: list[bool] = []
+        second_started = asyncio.Event()
+        journal_checkpoint = rig.journal.checkpoint
+
+        async def checkpoint(sync_sessions: Callable[[], Awaitable[None]]) -> None:
+            wanted.append(rig.journal.wants_checkpoint())
+            if len(wanted) == 2:
+                second_started.set()
+            await journal_checkpoint(sync_sessions)
+
+        monkeypatch.setattr(rig.journal, "checkpoint", checkpoint)
+        number = 0
+
+        async def answered(message_count: int) -> None:
+            nonlocal number
+            for _ in range(message_count):
+                number += 1
+                await rig.send(said(f"m{number}", str(number)))
+                await rig.reply()
+
+        await answered(3)
+        await sync_entered.wait()
+        # Records come while the first checkpoint waits for the session files: each asks again.
+        await answered(3)
+        sync_released.set()
+        while not second_started.is_set():
+            await answered(1)
+        assert wanted == [True, True]
 
 
 async def test_a_platform_retry_is_not_a_second_turn(tmp_path: Path) -> None:
