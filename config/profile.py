@@ -40,7 +40,12 @@ class SessionsConfig(ConfigModel):
     max_file_mb: PositiveFloat = Field(
         10, description="Size of a session file, in MB, at which it is compacted."
     )
-    max_open: AtLeastOne = Field(1000, description="Sessions kept open in memory (LRU).")
+    max_open: AtLeastOne = Field(
+        1000,
+        description="Sessions kept open in memory (LRU). A turn in a chat whose session is not "
+        "open reads its file again: set it above the chats active at once, memory allowing (an "
+        "open session holds its messages).",
+    )
     max_concurrent_turns: AtLeastOne = Field(
         10, description="Agent turns that may run at the same time in this profile."
     )
