@@ -240,7 +240,8 @@ class Journal:
         A checkpoint rewrites everything unfinished; with a backlog larger than the thresholds,
         counting the snapshot itself would start the next rewrite of the whole backlog at the
         next record. Waiting for as much again keeps a checkpoint's cost in proportion to the
-        records that called for it, and the log at most about twice what is unfinished.
+        records that called for it, and the log within the thresholds past the last snapshot
+        (about twice the backlog when that is larger).
         """
         log = self._log
         appended_records = log.records_since_checkpoint - log.snapshot_records
