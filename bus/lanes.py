@@ -30,7 +30,8 @@ ItemT = TypeVar("ItemT")
 
 @dataclass(eq=False)
 class Lane(Generic[ItemT]):
-    """A key's waiting items and the task draining them: an open lane always has one."""
+    """A key's waiting items and the task draining them (None only while a lane opened with
+    `_open_waiting` waits for `_start`)."""
 
     pending: deque[ItemT] = field(default_factory=deque)
     worker: asyncio.Task[None] | None = None
@@ -66,9 +67,18 @@ class KeyedLanes(ABC, Generic[KeyT, ItemT, LaneT]):
     def _open(self, key: KeyT, tasks: asyncio.TaskGroup, name: str) -> LaneT:
         """A new lane for `key` (which has none), drained by a task named `name` that starts
         once the caller has queued the lane's first item and given the loop back."""
-        lane = self._lanes[key] = self._new_lane()
-        lane.worker = tasks.create_task(self._drain(key, lane), name=name)
+        lane = self._open_waiting(key)
+        self._start(key, lane, tasks, name)
         return lane
+
+    def _open_waiting(self, key: KeyT) -> LaneT:
+        """A new lane for `key` (which has none) that takes items but runs none until
+        `_start`: work for a key that must wait its turn among keys, in its own order."""
+        lane = self._lanes[key] = self._new_lane()
+        return lane
+
+    def _start(self, key: KeyT, lane: LaneT, tasks: asyncio.TaskGroup, name: str) -> None:
+        lane.worker = tasks.create_task(self._drain(key, lane), name=name)
 
     async def _drain(self, key: KeyT, lane: LaneT) -> None:
         try:

@@ -1,16 +1,20 @@
 """The outbound router: from the bus to per-chat delivery lanes (`bus.lanes`).
 
 Events for one chat (channel, chat_id) are delivered one at a time, in order, by that chat's
-lane; different chats proceed concurrently, at most `max_active_chats` at once, so one slow chat
-(a rate limit, a long retry) does not hold the others back. At most `max_queued` events wait
-in lanes; past that the router stops reading the bus, which pushes back on the agent instead of
-buffering without bound. A stream snapshot with a newer snapshot or the final reply of the same
-stream queued behind it is skipped: snapshots are whole texts, so only the newest matters.
+lane; different chats proceed concurrently, at most `max_active_chats` of each channel at once,
+so one slow chat (a rate limit, a long retry) does not hold the others back, nor a channel whose
+platform is down (its replies retried for hours) the other channels: a chat past its channel's
+count waits in its own lane, in arrival order, and the router reads on. At most `max_queued`
+events wait in lanes; past that the router stops reading the bus, which pushes back on the
+agent instead of buffering without bound. A stream snapshot with a newer snapshot or the final
+reply of the same stream queued behind it is skipped: snapshots are whole texts, so only the
+newest matters.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -95,9 +99,15 @@ class OutboundRouter(KeyedLanes[LaneKey, _Queued, _Lane]):
         max_queued: int = 1024,
     ) -> None:
         super().__init__()
+        if max_active_chats < 1:
+            raise ValueError(f"max_active_chats must be at least 1, got {max_active_chats}")
         self._deliver = deliver
         self._source_depth = source_depth
-        self._active_chats = _Slots(max_active_chats)
+        self._max_active_chats = max_active_chats
+        #: Per channel: how many of its lanes deliver now, and those waiting for one to end.
+        self._delivering: dict[str, int] = {}
+        self._waiting: dict[str, deque[tuple[LaneKey, _Lane]]] = {}
+        self._lanes_group: asyncio.TaskGroup | None = None
         self._queue_slots = _Slots(max_queued)
         self._seq = 0
         self._in_flight = 0
@@ -107,13 +117,15 @@ class OutboundRouter(KeyedLanes[LaneKey, _Queued, _Lane]):
 
     @property
     def active_chats(self) -> int:
+        """Chats with events queued or being delivered (waiting for their turn or not)."""
         return len(self._lanes)
 
     async def run(self, source: AsyncIterator[OutboundEvent]) -> None:
         """Until the source ends (or `close_intake()`) and every lane has delivered."""
         try:
             async with asyncio.TaskGroup() as group:
-                self._reader = group.create_task(self._read(source, group), name="outbound-reader")
+                self._lanes_group = group
+                self._reader = group.create_task(self._read(source), name="outbound-reader")
         finally:
             self._finished = True
             self._changed.set()
@@ -132,11 +144,11 @@ class OutboundRouter(KeyedLanes[LaneKey, _Queued, _Lane]):
                 return
             await self._changed.wait()
 
-    async def _read(self, source: AsyncIterator[OutboundEvent], group: asyncio.TaskGroup) -> None:
+    async def _read(self, source: AsyncIterator[OutboundEvent]) -> None:
         async for event in source:
             self._in_flight += 1
             try:
-                lane = await self._lane_for(event, group)
+                lane = await self._lane_for(event)
             except asyncio.CancelledError:
                 self._in_flight -= 1
                 self._changed.set()
@@ -148,19 +160,25 @@ class OutboundRouter(KeyedLanes[LaneKey, _Queued, _Lane]):
             if stream_id is not None:
                 lane.newest[stream_id] = self._seq
 
-    async def _lane_for(self, event: OutboundEvent, group: asyncio.TaskGroup) -> _Lane:
-        """The chat's lane, opened when needed, once the event has a queue slot."""
+    async def _lane_for(self, event: OutboundEvent) -> _Lane:
+        """The chat's lane, opened when needed (delivering, or waiting for its channel's turn),
+        once the event has a queue slot."""
         await self._queue_slots.take()
         key = (event.channel, event.chat_id)
         lane = self._lanes.get(key)
         if lane is None:
-            try:
-                await self._active_chats.take()
-            except asyncio.CancelledError:
-                self._queue_slots.give_back()
-                raise
-            lane = self._open(key, group, f"deliver:{key[0]}:{key[1]}")
+            lane = self._open_waiting(key)
+            delivering = self._delivering.get(event.channel, 0)
+            if delivering < self._max_active_chats:
+                self._delivering[event.channel] = delivering + 1
+                self._start_delivering(key, lane)
+            else:
+                self._waiting.setdefault(event.channel, deque()).append((key, lane))
         return lane
+
+    def _start_delivering(self, key: LaneKey, lane: _Lane) -> None:
+        assert self._lanes_group is not None
+        self._start(key, lane, self._lanes_group, f"deliver:{key[0]}:{key[1]}")
 
     def _new_lane(self) -> _Lane:
         return _Lane()
@@ -185,5 +203,22 @@ class OutboundRouter(KeyedLanes[LaneKey, _Queued, _Lane]):
             self._changed.set()
 
     def _closed(self, key: LaneKey) -> None:
-        self._active_chats.give_back()
+        channel = key[0]
+        waiting = self._waiting.get(channel)
+        if waiting:
+            # The ended lane's place goes to the channel's longest waiting chat.
+            next_key, next_lane = waiting.popleft()
+            if not waiting:
+                del self._waiting[channel]
+            try:
+                self._start_delivering(next_key, next_lane)
+            except RuntimeError:
+                # The router is being stopped (its task group takes no new task): what waits
+                # goes with it, as what the lanes hold does; a journaled reply is delivered
+                # again at the next start.
+                self._delivering[channel] -= 1
+        else:
+            self._delivering[channel] -= 1
+            if not self._delivering[channel]:
+                del self._delivering[channel]
         self._changed.set()

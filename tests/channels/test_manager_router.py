@@ -140,8 +140,10 @@ async def test_concurrency_is_bounded_and_order_kept_per_chat() -> None:
     async with asyncio.TaskGroup() as group:
         group.create_task(router.run(source()), name="router-under-test")
         await deliveries.wait_until(lambda: deliveries.active == 2)
-        assert router.active_chats == 2
-        assert not source.all_taken.is_set()  # the router waits for a free chat slot
+        # The other chats wait in their lanes; the router reads on (up to `max_queued`).
+        await asyncio.wait_for(source.all_taken.wait(), timeout=5)
+        assert router.active_chats == len(gates)
+        assert deliveries.active == 2
         for gate in gates.values():
             gate.set()
         await deliveries.wait_for_count(len(messages))
@@ -150,6 +152,35 @@ async def test_concurrency_is_bounded_and_order_kept_per_chat() -> None:
     assert deliveries.most_active <= 2
     for chat in gates:
         assert deliveries.of(chat) == [f"{chat}-{i}" for i in range(5)]
+
+
+async def test_a_channel_that_cannot_deliver_holds_only_its_own_chats() -> None:
+    # Its platform down, each delivery retried for hours: its chats fill its own places and
+    # wait in their lanes; another channel's replies go out all the while.
+    deliveries = Deliveries()
+    for chat in ("down-1", "down-2", "down-3"):
+        deliveries.gates[chat] = asyncio.Event()
+    messages: list[OutboundEvent] = [
+        OutboundMessage(channel="down", chat_id=chat, content=f"to {chat}")
+        for chat in ("down-1", "down-2", "down-3")
+    ]
+    messages += [OutboundMessage(channel="up", chat_id=f"up-{n}", content="fine") for n in range(4)]
+    source = Source(messages)
+    router = OutboundRouter(deliveries, lambda: 0, max_active_chats=2)
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(router.run(source()), name="router-under-test")
+        await deliveries.wait_for_count(4)
+        assert {message.channel for message in deliveries.delivered} == {"up"}
+        assert deliveries.active == 2  # down-1 and down-2; down-3 waits for one of them
+        deliveries.gates["down-3"].set()
+        deliveries.gates["down-1"].set()
+        await deliveries.wait_until(lambda: deliveries.of("down-3") == ["to down-3"])
+        deliveries.gates["down-2"].set()
+        await deliveries.wait_for_count(len(messages))
+        source.release.set()
+
+    assert deliveries.of("down-1") == ["to down-1"]
 
 
 async def test_an_exception_in_delivery_does_not_stop_the_lane() -> None:

@@ -14,7 +14,7 @@ many failed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -68,9 +68,11 @@ class Outage:
         return sum(1 for attempt in self.failed if needle in attempt.body)
 
     async def wait_failed(self, *, carrying: str, more_than: int, timeout_s: float) -> None:
-        await self._changes.wait_until(
-            lambda: self.failed_carrying(carrying) > more_than, timeout_s
-        )
+        await self.wait_until(lambda: self.failed_carrying(carrying) > more_than, timeout_s)
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> None:
+        """Until `condition()` holds, looked at again at each refused call."""
+        await self._changes.wait_until(condition, timeout_s)
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:

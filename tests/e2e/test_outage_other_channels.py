@@ -1,0 +1,104 @@
+"""One platform down holds back none of the other channels of its profile, through the daemon.
+
+A profile has Telegram and the HTTP API. Telegram goes down (its fake answers every call 500)
+while replies to more of its chats are due than the channel manager delivers to at once (64 per
+channel): every one of those deliveries is retried, for as long as the delivery deadline allows.
+The API must go on answering all the while, and every Telegram reply must arrive, once, when
+Telegram is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import aiohttp
+import pytest
+
+from tests.e2e.conftest import WAIT_S, running_daemon
+from tests.fakes.held_agent import HeldEchoAgent
+from tests.fakes.telegram_server import FakeTelegram
+from tests.support.daemon import free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="function")]
+
+#: More chats than the channel manager delivers to at once on one channel.
+TELEGRAM_CHATS = 70
+#: The channel manager's deliveries at once per channel (`ChannelManager.max_active_chats`).
+DELIVERING_AT_ONCE = 64
+#: Patience for the retries' backoff (up to 30 s between attempts) once Telegram is back.
+BACK_WAIT_S = 90.0
+FIRST_CHAT = 50_000
+
+
+def text_for(marker: str, number: int) -> str:
+    return f"{marker} in chat {number}"
+
+
+def chats_refused(telegram: FakeTelegram) -> int:
+    """How many chats a refused sendMessage was for (its form-encoded body names the chat)."""
+    return len(
+        {
+            parse_qs(attempt.body.decode()).get("chat_id", [""])[0]
+            for attempt in telegram.outage.failed
+            if attempt.path.endswith("/sendMessage")
+        }
+    )
+
+
+async def test_a_platform_down_holds_back_no_other_channel_of_its_profile(
+    tmp_path: Path,
+) -> None:
+    marker = f"held{uuid.uuid4().hex[:8]}"
+    api_port = free_port()
+    async with HeldEchoAgent() as agent, FakeTelegram() as telegram:
+        profile = f"""\
+agent: {{type: webhook, url: {agent.url}}}
+channels:
+  - type: telegram
+    token: "{telegram.token}"
+    base_url: {telegram.base_url}
+    base_file_url: {telegram.base_file_url}
+    poll_timeout_s: 5
+    allow: ["*"]
+  - type: api
+    port: {api_port}
+"""
+        async with running_daemon(tmp_path, {"both": profile}) as daemon:
+            await telegram.wait_until(lambda: telegram.long_polls_waiting > 0, timeout_s=WAIT_S)
+            hold = agent.hold(marker)
+            chats = [FIRST_CHAT + number for number in range(TELEGRAM_CHATS)]
+            for number, chat in enumerate(chats):
+                telegram.push_message(chat, text_for(marker, number), user_id=chat)
+            await asyncio.wait_for(hold.reached.wait(), WAIT_S)
+
+            async with telegram.outage.down():
+                hold.release.set()
+                # Every place the manager has for Telegram holds a reply it keeps retrying.
+                await telegram.outage.wait_until(
+                    lambda: chats_refused(telegram) >= DELIVERING_AT_ONCE, BACK_WAIT_S
+                )
+                async with (
+                    aiohttp.ClientSession() as http,
+                    http.post(
+                        f"http://127.0.0.1:{api_port}/v1/chat",
+                        json={"chat_id": "bob", "content": "still there?"},
+                        timeout=aiohttp.ClientTimeout(total=WAIT_S),
+                    ) as response,
+                ):
+                    assert response.status == 200
+                    assert (await response.json())["reply"] == "still there?"
+
+            def all_shown() -> bool:
+                return all(telegram.bot_messages(chat) for chat in chats)
+
+            await telegram.wait_until(all_shown, timeout_s=BACK_WAIT_S)
+            assert await daemon.stop_cleanly() == 0
+
+        shown = {
+            number: [str(message["text"]) for message in telegram.bot_messages(chat)]
+            for number, chat in enumerate(chats)
+        }
+        assert shown == {number: [text_for(marker, number)] for number in range(TELEGRAM_CHATS)}
