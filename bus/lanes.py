@@ -78,7 +78,13 @@ class KeyedLanes(ABC, Generic[KeyT, ItemT, LaneT]):
         return lane
 
     def _start(self, key: KeyT, lane: LaneT, tasks: asyncio.TaskGroup, name: str) -> None:
-        lane.worker = tasks.create_task(self._drain(key, lane), name=name)
+        """Drain `lane` in a task of `tasks`; RuntimeError when the group is stopping."""
+        drain = self._drain(key, lane)
+        try:
+            lane.worker = tasks.create_task(drain, name=name)
+        except RuntimeError:
+            drain.close()  # never to run: closed, so it is not reported as never awaited
+            raise
 
     async def _drain(self, key: KeyT, lane: LaneT) -> None:
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
+import pytest
+
 from bus import OutboundEvent, OutboundMessage, StreamSnapshot, TypingStarted
 from channels.outbound.router import OutboundRouter
 
@@ -247,3 +249,18 @@ async def test_close_intake_while_waiting_for_a_slot_leaves_nothing_in_flight() 
 
     assert deliveries.of("c1") == ["one"]
     await asyncio.wait_for(router.wait_idle(), timeout=5)
+
+
+async def test_a_router_stopped_with_chats_waiting_for_their_turn_stops_cleanly() -> None:
+    deliveries = Deliveries()
+    deliveries.gates["c1"] = asyncio.Event()
+    source = Source([out("first", "c1"), out("waits", "c2")])
+    router = OutboundRouter(deliveries, lambda: 0, max_active_chats=1)
+    running = asyncio.create_task(router.run(source()), name="router-under-test")
+    await asyncio.wait_for(source.all_taken.wait(), timeout=5)
+    assert deliveries.active == 1  # c1 delivers; c2 waits for its place
+
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert deliveries.delivered == []
