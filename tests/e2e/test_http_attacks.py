@@ -99,7 +99,8 @@ async def surface(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sur
         }
         await leave_a_session_of_a_future_schema(directory / "data" / "web")
         async with running_daemon(directory, profiles) as daemon:
-            await daemon.wait_log(lambda e: e.get("event") == "api.web_chat_ready")
+            # Each API profile (web, slow, late) logs it once its listener is bound.
+            await daemon.wait_logged("api.web_chat_ready", more_than=2)
             await telegram.wait_for_calls("setWebhook")
             await daemon.wait_log(lambda e: e.get("event") == "slack.receiving")
             yield Surface(
