@@ -186,12 +186,15 @@ async def test_a_checkpoint_asked_for_while_one_runs_is_not_run_again(
                 await rig.reply()
 
         await answered(3)
-        await sync_entered.wait()
+        await asyncio.wait_for(sync_entered.wait(), WAIT_S)
         # Records come while the first checkpoint waits for the session files: each asks again.
         await answered(3)
         sync_released.set()
-        while not second_started.is_set():
+        for _ in range(50):  # each message brings a few records: far more than enough
+            if second_started.is_set():
+                break
             await answered(1)
+        assert second_started.is_set()
         assert wanted == [True, True]
 
 
