@@ -203,10 +203,11 @@ class WriteAheadLog:
         self._segments: list[_Segment] = []
         self._broken: LogWriteError | None = None
         self._lock_fd = -1
-        #: Bytes in the segments, counting what is queued (the checkpoint trigger reads it).
-        self.size_bytes = 0
-        self.records_since_checkpoint = 0
-        #: What the last checkpoint's snapshot wrote (counted in the two figures above).
+        #: Appended since the last checkpoint, counting what is queued (after `open`: all that
+        #: was replayed); the checkpoint trigger reads these and the snapshot's size.
+        self.appended_bytes = 0
+        self.appended_records = 0
+        #: What the last checkpoint's snapshot wrote.
         self.snapshot_bytes = 0
         self.snapshot_records = 0
 
@@ -223,8 +224,8 @@ class WriteAheadLog:
             self._segments = [_Segment(1, segment_path(self.directory, 1))]
         last = self._segments[-1]
         last.fd = await asyncio.to_thread(self._open_segment, last.path)
-        self.size_bytes = sum(segment.size for segment in self._segments)
-        self.records_since_checkpoint = len(replay.payloads)
+        self.appended_bytes = sum(segment.size for segment in self._segments)
+        self.appended_records = len(replay.payloads)
         self._loop = asyncio.get_running_loop()
         self._handover.bind(self._loop)
         self._thread = threading.Thread(target=self._run, name="wal-writer", daemon=True)
@@ -247,8 +248,8 @@ class WriteAheadLog:
                 assert self._loop is not None
                 self._loop.call_soon(on_settled, error)
             return refused
-        self.size_bytes += len(data)
-        self.records_since_checkpoint += 1
+        self.appended_bytes += len(data)
+        self.appended_records += 1
         pending = self._pending
         if pending is None:
             pending = self._pending = _Append([], self._new_waiter())
@@ -270,8 +271,9 @@ class WriteAheadLog:
         """
         waiter = self._new_waiter()
         framed = [encode_record(payload) for payload in snapshot]
-        self.size_bytes = self.snapshot_bytes = sum(len(record) for record in framed)
-        self.records_since_checkpoint = self.snapshot_records = len(framed)
+        self.snapshot_bytes = sum(len(record) for record in framed)
+        self.snapshot_records = len(framed)
+        self.appended_bytes = self.appended_records = 0
         self._seal()  # records appended after this go to the new segment, after the snapshot
         self._handover.put(_Rotate(framed, waiter))
         await waiter

@@ -244,11 +244,9 @@ class Journal:
         (about twice the backlog when that is larger).
         """
         log = self._log
-        appended_records = log.records_since_checkpoint - log.snapshot_records
-        appended_bytes = log.size_bytes - log.snapshot_bytes
-        return appended_records >= max(
+        return log.appended_records >= max(
             self._checkpoint_records, log.snapshot_records
-        ) or appended_bytes >= max(self._checkpoint_bytes, log.snapshot_bytes)
+        ) or log.appended_bytes >= max(self._checkpoint_bytes, log.snapshot_bytes)
 
     async def checkpoint(self, sync_sessions: Callable[[], Awaitable[None]]) -> None:
         """Make session files durable, then cut the log down to what is unfinished."""
