@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from bench.bench_channel import BenchChannel, send_all
 from bus import InboundMessage, OutboundMessage, create_bus
 from config import ProfileConfig
+from config.bus import BusConfig
 from config.store import StoreConfig
 from gateway.daemon.collector import YOUNG_THRESHOLD, keep_settled, settle_after_start_up
 from gateway.daemon.profile import ProfileRuntime
@@ -56,7 +57,7 @@ def bench_runtime(data_dir: Path, fsync: str = "batch") -> ProfileRuntime:
     shared = ProcessServices(
         data_dir,
         StoreConfig(),
-        bus_capacity=4096,
+        bus=BusConfig(),
         metrics=GatewayMetrics.create(CollectorRegistry()),
         webhooks=WebhookRoutes(),
         request_shutdown=lambda: None,

@@ -85,6 +85,7 @@ from bus.queue import (
     PipeClosed,
     PipeReceiver,
     PipeSender,
+    ReplyPlaces,
     create_bus,
     pipe,
 )
@@ -136,6 +137,7 @@ __all__ = [  # noqa: RUF022
     # pipes and the bus's two ends
     "pipe",
     "PipeSender",
+    "ReplyPlaces",
     "PipeReceiver",
     "PipeClosed",
     "create_bus",

@@ -15,6 +15,13 @@ delivery contract asks (`bus.envelope.InboundSender`), and the agent side takes 
 message from the queue as soon as the write is under way. Without a log (`create_bus()`), the
 message itself is what the agent side receives, once it is queued.
 
+Outbound, a bus made with `replies_per_channel` bounds each channel apart (`ReplyPlaces`): at
+most that many of a channel's replies are between the agent side and the end of their delivery;
+a further reply to that channel waits, in order, while every other channel's go on. So a
+platform that is down holds back the turns that answer its own chats, and no others. Its outbound
+queue is then not bounded by `capacity`: its consumer (the channels' router) reads on without
+waiting, and what it reads besides replies (typing, stream snapshots) comes from running turns.
+
 `create_bus` returns the two ends. Nothing above the bus may depend on it being in-process:
 the same two interfaces can run over a broker.
 """
@@ -22,13 +29,14 @@ the same two interfaces can run over a broker.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, overload
 
 from typing_extensions import TypeVar
 
-from bus.envelope import InboundMessage, InboundSender, OutboundEvent
+from bus.envelope import InboundMessage, InboundSender, OutboundEvent, OutboundMessage
 
 T = TypeVar("T")
 #: What the agent side receives for each inbound message: the message, or what its log made of it.
@@ -47,10 +55,10 @@ _CLOSED = _Closed()
 
 
 class _PipeState(Generic[T]):
-    def __init__(self, capacity: int) -> None:
-        if capacity < 1:
+    def __init__(self, capacity: int | None) -> None:
+        if capacity is not None and capacity < 1:
             raise ValueError(f"pipe capacity must be at least 1, got {capacity}")
-        self.queue: asyncio.Queue[T | _Closed] = asyncio.Queue(capacity)
+        self.queue: asyncio.Queue[T | _Closed] = asyncio.Queue(capacity or 0)
         self.senders = 0
         self.receiver_closed = False
 
@@ -81,6 +89,15 @@ class PipeSender(Generic[T]):
             queue.put_nowait(item)
         except asyncio.QueueFull:
             await self._put_when_room(queue, item)
+
+    def put_now(self, item: T) -> None:
+        """`send` on a pipe without a bound, which never waits."""
+        if not self._open:
+            raise PipeClosed("send on a closed sender")
+        if self._state.receiver_closed:
+            raise PipeClosed("the receiver has gone away")
+        assert self._state.queue.maxsize == 0, "put_now on a bounded pipe"
+        self._state.queue.put_nowait(item)
 
     async def _put_when_room(self, queue: asyncio.Queue[T | _Closed], item: T) -> None:
         """Wait for room, counted in flight: a close meanwhile waits for this item."""
@@ -158,7 +175,8 @@ class PipeReceiver(Generic[T]):
             yield item
 
 
-def pipe(capacity: int) -> tuple[PipeSender[T], PipeReceiver[T]]:
+def pipe(capacity: int | None) -> tuple[PipeSender[T], PipeReceiver[T]]:
+    """A pipe holding `capacity` items before senders wait; None: without a bound."""
     state: _PipeState[T] = _PipeState(capacity)
     return PipeSender(state), PipeReceiver(state)
 
@@ -220,12 +238,102 @@ class PublishingSender(Generic[Item]):
         return self._pipe.is_closed
 
 
+@dataclass(eq=False, slots=True)
+class _ChannelPlaces:
+    placed: int = 0
+    #: Replies waiting for a place, in the order they were sent; a future per waiting sender.
+    waiting: deque[tuple[OutboundMessage, asyncio.Future[None] | None]] = field(
+        default_factory=deque
+    )
+
+
+class ReplyPlaces:
+    """At most `per_channel` replies of each channel between the agent side and the end of
+    their delivery; past that a channel's replies wait, in the order sent, and go into the
+    outbound pipe (`put`) as its earlier ones finish."""
+
+    def __init__(self, per_channel: int, put: Callable[[OutboundMessage], None]) -> None:
+        if per_channel < 1:
+            raise ValueError(f"replies_per_channel must be at least 1, got {per_channel}")
+        self._per_channel = per_channel
+        self._put = put
+        self._channels: dict[str, _ChannelPlaces] = {}
+
+    def waiting(self, channel: str) -> int:
+        places = self._channels.get(channel)
+        if places is None:
+            return 0
+        return sum(1 for _, waiter in places.waiting if waiter is None or not waiter.done())
+
+    def placed(self, channel: str) -> int:
+        places = self._channels.get(channel)
+        return places.placed if places is not None else 0
+
+    async def send(self, reply: OutboundMessage) -> None:
+        """Into the pipe once its channel has a place; cancelled while waiting, it is not sent."""
+        waiter = self._place_or_wait(reply, answer=True)
+        if waiter is not None:
+            await waiter
+
+    def send_later(self, reply: OutboundMessage) -> None:
+        """Into the pipe now if its channel has a place, or else behind its channel's waiting
+        replies, without waiting for it here."""
+        self._place_or_wait(reply, answer=False)
+
+    def finished(self, reply: OutboundMessage) -> None:
+        """Its delivery ended (delivered, given up or dead-lettered): the next waiting reply
+        of its channel takes the place."""
+        places = self._channels.get(reply.channel)
+        if places is None or not places.placed:
+            return
+        places.placed -= 1
+        while places.waiting and places.placed < self._per_channel:
+            waiting, waiter = places.waiting.popleft()
+            if waiter is not None and waiter.done():
+                continue  # its sender was cancelled
+            self._put(waiting)
+            places.placed += 1
+            if waiter is not None:
+                waiter.set_result(None)
+        if not places.placed and not places.waiting:
+            del self._channels[reply.channel]
+
+    def close(self) -> None:
+        """What still waits is not sent (a journaled reply goes out at the next start); its
+        senders get `PipeClosed`."""
+        for places in self._channels.values():
+            for _, waiter in places.waiting:
+                if waiter is not None and not waiter.done():
+                    waiter.set_exception(PipeClosed("the bus closed before the reply had a place"))
+            places.waiting.clear()
+
+    def _place_or_wait(
+        self, reply: OutboundMessage, *, answer: bool
+    ) -> asyncio.Future[None] | None:
+        """Puts the reply in the pipe if its channel has a place and nothing waits before it;
+        otherwise queues it, with a future set once it is put when `answer` asks for one."""
+        places = self._channels.setdefault(reply.channel, _ChannelPlaces())
+        if places.placed < self._per_channel and not places.waiting:
+            self._put(reply)
+            places.placed += 1
+            return None
+        waiter = asyncio.get_running_loop().create_future() if answer else None
+        places.waiting.append((reply, waiter))
+        return waiter
+
+
 class AgentHandle(Generic[Item]):
     """The agent's end: receives inbound messages, sends outbound events."""
 
-    def __init__(self, inbound: PipeReceiver[Item], outbound: PipeSender[OutboundEvent]) -> None:
+    def __init__(
+        self,
+        inbound: PipeReceiver[Item],
+        outbound: PipeSender[OutboundEvent],
+        places: ReplyPlaces | None = None,
+    ) -> None:
         self._inbound = inbound
         self._outbound = outbound
+        self._places = places
 
     async def recv(self) -> Item | None:
         """The next inbound message, or `None` once every channel's sender is closed (or
@@ -241,13 +349,35 @@ class AgentHandle(Generic[Item]):
         self._inbound.close()
 
     async def send(self, event: OutboundEvent) -> None:
-        await self._outbound.send(event)
+        """Returns once the event is queued; a reply, with `replies_per_channel`, once its
+        channel has a place for it."""
+        if self._places is not None and isinstance(event, OutboundMessage):
+            if self._outbound.is_closed:
+                raise PipeClosed("send on a closed sender")
+            await self._places.send(event)
+        else:
+            await self._outbound.send(event)
+
+    async def send_in_order(self, replies: list[OutboundMessage]) -> None:
+        """Each reply queued in turn, those past their channel's places waiting behind it
+        without holding back the rest (what a start sends again: a channel whose platform
+        is down keeps its own, not the other channels' nor the start)."""
+        places = self._places
+        for reply in replies:
+            if places is None:
+                await self._outbound.send(reply)
+            else:
+                places.send_later(reply)
 
     def outbound_sender(self) -> PipeSender[OutboundEvent]:
+        if self._places is not None:
+            raise RuntimeError("a bus with replies_per_channel has no second outbound sender")
         return self._outbound.clone()
 
     def close(self) -> None:
         """No more replies: the publisher's `recv_outbound` returns `None` once drained."""
+        if self._places is not None:
+            self._places.close()
         self._outbound.close()
 
     def inbound_depth(self) -> int:
@@ -265,10 +395,12 @@ class BusPublisher(Generic[Item]):
         inbound: PipeSender[Item],
         outbound: PipeReceiver[OutboundEvent],
         log: InboundLog[Item] | None,
+        places: ReplyPlaces | None = None,
     ) -> None:
         self._inbound = inbound
         self._outbound = outbound
         self._log = log
+        self._places = places
 
     @property
     def log(self) -> InboundLog[Item]:
@@ -300,6 +432,16 @@ class BusPublisher(Generic[Item]):
     def outbound(self) -> AsyncIterator[OutboundEvent]:
         return aiter(self._outbound)
 
+    def replies_waiting(self, channel: str) -> int:
+        """Replies to `channel` waiting for a place (none on a bus without places)."""
+        return self._places.waiting(channel) if self._places is not None else 0
+
+    def finished(self, event: OutboundEvent) -> None:
+        """The channels are done with `event` (delivered, given up, or skipped): a reply's
+        place is free for its channel's next one."""
+        if self._places is not None and isinstance(event, OutboundMessage):
+            self._places.finished(event)
+
     def close(self) -> None:
         """Closes the publisher's own inbound sender; clones handed to channels stay open."""
         self._inbound.close()
@@ -310,22 +452,39 @@ class BusPublisher(Generic[Item]):
 
 @overload
 def create_bus(
-    capacity: int = DEFAULT_CAPACITY,
+    capacity: int = DEFAULT_CAPACITY, *, replies_per_channel: int | None = None
 ) -> tuple[AgentHandle[InboundMessage], BusPublisher[InboundMessage]]: ...
 @overload
 def create_bus(
-    capacity: int = DEFAULT_CAPACITY, *, carries: type[Item]
+    capacity: int = DEFAULT_CAPACITY,
+    *,
+    carries: type[Item],
+    replies_per_channel: int | None = None,
 ) -> tuple[AgentHandle[Item], BusPublisher[Item]]: ...
 def create_bus(
-    capacity: int = DEFAULT_CAPACITY, *, carries: type[Any] | None = None
+    capacity: int = DEFAULT_CAPACITY,
+    *,
+    carries: type[Any] | None = None,
+    replies_per_channel: int | None = None,
 ) -> tuple[AgentHandle[Any], BusPublisher[Any]]:
     """The two ends. `carries`: what the inbound log (bound later with `log_through`) hands
-    the agent side; without it, the messages themselves, with no log between."""
+    the agent side; without it, the messages themselves, with no log between.
+    `replies_per_channel`: outbound, each channel's replies bounded apart (`ReplyPlaces`, whose
+    places the consumer gives back with `BusPublisher.finished`) instead of the whole queue by
+    `capacity`."""
     inbound_tx: PipeSender[Any]
     inbound_rx: PipeReceiver[Any]
     inbound_tx, inbound_rx = pipe(capacity)
     outbound_tx: PipeSender[OutboundEvent]
     outbound_rx: PipeReceiver[OutboundEvent]
-    outbound_tx, outbound_rx = pipe(capacity)
+    places: ReplyPlaces | None = None
+    if replies_per_channel is None:
+        outbound_tx, outbound_rx = pipe(capacity)
+    else:
+        outbound_tx, outbound_rx = pipe(None)
+        places = ReplyPlaces(replies_per_channel, outbound_tx.put_now)
     log: InboundLog[Any] | None = _Unlogged() if carries is None else None
-    return AgentHandle(inbound_rx, outbound_tx), BusPublisher(inbound_tx, outbound_rx, log)
+    return (
+        AgentHandle(inbound_rx, outbound_tx, places),
+        BusPublisher(inbound_tx, outbound_rx, log, places),
+    )

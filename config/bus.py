@@ -147,7 +147,15 @@ class BusConfig(ConfigModel):
         "the `nats` extra).",
     )
     capacity: AtLeastOne = Field(
-        4096, description="Messages each bus queue holds before senders wait."
+        4096,
+        description="Messages each bus queue holds before senders wait (outbound in one "
+        "process, replies_per_channel bounds each channel's replies instead).",
+    )
+    replies_per_channel: AtLeastOne = Field(
+        1024,
+        description="One process (backend memory): replies of one channel waiting for "
+        "delivery (its platform down, say) before that channel's further replies wait in "
+        "their turns; every other channel's go on.",
     )
     nats: NatsConfig = Field(
         default_factory=NatsConfig, description="The NATS JetStream server (backend nats)."

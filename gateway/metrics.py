@@ -28,6 +28,8 @@ class GatewayMetrics:
     agent_tokens: LoopCounter
     turn_latency: LoopHistogram
     queue_depth: Gauge
+    #: Replies waiting on the bus for a place (`bus.replies_per_channel`), by channel.
+    replies_waiting: Gauge
     session_append_latency: Histogram
     #: Replies given up on and kept as dead letters (`gateway.daemon.reply_dead_letters`).
     reply_dead_letters: Counter
@@ -67,6 +69,13 @@ class GatewayMetrics:
             ),
             queue_depth=family(
                 Gauge, "octos_queue_depth", "Messages waiting on the bus, by direction", "direction"
+            ),
+            replies_waiting=family(
+                Gauge,
+                "octos_replies_waiting",
+                "Replies waiting for their channel to deliver earlier ones (its platform down, "
+                "say), by channel",
+                "channel",
             ),
             session_append_latency=family(
                 Histogram,

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from channels.media_links import MediaLinks
 from config import ProfileConfig
+from config.bus import BusConfig
 from config.store import StoreConfig
 from gateway.metrics import GatewayMetrics
 from gateway.pairing import PairingDatabases
@@ -64,7 +65,7 @@ class ProcessServices:
 
     data_dir: Path
     store: StoreConfig
-    bus_capacity: int
+    bus: BusConfig
     metrics: GatewayMetrics
     webhooks: WebhookRoutes
     request_shutdown: Callable[[], None]

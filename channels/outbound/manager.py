@@ -108,7 +108,6 @@ class ChannelManager:
         typing_timeout_s: float = 600.0,
         stream_ttl_s: float = 600.0,
         max_active_chats: int = 64,
-        max_queued_messages: int = 1024,
         stop_grace_s: float = 5.0,
         health_timeout_s: float = 5.0,
         on_delivered: DeliveryHook | None = None,
@@ -141,8 +140,8 @@ class ChannelManager:
         self._router_of = partial(
             OutboundRouter,
             source_depth=publisher.outbound_depth,
+            finished=publisher.finished,
             max_active_chats=max_active_chats,
-            max_queued=max_queued_messages,
         )
         self._stop_grace_s = stop_grace_s
         self._health_timeout_s = health_timeout_s

@@ -4,11 +4,15 @@ Events for one chat (channel, chat_id) are delivered one at a time, in order, by
 lane; different chats proceed concurrently, at most `max_active_chats` of each channel at once,
 so one slow chat (a rate limit, a long retry) does not hold the others back, nor a channel whose
 platform is down (its replies retried for hours) the other channels: a chat past its channel's
-count waits in its own lane, in arrival order, and the router reads on. At most `max_queued`
-events wait in lanes; past that the router stops reading the bus, which pushes back on the
-agent instead of buffering without bound. A stream snapshot with a newer snapshot or the final
-reply of the same stream queued behind it is skipped: snapshots are whole texts, so only the
-newest matters.
+count waits in its own lane, in arrival order, and the router reads on. The router never
+waits to read, so no event stands in front of another channel's: what bounds its lanes is
+upstream. In one process, the bus has each channel's replies wait for a place
+(`bus.queue.ReplyPlaces`) that the router gives back as each event's delivery ends (`finished`);
+in a cluster's ingress, a reply reaches the router only as a hand-over, one per outbound
+partition at a time, beside the live events of the turns it shows.
+
+A stream snapshot with a newer snapshot or the final reply of the same stream queued behind it
+is skipped: snapshots are whole texts, so only the newest matters.
 """
 
 from __future__ import annotations
@@ -37,38 +41,6 @@ def _stream_of(event: OutboundEvent) -> str | None:
             return None
 
 
-class _Slots:
-    """Free places, taken by the router's one reader and given back by its lanes.
-
-    What `asyncio.Semaphore` does, for the one taker the router has: a semaphore is fair among
-    many waiters, at the price of a scan of its waiters on every acquire and release, and here
-    there is nobody to be fair to.
-    """
-
-    def __init__(self, count: int) -> None:
-        if count < 0:
-            raise ValueError(f"a slot count must be at least 0, got {count}")
-        self.free = count
-        self._given_back: asyncio.Future[None] | None = None
-
-    async def take(self) -> None:
-        """One slot, once one is free; a cancelled wait takes none."""
-        while self.free == 0:
-            assert self._given_back is None, "a second task waits for a slot"
-            self._given_back = asyncio.get_running_loop().create_future()
-            try:
-                await self._given_back
-            finally:
-                self._given_back = None
-        self.free -= 1
-
-    def give_back(self) -> None:
-        self.free += 1
-        waiter = self._given_back
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-
 #: (sequence number, event, its stream): the stream found once, when the event is queued
 _Queued = tuple[int, OutboundEvent, str | None]
 
@@ -95,20 +67,20 @@ class OutboundRouter(KeyedLanes[LaneKey, _Queued, _Lane]):
         deliver: Callable[[OutboundEvent], Awaitable[None]],
         source_depth: Callable[[], int],
         *,
+        finished: Callable[[OutboundEvent], None] = lambda event: None,
         max_active_chats: int = 64,
-        max_queued: int = 1024,
     ) -> None:
         super().__init__()
         if max_active_chats < 1:
             raise ValueError(f"max_active_chats must be at least 1, got {max_active_chats}")
         self._deliver = deliver
+        self._finished_with = finished
         self._source_depth = source_depth
         self._max_active_chats = max_active_chats
         #: Per channel: how many of its lanes deliver now, and those waiting for one to end.
         self._delivering: dict[str, int] = {}
         self._waiting: dict[str, deque[tuple[LaneKey, _Lane]]] = {}
         self._lanes_group: asyncio.TaskGroup | None = None
-        self._queue_slots = _Slots(max_queued)
         self._seq = 0
         self._in_flight = 0
         self._changed = asyncio.Event()
@@ -147,23 +119,16 @@ class OutboundRouter(KeyedLanes[LaneKey, _Queued, _Lane]):
     async def _read(self, source: AsyncIterator[OutboundEvent]) -> None:
         async for event in source:
             self._in_flight += 1
-            try:
-                lane = await self._lane_for(event)
-            except asyncio.CancelledError:
-                self._in_flight -= 1
-                self._changed.set()
-                raise
             # No await between finding the lane and appending: a lane only closes when empty.
+            lane = self._lane_for(event)
             self._seq += 1
             stream_id = _stream_of(event)
             lane.pending.append((self._seq, event, stream_id))
             if stream_id is not None:
                 lane.newest[stream_id] = self._seq
 
-    async def _lane_for(self, event: OutboundEvent) -> _Lane:
-        """The chat's lane, opened when needed (delivering, or waiting for its channel's turn),
-        once the event has a queue slot."""
-        await self._queue_slots.take()
+    def _lane_for(self, event: OutboundEvent) -> _Lane:
+        """The chat's lane, opened when needed (delivering, or waiting for its channel's turn)."""
         key = (event.channel, event.chat_id)
         lane = self._lanes.get(key)
         if lane is None:
@@ -198,7 +163,7 @@ class OutboundRouter(KeyedLanes[LaneKey, _Queued, _Lane]):
                 exc_info=exc,
             )
         finally:
-            self._queue_slots.give_back()
+            self._finished_with(event)
             self._in_flight -= 1
             self._changed.set()
 

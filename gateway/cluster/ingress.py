@@ -352,7 +352,7 @@ class IngressProfile:
                 topics,
                 written_elsewhere=True,
             )
-            handle, publisher = create_bus(self.shared.bus_capacity, carries=InboundMessage)
+            handle, publisher = create_bus(self.shared.bus.capacity, carries=InboundMessage)
             strangers = StrangerNotices(handle.send)
             channels = ChannelManager(
                 self.profile_id,

@@ -374,7 +374,7 @@ class Daemon:
         shared = ProcessServices(
             Path(self._loaded.gateway.data_dir),
             self._store,
-            self._loaded.gateway.bus.capacity,
+            self._loaded.gateway.bus,
             self._metrics,
             self._webhooks,
             self.request_shutdown,

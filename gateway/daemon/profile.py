@@ -21,6 +21,7 @@ import os
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import structlog
@@ -142,7 +143,11 @@ class ProfileRuntime:
         settings = self.config.sessions
         # Every message a channel publishes goes through the dispatcher's intake (the bus's
         # log: the journal) before the dispatcher takes it from `handle`.
-        handle, publisher = create_bus(self._shared.bus_capacity, carries=Received)
+        handle, publisher = create_bus(
+            self._shared.bus.capacity,
+            carries=Received,
+            replies_per_channel=self._shared.bus.replies_per_channel,
+        )
         services = await self._open_services(stack)
         agents = await stack.enter_async_context(
             open_agents(self.config, media_links=self._shared.media_links)
@@ -203,6 +208,11 @@ class ProfileRuntime:
             stream_record=_JournaledStreams(journal),
         )
         register_all(channels, built_channels, self.config)
+        waiting = self._shared.metrics.replies_waiting
+        for name in {channel.name for channel in built_channels}:
+            waiting.labels(self.profile_id, name).set_function(
+                partial(publisher.replies_waiting, name)
+            )
         self._channels, self._dispatcher = channels, dispatcher
         return _Built(channels, dispatcher, handle, recovery, pairing, dead_letters)
 

@@ -164,9 +164,12 @@ class Dispatcher:
             await restore_sessions(self._sessions, recovery.fixups)
         for outcome in recovery.fixups:
             self._journal.record_written(outcome.turn)
+        replies: list[OutboundMessage] = []
         for outcome in recovery.undelivered:
             assert outcome.reply is not None
-            await self._bus.send(outcome.reply)
+            replies.append(outcome.reply)
+        # Not awaited one by one: a channel whose platform is down must not hold the start.
+        await self._bus.send_in_order(replies)
         for received in recovery.pending:
             self._route(received)
         self.outbox.recover()

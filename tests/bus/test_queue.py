@@ -8,11 +8,13 @@ import pytest
 
 from bus import (
     AgentHandle,
+    BusPublisher,
     InboundMessage,
     InboundSender,
     OutboundEvent,
     OutboundMessage,
     PipeClosed,
+    TypingStarted,
     create_bus,
 )
 
@@ -148,3 +150,95 @@ async def test_many_channels_many_messages_nothing_dropped() -> None:
     for index in range(channels):
         contents = [int(r.content) for r in replies if r.channel == f"ch{index}"]
         assert contents == list(range(per_channel))
+
+
+def _to(channel: str, content: str) -> OutboundMessage:
+    return OutboundMessage(channel=channel, chat_id="c", content=content)
+
+
+async def _drain(publisher: BusPublisher[InboundMessage]) -> list[str]:
+    """The outbound events queued now, as `channel:content` (a signal by its type)."""
+    taken: list[str] = []
+    while publisher.outbound_depth():
+        event = await publisher.recv_outbound()
+        assert event is not None
+        text = event.content if isinstance(event, OutboundMessage) else type(event).__name__
+        taken.append(f"{event.channel}:{text}")
+    return taken
+
+
+async def _waiting_send(agent: AgentHandle, reply: OutboundMessage) -> asyncio.Task[None]:
+    """`agent.send(reply)` in a task of its own, returned once it waits (or has sent)."""
+    entered = asyncio.Event()
+
+    async def send() -> None:
+        entered.set()
+        await agent.send(reply)
+
+    task = asyncio.create_task(send(), name=f"send:{reply.content}")
+    await asyncio.wait_for(entered.wait(), WAIT_S)
+    return task
+
+
+async def test_a_channels_replies_past_its_places_wait_while_other_channels_go_on() -> None:
+    agent, publisher = create_bus(capacity=2, replies_per_channel=3)
+    first = _to("down", "1")
+    for reply in (first, _to("down", "2"), _to("down", "3")):
+        await asyncio.wait_for(agent.send(reply), WAIT_S)
+    fourth = await _waiting_send(agent, _to("down", "4"))
+    assert not fourth.done()
+    # Past `capacity` too: the outbound queue is bounded per channel, not as a whole.
+    for n in range(3):
+        await asyncio.wait_for(agent.send(_to("up", str(n))), WAIT_S)
+    await asyncio.wait_for(agent.send(TypingStarted("down", "c")), WAIT_S)  # not a reply
+    assert await _drain(publisher) == [
+        *[f"down:{n}" for n in (1, 2, 3)],
+        *[f"up:{n}" for n in range(3)],
+        "down:TypingStarted",
+    ]
+    assert not fourth.done()
+
+    publisher.finished(first)
+    await asyncio.wait_for(fourth, WAIT_S)
+    assert await _drain(publisher) == ["down:4"]
+
+
+async def test_waiting_replies_go_in_the_order_sent() -> None:
+    agent, publisher = create_bus(replies_per_channel=1)
+    first = _to("down", "a")
+    await agent.send(first)
+    # What a start sends again is queued behind the places without waiting for them.
+    await asyncio.wait_for(agent.send_in_order([_to("down", "b"), _to("down", "c")]), WAIT_S)
+    last = await _waiting_send(agent, _to("down", "d"))
+
+    delivered: list[str] = []
+    while len(delivered) < 4:
+        event = await asyncio.wait_for(publisher.recv_outbound(), WAIT_S)
+        assert isinstance(event, OutboundMessage)
+        delivered.append(event.content)
+        publisher.finished(event)  # one place: the next waiting reply takes it
+    await asyncio.wait_for(last, WAIT_S)
+    assert delivered == ["a", "b", "c", "d"]
+
+
+async def test_a_reply_cancelled_while_waiting_is_not_sent() -> None:
+    agent, publisher = create_bus(replies_per_channel=1)
+    first = _to("down", "a")
+    await agent.send(first)
+    waiting = await _waiting_send(agent, _to("down", "b"))
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+
+    publisher.finished(first)
+    await asyncio.wait_for(agent.send(_to("down", "c")), WAIT_S)  # b holds no place
+    assert await _drain(publisher) == ["down:a", "down:c"]
+
+
+async def test_closing_the_agent_side_tells_the_replies_still_waiting() -> None:
+    agent, _publisher = create_bus(replies_per_channel=1)
+    await agent.send(_to("down", "a"))
+    waiting = await _waiting_send(agent, _to("down", "b"))
+    agent.close()
+    with pytest.raises(PipeClosed):
+        await asyncio.wait_for(waiting, WAIT_S)

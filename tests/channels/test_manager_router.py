@@ -142,7 +142,7 @@ async def test_concurrency_is_bounded_and_order_kept_per_chat() -> None:
     async with asyncio.TaskGroup() as group:
         group.create_task(router.run(source()), name="router-under-test")
         await deliveries.wait_until(lambda: deliveries.active == 2)
-        # The other chats wait in their lanes; the router reads on (up to `max_queued`).
+        # The other chats wait in their lanes; the router reads on.
         await asyncio.wait_for(source.all_taken.wait(), timeout=5)
         assert router.active_chats == len(gates)
         assert deliveries.active == 2
@@ -215,40 +215,53 @@ async def test_close_intake_delivers_what_lanes_hold() -> None:
     await asyncio.wait_for(router.wait_idle(), timeout=5)
 
 
-async def test_past_max_queued_the_router_stops_reading_until_a_slot_is_free() -> None:
+async def test_the_router_reads_on_whatever_its_lanes_hold() -> None:
+    # What bounds the lanes is the bus (each channel's reply places): the router itself never
+    # stops reading, so no event waiting in the bus stands in front of another channel's.
     deliveries = Deliveries()
     gate = deliveries.gates["c1"] = asyncio.Event()
-    messages: list[OutboundEvent] = [out(f"m{n}") for n in range(6)]
+    messages: list[OutboundEvent] = [out(f"m{n}") for n in range(2_000)]
     source = Source(messages)
-    router = OutboundRouter(deliveries, lambda: 0, max_queued=3)
+    router = OutboundRouter(deliveries, lambda: 0)
 
     async with asyncio.TaskGroup() as group:
         group.create_task(router.run(source()), name="router-under-test")
-        await deliveries.wait_until(lambda: deliveries.active == 1)
-        # Three events hold the three slots (one of them in delivery): the fourth waits.
-        assert not source.all_taken.is_set()
+        await asyncio.wait_for(source.all_taken.wait(), timeout=5)
+        assert deliveries.delivered == []  # all 2,000 read while the first is held
         gate.set()
         await deliveries.wait_for_count(len(messages))
         source.release.set()
 
-    assert deliveries.of("c1") == [f"m{n}" for n in range(6)]
+    assert deliveries.of("c1") == [f"m{n}" for n in range(2_000)]
 
 
-async def test_close_intake_while_waiting_for_a_slot_leaves_nothing_in_flight() -> None:
+async def test_every_event_is_finished_once_its_delivery_ends() -> None:
+    # Delivered, failed or skipped as superseded: each is handed back, so its place is free.
+    finished: list[str] = []
     deliveries = Deliveries()
     gate = deliveries.gates["c1"] = asyncio.Event()
-    source = Source([out("one"), out("two")])
-    router = OutboundRouter(deliveries, lambda: 0, max_queued=1)
+    events: list[OutboundEvent] = [
+        out("one"),
+        snap("tw", "s"),
+        out("two", stream_id="s"),
+        out("explode"),
+        TypingStarted("rec", "c1"),
+    ]
+    source = Source(events)
+    router = OutboundRouter(
+        deliveries, lambda: 0, finished=lambda event: finished.append(text_of(event))
+    )
 
     async with asyncio.TaskGroup() as group:
-        routing = group.create_task(router.run(source()), name="router-under-test")
-        await deliveries.wait_until(lambda: deliveries.active == 1)
-        router.close_intake()  # the reader waits for a slot for "two": it stops there
+        group.create_task(router.run(source()), name="router-under-test")
+        await asyncio.wait_for(source.all_taken.wait(), timeout=5)
+        assert finished == []
         gate.set()
-        await asyncio.wait_for(routing, timeout=5)
+        await deliveries.wait_for_count(3)
+        source.release.set()
 
-    assert deliveries.of("c1") == ["one"]
-    await asyncio.wait_for(router.wait_idle(), timeout=5)
+    assert finished == ["one", "tw", "two", "explode", "<TypingStarted>"]
+    assert deliveries.of("c1") == ["one", "two", "<TypingStarted>"]
 
 
 async def test_a_router_stopped_with_chats_waiting_for_their_turn_stops_cleanly() -> None:

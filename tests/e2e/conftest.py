@@ -31,10 +31,17 @@ DAEMON_ENV = {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhos
 
 @asynccontextmanager
 async def running_daemon(
-    directory: Path, profiles: Mapping[str, str], *, grace_s: float = 10.0
+    directory: Path,
+    profiles: Mapping[str, str],
+    *,
+    grace_s: float = 10.0,
+    gateway_settings: str = "",
 ) -> AsyncIterator[DaemonProcess]:
     """The daemon on a fresh config, killed on the way out if a test left it running."""
-    daemon = DaemonProcess(write_config(directory, dict(profiles), grace_s=grace_s), env=DAEMON_ENV)
+    config = write_config(
+        directory, dict(profiles), grace_s=grace_s, gateway_settings=gateway_settings
+    )
+    daemon = DaemonProcess(config, env=DAEMON_ENV)
     try:
         await daemon.start()
         yield daemon

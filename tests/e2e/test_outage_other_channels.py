@@ -4,7 +4,9 @@ A profile has Telegram and the HTTP API. Telegram goes down (its fake answers ev
 while replies to more of its chats are due than the channel manager delivers to at once (64 per
 channel): every one of those deliveries is retried, for as long as the delivery deadline allows.
 The API must go on answering all the while, and every Telegram reply must arrive, once, when
-Telegram is back.
+Telegram is back. Run twice: with the default bus, and with a bus that holds fewer Telegram
+replies than are due (`bus.replies_per_channel`), so the turns of the other Telegram chats wait
+to send theirs.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 from tests.e2e.conftest import WAIT_S, running_daemon
 from tests.fakes.held_agent import HeldEchoAgent
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.daemon import free_port
+from tests.support.daemon import DaemonProcess, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="function")]
 
@@ -48,8 +50,19 @@ def chats_refused(telegram: FakeTelegram) -> int:
     )
 
 
+def telegram_turns_done(daemon: DaemonProcess) -> int:
+    """Telegram turns whose reply is journaled: it has a place on the bus, or waits for one
+    (the next thing the turn does, with nothing to wait for in between)."""
+    return sum(
+        1
+        for event in daemon.logs
+        if event.get("event") == "turn.done" and ":telegram:" in str(event.get("session"))
+    )
+
+
+@pytest.mark.parametrize("replies_per_channel", [None, 20], ids=["default-bus", "20-replies"])
 async def test_a_platform_down_holds_back_no_other_channel_of_its_profile(
-    tmp_path: Path,
+    tmp_path: Path, replies_per_channel: int | None
 ) -> None:
     marker = f"held{uuid.uuid4().hex[:8]}"
     api_port = free_port()
@@ -66,7 +79,12 @@ channels:
   - type: api
     port: {api_port}
 """
-        async with running_daemon(tmp_path, {"both": profile}) as daemon:
+        bus = (
+            f"bus: {{replies_per_channel: {replies_per_channel}}}\n" if replies_per_channel else ""
+        )
+        # Telegram replies retried at once: as many as the manager's places, or the bus's.
+        retried = min(DELIVERING_AT_ONCE, replies_per_channel or TELEGRAM_CHATS)
+        async with running_daemon(tmp_path, {"both": profile}, gateway_settings=bus) as daemon:
             await telegram.wait_until(lambda: telegram.long_polls_waiting > 0, timeout_s=WAIT_S)
             hold = agent.hold(marker)
             chats = [FIRST_CHAT + number for number in range(TELEGRAM_CHATS)]
@@ -76,9 +94,9 @@ channels:
 
             async with telegram.outage.down():
                 hold.release.set()
-                # Every place the manager has for Telegram holds a reply it keeps retrying.
+                # Every place Telegram has holds a reply it keeps retrying.
                 await telegram.outage.wait_until(
-                    lambda: chats_refused(telegram) >= DELIVERING_AT_ONCE, BACK_WAIT_S
+                    lambda: chats_refused(telegram) >= retried, BACK_WAIT_S
                 )
                 async with (
                     aiohttp.ClientSession() as http,
@@ -90,6 +108,13 @@ channels:
                 ):
                     assert response.status == 200
                     assert (await response.json())["reply"] == "still there?"
+                if replies_per_channel:
+                    # Past its places, Telegram's replies wait in the bus, not at the platform.
+                    await daemon.wait_log(
+                        lambda _event: telegram_turns_done(daemon) == TELEGRAM_CHATS
+                    )
+                    waiting = await daemon.metric("octos_replies_waiting", channel="telegram")
+                    assert waiting == TELEGRAM_CHATS - replies_per_channel
 
             def all_shown() -> bool:
                 return all(telegram.bot_messages(chat) for chat in chats)

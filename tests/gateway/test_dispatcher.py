@@ -104,12 +104,13 @@ async def running(
     per_chat: int = 256,
     agent: GatedAgent | None = None,
     checkpoint_records: int = 10_000,
+    replies_per_channel: int | None = None,
 ) -> AsyncIterator[Rig]:
     agent = agent or GatedAgent()
     channel = RecordingChannel("rec")
     registry = CollectorRegistry()
     metrics = GatewayMetrics.create(registry)
-    handle, publisher = create_bus(carries=Received)
+    handle, publisher = create_bus(carries=Received, replies_per_channel=replies_per_channel)
     async with SessionStore(root, fsync="never", track_unsynced=True) as store:
         journal = Journal(root / "journal", fsync="batch", checkpoint_records=checkpoint_records)
         recovery = await journal.open()
@@ -326,6 +327,28 @@ async def test_a_failing_turn_is_answered_with_the_reason(tmp_path: Path) -> Non
         reply = await rig.reply()
         assert reply.metadata.get(FAILED) is True
         assert "the model fell over" in reply.content
+
+
+async def test_replies_past_their_channels_places_do_not_hold_a_start(tmp_path: Path) -> None:
+    # Three replies journaled but never delivered (their platform was down at the crash); the
+    # next start's bus has one place per channel: it must be ready at once, and the replies go
+    # out in order as each delivery ends, before a new turn's.
+    async with running(tmp_path) as rig:
+        for number in range(3):
+            await rig.send(said(f"before {number}", str(number), chat=f"c{number}"))
+        assert {(await rig.reply()).content for _ in range(3)} == {f"before {n}" for n in range(3)}
+        rig.task.cancel()
+        await asyncio.gather(rig.task, return_exceptions=True)
+
+    async with running(tmp_path, replies_per_channel=1) as rig:
+        await rig.send(said("after", "9", chat="c0"))
+        delivered: list[str] = []
+        while len(delivered) < 4:
+            reply = await rig.reply()
+            delivered.append(reply.content)
+            rig.publisher.finished(reply)
+        assert delivered[3] == "after"
+        assert sorted(delivered[:3]) == [f"before {n}" for n in range(3)]
 
 
 async def test_what_was_unanswered_runs_again_after_a_crash_and_a_retry_is_recognised(

@@ -55,8 +55,10 @@ def write_config(
     grace_s: float = 10.0,
     http_port: int = 0,
     http_settings: str = "",
+    gateway_settings: str = "",
 ) -> Path:
-    """gateway.yaml plus one YAML file per profile (given as YAML text)."""
+    """gateway.yaml plus one YAML file per profile (given as YAML text); `gateway_settings`:
+    more top-level lines of gateway.yaml."""
     (directory / "profiles").mkdir(parents=True, exist_ok=True)
     for name, text in profiles.items():
         (directory / "profiles" / f"{name}.yaml").write_text(textwrap.dedent(text))
@@ -71,6 +73,7 @@ def write_config(
             shutdown_grace_s: {grace_s}
             """
         )
+        + textwrap.dedent(gateway_settings)
     )
     return config
 
