@@ -2,9 +2,9 @@
 
 Read-only. Per profile: its agent, why it is not running if it failed, each channel's health with
 its last error, open sessions, turns, messages in and out, send errors and restarts, the bus
-queue depths, and its replies kept as dead letters (how many, the newest with their reason);
-plus the recent warnings and errors the daemon logged. The page refreshes itself every few
-seconds.
+queue depths, the replies waiting for their channel to deliver earlier ones, and its replies
+kept as dead letters (how many, the newest with their reason); plus the recent warnings and
+errors the daemon logged. The page refreshes itself every few seconds.
 
 When the health server listens on a loopback address the data is open to this machine; beyond
 loopback it needs `http.token` as a bearer token (the page asks for it once), and without a
@@ -120,6 +120,7 @@ def build_snapshot(
                 "send_errors": _by(samples, "octos_send_errors_total", profile_id, "reason"),
                 "restarts": _by(samples, "octos_channel_restarts_total", profile_id, "channel"),
                 "queue": _by(samples, "octos_queue_depth", profile_id, "direction"),
+                "replies_waiting": _by(samples, "octos_replies_waiting", profile_id, "channel"),
                 "dead_letters": {
                     "count": facts.dead_letters.count,
                     "newest": list(facts.dead_letters.newest),

@@ -12,6 +12,7 @@ to send theirs.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -115,6 +116,10 @@ channels:
                     )
                     waiting = await daemon.metric("octos_replies_waiting", channel="telegram")
                     assert waiting == TELEGRAM_CHATS - replies_per_channel
+                    status, body = await daemon.get("/status.json")
+                    assert status == 200, body
+                    [shown] = json.loads(body)["profiles"]
+                    assert shown["replies_waiting"]["telegram"] == waiting
 
             def all_shown() -> bool:
                 return all(telegram.bot_messages(chat) for chat in chats)

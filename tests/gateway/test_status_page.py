@@ -107,6 +107,7 @@ async def test_the_page_shows_health_last_error_counts_and_failures_and_refreshe
         telegram = profile.locator("[data-channel=telegram]")
         await expect(telegram.locator(".status")).to_have_text("down")
         await expect(telegram).to_contain_text("rejected the bot token")
+        await expect(telegram.locator("[data-waiting]")).to_have_text("0")
         await expect(profile.locator("[data-channel=api] .status")).to_have_text("healthy")
         await expect(profile.locator("[data-figure=turns]")).to_contain_text("1 ok")
         await expect(profile.locator("[data-figure=sessions]")).to_contain_text("1")

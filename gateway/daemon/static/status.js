@@ -77,10 +77,14 @@ function renderProfile(profile) {
       el("td", { class: `status ${channel.status}` }, channel.status),
       el("td", {}, channel.reason || ""),
       el("td", {}, String((profile.messages_out || {})[channel.name] || 0)),
-      el("td", {}, String((profile.restarts || {})[channel.name] || 0))));
+      el("td", {}, String((profile.restarts || {})[channel.name] || 0)),
+      el("td", { "data-waiting": "" },
+        String((profile.replies_waiting || {})[channel.name] || 0))));
   const table = el("table", {},
     el("thead", {}, el("tr", {}, el("th", {}, "channel"), el("th", {}, "health"),
-      el("th", {}, "last error"), el("th", {}, "sent"), el("th", {}, "restarts"))),
+      el("th", {}, "last error"), el("th", {}, "sent"), el("th", {}, "restarts"),
+      el("th", { title: "replies waiting for the channel to deliver earlier ones" },
+        "waiting"))),
     el("tbody", {}, ...rows));
   const queue = profile.queue || {};
   const failure = profile.failure
