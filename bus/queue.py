@@ -265,10 +265,6 @@ class ReplyPlaces:
             return 0
         return sum(1 for _, waiter in places.waiting if waiter is None or not waiter.done())
 
-    def placed(self, channel: str) -> int:
-        places = self._channels.get(channel)
-        return places.placed if places is not None else 0
-
     async def send(self, reply: OutboundMessage) -> None:
         """Into the pipe once its channel has a place; cancelled while waiting, it is not sent."""
         waiter = self._place_or_wait(reply, answer=True)
