@@ -136,7 +136,7 @@ async def _turns_per_second(workers: int, dsn: str) -> float:
                 if replies == total:
                     done.set()
 
-            await client.subscribe(f"{prefix}.out.*", cb=count)
+            await client.subscribe(f"{prefix}.out.>", cb=count)
             js = client.jetstream()
             started = time.perf_counter()
             for index in range(MESSAGES_PER_CHAT):

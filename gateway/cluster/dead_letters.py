@@ -219,9 +219,8 @@ class DeadLetters:
         reply = envelope.message
         metadata = {**reply.metadata, SENT_AGAIN_AT: time.time()}
         again = OutboundEnvelope(envelope.profile, reply.model_copy(update={"metadata": metadata}))
-        partition = self._names.partition_of_chat(envelope.profile, reply)
         return await self._js.publish(
-            self._names.outbound_subject(partition),
+            self._names.outbound_subject_of(envelope.profile, reply),
             again.body(),
             timeout=REQUEST_TIMEOUT_S,
             stream=self._names.outbound_stream,

@@ -1,12 +1,14 @@
 """An ingress process's side of replies: the outbound stream, delivered through the channels.
 
-One loop per outbound partition (its consumer has `max_ack_pending=1`, so a chat's replies are
-delivered one at a time, in order, by whichever ingress holds the partition's message), plus
-one loop on this process's own reply subject: the replies to requests it holds open (the HTTP
-API). Each reply goes through the profile's `ChannelManager` (retry layer, splitting,
-formatting), with heartbeats while it takes long. Once delivered or given up on (a failure is
-logged and counted by the delivery layer, as in one process) it is recorded in PostgreSQL
-(`gateway.cluster.record_table`: the turn, the platform message ids), and only then acknowledged.
+One loop per outbound partition of each channel its profiles run (its consumer has
+`max_ack_pending=1`, so a chat's replies are delivered one at a time, in order, by whichever
+ingress holds the partition's message; a channel whose platform is down holds only its own
+partitions), plus one loop on this process's own reply subject: the replies to requests it
+holds open (the HTTP API). Each reply goes through the profile's `ChannelManager` (retry layer,
+splitting, formatting), with heartbeats while it takes long. Once delivered or given up on (a
+failure is logged and counted by the delivery layer, as in one process) it is recorded in
+PostgreSQL (`gateway.cluster.record_table`: the turn, the platform message ids), and only then
+acknowledged.
 A reply given up on is first kept whole as a dead letter (`gateway.cluster.dead_letters`, with the
 delivery layer's reason), as one process keeps it in its data directory: buried before its
 record, so a crash between the two offers it again (and a second burial of the same message is
@@ -25,17 +27,20 @@ logged and the reply acknowledged anyway: only a crash in the same moment would 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
 from prometheus_client import Counter
 
 from bus import OutboundMessage
-from channels.retry import Reason
+from channels.retry import Backoff, Reason
 from config.bus import NatsConfig
+from gateway import logs
 from gateway.cluster.codec import MSG_ID, CodecError, Delivered, OutboundEnvelope
 from gateway.cluster.connection import NATS_ERRORS, REQUEST_TIMEOUT_S
 from gateway.cluster.dead_letters import bury_reply
@@ -55,6 +60,8 @@ __all__ = ["Deliver", "Delivered", "ReplyDelivery"]
 Deliver = Callable[[OutboundMessage], Awaitable[Delivered]]
 #: Until a profile's channels run here, its replies wait this long before they are offered again.
 NOT_HERE_DELAY_S = 1.0
+#: Pauses between attempts to make a channel's delivery consumers (NATS away, or busy electing).
+CONSUMERS_BACKOFF = Backoff(initial_s=0.25, max_s=5.0)
 
 
 class ReplyDelivery(NodeService[DeliveryRecords]):
@@ -78,33 +85,97 @@ class ReplyDelivery(NodeService[DeliveryRecords]):
         self._delivered_here = delivered_here
         self._ingress_id = ingress_id
         self._profiles: dict[str, Deliver] = {}
+        #: The channels whose partitions this process delivers: those of its profiles.
+        self._channels: set[str] = set()
+        self._tasks: asyncio.TaskGroup | None = None
 
-    def add_profile(self, profile: str, deliver: Deliver) -> None:
+    def add_profile(self, profile: str, deliver: Deliver, channels: Iterable[str]) -> None:
+        """Deliver `profile`'s replies here, and the partitions of its channels from now on."""
         self._profiles[profile] = deliver
+        for channel in channels:
+            if channel not in self._channels:
+                self._channels.add(channel)
+                if self._tasks is not None:
+                    self._start_channel(self._tasks, channel)
 
     def remove_profile(self, profile: str) -> None:
         self._profiles.pop(profile, None)
 
     async def run(self) -> None:
         names = self._names
-        await ensure_delivery_consumers(self._js, self._config)
         own = reply_consumer(names, self._ingress_id, self._config)
         await ensure_consumer(self._js, names.outbound_stream, own)
         assert own.durable_name is not None
-        consumers = [names.delivery_consumer(p) for p in range(self._config.partitions)]
-        async with asyncio.TaskGroup() as tasks:
-            for durable in [*consumers, own.durable_name]:
-                tasks.create_task(
-                    pull_forever(
-                        self._js, names.outbound_stream, durable, self.handle, self._stopping
-                    ),
-                    name=f"delivery:{durable}",
+        shared = await self._shared_consumers()
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                self._tasks = tasks
+                for durable in [*shared, own.durable_name]:
+                    self._pull(tasks, durable)
+                for channel in self._channels:
+                    self._start_channel(tasks, channel)
+                start_record_expiry(
+                    tasks,
+                    "octos_cluster_deliveries",
+                    self._records.forget_older_than,
+                    self._stopping,
                 )
-            start_record_expiry(
-                tasks, "octos_cluster_deliveries", self._records.forget_older_than, self._stopping
-            )
-            log.info("cluster.delivery_running", partitions=self._config.partitions)
+                log.info("cluster.delivery_running", partitions=self._config.partitions)
+        finally:
+            self._tasks = None
         await self._forget_own_consumer(own.durable_name)
+
+    def _pull(self, tasks: asyncio.TaskGroup, durable: str) -> None:
+        stream = self._names.outbound_stream
+        tasks.create_task(
+            pull_forever(self._js, stream, durable, self.handle, self._stopping),
+            name=f"delivery:{durable}",
+        )
+
+    def _start_channel(self, tasks: asyncio.TaskGroup, channel: str) -> None:
+        tasks.create_task(self._deliver_channel(channel), name=f"delivery-channel:{channel}")
+
+    async def _deliver_channel(self, channel: str) -> None:
+        """Make the channel's delivery consumers, then deliver from each of its partitions."""
+        failures = 0
+        while True:
+            try:
+                await ensure_delivery_consumers(self._js, self._config, channel)
+                break
+            except NATS_ERRORS as error:
+                failures += 1
+                log.warning(
+                    "cluster.delivery_consumers_not_made",
+                    channel=channel,
+                    error=str(error) or type(error).__name__,
+                    suggestion="check that NATS and its JetStream are up; tried again",
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        self._stopping.wait(), CONSUMERS_BACKOFF.delay_s(failures)
+                    )
+                if self._stopping.is_set():
+                    return
+        async with asyncio.TaskGroup() as tasks:
+            for partition in range(self._config.partitions):
+                self._pull(tasks, self._names.delivery_consumer(channel, partition))
+
+    async def _shared_consumers(self) -> list[str]:
+        """The delivery consumers of a version that partitioned replies of all channels
+        together, where they still exist: what they hold is delivered as before."""
+        found = []
+        for partition in range(self._config.partitions):
+            durable = self._names.shared_delivery_consumer(partition)
+            try:
+                await self._js.consumer_info(self._names.outbound_stream, durable)
+            except NotFoundError:
+                continue
+            except NATS_ERRORS as error:
+                # Looked for again at the next start; a fresh cluster has none.
+                log.warning("cluster.consumer_info_failed", consumer=durable, error=str(error))
+                continue
+            found.append(durable)
+        return found
 
     async def _forget_own_consumer(self, durable: str) -> None:
         """A clean stop removes this process's reply consumer (a crash leaves it to expire)."""
@@ -160,6 +231,13 @@ class ReplyDelivery(NodeService[DeliveryRecords]):
         if self._delivered_here is not None and msg_id is not None:
             await self._delivered_here(envelope.profile, msg_id)
         await msg.ack_sync(timeout=REQUEST_TIMEOUT_S)
+        if logs.debug_enabled:
+            log.debug(
+                "cluster.reply_done",
+                profile=envelope.profile,
+                channel=message.channel,
+                given_up=delivered.given_up is not None,
+            )
 
     async def _delivered(
         self, envelope: OutboundEnvelope, msg_id: str | None, deliver: Deliver

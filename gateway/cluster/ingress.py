@@ -406,7 +406,9 @@ class IngressProfile:
                 overlay_task = tasks.create_task(
                     pairing.watch(), name=f"allow-overlay:{self.profile_id}"
                 )
-                node.add_ingress_profile(self.profile_id, self.deliver, self)
+                node.add_ingress_profile(
+                    self.profile_id, self.deliver, self, [channel.name for channel in built]
+                )
                 started.set()
                 await stop.wait()
                 intake.stop()

@@ -77,12 +77,12 @@ async def live_order(
     partition = names.partition_of_chat(envelope.profile, message)
     stream = names.outbound_stream
     try:
-        info = await js.consumer_info(stream, names.delivery_consumer(partition))
+        info = await js.consumer_info(stream, names.delivery_consumer(message.channel, partition))
         if not info.num_pending and not info.num_ack_pending:
             return LiveOrder(streams=True)
         msg_ids: list[str] = []
         read = 0
-        subject = names.outbound_subject(partition)
+        subject = names.outbound_subject(message.channel, partition)
         async for raw in stored_on(js, stream, subject, after_seq=0, limit=SCAN_LIMIT):
             read += 1
             try:

@@ -47,7 +47,6 @@ from gateway.cluster.record_table import DeliveryRecords, RecordTable
 from gateway.cluster.sends import ClusterOutbox, SendRecords
 from gateway.cluster.streams import (
     ClusterNames,
-    ensure_delivery_consumers,
     ensure_streams,
     ensure_worker_consumers,
     names_of,
@@ -187,7 +186,8 @@ class ClusterNode:
         if self.runs_worker:
             await ensure_worker_consumers(js, self.config)
         if self.runs_ingress:
-            await ensure_delivery_consumers(js, self.config)
+            # The delivery consumers are made per channel, as profiles start
+            # (`ReplyDelivery.add_profile`).
             await open_lease_bucket(js, self.config.stream_prefix, replicas=self.config.replicas)
 
     async def _join(self) -> None:
@@ -286,9 +286,12 @@ class ClusterNode:
         if self.worker is not None:
             await self.worker.wait_idle(profile)
 
-    def add_ingress_profile(self, profile: str, deliver: Deliver, live: LiveChannels) -> None:
+    def add_ingress_profile(
+        self, profile: str, deliver: Deliver, live: LiveChannels, channels: Iterable[str]
+    ) -> None:
+        """`channels`: the names of the profile's channels, whose replies it delivers."""
         if self.delivery is not None:
-            self.delivery.add_profile(profile, deliver)
+            self.delivery.add_profile(profile, deliver, channels)
         if self.live is not None:
             self.live.add_profile(profile, live)
 

@@ -17,11 +17,18 @@ must then ask again (the node's join does), so the fewer such requests the bette
 its `stream_prefix`) and finds a chat's partition. A chat's partition is a stable hash (BLAKE2b,
 the same in every process and every Python) of its session base key, modulo `partitions`: its turns
 and deliveries keep their order within it. Subject tokens carry only the prefix (validated:
-letters, digits, `_`, `-`), fixed words, numbers and hex ids, never a platform's chat id or a
-profile name, so no `.`, `*` or `>` can reach a subject.
+letters, digits, `_`, `-`), fixed words, channel names (a name that is not lowercase letters,
+digits and `-` goes as a hash), numbers and hex ids, never a platform's chat id or a profile
+name, so no `.`, `*` or `>` can reach a subject.
+
+Replies are partitioned per channel: a reply is delivered one at a time in its partition, and
+one whose platform is down is tried until its delivery deadline, so it holds its partition;
+with a partition of its own channel it holds back no other channel's replies. An ingress makes
+the delivery consumers of the channels its profiles run. The replies of a version before this
+(`{prefix}.out.{n}`, consumer `delivery-{n}`) are still delivered where that consumer exists.
 
     {prefix}.in.{n}          inbound messages of partition n        stream {prefix}_IN
-    {prefix}.out.{n}         replies to chats of partition n        stream {prefix}_OUT
+    {prefix}.out.{ch}.{n}    replies to channel ch's chats of n     stream {prefix}_OUT
     {prefix}.reply.{ingress} replies to requests one ingress holds  stream {prefix}_OUT
     {prefix}.dead.{n}        dead letters                           stream {prefix}_DEAD
     {prefix}.status          turn status (core NATS, not stored)
@@ -41,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -66,6 +74,17 @@ def partition_of(base_key: str, partitions: int) -> int:
     """The partition of a session base key: stable across processes, machines and versions."""
     digest = hashlib.blake2b(base_key.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "big") % partitions
+
+
+_PLAIN_CHANNEL = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+
+
+def channel_token(channel: str) -> str:
+    """A channel's name as a subject token and consumer name part: itself when it is plain,
+    else `x` and a hash of it (a plugin's name may hold anything)."""
+    if _PLAIN_CHANNEL.match(channel):
+        return channel
+    return "x" + hashlib.blake2b(channel.encode("utf-8"), digest_size=8).hexdigest()
 
 
 def chat_base_key(profile: str, channel: str, chat_id: str) -> str:
@@ -121,14 +140,16 @@ class ClusterNames:
     #: Every inbound partition's subject, as one subscription's wildcard.
     inbound_subjects = _Name("{prefix}.in.*")
     inbound_subject = _NameOf[int]("{prefix}.in.{}")
-    outbound_subject = _NameOf[int]("{prefix}.out.{}")
+    #: Replies of all channels in one partition, as versions before per-channel partitions
+    #: published them: delivered still, where their consumer (`shared_delivery_consumer`) is.
+    shared_outbound_subject = _NameOf[int]("{prefix}.out.{}")
     #: Where replies to requests held open by one ingress process go (the HTTP API).
     reply_subject = _NameOf[str]("{prefix}.reply.{}")
     #: Where one ingress process hears the live events of the turns it shows.
     live_subject = _NameOf[str]("{prefix}.live.{}")
     dead_subject = _NameOf[int]("{prefix}.dead.{}")
     worker_consumer = _NameOf[int]("worker-{}")
-    delivery_consumer = _NameOf[int]("delivery-{}")
+    shared_delivery_consumer = _NameOf[int]("delivery-{}")
     reply_consumer = _NameOf[str]("reply-{}")
 
     def partition_of_chat(self, profile: str, message: InChat) -> int:
@@ -136,6 +157,16 @@ class ClusterNames:
         return partition_of(
             chat_base_key(profile, message.channel, message.chat_id), self.partitions
         )
+
+    def outbound_subject(self, channel: str, partition: int) -> str:
+        return f"{self.prefix}.out.{channel_token(channel)}.{partition}"
+
+    def delivery_consumer(self, channel: str, partition: int) -> str:
+        return f"delivery-{channel_token(channel)}-{partition}"
+
+    def outbound_subject_of(self, profile: str, reply: InChat) -> str:
+        """Where a reply to the chat of `reply` is published."""
+        return self.outbound_subject(reply.channel, self.partition_of_chat(profile, reply))
 
     def partition_of_subject(self, subject: str) -> int:
         """The partition number a partitioned subject ends with."""
@@ -188,7 +219,7 @@ def stream_configs(config: NatsConfig) -> list[StreamConfig]:
         StreamConfig(
             name=names.outbound_stream,
             description="octos-gateway replies, by partition and by waiting ingress",
-            subjects=[f"{prefix}.out.*", f"{prefix}.reply.*"],
+            subjects=[f"{prefix}.out.*", f"{prefix}.out.*.*", f"{prefix}.reply.*"],
             retention=RetentionPolicy.WORK_QUEUE,
             max_age=OUTBOUND_MAX_AGE_S,
             **common,  # type: ignore[arg-type]
@@ -263,10 +294,15 @@ async def ensure_worker_consumers(js: JetStreamContext, config: NatsConfig) -> N
     )
 
 
-async def ensure_delivery_consumers(js: JetStreamContext, config: NatsConfig) -> None:
+async def ensure_delivery_consumers(js: JetStreamContext, config: NatsConfig, channel: str) -> None:
+    """The delivery consumers of one channel's replies, a partition each."""
     names = names_of(config)
     await _ensure_partition_consumers(
-        js, config, names.outbound_stream, names.delivery_consumer, names.outbound_subject
+        js,
+        config,
+        names.outbound_stream,
+        partial(names.delivery_consumer, channel),
+        partial(names.outbound_subject, channel),
     )
 
 

@@ -496,9 +496,7 @@ class Worker(NodeService[TurnRecords]):
         self, envelope: InboundEnvelope, reply: OutboundMessage, msg_id: str
     ) -> None:
         names = self._names
-        subject = envelope.reply_subject or names.outbound_subject(
-            names.partition_of_chat(envelope.profile, reply)
-        )
+        subject = envelope.reply_subject or names.outbound_subject_of(envelope.profile, reply)
         # Every reply to a message whose turn shows live is delivered where it is shown, so the
         # reply (or a dead letter's notice) finishes the stream and stops the typing there.
         out = OutboundEnvelope(envelope.profile, reply, live_at=envelope.live_at)

@@ -170,7 +170,7 @@ async def running_worker(
     js = client.jetstream(timeout=10)
     await ensure_streams(js, config)
     # As an ingress makes them: a turn streams only once its partition's replies are delivered.
-    await ensure_delivery_consumers(js, config)
+    await ensure_delivery_consumers(js, config, "telegram")
     observer = Observer()
     await client.subscribe(f"{prefix}.>", cb=observer.on_message)
     await client.subscribe(f"$JS.ACK.{names.inbound_stream}.>", cb=observer.on_message)

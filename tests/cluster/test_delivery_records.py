@@ -24,7 +24,13 @@ from gateway.cluster.dead_letters import DeadLetterMissing, DeadLetters
 from gateway.cluster.delivery import Delivered, ReplyDelivery
 from gateway.cluster.node_service import ClusterMetrics
 from gateway.cluster.record_table import DeliveryRecord, DeliveryRecords
-from gateway.cluster.streams import ClusterNames, ensure_streams, names_of
+from gateway.cluster.streams import (
+    ClusterNames,
+    ensure_consumer,
+    ensure_streams,
+    names_of,
+    partition_consumer,
+)
 from gateway.metrics import GatewayMetrics
 from tests.cluster.harness import Observer, nats_config
 from tests.support.postgres import fresh_scope
@@ -70,9 +76,8 @@ class RunningDelivery:
             channel="telegram", chat_id="1", content=content, delivery_id=turn_id
         )
         envelope = OutboundEnvelope(self.profile, reply)
-        partition = self.names.partition_of_chat(self.profile, reply)
         await self.js.publish(
-            self.names.outbound_subject(partition),
+            self.names.outbound_subject_of(self.profile, reply),
             envelope.body(),
             headers=envelope.headers(msg_id),
         )
@@ -92,11 +97,33 @@ class RunningDelivery:
 
 
 @asynccontextmanager
-async def running_delivery(client: Client, prefix: str, dsn: str) -> AsyncIterator[RunningDelivery]:
+async def running_delivery(
+    client: Client, prefix: str, dsn: str, *, before: list[OutboundMessage] | None = None
+) -> AsyncIterator[RunningDelivery]:
+    """`before`: replies an earlier version published on its shared partitions, with its
+    consumers, before this delivery starts."""
     config = nats_config(prefix, partitions=2)
     names = names_of(config)
     js = client.jetstream(timeout=10)
     await ensure_streams(js, config)
+    profile = fresh_scope()
+    for partition in range(config.partitions) if before is not None else ():
+        await ensure_consumer(
+            js,
+            names.outbound_stream,
+            partition_consumer(
+                names.shared_delivery_consumer(partition),
+                names.shared_outbound_subject(partition),
+                ack_wait_s=config.ack_wait_s,
+            ),
+        )
+    for number, reply in enumerate(before or ()):
+        envelope = OutboundEnvelope(profile, reply)
+        await js.publish(
+            names.shared_outbound_subject(names.partition_of_chat(profile, reply)),
+            envelope.body(),
+            headers=envelope.headers(f"before-{number}"),
+        )
     observer = Observer()
     await client.subscribe(f"$JS.ACK.{names.outbound_stream}.>", cb=observer.on_message)
     records = DeliveryRecords(dsn)
@@ -104,12 +131,11 @@ async def running_delivery(client: Client, prefix: str, dsn: str) -> AsyncIterat
     registry = CollectorRegistry()
     metrics = ClusterMetrics.create(registry)
     reply_dead_letters = GatewayMetrics.create(registry).reply_dead_letters
-    profile = fresh_scope()
     platform = Platform()
     delivery = ReplyDelivery(
         client, js, config, "test-ingress", records, metrics, reply_dead_letters
     )
-    delivery.add_profile(profile, platform.deliver)
+    delivery.add_profile(profile, platform.deliver, ["telegram"])
     try:
         async with asyncio.TaskGroup() as tasks:
             task = tasks.create_task(delivery.run(), name="test-delivery")
@@ -150,6 +176,21 @@ async def test_a_reply_is_recorded_with_its_platform_ids_then_acknowledged(
         assert record is not None
         assert (record.delivered, record.platform_ids) == (False, ())
         assert record.error == "chat 1: the platform refused it"
+
+
+async def test_replies_an_earlier_version_left_on_its_shared_partitions_are_delivered(
+    nats_client: Client, nats_prefix: str, postgres_dsn: str
+) -> None:
+    # Published before an upgrade to partitions per channel, with the consumers of then.
+    earlier = [
+        OutboundMessage(channel="telegram", chat_id=str(chat), content=f"from before {chat}")
+        for chat in range(4)
+    ]
+    async with running_delivery(nats_client, nats_prefix, postgres_dsn, before=earlier) as d:
+        await d.observer.wait_for(lambda: d.acks() == 4, WAIT_S)
+        await d.publish("after", msg_id="after", turn_id="after")
+        await d.observer.wait_for(lambda: d.acks() == 5, WAIT_S)
+    assert sorted(d.platform.sent) == sorted([*(m.content for m in earlier), "after"])
 
 
 async def test_a_reply_offered_again_after_its_record_is_acknowledged_unsent(

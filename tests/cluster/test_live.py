@@ -220,7 +220,7 @@ async def test_a_turn_behind_an_undelivered_reply_streams_after_it(
     # Delivered (as an ingress would: fetched, acknowledged), the chat streams freely again.
     partition = w.names.partition_of_chat(w.profile, later)
     delivery = await w.js.pull_subscribe_bind(
-        durable=w.names.delivery_consumer(partition), stream=w.names.outbound_stream
+        durable=w.names.delivery_consumer("telegram", partition), stream=w.names.outbound_stream
     )
     for _ in range(3):  # one message at a time: the consumer keeps one in flight
         (msg,) = await delivery.fetch(1, timeout=10)

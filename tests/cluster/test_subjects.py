@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bus import InboundMessage, OutboundMessage
-from gateway.cluster.streams import ClusterNames, chat_base_key, partition_of
+from bus import KNOWN_CHANNELS, InboundMessage, OutboundMessage
+from gateway.cluster.streams import ClusterNames, channel_token, chat_base_key, partition_of
 
 NAMES = ClusterNames("OCTOS", 16)
 
@@ -41,7 +41,7 @@ def test_any_chat_id_gives_a_partition_in_range_and_a_safe_subject(
     assert 0 <= partition < partitions
     tokens = names.inbound_subject(partition).split(".")
     assert tokens == ["OCTOS", "in", str(partition)]
-    assert names.partition_of_subject(names.outbound_subject(partition)) == partition
+    assert names.partition_of_subject(names.outbound_subject("telegram", partition)) == partition
 
 
 def test_chats_spread_over_the_partitions() -> None:
@@ -67,13 +67,32 @@ def test_every_name_is_the_one_streams_and_consumers_already_have() -> None:
     )
     assert [
         names.inbound_subject(3),
-        names.outbound_subject(3),
+        names.outbound_subject("telegram", 3),
+        names.shared_outbound_subject(3),
         names.dead_subject(3),
         names.reply_subject("in-a"),
         names.live_subject("in-a"),
-    ] == ["OCTOS.in.3", "OCTOS.out.3", "OCTOS.dead.3", "OCTOS.reply.in-a", "OCTOS.live.in-a"]
+    ] == [
+        "OCTOS.in.3",
+        "OCTOS.out.telegram.3",
+        "OCTOS.out.3",
+        "OCTOS.dead.3",
+        "OCTOS.reply.in-a",
+        "OCTOS.live.in-a",
+    ]
     assert [
         names.worker_consumer(3),
-        names.delivery_consumer(3),
+        names.delivery_consumer("wecom-bot", 3),
+        names.shared_delivery_consumer(3),
         names.reply_consumer("in-a"),
-    ] == ["worker-3", "delivery-3", "reply-in-a"]
+    ] == ["worker-3", "delivery-wecom-bot-3", "delivery-3", "reply-in-a"]
+
+
+@given(st.text())
+def test_any_channel_name_gives_a_safe_subject_token(channel: str) -> None:
+    token = channel_token(channel)
+    assert token
+    assert not set(token) & set(".*> \t\r\n")
+    assert NAMES.outbound_subject(channel, 1).split(".") == ["OCTOS", "out", token, "1"]
+    if channel in KNOWN_CHANNELS:
+        assert token == channel
