@@ -81,6 +81,20 @@ async def api_answers(api_port: int, text: str) -> None:
         assert (await response.json())["reply"] == text
 
 
+async def all_replies_shown(telegram: FakeTelegram, chats: list[int]) -> None:
+    await telegram.wait_until(
+        lambda: all(telegram.bot_messages(chat) for chat in chats), timeout_s=BACK_WAIT_S
+    )
+
+
+def assert_each_reply_shown_once(telegram: FakeTelegram, chats: list[int], marker: str) -> None:
+    shown = {
+        number: [str(message["text"]) for message in telegram.bot_messages(chat)]
+        for number, chat in enumerate(chats)
+    }
+    assert shown == {number: [text_for(marker, number)] for number in range(len(chats))}
+
+
 def telegram_turns_done(daemon: DaemonProcess) -> int:
     """Telegram turns whose reply is journaled: it has a place on the bus, or waits for one
     (the next thing the turn does, with nothing to wait for in between)."""
@@ -131,17 +145,9 @@ async def test_a_platform_down_holds_back_no_other_channel_of_its_profile(
                     [shown] = json.loads(body)["profiles"]
                     assert shown["replies_waiting"]["telegram"] == waiting
 
-            def all_shown() -> bool:
-                return all(telegram.bot_messages(chat) for chat in chats)
-
-            await telegram.wait_until(all_shown, timeout_s=BACK_WAIT_S)
+            await all_replies_shown(telegram, chats)
             assert await daemon.stop_cleanly() == 0
-
-        shown = {
-            number: [str(message["text"]) for message in telegram.bot_messages(chat)]
-            for number, chat in enumerate(chats)
-        }
-        assert shown == {number: [text_for(marker, number)] for number in range(TELEGRAM_CHATS)}
+        assert_each_reply_shown_once(telegram, chats, marker)
 
 
 async def test_replies_waiting_for_a_place_at_a_stop_are_sent_after_the_restart(
@@ -178,14 +184,6 @@ async def test_replies_waiting_for_a_place_at_a_stop_are_sent_after_the_restart(
                 waiting = await daemon.metric("octos_replies_waiting", channel="telegram")
                 assert waiting == 25
 
-            def all_shown() -> bool:
-                return all(telegram.bot_messages(chat) for chat in chats)
-
-            await telegram.wait_until(all_shown, timeout_s=BACK_WAIT_S)
+            await all_replies_shown(telegram, chats)
             assert await daemon.stop_cleanly() == 0
-
-        shown = {
-            number: [str(message["text"]) for message in telegram.bot_messages(chat)]
-            for number, chat in enumerate(chats)
-        }
-        assert shown == {number: [text_for(marker, number)] for number in range(len(chats))}
+        assert_each_reply_shown_once(telegram, chats, marker)
