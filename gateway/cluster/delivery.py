@@ -133,7 +133,12 @@ class ReplyDelivery(NodeService[DeliveryRecords]):
         )
 
     def _start_channel(self, tasks: asyncio.TaskGroup, channel: str) -> None:
-        tasks.create_task(self._deliver_channel(channel), name=f"delivery-channel:{channel}")
+        work = self._deliver_channel(channel)
+        try:
+            tasks.create_task(work, name=f"delivery-channel:{channel}")
+        except RuntimeError:
+            # Delivery is stopping (its task group takes no new task): nothing to start.
+            work.close()
 
     async def _deliver_channel(self, channel: str) -> None:
         """Make the channel's delivery consumers, then deliver from each of its partitions."""
