@@ -1,5 +1,6 @@
-"""A Slack profile in HTTP mode on the fake: Slack's events are posted to the daemon's own HTTP
-server at the webhook path, signed with the fake's signing secret."""
+"""Slack profiles on the fake: in Socket Mode (the default), or in HTTP mode, where Slack's events
+are posted to the daemon's own HTTP server at the webhook path, signed with the fake's signing
+secret."""
 
 from __future__ import annotations
 
@@ -21,5 +22,18 @@ channels:
     signing_secret: "{fake.signing_secret}"
     base_url: {fake.base_url}
     webhook_path: {path}
+    allow: [{allow}]
+"""
+
+
+def slack_socket_profile(fake: FakeSlack, allow: str, *, agent: str = "{type: echo}") -> str:
+    """The `agent` behind Slack in Socket Mode on the fake, allowing the user `allow`."""
+    return f"""\
+agent: {agent}
+channels:
+  - type: slack
+    bot_token: "{fake.bot_token}"
+    app_token: "{fake.app_token}"
+    base_url: {fake.base_url}
     allow: [{allow}]
 """

@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.cluster_daemons import cluster_config, processes, start_role
 from tests.e2e.conftest import WAIT_S
+from tests.e2e.slack_profiles import slack_socket_profile
 from tests.e2e.telegram_profiles import polling_profile
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
@@ -28,18 +29,6 @@ pytestmark = pytest.mark.slow
 TELEGRAM_USER = 5101
 SLACK_USER = "U0ALICE0001"
 SLACK_DM = "DOUTAGE0001"
-
-
-def slack_profile(slack: FakeSlack) -> str:
-    return f"""\
-agent: {{type: echo}}
-channels:
-  - type: slack
-    bot_token: "{slack.bot_token}"
-    app_token: "{slack.app_token}"
-    base_url: {slack.base_url}
-    allow: [{SLACK_USER}]
-"""
 
 
 def replies_done(ingress: DaemonProcess, profile: str) -> int:
@@ -66,7 +55,7 @@ async def test_a_platform_down_holds_back_no_other_channels_replies(
     async with FakeTelegram() as telegram, FakeSlack() as slack, processes() as running:
         profiles = {
             down: polling_profile(telegram, TELEGRAM_USER, "{type: echo}"),
-            other: slack_profile(slack),
+            other: slack_socket_profile(slack, SLACK_USER),
         }
         config = cluster_config(
             tmp_path, profiles, prefix=nats_prefix, dsn=postgres_dsn, partitions=1

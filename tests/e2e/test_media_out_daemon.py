@@ -22,6 +22,7 @@ import aiohttp
 import pytest
 
 from tests.e2e.conftest import DAEMON_ENV, WAIT_S, logged, running_daemon
+from tests.e2e.slack_profiles import slack_socket_profile
 from tests.e2e.telegram_profiles import polling_profile
 from tests.fakes.discord_server import FakeDiscord, FakeUser
 from tests.fakes.discord_server.models import RecordedRequest as DiscordRequest
@@ -267,15 +268,7 @@ async def test_the_http_api_answers_with_links_that_serve_the_files(tmp_path: Pa
 async def test_slack_gets_each_file_by_files_upload_v2(tmp_path: Path) -> None:
     async with FakeSlack() as slack, FakeWebhook() as hook:
         hook.script(chart_and_report(hook))
-        profile = f"""\
-agent: {webhook_agent(hook)}
-channels:
-  - type: slack
-    bot_token: "{slack.bot_token}"
-    app_token: "{slack.app_token}"
-    base_url: {slack.base_url}
-    allow: [{SLACK_USER}]
-"""
+        profile = slack_socket_profile(slack, SLACK_USER, agent=webhook_agent(hook))
         async with running_daemon(tmp_path, {"main": profile}) as daemon:
             await slack.wait_connected(timeout_s=WAIT_S)
             await daemon.wait_log(logged("slack.receiving"))
